@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {IFencingRegistry} from "./IFencingRegistry.sol";
+
+/**
+ * @title FencingRegistry
+ * @notice Issues globally monotonic fencing tokens for leases on named
+ * resources. See {IFencingRegistry} for the semantics.
+ *
+ * @dev Note: design decisions.
+ * - One storage slot per resource, packed (see `_leases`), never deleted: a
+ *   release zeroes only the expiry, so the next acquisition pays a
+ *   nonzero -> nonzero write (2,900 gas) instead of zero -> nonzero (20,000).
+ * - History lives in events, not in per-token storage: a `token => holder`
+ *   mapping would cost 22,100 gas per acquisition and answer nothing the
+ *   indexed {LeaseAcquired} log does not.
+ * - Tokens and expiries are stored in 48 bits (as OpenZeppelin's `Time`
+ *   does for timepoints) and widened to uint256 in the ABI. Narrowing is
+ *   checked: it reverts rather than truncates.
+ * - No owner, no admin, no upgrade path: nobody can mint a token, move a
+ *   lease or rewrite history. The only parameter, {maxTtl}, is immutable.
+ * - No external calls, so no reentrancy surface.
+ */
+contract FencingRegistry is IFencingRegistry {
+    // ------------------------------------------------------------------
+    // Storage
+    // ------------------------------------------------------------------
+
+    /*
+     * The latest lease of each resource is one packed uint256 slot:
+     *
+     *   bits   0..159  holder     the address that acquired it (msg.sender)
+     *   bits 160..207  expiresAt  chain time the lease ends; 0 once released
+     *   bits 208..255  token      its fencing token; 0 if never held
+     *
+     * A plain uint256 with shifts rather than a struct: the struct version
+     * spends ~300 more gas per call copying fields through memory.
+     */
+    mapping(bytes32 resource => uint256 packedLease) private _leases;
+
+    /// @dev The highest token issued; the next one is `_latestToken + 1`.
+    uint256 private _latestToken;
+
+    uint256 private immutable _maxTtl;
+
+    uint256 private constant _EXPIRES_AT_SHIFT = 160;
+    uint256 private constant _TOKEN_SHIFT = 208;
+    uint256 private constant _UINT48_MASK = (1 << 48) - 1;
+    uint256 private constant _HOLDER_MASK = (1 << 160) - 1;
+    /// @dev Every bit but the expiry's: `packed & _CLEAR_EXPIRES_AT` marks a lease released.
+    uint256 private constant _CLEAR_EXPIRES_AT = ~(_UINT48_MASK << _EXPIRES_AT_SHIFT);
+
+    /// @dev Longest resource name in bytes. Names are calldata on every
+    /// acquisition (16 gas a byte), so they are kept short.
+    uint256 private constant _MAX_NAME_LENGTH = 128;
+
+    /// @dev Upper bound for {maxTtl}: keeps `block.timestamp + ttl` far below 2**48.
+    uint256 private constant _MAX_MAX_TTL = type(uint32).max;
+
+    /// @param maxTtl_ The longest ttl a lease may ask for, 1 to 2**32 - 1 seconds.
+    constructor(uint256 maxTtl_) {
+        if (maxTtl_ == 0 || maxTtl_ > _MAX_MAX_TTL) revert FencingRegistryInvalidMaxTtl(maxTtl_);
+        _maxTtl = maxTtl_;
+    }
+
+    // ------------------------------------------------------------------
+    // Lease operations
+    // ------------------------------------------------------------------
+
+    /// @inheritdoc IFencingRegistry
+    function acquire(string calldata name, uint256 ttl) external returns (uint256 token, uint256 expiresAt) {
+        uint256 length = bytes(name).length;
+        if (length == 0 || length > _MAX_NAME_LENGTH) revert FencingRegistryInvalidName(length, _MAX_NAME_LENGTH);
+        expiresAt = _expiry(ttl);
+
+        bytes32 resource = keccak256(bytes(name));
+        uint256 previous = _leases[resource];
+        uint256 previousToken = _tokenOf(previous);
+        uint256 previousExpiresAt = _expiresAtOf(previous);
+
+        AcquireReason reason;
+        if (previousToken == 0) {
+            reason = AcquireReason.Unheld;
+        } else if (previousExpiresAt == 0) {
+            reason = AcquireReason.Released;
+        } else if (previousExpiresAt <= block.timestamp) {
+            reason = AcquireReason.Expired;
+        } else if (_holderOf(previous) == msg.sender) {
+            // The holder asks again: a new token fences off its own past self
+            // (an agent that restarted must not share an epoch with it).
+            reason = AcquireReason.Reacquired;
+        } else {
+            revert FencingRegistryLeaseHeld(resource, _holderOf(previous), previousToken, previousExpiresAt);
+        }
+
+        // Checked increment, then checked narrowing in _pack: tokens never wrap.
+        token = _latestToken + 1;
+        _latestToken = token;
+        _leases[resource] = _pack(msg.sender, expiresAt, token);
+
+        if (reason == AcquireReason.Unheld) emit ResourceNamed(resource, name);
+        emit LeaseAcquired(resource, token, msg.sender, expiresAt, previousToken, reason);
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function renew(bytes32 resource, uint256 token, uint256 ttl) external returns (uint256 expiresAt) {
+        expiresAt = _expiry(ttl);
+        uint256 lease = _requireHolder(resource, token);
+        // Same holder, same token: only the expiry bits change.
+        _leases[resource] = (lease & _CLEAR_EXPIRES_AT) | (expiresAt << _EXPIRES_AT_SHIFT);
+        emit LeaseRenewed(resource, token, msg.sender, expiresAt);
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function release(bytes32 resource, uint256 token) external {
+        uint256 lease = _requireHolder(resource, token);
+        // Keep holder and token: the slot stays nonzero (cheap re-acquisition)
+        // and an old token still reads as stale, never as unknown.
+        _leases[resource] = lease & _CLEAR_EXPIRES_AT;
+        emit LeaseReleased(resource, token, msg.sender);
+    }
+
+    // ------------------------------------------------------------------
+    // Views
+    // ------------------------------------------------------------------
+
+    /// @inheritdoc IFencingRegistry
+    function leaseOf(bytes32 resource)
+        external
+        view
+        returns (address holder, uint256 token, uint256 expiresAt, LeaseStatus status)
+    {
+        uint256 lease = _leases[resource];
+        holder = _holderOf(lease);
+        token = _tokenOf(lease);
+        expiresAt = _expiresAtOf(lease);
+        if (token == 0) status = LeaseStatus.Unheld;
+        else if (expiresAt == 0) status = LeaseStatus.Released;
+        else if (expiresAt <= block.timestamp) status = LeaseStatus.Expired;
+        else status = LeaseStatus.Live;
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function isCurrent(bytes32 resource, uint256 token) external view returns (bool) {
+        uint256 lease = _leases[resource];
+        // A released lease has expiresAt == 0, so the time test covers it.
+        return token != 0 && token == _tokenOf(lease) && block.timestamp < _expiresAtOf(lease);
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function checkCurrent(bytes32 resource, uint256 token) external view returns (address holder, uint256 expiresAt) {
+        uint256 lease = _requireCurrentToken(resource, token);
+        _requireLive(resource, token, lease);
+        return (_holderOf(lease), _expiresAtOf(lease));
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function latestToken() external view returns (uint256) {
+        return _latestToken;
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function maxTtl() external view returns (uint256) {
+        return _maxTtl;
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function maxNameLength() external pure returns (uint256) {
+        return _MAX_NAME_LENGTH;
+    }
+
+    // ------------------------------------------------------------------
+    // Internal
+    // ------------------------------------------------------------------
+
+    /// @dev `block.timestamp + ttl` after checking 1 <= ttl <= maxTtl.
+    function _expiry(uint256 ttl) private view returns (uint256) {
+        if (ttl == 0 || ttl > _maxTtl) revert FencingRegistryInvalidTtl(ttl, _maxTtl);
+        // Cannot overflow: ttl <= 2**32 - 1 and block.timestamp < 2**64 in any EVM.
+        unchecked {
+            return block.timestamp + ttl;
+        }
+    }
+
+    /// @dev The packed lease of `resource`, after checking that `token` is
+    /// its current token, that the caller holds it and that it is live.
+    function _requireHolder(bytes32 resource, uint256 token) private view returns (uint256 lease) {
+        lease = _requireCurrentToken(resource, token);
+        address holder = _holderOf(lease);
+        if (holder != msg.sender) revert FencingRegistryNotHolder(resource, token, msg.sender, holder);
+        _requireLive(resource, token, lease);
+    }
+
+    /// @dev The packed lease of `resource`, after checking that `token` is its latest token.
+    function _requireCurrentToken(bytes32 resource, uint256 token) private view returns (uint256 lease) {
+        lease = _leases[resource];
+        uint256 current = _tokenOf(lease);
+        if (token != current || token == 0) {
+            if (token == 0 || token > current) revert FencingRegistryUnknownToken(resource, token, current);
+            revert FencingRegistryStaleToken(resource, token, current);
+        }
+    }
+
+    /// @dev Revert unless `lease` (whose token is `token`) is live now.
+    function _requireLive(bytes32 resource, uint256 token, uint256 lease) private view {
+        uint256 expiresAt = _expiresAtOf(lease);
+        if (expiresAt == 0) revert FencingRegistryLeaseReleased(resource, token);
+        if (expiresAt <= block.timestamp) revert FencingRegistryLeaseExpired(resource, token, expiresAt);
+    }
+
+    /// @dev One packed slot; reverts rather than truncate a value wider than 48 bits.
+    function _pack(address holder, uint256 expiresAt, uint256 token) private pure returns (uint256) {
+        if (expiresAt > _UINT48_MASK) revert FencingRegistryUint48Overflow(expiresAt);
+        if (token > _UINT48_MASK) revert FencingRegistryUint48Overflow(token);
+        return uint256(uint160(holder)) | (expiresAt << _EXPIRES_AT_SHIFT) | (token << _TOKEN_SHIFT);
+    }
+
+    function _holderOf(uint256 lease) private pure returns (address) {
+        return address(uint160(lease & _HOLDER_MASK));
+    }
+
+    function _expiresAtOf(uint256 lease) private pure returns (uint256) {
+        return (lease >> _EXPIRES_AT_SHIFT) & _UINT48_MASK;
+    }
+
+    function _tokenOf(uint256 lease) private pure returns (uint256) {
+        return lease >> _TOKEN_SHIFT;
+    }
+}

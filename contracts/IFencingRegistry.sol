@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+/**
+ * @title IFencingRegistry
+ * @notice Leases on named resources, each acquisition stamped with a fencing
+ * token: a number that only ever goes up across ALL acquisitions of ALL
+ * resources of one registry, starting at 1 (0 means "no token").
+ *
+ * A lease says who may try; the token decides whose writes still count. A
+ * downstream resource remembers the highest token it has accepted and refuses
+ * lower ones, so a holder that paused past its lease (GC, sleep, a slow call)
+ * cannot overwrite the work of the holder that replaced it:
+ *
+ *     A: acquire -> token 7, lease until t=30
+ *     A: ...paused...
+ *        t=30: A's lease expires
+ *     B: acquire -> token 8, writes with 8          (resource mark: 8)
+ *     A: wakes, writes with 7                       -> rejected, 7 < 8
+ *
+ * @dev Time is chain time (`block.timestamp`, seconds), never a client clock.
+ * A lease acquired at time `t` with `ttl` is live for `t <= now < t + ttl`:
+ * at `now == expiresAt` it has expired.
+ *
+ * Resources are `bytes32 resource = keccak256(bytes(name))`. `acquire` takes
+ * the name itself so that the chain, not the caller, binds the name to its
+ * hash; the name is published once, in {ResourceNamed}, when the resource is
+ * first acquired.
+ */
+interface IFencingRegistry {
+    /// @notice Why a resource changed hands, recorded in {LeaseAcquired}.
+    enum AcquireReason {
+        /// The resource had never been held.
+        Unheld,
+        /// The previous holder released its lease.
+        Released,
+        /// The previous lease had expired (whoever held it).
+        Expired,
+        /// The holder of a live lease acquired again, fencing off its own
+        /// earlier incarnation with a new token.
+        Reacquired
+    }
+
+    /// @notice State of a resource's latest lease, as returned by {leaseOf}.
+    enum LeaseStatus {
+        /// Never held: holder, token and expiry are all zero.
+        Unheld,
+        /// Held: `block.timestamp < expiresAt`.
+        Live,
+        /// The lease ran out: `expiresAt <= block.timestamp`.
+        Expired,
+        /// The holder released it (`expiresAt` reads 0).
+        Released
+    }
+
+    // ------------------------------------------------------------------
+    // Events: emitted right after the state change they describe. Together
+    // with {leaseOf} they are the on-chain record of the holder of every
+    // token. `resource`, `token` and `holder` are indexed so audit can filter
+    // on any of them.
+    // ------------------------------------------------------------------
+
+    /// @notice `name` was acquired for the first time; `resource` is its hash.
+    /// Emitted once per resource, just before its first {LeaseAcquired}.
+    event ResourceNamed(bytes32 indexed resource, string name);
+
+    /// @notice `holder` acquired `resource` with fencing `token`, live until
+    /// `expiresAt`. `previousToken` is the token it superseded (0 if none) and
+    /// `reason` says why the resource was free to take.
+    event LeaseAcquired(
+        bytes32 indexed resource,
+        uint256 indexed token,
+        address indexed holder,
+        uint256 expiresAt,
+        uint256 previousToken,
+        AcquireReason reason
+    );
+
+    /// @notice `holder` extended its lease on `resource` (same `token`) to `expiresAt`.
+    event LeaseRenewed(bytes32 indexed resource, uint256 indexed token, address indexed holder, uint256 expiresAt);
+
+    /// @notice `holder` released its lease on `resource`; `token` is no longer current.
+    event LeaseReleased(bytes32 indexed resource, uint256 indexed token, address indexed holder);
+
+    // ------------------------------------------------------------------
+    // Errors (no revert strings). Each carries what a caller needs to act.
+    // ------------------------------------------------------------------
+
+    /// @notice A resource name must be 1 to `maxLength` bytes of UTF-8.
+    error FencingRegistryInvalidName(uint256 length, uint256 maxLength);
+
+    /// @notice A ttl must be 1 to `maxTtl` seconds.
+    error FencingRegistryInvalidTtl(uint256 ttl, uint256 maxTtl);
+
+    /// @notice Deployment: the maximum ttl must be 1 to 2**32 - 1 seconds.
+    error FencingRegistryInvalidMaxTtl(uint256 maxTtl);
+
+    /// @notice Someone else holds a live lease on `resource`: `holder` with
+    /// `token` until `expiresAt`. Retry at or after `expiresAt`.
+    error FencingRegistryLeaseHeld(bytes32 resource, address holder, uint256 token, uint256 expiresAt);
+
+    /// @notice `token` was issued for `resource` once but has been superseded
+    /// by `currentToken`: its holder lost the lease.
+    error FencingRegistryStaleToken(bytes32 resource, uint256 token, uint256 currentToken);
+
+    /// @notice `token` was never issued for `resource` (0, or above the
+    /// resource's `currentToken`): forged, or meant for another resource.
+    error FencingRegistryUnknownToken(bytes32 resource, uint256 token, uint256 currentToken);
+
+    /// @notice `account` is not the holder of `token` on `resource`; `holder` is.
+    error FencingRegistryNotHolder(bytes32 resource, uint256 token, address account, address holder);
+
+    /// @notice `token` is the resource's latest but its lease expired at `expiredAt`.
+    error FencingRegistryLeaseExpired(bytes32 resource, uint256 token, uint256 expiredAt);
+
+    /// @notice `token` is the resource's latest but its holder released it.
+    error FencingRegistryLeaseReleased(bytes32 resource, uint256 token);
+
+    /// @notice A token or timestamp does not fit the 48 bits it is stored in
+    /// (2**48 - 1: ~2.8e14 tokens; timestamps until the year 8.9 million).
+    error FencingRegistryUint48Overflow(uint256 value);
+
+    // ------------------------------------------------------------------
+    // Lease operations
+    // ------------------------------------------------------------------
+
+    /**
+     * @notice Acquire a lease on `name` for `ttl` seconds and get a new
+     * fencing token, strictly greater than every token issued before.
+     * @dev Succeeds when the resource is free (never held, released or
+     * expired) or when the caller already holds it; in that case the caller
+     * gets a NEW token, fencing off its own earlier incarnation. Reverts with
+     * {FencingRegistryLeaseHeld} while someone else holds a live lease,
+     * {FencingRegistryInvalidName} or {FencingRegistryInvalidTtl} on bad input.
+     * Emits {ResourceNamed} on the first acquisition of a resource, then
+     * {LeaseAcquired}.
+     * @param name The resource name, 1 to {maxNameLength} bytes of UTF-8.
+     * @param ttl Lease length in seconds, 1 to {maxTtl}.
+     * @return token The fencing token of the new lease.
+     * @return expiresAt Chain time at which the lease stops being live.
+     */
+    function acquire(string calldata name, uint256 ttl) external returns (uint256 token, uint256 expiresAt);
+
+    /**
+     * @notice Extend the caller's live lease to `block.timestamp + ttl`.
+     * @dev Only the holder, only with the current token, only while live.
+     * After expiry a lease cannot be renewed: acquire again for a new token.
+     * Reverts with {FencingRegistryStaleToken}, {FencingRegistryUnknownToken},
+     * {FencingRegistryNotHolder}, {FencingRegistryLeaseReleased},
+     * {FencingRegistryLeaseExpired} or {FencingRegistryInvalidTtl}.
+     * Emits {LeaseRenewed}.
+     * @return expiresAt The new expiry.
+     */
+    function renew(bytes32 resource, uint256 token, uint256 ttl) external returns (uint256 expiresAt);
+
+    /**
+     * @notice End the caller's live lease now.
+     * @dev Only the holder, only with the current token, only while live: a
+     * release with an old token never frees a newer lease. Reverts like
+     * {renew}. Emits {LeaseReleased}.
+     */
+    function release(bytes32 resource, uint256 token) external;
+
+    // ------------------------------------------------------------------
+    // Views
+    // ------------------------------------------------------------------
+
+    /// @notice The latest lease of `resource`, whatever its state, judged at
+    /// this block's timestamp. A released lease reads `expiresAt == 0`.
+    function leaseOf(bytes32 resource)
+        external
+        view
+        returns (address holder, uint256 token, uint256 expiresAt, LeaseStatus status);
+
+    /// @notice Whether `token` is the current token of `resource` and its
+    /// lease is live (not expired, not released).
+    function isCurrent(bytes32 resource, uint256 token) external view returns (bool);
+
+    /**
+     * @notice Revert unless `token` is current for `resource`; for contracts
+     * to call before a fenced write.
+     * @dev Reverts with {FencingRegistryUnknownToken},
+     * {FencingRegistryStaleToken}, {FencingRegistryLeaseReleased} or
+     * {FencingRegistryLeaseExpired}.
+     * @return holder The lease holder (compare with the caller you serve).
+     * @return expiresAt The lease's expiry.
+     */
+    function checkCurrent(bytes32 resource, uint256 token) external view returns (address holder, uint256 expiresAt);
+
+    /// @notice The highest token issued so far (0 before the first acquisition).
+    function latestToken() external view returns (uint256);
+
+    /// @notice The longest ttl a lease may ask for, fixed at deployment.
+    function maxTtl() external view returns (uint256);
+
+    /// @notice The longest resource name, in bytes.
+    function maxNameLength() external pure returns (uint256);
+}

@@ -1,0 +1,40 @@
+"""chainfence: fencing tokens issued on-chain, checked where the writes happen.
+
+A lease decides who may try; the fencing token decides whose writes still
+count. ::
+
+    from chainfence import Chain, Registry, Guard
+
+    chain = Chain.embedded()
+    registry = Registry.deploy(chain)
+    lease = registry.connect(chain.accounts[1]).acquire("reports/daily", ttl=30)
+    guard = Guard(registry, path="guard.sqlite")
+    guard.check("reports/daily", lease.token)     # raises StaleToken for a superseded holder
+"""
+
+import logging
+
+from .audit import EventKind, LeaseEvent
+from .chain import Chain
+from .errors import ChainfenceError
+from .guard import Guard
+from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
+from .registry import Registry
+
+__all__ = [
+    "AcquireReason",
+    "Chain",
+    "ChainfenceError",
+    "EventKind",
+    "Guard",
+    "Lease",
+    "LeaseEvent",
+    "LeaseInfo",
+    "LeaseStatus",
+    "Registry",
+]
+
+__version__ = "0.1.0"
+
+# A library never configures logging: only the CLI adds handlers.
+logging.getLogger(__name__).addHandler(logging.NullHandler())

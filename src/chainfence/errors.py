@@ -1,0 +1,421 @@
+"""Every error chainfence raises, in one tree.
+
+::
+
+    ChainfenceError
+    ├── InvalidInput (ValueError)          bad argument; nothing was sent or written
+    │   ├── InvalidResourceName            empty, too long, not a str
+    │   ├── InvalidTtl                     0, negative, not an int, above the registry's max
+    │   │   └── InvalidMaxTtl              deployment: max ttl out of range
+    │   ├── InvalidToken                   0, negative, not an int, wider than uint256
+    │   └── InvalidAddress                 not a 20-byte hex address
+    ├── LeaseError                         the registry refused a lease operation
+    │   ├── LeaseHeld                      someone else holds a live lease
+    │   ├── NotHolder                      the caller is not the holder of that token
+    │   └── TokenNotCurrent                the token is not the resource's live token
+    │       ├── StaleToken                 superseded by a higher token (registry or guard)
+    │       ├── UnknownToken               never issued for this resource (forged?)
+    │       ├── LeaseExpired               the latest token, but its lease ran out  (you lost it)
+    │       └── LeaseReleased              the latest token, but it was released    (you closed it)
+    ├── RegistryOverflow (OverflowError)   48-bit token or time space exhausted
+    ├── ChainError                         the chain or node failed us
+    │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers
+    │   ├── ContractNotFound               no FencingRegistry code at that address
+    │   ├── TransactionFailed              mined with status 0, no decodable reason
+    │   ├── UnknownRevert                  reverted with data no error of ours explains
+    │   ├── UnknownAccount (LookupError)   no key to sign for that address
+    │   └── NotSupported                   e.g. advance_time on a chain that is not a dev chain
+    └── GuardError                         the guard's store is unusable
+        └── GuardStoreMismatch             the store belongs to another registry
+
+Errors raised by the contract (its custom errors) map one-to-one onto classes
+here through :func:`_contract_error`; :mod:`chainfence._reverts` decodes a
+revert, whatever provider raised it, into one of them. Users never see raw
+web3 or eth-tester exceptions: those are chained as ``__cause__``.
+
+A service rejecting work needs one clause: ``except TokenNotCurrent``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "ChainError",
+    "ChainfenceError",
+    "ContractNotFound",
+    "GuardError",
+    "GuardStoreMismatch",
+    "InvalidAddress",
+    "InvalidInput",
+    "InvalidMaxTtl",
+    "InvalidResourceName",
+    "InvalidToken",
+    "InvalidTtl",
+    "LeaseError",
+    "LeaseExpired",
+    "LeaseHeld",
+    "LeaseReleased",
+    "NodeUnreachable",
+    "NotHolder",
+    "NotSupported",
+    "RegistryOverflow",
+    "StaleToken",
+    "TokenNotCurrent",
+    "TransactionFailed",
+    "UnknownAccount",
+    "UnknownRevert",
+    "UnknownToken",
+]
+
+#: Solidity custom error name -> the class it raises as. Filled by @_contract_error.
+CONTRACT_ERRORS: dict[str, type[ChainfenceError]] = {}
+
+
+def _contract_error(solidity_name: str):
+    """Register ``cls`` as the Python side of the contract's ``solidity_name`` error.
+
+    The class's ``from_revert(**fields)`` receives the error's ABI arguments
+    as snake_case keywords (``expiresAt`` -> ``expires_at``), with the bytes32
+    ``resource`` argument renamed ``resource_id``.
+    """
+
+    def register(cls: type[ChainfenceError]) -> type[ChainfenceError]:
+        if solidity_name in CONTRACT_ERRORS:
+            raise RuntimeError(f"{solidity_name} is mapped twice")
+        cls.solidity_error = solidity_name
+        CONTRACT_ERRORS[solidity_name] = cls
+        return cls
+
+    return register
+
+
+def _describe(resource: str | None, resource_id: bytes | None) -> str:
+    if resource is not None:
+        return repr(resource)
+    if resource_id is not None:
+        return "resource 0x" + resource_id.hex()
+    return "resource"
+
+
+def _rebuild(cls: type[ChainfenceError], args: tuple, state: dict) -> ChainfenceError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
+class ChainfenceError(Exception):
+    """Base of every error chainfence raises."""
+
+    #: Name of the contract custom error this class decodes, if any.
+    solidity_error: ClassVar[str | None] = None
+
+    @classmethod
+    def from_revert(cls, **fields: Any) -> ChainfenceError:
+        """Build the error from the decoded arguments of its Solidity error."""
+        return cls(**fields)
+
+    def __reduce__(self):
+        # Keyword-only constructors do not survive the default pickling
+        # (Exception pickles ``args`` only); errors cross process boundaries.
+        return (_rebuild, (type(self), self.args, self.__dict__.copy()))
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------
+
+
+class InvalidInput(ChainfenceError, ValueError):
+    """An argument is malformed or out of range. Nothing was sent or written."""
+
+
+@_contract_error("FencingRegistryInvalidName")
+class InvalidResourceName(InvalidInput):
+    """A resource name must be a str of 1 to 128 bytes of UTF-8."""
+
+    def __init__(self, message: str | None = None, *, length: int | None = None, max_length: int | None = None):
+        self.length = length
+        self.max_length = max_length
+        if message is None:
+            message = f"resource name must be 1 to {max_length} bytes of UTF-8, got {length} bytes"
+        super().__init__(message)
+
+
+@_contract_error("FencingRegistryInvalidTtl")
+class InvalidTtl(InvalidInput):
+    """A ttl must be an int number of seconds from 1 to the registry's maximum."""
+
+    def __init__(self, message: str | None = None, *, ttl: Any = None, max_ttl: int | None = None):
+        self.ttl = ttl
+        self.max_ttl = max_ttl
+        if message is None:
+            message = f"ttl must be 1 to {max_ttl} seconds, got {ttl!r}"
+        super().__init__(message)
+
+
+@_contract_error("FencingRegistryInvalidMaxTtl")
+class InvalidMaxTtl(InvalidTtl):
+    """A registry's maximum ttl must be 1 to 2**32 - 1 seconds."""
+
+    def __init__(self, message: str | None = None, *, max_ttl: Any = None):
+        if message is None:
+            message = f"max_ttl must be 1 to {2**32 - 1} seconds, got {max_ttl!r}"
+        super().__init__(message, ttl=max_ttl, max_ttl=2**32 - 1)
+
+
+class InvalidToken(InvalidInput):
+    """A fencing token must be an int from 1 to 2**256 - 1 (0 means "no token")."""
+
+    def __init__(self, message: str | None = None, *, token: Any = None):
+        self.token = token
+        if message is None:
+            message = f"a fencing token is an int from 1 to 2**256 - 1, got {token!r}"
+        super().__init__(message)
+
+
+class InvalidAddress(InvalidInput):
+    """An address must be 20 bytes as 0x-prefixed hex (checksummed if mixed case)."""
+
+
+# ---------------------------------------------------------------------------
+# The registry refused a lease operation
+# ---------------------------------------------------------------------------
+
+
+class LeaseError(ChainfenceError):
+    """The registry (or a guard) refused an operation on a resource's lease.
+
+    ``resource`` is the name when the SDK knows it; ``resource_id`` is always
+    the on-chain ``keccak256(name)`` when known. The message is rendered from
+    the attributes, so attaching the name later (the chain only knows the
+    hash) updates it.
+    """
+
+    def __init__(self, *, resource: str | None = None, resource_id: bytes | None = None):
+        self.resource = resource
+        self.resource_id = resource_id
+        super().__init__()
+
+    def __str__(self) -> str:
+        return self._message()
+
+    def _message(self) -> str:
+        return f"lease operation refused on {self._where()}"
+
+    def _where(self) -> str:
+        return _describe(self.resource, self.resource_id)
+
+    def with_resource(self, name: str) -> LeaseError:
+        """Attach the resource name the caller used; returns ``self``."""
+        self.resource = name
+        return self
+
+
+@_contract_error("FencingRegistryLeaseHeld")
+class LeaseHeld(LeaseError):
+    """Someone else holds a live lease on the resource.
+
+    ``holder``, ``token`` and ``expires_at`` describe that lease; retry at or
+    after ``expires_at`` (chain time).
+    """
+
+    def __init__(
+        self,
+        *,
+        holder: str,
+        token: int,
+        expires_at: int,
+        resource: str | None = None,
+        resource_id: bytes | None = None,
+    ):
+        self.holder = holder
+        self.token = token
+        self.expires_at = expires_at
+        super().__init__(resource=resource, resource_id=resource_id)
+
+    def _message(self) -> str:
+        return (
+            f"{self._where()} is held by {self.holder} "
+            f"with token {self.token} until chain time {self.expires_at}"
+        )
+
+
+@_contract_error("FencingRegistryNotHolder")
+class NotHolder(LeaseError):
+    """The caller (``account``) is not the holder of ``token``; ``holder`` is."""
+
+    def __init__(
+        self,
+        *,
+        token: int,
+        account: str,
+        holder: str,
+        resource: str | None = None,
+        resource_id: bytes | None = None,
+    ):
+        self.token = token
+        self.account = account
+        self.holder = holder
+        super().__init__(resource=resource, resource_id=resource_id)
+
+    def _message(self) -> str:
+        return (
+            f"{self.account} does not hold token {self.token} on "
+            f"{self._where()}: {self.holder} does"
+        )
+
+
+class TokenNotCurrent(LeaseError):
+    """``token`` is not the resource's current, live token: reject the work.
+
+    ``current_token`` is the token the registry holds for the resource (or,
+    from a guard, the highest token it has accepted).
+    """
+
+    def __init__(
+        self,
+        *,
+        token: int,
+        current_token: int,
+        resource: str | None = None,
+        resource_id: bytes | None = None,
+    ):
+        self.token = token
+        self.current_token = current_token
+        super().__init__(resource=resource, resource_id=resource_id)
+
+    def _message(self) -> str:
+        return f"token {self.token} is not current for {self._where()}"
+
+
+@_contract_error("FencingRegistryStaleToken")
+class StaleToken(TokenNotCurrent):
+    """A newer token (``current_token``) superseded ``token``: its holder lost the lease.
+
+    Raised by the registry (renew/release with an old token) and by a guard
+    (a token lower than one it has already accepted for the resource).
+    """
+
+    def _message(self) -> str:
+        return (
+            f"token {self.token} for {self._where()} is stale: "
+            f"token {self.current_token} superseded it"
+        )
+
+
+@_contract_error("FencingRegistryUnknownToken")
+class UnknownToken(TokenNotCurrent):
+    """The registry never issued ``token`` for this resource: forged, or for another resource."""
+
+    def _message(self) -> str:
+        return (
+            f"token {self.token} was never issued for {self._where()} "
+            f"(its latest token is {self.current_token})"
+        )
+
+
+@_contract_error("FencingRegistryLeaseExpired")
+class LeaseExpired(TokenNotCurrent):
+    """``token`` is the resource's latest, but its lease expired at ``expired_at``.
+
+    The holder lost the lease to time: acquire again for a new token.
+    """
+
+    def __init__(
+        self,
+        *,
+        token: int,
+        expired_at: int,
+        resource: str | None = None,
+        resource_id: bytes | None = None,
+    ):
+        self.expired_at = expired_at
+        super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
+
+    def _message(self) -> str:
+        return (
+            f"the lease of token {self.token} on {self._where()} "
+            f"expired at chain time {self.expired_at}"
+        )
+
+
+@_contract_error("FencingRegistryLeaseReleased")
+class LeaseReleased(TokenNotCurrent):
+    """``token`` is the resource's latest, but its holder released it."""
+
+    def __init__(self, *, token: int, resource: str | None = None, resource_id: bytes | None = None):
+        super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
+
+    def _message(self) -> str:
+        return f"the lease of token {self.token} on {self._where()} was released"
+
+
+@_contract_error("FencingRegistryUint48Overflow")
+class RegistryOverflow(ChainfenceError, OverflowError):
+    """A token or timestamp no longer fits the registry's 48-bit storage."""
+
+    def __init__(self, message: str | None = None, *, value: int | None = None):
+        self.value = value
+        super().__init__(message or f"value {value} does not fit the registry's 48-bit storage")
+
+
+# ---------------------------------------------------------------------------
+# The chain or node failed us
+# ---------------------------------------------------------------------------
+
+
+class ChainError(ChainfenceError):
+    """Talking to the chain failed, or it answered something we cannot use."""
+
+
+class NodeUnreachable(ChainError, ConnectionError):
+    """No JSON-RPC node answers at the URL (or it stopped answering)."""
+
+
+class ContractNotFound(ChainError):
+    """There is no FencingRegistry at the address (no code, or other code)."""
+
+
+class TransactionFailed(ChainError):
+    """A transaction was mined with status 0 and no reason could be decoded."""
+
+    def __init__(self, message: str, *, tx_hash: str | None = None, receipt: Any = None):
+        self.tx_hash = tx_hash
+        self.receipt = receipt
+        super().__init__(message)
+
+
+class UnknownRevert(ChainError):
+    """A call reverted with data that is not one of the registry's errors."""
+
+    def __init__(self, message: str, *, data: bytes = b""):
+        self.data = data
+        super().__init__(message)
+
+
+class UnknownAccount(ChainError, LookupError):
+    """The chain holds no key for that address, so it cannot send as it."""
+
+
+class NotSupported(ChainError):
+    """The chain does not support the operation (e.g. time travel outside dev chains)."""
+
+
+# ---------------------------------------------------------------------------
+# Guard store
+# ---------------------------------------------------------------------------
+
+
+class GuardError(ChainfenceError):
+    """A guard's store cannot be used."""
+
+
+class GuardStoreMismatch(GuardError):
+    """The store file belongs to another registry (chain id or address differ).
+
+    Marks are only meaningful against the registry that issued the tokens;
+    opening another registry's store would let its marks fence the wrong
+    token space.
+    """

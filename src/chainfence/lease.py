@@ -1,0 +1,174 @@
+"""Leases: the time-bounded right to act on a resource, stamped with a fencing token.
+
+A lease is not a guarantee that you still hold the resource while you act:
+chain time moves on while your process is paused. Carry ``lease.token`` to
+every write and let the resource (a :class:`~chainfence.Guard`) judge it::
+
+    agent A: lease = acquire("reports/daily", ttl=30)   -> token 7, until t=130
+    agent A: ...GC pause, laptop sleep, slow model call...
+    chain:   t=130, A's lease expires
+    agent B: acquire("reports/daily", ttl=30)           -> token 8
+    agent B: write(token=8)                              -> accepted, mark 8
+    agent A: wakes up, write(token=7)                    -> StaleToken: 7 < 8
+
+Two ways for a lease to end, told apart as trio tells "you closed it" from
+"it broke under you": :class:`~chainfence.errors.LeaseReleased` (you
+released it) and :class:`~chainfence.errors.LeaseExpired` /
+:class:`~chainfence.errors.StaleToken` (you lost it).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import ChainfenceError
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AcquireReason", "Lease", "LeaseInfo", "LeaseStatus"]
+
+
+class LeaseStatus(enum.IntEnum):
+    """State of a resource's latest lease (``IFencingRegistry.LeaseStatus``)."""
+
+    UNHELD = 0
+    LIVE = 1
+    EXPIRED = 2
+    RELEASED = 3
+
+
+class AcquireReason(enum.IntEnum):
+    """Why a resource changed hands (``IFencingRegistry.AcquireReason``)."""
+
+    #: The resource had never been held.
+    UNHELD = 0
+    #: The previous holder released it.
+    RELEASED = 1
+    #: The previous lease had expired.
+    EXPIRED = 2
+    #: The holder of a live lease acquired again, fencing off its past self.
+    REACQUIRED = 3
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """What the registry records for a resource's latest lease, read at one block.
+
+    ``expires_at`` is chain time; it reads 0 for a released lease.
+    """
+
+    resource: str | None
+    resource_id: bytes
+    holder: str
+    token: int
+    expires_at: int
+    status: LeaseStatus
+
+    @property
+    def live(self) -> bool:
+        return self.status is LeaseStatus.LIVE
+
+
+class Lease:
+    """A lease you acquired: ``resource``, ``token``, ``holder``, ``expires_at``.
+
+    Returned by :meth:`Registry.acquire <chainfence.Registry.acquire>`.
+    ``renew()`` and ``release()`` act on exactly this token: they never touch
+    a newer lease of the same resource. Used as a context manager it releases
+    on exit (see :meth:`Registry.lease <chainfence.Registry.lease>`).
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        resource: str,
+        resource_id: bytes,
+        token: int,
+        holder: str,
+        expires_at: int,
+        ttl: int,
+        previous_token: int,
+        reason: AcquireReason,
+        tx_hash: str,
+        block_number: int,
+    ):
+        self.registry = registry
+        self.resource = resource
+        self.resource_id = resource_id
+        self.token = token
+        self.holder = holder
+        self.expires_at = expires_at
+        self.ttl = ttl
+        self.previous_token = previous_token
+        self.reason = reason
+        self.tx_hash = tx_hash
+        self.block_number = block_number
+        self.released = False
+
+    def renew(self, ttl: int | None = None) -> Lease:
+        """Extend this lease to ``now + ttl`` (default: the ttl it was acquired with).
+
+        Raises :class:`~chainfence.errors.LeaseExpired` once it has expired
+        (acquire again: you get a new token), :class:`~chainfence.errors.StaleToken`
+        if someone acquired it since, :class:`~chainfence.errors.LeaseReleased`
+        after :meth:`release`.
+        """
+        ttl = self.ttl if ttl is None else ttl
+        self.expires_at = self.registry.renew(self.resource, self.token, ttl)
+        self.ttl = ttl
+        return self
+
+    def release(self) -> None:
+        """End this lease now. Never frees a newer lease: that would need its token."""
+        self.registry.release(self.resource, self.token)
+        self.released = True
+
+    def is_current(self) -> bool:
+        """Whether the chain still considers this token current (live, not superseded)."""
+        return self.registry.is_current(self.resource, self.token)
+
+    def info(self) -> LeaseInfo:
+        """This lease as the :class:`LeaseInfo` of an acquisition (status as acquired)."""
+        return LeaseInfo(
+            resource=self.resource,
+            resource_id=self.resource_id,
+            holder=self.holder,
+            token=self.token,
+            expires_at=self.expires_at,
+            status=LeaseStatus.RELEASED if self.released else LeaseStatus.LIVE,
+        )
+
+    # Context manager: release on exit, like redis-py's Lock.
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.released:
+            return
+        try:
+            self.release()
+        except ChainfenceError as release_error:
+            if exc is None:
+                # The body finished but the lease did not survive it: its
+                # writes may have been fenced off. Say so.
+                raise
+            # Do not mask the body's own exception; record why release failed.
+            logger.warning(
+                "release after error failed resource=%s token=%d: %s", self.resource, self.token, release_error
+            )
+            exc.add_note(f"chainfence: releasing {self.resource!r} token {self.token} also failed: {release_error}")
+
+    def __repr__(self) -> str:
+        state = " released" if self.released else ""
+        return (
+            f"<Lease {self.resource!r} token={self.token} holder={self.holder} "
+            f"expires_at={self.expires_at}{state}>"
+        )

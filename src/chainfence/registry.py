@@ -1,0 +1,309 @@
+"""The SDK side of the FencingRegistry contract: acquire, renew, release, views.
+
+::
+
+    registry = Registry.deploy(chain)            # or Registry.at(chain, address)
+    a = registry.connect(alice)                  # same registry, transactions sent as alice
+    lease = a.acquire("reports/daily", ttl=30)   # Lease: resource, token, holder, expires_at
+    with a.lease("reports/daily", ttl=30) as lease:
+        ...                                      # released on exit
+
+Every method validates its arguments before it touches the chain, raises a
+:mod:`chainfence.errors` class for every revert (never a web3 or eth-tester
+exception) and logs one INFO line per lease state change.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from eth_abi import decode as abi_decode
+from web3 import Web3
+
+from . import _artifacts, _validate
+from .chain import Chain
+from .errors import ChainError, ContractNotFound, InvalidMaxTtl, UnknownAccount
+from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Registry"]
+
+#: Default maximum lease length of a new registry: one day.
+DEFAULT_MAX_TTL = 86_400
+
+
+class Registry:
+    """A deployed FencingRegistry, and the account transactions are sent as.
+
+    Create with :meth:`deploy` or :meth:`at`; :meth:`connect` gives a view of
+    the same registry that sends as another account.
+    """
+
+    def __init__(self, chain: Chain, address: str, *, sender: str | None = None):
+        self.chain = chain
+        self.address = _validate.address(address, "registry address")
+        self.sender = sender
+        self._contract = chain.w3.eth.contract(address=self.address, abi=_artifacts.abi())
+
+    # ------------------------------------------------------------------
+    # Construction
+    # ------------------------------------------------------------------
+
+    @classmethod
+    def deploy(cls, chain: Chain, *, max_ttl: int = DEFAULT_MAX_TTL, sender: Any = None) -> Registry:
+        """Deploy a new FencingRegistry whose leases last at most ``max_ttl`` seconds.
+
+        ``sender`` (default: the chain's first account) pays for deployment
+        and is the default sender of the returned registry. It gains no
+        privilege: the registry has no owner.
+        """
+        if isinstance(max_ttl, bool) or not isinstance(max_ttl, int) or not 1 <= max_ttl <= 2**32 - 1:
+            raise InvalidMaxTtl(max_ttl=max_ttl)
+        deployer = chain.signer(sender if sender is not None else _first_account(chain))
+        artifact = _artifacts.load()
+        factory = chain.w3.eth.contract(abi=artifact["abi"], bytecode=artifact["bytecode"])
+        data = bytes.fromhex(factory.constructor(max_ttl).data_in_transaction[2:])
+        receipt = chain.transact(deployer, None, data)  # type: ignore[arg-type]
+        registry = cls(chain, receipt["contractAddress"], sender=deployer)
+        logger.info(
+            "deployed registry=%s max_ttl=%d tx=%s", registry.address, max_ttl, receipt["transactionHash"].to_0x_hex()
+        )
+        return registry
+
+    @classmethod
+    def at(cls, chain: Chain, address: str, *, sender: Any = None) -> Registry:
+        """The FencingRegistry already deployed at ``address``.
+
+        Raises :class:`~chainfence.errors.ContractNotFound` if there is no
+        code there, or code that is not this SDK's FencingRegistry.
+        """
+        address = _validate.address(address, "registry address")
+        code = bytes(chain.w3.eth.get_code(address))
+        if not code:
+            raise ContractNotFound(f"no contract code at {address} on chain {chain.chain_id}")
+        if not _is_registry_code(code):
+            raise ContractNotFound(
+                f"the contract at {address} is not a FencingRegistry (its runtime code differs from this SDK's)"
+            )
+        if sender is None and chain.accounts:
+            sender = chain.accounts[0]
+        return cls(chain, address, sender=chain.signer(sender) if sender is not None else None)
+
+    def connect(self, account: Any) -> Registry:
+        """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""
+        return type(self)(self.chain, self.address, sender=self.chain.signer(account))
+
+    # ------------------------------------------------------------------
+    # Lease operations (transactions)
+    # ------------------------------------------------------------------
+
+    def acquire(self, resource: str, ttl: int) -> Lease:
+        """Acquire ``resource`` for ``ttl`` seconds of chain time; return the :class:`Lease`.
+
+        The lease carries a new fencing token, higher than every token the
+        registry issued before. If the sender already holds the resource it
+        gets a new token too (its earlier incarnation is fenced off).
+
+        Raises :class:`~chainfence.errors.LeaseHeld` while someone else holds
+        a live lease, :class:`~chainfence.errors.InvalidResourceName` or
+        :class:`~chainfence.errors.InvalidTtl` on bad input (nothing sent).
+        """
+        name_bytes = _validate.resource_bytes(resource)
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        sender = self._require_sender()
+        data = self._encode("acquire", [resource, ttl])
+        receipt = self.chain.transact(sender, self.address, data, resource=resource)
+        event = self._event(receipt, "LeaseAcquired")
+        lease = Lease(
+            self,
+            resource=resource,
+            resource_id=Web3.keccak(name_bytes),
+            token=event["token"],
+            holder=event["holder"],
+            expires_at=event["expiresAt"],
+            ttl=ttl,
+            previous_token=event["previousToken"],
+            reason=AcquireReason(event["reason"]),
+            tx_hash=receipt["transactionHash"].to_0x_hex(),
+            block_number=receipt["blockNumber"],
+        )
+        logger.info(
+            "acquired resource=%s token=%d holder=%s expires_at=%d reason=%s tx=%s",
+            resource,
+            lease.token,
+            lease.holder,
+            lease.expires_at,
+            lease.reason.name.lower(),
+            lease.tx_hash,
+        )
+        return lease
+
+    def renew(self, resource: str, token: int, ttl: int) -> int:
+        """Extend the sender's live lease on ``resource`` (with ``token``) to now + ``ttl``; return the new expiry."""
+        resource_id = _validate.resource_id(resource)
+        token = _validate.token(token)
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        sender = self._require_sender()
+        receipt = self.chain.transact(
+            sender, self.address, self._encode("renew", [resource_id, token, ttl]), resource=resource
+        )
+        expires_at = self._event(receipt, "LeaseRenewed")["expiresAt"]
+        logger.info(
+            "renewed resource=%s token=%d expires_at=%d tx=%s",
+            resource,
+            token,
+            expires_at,
+            receipt["transactionHash"].to_0x_hex(),
+        )
+        return expires_at
+
+    def release(self, resource: str, token: int) -> None:
+        """End the sender's live lease on ``resource`` with ``token``. An old token never frees a newer lease."""
+        resource_id = _validate.resource_id(resource)
+        token = _validate.token(token)
+        sender = self._require_sender()
+        receipt = self.chain.transact(
+            sender, self.address, self._encode("release", [resource_id, token]), resource=resource
+        )
+        self._event(receipt, "LeaseReleased")
+        logger.info(
+            "released resource=%s token=%d tx=%s", resource, token, receipt["transactionHash"].to_0x_hex()
+        )
+
+    @contextmanager
+    def lease(self, resource: str, ttl: int) -> Iterator[Lease]:
+        """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
+
+        Raises :class:`~chainfence.errors.LeaseHeld` (and the body does not
+        run) if someone else holds it. On exit the lease is released; if it
+        expired or was superseded while the body ran, that error is raised
+        after a body that succeeded, and added as a note to the body's own
+        exception otherwise.
+        """
+        with self.acquire(resource, ttl) as lease:
+            yield lease
+
+    # ------------------------------------------------------------------
+    # Views
+    # ------------------------------------------------------------------
+
+    @functools.cached_property
+    def max_ttl(self) -> int:
+        """The longest ttl this registry accepts, fixed at deployment."""
+        return self._call_uint("maxTtl", [])
+
+    def latest_token(self, *, block: str | int = "latest") -> int:
+        """The highest token issued so far (0 before the first acquisition)."""
+        return self._call_uint("latestToken", [], block=block)
+
+    def lease_of(self, resource: str, *, block: str | int = "latest") -> LeaseInfo | None:
+        """The live lease of ``resource``, or None if nobody holds it (free, expired or released)."""
+        info = self.last_lease(resource, block=block)
+        return info if info is not None and info.live else None
+
+    def last_lease(self, resource: str, *, block: str | int = "latest") -> LeaseInfo | None:
+        """The latest lease of ``resource`` whatever its state, or None if it was never held."""
+        info = self._lease_info(resource, _validate.resource_id(resource), block=block)
+        return None if info.status is LeaseStatus.UNHELD else info
+
+    def is_current(self, resource: str, token: int, *, block: str | int = "latest") -> bool:
+        """Whether ``token`` is the current token of ``resource`` and its lease is live."""
+        resource_id = _validate.resource_id(resource)
+        token = _validate.token(token)
+        raw = self.chain.call(self.address, self._encode("isCurrent", [resource_id, token]), block=block)
+        return bool(abi_decode(["bool"], raw)[0])
+
+    def check_current(self, resource: str, token: int, *, block: str | int = "latest") -> LeaseInfo:
+        """The live lease of ``token``; raises a :class:`~chainfence.errors.TokenNotCurrent` subclass if it is not."""
+        resource_id = _validate.resource_id(resource)
+        token = _validate.token(token)
+        raw = self.chain.call(
+            self.address, self._encode("checkCurrent", [resource_id, token]), block=block, resource=resource
+        )
+        holder, expires_at = abi_decode(["address", "uint256"], raw)
+        return LeaseInfo(
+            resource=resource,
+            resource_id=resource_id,
+            holder=Web3.to_checksum_address(holder),
+            token=token,
+            expires_at=expires_at,
+            status=LeaseStatus.LIVE,
+        )
+
+    def history(self, resource: str | None = None, **filters: Any) -> list[Any]:
+        """Lease events of this registry, oldest first; see :func:`chainfence.audit.history`."""
+        from .audit import history
+
+        return history(self, resource, **filters)
+
+    # ------------------------------------------------------------------
+    # Internal
+    # ------------------------------------------------------------------
+
+    def _lease_info(self, resource: str | None, resource_id: bytes, *, block: str | int = "latest") -> LeaseInfo:
+        raw = self.chain.call(self.address, self._encode("leaseOf", [resource_id]), block=block)
+        holder, token, expires_at, status = abi_decode(["address", "uint256", "uint256", "uint8"], raw)
+        return LeaseInfo(
+            resource=resource,
+            resource_id=resource_id,
+            holder=Web3.to_checksum_address(holder),
+            token=token,
+            expires_at=expires_at,
+            status=LeaseStatus(status),
+        )
+
+    def _require_sender(self) -> str:
+        if self.sender is None:
+            raise UnknownAccount("this registry has no sender: use registry.connect(account)")
+        return self.sender
+
+    def _encode(self, function: str, args: list[Any]) -> bytes:
+        return bytes.fromhex(self._contract.encode_abi(function, args)[2:])
+
+    def _call_uint(self, function: str, args: list[Any], *, block: str | int = "latest") -> int:
+        raw = self.chain.call(self.address, self._encode(function, args), block=block)
+        return abi_decode(["uint256"], raw)[0]
+
+    def _event(self, receipt: Any, name: str) -> dict[str, Any]:
+        """The arguments of the ``name`` event this registry emitted in ``receipt``."""
+        event = getattr(self._contract.events, name)()
+        topic = bytes.fromhex(event.topic[2:])
+        for log in receipt["logs"]:
+            if log["address"] != self.address or bytes(log["topics"][0]) != topic:
+                continue
+            return dict(event.process_log(log)["args"])
+        raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no {name} event")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Registry) and (self.chain, self.address) == (other.chain, other.address)
+
+    def __hash__(self) -> int:
+        return hash((id(self.chain), self.address))
+
+    def __repr__(self) -> str:
+        return f"<Registry {self.address} chain_id={self.chain.chain_id} sender={self.sender}>"
+
+
+def _first_account(chain: Chain) -> str:
+    if not chain.accounts:
+        raise UnknownAccount("the chain holds no keys: pass private_key= to Chain.connect")
+    return chain.accounts[0]
+
+
+def _is_registry_code(code: bytes) -> bool:
+    """Whether ``code`` is the FencingRegistry runtime code, immutables aside."""
+    artifact = _artifacts.load()
+    expected = bytearray.fromhex(artifact["deployedBytecode"][2:])
+    if len(code) != len(expected):
+        return False
+    found = bytearray(code)
+    for references in artifact["immutableReferences"].values():
+        for ref in references:
+            start, end = ref["start"], ref["start"] + ref["length"]
+            found[start:end] = expected[start:end] = bytes(ref["length"])
+    return found == expected
