@@ -99,8 +99,10 @@ interface IFencingRegistry {
     /// `token` until `expiresAt`. Retry at or after `expiresAt`.
     error FencingRegistryLeaseHeld(bytes32 resource, address holder, uint256 token, uint256 expiresAt);
 
-    /// @notice `token` was issued for `resource` once but has been superseded
-    /// by `currentToken`: its holder lost the lease.
+    /// @notice `token` is below `currentToken`, the latest token of `resource`:
+    /// superseded, so whoever holds it lost the lease. (Only the latest token
+    /// per resource is stored, so a lower token issued for another resource
+    /// reads the same way: either way it does not hold `resource`.)
     error FencingRegistryStaleToken(bytes32 resource, uint256 token, uint256 currentToken);
 
     /// @notice `token` was never issued for `resource` (0, or above the

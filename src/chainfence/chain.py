@@ -202,6 +202,25 @@ class Chain:
             self._rpc("evm_mine", [])
         return self.now()
 
+    def set_next_block_time(self, timestamp: int) -> None:
+        """Make the next mined block carry ``timestamp`` (dev chains only).
+
+        For tests at exact boundaries ("acquire at the very second the lease
+        expires"). On the embedded chain this mines one empty block at
+        ``timestamp - 1`` unless that block would not be new.
+        """
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+            raise InvalidInput(f"timestamp must be an int, got {timestamp!r}")
+        latest = self.now()
+        if timestamp <= latest:
+            raise InvalidInput(f"timestamp {timestamp} is not after the latest block's ({latest})")
+        if self._eth_tester is not None:
+            if timestamp > latest + 1:  # latest + 1 is what eth-tester mines next anyway
+                self._eth_tester.time_travel(timestamp)
+            return
+        self._require_dev("set_next_block_time")
+        self._rpc("evm_setNextBlockTimestamp", [timestamp])
+
     def mine(self, blocks: int = 1) -> None:
         """Mine ``blocks`` empty blocks (dev chains only)."""
         if self._eth_tester is not None:

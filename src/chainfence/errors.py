@@ -14,7 +14,7 @@
     │   ├── NotHolder                      the caller is not the holder of that token
     │   └── TokenNotCurrent                the token is not the resource's live token
     │       ├── StaleToken                 superseded by a higher token (registry or guard)
-    │       ├── UnknownToken               never issued for this resource (forged?)
+    │       ├── UnknownToken               0, or above the resource's latest: never issued for it
     │       ├── LeaseExpired               the latest token, but its lease ran out  (you lost it)
     │       └── LeaseReleased              the latest token, but it was released    (you closed it)
     ├── RegistryOverflow (OverflowError)   48-bit token or time space exhausted
@@ -292,10 +292,12 @@ class TokenNotCurrent(LeaseError):
 
 @_contract_error("FencingRegistryStaleToken")
 class StaleToken(TokenNotCurrent):
-    """A newer token (``current_token``) superseded ``token``: its holder lost the lease.
+    """``token`` is below ``current_token``: superseded, its holder lost the lease.
 
-    Raised by the registry (renew/release with an old token) and by a guard
-    (a token lower than one it has already accepted for the resource).
+    Raised by the registry (renew/release/check with an old token) and by a
+    guard (a token lower than one it has already accepted for the resource).
+    The registry stores only the latest token of each resource, so a lower
+    token that was issued for another resource reads as stale too.
     """
 
     def _message(self) -> str:
@@ -307,7 +309,7 @@ class StaleToken(TokenNotCurrent):
 
 @_contract_error("FencingRegistryUnknownToken")
 class UnknownToken(TokenNotCurrent):
-    """The registry never issued ``token`` for this resource: forged, or for another resource."""
+    """``token`` is 0 or above the resource's latest token: never issued for it (forged, or another resource's)."""
 
     def _message(self) -> str:
         return (

@@ -112,12 +112,7 @@ class Guard:
         self._connections_lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
-        self._identity = {
-            "schema_version": _SCHEMA_VERSION,
-            "chain_id": str(registry.chain.chain_id),
-            "genesis_hash": registry.chain.w3.eth.get_block(0)["hash"].to_0x_hex(),
-            "registry": registry.address,
-        }
+        self._identity = {"schema_version": _SCHEMA_VERSION, **registry.identity()}
         self._bind()
 
     # ------------------------------------------------------------------
@@ -197,7 +192,9 @@ class Guard:
 
     def _verify_on_chain(self, resource: str, resource_id: bytes, token: int) -> None:
         """Raise unless ``token`` is the current, live token of the resource at the latest block."""
-        info = self.registry._lease_info(resource, resource_id)
+        info = self.registry.last_lease(resource)
+        if info is None:
+            raise UnknownToken(token=token, current_token=0, resource=resource, resource_id=resource_id)
         if token == info.token and info.status is LeaseStatus.LIVE:
             return
         logger.info(

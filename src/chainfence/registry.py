@@ -96,7 +96,12 @@ class Registry:
 
     def connect(self, account: Any) -> Registry:
         """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""
-        return type(self)(self.chain, self.address, sender=self.chain.signer(account))
+        other = type(self)(self.chain, self.address, sender=self.chain.signer(account))
+        # Share what never changes for a deployed registry: saves a call per view.
+        for cached in ("max_ttl", "_genesis_hash"):
+            if cached in self.__dict__:
+                other.__dict__[cached] = self.__dict__[cached]
+        return other
 
     # ------------------------------------------------------------------
     # Lease operations (transactions)
@@ -234,6 +239,18 @@ class Registry:
             expires_at=expires_at,
             status=LeaseStatus.LIVE,
         )
+
+    def identity(self) -> dict[str, str]:
+        """What makes this registry's token space unique: chain id, genesis block hash, address.
+
+        Two in-process chains share a chain id and, deployed the same way, a
+        registry address; only the genesis hash tells them apart.
+        """
+        genesis = self.__dict__.get("_genesis_hash")
+        if genesis is None:
+            genesis = self.chain.w3.eth.get_block(0)["hash"].to_0x_hex()
+            self.__dict__["_genesis_hash"] = genesis
+        return {"chain_id": str(self.chain.chain_id), "genesis_hash": genesis, "registry": self.address}
 
     def history(self, resource: str | None = None, **filters: Any) -> list[Any]:
         """Lease events of this registry, oldest first; see :func:`chainfence.audit.history`."""

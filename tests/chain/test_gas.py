@@ -1,0 +1,61 @@
+"""Gas ceilings, asserted on exact receipt gas, on every backend.
+
+The figures come from scripts/gas_report.py's measurement (so the report
+cannot drift from what is tested) and are cross-checked against one receipt
+read here directly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "gas_report", Path(__file__).resolve().parents[2] / "scripts" / "gas_report.py"
+)
+gas_report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gas_report)
+
+
+@pytest.fixture
+def figures(chain):
+    return gas_report.measure(chain)
+
+
+@pytest.mark.parametrize("operation", sorted(gas_report.CEILINGS))
+def test_gas_stays_under_its_ceiling(figures, operation):
+    """Each lease operation costs no more than the ceiling of the foundation issue."""
+    assert figures[operation] <= gas_report.CEILINGS[operation], f"{operation}: {figures[operation]:,} gas"
+
+
+def test_gas_is_the_same_on_every_backend(figures, backend_chain):
+    """eth-tester and anvil (both Prague rules) charge the same gas for the same operation.
+
+    Every backend's figures are compared with the embedded chain's, measured
+    here afresh so the test does not depend on test order.
+    """
+    from chainfence import Chain
+
+    assert figures == gas_report.measure(Chain.embedded())
+
+
+def test_acquire_gas_grows_with_the_name_length_only_through_calldata(chain, registry, alice):
+    """Longer names cost calldata (<= 16 gas a byte), never storage."""
+    alice.acquire("warm-up", ttl=5)  # the registry's very first acquisition also pays for the counter
+    short = alice.acquire("n" * 8, ttl=5)
+    long = alice.acquire("n" * 128, ttl=5)
+    receipts = [chain.w3.eth.get_transaction_receipt(lease.tx_hash)["gasUsed"] for lease in (short, long)]
+    extra_bytes = 120
+    # The first acquisition of each pays for ResourceNamed: 8 gas a byte of log data on top.
+    assert 0 < receipts[1] - receipts[0] <= extra_bytes * (16 + 8) + 200
+
+
+def test_report_figures_match_receipts(chain, registry, alice):
+    """The report's "held before" figure is what a receipt says for the same operation."""
+    alice.acquire("warm", ttl=5)
+    alice.acquire(gas_report.NAME, ttl=60)
+    lease = alice.acquire(gas_report.NAME, ttl=30)
+    receipt = chain.w3.eth.get_transaction_receipt(lease.tx_hash)
+    assert receipt["gasUsed"] == gas_report.measure(chain)["acquire (re-acquire by holder)"]

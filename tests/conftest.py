@@ -1,0 +1,137 @@
+"""Fixtures shared by every test layer.
+
+Backends: the chain-level suite (tests/chain) runs once per backend, as
+tooz runs one suite against every driver: ``embedded`` (eth-tester/py-evm
+in-process) and ``anvil`` (a real node started on a free loopback port from
+the project's npm install). ``CHAINFENCE_BACKENDS=embedded`` narrows the run
+for a quick local loop; the README's test command runs both. A missing anvil
+is an error, never a skip.
+
+Isolation: every test runs between a snapshot and a revert of its chain, so
+tests share one deployment yet see a fresh state.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from chainfence import Chain, Registry
+from tests.support.anvil import Anvil, dev_keys
+
+settings.register_profile(
+    "default",
+    deadline=None,  # chain calls take milliseconds; wall-clock deadlines would only flake
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=300)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def _backends() -> list[str]:
+    wanted = [b.strip() for b in os.environ.get("CHAINFENCE_BACKENDS", "embedded,anvil").split(",") if b.strip()]
+    unknown = set(wanted) - {"embedded", "anvil"}
+    if unknown:
+        raise pytest.UsageError(f"CHAINFENCE_BACKENDS: unknown backend(s) {sorted(unknown)}")
+    return wanted
+
+
+BACKENDS = _backends()
+
+
+@pytest.fixture(scope="session")
+def anvil_node() -> Iterator[Anvil]:
+    """A real anvil node on 127.0.0.1, for the whole session."""
+    with Anvil() as node:
+        yield node
+
+
+@pytest.fixture(scope="session")
+def anvil_chain(anvil_node: Anvil) -> Chain:
+    """The one Chain talking to the session's anvil node (one nonce counter per key)."""
+    return Chain.connect(anvil_node.url, private_keys=dev_keys(10), poll_latency=0.005, receipt_timeout=30)
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend_chain(request: pytest.FixtureRequest) -> Chain:
+    """One chain per backend for the session (chain-level suite)."""
+    if request.param == "embedded":
+        return Chain.embedded()
+    return request.getfixturevalue("anvil_chain")
+
+
+@pytest.fixture(scope="session")
+def backend_registry(backend_chain: Chain) -> Registry:
+    return Registry.deploy(backend_chain, max_ttl=3_600)
+
+
+@pytest.fixture
+def chain(backend_chain: Chain, backend_registry: Registry) -> Iterator[Chain]:
+    """The backend's chain, reverted to its pre-test state afterwards."""
+    snapshot = backend_chain.snapshot()
+    try:
+        yield backend_chain
+    finally:
+        backend_chain.revert(snapshot)
+
+
+@pytest.fixture
+def registry(chain: Chain, backend_registry: Registry) -> Registry:
+    """A deployed registry (max ttl 1 h), sending as account 0 by default."""
+    return backend_registry
+
+
+@pytest.fixture
+def alice(registry: Registry) -> Registry:
+    return registry.connect(registry.chain.accounts[1])
+
+
+@pytest.fixture
+def bob(registry: Registry) -> Registry:
+    return registry.connect(registry.chain.accounts[2])
+
+
+@pytest.fixture
+def carol(registry: Registry) -> Registry:
+    return registry.connect(registry.chain.accounts[3])
+
+
+# Embedded-only fixtures, for layers that need no second backend (faults,
+# property): one chain per session, snapshot isolation per test.
+
+
+@pytest.fixture(scope="session")
+def embedded_session() -> tuple[Chain, Registry]:
+    chain = Chain.embedded()
+    return chain, Registry.deploy(chain, max_ttl=3_600)
+
+
+@pytest.fixture
+def embedded(embedded_session: tuple[Chain, Registry]) -> Iterator[Registry]:
+    """A registry on the embedded chain, state reverted after the test."""
+    chain, registry = embedded_session
+    snapshot = chain.snapshot()
+    try:
+        yield registry
+    finally:
+        chain.revert(snapshot)
+
+
+@pytest.fixture(scope="session")
+def anvil_session(anvil_chain: Chain) -> tuple[Chain, Registry]:
+    return anvil_chain, Registry.deploy(anvil_chain, max_ttl=3_600)
+
+
+@pytest.fixture
+def on_anvil(anvil_session: tuple[Chain, Registry]) -> Iterator[Registry]:
+    """A registry on the session's anvil node, state reverted after the test."""
+    chain, registry = anvil_session
+    snapshot = chain.snapshot()
+    try:
+        yield registry
+    finally:
+        chain.revert(snapshot)

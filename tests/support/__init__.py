@@ -1,0 +1,1 @@
+"""Test helpers shared by every layer (not a test module)."""
