@@ -174,6 +174,13 @@ def stale_artifacts(artifacts: dict[str, dict]) -> list[str]:
     return stale
 
 
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="only compare with the committed artifacts")
@@ -190,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = stale_artifacts(artifacts)
         for name in stale:
-            print(f"stale: {artifact_path(name).relative_to(ROOT)} (run scripts/build_contracts.py)")
+            print(f"stale: {_display(artifact_path(name))} (run scripts/build_contracts.py)")
         if not stale:
             print(f"up to date: {', '.join(sorted(artifacts))} (solc {SOLC_VERSION} via {solc})")
         return 1 if stale else 0
@@ -199,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, artifact in artifacts.items():
         artifact_path(name).write_text(render(artifact), encoding="utf-8")
         runtime = (len(artifact["deployedBytecode"]) - 2) // 2
-        print(f"wrote {artifact_path(name).relative_to(ROOT)} ({runtime} bytes of runtime code)")
+        print(f"wrote {_display(artifact_path(name))} ({runtime} bytes of runtime code)")
     return 0
 
 

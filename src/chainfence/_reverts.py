@@ -121,6 +121,8 @@ def revert_data(exc: BaseException) -> bytes | None:
     """The raw revert data carried by a provider exception, or None if it is not a revert."""
     # web3: ContractCustomError / ContractLogicError / ContractPanicError carry ``data``.
     data = getattr(exc, "data", None)
+    if isinstance(data, dict):  # some nodes nest it: {"message": ..., "data": "0x..."}
+        data = data.get("data")
     if isinstance(data, str) and data.startswith("0x"):
         try:
             return bytes.fromhex(data[2:])

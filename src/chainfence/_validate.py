@@ -63,7 +63,7 @@ def address(value: object, what: str = "address") -> str:
     """``value`` as a checksummed address; mixed-case input must carry a valid checksum."""
     if isinstance(value, (bytes, bytearray)) and len(value) == 20:
         return to_checksum_address(bytes(value))
-    if not isinstance(value, str) or not is_hex_address(value):
+    if not isinstance(value, str) or not value.startswith("0x") or not is_hex_address(value):
         raise InvalidAddress(f"{what} must be a 0x-prefixed 20-byte hex address, got {value!r}")
     if value != value.lower() and value[2:] != value[2:].upper() and not is_checksum_address(value):
         raise InvalidAddress(f"{what} {value} has an invalid EIP-55 checksum (mistyped?)")

@@ -19,6 +19,7 @@ on dev chains ``advance_time`` mines a block at ``now() + seconds``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -47,6 +48,10 @@ __all__ = ["Chain"]
 #: Gas headroom over the estimate: covers state that moves between estimate
 #: and inclusion (e.g. a resource's first acquisition racing another).
 _GAS_MARGIN_NUM, _GAS_MARGIN_DEN = 5, 4
+
+#: Gas limit of every transaction on the embedded chain, where gas is free and
+#: estimates are unreliable (see Chain._preflight). Above any registry operation.
+_EMBEDDED_GAS_LIMIT = 3_000_000
 
 _NONCE_ERRORS = ("nonce too low", "nonce too high", "already known", "replacement transaction underpriced")
 
@@ -91,9 +96,6 @@ class Chain:
             self._add(key)
         self._dev = dev
         self._eth_tester = eth_tester
-        # Block tag of the gas estimate that doubles as a revert preflight.
-        # eth-tester rejects "pending"; nodes run it on the block being built.
-        self._preflight_block = "latest" if eth_tester is not None else "pending"
         self._receipt_timeout = receipt_timeout
         self._poll_latency = poll_latency
         self._nonce_locks: dict[str, threading.Lock] = {}
@@ -112,17 +114,43 @@ class Chain:
     def embedded(cls, *, accounts: int = 10) -> Chain:
         """A fresh in-process chain (eth-tester on py-evm) with ``accounts`` funded dev accounts.
 
-        Each transaction is mined in its own block, one second after the
-        previous one; :meth:`advance_time` jumps ahead. Nothing leaves the process.
+        Each transaction is mined in its own block exactly one second after
+        the previous one, whatever the wall clock says; :meth:`advance_time`
+        jumps ahead. Nothing leaves the process.
         """
         from eth_tester import EthereumTester, PyEVMBackend
         from eth_tester.backends.pyevm.main import get_default_account_keys
+
+        class LogicalClockBackend(PyEVMBackend):
+            """py-evm stamps each new block max(parent + 1, wall clock), taken when the
+            previous block is mined or a snapshot restored: chain time would jump to
+            the wall clock after a revert or a slow test. Restamp the block being
+            built to parent + 1 so time moves only by blocks and by advance_time."""
+
+            def mine_blocks(self, num_blocks=1, coinbase=None):  # type: ignore[override]
+                mined: list[bytes] = []
+                for _ in range(num_blocks):
+                    mined.extend(super().mine_blocks(1) if coinbase is None else super().mine_blocks(1, coinbase))
+                    self._restamp()
+                return tuple(mined)
+
+            def revert_to_snapshot(self, snapshot):  # type: ignore[override]
+                super().revert_to_snapshot(snapshot)
+                self._restamp()
+
+            def _restamp(self) -> None:
+                parent = self.chain.get_canonical_head()
+                self.chain.header = self.chain.header.copy(timestamp=parent.timestamp + 1)
 
         if isinstance(accounts, bool) or not isinstance(accounts, int) or not 1 <= accounts <= 100:
             raise InvalidInput(f"accounts must be an int from 1 to 100, got {accounts!r}")
         keys = list(get_default_account_keys(accounts))
         state = PyEVMBackend.generate_genesis_state(num_accounts=accounts)
-        tester = EthereumTester(PyEVMBackend(genesis_state=state))
+        # A random extra_data makes every embedded chain's genesis hash unique
+        # (otherwise two chains started in the same second are identical), so
+        # state tied to a chain, like a guard's store, can tell them apart.
+        params = PyEVMBackend.generate_genesis_params(overrides={"extra_data": os.urandom(32)})
+        tester = EthereumTester(LogicalClockBackend(genesis_parameters=params, genesis_state=state))
         w3 = Web3(_LockedEthereumTesterProvider(tester))
         signers = [Account.from_key(k.to_bytes()) for k in keys]
         return cls(w3, signers, dev="eth-tester", receipt_timeout=5.0, poll_latency=0.01, eth_tester=tester)
@@ -292,11 +320,7 @@ class Chain:
         if to is not None:  # None: contract creation
             call["to"] = to
         if gas is None:
-            try:
-                estimate = self.w3.eth.estimate_gas(call, block_identifier=self._preflight_block)
-            except Exception as exc:
-                raise self._translate(exc, resource) from exc
-            gas = estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN
+            gas = self._preflight(call, resource)
         tx = dict(call, gas=gas, chainId=self.chain_id, **self._fees())
 
         lock = self._nonce_lock(sender)
@@ -328,6 +352,24 @@ class Chain:
         if receipt["status"] != 1:
             raise self._failure(call, receipt, resource)
         return receipt
+
+    def _preflight(self, call: dict[str, Any], resource: str | None) -> int:
+        """Run ``call`` on the block being built; raise its decoded revert, else return a gas limit.
+
+        On JSON-RPC nodes this is ``eth_estimateGas`` at ``pending``: the
+        block the transaction will join. eth-tester cannot estimate at
+        ``pending`` and its ``latest`` estimate runs on a fresh header stamped
+        with the wall clock (not the chain's clock), so there the preflight is
+        an ``eth_call`` at ``pending`` and the gas limit a fixed ceiling.
+        """
+        try:
+            if self._eth_tester is not None:
+                self.w3.eth.call(call, block_identifier="pending")
+                return _EMBEDDED_GAS_LIMIT
+            estimate = self.w3.eth.estimate_gas(call, block_identifier="pending")
+        except Exception as exc:
+            raise self._translate(exc, resource) from exc
+        return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN
 
     def call(self, to: str, data: bytes, *, block: str | int = "latest", resource: str | None = None) -> bytes:
         """``eth_call`` of ``data`` at ``block``; reverts raise the decoded chainfence error."""

@@ -59,3 +59,14 @@ def test_report_figures_match_receipts(chain, registry, alice):
     lease = alice.acquire(gas_report.NAME, ttl=30)
     receipt = chain.w3.eth.get_transaction_receipt(lease.tx_hash)
     assert receipt["gasUsed"] == gas_report.measure(chain)["acquire (re-acquire by holder)"]
+
+
+@pytest.mark.parametrize("length", [1, 64, 128])
+def test_ceilings_hold_across_name_lengths(chain, length):
+    """Renew/release never depend on the name; re-acquisition stays under its ceiling for every
+    allowed name (<= 128 bytes); a first acquisition, which also logs the name, up to 64 bytes."""
+    figures = gas_report.measure(chain, "r" * length)
+    for operation, ceiling in gas_report.CEILINGS.items():
+        if operation == "acquire (first of a new resource)" and length > 64:
+            continue
+        assert figures[operation] <= ceiling, f"{operation} with a {length}-byte name: {figures[operation]:,}"

@@ -1,0 +1,61 @@
+# Shared setup for scripts/demo.sh and scripts/test.sh (sourced, not run).
+#
+# Creates .venv with the project's pinned dependencies (requirements/constraints.txt)
+# and, when asked, the pinned npm toolchain (package-lock.json: solc, anvil).
+# Each step is skipped when its inputs have not changed since the last run.
+
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PYTHON="${PYTHON:-python3}"
+VENV="$ROOT/.venv"
+
+die() { echo "chainfence setup: $*" >&2; exit 1; }
+
+check_python() {
+    command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found: install Python >= 3.11 (or set PYTHON=...)"
+    "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+        || die "Python >= 3.11 is required; $PYTHON is $("$PYTHON" -V 2>&1)"
+}
+
+stamp_of() { cat "$@" | "$PYTHON" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())'; }
+
+# setup_python EXTRA INSTALL_ARGS...: a venv with the pinned dependencies, then the project.
+setup_python() {
+    local flavour="$1"; shift
+    check_python
+    if [ ! -x "$VENV/bin/python" ]; then
+        echo "==> creating $VENV"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    local stamp_file="$VENV/.chainfence-$flavour"
+    local stamp
+    local inputs=(pyproject.toml requirements/constraints.txt)
+    if [ "$flavour" = demo ]; then
+        # A regular (non-editable) install goes stale when the sources change.
+        while IFS= read -r file; do inputs+=("$file"); done < <(find src -type f \( -name '*.py' -o -name '*.json' \) | sort)
+    fi
+    stamp="$(stamp_of "${inputs[@]}")"
+    if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
+        echo "==> installing chainfence and its dependencies ($flavour, pinned by requirements/constraints.txt)"
+        rm -f "$VENV"/.chainfence-*  # one flavour at a time: an install replaces the other
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+            -c requirements/constraints.txt "$@"
+        echo "$stamp" > "$stamp_file"
+    fi
+}
+
+# setup_node: node_modules from package-lock.json (solc for the build test, anvil for the node tests).
+setup_node() {
+    command -v npm >/dev/null 2>&1 || die "npm not found: install Node.js (>= 18) with npm"
+    local stamp_file="$ROOT/node_modules/.chainfence-stamp"
+    local stamp
+    stamp="$(stamp_of package.json package-lock.json)"
+    if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
+        echo "==> installing node toolchain (npm ci: solc, anvil, pinned by package-lock.json)"
+        npm ci --no-audit --no-fund --loglevel=error
+        echo "$stamp" > "$stamp_file"
+    fi
+}

@@ -1,0 +1,285 @@
+"""The registry and a guard against a pure-Python reference model (Hypothesis stateful testing).
+
+Several accounts acquire, renew and release a few resources with arbitrary
+tokens and ttls while chain time jumps around; a guard checks arbitrary
+tokens. Every outcome (success and its values, or the exact error class) must
+match the model, and the invariants of DESIGN.md must hold throughout:
+tokens strictly increase, at most one live holder per resource at any chain
+time (checked independently from the event log), views agree with the model,
+the guard's marks never go down.
+
+Timing: on the embedded chain every transaction is mined in a new block whose
+timestamp is the pending block's, and views run at the latest block, so the
+model knows the chain time of each operation exactly.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseStatus, Registry
+from chainfence.errors import (
+    ChainfenceError,
+    LeaseExpired,
+    LeaseHeld,
+    LeaseReleased,
+    NotHolder,
+    StaleToken,
+    UnknownToken,
+)
+
+RESOURCES = ["reports/daily", "db/primary", "deploy/prod"]
+ACCOUNTS = 3
+MAX_TTL = 120
+
+_SESSION: dict[str, object] = {}
+
+
+def session() -> tuple[Chain, Registry]:
+    if not _SESSION:
+        chain = Chain.embedded(accounts=ACCOUNTS + 1)
+        _SESSION["chain"] = chain
+        _SESSION["registry"] = Registry.deploy(chain, max_ttl=MAX_TTL)
+    return _SESSION["chain"], _SESSION["registry"]  # type: ignore[return-value]
+
+
+@dataclass
+class ModelLease:
+    holder: int
+    token: int
+    expires_at: int
+    released: bool = False
+
+    def status(self, now: int) -> LeaseStatus:
+        if self.released:
+            return LeaseStatus.RELEASED
+        return LeaseStatus.LIVE if now < self.expires_at else LeaseStatus.EXPIRED
+
+
+class Model:
+    """What the registry should do, in plain Python."""
+
+    def __init__(self) -> None:
+        self.latest = 0
+        self.leases: dict[str, ModelLease] = {}
+        self.marks: dict[str, int] = {}
+
+    def acquire(self, account: int, resource: str, ttl: int, now: int):
+        lease = self.leases.get(resource)
+        if lease is None:
+            reason = AcquireReason.UNHELD
+        elif lease.released:
+            reason = AcquireReason.RELEASED
+        elif lease.expires_at <= now:
+            reason = AcquireReason.EXPIRED
+        elif lease.holder == account:
+            reason = AcquireReason.REACQUIRED
+        else:
+            return LeaseHeld
+        previous = lease.token if lease else 0
+        self.latest += 1
+        self.leases[resource] = ModelLease(account, self.latest, now + ttl)
+        return (self.latest, now + ttl, reason, previous)
+
+    def _require_holder(self, account: int, resource: str, token: int, now: int):
+        lease = self.leases.get(resource)
+        current = lease.token if lease else 0
+        if token != current:
+            return UnknownToken if token > current else StaleToken
+        if lease.holder != account:
+            return NotHolder
+        if lease.released:
+            return LeaseReleased
+        if lease.expires_at <= now:
+            return LeaseExpired
+        return lease
+
+    def renew(self, account: int, resource: str, token: int, ttl: int, now: int):
+        lease = self._require_holder(account, resource, token, now)
+        if isinstance(lease, type):
+            return lease
+        lease.expires_at = now + ttl
+        return lease.expires_at
+
+    def release(self, account: int, resource: str, token: int, now: int):
+        lease = self._require_holder(account, resource, token, now)
+        if isinstance(lease, type):
+            return lease
+        lease.released = True
+        return None
+
+    def guard_check(self, resource: str, token: int, now: int):
+        mark = self.marks.get(resource, 0)
+        if token == mark:
+            return token
+        if token < mark:
+            return StaleToken
+        lease = self.leases.get(resource)
+        current = lease.token if lease else 0
+        if token > current:
+            return UnknownToken
+        if token < current:
+            return StaleToken
+        status = lease.status(now)
+        if status is LeaseStatus.RELEASED:
+            return LeaseReleased
+        if status is LeaseStatus.EXPIRED:
+            return LeaseExpired
+        self.marks[resource] = token
+        return token
+
+
+accounts = st.integers(0, ACCOUNTS - 1)
+resources = st.sampled_from(RESOURCES)
+ttls = st.integers(1, MAX_TTL)
+#: A token relative to the resource's current one: older, current, or not issued yet.
+token_offsets = st.sampled_from([-3, -1, 0, 0, 0, 1, 50])
+
+
+class RegistryMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.chain, registry = session()
+        self.snapshot = self.chain.snapshot()
+        self.agents = [registry.connect(self.chain.accounts[i + 1]) for i in range(ACCOUNTS)]
+        self.registry = registry
+        self.model = Model()
+        self.tmp = tempfile.TemporaryDirectory(prefix="chainfence-model-")
+        self.guard = Guard(registry, path=Path(self.tmp.name) / "guard.sqlite")
+        self.marks_seen: dict[str, int] = {}
+
+    def teardown(self) -> None:
+        try:
+            self.check_history()
+        finally:
+            self.guard.close()
+            self.tmp.cleanup()
+            self.chain.revert(self.snapshot)
+
+    # -- helpers --------------------------------------------------------
+
+    def next_block_time(self) -> int:
+        return self.chain.w3.eth.get_block("pending")["timestamp"]
+
+    def token_for(self, resource: str, offset: int) -> int:
+        lease = self.model.leases.get(resource)
+        return max(1, (lease.token if lease else 0) + offset)
+
+    def expect(self, predicted, action):
+        """Run `action`; it must raise exactly the predicted error class, or succeed if none predicted."""
+        if isinstance(predicted, type) and issubclass(predicted, ChainfenceError):
+            try:
+                action()
+            except ChainfenceError as error:
+                assert type(error) is predicted, f"expected {predicted.__name__}, got {error!r}"
+                return None
+            raise AssertionError(f"expected {predicted.__name__}, the operation succeeded")
+        return action()
+
+    # -- rules ----------------------------------------------------------
+
+    @rule(account=accounts, resource=resources, ttl=ttls)
+    def acquire(self, account, resource, ttl):
+        at = self.next_block_time()
+        predicted = self.model.acquire(account, resource, ttl, at)
+        lease = self.expect(predicted, lambda: self.agents[account].acquire(resource, ttl=ttl))
+        if lease is not None:
+            token, expires_at, reason, previous = predicted
+            assert (lease.token, lease.expires_at, lease.reason, lease.previous_token) == (
+                token, expires_at, reason, previous,
+            )  # fmt: skip
+            assert self.chain.now() == at
+
+    @rule(account=accounts, resource=resources, offset=token_offsets, ttl=ttls)
+    def renew(self, account, resource, offset, ttl):
+        token = self.token_for(resource, offset)
+        predicted = self.model.renew(account, resource, token, ttl, self.next_block_time())
+        expires_at = self.expect(predicted, lambda: self.agents[account].renew(resource, token, ttl))
+        if expires_at is not None:
+            assert expires_at == predicted
+
+    @rule(account=accounts, resource=resources, offset=token_offsets)
+    def release(self, account, resource, offset):
+        token = self.token_for(resource, offset)
+        predicted = self.model.release(account, resource, token, self.next_block_time())
+        self.expect(predicted, lambda: self.agents[account].release(resource, token))
+
+    @rule(seconds=st.one_of(st.integers(0, 5), st.integers(20, 150)))
+    def time_passes(self, seconds):
+        self.chain.advance_time(seconds)
+
+    @rule(resource=resources, offset=token_offsets)
+    def guard_check(self, resource, offset):
+        token = self.token_for(resource, offset)
+        predicted = self.model.guard_check(resource, token, self.chain.now())
+        accepted = self.expect(predicted, lambda: self.guard.check(resource, token))
+        if accepted is not None:
+            assert accepted == predicted
+
+    # -- invariants -----------------------------------------------------
+
+    @invariant()
+    def latest_token_matches(self):
+        assert self.registry.latest_token() == self.model.latest
+
+    @invariant()
+    def views_match_the_model(self):
+        now = self.chain.now()
+        for resource in RESOURCES:
+            expected = self.model.leases.get(resource)
+            info = self.registry.last_lease(resource)
+            if expected is None:
+                assert info is None
+                continue
+            assert (info.holder, info.token, info.status) == (
+                self.chain.accounts[expected.holder + 1],
+                expected.token,
+                expected.status(now),
+            )
+            assert info.expires_at == (0 if expected.released else expected.expires_at)
+            live = self.registry.lease_of(resource)
+            assert (live is not None) == (expected.status(now) is LeaseStatus.LIVE)
+
+    @invariant()
+    def guard_marks_never_go_down(self):
+        marks = self.guard.marks()
+        assert marks == {r: m for r, m in self.model.marks.items()}
+        for resource, mark in marks.items():
+            assert mark >= self.marks_seen.get(resource, 0)
+        self.marks_seen = marks
+
+    def check_history(self):
+        """From the event log alone: tokens are 1..latest, each issued once, in order, and no two
+        holders' leases of one resource are ever live at the same chain time."""
+        events = self.registry.history()
+        tokens = [e.token for e in events if e.kind is EventKind.ACQUIRED]
+        assert tokens == list(range(1, self.model.latest + 1))
+        for resource in RESOURCES:
+            end = None  # chain time the current lease stops being live
+            holder = None
+            for e in (e for e in events if e.resource == resource):
+                if e.kind is EventKind.ACQUIRED:
+                    if holder is not None and e.holder != holder:
+                        assert end is not None and e.block_timestamp >= end, (
+                            f"{resource}: {e.holder} acquired at {e.block_timestamp} while {holder} "
+                            f"held it until {end}"
+                        )
+                    holder, end = e.holder, e.expires_at
+                elif e.kind is EventKind.RENEWED:
+                    end = e.expires_at
+                else:
+                    end = min(end, e.block_timestamp)
+
+
+# Start the chain at import: py-evm changes the recursion limit when first
+# imported, which Hypothesis reports if it happens inside a test run.
+session()
+
+TestRegistryModel = RegistryMachine.TestCase
+TestRegistryModel.settings = settings(max_examples=30, stateful_step_count=40, deadline=None)

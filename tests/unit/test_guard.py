@@ -1,0 +1,243 @@
+"""Guard logic without a chain: marks, the fast path, verification, durability, store binding."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from chainfence import Guard, LeaseStatus
+from chainfence.errors import (
+    GuardError,
+    GuardStoreMismatch,
+    InvalidInput,
+    InvalidResourceName,
+    InvalidToken,
+    LeaseExpired,
+    LeaseReleased,
+    StaleToken,
+    TokenNotCurrent,
+    UnknownToken,
+)
+from tests.support.fakes import FakeRegistry
+
+
+@pytest.fixture
+def registry():
+    return FakeRegistry()
+
+
+@pytest.fixture
+def guard(registry, tmp_path):
+    with Guard(registry, path=tmp_path / "guard.sqlite") as guard:
+        yield guard
+
+
+def test_first_token_is_verified_and_becomes_the_mark(guard, registry):
+    registry.issue("r", 3)
+    assert guard.check("r", 3) == 3
+    assert guard.mark("r") == 3
+    assert registry.reads == 1
+
+
+def test_a_token_equal_to_the_mark_is_accepted_without_asking_the_chain(guard, registry):
+    """Same epoch, more writes: the fast path reads only the store."""
+    registry.issue("r", 3)
+    guard.check("r", 3)
+    for _ in range(5):
+        assert guard.check("r", 3) == 3
+    assert registry.reads == 1
+
+
+def test_a_token_below_the_mark_is_stale_with_both_numbers(guard, registry):
+    registry.issue("r", 7)
+    guard.check("r", 7)
+    with pytest.raises(StaleToken) as stale:
+        guard.check("r", 5)
+    assert (stale.value.token, stale.value.current_token, stale.value.resource) == (5, 7, "r")
+    assert "5" in str(stale.value) and "7" in str(stale.value)
+    assert guard.mark("r") == 7
+
+
+def test_a_higher_current_token_raises_the_mark(guard, registry):
+    registry.issue("r", 2)
+    guard.check("r", 2)
+    registry.issue("r", 9)
+    assert guard.check("r", 9) == 9
+    assert guard.mark("r") == 9
+    with pytest.raises(StaleToken):
+        guard.check("r", 2)
+
+
+@pytest.mark.parametrize(
+    ("chain_token", "status", "presented", "error"),
+    [
+        (4, LeaseStatus.LIVE, 1_000_000, UnknownToken),  # forged: above anything issued
+        (None, None, 4, UnknownToken),  # resource never held: token issued elsewhere
+        (9, LeaseStatus.LIVE, 6, StaleToken),  # above the mark but superseded on-chain
+        (6, LeaseStatus.EXPIRED, 6, LeaseExpired),
+        (6, LeaseStatus.RELEASED, 6, LeaseReleased),
+    ],
+)
+def test_a_token_above_the_mark_the_chain_does_not_vouch_for_is_rejected_and_moves_nothing(
+    guard, registry, chain_token, status, presented, error
+):
+    """Forged, foreign, superseded, expired or released: rejected, and the mark stays put."""
+    registry.issue("r", 2)
+    guard.check("r", 2)
+    if chain_token is None:
+        registry.leases.pop("r")
+    else:
+        registry.issue("r", chain_token, status)
+    with pytest.raises(error) as rejected:
+        guard.check("r", presented)
+    assert isinstance(rejected.value, TokenNotCurrent)
+    assert guard.mark("r") == 2
+    # ...and the honest holder of the mark is still accepted.
+    assert guard.check("r", 2) == 2
+
+
+def test_a_forged_token_does_not_poison_a_fresh_resource(guard, registry):
+    """With no mark yet, a forged high token is rejected and leaves no mark behind."""
+    registry.issue("r", 1)
+    with pytest.raises(UnknownToken):
+        guard.check("r", 2**200)
+    assert guard.mark("r") == 0
+    assert guard.check("r", 1) == 1
+
+
+def test_marks_are_per_resource(guard, registry):
+    registry.issue("a", 5)
+    registry.issue("b", 2)
+    guard.check("a", 5)
+    assert guard.check("b", 2) == 2
+    assert guard.marks() == {"a": 5, "b": 2}
+
+
+def test_marks_survive_a_restart(registry, tmp_path):
+    path = tmp_path / "guard.sqlite"
+    registry.issue("r", 8)
+    with Guard(registry, path=path) as first:
+        first.check("r", 8)
+    with Guard(registry, path=path) as second:
+        assert second.mark("r") == 8
+        with pytest.raises(StaleToken):
+            second.check("r", 7)
+
+
+def test_a_store_of_another_registry_is_refused(registry, tmp_path):
+    """Marks only mean something for the registry that issued the tokens."""
+    path = tmp_path / "guard.sqlite"
+    registry.issue("r", 8)
+    with Guard(registry, path=path) as guard:
+        guard.check("r", 8)
+    for other in (
+        FakeRegistry(address="0x" + "cd" * 20),
+        FakeRegistry(chain_id=1),
+        FakeRegistry(genesis="0x" + "11" * 32),
+    ):
+        with pytest.raises(GuardStoreMismatch):
+            Guard(other, path=path)
+
+
+def test_a_file_that_is_not_a_store_is_refused(registry, tmp_path):
+    path = tmp_path / "junk.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(GuardError):
+        Guard(registry, path=path)
+
+
+@pytest.mark.parametrize("path", ["", ":memory:", "file:x?mode=memory", None, 3])
+def test_a_guard_needs_a_real_file(registry, path):
+    with pytest.raises(InvalidInput):
+        Guard(registry, path=path)
+
+
+def test_bad_input_is_refused_and_changes_nothing(guard, registry):
+    registry.issue("r", 3)
+    guard.check("r", 3)
+    for token in (0, -3, 2**256, 3.0, "3", True, None):
+        with pytest.raises(InvalidToken):
+            guard.check("r", token)
+    for name in ("", "x" * 129, None, b"r"):
+        with pytest.raises(InvalidResourceName):
+            guard.check(name, 3)
+    assert guard.marks() == {"r": 3}
+    assert registry.reads == 1
+
+
+def test_a_closed_guard_refuses_to_check(guard, registry):
+    registry.issue("r", 1)
+    guard.close()
+    with pytest.raises(GuardError, match="closed"):
+        guard.check("r", 1)
+
+
+def test_chain_errors_fail_closed(guard, registry):
+    """If the chain cannot be asked, the token is not accepted and the mark does not move."""
+    registry.issue("r", 1)
+    guard.check("r", 1)
+
+    def broken(resource):
+        raise ConnectionError("node down")
+
+    registry.last_lease = broken
+    with pytest.raises(ConnectionError):
+        guard.check("r", 2)
+    assert guard.mark("r") == 1
+
+
+def test_concurrent_threads_never_lower_the_mark(registry, tmp_path):
+    """Threads check the chain's current token (and a stale one) while it keeps rising:
+    each thread's accepted tokens never go down, stale ones are refused, the mark ends on top."""
+    guard = Guard(registry, path=tmp_path / "guard.sqlite")
+    top = 300
+    registry.issue("r", 1)
+    stop = threading.Event()
+    accepted: list[list[int]] = [[] for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def worker(i):
+        try:
+            while not stop.is_set():
+                current = registry.leases["r"][0]
+                for token in (current, max(1, current - 3)):
+                    try:
+                        accepted[i].append(guard.check("r", token))
+                    except TokenNotCurrent:
+                        pass
+        except BaseException as exc:  # pragma: no cover - surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for token in range(2, top + 1):
+        registry.issue("r", token)  # a new acquisition on the "chain"
+        time.sleep(0.0005)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len({t for seq in accepted for t in seq}) > 10, "the race did not happen"
+    for seq in accepted:
+        assert seq == sorted(seq), "a thread saw the mark go down"
+    assert guard.check("r", top) == top
+    assert guard.mark("r") == top
+    with pytest.raises(StaleToken):
+        guard.check("r", top - 1)
+    guard.close()
+
+
+def test_the_store_uses_wal_and_full_sync(guard, registry, tmp_path):
+    """Durability settings: WAL journal, synchronous=FULL (a mark is on disk before check returns)."""
+    registry.issue("r", 1)
+    guard.check("r", 1)
+    conn = guard._conn()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    raw = sqlite3.connect(guard.path)
+    assert raw.execute("SELECT name, token FROM marks").fetchall() == [("r", 1)]
+    raw.close()
