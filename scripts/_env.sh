@@ -54,8 +54,12 @@ setup_node() {
     local stamp
     stamp="$(stamp_of package.json package-lock.json)"
     if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
-        echo "==> installing node toolchain (npm ci: solc, anvil, pinned by package-lock.json)"
-        npm ci --no-audit --no-fund --loglevel=error
+        echo "==> installing node toolchain (solc, anvil: pinned by package.json and package-lock.json)"
+        # Not `npm ci`: it insists that the lock list anvil's optional packages
+        # for every platform, and a registry mirror may carry only this one's
+        # (this project's does). `npm install --no-save` installs the same
+        # pinned versions from the committed lock and never rewrites it.
+        npm install --no-save --no-audit --no-fund --loglevel=error
         echo "$stamp" > "$stamp_file"
     fi
 }

@@ -9,7 +9,7 @@ The compiler is solc, pinned exactly (SOLC_VERSION). It is found in this order:
 1. ``--solc PATH`` or ``$SOLC_BINARY``: a native solc binary (it must report
    the pinned version);
 2. otherwise ``scripts/solc_shim.js``: a small node script around the npm
-   ``solc`` package (``npm ci`` installs it from package-lock.json). The
+   ``solc`` package (scripts/test.sh installs it from package-lock.json). The
    stock ``solcjs`` CLI cannot be driven by py-solc-x (see the shim).
 
 Both routes give byte-identical bytecode. The artifact records the compiler
@@ -102,7 +102,7 @@ def find_compiler(explicit: str | None) -> str:
         return native
     if not (ROOT / "node_modules" / "solc").is_dir():
         raise BuildError(
-            "no solc: run `npm ci` in the project root (installs the pinned npm solc "
+            "no solc: run scripts/test.sh or `npm install --no-save` in the project root (the pinned npm solc "
             "package) or point $SOLC_BINARY at a native solc " + SOLC_VERSION
         )
     return str(SHIM)

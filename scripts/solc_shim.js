@@ -16,7 +16,7 @@
 
 const path = require('path');
 
-// The package lives in the project's node_modules (npm ci), next to scripts/.
+// The package lives in the project's node_modules (scripts/test.sh installs it), next to scripts/.
 const solc = require(path.join(__dirname, '..', 'node_modules', 'solc'));
 
 const args = process.argv.slice(2);

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -69,14 +70,21 @@ def backend_registry(backend_chain: Chain) -> Registry:
     return Registry.deploy(backend_chain, max_ttl=3_600)
 
 
+@contextmanager
+def isolated(chain: Chain) -> Iterator[None]:
+    """Snapshot the chain, run the block, revert: the next test sees the same state."""
+    snapshot = chain.snapshot()
+    try:
+        yield
+    finally:
+        chain.revert(snapshot)
+
+
 @pytest.fixture
 def chain(backend_chain: Chain, backend_registry: Registry) -> Iterator[Chain]:
     """The backend's chain, reverted to its pre-test state afterwards."""
-    snapshot = backend_chain.snapshot()
-    try:
+    with isolated(backend_chain):
         yield backend_chain
-    finally:
-        backend_chain.revert(snapshot)
 
 
 @pytest.fixture
@@ -114,11 +122,8 @@ def embedded_session() -> tuple[Chain, Registry]:
 def embedded(embedded_session: tuple[Chain, Registry]) -> Iterator[Registry]:
     """A registry on the embedded chain, state reverted after the test."""
     chain, registry = embedded_session
-    snapshot = chain.snapshot()
-    try:
+    with isolated(chain):
         yield registry
-    finally:
-        chain.revert(snapshot)
 
 
 @pytest.fixture(scope="session")
@@ -130,8 +135,5 @@ def anvil_session(anvil_chain: Chain) -> tuple[Chain, Registry]:
 def on_anvil(anvil_session: tuple[Chain, Registry]) -> Iterator[Registry]:
     """A registry on the session's anvil node, state reverted after the test."""
     chain, registry = anvil_session
-    snapshot = chain.snapshot()
-    try:
+    with isolated(chain):
         yield registry
-    finally:
-        chain.revert(snapshot)

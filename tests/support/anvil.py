@@ -39,7 +39,8 @@ def anvil_binary() -> str:
     if found:
         return found
     raise AnvilNotInstalled(
-        f"anvil not found at {candidate} nor on PATH: run `npm ci` in {ROOT} (package.json pins @foundry-rs/anvil)"
+        f"anvil not found at {candidate} nor on PATH: run scripts/test.sh, or `npm install --no-save` "
+        f"in {ROOT} (package.json pins @foundry-rs/anvil)"
     )
 
 

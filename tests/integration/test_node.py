@@ -1,0 +1,75 @@
+"""Chain.connect against a real anvil node started by the suite on a free loopback port."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chainfence import Chain, Registry
+from chainfence.errors import InvalidInput, NodeUnreachable, NotSupported, UnknownAccount
+from tests.support.anvil import dev_keys, free_port
+
+
+def test_the_node_is_local(anvil_node):
+    assert anvil_node.url.startswith("http://127.0.0.1:")
+
+
+def test_connect_signs_locally_with_the_given_keys(anvil_node, on_anvil):
+    keys = dev_keys(3)
+    chain = Chain.connect(anvil_node.url, private_key=keys[2], poll_latency=0.005)
+    assert chain.accounts == [on_anvil.chain.accounts[2]]
+    assert chain.is_dev and chain.chain_id == 31337
+    lease = Registry.at(chain, on_anvil.address).acquire("signed/locally", ttl=30)
+    assert lease.holder == chain.accounts[0]
+
+
+def test_an_unreachable_node_is_a_typed_error_and_fast():
+    started = time.monotonic()
+    with pytest.raises(NodeUnreachable, match="127.0.0.1"):
+        Chain.connect(f"http://127.0.0.1:{free_port()}", request_timeout=2)
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8545", "ws://127.0.0.1:8545", "", None])
+def test_a_malformed_url_is_refused(url):
+    with pytest.raises(InvalidInput):
+        Chain.connect(url)
+
+
+def test_a_bad_private_key_is_refused_without_echoing_it(anvil_node):
+    secret = "0x" + "zz" * 32
+    with pytest.raises(InvalidInput) as refused:
+        Chain.connect(anvil_node.url, private_key=secret)
+    assert secret not in str(refused.value)
+
+
+def test_a_chain_without_keys_reads_but_cannot_send(anvil_node, on_anvil):
+    reader = Chain.connect(anvil_node.url)
+    registry = Registry.at(reader, on_anvil.address)
+    assert registry.latest_token() == on_anvil.latest_token()
+    assert registry.sender is None
+    with pytest.raises(UnknownAccount):
+        registry.acquire("r", ttl=5)
+
+
+def test_a_nonce_taken_by_another_sender_of_the_same_key_is_resynchronised(anvil_node, on_anvil, caplog):
+    """Two Chain objects share one key (two processes, say): the second one's cached nonce goes stale,
+    the node refuses it, and the SDK resynchronises once and sends."""
+    key = dev_keys(5)[4]
+    first = Registry.at(Chain.connect(anvil_node.url, private_key=key, poll_latency=0.005), on_anvil.address)
+    second = Registry.at(Chain.connect(anvil_node.url, private_key=key, poll_latency=0.005), on_anvil.address)
+    second.acquire("n/0", ttl=5)  # caches its next nonce
+    first.acquire("n/1", ttl=5)  # uses that nonce behind second's back
+    caplog.set_level("DEBUG", logger="chainfence.chain")
+    lease = second.acquire("n/2", ttl=5)  # stale cache -> "nonce too low" -> resync -> sent
+    assert lease.token == on_anvil.latest_token()
+    assert any("resynchronising" in record.getMessage() for record in caplog.records)
+
+
+def test_time_travel_is_refused_on_a_chain_that_is_not_a_dev_chain(anvil_node):
+    chain = Chain.connect(anvil_node.url)
+    chain._dev = None  # what a testnet or mainnet node looks like to the SDK
+    for call in (lambda: chain.advance_time(5), chain.snapshot, lambda: chain.set_next_block_time(2**40)):
+        with pytest.raises(NotSupported):
+            call()
