@@ -134,17 +134,6 @@ class Lease:
         """Whether the chain still considers this token current (live, not superseded)."""
         return self.registry.is_current(self.resource, self.token)
 
-    def info(self) -> LeaseInfo:
-        """This lease as the :class:`LeaseInfo` of an acquisition (status as acquired)."""
-        return LeaseInfo(
-            resource=self.resource,
-            resource_id=self.resource_id,
-            holder=self.holder,
-            token=self.token,
-            expires_at=self.expires_at,
-            status=LeaseStatus.RELEASED if self.released else LeaseStatus.LIVE,
-        )
-
     # Context manager: release on exit, like redis-py's Lock.
 
     def __enter__(self) -> Lease:

@@ -68,7 +68,7 @@ class Registry:
         artifact = _artifacts.load()
         factory = chain.w3.eth.contract(abi=artifact["abi"], bytecode=artifact["bytecode"])
         data = bytes.fromhex(factory.constructor(max_ttl).data_in_transaction[2:])
-        receipt = chain.transact(deployer, None, data)  # type: ignore[arg-type]
+        receipt = chain.transact(deployer, None, data)
         registry = cls(chain, receipt["contractAddress"], sender=deployer)
         logger.info(
             "deployed registry=%s max_ttl=%d tx=%s", registry.address, max_ttl, receipt["transactionHash"].to_0x_hex()

@@ -7,7 +7,6 @@ which we run directly (no node wrapper in between, so signals reach anvil).
 
 from __future__ import annotations
 
-import os
 import platform
 import shutil
 import socket
@@ -127,9 +126,3 @@ class Anvil:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def environment_allows_anvil() -> bool:
-    """Backends are all on unless CHAINFENCE_BACKENDS names a subset (e.g. "embedded")."""
-    wanted = os.environ.get("CHAINFENCE_BACKENDS", "embedded,anvil")
-    return "anvil" in {b.strip() for b in wanted.split(",")}
