@@ -174,13 +174,15 @@ contract FencingRegistry is IFencingRegistry {
     // Internal
     // ------------------------------------------------------------------
 
-    /// @dev `block.timestamp + ttl` after checking 1 <= ttl <= maxTtl.
-    function _expiry(uint256 ttl) private view returns (uint256) {
+    /// @dev `block.timestamp + ttl` after checking 1 <= ttl <= maxTtl; reverts
+    /// rather than let an expiry wider than 48 bits spill into the token bits.
+    function _expiry(uint256 ttl) private view returns (uint256 expiresAt) {
         if (ttl == 0 || ttl > _maxTtl) revert FencingRegistryInvalidTtl(ttl, _maxTtl);
         // Cannot overflow: ttl <= 2**32 - 1 and block.timestamp < 2**64 in any EVM.
         unchecked {
-            return block.timestamp + ttl;
+            expiresAt = block.timestamp + ttl;
         }
+        if (expiresAt > _UINT48_MASK) revert FencingRegistryUint48Overflow(expiresAt);
     }
 
     /// @dev The packed lease of `resource`, after checking that `token` is
@@ -209,9 +211,9 @@ contract FencingRegistry is IFencingRegistry {
         if (expiresAt <= block.timestamp) revert FencingRegistryLeaseExpired(resource, token, expiresAt);
     }
 
-    /// @dev One packed slot; reverts rather than truncate a value wider than 48 bits.
+    /// @dev One packed slot. `expiresAt` comes from {_expiry}, which bounds it;
+    /// the token is checked here: it reverts rather than truncate.
     function _pack(address holder, uint256 expiresAt, uint256 token) private pure returns (uint256) {
-        if (expiresAt > _UINT48_MASK) revert FencingRegistryUint48Overflow(expiresAt);
         if (token > _UINT48_MASK) revert FencingRegistryUint48Overflow(token);
         return uint256(uint160(holder)) | (expiresAt << _EXPIRES_AT_SHIFT) | (token << _TOKEN_SHIFT);
     }

@@ -222,7 +222,7 @@ class Chain:
         if self._eth_tester is not None:
             if seconds > 0:
                 # eth-tester's time_travel(T) mines a block at T - 1 (the next is T).
-                self._eth_tester.time_travel(target + 1)
+                self._time_travel(target + 1)
             return self.now()
         self._require_dev("advance_time")
         if seconds > 0:
@@ -244,10 +244,18 @@ class Chain:
             raise InvalidInput(f"timestamp {timestamp} is not after the latest block's ({latest})")
         if self._eth_tester is not None:
             if timestamp > latest + 1:  # latest + 1 is what eth-tester mines next anyway
-                self._eth_tester.time_travel(timestamp)
+                self._time_travel(timestamp)
             return
         self._require_dev("set_next_block_time")
         self._rpc("evm_setNextBlockTimestamp", [timestamp])
+
+    def _time_travel(self, timestamp: int) -> None:
+        from eth_tester.exceptions import ValidationError
+
+        try:
+            self._eth_tester.time_travel(timestamp)
+        except ValidationError as exc:
+            raise InvalidInput(f"the embedded chain cannot move to timestamp {timestamp}: {exc}") from None
 
     def mine(self, blocks: int = 1) -> None:
         """Mine ``blocks`` empty blocks (dev chains only)."""

@@ -192,3 +192,17 @@ def test_the_constructor_refuses_a_bad_max_ttl(chain, unchanged):
     data = bytes.fromhex(factory.constructor(0).data_in_transaction[2:])
     with pytest.raises(InvalidMaxTtl):
         chain.transact(chain.accounts[0], None, data)
+
+
+
+
+def test_time_travel_past_the_embedded_chain_limit_is_a_typed_error(embedded):
+    """eth-tester stops at the year 3017 (anvil goes further: see tests/integration): a typed error,
+    not a raw provider exception, and the chain does not move."""
+    chain = embedded.chain
+    before = chain.now()
+    with pytest.raises(InvalidInput, match="timestamp"):
+        chain.set_next_block_time(2**60)
+    with pytest.raises(InvalidInput, match="timestamp"):
+        chain.advance_time(2**60)
+    assert chain.now() == before
