@@ -27,33 +27,26 @@ from typing import Any
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
-from web3.exceptions import TimeExhausted
 from web3.providers.eth_tester import EthereumTesterProvider
 
-from . import _reverts, _validate
+from . import _validate
+from ._sending import Sender
 from .errors import (
     ChainError,
-    ChainfenceError,
     InvalidInput,
     NodeUnreachable,
     NotSupported,
-    TransactionFailed,
     UnknownAccount,
+    WrongChain,
 )
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["Chain"]
 
-#: Gas headroom over the estimate: covers state that moves between estimate
-#: and inclusion (e.g. a resource's first acquisition racing another).
-_GAS_MARGIN_NUM, _GAS_MARGIN_DEN = 5, 4
-
-#: Gas limit of every transaction on the embedded chain, where gas is free and
-#: estimates are unreliable (see Chain._preflight). Above any registry operation.
-_EMBEDDED_GAS_LIMIT = 3_000_000
-
-_NONCE_ERRORS = ("nonce too low", "nonce too high", "already known", "replacement transaction underpriced")
+#: Confirmations of a chain that is not a dev chain, unless told otherwise:
+#: enough to ride out the common one- and two-block reorgs. See the README.
+DEFAULT_CONFIRMATIONS = 3
 
 
 class _LockedEthereumTesterProvider(EthereumTesterProvider):
@@ -85,7 +78,9 @@ class Chain:
         keys: Iterable[LocalAccount],
         *,
         dev: str | None,
+        confirmations: int = 0,
         receipt_timeout: float = 120.0,
+        confirmation_timeout: float = 600.0,
         poll_latency: float = 0.1,
         eth_tester: Any = None,
     ):
@@ -96,15 +91,20 @@ class Chain:
             self._add(key)
         self._dev = dev
         self._eth_tester = eth_tester
-        self._receipt_timeout = receipt_timeout
-        self._poll_latency = poll_latency
-        self._nonce_locks: dict[str, threading.Lock] = {}
-        self._next_nonce: dict[str, int] = {}
-        self._locks_lock = threading.Lock()
+        self.confirmations = _confirmations(confirmations)
         try:
             self.chain_id: int = w3.eth.chain_id
         except Exception as exc:
             raise NodeUnreachable(f"cannot read the chain id: {exc}") from exc
+        self._sender = Sender(
+            w3,
+            self._signers,
+            self.chain_id,
+            embedded=eth_tester is not None,
+            receipt_timeout=receipt_timeout,
+            poll_latency=poll_latency,
+            confirmation_timeout=confirmation_timeout,
+        )
 
     # ------------------------------------------------------------------
     # Construction
@@ -153,7 +153,10 @@ class Chain:
         tester = EthereumTester(LogicalClockBackend(genesis_parameters=params, genesis_state=state))
         w3 = Web3(_LockedEthereumTesterProvider(tester))
         signers = [Account.from_key(k.to_bytes()) for k in keys]
-        return cls(w3, signers, dev="eth-tester", receipt_timeout=5.0, poll_latency=0.01, eth_tester=tester)
+        return cls(
+            w3, signers, dev="eth-tester", receipt_timeout=5.0, confirmation_timeout=5.0, poll_latency=0.01,
+            eth_tester=tester,
+        )  # fmt: skip
 
     @classmethod
     def connect(
@@ -162,8 +165,11 @@ class Chain:
         private_key: str | bytes | None = None,
         *,
         private_keys: Sequence[str | bytes] = (),
+        chain_id: int | None = None,
+        confirmations: int | None = None,
         request_timeout: float = 10.0,
         receipt_timeout: float = 120.0,
+        confirmation_timeout: float = 600.0,
         poll_latency: float = 0.1,
     ) -> Chain:
         """Connect to an EVM JSON-RPC node over HTTP(S).
@@ -171,19 +177,45 @@ class Chain:
         Transactions are signed locally with ``private_key`` (and any
         ``private_keys``); the node's own unlocked accounts are never used.
         Keys come from the environment or a keystore, never a command line.
+
+        ``chain_id``: refuse a node that serves another chain
+        (:class:`~chainfence.errors.WrongChain`). ``confirmations``: blocks on
+        top of a transaction's block before it counts (default 0 on dev
+        chains, :data:`DEFAULT_CONFIRMATIONS` elsewhere). ``receipt_timeout``:
+        seconds to wait for inclusion before cancelling (see
+        :mod:`chainfence._sending`).
         """
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidInput(f"url must be an http:// or https:// JSON-RPC endpoint, got {url!r}")
+        if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
+            raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
+        for name, value in (("request_timeout", request_timeout), ("receipt_timeout", receipt_timeout),
+                            ("confirmation_timeout", confirmation_timeout), ("poll_latency", poll_latency)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
         keys = ([private_key] if private_key is not None else []) + list(private_keys)
         signers = [_load_key(k) for k in keys]
         provider = Web3.HTTPProvider(url, request_kwargs={"timeout": request_timeout})
         w3 = Web3(provider)
         try:
             client = w3.client_version
+            actual_chain_id = w3.eth.chain_id
         except Exception as exc:
             raise NodeUnreachable(f"no JSON-RPC node answers at {url}: {exc}") from exc
+        if chain_id is not None and actual_chain_id != chain_id:
+            raise WrongChain(f"the node at {url} serves chain {actual_chain_id}, not chain {chain_id}")
         dev = next((name for name in ("anvil", "hardhat", "ganache") if name in client.lower()), None)
-        return cls(w3, signers, dev=dev, receipt_timeout=receipt_timeout, poll_latency=poll_latency)
+        if confirmations is None:
+            confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
+        return cls(
+            w3,
+            signers,
+            dev=dev,
+            confirmations=confirmations,
+            receipt_timeout=receipt_timeout,
+            confirmation_timeout=confirmation_timeout,
+            poll_latency=poll_latency,
+        )
 
     def _add(self, key: LocalAccount) -> str:
         address = key.address
@@ -281,8 +313,7 @@ class Chain:
             self._require_dev("revert")
             if not self._rpc("evm_revert", [snapshot]):
                 raise ChainError(f"the node refused to revert to snapshot {snapshot!r}")
-        with self._locks_lock:
-            self._next_nonce.clear()
+        self._sender.forget_nonces()
 
     def _require_dev(self, what: str) -> None:
         if self._dev is None:
@@ -315,132 +346,53 @@ class Chain:
         *,
         resource: str | None = None,
         gas: int | None = None,
+        confirmations: int | None = None,
     ) -> Any:
-        """Send ``data`` to ``to`` from ``sender``; return the receipt of a successful transaction.
+        """Send ``data`` to ``to`` from ``sender``; return the receipt once it counts.
 
-        Raises the decoded chainfence error if the call reverts, at
-        estimation (nothing sent) or after mining (status 0, reason recovered
-        by replaying the call at the parent block). ``gas`` skips the
-        estimate (tests use it to mine a failing transaction).
+        See :mod:`chainfence._sending` for the journey: preflight (a revert
+        raises its typed error and nothing is sent), local signing under a
+        per-sender nonce lock, submission that reconciles lost replies by
+        hash, a bounded wait that cancels on timeout, ``confirmations``
+        blocks on top (default: the chain's), and the status check.
+        ``gas`` skips the preflight (tests use it to mine a failing
+        transaction).
         """
         sender = self.signer(sender)
+        k = self.confirmations if confirmations is None else _confirmations(confirmations)
         call: dict[str, Any] = {"from": sender, "data": data, "value": 0}
         if to is not None:  # None: contract creation
             call["to"] = to
-        if gas is None:
-            gas = self._preflight(call, resource)
-        tx = dict(call, gas=gas, chainId=self.chain_id, **self._fees())
-
-        lock = self._nonce_lock(sender)
-        with lock:
-            for attempt in (1, 2):
-                nonce = self._nonce(sender)
-                signed = self._signers[sender].sign_transaction(dict(tx, nonce=nonce))
-                try:
-                    tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
-                except Exception as exc:
-                    if attempt == 1 and any(s in str(exc).lower() for s in _NONCE_ERRORS):
-                        logger.debug("nonce %d for %s rejected (%s); resynchronising", nonce, sender, exc)
-                        self._next_nonce.pop(sender, None)
-                        continue
-                    self._next_nonce.pop(sender, None)
-                    raise self._translate(exc, resource) from exc
-                self._next_nonce[sender] = nonce + 1
-                break
-        logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash.to_0x_hex(), sender, nonce, gas)
-
-        try:
-            receipt = self.w3.eth.wait_for_transaction_receipt(
-                tx_hash, timeout=self._receipt_timeout, poll_latency=self._poll_latency
-            )
-        except TimeExhausted as exc:
-            raise ChainError(
-                f"transaction {tx_hash.to_0x_hex()} not mined within {self._receipt_timeout} s"
-            ) from exc
-        if receipt["status"] != 1:
-            raise self._failure(call, receipt, resource)
-        return receipt
-
-    def _preflight(self, call: dict[str, Any], resource: str | None) -> int:
-        """Run ``call`` on the block being built; raise its decoded revert, else return a gas limit.
-
-        On JSON-RPC nodes this is ``eth_estimateGas`` at ``pending``: the
-        block the transaction will join. eth-tester cannot estimate at
-        ``pending`` and its ``latest`` estimate runs on a fresh header stamped
-        with the wall clock (not the chain's clock), so there the preflight is
-        an ``eth_call`` at ``pending`` and the gas limit a fixed ceiling.
-        """
-        try:
-            if self._eth_tester is not None:
-                self.w3.eth.call(call, block_identifier="pending")
-                return _EMBEDDED_GAS_LIMIT
-            estimate = self.w3.eth.estimate_gas(call, block_identifier="pending")
-        except Exception as exc:
-            raise self._translate(exc, resource) from exc
-        return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN
+        return self._sender.transact(sender, call, gas=gas, resource=resource, confirmations=k)
 
     def call(self, to: str, data: bytes, *, block: str | int = "latest", resource: str | None = None) -> bytes:
         """``eth_call`` of ``data`` at ``block``; reverts raise the decoded chainfence error."""
         try:
             return bytes(self.w3.eth.call({"to": to, "data": data}, block_identifier=block))
         except Exception as exc:
-            raise self._translate(exc, resource) from exc
+            raise self._sender.translate(exc, resource) from exc
 
-    def _fees(self) -> dict[str, int]:
-        latest = self.w3.eth.get_block("latest")
-        base_fee = latest.get("baseFeePerGas")
-        if base_fee is None:
-            return {"gasPrice": self.w3.eth.gas_price}
+    def block_number(self) -> int:
+        """The latest block's number."""
         try:
-            tip = self.w3.eth.max_priority_fee
-        except Exception:
-            tip = 10**9
-        return {"maxFeePerGas": 2 * base_fee + tip, "maxPriorityFeePerGas": tip}
-
-    def _nonce_lock(self, sender: str) -> threading.Lock:
-        with self._locks_lock:
-            return self._nonce_locks.setdefault(sender, threading.Lock())
-
-    def _nonce(self, sender: str) -> int:
-        # Called with the sender's lock held.
-        cached = self._next_nonce.get(sender)
-        if cached is None:
-            cached = self.w3.eth.get_transaction_count(sender, "pending")
-            self._next_nonce[sender] = cached
-        return cached
-
-    def _failure(self, call: dict[str, Any], receipt: Any, resource: str | None) -> ChainfenceError:
-        """The error for a transaction mined with status 0."""
-        tx_hash = receipt["transactionHash"].to_0x_hex()
-        try:
-            self.w3.eth.call(call, block_identifier=receipt["blockNumber"] - 1)
+            return self.w3.eth.block_number
         except Exception as exc:
-            error = _reverts.translate(exc, resource=resource)
-            if error is not None:
-                error.__notes__ = [f"transaction {tx_hash} was mined with status 0"]
-                return error
-        gas_note = " (it used all its gas)" if receipt["gasUsed"] >= call.get("gas", 2**64) else ""
-        return TransactionFailed(
-            f"transaction {tx_hash} was mined with status 0{gas_note}; no revert reason could be recovered",
-            tx_hash=tx_hash,
-            receipt=receipt,
-        )
+            raise self._sender.translate(exc, None) from exc
 
-    @staticmethod
-    def _translate(exc: BaseException, resource: str | None) -> ChainfenceError:
-        error = _reverts.translate(exc, resource=resource)
-        if error is not None:
-            return error
-        text = str(exc)
-        if "insufficient funds" in text.lower():
-            return ChainError(f"insufficient funds: {text}")
-        if isinstance(exc, (ConnectionError, OSError)) or "Connection" in type(exc).__name__:
-            return NodeUnreachable(f"the node did not answer: {text}")
-        return ChainError(f"{type(exc).__name__}: {text}")
+    def confirmed_block(self, confirmations: int | None = None) -> int:
+        """The newest block with ``confirmations`` blocks on top of it (default: the chain's setting)."""
+        k = self.confirmations if confirmations is None else _confirmations(confirmations)
+        return max(0, self.block_number() - k)
 
     def __repr__(self) -> str:
         kind = self._dev or "node"
         return f"<Chain {kind} chain_id={self.chain_id} accounts={len(self.accounts)}>"
+
+
+def _confirmations(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000:
+        raise InvalidInput(f"confirmations must be an int from 0 to 1000, got {value!r}")
+    return value
 
 
 def _load_key(key: object) -> LocalAccount:

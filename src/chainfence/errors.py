@@ -16,11 +16,17 @@
     │       ├── StaleToken                 superseded by a higher token (registry or guard)
     │       ├── UnknownToken               0, or above the resource's latest: never issued for it
     │       ├── LeaseExpired               the latest token, but its lease ran out  (you lost it)
-    │       └── LeaseReleased              the latest token, but it was released    (you closed it)
+    │       ├── LeaseReleased              the latest token, but it was released    (you closed it)
+    │       └── TokenNotConfirmed          issued, but not yet deep enough in the chain to count
     ├── RegistryOverflow (OverflowError)   48-bit token or time space exhausted
     ├── ChainError                         the chain or node failed us
     │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers
+    │   ├── WrongChain                     the node serves another chain than expected
     │   ├── ContractNotFound               no FencingRegistry code at that address
+    │   ├── InsufficientFunds              the sender cannot pay for gas
+    │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
+    │   ├── OutcomeUnknown                 sent, but whether it landed could not be established
+    │   ├── NotConfirmed (TimeoutError)    mined, but not k blocks deep in time
     │   ├── TransactionFailed              mined with status 0, no decodable reason
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
@@ -46,6 +52,7 @@ __all__ = [
     "ContractNotFound",
     "GuardError",
     "GuardStoreMismatch",
+    "InsufficientFunds",
     "InvalidAddress",
     "InvalidInput",
     "InvalidMaxTtl",
@@ -57,15 +64,20 @@ __all__ = [
     "LeaseHeld",
     "LeaseReleased",
     "NodeUnreachable",
+    "NotConfirmed",
     "NotHolder",
     "NotSupported",
+    "OutcomeUnknown",
     "RegistryOverflow",
     "StaleToken",
+    "TokenNotConfirmed",
     "TokenNotCurrent",
     "TransactionFailed",
+    "TransactionTimeout",
     "UnknownAccount",
     "UnknownRevert",
     "UnknownToken",
+    "WrongChain",
 ]
 
 #: Solidity custom error name -> the class it raises as. Filled by @_contract_error.
@@ -354,6 +366,28 @@ class LeaseReleased(TokenNotCurrent):
         return f"the lease of token {self.token} on {self._where()} was released"
 
 
+class TokenNotConfirmed(TokenNotCurrent):
+    """``token`` is current at the chain head but its acquisition is not yet
+    ``confirmations`` blocks deep: it may still vanish in a reorg. Retry later."""
+
+    def __init__(
+        self,
+        *,
+        token: int,
+        confirmations: int,
+        resource: str | None = None,
+        resource_id: bytes | None = None,
+    ):
+        self.confirmations = confirmations
+        super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
+
+    def _message(self) -> str:
+        return (
+            f"token {self.token} for {self._where()} is not yet {self.confirmations} blocks deep; "
+            "retry once it is confirmed"
+        )
+
+
 @_contract_error("FencingRegistryUint48Overflow")
 class RegistryOverflow(ChainfenceError, OverflowError):
     """A token or timestamp no longer fits the registry's 48-bit storage."""
@@ -376,6 +410,10 @@ class NodeUnreachable(ChainError, ConnectionError):
     """No JSON-RPC node answers at the URL (or it stopped answering)."""
 
 
+class WrongChain(ChainError):
+    """The node serves another chain (chain id or genesis block) than the one expected."""
+
+
 class ContractNotFound(ChainError):
     """There is no FencingRegistry at the address (no code, or other code)."""
 
@@ -387,6 +425,52 @@ class TransactionFailed(ChainError):
         self.tx_hash = tx_hash
         self.receipt = receipt
         super().__init__(message)
+
+
+class InsufficientFunds(ChainError):
+    """The sender's balance cannot pay for the transaction's gas."""
+
+    def __init__(self, message: str, *, account: str | None = None):
+        self.account = account
+        super().__init__(message)
+
+
+class _TransactionOutcome(ChainError):
+    """Base of the errors that describe a transaction in flight: its hashes and nonce."""
+
+    def __init__(self, message: str, *, tx_hashes: tuple[str, ...] = (), nonce: int | None = None, sender: str | None = None):
+        self.tx_hashes = tuple(tx_hashes)
+        self.nonce = nonce
+        self.sender = sender
+        super().__init__(message)
+
+    @property
+    def tx_hash(self) -> str | None:
+        """The hash of the transaction the caller asked for (the first one sent)."""
+        return self.tx_hashes[0] if self.tx_hashes else None
+
+
+class TransactionTimeout(_TransactionOutcome, TimeoutError):
+    """Not mined in time, then cancelled: a replacement with the same nonce was mined, so the
+    original can never execute. Nothing happened; it is safe to try again."""
+
+
+class OutcomeUnknown(_TransactionOutcome):
+    """Sent, but the SDK could not establish whether it was mined (the node stopped answering, or
+    neither it nor its cancellation was mined in time). ``tx_hashes`` lists every candidate: look
+    them up (``registry.lease_from_tx``) before acting again."""
+
+
+class NotConfirmed(_TransactionOutcome, TimeoutError):
+    """Mined (``receipt``), but not ``confirmations`` blocks deep in time: it may still be
+    reorganised away. For an acquisition, ``lease`` is the lease it created: release it or
+    keep waiting, but do not forget it."""
+
+    def __init__(self, message: str, *, receipt: Any = None, confirmations: int = 0, **kwargs: Any):
+        self.receipt = receipt
+        self.confirmations = confirmations
+        self.lease: Any = None
+        super().__init__(message, **kwargs)
 
 
 class UnknownRevert(ChainError):

@@ -37,6 +37,12 @@ successor's token reaches the guard.
 Chain reads use the ``latest`` block: a token the latest block shows as
 current was issued by the chain and was live then; a successor's token can
 only come from a later block, and raises the mark when it arrives.
+
+Reorgs: fencing tokens are a chain's counter, so a reorg can give the same
+number to another holder. With ``confirmations=k`` (default: the chain's
+setting; 0 on dev chains) a token becomes a mark only once the block that
+issued it has ``k`` blocks on top (:class:`~chainfence.errors.TokenNotConfirmed`
+until then). Reorgs deeper than ``k`` are outside what any ``k`` can promise.
 """
 
 from __future__ import annotations
@@ -51,12 +57,14 @@ from typing import TYPE_CHECKING
 
 from . import _validate
 from .errors import (
+    ContractNotFound,
     GuardError,
     GuardStoreMismatch,
     InvalidInput,
     LeaseExpired,
     LeaseReleased,
     StaleToken,
+    TokenNotConfirmed,
     UnknownToken,
 )
 from .lease import LeaseStatus
@@ -99,12 +107,24 @@ class Guard:
     marks of another registry (other chain, address or genesis block).
     """
 
-    def __init__(self, registry: Registry, path: str | os.PathLike[str], *, timeout: float = 30.0):
+    def __init__(
+        self,
+        registry: Registry,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 30.0,
+        confirmations: int | None = None,
+    ):
         if not isinstance(path, (str, os.PathLike)) or str(path) in ("", ":memory:") or str(path).startswith("file:"):
             raise InvalidInput(f"a guard needs a file path (marks must survive restarts), got {path!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise InvalidInput(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if confirmations is None:
+            confirmations = registry.chain.confirmations
+        if isinstance(confirmations, bool) or not isinstance(confirmations, int) or confirmations < 0:
+            raise InvalidInput(f"confirmations must be an int >= 0, got {confirmations!r}")
         self.registry = registry
+        self.confirmations = confirmations
         self.path = Path(path)
         self._timeout = float(timeout)
         self._local = threading.local()
@@ -139,8 +159,11 @@ class Guard:
         if token < mark:
             raise StaleToken(token=token, current_token=mark, resource=resource, resource_id=resource_id)
 
-        # Above the mark: the chain must vouch for it before it can fence others.
+        # Above the mark: the chain must vouch for it before it can fence others,
+        # and, with confirmations, the block that issued it must be deep enough.
         self._verify_on_chain(resource, resource_id, token)
+        if self.confirmations:
+            self._require_confirmed(resource, resource_id, token)
         if token > _MAX_STORED_TOKEN:  # pragma: no cover - the contract stores tokens in 48 bits
             raise GuardError(f"token {token} does not fit the guard's store")
 
@@ -211,6 +234,24 @@ class Guard:
         if info.status is LeaseStatus.RELEASED:
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
         raise LeaseExpired(token=token, expired_at=info.expires_at, resource=resource, resource_id=resource_id)
+
+    def _require_confirmed(self, resource: str, resource_id: bytes, token: int) -> None:
+        """Raise unless the block that issued ``token`` has ``confirmations`` blocks on top.
+
+        Tokens are per-chain counters: a reorg can hand the same number to
+        another holder. Only a token issued at or below the confirmed head may
+        become a mark.
+        """
+        block = self.registry.chain.confirmed_block(self.confirmations)
+        try:
+            confirmed = self.registry.last_lease(resource, block=block)
+        except ContractNotFound:
+            confirmed = None  # the confirmed head predates the registry: nothing is confirmed yet
+        if confirmed is None or confirmed.token < token:
+            logger.info("guard deferred unconfirmed token resource=%s token=%d", resource, token)
+            raise TokenNotConfirmed(
+                token=token, confirmations=self.confirmations, resource=resource, resource_id=resource_id
+            )
 
     # ------------------------------------------------------------------
     # Store

@@ -26,7 +26,7 @@ from web3 import Web3
 
 from . import _artifacts, _validate
 from .chain import Chain
-from .errors import ChainError, ContractNotFound, InvalidMaxTtl, UnknownAccount
+from .errors import ChainError, ContractNotFound, InvalidMaxTtl, NotConfirmed, TokenNotCurrent, UnknownAccount
 from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
 
 logger = logging.getLogger(__name__)
@@ -107,36 +107,50 @@ class Registry:
     # Lease operations (transactions)
     # ------------------------------------------------------------------
 
-    def acquire(self, resource: str, ttl: int) -> Lease:
+    def acquire(self, resource: str, ttl: int, *, confirmations: int | None = None) -> Lease:
         """Acquire ``resource`` for ``ttl`` seconds of chain time; return the :class:`Lease`.
 
         The lease carries a new fencing token, higher than every token the
         registry issued before. If the sender already holds the resource it
         gets a new token too (its earlier incarnation is fenced off).
 
+        With ``confirmations`` (default: the chain's setting) it returns only
+        once the acquiring transaction is that many blocks deep and the lease
+        is still the sender's.
+
         Raises :class:`~chainfence.errors.LeaseHeld` while someone else holds
         a live lease, :class:`~chainfence.errors.InvalidResourceName` or
         :class:`~chainfence.errors.InvalidTtl` on bad input (nothing sent).
+        If the transaction was mined but did not reach its confirmations in
+        time, :class:`~chainfence.errors.NotConfirmed` carries the ``lease``
+        it created, so that it is never forgotten.
         """
-        name_bytes = _validate.resource_bytes(resource)
+        _validate.resource_bytes(resource)
         ttl = _validate.ttl(ttl, self.max_ttl)
         sender = self._require_sender()
         data = self._encode("acquire", [resource, ttl])
-        receipt = self.chain.transact(sender, self.address, data, resource=resource)
-        event = self._event(receipt, "LeaseAcquired")
-        lease = Lease(
-            self,
-            resource=resource,
-            resource_id=Web3.keccak(name_bytes),
-            token=event["token"],
-            holder=event["holder"],
-            expires_at=event["expiresAt"],
-            ttl=ttl,
-            previous_token=event["previousToken"],
-            reason=AcquireReason(event["reason"]),
-            tx_hash=receipt["transactionHash"].to_0x_hex(),
-            block_number=receipt["blockNumber"],
-        )
+        try:
+            receipt = self.chain.transact(sender, self.address, data, resource=resource, confirmations=confirmations)
+        except NotConfirmed as unconfirmed:
+            unconfirmed.lease = self._lease_from_receipt(unconfirmed.receipt, resource=resource, ttl=ttl)
+            logger.warning(
+                "acquired but unconfirmed resource=%s token=%s tx=%s",
+                resource,
+                unconfirmed.lease.token if unconfirmed.lease else None,
+                unconfirmed.tx_hash,
+            )
+            raise
+        lease = self._lease_from_receipt(receipt, resource=resource, ttl=ttl)
+        if lease is None:  # pragma: no cover - a successful acquire always logs LeaseAcquired
+            raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
+        k = self.chain.confirmations if confirmations is None else confirmations
+        if k:
+            # The lease may have ended while we waited for depth (a short ttl).
+            try:
+                self.check_current(resource, lease.token)
+            except TokenNotCurrent as lost:
+                lost.add_note(f"acquired in block {lease.block_number}, lost before {k} confirmations")
+                raise
         logger.info(
             "acquired resource=%s token=%d holder=%s expires_at=%d reason=%s tx=%s",
             resource,
@@ -148,14 +162,64 @@ class Registry:
         )
         return lease
 
-    def renew(self, resource: str, token: int, ttl: int) -> int:
+    def lease_from_tx(self, tx_hash: str) -> Lease | None:
+        """The lease a mined acquisition created, or None (not mined, failed, or not an acquisition).
+
+        For reconciling after :class:`~chainfence.errors.OutcomeUnknown`:
+        look up every candidate hash before acquiring again.
+        """
+        from web3.exceptions import TransactionNotFound
+
+        try:
+            receipt = self.chain.w3.eth.get_transaction_receipt(tx_hash)
+            tx = self.chain.w3.eth.get_transaction(tx_hash)
+        except TransactionNotFound:
+            return None
+        except Exception as exc:
+            raise self.chain._sender.translate(exc, None) from exc
+        if receipt["status"] != 1 or tx.get("to") != self.address:
+            return None
+        try:
+            function, args = self._contract.decode_function_input(tx["input"])
+        except ValueError:
+            return None
+        if function.fn_name != "acquire":
+            return None
+        return self._lease_from_receipt(receipt, resource=args["name"], ttl=args["ttl"])
+
+    def _lease_from_receipt(self, receipt: Any, *, resource: str, ttl: int) -> Lease | None:
+        try:
+            event = self._event(receipt, "LeaseAcquired")
+        except ChainError:
+            return None
+        holder = event["holder"]
+        owner = self.connect(holder) if holder in self.chain.accounts else self
+        return Lease(
+            owner,
+            resource=resource,
+            resource_id=bytes(event["resource"]),
+            token=event["token"],
+            holder=holder,
+            expires_at=event["expiresAt"],
+            ttl=ttl,
+            previous_token=event["previousToken"],
+            reason=AcquireReason(event["reason"]),
+            tx_hash=receipt["transactionHash"].to_0x_hex(),
+            block_number=receipt["blockNumber"],
+        )
+
+    def renew(self, resource: str, token: int, ttl: int, *, confirmations: int | None = None) -> int:
         """Extend the sender's live lease on ``resource`` (with ``token``) to now + ``ttl``; return the new expiry."""
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
         ttl = _validate.ttl(ttl, self.max_ttl)
         sender = self._require_sender()
         receipt = self.chain.transact(
-            sender, self.address, self._encode("renew", [resource_id, token, ttl]), resource=resource
+            sender,
+            self.address,
+            self._encode("renew", [resource_id, token, ttl]),
+            resource=resource,
+            confirmations=confirmations,
         )
         expires_at = self._event(receipt, "LeaseRenewed")["expiresAt"]
         logger.info(
@@ -167,13 +231,17 @@ class Registry:
         )
         return expires_at
 
-    def release(self, resource: str, token: int) -> None:
+    def release(self, resource: str, token: int, *, confirmations: int | None = None) -> None:
         """End the sender's live lease on ``resource`` with ``token``. An old token never frees a newer lease."""
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
         sender = self._require_sender()
         receipt = self.chain.transact(
-            sender, self.address, self._encode("release", [resource_id, token]), resource=resource
+            sender,
+            self.address,
+            self._encode("release", [resource_id, token]),
+            resource=resource,
+            confirmations=confirmations,
         )
         self._event(receipt, "LeaseReleased")
         logger.info(
@@ -181,7 +249,7 @@ class Registry:
         )
 
     @contextmanager
-    def lease(self, resource: str, ttl: int) -> Iterator[Lease]:
+    def lease(self, resource: str, ttl: int, *, confirmations: int | None = None) -> Iterator[Lease]:
         """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
 
         Raises :class:`~chainfence.errors.LeaseHeld` (and the body does not
@@ -190,7 +258,7 @@ class Registry:
         after a body that succeeded, and added as a note to the body's own
         exception otherwise.
         """
-        with self.acquire(resource, ttl) as lease:
+        with self.acquire(resource, ttl, confirmations=confirmations) as lease:
             yield lease
 
     # ------------------------------------------------------------------
@@ -220,17 +288,16 @@ class Registry:
         """Whether ``token`` is the current token of ``resource`` and its lease is live."""
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
-        raw = self.chain.call(self.address, self._encode("isCurrent", [resource_id, token]), block=block)
-        return bool(abi_decode(["bool"], raw)[0])
+        (current,) = self._view("isCurrent", [resource_id, token], ["bool"], block=block)
+        return bool(current)
 
     def check_current(self, resource: str, token: int, *, block: str | int = "latest") -> LeaseInfo:
         """The live lease of ``token``; raises a :class:`~chainfence.errors.TokenNotCurrent` subclass if it is not."""
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
-        raw = self.chain.call(
-            self.address, self._encode("checkCurrent", [resource_id, token]), block=block, resource=resource
+        holder, expires_at = self._view(
+            "checkCurrent", [resource_id, token], ["address", "uint256"], block=block, resource=resource
         )
-        holder, expires_at = abi_decode(["address", "uint256"], raw)
         return LeaseInfo(
             resource=resource,
             resource_id=resource_id,
@@ -263,8 +330,9 @@ class Registry:
     # ------------------------------------------------------------------
 
     def _lease_info(self, resource: str | None, resource_id: bytes, *, block: str | int = "latest") -> LeaseInfo:
-        raw = self.chain.call(self.address, self._encode("leaseOf", [resource_id]), block=block)
-        holder, token, expires_at, status = abi_decode(["address", "uint256", "uint256", "uint8"], raw)
+        holder, token, expires_at, status = self._view(
+            "leaseOf", [resource_id], ["address", "uint256", "uint256", "uint8"], block=block
+        )
         return LeaseInfo(
             resource=resource,
             resource_id=resource_id,
@@ -283,8 +351,22 @@ class Registry:
         return bytes.fromhex(self._contract.encode_abi(function, args)[2:])
 
     def _call_uint(self, function: str, args: list[Any], *, block: str | int = "latest") -> int:
-        raw = self.chain.call(self.address, self._encode(function, args), block=block)
-        return abi_decode(["uint256"], raw)[0]
+        return self._view(function, args, ["uint256"], block=block)[0]
+
+    def _view(
+        self, function: str, args: list[Any], types: list[str], *, block: str | int, resource: str | None = None
+    ) -> tuple[Any, ...]:
+        """Call a view at ``block`` and decode its result. No code there (an address that is not
+        a registry, or a block before its deployment) is ContractNotFound, not a decoding error."""
+        raw = self.chain.call(self.address, self._encode(function, args), block=block, resource=resource)
+        if not raw:
+            raise ContractNotFound(f"no FencingRegistry code at {self.address} at block {block!r}")
+        try:
+            return tuple(abi_decode(types, raw))
+        except Exception as exc:
+            raise ContractNotFound(
+                f"the contract at {self.address} answered {function}() with data that is not a FencingRegistry's"
+            ) from exc
 
     def _event(self, receipt: Any, name: str) -> dict[str, Any]:
         """The arguments of the ``name`` event this registry emitted in ``receipt``."""

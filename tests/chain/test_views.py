@@ -144,3 +144,11 @@ def test_a_lower_token_of_another_resource_reads_as_stale(alice, bob, registry):
     bob.acquire("s", ttl=10)
     with pytest.raises(StaleToken):
         registry.check_current("s", r_lease.token)
+
+
+def test_a_view_at_a_block_before_deployment_is_contract_not_found(registry):
+    """Views at a historical block before the registry existed say so, not a decoding error."""
+    with pytest.raises(ContractNotFound, match="block 0"):
+        registry.latest_token(block=0)
+    with pytest.raises(ContractNotFound):
+        registry.last_lease("r", block=0)

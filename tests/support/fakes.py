@@ -8,6 +8,8 @@ tests can prove the fast path asks nothing.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from chainfence import LeaseInfo, LeaseStatus
 from chainfence._validate import resource_id
 
@@ -18,6 +20,7 @@ class FakeRegistry:
         self.leases: dict[str, tuple[int, LeaseStatus]] = {}
         self.reads = 0
         self.address = address
+        self.chain = SimpleNamespace(confirmations=0)
 
     def identity(self) -> dict[str, str]:
         return dict(self._identity)
@@ -26,7 +29,7 @@ class FakeRegistry:
         """Make ``token`` the latest of ``resource`` with ``status``, as an acquisition would."""
         self.leases[resource] = (token, status)
 
-    def last_lease(self, resource: str) -> LeaseInfo | None:
+    def last_lease(self, resource: str, *, block: str | int = "latest") -> LeaseInfo | None:
         self.reads += 1
         if resource not in self.leases:
             return None
