@@ -434,13 +434,17 @@ class Sender:
     def failure(self, call: dict[str, Any], receipt: Any, resource: str | None) -> ChainfenceError:
         """The error for a transaction mined with status 0."""
         tx_hash = receipt["transactionHash"].to_0x_hex()
-        try:
-            self.w3.eth.call(call, block_identifier=receipt["blockNumber"] - 1)
-        except Exception as exc:
-            error = _reverts.translate(exc, resource=resource)
-            if error is not None:
-                error.__notes__ = [f"transaction {tx_hash} was mined with status 0"]
-                return error
+        # Replay the call to recover the reason: on the parent block's state
+        # first, then on the including block's (a competitor mined earlier in
+        # the same block is what made a preflight-approved call revert).
+        for block in (receipt["blockNumber"] - 1, receipt["blockNumber"]):
+            try:
+                self.w3.eth.call(call, block_identifier=block)
+            except Exception as exc:
+                error = _reverts.translate(exc, resource=resource)
+                if error is not None:
+                    error.__notes__ = [f"transaction {tx_hash} was mined with status 0 in block {receipt['blockNumber']}"]
+                    return error
         return TransactionFailed(
             f"transaction {tx_hash} was mined with status 0 (gas used {receipt['gasUsed']}); "
             "no revert reason could be recovered",

@@ -1,21 +1,100 @@
 """The ``chainfence`` command.
 
-Exit codes: 0 success, 1 a chainfence error (message on stderr), 2 usage error.
+::
+
+    chainfence node                       # local anvil, state on disk, registry deployed
+    chainfence deploy [--max-ttl S]
+    chainfence acquire NAME --ttl S
+    chainfence renew NAME --token T --ttl S
+    chainfence release NAME --token T
+    chainfence status [NAME ...]
+    chainfence verify NAME --token T      # exit 0 only if T is current
+    chainfence demo
+
+Configuration, flags first, then the environment, then the deployment file
+(``--deployment``, ``$CHAINFENCE_DEPLOYMENT`` or ``.chainfence/deployment.json``):
+``--rpc-url`` / ``CHAINFENCE_RPC_URL``, ``--registry`` / ``CHAINFENCE_REGISTRY``.
+The signing key comes only from ``CHAINFENCE_PRIVATE_KEY`` or a keystore file
+(``--keystore``, password from ``CHAINFENCE_KEYSTORE_PASSWORD`` or a prompt),
+never from the command line. ``--json`` prints one JSON document for scripts.
+
 Only this module configures logging handlers.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import getpass
+import itertools
+import json
 import logging
+import os
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from . import __version__
-from .errors import ChainfenceError
+from .errors import (
+    AnvilNotFound,
+    ChainfenceError,
+    ContractNotFound,
+    InvalidInput,
+    LeaseHeld,
+    NodeUnreachable,
+    NotConfirmed,
+    NotHolder,
+    OutcomeUnknown,
+    TokenNotCurrent,
+    TransactionTimeout,
+    WrongChain,
+)
 
+#: Exit codes (documented in the README and in ``chainfence --help``).
 EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
+EXIT_ERROR = 1  # any other chainfence error
+EXIT_USAGE = 2  # bad arguments or configuration; nothing was sent
+EXIT_HELD = 3  # someone else holds the lease
+EXIT_NOT_CURRENT = 4  # the token is stale, unknown, expired, released, unconfirmed, or not yours
+EXIT_CONNECTION = 5  # no node, wrong chain, no registry there, no anvil
+EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
+
+_EPILOG = """\
+exit codes:
+  0  success (verify: the token is current)
+  1  other error
+  2  usage or configuration error, bad input (nothing was sent)
+  3  lease held by someone else
+  4  token not current: stale, unknown, expired, released, unconfirmed, or not yours
+  5  connection problem: node unreachable, wrong chain, no registry at the address, no anvil
+  6  transaction timed out (cancelled: nothing happened) or outcome unknown (look up the hashes)
+
+environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
+             CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
+"""
+
+
+def exit_code(error: ChainfenceError) -> int:
+    """The documented exit code for a chainfence error."""
+    if isinstance(error, InvalidInput):
+        return EXIT_USAGE
+    if isinstance(error, LeaseHeld):
+        return EXIT_HELD
+    if isinstance(error, (TokenNotCurrent, NotHolder)):
+        return EXIT_NOT_CURRENT
+    if isinstance(error, (NodeUnreachable, WrongChain, ContractNotFound, AnvilNotFound)):
+        return EXIT_CONNECTION
+    if isinstance(error, (TransactionTimeout, OutcomeUnknown, NotConfirmed)):
+        return EXIT_OUTCOME
+    return EXIT_ERROR
+
+
+# ---------------------------------------------------------------------------
+# Argument parsing
+# ---------------------------------------------------------------------------
 
 
 def _positive_int(text: str) -> int:
@@ -28,10 +107,33 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--rpc-url", help="JSON-RPC endpoint (default: $CHAINFENCE_RPC_URL, else the deployment file)")
+    common.add_argument("--registry", help="registry address (default: $CHAINFENCE_REGISTRY, else the deployment file)")
+    common.add_argument("--deployment", help="deployment file (default: $CHAINFENCE_DEPLOYMENT or .chainfence/deployment.json)")
+    common.add_argument("--keystore", help="encrypted key file; password from $CHAINFENCE_KEYSTORE_PASSWORD or a prompt")
+    common.add_argument(
+        "--confirmations", type=_non_negative_int, help="blocks on top before a transaction counts (default: 0 on dev chains, 3 elsewhere)"
+    )
+    common.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a transaction to be mined (default 120)")
+    common.add_argument("--json", action="store_true", help="print one JSON document")
+
     parser = argparse.ArgumentParser(
         prog="chainfence",
         description="Fencing tokens issued on-chain: leases on named resources, guards that reject stale holders.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"chainfence {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log lease changes (-v) and RPC (-vv)")
@@ -46,7 +148,324 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--ttl", type=_positive_int, default=30, help="lease length in seconds (default 30)")
     demo.add_argument("--pause", type=_positive_int, default=45, help="agent A's pause in seconds; must exceed the ttl (default 45)")
+
+    node = commands.add_parser(
+        "node",
+        help="run a local anvil node with the registry deployed; state persists across restarts",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    node.add_argument("--port", type=_positive_int, default=8545, help="loopback port (default 8545)")
+    node.add_argument("--dir", default=".chainfence", help="state and deployment files (default .chainfence)")
+    node.add_argument("--max-ttl", type=_positive_int, default=86_400, help="max ttl of a new registry (default 86400)")
+    node.add_argument("--anvil", help="anvil binary (default: $CHAINFENCE_ANVIL, node_modules, PATH)")
+    node.add_argument("--json", action="store_true", help="print the node's details as one JSON line")
+
+    deploy = commands.add_parser("deploy", parents=[common], help="deploy a new registry and write the deployment file")
+    deploy.add_argument("--max-ttl", type=_positive_int, default=86_400, help="longest lease, seconds (default 86400)")
+    deploy.add_argument("--no-write", action="store_true", help="do not write the deployment file")
+
+    acquire = commands.add_parser("acquire", parents=[common], help="acquire a lease; prints its fencing token")
+    acquire.add_argument("resource")
+    acquire.add_argument("--ttl", type=_positive_int, required=True, help="lease length in seconds")
+
+    renew = commands.add_parser("renew", parents=[common], help="extend a live lease you hold")
+    renew.add_argument("resource")
+    renew.add_argument("--token", type=_positive_int, required=True)
+    renew.add_argument("--ttl", type=_positive_int, required=True)
+
+    release = commands.add_parser("release", parents=[common], help="end a lease you hold")
+    release.add_argument("resource")
+    release.add_argument("--token", type=_positive_int, required=True)
+
+    status = commands.add_parser("status", parents=[common], help="show resources' leases, or the registry")
+    status.add_argument("resources", nargs="*", metavar="resource")
+
+    verify = commands.add_parser("verify", parents=[common], help="exit 0 only if the token is current")
+    verify.add_argument("resource")
+    verify.add_argument("--token", type=_positive_int, required=True)
     return parser
+
+
+# ---------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------
+
+
+class _Usage(Exception):
+    """A configuration problem found before talking to the chain (exit 2)."""
+
+
+def _deployment(args: argparse.Namespace):
+    from .deployment import default_path, load
+
+    path = Path(args.deployment) if args.deployment else default_path()
+    return load(path) if path.exists() else None
+
+
+def _load_key(args: argparse.Namespace) -> str | bytes | None:
+    if args.keystore:
+        from eth_account import Account
+
+        try:
+            encrypted = json.loads(Path(args.keystore).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise _Usage(f"cannot read keystore {args.keystore}: {exc}") from None
+        password = os.environ.get("CHAINFENCE_KEYSTORE_PASSWORD")
+        if password is None:
+            if not sys.stdin.isatty():
+                raise _Usage("keystore password: set CHAINFENCE_KEYSTORE_PASSWORD (no terminal to prompt on)")
+            password = getpass.getpass(f"password for {args.keystore}: ")
+        try:
+            return Account.decrypt(encrypted, password)
+        except ValueError:
+            raise _Usage(f"wrong password for keystore {args.keystore}") from None
+    return os.environ.get("CHAINFENCE_PRIVATE_KEY") or None
+
+
+def _connect(args: argparse.Namespace, *, needs_key: bool, needs_registry: bool = True):
+    from .chain import Chain
+    from .registry import Registry
+
+    deployment = _deployment(args)
+    url = args.rpc_url or os.environ.get("CHAINFENCE_RPC_URL") or (deployment.rpc_url if deployment else None)
+    if not url:
+        raise _Usage("no node: pass --rpc-url, set CHAINFENCE_RPC_URL, or run `chainfence node`")
+    key = _load_key(args)
+    if needs_key and key is None:
+        raise _Usage("no signing key: set CHAINFENCE_PRIVATE_KEY or pass --keystore (never a key on the command line)")
+    chain = Chain.connect(url, private_key=key, confirmations=args.confirmations, receipt_timeout=args.timeout)
+    if not needs_registry:
+        return chain, None
+    address = args.registry or os.environ.get("CHAINFENCE_REGISTRY")
+    if address:
+        registry = Registry.at(chain, address)
+    elif deployment is not None:
+        registry = Registry.from_deployment(chain, deployment)
+    else:
+        raise _Usage("no registry: pass --registry, set CHAINFENCE_REGISTRY, or run `chainfence node` / `chainfence deploy`")
+    return chain, registry
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+
+
+def _when(chain_time: int, now: int) -> str:
+    if chain_time == 0:
+        return "-"
+    stamp = datetime.datetime.fromtimestamp(chain_time, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    delta = chain_time - now
+    relative = f"in {delta} s" if delta > 0 else ("now" if delta == 0 else f"{-delta} s ago")
+    return f"{stamp} ({relative})"
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [headers, *rows]]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+@contextmanager
+def _spinner(message: str, enabled: bool) -> Iterator[None]:
+    """A spinner on stderr while a slow step runs (terminals only; never with --json)."""
+    if not enabled or not sys.stderr.isatty():
+        yield
+        return
+    done = threading.Event()
+
+    def spin() -> None:
+        for frame in itertools.cycle("|/-\\"):
+            sys.stderr.write(f"\r{frame} {message}")
+            sys.stderr.flush()
+            if done.wait(0.1):
+                break
+        sys.stderr.write("\r" + " " * (len(message) + 2) + "\r")
+        sys.stderr.flush()
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _waiting(chain: Any, args: argparse.Namespace, what: str):
+    k = chain.confirmations if args.confirmations is None else args.confirmations
+    label = f"{what}: waiting for the transaction" + (f" and {k} confirmations" if k else "")
+    return _spinner(label, enabled=not args.json)
+
+
+def _lease_json(lease: Any) -> dict[str, Any]:
+    return {
+        "resource": lease.resource,
+        "token": lease.token,
+        "holder": lease.holder,
+        "expires_at": lease.expires_at,
+        "reason": lease.reason.name.lower(),
+        "previous_token": lease.previous_token,
+        "tx_hash": lease.tx_hash,
+        "block_number": lease.block_number,
+    }
+
+
+# ---------------------------------------------------------------------------
+# Commands
+# ---------------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.pause <= args.ttl:
+        parser.error(f"--pause ({args.pause}) must be longer than --ttl ({args.ttl})")
+    from .demo import run
+
+    result = run(sys.stdout, ttl=args.ttl, pause=args.pause)
+    return EXIT_OK if result.fenced.b_write_survived and not result.unfenced.b_write_survived else EXIT_ERROR
+
+
+def _cmd_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .localnode import serve
+
+    serve(directory=Path(args.dir), port=args.port, max_ttl=args.max_ttl, anvil=args.anvil, as_json=args.json, out=sys.stdout)
+    return EXIT_OK
+
+
+def _cmd_deploy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .deployment import Deployment, default_path, save
+    from .registry import Registry
+
+    chain, _ = _connect(args, needs_key=True, needs_registry=False)
+    with _waiting(chain, args, "deploy"):
+        registry = Registry.deploy(chain, max_ttl=args.max_ttl)
+    record = Deployment(
+        registry=registry.address,
+        chain_id=chain.chain_id,
+        genesis_hash=chain.w3.eth.get_block(0)["hash"].to_0x_hex(),
+        block=registry.deployed_block or 0,
+        max_ttl=args.max_ttl,
+        rpc_url=args.rpc_url or os.environ.get("CHAINFENCE_RPC_URL"),
+    )
+    path = None if args.no_write else save(record, Path(args.deployment) if args.deployment else default_path())
+    if args.json:
+        print(json.dumps({**record.__dict__, "deployment_file": str(path) if path else None}))
+    else:
+        print(f"deployed registry {registry.address} on chain {chain.chain_id} in block {record.block} (max ttl {args.max_ttl} s)")
+        if path:
+            print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _cmd_acquire(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    chain, registry = _connect(args, needs_key=True)
+    with _waiting(chain, args, f"acquire {args.resource}"):
+        lease = registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations)
+    if args.json:
+        print(json.dumps(_lease_json(lease)))
+    else:
+        print(f"acquired {lease.resource!r}: token {lease.token}")
+        print(f"  holder   {lease.holder}")
+        print(f"  expires  {_when(lease.expires_at, chain.now())}")
+        print(f"  reason   {lease.reason.name.lower()} (previous token {lease.previous_token})")
+        print(f"  tx       {lease.tx_hash} (block {lease.block_number})")
+    return EXIT_OK
+
+
+def _cmd_renew(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    chain, registry = _connect(args, needs_key=True)
+    with _waiting(chain, args, f"renew {args.resource}"):
+        expires_at = registry.renew(args.resource, args.token, args.ttl, confirmations=args.confirmations)
+    if args.json:
+        print(json.dumps({"resource": args.resource, "token": args.token, "expires_at": expires_at}))
+    else:
+        print(f"renewed {args.resource!r} token {args.token}: expires {_when(expires_at, chain.now())}")
+    return EXIT_OK
+
+
+def _cmd_release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    chain, registry = _connect(args, needs_key=True)
+    with _waiting(chain, args, f"release {args.resource}"):
+        registry.release(args.resource, args.token, confirmations=args.confirmations)
+    if args.json:
+        print(json.dumps({"resource": args.resource, "token": args.token, "released": True}))
+    else:
+        print(f"released {args.resource!r} token {args.token}")
+    return EXIT_OK
+
+
+def _cmd_status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    chain, registry = _connect(args, needs_key=False)
+    now = chain.now()
+    if not args.resources:
+        info = {
+            "registry": registry.address,
+            "chain_id": chain.chain_id,
+            "block": chain.block_number(),
+            "chain_time": now,
+            "latest_token": registry.latest_token(),
+            "max_ttl": registry.max_ttl,
+        }
+        if args.json:
+            print(json.dumps(info))
+        else:
+            print(_table([[k.replace("_", " "), str(v)] for k, v in info.items()], ["registry", ""]))
+        return EXIT_OK
+    rows = []
+    for name in args.resources:
+        last = registry.last_lease(name)
+        rows.append(
+            {
+                "resource": name,
+                "status": "unheld" if last is None else last.status.name.lower(),
+                "token": last.token if last else 0,
+                "holder": last.holder if last else None,
+                "expires_at": last.expires_at if last else 0,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        table = [
+            [r["resource"], r["status"], str(r["token"] or "-"), r["holder"] or "-", _when(r["expires_at"], now)]
+            for r in rows
+        ]
+        print(_table(table, ["resource", "status", "token", "holder", "expires"]))
+    return EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    chain, registry = _connect(args, needs_key=False)
+    try:
+        lease = registry.check_current(args.resource, args.token)
+    except TokenNotCurrent as not_current:
+        if args.json:
+            print(json.dumps({"resource": args.resource, "token": args.token, "current": False,
+                              "reason": type(not_current).__name__, "message": str(not_current)}))  # fmt: skip
+        else:
+            print(f"NOT current: {not_current}")
+        return EXIT_NOT_CURRENT
+    if args.json:
+        print(json.dumps({"resource": args.resource, "token": args.token, "current": True,
+                          "holder": lease.holder, "expires_at": lease.expires_at}))  # fmt: skip
+    else:
+        print(f"current: token {args.token} of {args.resource!r}, held by {lease.holder}, "
+              f"expires {_when(lease.expires_at, chain.now())}")  # fmt: skip
+    return EXIT_OK
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {
+    "demo": _cmd_demo,
+    "node": _cmd_node,
+    "deploy": _cmd_deploy,
+    "acquire": _cmd_acquire,
+    "renew": _cmd_renew,
+    "release": _cmd_release,
+    "status": _cmd_status,
+    "verify": _cmd_verify,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,23 +478,20 @@ def main(argv: list[str] | None = None) -> int:
             stream=sys.stderr,
         )
     try:
-        if args.command == "demo":
-            if args.pause <= args.ttl:
-                parser.error(f"--pause ({args.pause}) must be longer than --ttl ({args.ttl})")
-            from .demo import run
-
-            result = run(sys.stdout, ttl=args.ttl, pause=args.pause)
-            ok = result.fenced.b_write_survived and not result.unfenced.b_write_survived
-            return EXIT_OK if ok else EXIT_ERROR
-    except ChainfenceError as exc:
-        print(f"chainfence: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return _COMMANDS[args.command](args, parser)
+    except _Usage as problem:
+        print(f"chainfence {args.command}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except ChainfenceError as error:
+        code = exit_code(error)
+        if getattr(args, "json", False):
+            print(json.dumps({"error": type(error).__name__, "message": str(error), "exit_code": code}))
+        print(f"chainfence {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        return code
+    except KeyboardInterrupt:
+        return 130
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error of ours. Point
         # stdout at devnull so the interpreter's final flush stays quiet.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
-    parser.error(f"unknown command {args.command!r}")  # pragma: no cover - argparse rejects it first
-    return EXIT_USAGE  # pragma: no cover

@@ -30,7 +30,8 @@
     │   ├── TransactionFailed              mined with status 0, no decodable reason
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
-    │   └── NotSupported                   e.g. advance_time on a chain that is not a dev chain
+    │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
+    │   └── AnvilNotFound                  `chainfence node` found no anvil binary
     └── GuardError                         the guard's store is unusable
         └── GuardStoreMismatch             the store belongs to another registry
 
@@ -47,6 +48,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "AnvilNotFound",
     "ChainError",
     "ChainfenceError",
     "ContractNotFound",
@@ -487,6 +489,10 @@ class UnknownAccount(ChainError, LookupError):
 
 class NotSupported(ChainError):
     """The chain does not support the operation (e.g. time travel outside dev chains)."""
+
+
+class AnvilNotFound(ChainError):
+    """No anvil binary was found for a local node; the message says how to get one."""
 
 
 # ---------------------------------------------------------------------------

@@ -17,17 +17,29 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eth_abi import decode as abi_decode
 from web3 import Web3
 
 from . import _artifacts, _validate
 from .chain import Chain
-from .errors import ChainError, ContractNotFound, InvalidMaxTtl, NotConfirmed, TokenNotCurrent, UnknownAccount
+from .errors import (
+    ChainError,
+    ContractNotFound,
+    InvalidMaxTtl,
+    NotConfirmed,
+    TokenNotCurrent,
+    UnknownAccount,
+    WrongChain,
+)
 from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
+
+if TYPE_CHECKING:
+    from .deployment import Deployment
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +60,8 @@ class Registry:
         self.chain = chain
         self.address = _validate.address(address, "registry address")
         self.sender = sender
+        #: Block of the deploying transaction, when this object deployed it.
+        self.deployed_block: int | None = None
         self._contract = chain.w3.eth.contract(address=self.address, abi=_artifacts.abi())
 
     # ------------------------------------------------------------------
@@ -70,6 +84,7 @@ class Registry:
         data = bytes.fromhex(factory.constructor(max_ttl).data_in_transaction[2:])
         receipt = chain.transact(deployer, None, data)
         registry = cls(chain, receipt["contractAddress"], sender=deployer)
+        registry.deployed_block = receipt["blockNumber"]
         logger.info(
             "deployed registry=%s max_ttl=%d tx=%s", registry.address, max_ttl, receipt["transactionHash"].to_0x_hex()
         )
@@ -93,6 +108,29 @@ class Registry:
         if sender is None and chain.accounts:
             sender = chain.accounts[0]
         return cls(chain, address, sender=chain.signer(sender) if sender is not None else None)
+
+    @classmethod
+    def from_deployment(
+        cls, chain: Chain, deployment: Deployment | str | os.PathLike[str] | None = None, *, sender: Any = None
+    ) -> Registry:
+        """The registry a deployment file names (default: ``$CHAINFENCE_DEPLOYMENT`` or
+        ``.chainfence/deployment.json``), after checking it belongs to ``chain``.
+
+        Raises :class:`~chainfence.errors.WrongChain` if the file was written
+        for another chain, or for an earlier incarnation of this dev chain.
+        """
+        from .deployment import Deployment, load
+
+        record = deployment if isinstance(deployment, Deployment) else load(deployment)
+        if record.chain_id != chain.chain_id:
+            raise WrongChain(f"the deployment is on chain {record.chain_id}; this node serves chain {chain.chain_id}")
+        genesis = chain.w3.eth.get_block(0)["hash"].to_0x_hex()
+        if genesis != record.genesis_hash:
+            raise WrongChain(
+                f"the deployment was made on a chain with genesis {record.genesis_hash}, this node's is {genesis} "
+                "(a dev node that was reset?)"
+            )
+        return cls.at(chain, record.registry, sender=sender)
 
     def connect(self, account: Any) -> Registry:
         """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""

@@ -1,0 +1,106 @@
+"""An agent in its own process, with its own key, for the multi-process tests on anvil.
+
+    python -m tests.support.agent contend URL REGISTRY KEY_INDEX RESOURCE CYCLES GUARD COUNTER
+    python -m tests.support.agent hold    URL REGISTRY KEY_INDEX RESOURCE TTL GUARD REPORT
+
+``contend``: CYCLES times: acquire RESOURCE (retrying while held), check the
+token at the shared guard, then increment a counter in a shared SQLite file
+by a deliberately non-atomic read-then-write (only mutual exclusion plus
+fencing keeps it from losing updates), then release. Prints one JSON line
+per cycle.
+
+``hold``: acquire with TTL, write "part 1" to a shared report through the
+guard (GUARD "-" means no guard: the unfenced control), print "holding",
+then every 100 ms write the next part with the same token, until a write is
+rejected or 50 parts are written. A test SIGSTOPs it in between.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import sys
+import time
+
+from chainfence import Chain, Guard, Registry
+from chainfence.errors import LeaseHeld, TokenNotCurrent
+from chainfence.localnode import dev_keys
+
+
+def emit(**fields) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def connect(url: str, address: str, key_index: int) -> Registry:
+    chain = Chain.connect(url, private_key=dev_keys(20)[key_index], poll_latency=0.005, receipt_timeout=60)
+    return Registry.at(chain, address)
+
+
+def shared_db(path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=30, isolation_level=None)
+    db.execute("PRAGMA busy_timeout = 30000")
+    return db
+
+
+def contend(registry: Registry, resource: str, cycles: int, guard_path: str, counter_path: str) -> None:
+    guard = Guard(registry, path=guard_path)
+    counter = shared_db(counter_path)
+    for cycle in range(cycles):
+        while True:
+            try:
+                lease = registry.acquire(resource, ttl=60)
+                break
+            except LeaseHeld:
+                time.sleep(random.uniform(0.001, 0.01))
+        try:
+            guard.check(resource, lease.token)
+        except TokenNotCurrent as rejected:
+            emit(cycle=cycle, token=lease.token, accepted=False, error=type(rejected).__name__)
+            lease.release()
+            continue
+        (value,) = counter.execute("SELECT value FROM counter").fetchone()
+        time.sleep(0.001)  # widen the window a lost update would need
+        counter.execute("UPDATE counter SET value = ?", (value + 1,))
+        lease.release()
+        emit(cycle=cycle, token=lease.token, accepted=True, wrote=value + 1)
+
+
+def hold(registry: Registry, resource: str, ttl: int, guard_path: str, report_path: str) -> None:
+    guard = None if guard_path == "-" else Guard(registry, path=guard_path)
+    report = shared_db(report_path)
+    lease = registry.acquire(resource, ttl=ttl)
+
+    def write(part: int) -> bool:
+        if guard is not None:
+            try:
+                guard.check(resource, lease.token)
+            except TokenNotCurrent as rejected:
+                emit(event="rejected", part=part, token=lease.token, error=type(rejected).__name__)
+                return False
+        report.execute("UPDATE report SET content = ?, token = ?", (f"holder part {part}", lease.token))
+        return True
+
+    write(1)
+    emit(event="holding", token=lease.token, expires_at=lease.expires_at)
+    for part in range(2, 51):
+        time.sleep(0.1)
+        if not write(part):
+            return
+    emit(event="finished", token=lease.token)
+
+
+def main(argv: list[str]) -> int:
+    mode, url, address, key_index, resource = argv[:5]
+    registry = connect(url, address, int(key_index))
+    if mode == "contend":
+        contend(registry, resource, int(argv[5]), argv[6], argv[7])
+    elif mode == "hold":
+        hold(registry, resource, int(argv[5]), argv[6], argv[7])
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
