@@ -73,6 +73,9 @@ EMBEDDED_GAS_LIMIT = 3_000_000
 #: Fee bump of a replacement (nodes require >= 10 %).
 _BUMP_NUM, _BUMP_DEN = 5, 4
 
+#: Seconds a fee quote is reused (saves two RPCs per transaction under load).
+_FEE_QUOTE_SECONDS = 1.0
+
 #: Times the identical signed bytes are resent when the node's reply was lost.
 _RESENDS = 3
 
@@ -126,7 +129,7 @@ class Sender:
         self._locks: dict[str, threading.Lock] = {}
         self._next_nonce: dict[str, int] = {}
         self._locks_lock = threading.Lock()
-        self._eip1559: bool | None = None
+        self._fee_quote: tuple[float, dict[str, int]] | None = None
 
     # ------------------------------------------------------------------
     # The whole journey
@@ -179,7 +182,23 @@ class Sender:
     # ------------------------------------------------------------------
 
     def fees(self) -> dict[str, int]:
-        """EIP-1559 fees (2 x base fee + tip) where the chain has a base fee, else a legacy gas price."""
+        """EIP-1559 fees (2 x base fee + tip) where the chain has a base fee, else a legacy gas price.
+
+        A quote is reused for up to :data:`_FEE_QUOTE_SECONDS`: 2 x base fee
+        absorbs several consecutive full blocks of base-fee rises (+12.5 %
+        each), and a transaction that is underpriced anyway is cancelled by
+        the receipt timeout, never lost.
+        """
+        with self._locks_lock:
+            quote = self._fee_quote
+        if quote is not None and self._clock() - quote[0] < _FEE_QUOTE_SECONDS:
+            return dict(quote[1])
+        fees = self._fresh_fees()
+        with self._locks_lock:
+            self._fee_quote = (self._clock(), fees)
+        return dict(fees)
+
+    def _fresh_fees(self) -> dict[str, int]:
         try:
             latest = self.w3.eth.get_block("latest")
             base_fee = latest.get("baseFeePerGas")
@@ -366,7 +385,7 @@ class Sender:
         """Send a replacement that does nothing; returns its hash (None if the nonce is already mined)."""
         fees = {k: original[k] for k in ("maxFeePerGas", "maxPriorityFeePerGas", "gasPrice") if k in original}
         try:
-            current = self.fees()
+            current = self._fresh_fees()
         except ChainfenceError:
             current = fees
         for _attempt in range(3):

@@ -195,7 +195,9 @@ class Chain:
                 raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
         keys = ([private_key] if private_key is not None else []) + list(private_keys)
         signers = [_load_key(k) for k in keys]
-        provider = Web3.HTTPProvider(url, request_kwargs={"timeout": request_timeout})
+        # cache_allowed_requests: web3 asks eth_chainId before every estimate
+        # and call; the answer cannot change under a connection we checked.
+        provider = Web3.HTTPProvider(url, request_kwargs={"timeout": request_timeout}, cache_allowed_requests=True)
         w3 = Web3(provider)
         try:
             client = w3.client_version
