@@ -75,7 +75,7 @@ def decode(data: bytes) -> ChainfenceError:
         cls, entry = known
         try:
             values = abi_decode([_canonical_type(i) for i in entry["inputs"]], payload)
-        except Exception as exc:  # malformed payload for a known selector
+        except Exception:  # malformed payload for a known selector
             return UnknownRevert(f"malformed {entry['name']} revert: 0x{data.hex()}", data=data)
         fields = {}
         for param, value in zip(entry["inputs"], values):

@@ -97,24 +97,21 @@ def exit_code(error: ChainfenceError) -> int:
 # ---------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -255,7 +252,7 @@ def _connect(args: argparse.Namespace, *, needs_key: bool, needs_registry: bool 
 def _when(chain_time: int, now: int) -> str:
     if chain_time == 0:
         return "-"
-    stamp = datetime.datetime.fromtimestamp(chain_time, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    stamp = datetime.datetime.fromtimestamp(chain_time, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     delta = chain_time - now
     relative = f"in {delta} s" if delta > 0 else ("now" if delta == 0 else f"{-delta} s ago")
     return f"{stamp} ({relative})"
@@ -411,7 +408,7 @@ def _cmd_status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         if args.json:
             print(json.dumps(info))
         else:
-            print(_table([[k.replace("_", " "), str(v)] for k, v in info.items()], ["registry", ""]))
+            print(_table([[k.replace("_", " "), str(v)] for k, v in info.items()], ["field", "value"]))
         return EXIT_OK
     rows = []
     for name in args.resources:
