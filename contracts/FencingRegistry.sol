@@ -121,6 +121,12 @@ contract FencingRegistry is IFencingRegistry {
         emit LeaseReleased(resource, token, msg.sender);
     }
 
+    /// @inheritdoc IFencingRegistry
+    function complete(bytes32 resource, uint256 token, bytes32 resultDigest) external {
+        _requireHolder(resource, token);
+        emit LeaseCompleted(resource, token, msg.sender, resultDigest);
+    }
+
     // ------------------------------------------------------------------
     // Views
     // ------------------------------------------------------------------
@@ -168,6 +174,24 @@ contract FencingRegistry is IFencingRegistry {
     /// @inheritdoc IFencingRegistry
     function maxNameLength() external pure returns (uint256) {
         return _MAX_NAME_LENGTH;
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function eip712Domain()
+        external
+        view
+        returns (
+            bytes1 fields,
+            string memory name,
+            string memory version,
+            uint256 chainId,
+            address verifyingContract,
+            bytes32 salt,
+            uint256[] memory extensions
+        )
+    {
+        // 0x0f: name, version, chainId and verifyingContract are set; no salt, no extensions.
+        return (hex"0f", "FencingRegistry", "1", block.chainid, address(this), bytes32(0), new uint256[](0));
     }
 
     // ------------------------------------------------------------------

@@ -82,6 +82,14 @@ interface IFencingRegistry {
     /// @notice `holder` released its lease on `resource`; `token` is no longer current.
     event LeaseReleased(bytes32 indexed resource, uint256 indexed token, address indexed holder);
 
+    /// @notice `holder` recorded `resultDigest` as the result of its work under
+    /// `token`, while `token` was current: "complete this job only if the epoch
+    /// still matches". The lease itself is unchanged.
+    event LeaseCompleted(bytes32 indexed resource, uint256 indexed token, address indexed holder, bytes32 resultDigest);
+
+    /// @notice ERC-5267. Never emitted: the EIP-712 domain of a registry is fixed.
+    event EIP712DomainChanged();
+
     // ------------------------------------------------------------------
     // Errors (no revert strings). Each carries what a caller needs to act.
     // ------------------------------------------------------------------
@@ -163,6 +171,14 @@ interface IFencingRegistry {
      */
     function release(bytes32 resource, uint256 token) external;
 
+    /**
+     * @notice Record `resultDigest` as the result of the work done under
+     * `token`: succeeds only for the holder, with the current token, while
+     * the lease is live, so a holder that lost its lease cannot complete.
+     * @dev Reverts like {renew}. Emits {LeaseCompleted}. Writes no storage.
+     */
+    function complete(bytes32 resource, uint256 token, bytes32 resultDigest) external;
+
     // ------------------------------------------------------------------
     // Views
     // ------------------------------------------------------------------
@@ -197,4 +213,22 @@ interface IFencingRegistry {
 
     /// @notice The longest resource name, in bytes.
     function maxNameLength() external pure returns (uint256);
+
+    /**
+     * @notice ERC-5267: the EIP-712 domain holders sign fenced requests in
+     * (name "FencingRegistry", version "1", this chain, this registry), so a
+     * request signed for one registry or chain is worthless on another.
+     */
+    function eip712Domain()
+        external
+        view
+        returns (
+            bytes1 fields,
+            string memory name,
+            string memory version,
+            uint256 chainId,
+            address verifyingContract,
+            bytes32 salt,
+            uint256[] memory extensions
+        );
 }

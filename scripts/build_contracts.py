@@ -40,7 +40,11 @@ SHIM = ROOT / "scripts" / "solc_shim.js"
 SOLC_VERSION = "0.8.28"
 
 #: Contracts whose artifacts the SDK ships, by source file.
-CONTRACTS = {"FencingRegistry": "contracts/FencingRegistry.sol"}
+CONTRACTS = {
+    "FencingRegistry": "contracts/FencingRegistry.sol",
+    "FencedStore": "contracts/examples/FencedStore.sol",
+    "AgentWallet": "contracts/examples/AgentWallet.sol",
+}
 
 SETTINGS = {
     # py-evm (eth-tester) stops at Prague and solc >= 0.8.30 defaults to

@@ -10,6 +10,9 @@ import json
 from importlib import resources
 from typing import Any
 
+#: The contracts whose artifacts ship as package data.
+SHIPPED = ("FencingRegistry", "FencedStore", "AgentWallet")
+
 
 @functools.cache
 def load(name: str = "FencingRegistry") -> dict[str, Any]:

@@ -51,19 +51,20 @@ def _canonical_type(param: dict[str, Any]) -> str:
 
 @functools.cache
 def error_table() -> dict[bytes, tuple[type[ChainfenceError], dict[str, Any]]]:
-    """4-byte selector -> (class, ABI entry) for every custom error of the registry.
+    """4-byte selector -> (class, ABI entry) for every custom error of the shipped contracts.
 
     Raises ``RuntimeError`` if the ABI has an error without a Python class: a
     test keeps that from shipping.
     """
     table = {}
-    for entry in _artifacts.abi("FencingRegistry"):
-        if entry["type"] != "error":
-            continue
-        cls = CONTRACT_ERRORS.get(entry["name"])
-        if cls is None:
-            raise RuntimeError(f"contract error {entry['name']} has no Python class in chainfence.errors")
-        table[keccak(text=_signature(entry))[:4]] = (cls, entry)
+    for contract in _artifacts.SHIPPED:
+        for entry in _artifacts.abi(contract):
+            if entry["type"] != "error":
+                continue
+            cls = CONTRACT_ERRORS.get(entry["name"])
+            if cls is None:
+                raise RuntimeError(f"contract error {entry['name']} has no Python class in chainfence.errors")
+            table[keccak(text=_signature(entry))[:4]] = (cls, entry)
     return table
 
 

@@ -19,6 +19,7 @@
     │       ├── LeaseReleased              the latest token, but it was released    (you closed it)
     │       └── TokenNotConfirmed          issued, but not yet deep enough in the chain to count
     ├── RegistryOverflow (OverflowError)   48-bit token or time space exhausted
+    ├── Unauthorized (PermissionError)     a contract refused the caller (example contracts)
     ├── ChainError                         the chain or node failed us
     │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers
     │   ├── WrongChain                     the node serves another chain than expected
@@ -76,6 +77,7 @@ __all__ = [
     "TokenNotCurrent",
     "TransactionFailed",
     "TransactionTimeout",
+    "Unauthorized",
     "UnknownAccount",
     "UnknownRevert",
     "UnknownToken",
@@ -86,8 +88,9 @@ __all__ = [
 CONTRACT_ERRORS: dict[str, type[ChainfenceError]] = {}
 
 
-def _contract_error(solidity_name: str):
-    """Register ``cls`` as the Python side of the contract's ``solidity_name`` error.
+def _contract_error(solidity_name: str, *also: str):
+    """Register ``cls`` as the Python side of the contract's ``solidity_name`` error
+    (and of the example contracts' errors ``also`` that mean the same thing).
 
     The class's ``from_revert(**fields)`` receives the error's ABI arguments
     as snake_case keywords (``expiresAt`` -> ``expires_at``), with the bytes32
@@ -95,10 +98,11 @@ def _contract_error(solidity_name: str):
     """
 
     def register(cls: type[ChainfenceError]) -> type[ChainfenceError]:
-        if solidity_name in CONTRACT_ERRORS:
-            raise RuntimeError(f"{solidity_name} is mapped twice")
+        for name in (solidity_name, *also):
+            if name in CONTRACT_ERRORS:
+                raise RuntimeError(f"{name} is mapped twice")
+            CONTRACT_ERRORS[name] = cls
         cls.solidity_error = solidity_name
-        CONTRACT_ERRORS[solidity_name] = cls
         return cls
 
     return register
@@ -256,7 +260,7 @@ class LeaseHeld(LeaseError):
         )
 
 
-@_contract_error("FencingRegistryNotHolder")
+@_contract_error("FencingRegistryNotHolder", "FencedStoreNotHolder")
 class NotHolder(LeaseError):
     """The caller (``account``) is not the holder of ``token``; ``holder`` is."""
 
@@ -304,7 +308,7 @@ class TokenNotCurrent(LeaseError):
         return f"token {self.token} is not current for {self._where()}"
 
 
-@_contract_error("FencingRegistryStaleToken")
+@_contract_error("FencingRegistryStaleToken", "FencedStoreStaleToken")
 class StaleToken(TokenNotCurrent):
     """``token`` is below ``current_token``: superseded, its holder lost the lease.
 
@@ -481,6 +485,15 @@ class UnknownRevert(ChainError):
     def __init__(self, message: str, *, data: bytes = b""):
         self.data = data
         super().__init__(message)
+
+
+@_contract_error("AgentWalletUnauthorized")
+class Unauthorized(ChainfenceError, PermissionError):
+    """A contract refused the caller (e.g. only the owner may make an AgentWallet act)."""
+
+    def __init__(self, message: str | None = None, *, account: str | None = None):
+        self.account = account
+        super().__init__(message or f"{account} is not allowed to do that")
 
 
 class UnknownAccount(ChainError, LookupError):

@@ -48,6 +48,8 @@ def test_the_check_mode_fails_on_a_stale_artifact(tmp_path, monkeypatch):
     """--check exits 1 when an artifact differs, so CI would catch it."""
     stale_dir = tmp_path / "artifacts"
     stale_dir.mkdir()
+    for name in build.CONTRACTS:
+        (stale_dir / f"{name}.json").write_text(build.artifact_path(name).read_text())
     original = build.artifact_path("FencingRegistry").read_text()
     (stale_dir / "FencingRegistry.json").write_text(original.replace('"viaIR": true', '"viaIR": false'))
     monkeypatch.setattr(build, "ARTIFACTS_DIR", stale_dir)
