@@ -17,6 +17,8 @@ import logging
 from .audit import EventKind, LeaseEvent
 from .chain import Chain
 from .errors import ChainfenceError
+from .fenced_requests import FencedRequest
+from .fenced_store import FencedStore
 from .guard import Guard
 from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
 from .registry import Registry
@@ -26,6 +28,8 @@ __all__ = [
     "Chain",
     "ChainfenceError",
     "EventKind",
+    "FencedRequest",
+    "FencedStore",
     "Guard",
     "Lease",
     "LeaseEvent",

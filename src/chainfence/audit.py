@@ -29,17 +29,24 @@ class EventKind(enum.Enum):
     ACQUIRED = "acquired"
     RENEWED = "renewed"
     RELEASED = "released"
+    COMPLETED = "completed"
 
 
-_EVENT_NAMES = {"LeaseAcquired": EventKind.ACQUIRED, "LeaseRenewed": EventKind.RENEWED, "LeaseReleased": EventKind.RELEASED}
+_EVENT_NAMES = {
+    "LeaseAcquired": EventKind.ACQUIRED,
+    "LeaseRenewed": EventKind.RENEWED,
+    "LeaseReleased": EventKind.RELEASED,
+    "LeaseCompleted": EventKind.COMPLETED,
+}
 
 
 @dataclass(frozen=True)
 class LeaseEvent:
     """One lease state change, as the registry logged it.
 
-    ``expires_at`` is None for releases; ``previous_token`` and ``reason``
-    are set for acquisitions only.
+    ``expires_at`` is None for releases and completions; ``previous_token``
+    and ``reason`` are set for acquisitions only; ``result_digest`` for
+    completions only.
     """
 
     kind: EventKind
@@ -54,6 +61,7 @@ class LeaseEvent:
     block_timestamp: int
     tx_hash: str
     log_index: int
+    result_digest: bytes | None = None
 
 
 def history(
@@ -114,6 +122,7 @@ def history(
                 block_timestamp=timestamps[number],
                 tx_hash=log["transactionHash"].to_0x_hex(),
                 log_index=log["logIndex"],
+                result_digest=bytes(args["resultDigest"]) if kind is EventKind.COMPLETED else None,
             )
         )
     return result

@@ -340,6 +340,10 @@ class Chain:
             raise UnknownAccount(f"this chain holds no private key for {address}")
         return address
 
+    def key_of(self, account: object) -> LocalAccount:
+        """The key this chain holds for ``account`` (to sign fenced requests as it)."""
+        return self._signers[self.signer(account)]
+
     def transact(
         self,
         sender: str,

@@ -33,15 +33,23 @@
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
     │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
     │   └── AnvilNotFound                  `chainfence node` found no anvil binary
-    └── GuardError                         the guard's store is unusable
-        └── GuardStoreMismatch             the store belongs to another registry
+    ├── GuardError                         the guard's store is unusable
+    │   └── GuardStoreMismatch             the store belongs to another registry
+    └── RequestRejected                    a holder-signed request failed verification
+        ├── MalformedRequest (ValueError)  missing or unparsable fields         (HTTP 400)
+        │   └── PayloadMismatch            the body is not the one that was signed
+        ├── InvalidSignature               not signed by the holder it names    (HTTP 401)
+        ├── RequestExpired                 past its deadline                    (HTTP 401)
+        ├── SignerNotHolder                signed by someone who does not hold the token (HTTP 403)
+        └── ReplayedRequest                seen before                          (HTTP 409)
 
 Errors raised by the contract (its custom errors) map one-to-one onto classes
 here through :func:`_contract_error`; :mod:`chainfence._reverts` decodes a
 revert, whatever provider raised it, into one of them. Users never see raw
 web3 or eth-tester exceptions: those are chained as ``__cause__``.
 
-A service rejecting work needs one clause: ``except TokenNotCurrent``.
+A service rejecting work needs one clause: ``except TokenNotCurrent`` (and
+``except RequestRejected`` for holder-signed requests).
 """
 
 from __future__ import annotations
@@ -60,18 +68,25 @@ __all__ = [
     "InvalidInput",
     "InvalidMaxTtl",
     "InvalidResourceName",
+    "InvalidSignature",
     "InvalidToken",
     "InvalidTtl",
     "LeaseError",
     "LeaseExpired",
     "LeaseHeld",
     "LeaseReleased",
+    "MalformedRequest",
     "NodeUnreachable",
     "NotConfirmed",
     "NotHolder",
     "NotSupported",
     "OutcomeUnknown",
+    "PayloadMismatch",
     "RegistryOverflow",
+    "ReplayedRequest",
+    "RequestExpired",
+    "RequestRejected",
+    "SignerNotHolder",
     "StaleToken",
     "TokenNotConfirmed",
     "TokenNotCurrent",
@@ -524,3 +539,51 @@ class GuardStoreMismatch(GuardError):
     opening another registry's store would let its marks fence the wrong
     token space.
     """
+
+
+# ---------------------------------------------------------------------------
+# Holder-signed requests
+# ---------------------------------------------------------------------------
+
+
+class RequestRejected(ChainfenceError):
+    """A holder-signed request (:class:`~chainfence.FencedRequest`) failed verification.
+
+    ``status`` is the HTTP status a service should answer with.
+    """
+
+    status: ClassVar[int] = 403
+
+
+class MalformedRequest(RequestRejected, ValueError):
+    """A fenced request is missing a field, or a field does not parse."""
+
+    status = 400
+
+
+class PayloadMismatch(MalformedRequest):
+    """The payload's digest is not the one the holder signed."""
+
+
+class InvalidSignature(RequestRejected):
+    """The signature is not the named holder's (bad, foreign, or for another registry or chain)."""
+
+    status = 401
+
+
+class RequestExpired(RequestRejected):
+    """The request's deadline has passed."""
+
+    status = 401
+
+
+class SignerNotHolder(RequestRejected):
+    """The request is validly signed, by someone who does not hold its token."""
+
+    status = 403
+
+
+class ReplayedRequest(RequestRejected):
+    """This exact request was accepted before; a request is accepted once."""
+
+    status = 409

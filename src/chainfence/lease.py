@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ChainfenceError
 
 if TYPE_CHECKING:
+    from .fenced_requests import FencedRequest
     from .registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -129,6 +130,35 @@ class Lease:
         """End this lease now. Never frees a newer lease: that would need its token."""
         self.registry.release(self.resource, self.token)
         self.released = True
+
+    def complete(self, result: bytes) -> bytes:
+        """Record ``result`` (or its 32-byte digest) for this token, only while it is current.
+
+        "Complete this job only if the epoch still matches": a holder that
+        lost its lease is refused. Returns the recorded digest.
+        """
+        return self.registry.complete(self.resource, self.token, result)
+
+    def sign(self, payload: bytes, *, key: Any = None, valid_for: int = 60) -> FencedRequest:
+        """A :class:`~chainfence.FencedRequest` for ``payload``, signed as this lease's holder.
+
+        ``key`` defaults to the holder's key on the chain; for a contract
+        holder (ERC-1271), pass the key the contract accepts. The request is
+        valid for ``valid_for`` seconds of the verifier's clock.
+        """
+        from .fenced_requests import FencedRequest
+
+        if key is None:
+            key = self.registry.chain.key_of(self.holder)
+        return FencedRequest.sign(
+            self.registry.eip712_domain(),
+            resource=self.resource,
+            token=self.token,
+            holder=self.holder,
+            payload=payload,
+            key=key,
+            valid_for=valid_for,
+        )
 
     def is_current(self) -> bool:
         """Whether the chain still considers this token current (live, not superseded)."""

@@ -30,6 +30,7 @@ from .chain import Chain
 from .errors import (
     ChainError,
     ContractNotFound,
+    InvalidInput,
     InvalidMaxTtl,
     NotConfirmed,
     TokenNotCurrent,
@@ -40,6 +41,7 @@ from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
 
 if TYPE_CHECKING:
     from .deployment import Deployment
+    from .fenced_requests import EIP712Domain
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +138,7 @@ class Registry:
         """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""
         other = type(self)(self.chain, self.address, sender=self.chain.signer(account))
         # Share what never changes for a deployed registry: saves a call per view.
-        for cached in ("max_ttl", "_genesis_hash"):
+        for cached in ("max_ttl", "_genesis_hash", "_eip712_domain"):
             if cached in self.__dict__:
                 other.__dict__[cached] = self.__dict__[cached]
         return other
@@ -286,6 +288,40 @@ class Registry:
             "released resource=%s token=%d tx=%s", resource, token, receipt["transactionHash"].to_0x_hex()
         )
 
+    def complete(
+        self, resource: str, token: int, result: bytes, *, confirmations: int | None = None
+    ) -> bytes:
+        """Record the result of the work done under ``token``, only while ``token`` is current.
+
+        ``result`` is the result itself (its keccak256 is recorded) or a
+        32-byte digest you computed. Returns the digest recorded in the
+        ``LeaseCompleted`` event. A holder that lost its lease gets the
+        registry's refusal (:class:`~chainfence.errors.StaleToken`,
+        :class:`~chainfence.errors.LeaseExpired`, ...) and nothing is recorded.
+        """
+        resource_id = _validate.resource_id(resource)
+        token = _validate.token(token)
+        if not isinstance(result, (bytes, bytearray)):
+            raise InvalidInput(f"result must be bytes (or a 32-byte digest), got {type(result).__name__}")
+        digest = bytes(result) if len(result) == 32 else Web3.keccak(bytes(result))
+        sender = self._require_sender()
+        receipt = self.chain.transact(
+            sender,
+            self.address,
+            self._encode("complete", [resource_id, token, digest]),
+            resource=resource,
+            confirmations=confirmations,
+        )
+        self._event(receipt, "LeaseCompleted")
+        logger.info(
+            "completed resource=%s token=%d result=0x%s tx=%s",
+            resource,
+            token,
+            digest.hex(),
+            receipt["transactionHash"].to_0x_hex(),
+        )
+        return digest
+
     @contextmanager
     def lease(self, resource: str, ttl: int, *, confirmations: int | None = None) -> Iterator[Lease]:
         """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
@@ -344,6 +380,23 @@ class Registry:
             expires_at=expires_at,
             status=LeaseStatus.LIVE,
         )
+
+    def eip712_domain(self) -> EIP712Domain:
+        """The registry's EIP-712 domain, from its ERC-5267 ``eip712Domain()``: what fenced
+        requests are signed in (name, version, chain id, this registry)."""
+        from .fenced_requests import EIP712Domain
+
+        cached = self.__dict__.get("_eip712_domain")
+        if cached is None:
+            fields, name, version, chain_id, verifying, _salt, _ext = self._view(
+                "eip712Domain", [], ["bytes1", "string", "string", "uint256", "address", "bytes32", "uint256[]"],
+                block="latest",
+            )  # fmt: skip
+            if fields != b"\x0f":
+                raise ContractNotFound(f"unexpected EIP-712 domain fields 0x{fields.hex()} at {self.address}")
+            cached = EIP712Domain(name, version, chain_id, Web3.to_checksum_address(verifying))
+            self.__dict__["_eip712_domain"] = cached
+        return cached
 
     def identity(self) -> dict[str, str]:
         """What makes this registry's token space unique: chain id, genesis block hash, address.

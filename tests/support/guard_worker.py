@@ -47,7 +47,7 @@ class NaiveGuard(Guard):
 
         resource_id = rid(resource)
         conn = self._conn()
-        mark = self._read_mark(conn, resource_id)
+        mark, _holder = self._read_mark(conn, resource_id)
         if token == mark:
             return token
         if token < mark:

@@ -241,3 +241,93 @@ def test_the_store_uses_wal_and_full_sync(guard, registry, tmp_path):
     raw = sqlite3.connect(guard.path)
     assert raw.execute("SELECT name, token FROM marks").fetchall() == [("r", 1)]
     raw.close()
+
+
+# ---------------------------------------------------------------------------
+# Modes, exclusivity, schema migration
+# ---------------------------------------------------------------------------
+
+
+def test_an_unknown_mode_is_refused(registry, tmp_path):
+    with pytest.raises(InvalidInput, match="mode"):
+        Guard(registry, path=tmp_path / "g.sqlite", mode="optimistic")
+
+
+def test_strict_mode_asks_the_chain_on_every_check(registry, tmp_path):
+    registry.issue("r", 3)
+    with Guard(registry, path=tmp_path / "g.sqlite", mode="strict") as guard:
+        for _ in range(3):
+            guard.check("r", 3)
+        assert registry.reads == 3
+
+
+def test_strict_mode_rejects_an_expired_holder_at_the_mark(registry, tmp_path):
+    """Mark mode's window (an expired holder at its own mark is accepted) is closed by strict mode."""
+    registry.issue("r", 3)
+    with Guard(registry, path=tmp_path / "mark.sqlite") as mark, Guard(registry, path=tmp_path / "strict.sqlite", mode="strict") as strict:
+        mark.check("r", 3)
+        strict.check("r", 3)
+        registry.issue("r", 3, LeaseStatus.EXPIRED)
+        assert mark.check("r", 3) == 3, "the documented window of mark mode"
+        with pytest.raises(LeaseExpired):
+            strict.check("r", 3)
+
+
+def test_an_exclusive_guard_answers_at_the_mark_from_memory(registry, tmp_path):
+    registry.issue("r", 3)
+    with Guard(registry, path=tmp_path / "g.sqlite", exclusive=True) as guard:
+        guard.check("r", 3)
+        guard._conn().close()  # no store access is needed for a check at the mark
+        guard._local.conn = None
+        guard._connections.clear()
+        assert guard.check("r", 3) == 3
+        for wrong in (3.0, True, "3"):
+            with pytest.raises(InvalidToken):
+                guard.check("r", wrong)
+
+
+def test_an_exclusive_guard_remembers_its_marks_across_restarts(registry, tmp_path):
+    registry.issue("r", 5)
+    with Guard(registry, path=tmp_path / "g.sqlite", exclusive=True) as guard:
+        guard.check("r", 5)
+    with Guard(registry, path=tmp_path / "g.sqlite", exclusive=True) as again:
+        reads = registry.reads
+        assert again.check("r", 5) == 5 and registry.reads == reads
+        with pytest.raises(StaleToken):
+            again.check("r", 4)
+
+
+def test_an_exclusive_guard_owns_its_store(registry, tmp_path):
+    path = tmp_path / "g.sqlite"
+    with Guard(registry, path=path, exclusive=True):
+        with pytest.raises(GuardError, match="in use"):
+            Guard(registry, path=path, exclusive=True)
+        with pytest.raises(GuardError, match="owns it"):
+            Guard(registry, path=path)
+    with Guard(registry, path=path), Guard(registry, path=path):  # shared guards coexist
+        with pytest.raises(GuardError, match="in use"):
+            Guard(registry, path=path, exclusive=True)
+
+
+def test_a_schema_1_store_is_migrated_in_place(registry, tmp_path):
+    """Stores written by the foundation release (no holder column) keep their marks."""
+    path = tmp_path / "v1.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
+    db.execute(
+        "CREATE TABLE marks (resource_id BLOB PRIMARY KEY, name TEXT NOT NULL, token INTEGER NOT NULL, "
+        "accepted_at REAL NOT NULL) WITHOUT ROWID"
+    )
+    meta = {"schema_version": "1", **registry.identity()}
+    db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+    from chainfence._validate import resource_id
+
+    db.execute("INSERT INTO marks VALUES (?, 'r', 9, 0)", (resource_id("r"),))
+    db.commit()
+    db.close()
+    with Guard(registry, path=path) as guard:
+        assert guard.mark("r") == 9
+        with pytest.raises(StaleToken):
+            guard.check("r", 8)
+        version = guard._conn().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+        assert version == "2"
