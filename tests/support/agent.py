@@ -2,6 +2,7 @@
 
     python -m tests.support.agent contend URL REGISTRY KEY_INDEX RESOURCE CYCLES GUARD COUNTER
     python -m tests.support.agent hold    URL REGISTRY KEY_INDEX RESOURCE TTL GUARD REPORT
+    python -m tests.support.agent post    URL REGISTRY KEY_INDEX RESOURCE TTL SERVICE_URL
 
 ``contend``: CYCLES times: acquire RESOURCE (retrying while held), check the
 token at the shared guard, then increment a counter in a shared SQLite file
@@ -90,6 +91,23 @@ def hold(registry: Registry, resource: str, ttl: int, guard_path: str, report_pa
     emit(event="finished", token=lease.token)
 
 
+def post(registry: Registry, resource: str, ttl: int, service: str) -> None:
+    """Acquire, then POST signed parts to a fenced HTTP service every 100 ms until refused."""
+    import httpx
+
+    lease = registry.acquire(resource, ttl=ttl)
+    with httpx.Client(base_url=service, timeout=30) as client:
+        for part in range(1, 51):
+            body = f"part {part} from token {lease.token}".encode()
+            response = client.post("/" + resource, content=body, headers=lease.sign(body).to_headers())
+            emit(event="posted", part=part, token=lease.token, status=response.status_code,
+                 error=response.json().get("error") if response.status_code != 200 else None,
+                 expires_at=lease.expires_at)  # fmt: skip
+            if response.status_code != 200:
+                return
+            time.sleep(0.1)
+
+
 def main(argv: list[str]) -> int:
     mode, url, address, key_index, resource = argv[:5]
     registry = connect(url, address, int(key_index))
@@ -97,6 +115,8 @@ def main(argv: list[str]) -> int:
         contend(registry, resource, int(argv[5]), argv[6], argv[7])
     elif mode == "hold":
         hold(registry, resource, int(argv[5]), argv[6], argv[7])
+    elif mode == "post":
+        post(registry, resource, int(argv[5]), argv[6])
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     return 0

@@ -1,0 +1,135 @@
+"""ASGI middleware: fenced routes accept only holder-signed requests with a current token.
+
+Works with any ASGI framework (Starlette, therefore FastAPI)::
+
+    app = FastAPI()
+    app.add_middleware(
+        FencingMiddleware,
+        guard=Guard(registry, path="guard.sqlite"),
+        resource=lambda scope: "reports/daily" if scope["path"] == "/reports/daily" else None,
+    )
+
+For each HTTP request whose route maps to a resource (``resource`` is that
+name, or a function of the ASGI scope returning it, or None for routes that
+are not fenced), the middleware reads the fenced request from the headers
+(:meth:`chainfence.FencedRequest.to_headers`), reads the body, and asks the
+guard (:meth:`chainfence.Guard.check_request`) in a worker thread (the guard
+does blocking I/O). The app runs only if all is well, with
+``scope["chainfence"]`` set to the verified request. Otherwise it answers
+with a JSON ``{"error": ..., "message": ...}`` and:
+
+====  ==========================================================================
+400   malformed or missing headers, a body that is not the signed one
+401   a bad or foreign signature, a request past its deadline
+403   signed by someone who does not hold the token, or for another resource
+409   a stale, unknown, expired, released or unconfirmed token; a replayed request
+413   a body larger than ``max_body``
+503   the chain could not be asked (fail closed)
+====  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from .errors import ChainError, RequestRejected, TokenNotCurrent
+from .fenced_requests import FencedRequest
+from .guard import Guard
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FencingMiddleware"]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class FencingMiddleware:
+    def __init__(
+        self,
+        app: Callable[[Scope, Receive, Send], Awaitable[None]],
+        *,
+        guard: Guard,
+        resource: str | Callable[[Scope], str | None],
+        max_body: int = 1 << 20,
+    ):
+        self.app = app
+        self.guard = guard
+        self.resource = resource
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        expected = self.resource(scope) if callable(self.resource) else self.resource
+        if expected is None:
+            await self.app(scope, receive, send)
+            return
+
+        body, complete = await self._read_body(receive)
+        if not complete:
+            await _respond(send, 413, "PayloadTooLarge", f"the body exceeds {self.max_body} bytes")
+            return
+        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope.get("headers", [])}
+        try:
+            request = FencedRequest.from_headers(headers)
+            if request.resource != expected:
+                await _respond(send, 403, "WrongResource", f"this route is fenced by {expected!r}, not {request.resource!r}")
+                return
+            await asyncio.to_thread(self.guard.check_request, request, body)
+        except RequestRejected as rejected:
+            await _respond(send, rejected.status, type(rejected).__name__, str(rejected))
+            return
+        except TokenNotCurrent as stale:
+            await _respond(send, 409, type(stale).__name__, str(stale))
+            return
+        except ChainError as unavailable:
+            logger.warning("fenced request refused, the chain could not be asked: %s", unavailable)
+            await _respond(send, 503, type(unavailable).__name__, "the fencing registry could not be reached")
+            return
+
+        scope = dict(scope)
+        scope["chainfence"] = request
+        replayed = False
+
+        async def replay() -> MutableMapping[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: disconnect notifications
+
+        await self.app(scope, replay, send)
+
+    async def _read_body(self, receive: Receive) -> tuple[bytes, bool]:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return b"".join(chunks), True
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return b"", False
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks), True
+
+
+async def _respond(send: Send, status: int, error: str, message: str) -> None:
+    body = json.dumps({"error": error, "message": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

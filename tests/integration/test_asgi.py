@@ -1,0 +1,192 @@
+"""A FastAPI app behind FencingMiddleware, served by uvicorn on loopback, called with httpx."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+
+from chainfence import FencedRequest, Guard
+from chainfence.asgi import FencingMiddleware
+from chainfence.localnode import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+RESOURCE = "reports/daily"
+
+
+def make_app(guard: Guard) -> tuple[FastAPI, dict]:
+    store: dict = {"body": None, "writes": []}
+    app = FastAPI()
+
+    @app.post("/reports/daily")
+    async def write_report(request: Request):
+        fenced: FencedRequest = request.scope["chainfence"]
+        store["body"] = (await request.body()).decode()
+        store["writes"].append(fenced.token)
+        return {"ok": True, "token": fenced.token, "holder": fenced.holder}
+
+    @app.get("/health")
+    async def health():
+        return {"ok": True}
+
+    app.add_middleware(
+        FencingMiddleware,
+        guard=guard,
+        resource=lambda scope: RESOURCE if scope["path"] == "/reports/daily" else None,
+    )
+    return app, store
+
+
+class Server:
+    """uvicorn on 127.0.0.1:<free port> in a thread."""
+
+    def __init__(self, app):
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        self.thread.start()
+        for _ in range(500):
+            if self.server.started:
+                return self
+            time.sleep(0.01)
+        raise RuntimeError("uvicorn did not start")
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def service(embedded, tmp_path):
+    guard = Guard(embedded, path=tmp_path / "guard.sqlite")
+    app, store = make_app(guard)
+    with Server(app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        yield client, store
+    guard.close()
+
+
+def post(client, lease_or_request, body=b"report", headers=None):
+    if headers is None:
+        request = lease_or_request.sign(body) if hasattr(lease_or_request, "sign") else lease_or_request
+        headers = request.to_headers()
+    return client.post("/reports/daily", content=body, headers=headers)
+
+
+def test_the_holder_writes_and_the_app_sees_the_verified_request(service, embedded):
+    client, store = service
+    lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
+    response = post(client, lease, b"the report")
+    assert response.status_code == 200, response.text
+    assert response.json() == {"ok": True, "token": lease.token, "holder": lease.holder}
+    assert store["body"] == "the report"
+
+
+def test_unfenced_routes_pass_through(service):
+    client, _ = service
+    assert client.get("/health").json() == {"ok": True}
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "error"),
+    [
+        ("no-headers", 400, "MalformedRequest"),
+        ("bad-token-header", 400, "MalformedRequest"),
+        ("other-body", 400, "PayloadMismatch"),
+        ("foreign-signature", 401, "InvalidSignature"),
+        ("non-holder", 403, "SignerNotHolder"),
+        ("other-resource", 403, "WrongResource"),
+        ("replay", 409, "ReplayedRequest"),
+        ("stale", 409, "StaleToken"),
+    ],
+)
+def test_refusals_have_the_documented_status(service, embedded, case, status, error):
+    client, store = service
+    chain = embedded.chain
+    alice, bob = embedded.connect(chain.accounts[1]), embedded.connect(chain.accounts[2])
+    lease = alice.acquire(RESOURCE, ttl=10)
+    body = b"report"
+    request = lease.sign(body)
+    headers = request.to_headers()
+    if case == "no-headers":
+        headers = {}
+    elif case == "bad-token-header":
+        headers["Chainfence-Token"] = "seven"
+    elif case == "other-body":
+        body = b"tampered"
+    elif case == "foreign-signature":
+        headers = FencedRequest.sign(embedded.eip712_domain(), resource=RESOURCE, token=lease.token,
+                                     holder=lease.holder, payload=body, key=chain.key_of(bob.sender)).to_headers()  # fmt: skip
+    elif case == "non-holder":
+        headers = FencedRequest.sign(embedded.eip712_domain(), resource=RESOURCE, token=lease.token,
+                                     holder=bob.sender, payload=body, key=chain.key_of(bob.sender)).to_headers()  # fmt: skip
+    elif case == "other-resource":
+        other = bob.acquire("reports/weekly", ttl=10)
+        headers = other.sign(body).to_headers()
+    elif case == "replay":
+        assert post(client, None, body, headers).status_code == 200
+    elif case == "stale":
+        assert post(client, None, body, headers).status_code == 200
+        chain.advance_time(11)
+        newer = bob.acquire(RESOURCE, ttl=60)
+        assert post(client, newer, body).status_code == 200
+        headers = lease.sign(body).to_headers()
+    response = post(client, None, body, headers)
+    assert response.status_code == status, response.text
+    assert response.json()["error"] == error
+
+
+def test_an_oversized_body_is_refused(embedded, tmp_path):
+    guard = Guard(embedded, path=tmp_path / "g.sqlite")
+    app, _ = make_app(guard)
+    app.user_middleware[0].kwargs["max_body"] = 10
+    with Server(app) as server, httpx.Client(base_url=server.url) as client:
+        lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
+        response = post(client, lease, b"x" * 11)
+    guard.close()
+    assert response.status_code == 413
+
+
+def test_real_agents_through_a_pause(on_anvil, tmp_path):
+    """An agent process posts signed parts; it is SIGSTOPped past its lease; another agent takes over
+    and posts; SIGCONT: its next post is refused with 409 and the report keeps the successor's write."""
+    guard = Guard(on_anvil, path=tmp_path / "guard.sqlite")
+    app, store = make_app(guard)
+    with Server(app) as server:
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.agent", "post", on_anvil.chain.w3.provider.endpoint_uri,
+             on_anvil.address, "1", RESOURCE, "5", server.url],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        first = json.loads(agent.stdout.readline())
+        assert first["status"] == 200
+        os.kill(agent.pid, signal.SIGSTOP)
+        try:
+            chain = on_anvil.chain
+            chain.advance_time(first["expires_at"] - chain.now() + 5)
+            successor = on_anvil.connect(chain.accounts[2]).acquire(RESOURCE, ttl=60)
+            with httpx.Client(base_url=server.url) as client:
+                assert post(client, successor, b"successor's report").status_code == 200
+        finally:
+            os.kill(agent.pid, signal.SIGCONT)
+        out, err = agent.communicate(timeout=60)
+    guard.close()
+    last = json.loads(out.splitlines()[-1])
+    assert (last["status"], last["error"]) == (409, "StaleToken"), err
+    assert store["body"] == "successor's report"
+    assert store["writes"][-1] == successor.token
