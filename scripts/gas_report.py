@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry  # noqa: E402
+from chainfence import Chain, FencedStore, Registry  # noqa: E402
 
 #: Ceilings from the foundation issue; the measured figures must stay under them.
 CEILINGS = {
@@ -51,7 +51,7 @@ def _gas(chain: Chain) -> int:
     return chain.w3.eth.get_transaction_receipt(tx_hash)["gasUsed"]
 
 
-def measure(chain: Chain, name: str = NAME) -> dict[str, int]:
+def measure(chain: Chain, name: str = NAME, *, with_store: bool = True) -> dict[str, int]:
     """Run each operation once on a fresh registry and return its receipt gas, by operation."""
     registry = Registry.deploy(chain, max_ttl=3_600)
     figures = {"deploy": _gas(chain)}
@@ -74,8 +74,17 @@ def measure(chain: Chain, name: str = NAME) -> dict[str, int]:
     lease = bob.acquire(name, ttl=30)
     figures["acquire (held before, after release)"] = _gas(chain)
     chain.advance_time(31)
-    alice.acquire(name, ttl=30)
+    lease = alice.acquire(name, ttl=30)
     figures["acquire (held before, after expiry)"] = _gas(chain)
+    lease.complete(b"result")
+    figures["complete (fenced completion)"] = _gas(chain)
+    if with_store:
+        store = FencedStore.deploy(registry)
+        figures["FencedStore deploy"] = _gas(chain)
+        store.write(lease, b"v1")
+        figures["FencedStore.write (first of a key)"] = _gas(chain)
+        store.write(lease, b"v2")
+        figures["FencedStore.write (same key)"] = _gas(chain)
     return figures
 
 

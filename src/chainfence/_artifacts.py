@@ -23,3 +23,25 @@ def load(name: str = "FencingRegistry") -> dict[str, Any]:
 
 def abi(name: str = "FencingRegistry") -> list[dict[str, Any]]:
     return load(name)["abi"]
+
+
+@functools.cache
+def functions(name: str = "FencingRegistry") -> dict[str, tuple[bytes, tuple[str, ...]]]:
+    """Function name -> (4-byte selector, ABI input types), from the artifact (no overloads here).
+
+    Encoding with these and eth_abi takes microseconds; web3's generic
+    ``contract.encode_abi`` takes a quarter of a millisecond per call.
+    """
+    artifact = load(name)
+    table = {}
+    for signature, selector in artifact["methodIdentifiers"].items():
+        function = signature.split("(", 1)[0]
+        entry = next(e for e in artifact["abi"] if e["type"] == "function" and e["name"] == function)
+        table[function] = (bytes.fromhex(selector), tuple(_canonical(i) for i in entry["inputs"]))
+    return table
+
+
+def _canonical(param: dict[str, Any]) -> str:
+    if param["type"].startswith("tuple"):  # pragma: no cover - no tuple arguments in these contracts
+        return "(" + ",".join(_canonical(c) for c in param["components"]) + ")" + param["type"][5:]
+    return param["type"]

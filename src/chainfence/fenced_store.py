@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from eth_abi import decode as abi_decode
+from eth_abi import encode as abi_encode
 from web3 import Web3
 
 from . import _artifacts, _validate
@@ -68,17 +69,22 @@ class FencedStore:
         token = _validate.token(token)
         if not isinstance(value, (bytes, bytearray)) or len(value) > 32:
             raise InvalidInput("value must be at most 32 bytes")
-        data = bytes.fromhex(self._contract.encode_abi("write", [resource_id, token, bytes(value).ljust(32, b"\0")])[2:])
+        data = self._encode("write", [resource_id, token, bytes(value).ljust(32, b"\0")])
         return self.chain.transact(sender, self.address, data, resource=resource)
 
     def read(self, resource: str) -> tuple[bytes, int]:
         """(value, the token that wrote it); (32 zero bytes, 0) if never written."""
         resource_id = _validate.resource_id(resource)
-        raw = self.chain.call(self.address, bytes.fromhex(self._contract.encode_abi("read", [resource_id])[2:]))
+        raw = self.chain.call(self.address, self._encode("read", [resource_id]))
         if not raw:
             raise ContractNotFound(f"no FencedStore code at {self.address}")
         value, fence = abi_decode(["bytes32", "uint256"], raw)
         return bytes(value), fence
+
+    @staticmethod
+    def _encode(function: str, args: list[Any]) -> bytes:
+        selector, types = _artifacts.functions("FencedStore")[function]
+        return selector + abi_encode(types, args)
 
     def history(self) -> list[dict[str, Any]]:
         """Every accepted write (``Written`` events), oldest first."""

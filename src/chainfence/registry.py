@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from eth_abi import decode as abi_decode
+from eth_abi import encode as abi_encode
 from web3 import Web3
 
 from . import _artifacts, _validate
@@ -375,7 +376,7 @@ class Registry:
         return LeaseInfo(
             resource=resource,
             resource_id=resource_id,
-            holder=Web3.to_checksum_address(holder),
+            holder=_checksum(holder),
             token=token,
             expires_at=expires_at,
             status=LeaseStatus.LIVE,
@@ -427,7 +428,7 @@ class Registry:
         return LeaseInfo(
             resource=resource,
             resource_id=resource_id,
-            holder=Web3.to_checksum_address(holder),
+            holder=_checksum(holder),
             token=token,
             expires_at=expires_at,
             status=LeaseStatus(status),
@@ -439,7 +440,8 @@ class Registry:
         return self.sender
 
     def _encode(self, function: str, args: list[Any]) -> bytes:
-        return bytes.fromhex(self._contract.encode_abi(function, args)[2:])
+        selector, types = _artifacts.functions("FencingRegistry")[function]
+        return selector + abi_encode(types, args)
 
     def _call_uint(self, function: str, args: list[Any], *, block: str | int = "latest") -> int:
         return self._view(function, args, ["uint256"], block=block)[0]
@@ -477,6 +479,11 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"<Registry {self.address} chain_id={self.chain.chain_id} sender={self.sender}>"
+
+
+@functools.lru_cache(maxsize=4096)
+def _checksum(address: str) -> str:
+    return Web3.to_checksum_address(address)
 
 
 def _first_account(chain: Chain) -> str:

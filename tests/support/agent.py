@@ -3,6 +3,10 @@
     python -m tests.support.agent contend URL REGISTRY KEY_INDEX RESOURCE CYCLES GUARD COUNTER
     python -m tests.support.agent hold    URL REGISTRY KEY_INDEX RESOURCE TTL GUARD REPORT
     python -m tests.support.agent post    URL REGISTRY KEY_INDEX RESOURCE TTL SERVICE_URL
+    python -m tests.support.agent churn   URL REGISTRY KEY_INDEX RESOURCE GUARD
+
+``churn``: forever: acquire (a new, higher token each time), check it at the
+guard, print it once accepted. A test SIGKILLs it at random moments.
 
 ``contend``: CYCLES times: acquire RESOURCE (retrying while held), check the
 token at the shared guard, then increment a counter in a shared SQLite file
@@ -108,6 +112,14 @@ def post(registry: Registry, resource: str, ttl: int, service: str) -> None:
             time.sleep(0.1)
 
 
+def churn(registry: Registry, resource: str, guard_path: str) -> None:
+    guard = Guard(registry, path=guard_path)
+    while True:
+        lease = registry.acquire(resource, ttl=600)
+        guard.check(resource, lease.token)
+        emit(accepted=lease.token)
+
+
 def main(argv: list[str]) -> int:
     mode, url, address, key_index, resource = argv[:5]
     registry = connect(url, address, int(key_index))
@@ -117,6 +129,8 @@ def main(argv: list[str]) -> int:
         hold(registry, resource, int(argv[5]), argv[6], argv[7])
     elif mode == "post":
         post(registry, resource, int(argv[5]), argv[6])
+    elif mode == "churn":
+        churn(registry, resource, argv[5])
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     return 0
