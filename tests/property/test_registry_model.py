@@ -1,8 +1,8 @@
 """The registry and a guard against a pure-Python reference model (Hypothesis stateful testing).
 
 Several accounts acquire, renew and release a few resources with arbitrary
-tokens and ttls while chain time jumps around; a guard checks arbitrary
-tokens. Every outcome (success and its values, or the exact error class) must
+tokens and ttls while chain time jumps around; guards in each mode check
+arbitrary tokens. Every outcome (success and its values, or the exact error class) must
 match the model, and the invariants of DESIGN.md must hold throughout:
 tokens strictly increase, at most one live holder per resource at any chain
 time (checked independently from the event log), views agree with the model,
@@ -31,6 +31,7 @@ from chainfence.errors import (
     LeaseReleased,
     NotHolder,
     StaleToken,
+    TokenNotCurrent,
     UnknownToken,
 )
 
@@ -153,12 +154,20 @@ class RegistryMachine(RuleBasedStateMachine):
         self.tmp = tempfile.TemporaryDirectory(prefix="chainfence-model-")
         self.guard = Guard(registry, path=Path(self.tmp.name) / "guard.sqlite")
         self.marks_seen: dict[str, int] = {}
+        # The other modes, checked for the safety properties rather than against the model's
+        # exact answers: never below an accepted token, never a token not issued for the resource.
+        self.strict = Guard(registry, path=Path(self.tmp.name) / "strict.sqlite", mode="strict")
+        self.follow = Guard(registry, path=Path(self.tmp.name) / "follow.sqlite", mode="follow", follow_interval=3_600)
+        self.accepted: dict[str, dict[str, int]] = {"strict": {}, "follow": {}}
+        self.issued: dict[int, str] = {}  # token -> resource it was issued for
 
     def teardown(self) -> None:
         try:
             self.check_history()
         finally:
             self.guard.close()
+            self.strict.close()
+            self.follow.close()
             self.tmp.cleanup()
             self.chain.revert(self.snapshot)
 
@@ -191,6 +200,7 @@ class RegistryMachine(RuleBasedStateMachine):
         lease = self.expect(predicted, lambda: self.agents[account].acquire(resource, ttl=ttl))
         if lease is not None:
             token, expires_at, reason, previous = predicted
+            self.issued[token] = resource
             assert (lease.token, lease.expires_at, lease.reason, lease.previous_token) == (
                 token, expires_at, reason, previous,
             )  # fmt: skip
@@ -217,10 +227,29 @@ class RegistryMachine(RuleBasedStateMachine):
     @rule(resource=resources, offset=token_offsets)
     def guard_check(self, resource, offset):
         token = self.token_for(resource, offset)
-        predicted = self.model.guard_check(resource, token, self.chain.now())
+        now = self.chain.now()
+        predicted = self.model.guard_check(resource, token, now)
         accepted = self.expect(predicted, lambda: self.guard.check(resource, token))
         if accepted is not None:
             assert accepted == predicted
+        for mode, guard in (("strict", self.strict), ("follow", self.follow)):
+            try:
+                guard.check(resource, token)
+            except TokenNotCurrent:
+                continue
+            previous = self.accepted[mode].get(resource, 0)
+            assert token >= previous, f"{mode} accepted {token} after {previous}"
+            assert self.issued.get(token) == resource, f"{mode} accepted a token not issued for {resource}"
+            if mode == "strict":
+                lease = self.model.leases[resource]
+                assert lease.token == token and lease.status(now) is LeaseStatus.LIVE
+            self.accepted[mode][resource] = token
+
+    @rule()
+    def follower_catches_up(self):
+        self.follow.sync()
+        for resource, lease in self.model.leases.items():
+            assert self.follow.mark(resource) >= lease.token
 
     # -- invariants -----------------------------------------------------
 
