@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, FencedRequest, Guard, Registry  # noqa: E402
+from chainfence import Chain, Guard, Registry  # noqa: E402
 from chainfence._validate import resource_id  # noqa: E402
 from chainfence.localnode import AnvilProcess, dev_keys, find_anvil  # noqa: E402
 

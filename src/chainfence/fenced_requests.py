@@ -174,7 +174,7 @@ class FencedRequest:
         r, s, v = int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:64], "big"), sig[64]
         if v in (27, 28):
             v -= 27
-        if v not in (0, 1) or not 0 < r or not 0 < s <= _HALF_ORDER:
+        if v not in (0, 1) or r <= 0 or not 0 < s <= _HALF_ORDER:
             raise InvalidSignature("malformed or malleable signature")
         try:
             public_key = keys.Signature(vrs=(v, r, s)).recover_public_key_from_msg_hash(self.digest(domain))

@@ -413,19 +413,25 @@ class Guard:
         logs = self.registry.chain.w3.eth.get_logs(
             {"address": self.registry.address, "fromBlock": first, "toBlock": last, "topics": [[e.topic for e in (acquired, named)]]}
         )
-        names: dict[bytes, str] = {}
+        decoded = []
+        for log in sorted(logs, key=lambda entry: (entry["blockNumber"], entry["logIndex"])):
+            event = topics[bytes(log["topics"][0])]
+            decoded.append((event, event.process_log(log)["args"]))
+        # Names first, outside the write transaction (a lookup is an RPC):
+        # from this range's ResourceNamed events, the store, or the chain.
+        names = {bytes(args["resource"]): args["name"] for event, args in decoded if event is named}
+        for _event, args in decoded:
+            resource_id = bytes(args["resource"])
+            if resource_id not in names:
+                stored = self._name_of(conn, resource_id)
+                names[resource_id] = (self._lookup_name(resource_id) if stored.startswith("0x") else None) or stored
         raised: list[tuple[str, int, str]] = []
         with self._write(conn):
-            for log in sorted(logs, key=lambda entry: (entry["blockNumber"], entry["logIndex"])):
-                event = topics[bytes(log["topics"][0])]
-                args = event.process_log(log)["args"]
-                resource_id = bytes(args["resource"])
+            for event, args in decoded:
                 if event is named:
-                    names[resource_id] = args["name"]
                     continue
-                name = names.get(resource_id) or self._name_of(conn, resource_id)
-                if name.startswith("0x"):
-                    name = names.setdefault(resource_id, self._lookup_name(resource_id) or name)
+                resource_id = bytes(args["resource"])
+                name = names[resource_id]
                 current, _ = self._read_mark(conn, resource_id)
                 if args["token"] > current:
                     self._raise_mark(conn, resource_id, name, args["token"], args["holder"])

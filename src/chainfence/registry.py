@@ -254,15 +254,8 @@ class Registry:
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
         ttl = _validate.ttl(ttl, self.max_ttl)
-        sender = self._require_sender()
-        receipt = self.chain.transact(
-            sender,
-            self.address,
-            self._encode("renew", [resource_id, token, ttl]),
-            resource=resource,
-            confirmations=confirmations,
-        )
-        expires_at = self._event(receipt, "LeaseRenewed")["expiresAt"]
+        receipt, event = self._lease_tx("renew", resource, [resource_id, token, ttl], "LeaseRenewed", confirmations)
+        expires_at = event["expiresAt"]
         logger.info(
             "renewed resource=%s token=%d expires_at=%d tx=%s",
             resource,
@@ -276,15 +269,7 @@ class Registry:
         """End the sender's live lease on ``resource`` with ``token``. An old token never frees a newer lease."""
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
-        sender = self._require_sender()
-        receipt = self.chain.transact(
-            sender,
-            self.address,
-            self._encode("release", [resource_id, token]),
-            resource=resource,
-            confirmations=confirmations,
-        )
-        self._event(receipt, "LeaseReleased")
+        receipt, _ = self._lease_tx("release", resource, [resource_id, token], "LeaseReleased", confirmations)
         logger.info(
             "released resource=%s token=%d tx=%s", resource, token, receipt["transactionHash"].to_0x_hex()
         )
@@ -305,15 +290,7 @@ class Registry:
         if not isinstance(result, (bytes, bytearray)):
             raise InvalidInput(f"result must be bytes (or a 32-byte digest), got {type(result).__name__}")
         digest = bytes(result) if len(result) == 32 else Web3.keccak(bytes(result))
-        sender = self._require_sender()
-        receipt = self.chain.transact(
-            sender,
-            self.address,
-            self._encode("complete", [resource_id, token, digest]),
-            resource=resource,
-            confirmations=confirmations,
-        )
-        self._event(receipt, "LeaseCompleted")
+        receipt, _ = self._lease_tx("complete", resource, [resource_id, token, digest], "LeaseCompleted", confirmations)
         logger.info(
             "completed resource=%s token=%d result=0x%s tx=%s",
             resource,
@@ -433,6 +410,19 @@ class Registry:
             expires_at=expires_at,
             status=LeaseStatus(status),
         )
+
+    def _lease_tx(
+        self, function: str, resource: str, args: list[Any], event: str, confirmations: int | None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Send a lease operation as the sender; returns the receipt and its ``event``'s arguments."""
+        receipt = self.chain.transact(
+            self._require_sender(),
+            self.address,
+            self._encode(function, args),
+            resource=resource,
+            confirmations=confirmations,
+        )
+        return receipt, self._event(receipt, event)
 
     def _require_sender(self) -> str:
         if self.sender is None:
