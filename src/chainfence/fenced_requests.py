@@ -41,7 +41,7 @@ from urllib.parse import quote, unquote
 
 from eth_account import Account
 from eth_keys import keys
-from eth_utils import keccak, to_checksum_address
+from eth_utils import keccak
 
 from . import _validate
 from .errors import InvalidAddress, InvalidInput, InvalidSignature, MalformedRequest
@@ -162,8 +162,11 @@ class FencedRequest:
         """The EIP-712 digest that is signed: keccak256(0x1901 ‖ domainSeparator ‖ structHash)."""
         return keccak(b"\x19\x01" + domain.separator() + self.struct_hash())
 
-    def recover(self, domain: EIP712Domain) -> str:
+    def recover(self, domain: EIP712Domain, *, digest: bytes | None = None) -> str:
         """The address whose key made ``signature`` over this request (EOA signatures).
+
+        ``digest``: this request's :meth:`digest` in ``domain``, if the caller
+        already computed it.
 
         Raises :class:`~chainfence.errors.InvalidSignature` for a malformed
         or malleable (high-s) signature.
@@ -177,7 +180,7 @@ class FencedRequest:
         if v not in (0, 1) or r <= 0 or not 0 < s <= _HALF_ORDER:
             raise InvalidSignature("malformed or malleable signature")
         try:
-            public_key = keys.Signature(vrs=(v, r, s)).recover_public_key_from_msg_hash(self.digest(domain))
+            public_key = keys.Signature(vrs=(v, r, s)).recover_public_key_from_msg_hash(digest or self.digest(domain))
         except Exception as exc:
             raise InvalidSignature(f"signature does not recover a key: {exc}") from None
         return public_key.to_checksum_address()
@@ -222,7 +225,7 @@ class FencedRequest:
         return cls(
             resource=resource,
             token=token,
-            holder=to_checksum_address(holder),
+            holder=holder,
             payload_digest=digest,
             nonce=nonce,
             deadline=deadline,

@@ -357,7 +357,7 @@ class Guard:
             if answer[:4] != _ERC1271_MAGIC:
                 raise InvalidSignature(f"the holder contract {request.holder} does not accept this signature")
             return
-        signer = request.recover(self.domain())
+        signer = request.recover(self.domain(), digest=digest)
         if signer != request.holder:
             raise InvalidSignature(
                 f"signed by {signer}, not by the holder it names ({request.holder}): "

@@ -29,7 +29,7 @@ from typing import TextIO
 
 from eth_account import Account
 
-from .errors import AnvilNotFound, ChainfenceError, ContractNotFound, NodeUnreachable, WrongChain
+from .errors import AnvilNotFound, ChainfenceError, NodeUnreachable
 
 __all__ = ["DEV_MNEMONIC", "AnvilProcess", "dev_keys", "find_anvil", "serve"]
 
@@ -241,7 +241,7 @@ def serve(
             try:
                 registry = Registry.from_deployment(chain, deployment_path)
                 reused = True
-            except (WrongChain, ContractNotFound, ChainfenceError):
+            except ChainfenceError:  # another chain, a reset node, no code: deploy afresh
                 registry = None
         if registry is None:
             registry = Registry.deploy(chain, max_ttl=max_ttl)

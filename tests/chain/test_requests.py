@@ -25,6 +25,12 @@ from tests.support.wallet import AgentWallet
 BODY = b'{"report": "daily", "rows": 42}'
 
 
+def signed(guard, lease, agent, *, domain=None, **fields) -> FencedRequest:
+    """A request signed with ``agent``'s key: by default for ``lease``, ``BODY``, in the guard's domain."""
+    fields = {"resource": lease.resource, "token": lease.token, "holder": lease.holder, "payload": BODY, **fields}
+    return FencedRequest.sign(domain or guard.domain(), key=agent.chain.key_of(agent.sender), **fields)
+
+
 @pytest.fixture
 def guard(registry, tmp_path):
     with Guard(registry, path=tmp_path / "guard.sqlite") as guard:
@@ -64,10 +70,7 @@ def test_another_body_is_refused(alice, guard):
 
 def test_an_expired_request_is_refused(alice, guard):
     lease = alice.acquire("reports/daily", ttl=60)
-    expired = FencedRequest.sign(
-        guard.domain(), resource=lease.resource, token=lease.token, holder=lease.holder, payload=BODY,
-        key=alice.chain.key_of(alice.sender), deadline=int(time.time()) - 1,
-    )  # fmt: skip
+    expired = signed(guard, lease, alice, deadline=int(time.time()) - 1)
     with pytest.raises(RequestExpired):
         guard.check_request(expired, BODY)
 
@@ -89,10 +92,7 @@ def test_a_deadline_too_far_away_is_refused(alice, guard):
 
 def test_a_request_signed_by_someone_else_naming_the_holder_is_refused(alice, bob, guard):
     lease = alice.acquire("reports/daily", ttl=60)
-    forged = FencedRequest.sign(
-        guard.domain(), resource=lease.resource, token=lease.token, holder=lease.holder, payload=BODY,
-        key=bob.chain.key_of(bob.sender),
-    )  # fmt: skip
+    forged = signed(guard, lease, bob)
     with pytest.raises(InvalidSignature) as refused:
         guard.check_request(forged, BODY)
     assert refused.value.status == 401
@@ -101,10 +101,7 @@ def test_a_request_signed_by_someone_else_naming_the_holder_is_refused(alice, bo
 def test_a_non_holder_signing_as_himself_is_refused(alice, bob, guard):
     """Bob signs honestly as Bob, with Alice's (public) token: valid signature, wrong holder."""
     lease = alice.acquire("reports/daily", ttl=60)
-    own = FencedRequest.sign(
-        guard.domain(), resource=lease.resource, token=lease.token, holder=bob.sender, payload=BODY,
-        key=bob.chain.key_of(bob.sender),
-    )  # fmt: skip
+    own = signed(guard, lease, bob, holder=bob.sender)
     with pytest.raises(SignerNotHolder) as refused:
         guard.check_request(own, BODY)
     assert refused.value.status == 403
@@ -114,10 +111,7 @@ def test_a_request_for_another_resource_is_refused(alice, bob, guard):
     """Alice's token for "reports/daily" presented for "reports/weekly" (held by Bob)."""
     lease = alice.acquire("reports/daily", ttl=60)
     bob.acquire("reports/weekly", ttl=60)
-    wrong = FencedRequest.sign(
-        guard.domain(), resource="reports/weekly", token=lease.token, holder=lease.holder, payload=BODY,
-        key=alice.chain.key_of(alice.sender),
-    )  # fmt: skip
+    wrong = signed(guard, lease, alice, resource="reports/weekly")
     with pytest.raises(TokenNotCurrent):
         guard.check_request(wrong, BODY)
 
@@ -126,10 +120,7 @@ def test_a_request_signed_for_another_registry_is_refused(alice, chain, guard):
     """The domain binds the registry address: a signature made for registry B is worthless at A."""
     other = Registry.deploy(chain, max_ttl=3_600)
     lease = alice.acquire("reports/daily", ttl=60)
-    for_other = FencedRequest.sign(
-        other.eip712_domain(), resource=lease.resource, token=lease.token, holder=lease.holder, payload=BODY,
-        key=alice.chain.key_of(alice.sender),
-    )  # fmt: skip
+    for_other = signed(guard, lease, alice, domain=other.eip712_domain())
     with pytest.raises(InvalidSignature):
         guard.check_request(for_other, BODY)
 
@@ -137,10 +128,7 @@ def test_a_request_signed_for_another_registry_is_refused(alice, chain, guard):
 def test_a_request_signed_for_another_chain_is_refused(alice, guard):
     lease = alice.acquire("reports/daily", ttl=60)
     domain = dataclasses.replace(guard.domain(), chain_id=guard.domain().chain_id + 1)
-    cross_chain = FencedRequest.sign(
-        domain, resource=lease.resource, token=lease.token, holder=lease.holder, payload=BODY,
-        key=alice.chain.key_of(alice.sender),
-    )  # fmt: skip
+    cross_chain = signed(guard, lease, alice, domain=domain)
     with pytest.raises(InvalidSignature):
         guard.check_request(cross_chain, BODY)
 
@@ -158,10 +146,7 @@ def test_a_stale_holder_signing_its_old_token_is_refused(alice, bob, chain, guar
 def test_a_forged_token_in_a_signed_request_is_refused_and_moves_nothing(alice, guard):
     lease = alice.acquire("reports/daily", ttl=60)
     guard.check(lease.resource, lease.token)
-    forged = FencedRequest.sign(
-        guard.domain(), resource=lease.resource, token=lease.token + 1000, holder=lease.holder, payload=BODY,
-        key=alice.chain.key_of(alice.sender),
-    )  # fmt: skip
+    forged = signed(guard, lease, alice, token=lease.token + 1000)
     with pytest.raises(UnknownToken):
         guard.check_request(forged, BODY)
     assert guard.mark(lease.resource) == lease.token
