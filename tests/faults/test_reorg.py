@@ -64,6 +64,17 @@ def test_an_acquisition_reorganised_away_while_confirming_is_not_confirmed(anvil
     alice = agent(anvil_node, on_anvil, 1, confirmations=2, confirmation_timeout=1.0)
     snapshot = anvil_chain.snapshot()
     outcome = {}
+    # Reorg only once the SDK has seen the receipt and waits for depth: reverting
+    # earlier is another scenario (a transaction that vanished before it was seen).
+    confirming = threading.Event()
+    sender = alice.chain._sender
+    real_confirm = sender._confirm
+
+    def confirm(*args, **kwargs):
+        confirming.set()
+        return real_confirm(*args, **kwargs)
+
+    sender._confirm = confirm
 
     def acquire():
         try:
@@ -74,8 +85,7 @@ def test_an_acquisition_reorganised_away_while_confirming_is_not_confirmed(anvil
     thread = threading.Thread(target=acquire)
     before = on_anvil.latest_token()
     thread.start()
-    while on_anvil.latest_token() == before:  # mined, now waiting for depth
-        threading.Event().wait(0.01)
+    assert confirming.wait(10), "the acquisition was never mined"
     anvil_chain.revert(snapshot)  # the reorg: its block is gone
     thread.join(timeout=10)
     assert "reorganised out" in str(outcome["error"])

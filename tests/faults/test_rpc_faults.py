@@ -122,15 +122,19 @@ def automine_off(anvil_chain):
         anvil_chain._rpc("evm_mine", [])
 
 
-def test_a_stuck_acquisition_is_cancelled_and_nothing_happens(on_anvil, anvil_node, automine_off):
+def test_a_stuck_acquisition_is_cancelled_and_nothing_happens(proxy, on_anvil, automine_off):
     """Not mined within the timeout: the SDK replaces it by a no-op with the same nonce; once that is
     mined the acquisition can never execute, and the caller is told so."""
-    agent = Registry.at(
-        Chain.connect(anvil_node.url, private_key=dev_keys(10)[7], poll_latency=0.01, receipt_timeout=0.5),
-        on_anvil.address,
-    )
+    agent = agent_via(proxy, on_anvil, key_index=7, receipt_timeout=0.5)
     before = on_anvil.latest_token()
-    miner = threading.Timer(0.8, lambda: on_anvil.chain._rpc("evm_mine", []))
+    sends_before = len(proxy.sent("eth_sendRawTransaction"))
+
+    def mine_once_the_cancellation_is_out():
+        while len(proxy.sent("eth_sendRawTransaction")) < sends_before + 2:  # original, then cancellation
+            threading.Event().wait(0.01)
+        on_anvil.chain._rpc("evm_mine", [])
+
+    miner = threading.Thread(target=mine_once_the_cancellation_is_out)
     miner.start()
     with pytest.raises(TransactionTimeout) as timeout:
         agent.acquire(RESOURCE, ttl=60)
