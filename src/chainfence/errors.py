@@ -22,7 +22,9 @@
     ├── Unauthorized (PermissionError)     a contract refused the caller (example contracts)
     ├── ChainError                         the chain or node failed us
     │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers
+    │   ├── RpcError                       the node answered a request with a JSON-RPC error
     │   ├── WrongChain                     the node serves another chain than expected
+    │   ├── ChainRolledBack                the chain's history went back below tokens already seen
     │   ├── ContractNotFound               no FencingRegistry code at that address
     │   ├── InsufficientFunds              the sender cannot pay for gas
     │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
@@ -34,13 +36,19 @@
     │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
     │   └── AnvilNotFound                  `chainfence node` found no anvil binary
     ├── GuardError                         the guard's store is unusable
-    │   └── GuardStoreMismatch             the store belongs to another registry
+    │   ├── GuardStoreMismatch             the store belongs to another registry
+    │   └── GuardForked                    an exclusive guard used in a process forked from its owner
+    ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     └── RequestRejected                    a holder-signed request failed verification
         ├── MalformedRequest (ValueError)  missing or unparsable fields         (HTTP 400)
         │   └── PayloadMismatch            the body is not the one that was signed
         ├── InvalidSignature               not signed by the holder it names    (HTTP 401)
         ├── RequestExpired                 past its deadline                    (HTTP 401)
         ├── SignerNotHolder                signed by someone who does not hold the token (HTTP 403)
+        ├── RequestMisdirected             signed for another resource, action or audience (HTTP 403)
+        │   ├── ResourceMismatch
+        │   ├── ActionMismatch
+        │   └── AudienceMismatch
         └── ReplayedRequest                seen before                          (HTTP 409)
 
 Errors raised by the contract (its custom errors) map one-to-one onto classes
@@ -57,11 +65,16 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "ActionMismatch",
     "AnvilNotFound",
+    "AudienceMismatch",
     "ChainError",
+    "ChainRolledBack",
     "ChainfenceError",
     "ContractNotFound",
+    "FenceBroken",
     "GuardError",
+    "GuardForked",
     "GuardStoreMismatch",
     "InsufficientFunds",
     "InvalidAddress",
@@ -85,7 +98,10 @@ __all__ = [
     "RegistryOverflow",
     "ReplayedRequest",
     "RequestExpired",
+    "RequestMisdirected",
     "RequestRejected",
+    "ResourceMismatch",
+    "RpcError",
     "SignerNotHolder",
     "StaleToken",
     "TokenNotConfirmed",
@@ -131,6 +147,29 @@ def _describe(resource: str | None, resource_id: bytes | None) -> str:
     return "resource"
 
 
+#: Attributes that are not details: raw provider objects.
+_NOT_DETAILS = frozenset({"receipt", "__notes__"})
+
+
+def _jsonable(value: Any) -> Any:
+    import enum
+
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return "0x" + bytes(value).hex()
+    if isinstance(value, enum.Enum):
+        return value.name.lower()
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return _jsonable(to_dict())
+    return str(value)
+
+
 def _rebuild(cls: type[ChainfenceError], args: tuple, state: dict) -> ChainfenceError:
     error = cls.__new__(cls)
     Exception.__init__(error, *args)
@@ -148,6 +187,23 @@ class ChainfenceError(Exception):
     def from_revert(cls, **fields: Any) -> ChainfenceError:
         """Build the error from the decoded arguments of its Solidity error."""
         return cls(**fields)
+
+    def details(self) -> dict[str, Any]:
+        """The error's public fields as JSON-ready values, with its name and message.
+
+        For programs on the other side of a process boundary: ``chainfence
+        --json`` prints it; a tool result can carry it. Bytes become 0x-hex,
+        enums their lower-case name, a lease its fields; raw receipts are left
+        out (their hashes are in ``tx_hashes``).
+        """
+        fields: dict[str, Any] = {"error": type(self).__name__, "message": str(self)}
+        for key, value in self.__dict__.items():
+            if key.startswith("_") or key in _NOT_DETAILS or key in fields:
+                continue
+            fields[key] = _jsonable(value)
+        if getattr(self, "__notes__", None):
+            fields["notes"] = list(self.__notes__)
+        return fields
 
     def __reduce__(self):
         # Keyword-only constructors do not survive the default pickling
@@ -431,8 +487,47 @@ class NodeUnreachable(ChainError, ConnectionError):
     """No JSON-RPC node answers at the URL (or it stopped answering)."""
 
 
+class RpcError(ChainError):
+    """The node answered a JSON-RPC request with an error that is not a revert.
+
+    ``code`` and ``rpc_message`` are the JSON-RPC error's (``code`` is None
+    when the provider did not give one); ``method`` is the request's.
+    """
+
+    def __init__(self, message: str, *, method: str | None = None, code: int | None = None, rpc_message: str = ""):
+        self.method = method
+        self.code = code
+        self.rpc_message = rpc_message
+        super().__init__(message)
+
+
 class WrongChain(ChainError):
-    """The node serves another chain (chain id or genesis block) than the one expected."""
+    """The node serves another chain (chain id or registry deployment) than the one expected."""
+
+
+class ChainRolledBack(ChainError):
+    """The chain no longer holds history that was already seen: a token was accepted (or seen by
+    this SDK) that the chain's state no longer reaches, so the same number may go to another holder.
+
+    Raised by guards, fenced SQL transactions and the SDK's views when the registry's latest token
+    (or a resource's) is below one already seen, when a token number turns up with another holder,
+    or when a block a follower already applied was replaced. It is never retried away: the state
+    that trusted the lost history must be looked at. ``seen_token`` is the highest token seen,
+    ``chain_token`` what the chain says now (either may be None when the evidence is a block).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        seen_token: int | None = None,
+        chain_token: int | None = None,
+        resource: str | None = None,
+    ):
+        self.seen_token = seen_token
+        self.chain_token = chain_token
+        self.resource = resource
+        super().__init__(message)
 
 
 class ContractNotFound(ChainError):
@@ -532,12 +627,33 @@ class GuardError(ChainfenceError):
     """A guard's store cannot be used."""
 
 
+class GuardForked(GuardError):
+    """An ``exclusive`` guard was used in a process forked from the one that opened it.
+
+    An exclusive guard answers from memory; a forked child holds a frozen copy
+    of that memory (and of the store's lock) while the parent moves on, so the
+    child could accept a token the parent already superseded. Open a new
+    guard in the child (gunicorn: in ``post_fork``, not before ``--preload``).
+    """
+
+
 class GuardStoreMismatch(GuardError):
     """The store file belongs to another registry (chain id or address differ).
 
     Marks are only meaningful against the registry that issued the tokens;
     opening another registry's store would let its marks fence the wrong
     token space.
+    """
+
+
+class FenceBroken(ChainfenceError, RuntimeError):
+    """A statement ended a fenced SQL transaction before the fence did.
+
+    ``INSERT OR ROLLBACK`` on a conflict, ``RAISE(ROLLBACK)`` in a trigger,
+    ``executescript`` (which commits first), a ``COMMIT``/``ROLLBACK``/``BEGIN``
+    of the application's: after any of these the statements that follow
+    would no longer run inside the transaction that holds the fence, so they
+    are refused and nothing more is committed.
     """
 
 
@@ -581,6 +697,24 @@ class SignerNotHolder(RequestRejected):
     """The request is validly signed, by someone who does not hold its token."""
 
     status = 403
+
+
+class RequestMisdirected(RequestRejected):
+    """The request is genuine but was signed for something else than what it is used for."""
+
+    status = 403
+
+
+class ResourceMismatch(RequestMisdirected):
+    """Signed for another resource than the one this route is fenced by."""
+
+
+class ActionMismatch(RequestMisdirected):
+    """Signed for another action (HTTP method, path and query, or application action)."""
+
+
+class AudienceMismatch(RequestMisdirected):
+    """Signed for another service (audience) than the one verifying it."""
 
 
 class ReplayedRequest(RequestRejected):
