@@ -8,22 +8,29 @@ One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
 2. **Sign locally** with the next nonce of the sender, under that sender's
    lock, so threads sharing a key never collide. Fees are EIP-1559 where the
    latest block has a base fee, legacy otherwise.
-3. **Submit, reconciling doubt.** If the node's reply is lost (timeout,
-   reset connection) the transaction may or may not have reached it. The SDK
-   never signs a second transaction for the same intent while the first one
-   might still land: it asks the node for the first one's hash, and resends
-   the identical signed bytes (same hash, so at most one can ever be mined).
-   A nonce the node says is taken is checked against our own hash before the
-   nonce counter is resynchronised.
+3. **Submit, reconciling doubt.** If the node's reply is lost or late
+   (timeout, reset connection) the transaction may or may not have reached
+   it. The SDK never signs a second transaction for the same intent while the
+   first one might still land: it asks the node for the first one's hash, and
+   resends the identical signed bytes (same hash, so at most one can ever be
+   mined). Nothing else resends: web3's provider retries are off
+   (:mod:`chainfence._rpc`). Whatever error the node answers — "nonce too
+   low", "already known", a wording of its own — the SDK first asks whether
+   our own hash is there; only a nonce taken by *another* transaction makes it
+   re-sign, with the next nonce.
 4. **Wait for the receipt** with a short poll and a bounded timeout. On
    timeout it **cancels**: a zero-value transfer to itself with the same nonce
    and higher fees. Whichever of the two is mined decides: the original
    (late, but it happened: returned, with a warning) or the cancellation
    (:class:`~chainfence.errors.TransactionTimeout`: it can never happen).
-   If neither is mined in time: :class:`~chainfence.errors.OutcomeUnknown`
-   with every candidate hash.
+   If neither is mined in time, or the node stops answering for
+   ``unreachable_timeout`` seconds: :class:`~chainfence.errors.OutcomeUnknown`
+   with every candidate hash and the nonce.
 5. **Wait for confirmations**: ``k`` blocks on top of the including block,
-   re-reading the receipt so a reorganised inclusion is noticed.
+   watching every candidate, so a reorganised inclusion is noticed and a
+   reorg that swaps the cancellation for the original is followed. With
+   ``k > 0`` "nothing happened" (``TransactionTimeout``) is decided only once
+   the cancellation itself is ``k`` blocks deep.
 6. **Check the status**: a transaction mined with status 0 raises its decoded
    revert (replayed at the parent block) or
    :class:`~chainfence.errors.TransactionFailed`.
@@ -45,17 +52,15 @@ from collections.abc import Callable
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
-from web3 import Web3
-from web3.exceptions import TransactionNotFound
 
-from . import _reverts
+from ._rpc import Rpc
 from .errors import (
     ChainError,
     ChainfenceError,
-    InsufficientFunds,
     NodeUnreachable,
     NotConfirmed,
     OutcomeUnknown,
+    RpcError,
     TransactionFailed,
     TransactionTimeout,
 )
@@ -79,26 +84,15 @@ _FEE_QUOTE_SECONDS = 1.0
 #: Times the identical signed bytes are resent when the node's reply was lost.
 _RESENDS = 3
 
+#: Node answers that mean "I already have these very bytes".
+_ALREADY_KNOWN = ("already known", "known transaction", "already imported", "already in pool", "already exists")
+
+#: Node answers that mean "this nonce is used, or held by a pending transaction".
+_NONCE_USED = ("nonce too low", "nonce has already been used", "nonce too high", "underpriced", "nonce is too low")
+
 
 class _NonceTaken(Exception):
     """The node says our nonce is used by a transaction that is not ours."""
-
-
-def _text(exc: BaseException) -> str:
-    return str(exc).lower()
-
-
-def _is_transport_error(exc: BaseException) -> bool:
-    """A failure to talk to the node (as opposed to an answer from it)."""
-    import requests
-
-    return isinstance(exc, (requests.exceptions.RequestException, ConnectionError, TimeoutError, OSError))
-
-
-def _never_delivered(exc: BaseException) -> bool:
-    """A transport failure that happened before the request left (connection refused)."""
-    text = _text(exc)
-    return "connection refused" in text or "failed to establish a new connection" in text
 
 
 class Sender:
@@ -106,24 +100,28 @@ class Sender:
 
     def __init__(
         self,
-        w3: Web3,
+        rpc: Rpc,
         signers: dict[str, LocalAccount],
         chain_id: int,
         *,
-        embedded: bool,
         receipt_timeout: float,
         poll_latency: float,
         confirmation_timeout: float,
+        unreachable_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ):
-        self.w3 = w3
+        self.rpc = rpc
         self.signers = signers
         self.chain_id = chain_id
-        self.embedded = embedded
+        self.embedded = rpc.embedded
         self.receipt_timeout = receipt_timeout
         self.poll_latency = poll_latency
         self.confirmation_timeout = confirmation_timeout
+        #: Seconds without any answer from the node after which waiting stops (OutcomeUnknown).
+        self.unreachable_timeout = (
+            min(receipt_timeout, 10.0) if unreachable_timeout is None else unreachable_timeout
+        )
         self._clock = clock
         self._sleep = sleep
         self._locks: dict[str, threading.Lock] = {}
@@ -152,9 +150,7 @@ class Sender:
             tx_hash, nonce = self._sign_and_submit(sender, tx)
         logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash, sender, nonce, gas)
 
-        receipt = self._wait_or_cancel(sender, tx, tx_hash, nonce)
-        if confirmations > 0:
-            receipt = self._confirm(receipt, confirmations, sender=sender, nonce=nonce)
+        receipt = self._settle(sender, tx, tx_hash, nonce, confirmations)
         if receipt["status"] != 1:
             raise self.failure(call, receipt, resource)
         return receipt
@@ -168,13 +164,10 @@ class Sender:
         with the wall clock (not the chain's clock), so there the preflight is
         an ``eth_call`` at ``pending`` and the gas limit a fixed ceiling.
         """
-        try:
-            if self.embedded:
-                self.w3.eth.call(call, block_identifier="pending")
-                return EMBEDDED_GAS_LIMIT
-            estimate = self.w3.eth.estimate_gas(call, block_identifier="pending")
-        except Exception as exc:
-            raise self.translate(exc, resource, sender=call.get("from")) from exc
+        if self.embedded:
+            self.rpc.call(call, "pending", resource=resource)
+            return EMBEDDED_GAS_LIMIT
+        estimate = self.rpc.estimate_gas(call, "pending", resource=resource)
         return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN
 
     # ------------------------------------------------------------------
@@ -199,19 +192,13 @@ class Sender:
         return dict(fees)
 
     def _fresh_fees(self) -> dict[str, int]:
-        try:
-            latest = self.w3.eth.get_block("latest")
-            base_fee = latest.get("baseFeePerGas")
-            if base_fee is None:
-                return {"gasPrice": self.w3.eth.gas_price}
-            try:
-                tip = self.w3.eth.max_priority_fee
-            except Exception as exc:
-                if _is_transport_error(exc):
-                    raise
-                tip = 10**9  # nodes without eth_maxPriorityFeePerGas
-        except Exception as exc:
-            raise self.translate(exc, None) from exc
+        latest = self.rpc.block("latest")
+        base_fee = latest.get("baseFeePerGas") if latest is not None else None
+        if base_fee is None:
+            return {"gasPrice": self.rpc.gas_price()}
+        tip = self.rpc.max_priority_fee()
+        if tip is None:
+            tip = 10**9  # nodes without eth_maxPriorityFeePerGas
         return {"maxFeePerGas": 2 * base_fee + tip, "maxPriorityFeePerGas": tip}
 
     @staticmethod
@@ -236,10 +223,7 @@ class Sender:
         # Called with the sender's lock held.
         cached = self._next_nonce.get(sender)
         if cached is None:
-            try:
-                cached = self.w3.eth.get_transaction_count(sender, "pending")
-            except Exception as exc:
-                raise self.translate(exc, None) from exc
+            cached = self.rpc.nonce(sender, "pending")
             self._next_nonce[sender] = cached
         return cached
 
@@ -278,25 +262,11 @@ class Sender:
             if attempt:
                 self._sleep(min(0.05 * 2**attempt, 1.0))
             try:
-                self.w3.eth.send_raw_transaction(raw)
+                self.rpc.send_raw(raw, sender=sender)
                 return
-            except Exception as exc:
+            except NodeUnreachable as exc:
                 last_error = exc
-                text = _text(exc)
-                if "already known" in text or "known transaction" in text:
-                    return  # an earlier attempt of these very bytes got through
-                if "nonce too low" in text or "nonce has already been used" in text:
-                    if delivered_maybe and self._known(tx_hash):
-                        return  # our own earlier attempt used it
-                    raise _NonceTaken from exc
-                if "nonce too high" in text:
-                    raise _NonceTaken from exc
-                if "replacement transaction underpriced" in text:
-                    # A pending transaction of ours (from another process) holds this nonce.
-                    raise _NonceTaken from exc
-                if not _is_transport_error(exc):
-                    raise self.translate(exc, None, sender=sender) from exc
-                delivered_maybe = delivered_maybe or not _never_delivered(exc)
+                delivered_maybe = delivered_maybe or getattr(exc, "maybe_delivered", True)
                 logger.warning(
                     "send of tx=%s nonce=%d failed in transit (%s); checking whether the node has it",
                     tx_hash, nonce, exc,
@@ -304,82 +274,129 @@ class Sender:
                 try:
                     if self._known(tx_hash):
                         return
-                except Exception as lookup_error:
-                    if not _is_transport_error(lookup_error):
-                        raise self.translate(lookup_error, None) from lookup_error
+                except NodeUnreachable as lookup_error:
                     last_error = lookup_error
+                continue
+            except RpcError as refused:
+                # The node answered. Before reading anything into its words, ask
+                # whether our own bytes are there: a copy of them sent earlier
+                # (by us after a late reply, or by anything between us and the
+                # node) makes the node say "already known", "nonce too low" or a
+                # phrase of its own, and re-signing then would be a second intent.
+                text = refused.rpc_message.lower()
+                if any(phrase in text for phrase in _ALREADY_KNOWN) or self._known(tx_hash):
+                    return
+                if any(phrase in text for phrase in _NONCE_USED):
+                    raise _NonceTaken from refused
+                raise
         if not delivered_maybe:
             raise NodeUnreachable(f"the node did not answer; nothing was sent: {last_error}") from last_error
         raise OutcomeUnknown(
-            f"transaction {tx_hash} (nonce {nonce}) may have reached the node, which stopped answering; "
-            "look it up before sending again",
+            f"transaction {tx_hash} (nonce {nonce} of {sender}) may have reached the node, which stopped "
+            "answering; look it up before sending again",
             tx_hashes=(tx_hash,),
             nonce=nonce,
             sender=sender,
         ) from last_error
 
     def _known(self, tx_hash: str) -> bool:
-        try:
-            self.w3.eth.get_transaction(tx_hash)
-        except TransactionNotFound:
-            return False
-        return True
+        return self.rpc.transaction(tx_hash) is not None
 
     # ------------------------------------------------------------------
     # Receipts, cancellation, confirmations
     # ------------------------------------------------------------------
 
-    def _receipt(self, hashes: tuple[str, ...], timeout: float) -> Any:
-        """The first receipt found for any of ``hashes`` within ``timeout`` seconds, else None."""
-        deadline = self._clock() + timeout
-        while True:
-            for tx_hash in hashes:
-                try:
-                    return self.w3.eth.get_transaction_receipt(tx_hash)
-                except TransactionNotFound:
-                    continue
-                except Exception as exc:
-                    if not _is_transport_error(exc):
-                        raise self.translate(exc, None) from exc
-                    logger.debug("receipt poll for %s failed: %s", tx_hash, exc)
-            if self._clock() >= deadline:
-                return None
-            self._sleep(self.poll_latency)
+    def _settle(self, sender: str, tx: dict[str, Any], tx_hash: str, nonce: int, confirmations: int) -> Any:
+        """The receipt of whichever of the transaction and its cancellation the chain settled on.
 
-    def _wait_or_cancel(self, sender: str, tx: dict[str, Any], tx_hash: str, nonce: int) -> Any:
-        receipt = self._receipt((tx_hash,), self.receipt_timeout)
-        if receipt is not None:
-            return receipt
-        logger.warning(
-            "tx=%s nonce=%d not mined after %.1f s; sending a cancellation with the same nonce",
-            tx_hash, nonce, self.receipt_timeout,
-        )  # fmt: skip
-        candidates = (tx_hash,)
-        cancel_hash = self._send_cancel(sender, tx, nonce)
-        if cancel_hash is not None:
-            candidates = (tx_hash, cancel_hash)
-        receipt = self._receipt(candidates, self.receipt_timeout)
+        Returns the original's receipt (``confirmations`` deep); raises
+        TransactionTimeout once a cancellation is that deep, OutcomeUnknown
+        when neither can be established, NotConfirmed when the original is
+        mined but not deep enough in time.
+        """
+        candidates: tuple[str, ...] = (tx_hash,)
+        receipt = self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
         if receipt is None:
-            with self._lock(sender):
-                self._next_nonce.pop(sender, None)
-            raise OutcomeUnknown(
-                f"neither transaction {tx_hash} nor its cancellation was mined within "
-                f"{2 * self.receipt_timeout:.0f} s; one of them may still be",
+            logger.warning(
+                "tx=%s nonce=%d not mined after %.1f s; sending a cancellation with the same nonce",
+                tx_hash, nonce, self.receipt_timeout,
+            )  # fmt: skip
+            cancel_hash = self._send_cancel(sender, tx, nonce)
+            if cancel_hash is not None:
+                candidates = (tx_hash, cancel_hash)
+            receipt = self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
+            if receipt is None:
+                self._forget_nonce(sender)
+                raise OutcomeUnknown(
+                    f"neither transaction {tx_hash} nor its cancellation was mined within "
+                    f"{2 * self.receipt_timeout:.0f} s; one of them may still be",
+                    tx_hashes=candidates,
+                    nonce=nonce,
+                    sender=sender,
+                )
+        if confirmations > 0:
+            receipt = self._await_depth(candidates, receipt, confirmations, sender=sender, nonce=nonce)
+        mined = receipt["transactionHash"].to_0x_hex()
+        if mined != tx_hash:
+            raise TransactionTimeout(
+                f"transaction {tx_hash} was not mined within {self.receipt_timeout:.0f} s and was cancelled "
+                f"by {mined} (same nonce {nonce}"
+                + (f", {confirmations} blocks deep" if confirmations else "")
+                + "): it can never execute; nothing happened",
                 tx_hashes=candidates,
                 nonce=nonce,
                 sender=sender,
             )
-        mined = receipt["transactionHash"].to_0x_hex()
-        if mined == tx_hash:
+        if len(candidates) > 1:
             logger.warning("tx=%s was mined after all (block %d)", tx_hash, receipt["blockNumber"])
-            return receipt
-        raise TransactionTimeout(
-            f"transaction {tx_hash} was not mined within {self.receipt_timeout:.0f} s and was cancelled "
-            f"by {mined} (same nonce {nonce}): it can never execute; nothing happened",
-            tx_hashes=candidates,
-            nonce=nonce,
-            sender=sender,
-        )
+        return receipt
+
+    def _forget_nonce(self, sender: str) -> None:
+        with self._lock(sender):
+            self._next_nonce.pop(sender, None)
+
+    def _await_receipt(self, hashes: tuple[str, ...], timeout: float, *, sender: str, nonce: int) -> Any:
+        """The first receipt found for any of ``hashes`` within ``timeout`` seconds, else None.
+
+        Raises OutcomeUnknown once the node has not answered for
+        ``unreachable_timeout`` seconds: waiting longer tells nothing more.
+        """
+        deadline = self._clock() + timeout
+        silent_since: float | None = None
+        while True:
+            for tx_hash in hashes:
+                try:
+                    receipt = self.rpc.receipt(tx_hash)
+                except NodeUnreachable as exc:
+                    silent_since = self._silence(silent_since, exc, hashes, sender=sender, nonce=nonce)
+                    break
+                silent_since = None
+                if receipt is not None:
+                    return receipt
+            if self._clock() >= deadline:
+                return None
+            self._sleep(self.poll_latency)
+
+    def _silence(
+        self, since: float | None, exc: NodeUnreachable, hashes: tuple[str, ...], *, sender: str, nonce: int
+    ) -> float:
+        """Track how long the node has been silent; raise OutcomeUnknown past ``unreachable_timeout``."""
+        now = self._clock()
+        if since is None:
+            logger.warning("the node stopped answering while waiting for tx=%s: %s", hashes[0], exc)
+            return now
+        if now - since >= self.unreachable_timeout:
+            self._forget_nonce(sender)
+            raise OutcomeUnknown(
+                f"the node stopped answering for {now - since:.0f} s while transaction "
+                + " / ".join(hashes)
+                + f" (nonce {nonce} of {sender}) was in flight: it may or may not be mined; "
+                "look the hashes up before acting again",
+                tx_hashes=hashes,
+                nonce=nonce,
+                sender=sender,
+            ) from exc
+        return since
 
     def _send_cancel(self, sender: str, original: dict[str, Any], nonce: int) -> str | None:
         """Send a replacement that does nothing; returns its hash (None if the nonce is already mined)."""
@@ -395,56 +412,105 @@ class Sender:
                 "nonce": nonce, "chainId": self.chain_id, **fees,
             }  # fmt: skip
             signed = self.signers[sender].sign_transaction(cancel)
+            cancel_hash = signed.hash.to_0x_hex()
             try:
-                self.w3.eth.send_raw_transaction(signed.raw_transaction)
-                return signed.hash.to_0x_hex()
-            except Exception as exc:
-                text = _text(exc)
-                if "nonce too low" in text or "already known" in text:
-                    return None if "nonce too low" in text else signed.hash.to_0x_hex()
+                self.rpc.send_raw(signed.raw_transaction, sender=sender)
+                return cancel_hash
+            except NodeUnreachable:
+                return cancel_hash  # it may have gone out: keep it a candidate
+            except RpcError as refused:
+                text = refused.rpc_message.lower()
+                if any(phrase in text for phrase in _ALREADY_KNOWN):
+                    return cancel_hash
+                if "nonce too low" in text or "nonce has already been used" in text:
+                    return None
                 if "underpriced" in text:
                     continue
-                if _is_transport_error(exc):
-                    return signed.hash.to_0x_hex()  # it may have gone out: keep it a candidate
-                logger.warning("cancellation of nonce %d refused: %s", nonce, exc)
+                logger.warning("cancellation of nonce %d refused: %s", nonce, refused)
+                return None
+            except ChainfenceError as refused:
+                logger.warning("cancellation of nonce %d refused: %s", nonce, refused)
                 return None
         return None
 
-    def _confirm(self, receipt: Any, confirmations: int, *, sender: str, nonce: int) -> Any:
-        """Wait until ``receipt``'s block has ``confirmations`` blocks on top, following reorgs."""
-        tx_hash = receipt["transactionHash"].to_0x_hex()
+    def _await_depth(
+        self, candidates: tuple[str, ...], receipt: Any, confirmations: int, *, sender: str, nonce: int
+    ) -> Any:
+        """Wait until one of ``candidates`` is mined with ``confirmations`` blocks on top, following reorgs.
+
+        ``receipt`` is the inclusion seen so far. Every candidate is watched:
+        a reorg may drop the one seen and include another (the original
+        instead of its cancellation, or the reverse).
+        """
+        original = candidates[0]
         deadline = self._clock() + self.confirmation_timeout
+        silent_since: float | None = None
+        last = receipt
+        vanished = False
         while True:
             try:
-                head = self.w3.eth.block_number
-                current = self.w3.eth.get_transaction_receipt(tx_hash)
-            except TransactionNotFound:
-                current = None  # reorganised out; it may be included again
-            except Exception as exc:
-                if not _is_transport_error(exc):
-                    raise self.translate(exc, None) from exc
-                current = receipt  # the node hiccuped; keep the last known inclusion
-                head = -1
-            if current is not None:
-                if current["blockHash"] != receipt["blockHash"]:
-                    logger.warning(
-                        "tx=%s moved from block %d to %d (reorg)", tx_hash, receipt["blockNumber"], current["blockNumber"]
-                    )
-                receipt = current
-                if head - receipt["blockNumber"] >= confirmations:
-                    return receipt
+                head = self.rpc.block_number()
+                found = None
+                for tx_hash in candidates:
+                    found = self.rpc.receipt(tx_hash)
+                    if found is not None:
+                        break
+                silent_since = None
+            except NodeUnreachable as exc:
+                silent_since = self._silence_during_depth(silent_since, exc, candidates, last, confirmations,
+                                                          sender=sender, nonce=nonce)  # fmt: skip
+                found, head = None, -1
+            else:
+                if found is None:
+                    vanished = True  # reorganised out; it (or the other candidate) may be included again
+                else:
+                    if found["blockHash"] != last["blockHash"]:
+                        logger.warning(
+                            "tx=%s moved from block %d to %d (reorg)",
+                            found["transactionHash"].to_0x_hex(), last["blockNumber"], found["blockNumber"],
+                        )  # fmt: skip
+                    last, vanished = found, False
+                    if head - found["blockNumber"] >= confirmations:
+                        return found
             if self._clock() >= deadline:
-                raise NotConfirmed(
-                    f"transaction {tx_hash} is not {confirmations} blocks deep after "
-                    f"{self.confirmation_timeout:.0f} s"
-                    + ("" if current is not None else " (it was reorganised out of the chain)"),
-                    receipt=receipt,
-                    confirmations=confirmations,
-                    tx_hashes=(tx_hash,),
-                    nonce=nonce,
-                    sender=sender,
-                )
+                raise self._not_deep(original, candidates, last, confirmations, vanished, sender=sender, nonce=nonce)
             self._sleep(self.poll_latency)
+
+    def _silence_during_depth(
+        self, since: float | None, exc: NodeUnreachable, candidates: tuple[str, ...], last: Any, confirmations: int,
+        *, sender: str, nonce: int,
+    ) -> float:  # fmt: skip
+        now = self._clock()
+        if since is None:
+            logger.warning("the node stopped answering while confirming tx=%s: %s", candidates[0], exc)
+            return now
+        if now - since >= self.unreachable_timeout:
+            error = self._not_deep(candidates[0], candidates, last, confirmations, False, sender=sender, nonce=nonce)
+            error.add_note(f"the node stopped answering for {now - since:.0f} s")
+            raise error from exc
+        return since
+
+    def _not_deep(
+        self, original: str, candidates: tuple[str, ...], last: Any, confirmations: int, vanished: bool,
+        *, sender: str, nonce: int,
+    ) -> ChainfenceError:  # fmt: skip
+        mined = last["transactionHash"].to_0x_hex()
+        where = " (it was reorganised out of the chain)" if vanished else ""
+        if mined == original:
+            # Mined but shallow, or seen mined and then gone (it may come back): the caller
+            # gets the receipt it was seen with, so an acquisition is never forgotten.
+            return NotConfirmed(
+                f"transaction {original} is not {confirmations} blocks deep after "
+                f"{self.confirmation_timeout:.0f} s{where}",
+                receipt=last, confirmations=confirmations, tx_hashes=candidates, nonce=nonce, sender=sender,
+            )  # fmt: skip
+        self._forget_nonce(sender)
+        return OutcomeUnknown(
+            f"the cancellation {mined} of transaction {original} (nonce {nonce}) was mined but is not "
+            f"{confirmations} blocks deep after {self.confirmation_timeout:.0f} s{where}: a reorg could still "
+            "put the original in its place",
+            tx_hashes=candidates, nonce=nonce, sender=sender,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------
     # Errors
@@ -458,29 +524,17 @@ class Sender:
         # the same block is what made a preflight-approved call revert).
         for block in (receipt["blockNumber"] - 1, receipt["blockNumber"]):
             try:
-                self.w3.eth.call(call, block_identifier=block)
-            except Exception as exc:
-                error = _reverts.translate(exc, resource=resource)
-                if error is not None:
-                    error.__notes__ = [f"transaction {tx_hash} was mined with status 0 in block {receipt['blockNumber']}"]
-                    return error
+                self.rpc.call(call, block, resource=resource)
+            except (NodeUnreachable, RpcError):
+                continue  # the node cannot replay at that block (pruned state): try the next
+            except ChainfenceError as error:
+                if type(error) is ChainError:
+                    continue  # not a revert: nothing learned
+                error.add_note(f"transaction {tx_hash} was mined with status 0 in block {receipt['blockNumber']}")
+                return error
         return TransactionFailed(
             f"transaction {tx_hash} was mined with status 0 (gas used {receipt['gasUsed']}); "
             "no revert reason could be recovered",
             tx_hash=tx_hash,
             receipt=receipt,
         )
-
-    @staticmethod
-    def translate(exc: BaseException, resource: str | None, *, sender: str | None = None) -> ChainfenceError:
-        """The chainfence error for any exception raised while talking to the chain."""
-        error = _reverts.translate(exc, resource=resource)
-        if error is not None:
-            return error
-        text = str(exc)
-        if "insufficient funds" in text.lower():
-            who = f"{sender} " if sender else ""
-            return InsufficientFunds(f"{who}cannot pay for gas: {text}", account=sender)
-        if _is_transport_error(exc):
-            return NodeUnreachable(f"the node did not answer: {text}")
-        return ChainError(f"{type(exc).__name__}: {text}")

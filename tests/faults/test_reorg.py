@@ -68,13 +68,13 @@ def test_an_acquisition_reorganised_away_while_confirming_is_not_confirmed(anvil
     # earlier is another scenario (a transaction that vanished before it was seen).
     confirming = threading.Event()
     sender = alice.chain._sender
-    real_confirm = sender._confirm
+    real_confirm = sender._await_depth
 
     def confirm(*args, **kwargs):
         confirming.set()
         return real_confirm(*args, **kwargs)
 
-    sender._confirm = confirm
+    sender._await_depth = confirm
 
     def acquire():
         try:

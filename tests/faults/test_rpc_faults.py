@@ -127,11 +127,11 @@ def test_a_stuck_acquisition_is_cancelled_and_nothing_happens(proxy, on_anvil, a
     mined the acquisition can never execute, and the caller is told so."""
     agent = agent_via(proxy, on_anvil, key_index=7, receipt_timeout=0.5)
     before = on_anvil.latest_token()
-    sends_before = len(proxy.sent("eth_sendRawTransaction"))
+    sends_before = proxy.completed_count("eth_sendRawTransaction")
 
     def mine_once_the_cancellation_is_out():
-        while len(proxy.sent("eth_sendRawTransaction")) < sends_before + 2:  # original, then cancellation
-            threading.Event().wait(0.01)
+        # Once the node has answered both (original, then cancellation): the pool holds the cancellation.
+        proxy.wait_completed("eth_sendRawTransaction", sends_before + 2)
         on_anvil.chain._rpc("evm_mine", [])
 
     miner = threading.Thread(target=mine_once_the_cancellation_is_out)
@@ -148,6 +148,7 @@ def test_a_stuck_acquisition_that_lands_after_all_is_returned(proxy, on_anvil, a
     """The cancellation is lost on its way and the original is mined late: the caller gets its lease."""
     agent = agent_via(proxy, on_anvil, key_index=8, receipt_timeout=0.5)
     sends_before = len(proxy.sent("eth_sendRawTransaction"))
+    proxy_done_before = proxy.completed_count("eth_sendRawTransaction")
     result = {}
 
     def acquire():
@@ -157,8 +158,7 @@ def test_a_stuck_acquisition_that_lands_after_all_is_returned(proxy, on_anvil, a
             result["error"] = exc
 
     def lose_the_cancellation_then_mine():
-        while len(proxy.sent("eth_sendRawTransaction")) == sends_before:  # the original went out
-            threading.Event().wait(0.01)
+        proxy.wait_completed("eth_sendRawTransaction", proxy_done_before + 1)  # the node has the original
         proxy.plan("eth_sendRawTransaction", "drop_request")  # whatever comes next: the cancellation
         while len(proxy.sent("eth_sendRawTransaction")) < sends_before + 2:
             threading.Event().wait(0.01)

@@ -1,23 +1,42 @@
-"""A JSON-RPC proxy on 127.0.0.1 that loses requests or replies on cue, for fault tests.
+"""A JSON-RPC proxy on 127.0.0.1 that misbehaves on cue, for fault tests.
 
     with RpcProxy(anvil.url) as proxy:
         chain = Chain.connect(proxy.url, ...)
         proxy.plan("eth_sendRawTransaction", "drop_reply")   # forward it, then hang up
         proxy.plan("eth_sendRawTransaction", "drop_request") # hang up without forwarding
+        proxy.plan("eth_sendRawTransaction", "late_reply")   # forward it, answer only after the client gave up
 
 Each planned fault applies to the next request of that method, once, in the
-order planned. Every request is recorded (method, fault) so tests can assert
-what the SDK did, such as "it resent identical bytes" or "it never signed a
-second acquisition".
+order planned. ``late_reply`` is sequenced by the client, not by a clock:
+the proxy forwards the request at once (the node acts on it), then holds
+the reply until the client closes the connection (its read timed out) and
+only then writes it — a reply that is late by construction, whatever the
+machine's speed.
+
+Standing behaviours, set as attributes:
+
+- ``down = True``: every request is dropped (a stopped node, seen from the client);
+- ``max_log_range = N``: ``eth_getLogs`` over more than N blocks is refused
+  with a JSON-RPC error, as hosted providers do;
+- ``client_version = "Geth/..."``: what ``web3_clientVersion`` answers (a
+  node that is not a dev chain, as far as the SDK can tell);
+- ``no_pending = True``: ``eth_getBlockByNumber("pending")`` is refused.
+
+Every request is recorded on arrival (method, params, fault) in ``log``, and
+again in ``completed`` once the node's reply came back, so tests can wait
+for "the node has it" rather than for "the proxy saw it".
 """
 
 from __future__ import annotations
 
 import json
+import select
 import threading
 import urllib.request
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+FAULTS = ("drop_reply", "drop_request", "late_reply")
 
 
 class RpcProxy:
@@ -25,8 +44,13 @@ class RpcProxy:
         self.upstream = upstream
         self._faults: dict[str, deque[str]] = defaultdict(deque)
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self.log: list[tuple[str, list, str | None]] = []
+        self.completed: list[tuple[str, list]] = []
         self.down = False
+        self.max_log_range: int | None = None
+        self.client_version: str | None = None
+        self.no_pending = False
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,31 +67,77 @@ class RpcProxy:
                         proxy._faults[method].popleft() if proxy._faults[method] else None
                     )
                     proxy.log.append((method, params, fault))
+                    proxy._changed.notify_all()
                 if fault == "drop_request":
                     self.close_connection = True
                     return
-                upstream = urllib.request.Request(
-                    proxy.upstream, data=body, headers={"Content-Type": "application/json"}
-                )
-                with urllib.request.urlopen(upstream, timeout=30) as response:
-                    reply = response.read()
+                reply = proxy._answer_locally(request, method, params)
+                if reply is None:
+                    upstream = urllib.request.Request(
+                        proxy.upstream, data=body, headers={"Content-Type": "application/json"}
+                    )
+                    with urllib.request.urlopen(upstream, timeout=30) as response:
+                        reply = response.read()
+                with proxy._lock:
+                    proxy.completed.append((method, params))
+                    proxy._changed.notify_all()
                 if fault == "drop_reply":
                     self.close_connection = True
                     return
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
+                if fault == "late_reply":
+                    # Wait for the client to give up (its socket reads EOF), then answer anyway.
+                    select.select([self.connection], [], [], 60)
+                    self.close_connection = True
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(reply)))
+                    self.end_headers()
+                    self.wfile.write(reply)
+                except OSError:
+                    pass  # the client hung up first: that was the point
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
+    def _answer_locally(self, request, method: str, params: list) -> bytes | None:
+        """The standing behaviours' answers (None: ask the node)."""
+        if not isinstance(request, dict):
+            return None
+
+        def result(value):
+            return json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "result": value}).encode()
+
+        def error(code, message):
+            return json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "error": {"code": code, "message": message}}).encode()
+
+        if method == "web3_clientVersion" and self.client_version is not None:
+            return result(self.client_version)
+        if method == "eth_getBlockByNumber" and self.no_pending and params and params[0] == "pending":
+            return error(-32601, "pending block is not available")
+        if method == "eth_getLogs" and self.max_log_range is not None and params:
+            span = self._span(params[0])
+            if span > self.max_log_range:
+                return error(-32005, f"query exceeds max block range {self.max_log_range}, asked for {span}")
+        return None
+
+    def _span(self, filter_params: dict) -> int:
+        def number(tag):
+            if isinstance(tag, str) and tag.startswith("0x"):
+                return int(tag, 16)
+            head = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "eth_blockNumber", "params": []}).encode()
+            request = urllib.request.Request(self.upstream, data=head, headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                latest = int(json.loads(response.read())["result"], 16)
+            return 0 if tag == "earliest" else latest
+
+        return number(filter_params.get("toBlock", "latest")) - number(filter_params.get("fromBlock", "latest")) + 1
+
     def plan(self, method: str, *faults: str) -> None:
         for fault in faults:
-            if fault not in ("drop_reply", "drop_request"):
+            if fault not in FAULTS:
                 raise ValueError(fault)
         with self._lock:
             self._faults[method].extend(faults)
@@ -75,6 +145,19 @@ class RpcProxy:
     def sent(self, method: str) -> list[tuple[list, str | None]]:
         with self._lock:
             return [(params, fault) for m, params, fault in self.log if m == method]
+
+    def wait_completed(self, method: str, count: int, timeout: float = 60.0) -> None:
+        """Block until the node has answered ``count`` requests of ``method`` (fails the test otherwise)."""
+        with self._lock:
+            done = self._changed.wait_for(
+                lambda: sum(1 for m, _ in self.completed if m == method) >= count, timeout=timeout
+            )
+        if not done:
+            raise AssertionError(f"the node never answered {count} {method} requests")
+
+    def completed_count(self, method: str) -> int:
+        with self._lock:
+            return sum(1 for m, _ in self.completed if m == method)
 
     def __enter__(self) -> RpcProxy:
         self._thread.start()

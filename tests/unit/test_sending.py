@@ -1,29 +1,78 @@
-"""The sender's pure parts, without a node: fee selection and replacement bumps."""
+"""The sender without a node: fee selection, replacement bumps, and what it makes of a node's answers."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import pytest
+from eth_account import Account
 
 from chainfence._sending import Sender
+from chainfence.errors import NodeUnreachable, OutcomeUnknown, RpcError
 
 
-class FakeEth:
-    def __init__(self, base_fee):
+class FakeRpc:
+    """Answers fee questions; records sends; answers sends from a script."""
+
+    embedded = False
+
+    def __init__(self, base_fee=None, *, send_answers=(), known=(), lookup_failures=0):
         self.base_fee = base_fee
-        self.gas_price = 7 * 10**9
-        self.max_priority_fee = 2 * 10**9
+        self.lookup_failures = lookup_failures
         self.block_calls = 0
+        self.sent: list[bytes] = []
+        self.send_answers = list(send_answers)
+        self.known = set(known)
+        self.pool: dict[str, bytes] = {}
 
-    def get_block(self, tag):
+    def block(self, tag):
         self.block_calls += 1
         return {} if self.base_fee is None else {"baseFeePerGas": self.base_fee}
 
+    def gas_price(self):
+        return 7 * 10**9
 
-def sender(base_fee, clock):
+    def max_priority_fee(self):
+        return 2 * 10**9
+
+    def nonce(self, address, block="pending"):
+        return 7
+
+    def send_raw(self, raw, *, sender=None):
+        self.sent.append(bytes(raw))
+        answer = self.send_answers.pop(0) if self.send_answers else None
+        if answer == "deliver_then_timeout":
+            self.known.add(_hash(raw))
+            error = NodeUnreachable("read timed out")
+            error.maybe_delivered = True
+            raise error
+        if isinstance(answer, str):
+            raise RpcError(f"eth_sendRawTransaction failed: {answer}", method="eth_sendRawTransaction", rpc_message=answer)
+        self.known.add(_hash(raw))
+
+    def transaction(self, tx_hash):
+        if self.lookup_failures:
+            self.lookup_failures -= 1
+            raise NodeUnreachable("the lookup timed out too")
+        return {"hash": tx_hash} if tx_hash in self.known else None
+
+
+def _hash(raw: bytes) -> str:
+    from eth_utils import keccak
+
+    return "0x" + keccak(raw).hex()
+
+
+KEY = Account.from_key("0x" + "42" * 32)
+
+
+def sender(base_fee, clock, rpc=None):
     return Sender(
-        SimpleNamespace(eth=FakeEth(base_fee)), {}, 1, embedded=False, receipt_timeout=1, poll_latency=0.01,
+        rpc or FakeRpc(base_fee), {KEY.address: KEY}, 1, receipt_timeout=1, poll_latency=0.01,
         confirmation_timeout=1, clock=clock, sleep=lambda s: None,
     )  # fmt: skip
+
+
+TX = {"from": KEY.address, "to": KEY.address, "data": b"", "value": 0, "gas": 21_000, "chainId": 1,
+      "maxFeePerGas": 10**9, "maxPriorityFeePerGas": 10**9}  # fmt: skip
 
 
 def test_eip1559_fees_where_the_chain_has_a_base_fee():
@@ -41,10 +90,10 @@ def test_a_fee_quote_is_reused_for_a_second_only():
     s.fees()
     now[0] = 0.5
     s.fees()
-    assert s.w3.eth.block_calls == 1
+    assert s.rpc.block_calls == 1
     now[0] = 1.5
     s.fees()
-    assert s.w3.eth.block_calls == 2
+    assert s.rpc.block_calls == 2
 
 
 def test_a_replacement_raises_every_fee_by_the_ten_percent_nodes_require():
@@ -53,3 +102,88 @@ def test_a_replacement_raises_every_fee_by_the_ten_percent_nodes_require():
         bumped = Sender.bump(fees)
         assert all(bumped[k] * 10 >= fees[k] * 11 for k in fees)
     assert Sender.bump({"maxPriorityFeePerGas": 1}) == {"maxPriorityFeePerGas": 2}
+
+
+# ---------------------------------------------------------------------------
+# Never twice: whatever the node answers, the SDK asks for its own hash first
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer", ["nonce too low", "already known", "transaction already imported",
+                                    "replacement transaction underpriced", "some wording of its own"])  # fmt: skip
+def test_a_refusal_of_bytes_the_node_already_has_is_success_not_a_new_nonce(answer):
+    """A copy of our bytes reached the node first (a late reply resent by anyone): whatever the node says
+    to the second copy, the SDK finds its own hash and does not sign a second transaction."""
+    rpc = FakeRpc(10**9, send_answers=["deliver_then_timeout", answer], lookup_failures=1)
+    s = sender(10**9, lambda: 0.0, rpc)
+    with s._lock(KEY.address):
+        tx_hash, nonce = s._sign_and_submit(KEY.address, dict(TX))
+    assert nonce == 7
+    assert len(rpc.sent) == 2, "the bytes were resent once"
+    assert len(set(rpc.sent)) == 1, "only identical bytes were ever sent"
+
+
+def test_a_nonce_taken_by_another_transaction_is_resigned_with_the_next():
+    """'nonce too low' for bytes the node does not have: another process used the nonce; re-sign."""
+
+    class Busy(FakeRpc):
+        nonces = [7, 8]
+
+        def nonce(self, address, block="pending"):
+            return self.nonces.pop(0)
+
+    rpc = Busy(10**9, send_answers=["nonce too low"])
+    s = sender(10**9, lambda: 0.0, rpc)
+    with s._lock(KEY.address):
+        _tx_hash, nonce = s._sign_and_submit(KEY.address, dict(TX))
+    assert nonce == 8
+    assert len(set(rpc.sent)) == 2
+
+
+def test_control_a_client_that_trusts_the_words_signs_twice():
+    """The control: reading 'nonce too low' as another process's nonce (what the SDK did when web3's
+    provider resent its bytes behind its back) signs a second transaction for one intent."""
+    rpc = FakeRpc(10**9, send_answers=["deliver_then_timeout", "nonce too low"])
+    first = KEY.sign_transaction(dict(TX, nonce=7))
+    with pytest.raises(NodeUnreachable):
+        rpc.send_raw(first.raw_transaction)
+    try:
+        rpc.send_raw(first.raw_transaction)  # the provider's own retry
+    except RpcError as refused:
+        assert "nonce too low" in refused.rpc_message
+        rpc.send_raw(KEY.sign_transaction(dict(TX, nonce=8)).raw_transaction)  # "someone took it": re-sign
+    assert len(rpc.known) == 2, "two transactions for one intent reached the node"
+
+
+def test_a_node_that_never_answers_is_outcome_unknown_once_it_may_have_the_bytes():
+    rpc = FakeRpc(10**9, send_answers=["deliver_then_timeout"])
+
+    def silent(tx_hash):
+        error = NodeUnreachable("down")
+        error.maybe_delivered = True
+        raise error
+
+    rpc.transaction = silent
+    rpc.send_answers += ["deliver_then_timeout"] * 5
+    s = sender(10**9, lambda: 0.0, rpc)
+    with s._lock(KEY.address), pytest.raises(OutcomeUnknown) as unknown:
+        s._sign_and_submit(KEY.address, dict(TX))
+    assert unknown.value.nonce == 7 and unknown.value.tx_hashes
+
+
+def test_nonce_too_low_on_the_very_first_send_is_checked_against_our_own_hash():
+    """What web3's provider did behind the SDK's back: it resent the bytes after a late reply and
+    returned the second copy's "nonce too low" as the answer to the first send. The SDK asks for
+    its own hash before believing the nonce is someone else's."""
+
+    class ProviderResent(FakeRpc):
+        def send_raw(self, raw, *, sender=None):
+            self.sent.append(bytes(raw))
+            self.known.add(_hash(raw))  # the first copy landed
+            raise RpcError("eth_sendRawTransaction failed: nonce too low", rpc_message="nonce too low")
+
+    rpc = ProviderResent(10**9)
+    s = sender(10**9, lambda: 0.0, rpc)
+    with s._lock(KEY.address):
+        _tx_hash, nonce = s._sign_and_submit(KEY.address, dict(TX))
+    assert nonce == 7 and len(set(rpc.sent)) == 1

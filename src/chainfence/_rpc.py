@@ -1,0 +1,299 @@
+"""Every JSON-RPC request chainfence makes goes through here; every failure comes out as a chainfence error.
+
+One :class:`Rpc` per :class:`~chainfence.Chain`. The rest of the SDK never
+touches ``web3.eth`` or a provider: it calls the methods below, which map
+what can go wrong in one place (as httpx maps transport errors)::
+
+    refused, reset, timed out           -> NodeUnreachable (a ConnectionError),
+                                           with ``maybe_delivered`` for sends
+    a revert (either provider's shape)  -> the contract error's class (chainfence._reverts)
+    a JSON-RPC error reply              -> RpcError(method, code, message);
+                                           LogRangeRefused for a capped eth_getLogs
+    anything else a library raises      -> ChainError
+
+Retries: web3's ``HTTPProvider`` resends a request by itself when a reply
+is late, ``eth_sendRawTransaction`` included; for a fencing SDK that is a
+second acquisition nobody asked for. Its retries are switched off: a read
+is retried here once when the connection failed (a node restarting, a
+pooled connection the node had closed), a send never is — the sender
+(:mod:`chainfence._sending`) owns every resend and reconciles by hash.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from . import _reverts
+from .errors import ChainError, ChainfenceError, InsufficientFunds, NodeUnreachable, RpcError
+
+logger = logging.getLogger("chainfence.rpc")
+
+__all__ = ["LogRangeRefused", "Rpc", "connect_http", "embedded_web3", "is_transport_error"]
+
+T = TypeVar("T")
+
+#: Reads are tried this many times in all when the connection fails.
+_READ_ATTEMPTS = 2
+
+#: Phrases with which nodes and hosted providers refuse an eth_getLogs range or result size
+#: (geth, Erigon, Alchemy, Infura, QuickNode, Ankr, BlastAPI, publicnode, anvil ...).
+_LOG_RANGE_PHRASES = (
+    "block range",
+    "range too large",
+    "range is too large",
+    "exceed maximum block range",
+    "exceeds max block range",
+    "query returned more than",
+    "log response size exceeded",
+    "response size exceeded",
+    "too many logs",
+    "limit exceeded",
+    "query timeout exceeded",
+    "ranges over",
+    "up to a",
+    "max range",
+    "maximum range",
+    "too many blocks",
+    "result set too large",
+)
+
+
+class LogRangeRefused(RpcError):
+    """The provider refused an ``eth_getLogs`` request for its block range or result size."""
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    """A failure to talk to the node (as opposed to an answer from it)."""
+    import requests
+
+    return isinstance(exc, (requests.exceptions.RequestException, ConnectionError, TimeoutError, OSError))
+
+
+def never_delivered(exc: BaseException) -> bool:
+    """A transport failure that happened before the request left (connection refused)."""
+    text = str(exc).lower()
+    return "connection refused" in text or "failed to establish a new connection" in text
+
+
+def connect_http(url: str, *, timeout: float) -> Any:
+    """A ``Web3`` over HTTP(S) whose provider never resends a request by itself."""
+    from web3 import Web3
+
+    # cache_allowed_requests: web3 asks eth_chainId before every estimate and
+    # call; the answer cannot change under a connection checked at connect.
+    provider = Web3.HTTPProvider(
+        url,
+        request_kwargs={"timeout": timeout},
+        cache_allowed_requests=True,
+        exception_retry_configuration=None,
+    )
+    return Web3(provider)
+
+
+def embedded_web3(tester: Any) -> Any:
+    """A ``Web3`` over an in-process eth-tester, one request at a time (it is not thread-safe)."""
+    from web3 import Web3
+    from web3.providers.eth_tester import EthereumTesterProvider
+
+    class LockedEthereumTesterProvider(EthereumTesterProvider):
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self._request_lock = threading.RLock()
+
+        def make_request(self, method, params):  # type: ignore[override]
+            with self._request_lock:
+                return super().make_request(method, params)
+
+    return Web3(LockedEthereumTesterProvider(tester))
+
+
+def _rpc_error_fields(exc: BaseException) -> tuple[int | None, str]:
+    """(code, message) of a JSON-RPC error carried by a web3 exception, else (None, str(exc))."""
+    response = getattr(exc, "rpc_response", None)
+    if isinstance(response, dict) and isinstance(response.get("error"), dict):
+        error = response["error"]
+        code = error.get("code")
+        return (code if isinstance(code, int) else None), str(error.get("message", ""))
+    if exc.args and isinstance(exc.args[0], dict):  # older web3 shapes: ValueError({"code":..,"message":..})
+        error = exc.args[0]
+        code = error.get("code")
+        return (code if isinstance(code, int) else None), str(error.get("message", ""))
+    return None, str(exc)
+
+
+def translate(
+    exc: BaseException, method: str | None = None, *, resource: str | None = None, sender: str | None = None
+) -> ChainfenceError:
+    """The chainfence error for anything raised while talking to the chain."""
+    if isinstance(exc, ChainfenceError):
+        return exc
+    error = _reverts.translate(exc, resource=resource)
+    if error is not None:
+        return error
+    if is_transport_error(exc):
+        unreachable = NodeUnreachable(f"the node did not answer{f' {method}' if method else ''}: {exc}")
+        unreachable.maybe_delivered = not never_delivered(exc)
+        return unreachable
+    code, message = _rpc_error_fields(exc)
+    lowered = message.lower()
+    if "insufficient funds" in lowered:
+        who = f"{sender} " if sender else ""
+        return InsufficientFunds(f"{who}cannot pay for gas: {message}", account=sender)
+    from web3.exceptions import Web3RPCError
+
+    if isinstance(exc, Web3RPCError) or code is not None:
+        cls = LogRangeRefused if method == "eth_getLogs" and _is_range_refusal(code, lowered) else RpcError
+        return cls(f"{method or 'request'} failed: {message}", method=method, code=code, rpc_message=message)
+    return ChainError(f"{type(exc).__name__}: {exc}")
+
+
+def _is_range_refusal(code: int | None, message: str) -> bool:
+    return code in (-32005, -32602, -32614) or any(phrase in message for phrase in _LOG_RANGE_PHRASES)
+
+
+class Rpc:
+    """The JSON-RPC methods chainfence uses, each one translating its failures.
+
+    Results are web3's (``AttributeDict`` blocks and receipts, ``HexBytes``
+    hashes), so both providers look the same to the rest of the SDK.
+    """
+
+    def __init__(self, w3: Any, *, embedded: bool):
+        self.w3 = w3
+        self.embedded = embedded
+        self._eth = w3.eth
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _read(self, method: str, fn: Callable[[], T], *, resource: str | None = None) -> T:
+        for attempt in range(_READ_ATTEMPTS):
+            try:
+                return fn()
+            except Exception as exc:
+                if attempt + 1 < _READ_ATTEMPTS and is_transport_error(exc):
+                    logger.debug("%s failed in transit (%s); retrying once", method, exc)
+                    continue
+                raise translate(exc, method, resource=resource) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def request(self, method: str, params: Sequence[Any]) -> Any:
+        """A raw JSON-RPC request (dev-chain methods: evm_mine, evm_snapshot, ...); returns its result."""
+        try:
+            response = self.w3.provider.make_request(method, list(params))
+        except Exception as exc:
+            raise translate(exc, method) from exc
+        error = response.get("error") if isinstance(response, dict) else None
+        if error:
+            code = error.get("code") if isinstance(error, dict) else None
+            message = str(error.get("message", error)) if isinstance(error, dict) else str(error)
+            raise RpcError(f"{method} failed: {message}", method=method, code=code, rpc_message=message)
+        return response.get("result") if isinstance(response, dict) else response
+
+    # -- the node -------------------------------------------------------------
+
+    def chain_id(self) -> int:
+        return int(self._read("eth_chainId", lambda: self._eth.chain_id))
+
+    def client_version(self) -> str:
+        return str(self._read("web3_clientVersion", lambda: self.w3.client_version))
+
+    # -- blocks ---------------------------------------------------------------
+
+    def block_number(self) -> int:
+        return int(self._read("eth_blockNumber", lambda: self._eth.block_number))
+
+    def block(self, block: str | int) -> Any | None:
+        """The block (header fields, transaction hashes), or None if the node has none by that id."""
+        from web3.exceptions import BlockNotFound
+
+        def get() -> Any:
+            try:
+                return self._eth.get_block(block)
+            except BlockNotFound:
+                return None
+
+        return self._read("eth_getBlockByNumber", get)
+
+    def pending_timestamp(self) -> int | None:
+        """The timestamp of the block being built, where the node offers one (anvil, eth-tester, geth)."""
+        try:
+            pending = self.block("pending")
+        except (RpcError, ChainError) as exc:
+            if isinstance(exc, NodeUnreachable):
+                raise
+            return None  # "pending" unsupported by this node or provider
+        if pending is None or pending.get("timestamp") is None:
+            return None
+        return int(pending["timestamp"])
+
+    # -- state ----------------------------------------------------------------
+
+    def call(self, tx: dict[str, Any], block: str | int = "latest", *, resource: str | None = None) -> bytes:
+        """``eth_call``; a revert raises the contract error's class."""
+        return bytes(self._read("eth_call", lambda: self._eth.call(tx, block_identifier=block), resource=resource))
+
+    def estimate_gas(self, tx: dict[str, Any], block: str | int, *, resource: str | None = None) -> int:
+        try:
+            return int(self._eth.estimate_gas(tx, block_identifier=block))
+        except Exception as exc:
+            raise translate(exc, "eth_estimateGas", resource=resource, sender=tx.get("from")) from exc
+
+    def code(self, address: str, block: str | int = "latest") -> bytes:
+        return bytes(self._read("eth_getCode", lambda: self._eth.get_code(address, block_identifier=block)))
+
+    def nonce(self, address: str, block: str | int = "pending") -> int:
+        return int(self._read("eth_getTransactionCount", lambda: self._eth.get_transaction_count(address, block)))
+
+    def logs(self, filter_params: dict[str, Any]) -> list[Any]:
+        """``eth_getLogs``; a provider's range or size limit raises :class:`LogRangeRefused`."""
+        return list(self._read("eth_getLogs", lambda: self._eth.get_logs(filter_params)))
+
+    # -- transactions ---------------------------------------------------------
+
+    def send_raw(self, raw: bytes, *, sender: str | None = None) -> None:
+        """``eth_sendRawTransaction``, exactly once: never retried here (see the module docstring)."""
+        try:
+            self._eth.send_raw_transaction(raw)
+        except Exception as exc:
+            raise translate(exc, "eth_sendRawTransaction", sender=sender) from exc
+
+    def transaction(self, tx_hash: str) -> Any | None:
+        """The transaction (pending or mined), or None if the node does not know it."""
+        from web3.exceptions import TransactionNotFound
+
+        def get() -> Any:
+            try:
+                return self._eth.get_transaction(tx_hash)
+            except TransactionNotFound:
+                return None
+
+        return self._read("eth_getTransactionByHash", get)
+
+    def receipt(self, tx_hash: str) -> Any | None:
+        """The receipt of a mined transaction, or None (pending, unknown, or reorganised out)."""
+        from web3.exceptions import TransactionNotFound
+
+        def get() -> Any:
+            try:
+                return self._eth.get_transaction_receipt(tx_hash)
+            except TransactionNotFound:
+                return None
+
+        return self._read("eth_getTransactionReceipt", get)
+
+    # -- fees -----------------------------------------------------------------
+
+    def gas_price(self) -> int:
+        return int(self._read("eth_gasPrice", lambda: self._eth.gas_price))
+
+    def max_priority_fee(self) -> int | None:
+        """The node's suggested tip, or None where it has no eth_maxPriorityFeePerGas."""
+        try:
+            return int(self._read("eth_maxPriorityFeePerGas", lambda: self._eth.max_priority_fee))
+        except NodeUnreachable:
+            raise
+        except ChainError:
+            return None
