@@ -44,6 +44,9 @@ contract FencingRegistry is IFencingRegistry {
 
     uint256 private immutable _maxTtl;
 
+    /// @dev `block.number` at construction (see {deploymentBlock}).
+    uint256 private immutable _deploymentBlock;
+
     uint256 private constant _EXPIRES_AT_SHIFT = 160;
     uint256 private constant _TOKEN_SHIFT = 208;
     uint256 private constant _UINT48_MASK = (1 << 48) - 1;
@@ -62,6 +65,7 @@ contract FencingRegistry is IFencingRegistry {
     constructor(uint256 maxTtl_) {
         if (maxTtl_ == 0 || maxTtl_ > _MAX_MAX_TTL) revert FencingRegistryInvalidMaxTtl(maxTtl_);
         _maxTtl = maxTtl_;
+        _deploymentBlock = block.number;
     }
 
     // ------------------------------------------------------------------
@@ -177,6 +181,11 @@ contract FencingRegistry is IFencingRegistry {
     }
 
     /// @inheritdoc IFencingRegistry
+    function deploymentBlock() external view returns (uint256) {
+        return _deploymentBlock;
+    }
+
+    /// @inheritdoc IFencingRegistry
     function eip712Domain()
         external
         view
@@ -191,7 +200,7 @@ contract FencingRegistry is IFencingRegistry {
         )
     {
         // 0x0f: name, version, chainId and verifyingContract are set; no salt, no extensions.
-        return (hex"0f", "FencingRegistry", "1", block.chainid, address(this), bytes32(0), new uint256[](0));
+        return (hex"0f", "FencingRegistry", "2", block.chainid, address(this), bytes32(0), new uint256[](0));
     }
 
     // ------------------------------------------------------------------

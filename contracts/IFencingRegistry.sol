@@ -26,6 +26,11 @@ pragma solidity 0.8.28;
  * the name itself so that the chain, not the caller, binds the name to its
  * hash; the name is published once, in {ResourceNamed}, when the resource is
  * first acquired.
+ *
+ * Names are bytes to the contract: it checks only their length. Anyone can
+ * call it directly, so a published name may be invalid UTF-8 or carry control
+ * or bidi-override characters; readers must treat names as untrusted bytes
+ * (the chainfence SDK decodes them defensively and escapes them for display).
  */
 interface IFencingRegistry {
     /// @notice Why a resource changed hands, recorded in {LeaseAcquired}.
@@ -62,6 +67,7 @@ interface IFencingRegistry {
 
     /// @notice `name` was acquired for the first time; `resource` is its hash.
     /// Emitted once per resource, just before its first {LeaseAcquired}.
+    /// @dev `name` is whatever bytes the first acquirer sent: untrusted.
     event ResourceNamed(bytes32 indexed resource, string name);
 
     /// @notice `holder` acquired `resource` with fencing `token`, live until
@@ -214,10 +220,16 @@ interface IFencingRegistry {
     /// @notice The longest resource name, in bytes.
     function maxNameLength() external pure returns (uint256);
 
+    /// @notice The block this registry was deployed in. Readers start their
+    /// event queries there, and bind state they keep about the registry to
+    /// that block's hash (which a wiped or rebuilt dev chain does not keep).
+    function deploymentBlock() external view returns (uint256);
+
     /**
      * @notice ERC-5267: the EIP-712 domain holders sign fenced requests in
-     * (name "FencingRegistry", version "1", this chain, this registry), so a
+     * (name "FencingRegistry", version "2", this chain, this registry), so a
      * request signed for one registry or chain is worthless on another.
+     * Version 2: requests are bound to an action and an audience.
      */
     function eip712Domain()
         external

@@ -6,35 +6,15 @@ so bad input costs nothing and changes nothing.
 
 from __future__ import annotations
 
-from eth_utils import is_checksum_address, is_hex_address, keccak, to_checksum_address
+from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
 
-from .errors import InvalidAddress, InvalidResourceName, InvalidToken, InvalidTtl
+from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
+from .errors import InvalidAddress, InvalidToken, InvalidTtl
 
-#: Longest resource name, in bytes of UTF-8; the contract enforces the same bound.
-MAX_NAME_LENGTH = 128
+__all__ = ["MAX_NAME_LENGTH", "MAX_TOKEN", "address", "publishable", "resource_bytes", "resource_id", "token", "ttl"]
 
 #: Tokens are uint256 in the ABI.
 MAX_TOKEN = 2**256 - 1
-
-
-def resource_id(name: object) -> bytes:
-    """The on-chain id of resource ``name``: ``keccak256(utf8(name))``, after validating it."""
-    return keccak(resource_bytes(name))
-
-
-def resource_bytes(name: object) -> bytes:
-    """``name`` as UTF-8, after checking it is a str of 1 to MAX_NAME_LENGTH bytes."""
-    if not isinstance(name, str):
-        raise InvalidResourceName(f"resource name must be a str, got {type(name).__name__}")
-    try:
-        data = name.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidResourceName(f"resource name is not valid UTF-8: {exc.reason}") from None
-    if not data:
-        raise InvalidResourceName("resource name must not be empty", length=0, max_length=MAX_NAME_LENGTH)
-    if len(data) > MAX_NAME_LENGTH:
-        raise InvalidResourceName(length=len(data), max_length=MAX_NAME_LENGTH)
-    return data
 
 
 def ttl(value: object, max_ttl: int) -> int:

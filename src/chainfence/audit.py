@@ -6,17 +6,23 @@ timestamp (chain time). ::
 
     for event in registry.history("reports/daily"):
         print(event.block_timestamp, event.kind, event.token, event.holder, event.reason)
+
+Events are read from the registry's deployment block on, in pages of
+blocks that fit a provider's ``eth_getLogs`` limits (:mod:`chainfence._events`).
+Names are untrusted: anyone can publish one by calling the contract, so
+``resource`` is the name only when it is one the SDK would publish, and
+``resource_display`` is always safe to print (escaped; never spoofable by
+control or bidi-override characters).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from web3 import Web3
-
-from . import _validate
+from . import _events, _names, _validate
+from .errors import InvalidInput
 from .lease import AcquireReason
 
 if TYPE_CHECKING:
@@ -32,11 +38,11 @@ class EventKind(enum.Enum):
     COMPLETED = "completed"
 
 
-_EVENT_NAMES = {
-    "LeaseAcquired": EventKind.ACQUIRED,
-    "LeaseRenewed": EventKind.RENEWED,
-    "LeaseReleased": EventKind.RELEASED,
-    "LeaseCompleted": EventKind.COMPLETED,
+_KINDS = {
+    _events.Kind.ACQUIRED: EventKind.ACQUIRED,
+    _events.Kind.RENEWED: EventKind.RENEWED,
+    _events.Kind.RELEASED: EventKind.RELEASED,
+    _events.Kind.COMPLETED: EventKind.COMPLETED,
 }
 
 
@@ -46,7 +52,10 @@ class LeaseEvent:
 
     ``expires_at`` is None for releases and completions; ``previous_token``
     and ``reason`` are set for acquisitions only; ``result_digest`` for
-    completions only.
+    completions only. ``resource`` is the name when the registry published
+    one the SDK accepts (else None); ``resource_display`` is always set:
+    that name, the published bytes escaped, or the 0x id when no name is
+    known.
     """
 
     kind: EventKind
@@ -62,6 +71,7 @@ class LeaseEvent:
     tx_hash: str
     log_index: int
     result_digest: bytes | None = None
+    resource_display: str = ""
 
 
 def history(
@@ -70,71 +80,76 @@ def history(
     *,
     holder: str | None = None,
     token: int | None = None,
-    from_block: int = 0,
+    from_block: int | None = None,
     to_block: int | str = "latest",
 ) -> list[LeaseEvent]:
     """Lease events of ``registry``, oldest first, filtered on the indexed fields given.
 
     ``resource`` is a name; ``holder`` an address; ``token`` a fencing token.
-    Names of resources are resolved from the registry's ``ResourceNamed`` events.
+    ``from_block`` defaults to the registry's deployment block. Names of
+    resources are resolved from the registry's ``ResourceNamed`` events.
     """
-    contract = registry._contract
-    events = {name: getattr(contract.events, name)() for name in _EVENT_NAMES}
-    topics: list[Any] = [[e.topic for e in events.values()]]
     resource_id = _validate.resource_id(resource) if resource is not None else None
-    topics.append("0x" + resource_id.hex() if resource_id is not None else None)
-    topics.append("0x" + _validate.token(token).to_bytes(32, "big").hex() if token is not None else None)
-    topics.append(
-        "0x" + bytes.fromhex(_validate.address(holder, "holder")[2:]).rjust(32, b"\0").hex()
-        if holder is not None
-        else None
-    )
-    while topics and topics[-1] is None:
-        topics.pop()
+    holder = _validate.address(holder, "holder") if holder is not None else None
+    token = _validate.token(token) if token is not None else None
+    chain = registry.chain
+    first = registry.deployment_block() if from_block is None else from_block
+    if to_block == "latest":
+        last = chain.block_number()
+    elif isinstance(to_block, int) and not isinstance(to_block, bool):
+        last = to_block
+    else:
+        raise InvalidInput(f"to_block must be an int or 'latest', got {to_block!r}")
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        raise InvalidInput(f"from_block must be an int >= 0, got {from_block!r}")
 
-    w3 = registry.chain.w3
-    logs = w3.eth.get_logs(
-        {"address": registry.address, "fromBlock": from_block, "toBlock": to_block, "topics": topics}
-    )
-    by_topic = {bytes.fromhex(e.topic[2:]): (name, e) for name, e in events.items()}
-    names = _resource_names(registry, from_block=0, to_block=to_block)
-    timestamps: dict[int, int] = {}
+    logs = _events.fetch_all(
+        chain, registry.address, kinds=list(_KINDS), resource_id=resource_id, token=token, holder=holder,
+        from_block=first, to_block=last,
+    )  # fmt: skip
+    labels = _labels(registry, {entry.resource_id for entry in logs}, last, known=(resource_id, resource))
+    times = _events.BlockTimes(chain)
     result = []
-    for log in sorted(logs, key=lambda entry: (entry["blockNumber"], entry["logIndex"])):
-        name, event = by_topic[bytes(log["topics"][0])]
-        args = event.process_log(log)["args"]
-        number = log["blockNumber"]
-        if number not in timestamps:
-            timestamps[number] = w3.eth.get_block(number)["timestamp"]
-        rid = bytes(args["resource"])
-        kind = _EVENT_NAMES[name]
+    for entry in logs:
+        kind = _KINDS[entry.kind]
+        name, display = labels.get(entry.resource_id, (None, "0x" + entry.resource_id.hex()))
         result.append(
             LeaseEvent(
                 kind=kind,
-                resource=names.get(rid),
-                resource_id=rid,
-                token=args["token"],
-                holder=Web3.to_checksum_address(args["holder"]),
-                expires_at=args.get("expiresAt"),
-                previous_token=args.get("previousToken"),
-                reason=AcquireReason(args["reason"]) if kind is EventKind.ACQUIRED else None,
-                block_number=number,
-                block_timestamp=timestamps[number],
-                tx_hash=log["transactionHash"].to_0x_hex(),
-                log_index=log["logIndex"],
-                result_digest=bytes(args["resultDigest"]) if kind is EventKind.COMPLETED else None,
+                resource=name,
+                resource_id=entry.resource_id,
+                token=entry.token,
+                holder=entry.holder,
+                expires_at=entry.expires_at,
+                previous_token=entry.previous_token,
+                reason=AcquireReason(entry.reason) if kind is EventKind.ACQUIRED else None,
+                block_number=entry.block_number,
+                block_timestamp=times(entry.block_number),
+                tx_hash=entry.tx_hash,
+                log_index=entry.log_index,
+                result_digest=entry.result_digest,
+                resource_display=display,
             )
         )
     return result
 
 
-def _resource_names(registry: Registry, *, from_block: int, to_block: int | str) -> dict[bytes, str]:
-    event = registry._contract.events.ResourceNamed()
-    logs = registry.chain.w3.eth.get_logs(
-        {"address": registry.address, "fromBlock": from_block, "toBlock": to_block, "topics": [event.topic]}
-    )
-    names = {}
-    for log in logs:
-        args = event.process_log(log)["args"]
-        names[bytes(args["resource"])] = args["name"]
-    return names
+def _labels(
+    registry: Registry, ids: set[bytes], last: int, *, known: tuple[bytes | None, str | None]
+) -> dict[bytes, tuple[str | None, str]]:
+    """resource id -> (name or None, safe display) for ``ids``, from ResourceNamed events."""
+    labels: dict[bytes, tuple[str | None, str]] = {}
+    known_id, known_name = known
+    if known_id is not None and known_name is not None:
+        labels[known_id] = (known_name, _names.display(known_name.encode()))
+    wanted = ids - set(labels)
+    if not wanted:
+        return labels
+    only = next(iter(wanted)) if len(wanted) == 1 else None
+    for entry in _events.fetch_all(
+        registry.chain, registry.address, kinds=[_events.Kind.NAMED], resource_id=only,
+        from_block=registry.deployment_block(), to_block=last,
+    ):  # fmt: skip
+        if entry.resource_id in wanted and entry.name is not None and entry.resource_id not in labels:
+            labels[entry.resource_id] = (_names.decode(entry.name), _names.display(entry.name))
+    return labels

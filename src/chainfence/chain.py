@@ -12,27 +12,43 @@ error before anything is sent), one locked nonce counter per address, and
 the receipt's status checked: a transaction mined with status 0 is never
 silent.
 
-Chain time is block time. ``chain.now()`` is the latest block's timestamp;
-on dev chains ``advance_time`` mines a block at ``now() + seconds``.
+Chain time is block time. ``chain.now()`` is what a verifier may call the
+time now: the timestamp the next block will carry (the node's pending
+block, where it offers one; else the latest block's), and, on a chain that
+is not a dev chain, never earlier than this machine's clock. A lease is
+judged against it, so a lease is never reported live once its expiry has
+passed by the chain's time or by the verifier's own, even when no block was
+mined since (anvil between transactions, any chain with sparse blocks).
+``chain.latest_time()`` is the latest block's timestamp. On dev chains
+``advance_time`` mines a block at ``now() + seconds``.
+
+Dev chains keep a clock of their own that tests move on purpose (time
+travel, snapshots that take it back), so there the node's pending block is
+the clock and the machine's plays no part: anvil's pending block runs with
+real time from wherever the chain's clock stands; the embedded chain's
+clock is logical (blocks one second apart, ``advance_time`` to jump).
+
+Every JSON-RPC request goes through ``chain.rpc`` (:mod:`chainfence._rpc`),
+which turns every failure into a chainfence error.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
-from web3 import Web3
-from web3.providers.eth_tester import EthereumTesterProvider
 
 from . import _validate
+from ._rpc import Rpc, connect_http, embedded_web3
 from ._sending import Sender
 from .errors import (
     ChainError,
+    ChainfenceError,
     InvalidInput,
     NodeUnreachable,
     NotSupported,
@@ -49,18 +65,6 @@ __all__ = ["Chain"]
 DEFAULT_CONFIRMATIONS = 3
 
 
-class _LockedEthereumTesterProvider(EthereumTesterProvider):
-    """eth-tester is not thread-safe; serialise every request to it."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._request_lock = threading.RLock()
-
-    def make_request(self, method, params):  # type: ignore[override]
-        with self._request_lock:
-            return super().make_request(method, params)
-
-
 class Chain:
     """An EVM chain plus the keys to send transactions on it.
 
@@ -68,13 +72,16 @@ class Chain:
 
     Attributes:
         w3: the underlying :class:`web3.Web3`, for anything the SDK does not wrap.
+        rpc: the SDK's own JSON-RPC layer over ``w3`` (typed errors, no hidden resends).
         accounts: the addresses this chain can sign for, in the order given.
         chain_id: the chain's EIP-155 id.
+        clock: the verifier's own clock (seconds since the epoch), taken into
+            :meth:`now` on chains that are not dev chains. Default :func:`time.time`.
     """
 
     def __init__(
         self,
-        w3: Web3,
+        w3: Any,
         keys: Iterable[LocalAccount],
         *,
         dev: str | None,
@@ -82,28 +89,30 @@ class Chain:
         receipt_timeout: float = 120.0,
         confirmation_timeout: float = 600.0,
         poll_latency: float = 0.1,
+        unreachable_timeout: float | None = None,
         eth_tester: Any = None,
+        clock: Callable[[], float] = time.time,
     ):
         self.w3 = w3
+        self.rpc = Rpc(w3, embedded=eth_tester is not None)
         self._signers: dict[str, LocalAccount] = {}
         self.accounts: list[str] = []
         for key in keys:
             self._add(key)
         self._dev = dev
         self._eth_tester = eth_tester
+        self.clock = clock
+        self._pending_supported = True
         self.confirmations = _confirmations(confirmations)
-        try:
-            self.chain_id: int = w3.eth.chain_id
-        except Exception as exc:
-            raise NodeUnreachable(f"cannot read the chain id: {exc}") from exc
+        self.chain_id: int = self.rpc.chain_id()
         self._sender = Sender(
-            w3,
+            self.rpc,
             self._signers,
             self.chain_id,
-            embedded=eth_tester is not None,
             receipt_timeout=receipt_timeout,
             poll_latency=poll_latency,
             confirmation_timeout=confirmation_timeout,
+            unreachable_timeout=unreachable_timeout,
         )
 
     # ------------------------------------------------------------------
@@ -151,7 +160,7 @@ class Chain:
         # state tied to a chain, like a guard's store, can tell them apart.
         params = PyEVMBackend.generate_genesis_params(overrides={"extra_data": os.urandom(32)})
         tester = EthereumTester(LogicalClockBackend(genesis_parameters=params, genesis_state=state))
-        w3 = Web3(_LockedEthereumTesterProvider(tester))
+        w3 = embedded_web3(tester)
         signers = [Account.from_key(k.to_bytes()) for k in keys]
         return cls(
             w3, signers, dev="eth-tester", receipt_timeout=5.0, confirmation_timeout=5.0, poll_latency=0.01,
@@ -171,6 +180,7 @@ class Chain:
         receipt_timeout: float = 120.0,
         confirmation_timeout: float = 600.0,
         poll_latency: float = 0.1,
+        unreachable_timeout: float | None = None,
     ) -> Chain:
         """Connect to an EVM JSON-RPC node over HTTP(S).
 
@@ -183,26 +193,31 @@ class Chain:
         top of a transaction's block before it counts (default 0 on dev
         chains, :data:`DEFAULT_CONFIRMATIONS` elsewhere). ``receipt_timeout``:
         seconds to wait for inclusion before cancelling (see
-        :mod:`chainfence._sending`).
+        :mod:`chainfence._sending`). ``unreachable_timeout``: seconds of
+        silence from the node after which a transaction in flight is reported
+        as :class:`~chainfence.errors.OutcomeUnknown` (default
+        ``min(receipt_timeout, 10)``). ``request_timeout``: seconds per
+        JSON-RPC request; a late reply is never resent blindly.
         """
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidInput(f"url must be an http:// or https:// JSON-RPC endpoint, got {url!r}")
         if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
             raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
-        for name, value in (("request_timeout", request_timeout), ("receipt_timeout", receipt_timeout),
-                            ("confirmation_timeout", confirmation_timeout), ("poll_latency", poll_latency)):
+        timeouts = [("request_timeout", request_timeout), ("receipt_timeout", receipt_timeout),
+                    ("confirmation_timeout", confirmation_timeout), ("poll_latency", poll_latency)]  # fmt: skip
+        if unreachable_timeout is not None:
+            timeouts.append(("unreachable_timeout", unreachable_timeout))
+        for name, value in timeouts:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
         keys = ([private_key] if private_key is not None else []) + list(private_keys)
         signers = [_load_key(k) for k in keys]
-        # cache_allowed_requests: web3 asks eth_chainId before every estimate
-        # and call; the answer cannot change under a connection we checked.
-        provider = Web3.HTTPProvider(url, request_kwargs={"timeout": request_timeout}, cache_allowed_requests=True)
-        w3 = Web3(provider)
+        w3 = connect_http(url, timeout=request_timeout)
+        probe = Rpc(w3, embedded=False)
         try:
-            client = w3.client_version
-            actual_chain_id = w3.eth.chain_id
-        except Exception as exc:
+            client = probe.client_version()
+            actual_chain_id = probe.chain_id()
+        except ChainfenceError as exc:
             raise NodeUnreachable(f"no JSON-RPC node answers at {url}: {exc}") from exc
         if chain_id is not None and actual_chain_id != chain_id:
             raise WrongChain(f"the node at {url} serves chain {actual_chain_id}, not chain {chain_id}")
@@ -217,6 +232,7 @@ class Chain:
             receipt_timeout=receipt_timeout,
             confirmation_timeout=confirmation_timeout,
             poll_latency=poll_latency,
+            unreachable_timeout=unreachable_timeout,
         )
 
     def _add(self, key: LocalAccount) -> str:
@@ -241,27 +257,49 @@ class Chain:
         return self._dev is not None
 
     def now(self) -> int:
-        """Chain time: the latest block's timestamp, in seconds."""
-        return int(self.w3.eth.get_block("latest")["timestamp"])
+        """Chain time now, as a verifier must count it (see the module docstring).
+
+        The next block's timestamp where the node offers a pending block,
+        else the latest block's; on a chain that is not a dev chain, never
+        earlier than :attr:`clock`. Leases are judged against it: live while
+        ``now() < expires_at``.
+        """
+        chain_time = None
+        if self._pending_supported:
+            chain_time = self.rpc.pending_timestamp()
+            if chain_time is None:
+                self._pending_supported = False  # this node has no pending block: do not ask again
+        if chain_time is None:
+            chain_time = self.latest_time()
+        if self._dev is not None:
+            return chain_time  # a clock tests move on purpose: the machine's plays no part
+        return max(chain_time, int(self.clock()))
+
+    def latest_time(self) -> int:
+        """The latest block's timestamp: the time a view at ``latest`` runs at."""
+        block = self.rpc.block("latest")
+        if block is None:  # pragma: no cover - every node has a latest block
+            raise ChainError("the node returned no latest block")
+        return int(block["timestamp"])
 
     def advance_time(self, seconds: int) -> int:
         """Move chain time ``seconds`` forward and mine a block there; returns the new :meth:`now`.
 
-        Dev chains only (embedded, anvil). Views at ``latest`` see the new
-        time at once; the next transaction is mined after it.
+        Dev chains only (embedded, anvil). Views see the new time at once;
+        the next transaction is mined after it.
         """
         if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0:
             raise InvalidInput(f"seconds must be an int >= 0, got {seconds!r}")
-        target = self.now() + seconds
         if self._eth_tester is not None:
             if seconds > 0:
-                # eth-tester's time_travel(T) mines a block at T - 1 (the next is T).
-                self._time_travel(target + 1)
+                # now() is the next block's time; eth-tester's time_travel(T) mines a
+                # block at T - 1 and makes the next one T: now() becomes now() + seconds.
+                self._time_travel(self.now() + seconds)
             return self.now()
         self._require_dev("advance_time")
         if seconds > 0:
-            self._rpc("evm_setNextBlockTimestamp", [target])
-            self._rpc("evm_mine", [])
+            self._dev_rpc("evm_setNextBlockTimestamp", [self.now() + seconds])
+            self._dev_rpc("evm_mine", [])
         return self.now()
 
     def set_next_block_time(self, timestamp: int) -> None:
@@ -273,7 +311,7 @@ class Chain:
         """
         if isinstance(timestamp, bool) or not isinstance(timestamp, int):
             raise InvalidInput(f"timestamp must be an int, got {timestamp!r}")
-        latest = self.now()
+        latest = self.latest_time()
         if timestamp <= latest:
             raise InvalidInput(f"timestamp {timestamp} is not after the latest block's ({latest})")
         if self._eth_tester is not None:
@@ -281,7 +319,7 @@ class Chain:
                 self._time_travel(timestamp)
             return
         self._require_dev("set_next_block_time")
-        self._rpc("evm_setNextBlockTimestamp", [timestamp])
+        self._dev_rpc("evm_setNextBlockTimestamp", [timestamp])
 
     def _time_travel(self, timestamp: int) -> None:
         from eth_tester.exceptions import ValidationError
@@ -298,34 +336,37 @@ class Chain:
             return
         self._require_dev("mine")
         for _ in range(blocks):
-            self._rpc("evm_mine", [])
+            self._dev_rpc("evm_mine", [])
 
     def snapshot(self) -> Any:
         """Save the chain state (dev chains only); restore it with :meth:`revert`."""
         if self._eth_tester is not None:
             return self._eth_tester.take_snapshot()
         self._require_dev("snapshot")
-        return self._rpc("evm_snapshot", [])
+        return self._dev_rpc("evm_snapshot", [])
 
     def revert(self, snapshot: Any) -> None:
-        """Restore a :meth:`snapshot`. Forgets cached nonces, which the revert rewinds."""
+        """Restore a :meth:`snapshot`. Forgets cached nonces, which the revert rewinds, and the tokens
+        seen from registries on this chain (a deliberate rollback is not a lost history)."""
         if self._eth_tester is not None:
             self._eth_tester.revert_to_snapshot(snapshot)
         else:
             self._require_dev("revert")
-            if not self._rpc("evm_revert", [snapshot]):
+            if not self._dev_rpc("evm_revert", [snapshot]):
                 raise ChainError(f"the node refused to revert to snapshot {snapshot!r}")
         self._sender.forget_nonces()
+        self.__dict__.pop("_seen_tokens", None)
 
     def _require_dev(self, what: str) -> None:
         if self._dev is None:
             raise NotSupported(f"{what} needs a dev chain (embedded, anvil, hardhat); this node is not one")
 
-    def _rpc(self, method: str, params: list[Any]) -> Any:
-        response = self.w3.provider.make_request(method, params)
-        if "error" in response:
-            raise ChainError(f"{method} failed: {response['error']}")
-        return response.get("result")
+    def _dev_rpc(self, method: str, params: list[Any]) -> Any:
+        """A dev-chain JSON-RPC method (evm_mine, evm_snapshot, ...), through the translating layer."""
+        return self.rpc.request(method, params)
+
+    # Tests and tools of the 0.1 series called this name.
+    _rpc = _dev_rpc
 
     # ------------------------------------------------------------------
     # Sending transactions
@@ -371,19 +412,22 @@ class Chain:
             call["to"] = to
         return self._sender.transact(sender, call, gas=gas, resource=resource, confirmations=k)
 
-    def call(self, to: str, data: bytes, *, block: str | int = "latest", resource: str | None = None) -> bytes:
-        """``eth_call`` of ``data`` at ``block``; reverts raise the decoded chainfence error."""
-        try:
-            return bytes(self.w3.eth.call({"to": to, "data": data}, block_identifier=block))
-        except Exception as exc:
-            raise self._sender.translate(exc, resource) from exc
+    def call(
+        self, to: str, data: bytes, *, block: str | int = "latest", resource: str | None = None, gas: int | None = None
+    ) -> bytes:
+        """``eth_call`` of ``data`` at ``block``; reverts raise the decoded chainfence error.
+
+        ``gas`` caps the gas the call may burn (for calls into code nobody
+        vetted, such as an ERC-1271 holder's).
+        """
+        tx: dict[str, Any] = {"to": to, "data": data}
+        if gas is not None:
+            tx["gas"] = gas
+        return self.rpc.call(tx, block, resource=resource)
 
     def block_number(self) -> int:
         """The latest block's number."""
-        try:
-            return self.w3.eth.block_number
-        except Exception as exc:
-            raise self._sender.translate(exc, None) from exc
+        return self.rpc.block_number()
 
     def confirmed_block(self, confirmations: int | None = None) -> int:
         """The newest block with ``confirmations`` blocks on top of it (default: the chain's setting)."""

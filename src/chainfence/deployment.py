@@ -2,13 +2,16 @@
 
 ::
 
-    {"registry": "0x5FbD...", "chain_id": 31337, "genesis_hash": "0x...", "block": 1,
+    {"registry": "0x5FbD...", "chain_id": 31337, "block": 1, "block_hash": "0x...",
      "rpc_url": "http://127.0.0.1:8545", "max_ttl": 86400}
 
 The SDK and the CLI read it by default: ``$CHAINFENCE_DEPLOYMENT`` or
 ``.chainfence/deployment.json`` in the working directory. It binds the
-address to a chain (id and genesis block), so a file from another chain, or
-from a node that was wiped, is refused rather than trusted.
+address to a chain and to one deployment (chain id, the block the registry
+was deployed in and that block's hash), so a file from another chain, or
+from a node that was wiped and redeployed at the same address, is refused
+rather than trusted. (Not the genesis hash: anvil rebuilds block 0 with a
+new hash each time it reloads its state.)
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import _validate
 from .errors import InvalidInput
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 __all__ = ["DEFAULT_PATH", "Deployment", "default_path", "load", "save"]
 
@@ -29,12 +36,27 @@ DEFAULT_PATH = Path(".chainfence") / "deployment.json"
 
 @dataclass(frozen=True)
 class Deployment:
+    """A registry's address, the chain and block it was deployed in, and where to reach it."""
+
     registry: str
     chain_id: int
-    genesis_hash: str
     block: int
+    block_hash: str | None
     max_ttl: int
     rpc_url: str | None = None
+
+    @classmethod
+    def of(cls, registry: Registry, *, rpc_url: str | None) -> Deployment:
+        """The record of ``registry`` as the chain reports it, reachable at ``rpc_url``."""
+        identity = registry.identity()
+        return cls(
+            registry=registry.address,
+            chain_id=registry.chain.chain_id,
+            block=int(identity["deployment_block"]),
+            block_hash=identity["deployment_hash"],
+            max_ttl=registry.max_ttl,
+            rpc_url=rpc_url,
+        )
 
 
 def default_path() -> Path:
@@ -55,15 +77,21 @@ def load(path: str | os.PathLike[str] | None = None) -> Deployment:
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"{path} is not a readable deployment file: {exc}") from None
     try:
+        rpc_url = data.get("rpc_url")
+        block_hash = data.get("block_hash")
+        if rpc_url is not None and not isinstance(rpc_url, str):
+            raise ValueError(f"rpc_url must be a string, got {rpc_url!r}")
+        if block_hash is not None and not (isinstance(block_hash, str) and len(block_hash) == 66):
+            raise ValueError(f"block_hash must be a 0x-prefixed 32-byte hash, got {block_hash!r}")
         deployment = Deployment(
             registry=_validate.address(data["registry"], "registry"),
             chain_id=int(data["chain_id"]),
-            genesis_hash=str(data["genesis_hash"]),
             block=int(data["block"]),
+            block_hash=block_hash,
             max_ttl=int(data["max_ttl"]),
-            rpc_url=data.get("rpc_url"),
+            rpc_url=rpc_url or None,
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, InvalidInput) as exc:
         raise InvalidInput(f"{path} is not a valid deployment file: {exc}") from None
     return deployment
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
-from web3 import Web3
+from eth_utils import keccak, to_checksum_address
 
 from . import _artifacts, _validate
-from .errors import ChainError, ContractNotFound, InvalidInput
+from .errors import ContractNotFound, InvalidInput
 from .lease import Lease
 from .registry import Registry
 
@@ -35,13 +35,11 @@ class FencedStore:
         self.registry = registry
         self.chain = registry.chain
         self.address = _validate.address(address, "store address")
-        self._contract = self.chain.w3.eth.contract(address=self.address, abi=_artifacts.abi("FencedStore"))
 
     @classmethod
     def deploy(cls, registry: Registry, *, sender: Any = None) -> FencedStore:
         artifact = _artifacts.load("FencedStore")
-        factory = registry.chain.w3.eth.contract(abi=artifact["abi"], bytecode=artifact["bytecode"])
-        data = bytes.fromhex(factory.constructor(registry.address).data_in_transaction[2:])
+        data = bytes.fromhex(artifact["bytecode"][2:]) + abi_encode(["address"], [registry.address])
         deployer = registry.chain.signer(sender if sender is not None else registry.chain.accounts[0])
         receipt = registry.chain.transact(deployer, None, data)
         return cls(registry, receipt["contractAddress"])
@@ -49,7 +47,7 @@ class FencedStore:
     @classmethod
     def at(cls, registry: Registry, address: str) -> FencedStore:
         store = cls(registry, address)
-        if not registry.chain.w3.eth.get_code(store.address):
+        if not registry.chain.rpc.code(store.address):
             raise ContractNotFound(f"no contract code at {store.address}")
         return store
 
@@ -87,18 +85,18 @@ class FencedStore:
         return selector + abi_encode(types, args)
 
     def history(self) -> list[dict[str, Any]]:
-        """Every accepted write (``Written`` events), oldest first."""
-        event = self._contract.events.Written()
-        try:
-            logs = self.chain.w3.eth.get_logs({"address": self.address, "fromBlock": 0, "topics": [event.topic]})
-        except Exception as exc:  # pragma: no cover - node failure
-            raise ChainError(f"cannot read the store's events: {exc}") from exc
-        return [
-            {
-                "key": bytes(args["key"]),
-                "token": args["token"],
-                "writer": Web3.to_checksum_address(args["writer"]),
-                "value": bytes(args["value"]),
-            }
-            for args in (event.process_log(log)["args"] for log in logs)
-        ]
+        """Every accepted write (``Written`` events), oldest first (an example: one unpaged query)."""
+        topic = "0x" + keccak(text="Written(bytes32,uint256,address,bytes32)").hex()
+        logs = self.chain.rpc.logs({"address": self.address, "fromBlock": 0, "toBlock": "latest", "topics": [topic]})
+        writes = []
+        for log in sorted(logs, key=lambda entry: (entry["blockNumber"], entry["logIndex"])):
+            key, token, writer = (bytes(t) for t in log["topics"][1:4])
+            writes.append(
+                {
+                    "key": key,
+                    "token": int.from_bytes(token, "big"),
+                    "writer": to_checksum_address(writer[12:]),
+                    "value": bytes(abi_decode(["bytes32"], bytes(log["data"]))[0]),
+                }
+            )
+        return writes

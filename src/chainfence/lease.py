@@ -62,6 +62,10 @@ class LeaseInfo:
     """What the registry records for a resource's latest lease, read at one block.
 
     ``expires_at`` is chain time; it reads 0 for a released lease.
+    ``judged_at`` is the chain time (:meth:`Chain.now <chainfence.Chain.now>`)
+    a live-looking lease was judged at, None for a view at a given block;
+    ``expired_unmined`` says the lease has expired by that time although the
+    latest block still shows it live (no block was mined since it ran out).
     """
 
     resource: str | None
@@ -70,6 +74,8 @@ class LeaseInfo:
     token: int
     expires_at: int
     status: LeaseStatus
+    judged_at: int | None = None
+    expired_unmined: bool = False
 
     @property
     def live(self) -> bool:
@@ -139,12 +145,18 @@ class Lease:
         """
         return self.registry.complete(self.resource, self.token, result)
 
-    def sign(self, payload: bytes, *, key: Any = None, valid_for: int = 60) -> FencedRequest:
+    def sign(
+        self, payload: bytes, *, action: str, audience: str, key: Any = None, valid_for: int = 60
+    ) -> FencedRequest:
         """A :class:`~chainfence.FencedRequest` for ``payload``, signed as this lease's holder.
 
-        ``key`` defaults to the holder's key on the chain; for a contract
-        holder (ERC-1271), pass the key the contract accepts. The request is
-        valid for ``valid_for`` seconds of the verifier's clock.
+        ``action`` is what the request does (an HTTP request's
+        :func:`~chainfence.fenced_requests.http_action`, or an application's
+        action name) and ``audience`` the service it is for: the request is
+        worthless for any other. ``key`` defaults to the holder's key on the
+        chain; for a contract holder (ERC-1271), pass the key the contract
+        accepts. The request is valid for ``valid_for`` seconds of the
+        verifier's clock.
         """
         from .fenced_requests import FencedRequest
 
@@ -155,6 +167,8 @@ class Lease:
             resource=self.resource,
             token=self.token,
             holder=self.holder,
+            action=action,
+            audience=audience,
             payload=payload,
             key=key,
             valid_for=valid_for,

@@ -7,10 +7,23 @@ any parent, or beside the installed package (an editable install in a
 checkout), or ``anvil`` on ``PATH``.
 
 State: anvil loads and dumps ``<dir>/anvil-state.json`` (every second, and on
-a clean stop), so leases, tokens and the registry survive a restart; a
-SIGKILL loses at most the last second. The deployment file
-(``<dir>/deployment.json``) names the registry; on restart it is reused when
-the node still has that registry, and a new one is deployed otherwise.
+a clean stop), so leases, tokens and the registry survive any number of
+restarts. A SIGKILL (of anvil, or of this process and its children) loses
+what happened since the last save, at most about a second: acquisitions,
+renewals and releases of that second are gone, and their token numbers
+will be issued again, to whoever acquires next. ``chainfence node`` keeps
+the highest token it saw in ``<dir>/node.json`` and says so on the next
+start when the chain came back behind it; guards and fenced SQL
+transactions that accepted a lost token refuse the re-issued numbers with
+:class:`~chainfence.errors.ChainRolledBack`.
+
+The deployment file (``<dir>/deployment.json``) names the registry; on
+restart it is reused when the node still has that registry (same chain id,
+code at the address, same deployment block and hash). A new registry is
+deployed only when the file is missing or the node provably lacks that
+deployment (another chain, no code there, another deployment at the same
+address: a wiped state); the replaced file is kept beside it. Any other
+failure stops the node instead of replacing a registry people rely on.
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ from typing import TextIO
 
 from eth_account import Account
 
-from .errors import AnvilNotFound, ChainfenceError, NodeUnreachable
+from .errors import AnvilNotFound, ContractNotFound, NodeUnreachable, WrongChain
 
 __all__ = ["DEV_MNEMONIC", "AnvilProcess", "dev_keys", "find_anvil", "serve"]
 
@@ -236,36 +249,38 @@ def serve(
     try:
         keys = dev_keys(10)
         chain = Chain.connect(node.url, private_keys=keys, poll_latency=0.02)
-        registry, reused = None, False
+        registry, reused, replaced = None, False, None
         if deployment_path.exists():
             try:
                 registry = Registry.from_deployment(chain, deployment_path)
                 reused = True
-            except ChainfenceError:  # another chain, a reset node, no code: deploy afresh
+            except (WrongChain, ContractNotFound) as gone:
+                # This node provably lacks that registry (a wiped or foreign state): keep the old
+                # file for the record, deploy afresh. Other errors propagate: never replace a
+                # registry people rely on because of a hiccup.
+                replaced = deployment_path.with_name(f"deployment.replaced-{int(time.time())}.json")
+                os.replace(deployment_path, replaced)
                 registry = None
+                print(f"the registry in {deployment_path} is not on this node ({gone}); "
+                      f"deploying a new one (the old file is now {replaced.name})", file=out, flush=True)  # fmt: skip
         if registry is None:
             registry = Registry.deploy(chain, max_ttl=max_ttl)
-            genesis = chain.w3.eth.get_block(0)["hash"].to_0x_hex()
-            save(
-                Deployment(
-                    registry=registry.address,
-                    chain_id=chain.chain_id,
-                    genesis_hash=genesis,
-                    block=registry.deployed_block or 0,
-                    max_ttl=max_ttl,
-                    rpc_url=node.url,
-                ),
-                deployment_path,
-            )
+            save(Deployment.of(registry, rpc_url=node.url), deployment_path)
         deployment = load(deployment_path)
         if deployment.rpc_url != node.url:  # same chain, other port this time
             save(Deployment(**{**deployment.__dict__, "rpc_url": node.url}), deployment_path)
+        journal = _Journal(directory / "node.json", registry.address)
+        latest = registry.latest_token()
+        lost = journal.highest - latest if reused and journal.highest > latest else 0
+        journal.record(latest)
         info = {
             "rpc_url": node.url,
             "chain_id": chain.chain_id,
             "registry": registry.address,
             "reused": reused,
-            "latest_token": registry.latest_token(),
+            "latest_token": latest,
+            "lost_tokens": lost,
+            "replaced_deployment_file": str(replaced) if replaced else None,
             "deployment_file": str(deployment_path),
             "state_file": str(state_path),
             "accounts": [{"address": a, "private_key": k} for a, k in zip(chain.accounts, keys)],
@@ -274,12 +289,48 @@ def serve(
         while not stop.wait(0.2):
             if not node.alive():
                 raise NodeUnreachable(f"anvil exited unexpectedly: {node.stderr.strip()[-500:]}")
+            try:
+                # At an explicit block: no rollback check here (a deliberate evm_revert is not a crash).
+                journal.record(registry.latest_token(block="latest"))
+            except NodeUnreachable:
+                pass  # stopping
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         node.stop()
         if not as_json:
             print(f"stopped; state saved to {state_path}", file=out, flush=True)
+
+
+class _Journal:
+    """The highest token ``chainfence node`` has seen from its registry, on disk (``node.json``).
+
+    Written (and fsynced) whenever it rises, read on the next start: a
+    reloaded state below it lost acquisitions to a crash.
+    """
+
+    def __init__(self, path: Path, registry: str):
+        self.path = path
+        self.registry = registry
+        self.highest = 0
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("registry") == registry:
+                self.highest = int(data.get("highest_token", 0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            self.highest = 0
+
+    def record(self, latest: int) -> None:
+        """The chain's latest token now (after a start: even if lower, once reported)."""
+        if latest == self.highest and self.path.exists():
+            return
+        self.highest = latest
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as out:
+            json.dump({"registry": self.registry, "highest_token": self.highest}, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.path)
 
 
 def _announce(info: dict, *, as_json: bool, out: TextIO) -> None:
@@ -290,6 +341,14 @@ def _announce(info: dict, *, as_json: bool, out: TextIO) -> None:
     lines = [
         f"chainfence node: anvil on {info['rpc_url']} (chain {info['chain_id']})",
         f"registry {info['registry']} ({how} {info['deployment_file']}); latest token {info['latest_token']}",
+    ]
+    if info["lost_tokens"]:
+        lines.append(
+            f"WARNING: the saved state is behind the last run by {info['lost_tokens']} token(s) (a crash before the "
+            "last save): those acquisitions are gone and their numbers will be issued again; guards that "
+            "accepted them refuse with ChainRolledBack"
+        )
+    lines += [
         f"state: {info['state_file']} (saved every second and on stop)",
         "",
         "funded dev accounts (anvil's public test keys: never use them on a real chain):",

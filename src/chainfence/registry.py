@@ -9,8 +9,21 @@
         ...                                      # released on exit
 
 Every method validates its arguments before it touches the chain, raises a
-:mod:`chainfence.errors` class for every revert (never a web3 or eth-tester
-exception) and logs one INFO line per lease state change.
+:mod:`chainfence.errors` class for every revert and every node failure
+(never a web3, eth-tester or requests exception) and logs one INFO line per
+lease state change.
+
+Views judge a lease at :meth:`Chain.now <chainfence.Chain.now>`, not at the
+latest block's timestamp: on a chain where no block was mined since a lease
+ran out, the lease is already reported expired (``LeaseExpired`` says "no
+block since"). Pass ``block=`` to see a resource as it stood at a block.
+
+Rollbacks: the SDK remembers the highest token it has seen from each
+registry (and per resource, with its holder). A chain whose state later
+reads below that — a dev node that lost its last second to a SIGKILL, a
+reorg deeper than the confirmations — raises
+:class:`~chainfence.errors.ChainRolledBack` instead of being believed.
+``Chain.revert`` (a dev chain's deliberate rollback) forgets what was seen.
 """
 
 from __future__ import annotations
@@ -18,22 +31,27 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
-from web3 import Web3
+from eth_utils import keccak, to_checksum_address
 
-from . import _artifacts, _validate
+from . import _artifacts, _events, _names, _validate
 from .chain import Chain
 from .errors import (
     ChainError,
+    ChainRolledBack,
     ContractNotFound,
     InvalidInput,
     InvalidMaxTtl,
+    LeaseExpired,
     NotConfirmed,
+    TokenNotConfirmed,
     TokenNotCurrent,
     UnknownAccount,
     WrongChain,
@@ -65,7 +83,6 @@ class Registry:
         self.sender = sender
         #: Block of the deploying transaction, when this object deployed it.
         self.deployed_block: int | None = None
-        self._contract = chain.w3.eth.contract(address=self.address, abi=_artifacts.abi())
 
     # ------------------------------------------------------------------
     # Construction
@@ -82,9 +99,7 @@ class Registry:
         if isinstance(max_ttl, bool) or not isinstance(max_ttl, int) or not 1 <= max_ttl <= 2**32 - 1:
             raise InvalidMaxTtl(max_ttl=max_ttl)
         deployer = chain.signer(sender if sender is not None else _first_account(chain))
-        artifact = _artifacts.load()
-        factory = chain.w3.eth.contract(abi=artifact["abi"], bytecode=artifact["bytecode"])
-        data = bytes.fromhex(factory.constructor(max_ttl).data_in_transaction[2:])
+        data = bytes.fromhex(_artifacts.load()["bytecode"][2:]) + abi_encode(["uint256"], [max_ttl])
         receipt = chain.transact(deployer, None, data)
         registry = cls(chain, receipt["contractAddress"], sender=deployer)
         registry.deployed_block = receipt["blockNumber"]
@@ -101,7 +116,7 @@ class Registry:
         code there, or code that is not this SDK's FencingRegistry.
         """
         address = _validate.address(address, "registry address")
-        code = bytes(chain.w3.eth.get_code(address))
+        code = chain.rpc.code(address)
         if not code:
             raise ContractNotFound(f"no contract code at {address} on chain {chain.chain_id}")
         if not _is_registry_code(code):
@@ -120,26 +135,33 @@ class Registry:
         ``.chainfence/deployment.json``), after checking it belongs to ``chain``.
 
         Raises :class:`~chainfence.errors.WrongChain` if the file was written
-        for another chain, or for an earlier incarnation of this dev chain.
+        for another chain, or for an earlier incarnation of this dev chain
+        (the registry's deployment block is not the one recorded), and
+        :class:`~chainfence.errors.ContractNotFound` if the registry is gone.
         """
         from .deployment import Deployment, load
 
         record = deployment if isinstance(deployment, Deployment) else load(deployment)
         if record.chain_id != chain.chain_id:
             raise WrongChain(f"the deployment is on chain {record.chain_id}; this node serves chain {chain.chain_id}")
-        genesis = chain.w3.eth.get_block(0)["hash"].to_0x_hex()
-        if genesis != record.genesis_hash:
+        registry = cls.at(chain, record.registry, sender=sender)
+        identity = registry.identity()
+        if int(identity["deployment_block"]) != record.block or (
+            record.block_hash is not None and identity["deployment_hash"] != record.block_hash
+        ):
             raise WrongChain(
-                f"the deployment was made on a chain with genesis {record.genesis_hash}, this node's is {genesis} "
-                "(a dev node that was reset?)"
+                f"the deployment file names a registry deployed in block {record.block} "
+                f"({record.block_hash or 'hash not recorded'}); the registry at {record.registry} on this node "
+                f"was deployed in block {identity['deployment_block']} ({identity['deployment_hash']}): "
+                "a dev node that was wiped or reset?"
             )
-        return cls.at(chain, record.registry, sender=sender)
+        return registry
 
     def connect(self, account: Any) -> Registry:
         """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""
         other = type(self)(self.chain, self.address, sender=self.chain.signer(account))
         # Share what never changes for a deployed registry: saves a call per view.
-        for cached in ("max_ttl", "_genesis_hash", "_eip712_domain"):
+        for cached in ("max_ttl", "_identity", "_eip712_domain"):
             if cached in self.__dict__:
                 other.__dict__[cached] = self.__dict__[cached]
         return other
@@ -166,10 +188,12 @@ class Registry:
         time, :class:`~chainfence.errors.NotConfirmed` carries the ``lease``
         it created, so that it is never forgotten.
         """
-        _validate.resource_bytes(resource)
+        _validate.publishable(resource)
         ttl = _validate.ttl(ttl, self.max_ttl)
         sender = self._require_sender()
         data = self._encode("acquire", [resource, ttl])
+        seen = self._seen()
+        before = seen.before(_validate.resource_id(resource))
         try:
             receipt = self.chain.transact(sender, self.address, data, resource=resource, confirmations=confirmations)
         except NotConfirmed as unconfirmed:
@@ -184,6 +208,11 @@ class Registry:
         lease = self._lease_from_receipt(receipt, resource=resource, ttl=ttl)
         if lease is None:  # pragma: no cover - a successful acquire always logs LeaseAcquired
             raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
+        try:
+            seen.lease(before, lease.resource_id, lease.token, lease.holder, resource, issued=True)
+        except ChainRolledBack as rolled_back:
+            rolled_back.lease = lease  # it exists on this chain: never forget it
+            raise
         k = self.chain.confirmations if confirmations is None else confirmations
         if k:
             # The lease may have ended while we waited for depth (a short ttl).
@@ -209,42 +238,39 @@ class Registry:
         For reconciling after :class:`~chainfence.errors.OutcomeUnknown`:
         look up every candidate hash before acquiring again.
         """
-        from web3.exceptions import TransactionNotFound
-
+        receipt = self.chain.rpc.receipt(tx_hash)
+        if receipt is None:
+            return None
+        tx = self.chain.rpc.transaction(tx_hash)
+        if tx is None or receipt["status"] != 1 or tx.get("to") != self.address:
+            return None
+        data = bytes(tx["input"])
+        selector, types = _artifacts.functions("FencingRegistry")["acquire"]
+        if data[:4] != selector:
+            return None
         try:
-            receipt = self.chain.w3.eth.get_transaction_receipt(tx_hash)
-            tx = self.chain.w3.eth.get_transaction(tx_hash)
-        except TransactionNotFound:
+            name, ttl = abi_decode(["bytes", "uint256"], data[4:])  # the name as bytes: it may not be UTF-8
+        except Exception:
             return None
-        except Exception as exc:
-            raise self.chain._sender.translate(exc, None) from exc
-        if receipt["status"] != 1 or tx.get("to") != self.address:
-            return None
-        try:
-            function, args = self._contract.decode_function_input(tx["input"])
-        except ValueError:
-            return None
-        if function.fn_name != "acquire":
-            return None
-        return self._lease_from_receipt(receipt, resource=args["name"], ttl=args["ttl"])
+        return self._lease_from_receipt(receipt, resource=_names.decode(bytes(name)) or _names.display(bytes(name)), ttl=ttl)
 
     def _lease_from_receipt(self, receipt: Any, *, resource: str, ttl: int) -> Lease | None:
         try:
-            event = self._event(receipt, "LeaseAcquired")
+            event = self._event(receipt, _events.Kind.ACQUIRED)
         except ChainError:
             return None
-        holder = event["holder"]
+        holder = event.holder
         owner = self.connect(holder) if holder in self.chain.accounts else self
         return Lease(
             owner,
             resource=resource,
-            resource_id=bytes(event["resource"]),
-            token=event["token"],
+            resource_id=event.resource_id,
+            token=event.token,
             holder=holder,
-            expires_at=event["expiresAt"],
+            expires_at=event.expires_at,
             ttl=ttl,
-            previous_token=event["previousToken"],
-            reason=AcquireReason(event["reason"]),
+            previous_token=event.previous_token,
+            reason=AcquireReason(event.reason),
             tx_hash=receipt["transactionHash"].to_0x_hex(),
             block_number=receipt["blockNumber"],
         )
@@ -254,8 +280,8 @@ class Registry:
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
         ttl = _validate.ttl(ttl, self.max_ttl)
-        receipt, event = self._lease_tx("renew", resource, [resource_id, token, ttl], "LeaseRenewed", confirmations)
-        expires_at = event["expiresAt"]
+        receipt, event = self._lease_tx("renew", resource, [resource_id, token, ttl], _events.Kind.RENEWED, confirmations)
+        expires_at = event.expires_at
         logger.info(
             "renewed resource=%s token=%d expires_at=%d tx=%s",
             resource,
@@ -269,7 +295,7 @@ class Registry:
         """End the sender's live lease on ``resource`` with ``token``. An old token never frees a newer lease."""
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
-        receipt, _ = self._lease_tx("release", resource, [resource_id, token], "LeaseReleased", confirmations)
+        receipt, _ = self._lease_tx("release", resource, [resource_id, token], _events.Kind.RELEASED, confirmations)
         logger.info(
             "released resource=%s token=%d tx=%s", resource, token, receipt["transactionHash"].to_0x_hex()
         )
@@ -289,8 +315,10 @@ class Registry:
         token = _validate.token(token)
         if not isinstance(result, (bytes, bytearray)):
             raise InvalidInput(f"result must be bytes (or a 32-byte digest), got {type(result).__name__}")
-        digest = bytes(result) if len(result) == 32 else Web3.keccak(bytes(result))
-        receipt, _ = self._lease_tx("complete", resource, [resource_id, token, digest], "LeaseCompleted", confirmations)
+        digest = bytes(result) if len(result) == 32 else keccak(bytes(result))
+        receipt, _ = self._lease_tx(
+            "complete", resource, [resource_id, token, digest], _events.Kind.COMPLETED, confirmations
+        )
         logger.info(
             "completed resource=%s token=%d result=0x%s tx=%s",
             resource,
@@ -316,48 +344,110 @@ class Registry:
     # ------------------------------------------------------------------
     # Views
     # ------------------------------------------------------------------
+    #
+    # ``block=None`` (the default): the latest state, judged at chain.now().
+    # ``block=<number or tag>``: the state and the time of that block.
 
     @functools.cached_property
     def max_ttl(self) -> int:
         """The longest ttl this registry accepts, fixed at deployment."""
         return self._call_uint("maxTtl", [])
 
-    def latest_token(self, *, block: str | int = "latest") -> int:
-        """The highest token issued so far (0 before the first acquisition)."""
-        return self._call_uint("latestToken", [], block=block)
+    def latest_token(self, *, block: str | int | None = None) -> int:
+        """The highest token issued so far (0 before the first acquisition).
 
-    def lease_of(self, resource: str, *, block: str | int = "latest") -> LeaseInfo | None:
+        Raises :class:`~chainfence.errors.ChainRolledBack` if it is below a
+        token this SDK has already seen from the registry.
+        """
+        seen = self._seen()
+        before = seen.before()
+        latest = self._call_uint("latestToken", [], block=_at(block))
+        if block is None:
+            seen.latest(before, latest)
+        return latest
+
+    def lease_of(self, resource: str, *, block: str | int | None = None) -> LeaseInfo | None:
         """The live lease of ``resource``, or None if nobody holds it (free, expired or released)."""
         info = self.last_lease(resource, block=block)
         return info if info is not None and info.live else None
 
-    def last_lease(self, resource: str, *, block: str | int = "latest") -> LeaseInfo | None:
-        """The latest lease of ``resource`` whatever its state, or None if it was never held."""
+    def last_lease(self, resource: str, *, block: str | int | None = None) -> LeaseInfo | None:
+        """The latest lease of ``resource`` whatever its state, or None if it was never held.
+
+        A lease whose expiry has passed by :meth:`Chain.now <chainfence.Chain.now>`
+        reads EXPIRED even if no block was mined since (``expired_unmined``).
+        """
         info = self._lease_info(resource, _validate.resource_id(resource), block=block)
         return None if info.status is LeaseStatus.UNHELD else info
 
-    def is_current(self, resource: str, token: int, *, block: str | int = "latest") -> bool:
+    def is_current(self, resource: str, token: int, *, block: str | int | None = None) -> bool:
         """Whether ``token`` is the current token of ``resource`` and its lease is live."""
-        resource_id = _validate.resource_id(resource)
-        token = _validate.token(token)
-        (current,) = self._view("isCurrent", [resource_id, token], ["bool"], block=block)
-        return bool(current)
+        try:
+            self.check_current(resource, token, block=block)
+        except TokenNotCurrent:
+            return False
+        return True
 
-    def check_current(self, resource: str, token: int, *, block: str | int = "latest") -> LeaseInfo:
-        """The live lease of ``token``; raises a :class:`~chainfence.errors.TokenNotCurrent` subclass if it is not."""
+    def check_current(
+        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
+    ) -> LeaseInfo:
+        """The live lease of ``token``; raises a :class:`~chainfence.errors.TokenNotCurrent` subclass if it is not.
+
+        The verdict a verifier needs: ``token`` is the resource's latest token,
+        neither released nor expired — expired counted at :meth:`Chain.now
+        <chainfence.Chain.now>`, so a lease that ran out since the latest
+        block is :class:`~chainfence.errors.LeaseExpired` with
+        ``no_block_since`` set. With ``confirmations=k`` the block that
+        issued the token must also have ``k`` blocks on top
+        (:class:`~chainfence.errors.TokenNotConfirmed` until then): a reorg
+        shallower than ``k`` cannot take it back.
+        """
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
-        holder, expires_at = self._view(
-            "checkCurrent", [resource_id, token], ["address", "uint256"], block=block, resource=resource
-        )
-        return LeaseInfo(
+        k = _validate_confirmations(confirmations)
+        info = self._lease_info(resource, resource_id, block=block)
+        self._raise_unless_current(resource, resource_id, token, info)
+        if k:
+            confirmed_block = None if block is None else (block - k if isinstance(block, int) else None)
+            self._require_confirmed(resource, resource_id, token, confirmed_block, k)
+        return info
+
+    def _raise_unless_current(self, resource: str, resource_id: bytes, token: int, info: LeaseInfo) -> None:
+        from .errors import LeaseReleased, StaleToken, UnknownToken
+
+        if token == info.token and info.status is LeaseStatus.LIVE:
+            return
+        if token > info.token or info.status is LeaseStatus.UNHELD:
+            raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
+        if token < info.token:
+            raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
+        if info.status is LeaseStatus.RELEASED:
+            raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
+        raise LeaseExpired(
+            token=token,
+            expired_at=info.expires_at,
             resource=resource,
             resource_id=resource_id,
-            holder=_checksum(holder),
-            token=token,
-            expires_at=expires_at,
-            status=LeaseStatus.LIVE,
+            judged_at=info.judged_at,
+            no_block_since=info.expired_unmined,
         )
+
+    def _require_confirmed(
+        self, resource: str, resource_id: bytes, token: int, confirmed_block: int | None, k: int
+    ) -> None:
+        """Raise unless the block that issued ``token`` has ``k`` blocks on top (tokens are a chain's
+        counter: a reorg can hand the same number to another holder)."""
+        if confirmed_block is None:
+            confirmed_block = self.chain.confirmed_block(k)
+        confirmed = None
+        if confirmed_block >= 0:
+            try:
+                confirmed = self._lease_info(resource, resource_id, block=confirmed_block)
+            except ContractNotFound:
+                confirmed = None  # the confirmed head predates the registry: nothing is confirmed yet
+        if confirmed is None or confirmed.token != token:
+            logger.info("unconfirmed token resource=%s token=%d confirmations=%d", resource, token, k)
+            raise TokenNotConfirmed(token=token, confirmations=k, resource=resource, resource_id=resource_id)
 
     def eip712_domain(self) -> EIP712Domain:
         """The registry's EIP-712 domain, from its ERC-5267 ``eip712Domain()``: what fenced
@@ -372,21 +462,38 @@ class Registry:
             )  # fmt: skip
             if fields != b"\x0f":
                 raise ContractNotFound(f"unexpected EIP-712 domain fields 0x{fields.hex()} at {self.address}")
-            cached = EIP712Domain(name, version, chain_id, Web3.to_checksum_address(verifying))
+            cached = EIP712Domain(name, version, chain_id, to_checksum_address(verifying))
             self.__dict__["_eip712_domain"] = cached
         return cached
 
+    def deployment_block(self) -> int:
+        """The block this registry was deployed in (from the registry itself)."""
+        return int(self.identity()["deployment_block"])
+
     def identity(self) -> dict[str, str]:
-        """What makes this registry's token space unique: chain id, genesis block hash, address.
+        """What makes this registry's token space unique: chain id, address, and the block it was
+        deployed in with that block's hash.
 
         Two in-process chains share a chain id and, deployed the same way, a
-        registry address; only the genesis hash tells them apart.
+        registry address; a dev node that was wiped and redeployed does too.
+        The deployment block's hash tells them apart. (The genesis hash does
+        not serve: anvil rebuilds block 0 with a new hash when it reloads its
+        state, so a restarted node would look like another chain.)
         """
-        genesis = self.__dict__.get("_genesis_hash")
-        if genesis is None:
-            genesis = self.chain.w3.eth.get_block(0)["hash"].to_0x_hex()
-            self.__dict__["_genesis_hash"] = genesis
-        return {"chain_id": str(self.chain.chain_id), "genesis_hash": genesis, "registry": self.address}
+        cached = self.__dict__.get("_identity")
+        if cached is None:
+            number = self._call_uint("deploymentBlock", [], block="latest")
+            block = self.chain.rpc.block(number)
+            if block is None:
+                raise ChainError(f"the node has no block {number}, where the registry says it was deployed")
+            cached = {
+                "chain_id": str(self.chain.chain_id),
+                "registry": self.address,
+                "deployment_block": str(number),
+                "deployment_hash": "0x" + bytes(block["hash"]).hex(),
+            }
+            self.__dict__["_identity"] = cached
+        return dict(cached)
 
     def history(self, resource: str | None = None, **filters: Any) -> list[Any]:
         """Lease events of this registry, oldest first; see :func:`chainfence.audit.history`."""
@@ -398,23 +505,38 @@ class Registry:
     # Internal
     # ------------------------------------------------------------------
 
-    def _lease_info(self, resource: str | None, resource_id: bytes, *, block: str | int = "latest") -> LeaseInfo:
+    def _lease_info(self, resource: str | None, resource_id: bytes, *, block: str | int | None = None) -> LeaseInfo:
+        """The resource's latest lease at ``block``; ``None`` means the latest state judged at chain.now()."""
+        seen = self._seen()
+        before = seen.before(resource_id)
         holder, token, expires_at, status = self._view(
-            "leaseOf", [resource_id], ["address", "uint256", "uint256", "uint8"], block=block
+            "leaseOf", [resource_id], ["address", "uint256", "uint256", "uint8"], block=_at(block)
         )
+        status = LeaseStatus(status)
+        holder = _checksum(holder)
+        judged_at = None
+        expired_unmined = False
+        if block is None:
+            seen.lease(before, resource_id, token, holder, resource)
+            if status is LeaseStatus.LIVE:
+                judged_at = self.chain.now()
+                if expires_at <= judged_at:
+                    status, expired_unmined = LeaseStatus.EXPIRED, True
         return LeaseInfo(
             resource=resource,
             resource_id=resource_id,
-            holder=_checksum(holder),
+            holder=holder,
             token=token,
             expires_at=expires_at,
-            status=LeaseStatus(status),
+            status=status,
+            judged_at=judged_at,
+            expired_unmined=expired_unmined,
         )
 
     def _lease_tx(
-        self, function: str, resource: str, args: list[Any], event: str, confirmations: int | None
-    ) -> tuple[Any, dict[str, Any]]:
-        """Send a lease operation as the sender; returns the receipt and its ``event``'s arguments."""
+        self, function: str, resource: str, args: list[Any], event: _events.Kind, confirmations: int | None
+    ) -> tuple[Any, _events.RegistryLog]:
+        """Send a lease operation as the sender; returns the receipt and its ``event``."""
         receipt = self.chain.transact(
             self._require_sender(),
             self.address,
@@ -451,15 +573,18 @@ class Registry:
                 f"the contract at {self.address} answered {function}() with data that is not a FencingRegistry's"
             ) from exc
 
-    def _event(self, receipt: Any, name: str) -> dict[str, Any]:
-        """The arguments of the ``name`` event this registry emitted in ``receipt``."""
-        event = getattr(self._contract.events, name)()
-        topic = bytes.fromhex(event.topic[2:])
+    def _event(self, receipt: Any, kind: _events.Kind) -> _events.RegistryLog:
+        """The ``kind`` event this registry emitted in ``receipt``."""
         for log in receipt["logs"]:
-            if log["address"] != self.address or bytes(log["topics"][0]) != topic:
+            if log["address"] != self.address:
                 continue
-            return dict(event.process_log(log)["args"])
-        raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no {name} event")
+            decoded = _events.decode(log)
+            if decoded is not None and decoded.kind is kind:
+                return decoded
+        raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no {kind.value} event")
+
+    def _seen(self) -> _Seen:
+        return _Seen.of(self.chain, self.address)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Registry) and (self.chain, self.address) == (other.chain, other.address)
@@ -471,9 +596,100 @@ class Registry:
         return f"<Registry {self.address} chain_id={self.chain.chain_id} sender={self.sender}>"
 
 
+class _Seen:
+    """The highest token this SDK has seen from one registry, and each resource's latest (bounded).
+
+    Tokens only go up on a chain that keeps its history. Each read takes a
+    snapshot of what was seen *before* it was sent: anything seen then was
+    already on-chain, so a result below it means the chain lost history
+    (:class:`ChainRolledBack`). Comparing with what other threads saw while
+    the read was in flight would raise false alarms; this never does.
+    """
+
+    _LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.highest = 0
+        self._resources: OrderedDict[bytes, tuple[int, str]] = OrderedDict()
+
+    @classmethod
+    def of(cls, chain: Chain, address: str) -> _Seen:
+        table = chain.__dict__.setdefault("_seen_tokens", {})
+        seen = table.get(address)
+        if seen is None:
+            seen = table.setdefault(address, cls())
+        return seen
+
+    def before(self, resource_id: bytes | None = None) -> tuple[int, tuple[int, str] | None]:
+        """What was seen before a read or a transaction is sent."""
+        with self._lock:
+            return self.highest, (self._resources.get(resource_id) if resource_id is not None else None)
+
+    def latest(self, before: tuple[int, tuple[int, str] | None], latest: int) -> None:
+        """The registry's latest token, read after ``before``."""
+        if latest < before[0]:
+            raise ChainRolledBack(
+                f"the registry's latest token is {latest}, below token {before[0]} already seen from it: "
+                "the chain lost history (a dev node restarted from an older state, or a reorg deeper than "
+                "the confirmations); the same numbers may go to other holders",
+                seen_token=before[0],
+                chain_token=latest,
+            )
+        self._note(None, latest, None)
+
+    def lease(
+        self, before: tuple[int, tuple[int, str] | None], resource_id: bytes, token: int, holder: str,
+        name: str | None, *, issued: bool = False,
+    ) -> None:  # fmt: skip
+        """A resource's latest lease, read (or, ``issued``, created by a transaction sent) after ``before``."""
+        where = repr(name) if name is not None else "0x" + resource_id.hex()
+        highest, previous = before
+        if issued and token <= highest:
+            raise ChainRolledBack(
+                f"the registry issued token {token} for {where}, but token {highest} was already seen from it "
+                "before the acquisition was sent: the chain lost history and is handing out numbers again",
+                seen_token=highest,
+                chain_token=token,
+                resource=name,
+            )
+        if previous is not None and (token < previous[0] or (token == previous[0] and holder != previous[1])):
+            raise ChainRolledBack(
+                f"{where} reads token {token} held by {holder}, but token {previous[0]} held by {previous[1]} "
+                "was already seen for it: the chain lost history",
+                seen_token=previous[0],
+                chain_token=token,
+                resource=name,
+            )
+        if token:
+            self._note(resource_id, token, holder)
+
+    def _note(self, resource_id: bytes | None, token: int, holder: str | None) -> None:
+        with self._lock:
+            self.highest = max(self.highest, token)
+            if resource_id is None or holder is None:
+                return
+            previous = self._resources.get(resource_id)
+            if previous is None or previous[0] < token:
+                self._resources[resource_id] = (token, holder)
+                self._resources.move_to_end(resource_id)
+                if len(self._resources) > self._LIMIT:
+                    self._resources.popitem(last=False)
+
+
+def _at(block: str | int | None) -> str | int:
+    return "latest" if block is None else block
+
+
+def _validate_confirmations(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000:
+        raise InvalidInput(f"confirmations must be an int from 0 to 1000, got {value!r}")
+    return value
+
+
 @functools.lru_cache(maxsize=4096)
 def _checksum(address: str) -> str:
-    return Web3.to_checksum_address(address)
+    return to_checksum_address(address)
 
 
 def _first_account(chain: Chain) -> str:

@@ -28,13 +28,14 @@ def test_a_restarted_guard_still_rejects_the_stale_holder(embedded, tmp_path):
 
 
 def test_a_store_from_another_embedded_chain_is_refused(embedded, tmp_path):
-    """Two in-process chains share chain id and registry address; the genesis hash tells them apart,
-    so marks from yesterday's demo chain cannot fence today's tokens."""
+    """Two in-process chains share chain id and registry address; the hash of the registry's deployment
+    block tells them apart, so marks from yesterday's demo chain cannot fence today's tokens."""
     path = tmp_path / "guard.sqlite"
     Guard(embedded, path=path).close()
     other_chain = Chain.embedded()
     other = Registry.deploy(other_chain, max_ttl=3_600)
     assert other.identity()["chain_id"] == embedded.identity()["chain_id"]
-    assert other.identity()["genesis_hash"] != embedded.identity()["genesis_hash"]
-    with pytest.raises(GuardStoreMismatch, match="genesis_hash"):
+    assert other.identity()["registry"] == embedded.identity()["registry"]
+    assert other.identity()["deployment_hash"] != embedded.identity()["deployment_hash"]
+    with pytest.raises(GuardStoreMismatch, match="deployment_hash"):
         Guard(other, path=path)

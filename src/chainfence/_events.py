@@ -1,0 +1,258 @@
+"""The registry's events: queried (paged, within provider limits) and decoded, in one place.
+
+The audit (:mod:`chainfence.audit`), the guard's follower and the SDK's
+views all read the registry's logs through this module; nothing else
+decodes them.
+
+Decoding never trusts content anyone can put on-chain: a resource name is
+kept as the bytes that were logged (``ResourceNamed`` takes any bytes from a
+direct caller of the contract), and turned into text only by
+:mod:`chainfence._names`. Logs that are not the registry's events, or that
+do not decode, are skipped and counted, never raised at a reader.
+
+Paging: ``eth_getLogs`` is asked for at most ``max_range`` blocks at a time
+(hosted providers cap ranges, often at 1,000-10,000 blocks, and result
+sizes). A refusal halves the range and retries, down to a single block; the
+working range is remembered per chain, and grows back after a run of
+successes.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from eth_abi import decode as abi_decode
+from eth_utils import keccak, to_checksum_address
+
+from .errors import ChainError, InvalidInput, RpcError
+
+if TYPE_CHECKING:
+    from .chain import Chain
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_MAX_LOG_RANGE", "Kind", "RegistryLog", "decode", "fetch", "topic"]
+
+#: Blocks per eth_getLogs request unless the chain says otherwise.
+DEFAULT_MAX_LOG_RANGE = 5_000
+
+#: Successful pages after which a shrunken range is doubled again.
+_GROW_AFTER = 8
+
+
+class Kind(enum.Enum):
+    """The registry's events, by what they record."""
+
+    NAMED = "ResourceNamed"
+    ACQUIRED = "LeaseAcquired"
+    RENEWED = "LeaseRenewed"
+    RELEASED = "LeaseReleased"
+    COMPLETED = "LeaseCompleted"
+
+
+_SIGNATURES = {
+    Kind.NAMED: "ResourceNamed(bytes32,string)",
+    Kind.ACQUIRED: "LeaseAcquired(bytes32,uint256,address,uint256,uint256,uint8)",
+    Kind.RENEWED: "LeaseRenewed(bytes32,uint256,address,uint256)",
+    Kind.RELEASED: "LeaseReleased(bytes32,uint256,address)",
+    Kind.COMPLETED: "LeaseCompleted(bytes32,uint256,address,bytes32)",
+}
+_TOPICS = {kind: keccak(text=signature) for kind, signature in _SIGNATURES.items()}
+_KINDS = {t: kind for kind, t in _TOPICS.items()}
+
+#: Non-indexed fields of each event: ABI types. ResourceNamed's ``string`` is
+#: read as ``bytes`` (same encoding) so that a name that is not UTF-8 decodes.
+_DATA_TYPES = {
+    Kind.NAMED: ("bytes",),
+    Kind.ACQUIRED: ("uint256", "uint256", "uint8"),
+    Kind.RENEWED: ("uint256",),
+    Kind.RELEASED: (),
+    Kind.COMPLETED: ("bytes32",),
+}
+
+
+def topic(kind: Kind) -> str:
+    """The 0x-hex topic0 of ``kind``."""
+    return "0x" + _TOPICS[kind].hex()
+
+
+@dataclass(frozen=True)
+class RegistryLog:
+    """One decoded registry event. Fields an event does not carry are None."""
+
+    kind: Kind
+    resource_id: bytes
+    block_number: int
+    block_hash: bytes
+    tx_hash: str
+    log_index: int
+    token: int | None = None
+    holder: str | None = None
+    expires_at: int | None = None
+    previous_token: int | None = None
+    reason: int | None = None
+    result_digest: bytes | None = None
+    name: bytes | None = None  # ResourceNamed: the bytes logged, untrusted
+
+
+def _word(topic_value: Any) -> bytes:
+    data = bytes(topic_value)
+    if len(data) != 32:
+        raise ValueError(f"a topic is 32 bytes, got {len(data)}")
+    return data
+
+
+def decode(log: Any) -> RegistryLog | None:
+    """``log`` (as web3 returns it) decoded, or None if it is not one of the registry's events."""
+    topics = log["topics"]
+    if not topics:
+        return None
+    kind = _KINDS.get(bytes(topics[0]))
+    if kind is None:
+        return None
+    expected_topics = 2 if kind is Kind.NAMED else 4
+    try:
+        if len(topics) != expected_topics:
+            raise ValueError(f"{kind.value} has {len(topics)} topics, expected {expected_topics}")
+        resource_id = _word(topics[1])
+        data = abi_decode(_DATA_TYPES[kind], bytes(log["data"])) if _DATA_TYPES[kind] else ()
+        fields: dict[str, Any] = {}
+        if kind is not Kind.NAMED:
+            fields["token"] = int.from_bytes(_word(topics[2]), "big")
+            holder = _word(topics[3])
+            if any(holder[:12]):
+                raise ValueError("holder topic is not an address")
+            fields["holder"] = to_checksum_address(holder[12:])
+        if kind is Kind.NAMED:
+            fields["name"] = bytes(data[0])
+        elif kind is Kind.ACQUIRED:
+            fields.update(expires_at=data[0], previous_token=data[1], reason=data[2])
+        elif kind is Kind.RENEWED:
+            fields["expires_at"] = data[0]
+        elif kind is Kind.COMPLETED:
+            fields["result_digest"] = bytes(data[0])
+        return RegistryLog(
+            kind=kind,
+            resource_id=resource_id,
+            block_number=int(log["blockNumber"]),
+            block_hash=bytes(log["blockHash"]),
+            tx_hash="0x" + bytes(log["transactionHash"]).hex(),
+            log_index=int(log["logIndex"]),
+            **fields,
+        )
+    except Exception as exc:  # noqa: BLE001 - content from the chain: skip it, never raise at the reader
+        logger.warning(
+            "skipped an undecodable %s log in block %s: %s", kind.value, log.get("blockNumber"), exc
+        )
+        return None
+
+
+class _Span:
+    """The working eth_getLogs range of one chain: shrinks on refusal, grows back slowly."""
+
+    def __init__(self, maximum: int):
+        self.maximum = maximum
+        self.current = maximum
+        self._successes = 0
+        self._lock = threading.Lock()
+
+    def refused(self, tried: int) -> int:
+        with self._lock:
+            self.current = max(1, min(self.current, tried // 2))
+            self._successes = 0
+            return self.current
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._successes += 1
+            if self._successes >= _GROW_AFTER and self.current < self.maximum:
+                self.current = min(self.maximum, self.current * 2)
+                self._successes = 0
+
+
+def _span_of(chain: Chain) -> _Span:
+    span = chain.__dict__.get("_log_span")
+    if span is None:
+        span = _Span(getattr(chain, "max_log_range", DEFAULT_MAX_LOG_RANGE))
+        chain.__dict__["_log_span"] = span
+    return span
+
+
+def fetch(
+    chain: Chain,
+    address: str,
+    *,
+    kinds: Sequence[Kind] | None = None,
+    resource_id: bytes | None = None,
+    token: int | None = None,
+    holder: str | None = None,
+    from_block: int,
+    to_block: int,
+) -> Iterator[tuple[int, int, list[RegistryLog]]]:
+    """The registry's logs from ``from_block`` to ``to_block`` (inclusive), page by page.
+
+    Yields ``(first, last, logs)`` for each page of blocks, in block order;
+    ``logs`` are decoded and sorted by (block, log index). Filters: the
+    event ``kinds`` (default all) and the indexed fields. Raises
+    :class:`~chainfence.errors.ChainError` subclasses when the node fails or
+    refuses even a single block.
+    """
+    if isinstance(from_block, bool) or not isinstance(from_block, int) or from_block < 0:
+        raise InvalidInput(f"from_block must be an int >= 0, got {from_block!r}")
+    if isinstance(to_block, bool) or not isinstance(to_block, int):
+        raise InvalidInput(f"to_block must be an int, got {to_block!r}")
+    topics: list[Any] = [[topic(kind) for kind in (kinds or list(Kind))]]
+    topics.append("0x" + resource_id.hex() if resource_id is not None else None)
+    topics.append("0x" + token.to_bytes(32, "big").hex() if token is not None else None)
+    topics.append("0x" + bytes.fromhex(holder[2:]).rjust(32, b"\0").hex() if holder is not None else None)
+    while topics and topics[-1] is None:
+        topics.pop()
+    span = _span_of(chain)
+    start = from_block
+    while start <= to_block:
+        width = span.current
+        end = min(to_block, start + width - 1)
+        try:
+            raw = chain.rpc.logs({"address": address, "fromBlock": start, "toBlock": end, "topics": topics})
+        except RpcError as refused:
+            if end == start:
+                raise
+            narrowed = span.refused(end - start + 1)
+            logger.info("eth_getLogs %d..%d refused (%s); asking %d blocks at a time", start, end, refused, narrowed)
+            continue
+        span.succeeded()
+        decoded = [entry for entry in (decode(log) for log in raw) if entry is not None]
+        decoded.sort(key=lambda entry: (entry.block_number, entry.log_index))
+        yield start, end, decoded
+        start = end + 1
+
+
+def fetch_all(chain: Chain, address: str, **query: Any) -> list[RegistryLog]:
+    """Every page of :func:`fetch`, concatenated."""
+    return [entry for _first, _last, page in fetch(chain, address, **query) for entry in page]
+
+
+class BlockTimes:
+    """Block timestamps, fetched once per block (the audit shows chain time for every event)."""
+
+    def __init__(self, chain: Chain, *, limit: int = 65_536):
+        self._chain = chain
+        self._times: dict[int, int] = {}
+        self._limit = limit
+
+    def __call__(self, number: int) -> int:
+        known = self._times.get(number)
+        if known is None:
+            block = self._chain.rpc.block(number)
+            if block is None:
+                raise ChainError(f"the node has no block {number} (reorganised away while reading?)")
+            known = int(block["timestamp"])
+            if len(self._times) >= self._limit:
+                self._times.clear()
+            self._times[number] = known
+        return known

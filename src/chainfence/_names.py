@@ -1,0 +1,116 @@
+"""Resource names: what the SDK accepts from callers, and how it shows names read from the chain.
+
+On-chain a resource is ``keccak256(name bytes)`` and the contract checks only
+the length of a name. The SDK is stricter about what it *publishes* and
+suspicious of what it *reads*:
+
+- :func:`resource_bytes` — any call that names a resource: a ``str`` of 1 to
+  128 bytes of UTF-8.
+- :func:`publishable` — what ``acquire`` publishes (``ResourceNamed``): also
+  no control, format (bidi overrides, zero-width characters), separator or
+  surrogate characters, no whitespace but the plain space, and none at
+  either end. Such names would let one resource pass for another in an audit
+  table (``prod/db`` vs ``prod/db`` + U+202E).
+- :func:`display` — a name read from the chain, whatever its bytes (anyone
+  can call the contract directly: invalid UTF-8, control characters, bidi
+  overrides), as text that is safe to print and unambiguous: every code
+  point that is not plainly printable is escaped (``\\u202e``), bytes that
+  are not UTF-8 as ``\\xff``, the backslash itself as ``\\\\``. Two different
+  names never display alike.
+- :func:`decode` — a name read from the chain as the ``str`` the SDK would
+  have published, or None when its bytes are not such a name.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from eth_utils import keccak
+
+from .errors import InvalidResourceName
+
+__all__ = ["MAX_NAME_LENGTH", "decode", "display", "publishable", "resource_bytes", "resource_id"]
+
+#: Longest resource name, in bytes of UTF-8; the contract enforces the same bound.
+MAX_NAME_LENGTH = 128
+
+#: Unicode categories that never appear in a name the SDK publishes.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def resource_id(name: object) -> bytes:
+    """The on-chain id of resource ``name``: ``keccak256(utf8(name))``, after validating it."""
+    return keccak(resource_bytes(name))
+
+
+def resource_bytes(name: object) -> bytes:
+    """``name`` as UTF-8, after checking it is a str of 1 to MAX_NAME_LENGTH bytes."""
+    if not isinstance(name, str):
+        raise InvalidResourceName(f"resource name must be a str, got {type(name).__name__}")
+    try:
+        data = name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidResourceName(f"resource name is not valid UTF-8: {exc.reason}") from None
+    if not data:
+        raise InvalidResourceName("resource name must not be empty", length=0, max_length=MAX_NAME_LENGTH)
+    if len(data) > MAX_NAME_LENGTH:
+        raise InvalidResourceName(length=len(data), max_length=MAX_NAME_LENGTH)
+    return data
+
+
+def _unsafe(char: str) -> bool:
+    if char == " ":
+        return False
+    category = unicodedata.category(char)
+    return category in _UNSAFE_CATEGORIES or category == "Zs"
+
+
+def publishable(name: object) -> bytes:
+    """``name`` as UTF-8, after checking it is fit to publish on-chain (see the module docstring)."""
+    data = resource_bytes(name)
+    assert isinstance(name, str)
+    for position, char in enumerate(name):
+        if _unsafe(char):
+            raise InvalidResourceName(
+                f"resource name contains U+{ord(char):04X} ({unicodedata.name(char, 'unnamed')}) at position "
+                f"{position}: names are printable text, spaces inside only"
+            )
+    if name[0] == " " or name[-1] == " ":
+        raise InvalidResourceName("resource name must not start or end with a space")
+    return data
+
+
+def display(raw: bytes) -> str:
+    """``raw`` (a name's bytes, from the chain) as safe, unambiguous text (see the module docstring)."""
+    out: list[str] = []
+    position = 0
+    while position < len(raw):
+        try:
+            text = raw[position:].decode("utf-8")
+            end = len(raw)
+        except UnicodeDecodeError as bad:
+            text = raw[position : position + bad.start].decode("utf-8")
+            end = position + bad.start
+        for char in text:
+            if char == "\\":
+                out.append("\\\\")
+            elif _unsafe(char):
+                code = ord(char)
+                out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+            else:
+                out.append(char)
+        if end < len(raw):
+            out.append(f"\\x{raw[end]:02x}")  # not UTF-8: escape the byte (always >= 0x80 here)
+            end += 1
+        position = end
+    return "".join(out)
+
+
+def decode(raw: bytes) -> str | None:
+    """The name ``raw`` spells if the SDK could have published it, else None."""
+    try:
+        name = raw.decode("utf-8")
+        publishable(name)
+    except (UnicodeDecodeError, InvalidResourceName):
+        return None
+    return name
