@@ -6,6 +6,7 @@ Works with any ASGI framework (Starlette, therefore FastAPI)::
     app.add_middleware(
         FencingMiddleware,
         guard=Guard(registry, path="guard.sqlite"),
+        audience="reports-service",
         resource=lambda scope: "reports/daily" if scope["path"] == "/reports/daily" else None,
     )
 
@@ -14,17 +15,22 @@ name, or a function of the ASGI scope returning it, or None for routes that
 are not fenced), the middleware reads the fenced request from the headers
 (:meth:`chainfence.FencedRequest.to_headers`), reads the body, and asks the
 guard (:meth:`chainfence.Guard.check_request`) in a worker thread (the guard
-does blocking I/O). The app runs only if all is well, with
-``scope["chainfence"]`` set to the verified request. Otherwise it answers
-with a JSON ``{"error": ..., "message": ...}`` and:
+does blocking I/O), with the request's own action (method, raw path and
+query: :func:`chainfence.fenced_requests.http_action`) and this service's
+``audience``: a request signed for another method, path, query or service is
+refused. The app runs only if all is well, with ``scope["chainfence"]`` set
+to the verified request. Otherwise it answers with a JSON
+``{"error": ..., "message": ...}`` and:
 
 ====  ==========================================================================
 400   malformed or missing headers, a body that is not the signed one
 401   a bad or foreign signature, a request past its deadline
-403   signed by someone who does not hold the token, or for another resource
+403   signed by someone who does not hold the token; for another resource,
+      action or audience
 409   a stale, unknown, expired, released or unconfirmed token; a replayed request
 413   a body larger than ``max_body``
-503   the chain could not be asked (fail closed)
+503   the chain could not be asked, or no longer holds history the guard
+      relied on (fail closed)
 ====  ==========================================================================
 """
 
@@ -35,9 +41,10 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import quote
 
-from .errors import ChainError, RequestRejected, TokenNotCurrent
-from .fenced_requests import FencedRequest
+from .errors import ChainError, ChainfenceError, InvalidInput, RequestRejected, TokenNotCurrent
+from .fenced_requests import FencedRequest, http_action
 from .guard import Guard
 
 logger = logging.getLogger(__name__)
@@ -56,11 +63,16 @@ class FencingMiddleware:
         *,
         guard: Guard,
         resource: str | Callable[[Scope], str | None],
+        audience: str | None = None,
         max_body: int = 1 << 20,
     ):
+        audience = audience if audience is not None else guard.audience
+        if not isinstance(audience, str) or not audience:
+            raise ValueError("FencingMiddleware needs the audience (this service's name) requests are signed for")
         self.app = app
         self.guard = guard
         self.resource = resource
+        self.audience = audience
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -77,12 +89,14 @@ class FencingMiddleware:
             await _respond(send, 413, "PayloadTooLarge", f"the body exceeds {self.max_body} bytes")
             return
         headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope.get("headers", [])}
+        raw_path = scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else quote(scope.get("path", "/"), safe="/:@!$&'()*+,;=-._~")
         try:
+            action = http_action(scope.get("method", "GET"), path, scope.get("query_string", b""))
             request = FencedRequest.from_headers(headers)
-            if request.resource != expected:
-                await _respond(send, 403, "WrongResource", f"this route is fenced by {expected!r}, not {request.resource!r}")
-                return
-            await asyncio.to_thread(self.guard.check_request, request, body)
+            await asyncio.to_thread(
+                self.guard.check_request, request, body, action=action, audience=self.audience, resource=expected
+            )
         except RequestRejected as rejected:
             await _respond(send, rejected.status, type(rejected).__name__, str(rejected))
             return
@@ -91,7 +105,14 @@ class FencingMiddleware:
             return
         except ChainError as unavailable:
             logger.warning("fenced request refused, the chain could not be asked: %s", unavailable)
-            await _respond(send, 503, type(unavailable).__name__, "the fencing registry could not be reached")
+            await _respond(send, 503, type(unavailable).__name__, f"the fencing registry could not be asked: {unavailable}")
+            return
+        except InvalidInput as bad:
+            await _respond(send, 400, "MalformedRequest", str(bad))
+            return
+        except ChainfenceError as failed:  # the guard's store (GuardError, GuardForked): fail closed
+            logger.error("fenced request refused, the guard failed: %s", failed)
+            await _respond(send, 503, type(failed).__name__, str(failed))
             return
 
         scope = dict(scope)

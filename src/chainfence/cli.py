@@ -9,6 +9,7 @@
     chainfence release NAME --token T
     chainfence status [NAME ...]
     chainfence verify NAME --token T      # exit 0 only if T is current
+    chainfence tx HASH... [--nonce N --account A]   # what became of a transaction
     chainfence demo
 
 Configuration, flags first, then the environment, then the deployment file
@@ -41,6 +42,7 @@ from . import __version__
 from .errors import (
     AnvilNotFound,
     ChainfenceError,
+    ChainRolledBack,
     ContractNotFound,
     InvalidInput,
     LeaseHeld,
@@ -59,7 +61,7 @@ EXIT_ERROR = 1  # any other chainfence error
 EXIT_USAGE = 2  # bad arguments or configuration; nothing was sent
 EXIT_HELD = 3  # someone else holds the lease
 EXIT_NOT_CURRENT = 4  # the token is stale, unknown, expired, released, unconfirmed, or not yours
-EXIT_CONNECTION = 5  # no node, wrong chain, no registry there, no anvil
+EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry there, no anvil
 EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
 
 _EPILOG = """\
@@ -69,8 +71,10 @@ exit codes:
   2  usage or configuration error, bad input (nothing was sent)
   3  lease held by someone else
   4  token not current: stale, unknown, expired, released, unconfirmed, or not yours
-  5  connection problem: node unreachable, wrong chain, no registry at the address, no anvil
-  6  transaction timed out (cancelled: nothing happened) or outcome unknown (look up the hashes)
+  5  connection problem: node unreachable, wrong chain, a chain that lost history (rolled back),
+     no registry at the address, no anvil
+  6  transaction timed out (cancelled: nothing happened) or outcome unknown (reconcile: chainfence tx HASH...);
+     `chainfence tx`: not settled yet
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
@@ -85,7 +89,7 @@ def exit_code(error: ChainfenceError) -> int:
         return EXIT_HELD
     if isinstance(error, (TokenNotCurrent, NotHolder)):
         return EXIT_NOT_CURRENT
-    if isinstance(error, (NodeUnreachable, WrongChain, ContractNotFound, AnvilNotFound)):
+    if isinstance(error, (NodeUnreachable, WrongChain, ChainRolledBack, ContractNotFound, AnvilNotFound)):
         return EXIT_CONNECTION
     if isinstance(error, (TransactionTimeout, OutcomeUnknown, NotConfirmed)):
         return EXIT_OUTCOME
@@ -95,6 +99,16 @@ def exit_code(error: ChainfenceError) -> int:
 # ---------------------------------------------------------------------------
 # Argument parsing
 # ---------------------------------------------------------------------------
+
+
+def _tx_hash(text: str) -> str:
+    if len(text) != 66 or not text.startswith("0x"):
+        raise argparse.ArgumentTypeError(f"a transaction hash is 0x and 64 hex digits, got {text!r}")
+    try:
+        bytes.fromhex(text[2:])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a transaction hash is 0x and 64 hex digits, got {text!r}") from None
+    return text.lower()
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -161,6 +175,10 @@ def _parser() -> argparse.ArgumentParser:
     deploy = commands.add_parser("deploy", parents=[common], help="deploy a new registry and write the deployment file")
     deploy.add_argument("--max-ttl", type=_positive_int, default=86_400, help="longest lease, seconds (default 86400)")
     deploy.add_argument("--no-write", action="store_true", help="do not write the deployment file")
+    deploy.add_argument(
+        "--force", action="store_true",
+        help="replace a deployment file whose registry is still on this chain (its users would start over at token 1)",
+    )  # fmt: skip
 
     acquire = commands.add_parser("acquire", parents=[common], help="acquire a lease; prints its fencing token")
     acquire.add_argument("resource")
@@ -181,6 +199,16 @@ def _parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", parents=[common], help="exit 0 only if the token is current")
     verify.add_argument("resource")
     verify.add_argument("--token", type=_positive_int, required=True)
+
+    tx = commands.add_parser(
+        "tx", parents=[common], help="what became of transactions (after a timeout or an unknown outcome)",
+        description="Look up candidate transactions (a transaction and its cancellation share a nonce) and say "
+        "whether one was mined, what it did (an acquisition: its lease), and whether that is final. Exit 0 "
+        "when settled, 6 when not yet.",
+    )  # fmt: skip
+    tx.add_argument("hashes", nargs="*", type=_tx_hash, metavar="HASH")
+    tx.add_argument("--nonce", type=_non_negative_int, help="the nonce the transactions used")
+    tx.add_argument("--account", help="the account that sent them (default: the transactions' sender)")
     return parser
 
 
@@ -220,14 +248,19 @@ def _load_key(args: argparse.Namespace) -> str | bytes | None:
     return os.environ.get("CHAINFENCE_PRIVATE_KEY") or None
 
 
+def _rpc_url(args: argparse.Namespace, deployment: Any) -> str:
+    url = args.rpc_url or os.environ.get("CHAINFENCE_RPC_URL") or (deployment.rpc_url if deployment else None)
+    if not url:
+        raise _Usage("no node: pass --rpc-url, set CHAINFENCE_RPC_URL, or run `chainfence node`")
+    return url
+
+
 def _connect(args: argparse.Namespace, *, needs_key: bool, needs_registry: bool = True):
     from .chain import Chain
     from .registry import Registry
 
     deployment = _deployment(args)
-    url = args.rpc_url or os.environ.get("CHAINFENCE_RPC_URL") or (deployment.rpc_url if deployment else None)
-    if not url:
-        raise _Usage("no node: pass --rpc-url, set CHAINFENCE_RPC_URL, or run `chainfence node`")
+    url = _rpc_url(args, deployment)
     key = _load_key(args)
     if needs_key and key is None:
         raise _Usage("no signing key: set CHAINFENCE_PRIVATE_KEY or pass --keystore (never a key on the command line)")
@@ -333,26 +366,33 @@ def _cmd_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _cmd_deploy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .deployment import Deployment, default_path, save
+    from .errors import ContractNotFound, WrongChain
     from .registry import Registry
 
+    path = Path(args.deployment) if args.deployment else default_path()
     chain, _ = _connect(args, needs_key=True, needs_registry=False)
+    existing = _deployment(args) if not args.no_write else None
+    if existing is not None and not args.force:
+        try:
+            Registry.from_deployment(chain, existing)
+        except (WrongChain, ContractNotFound):
+            pass  # the file names a registry this chain does not have: replacing it loses nothing
+        else:
+            raise _Usage(
+                f"{path} names registry {existing.registry}, which is on this chain: deploying another would send "
+                "its users to a new token space starting at 1. Pass --force to replace the file, or --no-write"
+            )
     with _waiting(chain, args, "deploy"):
         registry = Registry.deploy(chain, max_ttl=args.max_ttl)
-    record = Deployment(
-        registry=registry.address,
-        chain_id=chain.chain_id,
-        genesis_hash=chain.w3.eth.get_block(0)["hash"].to_0x_hex(),
-        block=registry.deployed_block or 0,
-        max_ttl=args.max_ttl,
-        rpc_url=args.rpc_url or os.environ.get("CHAINFENCE_RPC_URL"),
-    )
-    path = None if args.no_write else save(record, Path(args.deployment) if args.deployment else default_path())
+    # The URL this command reached the node at, whichever way it was given.
+    record = Deployment.of(registry, rpc_url=_rpc_url(args, existing or _deployment(args)))
+    written = None if args.no_write else save(record, path)
     if args.json:
-        print(json.dumps({**record.__dict__, "deployment_file": str(path) if path else None}))
+        print(json.dumps({**record.__dict__, "deployment_file": str(written) if written else None}))
     else:
         print(f"deployed registry {registry.address} on chain {chain.chain_id} in block {record.block} (max ttl {args.max_ttl} s)")
-        if path:
-            print(f"wrote {path}")
+        if written:
+            print(f"wrote {written}")
     return EXIT_OK
 
 
@@ -420,13 +460,23 @@ def _cmd_status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
                 "token": last.token if last else 0,
                 "holder": last.holder if last else None,
                 "expires_at": last.expires_at if last else 0,
+                # Expired by chain time now although the latest block still shows it live.
+                "no_block_since": bool(last and last.expired_unmined),
             }
         )
     if args.json:
         print(json.dumps(rows))
     else:
+        from ._names import display
+
         table = [
-            [r["resource"], r["status"], str(r["token"] or "-"), r["holder"] or "-", _when(r["expires_at"], now)]
+            [
+                display(r["resource"].encode()),
+                r["status"] + (" (no block since)" if r["no_block_since"] else ""),
+                str(r["token"] or "-"),
+                r["holder"] or "-",
+                _when(r["expires_at"], now),
+            ]
             for r in rows
         ]
         print(_table(table, ["resource", "status", "token", "holder", "expires"]))
@@ -440,7 +490,7 @@ def _cmd_verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     except TokenNotCurrent as not_current:
         if args.json:
             print(json.dumps({"resource": args.resource, "token": args.token, "current": False,
-                              "reason": type(not_current).__name__, "message": str(not_current)}))  # fmt: skip
+                              "reason": type(not_current).__name__, **not_current.details()}))  # fmt: skip
         else:
             print(f"NOT current: {not_current}")
         return EXIT_NOT_CURRENT
@@ -453,6 +503,29 @@ def _cmd_verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     return EXIT_OK
 
 
+def _cmd_tx(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .outcomes import reconcile
+
+    if not args.hashes and (args.nonce is None or args.account is None):
+        raise _Usage("give transaction hashes, or --nonce and --account")
+    chain, registry = _connect(args, needs_key=False)
+    verdict = reconcile(registry, args.hashes, nonce=args.nonce, sender=args.account, confirmations=args.confirmations)
+    if args.json:
+        print(json.dumps(verdict.to_dict()))
+    else:
+        rows = [
+            [tx.tx_hash, tx.state, tx.action or "-", "-" if tx.nonce is None else str(tx.nonce),
+             "-" if tx.block_number is None else f"{tx.block_number} ({tx.confirmations} deep)"]
+            for tx in verdict.transactions
+        ]  # fmt: skip
+        if rows:
+            print(_table(rows, ["transaction", "state", "action", "nonce", "block"]))
+        if verdict.nonce_state is not None:
+            print(f"nonce: {verdict.nonce_state}")
+        print(("settled: " if verdict.settled else "NOT settled: ") + verdict.summary)
+    return EXIT_OK if verdict.settled else EXIT_OUTCOME
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {
     "demo": _cmd_demo,
     "node": _cmd_node,
@@ -462,6 +535,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
     "release": _cmd_release,
     "status": _cmd_status,
     "verify": _cmd_verify,
+    "tx": _cmd_tx,
 }
 
 
@@ -482,8 +556,14 @@ def main(argv: list[str] | None = None) -> int:
     except ChainfenceError as error:
         code = exit_code(error)
         if getattr(args, "json", False):
-            print(json.dumps({"error": type(error).__name__, "message": str(error), "exit_code": code}))
+            print(json.dumps({**error.details(), "exit_code": code}))
         print(f"chainfence {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        for note in getattr(error, "__notes__", ()):
+            print(f"  {note}", file=sys.stderr)
+        hashes = getattr(error, "tx_hashes", ())
+        if isinstance(error, (OutcomeUnknown, NotConfirmed)) and hashes:
+            print(f"  transactions: {' '.join(hashes)} (nonce {error.nonce} of {error.sender})", file=sys.stderr)
+            print(f"  reconcile before acting again: chainfence tx {' '.join(hashes)}", file=sys.stderr)
         return code
     except KeyboardInterrupt:
         return 130

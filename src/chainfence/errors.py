@@ -412,6 +412,10 @@ class LeaseExpired(TokenNotCurrent):
     """``token`` is the resource's latest, but its lease expired at ``expired_at``.
 
     The holder lost the lease to time: acquire again for a new token.
+    ``no_block_since`` is True when no block was mined since the lease ran
+    out: the latest block still shows it live, but chain time
+    (``judged_at``: the pending block's time, or the verifier's clock) is
+    past its expiry, and the next transaction would find it expired.
     """
 
     def __init__(
@@ -421,15 +425,19 @@ class LeaseExpired(TokenNotCurrent):
         expired_at: int,
         resource: str | None = None,
         resource_id: bytes | None = None,
+        judged_at: int | None = None,
+        no_block_since: bool = False,
     ):
         self.expired_at = expired_at
+        self.judged_at = judged_at
+        self.no_block_since = no_block_since
         super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
 
     def _message(self) -> str:
-        return (
-            f"the lease of token {self.token} on {self._where()} "
-            f"expired at chain time {self.expired_at}"
-        )
+        message = f"the lease of token {self.token} on {self._where()} expired at chain time {self.expired_at}"
+        if self.no_block_since:
+            message += f"; no block since (chain time now {self.judged_at}, the latest block still shows it live)"
+        return message
 
 
 @_contract_error("FencingRegistryLeaseReleased")

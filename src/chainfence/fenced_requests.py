@@ -3,17 +3,26 @@
 A fencing token is public on-chain, so presenting one proves nothing about
 the sender. A :class:`FencedRequest` is signed by the token's holder as
 EIP-712 typed data in the registry's own domain (ERC-5267 ``eip712Domain()``:
-name, version, chain id, registry address), so it cannot be replayed on
-another chain or against another registry::
+name, version "2", chain id, registry address), so it cannot be replayed on
+another chain or against another registry; it names what it is for — an
+``action`` (an HTTP request's method, path and query, or an application's
+action name) and an ``audience`` (the service) — so it cannot be replayed as
+another method, path or query, nor at another service fenced by the same
+resource::
 
-    FencedRequest(bytes32 resource, uint256 token, address holder,
-                  bytes32 payloadDigest, uint256 nonce, uint256 deadline)
+    FencedRequest(bytes32 resource, uint256 token, address holder, string action,
+                  string audience, bytes32 payloadDigest, uint256 nonce, uint256 deadline)
 
-The agent signs with ``lease.sign(payload)``; the service verifies with
-``guard.check_request(request, payload)``, which accepts a request once:
-signed by the holder (contract holders through ERC-1271), for this payload,
-before its deadline, with a token that passes the guard, and never seen
-before (durably: a replay after a restart is still refused).
+(Version 2 of the type, in the registry's domain version "2"; version 1 had
+no action and no audience and is refused.)
+
+The agent signs with ``lease.sign(payload, action=..., audience=...)``; the
+service verifies with ``guard.check_request(request, payload, action=...)``,
+which accepts a request once: for this resource, action and audience, this
+payload, before its deadline, with a token that passes the guard, held by
+the signer (contract holders through ERC-1271), and never seen before
+(durably: a replay after a restart, or after the clock steps back, is still
+refused). :func:`http_action` builds the action of an HTTP request.
 
 Deadlines are wall-clock seconds (the verifying service's clock): they bound
 how long a request may wait and how long its nonce must be remembered.
@@ -24,6 +33,8 @@ On the wire, as HTTP headers (:meth:`FencedRequest.to_headers`)::
     Chainfence-Resource: reports%2Fdaily          (percent-encoded UTF-8)
     Chainfence-Token: 7
     Chainfence-Holder: 0x7099...
+    Chainfence-Action: POST%20%2Freports%2Fdaily  (percent-encoded UTF-8)
+    Chainfence-Audience: reports-service         (percent-encoded UTF-8)
     Chainfence-Payload-Digest: 0x5f1c...          (keccak256 of the body)
     Chainfence-Nonce: 0x9b2e...
     Chainfence-Deadline: 1795270000
@@ -46,19 +57,30 @@ from eth_utils import keccak
 from . import _validate
 from .errors import InvalidAddress, InvalidInput, InvalidSignature, MalformedRequest
 
-__all__ = ["EIP712Domain", "FencedRequest", "HEADERS"]
+__all__ = ["EIP712Domain", "FencedRequest", "HEADERS", "REQUEST_TYPE", "http_action"]
 
 _DOMAIN_TYPEHASH = keccak(text="EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")
-_REQUEST_TYPE = (
-    "FencedRequest(bytes32 resource,uint256 token,address holder,bytes32 payloadDigest,uint256 nonce,uint256 deadline)"
+
+#: The EIP-712 type a holder signs (version 2: bound to an action and an audience).
+REQUEST_TYPE = (
+    "FencedRequest(bytes32 resource,uint256 token,address holder,string action,string audience,"
+    "bytes32 payloadDigest,uint256 nonce,uint256 deadline)"
 )
-_REQUEST_TYPEHASH = keccak(text=_REQUEST_TYPE)
+_REQUEST_TYPEHASH = keccak(text=REQUEST_TYPE)
+
+#: The registry domain version whose requests have this type.
+DOMAIN_VERSION = "2"
+
+#: Longest action or audience, in bytes of UTF-8 (they travel as headers).
+_MAX_LABEL = 2_048
 
 #: Header names, by FencedRequest field.
 HEADERS = {
     "resource": "Chainfence-Resource",
     "token": "Chainfence-Token",
     "holder": "Chainfence-Holder",
+    "action": "Chainfence-Action",
+    "audience": "Chainfence-Audience",
     "payload_digest": "Chainfence-Payload-Digest",
     "nonce": "Chainfence-Nonce",
     "deadline": "Chainfence-Deadline",
@@ -92,6 +114,31 @@ def _word(value: int) -> bytes:
     return value.to_bytes(32, "big")
 
 
+def http_action(method: str, path: str, query: str | bytes = "") -> str:
+    """The action of an HTTP request: ``"METHOD /path"``, plus ``"?query"`` when there is one.
+
+    ``path`` and ``query`` as they travel (percent-encoded), so client and
+    server compute the same string.
+    """
+    if isinstance(query, bytes):
+        query = query.decode("latin-1")
+    if not isinstance(method, str) or not method or not isinstance(path, str) or not path.startswith("/"):
+        raise InvalidInput(f"an HTTP action needs a method and an absolute path, got {method!r} {path!r}")
+    return f"{method.upper()} {path}" + (f"?{query}" if query else "")
+
+
+def _label(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{what} must be a non-empty str, got {value!r}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid UTF-8") from None
+    if size > _MAX_LABEL:
+        raise InvalidInput(f"{what} is {size} bytes; at most {_MAX_LABEL}")
+    return value
+
+
 @dataclass(frozen=True)
 class FencedRequest:
     """A request signed by the holder of ``token`` on ``resource``, for one payload."""
@@ -99,6 +146,8 @@ class FencedRequest:
     resource: str
     token: int
     holder: str
+    action: str
+    audience: str
     payload_digest: bytes
     nonce: int
     deadline: int
@@ -114,6 +163,8 @@ class FencedRequest:
         resource: str,
         token: int,
         holder: str,
+        action: str,
+        audience: str,
         payload: bytes,
         key: Any,
         deadline: int | None = None,
@@ -123,10 +174,18 @@ class FencedRequest:
         """Sign a request with ``key`` (a private key or eth-account LocalAccount).
 
         ``holder`` is the lease holder: the key's own address, or a contract
-        account (ERC-1271) that accepts the key's signatures.
+        account (ERC-1271) that accepts the key's signatures. ``action`` is
+        what the request does (for HTTP: :func:`http_action`), ``audience``
+        the service it is for.
         """
         _validate.resource_bytes(resource)
         _validate.token(token)
+        action = _label(action, "action")
+        audience = _label(audience, "audience")
+        if domain.version != DOMAIN_VERSION:
+            raise InvalidInput(
+                f"the registry's EIP-712 domain is version {domain.version}; this SDK signs version {DOMAIN_VERSION}"
+            )
         if not isinstance(payload, (bytes, bytearray)):
             raise InvalidInput(f"payload must be bytes, got {type(payload).__name__}")
         if deadline is None:
@@ -135,6 +194,8 @@ class FencedRequest:
             resource=resource,
             token=token,
             holder=_validate.address(holder, "holder"),
+            action=action,
+            audience=audience,
             payload_digest=keccak(bytes(payload)),
             nonce=int.from_bytes(os.urandom(16), "big") if nonce is None else nonce,
             deadline=deadline,
@@ -153,6 +214,8 @@ class FencedRequest:
             + _validate.resource_id(self.resource)
             + _word(self.token)
             + bytes.fromhex(self.holder[2:]).rjust(32, b"\0")
+            + keccak(self.action.encode("utf-8"))
+            + keccak(self.audience.encode("utf-8"))
             + self.payload_digest
             + _word(self.nonce)
             + _word(self.deadline)
@@ -193,6 +256,8 @@ class FencedRequest:
             HEADERS["resource"]: quote(self.resource, safe=""),
             HEADERS["token"]: str(self.token),
             HEADERS["holder"]: self.holder,
+            HEADERS["action"]: quote(self.action, safe=""),
+            HEADERS["audience"]: quote(self.audience, safe=""),
             HEADERS["payload_digest"]: "0x" + self.payload_digest.hex(),
             HEADERS["nonce"]: hex(self.nonce),
             HEADERS["deadline"]: str(self.deadline),
@@ -207,6 +272,11 @@ class FencedRequest:
         for field, header in HEADERS.items():
             value = lower.get(header.lower())
             if value is None or value == "":
+                if field in ("action", "audience") and lower.get(HEADERS["signature"].lower()):
+                    raise MalformedRequest(
+                        f"missing header {header}: a version 1 fenced request (no action, no audience); "
+                        "sign it with this SDK's lease.sign(payload, action=..., audience=...)"
+                    )
                 raise MalformedRequest(f"missing header {header}")
             values[field] = value.strip()
         try:
@@ -214,11 +284,13 @@ class FencedRequest:
             _validate.resource_bytes(resource)
             token = _validate.token(int(values["token"], 10))
             holder = _validate.address(values["holder"], "holder")
+            action = _label(unquote(values["action"], errors="strict"), "action")
+            audience = _label(unquote(values["audience"], errors="strict"), "audience")
             digest = _hex_bytes(values["payload_digest"], 32, HEADERS["payload_digest"])
             nonce = int(values["nonce"], 16)
             deadline = int(values["deadline"], 10)
-            signature = _hex_bytes(values["signature"], 65, HEADERS["signature"])
-        except (ValueError, InvalidInput, InvalidAddress) as exc:
+            signature = _hex_bytes(values["signature"], None, HEADERS["signature"])
+        except (ValueError, InvalidInput, InvalidAddress, UnicodeDecodeError) as exc:
             raise MalformedRequest(f"malformed fenced request: {exc}") from None
         if not 0 <= nonce < 2**256 or not 0 <= deadline < 2**256:
             raise MalformedRequest("nonce and deadline must fit uint256")
@@ -226,6 +298,8 @@ class FencedRequest:
             resource=resource,
             token=token,
             holder=holder,
+            action=action,
+            audience=audience,
             payload_digest=digest,
             nonce=nonce,
             deadline=deadline,
@@ -233,10 +307,13 @@ class FencedRequest:
         )
 
 
-def _hex_bytes(text: str, length: int, header: str) -> bytes:
+def _hex_bytes(text: str, length: int | None, header: str) -> bytes:
+    """``text`` as bytes: exactly ``length`` of them, or (None) 1 to 2,048 (contract signatures vary)."""
     if not text.startswith("0x"):
         raise ValueError(f"{header} must be 0x-prefixed hex")
     data = bytes.fromhex(text[2:])
-    if len(data) != length:
+    if length is not None and len(data) != length:
         raise ValueError(f"{header} must be {length} bytes, got {len(data)}")
+    if length is None and not 1 <= len(data) <= 2_048:
+        raise ValueError(f"{header} must be 1 to 2048 bytes, got {len(data)}")
     return data

@@ -9,8 +9,8 @@ A service puts one line before every write it protects::
         storage.put("reports/daily", body)
 
 The guard keeps, per resource, the highest token it has accepted (the
-*mark*) in a SQLite file, with the holder of that token. Three modes, chosen
-at construction:
+*mark*) in a SQLite file (:mod:`chainfence._guard_store`), with the holder
+of that token. Three modes, chosen at construction:
 
 ``mark`` (default): local marks, the chain asked only about news.
     ``token == mark``: accepted, no chain call (same epoch, more writes).
@@ -19,31 +19,50 @@ at construction:
     token becomes the new mark. A forged token, one issued for another
     resource, or one superseded, expired or released is rejected and the mark
     does not move. Cost: one SQLite read per check (a dict lookup with
-    ``exclusive=True``), one ``eth_call`` per new epoch.
+    ``exclusive=True``), two ``eth_call`` and a block read per new epoch.
     Window: a holder whose lease ended is accepted (at its own mark) until a
     successor's token reaches the guard.
 
-``strict``: every check asks the chain that the token is current (at the
-    confirmed head when ``confirmations`` is set), besides the mark.
-    Cost: one ``eth_call`` (plus one with confirmations) per check. Closes the
-    window of ``mark``: an expired or superseded holder is rejected at once.
+``strict``: every check asks the chain that the token is current now,
+    besides the mark: current, live by :meth:`Chain.now <chainfence.Chain.now>`
+    (the pending block's time or the verifier's clock, not the latest
+    block's: a lease that ran out is refused even when no block was mined
+    since), and issued in a block ``confirmations`` deep. Cost: one
+    ``eth_call`` and a block read per check (plus two with confirmations).
+    No window beyond the one between the check and the write it guards.
 
 ``follow``: ``mark``, plus a follower thread that reads the registry's
-    ``LeaseAcquired`` events (``eth_getLogs`` by block range, every
-    ``follow_interval`` seconds, confirmed blocks only) and raises marks as
-    soon as a lease is issued, so a stale holder is rejected even before the
-    new holder writes anything. Cost: one ``eth_getLogs`` per interval.
-    Window: the follower's lag, exposed by :meth:`Guard.staleness` (seconds
-    since the followed head was last brought up to date).
+    ``LeaseAcquired`` events (``eth_getLogs`` in pages a provider accepts,
+    every ``follow_interval`` seconds, confirmed blocks only) and raises marks
+    as soon as a lease is issued, so a stale holder is rejected even before
+    the new holder writes anything. Nothing anyone can put on-chain stops it
+    (names are read as untrusted bytes). While the follower is behind — its
+    last attempt failed, or it has not caught up for ``max_lag`` seconds —
+    checks at the mark are verified on-chain as in ``strict`` mode, so a
+    follower in trouble never silently becomes ``mark`` mode; ``staleness()``
+    and ``follow_status()`` report it.
 
-Guarantees in every mode (DESIGN.md, safety properties 3 and 4):
+Guarantees in every mode (each has a test that tries to break it):
 
 - a guard never accepts a token lower than one it accepted for that
   resource: marks only go up, are written with ``synchronous=FULL`` in WAL
   mode, and survive restarts and crashes;
 - a guard never accepts a token the registry did not issue for that resource;
 - check-and-record is atomic across threads and across processes sharing
-  the file (``BEGIN IMMEDIATE`` around re-read, compare and write).
+  the file (``BEGIN IMMEDIATE`` around re-read, compare and write);
+- a rejection changes nothing: every check (signature, holder, replay,
+  deadline for signed requests) runs before anything is recorded, and the
+  mark and the request are recorded in one transaction;
+- a rolled-back chain (the registry's state below a token this store
+  accepted, a token number that turns up with another holder, a block the
+  follower applied that was replaced) latches the store: every check raises
+  :class:`~chainfence.errors.ChainRolledBack` from then on, in every process,
+  across restarts, until an operator starts a new store. ``mark`` mode
+  notices at its next chain read (a new epoch, a restart, the follower),
+  ``strict`` at the next check;
+- an ``exclusive`` guard used in a process forked from its owner raises
+  :class:`~chainfence.errors.GuardForked` instead of answering from a
+  frozen copy of the owner's memory.
 
 A check and the write that follows it are two steps: a holder superseded
 between them can still complete that one write. Make the write itself
@@ -54,7 +73,7 @@ Reorgs: fencing tokens are a chain's counter, so a reorg can give the same
 number to another holder. With ``confirmations=k`` (default: the chain's
 setting; 0 on dev chains) a token becomes a mark only once the block that
 issued it has ``k`` blocks on top (:class:`~chainfence.errors.TokenNotConfirmed`
-until then). Reorgs deeper than ``k`` are outside what any ``k`` can promise.
+until then). A reorg deeper than ``k`` is a rollback (above).
 
 Holder-signed requests (:meth:`Guard.check_request`): see
 :mod:`chainfence.fenced_requests`.
@@ -62,37 +81,40 @@ Holder-signed requests (:meth:`Guard.check_request`): see
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import sqlite3
 import threading
 import time
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eth_utils import keccak
 
-from . import _validate
+from . import _events, _names, _validate
+from ._guard_store import IDENTITY_KEYS, MAX_STORED_TOKEN, GuardStore
 from .errors import (
+    ActionMismatch,
+    AudienceMismatch,
+    ChainError,
     ChainfenceError,
-    ContractNotFound,
+    ChainRolledBack,
     GuardError,
-    GuardStoreMismatch,
+    GuardForked,
     InvalidInput,
     InvalidSignature,
-    LeaseExpired,
-    LeaseReleased,
     MalformedRequest,
+    NodeUnreachable,
     PayloadMismatch,
     ReplayedRequest,
     RequestExpired,
+    ResourceMismatch,
     SignerNotHolder,
     StaleToken,
-    TokenNotConfirmed,
-    UnknownToken,
+    TokenNotCurrent,
 )
-from .lease import LeaseInfo, LeaseStatus
 
 if TYPE_CHECKING:
     from .fenced_requests import EIP712Domain, FencedRequest
@@ -100,42 +122,49 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MODES", "Guard"]
+__all__ = ["MODES", "FollowStatus", "Guard"]
 
 #: The guard modes (see the module docstring).
 MODES = ("mark", "strict", "follow")
 
-_SCHEMA_VERSION = "2"
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS meta (
-        key   TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS marks (
-        resource_id BLOB PRIMARY KEY,   -- keccak256(utf8 name), as on-chain
-        name        TEXT NOT NULL,      -- the name, or 0x<id> until the guard learns it
-        token       INTEGER NOT NULL,   -- the highest token accepted (chain tokens fit 48 bits)
-        accepted_at REAL NOT NULL,      -- wall-clock seconds, for operators only
-        holder      TEXT                -- the holder of that token (schema 2)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS seen_requests (
-        id       BLOB PRIMARY KEY,      -- the EIP-712 digest of an accepted fenced request
-        deadline INTEGER NOT NULL       -- kept until this wall-clock second has passed
-    ) WITHOUT ROWID""",
-)
-
-#: Keys of `meta` that bind a store to one registry.
-_IDENTITY_KEYS = ("chain_id", "genesis_hash", "registry")
-
-#: SQLite INTEGER is signed 64-bit; chain-verified tokens fit in 48 bits.
-_MAX_STORED_TOKEN = 2**63 - 1
-
-#: Blocks per eth_getLogs request of the follower.
-_FOLLOW_CHUNK = 2_000
-
 #: ERC-1271 isValidSignature(bytes32,bytes) selector, also its "valid" answer.
 _ERC1271_MAGIC = bytes.fromhex("1626ba7e")
+
+#: Bounds of the in-memory caches (LRU): names -> ids, exclusive marks, contract holders.
+_MAX_IDS = 100_000
+_MAX_MEMO = 100_000
+_MAX_CONTRACT_HOLDERS = 4_096
+
+#: Requests whose deadline passed this long ago are pruned from the replay store.
+_PRUNE_AFTER = 60
+
+#: Live guards of this process, for the fork handler.
+_GUARDS: weakref.WeakSet[Guard] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class FollowStatus:
+    """How far the follower of a ``follow`` guard has got, and whether checks rely on it."""
+
+    followed_block: int | None
+    staleness: float
+    healthy: bool
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What a check found, before anything is recorded."""
+
+    resource: str
+    resource_id: bytes
+    token: int
+    mark: int
+    holder: str | None  # the holder of ``token``, from the chain or the store
+
+    @property
+    def raises(self) -> bool:
+        return self.token > self.mark
 
 
 class Guard:
@@ -152,12 +181,17 @@ class Guard:
             may open it: enforced with a lock file) and keeps the marks in
             memory too: a check at the mark is a dict lookup.
         follow_interval: seconds between the follower's polls (mode ``follow``).
+        max_lag: seconds without a successful follow after which checks at
+            the mark are verified on-chain (default ``max(5, 3 * follow_interval)``).
+        audience: the name of the service this guard protects; signed
+            requests must have been signed for it (see :meth:`check_request`).
         max_request_age: the furthest in the future a signed request's
             deadline may be, in seconds (bounds the replay store).
+        erc1271_gas: the gas an ERC-1271 holder's ``isValidSignature`` may burn.
         timeout: seconds to wait for another process's write lock.
 
     Raises :class:`~chainfence.errors.GuardStoreMismatch` if the file holds
-    marks of another registry (other chain, address or genesis block).
+    marks of another registry (other chain, address or deployment).
     """
 
     def __init__(
@@ -169,18 +203,26 @@ class Guard:
         confirmations: int | None = None,
         exclusive: bool = False,
         follow_interval: float = 1.0,
+        max_lag: float | None = None,
+        audience: str | None = None,
         max_request_age: int = 3_600,
+        erc1271_gas: int = 200_000,
         timeout: float = 30.0,
     ):
         if not isinstance(path, (str, os.PathLike)) or str(path) in ("", ":memory:") or str(path).startswith("file:"):
             raise InvalidInput(f"a guard needs a file path (marks must survive restarts), got {path!r}")
         if mode not in MODES:
             raise InvalidInput(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        for name, value in (("timeout", timeout), ("follow_interval", follow_interval)):
+        for name, value in (("timeout", timeout), ("follow_interval", follow_interval), ("max_lag", max_lag)):
+            if value is None and name == "max_lag":
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
-        if isinstance(max_request_age, bool) or not isinstance(max_request_age, int) or max_request_age < 1:
-            raise InvalidInput(f"max_request_age must be an int >= 1, got {max_request_age!r}")
+        for name, value in (("max_request_age", max_request_age), ("erc1271_gas", erc1271_gas)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInput(f"{name} must be an int >= 1, got {value!r}")
+        if audience is not None and (not isinstance(audience, str) or not audience):
+            raise InvalidInput(f"audience must be a non-empty str, got {audience!r}")
         if confirmations is None:
             confirmations = registry.chain.confirmations
         if isinstance(confirmations, bool) or not isinstance(confirmations, int) or confirmations < 0:
@@ -191,38 +233,47 @@ class Guard:
         self.exclusive = bool(exclusive)
         self.path = Path(path)
         self.follow_interval = float(follow_interval)
+        self.max_lag = float(max_lag) if max_lag is not None else max(5.0, 3 * self.follow_interval)
+        self.audience = audience
         self.max_request_age = max_request_age
-        self._timeout = float(timeout)
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_lock = threading.Lock()
-        self._pid = os.getpid()
-        self._closed = False
-        #: Exclusive guards: resource name -> (mark, holder), mirroring the store.
-        self._memo: dict[str, tuple[int, str | None]] = {}
+        self.erc1271_gas = erc1271_gas
+        self._store = GuardStore(self.path, timeout=float(timeout))
+        self._owner_pid = os.getpid()
+        self._forked = False
+        #: Exclusive guards: resource id -> (mark, holder), mirroring the store (LRU-bounded).
+        self._memo: OrderedDict[bytes, tuple[int, str | None]] = OrderedDict()
         self._ids: dict[str, bytes] = {}
         self._domain: EIP712Domain | None = None
-        self._contract_holders: dict[str, bool] = {}
+        self._contract_holders: OrderedDict[str, bool] = OrderedDict()
         self._lock_file: Any = None
-        self._identity = {key: value for key, value in registry.identity().items() if key in _IDENTITY_KEYS}
-        self._take_store_lock()
-        try:
-            self._bind()
-            if self.exclusive:
-                for name, token, holder in self._conn().execute("SELECT name, token, holder FROM marks"):
-                    self._memo[name] = (token, holder)
-        except BaseException:
-            self.close()
-            raise
+        self._rolled_back: str | None = None
         self.followed_block: int | None = None
         self._synced_at: float | None = None
+        self._follow_error: str | None = None
         self._follow_lock = threading.Lock()
         self._stop = threading.Event()
         self._follower: threading.Thread | None = None
+        self._take_store_lock()
+        try:
+            identity = {key: value for key, value in registry.identity().items() if key in IDENTITY_KEYS}
+            self._store.bind(identity)
+            if self.exclusive:
+                for resource_id, _name, token, holder in self._store.marks():
+                    self._memo[resource_id] = (token, holder)
+            self._check_continuity_at_open()
+        except BaseException:
+            self.close()
+            raise
+        _GUARDS.add(self)
         if mode == "follow":
-            self.sync()
-            self._follower = threading.Thread(target=self._follow, name=f"chainfence-follow-{self.path.name}", daemon=True)
-            self._follower.start()
+            try:
+                self.sync()
+            except ChainRolledBack:
+                raise
+            except ChainfenceError as exc:  # the follower retries; checks go on-chain meanwhile
+                self._follow_error = f"{type(exc).__name__}: {exc}"
+                logger.warning("guard follower could not sync at start: %s", exc)
+            self._start_follower()
 
     # ------------------------------------------------------------------
     # Checking tokens
@@ -237,78 +288,184 @@ class Guard:
         ``StaleToken``, :class:`~chainfence.errors.LeaseExpired`,
         :class:`~chainfence.errors.LeaseReleased` or
         :class:`~chainfence.errors.TokenNotConfirmed`. A rejection never moves
-        the mark. Chain errors propagate (fail closed).
+        the mark. Chain errors propagate (fail closed), as
+        :class:`~chainfence.errors.ChainError` subclasses.
         """
-        memo = self._memo.get(resource)
-        if memo is not None and memo[0] == token and token.__class__ is int and self.mode != "strict":
-            return token  # exclusive store, same epoch: the fast path
-        return self._check(resource, token)[0]
+        resource_id = self._ids.get(resource) if resource.__class__ is str else None
+        if resource_id is not None:
+            memo = self._memo.get(resource_id)
+            if memo is not None and memo[0] == token and token.__class__ is int and self._trusts_marks():
+                return token  # exclusive store, same epoch: the fast path
+        verdict = self._judge(resource, token)
+        self._record(verdict)
+        return token
 
-    def _check(self, resource: str, token: int) -> tuple[int, str | None]:
-        """check() returning (token, holder of token if known)."""
+    def _trusts_marks(self) -> bool:
+        """Whether a token at its mark may be accepted without asking the chain."""
+        if self._forked:
+            self._adopt_fork()
+        if self.mode == "strict" or self._rolled_back is not None:
+            return False
+        if self.mode == "follow":
+            return self._following()
+        return True
+
+    def _judge(self, resource: str, token: int) -> _Verdict:
+        """Everything a check needs to decide, read and verified; nothing recorded."""
+        self._require_usable()
         resource_id = self._resource_id(resource)
         token = _validate.token(token)
-        conn = self._conn()
-
-        mark, holder = self._read_mark(conn, resource_id)
+        mark, holder, rolled_back = GuardStore.read_mark(self._store.conn(), resource_id)
+        if rolled_back is not None:
+            self._rolled_back = rolled_back
+            raise ChainRolledBack(f"guard store {str(self.path)!r} no longer trusts the chain: {rolled_back}")
         if token < mark:
             raise StaleToken(token=token, current_token=mark, resource=resource, resource_id=resource_id)
-        if token == mark and self.mode != "strict":
-            return token, holder
+        if token == mark and self._trusts_marks():
+            return _Verdict(resource, resource_id, token, mark, holder)
+        # News (or strict, or a follower in trouble): the chain must vouch for the token.
+        if token > MAX_STORED_TOKEN:
+            # No registry token is this large (tokens are 48-bit on-chain): never issued.
+            from .errors import UnknownToken
 
-        # News (or strict): the chain must vouch for the token, and, with
-        # confirmations, the block that issued it must be deep enough.
-        info = self._verify_on_chain(resource, resource_id, token)
-        if self.confirmations:
-            self._require_confirmed(resource, resource_id, token)
-        if token == mark:
-            return token, info.holder
-        if token > _MAX_STORED_TOKEN:  # pragma: no cover - the contract stores tokens in 48 bits
-            raise GuardError(f"token {token} does not fit the guard's store")
+            raise UnknownToken(token=token, current_token=0, resource=resource, resource_id=resource_id)
+        info = self._verify_on_chain(resource, resource_id, token, mark, holder)
+        return _Verdict(resource, resource_id, token, mark, info.holder)
 
-        with self._write(conn):
-            current, _ = self._read_mark(conn, resource_id)
-            if token < current:
+    def _verify_on_chain(self, resource: str, resource_id: bytes, token: int, mark: int, stored_holder: str | None) -> Any:
+        registry = self.registry
+        try:
+            info = registry.check_current(resource, token, confirmations=self.confirmations)
+        except TokenNotCurrent as refused:
+            chain_token = getattr(refused, "current_token", None)
+            if chain_token is not None and chain_token < mark:
+                self._latch(
+                    f"{resource!r} reads token {chain_token} on-chain, below the mark {mark} this store accepted",
+                    seen_token=mark, chain_token=chain_token, resource=resource,
+                )  # fmt: skip
+            logger.info("guard rejected token resource=%s token=%d: %s", resource, token, type(refused).__name__)
+            raise
+        except ChainRolledBack as lost:
+            self._latch(str(lost), seen_token=lost.seen_token, chain_token=lost.chain_token, resource=resource)
+        if token == mark and stored_holder is not None and info.holder != stored_holder:
+            self._latch(
+                f"token {token} of {resource!r} is held by {info.holder} on-chain, but this store accepted it "
+                f"from {stored_holder}: the number was issued twice",
+                seen_token=mark, chain_token=token, resource=resource,
+            )  # fmt: skip
+        if token > mark:
+            # A new epoch: also make sure the chain has not lost tokens this store accepted elsewhere.
+            high = self._store.high_token()
+            latest = registry.latest_token(block="latest")
+            if latest < high:
+                self._latch(
+                    f"the registry's latest token is {latest}, below token {high} this store accepted",
+                    seen_token=high, chain_token=latest, resource=resource,
+                )  # fmt: skip
+        return info
+
+    def _record(self, verdict: _Verdict, request: tuple[bytes, int] | None = None) -> None:
+        """Record the verdict (raise the mark; remember the request) in one transaction, or nothing."""
+        if not verdict.raises and request is None:
+            return
+        with self._store.write() as conn:
+            current, _holder, rolled_back = GuardStore.read_mark(conn, verdict.resource_id)
+            if rolled_back is not None:
+                raise ChainRolledBack(f"guard store {str(self.path)!r} no longer trusts the chain: {rolled_back}")
+            if verdict.token < current:
                 # Another thread or process recorded a newer token meanwhile.
-                raise StaleToken(token=token, current_token=current, resource=resource, resource_id=resource_id)
-            if token > current:
-                self._raise_mark(conn, resource_id, resource, token, info.holder)
-        if self.exclusive:
-            self._remember(resource, token, info.holder)
-        logger.info("guard accepted new token resource=%s token=%d previous_mark=%d", resource, token, mark)
-        return token, info.holder
+                raise StaleToken(
+                    token=verdict.token, current_token=current, resource=verdict.resource,
+                    resource_id=verdict.resource_id,
+                )  # fmt: skip
+            if verdict.token > current:
+                GuardStore.raise_mark(conn, verdict.resource_id, verdict.token, verdict.holder, _names.display(
+                    verdict.resource.encode()))  # fmt: skip
+            if request is not None:
+                digest, deadline = request
+                now = int(time.time())
+                horizon = GuardStore.replay_horizon(conn)
+                if deadline <= horizon:
+                    # Its record may have been pruned: whatever the clock says now, it is over.
+                    raise RequestExpired(
+                        f"the request's deadline {deadline} is at or before {horizon}, the point up to which "
+                        "this store forgets accepted requests (the clock stepped back?)"
+                    )
+                if not GuardStore.remember_request(conn, digest, deadline):
+                    raise ReplayedRequest(f"request 0x{digest.hex()[:16]}... was already accepted")
+                if now % 64 == 0:  # now and then, forget requests whose deadline is long gone
+                    self._store.prune_requests(conn, now - _PRUNE_AFTER)
+        if verdict.raises:
+            if self.exclusive:
+                self._remember(verdict.resource_id, verdict.token, verdict.holder)
+            logger.info(
+                "guard accepted new token resource=%s token=%d previous_mark=%d",
+                verdict.resource, verdict.token, verdict.mark,
+            )  # fmt: skip
 
     def mark(self, resource: str) -> int:
         """The highest token accepted for ``resource`` (0 if none)."""
-        return self._read_mark(self._conn(), self._resource_id(resource))[0]
+        self._require_usable()
+        return GuardStore.read_mark(self._store.conn(), self._resource_id(resource))[0]
 
     def marks(self) -> dict[str, int]:
-        """Every resource's mark, by name."""
-        rows = self._conn().execute("SELECT name, token FROM marks ORDER BY name").fetchall()
-        return {name: token for name, token in rows}
+        """Every resource's mark, by name (an escaped name, or the 0x id when the name is unknown)."""
+        self._require_usable()
+        rows = self._store.marks()
+        return dict(sorted(((name or "0x" + rid.hex()), token) for rid, name, token, _holder in rows))
 
     # ------------------------------------------------------------------
     # Holder-signed requests
     # ------------------------------------------------------------------
 
-    def check_request(self, request: FencedRequest, payload: bytes) -> FencedRequest:
+    def check_request(
+        self,
+        request: FencedRequest,
+        payload: bytes,
+        *,
+        action: str,
+        audience: str | None = None,
+        resource: str | None = None,
+    ) -> FencedRequest:
         """Accept a holder-signed request once, or raise a RequestRejected / TokenNotCurrent.
 
-        In order: the payload is the signed one (:class:`~chainfence.errors.PayloadMismatch`),
-        the deadline has not passed and is not too far (:class:`~chainfence.errors.RequestExpired`,
-        :class:`~chainfence.errors.MalformedRequest`), the signature is the
-        named holder's, in this registry's EIP-712 domain, ERC-1271 for
-        contract holders (:class:`~chainfence.errors.InvalidSignature`), the
-        token passes this guard's mode (``TokenNotCurrent``), the named holder
-        holds that token (:class:`~chainfence.errors.SignerNotHolder`), and
-        the request was never accepted before, across restarts
-        (:class:`~chainfence.errors.ReplayedRequest`). Only a request that
-        passes every step is remembered.
+        ``action`` is what the request is used for here (an HTTP request's
+        ``"METHOD /path?query"``, or an application's action name), and
+        ``audience`` the service verifying it (default: the guard's
+        ``audience``); ``resource``, when given, the resource this endpoint is
+        fenced by. The request must have been signed for exactly these.
+
+        Checked in this order, cheap and local first, and nothing is recorded
+        unless every check passes: the request names this resource, action
+        and audience (:class:`~chainfence.errors.RequestMisdirected`), the
+        payload is the signed one (:class:`~chainfence.errors.PayloadMismatch`),
+        the deadline has not passed and is not too far
+        (:class:`~chainfence.errors.RequestExpired`,
+        :class:`~chainfence.errors.MalformedRequest`); the token passes this
+        guard's mode (``TokenNotCurrent``) and is held by the named holder
+        (:class:`~chainfence.errors.SignerNotHolder`); the signature is that
+        holder's — recovered locally for an account, and only then, for a
+        contract holder, ERC-1271 with a gas cap
+        (:class:`~chainfence.errors.InvalidSignature`); the request was never
+        accepted before, across restarts and clock steps
+        (:class:`~chainfence.errors.ReplayedRequest`). The mark and the
+        request are then recorded in one transaction.
         """
         from .fenced_requests import FencedRequest
 
         if not isinstance(request, FencedRequest):
             raise MalformedRequest(f"expected a FencedRequest, got {type(request).__name__}")
+        audience = self.audience if audience is None else audience
+        if not isinstance(action, str) or not action:
+            raise InvalidInput("check_request needs the action the request is used for (e.g. 'POST /reports')")
+        if not isinstance(audience, str) or not audience:
+            raise InvalidInput("check_request needs the audience: Guard(..., audience=...) or audience=")
+        if resource is not None and request.resource != resource:
+            raise ResourceMismatch(f"this endpoint is fenced by {resource!r}; the request was signed for {request.resource!r}")
+        if request.action != action:
+            raise ActionMismatch(f"the request was signed for {request.action!r}, not {action!r}")
+        if request.audience != audience:
+            raise AudienceMismatch(f"the request was signed for audience {request.audience!r}, not {audience!r}")
         if not isinstance(payload, (bytes, bytearray)) or keccak(bytes(payload)) != request.payload_digest:
             raise PayloadMismatch("the payload is not the one the holder signed")
         now = time.time()
@@ -320,25 +477,23 @@ class Guard:
             )
         domain = self.domain()
         digest = request.digest(domain)
-        self._verify_signature(request, digest)
+        try:
+            signed_by_holder_key = request.recover(domain, digest=digest) == request.holder
+        except InvalidSignature:
+            signed_by_holder_key = False  # not an account's signature; a contract holder may still accept it
 
-        _, holder = self._check(request.resource, request.token)
-        if holder is None:  # a mark recorded before holders were stored (schema 1)
+        verdict = self._judge(request.resource, request.token)
+        holder = verdict.holder
+        if holder is None:  # a mark recorded without its holder: ask the chain
             info = self.registry.last_lease(request.resource)
             holder = info.holder if info is not None and info.token == request.token else None
         if holder != request.holder:
             raise SignerNotHolder(
                 f"{request.holder} signed for token {request.token} of {request.resource!r}, held by {holder}"
             )
-
-        conn = self._conn()
-        with self._write(conn):
-            try:
-                conn.execute("INSERT INTO seen_requests (id, deadline) VALUES (?, ?)", (digest, request.deadline))
-            except sqlite3.IntegrityError:
-                raise ReplayedRequest(f"request 0x{digest.hex()[:16]}... was already accepted") from None
-            if int(now) % 64 == 0:  # now and then, forget requests whose deadline is long gone
-                conn.execute("DELETE FROM seen_requests WHERE deadline < ?", (int(now) - 60,))
+        if not signed_by_holder_key:
+            self._verify_contract_signature(request, digest)
+        self._record(verdict, request=(digest, request.deadline))
         return request
 
     def domain(self) -> EIP712Domain:
@@ -347,28 +502,30 @@ class Guard:
             self._domain = self.registry.eip712_domain()
         return self._domain
 
-    def _verify_signature(self, request: FencedRequest, digest: bytes) -> None:
-        if self._is_contract(request.holder):
-            data = _ERC1271_MAGIC + _encode_bytes32_bytes(digest, request.signature)
-            try:
-                answer = self.registry.chain.call(request.holder, data)
-            except ChainfenceError as exc:
-                raise InvalidSignature(f"the holder contract {request.holder} refused the signature: {exc}") from None
-            if answer[:4] != _ERC1271_MAGIC:
-                raise InvalidSignature(f"the holder contract {request.holder} does not accept this signature")
-            return
-        signer = request.recover(self.domain(), digest=digest)
-        if signer != request.holder:
+    def _verify_contract_signature(self, request: FencedRequest, digest: bytes) -> None:
+        """ERC-1271, for a holder that is a contract; its code runs with at most ``erc1271_gas``."""
+        if not self._is_contract(request.holder):
             raise InvalidSignature(
-                f"signed by {signer}, not by the holder it names ({request.holder}): "
+                f"not signed by the key of the holder it names ({request.holder}): "
                 "a foreign key, or a request signed for another registry or chain"
             )
+        data = _ERC1271_MAGIC + _encode_bytes32_bytes(digest, request.signature)
+        try:
+            answer = self.registry.chain.call(request.holder, data, gas=self.erc1271_gas)
+        except NodeUnreachable:
+            raise
+        except ChainfenceError as exc:
+            raise InvalidSignature(f"the holder contract {request.holder} refused the signature: {exc}") from None
+        if answer[:4] != _ERC1271_MAGIC:
+            raise InvalidSignature(f"the holder contract {request.holder} does not accept this signature")
 
     def _is_contract(self, address: str) -> bool:
         known = self._contract_holders.get(address)
         if known is None:
-            known = bool(self.registry.chain.w3.eth.get_code(address))
+            known = bool(self.registry.chain.rpc.code(address))
             self._contract_holders[address] = known
+            if len(self._contract_holders) > _MAX_CONTRACT_HOLDERS:
+                self._contract_holders.popitem(last=False)
         return known
 
     # ------------------------------------------------------------------
@@ -379,143 +536,186 @@ class Guard:
         """Bring the marks up to the confirmed head from the registry's events; returns that block.
 
         The follower thread calls this every ``follow_interval`` seconds in
-        ``follow`` mode; call it yourself for a deterministic catch-up.
+        ``follow`` mode; call it yourself for a deterministic catch-up. Pages
+        through ``eth_getLogs`` within the provider's limits; each page is
+        applied and recorded in one transaction, so a crash resumes where it
+        stopped. Raises :class:`~chainfence.errors.ChainRolledBack` (and
+        latches the store) if a block it applied was replaced.
         """
+        self._require_usable()
         with self._follow_lock:
-            chain = self.registry.chain
-            head = chain.confirmed_block(self.confirmations)
-            conn = self._conn()
-            start = self._meta(conn, "follow_block")
-            if start is None:
-                # First follow of this store: from the head on. Earlier tokens
-                # still reach the marks when presented, verified on-chain.
-                self._set_meta(conn, "follow_block", str(head))
-                self.followed_block = head
-                self._synced_at = time.monotonic()
-                return head
-            block = int(start)
-            while block < head:
-                end = min(head, block + _FOLLOW_CHUNK)
-                self._apply_events(conn, block + 1, end)
-                block = end
-            self.followed_block = block
+            try:
+                block = self._sync()
+            except ChainfenceError as exc:
+                self._follow_error = f"{type(exc).__name__}: {exc}"
+                raise
+            self._follow_error = None
             self._synced_at = time.monotonic()
+            self.followed_block = block
             return block
+
+    def _sync(self) -> int:
+        chain = self.registry.chain
+        store = self._store
+        head = chain.confirmed_block(self.confirmations)
+        conn = store.conn()
+        start = GuardStore.meta(conn, "follow_block")
+        if start is None:
+            # First follow of this store: from the head on. Earlier tokens
+            # still reach the marks when presented, verified on-chain.
+            self._save_progress(head, self._block_hash(head))
+            return head
+        block = int(start)
+        self._require_unchanged(block, GuardStore.meta(conn, "follow_hash"), head)
+        for _first, last, logs in _events.fetch(
+            chain, self.registry.address, kinds=[_events.Kind.ACQUIRED, _events.Kind.NAMED],
+            from_block=block + 1, to_block=head,
+        ):  # fmt: skip
+            self._apply(logs, last, self._block_hash(last))
+            block = last
+        return block
+
+    def _block_hash(self, number: int) -> str:
+        found = self.registry.chain.rpc.block(number)
+        if found is None:
+            raise ChainError(f"the node has no block {number}")
+        return "0x" + bytes(found["hash"]).hex()
+
+    def _require_unchanged(self, block: int, stored_hash: str | None, head: int) -> None:
+        """Latch the store if the block the follower stopped at is no longer the chain's."""
+        if block > head:
+            self._latch(f"the chain's confirmed head {head} is below block {block}, which the follower applied")
+        if stored_hash is not None and self._block_hash(block) != stored_hash:
+            self._latch(
+                f"block {block}, which the follower applied, was replaced on-chain "
+                f"(a reorg deeper than {self.confirmations} confirmations, or a node that lost its state)"
+            )
+
+    def _save_progress(self, block: int, block_hash: str) -> None:
+        with self._store.write() as conn:
+            GuardStore.set_meta(conn, "follow_block", str(block))
+            GuardStore.set_meta(conn, "follow_hash", block_hash)
+
+    def _apply(self, logs: list[_events.RegistryLog], last: int, last_hash: str) -> None:
+        """One page of events: raise marks and learn names, and record the progress, atomically."""
+        raised: list[tuple[bytes, int, str | None]] = []
+        # A name hashes to its resource: a log claiming otherwise is not believed.
+        names = {
+            entry.resource_id: _names.display(entry.name)
+            for entry in logs
+            if entry.kind is _events.Kind.NAMED and entry.name is not None and keccak(entry.name) == entry.resource_id
+        }
+        with self._store.write() as conn:
+            for resource_id, name in names.items():
+                GuardStore.name_resource(conn, resource_id, name)
+            for entry in logs:
+                if entry.kind is not _events.Kind.ACQUIRED or entry.token is None:
+                    continue
+                current, _holder, _rolled = GuardStore.read_mark(conn, entry.resource_id)
+                if entry.token > current:
+                    GuardStore.raise_mark(conn, entry.resource_id, entry.token, entry.holder, names.get(entry.resource_id))
+                    raised.append((entry.resource_id, entry.token, entry.holder))
+            # Names of resources raised in this page whose ResourceNamed came earlier stay NULL
+            # until a check names them: a name is for people, never needed to fence.
+            GuardStore.set_meta(conn, "follow_block", str(last))
+            GuardStore.set_meta(conn, "follow_hash", last_hash)
+        for resource_id, token, holder in raised:
+            if self.exclusive:
+                self._remember(resource_id, token, holder)
+            logger.info("guard followed new token resource=0x%s token=%d", resource_id.hex()[:16], token)
 
     def staleness(self) -> float:
         """Seconds since the follower last brought the marks up to the confirmed head (inf if never)."""
         return float("inf") if self._synced_at is None else time.monotonic() - self._synced_at
 
-    def _apply_events(self, conn: sqlite3.Connection, first: int, last: int) -> None:
-        contract = self.registry._contract
-        acquired, named = contract.events.LeaseAcquired(), contract.events.ResourceNamed()
-        topics = {bytes.fromhex(acquired.topic[2:]): acquired, bytes.fromhex(named.topic[2:]): named}
-        logs = self.registry.chain.w3.eth.get_logs(
-            {"address": self.registry.address, "fromBlock": first, "toBlock": last, "topics": [[e.topic for e in (acquired, named)]]}
+    def follow_status(self) -> FollowStatus:
+        """The follower's progress, and whether checks at the mark currently rely on it."""
+        return FollowStatus(
+            followed_block=self.followed_block,
+            staleness=self.staleness(),
+            healthy=self.mode == "follow" and self._following(),
+            last_error=self._follow_error,
         )
-        decoded = []
-        for log in sorted(logs, key=lambda entry: (entry["blockNumber"], entry["logIndex"])):
-            event = topics[bytes(log["topics"][0])]
-            decoded.append((event, event.process_log(log)["args"]))
-        # Names first, outside the write transaction (a lookup is an RPC):
-        # from this range's ResourceNamed events, the store, or the chain.
-        names = {bytes(args["resource"]): args["name"] for event, args in decoded if event is named}
-        for _event, args in decoded:
-            resource_id = bytes(args["resource"])
-            if resource_id not in names:
-                stored = self._name_of(conn, resource_id)
-                names[resource_id] = (self._lookup_name(resource_id) if stored.startswith("0x") else None) or stored
-        raised: list[tuple[str, int, str]] = []
-        with self._write(conn):
-            for event, args in decoded:
-                if event is named:
-                    continue
-                resource_id = bytes(args["resource"])
-                name = names[resource_id]
-                current, _ = self._read_mark(conn, resource_id)
-                if args["token"] > current:
-                    self._raise_mark(conn, resource_id, name, args["token"], args["holder"])
-                    raised.append((name, args["token"], args["holder"]))
-            self._set_meta(conn, "follow_block", str(last))
-        for name, token, holder in raised:
-            if self.exclusive:
-                self._remember(name, token, holder)
-            logger.info("guard followed new token resource=%s token=%d", name, token)
 
-    def _lookup_name(self, resource_id: bytes) -> str | None:
-        """The name a resource was published under (its ResourceNamed event), if any."""
-        named = self.registry._contract.events.ResourceNamed()
-        logs = self.registry.chain.w3.eth.get_logs(
-            {"address": self.registry.address, "fromBlock": 0, "toBlock": "latest",
-             "topics": [named.topic, "0x" + resource_id.hex()]}
-        )  # fmt: skip
-        return named.process_log(logs[0])["args"]["name"] if logs else None
+    def _following(self) -> bool:
+        """Whether the follower is up to date enough for checks at the mark to trust it."""
+        return self._follow_error is None and self.staleness() <= self.max_lag
+
+    def _start_follower(self) -> None:
+        self._stop = threading.Event()
+        self._follower = threading.Thread(target=self._follow, name=f"chainfence-follow-{self.path.name}", daemon=True)
+        self._follower.start()
+
+    def _adopt_fork(self) -> None:
+        """First use in a forked child: a shared guard carries on (its store is on disk, its follower
+        restarts); an exclusive one cannot (its memory is a frozen copy of the owner's)."""
+        self._require_usable()
+        with self._follow_lock:
+            if not self._forked:
+                return
+            self._forked = False
+            self._owner_pid = os.getpid()
+            if self.mode == "follow":
+                self._start_follower()
 
     def _follow(self) -> None:
-        while not self._stop.wait(self.follow_interval):
+        stop = self._stop
+        while not stop.wait(self.follow_interval):
             try:
                 self.sync()
-            except Exception as exc:  # the node hiccuped: staleness grows, the next poll retries
+            except ChainRolledBack as lost:
+                logger.error("guard follower stopped: %s", lost)
+                return
+            except GuardError:
+                return  # closed
+            except ChainfenceError as exc:  # the node hiccuped: checks go on-chain, the next poll retries
                 logger.warning("guard follower could not sync (staleness %.1f s): %s", self.staleness(), exc)
 
     # ------------------------------------------------------------------
-    # Chain verification
+    # Rollbacks
     # ------------------------------------------------------------------
 
-    def _verify_on_chain(self, resource: str, resource_id: bytes, token: int) -> LeaseInfo:
-        """The lease of ``token`` if it is the current, live token of the resource at the latest block."""
-        info = self.registry.last_lease(resource)
-        if info is None:
-            raise UnknownToken(token=token, current_token=0, resource=resource, resource_id=resource_id)
-        if token == info.token and info.status is LeaseStatus.LIVE:
-            return info
-        logger.info(
-            "guard rejected token resource=%s token=%d chain_token=%d status=%s",
-            resource,
-            token,
-            info.token,
-            info.status.name.lower(),
+    def _check_continuity_at_open(self) -> None:
+        """At open: the chain must still reach every token this store accepted."""
+        high = self._store.high_token()
+        if not high:
+            return
+        latest = self.registry.latest_token(block="latest")
+        if latest < high:
+            try:
+                self._latch(
+                    f"the registry's latest token is {latest}, below token {high} this store accepted",
+                    seen_token=high, chain_token=latest,
+                )  # fmt: skip
+            except ChainRolledBack as lost:
+                logger.error("guard %s: %s", self.path, lost)
+
+    def _latch(
+        self, reason: str, *, seen_token: int | None = None, chain_token: int | None = None, resource: str | None = None
+    ) -> None:
+        """Record that the chain lost history this store relied on, and raise ChainRolledBack."""
+        self._rolled_back = reason
+        self._memo.clear()
+        self._store.latch_rollback(reason)
+        logger.error("guard %s no longer trusts the chain: %s", self.path, reason)
+        raise ChainRolledBack(
+            f"{reason}: the same token numbers may go to other holders; this store refuses every token from now "
+            "on (start a new store once the chain is trusted again)",
+            seen_token=seen_token,
+            chain_token=chain_token,
+            resource=resource,
         )
-        if token > info.token:
-            raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if token < info.token:
-            raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if info.status is LeaseStatus.RELEASED:
-            raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
-        raise LeaseExpired(token=token, expired_at=info.expires_at, resource=resource, resource_id=resource_id)
-
-    def _require_confirmed(self, resource: str, resource_id: bytes, token: int) -> None:
-        """Raise unless the block that issued ``token`` has ``confirmations`` blocks on top.
-
-        Tokens are per-chain counters: a reorg can hand the same number to
-        another holder. Only a token issued at or below the confirmed head may
-        become a mark.
-        """
-        block = self.registry.chain.confirmed_block(self.confirmations)
-        try:
-            confirmed = self.registry.last_lease(resource, block=block)
-        except ContractNotFound:
-            confirmed = None  # the confirmed head predates the registry: nothing is confirmed yet
-        if confirmed is None or confirmed.token < token:
-            logger.info("guard deferred unconfirmed token resource=%s token=%d", resource, token)
-            raise TokenNotConfirmed(
-                token=token, confirmations=self.confirmations, resource=resource, resource_id=resource_id
-            )
 
     # ------------------------------------------------------------------
-    # Store
+    # Store, lifetime, fork
     # ------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop the follower, close the store's connections (from every thread). Marks stay on disk."""
         self._stop_follower()
-        with self._connections_lock:
-            self._closed = True
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
+        self._store.close()
         if self._lock_file is not None:
-            self._lock_file.close()  # releases the flock
+            self._lock_file.close()  # releases the flock (once no forked copy holds it either)
             self._lock_file = None
 
     def _stop_follower(self) -> None:
@@ -523,8 +723,29 @@ class Guard:
         follower = getattr(self, "_follower", None)
         if stop is not None:
             stop.set()
-        if follower is not None and follower is not threading.current_thread():
+        if (
+            follower is not None
+            and follower is not threading.current_thread()
+            and follower.is_alive()
+            and os.getpid() == self._owner_pid
+        ):
             follower.join()
+
+    def _after_fork_in_child(self) -> None:
+        """Run in a forked child (os.register_at_fork). Its memory is a frozen copy of the owner's."""
+        self._forked = True
+        self._memo = OrderedDict()
+        self._follower = None
+        self._synced_at = None  # no follower runs here yet: checks at the mark go on-chain
+        self._follow_lock = threading.Lock()
+        self._store.after_fork()
+
+    def _require_usable(self) -> None:
+        if self._forked and self.exclusive and os.getpid() != self._owner_pid:
+            raise GuardForked(
+                f"this exclusive guard on {str(self.path)!r} was opened in process {self._owner_pid}; "
+                f"process {os.getpid()} is a fork of it and must open its own guard"
+            )
 
     def __enter__(self) -> Guard:
         return self
@@ -539,14 +760,17 @@ class Guard:
         cached = self._ids.get(resource) if resource.__class__ is str else None
         if cached is None:
             cached = _validate.resource_id(resource)
-            if len(self._ids) < 100_000:
+            if len(self._ids) < _MAX_IDS:
                 self._ids[resource] = cached
         return cached
 
-    def _remember(self, resource: str, token: int, holder: str | None) -> None:
-        previous = self._memo.get(resource)
+    def _remember(self, resource_id: bytes, token: int, holder: str | None) -> None:
+        previous = self._memo.get(resource_id)
         if previous is None or previous[0] < token:
-            self._memo[resource] = (token, holder)
+            self._memo[resource_id] = (token, holder)
+            self._memo.move_to_end(resource_id)
+            if len(self._memo) > _MAX_MEMO:
+                self._memo.popitem(last=False)
 
     def _take_store_lock(self) -> None:
         """Exclusive guards own the store: a lock file held for the guard's life (flock)."""
@@ -566,118 +790,22 @@ class Guard:
                 + ("another guard" if self.exclusive else "a guard that owns it (exclusive=True)")
             ) from None
 
-    def _conn(self) -> sqlite3.Connection:
-        if self._closed:
-            raise GuardError(f"guard {str(self.path)!r} is closed")
-        if os.getpid() != self._pid:
-            # A forked child must not use its parent's SQLite handles.
-            self._local = threading.local()
-            self._connections = []
-            self._pid = os.getpid()
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._open()
-            self._local.conn = conn
-            with self._connections_lock:
-                self._connections.append(conn)
-        return conn
+    # Tests and tools of the 0.1 series reached for these.
+    def _conn(self) -> Any:
+        self._require_usable()
+        return self._store.conn()
 
-    def _open(self) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            # FULL: a mark is on disk before check() returns, power loss included.
-            conn.execute("PRAGMA synchronous = FULL")
-        except sqlite3.Error as exc:
-            raise GuardError(f"cannot open guard store {str(self.path)!r}: {exc}") from exc
-        return conn
 
-    def _bind(self) -> None:
-        """Create or migrate the schema and tie the store to this registry, or refuse a foreign store."""
-        conn = self._conn()
-        try:
-            with self._write(conn):
-                for statement in _SCHEMA:  # one at a time: executescript() would COMMIT first
-                    conn.execute(statement)
-                stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-                if not stored:
-                    conn.executemany(
-                        "INSERT INTO meta (key, value) VALUES (?, ?)",
-                        [*self._identity.items(), ("schema_version", _SCHEMA_VERSION)],
-                    )
-                    return
-                if stored.get("schema_version") == "1":
-                    # Schema 1 (chainfence 0.1 foundation) had no holder column.
-                    conn.execute("ALTER TABLE marks ADD COLUMN holder TEXT")
-                    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (_SCHEMA_VERSION,))
-        except sqlite3.DatabaseError as exc:
-            raise GuardError(f"{str(self.path)!r} is not a usable guard store: {exc}") from exc
-        differs = sorted(k for k in _IDENTITY_KEYS if stored.get(k) != self._identity[k])
-        if differs:
-            raise GuardStoreMismatch(
-                f"{str(self.path)!r} holds marks of another registry ({', '.join(differs)} differ: "
-                f"store has {', '.join(f'{k}={stored.get(k)}' for k in differs)})"
-            )
+def _after_fork_in_child() -> None:
+    for guard in list(_GUARDS):
+        guard._after_fork_in_child()
 
-    @staticmethod
-    def _read_mark(conn: sqlite3.Connection, resource_id: bytes) -> tuple[int, str | None]:
-        row = conn.execute("SELECT token, holder FROM marks WHERE resource_id = ?", (resource_id,)).fetchone()
-        return (0, None) if row is None else (row[0], row[1])
 
-    @staticmethod
-    def _raise_mark(conn: sqlite3.Connection, resource_id: bytes, name: str, token: int, holder: str | None) -> None:
-        conn.execute(
-            "INSERT INTO marks (resource_id, name, token, accepted_at, holder) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (resource_id) DO UPDATE SET token = excluded.token, accepted_at = excluded.accepted_at, "
-            "holder = excluded.holder, "
-            "name = CASE WHEN excluded.name LIKE '0x%' THEN marks.name ELSE excluded.name END "
-            "WHERE excluded.token > marks.token",
-            (resource_id, name, token, time.time(), holder),
-        )
-
-    @staticmethod
-    def _name_of(conn: sqlite3.Connection, resource_id: bytes) -> str:
-        row = conn.execute("SELECT name FROM marks WHERE resource_id = ?", (resource_id,)).fetchone()
-        return row[0] if row is not None else "0x" + resource_id.hex()
-
-    @staticmethod
-    def _meta(conn: sqlite3.Connection, key: str) -> str | None:
-        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
-
-    def _set_meta(self, conn: sqlite3.Connection, key: str, value: str) -> None:
-        statement = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-        if conn.in_transaction:
-            conn.execute(statement, (key, value))
-        else:
-            with self._write(conn):
-                conn.execute(statement, (key, value))
-
-    def _write(self, conn: sqlite3.Connection) -> _WriteTransaction:
-        return _WriteTransaction(conn)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _encode_bytes32_bytes(word: bytes, data: bytes) -> bytes:
     """ABI encoding of (bytes32, bytes): the arguments of isValidSignature."""
     padded = data + b"\0" * (-len(data) % 32)
     return word + (64).to_bytes(32, "big") + len(data).to_bytes(32, "big") + padded
-
-
-class _WriteTransaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error): takes the write lock up front,
-    so a read-compare-write inside it cannot interleave with another writer."""
-
-    def __init__(self, conn: sqlite3.Connection):
-        self._conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self._conn.execute("BEGIN IMMEDIATE")
-        return self._conn
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self._conn.execute("COMMIT")
-        else:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.execute("ROLLBACK")

@@ -22,9 +22,15 @@ from chainfence.localnode import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RESOURCE = "reports/daily"
+AUDIENCE = "reports-service"
+ACTION = "POST /reports/daily"
 
 
-def make_app(guard: Guard) -> tuple[FastAPI, dict]:
+def sign(lease, body, *, action=ACTION, audience=AUDIENCE):
+    return lease.sign(body, action=action, audience=audience)
+
+
+def make_app(guard: Guard, audience: str = AUDIENCE) -> tuple[FastAPI, dict]:
     store: dict = {"body": None, "writes": []}
     app = FastAPI()
 
@@ -42,6 +48,7 @@ def make_app(guard: Guard) -> tuple[FastAPI, dict]:
     app.add_middleware(
         FencingMiddleware,
         guard=guard,
+        audience=audience,
         resource=lambda scope: RESOURCE if scope["path"] == "/reports/daily" else None,
     )
     return app, store
@@ -81,11 +88,11 @@ def service(embedded, tmp_path):
     guard.close()
 
 
-def post(client, lease_or_request, body=b"report", headers=None):
+def post(client, lease_or_request, body=b"report", headers=None, *, url="/reports/daily"):
     if headers is None:
-        request = lease_or_request.sign(body) if hasattr(lease_or_request, "sign") else lease_or_request
+        request = sign(lease_or_request, body) if hasattr(lease_or_request, "sign") else lease_or_request
         headers = request.to_headers()
-    return client.post("/reports/daily", content=body, headers=headers)
+    return client.post(url, content=body, headers=headers)
 
 
 def test_the_holder_writes_and_the_app_sees_the_verified_request(service, embedded):
@@ -110,7 +117,10 @@ def test_unfenced_routes_pass_through(service):
         ("other-body", 400, "PayloadMismatch"),
         ("foreign-signature", 401, "InvalidSignature"),
         ("non-holder", 403, "SignerNotHolder"),
-        ("other-resource", 403, "WrongResource"),
+        ("other-resource", 403, "ResourceMismatch"),
+        ("other-method", 403, "ActionMismatch"),
+        ("other-query", 403, "ActionMismatch"),
+        ("other-service", 403, "AudienceMismatch"),
         ("replay", 409, "ReplayedRequest"),
         ("stale", 409, "StaleToken"),
     ],
@@ -121,7 +131,7 @@ def test_refusals_have_the_documented_status(service, embedded, case, status, er
     alice, bob = embedded.connect(chain.accounts[1]), embedded.connect(chain.accounts[2])
     lease = alice.acquire(RESOURCE, ttl=10)
     body = b"report"
-    request = lease.sign(body)
+    request = sign(lease, body)
     headers = request.to_headers()
     if case == "no-headers":
         headers = {}
@@ -131,13 +141,21 @@ def test_refusals_have_the_documented_status(service, embedded, case, status, er
         body = b"tampered"
     elif case == "foreign-signature":
         headers = FencedRequest.sign(embedded.eip712_domain(), resource=RESOURCE, token=lease.token,
-                                     holder=lease.holder, payload=body, key=chain.key_of(bob.sender)).to_headers()  # fmt: skip
+                                     holder=lease.holder, action=ACTION, audience=AUDIENCE, payload=body,
+                                     key=chain.key_of(bob.sender)).to_headers()  # fmt: skip
     elif case == "non-holder":
         headers = FencedRequest.sign(embedded.eip712_domain(), resource=RESOURCE, token=lease.token,
-                                     holder=bob.sender, payload=body, key=chain.key_of(bob.sender)).to_headers()  # fmt: skip
+                                     holder=bob.sender, action=ACTION, audience=AUDIENCE, payload=body,
+                                     key=chain.key_of(bob.sender)).to_headers()  # fmt: skip
     elif case == "other-resource":
         other = bob.acquire("reports/weekly", ttl=10)
-        headers = other.sign(body).to_headers()
+        headers = sign(other, body).to_headers()
+    elif case == "other-method":
+        headers = sign(lease, body, action="PUT /reports/daily").to_headers()
+    elif case == "other-query":
+        headers = sign(lease, body, action="POST /reports/daily?dry_run=1").to_headers()
+    elif case == "other-service":
+        headers = sign(lease, body, audience="billing-service").to_headers()
     elif case == "replay":
         assert post(client, None, body, headers).status_code == 200
     elif case == "stale":
@@ -145,10 +163,48 @@ def test_refusals_have_the_documented_status(service, embedded, case, status, er
         chain.advance_time(11)
         newer = bob.acquire(RESOURCE, ttl=60)
         assert post(client, newer, body).status_code == 200
-        headers = lease.sign(body).to_headers()
+        headers = sign(lease, body).to_headers()
+    writes_before = list(store["writes"])
     response = post(client, None, body, headers)
     assert response.status_code == status, response.text
     assert response.json()["error"] == error
+    assert store["writes"] == writes_before, "a refused request never reaches the app"
+
+
+def test_a_request_accepted_by_one_service_is_refused_by_another_fenced_by_the_same_resource(embedded, tmp_path):
+    """Two services fence their writes by one resource; a request signed for the first, replayed at the
+    second (same resource, same token, valid signature), is refused there: it names its audience."""
+    guards = [Guard(embedded, path=tmp_path / f"{name}.sqlite") for name in ("reports", "billing")]
+    (app_a, store_a), (app_b, store_b) = make_app(guards[0], "reports-service"), make_app(guards[1], "billing-service")
+    with Server(app_a) as a, Server(app_b) as b, httpx.Client(base_url=a.url) as ca, httpx.Client(base_url=b.url) as cb:
+        lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
+        headers = sign(lease, b"pay").to_headers()
+        assert post(ca, None, b"pay", headers).status_code == 200
+        refused = post(cb, None, b"pay", headers)
+    for guard in guards:
+        guard.close()
+    assert (refused.status_code, refused.json()["error"]) == (403, "AudienceMismatch")
+    assert store_b["writes"] == [] and store_a["writes"] == [lease.token]
+
+
+def test_the_middleware_answers_503_when_the_chain_cannot_be_asked(anvil_node, on_anvil, tmp_path):
+    """The node stops answering: a fenced request gets 503 (fail closed), never a 500 or a pass."""
+    from chainfence import Chain, Registry
+    from tests.support.anvil import dev_keys
+    from tests.support.rpc_proxy import RpcProxy
+
+    with RpcProxy(anvil_node.url) as proxy:
+        registry = Registry.at(Chain.connect(proxy.url, private_keys=dev_keys(3), request_timeout=2), on_anvil.address)
+        guard = Guard(registry, path=tmp_path / "guard.sqlite", mode="strict")
+        app, store = make_app(guard)
+        lease = on_anvil.connect(on_anvil.chain.accounts[1]).acquire(RESOURCE, ttl=60)
+        with Server(app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+            proxy.down = True
+            response = post(client, lease, b"report")
+        guard.close()
+    assert response.status_code == 503, response.text
+    assert response.json()["error"] == "NodeUnreachable"
+    assert store["writes"] == []
 
 
 def test_an_oversized_body_is_refused(embedded, tmp_path):

@@ -103,7 +103,8 @@ def post(registry: Registry, resource: str, ttl: int, service: str) -> None:
     with httpx.Client(base_url=service, timeout=30) as client:
         for part in range(1, 51):
             body = f"part {part} from token {lease.token}".encode()
-            response = client.post("/" + resource, content=body, headers=lease.sign(body).to_headers())
+            signed = lease.sign(body, action=f"POST /{resource}", audience="reports-service")
+            response = client.post("/" + resource, content=body, headers=signed.to_headers())
             emit(event="posted", part=part, token=lease.token, status=response.status_code,
                  error=response.json().get("error") if response.status_code != 200 else None,
                  expires_at=lease.expires_at)  # fmt: skip

@@ -1,7 +1,7 @@
 """A guard in its own process, for the multi-process fault tests.
 
     python -m tests.support.guard_worker once   URL REGISTRY STORE RESOURCE TOKEN [--pause-after-verify] [--naive]
-    python -m tests.support.guard_worker stress URL REGISTRY STORE RESOURCE SECONDS
+    python -m tests.support.guard_worker race   URL REGISTRY STORE RESOURCE
 
 Prints JSON lines on stdout. ``once`` checks one token; with
 ``--pause-after-verify`` it prints ``{"event": "verified"}`` once the chain
@@ -10,17 +10,23 @@ window in which another process may raise the mark). ``--naive`` swaps in a
 guard that records without re-reading the mark under the write lock: the
 control that shows what the real guard prevents.
 
-``stress`` repeatedly reads the chain's current token and checks it and an
-older one, logging monotonic-clock start/end of each check.
+``race`` repeatedly reads the chain's current token and checks it and an
+older one, logging the monotonic-clock start and end of each check, until a
+line arrives on stdin; then it prints the log. Each time it sees a higher
+current token it prints ``{"event": "seen", "token": T}`` once it has
+checked it, so a test can sequence the chain's moves by the workers'
+progress instead of by wall-clock windows.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 
 from chainfence import Chain, Guard, Registry
+from chainfence._guard_store import GuardStore
 from chainfence.errors import StaleToken, TokenNotCurrent
 
 
@@ -32,9 +38,10 @@ def pause_after_verify(guard: Guard) -> None:
     verify = guard._verify_on_chain
 
     def paused(*args, **kwargs):
-        verify(*args, **kwargs)
+        info = verify(*args, **kwargs)
         emit(event="verified")
         sys.stdin.readline()
+        return info
 
     guard._verify_on_chain = paused  # type: ignore[method-assign]
 
@@ -47,15 +54,15 @@ class NaiveGuard(Guard):
 
         resource_id = rid(resource)
         conn = self._conn()
-        mark, _holder = self._read_mark(conn, resource_id)
+        mark, _holder, _rolled_back = GuardStore.read_mark(conn, resource_id)
         if token == mark:
             return token
         if token < mark:
             raise StaleToken(token=token, current_token=mark, resource=resource)
-        self._verify_on_chain(resource, resource_id, token)
+        self._verify_on_chain(resource, resource_id, token, mark, None)
         conn.execute(
-            "INSERT OR REPLACE INTO marks (resource_id, name, token, accepted_at) VALUES (?, ?, ?, 0)",
-            (resource_id, resource, token),
+            "INSERT OR REPLACE INTO marks (resource_id, token, holder, name, accepted_at) VALUES (?, ?, NULL, ?, 0)",
+            (resource_id, token, resource),
         )
         return token
 
@@ -78,12 +85,14 @@ def main(argv: list[str]) -> int:
         if "--hang" in argv:  # wait to be killed, holding the store open
             time.sleep(600)
         return 0
-    if mode == "stress":
-        seconds = float(argv[5])
+    if mode == "race":
         guard = Guard(registry, path=store)
+        stop = threading.Event()
+        threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
         log = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        seen = 0
+        emit(event="ready")
+        while not stop.is_set():
             current = registry.last_lease(resource).token
             for token in (current, max(1, current - 2)):
                 start = time.monotonic_ns()
@@ -93,6 +102,9 @@ def main(argv: list[str]) -> int:
                 except TokenNotCurrent as rejected:
                     verdict = type(rejected).__name__
                 log.append((start, time.monotonic_ns(), token, verdict))
+            if current > seen:
+                seen = current
+                emit(event="seen", token=current)
         emit(event="log", log=log)
         return 0
     raise SystemExit(f"unknown mode {mode!r}")

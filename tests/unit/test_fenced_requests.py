@@ -9,15 +9,16 @@ from eth_account import Account
 from eth_utils import keccak
 
 from chainfence import FencedRequest
-from chainfence.errors import InvalidSignature, MalformedRequest
-from chainfence.fenced_requests import HEADERS, EIP712Domain
+from chainfence.errors import InvalidInput, InvalidSignature, MalformedRequest
+from chainfence.fenced_requests import HEADERS, EIP712Domain, http_action
 
-DOMAIN = EIP712Domain("FencingRegistry", "1", 31337, "0x5FbDB2315678afecb367f032d93F642f64180aa3")
+DOMAIN = EIP712Domain("FencingRegistry", "2", 31337, "0x5FbDB2315678afecb367f032d93F642f64180aa3")
 KEY = Account.from_key("0x" + "42" * 32)
 
 
 def request(**overrides) -> FencedRequest:
-    fields = {"resource": "reports/daily", "token": 7, "holder": KEY.address, "payload": b"body", "key": KEY, **overrides}
+    fields = {"resource": "reports/daily", "token": 7, "holder": KEY.address, "action": "POST /reports/daily",
+              "audience": "reports-service", "payload": b"body", "key": KEY, **overrides}  # fmt: skip
     return FencedRequest.sign(DOMAIN, **fields)
 
 
@@ -30,15 +31,47 @@ def test_the_signature_is_standard_eip712_typed_data():
                              (("name", "string"), ("version", "string"), ("chainId", "uint256"), ("verifyingContract", "address"))],
             "FencedRequest": [{"name": n, "type": t} for n, t in
                               (("resource", "bytes32"), ("token", "uint256"), ("holder", "address"),
+                               ("action", "string"), ("audience", "string"),
                                ("payloadDigest", "bytes32"), ("nonce", "uint256"), ("deadline", "uint256"))],
         },  # fmt: skip
         "primaryType": "FencedRequest",
-        "domain": {"name": "FencingRegistry", "version": "1", "chainId": 31337, "verifyingContract": DOMAIN.verifying_contract},
+        "domain": {"name": "FencingRegistry", "version": "2", "chainId": 31337, "verifyingContract": DOMAIN.verifying_contract},
         "message": {"resource": keccak(b"reports/daily"), "token": 7, "holder": KEY.address,
+                    "action": "POST /reports/daily", "audience": "reports-service",
                     "payloadDigest": keccak(b"body"), "nonce": 5, "deadline": 1_900_000_000},  # fmt: skip
     }
     assert Account.sign_typed_data(KEY.key, full_message=message).signature == ours.signature
     assert ours.recover(DOMAIN) == KEY.address
+
+
+def test_the_action_and_the_audience_are_signed():
+    """A request re-labelled with another action or audience no longer recovers its signer."""
+    signed = request()
+    for relabelled in (dataclasses.replace(signed, action="DELETE /reports/daily"),
+                       dataclasses.replace(signed, action="POST /reports/daily?all=1"),
+                       dataclasses.replace(signed, audience="billing-service")):  # fmt: skip
+        assert relabelled.recover(DOMAIN) != KEY.address
+
+
+def test_a_version_1_domain_is_refused_when_signing():
+    with pytest.raises(InvalidInput, match="version 1"):
+        FencedRequest.sign(dataclasses.replace(DOMAIN, version="1"), resource="r", token=1, holder=KEY.address,
+                           action="a", audience="b", payload=b"", key=KEY)  # fmt: skip
+
+
+def test_a_version_1_request_says_so():
+    headers = request().to_headers()
+    del headers[HEADERS["action"]], headers[HEADERS["audience"]]
+    with pytest.raises(MalformedRequest, match="version 1"):
+        FencedRequest.from_headers(headers)
+
+
+@pytest.mark.parametrize(("method", "path", "query", "action"), [
+    ("post", "/reports/daily", b"", "POST /reports/daily"),
+    ("GET", "/r%2Fx", b"a=1&b=%20", "GET /r%2Fx?a=1&b=%20"),
+])  # fmt: skip
+def test_http_actions_are_method_path_and_query(method, path, query, action):
+    assert http_action(method, path, query) == action
 
 
 def test_another_domain_recovers_someone_else():
@@ -57,7 +90,7 @@ def test_a_malleable_high_s_signature_is_refused():
 
 
 def test_headers_round_trip():
-    signed = request(resource="rapports/été")
+    signed = request(resource="rapports/été", action="PUT /rapports/%C3%A9t%C3%A9?x=1", audience="service été")
     assert FencedRequest.from_headers(signed.to_headers()) == signed
 
 
@@ -73,8 +106,8 @@ def test_a_missing_header_is_malformed(field):
     ("field", "value"),
     [
         ("token", "seven"), ("token", "0"), ("holder", "0x1234"), ("payload_digest", "0xabcd"),
-        ("payload_digest", "abcd" * 16), ("signature", "0x" + "00" * 64), ("nonce", "zz"), ("deadline", "soon"),
-        ("resource", ""), ("resource", "%FF%FE"),
+        ("payload_digest", "abcd" * 16), ("signature", "0x"), ("signature", "0x" + "00" * 2049), ("nonce", "zz"), ("deadline", "soon"),
+        ("resource", ""), ("resource", "%FF%FE"), ("action", "%FF"), ("audience", "x" * 3000),
     ],
 )  # fmt: skip
 def test_a_bad_header_is_malformed(field, value):

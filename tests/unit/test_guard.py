@@ -10,6 +10,7 @@ import pytest
 
 from chainfence import Guard, LeaseStatus
 from chainfence.errors import (
+    ChainRolledBack,
     GuardError,
     GuardStoreMismatch,
     InvalidInput,
@@ -61,6 +62,14 @@ def test_a_token_below_the_mark_is_stale_with_both_numbers(guard, registry):
     assert guard.mark("r") == 7
 
 
+def test_a_token_of_a_resource_never_held_is_unknown(guard, registry):
+    """A token issued for another resource, presented for one the chain never leased: unknown."""
+    registry.issue("r", 4)
+    with pytest.raises(UnknownToken):
+        guard.check("never-held", 4)
+    assert guard.mark("never-held") == 0
+
+
 def test_a_higher_current_token_raises_the_mark(guard, registry):
     registry.issue("r", 2)
     guard.check("r", 2)
@@ -75,7 +84,6 @@ def test_a_higher_current_token_raises_the_mark(guard, registry):
     ("chain_token", "status", "presented", "error"),
     [
         (4, LeaseStatus.LIVE, 1_000_000, UnknownToken),  # forged: above anything issued
-        (None, None, 4, UnknownToken),  # resource never held: token issued elsewhere
         (9, LeaseStatus.LIVE, 6, StaleToken),  # above the mark but superseded on-chain
         (6, LeaseStatus.EXPIRED, 6, LeaseExpired),
         (6, LeaseStatus.RELEASED, 6, LeaseReleased),
@@ -87,10 +95,7 @@ def test_a_token_above_the_mark_the_chain_does_not_vouch_for_is_rejected_and_mov
     """Forged, foreign, superseded, expired or released: rejected, and the mark stays put."""
     registry.issue("r", 2)
     guard.check("r", 2)
-    if chain_token is None:
-        registry.leases.pop("r")
-    else:
-        registry.issue("r", chain_token, status)
+    registry.issue("r", chain_token, status)
     with pytest.raises(error) as rejected:
         guard.check("r", presented)
     assert isinstance(rejected.value, TokenNotCurrent)
@@ -136,7 +141,7 @@ def test_a_store_of_another_registry_is_refused(registry, tmp_path):
     for other in (
         FakeRegistry(address="0x" + "cd" * 20),
         FakeRegistry(chain_id=1),
-        FakeRegistry(genesis="0x" + "11" * 32),
+        FakeRegistry(deployment_hash="0x" + "11" * 32),  # the same address on a wiped and redeployed chain
     ):
         with pytest.raises(GuardStoreMismatch):
             Guard(other, path=path)
@@ -312,25 +317,56 @@ def test_an_exclusive_guard_owns_its_store(registry, tmp_path):
             Guard(registry, path=path, exclusive=True)
 
 
-def test_a_schema_1_store_is_migrated_in_place(registry, tmp_path):
-    """Stores written by the foundation release (no holder column) keep their marks."""
-    path = tmp_path / "v1.sqlite"
+@pytest.mark.parametrize("version", ["1", "2"])
+def test_a_store_of_the_previous_release_is_refused_with_the_reason(registry, tmp_path, version):
+    """Stores written by chainfence 0.1 belong to registries of the previous contract version, which
+    this release does not read: refused, and the message says why (never silently reused)."""
+    path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
     db.execute(
         "CREATE TABLE marks (resource_id BLOB PRIMARY KEY, name TEXT NOT NULL, token INTEGER NOT NULL, "
         "accepted_at REAL NOT NULL) WITHOUT ROWID"
     )
-    meta = {"schema_version": "1", **registry.identity()}
+    meta = {"schema_version": version, "chain_id": "1337", "genesis_hash": "0x" + "00" * 32, "registry": registry.address}
     db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
-    from chainfence._validate import resource_id
-
-    db.execute("INSERT INTO marks VALUES (?, 'r', 9, 0)", (resource_id("r"),))
     db.commit()
     db.close()
+    with pytest.raises(GuardStoreMismatch, match="chainfence 0.1"):
+        Guard(registry, path=path)
+
+
+def test_a_chain_that_reads_below_the_mark_latches_the_store(registry, tmp_path):
+    """The chain forgot a lease this store accepted (a rollback): ChainRolledBack, durably, for every
+    token, in every guard on the store, across restarts; the marks themselves are untouched."""
+    path = tmp_path / "g.sqlite"
+    registry.issue("r", 5)
+    registry.issue("s", 2)
     with Guard(registry, path=path) as guard:
-        assert guard.mark("r") == 9
-        with pytest.raises(StaleToken):
-            guard.check("r", 8)
-        version = guard._conn().execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-        assert version == "2"
+        guard.check("r", 5)
+        registry.issue("r", 3)  # the chain went back
+        with pytest.raises(ChainRolledBack):
+            guard.check("r", 6)
+        with pytest.raises(ChainRolledBack):
+            guard.check("r", 5)  # even at the mark, from now on
+        with pytest.raises(ChainRolledBack):
+            guard.check("s", 2)  # and for every resource
+        assert guard.mark("r") == 5
+    with Guard(registry, path=path) as reopened, pytest.raises(ChainRolledBack):
+        reopened.check("s", 2)
+
+
+def test_control_a_store_without_the_latch_accepts_a_reissued_number(registry, tmp_path):
+    """The control for the latch: the same number re-issued after a rollback is accepted at the mark
+    by mark mode (no chain read), which is why a chain read that sees the rollback must latch."""
+    registry.issue("r", 5, holder="0x" + "aa" * 20)
+    with Guard(registry, path=tmp_path / "g.sqlite") as guard:
+        guard.check("r", 5)
+        registry.issue("r", 5, holder="0x" + "bb" * 20)  # rolled back and re-issued to another holder
+        assert guard.check("r", 5) == 5, "mark mode accepts at the mark without asking the chain"
+    with Guard(registry, path=tmp_path / "s.sqlite", mode="strict") as strict:
+        registry.issue("r", 5, holder="0x" + "aa" * 20)
+        strict.check("r", 5)
+        registry.issue("r", 5, holder="0x" + "bb" * 20)
+        with pytest.raises(ChainRolledBack, match="issued twice"):
+            strict.check("r", 5)

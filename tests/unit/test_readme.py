@@ -34,7 +34,7 @@ def test_the_main_example_runs(tmp_path, monkeypatch, capsys):
 
 def test_the_signed_request_example_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    example = next(block for block in python_blocks() if "lease.sign(body)" in block)
+    example = next(block for block in python_blocks() if "lease.sign(body" in block)
     exec(compile(example, "README.md", "exec"), {})
     assert capsys.readouterr().out.strip() == "409 ReplayedRequest"
 

@@ -1,0 +1,261 @@
+"""A guard's durable state: one SQLite file of high-water marks, seen requests and follower progress.
+
+Schema 3::
+
+    meta            key -> value: the registry it is bound to (chain id, address, deployment block
+                    and hash), schema_version, high_token (the highest token ever recorded),
+                    follow_block / follow_hash (the follower's progress and that block's hash),
+                    replay_horizon (requests with a deadline at or below it may have been pruned),
+                    rolled_back (why the store stopped trusting the chain, once it did)
+    marks           resource_id -> token (the mark), holder of that token, name (for people), when
+    seen_requests   EIP-712 digest of each accepted fenced request -> its deadline
+
+Durability: WAL, ``synchronous=FULL``: a mark is on disk before the check
+that raised it returns, power loss included. Every read-compare-write runs
+inside ``BEGIN IMMEDIATE`` (the database's write lock, taken up front), so
+it cannot interleave with another writer, in this process or another.
+
+One store belongs to one registry deployment: opening it for another raises
+:class:`~chainfence.errors.GuardStoreMismatch`. Stores written by chainfence
+0.1 (schemas 1 and 2) belong to registries of the previous contract
+version, which this SDK no longer reads: they are refused, with that said.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import GuardError, GuardStoreMismatch
+
+__all__ = ["GuardStore", "IDENTITY_KEYS", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = "3"
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS marks (
+        resource_id BLOB PRIMARY KEY,   -- keccak256(name bytes), as on-chain
+        token       INTEGER NOT NULL,   -- the highest token accepted (chain tokens fit 48 bits)
+        holder      TEXT,               -- the holder of that token, when known
+        name        TEXT,               -- the name for people (escaped if untrusted); NULL until known
+        accepted_at REAL NOT NULL       -- wall-clock seconds, for operators only
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS seen_requests (
+        id       BLOB PRIMARY KEY,      -- the EIP-712 digest of an accepted fenced request
+        deadline INTEGER NOT NULL       -- kept until the replay horizon passes it
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS seen_requests_deadline ON seen_requests (deadline)",
+)
+
+#: Keys of `meta` that bind a store to one registry deployment.
+IDENTITY_KEYS = ("chain_id", "registry", "deployment_block", "deployment_hash")
+
+#: SQLite INTEGER is signed 64-bit; chain-verified tokens fit in 48 bits.
+MAX_STORED_TOKEN = 2**63 - 1
+
+#: One statement reads a mark, its holder and the rollback latch.
+_READ_MARK = (
+    "SELECT (SELECT token FROM marks WHERE resource_id = ?1), (SELECT holder FROM marks WHERE resource_id = ?1), "
+    "(SELECT value FROM meta WHERE key = 'rolled_back')"
+)
+
+
+class GuardStore:
+    """The SQLite file of one guard: per-thread connections, schema, identity, transactions."""
+
+    def __init__(self, path: Path, *, timeout: float):
+        self.path = path
+        self._timeout = timeout
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+
+    # -- connections ---------------------------------------------------------
+
+    def conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise GuardError(f"guard {str(self.path)!r} is closed")
+        if os.getpid() != self._pid:
+            self.after_fork()
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+            with self._connections_lock:
+                self._connections.append(conn)
+        return conn
+
+    def after_fork(self) -> None:
+        """In a forked child: never touch the parent's SQLite handles (nor close them)."""
+        self._local = threading.local()
+        self._connections = []
+        self._connections_lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # FULL: a mark is on disk before check() returns, power loss included.
+            conn.execute("PRAGMA synchronous = FULL")
+        except sqlite3.Error as exc:
+            raise GuardError(f"cannot open guard store {str(self.path)!r}: {exc}") from exc
+        return conn
+
+    def close(self) -> None:
+        with self._connections_lock:
+            self._closed = True
+            if os.getpid() == self._pid:
+                for conn in self._connections:
+                    conn.close()
+            self._connections.clear()
+
+    def write(self) -> _WriteTransaction:
+        return _WriteTransaction(self.conn())
+
+    # -- schema and identity -----------------------------------------------------
+
+    def bind(self, identity: dict[str, str]) -> None:
+        """Create the schema and tie the store to ``identity``, or refuse a foreign or old store."""
+        try:
+            with self.write() as conn:
+                tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if "meta" in tables:
+                    stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                    version = stored.get("schema_version")
+                    if version in ("1", "2"):
+                        raise GuardStoreMismatch(
+                            f"{str(self.path)!r} was written by chainfence 0.1 (store schema {version}) for a "
+                            "registry of the previous contract version, which this release does not read; "
+                            "start a new store for the new registry"
+                        )
+                    if stored and version != SCHEMA_VERSION:
+                        raise GuardError(f"{str(self.path)!r} has store schema {version}, not {SCHEMA_VERSION}")
+                for statement in _SCHEMA:  # one at a time: executescript() would COMMIT first
+                    conn.execute(statement)
+                stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                if not stored:
+                    conn.executemany(
+                        "INSERT INTO meta (key, value) VALUES (?, ?)",
+                        [*identity.items(), ("schema_version", SCHEMA_VERSION), ("high_token", "0")],
+                    )
+                    return
+        except sqlite3.DatabaseError as exc:
+            raise GuardError(f"{str(self.path)!r} is not a usable guard store: {exc}") from exc
+        differs = sorted(k for k in IDENTITY_KEYS if stored.get(k) != identity[k])
+        if differs:
+            raise GuardStoreMismatch(
+                f"{str(self.path)!r} holds marks of another registry ({', '.join(differs)} differ: "
+                f"store has {', '.join(f'{k}={stored.get(k)}' for k in differs)}; "
+                f"this registry has {', '.join(f'{k}={identity[k]}' for k in differs)})"
+            )
+
+    # -- marks ------------------------------------------------------------------
+
+    @staticmethod
+    def read_mark(conn: sqlite3.Connection, resource_id: bytes) -> tuple[int, str | None, str | None]:
+        """(mark, holder of the mark's token, why the store stopped trusting the chain or None)."""
+        token, holder, rolled_back = conn.execute(_READ_MARK, (resource_id,)).fetchone()
+        return (token or 0), holder, rolled_back
+
+    @staticmethod
+    def raise_mark(conn: sqlite3.Connection, resource_id: bytes, token: int, holder: str | None, name: str | None) -> None:
+        """Raise the resource's mark to ``token`` (never lowers it); call inside a write transaction."""
+        conn.execute(
+            "INSERT INTO marks (resource_id, token, holder, name, accepted_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (resource_id) DO UPDATE SET token = excluded.token, holder = excluded.holder, "
+            "accepted_at = excluded.accepted_at, name = COALESCE(excluded.name, marks.name) "
+            "WHERE excluded.token > marks.token",
+            (resource_id, token, holder, name, time.time()),
+        )
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'high_token' AND CAST(value AS INTEGER) < ?", (str(token), token)
+        )
+
+    @staticmethod
+    def name_resource(conn: sqlite3.Connection, resource_id: bytes, name: str) -> None:
+        """Remember the name of a resource that has a mark and no name yet."""
+        conn.execute("UPDATE marks SET name = ? WHERE resource_id = ? AND name IS NULL", (name, resource_id))
+
+    def marks(self) -> list[tuple[bytes, str | None, int, str | None]]:
+        """Every (resource_id, name, token, holder)."""
+        return self.conn().execute("SELECT resource_id, name, token, holder FROM marks").fetchall()
+
+    # -- meta -------------------------------------------------------------------
+
+    @staticmethod
+    def meta(conn: sqlite3.Connection, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    @staticmethod
+    def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+        """Set ``key``; call inside a write transaction."""
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def high_token(self) -> int:
+        return int(self.meta(self.conn(), "high_token") or 0)
+
+    def latch_rollback(self, reason: str) -> None:
+        """Record, durably, that the chain lost history this store relied on (first reason wins)."""
+        with self.write() as conn:
+            if self.meta(conn, "rolled_back") is None:
+                self.set_meta(conn, "rolled_back", reason)
+
+    # -- fenced requests -------------------------------------------------------
+
+    @staticmethod
+    def remember_request(conn: sqlite3.Connection, digest: bytes, deadline: int) -> bool:
+        """Record an accepted request; False if it was recorded before. Inside a write transaction."""
+        try:
+            conn.execute("INSERT INTO seen_requests (id, deadline) VALUES (?, ?)", (digest, deadline))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def prune_requests(self, conn: sqlite3.Connection, horizon: int) -> None:
+        """Forget requests whose deadline is at or below ``horizon``, and say so in the meta (the horizon
+        only rises), so that none of them can be accepted again whatever the clock does later."""
+        current = int(self.meta(conn, "replay_horizon") or 0)
+        if horizon > current:
+            self.set_meta(conn, "replay_horizon", str(horizon))
+            conn.execute("DELETE FROM seen_requests WHERE deadline <= ?", (horizon,))
+
+    @staticmethod
+    def replay_horizon(conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'replay_horizon'").fetchone()
+        return int(row[0]) if row is not None else 0
+
+
+class _WriteTransaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error): takes the write lock up front,
+    so a read-compare-write inside it cannot interleave with another writer."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self._conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._conn.execute("BEGIN IMMEDIATE")
+        return self._conn
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self._conn.execute("COMMIT")
+        else:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
