@@ -193,6 +193,12 @@ class GuardStore:
         """Every (resource_id, name, token, holder)."""
         return self.conn().execute("SELECT resource_id, name, token, holder FROM marks").fetchall()
 
+    def newest_marks(self, count: int) -> list[tuple[bytes, str | None, int, str | None]]:
+        """The ``count`` highest marks: (resource_id, name, token, holder)."""
+        return self.conn().execute(
+            "SELECT resource_id, name, token, holder FROM marks ORDER BY token DESC LIMIT ?", (count,)
+        ).fetchall()
+
     # -- meta -------------------------------------------------------------------
 
     @staticmethod

@@ -171,6 +171,10 @@ def _parser() -> argparse.ArgumentParser:
     node.add_argument("--max-ttl", type=_positive_int, default=86_400, help="max ttl of a new registry (default 86400)")
     node.add_argument("--anvil", help="anvil binary (default: $CHAINFENCE_ANVIL, node_modules, PATH)")
     node.add_argument("--json", action="store_true", help="print the node's details as one JSON line")
+    node.add_argument(
+        "--state-interval", type=_positive_int, default=1,
+        help="seconds between state saves (default 1); a crash loses what happened since the last one",
+    )  # fmt: skip
 
     deploy = commands.add_parser("deploy", parents=[common], help="deploy a new registry and write the deployment file")
     deploy.add_argument("--max-ttl", type=_positive_int, default=86_400, help="longest lease, seconds (default 86400)")
@@ -360,7 +364,10 @@ def _cmd_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def _cmd_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .localnode import serve
 
-    serve(directory=Path(args.dir), port=args.port, max_ttl=args.max_ttl, anvil=args.anvil, as_json=args.json, out=sys.stdout)
+    serve(
+        directory=Path(args.dir), port=args.port, max_ttl=args.max_ttl, anvil=args.anvil, as_json=args.json,
+        out=sys.stdout, state_interval=args.state_interval,
+    )  # fmt: skip
     return EXIT_OK
 
 
@@ -572,3 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         # stdout at devnull so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

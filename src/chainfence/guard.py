@@ -135,6 +135,9 @@ _MAX_IDS = 100_000
 _MAX_MEMO = 100_000
 _MAX_CONTRACT_HOLDERS = 4_096
 
+#: Marks verified against the chain when a guard opens (the newest: what a rollback loses first).
+_MARKS_VERIFIED_AT_OPEN = 8
+
 #: Requests whose deadline passed this long ago are pruned from the replay store.
 _PRUNE_AFTER = 60
 
@@ -676,19 +679,33 @@ class Guard:
     # ------------------------------------------------------------------
 
     def _check_continuity_at_open(self) -> None:
-        """At open: the chain must still reach every token this store accepted."""
+        """At open: the chain must still reach every token this store accepted, and the newest marks
+        (what a crash or a reorg loses first) must still belong to the holders they were accepted from.
+
+        A few reads per open; a latch found here is logged and every check then raises.
+        """
         high = self._store.high_token()
-        if not high:
+        if not high or self._store.meta(self._store.conn(), "rolled_back") is not None:
             return
-        latest = self.registry.latest_token(block="latest")
-        if latest < high:
-            try:
+        try:
+            latest = self.registry.latest_token(block="latest")
+            if latest < high:
                 self._latch(
                     f"the registry's latest token is {latest}, below token {high} this store accepted",
                     seen_token=high, chain_token=latest,
                 )  # fmt: skip
-            except ChainRolledBack as lost:
-                logger.error("guard %s: %s", self.path, lost)
+            for resource_id, name, token, holder in self._store.newest_marks(_MARKS_VERIFIED_AT_OPEN):
+                info = self.registry.last_lease_by_id(resource_id, block="latest")
+                chain_token, chain_holder = (info.token, info.holder) if info is not None else (0, None)
+                where = name or "0x" + resource_id.hex()
+                if chain_token < token or (chain_token == token and holder is not None and chain_holder != holder):
+                    self._latch(
+                        f"{where} reads token {chain_token} held by {chain_holder} on-chain; this store accepted "
+                        f"token {token} from {holder}",
+                        seen_token=token, chain_token=chain_token, resource=name,
+                    )  # fmt: skip
+        except ChainRolledBack as lost:
+            logger.error("guard %s: %s", self.path, lost)
 
     def _latch(
         self, reason: str, *, seen_token: int | None = None, chain_token: int | None = None, resource: str | None = None

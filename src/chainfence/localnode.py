@@ -123,6 +123,12 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class AnvilProcess:
     """One anvil process on 127.0.0.1 (a free port unless ``port`` is given)."""
 
@@ -136,8 +142,12 @@ class AnvilProcess:
         hardfork: str = "prague",
         accounts: int = 10,
         extra_args: tuple[str, ...] = (),
+        die_with_parent: bool = False,
     ):
         self.binary = binary or find_anvil()
+        #: Linux: anvil gets SIGKILL when the thread that started it dies (a crash of
+        #: `chainfence node` is then a crash of its chain, never an orphan on the port).
+        self.die_with_parent = die_with_parent
         self.requested_port = port
         self.port = port or 0
         self.state = state
@@ -174,8 +184,9 @@ class AnvilProcess:
             elif not port_is_free(self.port):
                 raise NodeUnreachable(f"port {self.port} on 127.0.0.1 is in use: pick another with --port")
             self.process = subprocess.Popen(
-                self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
-            )
+                self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if self.die_with_parent and platform.system() == "Linux" else None,
+            )  # fmt: skip
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
@@ -232,6 +243,7 @@ def serve(
     as_json: bool = False,
     out: TextIO,
     stop: threading.Event | None = None,
+    state_interval: int = 1,
 ) -> None:
     """Run a local node until SIGINT/SIGTERM (or ``stop`` is set); see the module docstring."""
     from .chain import Chain
@@ -242,7 +254,7 @@ def serve(
     directory.mkdir(parents=True, exist_ok=True)
     state_path = directory / "anvil-state.json"
     deployment_path = directory / "deployment.json"
-    node = AnvilProcess(binary, port=port, state=state_path)
+    node = AnvilProcess(binary, port=port, state=state_path, state_interval=state_interval, die_with_parent=True)
     node.start()
     stop = stop or threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -283,6 +295,7 @@ def serve(
             "replaced_deployment_file": str(replaced) if replaced else None,
             "deployment_file": str(deployment_path),
             "state_file": str(state_path),
+            "state_interval": state_interval,
             "accounts": [{"address": a, "private_key": k} for a, k in zip(chain.accounts, keys)],
         }
         _announce(info, as_json=as_json, out=out)
@@ -349,7 +362,8 @@ def _announce(info: dict, *, as_json: bool, out: TextIO) -> None:
             "accepted them refuse with ChainRolledBack"
         )
     lines += [
-        f"state: {info['state_file']} (saved every second and on stop)",
+        f"state: {info['state_file']} (saved every {info['state_interval']} s and on stop; a crash loses what came after "
+        "the last save)",
         "",
         "funded dev accounts (anvil's public test keys: never use them on a real chain):",
     ]

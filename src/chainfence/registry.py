@@ -380,6 +380,14 @@ class Registry:
         info = self._lease_info(resource, _validate.resource_id(resource), block=block)
         return None if info.status is LeaseStatus.UNHELD else info
 
+    def last_lease_by_id(self, resource_id: bytes, *, block: str | int | None = None) -> LeaseInfo | None:
+        """:meth:`last_lease` for a resource known only by its id (``keccak256(name)``), as guards
+        and audits know resources whose names the chain never told them."""
+        if not isinstance(resource_id, (bytes, bytearray)) or len(resource_id) != 32:
+            raise InvalidInput(f"a resource id is 32 bytes, got {resource_id!r}")
+        info = self._lease_info(None, bytes(resource_id), block=block)
+        return None if info.status is LeaseStatus.UNHELD else info
+
     def is_current(self, resource: str, token: int, *, block: str | int | None = None) -> bool:
         """Whether ``token`` is the current token of ``resource`` and its lease is live."""
         try:

@@ -10,6 +10,8 @@ from eth_account import Account
 
 from chainfence import FencedRequest, Guard, Registry
 from chainfence.errors import (
+    ActionMismatch,
+    AudienceMismatch,
     InvalidSignature,
     MalformedRequest,
     PayloadMismatch,
@@ -193,3 +195,100 @@ def test_requests_round_trip_through_http_headers(alice, guard):
     parsed = FencedRequest.from_headers(headers)
     assert parsed == request
     assert check(guard, parsed, BODY) == request
+
+
+# ---------------------------------------------------------------------------
+# Bound to an action and an audience; a refusal changes nothing
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("action", "audience", "error"),
+    [
+        ("PUT /reports/daily", AUDIENCE, ActionMismatch),  # another method
+        ("POST /reports/daily?overwrite=1", AUDIENCE, ActionMismatch),  # another query
+        ("POST /reports/weekly", AUDIENCE, ActionMismatch),  # another path
+        (ACTION, "billing-service", AudienceMismatch),  # another service fenced by the same resource
+    ],
+)
+def test_a_request_is_accepted_only_for_the_action_and_audience_it_was_signed_for(alice, guard, action, audience, error):
+    lease = alice.acquire("reports/daily", ttl=60)
+    request = sign(lease)
+    with pytest.raises(error) as refused:
+        guard.check_request(request, BODY, action=action, audience=audience)
+    assert refused.value.status == 403
+    assert guard.mark("reports/daily") == 0, "a refusal records nothing"
+    assert check(guard, request) is request, "and does not burn the request for its real use"
+
+
+def test_a_relabelled_request_does_not_verify(alice, guard):
+    """Changing the action or audience in transit (the headers) breaks the signature."""
+    lease = alice.acquire("reports/daily", ttl=60)
+    relabelled = dataclasses.replace(sign(lease), action="DELETE /reports/daily")
+    with pytest.raises(InvalidSignature):
+        guard.check_request(relabelled, BODY, action="DELETE /reports/daily")
+
+
+def test_a_request_signed_by_a_non_holder_moves_no_mark(alice, bob, guard):
+    """Bob signs Alice's (public) token as himself: SignerNotHolder, and the mark did not move."""
+    lease = alice.acquire("reports/daily", ttl=60)
+    with pytest.raises(SignerNotHolder):
+        check(guard, signed(guard, lease, bob, holder=bob.sender))
+    assert guard.mark("reports/daily") == 0
+
+
+def test_a_request_is_never_accepted_twice_when_the_clock_steps_back(alice, guard, monkeypatch):
+    """Accepted, then pruned once its deadline is long gone, then the verifier's clock steps back (an NTP
+    step, a VM restored from a snapshot) to before the deadline: the replay is still refused."""
+    import chainfence.guard as guard_module
+
+    lease = alice.acquire("reports/daily", ttl=3_600)
+    now = time.time()
+    request = sign(lease, valid_for=120)
+    check(guard, request)
+    later = (int(now) + 3_600) // 64 * 64 + 64  # a multiple of 64: this check prunes
+    monkeypatch.setattr(guard_module.time, "time", lambda: later)
+    check(guard, sign(lease, valid_for=60))  # signed "now": valid at `later`? sign with the faked clock
+    assert guard._conn().execute("SELECT COUNT(*) FROM seen_requests WHERE deadline = ?",
+                                 (request.deadline,)).fetchone()[0] == 0, "pruned"  # fmt: skip
+    monkeypatch.setattr(guard_module.time, "time", lambda: now)  # the clock steps back
+    with pytest.raises(RequestExpired, match="forgets"):
+        check(guard, request)
+
+
+def test_control_pruning_without_a_horizon_accepts_the_replay(alice, guard, monkeypatch):
+    import chainfence.guard as guard_module
+
+    lease = alice.acquire("reports/daily", ttl=3_600)
+    now = time.time()
+    request = sign(lease, valid_for=120)
+    check(guard, request)
+    conn = guard._conn()
+    conn.execute("DELETE FROM seen_requests")  # what pruning did before: forget, and remember nothing
+    monkeypatch.setattr(guard_module.time, "time", lambda: now)
+    assert check(guard, request) is request, "accepted twice"
+
+
+def test_a_contract_holder_s_code_runs_only_after_the_cheap_checks_and_with_a_gas_cap(registry, chain, guard):
+    owner = chain.accounts[4]
+    wallet = AgentWallet(registry, owner)
+    old = wallet.acquire("agents/job", ttl=60)
+    calls = []
+    real_call = chain.call
+
+    def spy(to, data, **kwargs):
+        if to == wallet.address:
+            calls.append(kwargs.get("gas"))
+        return real_call(to, data, **kwargs)
+
+    chain.call = spy
+    try:
+        assert check(guard, sign(old, key=chain.key_of(owner)))
+        assert calls == [guard.erc1271_gas], "the holder's code ran once, with the gas cap"
+        new = wallet.acquire("agents/job", ttl=60)  # re-acquire: `old` is superseded...
+        guard.check("agents/job", new.token)  # ...and the guard has seen it
+        with pytest.raises(StaleToken):
+            check(guard, sign(old, key=chain.key_of(owner)))
+        assert len(calls) == 1, "a stale token is refused before the holder's code runs"
+    finally:
+        del chain.call

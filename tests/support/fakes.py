@@ -56,6 +56,12 @@ class FakeRegistry:
             status=status,
         )
 
+    def last_lease_by_id(self, resource_id_: bytes, *, block=None) -> LeaseInfo | None:
+        for name in self.leases:
+            if resource_id(name) == resource_id_:
+                return self.last_lease(name)
+        return None
+
     def check_current(self, resource: str, token: int, *, block=None, confirmations: int = 0) -> LeaseInfo:
         info = self.last_lease(resource)
         rid = resource_id(resource)

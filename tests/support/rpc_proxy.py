@@ -5,6 +5,7 @@
         proxy.plan("eth_sendRawTransaction", "drop_reply")   # forward it, then hang up
         proxy.plan("eth_sendRawTransaction", "drop_request") # hang up without forwarding
         proxy.plan("eth_sendRawTransaction", "late_reply")   # forward it, answer only after the client gave up
+        proxy.plan("eth_sendRawTransaction", "reply_then_down")  # answer it, then the node "dies"
 
 Each planned fault applies to the next request of that method, once, in the
 order planned. ``late_reply`` is sequenced by the client, not by a clock:
@@ -36,7 +37,7 @@ import urllib.request
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-FAULTS = ("drop_reply", "drop_request", "late_reply")
+FAULTS = ("drop_reply", "drop_request", "late_reply", "reply_then_down")
 
 
 class RpcProxy:
@@ -80,6 +81,8 @@ class RpcProxy:
                         reply = response.read()
                 with proxy._lock:
                     proxy.completed.append((method, params))
+                    if fault == "reply_then_down":
+                        proxy.down = True  # from the next request on, nothing gets through
                     proxy._changed.notify_all()
                 if fault == "drop_reply":
                     self.close_connection = True

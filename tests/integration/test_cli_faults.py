@@ -1,0 +1,92 @@
+"""The CLI under faults: a deployment file is never clobbered, a dying node never leaves it silent,
+and an unknown outcome can be reconciled from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chainfence import cli
+from tests.integration.test_cli_node import as_json, run, shared_node  # noqa: F401 - the fixture
+from tests.support.rpc_proxy import RpcProxy
+
+
+def test_deploy_without_rpc_url_keeps_the_url_it_used(shared_node, tmp_path):  # noqa: F811
+    """No --rpc-url: the URL comes from the deployment file, and the rewritten file keeps it."""
+    work = tmp_path / "w"
+    (work / ".chainfence").mkdir(parents=True)
+    original = shared_node.workdir / ".chainfence" / "deployment.json"
+    (work / ".chainfence" / "deployment.json").write_text(original.read_text())
+    deployed = run(work, "deploy", "--force", "--json")
+    assert deployed.returncode == 0, deployed.stderr
+    record = json.loads((work / ".chainfence" / "deployment.json").read_text())
+    assert record["rpc_url"] == shared_node.info["rpc_url"], "not null: the next commands can use it"
+    assert run(work, "status", key=None).returncode == 0
+
+
+def test_deploy_refuses_to_orphan_a_registry_that_is_still_there(shared_node):  # noqa: F811
+    deployment = shared_node.workdir / ".chainfence" / "deployment.json"
+    before = deployment.read_text()
+    refused = run(shared_node.workdir, "deploy")
+    assert refused.returncode == cli.EXIT_USAGE and "--force" in refused.stderr
+    assert deployment.read_text() == before
+
+
+def test_a_node_that_dies_after_the_send_gives_every_hash_and_the_nonce(shared_node, tmp_path):  # noqa: F811
+    """The send is answered, then the node stops answering: the CLI reports OutcomeUnknown (exit 6) with
+    the hash and the nonce, in words and in --json, and says how to reconcile; then `chainfence tx`
+    against the node settles it."""
+    url, registry = shared_node.info["rpc_url"], shared_node.info["registry"]
+    with RpcProxy(url) as proxy:
+        proxy.plan("eth_sendRawTransaction", "reply_then_down")
+        done = run(tmp_path, "acquire", "cli/dying", "--ttl", "60", "--json", "--timeout", "3",
+                   "--rpc-url", proxy.url, "--registry", registry)  # fmt: skip
+    assert done.returncode == cli.EXIT_OUTCOME, done.stderr
+    error = json.loads(done.stdout)
+    assert error["error"] == "OutcomeUnknown" and error["exit_code"] == cli.EXIT_OUTCOME
+    assert len(error["tx_hashes"]) == 1 and isinstance(error["nonce"], int) and error["sender"]
+    assert error["tx_hashes"][0] in done.stderr and f"nonce {error['nonce']}" in done.stderr
+    assert f"chainfence tx {error['tx_hashes'][0]}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+    settled = run(tmp_path, "tx", *error["tx_hashes"], "--json", "--rpc-url", url, "--registry", registry, key=None)
+    assert settled.returncode == 0, settled.stderr
+    verdict = as_json(settled)
+    assert verdict["settled"] and verdict["lease"]["resource"] == "cli/dying" and verdict["lease"]["token"] >= 1
+
+
+def test_tx_says_not_settled_while_the_transaction_is_pending(shared_node, tmp_path):  # noqa: F811
+    from chainfence import Chain
+
+    url, registry = shared_node.info["rpc_url"], shared_node.info["registry"]
+    chain = Chain.connect(url)
+    chain._dev_rpc("evm_setAutomine", [False])
+    try:
+        from eth_account import Account
+
+        from tests.support.anvil import dev_keys
+
+        key = Account.from_key(dev_keys(10)[7])
+        fees = {"maxFeePerGas": 10 * 10**9, "maxPriorityFeePerGas": 10**9}
+        nonce = chain.rpc.nonce(key.address, "pending")
+        pending = key.sign_transaction({"to": key.address, "value": 0, "gas": 21_000, "nonce": nonce,
+                                        "chainId": chain.chain_id, **fees})  # fmt: skip
+        chain.rpc.send_raw(pending.raw_transaction)
+        waiting = run(tmp_path, "tx", pending.hash.to_0x_hex(), "--rpc-url", url, "--registry", registry, key=None)
+        assert waiting.returncode == cli.EXIT_OUTCOME and "NOT settled" in waiting.stdout
+        by_nonce = run(tmp_path, "tx", "--nonce", str(nonce), "--account", key.address, "--rpc-url", url,
+                       "--registry", registry, key=None)  # fmt: skip
+        assert by_nonce.returncode == cli.EXIT_OUTCOME and "nonce: pending" in by_nonce.stdout
+    finally:
+        chain._dev_rpc("evm_setAutomine", [True])
+        chain.mine()
+    mined = run(tmp_path, "tx", pending.hash.to_0x_hex(), "--rpc-url", url, "--registry", registry, key=None)
+    assert mined.returncode == 0 and "settled" in mined.stdout and "cancellation" in mined.stdout
+
+
+@pytest.mark.parametrize("args", [["tx"], ["tx", "0x1234"], ["tx", "--nonce", "1"]])
+def test_tx_with_bad_input_is_a_usage_error(shared_node, args):  # noqa: F811
+    done = run(shared_node.workdir, *args, key=None)
+    assert done.returncode == cli.EXIT_USAGE, done.stderr
+    assert "Traceback" not in done.stderr
