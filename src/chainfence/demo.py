@@ -78,10 +78,10 @@ class _Timeline:
     def __init__(self, out: TextIO, chain: Chain):
         self.out = out
         self.chain = chain
-        self.start = chain.now()
+        self.start = chain.latest_time()
 
     def line(self, who: str, what: str, result: str = "") -> None:
-        text = f"  {_at(self.chain.now() - self.start)}  {who:<8} {what:<44} {result}".rstrip()
+        text = f"  {_at(self.chain.latest_time() - self.start)}  {who:<8} {what:<44} {result}".rstrip()
         print(text, file=self.out)
 
     def note(self, text: str) -> None:
