@@ -62,11 +62,9 @@ IDENTITY_KEYS = ("chain_id", "registry", "deployment_block", "deployment_hash")
 #: SQLite INTEGER is signed 64-bit; chain-verified tokens fit in 48 bits.
 MAX_STORED_TOKEN = 2**63 - 1
 
-#: One statement reads a mark, its holder and the rollback latch.
-_READ_MARK = (
-    "SELECT (SELECT token FROM marks WHERE resource_id = ?1), (SELECT holder FROM marks WHERE resource_id = ?1), "
-    "(SELECT value FROM meta WHERE key = 'rolled_back')"
-)
+#: One statement reads a mark, its holder and the rollback latch (no row: no mark yet).
+READ_MARK = "SELECT token, holder, (SELECT value FROM meta WHERE key = 'rolled_back') FROM marks WHERE resource_id = ?"
+_READ_LATCH = "SELECT value FROM meta WHERE key = 'rolled_back'"
 
 
 class GuardStore:
@@ -167,8 +165,11 @@ class GuardStore:
     @staticmethod
     def read_mark(conn: sqlite3.Connection, resource_id: bytes) -> tuple[int, str | None, str | None]:
         """(mark, holder of the mark's token, why the store stopped trusting the chain or None)."""
-        token, holder, rolled_back = conn.execute(_READ_MARK, (resource_id,)).fetchone()
-        return (token or 0), holder, rolled_back
+        row = conn.execute(READ_MARK, (resource_id,)).fetchone()
+        if row is not None:
+            return row
+        latch = conn.execute(_READ_LATCH).fetchone()
+        return 0, None, (latch[0] if latch is not None else None)
 
     @staticmethod
     def raise_mark(conn: sqlite3.Connection, resource_id: bytes, token: int, holder: str | None, name: str | None) -> None:

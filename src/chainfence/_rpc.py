@@ -165,6 +165,7 @@ class Rpc:
         self.w3 = w3
         self.embedded = embedded
         self._eth = w3.eth
+        self._batches = not embedded  # eth-tester's provider takes no batches
 
     # -- plumbing -------------------------------------------------------------
 
@@ -228,6 +229,29 @@ class Rpc:
         if pending is None or pending.get("timestamp") is None:
             return None
         return int(pending["timestamp"])
+
+    def call_and_pending_timestamp(
+        self, tx: dict[str, Any], *, resource: str | None = None
+    ) -> tuple[bytes, int | None]:
+        """``eth_call`` at ``latest`` and the pending block's timestamp, in one round trip where the
+        provider takes JSON-RPC batches (HTTP); one after the other elsewhere. The timestamp is None
+        where the node offers no pending block."""
+        if self._batches:
+            try:
+                with self.w3.batch_requests() as batch:
+                    batch.add(self._eth.call(tx, "latest"))
+                    batch.add(self._eth.get_block("pending"))
+                    result, pending = batch.execute()
+                timestamp = pending.get("timestamp") if isinstance(pending, dict) or hasattr(pending, "get") else None
+                return bytes(result), (int(timestamp) if timestamp is not None else None)
+            except Exception as exc:
+                if is_transport_error(exc):
+                    raise translate(exc, "eth_call", resource=resource) from exc
+                # A node or provider that refuses batches, or one of the two requests: ask one at a time
+                # (which raises the right error, if there is one) and do not batch again.
+                logger.debug("batched eth_call + pending block failed (%s); not batching again", exc)
+                self._batches = False
+        return self.call(tx, "latest", resource=resource), self.pending_timestamp()
 
     # -- state ----------------------------------------------------------------
 

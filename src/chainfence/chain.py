@@ -264,16 +264,23 @@ class Chain:
         earlier than :attr:`clock`. Leases are judged against it: live while
         ``now() < expires_at``.
         """
-        chain_time = None
-        if self._pending_supported:
-            chain_time = self.rpc.pending_timestamp()
-            if chain_time is None:
-                self._pending_supported = False  # this node has no pending block: do not ask again
-        if chain_time is None:
-            chain_time = self.latest_time()
+        return self._now(self.rpc.pending_timestamp() if self._pending_supported else None)
+
+    def _now(self, pending: int | None) -> int:
+        """now() from the pending block's timestamp the caller already read (None: not offered)."""
+        if pending is None:
+            self._pending_supported = False  # this node has no pending block: do not ask again
+            pending = self.latest_time()
         if self._dev is not None:
-            return chain_time  # a clock tests move on purpose: the machine's plays no part
-        return max(chain_time, int(self.clock()))
+            return pending  # a clock tests move on purpose: the machine's plays no part
+        return max(pending, int(self.clock()))
+
+    def call_now(self, to: str, data: bytes, *, resource: str | None = None) -> tuple[bytes, int]:
+        """``eth_call`` at the latest block, and :meth:`now`: in one round trip where the node allows."""
+        if not self._pending_supported:
+            return self.call(to, data, resource=resource), self._now(None)
+        raw, pending = self.rpc.call_and_pending_timestamp({"to": to, "data": data}, resource=resource)
+        return raw, self._now(pending)
 
     def latest_time(self) -> int:
         """The latest block's timestamp: the time a view at ``latest`` runs at."""

@@ -94,7 +94,7 @@ from typing import TYPE_CHECKING, Any
 from eth_utils import keccak
 
 from . import _events, _names, _validate
-from ._guard_store import IDENTITY_KEYS, MAX_STORED_TOKEN, GuardStore
+from ._guard_store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
 from .errors import (
     ActionMismatch,
     AudienceMismatch,
@@ -155,15 +155,17 @@ class FollowStatus:
     last_error: str | None
 
 
-@dataclass(frozen=True)
 class _Verdict:
-    """What a check found, before anything is recorded."""
+    """What a check found, before anything is recorded (a plain slotted class: one per check)."""
 
-    resource: str
-    resource_id: bytes
-    token: int
-    mark: int
-    holder: str | None  # the holder of ``token``, from the chain or the store
+    __slots__ = ("holder", "mark", "resource", "resource_id", "token")
+
+    def __init__(self, resource: str, resource_id: bytes, token: int, mark: int, holder: str | None):
+        self.resource = resource
+        self.resource_id = resource_id
+        self.token = token
+        self.mark = mark
+        self.holder = holder  # the holder of ``token``, from the chain or the store
 
     @property
     def raises(self) -> bool:
@@ -271,10 +273,9 @@ class Guard:
         if mode == "follow":
             try:
                 self.sync()
-            except ChainRolledBack:
-                raise
+            except ChainRolledBack as lost:  # latched: every check raises it; the guard still opens
+                logger.error("guard %s: %s", self.path, lost)
             except ChainfenceError as exc:  # the follower retries; checks go on-chain meanwhile
-                self._follow_error = f"{type(exc).__name__}: {exc}"
                 logger.warning("guard follower could not sync at start: %s", exc)
             self._start_follower()
 
@@ -295,10 +296,15 @@ class Guard:
         :class:`~chainfence.errors.ChainError` subclasses.
         """
         resource_id = self._ids.get(resource) if resource.__class__ is str else None
-        if resource_id is not None:
-            memo = self._memo.get(resource_id)
-            if memo is not None and memo[0] == token and token.__class__ is int and self._trusts_marks():
-                return token  # exclusive store, same epoch: the fast path
+        if resource_id is not None and token.__class__ is int:
+            if self.exclusive:
+                memo = self._memo.get(resource_id)
+                if memo is not None and memo[0] == token and self._trusts_marks():
+                    return token  # an owned store, same epoch: a dict lookup
+            elif self._trusts_marks():
+                row = self._store.conn().execute(READ_MARK, (resource_id,)).fetchone()
+                if row is not None and row[0] == token and row[2] is None:
+                    return token  # same epoch: one SQLite read
         verdict = self._judge(resource, token)
         self._record(verdict)
         return token
@@ -315,9 +321,11 @@ class Guard:
 
     def _judge(self, resource: str, token: int) -> _Verdict:
         """Everything a check needs to decide, read and verified; nothing recorded."""
-        self._require_usable()
+        if self._forked:
+            self._require_usable()
         resource_id = self._resource_id(resource)
-        token = _validate.token(token)
+        if token.__class__ is not int or not 0 < token <= MAX_STORED_TOKEN:
+            token = _validate.token(token)
         mark, holder, rolled_back = GuardStore.read_mark(self._store.conn(), resource_id)
         if rolled_back is not None:
             self._rolled_back = rolled_back

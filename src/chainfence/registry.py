@@ -517,19 +517,22 @@ class Registry:
         """The resource's latest lease at ``block``; ``None`` means the latest state judged at chain.now()."""
         seen = self._seen()
         before = seen.before(resource_id)
-        holder, token, expires_at, status = self._view(
-            "leaseOf", [resource_id], ["address", "uint256", "uint256", "uint8"], block=_at(block)
-        )
+        types = ["address", "uint256", "uint256", "uint8"]
+        judged_at = None
+        if block is None:  # the latest state, and the time to judge it by, in one round trip
+            raw, judged_at = self.chain.call_now(self.address, self._encode("leaseOf", [resource_id]))
+            holder, token, expires_at, status = self._decode("leaseOf", raw, types, "latest")
+        else:
+            holder, token, expires_at, status = self._view("leaseOf", [resource_id], types, block=block)
         status = LeaseStatus(status)
         holder = _checksum(holder)
-        judged_at = None
         expired_unmined = False
         if block is None:
             seen.lease(before, resource_id, token, holder, resource)
-            if status is LeaseStatus.LIVE:
-                judged_at = self.chain.now()
-                if expires_at <= judged_at:
-                    status, expired_unmined = LeaseStatus.EXPIRED, True
+            if status is LeaseStatus.LIVE and expires_at <= judged_at:
+                status, expired_unmined = LeaseStatus.EXPIRED, True
+            elif status is not LeaseStatus.LIVE:
+                judged_at = None
         return LeaseInfo(
             resource=resource,
             resource_id=resource_id,
@@ -572,6 +575,9 @@ class Registry:
         """Call a view at ``block`` and decode its result. No code there (an address that is not
         a registry, or a block before its deployment) is ContractNotFound, not a decoding error."""
         raw = self.chain.call(self.address, self._encode(function, args), block=block, resource=resource)
+        return self._decode(function, raw, types, block)
+
+    def _decode(self, function: str, raw: bytes, types: list[str], block: str | int) -> tuple[Any, ...]:
         if not raw:
             raise ContractNotFound(f"no FencingRegistry code at {self.address} at block {block!r}")
         try:
