@@ -21,6 +21,8 @@ connections to PostgreSQL (``SELECT ... FOR UPDATE``).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -28,7 +30,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from . import _validate
-from .errors import InvalidInput, StaleToken
+from .errors import FenceBroken, InvalidInput, StaleToken
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["fenced_transaction"]
 
@@ -85,31 +89,132 @@ def _decide(mark: int, resource: str, resource_id: bytes, token: int, verify: Ca
 
 
 def _sqlite(conn: sqlite3.Connection, table: str, resource: str, resource_id: bytes, token: int, verify) -> Iterator[Any]:
-    if conn.in_transaction:
+    # Python 3.12+ autocommit=False (PEP 249 mode): sqlite3 keeps a transaction open at all
+    # times, so the fence takes that one over instead of opening its own.
+    keeps_transaction = getattr(conn, "autocommit", None) is False
+    if conn.in_transaction and not keeps_transaction:
         raise InvalidInput("fenced_transaction needs a connection outside any transaction (it opens its own)")
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {table} (resource_id BLOB PRIMARY KEY, name TEXT NOT NULL, "
         "token INTEGER NOT NULL)"
     )
-    if conn.in_transaction:  # the CREATE opened an implicit transaction (isolation_level != None)
+    if conn.in_transaction and not keeps_transaction:  # the CREATE opened an implicit transaction
         conn.commit()
     cursor = conn.cursor()
-    cursor.execute("BEGIN IMMEDIATE")  # the database's write lock, up front
     try:
+        if not keeps_transaction:
+            cursor.execute("BEGIN IMMEDIATE")  # the database's write lock, up front
+        # autocommit=False: the INSERT takes the write lock (SQLite's RESERVED lock) before the read.
         cursor.execute(f"INSERT INTO {table} VALUES (?, ?, 0) ON CONFLICT (resource_id) DO NOTHING", (resource_id, resource))
         (mark,) = cursor.execute(f"SELECT token FROM {table} WHERE resource_id = ?", (resource_id,)).fetchone()
         if _decide(mark, resource, resource_id, token, verify):
             cursor.execute(f"UPDATE {table} SET token = ? WHERE resource_id = ? AND token <= ?", (token, resource_id, token))
             if cursor.rowcount != 1:  # pragma: no cover - the lock makes this impossible; the WHERE makes it safe
                 raise StaleToken(token=token, current_token=mark, resource=resource, resource_id=resource_id)
-        yield cursor
     except BaseException:
-        conn.rollback()
+        _sqlite_end(conn, "ROLLBACK", keeps_transaction)
+        cursor.close()
+        raise
+    watch = _SqliteWatch(conn)
+    try:
+        yield cursor
+    except BaseException as exc:
+        broken = watch.stop()
+        _sqlite_end(conn, "ROLLBACK", keeps_transaction)
+        if broken is not None and isinstance(exc, Exception):
+            raise _fence_broken(resource, token, broken) from exc
         raise
     else:
-        conn.commit()
+        broken = watch.stop()
+        if broken is not None:
+            _sqlite_end(conn, "ROLLBACK", keeps_transaction)
+            raise _fence_broken(resource, token, broken)
+        try:
+            _sqlite_end(conn, "COMMIT", keeps_transaction)
+        except BaseException:
+            _sqlite_end(conn, "ROLLBACK", keeps_transaction)
+            raise
     finally:
-        cursor.close()
+        with contextlib.suppress(sqlite3.ProgrammingError):  # closed inside the body
+            cursor.close()
+
+
+def _sqlite_end(conn: sqlite3.Connection, statement: str, keeps_transaction: bool) -> None:
+    """COMMIT or ROLLBACK the fence's transaction, whichever transaction control the connection uses.
+
+    Explicit statements, because ``commit()`` does nothing with Python 3.12's ``autocommit=True``;
+    ``commit()``/``rollback()`` with ``autocommit=False``, which open the next transaction as that
+    mode promises. A connection closed inside the fence was rolled back by SQLite: nothing to do.
+    """
+    try:
+        if keeps_transaction:
+            conn.commit() if statement == "COMMIT" else conn.rollback()
+        elif conn.in_transaction:
+            conn.execute(statement)
+    except sqlite3.ProgrammingError:
+        if statement == "COMMIT":
+            raise
+
+
+class _SqliteWatch:
+    """Keeps every statement of the body inside the fence's SQLite transaction, or stops it.
+
+    Two hooks of the connection, installed while the body runs (they replace any the
+    application had set, and are removed, not restored, on exit):
+
+    - an authorizer, which SQLite consults when it prepares a statement, refuses transaction
+      control (``BEGIN``, ``COMMIT``, ``END``, ``ROLLBACK``; also the ``COMMIT`` that
+      ``executescript()``, ``commit()`` and ``isolation_level = None`` issue, and the implicit
+      ``BEGIN`` of the legacy ``isolation_level``). Installing it expires every prepared
+      statement, so statements sqlite3 cached before the fence are prepared again and seen too.
+      ``SAVEPOINT``/``RELEASE``/``ROLLBACK TO`` are allowed: the fence's transaction is a
+      ``BEGIN``, so a savepoint only nests inside it and releasing one commits nothing;
+    - a trace callback, which SQLite calls as each statement starts executing (cached ones
+      included): if the connection is no longer in a transaction, a statement has rolled the
+      fence's back (``INSERT OR ROLLBACK``, ``RAISE(ROLLBACK)``, an I/O error) and the new one
+      would run in autocommit: it is interrupted before it can write.
+
+    Either way the fence is broken, and ``stop()`` says why.
+    """
+
+    def __init__(self, conn: sqlite3.Connection):
+        self._conn = conn
+        self._reasons: list[str] = []
+        conn.set_authorizer(self._authorize)
+        conn.set_trace_callback(self._trace)
+
+    def _authorize(self, action: int, operation: str | None, *_: Any) -> int:
+        if action == sqlite3.SQLITE_TRANSACTION:
+            self._reasons.append(f"the application's {operation} was refused inside the fence")
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    def _trace(self, _statement: str) -> None:
+        if not self._conn.in_transaction:
+            self._reasons.append("a statement rolled the fenced transaction back; the statements after it were interrupted")
+            self._conn.interrupt()
+
+    def stop(self) -> str | None:
+        """Remove both hooks; why the fence broke, or None if its transaction is intact."""
+        try:
+            self._conn.set_authorizer(None)
+            self._conn.set_trace_callback(None)
+            ended = not self._conn.in_transaction
+        except sqlite3.ProgrammingError:
+            return "the connection was closed inside the fence"
+        if self._reasons:
+            return self._reasons[0]
+        if ended:
+            return "a statement rolled the fenced transaction back"
+        return None
+
+
+def _fence_broken(resource: str, token: int, reason: str) -> FenceBroken:
+    logger.warning("fenced transaction broken resource=%s token=%d: %s", resource, token, reason)
+    return FenceBroken(
+        f"the fenced transaction of {resource!r} (token {token}) was ended early: {reason}; "
+        "nothing after that was committed"
+    )
 
 
 def _postgres(conn: Any, table: str, resource: str, resource_id: bytes, token: int, verify) -> Iterator[Any]:
