@@ -230,16 +230,63 @@ def _postgres(conn: Any, table: str, resource: str, resource_id: bytes, token: i
             )
     except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
         pass  # created concurrently by another connection
-    with conn.transaction(), conn.cursor() as cursor:
+    # PostgreSQL cannot be told to refuse a COMMIT or ROLLBACK. So, while the fence lasts, nothing
+    # may autocommit and every transaction psycopg opens is READ ONLY, but the fence's own, which
+    # asks for READ WRITE: should a statement end it, the statements after it can neither write
+    # nor commit. The connection gets its settings back on exit.
+    saved = conn.autocommit, conn.read_only
+    conn.autocommit, conn.read_only = False, True
+    try:
+        yield from _postgres_fenced(conn, table, resource, resource_id, token, verify)
+    finally:
+        if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            conn.autocommit, conn.read_only = saved
+
+
+def _postgres_fenced(conn: Any, table: str, resource: str, resource_id: bytes, token: int, verify) -> Iterator[Any]:
+    with conn.transaction(), conn.cursor() as cursor:  # BEGIN READ ONLY, see above
+        cursor.execute("SET TRANSACTION READ WRITE")
         cursor.execute(
             f"INSERT INTO {table} VALUES (%s, %s, 0) ON CONFLICT (resource_id) DO NOTHING", (resource_id, resource)
         )
-        cursor.execute(f"SELECT token FROM {table} WHERE resource_id = %s FOR UPDATE", (resource_id,))
-        (mark,) = cursor.fetchone()
+        # The id of the transaction that holds the row lock (PostgreSQL 13+): still the open one at the end?
+        cursor.execute(
+            f"SELECT token, pg_current_xact_id()::text FROM {table} WHERE resource_id = %s FOR UPDATE", (resource_id,)
+        )
+        mark, xid = cursor.fetchone()
         if _decide(mark, resource, resource_id, token, verify):
             cursor.execute(
                 f"UPDATE {table} SET token = %s WHERE resource_id = %s AND token <= %s", (token, resource_id, token)
             )
             if cursor.rowcount != 1:  # pragma: no cover - the row lock makes this impossible
                 raise StaleToken(token=token, current_token=mark, resource=resource, resource_id=resource_id)
-        yield cursor
+        try:
+            yield cursor
+        except Exception as exc:
+            broken = _postgres_broken(conn, cursor, xid, exc)
+            if broken is not None:
+                raise _fence_broken(resource, token, broken) from exc
+            raise
+        broken = _postgres_broken(conn, cursor, xid, None)
+        if broken is not None:
+            raise _fence_broken(resource, token, broken)  # inside conn.transaction(): rolled back
+
+
+def _postgres_broken(conn: Any, cursor: Any, xid: str, error: Exception | None) -> str | None:
+    """Why the fence's transaction is no longer the open one (or can no longer commit), if so."""
+    import psycopg
+
+    status = conn.info.transaction_status
+    if isinstance(error, psycopg.errors.ReadOnlySqlTransaction):
+        return "a statement ran in a read-only transaction: the fenced one had been ended by a COMMIT or ROLLBACK"
+    if status == psycopg.pq.TransactionStatus.IDLE:
+        return "a COMMIT or ROLLBACK ended the fenced transaction"
+    if status == psycopg.pq.TransactionStatus.INERROR:
+        if error is None:  # the block swallowed the error; PostgreSQL will not commit anything of it
+            return "a statement failed and its error was caught inside the block: PostgreSQL aborted the transaction"
+        return None  # the block's own error, on its way out: an ordinary rollback
+    if status == psycopg.pq.TransactionStatus.INTRANS:
+        (now,) = cursor.execute("SELECT pg_current_xact_id()::text").fetchone()
+        if now != xid:
+            return "a COMMIT or ROLLBACK ended the fenced transaction and another one began"
+    return None

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from chainfence.errors import InvalidInput, LeaseExpired, StaleToken, UnknownToken
+from chainfence.errors import FenceBroken, InvalidInput, LeaseExpired, StaleToken, UnknownToken
 from chainfence.sql import fenced_transaction
 
 RESOURCE = "reports/daily"
@@ -198,3 +198,142 @@ def test_bad_arguments_are_refused(embedded, tmp_path):
         with fenced_transaction(object(), embedded, RESOURCE, 1):
             pass
     conn.close()
+
+
+# --- PostgreSQL: statements that end the fenced transaction from inside it -------------------
+#
+# PostgreSQL has no hook to refuse a statement, so an application COMMIT inside the fence does
+# commit what the fenced transaction wrote so far (under the row lock: still in order). What must
+# not happen is anything after it taking effect: those statements no longer hold the row lock.
+
+
+def pg_log(postgres):
+    import psycopg
+
+    conn = psycopg.connect(postgres.get_uri(), autocommit=True)
+    conn.execute("DROP TABLE IF EXISTS log")
+    conn.execute("DROP TABLE IF EXISTS chainfence_marks")
+    conn.execute("CREATE TABLE log (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL UNIQUE)")
+    conn.close()
+
+    def bodies() -> list[str]:
+        with psycopg.connect(postgres.get_uri()) as reader:
+            return [body for (body,) in reader.execute("SELECT body FROM log ORDER BY id")]
+
+    return bodies
+
+
+def pg_commit_then_write(cur):
+    cur.execute("COMMIT")
+    cur.execute("INSERT INTO log (body) VALUES ('after')")
+
+
+def pg_commit_write_commit(cur):
+    cur.execute("COMMIT")
+    cur.execute("INSERT INTO log (body) VALUES ('after')")
+    cur.execute("COMMIT")
+
+
+def pg_commit_begin_write_commit(cur):
+    cur.execute("COMMIT")
+    cur.execute("BEGIN")
+    cur.execute("INSERT INTO log (body) VALUES ('after')")
+    cur.execute("COMMIT")
+
+
+def pg_rollback_then_write(cur):
+    cur.execute("ROLLBACK")
+    cur.execute("INSERT INTO log (body) VALUES ('after')")
+
+
+def pg_rollback_write_commit(cur):
+    cur.execute("ROLLBACK")
+    cur.execute("INSERT INTO log (body) VALUES ('after')")
+    cur.execute("COMMIT")
+
+
+def pg_caught_error(cur):
+    cur.execute("SELECT 1 / 0")  # aborts the transaction: its writes can never commit
+
+
+PG_ESCAPES = [
+    pg_commit_then_write,
+    pg_commit_write_commit,
+    pg_commit_begin_write_commit,
+    pg_rollback_then_write,
+    pg_rollback_write_commit,
+    pg_caught_error,
+]
+
+
+@pytest.mark.parametrize("autocommit", [False, True], ids=["transactional", "autocommit"])
+@pytest.mark.parametrize("escape", PG_ESCAPES, ids=[e.__name__[3:] for e in PG_ESCAPES])
+def test_postgres_nothing_after_an_escape_takes_effect_and_the_fence_says_it_broke(
+    postgres, embedded, escape, autocommit
+):
+    import psycopg
+
+    bodies = pg_log(postgres)
+    lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=600)
+    outcome = None
+    with psycopg.connect(postgres.get_uri(), autocommit=autocommit) as conn:
+        try:
+            with fenced_transaction(conn, embedded, RESOURCE, lease.token) as cur:
+                cur.execute("INSERT INTO log (body) VALUES ('before')")
+                try:
+                    escape(cur)
+                except psycopg.Error:  # the application catches what its statement raised
+                    pass
+        except Exception as error:  # noqa: BLE001 - asserted below
+            outcome = error
+        status, settings = conn.info.transaction_status, (conn.autocommit, conn.read_only)
+        conn.rollback()
+    assert "after" not in bodies(), "a statement after the escape took effect outside the fence"
+    assert isinstance(outcome, FenceBroken), f"the fence exited with {outcome!r}"
+    assert status == psycopg.pq.TransactionStatus.IDLE
+    assert settings == (autocommit, None), "the connection's settings were not given back"
+
+
+def test_postgres_a_stale_holder_cannot_write_after_its_successor_by_committing_early(postgres, embedded):
+    """Timeline. A: fenced transaction with token a, writes 'A1', COMMITs by itself (so the row lock is
+    gone) and stalls. B (token b > a) writes 'B' through the fence. A resumes, writes 'A2', leaves the
+    block. Unnoticed, psycopg would commit 'A2' after 'B'. With the fence: FenceBroken, no 'A2'."""
+    import psycopg
+
+    bodies = pg_log(postgres)
+    chain = embedded.chain
+    a = embedded.connect(chain.accounts[1]).acquire(RESOURCE, ttl=10)
+    escaped, b_committed = threading.Event(), threading.Event()
+    outcome: dict[str, BaseException | None] = {}
+
+    def holder_a():
+        conn = psycopg.connect(postgres.get_uri())
+        try:
+            with fenced_transaction(conn, embedded, RESOURCE, a.token) as cur:
+                cur.execute("INSERT INTO log (body) VALUES ('A1')")
+                cur.execute("COMMIT")
+                escaped.set()
+                b_committed.wait(30)
+                try:
+                    cur.execute("INSERT INTO log (body) VALUES ('A2')")
+                except psycopg.Error:
+                    pass
+            outcome["a"] = None
+        except BaseException as error:  # noqa: BLE001 - reported to the test thread
+            outcome["a"] = error
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=holder_a)
+    thread.start()
+    assert escaped.wait(30)
+    chain.advance_time(11)
+    b = embedded.connect(chain.accounts[2]).acquire(RESOURCE, ttl=60)
+    try:
+        with psycopg.connect(postgres.get_uri()) as conn, fenced_transaction(conn, embedded, RESOURCE, b.token) as cur:
+            cur.execute("INSERT INTO log (body) VALUES ('B')")
+    finally:
+        b_committed.set()
+    thread.join(30)
+    assert bodies() == ["A1", "B"], "the superseded holder wrote after its successor"
+    assert isinstance(outcome["a"], FenceBroken)
