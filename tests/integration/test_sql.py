@@ -189,15 +189,95 @@ def plain(db, body):
     conn.close()
 
 
-def test_bad_arguments_are_refused(embedded, tmp_path):
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"table": "marks; DROP TABLE x"},
+        {"table": 7},
+        {"strict": "yes"},
+        {"strict": 1},
+        {"confirmations": -1},
+        {"confirmations": 1_001},
+        {"confirmations": True},
+        {"confirmations": "2"},
+        {"verify": 42},
+    ],
+    ids=repr,
+)
+def test_bad_arguments_are_refused_before_the_database_is_touched(embedded, tmp_path, options):
+    lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
     conn = sqlite3.connect(tmp_path / "x.sqlite")
     with pytest.raises(InvalidInput):
-        with fenced_transaction(conn, embedded, RESOURCE, 1, table="marks; DROP TABLE x"):
+        with fenced_transaction(conn, embedded, RESOURCE, lease.token, **options):
             pass
+    assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [], "a refused call created something"
+    assert not conn.in_transaction
+    conn.close()
+
+
+def test_an_unsupported_connection_is_refused(embedded):
     with pytest.raises(InvalidInput):
         with fenced_transaction(object(), embedded, RESOURCE, 1):
             pass
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "control-mark-only"])
+def test_strict_refuses_a_holder_whose_lease_ended_even_at_its_own_mark(db, embedded, strict):
+    """A writes at its mark; its lease expires; nobody else has written yet. The mark alone accepts A
+    again (the same epoch needs no chain call: the window). strict asks the chain: LeaseExpired."""
+    chain = embedded.chain
+    a = embedded.connect(chain.accounts[1]).acquire(RESOURCE, ttl=10)
+    write(db, embedded, a.token, "A1")
+    chain.advance_time(11)
+    conn = db.connect()
+    try:
+        if strict:
+            with pytest.raises(LeaseExpired):
+                with fenced_transaction(conn, embedded, RESOURCE, a.token, strict=True) as cur:
+                    cur.execute(f"UPDATE reports SET body = {db.ph} WHERE day = '2026-11-21'", ("A2",))
+            assert db.body() == "A1"
+        else:
+            with fenced_transaction(conn, embedded, RESOURCE, a.token) as cur:
+                cur.execute(f"UPDATE reports SET body = {db.ph} WHERE day = '2026-11-21'", ("A2",))
+            assert db.body() == "A2", "the control must show the window strict closes"
+    finally:
+        conn.close()
+
+
+def test_a_marks_table_without_the_holder_column_is_migrated(db, embedded):
+    """A marks table of chainfence 0.1 (no holder column) keeps working: the column is added, a new
+    epoch records its holder, and strict records the holder of a mark that had none."""
+    alice = embedded.connect(embedded.chain.accounts[1])
+    first = alice.acquire(RESOURCE, ttl=600)
+    old = "BLOB" if db.kind == "sqlite" else "BYTEA"
+    conn = db.connect()
+    conn.execute(
+        f"CREATE TABLE chainfence_marks (resource_id {old} PRIMARY KEY, name TEXT NOT NULL, token BIGINT NOT NULL)"
+    )
+    conn.execute(
+        f"INSERT INTO chainfence_marks VALUES ({db.ph}, {db.ph}, {db.ph})", (first.resource_id, RESOURCE, first.token)
+    )
+    conn.commit()
     conn.close()
+
+    write(db, embedded, first.token, "A1")  # same epoch, mark only: works, nothing to learn
+    assert (db.body(), holders(db)) == ("A1", [(first.token, None)])
+    conn = db.connect()
+    with fenced_transaction(conn, embedded, RESOURCE, first.token, strict=True) as cur:
+        cur.execute(f"UPDATE reports SET body = {db.ph} WHERE day = '2026-11-21'", ("A2",))
+    conn.close()
+    assert (db.body(), holders(db)) == ("A2", [(first.token, alice.sender)])
+    second = alice.acquire(RESOURCE, ttl=600)  # re-acquired: a new epoch
+    write(db, embedded, second.token, "A3")
+    assert (db.body(), holders(db)) == ("A3", [(second.token, alice.sender)])
+
+
+def holders(db) -> list[tuple[int, str | None]]:
+    conn = db.connect()
+    try:
+        return conn.execute("SELECT token, holder FROM chainfence_marks").fetchall()
+    finally:
+        conn.close()
 
 
 # --- PostgreSQL: statements that end the fenced transaction from inside it -------------------
