@@ -425,12 +425,13 @@ class _SqliteWatch:
       ``executescript()``, ``commit()`` and ``isolation_level = None`` issue, and the implicit
       ``BEGIN`` of the legacy ``isolation_level``). Installing it expires every prepared
       statement, so statements sqlite3 cached before the fence are prepared again and seen too.
-      ``SAVEPOINT``/``RELEASE``/``ROLLBACK TO`` pass: the fence's transaction is a ``BEGIN``,
-      so a savepoint only nests inside it and releasing one commits nothing;
+      ``SAVEPOINT``/``RELEASE``/``ROLLBACK TO`` pass while the fence's transaction is open: it
+      is a ``BEGIN``, so a savepoint only nests inside it and releasing one commits nothing;
     - a trace callback, which SQLite calls as each statement starts executing (cached ones
       included): if the connection is no longer in a transaction, a statement rolled the fence's
       back and the new one would run in autocommit: it is interrupted before it can write
-      (``sqlite3_interrupt`` is checked before a statement's first row is touched).
+      (``sqlite3_interrupt`` is checked before a statement's first row is touched), and so is
+      every statement after it.
 
     Either way the fence is broken, and ``stop()`` says why.
     """
@@ -438,6 +439,7 @@ class _SqliteWatch:
     def __init__(self, conn: sqlite3.Connection):
         self._conn = conn
         self._reasons: list[str] = []
+        self._ended = False
         conn.set_authorizer(self._authorize)
         conn.set_trace_callback(self._trace)
 
@@ -445,11 +447,19 @@ class _SqliteWatch:
         if action == sqlite3.SQLITE_TRANSACTION:
             self._reasons.append(f"the application's {operation} was refused inside the fence")
             return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_SAVEPOINT and not self._conn.in_transaction:
+            # Outside a transaction SAVEPOINT opens one (and RELEASE commits it): not a nested one.
+            self._reasons.append(f"the application's {operation} of a savepoint was refused: the transaction had ended")
+            return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
 
     def _trace(self, _statement: str) -> None:
-        if not self._conn.in_transaction:
-            self._reasons.append("a statement rolled the transaction back; the statements after it were interrupted")
+        # Sticky: once the fence's transaction is gone, nothing that follows may run, even in a
+        # transaction some statement managed to open again.
+        if self._ended or not self._conn.in_transaction:
+            if not self._ended:
+                self._ended = True
+                self._reasons.append("a statement rolled the transaction back; those after it were interrupted")
             self._conn.interrupt()
 
     def stop(self) -> str | None:

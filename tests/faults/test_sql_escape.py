@@ -220,6 +220,36 @@ def test_a_stale_holder_cannot_write_after_its_successor_by_escaping_its_fence(e
     assert isinstance(outcome["a"], FenceBroken)
 
 
+@pytest.mark.parametrize("cached", [False, True], ids=["prepared-inside", "cached-before"])
+@pytest.mark.parametrize("isolation", ISOLATION_LEVELS.values(), ids=ISOLATION_LEVELS.keys())
+def test_a_savepoint_cannot_reopen_a_transaction_after_an_escape(embedded, lease, tmp_path, isolation, cached):
+    """Outside a transaction SAVEPOINT opens one, and RELEASE of it commits: after an INSERT OR
+    ROLLBACK, 'SAVEPOINT; INSERT; RELEASE' would commit the INSERT outside the fence."""
+    db = tmp_path / "app.sqlite"
+    setup_database(db)
+    conn = sqlite3.connect(db, isolation_level=isolation)
+    if cached:
+        conn.execute("SAVEPOINT app")
+        conn.execute(AFTER, ("warm",))
+        conn.execute("RELEASE app")
+    before = state(db)
+
+    outcome = None
+    try:
+        with fenced_transaction(conn, embedded, RESOURCE, lease.token) as cur:
+            cur.execute("INSERT INTO log (body) VALUES ('before')")
+            with suppress(sqlite3.IntegrityError):
+                cur.execute("INSERT OR ROLLBACK INTO log (body) VALUES ('before')")
+            for statement, parameters in (("SAVEPOINT app", ()), (AFTER, ("after",)), ("RELEASE app", ())):
+                with suppress(sqlite3.Error):
+                    conn.execute(statement, parameters)
+    except Exception as error:  # noqa: BLE001 - asserted below
+        outcome = error
+    conn.close()
+    assert state(db) == before, "a statement of the broken fence took effect"
+    assert isinstance(outcome, FenceBroken)
+
+
 def test_savepoints_inside_the_fence_still_work(embedded, lease, tmp_path):
     """SAVEPOINT / ROLLBACK TO / RELEASE nest inside the fence's transaction and do not end it."""
     db = tmp_path / "app.sqlite"
