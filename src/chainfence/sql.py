@@ -25,16 +25,23 @@ write with a token below ``t`` ever commits through the fence (it gets
 on its mark row, and the comparison, the raised mark and your statements
 are one transaction. A token may raise the mark only if the chain vouches
 for it: it is the resource's current, live token at the latest block (or
-``verify`` says so) and, with ``confirmations=k``, the block that issued it
-has ``k`` blocks on top (:class:`~chainfence.errors.TokenNotConfirmed`
-until then). A refused token writes nothing and leaves the mark as it was.
+``verify`` says so) and, with ``confirmations=k`` (default: the chain's
+setting), the block that issued it has ``k`` blocks on top
+(:class:`~chainfence.errors.TokenNotConfirmed` until then). A refused token
+writes nothing and leaves the mark as it was.
 
 Each time the fence asks the chain it also checks that the chain has not
-gone back below what the marks table has seen: the registry's latest token
-below the highest mark, the resource's on-chain token below its mark, or
-(``strict``) the mark's token number now held by someone else than the
-holder recorded with the mark all raise
+gone back below what the marks table has seen: the resource's on-chain
+token below its mark, the registry's latest token below the table's
+highest mark, or (``strict``) the mark's token number now held by another
+account than the holder stored with the mark all raise
 :class:`~chainfence.errors.ChainRolledBack`, and nothing is written.
+
+Cost: a transaction at the mark asks the chain nothing. A new epoch (and,
+with ``strict``, every transaction) reads the resource's lease record (one
+``eth_call``), the registry's latest token when the table's highest mark is
+above the resource's token (one more), and with confirmations the block
+number and the lease record at the confirmed block (two more).
 
 Assumptions, and where it stops
 -------------------------------
@@ -42,18 +49,21 @@ Assumptions, and where it stops
 - ``token == mark`` (the same epoch writing again) is accepted without a
   chain call, unless ``strict=True``. Timeline: A's lease ends; B acquires
   but has not written yet; A writes again at its own mark, and commits
-  (before any of B's writes, so order still holds). ``strict`` asks the
-  chain on every transaction (one to three ``eth_call`` more) and refuses
-  A at once (:class:`~chainfence.errors.LeaseExpired`); it is also what
-  notices a token number that a rolled-back chain gave to another holder.
+  (before any of B's writes, so the order still holds). ``strict`` asks
+  the chain every time and refuses A at once
+  (:class:`~chainfence.errors.LeaseExpired`); it is also what notices, at
+  once, a token number that a rolled-back chain gave to another holder.
 - A chain that rolled back is noticed only when the fence asks it (a new
-  epoch, or every time with ``strict``), and only once it has gone below
-  what this table has seen. A reorg deeper than ``confirmations`` is
-  outside what confirmations can promise.
+  epoch, or every time with ``strict``), and only once it is below what
+  this table has seen. A reorg deeper than ``confirmations`` is outside
+  what confirmations can promise.
+- The database keeps what it committed: a database restored from a backup
+  has forgotten marks, and tokens below them may write again.
 - One marks table per registry (``table=`` names another): marks of two
-  registries in one table would fence one token space with another's.
-- The fenced transaction must be the only thing the connection does while
-  the block runs (no other thread on it).
+  registries in one table would fence one token space with another's, and
+  read as a rollback.
+- The fenced transaction is the only thing the connection does while the
+  block runs (no other thread on it).
 
 Statements that end the transaction early
 -----------------------------------------
@@ -62,33 +72,39 @@ The fence holds only while its transaction is the open one. If a statement
 ends it, the fence raises :class:`~chainfence.errors.FenceBroken` on exit
 and nothing after that statement takes effect:
 
-- SQLite (any ``isolation_level``; Python 3.12's ``autocommit`` too): the
-  application's ``BEGIN``/``COMMIT``/``END``/``ROLLBACK``, ``commit()``,
-  ``rollback()``, ``executescript()`` (which commits first) and setting
-  ``isolation_level = None`` are refused while the block runs, so nothing
-  at all is committed. A statement that makes SQLite roll the transaction
-  back (``INSERT OR ROLLBACK`` on a conflict, ``RAISE(ROLLBACK)`` in a
-  trigger, some I/O errors) cannot be refused: every statement that starts
-  after it is interrupted. Both are connection hooks, installed for the
-  block only (an authorizer and a trace callback): they replace any the
+- SQLite (any legacy ``isolation_level``; Python 3.12's ``autocommit``
+  too): the application's ``BEGIN``/``COMMIT``/``END``/``ROLLBACK``,
+  ``commit()``, ``rollback()``, ``executescript()`` (which commits first)
+  and ``isolation_level = None`` (which commits) are refused while the
+  block runs, so nothing at all is committed. A statement that makes SQLite
+  roll the transaction back (``INSERT OR ROLLBACK`` on a conflict,
+  ``RAISE(ROLLBACK)`` in a trigger, some I/O errors) cannot be refused:
+  every statement that starts after it is interrupted before it writes,
+  however it reaches SQLite (the yielded cursor, ``conn.execute``, a
+  statement sqlite3 had cached). Both are connection hooks, installed for
+  the block only (an authorizer and a trace callback): they replace any the
   application had set, and are removed, not restored, on exit. Savepoints
-  nest inside the fence and are allowed. Not covered: incremental blob I/O
-  (``Connection.blobopen``) runs no statement, so a blob written right after
-  such a rollback, before any statement, is not stopped; and a cursor still
-  being read when a statement was interrupted keeps SQLite's interrupt in
-  force for the connection until it is exhausted or closed.
+  nest inside the fence and are allowed. With ``autocommit=False`` the
+  fence takes over the transaction sqlite3 keeps open: changes still
+  pending on the connection commit or roll back with the fenced ones.
+  Not covered: incremental blob I/O (``Connection.blobopen``) runs no
+  statement, so neither hook sees it: a blob written after such a rollback
+  is not stopped (the fence still raises). A cursor still being read when a
+  statement was interrupted keeps SQLite's interrupt in force for the
+  connection until that cursor is exhausted or closed.
 - PostgreSQL: a statement cannot be refused. An application ``COMMIT``
   inside the block commits what the block wrote so far (still under the
-  row lock, so still in order). While the block runs the connection does
-  not autocommit and every transaction psycopg opens but the fence's own is
-  ``READ ONLY``, so statements after a ``COMMIT`` or ``ROLLBACK`` can
-  neither write nor commit; at the end the fence checks that the open
-  transaction is the one that locked the mark row (``pg_current_xact_id()``).
-  Autocommit connections work: the fence turns autocommit and ``read_only``
-  off and on again around itself. An error the block catches aborts the
-  transaction in PostgreSQL: that is a broken fence too. An application that
-  issues ``SET TRANSACTION READ WRITE`` or changes those settings after
-  ending the transaction itself is not stopped.
+  row lock, so still in order). For the block's duration the fence turns
+  the connection's autocommit off and ``read_only`` on (its own transaction
+  asks for ``READ WRITE``), and gives both back on exit: statements after a
+  ``COMMIT`` or ``ROLLBACK`` run in a read-only transaction psycopg opens,
+  so they can neither write nor commit. That is also why autocommit
+  connections are accepted. At the end the fence checks that the open
+  transaction is still the one that locked the mark row
+  (``pg_current_xact_id()``). An error the block catches has aborted the
+  transaction: a broken fence too. An application that, after ending the
+  transaction itself, issues ``SET TRANSACTION READ WRITE`` or changes those
+  settings is not stopped.
 """
 
 from __future__ import annotations
