@@ -86,7 +86,10 @@ and nothing after that statement takes effect:
   application had set, and are removed, not restored, on exit. Savepoints
   nest inside the fence and are allowed. With ``autocommit=False`` the
   fence takes over the transaction sqlite3 keeps open: changes still
-  pending on the connection commit or roll back with the fenced ones.
+  pending on the connection commit or roll back with the fenced ones, and
+  the write lock is taken by the fence's first write rather than up front,
+  so under contention it can fail with ``database is locked`` (retry)
+  where ``BEGIN IMMEDIATE`` would have waited.
   Not covered: incremental blob I/O (``Connection.blobopen``) runs no
   statement, so neither hook sees it: a blob written after such a rollback
   is not stopped (the fence still raises). A cursor still being read when a
@@ -364,15 +367,15 @@ def _sqlite(conn: sqlite3.Connection, table: str, fence: _Fence) -> Iterator[sql
         conn.commit()
     cursor = conn.cursor()
     try:
-        if not keeps_transaction:
+        if not conn.in_transaction:
             cursor.execute("BEGIN IMMEDIATE")  # the database's write lock, up front
-        if not cursor.execute("SELECT 1 FROM pragma_table_info(?) WHERE name = 'holder'", (table,)).fetchone():
-            cursor.execute(f"ALTER TABLE {table} ADD COLUMN holder TEXT")  # a table of chainfence 0.1
-        # With autocommit=False this INSERT is what takes the write lock, before the read.
+        # With autocommit=False (no BEGIN IMMEDIATE) this INSERT is what takes the write lock.
         cursor.execute(
             f"INSERT INTO {table} (resource_id, name, token) VALUES (?, ?, 0) ON CONFLICT (resource_id) DO NOTHING",
             (fence.resource_id, fence.resource),
         )
+        if not cursor.execute("SELECT 1 FROM pragma_table_info(?) WHERE name = 'holder'", (table,)).fetchone():
+            cursor.execute(f"ALTER TABLE {table} ADD COLUMN holder TEXT")  # a table of chainfence 0.1
         mark, holder = cursor.execute(
             f"SELECT token, holder FROM {table} WHERE resource_id = ?", (fence.resource_id,)
         ).fetchone()
@@ -419,12 +422,16 @@ def _sqlite_end(conn: sqlite3.Connection, statement: str, keeps_transaction: boo
 
     Explicit statements, because ``commit()`` does nothing with Python 3.12's ``autocommit=True``;
     ``commit()``/``rollback()`` with ``autocommit=False``, which open the next transaction as that
-    mode promises. A connection closed inside the fence was rolled back by SQLite: nothing to do.
+    mode promises (and a ``BEGIN`` if a statement had already ended the fence's). A connection
+    closed inside the fence was rolled back by SQLite: nothing to do.
     """
     try:
-        if keeps_transaction:
+        if not conn.in_transaction:
+            if keeps_transaction:  # what autocommit=False promises: a transaction is always open
+                conn.execute("BEGIN")
+        elif keeps_transaction:
             conn.commit() if statement == "COMMIT" else conn.rollback()
-        elif conn.in_transaction:
+        else:
             conn.execute(statement)
     except sqlite3.ProgrammingError:
         if statement == "COMMIT":
