@@ -510,6 +510,8 @@ def _postgres(conn: Any, table: str, fence: _Fence) -> Iterator[Any]:
 
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise InvalidInput("fenced_transaction needs a connection outside any transaction (it opens its own)")
+    if conn.read_only:
+        raise InvalidInput("fenced_transaction writes: the connection is set read_only")
     _postgres_schema(conn, table)
     # PostgreSQL cannot be told to refuse a COMMIT or ROLLBACK. So, while the fence lasts, nothing
     # may autocommit and every transaction psycopg opens is READ ONLY, but the fence's own, which

@@ -156,6 +156,8 @@ def lease(embedded):
 def test_a_statement_that_ends_the_fenced_transaction_breaks_the_fence_and_nothing_commits(
     embedded, lease, tmp_path, escape, isolation, path
 ):
+    """Write, escape (the application catches what that raises), write again: FenceBroken, and the
+    database is as it was before the block, mark included."""
     if escape is isolation_level_none and isolation is None:
         pytest.skip("already None: setting it again commits nothing, so nothing escapes")
     db = tmp_path / "app.sqlite"
@@ -282,6 +284,7 @@ def test_a_caught_error_that_leaves_the_transaction_open_does_not_break_the_fenc
 
 
 def test_after_a_broken_fence_the_connection_works_and_fences_again(embedded, lease, tmp_path):
+    """The hooks go with the fence: plain statements and the next fence work as before."""
     db = tmp_path / "app.sqlite"
     setup_database(db)
     conn = sqlite3.connect(db, isolation_level=None)
@@ -311,6 +314,7 @@ AUTOCOMMIT_ESCAPES = [(True, escape) for escape in STATEMENT_ESCAPES] + [
     ("autocommit", "escape"), AUTOCOMMIT_ESCAPES, ids=[f"{a}-{e.__name__}" for a, e in AUTOCOMMIT_ESCAPES]
 )
 def test_escapes_with_the_autocommit_attribute(embedded, lease, tmp_path, escape, autocommit):
+    """The same guarantee under Python 3.12's transaction control."""
     db = tmp_path / "app.sqlite"
     setup_database(db)
     conn = sqlite3.connect(db, autocommit=autocommit)
@@ -326,6 +330,7 @@ def test_escapes_with_the_autocommit_attribute(embedded, lease, tmp_path, escape
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="Connection.autocommit is Python 3.12+")
 @pytest.mark.parametrize("autocommit", [True, False])
 def test_a_clean_fence_commits_with_the_autocommit_attribute(embedded, lease, tmp_path, autocommit):
+    """autocommit=True: its own BEGIN IMMEDIATE and COMMIT; autocommit=False: the open transaction."""
     db = tmp_path / "app.sqlite"
     setup_database(db)
     conn = sqlite3.connect(db, autocommit=autocommit)

@@ -116,6 +116,7 @@ def test_a_token_orphaned_by_a_reorg_shallower_than_k_never_writes(
 
 
 def test_a_token_becomes_a_mark_only_once_its_block_is_k_deep(on_anvil, anvil_chain, alice, ledger):
+    """TokenNotConfirmed, nothing written, at depth 0 and 1; the write lands at depth 2."""
     lease = alice.acquire(RESOURCE, ttl=600)
     for _ in range(2):
         with pytest.raises(TokenNotConfirmed):

@@ -205,6 +205,7 @@ def plain(db, body):
     ids=repr,
 )
 def test_bad_arguments_are_refused_before_the_database_is_touched(embedded, tmp_path, options):
+    """InvalidInput, and the database file stays empty: not even the marks table is created."""
     lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
     conn = sqlite3.connect(tmp_path / "x.sqlite")
     with pytest.raises(InvalidInput):
@@ -219,6 +220,19 @@ def test_an_unsupported_connection_is_refused(embedded):
     with pytest.raises(InvalidInput):
         with fenced_transaction(object(), embedded, RESOURCE, 1):
             pass
+
+
+def test_a_read_only_postgres_connection_is_refused(postgres, embedded):
+    """The application asked for read-only transactions; the fence writes, so it says no."""
+    import psycopg
+
+    lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
+    with psycopg.connect(postgres.get_uri()) as conn:
+        conn.read_only = True
+        with pytest.raises(InvalidInput):
+            with fenced_transaction(conn, embedded, RESOURCE, lease.token):
+                pass
+        assert conn.read_only is True
 
 
 @pytest.mark.parametrize("strict", [True, False], ids=["strict", "control-mark-only"])
