@@ -453,26 +453,27 @@ class _SqliteWatch:
     - a trace callback, which SQLite calls as each statement starts executing (cached ones
       included): if the connection is no longer in a transaction, a statement rolled the fence's
       back and the new one would run in autocommit: it is interrupted before it can write
-      (``sqlite3_interrupt`` is checked before a statement's first row is touched), and so is
-      every statement after it.
+      (SQLite checks for an interrupt as a statement's program leaves its preamble, before any
+      row or schema entry is touched; tests/faults/test_sql_escape.py tries every kind of
+      write), and so is every statement after it.
 
     Either way the fence is broken, and ``stop()`` says why.
     """
 
     def __init__(self, conn: sqlite3.Connection):
         self._conn = conn
-        self._reasons: list[str] = []
+        self._reason: str | None = None  # the first thing that broke the fence
         self._ended = False
         conn.set_authorizer(self._authorize)
         conn.set_trace_callback(self._trace)
 
     def _authorize(self, action: int, operation: str | None, *_: Any) -> int:
         if action == sqlite3.SQLITE_TRANSACTION:
-            self._reasons.append(f"the application's {operation} was refused inside the fence")
+            self._reason = self._reason or f"the application's {operation} was refused inside the fence"
             return sqlite3.SQLITE_DENY
         if action == sqlite3.SQLITE_SAVEPOINT and not self._conn.in_transaction:
             # Outside a transaction SAVEPOINT opens one (and RELEASE commits it): not a nested one.
-            self._reasons.append(f"the application's {operation} of a savepoint was refused: the transaction had ended")
+            self._reason = self._reason or f"a savepoint {operation} was refused: the transaction had ended"
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
 
@@ -482,7 +483,7 @@ class _SqliteWatch:
         if self._ended or not self._conn.in_transaction:
             if not self._ended:
                 self._ended = True
-                self._reasons.append("a statement rolled the transaction back; those after it were interrupted")
+                self._reason = self._reason or "a statement rolled the transaction back; later ones were interrupted"
             self._conn.interrupt()
 
     def stop(self) -> str | None:
@@ -493,8 +494,8 @@ class _SqliteWatch:
             ended = not self._conn.in_transaction
         except sqlite3.ProgrammingError:
             return "the connection was closed inside the fence"
-        if self._reasons:
-            return self._reasons[0]
+        if self._reason is not None:
+            return self._reason
         if ended:
             return "a statement rolled the transaction back"
         return None

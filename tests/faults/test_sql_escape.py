@@ -222,6 +222,69 @@ def test_a_stale_holder_cannot_write_after_its_successor_by_escaping_its_fence(e
     assert isinstance(outcome["a"], FenceBroken)
 
 
+#: Every kind of statement that changes a database file, each of which must be stopped when it
+#: starts after the fenced transaction was rolled back (isolation_level None: plain autocommit).
+WRITES = [
+    "INSERT INTO log (body) VALUES ('after')",
+    "INSERT INTO log (body) SELECT body || '!' FROM log",
+    "REPLACE INTO log (id, body) VALUES (1, 'replaced')",
+    "UPDATE log SET body = body || '?'",
+    "DELETE FROM log WHERE id = 1",
+    "DELETE FROM log",
+    "INSERT INTO guarded VALUES ('fine')",
+    "CREATE TABLE extra (a)",
+    "CREATE INDEX log_body ON log (body)",
+    "CREATE VIEW v AS SELECT 1",
+    "CREATE TRIGGER t AFTER INSERT ON guarded BEGIN SELECT 1; END",
+    "ALTER TABLE log ADD COLUMN extra TEXT",
+    "ALTER TABLE guarded RENAME TO renamed",
+    "DROP TRIGGER guarded_veto",
+    "DROP TABLE guarded",
+    "PRAGMA user_version = 7",
+    "VACUUM",
+]
+
+
+def everything(path) -> tuple:
+    """Rows, schema and header of the database, as another connection sees them."""
+    conn = sqlite3.connect(path)
+    try:
+        return (
+            conn.execute("SELECT id, body FROM log ORDER BY id").fetchall(),
+            conn.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE tbl_name != 'chainfence_marks' ORDER BY name"
+            ).fetchall(),
+            conn.execute("PRAGMA user_version").fetchone(),
+        )
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("statement", WRITES)
+def test_no_kind_of_write_runs_after_the_fenced_transaction_was_rolled_back(embedded, lease, tmp_path, statement):
+    """The trace callback's interrupt stops each of them before it changes anything."""
+    db = tmp_path / "app.sqlite"
+    setup_database(db)
+    seed = sqlite3.connect(db)
+    seed.execute("INSERT INTO log (body) VALUES ('committed before')")
+    seed.commit()
+    seed.close()
+    before = everything(db)
+    conn = sqlite3.connect(db, isolation_level=None)
+    outcome = None
+    try:
+        with fenced_transaction(conn, embedded, RESOURCE, lease.token) as cur:
+            with suppress(sqlite3.IntegrityError):
+                cur.execute("INSERT OR ROLLBACK INTO log (body) VALUES ('committed before')")
+            with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+                conn.execute(statement)
+    except FenceBroken as error:
+        outcome = error
+    conn.close()
+    assert everything(db) == before
+    assert outcome is not None
+
+
 @pytest.mark.parametrize("cached", [False, True], ids=["prepared-inside", "cached-before"])
 @pytest.mark.parametrize("isolation", ISOLATION_LEVELS.values(), ids=ISOLATION_LEVELS.keys())
 def test_a_savepoint_cannot_reopen_a_transaction_after_an_escape(embedded, lease, tmp_path, isolation, cached):
