@@ -19,14 +19,25 @@ RESOURCE = "reports/daily"
 
 @pytest.fixture(scope="session")
 def postgres(tmp_path_factory):
+    """The server, in a directory of its own under the system temp dir, not under pytest's.
+
+    Run as root, pgserver starts PostgreSQL as an unprivileged user and opens every parent of
+    the data directory to it (o+rx); pytest makes its own base directory private again (0700)
+    whenever a session starts, so another pytest session on the machine could lock the server
+    out of a data directory there.
+    """
     import os
+    import shutil
+    import tempfile
 
     os.environ.setdefault("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("xdg")))
     import pgserver
 
-    server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
+    directory = tempfile.mkdtemp(prefix="chainfence-pgdata-")
+    server = pgserver.get_server(directory, cleanup_mode="stop")
     yield server
     server.cleanup()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 class Database:
