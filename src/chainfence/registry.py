@@ -208,12 +208,15 @@ class Registry:
         lease = self._lease_from_receipt(receipt, resource=resource, ttl=ttl)
         if lease is None:  # pragma: no cover - a successful acquire always logs LeaseAcquired
             raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
+        k = self.chain.confirmations if confirmations is None else confirmations
         try:
-            seen.lease(before, lease.resource_id, lease.token, lease.holder, resource, issued=True)
+            seen.lease(
+                before, lease.resource_id, lease.token, lease.holder, resource, issued=True,
+                record=k >= self.chain.confirmations,  # only what is as deep as this chain requires
+            )  # fmt: skip
         except ChainRolledBack as rolled_back:
             rolled_back.lease = lease  # it exists on this chain: never forget it
             raise
-        k = self.chain.confirmations if confirmations is None else confirmations
         if k:
             # The lease may have ended while we waited for depth (a short ttl).
             try:
@@ -363,7 +366,7 @@ class Registry:
         before = seen.before()
         latest = self._call_uint("latestToken", [], block=_at(block))
         if block is None:
-            seen.latest(before, latest)
+            seen.latest(before, latest, record=self.chain.confirmations == 0)
         return latest
 
     def lease_of(self, resource: str, *, block: str | int | None = None) -> LeaseInfo | None:
@@ -417,7 +420,7 @@ class Registry:
         self._raise_unless_current(resource, resource_id, token, info)
         if k:
             confirmed_block = None if block is None else (block - k if isinstance(block, int) else None)
-            self._require_confirmed(resource, resource_id, token, confirmed_block, k)
+            self._require_confirmed(resource, resource_id, token, confirmed_block, k, holder=info.holder)
         return info
 
     def _raise_unless_current(self, resource: str, resource_id: bytes, token: int, info: LeaseInfo) -> None:
@@ -441,10 +444,11 @@ class Registry:
         )
 
     def _require_confirmed(
-        self, resource: str, resource_id: bytes, token: int, confirmed_block: int | None, k: int
+        self, resource: str, resource_id: bytes, token: int, confirmed_block: int | None, k: int, *, holder: str
     ) -> None:
-        """Raise unless the block that issued ``token`` has ``k`` blocks on top (tokens are a chain's
-        counter: a reorg can hand the same number to another holder)."""
+        """Raise unless the block that issued ``token`` (to ``holder``) has ``k`` blocks on top: the
+        lease at the confirmed head carries that token and holder (tokens are a chain's counter: a
+        reorg can hand the same number to another holder)."""
         if confirmed_block is None:
             confirmed_block = self.chain.confirmed_block(k)
         confirmed = None
@@ -453,7 +457,7 @@ class Registry:
                 confirmed = self._lease_info(resource, resource_id, block=confirmed_block)
             except ContractNotFound:
                 confirmed = None  # the confirmed head predates the registry: nothing is confirmed yet
-        if confirmed is None or confirmed.token != token:
+        if confirmed is None or confirmed.token != token or confirmed.holder != holder:
             logger.info("unconfirmed token resource=%s token=%d confirmations=%d", resource, token, k)
             raise TokenNotConfirmed(token=token, confirmations=k, resource=resource, resource_id=resource_id)
 
@@ -528,7 +532,9 @@ class Registry:
         holder = _checksum(holder)
         expired_unmined = False
         if block is None:
-            seen.lease(before, resource_id, token, holder, resource)
+            # On a chain with confirmations, the latest state may still be reorganised away: it is
+            # compared with what was seen, never remembered as seen.
+            seen.lease(before, resource_id, token, holder, resource, record=self.chain.confirmations == 0)
             if status is LeaseStatus.LIVE and expires_at <= judged_at:
                 status, expired_unmined = LeaseStatus.EXPIRED, True
             elif status is not LeaseStatus.LIVE:
@@ -617,7 +623,9 @@ class _Seen:
     snapshot of what was seen *before* it was sent: anything seen then was
     already on-chain, so a result below it means the chain lost history
     (:class:`ChainRolledBack`). Comparing with what other threads saw while
-    the read was in flight would raise false alarms; this never does.
+    the read was in flight would raise false alarms; this never does. Only
+    what is as deep as the chain's confirmations is remembered: a reorg
+    shallower than that is expected, not a lost history.
     """
 
     _LIMIT = 10_000
@@ -640,8 +648,8 @@ class _Seen:
         with self._lock:
             return self.highest, (self._resources.get(resource_id) if resource_id is not None else None)
 
-    def latest(self, before: tuple[int, tuple[int, str] | None], latest: int) -> None:
-        """The registry's latest token, read after ``before``."""
+    def latest(self, before: tuple[int, tuple[int, str] | None], latest: int, *, record: bool = True) -> None:
+        """The registry's latest token, read after ``before`` (remembered if ``record``)."""
         if latest < before[0]:
             raise ChainRolledBack(
                 f"the registry's latest token is {latest}, below token {before[0]} already seen from it: "
@@ -650,11 +658,12 @@ class _Seen:
                 seen_token=before[0],
                 chain_token=latest,
             )
-        self._note(None, latest, None)
+        if record:
+            self._note(None, latest, None)
 
     def lease(
         self, before: tuple[int, tuple[int, str] | None], resource_id: bytes, token: int, holder: str,
-        name: str | None, *, issued: bool = False,
+        name: str | None, *, issued: bool = False, record: bool = True,
     ) -> None:  # fmt: skip
         """A resource's latest lease, read (or, ``issued``, created by a transaction sent) after ``before``."""
         where = repr(name) if name is not None else "0x" + resource_id.hex()
@@ -675,7 +684,7 @@ class _Seen:
                 chain_token=token,
                 resource=name,
             )
-        if token:
+        if token and record:
             self._note(resource_id, token, holder)
 
     def _note(self, resource_id: bytes | None, token: int, holder: str | None) -> None:

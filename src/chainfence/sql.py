@@ -123,16 +123,12 @@ from typing import Any, NamedTuple
 from . import _validate
 from .errors import (
     ChainRolledBack,
-    ContractNotFound,
     FenceBroken,
     InvalidInput,
-    LeaseExpired,
-    LeaseReleased,
     StaleToken,
-    TokenNotConfirmed,
-    UnknownToken,
+    TokenNotCurrent,
 )
-from .lease import LeaseInfo, LeaseStatus
+from .lease import LeaseInfo
 
 logger = logging.getLogger(__name__)
 
@@ -260,9 +256,20 @@ class _Fence(NamedTuple):
         return _Admission(holder is None and chain_holder is not None, chain_holder or holder)
 
     def _ask_chain(self, mark: int, holder: str | None, highest: Callable[[], int]) -> LeaseInfo | None:
+        """The registry's verdict on the token (as guards get it), after the rollback checks."""
         registry, resource, token = self.registry, self.resource, self.token
-        info = registry.last_lease(resource)
-        chain_token = 0 if info is None else info.token
+        refused: TokenNotCurrent | None = None
+        info: LeaseInfo | None = None
+        try:
+            if self.verify is None:
+                info = registry.check_current(resource, token, confirmations=self.confirmations)
+            else:
+                info = registry.last_lease(resource)
+        except TokenNotCurrent as not_current:
+            refused = not_current
+        except ChainRolledBack as lost:  # the SDK's own memory of this registry disagrees with the chain
+            raise self._rolled_back(str(lost), lost.seen_token or mark, lost.chain_token or 0) from lost
+        chain_token = refused.current_token if refused is not None else (0 if info is None else info.token)
         # Tokens only go up in a chain's history: anything below what this table saw means the
         # chain lost history, and the numbers in between may be issued again to other holders.
         if chain_token < mark:
@@ -273,7 +280,7 @@ class _Fence(NamedTuple):
             )
         seen = highest()
         if seen > chain_token:  # else the registry's latest token (>= chain_token) cannot be below it
-            latest = registry.latest_token()
+            latest = registry.latest_token(block="latest")
             if latest < seen:
                 raise self._rolled_back(
                     f"the registry's latest token is {latest}, below token {seen} this table accepted", seen, latest
@@ -285,50 +292,13 @@ class _Fence(NamedTuple):
                 mark,
                 chain_token,
             )
+        if refused is not None:
+            raise refused
         if self.verify is not None:
             self.verify(resource, token)
-        else:
-            self._require_current(info)
-        if self.confirmations:
-            self._require_confirmed(info)
+            if self.confirmations:
+                registry.check_current(resource, token, confirmations=self.confirmations)
         return info
-
-    def _require_current(self, info: LeaseInfo | None) -> None:
-        """Raise unless ``info`` says the token is the resource's current, live token (as checkCurrent would)."""
-        token, where = self.token, {"resource": self.resource, "resource_id": self.resource_id}
-        if info is None:
-            raise UnknownToken(token=token, current_token=0, **where)
-        if token == info.token and info.status is LeaseStatus.LIVE:
-            return
-        if token > info.token:
-            raise UnknownToken(token=token, current_token=info.token, **where)
-        if token < info.token:
-            raise StaleToken(token=token, current_token=info.token, **where)
-        if info.status is LeaseStatus.RELEASED:
-            raise LeaseReleased(token=token, **where)
-        raise LeaseExpired(token=token, expired_at=info.expires_at, **where)
-
-    def _require_confirmed(self, info: LeaseInfo | None) -> None:
-        """Raise unless the block that issued the token has ``confirmations`` blocks on top.
-
-        It has iff the resource's lease at the confirmed head already carries
-        the token (and the same holder). No registry there means the registry
-        is younger than the confirmed head: nothing of it is confirmed yet.
-        """
-        block = self.registry.chain.confirmed_block(self.confirmations)
-        try:
-            confirmed = self.registry.last_lease(self.resource, block=block)
-        except ContractNotFound:
-            confirmed = None
-        if (
-            confirmed is None
-            or confirmed.token != self.token
-            or (info is not None and info.token == self.token and confirmed.holder != info.holder)
-        ):
-            logger.info("fence deferred unconfirmed token resource=%s token=%d", self.resource, self.token)
-            raise TokenNotConfirmed(
-                token=self.token, confirmations=self.confirmations, resource=self.resource, resource_id=self.resource_id
-            )
 
     def _rolled_back(self, what: str, seen: int, chain: int) -> ChainRolledBack:
         logger.warning("fence found the chain rolled back resource=%s token=%d: %s", self.resource, self.token, what)
