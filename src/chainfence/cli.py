@@ -572,3 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         # stdout at devnull so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
+
+
+if __name__ == "__main__":  # python -m chainfence.cli, as well as python -m chainfence
+    sys.exit(main())
