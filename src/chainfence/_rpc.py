@@ -9,7 +9,12 @@ what can go wrong in one place (as httpx maps transport errors)::
     a revert (either provider's shape)  -> the contract error's class (chainfence._reverts)
     a JSON-RPC error reply              -> RpcError(method, code, message);
                                            LogRangeRefused for a capped eth_getLogs
+    an embedded dev control refusing    -> InvalidInput (a bad argument), else ChainError
     anything else a library raises      -> ChainError
+
+The embedded chain's dev controls (mine, snapshot, revert, time travel) are
+eth-tester's Python methods, not JSON-RPC; they go through here too
+(:meth:`Rpc.tester`), so their own exceptions are translated the same way.
 
 Retries: web3's ``HTTPProvider`` resends a request by itself when a reply
 is late, ``eth_sendRawTransaction`` included; for a fencing SDK that is a
@@ -27,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from . import _reverts
-from .errors import ChainError, ChainfenceError, InsufficientFunds, NodeUnreachable, RpcError
+from .errors import ChainError, ChainfenceError, InsufficientFunds, InvalidInput, NodeUnreachable, NotSupported, RpcError
 
 logger = logging.getLogger("chainfence.rpc")
 
@@ -59,6 +64,15 @@ _LOG_RANGE_PHRASES = (
     "too many blocks",
     "result set too large",
 )
+
+
+#: eth-tester's dev controls of the embedded chain (Rpc.tester), and what each does.
+_TESTER_CONTROLS = {
+    "mine_blocks": "mine blocks",
+    "take_snapshot": "take a snapshot",
+    "revert_to_snapshot": "revert to that snapshot",
+    "time_travel": "move to that timestamp",
+}
 
 
 class LogRangeRefused(RpcError):
@@ -130,6 +144,13 @@ def translate(
     """The chainfence error for anything raised while talking to the chain."""
     if isinstance(exc, ChainfenceError):
         return exc
+    if method in _TESTER_CONTROLS:  # in-process: no transport, no JSON-RPC reply
+        from eth_tester.exceptions import ValidationError
+
+        what = _TESTER_CONTROLS[method]
+        if isinstance(exc, ValidationError):
+            return InvalidInput(f"the embedded chain cannot {what}: {exc}")
+        return ChainError(f"the embedded chain could not {what}: {type(exc).__name__}: {exc}")
     error = _reverts.translate(exc, resource=resource)
     if error is not None:
         return error
@@ -161,10 +182,11 @@ class Rpc:
     hashes), so both providers look the same to the rest of the SDK.
     """
 
-    def __init__(self, w3: Any, *, embedded: bool):
+    def __init__(self, w3: Any, *, embedded: bool, tester: Any = None):
         self.w3 = w3
         self.embedded = embedded
         self._eth = w3.eth
+        self._tester = tester  # the embedded chain's EthereumTester, for its dev controls
 
     # -- plumbing -------------------------------------------------------------
 
@@ -191,6 +213,16 @@ class Rpc:
             message = str(error.get("message", error)) if isinstance(error, dict) else str(error)
             raise RpcError(f"{method} failed: {message}", method=method, code=code, rpc_message=message)
         return response.get("result") if isinstance(response, dict) else response
+
+    def tester(self, control: str, *args: Any) -> Any:
+        """One of the embedded chain's dev controls (eth-tester's ``mine_blocks``, ``take_snapshot``,
+        ``revert_to_snapshot``, ``time_travel``), its failures translated like a request's."""
+        if self._tester is None or control not in _TESTER_CONTROLS:
+            raise NotSupported(f"{control} is a dev control of the embedded chain only")
+        try:
+            return getattr(self._tester, control)(*args)
+        except Exception as exc:
+            raise translate(exc, control) from exc
 
     # -- the node -------------------------------------------------------------
 

@@ -94,7 +94,7 @@ class Chain:
         clock: Callable[[], float] = time.time,
     ):
         self.w3 = w3
-        self.rpc = Rpc(w3, embedded=eth_tester is not None)
+        self.rpc = Rpc(w3, embedded=eth_tester is not None, tester=eth_tester)
         self._signers: dict[str, LocalAccount] = {}
         self.accounts: list[str] = []
         for key in keys:
@@ -322,17 +322,14 @@ class Chain:
         self._dev_rpc("evm_setNextBlockTimestamp", [timestamp])
 
     def _time_travel(self, timestamp: int) -> None:
-        from eth_tester.exceptions import ValidationError
-
-        try:
-            self._eth_tester.time_travel(timestamp)
-        except ValidationError as exc:
-            raise InvalidInput(f"the embedded chain cannot move to timestamp {timestamp}: {exc}") from None
+        self.rpc.tester("time_travel", timestamp)
 
     def mine(self, blocks: int = 1) -> None:
         """Mine ``blocks`` empty blocks (dev chains only)."""
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
+            raise InvalidInput(f"blocks must be an int >= 0, got {blocks!r}")
         if self._eth_tester is not None:
-            self._eth_tester.mine_blocks(blocks)
+            self.rpc.tester("mine_blocks", blocks)
             return
         self._require_dev("mine")
         for _ in range(blocks):
@@ -341,7 +338,7 @@ class Chain:
     def snapshot(self) -> Any:
         """Save the chain state (dev chains only); restore it with :meth:`revert`."""
         if self._eth_tester is not None:
-            return self._eth_tester.take_snapshot()
+            return self.rpc.tester("take_snapshot")
         self._require_dev("snapshot")
         return self._dev_rpc("evm_snapshot", [])
 
@@ -349,7 +346,7 @@ class Chain:
         """Restore a :meth:`snapshot`. Forgets cached nonces, which the revert rewinds, and the tokens
         seen from registries on this chain (a deliberate rollback is not a lost history)."""
         if self._eth_tester is not None:
-            self._eth_tester.revert_to_snapshot(snapshot)
+            self.rpc.tester("revert_to_snapshot", snapshot)
         else:
             self._require_dev("revert")
             if not self._dev_rpc("evm_revert", [snapshot]):

@@ -49,7 +49,7 @@ from chainfence import Chain, FencedRequest, FencedStore, Guard, Registry
 from chainfence._rpc import Rpc, connect_http
 from chainfence.asgi import FencingMiddleware
 from chainfence.deployment import Deployment, save
-from chainfence.errors import ChainfenceError, NodeUnreachable, OutcomeUnknown
+from chainfence.errors import ChainfenceError, NodeUnreachable, NotSupported, OutcomeUnknown
 from chainfence.fenced_requests import http_action
 from chainfence.outcomes import reconcile
 from chainfence.sql import fenced_transaction
@@ -260,6 +260,11 @@ def acquire_data(w: World) -> bytes:
     return w.cached()._encode("acquire", [FREE, 60])
 
 
+def refuses_dev_control(w: World) -> None:
+    with pytest.raises(NotSupported):
+        w.chain.rpc.tester("mine_blocks", 1)
+
+
 def fresh_rpc(w: World) -> Rpc:
     """The layer over a provider that has asked nothing yet (nothing in web3's request cache)."""
     return Rpc(connect_http(w.url, timeout=TIMEOUT), embedded=False)
@@ -438,6 +443,7 @@ QUIET: list[Quiet] = [
     Quiet("Guard.staleness", lambda w: w.guards["follow"].staleness(), "a clock reading"),
     Quiet("Guard.follow_status", lambda w: w.guards["follow"].follow_status(), "the follower's last result"),
     Quiet("Guard.close", lambda w: w.new_guard("mark").close(), "closes the store"),
+    Quiet("Rpc.tester", refuses_dev_control, "the embedded chain's dev controls; a node's chain refuses them unasked"),
     Quiet("Rpc.chain_id[asked before]", lambda w: w.chain.rpc.chain_id(),
           "web3's request cache answers eth_chainId once asked (connect_http)"),
     Quiet("Rpc.client_version[asked before]", lambda w: w.chain.rpc.client_version(),

@@ -34,6 +34,7 @@ NEVER_TOUCH_THE_CHAIN = {
     "Guard.staleness": "a clock reading",
     "Guard.follow_status": "the follower's last result",
     "Guard.close": "stops the follower, closes the store",
+    "Rpc.tester": "eth-tester's dev controls, in-process; a node's chain refuses them without a request",
 }
 
 #: Where a row's owner lives: a class, or a module for module-level functions.
