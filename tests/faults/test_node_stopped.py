@@ -558,6 +558,44 @@ def test_acquire_when_the_node_stops_after_taking_the_transaction_is_outcome_unk
         node.stop()
 
 
+def test_acquire_when_the_node_stops_after_the_confirmations_keeps_the_lease(tmp_path):
+    """The acquisition is mined and confirmed; the node stops before the final "still current?" read.
+
+    The node is unreachable (NodeUnreachable is the truth), but the lease
+    exists on-chain until its ttl: the error carries it (``lease``), as
+    NotConfirmed does, so the caller can release it instead of leaving a
+    ghost lease behind.
+    """
+    node = Anvil().start()
+    try:
+        admin = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
+        registry = Registry.deploy(admin, max_ttl=3_600)
+        with RpcProxy(node.url) as proxy:
+            chain = Chain.connect(proxy.url, private_keys=dev_keys(3)[1:2], request_timeout=TIMEOUT, poll_latency=0.01,
+                                  confirmations=1, confirmation_timeout=30)  # fmt: skip
+            agent = Registry.at(chain, registry.address)
+            _ = agent.max_ttl
+            proxy.plan("eth_call", "drop_request", "drop_request")  # the first eth_call after the send: the check
+
+            def confirm_once_mined():
+                proxy.wait_completed("eth_sendRawTransaction", 1)
+                admin.mine()  # one block on top: the acquisition is 1 deep
+
+            miner = threading.Thread(target=confirm_once_mined)
+            miner.start()
+            with pytest.raises(ChainfenceError) as caught:
+                agent.acquire(FREE, ttl=60)
+            miner.join(30)
+        error = caught.value
+        assert type(error) is NodeUnreachable, f"{type(error).__name__}: {error}"
+        lease = getattr(error, "lease", None)
+        assert lease is not None, "the acquired lease was lost with the error"
+        assert (lease.resource, lease.holder) == (FREE, chain.accounts[0])
+        assert registry.lease_of(FREE).token == lease.token
+    finally:
+        node.stop()
+
+
 def _count(value: int | str) -> int:
     return int(value, 16) if isinstance(value, str) else int(value)
 
