@@ -49,7 +49,7 @@ from chainfence import Chain, FencedRequest, FencedStore, Guard, Registry
 from chainfence._rpc import Rpc, connect_http
 from chainfence.asgi import FencingMiddleware
 from chainfence.deployment import Deployment, save
-from chainfence.errors import ChainfenceError, NodeUnreachable, NotSupported, OutcomeUnknown
+from chainfence.errors import ChainfenceError, NodeUnreachable, NotConfirmed, NotSupported, OutcomeUnknown
 from chainfence.fenced_requests import http_action
 from chainfence.outcomes import reconcile
 from chainfence.sql import fenced_transaction
@@ -558,7 +558,37 @@ def test_acquire_when_the_node_stops_after_taking_the_transaction_is_outcome_unk
         node.stop()
 
 
-def test_acquire_when_the_node_stops_after_the_confirmations_keeps_the_lease(tmp_path):
+def test_acquire_when_the_node_stops_while_confirming_is_not_confirmed_with_the_lease():
+    """Mined (its receipt seen), then the node stops before the block is deep enough: NotConfirmed,
+    carrying the lease it created (the outcome is known: it was mined; its depth is not)."""
+    node = Anvil().start()
+    try:
+        admin = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
+        registry = Registry.deploy(admin, max_ttl=3_600)
+        with RpcProxy(node.url) as proxy:
+            chain = Chain.connect(proxy.url, private_keys=dev_keys(3)[1:2], request_timeout=TIMEOUT, poll_latency=0.01,
+                                  confirmations=1, confirmation_timeout=30, unreachable_timeout=0.3)  # fmt: skip
+            agent = Registry.at(chain, registry.address)
+            _ = agent.max_ttl
+            heads_before = proxy.completed_count("eth_blockNumber")
+
+            def stop_once_confirming():
+                proxy.wait_completed("eth_blockNumber", heads_before + 1)  # the depth wait's first read
+                proxy.down = True
+
+            stopper = threading.Thread(target=stop_once_confirming)
+            stopper.start()
+            with pytest.raises(ChainfenceError) as caught:
+                agent.acquire(FREE, ttl=60)
+            stopper.join(30)
+        error = caught.value
+        assert type(error) is NotConfirmed, f"{type(error).__name__}: {error}"
+        assert error.lease is not None and error.lease.token == registry.latest_token()
+    finally:
+        node.stop()
+
+
+def test_acquire_when_the_node_stops_after_the_confirmations_keeps_the_lease():
     """The acquisition is mined and confirmed; the node stops before the final "still current?" read.
 
     The node is unreachable (NodeUnreachable is the truth), but the lease
