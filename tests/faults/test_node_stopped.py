@@ -62,6 +62,9 @@ AUDIENCE = "reports-service"
 ACTION = http_action("POST", "/reports", b"")
 PAYLOAD = b"report"
 
+#: The path of the proxy's URL, standing for a hosted provider's API key (never shown to HTTP clients).
+SECRET_PATH = "/v3/api-key-0123456789abcdef"
+
 #: Seconds a client here waits for one JSON-RPC reply. Only a black hole ever waits for it.
 TIMEOUT = 1.0
 
@@ -180,7 +183,8 @@ def world(request, tmp_path_factory):
     try:
         if mode == "proxy":
             with RpcProxy(node.url) as proxy:
-                built = World(mode, proxy.url, node.url, directory)
+                # A hosted provider's URL carries its API key in the path: the proxy takes any path.
+                built = World(mode, proxy.url + SECRET_PATH, node.url, directory)
                 built.proxy = proxy
                 proxy.down = True
                 yield built
@@ -670,7 +674,11 @@ async def _asgi(app, request: FencedRequest, body: bytes) -> tuple[int, dict]:
 
 @pytest.mark.parametrize("guard_name", ["strict", "domain-unread"])
 def test_the_middleware_answers_503_with_the_node_down(world, guard_name):
-    """A fenced route whose guard must ask the chain answers 503 with a JSON body; the app never runs."""
+    """A fenced route whose guard must ask the chain answers 503 with a JSON body; the app never runs.
+
+    The body is for the service's HTTP clients: it names the error, never the node's URL (a hosted
+    provider's carries its API key) nor the transport's own words; those go to the service's log.
+    """
     ran = []
 
     async def app(scope, receive, send):  # pragma: no cover - must not run
@@ -680,6 +688,9 @@ def test_the_middleware_answers_503_with_the_node_down(world, guard_name):
     status, body = asyncio.run(_asgi(middleware, world.signed(world.token), PAYLOAD))
     assert (status, body["error"]) == (503, "NodeUnreachable"), body
     assert ran == []
+    host_port = world.url.split("//", 1)[1].split("/", 1)[0]
+    for private in (SECRET_PATH, host_port, host_port.split(":")[1], "Connection"):
+        assert private not in body["message"], body
 
 
 # ---------------------------------------------------------------------------
