@@ -45,7 +45,7 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from chainfence import Chain, FencedRequest, FencedStore, Guard, Registry
+from chainfence import Chain, FencedRequest, FencedStore, Guard, Registry, audit
 from chainfence._rpc import Rpc, connect_http
 from chainfence.asgi import FencingMiddleware
 from chainfence.deployment import Deployment, save
@@ -388,6 +388,8 @@ CALLS: list[Call] = [
     Call("Guard.sync", lambda w: w.guards["follow-sync"].sync()),
     Call("Guard.domain", lambda w: w.guards["domain-unread"].domain()),
     # -- outcomes, FencedStore, sql --------------------------------------------
+    Call("audit.history", lambda w: audit.history(w.registry(), RESOURCE)),
+    Call("Deployment.of", lambda w: Deployment.of(w.registry(), rpc_url=w.url)),
     Call("outcomes.reconcile", lambda w: reconcile(w.cached(), [w.tx_hash])),
     Call("outcomes.reconcile[nonce and sender]", lambda w: reconcile(w.cached(), [], nonce=0, sender=w.accounts[1])),
     Call("FencedStore.deploy", lambda w: FencedStore.deploy(w.cached())),
@@ -698,8 +700,7 @@ def test_the_middleware_answers_503_with_the_node_down(world, guard_name):
 # ---------------------------------------------------------------------------
 
 CLI = {
-    "status": ["status"],
-    "status NAME": ["status", RESOURCE],
+    "status": ["status", RESOURCE],
     "verify": ["verify", RESOURCE, "--token", "1"],
     "acquire": ["acquire", FREE, "--ttl", "60"],
     "tx": ["tx", "0x" + "ab" * 32],

@@ -13,7 +13,8 @@ import inspect
 
 import pytest
 
-from chainfence import Chain, FencedStore, Guard, Lease, Registry, outcomes, sql
+from chainfence import Chain, FencedStore, Guard, Lease, Registry, audit, outcomes, sql
+from chainfence.deployment import Deployment
 from chainfence._rpc import Rpc
 from tests.faults.test_node_stopped import CALLS, QUIET
 
@@ -38,7 +39,7 @@ NEVER_TOUCH_THE_CHAIN = {
 }
 
 #: Where a row's owner lives: a class, or a module for module-level functions.
-OWNERS = {cls.__name__: cls for cls in CLASSES} | {"outcomes": outcomes, "sql": sql}
+OWNERS = {cls.__name__: cls for cls in CLASSES} | {"Deployment": Deployment, "audit": audit, "outcomes": outcomes, "sql": sql}
 
 
 def public_methods(cls: type) -> set[str]:
