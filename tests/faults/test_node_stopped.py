@@ -22,7 +22,12 @@ down too, and through the proxy they must send nothing.
 
 Adding a public call: one line in CALLS (or QUIET).
 tests/unit/test_public_calls_table.py fails when a public method of Chain,
-Registry, Lease, Guard or Rpc has no row.
+Registry, Lease, Guard, FencedStore or Rpc has no row.
+
+Beyond the table: the retry rule seen at the proxy (a read is tried twice,
+a send once); an acquisition meeting the stopped node after its send, in
+each of the three places it can (OutcomeUnknown, NotConfirmed, the chain
+error carrying the lease); the ASGI middleware's 503; the CLI's exit 5.
 """
 
 from __future__ import annotations
