@@ -9,7 +9,12 @@ what can go wrong in one place (as httpx maps transport errors)::
     a revert (either provider's shape)  -> the contract error's class (chainfence._reverts)
     a JSON-RPC error reply              -> RpcError(method, code, message);
                                            LogRangeRefused for a capped eth_getLogs
+    an embedded dev control refusing    -> InvalidInput (a bad argument), else ChainError
     anything else a library raises      -> ChainError
+
+The embedded chain's dev controls (mine, snapshot, revert, time travel) are
+eth-tester's Python methods, not JSON-RPC; they go through here too
+(:meth:`Rpc.tester`), so their own exceptions are translated the same way.
 
 Retries: web3's ``HTTPProvider`` resends a request by itself when a reply
 is late, ``eth_sendRawTransaction`` included; for a fencing SDK that is a
@@ -22,12 +27,13 @@ pooled connection the node had closed), a send never is — the sender
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from . import _reverts
-from .errors import ChainError, ChainfenceError, InsufficientFunds, NodeUnreachable, RpcError
+from .errors import ChainError, ChainfenceError, InsufficientFunds, InvalidInput, NodeUnreachable, NotSupported, RpcError
 
 logger = logging.getLogger("chainfence.rpc")
 
@@ -61,6 +67,15 @@ _LOG_RANGE_PHRASES = (
 )
 
 
+#: eth-tester's dev controls of the embedded chain (Rpc.tester), and what each does.
+_TESTER_CONTROLS = {
+    "mine_blocks": "mine blocks",
+    "take_snapshot": "take a snapshot",
+    "revert_to_snapshot": "revert to that snapshot",
+    "time_travel": "move to that timestamp",
+}
+
+
 class LogRangeRefused(RpcError):
     """The provider refused an ``eth_getLogs`` request for its block range or result size."""
 
@@ -73,24 +88,53 @@ def is_transport_error(exc: BaseException) -> bool:
 
 
 def never_delivered(exc: BaseException) -> bool:
-    """A transport failure that happened before the request left (connection refused)."""
+    """A transport failure that happened before the request left (refused, or no connection in time)."""
+    import requests
+
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
     text = str(exc).lower()
     return "connection refused" in text or "failed to establish a new connection" in text
 
 
 def connect_http(url: str, *, timeout: float) -> Any:
-    """A ``Web3`` over HTTP(S) whose provider never resends a request by itself."""
+    """A ``Web3`` over HTTP(S) whose provider never resends a request by itself, and caches only the
+    chain id (web3's default cache also keeps blocks by number, which a reorg or a dev node's
+    rollback can replace)."""
     from web3 import Web3
 
-    # cache_allowed_requests: web3 asks eth_chainId before every estimate and
-    # call; the answer cannot change under a connection checked at connect.
     provider = Web3.HTTPProvider(
         url,
         request_kwargs={"timeout": timeout},
-        cache_allowed_requests=True,
         exception_retry_configuration=None,
+        # web3 asks eth_chainId before every estimate and call; the answer cannot change under a
+        # connection that was checked at connect.
+        cache_allowed_requests=True,
+        cacheable_requests={"eth_chainId"},
+        request_cache_validation_threshold=None,
     )
     return Web3(provider)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without credentials, path or query (hosted providers put API keys there)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<url>"
+    return f"{parts.scheme}://{host}{port}" + ("/..." if parts.path not in ("", "/") or parts.query else "")
+
+
+_URL_IN_MESSAGE = re.compile(r"(with url: |url: |for url: )\S+")
+
+
+def _without_paths(text: str) -> str:
+    """An exception's text without the request path requests and urllib3 quote (API keys live there)."""
+    return _URL_IN_MESSAGE.sub(r"\1<redacted>", text)
 
 
 def embedded_web3(tester: Any) -> Any:
@@ -130,11 +174,18 @@ def translate(
     """The chainfence error for anything raised while talking to the chain."""
     if isinstance(exc, ChainfenceError):
         return exc
+    if method in _TESTER_CONTROLS:  # in-process: no transport, no JSON-RPC reply
+        from eth_tester.exceptions import ValidationError
+
+        what = _TESTER_CONTROLS[method]
+        if isinstance(exc, ValidationError):
+            return InvalidInput(f"the embedded chain cannot {what}: {exc}")
+        return ChainError(f"the embedded chain could not {what}: {type(exc).__name__}: {exc}")
     error = _reverts.translate(exc, resource=resource)
     if error is not None:
         return error
     if is_transport_error(exc):
-        unreachable = NodeUnreachable(f"the node did not answer{f' {method}' if method else ''}: {exc}")
+        unreachable = NodeUnreachable(f"the node did not answer{f' {method}' if method else ''}: {_without_paths(str(exc))}")
         unreachable.maybe_delivered = not never_delivered(exc)
         return unreachable
     code, message = _rpc_error_fields(exc)
@@ -161,11 +212,12 @@ class Rpc:
     hashes), so both providers look the same to the rest of the SDK.
     """
 
-    def __init__(self, w3: Any, *, embedded: bool):
+    def __init__(self, w3: Any, *, embedded: bool, tester: Any = None):
         self.w3 = w3
         self.embedded = embedded
         self._eth = w3.eth
         self._batches = not embedded  # eth-tester's provider takes no batches
+        self._tester = tester  # the embedded chain's EthereumTester, for its dev controls
 
     # -- plumbing -------------------------------------------------------------
 
@@ -192,6 +244,16 @@ class Rpc:
             message = str(error.get("message", error)) if isinstance(error, dict) else str(error)
             raise RpcError(f"{method} failed: {message}", method=method, code=code, rpc_message=message)
         return response.get("result") if isinstance(response, dict) else response
+
+    def tester(self, control: str, *args: Any) -> Any:
+        """One of the embedded chain's dev controls (eth-tester's ``mine_blocks``, ``take_snapshot``,
+        ``revert_to_snapshot``, ``time_travel``), its failures translated like a request's."""
+        if self._tester is None or control not in _TESTER_CONTROLS:
+            raise NotSupported(f"{control} is a dev control of the embedded chain only")
+        try:
+            return getattr(self._tester, control)(*args)
+        except Exception as exc:
+            raise translate(exc, control) from exc
 
     # -- the node -------------------------------------------------------------
 

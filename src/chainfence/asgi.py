@@ -104,8 +104,10 @@ class FencingMiddleware:
             await _respond(send, 409, type(stale).__name__, str(stale))
             return
         except ChainError as unavailable:
+            # The details stay in the log: they quote the transport, and with it the node's URL
+            # (a hosted provider's carries its API key).
             logger.warning("fenced request refused, the chain could not be asked: %s", unavailable)
-            await _respond(send, 503, type(unavailable).__name__, f"the fencing registry could not be asked: {unavailable}")
+            await _respond(send, 503, type(unavailable).__name__, "the fencing registry could not be asked")
             return
         except InvalidInput as bad:
             await _respond(send, 400, "MalformedRequest", str(bad))

@@ -44,7 +44,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from . import _validate
-from ._rpc import Rpc, connect_http, embedded_web3
+from ._rpc import Rpc, connect_http, embedded_web3, redact_url
 from ._sending import Sender
 from .errors import (
     ChainError,
@@ -94,7 +94,7 @@ class Chain:
         clock: Callable[[], float] = time.time,
     ):
         self.w3 = w3
-        self.rpc = Rpc(w3, embedded=eth_tester is not None)
+        self.rpc = Rpc(w3, embedded=eth_tester is not None, tester=eth_tester)
         self._signers: dict[str, LocalAccount] = {}
         self.accounts: list[str] = []
         for key in keys:
@@ -103,6 +103,7 @@ class Chain:
         self._eth_tester = eth_tester
         self.clock = clock
         self._pending_supported = True
+        self._pending_misses = 0
         self.confirmations = _confirmations(confirmations)
         self.chain_id: int = self.rpc.chain_id()
         self._sender = Sender(
@@ -218,9 +219,9 @@ class Chain:
             client = probe.client_version()
             actual_chain_id = probe.chain_id()
         except ChainfenceError as exc:
-            raise NodeUnreachable(f"no JSON-RPC node answers at {url}: {exc}") from exc
+            raise NodeUnreachable(f"no JSON-RPC node answers at {redact_url(url)}: {exc}") from exc
         if chain_id is not None and actual_chain_id != chain_id:
-            raise WrongChain(f"the node at {url} serves chain {actual_chain_id}, not chain {chain_id}")
+            raise WrongChain(f"the node at {redact_url(url)} serves chain {actual_chain_id}, not chain {chain_id}")
         dev = next((name for name in ("anvil", "hardhat", "ganache") if name in client.lower()), None)
         if confirmations is None:
             confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
@@ -269,8 +270,12 @@ class Chain:
     def _now(self, pending: int | None) -> int:
         """now() from the pending block's timestamp the caller already read (None: not offered)."""
         if pending is None:
-            self._pending_supported = False  # this node has no pending block: do not ask again
+            self._pending_misses += 1
+            if self._pending_misses >= 3:
+                self._pending_supported = False  # this node has no pending block: stop asking
             pending = self.latest_time()
+        else:
+            self._pending_misses = 0
         if self._dev is not None:
             return pending  # a clock tests move on purpose: the machine's plays no part
         return max(pending, int(self.clock()))
@@ -329,17 +334,14 @@ class Chain:
         self._dev_rpc("evm_setNextBlockTimestamp", [timestamp])
 
     def _time_travel(self, timestamp: int) -> None:
-        from eth_tester.exceptions import ValidationError
-
-        try:
-            self._eth_tester.time_travel(timestamp)
-        except ValidationError as exc:
-            raise InvalidInput(f"the embedded chain cannot move to timestamp {timestamp}: {exc}") from None
+        self.rpc.tester("time_travel", timestamp)
 
     def mine(self, blocks: int = 1) -> None:
         """Mine ``blocks`` empty blocks (dev chains only)."""
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
+            raise InvalidInput(f"blocks must be an int >= 0, got {blocks!r}")
         if self._eth_tester is not None:
-            self._eth_tester.mine_blocks(blocks)
+            self.rpc.tester("mine_blocks", blocks)
             return
         self._require_dev("mine")
         for _ in range(blocks):
@@ -348,7 +350,7 @@ class Chain:
     def snapshot(self) -> Any:
         """Save the chain state (dev chains only); restore it with :meth:`revert`."""
         if self._eth_tester is not None:
-            return self._eth_tester.take_snapshot()
+            return self.rpc.tester("take_snapshot")
         self._require_dev("snapshot")
         return self._dev_rpc("evm_snapshot", [])
 
@@ -356,7 +358,7 @@ class Chain:
         """Restore a :meth:`snapshot`. Forgets cached nonces, which the revert rewinds, and the tokens
         seen from registries on this chain (a deliberate rollback is not a lost history)."""
         if self._eth_tester is not None:
-            self._eth_tester.revert_to_snapshot(snapshot)
+            self.rpc.tester("revert_to_snapshot", snapshot)
         else:
             self._require_dev("revert")
             if not self._dev_rpc("evm_revert", [snapshot]):

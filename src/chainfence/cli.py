@@ -581,5 +581,5 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m chainfence.cli, as well as python -m chainfence
     sys.exit(main())

@@ -186,7 +186,9 @@ class Registry:
         :class:`~chainfence.errors.InvalidTtl` on bad input (nothing sent).
         If the transaction was mined but did not reach its confirmations in
         time, :class:`~chainfence.errors.NotConfirmed` carries the ``lease``
-        it created, so that it is never forgotten.
+        it created, so that it is never forgotten; so does a chain error
+        (:class:`~chainfence.errors.NodeUnreachable`, ...) in the read that
+        checks, once it is deep enough, that the lease is still current.
         """
         _validate.publishable(resource)
         ttl = _validate.ttl(ttl, self.max_ttl)
@@ -223,6 +225,13 @@ class Registry:
                 self.check_current(resource, lease.token)
             except TokenNotCurrent as lost:
                 lost.add_note(f"acquired in block {lease.block_number}, lost before {k} confirmations")
+                raise
+            except ChainError as unchecked:  # it landed, k deep; only the check failed: never forget it
+                unchecked.lease = lease
+                unchecked.add_note(
+                    f"token {lease.token} was acquired (tx {lease.tx_hash}, block {lease.block_number}) but could "
+                    "not be checked afterwards; the error's `lease` is it: release it or use it"
+                )
                 raise
         logger.info(
             "acquired resource=%s token=%d holder=%s expires_at=%d reason=%s tx=%s",

@@ -1,0 +1,739 @@
+"""A node that does not answer: every public call that can touch the chain raises a chainfence error.
+
+The README's promise: users never see a raw web3, eth-tester or requests
+exception, and a node that does not answer is
+:class:`~chainfence.errors.NodeUnreachable`. Each public call of the SDK is
+one row of :data:`CALLS`, run against a node stopped in two ways:
+
+``proxy``  the suite's JSON-RPC proxy with ``down = True``: the node runs, every
+           request is read and dropped (the connection closes, no reply);
+``anvil``  a real anvil process stopped: connection refused.
+
+A third way, ``hung`` (a listener on the stopped node's port that accepts and
+never answers: a black hole), costs the request timeout per request; it runs
+only when ``CHAINFENCE_STOPPED_MODES`` names it (``proxy,anvil,hung``), to
+measure how long each call takes to give up.
+
+Everything a call needs (a registry, a lease, guards with marks, a signed
+request, a deployment file) is made while the node still answers; then the
+node goes down and the rows run. Rows in :data:`QUIET` are the calls that
+answer without the chain (by design, each says why); they run with the node
+down too, and through the proxy they must send nothing.
+
+Adding a public call: one line in CALLS (or QUIET).
+tests/unit/test_public_calls_table.py fails when a public method of Chain,
+Registry, Lease, Guard, FencedStore or Rpc has no row.
+
+Beyond the table: the retry rule seen at the proxy (a read is tried twice,
+a send once); an acquisition meeting the stopped node after its send, in
+each of the three places it can (OutcomeUnknown, NotConfirmed, the chain
+error carrying the lease); the ASGI middleware's 503; the CLI's exit 5.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eth_account import Account
+
+from chainfence import Chain, FencedRequest, FencedStore, Guard, Registry, audit
+from chainfence._rpc import Rpc, connect_http
+from chainfence.asgi import FencingMiddleware
+from chainfence.deployment import Deployment, save
+from chainfence.errors import ChainfenceError, NodeUnreachable, NotConfirmed, NotSupported, OutcomeUnknown
+from chainfence.fenced_requests import http_action
+from chainfence.outcomes import reconcile
+from chainfence.sql import fenced_transaction
+from tests.support.anvil import Anvil, dev_keys
+from tests.support.rpc_proxy import RpcProxy
+
+RESOURCE = "jobs/held"  # acquired (and marked by every guard) while the node answered
+FREE = "jobs/free"  # never held
+AUDIENCE = "reports-service"
+ACTION = http_action("POST", "/reports", b"")
+PAYLOAD = b"report"
+
+#: The path of the proxy's URL, standing for a hosted provider's API key (never shown to HTTP clients).
+SECRET_PATH = "/v3/api-key-0123456789abcdef"
+
+#: Seconds a client here waits for one JSON-RPC reply. Only a black hole ever waits for it.
+TIMEOUT = 1.0
+
+MODES = [m.strip() for m in os.environ.get("CHAINFENCE_STOPPED_MODES", "proxy,anvil").split(",") if m.strip()]
+
+#: Modules whose exceptions must never reach a caller.
+FOREIGN = ("requests", "urllib3", "web3", "eth_tester", "eth_utils", "eth_abi", "eth_account", "http", "socket")
+
+
+# ---------------------------------------------------------------------------
+# The world the calls run in
+# ---------------------------------------------------------------------------
+
+
+class World:
+    """A registry, a lease, a store, guards and a client chain, made while the node answered."""
+
+    def __init__(self, mode: str, url: str, admin_url: str, directory: Path):
+        self.mode = mode
+        self.url = url
+        self.directory = directory
+        keys = dev_keys(4)
+        self.keys = keys
+        admin = Chain.connect(admin_url, private_keys=keys, poll_latency=0.01, receipt_timeout=10)
+        registry = Registry.deploy(admin, max_ttl=3_600)
+        self.address = registry.address
+        holder = registry.connect(admin.accounts[1])
+        self._lease = holder.acquire(RESOURCE, ttl=3_000)
+        self.token = self._lease.token
+        self.tx_hash = self._lease.tx_hash
+        self.store_address = FencedStore.deploy(registry).address
+        FencedStore(registry, self.store_address).write(self._lease, b"v1")
+        self.deployment = save(Deployment.of(registry, rpc_url=url), directory / "deployment.json")
+
+        self.chain = Chain.connect(
+            url, private_keys=keys, request_timeout=TIMEOUT, receipt_timeout=5, unreachable_timeout=0.3,
+            poll_latency=0.01,
+        )  # fmt: skip
+        self.accounts = self.chain.accounts
+        self._cached = Registry.at(self.chain, self.address, sender=self.accounts[1])
+        _ = self._cached.max_ttl, self._cached.identity()
+        self.domain = self._cached.eip712_domain()
+        self.snapshot = self.chain.snapshot()
+        self.next_time = self.chain.latest_time() + 1_000
+        self.head = self.chain.block_number()
+
+        self.guards: dict[str, Guard] = {}
+        for name, mode_, cache_domain in (
+            ("mark", "mark", True),
+            ("strict", "strict", True),
+            ("follow", "follow", True),
+            ("follow-sync", "follow", True),
+            ("follow-behind", "follow", True),
+            ("domain-unread", "mark", False),
+        ):
+            registry_ = self._cached
+            if not cache_domain:  # a registry object that read its identity, not its EIP-712 domain
+                registry_ = Registry(self.chain, self.address, sender=self.accounts[1])
+                registry_.identity()
+            guard = Guard(registry_, directory / f"{name}.sqlite", mode=mode_, audience=AUDIENCE, follow_interval=3_600)
+            guard.check(RESOURCE, self.token)  # the mark: this lease's token
+            if cache_domain:
+                guard.domain()
+            self.guards[name] = guard
+
+    # -- fresh objects per call: nothing one row does reaches the next ----------
+
+    def registry(self) -> Registry:
+        """A registry object that has read nothing yet (max_ttl, identity, domain uncached)."""
+        return Registry(self.chain, self.address, sender=self.accounts[1])
+
+    def cached(self) -> Registry:
+        """A registry object whose max_ttl, identity and EIP-712 domain were read while the node answered."""
+        return self._cached.connect(self.accounts[1])
+
+    def lease(self, *, cached: bool = True):
+        lease = copy.copy(self._lease)
+        lease.registry = self.cached() if cached else self.registry()
+        return lease
+
+    def signed(self, token: int) -> FencedRequest:
+        """A request signed by the holder, locally (the domain was read while the node answered)."""
+        return FencedRequest.sign(
+            self.domain, resource=RESOURCE, token=token, holder=self.accounts[1], action=ACTION, audience=AUDIENCE,
+            payload=PAYLOAD, key=self.keys[1], valid_for=3_000,
+        )  # fmt: skip
+
+    def new_guard(self, mode: str, *, cached: bool = True, store: str | None = None) -> Guard:
+        path = self.directory / (store or f"new-{os.urandom(4).hex()}.sqlite")
+        return Guard(self.cached() if cached else self.registry(), path, mode=mode, follow_interval=3_600)
+
+    def close(self) -> None:
+        for guard in self.guards.values():
+            guard.close()
+
+
+@contextmanager
+def silent_listener(port: int):
+    """A TCP listener on ``port`` that completes handshakes and never answers: a hung node."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen(512)  # never accepted: the kernel queues the connections, nobody reads them
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="module", params=MODES)
+def world(request, tmp_path_factory):
+    """A world whose node is down (module-scoped: the rows only read it)."""
+    mode = request.param
+    directory = tmp_path_factory.mktemp(f"stopped-{mode}")
+    node = Anvil().start()
+    try:
+        if mode == "proxy":
+            with RpcProxy(node.url) as proxy:
+                # A hosted provider's URL carries its API key in the path: the proxy takes any path.
+                built = World(mode, proxy.url + SECRET_PATH, node.url, directory)
+                built.proxy = proxy
+                proxy.down = True
+                yield built
+                built.close()
+        else:
+            built = World(mode, node.url, node.url, directory)
+            node.stop()
+            if mode == "hung":
+                with silent_listener(node.port):
+                    yield built
+            else:
+                yield built
+            built.close()
+    finally:
+        node.stop()
+
+
+# ---------------------------------------------------------------------------
+# Helpers for rows that need more than one expression
+# ---------------------------------------------------------------------------
+
+
+def enter_lease(w: World) -> None:
+    """``with registry.lease(...)``: the body must not run when the acquisition fails."""
+    ran = []
+    try:
+        with w.cached().lease(FREE, ttl=60):
+            ran.append(True)
+    finally:
+        assert ran == [], "the body ran without a lease"
+
+
+def exit_lease(w: World) -> None:
+    """Leaving ``with lease:`` releases it: a release that fails after a clean body is raised."""
+    with w.lease():
+        pass
+
+
+def check_behind(w: World) -> int:
+    """A follow guard whose follower just failed: checks at the mark go on-chain."""
+    guard = w.guards["follow-behind"]
+    with pytest.raises(NodeUnreachable):
+        guard.sync()
+    assert not guard.follow_status().healthy
+    return guard.check(RESOURCE, w.token)
+
+
+def follow_guard_starts_behind(w: World) -> None:
+    """A follow guard opened while the node is down starts, with its follower behind (by design)."""
+    guard = w.new_guard("follow")
+    try:
+        status = guard.follow_status()
+        assert not status.healthy and status.last_error.startswith("NodeUnreachable"), status
+    finally:
+        guard.close()
+
+
+def open_guard(w: World, mode: str, **options: Any) -> None:
+    w.new_guard(mode, **options).close()
+
+
+def fenced_sql(w: World, verify: Callable[[str, int], Any] | None = None) -> None:
+    """A fenced SQL transaction with a token above the mark: nothing is written."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE reports (body TEXT)")
+    conn.commit()
+    try:
+        with fenced_transaction(conn, w.registry(), RESOURCE, w.token, verify=verify) as cursor:
+            cursor.execute("INSERT INTO reports VALUES ('late')")
+    finally:
+        assert conn.execute("SELECT count(*) FROM reports").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM chainfence_marks WHERE token > 0").fetchone() == (0,)
+        conn.close()
+
+
+def acquire_data(w: World) -> bytes:
+    return w.cached()._encode("acquire", [FREE, 60])
+
+
+def refuses_dev_control(w: World) -> None:
+    with pytest.raises(NotSupported):
+        w.chain.rpc.tester("mine_blocks", 1)
+
+
+def fresh_rpc(w: World) -> Rpc:
+    """The layer over a provider that has asked nothing yet (nothing in web3's request cache)."""
+    return Rpc(connect_http(w.url, timeout=TIMEOUT), embedded=False)
+
+
+def signed_cancel(w: World) -> bytes:
+    key = Account.from_key(w.keys[0])
+    tx = {"to": key.address, "value": 0, "gas": 21_000, "nonce": 10**6, "chainId": w.chain.chain_id, "gasPrice": 10**9}
+    return bytes(key.sign_transaction(tx).raw_transaction)
+
+
+# ---------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """A public call that must fail with ``raises`` (exactly that class) while the node is down."""
+
+    name: str  # "Owner.method" or "Owner.method[variant]"; "Owner[variant]" for construction
+    run: Callable[[World], Any]
+    raises: type[ChainfenceError] = NodeUnreachable
+
+    @property
+    def method(self) -> str:
+        return self.name.split("[")[0]
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """A public call that answers without the chain (``why``), so it works while the node is down.
+
+    ``asks``: it does try the chain and carries on by design (through the proxy it sends something).
+    """
+
+    name: str
+    run: Callable[[World], Any]
+    why: str
+    asks: bool = field(default=False)
+
+    @property
+    def method(self) -> str:
+        return self.name.split("[")[0]
+
+
+CALLS: list[Call] = [
+    # -- Chain ---------------------------------------------------------------
+    Call("Chain.connect", lambda w: Chain.connect(w.url, request_timeout=TIMEOUT)),
+    Call("Chain.now", lambda w: w.chain.now()),
+    Call("Chain.latest_time", lambda w: w.chain.latest_time()),
+    Call("Chain.block_number", lambda w: w.chain.block_number()),
+    Call("Chain.confirmed_block", lambda w: w.chain.confirmed_block()),
+    Call("Chain.confirmed_block[confirmations=2]", lambda w: w.chain.confirmed_block(2)),
+    Call("Chain.advance_time", lambda w: w.chain.advance_time(5)),
+    Call("Chain.mine", lambda w: w.chain.mine()),
+    Call("Chain.snapshot", lambda w: w.chain.snapshot()),
+    Call("Chain.revert", lambda w: w.chain.revert(w.snapshot)),
+    Call("Chain.set_next_block_time", lambda w: w.chain.set_next_block_time(w.next_time)),
+    Call("Chain.call", lambda w: w.chain.call(w.address, w.cached()._encode("latestToken", []))),
+    Call("Chain.transact", lambda w: w.chain.transact(w.accounts[1], w.address, acquire_data(w))),
+    Call("Chain.transact[gas=, no preflight]", lambda w: w.chain.transact(w.accounts[1], w.address, acquire_data(w), gas=200_000)),
+    # -- Registry ------------------------------------------------------------
+    Call("Registry.deploy", lambda w: Registry.deploy(w.chain)),
+    Call("Registry.at", lambda w: Registry.at(w.chain, w.address)),
+    Call("Registry.from_deployment", lambda w: Registry.from_deployment(w.chain, w.deployment)),
+    Call("Registry.acquire[down before the send]", lambda w: w.cached().acquire(FREE, ttl=60)),
+    Call("Registry.acquire[max_ttl uncached]", lambda w: w.registry().acquire(FREE, ttl=60)),
+    Call("Registry.renew", lambda w: w.cached().renew(RESOURCE, w.token, 60)),
+    Call("Registry.release", lambda w: w.cached().release(RESOURCE, w.token)),
+    Call("Registry.complete", lambda w: w.cached().complete(RESOURCE, w.token, b"done")),
+    Call("Registry.lease", enter_lease),
+    Call("Registry.lease_of", lambda w: w.registry().lease_of(RESOURCE)),
+    Call("Registry.last_lease", lambda w: w.registry().last_lease(RESOURCE)),
+    Call("Registry.last_lease[block=]", lambda w: w.registry().last_lease(RESOURCE, block=w.head)),
+    Call("Registry.is_current", lambda w: w.registry().is_current(RESOURCE, w.token)),
+    Call("Registry.check_current", lambda w: w.registry().check_current(RESOURCE, w.token)),
+    Call("Registry.check_current[confirmations=2]", lambda w: w.registry().check_current(RESOURCE, w.token, confirmations=2)),
+    Call("Registry.latest_token", lambda w: w.registry().latest_token()),
+    Call("Registry.latest_token[block=latest]", lambda w: w.registry().latest_token(block="latest")),
+    Call("Registry.max_ttl", lambda w: w.registry().max_ttl),
+    Call("Registry.eip712_domain", lambda w: w.registry().eip712_domain()),
+    Call("Registry.identity", lambda w: w.registry().identity()),
+    Call("Registry.deployment_block", lambda w: w.registry().deployment_block()),
+    Call("Registry.history", lambda w: w.registry().history()),
+    Call("Registry.history[identity cached]", lambda w: w.cached().history()),
+    Call("Registry.history[resource]", lambda w: w.cached().history(RESOURCE)),
+    Call("Registry.history[holder]", lambda w: w.cached().history(holder=w.accounts[1])),
+    Call("Registry.history[token]", lambda w: w.cached().history(token=w.token)),
+    Call("Registry.history[from_block, to_block]", lambda w: w.cached().history(from_block=0, to_block=w.head)),
+    Call("Registry.history[every filter]", lambda w: w.cached().history(
+        RESOURCE, holder=w.accounts[1], token=w.token, from_block=0, to_block=w.head)),
+    Call("Registry.lease_from_tx", lambda w: w.registry().lease_from_tx(w.tx_hash)),
+    # -- Lease ---------------------------------------------------------------
+    Call("Lease.renew", lambda w: w.lease().renew()),
+    Call("Lease.release", lambda w: w.lease().release()),
+    Call("Lease.complete", lambda w: w.lease().complete(b"done")),
+    Call("Lease.is_current", lambda w: w.lease().is_current()),
+    Call("Lease.sign", lambda w: w.lease(cached=False).sign(PAYLOAD, action=ACTION, audience=AUDIENCE)),
+    Call("Lease[leaving the with block]", exit_lease),
+    # -- Guard ---------------------------------------------------------------
+    Call("Guard[mark, registry unread]", lambda w: open_guard(w, "mark", cached=False)),
+    Call("Guard[strict, registry unread]", lambda w: open_guard(w, "strict", cached=False)),
+    Call("Guard[follow, registry unread]", lambda w: open_guard(w, "follow", cached=False)),
+    Call("Guard[mark, reopening a store with marks]", lambda w: open_guard(w, "mark", store="mark.sqlite")),
+    Call("Guard.check[mark, above the mark]", lambda w: w.guards["mark"].check(RESOURCE, w.token + 1)),
+    Call("Guard.check[strict, at the mark]", lambda w: w.guards["strict"].check(RESOURCE, w.token)),
+    Call("Guard.check[strict, above the mark]", lambda w: w.guards["strict"].check(RESOURCE, w.token + 1)),
+    Call("Guard.check[follow, above the mark]", lambda w: w.guards["follow"].check(RESOURCE, w.token + 1)),
+    Call("Guard.check[follow, at the mark, follower behind]", check_behind),
+    Call("Guard.check_request[mark, above the mark]", lambda w: w.guards["mark"].check_request(
+        w.signed(w.token + 1), PAYLOAD, action=ACTION)),
+    Call("Guard.check_request[strict]", lambda w: w.guards["strict"].check_request(
+        w.signed(w.token), PAYLOAD, action=ACTION)),
+    Call("Guard.check_request[domain unread]", lambda w: w.guards["domain-unread"].check_request(
+        w.signed(w.token), PAYLOAD, action=ACTION)),
+    Call("Guard.sync", lambda w: w.guards["follow-sync"].sync()),
+    Call("Guard.domain", lambda w: w.guards["domain-unread"].domain()),
+    # -- outcomes, FencedStore, sql --------------------------------------------
+    Call("audit.history", lambda w: audit.history(w.registry(), RESOURCE)),
+    Call("Deployment.of", lambda w: Deployment.of(w.registry(), rpc_url=w.url)),
+    Call("outcomes.reconcile", lambda w: reconcile(w.cached(), [w.tx_hash])),
+    Call("outcomes.reconcile[nonce and sender]", lambda w: reconcile(w.cached(), [], nonce=0, sender=w.accounts[1])),
+    Call("FencedStore.deploy", lambda w: FencedStore.deploy(w.cached())),
+    Call("FencedStore.at", lambda w: FencedStore.at(w.cached(), w.store_address)),
+    Call("FencedStore.write", lambda w: FencedStore(w.cached(), w.store_address).write(w.lease(), b"v2")),
+    Call("FencedStore.write_raw", lambda w: FencedStore(w.cached(), w.store_address).write_raw(
+        w.accounts[1], RESOURCE, w.token, b"v2")),
+    Call("FencedStore.read", lambda w: FencedStore(w.cached(), w.store_address).read(RESOURCE)),
+    Call("FencedStore.history", lambda w: FencedStore(w.cached(), w.store_address).history()),
+    Call("sql.fenced_transaction[above the mark]", fenced_sql),
+    Call("sql.fenced_transaction[verify=strict guard]", lambda w: fenced_sql(w, w.guards["strict"].check)),
+    # -- Rpc: the one layer every call above goes through ----------------------
+    Call("Rpc.chain_id", lambda w: fresh_rpc(w).chain_id()),
+    Call("Rpc.client_version", lambda w: fresh_rpc(w).client_version()),
+    Call("Rpc.request", lambda w: w.chain.rpc.request("evm_mine", [])),
+    Call("Rpc.block_number", lambda w: w.chain.rpc.block_number()),
+    Call("Rpc.block", lambda w: w.chain.rpc.block("latest")),
+    Call("Rpc.pending_timestamp", lambda w: w.chain.rpc.pending_timestamp()),
+    Call("Rpc.call", lambda w: w.chain.rpc.call({"to": w.address, "data": w.cached()._encode("latestToken", [])})),
+    Call("Rpc.estimate_gas", lambda w: w.chain.rpc.estimate_gas(
+        {"from": w.accounts[1], "to": w.address, "data": acquire_data(w)}, "pending")),
+    Call("Rpc.code", lambda w: w.chain.rpc.code(w.address)),
+    Call("Rpc.nonce", lambda w: w.chain.rpc.nonce(w.accounts[1])),
+    Call("Rpc.logs", lambda w: w.chain.rpc.logs({"address": w.address, "fromBlock": 0, "toBlock": w.head})),
+    Call("Rpc.send_raw", lambda w: w.chain.rpc.send_raw(signed_cancel(w))),
+    Call("Rpc.transaction", lambda w: w.chain.rpc.transaction(w.tx_hash)),
+    Call("Rpc.receipt", lambda w: w.chain.rpc.receipt(w.tx_hash)),
+    Call("Rpc.gas_price", lambda w: w.chain.rpc.gas_price()),
+    Call("Rpc.max_priority_fee", lambda w: w.chain.rpc.max_priority_fee()),
+]  # fmt: skip
+
+NEW_KEY = "0x" + "42" * 32
+
+QUIET: list[Quiet] = [
+    Quiet("Chain.embedded", lambda w: Chain.embedded(accounts=1), "an in-process chain: no node"),
+    Quiet("Chain.add_account", lambda w: w.chain.add_account(NEW_KEY), "keeps a key in memory"),
+    Quiet("Chain.signer", lambda w: w.chain.signer(w.accounts[1]), "looks the key up in memory"),
+    Quiet("Chain.key_of", lambda w: w.chain.key_of(w.accounts[1]), "looks the key up in memory"),
+    Quiet("Chain.is_dev", lambda w: w.chain.is_dev, "decided at connect"),
+    Quiet("Registry.connect", lambda w: w.cached().connect(w.accounts[2]), "a view of the same registry"),
+    Quiet("Lease.sign[domain read before]", lambda w: w.lease().sign(PAYLOAD, action=ACTION, audience=AUDIENCE),
+          "signs locally once the registry's domain was read"),
+    Quiet("Guard[mark, fresh store]", lambda w: open_guard(w, "mark"),
+          "identity read before, no marks to check against the chain"),
+    Quiet("Guard[strict, fresh store]", lambda w: open_guard(w, "strict"),
+          "identity read before, no marks to check against the chain"),
+    Quiet("Guard[follow, fresh store]", follow_guard_starts_behind,
+          "its first sync fails and the follower retries; checks go on-chain meanwhile", asks=True),
+    Quiet("Guard.check[mark, at the mark]", lambda w: w.guards["mark"].check(RESOURCE, w.token),
+          "mark mode accepts the token at the mark from the store (its documented window)"),
+    Quiet("Guard.check[follow, at the mark, follower healthy]", lambda w: w.guards["follow"].check(RESOURCE, w.token),
+          "the follower synced within max_lag: the mark is trusted"),
+    Quiet("Guard.check_request[mark, at the mark]", lambda w: w.guards["mark"].check_request(
+        w.signed(w.token), PAYLOAD, action=ACTION), "mark mode, token at the mark, holder and domain known"),
+    Quiet("Guard.mark", lambda w: w.guards["strict"].mark(RESOURCE), "reads the store"),
+    Quiet("Guard.marks", lambda w: w.guards["strict"].marks(), "reads the store"),
+    Quiet("Guard.staleness", lambda w: w.guards["follow"].staleness(), "a clock reading"),
+    Quiet("Guard.follow_status", lambda w: w.guards["follow"].follow_status(), "the follower's last result"),
+    Quiet("Guard.close", lambda w: w.new_guard("mark").close(), "closes the store"),
+    Quiet("Rpc.tester", refuses_dev_control, "the embedded chain's dev controls; a node's chain refuses them unasked"),
+    Quiet("Rpc.chain_id[asked before]", lambda w: w.chain.rpc.chain_id(),
+          "web3's request cache answers eth_chainId once asked (connect_http)"),
+    Quiet("Rpc.client_version[asked before]", lambda w: w.chain.rpc.client_version(),
+          "web3's request cache answers web3_clientVersion once asked (connect_http)"),
+]  # fmt: skip
+
+
+def _foreign(exc: BaseException) -> bool:
+    return type(exc).__module__.split(".")[0] in FOREIGN or type(exc).__module__ == "builtins"
+
+
+@pytest.mark.parametrize("call", CALLS, ids=lambda c: c.name)
+def test_a_call_that_needs_the_chain_raises_node_unreachable(world, call):
+    """With the node down, the call raises exactly its chainfence class; nothing foreign escapes."""
+    with pytest.raises(Exception) as caught:
+        call.run(world)
+    error = caught.value
+    assert not _foreign(error), f"{call.name} leaked {type(error).__module__}.{type(error).__name__}: {error}"
+    assert isinstance(error, ChainfenceError) and type(error).__module__ == "chainfence.errors"
+    assert type(error) is call.raises, f"{call.name} raised {type(error).__name__}: {error}"
+
+
+@pytest.mark.parametrize("call", QUIET, ids=lambda c: c.name)
+def test_a_call_that_needs_no_chain_answers_while_the_node_is_down(world, call):
+    """Quiet calls answer with the node down; through the proxy they send nothing (unless they ask and carry on)."""
+    proxy = getattr(world, "proxy", None)
+    sent_before = len(proxy.log) if proxy else 0
+    call.run(world)
+    if proxy is not None and not call.asks:
+        assert proxy.log[sent_before:] == [], f"{call.name} asked the node: {call.why}?"
+
+
+# ---------------------------------------------------------------------------
+# The retry rule of the one layer: reads once more, sends never
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("world", ["proxy"], indirect=True)
+@pytest.mark.parametrize(
+    ("what", "run", "requests_sent"),
+    [
+        ("a read", lambda w: w.chain.rpc.block_number(), 2),
+        ("eth_sendRawTransaction", lambda w: w.chain.rpc.send_raw(signed_cancel(w)), 1),
+        ("eth_estimateGas (a preflight)", lambda w: w.cached().acquire(FREE, ttl=60), 1),
+        ("a dev-chain request", lambda w: w.chain.rpc.request("evm_mine", []), 1),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_reads_are_retried_once_and_sends_never(world, what, run, requests_sent):
+    """Through the proxy: a read that fails in transit is tried twice in all; a send exactly once."""
+    before = len(world.proxy.log)
+    with pytest.raises(NodeUnreachable):
+        run(world)
+    assert len(world.proxy.log) - before == requests_sent
+
+
+def test_a_send_that_may_have_left_says_so(world):
+    """``maybe_delivered``: a refused connection never carried the request; a dropped one may have."""
+    with pytest.raises(NodeUnreachable) as caught:
+        world.chain.rpc.send_raw(signed_cancel(world))
+    assert caught.value.maybe_delivered is (world.mode != "anvil")
+
+
+# ---------------------------------------------------------------------------
+# Down after the send: the outcome is unknown, never "unreachable"
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["proxy", "anvil"])
+def test_acquire_when_the_node_stops_after_taking_the_transaction_is_outcome_unknown(mode, tmp_path):
+    """The node accepted the acquisition, then stopped answering before it was mined.
+
+    NodeUnreachable would tell the caller "nothing was sent"; but the node holds
+    the transaction and may mine it (it does, below, once the proxy is back).
+    So the SDK says OutcomeUnknown with the hash and the nonce, for reconciling.
+    """
+    node = Anvil().start()
+    try:
+        admin = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
+        registry = Registry.deploy(admin, max_ttl=3_600)
+        admin.rpc.request("evm_setAutomine", [False])  # the acquisition waits in the pool
+        with RpcProxy(node.url) as proxy:
+            url = proxy.url if mode == "proxy" else node.url
+            chain = Chain.connect(url, private_keys=dev_keys(3)[1:2], request_timeout=TIMEOUT, poll_latency=0.01,
+                                  receipt_timeout=30, unreachable_timeout=0.3)  # fmt: skip
+            agent = Registry.at(chain, registry.address)
+            _ = agent.max_ttl
+
+            def stop_once_the_node_has_it():
+                if mode == "proxy":
+                    proxy.wait_completed("eth_sendRawTransaction", 1)
+                    proxy.down = True
+                else:
+                    while not _count(admin.rpc.request("txpool_status", [])["pending"]):
+                        threading.Event().wait(0.005)
+                    node.stop()
+
+            stopper = threading.Thread(target=stop_once_the_node_has_it)
+            stopper.start()
+            with pytest.raises(ChainfenceError) as caught:
+                agent.acquire(FREE, ttl=60)
+            stopper.join(30)
+            error = caught.value
+            assert type(error) is OutcomeUnknown, f"{type(error).__name__}: {error}"
+            assert len(error.tx_hashes) == 1 and error.nonce == 0 and error.sender == chain.accounts[0]
+            if mode == "proxy":  # the node is back: the transaction it held is mined after all
+                proxy.down = False
+                admin.mine()
+                lease = registry.lease_from_tx(error.tx_hash)
+                assert lease is not None and lease.resource == FREE and lease.holder == chain.accounts[0]
+    finally:
+        node.stop()
+
+
+def test_acquire_when_the_node_stops_while_confirming_is_not_confirmed_with_the_lease():
+    """Mined (its receipt seen), then the node stops before the block is deep enough: NotConfirmed,
+    carrying the lease it created (the outcome is known: it was mined; its depth is not)."""
+    node = Anvil().start()
+    try:
+        admin = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
+        registry = Registry.deploy(admin, max_ttl=3_600)
+        with RpcProxy(node.url) as proxy:
+            chain = Chain.connect(proxy.url, private_keys=dev_keys(3)[1:2], request_timeout=TIMEOUT, poll_latency=0.01,
+                                  confirmations=1, confirmation_timeout=30, unreachable_timeout=0.3)  # fmt: skip
+            agent = Registry.at(chain, registry.address)
+            _ = agent.max_ttl
+            heads_before = proxy.completed_count("eth_blockNumber")
+
+            def stop_once_confirming():
+                proxy.wait_completed("eth_blockNumber", heads_before + 1)  # the depth wait's first read
+                proxy.down = True
+
+            stopper = threading.Thread(target=stop_once_confirming)
+            stopper.start()
+            with pytest.raises(ChainfenceError) as caught:
+                agent.acquire(FREE, ttl=60)
+            stopper.join(30)
+        error = caught.value
+        assert type(error) is NotConfirmed, f"{type(error).__name__}: {error}"
+        assert error.lease is not None and error.lease.token == registry.latest_token()
+    finally:
+        node.stop()
+
+
+def test_acquire_when_the_node_stops_after_the_confirmations_keeps_the_lease():
+    """The acquisition is mined and confirmed; the node stops before the final "still current?" read.
+
+    The node is unreachable (NodeUnreachable is the truth), but the lease
+    exists on-chain until its ttl: the error carries it (``lease``), as
+    NotConfirmed does, so the caller can release it instead of leaving a
+    ghost lease behind.
+    """
+    node = Anvil().start()
+    try:
+        admin = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
+        registry = Registry.deploy(admin, max_ttl=3_600)
+        with RpcProxy(node.url) as proxy:
+            chain = Chain.connect(proxy.url, private_keys=dev_keys(3)[1:2], request_timeout=TIMEOUT, poll_latency=0.01,
+                                  confirmations=1, confirmation_timeout=30)  # fmt: skip
+            agent = Registry.at(chain, registry.address)
+            _ = agent.max_ttl
+            proxy.plan("eth_call", "drop_request", "drop_request")  # the first eth_call after the send: the check
+
+            def confirm_once_mined():
+                proxy.wait_completed("eth_sendRawTransaction", 1)
+                admin.mine()  # one block on top: the acquisition is 1 deep
+
+            miner = threading.Thread(target=confirm_once_mined)
+            miner.start()
+            with pytest.raises(ChainfenceError) as caught:
+                agent.acquire(FREE, ttl=60)
+            miner.join(30)
+        error = caught.value
+        assert type(error) is NodeUnreachable, f"{type(error).__name__}: {error}"
+        lease = getattr(error, "lease", None)
+        assert lease is not None, "the acquired lease was lost with the error"
+        assert (lease.resource, lease.holder) == (FREE, chain.accounts[0])
+        assert registry.lease_of(FREE).token == lease.token
+    finally:
+        node.stop()
+
+
+def _count(value: int | str) -> int:
+    return int(value, 16) if isinstance(value, str) else int(value)
+
+
+# ---------------------------------------------------------------------------
+# A black hole: the request timeout, then the same error
+# ---------------------------------------------------------------------------
+
+
+def test_a_node_that_accepts_connections_and_never_answers_is_unreachable():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with silent_listener(port) as url, pytest.raises(ChainfenceError) as caught:
+        Chain.connect(url, request_timeout=0.2)
+    assert type(caught.value) is NodeUnreachable, caught.value
+
+
+# ---------------------------------------------------------------------------
+# The ASGI middleware: 503, never 500
+# ---------------------------------------------------------------------------
+
+
+async def _asgi(app, request: FencedRequest, body: bytes) -> tuple[int, dict]:
+    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.to_headers().items()]
+    scope = {
+        "type": "http", "method": "POST", "path": "/reports", "raw_path": b"/reports", "query_string": b"",
+        "headers": headers,
+    }  # fmt: skip
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict] = []
+
+    async def receive():
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent[0]["status"], json.loads(sent[1]["body"])
+
+
+@pytest.mark.parametrize("guard_name", ["strict", "domain-unread"])
+def test_the_middleware_answers_503_with_the_node_down(world, guard_name):
+    """A fenced route whose guard must ask the chain answers 503 with a JSON body; the app never runs.
+
+    The body is for the service's HTTP clients: it names the error, never the node's URL (a hosted
+    provider's carries its API key) nor the transport's own words; those go to the service's log.
+    """
+    ran = []
+
+    async def app(scope, receive, send):  # pragma: no cover - must not run
+        ran.append(scope)
+
+    middleware = FencingMiddleware(app, guard=world.guards[guard_name], resource=RESOURCE, audience=AUDIENCE)
+    status, body = asyncio.run(_asgi(middleware, world.signed(world.token), PAYLOAD))
+    assert (status, body["error"]) == (503, "NodeUnreachable"), body
+    assert ran == []
+    host_port = world.url.split("//", 1)[1].split("/", 1)[0]
+    for private in (SECRET_PATH, host_port, host_port.split(":")[1], "Connection"):
+        assert private not in body["message"], body
+
+
+# ---------------------------------------------------------------------------
+# The CLI: exit 5, one line on stderr, no traceback
+# ---------------------------------------------------------------------------
+
+CLI = {
+    "status": ["status", RESOURCE],
+    "verify": ["verify", RESOURCE, "--token", "1"],
+    "acquire": ["acquire", FREE, "--ttl", "60"],
+    "tx": ["tx", "0x" + "ab" * 32],
+}
+
+
+@pytest.fixture(scope="module")
+def cli_runs(world):
+    """The CLI commands against the stopped anvil, run side by side (each is a Python start-up:
+    about a second of CPU, so only the stopped node, not every way of being down)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
+    env["CHAINFENCE_PRIVATE_KEY"] = world.keys[1]
+    processes = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "chainfence.cli", *args, "--rpc-url", world.url, "--registry", world.address],
+            cwd=world.directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for name, args in CLI.items()
+    }  # fmt: skip
+    return {name: (p.wait(120), *p.communicate()) for name, p in processes.items()}
+
+
+@pytest.mark.parametrize("world", ["anvil"], indirect=True)
+@pytest.mark.parametrize("command", list(CLI))
+def test_the_cli_exits_5_with_one_line_naming_the_error(cli_runs, command):
+    code, out, err = cli_runs[command]
+    assert "Traceback" not in err, err
+    assert code == 5, (code, out, err)
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"chainfence {CLI[command][0]}: NodeUnreachable: "), err

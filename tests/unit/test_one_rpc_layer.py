@@ -1,0 +1,167 @@
+"""One layer talks to the chain: nothing outside chainfence/_rpc.py reaches web3, a provider or an HTTP client.
+
+:mod:`chainfence._rpc` is where every failure of a request becomes a
+chainfence error (its ``translate``) and where the retry rule lives (reads
+once more, sends never). A module that called ``w3.eth`` or a provider
+itself would bypass both: a raw ``requests`` exception could reach a user, a
+send could be resent. This test reads every module with :mod:`ast` and fails
+on any way around the layer:
+
+- importing an HTTP/JSON-RPC client (requests, urllib3, aiohttp, httpx,
+  websockets, http.client, urllib.request) or web3;
+- touching web3's API: ``.eth``, ``.net``, ``.geth``, ``.manager``,
+  ``.provider``, ``make_request``, web3-only method names
+  (``send_raw_transaction``, ``get_logs``, ``get_block``, ...), any
+  attribute of a ``w3`` object, a provider class or ``Web3`` itself;
+- calling the embedded chain's eth-tester (``<...>eth_tester.<method>``) or
+  importing eth_tester: its dev controls raise their own exceptions too.
+
+Nothing is allowed silently: :data:`ALLOWED` lists each exception with its
+reason, and an entry that no longer matches anything fails the test too.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import chainfence
+
+SRC = Path(chainfence.__file__).resolve().parent
+LAYER = "_rpc.py"
+
+#: Client libraries (top-level package) no module but the layer may import.
+BANNED_PACKAGES = {"requests", "urllib3", "aiohttp", "httpx", "websockets", "web3", "eth_tester"}
+#: Standard-library HTTP clients.
+BANNED_MODULES = {"http.client", "urllib.request"}
+
+#: Attribute names that only web3's API has (the layer's own methods have other names:
+#: send_raw, logs, block, code, receipt, transaction, nonce).
+WEB3_ATTRIBUTES = {
+    "eth", "_eth", "net", "geth", "manager", "provider", "middleware_onion",
+    "make_request", "make_batch_request", "request_blocking", "is_connected",
+    "send_raw_transaction", "send_transaction", "get_logs", "get_filter_logs", "get_block", "get_code",
+    "get_transaction", "get_transaction_receipt", "get_transaction_count", "get_balance", "get_storage_at",
+    "wait_for_transaction_receipt", "fee_history", "create_access_list", "get_proof",
+}  # fmt: skip
+
+#: Names that build a way to a node.
+WEB3_NAMES = {
+    "Web3", "AsyncWeb3", "HTTPProvider", "AsyncHTTPProvider", "WebSocketProvider", "LegacyWebSocketProvider",
+    "IPCProvider", "AsyncIPCProvider", "EthereumTesterProvider", "AsyncEthereumTesterProvider",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Allowed:
+    module: str  # file name under src/chainfence
+    what: str  # the violation's description, exactly
+    why: str
+
+
+#: Each way around the layer that must stay, and why.
+ALLOWED: list[Allowed] = [
+    Allowed(
+        "chain.py", "import eth_tester",
+        "Chain.embedded builds the in-process backend (genesis state, dev keys, its logical clock): "
+        "building sends nothing; every call on it goes through Rpc",
+    ),
+    Allowed(
+        "chain.py", "import eth_tester.backends.pyevm.main",
+        "Chain.embedded reads eth-tester's dev keys to sign with (no call on a chain)",
+    ),
+]  # fmt: skip
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def violations(source: str) -> list[tuple[int, str]]:
+    """(line, description) of every way around the layer in ``source``."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module]
+        else:
+            modules = []
+        for module in modules:
+            if module.split(".")[0] in BANNED_PACKAGES or module in BANNED_MODULES:
+                found.append((node.lineno, f"import {module}"))
+        if isinstance(node, ast.Attribute):
+            receiver = _dotted(node.value) or ""
+            last = receiver.rsplit(".", 1)[-1]
+            if node.attr in WEB3_ATTRIBUTES:
+                found.append((node.lineno, f".{node.attr}"))
+            elif last in ("w3", "web3"):
+                found.append((node.lineno, f"{last}.{node.attr}"))
+            elif last.endswith("eth_tester"):
+                found.append((node.lineno, f"eth_tester.{node.attr}"))
+            if node.attr in WEB3_NAMES:
+                found.append((node.lineno, node.attr))
+        if isinstance(node, ast.Name) and node.id in WEB3_NAMES:
+            found.append((node.lineno, node.id))
+        if isinstance(node, ast.alias) and node.name in WEB3_NAMES:
+            found.append((getattr(node, "lineno", 0), node.name))
+    return sorted(set(found))
+
+
+def modules() -> list[Path]:
+    return sorted(path for path in SRC.rglob("*.py") if path.name != LAYER)
+
+
+def test_the_layer_exists_and_the_search_sees_the_package():
+    assert (SRC / LAYER).is_file()
+    names = {path.name for path in modules()}
+    assert {"chain.py", "registry.py", "_sending.py", "guard.py", "cli.py"} <= names
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda path: str(path.relative_to(SRC)))
+def test_no_module_but_the_layer_talks_to_the_chain(path):
+    allowed = {a.what for a in ALLOWED if a.module == str(path.relative_to(SRC))}
+    found = [(line, what) for line, what in violations(path.read_text(encoding="utf-8")) if what not in allowed]
+    assert not found, "\n".join(f"{path.name}:{line}: {what} (go through chainfence._rpc)" for line, what in found)
+
+
+def test_every_allowance_still_matches_something_and_says_why():
+    for allowance in ALLOWED:
+        assert allowance.why
+        source = (SRC / allowance.module).read_text(encoding="utf-8")
+        assert allowance.what in {what for _, what in violations(source)}, f"stale allowance: {allowance}"
+
+
+@pytest.mark.parametrize(
+    ("snippet", "what"),
+    [
+        ("import requests", "import requests"),
+        ("from urllib3.exceptions import ProtocolError", "import urllib3.exceptions"),
+        ("import urllib.request", "import urllib.request"),
+        ("from web3 import Web3", "import web3"),
+        ("chain.w3.eth.get_block('latest')", ".eth"),
+        ("self.w3.client_version", "w3.client_version"),
+        ("w3.provider.make_request('eth_blockNumber', [])", ".provider"),
+        ("rpc._eth.get_logs({})", "._eth"),
+        ("eth.send_raw_transaction(raw)", ".send_raw_transaction"),
+        ("HTTPProvider(url)", "HTTPProvider"),
+        ("self._eth_tester.mine_blocks(1)", "eth_tester.mine_blocks"),
+    ],
+)
+def test_the_search_finds_each_way_around_the_layer(snippet, what):
+    """This test can fail: each pattern it looks for is found in a snippet."""
+    assert what in {found for _, found in violations(snippet)}
+
+
+def test_the_layers_own_methods_are_not_mistaken_for_web3():
+    source = "rpc.send_raw(raw)\nrpc.logs({})\nrpc.block('latest')\nself.rpc.estimate_gas(tx, 'pending')\nself.w3 = w3"
+    assert violations(source) == []

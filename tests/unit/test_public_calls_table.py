@@ -1,0 +1,98 @@
+"""Every public method that can touch the chain has a row in the node-stopped table.
+
+tests/faults/test_node_stopped.py runs each row of its CALLS table with the
+node down and checks the error class. A public method added later without a
+row would escape that check: this test fails instead, until the method gets a
+row, or a place below among the methods that never touch the chain.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import pytest
+
+from chainfence import Chain, FencedStore, Guard, Lease, Registry, audit, outcomes, sql
+from chainfence.deployment import Deployment
+from chainfence._rpc import Rpc
+from tests.faults.test_node_stopped import CALLS, QUIET
+
+#: The classes whose public methods must all be in the table.
+CLASSES = (Chain, Registry, Lease, Guard, FencedStore, Rpc)
+
+#: Public methods that never touch the chain, and why. Each has a QUIET row that calls it with
+#: the node down and checks, through the proxy, that it sends nothing.
+NEVER_TOUCH_THE_CHAIN = {
+    "Chain.embedded": "builds an in-process chain; there is no node to reach",
+    "Chain.add_account": "keeps a key in memory",
+    "Chain.signer": "looks a key up in memory",
+    "Chain.key_of": "looks a key up in memory",
+    "Chain.is_dev": "decided at connect",
+    "Registry.connect": "a view of the same registry with another sender; shares what was read",
+    "Guard.mark": "reads the guard's store",
+    "Guard.marks": "reads the guard's store",
+    "Guard.staleness": "a clock reading",
+    "Guard.follow_status": "the follower's last result",
+    "Guard.close": "stops the follower, closes the store",
+    "Rpc.tester": "eth-tester's dev controls, in-process; a node's chain refuses them without a request",
+}
+
+#: Where a row's owner lives: a class, or a module for module-level functions.
+OWNERS = {cls.__name__: cls for cls in CLASSES} | {"Deployment": Deployment, "audit": audit, "outcomes": outcomes, "sql": sql}
+
+
+def public_methods(cls: type) -> set[str]:
+    """``Class.name`` of every public method, classmethod, staticmethod and property of ``cls``."""
+    kinds = (
+        staticmethod, classmethod, property, functools.cached_property,
+    )  # fmt: skip
+    names = set()
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        member = inspect.getattr_static(cls, name)
+        if inspect.isfunction(member) or isinstance(member, kinds):
+            names.add(f"{cls.__name__}.{name}")
+    return names
+
+
+def rows() -> set[str]:
+    return {row.method for row in (*CALLS, *QUIET)}
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+def test_every_public_method_has_a_row_or_never_touches_the_chain(cls):
+    missing = public_methods(cls) - rows() - set(NEVER_TOUCH_THE_CHAIN)
+    assert not missing, f"add a row to CALLS in tests/faults/test_node_stopped.py for {sorted(missing)}"
+
+
+def test_methods_that_never_touch_the_chain_have_no_failing_row_and_a_quiet_one():
+    called = {row.method for row in CALLS}
+    quiet = {row.method for row in QUIET}
+    assert not set(NEVER_TOUCH_THE_CHAIN) & called, "a method in CALLS does touch the chain"
+    assert set(NEVER_TOUCH_THE_CHAIN) <= quiet, "each must be shown to answer with the node down"
+
+
+def test_every_row_names_a_real_public_call():
+    """No stale rows: a renamed or removed method must leave the table too."""
+    for row in (*CALLS, *QUIET):
+        owner, _, method = row.method.partition(".")
+        assert owner in OWNERS, row.name
+        if method:  # "Guard[...]": construction
+            assert not method.startswith("_") and hasattr(OWNERS[owner], method), row.name
+    assert len({row.name for row in (*CALLS, *QUIET)}) == len(CALLS) + len(QUIET), "row names must be unique"
+
+
+def test_quiet_rows_say_why():
+    assert all(row.why for row in QUIET)
+    assert all(NEVER_TOUCH_THE_CHAIN.values())
+
+
+def test_this_test_can_fail():
+    """A class with an uncovered public method is reported."""
+
+    class Extra(Chain):
+        def brand_new(self) -> None: ...
+
+    assert "Extra.brand_new" in public_methods(Extra) - rows()
