@@ -50,9 +50,9 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from chainfence._validate import resource_id
 from chainfence import Chain, FencedRequest, FencedStore, Guard, Registry, audit
 from chainfence._rpc import Rpc, connect_http
+from chainfence._validate import resource_id
 from chainfence.asgi import FencingMiddleware
 from chainfence.deployment import Deployment, save
 from chainfence.errors import ChainfenceError, NodeUnreachable, NotConfirmed, NotSupported, OutcomeUnknown
