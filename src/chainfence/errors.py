@@ -661,8 +661,17 @@ class FenceBroken(ChainfenceError, RuntimeError):
     ``executescript`` (which commits first), a ``COMMIT``/``ROLLBACK``/``BEGIN``
     of the application's: after any of these the statements that follow
     would no longer run inside the transaction that holds the fence, so they
-    are refused and nothing more is committed.
+    are refused and nothing more is committed. ``resource`` and ``token`` say
+    which fence; ``reason`` what ended it.
     """
+
+    def __init__(
+        self, message: str, *, resource: str | None = None, token: int | None = None, reason: str | None = None
+    ):
+        self.resource = resource
+        self.token = token
+        self.reason = reason
+        super().__init__(message)
 
 
 # ---------------------------------------------------------------------------

@@ -314,7 +314,10 @@ def _fence_broken(fence: _Fence, reason: str) -> FenceBroken:
     logger.warning("fenced transaction broken resource=%s token=%d: %s", fence.resource, fence.token, reason)
     return FenceBroken(
         f"the fenced transaction of {fence.resource!r} (token {fence.token}) was ended early: {reason}; "
-        "nothing after that was committed"
+        "nothing after that was committed",
+        resource=fence.resource,
+        token=fence.token,
+        reason=reason,
     )
 
 

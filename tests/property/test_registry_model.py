@@ -3,7 +3,7 @@
 Several accounts acquire, renew and release a few resources with arbitrary
 tokens and ttls while chain time jumps around; guards in each mode check
 arbitrary tokens. Every outcome (success and its values, or the exact error class) must
-match the model, and the invariants of DESIGN.md must hold throughout:
+match the model, and the safety properties must hold throughout:
 tokens strictly increase, at most one live holder per resource at any chain
 time (checked independently from the event log), views agree with the model,
 the guard's marks never go down.

@@ -1,4 +1,4 @@
-"""The public names DESIGN.md promises, and the package's hygiene."""
+"""The public names the README promises, and the package's hygiene."""
 
 from __future__ import annotations
 

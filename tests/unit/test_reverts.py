@@ -33,7 +33,7 @@ def lease_held_data() -> bytes:
     )
 
 
-# The shapes providers actually raise (see DESIGN.md and web3's eth-tester provider).
+# The shapes providers actually raise (web3's ContractCustomError with hex data, eth-tester's TransactionFailed).
 SHAPES = {
     "eth-tester via web3 (message with a bytes literal)": lambda d: TransactionFailed(f"execution reverted: {d!r}"),
     "eth-tester backend (raw bytes)": lambda d: TransactionFailed(d),
