@@ -284,7 +284,16 @@ class Sender:
                 # node) makes the node say "already known", "nonce too low" or a
                 # phrase of its own, and re-signing then would be a second intent.
                 text = refused.rpc_message.lower()
-                if any(phrase in text for phrase in _ALREADY_KNOWN) or self._known(tx_hash):
+                if any(phrase in text for phrase in _ALREADY_KNOWN):
+                    return
+                try:
+                    ours = self._known(tx_hash)
+                except NodeUnreachable as lookup_error:
+                    if delivered_maybe:  # an earlier copy may be in, and we cannot ask: say so
+                        last_error = lookup_error
+                        break
+                    raise refused from lookup_error  # the only copy was refused: nothing was accepted
+                if ours:
                     return
                 if any(phrase in text for phrase in _NONCE_USED):
                     raise _NonceTaken from refused

@@ -114,6 +114,7 @@ from .errors import (
     SignerNotHolder,
     StaleToken,
     TokenNotCurrent,
+    UnknownToken,
 )
 
 if TYPE_CHECKING:
@@ -337,8 +338,6 @@ class Guard:
         # News (or strict, or a follower in trouble): the chain must vouch for the token.
         if token > MAX_STORED_TOKEN:
             # No registry token is this large (tokens are 48-bit on-chain): never issued.
-            from .errors import UnknownToken
-
             raise UnknownToken(token=token, current_token=0, resource=resource, resource_id=resource_id)
         info = self._verify_on_chain(resource, resource_id, token, mark, holder)
         return _Verdict(resource, resource_id, token, mark, info.holder)
