@@ -33,7 +33,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from . import _reverts
-from .errors import ChainError, ChainfenceError, InsufficientFunds, InvalidInput, NodeUnreachable, NotSupported, RpcError
+from .errors import (
+    ChainError,
+    ChainfenceError,
+    InsufficientFunds,
+    InvalidInput,
+    NodeUnreachable,
+    NotSupported,
+    RpcError,
+)
 
 logger = logging.getLogger("chainfence.rpc")
 

@@ -8,9 +8,9 @@ would see leases expire early in preflights and time jump after reverts.
 
 from __future__ import annotations
 
+import eth._utils.headers as py_evm_headers
 import pytest
 
-import eth._utils.headers as py_evm_headers
 from chainfence.errors import LeaseHeld
 
 

@@ -22,7 +22,6 @@ import pytest
 
 from chainfence import Chain, Guard, LeaseStatus, Registry
 from chainfence.errors import LeaseExpired
-from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
 
 ROOT = Path(__file__).resolve().parents[2]

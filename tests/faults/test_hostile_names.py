@@ -55,7 +55,7 @@ def test_history_reads_every_hostile_name_and_shows_each_unambiguously(registry,
     assert len(events) == len(HOSTILE) + 1
     shown = {event.resource_display for event in events}
     assert len(shown) == len(HOSTILE) + 1, "two different names displayed alike"
-    for name, event in zip(HOSTILE, events[:-1]):
+    for name, event in zip(HOSTILE, events[:-1], strict=True):
         printable = name == b"\\xff\\xfe"  # backslashes and letters: odd, but an honest name
         assert event.resource == (name.decode() if printable else None), "unfit names are never handed back as names"
         assert all(unicodedata.category(c)[0] not in "CZ" or c == " " for c in event.resource_display)

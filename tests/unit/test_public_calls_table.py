@@ -14,8 +14,8 @@ import inspect
 import pytest
 
 from chainfence import Chain, FencedStore, Guard, Lease, Registry, audit, outcomes, sql
-from chainfence.deployment import Deployment
 from chainfence._rpc import Rpc
+from chainfence.deployment import Deployment
 from tests.faults.test_node_stopped import CALLS, QUIET
 
 #: The classes whose public methods must all be in the table.
