@@ -370,3 +370,26 @@ def test_control_a_store_without_the_latch_accepts_a_reissued_number(registry, t
         registry.issue("r", 5, holder="0x" + "bb" * 20)
         with pytest.raises(ChainRolledBack, match="issued twice"):
             strict.check("r", 5)
+
+
+def test_every_cache_of_a_guard_is_bounded_and_a_miss_falls_back_to_the_store(registry, tmp_path, monkeypatch):
+    """Names, exclusive marks and contract-holder answers are LRU-bounded; a mark evicted from memory
+    is still enforced from the store."""
+    import chainfence.guard as guard_module
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(guard_module, "_MAX_MEMO", 3)
+    monkeypatch.setattr(guard_module, "_MAX_CONTRACT_HOLDERS", 3)
+    monkeypatch.setattr(guard_module, "_MAX_IDS", 3)
+    with Guard(registry, path=tmp_path / "g.sqlite", exclusive=True) as guard:
+        for i in range(10):
+            registry.issue(f"r{i}", 5)
+            guard.check(f"r{i}", 5)
+        assert len(guard._memo) <= 3 and len(guard._ids) <= 3
+        with pytest.raises(StaleToken):
+            guard.check("r0", 4)  # evicted long ago: the store still holds the mark
+        assert guard.check("r0", 5) == 5
+        registry.chain.rpc = SimpleNamespace(code=lambda address: b"")
+        for i in range(10):
+            guard._is_contract("0x" + f"{i:040x}")
+        assert len(guard._contract_holders) <= 3
