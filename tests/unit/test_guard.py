@@ -375,8 +375,9 @@ def test_control_a_store_without_the_latch_accepts_a_reissued_number(registry, t
 def test_every_cache_of_a_guard_is_bounded_and_a_miss_falls_back_to_the_store(registry, tmp_path, monkeypatch):
     """Names, exclusive marks and contract-holder answers are LRU-bounded; a mark evicted from memory
     is still enforced from the store."""
-    import chainfence.guard as guard_module
     from types import SimpleNamespace
+
+    import chainfence.guard as guard_module
 
     monkeypatch.setattr(guard_module, "_MAX_MEMO", 3)
     monkeypatch.setattr(guard_module, "_MAX_CONTRACT_HOLDERS", 3)
