@@ -9,6 +9,12 @@ is an error, never a skip.
 
 Isolation: every test runs between a snapshot and a revert of its chain, so
 tests share one deployment yet see a fresh state.
+
+Time: neither backend's clock follows the wall clock. The embedded chain's
+moves one second per block and when a test moves it; the session anvil's
+only when a test moves it (``anvil_setBlockTimestampInterval``, see
+tests/support/anvil.py). No test's chain-time arithmetic depends on how fast
+the machine runs it.
 """
 
 from __future__ import annotations
@@ -46,8 +52,8 @@ BACKENDS = _backends()
 
 @pytest.fixture(scope="session")
 def anvil_node() -> Iterator[Anvil]:
-    """A real anvil node on 127.0.0.1, for the whole session."""
-    with Anvil() as node:
+    """A real anvil node on 127.0.0.1, for the whole session, on a logical clock."""
+    with Anvil(logical_clock=True) as node:
         yield node
 
 
