@@ -19,15 +19,36 @@ the machine runs it.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from chainfence import Chain, Registry
 from tests.support.anvil import Anvil, dev_keys
+
+
+def _temproot() -> Path:
+    """A root for this checkout's temporary directories, apart from every other pytest session's.
+
+    pytest keeps tmp_path directories under one per-user root, shared by all sessions of that user,
+    and makes that root private (0700) whenever a session starts. The SQL tests' PostgreSQL runs as
+    another user and must traverse it: a session starting elsewhere (another checkout's suite) then
+    cut PostgreSQL off from its data directory mid-initdb. Sessions of one checkout still share a
+    root (run them one at a time); ``PYTEST_DEBUG_TEMPROOT`` or ``--basetemp`` set by hand win.
+    """
+    digest = hashlib.sha256(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:12]
+    root = Path(tempfile.gettempdir()) / f"chainfence-tests-{digest}"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(_temproot()))
 
 settings.register_profile(
     "default",
