@@ -9,19 +9,46 @@ is an error, never a skip.
 
 Isolation: every test runs between a snapshot and a revert of its chain, so
 tests share one deployment yet see a fresh state.
+
+Time: neither backend's clock follows the wall clock. The embedded chain's
+moves one second per block and when a test moves it; the session anvil's
+only when a test moves it (``anvil_setBlockTimestampInterval``, see
+tests/support/anvil.py). No test's chain-time arithmetic depends on how fast
+the machine runs it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from chainfence import Chain, Registry
 from tests.support.anvil import Anvil, dev_keys
+
+
+def _temproot() -> Path:
+    """A root for this checkout's temporary directories, apart from every other pytest session's.
+
+    pytest keeps tmp_path directories under one per-user root, shared by all sessions of that user,
+    and makes that root private (0700) whenever a session starts. The SQL tests' PostgreSQL runs as
+    another user and must traverse it: a session starting elsewhere (another checkout's suite) then
+    cut PostgreSQL off from its data directory mid-initdb. Sessions of one checkout still share a
+    root (run them one at a time); ``PYTEST_DEBUG_TEMPROOT`` or ``--basetemp`` set by hand win.
+    """
+    digest = hashlib.sha256(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:12]
+    root = Path(tempfile.gettempdir()) / f"chainfence-tests-{digest}"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(_temproot()))
 
 settings.register_profile(
     "default",
@@ -46,8 +73,8 @@ BACKENDS = _backends()
 
 @pytest.fixture(scope="session")
 def anvil_node() -> Iterator[Anvil]:
-    """A real anvil node on 127.0.0.1, for the whole session."""
-    with Anvil() as node:
+    """A real anvil node on 127.0.0.1, for the whole session, on a logical clock."""
+    with Anvil(logical_clock=True) as node:
         yield node
 
 

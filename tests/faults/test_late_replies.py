@@ -2,9 +2,12 @@
 
 The proxy forwards ``eth_sendRawTransaction`` at once (the node takes the
 transaction) and answers only after the client gave up waiting: the reply is
-late by construction, whatever the machine's speed. Run on automine (anvil's
-default: the transaction is mined before the reply) and on interval mining
-(``anvil --block-time 1``: it waits in the pool).
+late by construction, whatever the machine's speed. Only that request has a
+short timeout (``time_out_only``); every other one has a 60 s safety net, so
+an ordinary request a loaded machine answers slowly is never taken for a lost
+one. Run on automine (anvil's default: the transaction is mined before the
+reply) and on interval mining (``anvil --block-time 1``: it waits in the
+pool).
 
 The control is the client the SDK used to be: web3's ``HTTPProvider`` with
 its default retries resends the same bytes by itself after the timeout, the
@@ -21,7 +24,7 @@ from web3 import Web3
 
 from chainfence import Chain, Registry
 from tests.support.anvil import Anvil, dev_keys
-from tests.support.rpc_proxy import RpcProxy
+from tests.support.rpc_proxy import RpcProxy, time_out_only
 
 RESOURCE = "jobs/late"
 
@@ -49,12 +52,13 @@ def node_and_registry(request, anvil_node, anvil_session):
 def test_a_late_reply_to_an_acquisition_lands_exactly_one(node_and_registry):
     node, registry = node_and_registry
     with RpcProxy(node.url) as proxy:
-        agent_chain = Chain.connect(proxy.url, private_key=dev_keys(10)[5], request_timeout=1.0, poll_latency=0.05)
+        agent_chain = Chain.connect(proxy.url, private_key=dev_keys(10)[5], request_timeout=60, poll_latency=0.05)
+        time_out_only(agent_chain.w3, "eth_sendRawTransaction", 1.0)  # the late one: the client gives up
         agent = Registry.at(agent_chain, registry.address)
         nonce_before = registry.chain.rpc.nonce(agent.sender, "latest")
         before = registry.latest_token()
         proxy.plan("eth_sendRawTransaction", "late_reply")
-        lease = agent.acquire(RESOURCE, ttl=60)
+        lease = agent.acquire(RESOURCE, ttl=3_600)  # live until lease_of below, however slow (wall-clock node)
         sends = proxy.sent("eth_sendRawTransaction")
     assert sends[0][1] == "late_reply", "the reply to the send really was late"
     assert registry.latest_token() == before + 1 == lease.token, "exactly one acquisition"
@@ -68,7 +72,8 @@ def test_control_a_provider_that_resends_and_a_client_that_trusts_the_words_acqu
     key = Account.from_key(dev_keys(10)[6])
     with RpcProxy(node.url) as proxy:
         # web3's default HTTPProvider: resends on a timeout, even eth_sendRawTransaction.
-        w3 = Web3(Web3.HTTPProvider(proxy.url, request_kwargs={"timeout": 1.0}))
+        w3 = Web3(Web3.HTTPProvider(proxy.url, request_kwargs={"timeout": 60}))
+        time_out_only(w3, "eth_sendRawTransaction", 1.0)  # the late one: the provider gives up, then resends
         data = registry._encode("acquire", [RESOURCE, 60])
         before = registry.latest_token()
         nonce = w3.eth.get_transaction_count(key.address, "pending")

@@ -16,6 +16,7 @@ import pytest
 from chainfence import Chain, Guard, Registry
 from chainfence.errors import NotConfirmed, TokenNotConfirmed
 from tests.support.anvil import dev_keys
+from tests.support.virtual_time import SteppedClock
 
 RESOURCE = "deploy/prod"
 
@@ -61,34 +62,35 @@ def test_an_acquisition_that_cannot_get_deep_enough_is_reported_with_its_lease(a
 
 
 def test_an_acquisition_reorganised_away_while_confirming_is_not_confirmed(anvil_node, on_anvil, anvil_chain):
+    """The SDK has seen the acquisition's receipt and waits for depth; a reorg drops its block during
+    that wait: NotConfirmed, saying it was reorganised out.
+
+    Sequenced by the SDK's own waiting, not by a race with its deadline: its clock moves only when it
+    pauses between polls (tests/support/virtual_time.py), and the reorg happens at its first pause
+    while confirming."""
     alice = agent(anvil_node, on_anvil, 1, confirmations=2, confirmation_timeout=1.0)
     snapshot = anvil_chain.snapshot()
-    outcome = {}
     # Reorg only once the SDK has seen the receipt and waits for depth: reverting
     # earlier is another scenario (a transaction that vanished before it was seen).
-    confirming = threading.Event()
+    confirming, reorganised = [], []
     sender = alice.chain._sender
     real_confirm = sender._await_depth
 
     def confirm(*args, **kwargs):
-        confirming.set()
+        confirming.append(True)
         return real_confirm(*args, **kwargs)
 
+    def reorg_while_confirming():
+        if confirming and not reorganised:
+            anvil_chain.revert(snapshot)  # the reorg: its block is gone
+            reorganised.append(True)
+
     sender._await_depth = confirm
-
-    def acquire():
-        try:
-            outcome["lease"] = alice.acquire(RESOURCE, ttl=60)
-        except NotConfirmed as error:
-            outcome["error"] = error
-
-    thread = threading.Thread(target=acquire)
+    SteppedClock(on_sleep=reorg_while_confirming).install(alice.chain)
     before = on_anvil.latest_token()
-    thread.start()
-    assert confirming.wait(10), "the acquisition was never mined"
-    anvil_chain.revert(snapshot)  # the reorg: its block is gone
-    thread.join(timeout=10)
-    assert "reorganised out" in str(outcome["error"])
+    with pytest.raises(NotConfirmed, match="reorganised out"):
+        alice.acquire(RESOURCE, ttl=60)
+    assert reorganised, "the acquisition was never waited on for depth"
     assert on_anvil.latest_token() == before
 
 

@@ -7,8 +7,6 @@ shows what a naive "it failed, send again" client does with the same fault.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from eth_account import Account
 
@@ -22,6 +20,7 @@ from chainfence.errors import (
 )
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
+from tests.support.virtual_time import SteppedClock
 
 RESOURCE = "jobs/nightly"
 
@@ -33,7 +32,8 @@ def proxy(anvil_node, on_anvil):
 
 
 def agent_via(proxy, on_anvil, key_index=6, **options):
-    chain = Chain.connect(proxy.url, private_key=dev_keys(10)[key_index], poll_latency=0.01, request_timeout=5, **options)
+    # request_timeout: a safety net; every fault here hangs up at once, none waits for a timeout.
+    chain = Chain.connect(proxy.url, private_key=dev_keys(10)[key_index], poll_latency=0.01, request_timeout=60, **options)
     return Registry.at(chain, on_anvil.address)
 
 
@@ -71,7 +71,7 @@ def test_control_a_naive_retry_after_a_lost_reply_acquires_twice(proxy, on_anvil
             break
         except Exception:
             continue  # "it failed": the naive client signs a new one
-    w3.eth.wait_for_transaction_receipt(key.sign_transaction(dict(tx)).hash, timeout=10)
+    w3.eth.wait_for_transaction_receipt(key.sign_transaction(dict(tx)).hash, timeout=60)
     assert on_anvil.latest_token() == before + 2, "two acquisitions for one intent"
 
 
@@ -124,53 +124,52 @@ def automine_off(anvil_chain):
 
 def test_a_stuck_acquisition_is_cancelled_and_nothing_happens(proxy, on_anvil, automine_off):
     """Not mined within the timeout: the SDK replaces it by a no-op with the same nonce; once that is
-    mined the acquisition can never execute, and the caller is told so."""
+    mined the acquisition can never execute, and the caller is told so.
+
+    The SDK counts its waits in polls (tests/support/virtual_time.py) and the block is mined at its
+    first pause after the node answered the cancellation: inside its wait, however slow the machine."""
     agent = agent_via(proxy, on_anvil, key_index=7, receipt_timeout=0.5)
     before = on_anvil.latest_token()
     sends_before = proxy.completed_count("eth_sendRawTransaction")
+    mined = []
 
     def mine_once_the_cancellation_is_out():
-        # Once the node has answered both (original, then cancellation): the pool holds the cancellation.
-        proxy.wait_completed("eth_sendRawTransaction", sends_before + 2)
-        on_anvil.chain._rpc("evm_mine", [])
+        # The node has answered both (original, then cancellation): the pool holds the cancellation.
+        if proxy.completed_count("eth_sendRawTransaction") == sends_before + 2 and not mined:
+            on_anvil.chain._rpc("evm_mine", [])
+            mined.append(True)
 
-    miner = threading.Thread(target=mine_once_the_cancellation_is_out)
-    miner.start()
+    SteppedClock(on_sleep=mine_once_the_cancellation_is_out).install(agent.chain)
     with pytest.raises(TransactionTimeout) as timeout:
         agent.acquire(RESOURCE, ttl=60)
-    miner.join()
+    assert mined
     assert len(timeout.value.tx_hashes) == 2
     assert on_anvil.latest_token() == before
     assert on_anvil.lease_from_tx(timeout.value.tx_hash) is None
 
 
 def test_a_stuck_acquisition_that_lands_after_all_is_returned(proxy, on_anvil, automine_off):
-    """The cancellation is lost on its way and the original is mined late: the caller gets its lease."""
+    """The cancellation is lost on its way and the original is mined late: the caller gets its lease.
+
+    Sequenced at the SDK's pauses between polls (tests/support/virtual_time.py): once the node has the
+    original, the next send (the cancellation) is planned to be lost; once it was, a block is mined."""
     agent = agent_via(proxy, on_anvil, key_index=8, receipt_timeout=0.5)
     sends_before = len(proxy.sent("eth_sendRawTransaction"))
-    proxy_done_before = proxy.completed_count("eth_sendRawTransaction")
-    result = {}
-
-    def acquire():
-        try:
-            result["lease"] = agent.acquire(RESOURCE, ttl=60)
-        except Exception as exc:  # pragma: no cover - surfaced by the assertion below
-            result["error"] = exc
+    planned, mined = [], []
 
     def lose_the_cancellation_then_mine():
-        proxy.wait_completed("eth_sendRawTransaction", proxy_done_before + 1)  # the node has the original
-        proxy.plan("eth_sendRawTransaction", "drop_request")  # whatever comes next: the cancellation
-        while len(proxy.sent("eth_sendRawTransaction")) < sends_before + 2:
-            threading.Event().wait(0.01)
-        on_anvil.chain._rpc("evm_mine", [])
+        sends = len(proxy.sent("eth_sendRawTransaction")) - sends_before
+        if sends == 1 and not planned:  # the node has the original
+            proxy.plan("eth_sendRawTransaction", "drop_request")  # whatever comes next: the cancellation
+            planned.append(True)
+        elif sends == 2 and not mined:  # the cancellation was lost on its way
+            on_anvil.chain._rpc("evm_mine", [])
+            mined.append(True)
 
-    threads = [threading.Thread(target=acquire), threading.Thread(target=lose_the_cancellation_then_mine)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    assert "error" not in result, result.get("error")
-    assert result["lease"].token == on_anvil.latest_token()
+    SteppedClock(on_sleep=lose_the_cancellation_then_mine).install(agent.chain)
+    lease = agent.acquire(RESOURCE, ttl=60)
+    assert mined
+    assert lease.token == on_anvil.latest_token()
     faults = [fault for _, fault in proxy.sent("eth_sendRawTransaction")[sends_before:]]
     assert faults == [None, "drop_request"], "the original went through, the cancellation was lost"
 

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,12 +26,29 @@ ROOT = Path(__file__).resolve().parents[2]
 RESOURCE = "db/primary"
 
 
-def spawn(on_anvil, mode: str, key_index: int, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+@pytest.fixture
+def spawned() -> Iterator[list[subprocess.Popen[str]]]:
+    """The agents a test starts: killed and their pipes closed at teardown, also when the test failed
+    or timed out (leaked pipes would fail a later test with ResourceWarnings)."""
+    processes: list[subprocess.Popen[str]] = []
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def spawn(spawned, on_anvil, mode: str, key_index: int, *args: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
         [sys.executable, "-m", "tests.support.agent", mode, on_anvil.chain.w3.provider.endpoint_uri,
          on_anvil.address, str(key_index), RESOURCE, *args],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    spawned.append(process)
+    return process
 
 
 def read_line(process: subprocess.Popen[str], timeout: float = 60.0) -> dict:
@@ -45,7 +63,7 @@ def read_line(process: subprocess.Popen[str], timeout: float = 60.0) -> dict:
 
 
 def finish(process: subprocess.Popen[str]) -> tuple[list[dict], str]:
-    out, err = process.communicate(timeout=300)
+    out, err = process.communicate(timeout=600)  # a safety net: the test's own timeout comes first
     return [json.loads(line) for line in out.splitlines() if line.strip()], err
 
 
@@ -59,7 +77,10 @@ def make_db(path: Path, ddl: str, *rows: str) -> Path:
     return path
 
 
-def test_eight_contending_agents_keep_tokens_monotonic_leases_exclusive_and_lose_no_update(on_anvil, tmp_path):
+# About a minute on an idle 2-core machine and several under load: the suite-wide 300 s safety net
+# would be a window this workload has to fit in.
+@pytest.mark.timeout(1_200)
+def test_eight_contending_agents_keep_tokens_monotonic_leases_exclusive_and_lose_no_update(on_anvil, tmp_path, spawned):
     """8 processes x 50 cycles of acquire -> guarded non-atomic counter increment -> release, on ONE
     resource. From the chain's event log: tokens strictly increase, each acquisition is released
     before the next begins (no two live leases overlap in chain time). From the counter: no lost update."""
@@ -70,7 +91,7 @@ def test_eight_contending_agents_keep_tokens_monotonic_leases_exclusive_and_lose
     first_block = on_anvil.chain.block_number() + 1
 
     processes = [
-        spawn(on_anvil, "contend", i + 1, str(cycles), str(guard_path), str(counter)) for i in range(agents)
+        spawn(spawned, on_anvil, "contend", i + 1, str(cycles), str(guard_path), str(counter)) for i in range(agents)
     ]
     results = [finish(p) for p in processes]
     for process, (_, err) in zip(processes, results):
@@ -108,15 +129,18 @@ def test_eight_contending_agents_keep_tokens_monotonic_leases_exclusive_and_lose
 
 
 @pytest.mark.parametrize("fenced", [True, False], ids=["guard", "unfenced-control"])
-def test_a_holder_stopped_with_sigstop_past_its_lease_cannot_overwrite_its_successor(on_anvil, tmp_path, fenced):
+def test_a_holder_stopped_with_sigstop_past_its_lease_cannot_overwrite_its_successor(on_anvil, tmp_path, fenced, spawned):
     """A real pause: the holder process is SIGSTOPped, chain time passes its expiry, another agent
-    acquires and writes, SIGCONT. Behind the guard the stale write is rejected; the unfenced
-    control shows it landing on top of the successor's write."""
+    acquires and writes, SIGCONT, and the holder writes again with its old token. Behind the guard
+    the stale write is rejected; the unfenced control shows it landing on top of the successor's.
+
+    Sequenced by the holder's output and input, not by its pace: it is stopped while it waits for
+    the line that lets it write again, and gets that line only after SIGCONT."""
     guard_path = tmp_path / "guard.sqlite"
     Guard(on_anvil, path=guard_path).close()
     report = make_db(tmp_path / "report.sqlite", "CREATE TABLE report (content TEXT, token INTEGER)",
                      "INSERT INTO report VALUES ('', 0)")  # fmt: skip
-    holder = spawn(on_anvil, "hold", 1, "5", str(guard_path) if fenced else "-", str(report))
+    holder = spawn(spawned, on_anvil, "hold", 1, "5", str(guard_path) if fenced else "-", str(report))
     holding = read_line(holder)
     assert holding["event"] == "holding"
     os.kill(holder.pid, signal.SIGSTOP)
@@ -134,20 +158,22 @@ def test_a_holder_stopped_with_sigstop_past_its_lease_cannot_overwrite_its_succe
             db.close()
     finally:
         os.kill(holder.pid, signal.SIGCONT)
-    lines, err = finish(holder)
+    holder.stdin.write("write part 2\n")  # it wakes and writes with the token it still believes in
+    holder.stdin.flush()
+    lines, err = finish(holder)  # closes stdin: no part 3
     final = sqlite3.connect(report).execute("SELECT content, token FROM report").fetchone()
     if fenced:
         assert lines[-1]["event"] == "rejected" and lines[-1]["error"] == "StaleToken", (lines, err)
         assert final == ("successor", successor.token)
     else:
-        assert lines[-1]["event"] == "finished"
-        assert final[1] == holding["token"], "the control must show the stale holder overwriting"
+        assert [line["event"] for line in lines] == ["wrote", "finished"], (lines, err)
+        assert final == ("holder part 2", holding["token"]), "the control must show the stale holder overwriting"
 
 
-def test_a_holder_killed_mid_lease_frees_the_resource_at_expiry_with_a_higher_token(on_anvil, tmp_path):
+def test_a_holder_killed_mid_lease_frees_the_resource_at_expiry_with_a_higher_token(on_anvil, tmp_path, spawned):
     report = make_db(tmp_path / "report.sqlite", "CREATE TABLE report (content TEXT, token INTEGER)",
                      "INSERT INTO report VALUES ('', 0)")  # fmt: skip
-    holder = spawn(on_anvil, "hold", 1, "20", "-", str(report))
+    holder = spawn(spawned, on_anvil, "hold", 1, "20", "-", str(report))
     holding = read_line(holder)
     holder.kill()  # SIGKILL: no release, no goodbye
     finish(holder)

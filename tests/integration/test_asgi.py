@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -19,6 +18,7 @@ from fastapi import FastAPI, Request
 from chainfence import FencedRequest, Guard
 from chainfence.asgi import FencingMiddleware
 from chainfence.localnode import free_port
+from tests.support.sequencer import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RESOURCE = "reports/daily"
@@ -68,11 +68,10 @@ class Server:
 
     def __enter__(self):
         self.thread.start()
-        for _ in range(500):
-            if self.server.started:
-                return self
-            time.sleep(0.01)
-        raise RuntimeError("uvicorn did not start")
+        wait_until(lambda: self.server.started or not self.thread.is_alive(), "uvicorn started")
+        if not self.server.started:
+            raise RuntimeError("uvicorn did not start")
+        return self
 
     def __exit__(self, *exc):
         self.server.should_exit = True
@@ -83,7 +82,7 @@ class Server:
 def service(embedded, tmp_path):
     guard = Guard(embedded, path=tmp_path / "guard.sqlite")
     app, store = make_app(guard)
-    with Server(app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+    with Server(app) as server, httpx.Client(base_url=server.url, timeout=60) as client:
         yield client, store
     guard.close()
 
@@ -176,7 +175,12 @@ def test_a_request_accepted_by_one_service_is_refused_by_another_fenced_by_the_s
     second (same resource, same token, valid signature), is refused there: it names its audience."""
     guards = [Guard(embedded, path=tmp_path / f"{name}.sqlite") for name in ("reports", "billing")]
     (app_a, store_a), (app_b, store_b) = make_app(guards[0], "reports-service"), make_app(guards[1], "billing-service")
-    with Server(app_a) as a, Server(app_b) as b, httpx.Client(base_url=a.url) as ca, httpx.Client(base_url=b.url) as cb:
+    with (
+        Server(app_a) as a,
+        Server(app_b) as b,
+        httpx.Client(base_url=a.url, timeout=60) as ca,
+        httpx.Client(base_url=b.url, timeout=60) as cb,
+    ):
         lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
         headers = sign(lease, b"pay").to_headers()
         assert post(ca, None, b"pay", headers).status_code == 200
@@ -194,11 +198,12 @@ def test_the_middleware_answers_503_when_the_chain_cannot_be_asked(anvil_node, o
     from tests.support.rpc_proxy import RpcProxy
 
     with RpcProxy(anvil_node.url) as proxy:
-        registry = Registry.at(Chain.connect(proxy.url, private_keys=dev_keys(3), request_timeout=2), on_anvil.address)
+        # request_timeout: a safety net; the stopped node hangs up at once, it does not make the SDK wait.
+        registry = Registry.at(Chain.connect(proxy.url, private_keys=dev_keys(3), request_timeout=60), on_anvil.address)
         guard = Guard(registry, path=tmp_path / "guard.sqlite", mode="strict")
         app, store = make_app(guard)
         lease = on_anvil.connect(on_anvil.chain.accounts[1]).acquire(RESOURCE, ttl=60)
-        with Server(app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        with Server(app) as server, httpx.Client(base_url=server.url, timeout=60) as client:
             proxy.down = True
             response = post(client, lease, b"report")
         guard.close()
@@ -211,7 +216,7 @@ def test_an_oversized_body_is_refused(embedded, tmp_path):
     guard = Guard(embedded, path=tmp_path / "g.sqlite")
     app, _ = make_app(guard)
     app.user_middleware[0].kwargs["max_body"] = 10
-    with Server(app) as server, httpx.Client(base_url=server.url) as client:
+    with Server(app) as server, httpx.Client(base_url=server.url, timeout=60) as client:
         lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
         response = post(client, lease, b"x" * 11)
     guard.close()
@@ -219,30 +224,35 @@ def test_an_oversized_body_is_refused(embedded, tmp_path):
 
 
 def test_real_agents_through_a_pause(on_anvil, tmp_path):
-    """An agent process posts signed parts; it is SIGSTOPped past its lease; another agent takes over
-    and posts; SIGCONT: its next post is refused with 409 and the report keeps the successor's write."""
+    """An agent process posts a signed part; it is SIGSTOPped past its lease; another agent takes over
+    and posts; SIGCONT: its next post is refused with 409 and the report keeps the successor's write.
+
+    Sequenced by the agent's output and input, not by its pace: it is stopped while it waits for the
+    line that lets it post again, and gets that line only after SIGCONT."""
     guard = Guard(on_anvil, path=tmp_path / "guard.sqlite")
     app, store = make_app(guard)
     with Server(app) as server:
         agent = subprocess.Popen(
             [sys.executable, "-m", "tests.support.agent", "post", on_anvil.chain.w3.provider.endpoint_uri,
              on_anvil.address, "1", RESOURCE, "5", server.url],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        first = json.loads(agent.stdout.readline())
-        assert first["status"] == 200
+        line = agent.stdout.readline()
+        assert line, agent.stderr.read()
+        first = json.loads(line)
+        assert first["status"] == 200, first
         os.kill(agent.pid, signal.SIGSTOP)
         try:
             chain = on_anvil.chain
             chain.advance_time(first["expires_at"] - chain.now() + 5)
             successor = on_anvil.connect(chain.accounts[2]).acquire(RESOURCE, ttl=60)
-            with httpx.Client(base_url=server.url) as client:
+            with httpx.Client(base_url=server.url, timeout=60) as client:
                 assert post(client, successor, b"successor's report").status_code == 200
         finally:
             os.kill(agent.pid, signal.SIGCONT)
-        out, err = agent.communicate(timeout=60)
+        out, err = agent.communicate("post part 2\n", timeout=60)
     guard.close()
     last = json.loads(out.splitlines()[-1])
-    assert (last["status"], last["error"]) == (409, "StaleToken"), err
+    assert (last["part"], last["status"], last["error"]) == (2, 409, "StaleToken"), err
     assert store["body"] == "successor's report"
     assert store["writes"][-1] == successor.token

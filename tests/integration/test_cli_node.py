@@ -8,12 +8,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from chainfence import cli
 from chainfence.localnode import dev_keys, free_port
+from tests.support.sequencer import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,9 +103,13 @@ def test_node_prints_url_and_registry_and_writes_the_deployment_file(node):
 
 
 def test_cli_lease_lifecycle_reads_the_deployment_file_by_default(node):
-    """No flags but the key in the environment: URL and registry come from .chainfence/deployment.json."""
+    """No flags but the key in the environment: URL and registry come from .chainfence/deployment.json.
+
+    The node's clock is the wall clock and each command is a process that imports web3 (seconds
+    each on a loaded machine): the lease is taken for an hour, longer than the per-test timeout,
+    so its expiry can never be what decides the test."""
     wd = node.workdir
-    acquired = run(wd, "acquire", "reports/daily", "--ttl", "60", "--json")
+    acquired = run(wd, "acquire", "reports/daily", "--ttl", "3600", "--json")
     assert acquired.returncode == 0, acquired.stderr
     lease = as_json(acquired)
     assert lease["token"] == 1 and lease["resource"] == "reports/daily" and lease["reason"] == "unheld"
@@ -119,7 +125,7 @@ def test_cli_lease_lifecycle_reads_the_deployment_file_by_default(node):
     ]
     assert run(wd, "verify", "reports/daily", "--token", "1", key=None).returncode == cli.EXIT_OK
 
-    renewed = run(wd, "renew", "reports/daily", "--token", "1", "--ttl", "120", "--json")
+    renewed = run(wd, "renew", "reports/daily", "--token", "1", "--ttl", "7200", "--json")
     assert renewed.returncode == 0 and as_json(renewed)["expires_at"] > lease["expires_at"]
     assert run(wd, "release", "reports/daily", "--token", "1").returncode == 0
     verify = run(wd, "verify", "reports/daily", "--token", "1", "--json", key=None)
@@ -131,7 +137,7 @@ def test_cli_lease_lifecycle_reads_the_deployment_file_by_default(node):
 
 
 def test_cli_human_output_is_a_table(shared_node):
-    run(shared_node.workdir, "acquire", "jobs/etl", "--ttl", "60")
+    run(shared_node.workdir, "acquire", "jobs/etl", "--ttl", "3600")  # still live at the next command
     table = run(shared_node.workdir, "status", "jobs/etl", key=None).stdout.splitlines()
     assert table[0].split() == ["resource", "status", "token", "holder", "expires"]
     assert table[2].split()[:2] == ["jobs/etl", "live"]
@@ -206,11 +212,59 @@ def test_node_restart_keeps_every_lease_and_token(node):
     assert as_json(run(wd, "acquire", "d", "--ttl", "60", "--json"))["token"] == 4
 
 
+def anvil_pid(node: Node) -> int:
+    """The anvil process `chainfence node` started (its only child)."""
+    children = [
+        int(pid)
+        for task in Path(f"/proc/{node.process.pid}/task").iterdir()
+        for pid in (task / "children").read_text().split()
+    ]
+    assert len(children) == 1, children
+    return children[0]
+
+
+def stopped(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] in "Tt"
+
+
+def saved_block(state_file: Path) -> int | None:
+    """The newest block in anvil's state file, or None while it is absent or being rewritten."""
+    try:
+        return int(json.loads(state_file.read_text())["best_block_number"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # anvil rewrites the file in place: a read can see it half written
+
+
+def freeze_anvil_once_saved(node: Node, block: int) -> None:
+    """SIGSTOP the node's anvil at a moment when its state file is complete and holds ``block``.
+
+    anvil saves every second by rewriting the file in place, so a SIGKILL that lands during a
+    save leaves a truncated file (which anvil then refuses to load). Freezing it first and
+    looking at the file makes the crash land between two saves, after the one that matters."""
+    pid = anvil_pid(node)
+    state_file = node.workdir / node.info["state_file"]  # relative to the node's directory
+    deadline = time.monotonic() + 60  # a safety net: anvil saves every second
+    while True:
+        os.kill(pid, signal.SIGSTOP)
+        wait_until(lambda: stopped(pid), "anvil stopped")
+        saved = saved_block(state_file)
+        if saved is not None and saved >= block:
+            return
+        os.kill(pid, signal.SIGCONT)
+        assert time.monotonic() < deadline, f"anvil never saved block {block} (saved: {saved})"
+        time.sleep(0.05)  # let anvil run on to its next save
+
+
 def test_node_killed_with_sigkill_restarts_from_its_last_saved_state(node):
-    """A crash (SIGKILL of node and anvil) loses at most the last second: state is saved every second."""
+    """A crash (SIGKILL of node and anvil) after a state save keeps what that save holds.
+
+    Sequenced by the save itself, not by a wait of "two saves' worth" of seconds: the crash comes
+    once the state file on disk holds the acquisition's block."""
     wd = node.workdir
-    assert run(wd, "acquire", "survivor", "--ttl", "3600").returncode == 0
-    threading.Event().wait(2.5)  # two state saves
+    acquired = run(wd, "acquire", "survivor", "--ttl", "3600", "--json")
+    assert acquired.returncode == 0, acquired.stderr
+    freeze_anvil_once_saved(node, as_json(acquired)["block_number"])
     node.kill()
     info = node.start()
     assert info["latest_token"] == 1

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -34,6 +35,10 @@ from chainfence.errors import (
     TokenNotCurrent,
     UnknownToken,
 )
+
+# 30 examples x 40 steps of chain calls: about 100 s on this 2-core machine lightly loaded, over 300 s
+# beside two busy loops and other suites: the suite-wide 300 s safety net would be a window to fit in.
+pytestmark = pytest.mark.timeout(1_200)
 
 RESOURCES = ["reports/daily", "db/primary", "deploy/prod"]
 ACCOUNTS = 3

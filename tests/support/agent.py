@@ -16,8 +16,14 @@ per cycle.
 
 ``hold``: acquire with TTL, write "part 1" to a shared report through the
 guard (GUARD "-" means no guard: the unfenced control), print "holding",
-then every 100 ms write the next part with the same token, until a write is
-rejected or 50 parts are written. A test SIGSTOPs it in between.
+then write the next part with the same token each time a line arrives on
+stdin (printing "wrote"), until a write is rejected or stdin closes
+("finished"). A test SIGSTOPs it while it waits for a line: a pause at a
+known point, outside any SQLite transaction, that no clock decides.
+
+``post``: the same with HTTP: acquire, POST signed part 1 to a fenced
+service, then one more part per line on stdin, until refused or stdin
+closes. Every answer is printed.
 """
 
 from __future__ import annotations
@@ -52,12 +58,16 @@ def contend(registry: Registry, resource: str, cycles: int, guard_path: str, cou
     guard = Guard(registry, path=guard_path)
     counter = shared_db(counter_path)
     for cycle in range(cycles):
+        backoff = 0.002
         while True:
             try:
                 lease = registry.acquire(resource, ttl=60)
                 break
             except LeaseHeld:
-                time.sleep(random.uniform(0.001, 0.01))
+                # Back off like a polite client: seven agents polling every few ms would take the CPU
+                # the holder needs to finish, and on a loaded machine the workload would crawl.
+                time.sleep(random.uniform(0, backoff))
+                backoff = min(backoff * 2, 0.1)
         try:
             guard.check(resource, lease.token)
         except TokenNotCurrent as rejected:
@@ -88,29 +98,32 @@ def hold(registry: Registry, resource: str, ttl: int, guard_path: str, report_pa
 
     write(1)
     emit(event="holding", token=lease.token, expires_at=lease.expires_at)
-    for part in range(2, 51):
-        time.sleep(0.1)
+    part = 1
+    while sys.stdin.readline():  # the test says when the next write comes
+        part += 1
         if not write(part):
             return
+        emit(event="wrote", part=part, token=lease.token)
     emit(event="finished", token=lease.token)
 
 
 def post(registry: Registry, resource: str, ttl: int, service: str) -> None:
-    """Acquire, then POST signed parts to a fenced HTTP service every 100 ms until refused."""
+    """Acquire, POST signed part 1 to a fenced HTTP service, then one more part per line on stdin."""
     import httpx
 
     lease = registry.acquire(resource, ttl=ttl)
-    with httpx.Client(base_url=service, timeout=30) as client:
-        for part in range(1, 51):
+    with httpx.Client(base_url=service, timeout=60) as client:
+        part = 1
+        while True:
             body = f"part {part} from token {lease.token}".encode()
             signed = lease.sign(body, action=f"POST /{resource}", audience="reports-service")
             response = client.post("/" + resource, content=body, headers=signed.to_headers())
             emit(event="posted", part=part, token=lease.token, status=response.status_code,
                  error=response.json().get("error") if response.status_code != 200 else None,
                  expires_at=lease.expires_at)  # fmt: skip
-            if response.status_code != 200:
+            if response.status_code != 200 or not sys.stdin.readline():
                 return
-            time.sleep(0.1)
+            part += 1
 
 
 def churn(registry: Registry, resource: str, guard_path: str) -> None:

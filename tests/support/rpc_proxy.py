@@ -26,6 +26,13 @@ Standing behaviours, set as attributes:
 Every request is recorded on arrival (method, params, fault) in ``log``, and
 again in ``completed`` once the node's reply came back, so tests can wait
 for "the node has it" rather than for "the proxy saw it".
+
+``late_reply`` needs a client that gives up; one whose every request has a
+short timeout would also give up on ordinary requests a loaded machine
+answers slowly. ``time_out_only(w3, method, seconds)`` shortens the read
+timeout of the next request of one method on a web3 HTTP provider (the one
+planned to be late) and leaves every other request at its (safety-net)
+timeout.
 """
 
 from __future__ import annotations
@@ -38,6 +45,35 @@ from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 FAULTS = ("drop_reply", "drop_request", "late_reply", "reply_then_down")
+
+
+def time_out_only(w3, method: str, seconds: float, *, times: int = 1) -> None:
+    """Give the next ``times`` requests of ``method`` on ``w3``'s HTTPProvider a timeout of ``seconds``
+    (the ones the proxy is planned to answer late); every other request keeps its timeout."""
+    provider = w3.provider
+    current = threading.local()
+    left = [times]
+    make_request = provider._make_request
+    request_kwargs = provider.get_request_kwargs
+
+    def _make_request(m, request_data):
+        current.method = m
+        try:
+            return make_request(m, request_data)
+        finally:
+            current.method = None
+
+    def get_request_kwargs():  # called once per attempt, resends included
+        short = getattr(current, "method", None) == method and left[0] > 0
+        if short:
+            left[0] -= 1
+        kwargs = dict(request_kwargs())
+        if short:
+            kwargs["timeout"] = seconds
+        return kwargs
+
+    provider._make_request = _make_request
+    provider.get_request_kwargs = get_request_kwargs
 
 
 class RpcProxy:

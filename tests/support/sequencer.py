@@ -9,12 +9,17 @@
 Each step number is used once; ``with seq(n)`` blocks until every step below
 ``n`` has finished. A step that waits longer than ``timeout`` fails the test
 instead of hanging it.
+
+For an event that happens in code the test does not control (a background
+thread, another process, a file written by a node), ``wait_until`` polls a
+condition until it holds; its timeout is only a safety net.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -39,3 +44,12 @@ class Sequencer:
             with self._cond:
                 self._next += 1
                 self._cond.notify_all()
+
+
+def wait_until(condition: Callable[[], object], what: str, *, timeout: float = 60.0, poll: float = 0.01) -> None:
+    """Return once ``condition()`` is true; fail the test if it never becomes true (``timeout``: a safety net)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(poll)

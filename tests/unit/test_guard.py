@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 
 import pytest
 
@@ -196,13 +195,19 @@ def test_chain_errors_fail_closed(guard, registry):
 
 def test_concurrent_threads_never_lower_the_mark(registry, tmp_path):
     """Threads check the chain's current token (and a stale one) while it keeps rising:
-    each thread's accepted tokens never go down, stale ones are refused, the mark ends on top."""
+    each thread's accepted tokens never go down, stale ones are refused, the mark ends on top.
+
+    Sequenced by events, not by sleeps: the "chain" issues its next token once a thread has
+    accepted the current one, so every token is checked however the threads are scheduled,
+    and the threads still checking it race with the ones that already see the next."""
     guard = Guard(registry, path=tmp_path / "guard.sqlite")
     top = 300
     registry.issue("r", 1)
     stop = threading.Event()
     accepted: list[list[int]] = [[] for _ in range(4)]
     errors: list[BaseException] = []
+    progress = threading.Condition()
+    highest = [0]  # the highest token any thread has had accepted
 
     def worker(i):
         try:
@@ -212,21 +217,33 @@ def test_concurrent_threads_never_lower_the_mark(registry, tmp_path):
                     try:
                         accepted[i].append(guard.check("r", token))
                     except TokenNotCurrent:
-                        pass
+                        continue
+                    with progress:
+                        highest[0] = max(highest[0], token)
+                        progress.notify_all()
         except BaseException as exc:  # pragma: no cover - surfaced below
             errors.append(exc)
+            with progress:
+                progress.notify_all()
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
-    for token in range(2, top + 1):
-        registry.issue("r", token)  # a new acquisition on the "chain"
-        time.sleep(0.0005)
-    stop.set()
-    for t in threads:
-        t.join()
-    assert not errors
-    assert len({t for seq in accepted for t in seq}) > 10, "the race did not happen"
+    try:
+        for token in range(2, top + 1):
+            with progress:
+                assert progress.wait_for(lambda: highest[0] >= token - 1 or errors, timeout=60), (
+                    f"no thread accepted token {token - 1}"
+                )
+            registry.issue("r", token)  # a new acquisition on the "chain"
+        with progress:
+            assert progress.wait_for(lambda: highest[0] >= top or errors, timeout=60), f"no thread accepted {top}"
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert {t for seq in accepted for t in seq} == set(range(1, top + 1)), "every issued token was accepted"
     for seq in accepted:
         assert seq == sorted(seq), "a thread saw the mark go down"
     assert guard.check("r", top) == top

@@ -1,0 +1,40 @@
+"""A clock for the SDK's sender that moves only when the sender sleeps, for fault tests on a real node.
+
+The sender (chainfence._sending) waits for receipts and confirmations with an
+injected clock and sleep. With the wall clock, a test that must act while the
+SDK waits ("mine once the cancellation is out", "reorganise while it
+confirms") races the SDK's deadline: a slow machine lets the deadline pass
+first. Installed on a Chain, this clock counts polls instead of seconds (a
+0.5 s receipt timeout with 0.01 s polls is 50 polls, however long each takes)
+and calls ``on_sleep`` at each pause between polls: the one moment the test
+knows the SDK is waiting, and where it moves the chain.
+
+    clock = SteppedClock(on_sleep=lambda: ...)   # e.g. mine once the node has the cancellation
+    clock.install(agent.chain)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+class SteppedClock:
+    def __init__(self, on_sleep: Callable[[], None] | None = None):
+        self.now = 0.0
+        self.sleeps = 0
+        self.on_sleep = on_sleep
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps += 1
+        if self.on_sleep is not None:
+            self.on_sleep()
+        self.now += seconds
+
+    def install(self, chain) -> SteppedClock:
+        """Make ``chain``'s sender count time with this clock."""
+        chain._sender._clock = self
+        chain._sender._sleep = self.sleep
+        return self
