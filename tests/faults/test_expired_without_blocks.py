@@ -22,10 +22,33 @@ import pytest
 
 from chainfence import Chain, Guard, LeaseStatus, Registry
 from chainfence.errors import LeaseExpired
+from tests.conftest import isolated
+from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
 
 ROOT = Path(__file__).resolve().parents[2]
 RESOURCE = "reports/quiet"
+
+
+@pytest.fixture(scope="module")
+def wallclock_node():
+    """An anvil whose clock runs with real time, as every anvil does outside this suite (the session's
+    node keeps a logical clock): between transactions its pending block's time moves on."""
+    with Anvil() as node:
+        chain = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.005)
+        yield node, Registry.deploy(chain, max_ttl=3_600)
+
+
+@pytest.fixture
+def anvil_node(wallclock_node):
+    return wallclock_node[0]
+
+
+@pytest.fixture
+def on_anvil(wallclock_node):
+    registry = wallclock_node[1]
+    with isolated(registry.chain):
+        yield registry
 
 
 @pytest.fixture
