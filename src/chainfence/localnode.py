@@ -6,16 +6,19 @@
 any parent, or beside the installed package (an editable install in a
 checkout), or ``anvil`` on ``PATH``.
 
-State: anvil loads and dumps ``<dir>/anvil-state.json`` (every second, and on
-a clean stop), so leases, tokens and the registry survive any number of
-restarts. A SIGKILL (of anvil, or of this process and its children) loses
-what happened since the last save, at most about a second: acquisitions,
-renewals and releases of that second are gone, and their token numbers
-will be issued again, to whoever acquires next. ``chainfence node`` keeps
-the highest token it saw in ``<dir>/node.json`` and says so on the next
-start when the chain came back behind it; guards and fenced SQL
-transactions that accepted a lost token refuse the re-issued numbers with
-:class:`~chainfence.errors.ChainRolledBack`.
+State: anvil loads and dumps ``<dir>/anvil-state.json`` (every
+``state_interval`` seconds, default 1, and on a clean stop), so leases,
+tokens and the registry survive any number of restarts. A SIGKILL (of
+anvil, or of this process: anvil dies with it) loses what happened since
+the last save: acquisitions, renewals and releases of that interval are
+gone, and their token numbers will be issued again, to whoever acquires
+next. ``chainfence node`` keeps the highest token it saw in
+``<dir>/node.json`` and says so on the next start when the chain came back
+behind it; guards and fenced SQL transactions that accepted a lost token
+refuse the re-issued numbers with :class:`~chainfence.errors.ChainRolledBack`.
+anvil rewrites its state file in place, so a crash during a save can tear
+it; ``chainfence node`` keeps the last complete save beside it
+(``anvil-state.last-complete.json``) and starts from that one, saying so.
 
 The deployment file (``<dir>/deployment.json``) names the registry; on
 restart it is reused when the node still has that registry (same chain id,
@@ -176,7 +179,7 @@ class AnvilProcess:
             args += ["--state", str(self.state), "--state-interval", str(self.state_interval)]
         return args + self.extra_args
 
-    def start(self, timeout: float = 15.0) -> AnvilProcess:
+    def start(self, timeout: float = 60.0) -> AnvilProcess:
         attempts = 1 if self.requested_port else 5
         for _attempt in range(attempts):
             if not self.requested_port:
@@ -254,6 +257,8 @@ def serve(
     directory.mkdir(parents=True, exist_ok=True)
     state_path = directory / "anvil-state.json"
     deployment_path = directory / "deployment.json"
+    backup = _StateBackup(state_path)
+    notices = [notice] if (notice := backup.restore()) else []
     node = AnvilProcess(binary, port=port, state=state_path, state_interval=state_interval, die_with_parent=True)
     node.start()
     stop = stop or threading.Event()
@@ -273,8 +278,8 @@ def serve(
                 replaced = deployment_path.with_name(f"deployment.replaced-{int(time.time())}.json")
                 os.replace(deployment_path, replaced)
                 registry = None
-                print(f"the registry in {deployment_path} is not on this node ({gone}); "
-                      f"deploying a new one (the old file is now {replaced.name})", file=out, flush=True)  # fmt: skip
+                notices.append(f"the registry in {deployment_path} is not on this node ({gone}); "
+                               f"deploying a new one (the old file is now {replaced.name})")  # fmt: skip
         if registry is None:
             registry = Registry.deploy(chain, max_ttl=max_ttl)
             save(Deployment.of(registry, rpc_url=node.url), deployment_path)
@@ -293,6 +298,7 @@ def serve(
             "latest_token": latest,
             "lost_tokens": lost,
             "replaced_deployment_file": str(replaced) if replaced else None,
+            "notices": notices,
             "deployment_file": str(deployment_path),
             "state_file": str(state_path),
             "state_interval": state_interval,
@@ -302,6 +308,7 @@ def serve(
         while not stop.wait(0.2):
             if not node.alive():
                 raise NodeUnreachable(f"anvil exited unexpectedly: {node.stderr.strip()[-500:]}")
+            backup.refresh()
             try:
                 # At an explicit block: no rollback check here (a deliberate evm_revert is not a crash).
                 journal.record(registry.latest_token(block="latest"))
@@ -311,8 +318,74 @@ def serve(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         node.stop()
+        backup.refresh()  # the save anvil made on its way out
         if not as_json:
             print(f"stopped; state saved to {state_path}", file=out, flush=True)
+
+
+def _complete(path: Path) -> bool:
+    """Whether ``path`` holds a whole JSON document (anvil's saves are JSON)."""
+    try:
+        json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+class _StateBackup:
+    """The last complete state anvil saved, kept beside the state file.
+
+    anvil rewrites ``anvil-state.json`` in place (the file passes through size
+    0): a crash during a save leaves it torn, and anvil then refuses to start
+    on it. After each save this copies the file, if it is complete, to
+    ``anvil-state.last-complete.json`` (written aside and renamed, fsynced);
+    before a start a torn state file is set aside and the copy put back.
+    """
+
+    def __init__(self, state: Path):
+        self.state = state
+        self.copy = state.with_name("anvil-state.last-complete.json")
+        self._seen: tuple[int, int] | None = None
+
+    def restore(self) -> str | None:
+        """Before anvil starts: replace a torn state file by the last complete save; says what it did."""
+        if not self.state.exists() or _complete(self.state):
+            return None
+        torn = self.state.with_name(f"anvil-state.torn-{int(time.time())}.json")
+        os.replace(self.state, torn)
+        if _complete(self.copy):
+            self._write(self.state, self.copy.read_bytes())
+            return (
+                f"the state file was torn by a crash during a save (kept as {torn.name}); starting from the last "
+                f"complete save, {self.copy.name}"
+            )
+        return f"the state file was torn by a crash during a save (kept as {torn.name}) and no complete save exists: starting empty"
+
+    def refresh(self) -> None:
+        """After a save: keep a copy of the state file if it changed and is complete."""
+        try:
+            stat = self.state.stat()
+        except OSError:
+            return
+        key = (stat.st_mtime_ns, stat.st_size)
+        if key == self._seen:
+            return
+        try:
+            data = self.state.read_bytes()
+            json.loads(data)
+        except (OSError, ValueError):
+            return  # read mid-save: the next look will see the whole file
+        self._write(self.copy, data)
+        self._seen = key
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
 
 
 class _Journal:
@@ -351,7 +424,7 @@ def _announce(info: dict, *, as_json: bool, out: TextIO) -> None:
         print(json.dumps(info), file=out, flush=True)
         return
     how = "found in" if info["reused"] else "deployed, recorded in"
-    lines = [
+    lines = [*info["notices"],
         f"chainfence node: anvil on {info['rpc_url']} (chain {info['chain_id']})",
         f"registry {info['registry']} ({how} {info['deployment_file']}); latest token {info['latest_token']}",
     ]

@@ -138,3 +138,37 @@ def test_the_sdk_that_saw_the_lost_lease_refuses_the_new_chain(crashed):
     crashed["bob"].acquire("reports/daily", ttl=3600)
     with pytest.raises(ChainRolledBack):
         crashed["alice"].lease_of("reports/daily")  # its token number, another holder
+
+
+def test_a_state_file_torn_by_a_crash_during_a_save_falls_back_to_the_last_complete_save(tmp_path):
+    """anvil rewrites its state file in place; a SIGKILL during a save leaves it empty or cut short,
+    and anvil refuses to start on it. The node starts from the last complete save instead, and says so.
+    (The tear is made by hand after the kill: the same bytes a crash mid-save leaves, without racing
+    the save for them.)"""
+    node = Node(tmp_path, free_port())
+    first = node.start()
+    token = as_json(run(tmp_path, "acquire", "before-the-tear", "--ttl", "3600", "--json"))["token"]
+    assert node.stop() == 0  # a clean stop saves, and the node keeps that save aside
+    state = tmp_path / ".chainfence" / "anvil-state.json"
+    assert (tmp_path / ".chainfence" / "anvil-state.last-complete.json").read_bytes() == state.read_bytes()
+    state.write_bytes(state.read_bytes()[: len(state.read_bytes()) // 3])  # torn mid-save
+    info = node.start()
+    try:
+        assert info["reused"] is True and info["registry"] == first["registry"] and info["latest_token"] == token
+        assert list((tmp_path / ".chainfence").glob("anvil-state.torn-*.json")), "the torn file is kept"
+        assert any("torn" in notice for notice in info["notices"]), "and the node says so"
+    finally:
+        node.stop()
+
+
+def test_control_anvil_refuses_to_start_on_a_torn_state_file(tmp_path):
+    """What `chainfence node` did before it kept a complete save aside: anvil exits at once."""
+    import subprocess
+
+    from tests.support.anvil import anvil_binary
+
+    state = tmp_path / "anvil-state.json"
+    state.write_bytes(b'{"block": {"number": "0x')
+    done = subprocess.run([anvil_binary(), "--port", str(free_port()), "--state", str(state)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode != 0 and "state" in done.stderr
