@@ -52,6 +52,10 @@ os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(_temproot()))
 
 settings.register_profile(
     "default",
+    # Each example is up to 30 chain operations with every invariant checked after each (~5 views, at
+    # ~10-30 ms an eth_call on py-evm): the default run is ~600 steps; HYPOTHESIS_PROFILE=thorough, 9,000.
+    max_examples=20,
+    stateful_step_count=30,
     deadline=None,  # chain calls take milliseconds; wall-clock deadlines would only flake
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     print_blob=True,

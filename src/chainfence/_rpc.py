@@ -290,6 +290,11 @@ class Rpc:
 
     def pending_timestamp(self) -> int | None:
         """The timestamp of the block being built, where the node offers one (anvil, eth-tester, geth)."""
+        if self._tester is not None:
+            # In-process: the header py-evm is building, read directly (a pending-block request
+            # builds a whole block to answer; this is an attribute). The lock keeps it consistent.
+            with self.w3.provider._request_lock:
+                return int(self._tester.backend.chain.header.timestamp)
         try:
             pending = self.block("pending")
         except (RpcError, ChainError) as exc:

@@ -77,14 +77,14 @@ def make_db(path: Path, ddl: str, *rows: str) -> Path:
     return path
 
 
-# About a minute on an idle 2-core machine and several under load: the suite-wide 300 s safety net
+# Half a minute on an idle 2-core machine and a few under load: the suite-wide 300 s safety net
 # would be a window this workload has to fit in.
 @pytest.mark.timeout(1_200)
 def test_eight_contending_agents_keep_tokens_monotonic_leases_exclusive_and_lose_no_update(on_anvil, tmp_path, spawned):
-    """8 processes x 50 cycles of acquire -> guarded non-atomic counter increment -> release, on ONE
+    """8 processes x 25 cycles of acquire -> guarded non-atomic counter increment -> release, on ONE
     resource. From the chain's event log: tokens strictly increase, each acquisition is released
     before the next begins (no two live leases overlap in chain time). From the counter: no lost update."""
-    agents, cycles = 8, 50
+    agents, cycles = 8, 25
     guard_path = tmp_path / "guard.sqlite"
     Guard(on_anvil, path=guard_path).close()
     counter = make_db(tmp_path / "counter.sqlite", "CREATE TABLE counter (value INTEGER)", "INSERT INTO counter VALUES (0)")
