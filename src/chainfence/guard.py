@@ -253,6 +253,8 @@ class Guard:
         self._contract_holders: OrderedDict[str, bool] = OrderedDict()
         self._lock_file: Any = None
         self._rolled_back: str | None = None
+        #: mark mode with nothing to doubt (no rollback seen, not a forked copy): every mark is trusted.
+        self._plain_mark_mode = mode == "mark"
         self.followed_block: int | None = None
         self._synced_at: float | None = None
         self._follow_error: str | None = None
@@ -300,8 +302,8 @@ class Guard:
         if resource_id is not None and token.__class__ is int:
             if self.exclusive:
                 memo = self._memo.get(resource_id)
-                if memo is not None and memo[0] == token and self._trusts_marks():
-                    return token  # an owned store, same epoch: a dict lookup
+                if memo is not None and memo[0] == token and (self._plain_mark_mode or self._trusts_marks()):
+                    return token  # an owned store, same epoch: two dict lookups
             elif self._trusts_marks():
                 row = self._store.conn().execute(READ_MARK, (resource_id,)).fetchone()
                 if row is not None and row[0] == token and row[2] is None:
@@ -329,7 +331,7 @@ class Guard:
             token = _validate.token(token)
         mark, holder, rolled_back = GuardStore.read_mark(self._store.conn(), resource_id)
         if rolled_back is not None:
-            self._rolled_back = rolled_back
+            self._rolled_back, self._plain_mark_mode = rolled_back, False
             raise ChainRolledBack(f"guard store {str(self.path)!r} no longer trusts the chain: {rolled_back}")
         if token < mark:
             raise StaleToken(token=token, current_token=mark, resource=resource, resource_id=resource_id)
@@ -718,7 +720,7 @@ class Guard:
         self, reason: str, *, seen_token: int | None = None, chain_token: int | None = None, resource: str | None = None
     ) -> None:
         """Record that the chain lost history this store relied on, and raise ChainRolledBack."""
-        self._rolled_back = reason
+        self._rolled_back, self._plain_mark_mode = reason, False
         self._memo.clear()
         self._store.latch_rollback(reason)
         logger.error("guard %s no longer trusts the chain: %s", self.path, reason)
@@ -757,7 +759,7 @@ class Guard:
 
     def _after_fork_in_child(self) -> None:
         """Run in a forked child (os.register_at_fork). Its memory is a frozen copy of the owner's."""
-        self._forked = True
+        self._forked, self._plain_mark_mode = True, False
         self._memo = OrderedDict()
         self._follower = None
         self._synced_at = None  # no follower runs here yet: checks at the mark go on-chain
