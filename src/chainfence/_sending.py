@@ -258,13 +258,18 @@ class Sender:
         """
         delivered_maybe = False
         last_error: BaseException | None = None
+        silent_since: float | None = None
         for attempt in range(1 + _RESENDS):
             if attempt:
+                if silent_since is not None and self._clock() - silent_since >= self.unreachable_timeout:
+                    break  # a node that hangs: resending tells nothing more (OutcomeUnknown below)
                 self._sleep(min(0.05 * 2**attempt, 1.0))
             try:
                 self.rpc.send_raw(raw, sender=sender)
                 return
             except NodeUnreachable as exc:
+                if silent_since is None:
+                    silent_since = self._clock()
                 last_error = exc
                 delivered_maybe = delivered_maybe or getattr(exc, "maybe_delivered", True)
                 logger.warning(

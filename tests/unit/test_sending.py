@@ -187,3 +187,28 @@ def test_nonce_too_low_on_the_very_first_send_is_checked_against_our_own_hash():
     with s._lock(KEY.address):
         _tx_hash, nonce = s._sign_and_submit(KEY.address, dict(TX))
     assert nonce == 7 and len(set(rpc.sent)) == 1
+
+
+def test_a_node_that_hangs_is_given_up_after_unreachable_timeout_not_after_every_resend():
+    """Each send and lookup waits out the request timeout on a node that accepts connections and never
+    answers: the resends stop once the node has been silent for unreachable_timeout."""
+    now = [0.0]
+
+    class Hung(FakeRpc):
+        def send_raw(self, raw, *, sender=None):
+            self.sent.append(bytes(raw))
+            now[0] += 10.0  # the request timeout, waited out
+            error = NodeUnreachable("read timed out")
+            error.maybe_delivered = True
+            raise error
+
+        def transaction(self, tx_hash):
+            now[0] += 20.0  # a read: tried twice
+            raise NodeUnreachable("read timed out")
+
+    rpc = Hung(10**9)
+    s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=120, poll_latency=0.01, confirmation_timeout=1,
+               unreachable_timeout=10, clock=lambda: now[0], sleep=lambda seconds: None)  # fmt: skip
+    with s._lock(KEY.address), pytest.raises(OutcomeUnknown):
+        s._sign_and_submit(KEY.address, dict(TX))
+    assert len(rpc.sent) == 1, "no resend into a node that has been silent for unreachable_timeout"
