@@ -113,8 +113,8 @@ class FencingMiddleware:
             await _respond(send, 400, "MalformedRequest", str(bad))
             return
         except ChainfenceError as failed:  # the guard's store (GuardError, GuardForked): fail closed
-            logger.error("fenced request refused, the guard failed: %s", failed)
-            await _respond(send, 503, type(failed).__name__, str(failed))
+            logger.error("fenced request refused, the guard failed: %s", failed)  # the path stays in the log
+            await _respond(send, 503, type(failed).__name__, "the fencing guard cannot judge requests now")
             return
 
         scope = dict(scope)

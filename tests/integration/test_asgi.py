@@ -256,3 +256,15 @@ def test_real_agents_through_a_pause(on_anvil, tmp_path):
     assert (last["part"], last["status"], last["error"]) == (2, 409, "StaleToken"), err
     assert store["body"] == "successor's report"
     assert store["writes"][-1] == successor.token
+
+
+def test_a_guard_that_cannot_judge_answers_503_without_its_store_path(embedded, tmp_path):
+    """A closed (or forked, or unusable) guard: 503, fail closed, and the body does not reveal the store's path."""
+    guard = Guard(embedded, path=tmp_path / "secret-store.sqlite")
+    app, store = make_app(guard)
+    lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
+    guard.close()
+    with Server(app) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+        response = post(client, lease, b"report")
+    assert (response.status_code, response.json()["error"]) == (503, "GuardError")
+    assert "secret-store" not in response.text and store["writes"] == []
