@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import _artifacts, _validate
 from .errors import InvalidInput
@@ -90,10 +90,11 @@ class Reconciliation:
 _ACTIONS = {selector: name for name, (selector, _types) in _artifacts.functions("FencingRegistry").items()}
 
 
-def _action(registry: Registry, tx: object) -> str:
-    to = tx.get("to")  # type: ignore[attr-defined]
-    data = bytes(tx.get("input") or b"")  # type: ignore[attr-defined]
-    if to == tx.get("from") and not data and not tx.get("value"):  # type: ignore[attr-defined]
+def _action(registry: Registry, tx: Any) -> str:
+    """What a transaction does: a registry call's name, "cancel" for a no-op to oneself, else "other"."""
+    to = tx.get("to")
+    data = bytes(tx.get("input") or b"")
+    if to == tx.get("from") and not data and not tx.get("value"):
         return "cancel"
     if to != registry.address:
         return "other"
