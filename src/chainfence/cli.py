@@ -254,12 +254,12 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds to wait for a held resource to become free (default 0: fail at once with exit 3)",
     )  # fmt: skip
     lock.add_argument(
-        "--grace", type=_seconds, default=10.0, help="seconds between SIGTERM and SIGKILL when the lease is lost (default 10)"
+        "--grace", type=_seconds, default=5.0, help="seconds between SIGTERM and SIGKILL when the lease is lost (default 5)"
     )
     lock.add_argument(
         "--latency-margin", type=_seconds, default=None,
-        help="seconds CMD needs to stop after SIGTERM; taken off the safe deadline (default 1; keep it >= --grace "
-        "if CMD's last writes must land before the lease can end)",
+        help="seconds taken off the safe deadline for CMD to stop (default: --grace + 1, so that even a CMD that "
+        "ignores SIGTERM is killed before the lease can end on-chain)",
     )  # fmt: skip
     lock.add_argument(
         "--block-time-margin", type=_seconds, default=None,
@@ -635,7 +635,8 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not command:
         raise _Usage("no command to run: chainfence lock NAME [--ttl S] -- CMD [ARGS...]")
     margins = {
-        "latency_margin": DEFAULT_LATENCY_MARGIN if args.latency_margin is None else args.latency_margin,
+        # SIGKILL comes --grace after SIGTERM: the deadline leaves room for it, and a second for the kill.
+        "latency_margin": args.grace + DEFAULT_LATENCY_MARGIN if args.latency_margin is None else args.latency_margin,
         "block_time_margin": DEFAULT_BLOCK_TIME_MARGIN if args.block_time_margin is None else args.block_time_margin,
     }
     KeepAliveCore(args.ttl, 0.0, **margins)  # a ttl the margins leave no time in is refused before acquiring
