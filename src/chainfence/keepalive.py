@@ -313,8 +313,9 @@ class Keeper:
     def stop(self) -> LeaseLost | None:
         """Stop renewing for good; return the loss, if the lease was lost.
 
-        A renewal in flight is waited for unless the lease is lost (then its
-        node may be stalled; its outcome no longer matters): none is sent after this returns.
+        A renewal in flight is waited for, up to the safe deadline (its node
+        may be stalled; past the deadline its outcome no longer matters), so a
+        release sent afterwards comes after it; no renewal starts after this.
         """
         with self._cond:
             why = self.core.check(self.clock())
@@ -326,7 +327,11 @@ class Keeper:
             self._thread.join()
         worker = self._worker
         if why is None and worker is not None and worker is not threading.current_thread():
-            worker.join()
+            while worker.is_alive():
+                with self._cond:
+                    if self.core.deadline <= self.clock():
+                        break
+                worker.join(0.02)
         logger.info("keep-alive stopped resource=%s token=%d lost=%s", self.lease.resource, self.lease.token, why)
         return self._lost_error(why) if why is not None else None
 
