@@ -11,6 +11,7 @@ others run `python -m chainfence lock` as a user would.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -157,6 +158,9 @@ def run_stalled(node, direct, tmp_path, monkeypatch, resource: str, *child_args:
         monkeypatch.delenv(name, raising=False)
     terminated = tmp_path / "terminated.json"
     seen: dict = {}
+    # The safe deadline's second: ttl - latency margin (--grace + 1 s) - block time margin (2 s). The CLI
+    # counts from the acquisition's send, a few real milliseconds before its keep-alive read this clock.
+    deadline = math.ceil(TTL - float(grace) - 1 - 2)
 
     with RpcProxy(node.url) as proxy:
 
@@ -173,7 +177,7 @@ def run_stalled(node, direct, tmp_path, monkeypatch, resource: str, *child_args:
                     clock.wait_read(float(second), unless=terminated.exists)
                     if second == TTL // 2:
                         proxy.wait_held(1)  # the renewal went out; the node does not answer
-                    if terminated.exists() or second >= TTL - 3:
+                    if terminated.exists() or second >= deadline:
                         wait_until(terminated.exists, "the child got SIGTERM")
                         break
                 seen["on_chain_at_stop"] = registry.last_lease(resource)
