@@ -79,15 +79,19 @@ def test_the_command_runs_with_the_lease_in_its_environment_and_its_exit_code_co
     assert last.token == lease.token and last.status is LeaseStatus.RELEASED
 
 
-def test_sigterm_to_chainfence_goes_to_the_command_and_the_lease_is_released(node, direct, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_chainfence_goes_to_the_command_and_the_lease_is_released(node, direct, tmp_path, sig):
+    """The child handles SIGTERM (exit 143); SIGINT ends it (a Python KeyboardInterrupt: 128 + 2)."""
     chain, registry = direct
-    proc = lock_process(node.url, registry, "lock/forward", "--", sys.executable, CHILD, str(tmp_path))
+    resource = f"lock/forward-{sig.name}"
+    proc = lock_process(node.url, registry, resource, "--", sys.executable, CHILD, str(tmp_path))
     read(tmp_path / "started.json")
-    proc.send_signal(signal.SIGTERM)
-    assert read(tmp_path / "terminated.json")["signal"] == signal.SIGTERM
+    proc.send_signal(sig)
+    if sig == signal.SIGTERM:
+        assert read(tmp_path / "terminated.json")["signal"] == signal.SIGTERM
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err
-    assert registry.last_lease("lock/forward").status is LeaseStatus.RELEASED
+    assert proc.returncode == 128 + sig, err
+    assert registry.last_lease(resource).status is LeaseStatus.RELEASED
 
 
 def test_a_held_resource_exits_3_and_the_command_never_runs(node, direct, tmp_path):
