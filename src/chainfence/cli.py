@@ -10,6 +10,7 @@
     chainfence status [NAME ...]
     chainfence verify NAME --token T      # exit 0 only if T is current
     chainfence tx HASH... [--nonce N --account A]   # what became of a transaction
+    chainfence lock NAME [--ttl S] [--wait S] [--grace S] -- CMD ARGS...   # run CMD holding the lease
     chainfence demo
 
 Configuration, flags first, then the environment, then the deployment file
@@ -31,8 +32,12 @@ import itertools
 import json
 import logging
 import os
+import random
+import signal
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +51,7 @@ from .errors import (
     ContractNotFound,
     InvalidInput,
     LeaseHeld,
+    LeaseLost,
     NodeUnreachable,
     NotConfirmed,
     NotHolder,
@@ -63,6 +69,7 @@ EXIT_HELD = 3  # someone else holds the lease
 EXIT_NOT_CURRENT = 4  # the token is stale, unknown, expired, released, unconfirmed, or not yours
 EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry there, no anvil
 EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
+EXIT_LOST = 7  # `lock`: the lease was lost while the command ran; the command was stopped
 
 _EPILOG = """\
 exit codes:
@@ -75,6 +82,9 @@ exit codes:
      no registry at the address, no anvil
   6  transaction timed out (cancelled: nothing happened) or outcome unknown (reconcile: chainfence tx HASH...);
      `chainfence tx`: not settled yet
+  7  `chainfence lock`: the lease was lost while the command ran (renewals unconfirmed before the safe
+     deadline, or superseded, expired, released): the command got SIGTERM, then SIGKILL after --grace
+  `chainfence lock` otherwise exits with the command's code (128+N if a signal N ended it)
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
@@ -85,6 +95,8 @@ def exit_code(error: ChainfenceError) -> int:
     """The documented exit code for a chainfence error."""
     if isinstance(error, InvalidInput):
         return EXIT_USAGE
+    if isinstance(error, LeaseLost):
+        return EXIT_LOST
     if isinstance(error, LeaseHeld):
         return EXIT_HELD
     if isinstance(error, (TokenNotCurrent, NotHolder)):
@@ -126,6 +138,16 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -213,6 +235,38 @@ def _parser() -> argparse.ArgumentParser:
     tx.add_argument("hashes", nargs="*", type=_tx_hash, metavar="HASH")
     tx.add_argument("--nonce", type=_non_negative_int, help="the nonce the transactions used")
     tx.add_argument("--account", help="the account that sent them (default: the transactions' sender)")
+
+    lock = commands.add_parser(
+        "lock", parents=[common], help="run a command while holding a lease, kept alive; stop it if the lease is lost",
+        usage="chainfence lock NAME [--ttl S] [--wait S] [--grace S] [options] -- CMD [ARGS...]",
+        description="Acquire NAME, run CMD with CHAINFENCE_RESOURCE, CHAINFENCE_TOKEN, CHAINFENCE_HOLDER, "
+        "CHAINFENCE_REGISTRY, CHAINFENCE_CHAIN_ID and CHAINFENCE_RPC_URL in its environment (the key stays in "
+        "CHAINFENCE_PRIVATE_KEY, inherited), renew the lease in the background, release it when CMD exits and exit "
+        "with CMD's code. If the lease is lost (no renewal confirmed before the safe deadline: ttl minus the "
+        "margins after the last confirmed send; or superseded, expired, released), CMD gets SIGTERM, then SIGKILL "
+        "after --grace seconds, and chainfence exits 7. SIGINT and SIGTERM sent to chainfence go to CMD.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    lock.add_argument("resource")
+    lock.add_argument("--ttl", type=_positive_int, default=30, help="lease length in seconds (default 30)")
+    lock.add_argument(
+        "--wait", type=_seconds, default=0.0,
+        help="seconds to wait for a held resource to become free (default 0: fail at once with exit 3)",
+    )  # fmt: skip
+    lock.add_argument(
+        "--grace", type=_seconds, default=5.0, help="seconds between SIGTERM and SIGKILL when the lease is lost (default 5)"
+    )
+    lock.add_argument(
+        "--latency-margin", type=_seconds, default=None,
+        help="seconds taken off the safe deadline for CMD to stop (default: --grace + 1, so that even a CMD that "
+        "ignores SIGTERM is killed before the lease can end on-chain)",
+    )  # fmt: skip
+    lock.add_argument(
+        "--block-time-margin", type=_seconds, default=None,
+        help="seconds a block's timestamp may lag its transaction's send, plus clock drift (default 2)",
+    )  # fmt: skip
+    # CMD and its arguments follow `--`: main() splits them off before parsing (argparse would read
+    # CMD's options as chainfence's).
     return parser
 
 
@@ -533,6 +587,130 @@ def _cmd_tx(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return EXIT_OK if verdict.settled else EXIT_OUTCOME
 
 
+#: The monotonic clock `lock` keeps its lease's safe deadline with (the tests substitute theirs).
+_CLOCK: Callable[[], float] = time.monotonic
+
+
+def _acquire_waiting(registry: Any, args: argparse.Namespace) -> Any:
+    """Acquire, retrying while the resource is held, for up to ``--wait`` seconds.
+
+    A plain retry loop: no gas is spent (a held resource is refused at the
+    preflight, before anything is sent). It is to be replaced by the SDK's
+    waiting acquisition (``acquire(wait=)``, which follows events instead of
+    polling) once the SDK offers it.
+    """
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            return registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations)
+        except LeaseHeld:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise
+            time.sleep(min(remaining, 0.5 + random.uniform(0, 0.25)))  # jitter: waiters do not ask in step
+
+
+def _child_env(lease: Any, registry: Any, url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        CHAINFENCE_RESOURCE=lease.resource,
+        CHAINFENCE_TOKEN=str(lease.token),
+        CHAINFENCE_HOLDER=lease.holder,
+        CHAINFENCE_REGISTRY=registry.address,
+        CHAINFENCE_CHAIN_ID=str(registry.chain.chain_id),
+        CHAINFENCE_RPC_URL=url,
+    )
+    return env
+
+
+def _exit_status(returncode: int) -> int:
+    """A child's exit code as a shell reports it: 128 + N when signal N ended it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore
+
+    command = args.cmd
+    if not command:
+        raise _Usage("no command to run: chainfence lock NAME [--ttl S] -- CMD [ARGS...]")
+    margins = {
+        # SIGKILL comes --grace after SIGTERM: the deadline leaves room for it, and a second for the kill.
+        "latency_margin": args.grace + DEFAULT_LATENCY_MARGIN if args.latency_margin is None else args.latency_margin,
+        "block_time_margin": DEFAULT_BLOCK_TIME_MARGIN if args.block_time_margin is None else args.block_time_margin,
+    }
+    KeepAliveCore(args.ttl, 0.0, **margins)  # a ttl the margins leave no time in is refused before acquiring
+    chain, registry = _connect(args, needs_key=True)
+    url = _rpc_url(args, _deployment(args))
+    lease = _acquire_waiting(registry, args)
+    state = threading.Lock()
+    child: subprocess.Popen[bytes] | None = None
+    lost: list[LeaseLost] = []
+    killer: list[threading.Timer] = []
+
+    def stop_child() -> None:  # with `state` held
+        if child is None or child.poll() is not None:
+            return
+        child.send_signal(signal.SIGTERM)
+        timer = threading.Timer(args.grace, lambda: child.poll() is None and child.kill())
+        timer.daemon = True
+        timer.start()
+        killer.append(timer)
+
+    def on_lost(error: LeaseLost) -> None:
+        with state:
+            lost.append(error)
+            print(f"chainfence lock: {error}; stopping the command (SIGTERM, SIGKILL after {args.grace:g} s)",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            stop_child()
+
+    def forward(signum: int, frame: Any) -> None:
+        with state:
+            if child is not None and child.poll() is None:
+                child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            with lease.keep(on_lost=on_lost, clock=_CLOCK, **margins):
+                with state:
+                    try:
+                        child = subprocess.Popen(command, env=_child_env(lease, registry, url))
+                    except OSError as exc:
+                        raise _Usage(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+                    if lost:  # lost before the command even started
+                        stop_child()
+                returncode = child.wait()
+        finally:
+            for timer in killer:
+                timer.cancel()
+            if child is not None and child.poll() is None:  # chainfence itself failed: never leave it running
+                child.kill()
+                child.wait()
+    except LeaseLost as error:
+        _release_quietly(lease)
+        print(f"chainfence lock: {error}", file=sys.stderr)
+        return EXIT_LOST
+    except BaseException:
+        _release_quietly(lease)
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    lease.release()
+    return _exit_status(returncode)
+
+
+def _release_quietly(lease: Any) -> None:
+    """Free a lease that may be gone already (lost, or the node failing): a refusal is not news."""
+    if lease.released:
+        return
+    try:
+        lease.release()
+    except ChainfenceError as error:
+        print(f"chainfence lock: releasing token {lease.token} failed: {type(error).__name__}: {error}", file=sys.stderr)
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {
     "demo": _cmd_demo,
     "node": _cmd_node,
@@ -543,12 +721,20 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
     "status": _cmd_status,
     "verify": _cmd_verify,
     "tx": _cmd_tx,
+    "lock": _cmd_lock,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # `chainfence lock NAME [options] -- CMD ARGS...`: everything after the first `--` is the command.
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split]) if "lock" in argv[:split] else parser.parse_args(argv)
+    if args.command == "lock":
+        args.cmd = argv[split + 1 :]
+    elif split < len(argv) and "lock" in argv[:split]:
+        args = parser.parse_args(argv)  # `lock` was an argument of another command
     if args.verbose:
         logging.basicConfig(
             level=logging.DEBUG if args.verbose > 1 else logging.INFO,

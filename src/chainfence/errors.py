@@ -38,6 +38,7 @@
     ├── GuardError                         the guard's store is unusable
     │   ├── GuardStoreMismatch             the store belongs to another registry
     │   └── GuardForked                    an exclusive guard used in a process forked from its owner
+    ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     └── RequestRejected                    a holder-signed request failed verification
         ├── MalformedRequest (ValueError)  missing or unparsable fields         (HTTP 400)
@@ -87,6 +88,7 @@ __all__ = [
     "LeaseError",
     "LeaseExpired",
     "LeaseHeld",
+    "LeaseLost",
     "LeaseReleased",
     "MalformedRequest",
     "NodeUnreachable",
@@ -652,6 +654,36 @@ class GuardStoreMismatch(GuardError):
     opening another registry's store would let its marks fence the wrong
     token space.
     """
+
+
+class LeaseLost(ChainfenceError):
+    """The lease ``token`` on ``resource`` can no longer be trusted to be held: stop the work.
+
+    Raised by :meth:`Lease.check <chainfence.Lease.check>` and by the exit
+    of :meth:`Lease.keep <chainfence.Lease.keep>`. ``why`` says how it was lost:
+
+    - ``"deadline"``: no renewal was confirmed before the local safe deadline
+      (the lease may still be live on-chain: it is given up *before* it can
+      have ended there);
+    - ``"superseded"``: a higher token was issued for the resource, or the
+      token now belongs to another holder;
+    - ``"expired"``: the registry found the lease expired;
+    - ``"released"``: the lease was released;
+    - ``"rolled_back"``: the chain lost history below what was seen;
+    - ``"error"``: the renewer failed in a way that is not a chain error.
+
+    The error that revealed the loss, if any, is the ``__cause__``.
+    """
+
+    REASONS: ClassVar[tuple[str, ...]] = ("deadline", "superseded", "expired", "released", "rolled_back", "error")
+
+    def __init__(self, *, resource: str, token: int, why: str, detail: str = ""):
+        self.resource = resource
+        self.token = token
+        self.why = why
+        self.detail = detail
+        message = f"lost the lease of token {token} on {resource!r} ({why})"
+        super().__init__(message + (f": {detail}" if detail else ""))
 
 
 class FenceBroken(ChainfenceError, RuntimeError):

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import ChainfenceError
+from .errors import ChainfenceError, InvalidInput, LeaseLost
+from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
 
 if TYPE_CHECKING:
     from .fenced_requests import FencedRequest
@@ -118,6 +121,11 @@ class Lease:
         self.tx_hash = tx_hash
         self.block_number = block_number
         self.released = False
+        # time.monotonic() when the acquisition (or the last confirmed renewal) was sent, if this
+        # process sent it: where the local safe deadline counts from.
+        self._sent_at: float | None = None
+        self._lost: LeaseLost | None = None
+        self._keeper: Keeper | None = None
 
     def renew(self, ttl: int | None = None) -> Lease:
         """Extend this lease to ``now + ttl`` (default: the ttl it was acquired with).
@@ -128,8 +136,10 @@ class Lease:
         after :meth:`release`.
         """
         ttl = self.ttl if ttl is None else ttl
+        sent = time.monotonic()
         self.expires_at = self.registry.renew(self.resource, self.token, ttl)
         self.ttl = ttl
+        self._sent_at = sent
         return self
 
     def release(self) -> None:
@@ -174,6 +184,86 @@ class Lease:
             valid_for=valid_for,
         )
 
+    def keep(
+        self,
+        *,
+        on_lost: Callable[[LeaseLost], Any] | None = None,
+        interval: float | None = None,
+        latency_margin: float = DEFAULT_LATENCY_MARGIN,
+        block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
+        clock: Callable[[], float] = time.monotonic,
+        since: float | None = None,
+    ) -> _Keeping:
+        """``with lease.keep():`` renew in the background, and fail closed when renewals stop.
+
+        Renews every ``interval`` seconds (default: half the ttl) and keeps a
+        local safe deadline: the time the last confirmed renewal (or the
+        acquisition) was sent, plus the ttl, minus ``latency_margin`` and
+        ``block_time_margin`` (see :mod:`chainfence.keepalive`). Call
+        :meth:`check` before each step of the work. When no renewal was
+        confirmed by the deadline, or a renewal finds the lease superseded,
+        expired or released, ``on_lost(error)`` runs (in the renewer thread),
+        :meth:`check` raises :class:`~chainfence.errors.LeaseLost`, and so does
+        leaving the ``with`` block. After the block no renewal is ever sent.
+        Renewals that run late log a WARNING. It does not release the lease:
+        ``with registry.acquire(...) as lease, lease.keep():`` does both.
+
+        ``clock`` is a monotonic clock in seconds (tests inject one);
+        ``since`` its reading when the acquisition or last renewal was sent
+        (default: the time this lease recorded, carried over to ``clock``).
+        """
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidInput(f"on_lost must be callable, got {on_lost!r}")
+        if not callable(clock):
+            raise InvalidInput(f"clock must be callable, got {clock!r}")
+        if since is None:
+            if self._sent_at is None:
+                raise InvalidInput(
+                    f"this process did not send the acquisition of token {self.token} on {self.resource!r}: its "
+                    "send time, where the safe deadline counts from, is unknown; renew() it first or pass since="
+                )
+            since = self._sent_at if clock is time.monotonic else clock() - (time.monotonic() - self._sent_at)
+        core = KeepAliveCore(
+            self.ttl, since, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin
+        )
+        return _Keeping(self, Keeper(self, core, ttl=self.ttl, clock=clock, on_lost=on_lost))
+
+    @property
+    def keeper(self) -> Keeper | None:
+        """The running keep-alive (inside ``with lease.keep():``), else None."""
+        return self._keeper
+
+    def safe_remaining(self) -> float:
+        """Seconds left before the local safe deadline (0 once lost, released, or if unknown).
+
+        Inside :meth:`keep`, from the keep-alive's clock and margins; outside,
+        from the last confirmed send of this process with the default margins.
+        """
+        if self._keeper is not None:
+            return self._keeper.safe_remaining()
+        if self._lost is not None or self.released or self._sent_at is None:
+            return 0.0
+        window = self.ttl - DEFAULT_LATENCY_MARGIN - DEFAULT_BLOCK_TIME_MARGIN
+        return max(0.0, self._sent_at + window - time.monotonic())
+
+    def check(self) -> None:
+        """Raise :class:`~chainfence.errors.LeaseLost` unless the lease can still be trusted to be held.
+
+        Local only (no chain call): the safe deadline has not passed and no
+        renewal found the lease gone. Call it before each step of the work.
+        """
+        if self._keeper is not None:
+            self._keeper.check()
+            return
+        if self._lost is not None:
+            lost = LeaseLost(resource=self.resource, token=self.token, why=self._lost.why, detail=self._lost.detail)
+            raise lost from self._lost.__cause__
+        if self.released:
+            raise LeaseLost(resource=self.resource, token=self.token, why="released", detail="released by this process")
+        if self.safe_remaining() <= 0:
+            detail = "the acquisition's send time is unknown" if self._sent_at is None else "past the local safe deadline"
+            raise LeaseLost(resource=self.resource, token=self.token, why="deadline", detail=detail)
+
     def is_current(self) -> bool:
         """Whether the chain still considers this token current (live, not superseded)."""
         return self.registry.is_current(self.resource, self.token)
@@ -200,8 +290,44 @@ class Lease:
             exc.add_note(f"chainfence: releasing {self.resource!r} token {self.token} also failed: {release_error}")
 
     def __repr__(self) -> str:
-        state = " released" if self.released else ""
+        state = " released" if self.released else (f" lost({self._lost.why})" if self._lost is not None else "")
         return (
             f"<Lease {self.resource!r} token={self.token} holder={self.holder} "
             f"expires_at={self.expires_at}{state}>"
         )
+
+
+class _Keeping:
+    """The context manager :meth:`Lease.keep` returns: starts the renewer on entry, stops it on exit."""
+
+    def __init__(self, lease: Lease, keeper: Keeper):
+        self._lease = lease
+        self._keeper = keeper
+        self._entered = False
+
+    def __enter__(self) -> Lease:
+        lease = self._lease
+        if self._entered or lease._keeper is not None:
+            raise InvalidInput(f"token {lease.token} on {lease.resource!r} is already being kept alive")
+        self._entered = True
+        if lease._lost is not None or lease.released:
+            lease.check()  # raises
+        keeper = self._keeper
+        why = keeper.core.check(keeper.clock())
+        if why is not None:
+            raise keeper._lost_error(why)
+        lease._keeper = keeper
+        keeper.start()
+        return lease
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        lease = self._lease
+        try:
+            lost = self._keeper.stop()
+        finally:
+            lease._keeper = None
+        if lost is None or isinstance(exc, LeaseLost):
+            return
+        if exc is None or isinstance(exc, Exception):
+            raise lost  # the body's own exception (likely a consequence) is its __context__
+        exc.add_note(f"chainfence: {lost}")  # KeyboardInterrupt, SystemExit: never masked

@@ -32,6 +32,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -196,10 +197,13 @@ class Registry:
         data = self._encode("acquire", [resource, ttl])
         seen = self._seen()
         before = seen.before(_validate.resource_id(resource))
+        sent = time.monotonic()  # where a keep-alive's safe deadline counts from: before the send
         try:
             receipt = self.chain.transact(sender, self.address, data, resource=resource, confirmations=confirmations)
         except NotConfirmed as unconfirmed:
             unconfirmed.lease = self._lease_from_receipt(unconfirmed.receipt, resource=resource, ttl=ttl)
+            if unconfirmed.lease is not None:
+                unconfirmed.lease._sent_at = sent
             logger.warning(
                 "acquired but unconfirmed resource=%s token=%s tx=%s",
                 resource,
@@ -210,6 +214,7 @@ class Registry:
         lease = self._lease_from_receipt(receipt, resource=resource, ttl=ttl)
         if lease is None:  # pragma: no cover - a successful acquire always logs LeaseAcquired
             raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
+        lease._sent_at = sent
         k = self.chain.confirmations if confirmations is None else confirmations
         try:
             seen.lease(

@@ -55,12 +55,14 @@ from chainfence._rpc import Rpc, connect_http
 from chainfence._validate import resource_id
 from chainfence.asgi import FencingMiddleware
 from chainfence.deployment import Deployment, save
-from chainfence.errors import ChainfenceError, NodeUnreachable, NotConfirmed, NotSupported, OutcomeUnknown
+from chainfence.errors import ChainfenceError, LeaseLost, NodeUnreachable, NotConfirmed, NotSupported, OutcomeUnknown
 from chainfence.fenced_requests import http_action
 from chainfence.outcomes import reconcile
 from chainfence.sql import fenced_transaction
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
+from tests.support.sequencer import wait_until
+from tests.support.virtual_time import SteppedClock
 
 RESOURCE = "jobs/held"  # acquired (and marked by every guard) while the node answered
 FREE = "jobs/free"  # never held
@@ -229,6 +231,22 @@ def exit_lease(w: World) -> None:
         pass
 
 
+def keep_until_lost(w: World) -> None:
+    """``with lease.keep():`` while the node is down: each renewal fails and is retried until the safe
+    deadline; then the lease is lost and leaving the block raises LeaseLost, caused by NodeUnreachable."""
+    lease = w.lease()
+    clock = SteppedClock()
+    try:
+        with lease.keep(clock=clock, since=0.0):
+            clock.now = lease.ttl / 2  # the first renewal is due
+            wait_until(lambda: lease.keeper.core.failures >= 1, "a renewal failed")
+            clock.now = float(lease.ttl)
+            wait_until(lambda: lease.keeper.core.lost, "the lease was given up")
+    except LeaseLost as lost:
+        assert lost.why == "deadline" and isinstance(lost.__cause__, NodeUnreachable), lost.__cause__
+        raise
+
+
 def check_behind(w: World) -> int:
     """A follow guard whose follower just failed: checks at the mark go on-chain."""
     guard = w.guards["follow-behind"]
@@ -377,6 +395,7 @@ CALLS: list[Call] = [
     Call("Lease.is_current", lambda w: w.lease().is_current()),
     Call("Lease.sign", lambda w: w.lease(cached=False).sign(PAYLOAD, action=ACTION, audience=AUDIENCE)),
     Call("Lease[leaving the with block]", exit_lease),
+    Call("Lease.keep", keep_until_lost, raises=LeaseLost),
     # -- Guard ---------------------------------------------------------------
     Call("Guard[mark, registry unread]", lambda w: open_guard(w, "mark", cached=False)),
     Call("Guard[strict, registry unread]", lambda w: open_guard(w, "strict", cached=False)),
@@ -444,6 +463,9 @@ QUIET: list[Quiet] = [
     Quiet("Registry.connect", lambda w: w.cached().connect(w.accounts[2]), "a view of the same registry"),
     Quiet("Lease.sign[domain read before]", lambda w: w.lease().sign(PAYLOAD, action=ACTION, audience=AUDIENCE),
           "signs locally once the registry's domain was read"),
+    Quiet("Lease.check", lambda w: w.lease().check(), "a clock reading: the safe deadline has not passed"),
+    Quiet("Lease.safe_remaining", lambda w: w.lease().safe_remaining(), "a clock reading"),
+    Quiet("Lease.keeper", lambda w: w.lease().keeper, "the running keep-alive, if any"),
     Quiet("Guard[mark, fresh store]", lambda w: open_guard(w, "mark"),
           "identity read before, no marks to check against the chain"),
     Quiet("Guard[strict, fresh store]", lambda w: open_guard(w, "strict"),

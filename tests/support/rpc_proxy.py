@@ -21,7 +21,13 @@ Standing behaviours, set as attributes:
   with a JSON-RPC error, as hosted providers do;
 - ``client_version = "Geth/..."``: what ``web3_clientVersion`` answers (a
   node that is not a dev chain, as far as the SDK can tell);
-- ``no_pending = True``: ``eth_getBlockByNumber("pending")`` is refused.
+- ``no_pending = True``: ``eth_getBlockByNumber("pending")`` is refused;
+- ``stall()`` / ``resume()``: a stalled node. From ``stall()`` on, every
+  request is read and held, neither forwarded nor answered, until
+  ``resume()``; then the held requests go to the node and are answered (to
+  clients still waiting; a client that gave up meanwhile gets nothing, but
+  the node did act on its request). ``held`` counts the requests held so
+  far; leaving the ``with`` block resumes, so no handler thread is left hanging.
 
 Every request is recorded on arrival (method, params, fault) in ``log``, and
 again in ``completed`` once the node's reply came back, so tests can wait
@@ -88,6 +94,8 @@ class RpcProxy:
         self.max_log_range: int | None = None
         self.client_version: str | None = None
         self.no_pending = False
+        self.stalled = False
+        self.held = 0
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -104,6 +112,10 @@ class RpcProxy:
                         proxy._faults[method].popleft() if proxy._faults[method] else None
                     )
                     proxy.log.append((method, params, fault))
+                    if proxy.stalled and fault != "drop_request":
+                        proxy.held += 1
+                        proxy._changed.notify_all()
+                        proxy._changed.wait_for(lambda: not proxy.stalled)
                     proxy._changed.notify_all()
                 if fault == "drop_request":
                     self.close_connection = True
@@ -181,6 +193,22 @@ class RpcProxy:
         with self._lock:
             self._faults[method].extend(faults)
 
+    def stall(self) -> None:
+        """Hold every request from now on until :meth:`resume` (a node that stopped answering)."""
+        with self._lock:
+            self.stalled = True
+
+    def resume(self) -> None:
+        with self._lock:
+            self.stalled = False
+            self._changed.notify_all()
+
+    def wait_held(self, count: int, timeout: float = 60.0) -> None:
+        """Block until ``count`` requests are being (or were) held by a stall."""
+        with self._lock:
+            if not self._changed.wait_for(lambda: self.held >= count, timeout=timeout):
+                raise AssertionError(f"the proxy never held {count} requests")
+
     def sent(self, method: str) -> list[tuple[list, str | None]]:
         with self._lock:
             return [(params, fault) for m, params, fault in self.log if m == method]
@@ -203,5 +231,6 @@ class RpcProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.resume()
         self._server.shutdown()
         self._server.server_close()

@@ -38,3 +38,29 @@ class SteppedClock:
         chain._sender._clock = self
         chain._sender._sleep = self.sleep
         return self
+
+
+class WatchedClock:
+    """A clock the test sets by hand, that remembers the value its latest read returned.
+
+    For code that re-reads its clock in a thread of its own (a keep-alive's
+    renewer): after ``clock.now = t``, ``wait_read(t)`` returns once that code
+    has seen ``t``, so the test moves on only after it could act on it.
+    """
+
+    def __init__(self, now: float = 0.0):
+        import threading
+
+        self.now = now
+        self.last_read: float | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            self.last_read = self.now
+            return self.now
+
+    def wait_read(self, value: float, *, unless: Callable[[], object] = lambda: False) -> None:
+        from tests.support.sequencer import wait_until
+
+        wait_until(lambda: self.last_read == value or unless(), f"the clock was read at {value}")

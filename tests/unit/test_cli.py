@@ -88,3 +88,18 @@ def test_verbose_logs_one_line_per_lease_change():
 def test_version():
     done = subprocess.run([sys.executable, "-m", "chainfence", "--version"], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "chainfence 0.1.0" in done.stdout
+
+
+def test_every_exit_code_is_in_the_readme_table_and_the_help():
+    import re
+    from pathlib import Path
+
+    from chainfence import cli
+    from chainfence.errors import LeaseLost
+
+    codes = {value for name, value in vars(cli).items() if name.startswith("EXIT_")}
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = {int(code) for code in re.findall(r"^\| (\d+) \|", readme, flags=re.M)}
+    helped = {int(code) for code in re.findall(r"^  (\d+)  ", cli._EPILOG, flags=re.M)}
+    assert codes <= rows and codes <= helped
+    assert cli.exit_code(LeaseLost(resource="r", token=1, why="deadline")) == cli.EXIT_LOST == 7

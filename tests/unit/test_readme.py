@@ -39,6 +39,13 @@ def test_the_signed_request_example_runs(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out.strip() == "409 ReplayedRequest"
 
 
+def test_the_keep_alive_example_runs(capsys):
+    example = next(block for block in python_blocks() if "lease.keep(on_lost=" in block)
+    exec(compile(example, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "write part 1 with token 1" in out and "write part 2 with token 1" in out and "lost" not in out
+
+
 def test_the_other_examples_are_valid_python():
     """They need a node, an app or a database around them: compiled, not run (the suites run them)."""
     for block in python_blocks()[1:]:

@@ -1,0 +1,267 @@
+"""lease.keep() on a real registry (eth-tester and anvil), its clock injected: renewals, losses, and the exit.
+
+The keep-alive's clock is a SteppedClock the test moves by hand, and the
+renewer is observed through its counters (``keeper.core.renewals``,
+``keeper.evaluated_at``), never through a wall-clock wait: each step is
+"move the clock, wait until the renewer has acted on it".
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from chainfence import EventKind
+from chainfence.errors import InvalidInput, LeaseLost, NodeUnreachable
+from tests.support.sequencer import wait_until
+from tests.support.virtual_time import SteppedClock
+
+RESOURCE = "keep/job"
+
+
+def settle(lease, clock) -> None:
+    """Wait until the renewer has decided at the clock's current reading with no renewal in flight."""
+    keeper = lease.keeper
+    wait_until(
+        lambda: keeper.evaluated_at == clock.now and keeper.core.in_flight is None,
+        f"the renewer acted at t={clock.now}",
+    )
+
+
+def renewals(registry, resource=RESOURCE):
+    return [e for e in registry.history(resource) if e.kind is EventKind.RENEWED]
+
+
+def test_keep_renews_at_half_the_ttl_and_counts_the_deadline_from_the_send(alice):
+    chain = alice.chain
+    lease = alice.acquire(RESOURCE, ttl=30)
+    clock = SteppedClock()
+    with lease.keep(clock=clock, since=0.0) as kept:
+        assert kept is lease
+        settle(lease, clock)
+        assert lease.safe_remaining() == 27.0 and renewals(alice) == []
+        chain.advance_time(15)
+        clock.now = 15.0
+        wait_until(lambda: lease.keeper.core.renewals == 1, "the first renewal")
+        settle(lease, clock)
+        assert lease.safe_remaining() == 27.0  # 15 + 30 - 3 - 15
+        lease.check()
+        chain.advance_time(15)
+        clock.now = 30.0
+        wait_until(lambda: lease.keeper.core.renewals == 2, "the second renewal")
+        settle(lease, clock)
+    events = renewals(alice)
+    assert [e.token for e in events] == [lease.token, lease.token]
+    assert lease.expires_at == events[-1].expires_at > lease.expires_at - 1
+    assert lease.is_current()
+    lease.check()  # outside keep(): the last confirmed send, default margins, the real clock
+
+
+def test_after_exit_the_renewer_never_renews_again(alice):
+    """Redisson #7272: a watchdog that renews after unlock. Once keep() has exited, however far the
+    clock moves, no renewal is sent and the renewer thread is gone."""
+    lease = alice.acquire(RESOURCE, ttl=30)
+    clock = SteppedClock()
+    with lease.keep(clock=clock, since=0.0):
+        settle(lease, clock)
+        keeper = lease.keeper
+    assert lease.keeper is None and not keeper._thread.is_alive()
+    for now in (15.0, 30.0, 1_000.0):
+        clock.now = now
+        keeper.wake()
+    assert keeper.core.renewals == 0 and renewals(alice) == []
+    lease.release()
+    assert renewals(alice) == []
+
+
+def test_exit_waits_for_a_renewal_in_flight_and_sends_none_after(alice, monkeypatch):
+    """The body ends while a renewal is being sent: exit returns only once it is done, so a release
+    sent after keep() comes after it, and nothing is renewed later."""
+    import threading
+
+    lease = alice.acquire(RESOURCE, ttl=30)
+    clock = SteppedClock()
+    entered, go_on = threading.Event(), threading.Event()
+    renew = lease.registry.renew
+
+    def slow_renew(*args, **kwargs):
+        entered.set()
+        assert go_on.wait(60)
+        return renew(*args, **kwargs)
+
+    monkeypatch.setattr(lease.registry, "renew", slow_renew)
+    exited = threading.Event()
+
+    def leave():
+        with lease.keep(clock=clock, since=0.0):
+            clock.now = 15.0
+            lease.keeper.wake()
+            assert entered.wait(60)
+        exited.set()
+
+    body = threading.Thread(target=leave)
+    body.start()
+    assert entered.wait(60)
+    assert not exited.is_set()
+    go_on.set()
+    body.join(60)
+    assert exited.is_set()
+    monkeypatch.setattr(lease.registry, "renew", renew)
+    lease.release()
+    assert len(renewals(alice)) == 1
+
+
+def test_a_lease_superseded_by_another_account_is_noticed(alice, bob):
+    """A's process is paused (its clock stands still) while its lease expires and B acquires: A's next
+    renewal finds a higher token, and A's work is stopped: callback, check(), exit."""
+    chain = alice.chain
+    lease = alice.acquire(RESOURCE, ttl=30)
+    clock = SteppedClock()
+    lost: list[LeaseLost] = []
+    with pytest.raises(LeaseLost) as at_exit:
+        with lease.keep(clock=clock, since=0.0, on_lost=lost.append):
+            settle(lease, clock)
+            chain.advance_time(31)
+            successor = bob.acquire(RESOURCE, ttl=30)
+            clock.now = 15.0
+            wait_until(lambda: lost, "on_lost")
+            with pytest.raises(LeaseLost) as checked:
+                lease.check()
+            assert lease.safe_remaining() == 0.0
+    for error in (lost[0], checked.value, at_exit.value):
+        assert (error.resource, error.token, error.why) == (RESOURCE, lease.token, "superseded")
+        assert error.__cause__ is not None and type(error.__cause__).__name__ == "StaleToken"
+    assert successor.is_current()
+    with pytest.raises(LeaseLost):
+        lease.check()  # stays lost after the block
+
+
+@pytest.mark.parametrize("how", ["expired", "released"])
+def test_a_lease_expired_or_released_elsewhere_is_lost_at_the_next_renewal(alice, how):
+    chain = alice.chain
+    lease = alice.acquire(RESOURCE, ttl=30)
+    clock = SteppedClock()
+    with pytest.raises(LeaseLost) as at_exit:
+        with lease.keep(clock=clock, since=0.0):
+            settle(lease, clock)
+            if how == "expired":
+                chain.advance_time(31)
+            else:
+                alice.release(RESOURCE, lease.token)  # another process of the same holder
+            clock.now = 15.0
+            wait_until(lambda: lease.keeper.core.lost, "the loss")
+    assert at_exit.value.why == how
+
+
+def test_renewals_that_never_get_through_stop_the_work_before_the_lease_ends_on_chain(alice, monkeypatch):
+    """Every renewal fails (the node does not answer): retried until the safe deadline, then lost,
+    while the chain, moved in step with the clock, still holds the lease live."""
+    chain = alice.chain
+    lease = alice.acquire(RESOURCE, ttl=30)
+    start = chain.now()
+    attempts = []
+
+    def unreachable(*args, **kwargs):
+        attempts.append(args)
+        raise NodeUnreachable("no node answers")
+
+    monkeypatch.setattr(lease.registry, "renew", unreachable)
+    clock = SteppedClock()
+    lost: list[LeaseLost] = []
+    with pytest.raises(LeaseLost) as at_exit:
+        with lease.keep(clock=clock, since=0.0, on_lost=lost.append):
+            for second in range(1, 40):
+                chain.set_next_block_time(start + second)
+                chain.mine()
+                clock.now = float(second)
+                settle(lease, clock)
+                try:
+                    lease.check()
+                except LeaseLost:
+                    break
+            stopped_at = chain.now()
+    assert lost and lost[0].why == "deadline" and at_exit.value.why == "deadline"
+    assert isinstance(at_exit.value.__cause__, NodeUnreachable)
+    assert len(attempts) > 1, "transient failures are retried"
+    assert stopped_at < lease.expires_at, "the work stopped before the lease could end on-chain"
+    assert lease.is_current(), "the lease is still live on-chain when the work stops"
+
+
+def test_a_renewer_that_wakes_late_logs_a_warning(alice, caplog):
+    lease = alice.acquire(RESOURCE, ttl=30)
+    clock = SteppedClock()
+    with caplog.at_level(logging.WARNING, logger="chainfence.keepalive"):
+        with lease.keep(clock=clock, since=0.0):
+            settle(lease, clock)
+            clock.now = 21.0  # due at 15: the renewer was starved for 6 s
+            wait_until(lambda: lease.keeper.core.renewals == 1, "the late renewal")
+            settle(lease, clock)
+    late = [r for r in caplog.records if r.levelno == logging.WARNING and "late renewal" in r.getMessage()]
+    assert len(late) == 1 and f"token={lease.token}" in late[0].getMessage()
+
+
+def test_check_sees_the_deadline_even_if_the_renewer_never_woke(alice):
+    """The body's check() reads the clock itself: a starved renewer thread cannot keep the work going."""
+    lease = alice.acquire(RESOURCE, ttl=30)
+    clock = SteppedClock()
+    with pytest.raises(LeaseLost):
+        with lease.keep(clock=clock, since=0.0):
+            with lease.keeper._cond:  # the renewer cannot decide anything meanwhile
+                clock.now = 27.0
+                with pytest.raises(LeaseLost) as checked:
+                    lease.check()
+    assert checked.value.why == "deadline"
+
+
+def test_a_body_that_fails_after_the_loss_gets_lease_lost_with_its_error_as_context(alice):
+    lease = alice.acquire(RESOURCE, ttl=30)
+    clock = SteppedClock()
+    with pytest.raises(LeaseLost) as at_exit:
+        with lease.keep(clock=clock, since=0.0):
+            clock.now = 28.0
+            raise OSError("the write failed")
+    assert isinstance(at_exit.value.__context__, OSError)
+
+
+def test_acquire_keep_release_in_one_with(alice):
+    with alice.acquire(RESOURCE, ttl=30) as lease, lease.keep():
+        lease.check()
+        assert 0 < lease.safe_remaining() <= 27.0
+    assert lease.released and not lease.is_current()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"interval": 40}, {"interval": 0}, {"latency_margin": 30}, {"block_time_margin": -1},
+     {"on_lost": "not callable"}, {"clock": 5}],  # fmt: skip
+)
+def test_bad_keep_arguments_are_invalid_input_and_start_nothing(alice, options):
+    lease = alice.acquire(RESOURCE, ttl=30)
+    with pytest.raises(InvalidInput):
+        lease.keep(**options)
+    assert lease.keeper is None and renewals(alice) == []
+
+
+def test_keeping_a_released_lease_or_keeping_twice_is_refused(alice):
+    lease = alice.acquire(RESOURCE, ttl=30)
+    clock = SteppedClock()
+    with lease.keep(clock=clock, since=0.0):
+        with pytest.raises(InvalidInput):
+            with lease.keep(clock=clock, since=0.0):
+                pass
+    lease.release()
+    with pytest.raises(LeaseLost) as released:
+        with lease.keep():
+            pytest.fail("the body must not run")
+    assert released.value.why == "released"
+
+
+def test_keeping_a_lease_whose_send_time_is_unknown_is_refused(alice):
+    lease = alice.acquire(RESOURCE, ttl=30)
+    found = alice.lease_from_tx(lease.tx_hash)
+    with pytest.raises(InvalidInput):
+        found.keep()
+    with pytest.raises(LeaseLost):
+        found.check()
+    assert found.safe_remaining() == 0.0

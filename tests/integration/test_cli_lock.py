@@ -1,0 +1,222 @@
+"""`chainfence lock NAME -- CMD`: a real child process under a kept-alive lease, on a real anvil.
+
+The child (tests/support/lock_child.py) reports its environment, works
+until the test tells it to finish, and reports a SIGTERM with the chain
+time at that moment. The stalled-node tests run the CLI in this process
+(its main thread, so it can take signals) with its keep-alive clock
+replaced by one the test moves in step with anvil's logical clock; the
+others run `python -m chainfence lock` as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from chainfence import Chain, Registry, cli
+from chainfence.lease import LeaseStatus
+from tests.support.anvil import Anvil, dev_keys
+from tests.support.rpc_proxy import RpcProxy
+from tests.support.sequencer import wait_until
+from tests.support.virtual_time import WatchedClock
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = str(ROOT / "tests" / "support" / "lock_child.py")
+TTL = 30
+
+
+@pytest.fixture(scope="module")
+def node():
+    with Anvil(logical_clock=True) as anvil:
+        yield anvil
+
+
+@pytest.fixture(scope="module")
+def direct(node):
+    chain = Chain.connect(node.url, private_keys=dev_keys(4), poll_latency=0.005)
+    return chain, Registry.deploy(chain, max_ttl=3_600)
+
+
+def lock_process(url: str, registry: Registry, *args: str, key: str | None = None) -> subprocess.Popen[str]:
+    env = {**os.environ, "CHAINFENCE_PRIVATE_KEY": key or dev_keys(4)[1], "PYTHONPATH": str(ROOT / "src")}
+    for name in ("CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY", "CHAINFENCE_DEPLOYMENT"):
+        env.pop(name, None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "chainfence", "lock", *args[:1], "--rpc-url", url, "--registry", registry.address,
+         *args[1:]],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+
+
+def read(path: Path) -> dict:
+    wait_until(path.exists, f"{path.name} written")
+    return json.loads(path.read_text())
+
+
+def test_the_command_runs_with_the_lease_in_its_environment_and_its_exit_code_comes_back(node, direct, tmp_path):
+    chain, registry = direct
+    proc = lock_process(node.url, registry, "lock/normal", "--ttl", "30", "--", sys.executable, CHILD, str(tmp_path))
+    started = read(tmp_path / "started.json")["env"]
+    holder = chain.accounts[1]
+    lease = registry.lease_of("lock/normal")
+    assert lease is not None and lease.holder == holder
+    assert started["CHAINFENCE_RESOURCE"] == "lock/normal" and started["CHAINFENCE_TOKEN"] == str(lease.token)
+    assert started["CHAINFENCE_HOLDER"] == holder and started["CHAINFENCE_REGISTRY"] == registry.address
+    assert started["CHAINFENCE_CHAIN_ID"] == str(chain.chain_id) and started["CHAINFENCE_RPC_URL"] == node.url
+    assert started["CHAINFENCE_PRIVATE_KEY"] == dev_keys(4)[1], "the key stays where the CLI read it"
+    (tmp_path / "finish").write_text("3")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    last = registry.last_lease("lock/normal")
+    assert last.token == lease.token and last.status is LeaseStatus.RELEASED
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_chainfence_goes_to_the_command_and_the_lease_is_released(node, direct, tmp_path, sig):
+    """The child handles SIGTERM (exit 143); SIGINT ends it (a Python KeyboardInterrupt: 128 + 2)."""
+    chain, registry = direct
+    resource = f"lock/forward-{sig.name}"
+    proc = lock_process(node.url, registry, resource, "--", sys.executable, CHILD, str(tmp_path))
+    read(tmp_path / "started.json")
+    proc.send_signal(sig)
+    if sig == signal.SIGTERM:
+        assert read(tmp_path / "terminated.json")["signal"] == signal.SIGTERM
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err
+    assert registry.last_lease(resource).status is LeaseStatus.RELEASED
+
+
+def test_a_held_resource_exits_3_and_the_command_never_runs(node, direct, tmp_path):
+    chain, registry = direct
+    registry.connect(chain.accounts[2]).acquire("lock/held", ttl=600)
+    proc = lock_process(node.url, registry, "lock/held", "--", sys.executable, CHILD, str(tmp_path))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == cli.EXIT_HELD, err
+    assert not (tmp_path / "started.json").exists()
+
+
+def test_wait_takes_the_resource_once_its_holder_releases_it(node, direct, tmp_path):
+    """--wait retries while held: the test releases B's lease only after the CLI was refused once."""
+    chain, registry = direct
+    held = registry.connect(chain.accounts[2]).acquire("lock/wait", ttl=600)
+    with RpcProxy(node.url) as proxy:
+        proc = lock_process(proxy.url, registry, "lock/wait", "--wait", "300", "--", sys.executable, CHILD,
+                            str(tmp_path))  # fmt: skip
+        proxy.wait_completed("eth_estimateGas", 1)  # the first attempt's preflight: refused, LeaseHeld
+        assert not (tmp_path / "started.json").exists()
+        held.release()
+        started = read(tmp_path / "started.json")["env"]
+        assert int(started["CHAINFENCE_TOKEN"]) > held.token
+        (tmp_path / "finish").write_text("0")
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["lock/bad"],  # no command
+        ["lock/bad", "--"],  # still no command
+        ["lock/bad", "--ttl", "0", "--", "true"],
+        ["lock/bad", "--ttl", "abc", "--", "true"],
+        ["lock/bad", "--ttl", "3", "--", "true"],  # the margins (1 + 2 s) leave no safe time
+        ["lock/bad", "--grace", "-1", "--", "true"],
+        ["lock/bad", "--wait", "nan", "--", "true"],
+        ["lock/bad", "--ttl", "999999", "--", "true"],  # above the registry's max ttl
+        ["lock/bad", "--", "/nonexistent/command"],
+    ],
+)
+def test_bad_input_is_a_usage_error_and_changes_nothing_on_chain(node, direct, tmp_path, args):
+    chain, registry = direct
+    before = registry.latest_token()
+    proc = lock_process(node.url, registry, *args)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == cli.EXIT_USAGE, err
+    assert "Traceback" not in err
+    if args[-1] != "/nonexistent/command":
+        assert registry.latest_token() == before
+    assert registry.lease_of("lock/bad") is None, "nothing left held"
+
+
+# ---------------------------------------------------------------------------
+# A stalled node: the CLI in this process, its clock moved in step with the chain's
+# ---------------------------------------------------------------------------
+
+
+def run_stalled(node, direct, tmp_path, monkeypatch, resource: str, *child_args: str, grace: str = "10"):
+    """Run `lock` in this thread; a driver stalls the node once the child runs and moves chain time and
+    the keep-alive clock together, one second at a time, until the child reports its SIGTERM."""
+    chain, registry = direct
+    clock = WatchedClock()
+    monkeypatch.setattr(cli, "_CLOCK", clock)
+    monkeypatch.setenv("CHAINFENCE_PRIVATE_KEY", dev_keys(4)[1])
+    for name in ("CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY"):
+        monkeypatch.delenv(name, raising=False)
+    terminated = tmp_path / "terminated.json"
+    seen: dict = {}
+    # The safe deadline's second: ttl - latency margin (--grace + 1 s) - block time margin (2 s). The CLI
+    # counts from the acquisition's send, a few real milliseconds before its keep-alive read this clock.
+    deadline = math.ceil(TTL - float(grace) - 1 - 2)
+
+    with RpcProxy(node.url) as proxy:
+
+        def drive():
+            try:
+                read(tmp_path / "started.json")
+                seen["lease"] = registry.lease_of(resource)
+                start = seen["lease"].expires_at - TTL
+                proxy.stall()
+                for second in range(1, TTL + 5):
+                    chain.set_next_block_time(start + second)
+                    chain.mine()
+                    clock.now = float(second)
+                    clock.wait_read(float(second), unless=terminated.exists)
+                    if second == TTL // 2:
+                        proxy.wait_held(1)  # the renewal went out; the node does not answer
+                    if terminated.exists() or second >= deadline:
+                        wait_until(terminated.exists, "the child got SIGTERM")
+                        break
+                seen["on_chain_at_stop"] = registry.last_lease(resource)
+            finally:
+                proxy.resume()  # let the CLI's release through
+
+        driver = threading.Thread(target=drive)
+        driver.start()
+        code = cli.main([
+            "lock", resource, "--ttl", str(TTL), "--grace", grace, "--rpc-url", proxy.url,
+            "--registry", registry.address, "--", sys.executable, CHILD, str(tmp_path), node.url, *child_args,
+        ])  # fmt: skip
+        driver.join(120)
+    return code, seen, json.loads(terminated.read_text())
+
+
+def test_a_stalled_node_stops_the_command_before_the_lease_ends_on_chain(node, direct, tmp_path, monkeypatch, capsys):
+    code, seen, terminated = run_stalled(node, direct, tmp_path, monkeypatch, "lock/stalled")
+    lease = seen["lease"]
+    assert code == cli.EXIT_LOST
+    assert terminated["signal"] == signal.SIGTERM
+    assert terminated["chain_time"] < lease.expires_at, "the child was stopped before the on-chain expiry"
+    # The safe deadline: ttl - latency margin (--grace 10 + 1 s, room for the SIGKILL) - block time margin (2 s).
+    assert terminated["chain_time"] <= lease.expires_at - 13
+    at_stop = seen["on_chain_at_stop"]
+    assert at_stop.live and at_stop.token == lease.token and at_stop.expires_at == lease.expires_at
+    assert "lost the lease" in capsys.readouterr().err
+
+
+def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period(node, direct, tmp_path, monkeypatch):
+    code, seen, terminated = run_stalled(
+        node, direct, tmp_path, monkeypatch, "lock/stubborn", "--ignore-term", grace="0.2"
+    )
+    # SIGTERM at the deadline, 0.2 + 1 + 2 s before the expiry: the SIGKILL, 0.2 s later, also comes before it.
+    assert code == cli.EXIT_LOST and terminated["chain_time"] <= seen["lease"].expires_at - 3
+    pid = json.loads((tmp_path / "started.json").read_text())["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed (SIGKILL) and reaped by the CLI

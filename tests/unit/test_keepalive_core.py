@@ -1,0 +1,198 @@
+"""The keep-alive's decisions (chainfence.keepalive.KeepAliveCore), fed made-up monotonic times: no chain, no threads."""
+
+from __future__ import annotations
+
+import pytest
+
+from chainfence.errors import (
+    ChainRolledBack,
+    InvalidInput,
+    LeaseExpired,
+    LeaseReleased,
+    NodeUnreachable,
+    NotHolder,
+    OutcomeUnknown,
+    StaleToken,
+    TokenNotConfirmed,
+    TransactionTimeout,
+    UnknownToken,
+)
+from chainfence.keepalive import KeepAliveCore, loss_reason
+
+
+def core(**options) -> KeepAliveCore:
+    """ttl 30 sent at t=100, default margins (1 + 2): deadline 127, renewals every 15 s."""
+    return KeepAliveCore(30, 100.0, **options)
+
+
+def renew(c: KeepAliveCore, sent: float, confirmed: float) -> list[str]:
+    assert c.step(sent).action == "renew"
+    warnings = c.renewal_started(sent)
+    return warnings + c.renewal_confirmed(confirmed)
+
+
+def test_the_deadline_is_the_send_plus_ttl_minus_the_margins():
+    c = core()
+    assert c.deadline == 127.0 and c.interval == 15.0
+    assert c.safe_remaining(110.0) == 17.0
+    c2 = KeepAliveCore(30, 100.0, latency_margin=0.5, block_time_margin=4)
+    assert c2.deadline == 125.5
+
+
+def test_before_the_interval_it_waits_until_the_renewal_is_due():
+    c = core()
+    step = c.step(101.0)
+    assert step.action == "wait" and step.until == 115.0
+
+
+def test_on_time_renewals_move_the_deadline_to_the_send_time_plus_ttl():
+    """The deadline counts from the renewal's SEND time, not its confirmation."""
+    c = core()
+    assert renew(c, sent=115.0, confirmed=116.5) == []
+    assert c.deadline == 115.0 + 27 and c.due == 130.0 and c.renewals == 1
+    assert renew(c, sent=130.0, confirmed=130.2) == []
+    assert c.deadline == 157.0
+    assert c.check(156.9) is None
+
+
+def test_while_a_renewal_is_in_flight_it_waits_for_the_deadline_only():
+    c = core()
+    c.step(115.0)
+    c.renewal_started(115.0)
+    step = c.step(120.0)
+    assert step.action == "wait" and step.until == 127.0
+
+
+def test_a_renewal_unconfirmed_at_the_deadline_loses_the_lease():
+    c = core()
+    c.step(115.0)
+    c.renewal_started(115.0)
+    assert c.step(126.999).action == "wait"
+    step = c.step(127.0)
+    assert step.action == "lost" and step.why == "deadline"
+    assert c.safe_remaining(127.0) == 0.0
+
+
+def test_a_confirmation_after_the_deadline_does_not_revive_the_lease():
+    c = core()
+    c.step(115.0)
+    c.renewal_started(115.0)
+    assert c.check(128.0) == "deadline"
+    assert c.renewal_confirmed(129.0) == []
+    assert c.check(129.0) == "deadline" and c.deadline == 127.0
+
+
+def test_checking_past_the_deadline_loses_it_even_if_the_renewer_never_woke():
+    """A starved renewer thread: the body's own check() sees the deadline pass."""
+    c = core()
+    assert c.check(127.5) == "deadline"
+
+
+def test_a_renewer_that_wakes_late_warns():
+    c = core()
+    warnings = renew(c, sent=120.0, confirmed=120.5)
+    assert len(warnings) == 1 and "late" in warnings[0] and "5.000 s after it was due" in warnings[0]
+    assert c.deadline == 147.0  # still counted from its send
+
+
+def test_a_renewal_that_takes_more_than_half_the_safety_window_warns():
+    c = core()
+    warnings = renew(c, sent=115.0, confirmed=121.5)  # window 115..127: half is 6 s
+    assert len(warnings) == 1 and "more than half the safety window" in warnings[0]
+    assert renew(c, sent=130.0, confirmed=135.0) == []
+
+
+def test_a_slightly_late_renewal_is_not_a_warning():
+    c = core()
+    assert renew(c, sent=116.0, confirmed=117.0) == []  # within a tenth of the interval
+
+
+@pytest.mark.parametrize("error", [NodeUnreachable("down"), OutcomeUnknown("?"), TransactionTimeout("slow"),
+                                   TokenNotConfirmed(token=1, confirmations=2)])  # fmt: skip
+def test_transient_failures_are_retried_until_the_deadline(error):
+    c = core()
+    why = loss_reason(error)
+    assert why is None
+    c.step(115.0)
+    c.renewal_started(115.0)
+    c.renewal_failed(116.0, why)
+    assert c.check(116.0) is None and c.failures == 1
+    step = c.step(116.5)
+    assert step.action == "wait" and step.until == 116.0 + c.retry_delay
+    assert c.step(116.0 + c.retry_delay).action == "renew"
+    c.renewal_started(117.0)
+    c.renewal_failed(126.0, None)
+    assert c.step(126.5).action == "wait"
+    assert c.step(127.0).why == "deadline"
+
+
+@pytest.mark.parametrize(
+    ("error", "why"),
+    [
+        (StaleToken(token=1, current_token=2), "superseded"),
+        (UnknownToken(token=3, current_token=2), "superseded"),
+        (NotHolder(token=1, account="0x1", holder="0x2"), "superseded"),
+        (LeaseExpired(token=1, expired_at=5), "expired"),
+        (LeaseReleased(token=1), "released"),
+        (ChainRolledBack("lost history", seen_token=3, chain_token=1), "rolled_back"),
+        (RuntimeError("a bug"), "error"),
+    ],
+)
+def test_errors_that_mean_the_lease_is_gone_lose_it_at_once(error, why):
+    c = core()
+    assert loss_reason(error) == why
+    c.step(115.0)
+    c.renewal_started(115.0)
+    c.renewal_failed(115.5, loss_reason(error))
+    step = c.step(115.5)
+    assert step.action == "lost" and step.why == why
+    assert c.safe_remaining(115.5) == 0.0
+
+
+def test_after_stop_it_never_renews_again():
+    c = core()
+    c.stop()
+    for now in (115.0, 200.0, 10_000.0):
+        assert c.step(now).action == "stop"
+    with pytest.raises(RuntimeError):
+        c.renewal_started(115.0)
+
+
+def test_a_renewal_in_flight_at_stop_is_not_counted():
+    c = core()
+    c.step(115.0)
+    c.renewal_started(115.0)
+    c.stop()
+    c.renewal_confirmed(116.0)
+    assert c.renewals == 0 and c.step(116.0).action == "stop"
+
+
+def test_a_short_ttl_gets_an_interval_inside_its_window():
+    c = KeepAliveCore(5, 0.0)  # window 2 s: half the ttl would come after the deadline
+    assert c.deadline == 2.0 and c.interval == 1.0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"ttl": 3},  # margins eat the whole ttl
+        {"ttl": 0},
+        {"ttl": -5},
+        {"ttl": "30"},
+        {"ttl": True},
+        {"ttl": 30, "interval": 27},  # at the deadline
+        {"ttl": 30, "interval": 0},
+        {"ttl": 30, "latency_margin": -1},
+        {"ttl": 30, "block_time_margin": float("nan")},
+        {"ttl": 30, "retry_delay": 0},
+    ],
+)
+def test_bad_parameters_are_invalid_input(options):
+    ttl = options.pop("ttl")
+    with pytest.raises(InvalidInput):
+        KeepAliveCore(ttl, 0.0, **options)
+
+
+def test_bad_anchor_is_invalid_input():
+    with pytest.raises(InvalidInput):
+        KeepAliveCore(30, float("inf"))
