@@ -4,7 +4,7 @@
 
     chainfence node                       # local anvil, state on disk, registry deployed
     chainfence deploy [--max-ttl S]
-    chainfence acquire NAME --ttl S
+    chainfence acquire NAME --ttl S [--wait S]   # --wait: wait up to S seconds for a held lease
     chainfence renew NAME --token T --ttl S
     chainfence release NAME --token T
     chainfence status [NAME ...]
@@ -128,6 +128,19 @@ _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
 
 
+def _wait_seconds(text: str) -> float:
+    """``--wait``: seconds, checked as ``acquire(wait=...)`` checks them."""
+    from . import _validate
+    from .errors import InvalidWait
+
+    try:
+        return _validate.wait(float(text))
+    except ValueError as exc:  # not a number, or InvalidWait
+        if isinstance(exc, InvalidWait):
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--rpc-url", help="JSON-RPC endpoint (default: $CHAINFENCE_RPC_URL, else the deployment file)")
@@ -187,6 +200,10 @@ def _parser() -> argparse.ArgumentParser:
     acquire = commands.add_parser("acquire", parents=[common], help="acquire a lease; prints its fencing token")
     acquire.add_argument("resource")
     acquire.add_argument("--ttl", type=_positive_int, required=True, help="lease length in seconds")
+    acquire.add_argument(
+        "--wait", type=_wait_seconds, default=0.0, metavar="S",
+        help="if the lease is held, wait up to S seconds for it to become free (default 0: exit 3 at once)",
+    )  # fmt: skip
 
     renew = commands.add_parser("renew", parents=[common], help="extend a live lease you hold")
     renew.add_argument("resource")
@@ -405,8 +422,9 @@ def _cmd_deploy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 def _cmd_acquire(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=True)
-    with _waiting(chain, args, f"acquire {args.resource}"):
-        lease = registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations)
+    what = f"acquire {args.resource}" + (f" (waiting up to {args.wait:g} s while it is held)" if args.wait else "")
+    with _waiting(chain, args, what):
+        lease = registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations, wait=args.wait)
     if args.json:
         print(json.dumps(_lease_json(lease)))
     else:
