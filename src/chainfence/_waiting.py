@@ -235,7 +235,10 @@ def acquire_waiting(
     refusal = first_refusal
     watch = follower()
     info = read()
-    logger.debug("waiting up to %.3f s for %s (held by %s, token %d)", wait, info.resource, info.holder, info.token)
+    logger.info(
+        "waiting resource=%s holder=%s token=%d expires_at=%d wait=%gs",
+        info.resource, info.holder, info.token, info.expires_at, wait,
+    )  # fmt: skip
     while True:
         if free(info):
             if watch.polls:  # it was seen free after waiting: other waiters may have seen it too
