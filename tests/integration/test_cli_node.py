@@ -305,31 +305,31 @@ def test_cli_acquire_wait_takes_the_lease_once_the_holder_releases(shared_node):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
     env["CHAINFENCE_PRIVATE_KEY"] = dev_keys(10)[2]
-    waiter = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "chainfence", "-v", "acquire", "jobs/wait-cli", "--ttl", "60", "--wait", "600", "--json"],
         cwd=wd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        waiting = threading.Event()
-        errors: list[str] = []
+    ) as waiter:  # fmt: skip
+        try:
+            waiting = threading.Event()
+            errors: list[str] = []
 
-        def read_stderr():
-            for line in waiter.stderr:
-                errors.append(line)
-                if "waiting resource=jobs/wait-cli" in line:
-                    waiting.set()
+            def read_stderr():
+                for line in waiter.stderr:
+                    errors.append(line)
+                    if "waiting resource=jobs/wait-cli" in line:
+                        waiting.set()
 
-        reader = threading.Thread(target=read_stderr, daemon=True)
-        reader.start()
-        assert waiting.wait(120), "the waiter never said it was waiting: " + "".join(errors)
-        assert waiter.poll() is None
-        assert run(wd, "release", "jobs/wait-cli", "--token", str(held["token"])).returncode == 0
-        waiter.wait(timeout=120)  # its output is one short JSON document: the pipe cannot fill
-        out = waiter.stdout.read()
-        reader.join(timeout=60)
-    finally:
-        if waiter.poll() is None:
-            waiter.kill()
+            reader = threading.Thread(target=read_stderr, daemon=True)
+            reader.start()
+            assert waiting.wait(120), "the waiter never said it was waiting: " + "".join(errors)
+            assert waiter.poll() is None
+            assert run(wd, "release", "jobs/wait-cli", "--token", str(held["token"])).returncode == 0
+            waiter.wait(timeout=120)  # its output is one short JSON document: the pipe cannot fill
+            out = waiter.stdout.read()
+            reader.join(timeout=60)
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
     assert waiter.returncode == 0, "".join(errors)
     lease = json.loads(out)
     assert lease["token"] == held["token"] + 1 and lease["reason"] == "released"
