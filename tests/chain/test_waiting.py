@@ -228,3 +228,14 @@ def test_no_wait_keeps_todays_behaviour(alice, bob, wait):
     with pytest.raises(LeaseHeld):
         bob.acquire(NAME, ttl=60, wait=wait)
     assert clock.sleeps == []
+
+
+def test_control_an_acquisition_sent_without_reading_first_pays_for_its_revert(alice, bob):
+    """What the waiter avoids: a retry loop that sends while the lease is held (here without the
+    preflight) is mined, reverts with LeaseHeld, and costs a nonce and gas each time."""
+    alice.acquire(NAME, ttl=600)
+    nonce, balance = spent(bob)
+    with pytest.raises(LeaseHeld):
+        bob.chain.transact(bob.sender, bob.address, bob._encode("acquire", [NAME, 60]), gas=200_000)
+    after_nonce, after_balance = spent(bob)
+    assert after_nonce == nonce + 1 and after_balance < balance
