@@ -239,9 +239,10 @@ def acquire_waiting(
         "waiting resource=%s holder=%s token=%d expires_at=%d wait=%gs",
         info.resource, info.holder, info.token, info.expires_at, wait,
     )  # fmt: skip
+    waited = False
     while True:
         if free(info):
-            if watch.polls:  # it was seen free after waiting: other waiters may have seen it too
+            if waited:  # seen free after a pause: other waiters may have woken by the same release or expiry
                 pause = timer.jitter(pace.jitter)
                 if pause > 0:
                     timer.pause_before_send(pause)
@@ -259,6 +260,7 @@ def acquire_waiting(
             if remaining <= 0:
                 refusal.add_note(f"waited {wait:g} s (the wait= given) for the resource to become free")
                 raise refusal
+            waited = True
             if watch.wait(remaining):
                 break
         info = read()

@@ -156,3 +156,4 @@ def test_a_waiter_wakes_at_the_expiry_with_no_block_mined(on_anvil):
     assert lease.reason is AcquireReason.EXPIRED and lease.previous_token == held.token
     assert lease.block_number == held.block_number + 1, "no block came between: the expiry woke it"
     assert clock.now_ <= 3 + 1, "it woke at the expiry (3 s of its clock), not at the end of its wait"
+    assert len(clock.pauses) == 1, "a random pause before sending: other waiters woke at the same expiry"
