@@ -228,7 +228,7 @@ class Registry:
             return self._acquire(resource, ttl, sender, confirmations)
         try:
             return self._acquire(resource, ttl, sender, confirmations)
-        except LeaseHeld as refused:  # the preflight refused: nothing was sent
+        except LeaseHeld as refused:  # by the preflight (nothing sent), or rarely mined and reverted: wait
             first_refusal = refused
         resource_id = _validate.resource_id(resource)
         timer = self._wait_timer
