@@ -239,3 +239,22 @@ def test_control_an_acquisition_sent_without_reading_first_pays_for_its_revert(a
         bob.chain.transact(bob.sender, bob.address, bob._encode("acquire", [NAME, 60]), gas=200_000)
     after_nonce, after_balance = spent(bob)
     assert after_nonce == nonce + 1 and after_balance < balance
+
+
+def test_a_waiter_follows_a_head_that_went_back(chain, alice, bob):
+    """A reorganisation (here a dev chain's revert) takes the head below what the waiter saw; the
+    release then lands at a lower height than blocks it already saw, and is still noticed at once."""
+    held = alice.acquire(NAME, ttl=600)
+    snapshot = chain.snapshot()
+
+    def on_sleep(n):
+        if n == 1:
+            chain.mine(3)
+        elif n == 2:
+            chain.revert(snapshot)
+            held.release()  # one block above the snapshot: below the head the waiter saw
+
+    clock = WaitClock(on_sleep=on_sleep).install(bob)
+    lease = bob.acquire(NAME, ttl=60, wait=60)
+    assert lease.reason is AcquireReason.RELEASED and lease.previous_token == held.token
+    assert len(clock.sleeps) == 2
