@@ -9,12 +9,18 @@ from __future__ import annotations
 from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
 
 from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
-from .errors import InvalidAddress, InvalidToken, InvalidTtl
+from .errors import InvalidAddress, InvalidToken, InvalidTtl, InvalidWait
 
-__all__ = ["MAX_NAME_LENGTH", "MAX_TOKEN", "address", "publishable", "resource_bytes", "resource_id", "token", "ttl"]
+__all__ = [
+    "MAX_NAME_LENGTH", "MAX_TOKEN", "MAX_WAIT", "address", "publishable", "resource_bytes", "resource_id", "token",
+    "ttl", "wait",
+]  # fmt: skip
 
 #: Tokens are uint256 in the ABI.
 MAX_TOKEN = 2**256 - 1
+
+#: The longest ``wait=`` accepted: a year of seconds.
+MAX_WAIT = 31_536_000
 
 
 def ttl(value: object, max_ttl: int) -> int:
@@ -48,3 +54,17 @@ def address(value: object, what: str = "address") -> str:
     if value != value.lower() and value[2:] != value[2:].upper() and not is_checksum_address(value):
         raise InvalidAddress(f"{what} {value} has an invalid EIP-55 checksum (mistyped?)")
     return to_checksum_address(value)
+
+
+def wait(value: object) -> float:
+    """``value`` as seconds to wait for a held resource (0.0: do not wait), after checking it is None
+    or a finite int or float from 0 to :data:`MAX_WAIT` (not a bool, not NaN)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidWait(
+            f"wait must be None or a number of seconds, got {type(value).__name__} {value!r}", wait=value
+        )
+    if not 0 <= value <= MAX_WAIT:  # NaN compares false; inf and huge ints are above
+        raise InvalidWait(wait=value)
+    return float(value)

@@ -4,7 +4,7 @@
 
     chainfence node                       # local anvil, state on disk, registry deployed
     chainfence deploy [--max-ttl S]
-    chainfence acquire NAME --ttl S
+    chainfence acquire NAME --ttl S [--wait S]   # --wait: wait up to S seconds for a held lease
     chainfence renew NAME --token T --ttl S
     chainfence release NAME --token T
     chainfence status [NAME ...]
@@ -32,7 +32,6 @@ import itertools
 import json
 import logging
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -150,6 +149,19 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _wait_seconds(text: str) -> float:
+    """``--wait``: seconds, checked as ``acquire(wait=...)`` checks them."""
+    from . import _validate
+    from .errors import InvalidWait
+
+    try:
+        return _validate.wait(float(text))
+    except ValueError as exc:  # not a number, or InvalidWait
+        if isinstance(exc, InvalidWait):
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--rpc-url", help="JSON-RPC endpoint (default: $CHAINFENCE_RPC_URL, else the deployment file)")
@@ -209,6 +221,10 @@ def _parser() -> argparse.ArgumentParser:
     acquire = commands.add_parser("acquire", parents=[common], help="acquire a lease; prints its fencing token")
     acquire.add_argument("resource")
     acquire.add_argument("--ttl", type=_positive_int, required=True, help="lease length in seconds")
+    acquire.add_argument(
+        "--wait", type=_wait_seconds, default=0.0, metavar="S",
+        help="if the lease is held, wait up to S seconds for it to become free (default 0: exit 3 at once)",
+    )  # fmt: skip
 
     renew = commands.add_parser("renew", parents=[common], help="extend a live lease you hold")
     renew.add_argument("resource")
@@ -250,7 +266,7 @@ def _parser() -> argparse.ArgumentParser:
     lock.add_argument("resource")
     lock.add_argument("--ttl", type=_positive_int, default=30, help="lease length in seconds (default 30)")
     lock.add_argument(
-        "--wait", type=_seconds, default=0.0,
+        "--wait", type=_wait_seconds, default=0.0,
         help="seconds to wait for a held resource to become free (default 0: fail at once with exit 3)",
     )  # fmt: skip
     lock.add_argument(
@@ -459,8 +475,9 @@ def _cmd_deploy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 def _cmd_acquire(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=True)
-    with _waiting(chain, args, f"acquire {args.resource}"):
-        lease = registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations)
+    what = f"acquire {args.resource}" + (f" (waiting up to {args.wait:g} s while it is held)" if args.wait else "")
+    with _waiting(chain, args, what):
+        lease = registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations, wait=args.wait)
     if args.json:
         print(json.dumps(_lease_json(lease)))
     else:
@@ -591,25 +608,6 @@ def _cmd_tx(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 _CLOCK: Callable[[], float] = time.monotonic
 
 
-def _acquire_waiting(registry: Any, args: argparse.Namespace) -> Any:
-    """Acquire, retrying while the resource is held, for up to ``--wait`` seconds.
-
-    A plain retry loop: no gas is spent (a held resource is refused at the
-    preflight, before anything is sent). It is to be replaced by the SDK's
-    waiting acquisition (``acquire(wait=)``, which follows events instead of
-    polling) once the SDK offers it.
-    """
-    deadline = time.monotonic() + args.wait
-    while True:
-        try:
-            return registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations)
-        except LeaseHeld:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise
-            time.sleep(min(remaining, 0.5 + random.uniform(0, 0.25)))  # jitter: waiters do not ask in step
-
-
 def _child_env(lease: Any, registry: Any, url: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -642,7 +640,7 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     KeepAliveCore(args.ttl, 0.0, **margins)  # a ttl the margins leave no time in is refused before acquiring
     chain, registry = _connect(args, needs_key=True)
     url = _rpc_url(args, _deployment(args))
-    lease = _acquire_waiting(registry, args)
+    lease = registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations, wait=args.wait)
     state = threading.Lock()
     child: subprocess.Popen[bytes] | None = None
     lost: list[LeaseLost] = []

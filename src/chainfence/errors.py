@@ -8,6 +8,7 @@
     │   ├── InvalidTtl                     0, negative, not an int, above the registry's max
     │   │   └── InvalidMaxTtl              deployment: max ttl out of range
     │   ├── InvalidToken                   0, negative, not an int, wider than uint256
+    │   ├── InvalidWait                    acquire(wait=...): negative, not finite, not a number, too long
     │   └── InvalidAddress                 not a 20-byte hex address
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
@@ -85,6 +86,7 @@ __all__ = [
     "InvalidSignature",
     "InvalidToken",
     "InvalidTtl",
+    "InvalidWait",
     "LeaseError",
     "LeaseExpired",
     "LeaseHeld",
@@ -254,6 +256,17 @@ class InvalidMaxTtl(InvalidTtl):
         if message is None:
             message = f"max_ttl must be 1 to {2**32 - 1} seconds, got {max_ttl!r}"
         super().__init__(message, ttl=max_ttl, max_ttl=2**32 - 1)
+
+
+class InvalidWait(InvalidInput):
+    """``wait`` (seconds to wait for a held resource) must be None or a finite number from 0 to
+    :data:`~chainfence._validate.MAX_WAIT`; 0 and None do not wait."""
+
+    def __init__(self, message: str | None = None, *, wait: Any = None):
+        self.wait = wait
+        if message is None:
+            message = f"wait must be None or a number of seconds from 0 to 31536000, got {wait!r}"
+        super().__init__(message)
 
 
 class InvalidToken(InvalidInput):

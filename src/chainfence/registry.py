@@ -42,7 +42,7 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import keccak, to_checksum_address
 
-from . import _artifacts, _events, _names, _validate
+from . import _artifacts, _events, _names, _validate, _waiting
 from .chain import Chain
 from .errors import (
     ChainError,
@@ -51,6 +51,7 @@ from .errors import (
     InvalidInput,
     InvalidMaxTtl,
     LeaseExpired,
+    LeaseHeld,
     NotConfirmed,
     TokenNotConfirmed,
     TokenNotCurrent,
@@ -84,6 +85,8 @@ class Registry:
         self.sender = sender
         #: Block of the deploying transaction, when this object deployed it.
         self.deployed_block: int | None = None
+        #: The clock, sleep and randomness ``acquire(wait=...)`` waits with (tests put their own here).
+        self._wait_timer: _waiting.Timer = _waiting.SYSTEM
 
     # ------------------------------------------------------------------
     # Construction
@@ -171,7 +174,9 @@ class Registry:
     # Lease operations (transactions)
     # ------------------------------------------------------------------
 
-    def acquire(self, resource: str, ttl: int, *, confirmations: int | None = None) -> Lease:
+    def acquire(
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
+    ) -> Lease:
         """Acquire ``resource`` for ``ttl`` seconds of chain time; return the :class:`Lease`.
 
         The lease carries a new fencing token, higher than every token the
@@ -185,6 +190,31 @@ class Registry:
         Raises :class:`~chainfence.errors.LeaseHeld` while someone else holds
         a live lease, :class:`~chainfence.errors.InvalidResourceName` or
         :class:`~chainfence.errors.InvalidTtl` on bad input (nothing sent).
+
+        With ``wait=seconds`` a held resource is waited for, up to that many
+        seconds of this machine's monotonic clock: the acquisition is sent
+        once the resource reads free (released, expired by chain time, or
+        never held), and ``LeaseHeld`` (the holder's lease, as read last) is
+        raised when the wait ends first. No gas is spent waiting: nothing is
+        sent while the resource reads held, and the send's preflight refuses
+        without sending when another waiter got there first (then it waits
+        again). The waiter polls the head once per poll interval (half the
+        block time; 50 ms on anvil), reads the registry's events for the
+        resource in each new block, and wakes at the lease's expiry; it
+        takes a released resource within about one block. ``wait=None`` or
+        ``0`` (the default) does not wait; anything but a number from 0 to a
+        year is :class:`~chainfence.errors.InvalidWait` (nothing sent).
+
+        Fairness: none beyond a random pause (up to a quarter block) before
+        sending, which keeps waiters from all sending at the same instant.
+        The registry keeps no queue: the first acquisition mined after a
+        release wins, so a waiter may lose to one that started waiting
+        later, and two acquisitions in the same block can still collide
+        (the second reverts, paying for it, and waits again). For
+        first-come-first-served, queue outside the registry (a ticket per
+        waiter from a table or a queue service; each acquires when its
+        ticket is next) and fence with the token as usual.
+
         If the transaction was mined but did not reach its confirmations in
         time, :class:`~chainfence.errors.NotConfirmed` carries the ``lease``
         it created, so that it is never forgotten; so does a chain error
@@ -192,8 +222,31 @@ class Registry:
         checks, once it is deep enough, that the lease is still current.
         """
         _validate.publishable(resource)
+        seconds = _validate.wait(wait)
         ttl = _validate.ttl(ttl, self.max_ttl)
         sender = self._require_sender()
+        if not seconds:
+            return self._acquire(resource, ttl, sender, confirmations)
+        try:
+            return self._acquire(resource, ttl, sender, confirmations)
+        except LeaseHeld as refused:  # by the preflight (nothing sent), or rarely mined and reverted: wait
+            first_refusal = refused
+        resource_id = _validate.resource_id(resource)
+        timer = self._wait_timer
+        pace = _waiting.pace(self.chain)
+        return _waiting.acquire_waiting(
+            send=lambda: self._acquire(resource, ttl, sender, confirmations),
+            read=lambda: self._lease_info(resource, resource_id),
+            free=lambda info: not info.live or info.holder == sender,
+            follower=lambda: _waiting.Follower(self.chain, self.address, resource_id, timer, pace),
+            timer=timer,
+            pace=pace,
+            wait=seconds,
+            first_refusal=first_refusal,
+        )
+
+    def _acquire(self, resource: str, ttl: int, sender: str, confirmations: int | None) -> Lease:
+        """One acquisition (validated arguments): preflight, send, confirm, check."""
         data = self._encode("acquire", [resource, ttl])
         seen = self._seen()
         before = seen.before(_validate.resource_id(resource))
@@ -346,16 +399,19 @@ class Registry:
         return digest
 
     @contextmanager
-    def lease(self, resource: str, ttl: int, *, confirmations: int | None = None) -> Iterator[Lease]:
+    def lease(
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
+    ) -> Iterator[Lease]:
         """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
 
         Raises :class:`~chainfence.errors.LeaseHeld` (and the body does not
-        run) if someone else holds it. On exit the lease is released; if it
+        run) if someone else holds it — after waiting up to ``wait`` seconds
+        for it to become free, as :meth:`acquire` does. On exit the lease is released; if it
         expired or was superseded while the body ran, that error is raised
         after a body that succeeded, and added as a note to the body's own
         exception otherwise.
         """
-        with self.acquire(resource, ttl, confirmations=confirmations) as lease:
+        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait) as lease:
             yield lease
 
     # ------------------------------------------------------------------

@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import Chain, Guard, LeaseStatus, Registry
+from chainfence import AcquireReason, Chain, Guard, LeaseStatus, Registry
 from chainfence.errors import LeaseExpired
 from tests.conftest import isolated
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
+from tests.support.virtual_time import WaitClock
 
 ROOT = Path(__file__).resolve().parents[2]
 RESOURCE = "reports/quiet"
@@ -137,3 +138,22 @@ def test_on_a_chain_that_is_not_a_dev_chain_the_verifiers_clock_counts_too(anvil
             strict.check(RESOURCE, lease.token)
         assert verifier.is_current(RESOURCE, lease.token, block="latest"), "the control: the chain alone says live"
     assert on_anvil.is_current(RESOURCE, lease.token), "anvil's own (dev) clock has not reached the expiry"
+
+
+def test_a_waiter_wakes_at_the_expiry_with_no_block_mined(on_anvil):
+    """No block and no event come: the waiter's only cue is the lease's expiry, counted on its clock
+    from the chain time it read the lease at. It then reads the lease expired (pending block's time)
+    and takes it in the very next block."""
+    held = on_anvil.connect(on_anvil.chain.accounts[1]).acquire(RESOURCE, ttl=3)
+    bob = on_anvil.connect(on_anvil.chain.accounts[2])
+
+    def on_sleep(n):
+        if n == 1:
+            on_anvil.chain._rpc("evm_increaseTime", [5])  # chain time passes the expiry; nothing mined
+
+    clock = WaitClock(on_sleep=on_sleep).install(bob)
+    lease = bob.acquire(RESOURCE, ttl=60, wait=600)
+    assert lease.reason is AcquireReason.EXPIRED and lease.previous_token == held.token
+    assert lease.block_number == held.block_number + 1, "no block came between: the expiry woke it"
+    assert clock.now_ <= 3 + 1, "it woke at the expiry (3 s of its clock), not at the end of its wait"
+    assert len(clock.pauses) == 1, "a random pause before sending: other waiters woke at the same expiry"

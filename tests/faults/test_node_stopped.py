@@ -215,11 +215,11 @@ def world(request, tmp_path_factory):
 # ---------------------------------------------------------------------------
 
 
-def enter_lease(w: World) -> None:
+def enter_lease(w: World, **options: Any) -> None:
     """``with registry.lease(...)``: the body must not run when the acquisition fails."""
     ran = []
     try:
-        with w.cached().lease(FREE, ttl=60):
+        with w.cached().lease(FREE, ttl=60, **options):
             ran.append(True)
     finally:
         assert ran == [], "the body ran without a lease"
@@ -362,10 +362,13 @@ CALLS: list[Call] = [
     Call("Registry.from_deployment", lambda w: Registry.from_deployment(w.chain, w.deployment)),
     Call("Registry.acquire[down before the send]", lambda w: w.cached().acquire(FREE, ttl=60)),
     Call("Registry.acquire[max_ttl uncached]", lambda w: w.registry().acquire(FREE, ttl=60)),
+    Call("Registry.acquire[wait, free]", lambda w: w.cached().acquire(FREE, ttl=60, wait=5)),
+    Call("Registry.acquire[wait, held]", lambda w: w.cached().connect(w.accounts[2]).acquire(RESOURCE, ttl=60, wait=5)),
     Call("Registry.renew", lambda w: w.cached().renew(RESOURCE, w.token, 60)),
     Call("Registry.release", lambda w: w.cached().release(RESOURCE, w.token)),
     Call("Registry.complete", lambda w: w.cached().complete(RESOURCE, w.token, b"done")),
     Call("Registry.lease", enter_lease),
+    Call("Registry.lease[wait]", lambda w: enter_lease(w, wait=5)),
     Call("Registry.lease_of", lambda w: w.registry().lease_of(RESOURCE)),
     Call("Registry.last_lease", lambda w: w.registry().last_lease(RESOURCE)),
     Call("Registry.last_lease_by_id", lambda w: w.registry().last_lease_by_id(resource_id(RESOURCE))),

@@ -104,7 +104,7 @@ def test_a_held_resource_exits_3_and_the_command_never_runs(node, direct, tmp_pa
 
 
 def test_wait_takes_the_resource_once_its_holder_releases_it(node, direct, tmp_path):
-    """--wait retries while held: the test releases B's lease only after the CLI was refused once."""
+    """--wait waits while held (acquire(wait=)): the test releases B's lease only after the CLI was refused once."""
     chain, registry = direct
     held = registry.connect(chain.accounts[2]).acquire("lock/wait", ttl=600)
     with RpcProxy(node.url) as proxy:

@@ -151,6 +151,9 @@ def test_cli_human_output_is_a_table(shared_node):
         (["acquire", "", "--ttl", "5"], 1, cli.EXIT_USAGE, "must not be empty"),
         (["acquire", "r", "--ttl", "5"], None, cli.EXIT_USAGE, "CHAINFENCE_PRIVATE_KEY"),
         (["acquire", "r", "--ttl", "5", "--private-key", "0x01"], 1, cli.EXIT_USAGE, "unrecognized arguments"),
+        (["acquire", "r", "--ttl", "5", "--wait", "-1"], 1, cli.EXIT_USAGE, "wait must be None or a number"),
+        (["acquire", "r", "--ttl", "5", "--wait", "nan"], 1, cli.EXIT_USAGE, "wait must be None or a number"),
+        (["acquire", "r", "--ttl", "5", "--wait", "soon"], 1, cli.EXIT_USAGE, "not a number of seconds"),
         (["verify", "never", "--token", "3"], None, cli.EXIT_NOT_CURRENT, "never issued"),
         (["status", "--registry", "0x000000000000000000000000000000000000dEaD"], None, cli.EXIT_CONNECTION, "no contract code"),
         (["status", "--registry", "0x1234"], None, cli.EXIT_USAGE, "20-byte"),
@@ -289,3 +292,44 @@ def test_node_refuses_a_port_in_use(shared_node, tmp_path):
     done = subprocess.run([sys.executable, "-m", "chainfence", "node", "--port", str(shared_node.port)], cwd=other,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == cli.EXIT_CONNECTION and "in use" in done.stderr
+
+
+def test_cli_acquire_wait_takes_the_lease_once_the_holder_releases(shared_node):
+    """`acquire --wait` blocks while the lease is held (it logs that it waits), and exits 0 with the
+    next token once the holder releases; a wait that ends first exits 3 with the holder."""
+    wd = shared_node.workdir
+    held = as_json(run(wd, "acquire", "jobs/wait-cli", "--ttl", "3600", "--json"))
+    short = run(wd, "acquire", "jobs/wait-cli", "--ttl", "60", "--wait", "0.2", "--json", key=2)
+    assert short.returncode == cli.EXIT_HELD, short.stderr
+    assert as_json(short)["holder"] == held["holder"] and as_json(short)["token"] == held["token"]
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
+    env["CHAINFENCE_PRIVATE_KEY"] = dev_keys(10)[2]
+    with subprocess.Popen(
+        [sys.executable, "-m", "chainfence", "-v", "acquire", "jobs/wait-cli", "--ttl", "60", "--wait", "600", "--json"],
+        cwd=wd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as waiter:  # fmt: skip
+        try:
+            waiting = threading.Event()
+            errors: list[str] = []
+
+            def read_stderr():
+                for line in waiter.stderr:
+                    errors.append(line)
+                    if "waiting resource=jobs/wait-cli" in line:
+                        waiting.set()
+
+            reader = threading.Thread(target=read_stderr, daemon=True)
+            reader.start()
+            assert waiting.wait(120), "the waiter never said it was waiting: " + "".join(errors)
+            assert waiter.poll() is None
+            assert run(wd, "release", "jobs/wait-cli", "--token", str(held["token"])).returncode == 0
+            waiter.wait(timeout=120)  # its output is one short JSON document: the pipe cannot fill
+            out = waiter.stdout.read()
+            reader.join(timeout=60)
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+    assert waiter.returncode == 0, "".join(errors)
+    lease = json.loads(out)
+    assert lease["token"] == held["token"] + 1 and lease["reason"] == "released"

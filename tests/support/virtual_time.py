@@ -11,11 +11,24 @@ knows the SDK is waiting, and where it moves the chain.
 
     clock = SteppedClock(on_sleep=lambda: ...)   # e.g. mine once the node has the cancellation
     clock.install(agent.chain)
+
+``WaitClock`` does the same for a registry's ``acquire(wait=...)``: the
+waiter's clock moves only by what it sleeps, ``on_sleep(n)`` runs at its
+n-th pause between polls (n from 1: the waiter has read the resource held
+and is waiting), ``on_pause()`` in the random pause between seeing the
+resource free and sending (where a test stages a competitor), and the
+random pause is always half its limit. A wait of 60 s is then 60 s of
+polls, however long each poll takes.
+
+    clock = WaitClock(on_sleep=lambda n: lease.release() if n == 1 else None).install(bob)
+    bob.acquire("r", ttl=30, wait=60)            # returns right after the release
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from chainfence._waiting import Timer
 
 
 class SteppedClock:
@@ -64,3 +77,37 @@ class WatchedClock:
         from tests.support.sequencer import wait_until
 
         wait_until(lambda: self.last_read == value or unless(), f"the clock was read at {value}")
+
+
+class WaitClock(Timer):
+    def __init__(
+        self, on_sleep: Callable[[int], None] | None = None, on_pause: Callable[[], None] | None = None
+    ):
+        self.now_ = 0.0
+        self.sleeps: list[float] = []
+        self.pauses: list[float] = []
+        self.on_sleep = on_sleep
+        self.on_pause = on_pause
+
+    def now(self) -> float:
+        return self.now_
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if self.on_sleep is not None:
+            self.on_sleep(len(self.sleeps))
+        self.now_ += seconds
+
+    def jitter(self, limit: float) -> float:
+        return limit / 2
+
+    def pause_before_send(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        if self.on_pause is not None:
+            self.on_pause()
+        self.now_ += seconds
+
+    def install(self, registry) -> WaitClock:
+        """Make ``registry``'s ``acquire(wait=...)`` wait with this clock."""
+        registry._wait_timer = self
+        return self

@@ -1,0 +1,267 @@
+"""Waiting for a held resource: ``acquire(name, ttl, wait=seconds)``.
+
+The waiter spends no gas while it waits. It sends an acquisition only when
+it has read the resource free (released, expired — judged at
+:meth:`Chain.now <chainfence.Chain.now>`, as the views judge — or never
+held), and the send's own preflight (``eth_estimateGas`` at the pending
+block) refuses, sending nothing, when someone else got there first.
+
+What wakes it, without a tight loop:
+
+- **a new block that carries one of the registry's events for the
+  resource** (``LeaseReleased``, ``LeaseAcquired``, ``LeaseRenewed``): the
+  head is polled once per :attr:`Pace.poll` seconds (``eth_getBlockByNumber``
+  "latest": one request whether or not a block came), and only a new head
+  costs an ``eth_getLogs`` over the new blocks, filtered by the resource's
+  id. JSON-RPC over HTTP has no subscriptions (``eth_subscribe`` needs a
+  websocket), so polling at a bounded interval is what every HTTP node
+  allows;
+- **the lease's expiry**: a new block stamped at (or a second before) the
+  expiry, or, on a chain that mines no block, the local monotonic clock
+  reaching the expiry as counted from the chain time the lease was judged
+  at. Chain time decides: if the lease still reads live then (a dev
+  chain's clock that does not run), the next look is one expiry-length (at
+  least one poll) later;
+- **a reorganisation** (the head went back): read again.
+
+Each of these costs one read of the lease (``eth_call`` plus the pending
+block, batched), then either an acquisition or more waiting. Per poll: one
+request; per new block: at most one ``eth_getLogs`` and one read more.
+
+Pace: on a chain that is not a dev chain the poll interval is half the
+block time (estimated once per chain from the last 32 blocks, between 0.25
+and 6 seconds), so a release is seen within half a block and the
+acquisition, sent after a random pause of up to a quarter block, lands in
+the next block or the one after. Dev chains mine a block per transaction:
+anvil is polled every 50 ms, the embedded chain every 20 ms.
+
+Fairness: none beyond the random pause. The registry keeps no queue: an
+acquisition succeeds whenever the resource is free, whoever sends it, so
+the first acquisition mined after a release wins (on a chain with a
+mempool, the one its block builder orders first). The pause spreads the
+waiters' sends over a fraction of a block so that they do not all arrive
+together; the losers' preflights then see the lease held and send
+nothing. Two waiters whose acquisitions land in the same block can still
+both send; the second reverts on-chain (it pays for a revert) and goes
+back to waiting.
+
+Everything that waits takes a :class:`Timer` (clock, sleep, randomness):
+tests give it one that moves only when the test says.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from . import _events
+from .errors import LeaseHeld
+
+if TYPE_CHECKING:
+    from .chain import Chain
+    from .lease import LeaseInfo
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: New blocks above which the waiter reads the lease instead of asking for the blocks' logs.
+MAX_LOG_GAP = 1_024
+
+#: Blocks the block time of a chain that is not a dev chain is estimated over.
+_BLOCK_TIME_SAMPLE = 32
+
+_KINDS = (_events.Kind.ACQUIRED, _events.Kind.RELEASED, _events.Kind.RENEWED)
+
+
+class Timer:
+    """The waiter's clock (monotonic seconds), its sleep and its randomness.
+
+    Tests subclass it: a clock that moves only when the waiter sleeps, a
+    sleep that lets the test act at that moment, a pause before sending the
+    test can use to stage a race.
+    """
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        """Wait between two polls."""
+        time.sleep(seconds)
+
+    def jitter(self, limit: float) -> float:
+        """A random pause, 0 to ``limit`` seconds."""
+        return random.uniform(0.0, limit)
+
+    def pause_before_send(self, seconds: float) -> None:
+        """Wait the random pause between seeing the resource free and sending."""
+        time.sleep(seconds)
+
+
+SYSTEM = Timer()
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How often a waiter polls the head, and the longest random pause before it sends."""
+
+    poll: float
+    jitter: float
+
+
+def pace(chain: Chain) -> Pace:
+    """The chain's waiting pace (see the module docstring), worked out once per chain."""
+    cached = chain.__dict__.get("_wait_pace")
+    if cached is not None:
+        return cached
+    if chain.rpc.embedded:
+        result = Pace(poll=0.02, jitter=0.01)
+    elif chain.is_dev:
+        result = Pace(poll=0.05, jitter=0.025)
+    else:
+        block_time = _block_time(chain)
+        poll = min(6.0, max(0.25, block_time / 2))
+        result = Pace(poll=poll, jitter=poll / 2)
+    chain.__dict__["_wait_pace"] = result
+    return result
+
+
+def _block_time(chain: Chain) -> float:
+    """Seconds per block over the last blocks (2 requests; 2.0 on a young chain)."""
+    latest = chain.rpc.block("latest")
+    number = int(latest["number"]) if latest is not None else 0
+    if number < _BLOCK_TIME_SAMPLE:
+        return 2.0
+    earlier = chain.rpc.block(number - _BLOCK_TIME_SAMPLE)
+    if earlier is None:
+        return 2.0
+    return max(0.0, (int(latest["timestamp"]) - int(earlier["timestamp"])) / _BLOCK_TIME_SAMPLE)
+
+
+class Follower:
+    """Follows the head and one resource's registry events; says when the lease is worth reading again."""
+
+    def __init__(self, chain: Chain, address: str, resource_id: bytes, timer: Timer, pace: Pace):
+        self._chain = chain
+        self._address = address
+        self._resource_id = resource_id
+        self._timer = timer
+        self._pace = pace
+        head = chain.rpc.block("latest")
+        self.head = int(head["number"]) if head is not None else 0
+        self._expires_at: int | None = None
+        self._expiry_wake = math.inf  # local clock
+        #: Polls of the head, and heads that were new (for logs and tests).
+        self.polls = 0
+        self.blocks = 0
+
+    def expect(self, expires_at: int | None, judged_at: int | None) -> None:
+        """The lease now in the way expires at ``expires_at`` (chain time), judged live at ``judged_at``."""
+        self._expires_at = expires_at
+        if expires_at is None or judged_at is None:
+            self._expiry_wake = math.inf
+        else:
+            self._expiry_wake = self._timer.now() + max(float(expires_at - judged_at), self._pace.poll)
+
+    def wait(self, remaining: float) -> bool:
+        """Sleep at most one poll (never past ``remaining`` seconds), look at the head; True when the
+        lease should be read again (an event for the resource, its expiry, a reorganisation)."""
+        now = self._timer.now()
+        pause = min(self._pace.poll, remaining, max(0.0, self._expiry_wake - now))
+        if pause > 0:
+            self._timer.sleep(pause)
+        if self._timer.now() >= self._expiry_wake:
+            self._expiry_wake = math.inf
+            logger.debug("waiting: the lease's expiry (chain time %s) is due by the local clock", self._expires_at)
+            return True
+        self.polls += 1
+        block = self._chain.rpc.block("latest")
+        if block is None:  # pragma: no cover - every node has a latest block
+            return False
+        number, timestamp = int(block["number"]), int(block["timestamp"])
+        if number == self.head:
+            return False
+        previous, self.head = self.head, number
+        self.blocks += 1
+        if number < previous:
+            logger.debug("waiting: the head went back from %d to %d", previous, number)
+            return True
+        if number - previous > MAX_LOG_GAP:
+            return True
+        if self._expires_at is not None and timestamp >= self._expires_at - 1:
+            return True  # at or just before the expiry: the next block's time may pass it
+        events = _events.fetch_all(
+            self._chain, self._address, kinds=_KINDS, resource_id=self._resource_id,
+            from_block=previous + 1, to_block=number,
+        )  # fmt: skip
+        if events:
+            logger.debug(
+                "waiting: %s in blocks %d..%d", ", ".join(e.kind.value for e in events), previous + 1, number
+            )
+        return bool(events)
+
+
+def held(info: LeaseInfo) -> LeaseHeld:
+    """The error a waiter whose wait ended raises for the lease ``info`` describes."""
+    return LeaseHeld(
+        holder=info.holder, token=info.token, expires_at=info.expires_at, resource=info.resource,
+        resource_id=info.resource_id,
+    )  # fmt: skip
+
+
+def acquire_waiting(
+    *,
+    send: Callable[[], T],
+    read: Callable[[], LeaseInfo],
+    free: Callable[[LeaseInfo], bool],
+    follower: Callable[[], Follower],
+    timer: Timer,
+    pace: Pace,
+    wait: float,
+    first_refusal: LeaseHeld,
+) -> T:
+    """Wait until ``read()`` shows the resource ``free``, then ``send()``; again after a lost race.
+
+    ``first_refusal`` is the LeaseHeld of the acquisition tried before
+    waiting (its preflight refused: nothing was sent). Raises the latest
+    LeaseHeld once ``wait`` seconds of ``timer`` have passed.
+    """
+    deadline = timer.now() + wait
+    refusal = first_refusal
+    watch = follower()
+    info = read()
+    logger.info(
+        "waiting resource=%s holder=%s token=%d expires_at=%d wait=%gs",
+        info.resource, info.holder, info.token, info.expires_at, wait,
+    )  # fmt: skip
+    waited = False
+    while True:
+        if free(info):
+            if waited:  # seen free after a pause: other waiters may have woken by the same release or expiry
+                pause = timer.jitter(pace.jitter)
+                if pause > 0:
+                    timer.pause_before_send(pause)
+            try:
+                return send()
+            except LeaseHeld as lost:
+                logger.debug("waiting: another acquisition came first (token %d); waiting again", lost.token)
+                refusal = lost
+                watch.expect(lost.expires_at, None)  # its block will show the winner's event
+        else:
+            refusal = held(info)
+            watch.expect(info.expires_at, info.judged_at)
+        while True:
+            remaining = deadline - timer.now()
+            if remaining <= 0:
+                refusal.add_note(f"waited {wait:g} s (the wait= given) for the resource to become free")
+                raise refusal
+            waited = True
+            if watch.wait(remaining):
+                break
+        info = read()
+
