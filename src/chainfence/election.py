@@ -521,7 +521,7 @@ class Watch:
     def stop(self, timeout: float | None = None) -> None:
         """Stop watching (no callback runs after this returns); raise the error that ended it, if any."""
         self._stop.set()
-        if threading.current_thread() is not self._thread:
+        if self._thread.ident is not None and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
         if self.error is not None:
             raise self.error
