@@ -279,3 +279,35 @@ def test_a_registry_without_a_sender_cannot_campaign(registry):
     with pytest.raises(UnknownAccount):
         Election(anonymous, NAME, ttl=30).campaign()
     assert Election(anonymous, NAME, ttl=30).leader() is None  # reading needs no sender
+
+
+def test_a_term_lost_at_the_deadline_raises_on_exit_and_is_still_resigned(alice, bob):
+    """The clock passes the safe deadline (renewals never ran): check() and the exit raise LeaseLost,
+    on_lost ran, and the exit still releases the term, so a successor need not wait for its expiry."""
+    clock = SteppedClock()
+    lost: list[LeaseLost] = []
+    with pytest.raises(LeaseLost) as at_exit:
+        with election(alice, clock=clock).campaign(on_lost=lost.append) as leadership:
+            clock.now = 28.0
+            leadership.lease.keeper.wake()
+            wait_until(lambda: lost, "on_lost")
+            with pytest.raises(LeaseLost):
+                leadership.check()
+            assert leadership.safe_remaining() == 0.0 and leadership.lost.why == "deadline"
+    assert at_exit.value.why == "deadline" and lost[0].why == "deadline"
+    assert leadership.resigned and election(bob).leader() is None
+    successor = election(bob).campaign(wait=0)
+    assert successor.lease.reason is AcquireReason.RELEASED
+    successor.resign()
+
+
+def test_a_leader_that_lost_its_term_may_campaign_again(alice, bob):
+    clock = SteppedClock()
+    candidate = election(alice, clock=clock)
+    first = candidate.campaign()
+    clock.now = 28.0
+    wait_until(lambda: first.lost is not None, "the loss")
+    again = candidate.campaign()  # the lost term is never renewed again; the new one fences it off
+    assert again.token == first.token + 1 and again.lease.reason is AcquireReason.REACQUIRED
+    assert first.resign() is False
+    again.resign()

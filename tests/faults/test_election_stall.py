@@ -13,6 +13,8 @@ goes out and the proxy holds it (a stalled node: no reply, no error).
   up; the deposed leader's token is refused by a guard.
 - control: a naive leader (acquire, then renew every ttl/2 in a loop, no
   local deadline) still believes it leads when the successor is elected.
+- observe: a term that expires with no block and no event is reported over
+  (None) by chain time alone.
 """
 
 from __future__ import annotations
@@ -175,3 +177,23 @@ def test_control_a_naive_leader_still_believes_it_leads_when_the_successor_is_el
         proxy.resume()
         renewer.join(60)
     successor.resign()
+
+
+def test_observe_sees_an_expiry_with_no_block_and_no_event_by_chain_time(world):
+    """anvil with automine mines nothing while nobody sends: chain time passes the term's expiry with no
+    block and no event. The observer, woken by its clock at the expiry, asks Chain.now() and says None."""
+    from tests.support.virtual_time import WaitClock
+
+    direct, registry, leader_registry, successor_registry, proxy = world
+    name = "quiet/leader"
+    held = successor_registry.acquire(name, ttl=5)
+    reader = registry.connect(direct.accounts[0])
+    clock = WaitClock().install(reader)
+    changes = Election(reader, name, ttl=30).observe(timeout=60)
+    assert next(changes).token == held.token
+    head = direct.block_number()
+    direct.set_next_block_time(held.expires_at + 1)  # the pending block is past the expiry; none is mined
+    assert direct.now() >= held.expires_at
+    assert next(changes) is None
+    assert direct.block_number() == head, "no block was mined: the expiry was judged by chain time"
+    assert clock.now_ < 60
