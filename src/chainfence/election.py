@@ -225,7 +225,9 @@ class Election:
     def observe(self, *, timeout: float | None = None, stop: threading.Event | None = None) -> Iterator[Leader | None]:
         """Yield the leader now, then each change: a :class:`Leader` per new term, None when the seat empties.
 
-        Ends after ``timeout`` seconds (None: never), or once ``stop`` (a
+        Ends after ``timeout`` seconds (None: never), with one last look at
+        the chain once they have passed (``timeout=0``: the leader now and
+        what changed by the next look), or once ``stop`` (a
         :class:`threading.Event`) is set. Chain errors are raised from the
         iterator. See the module docstring for what counts as a change.
         """
@@ -279,8 +281,6 @@ class Election:
             if stop is not None and stop.is_set():
                 return
             remaining = deadline - timer.now()
-            if remaining <= 0:
-                return
             pause = min(pace.poll, remaining, max(0.0, observer.wake_at - timer.now()))
             if pause > 0:
                 if stop is not None and timer is _waiting.SYSTEM:
@@ -289,6 +289,8 @@ class Election:
                 else:
                     timer.sleep(pause)
             yield from observer.poll()
+            if remaining <= 0:
+                return  # the timeout has passed: what changed until this last poll was reported
 
     def __repr__(self) -> str:
         return f"<Election {self.name!r} ttl={self.ttl} as {self.registry.sender}>"
