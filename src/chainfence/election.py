@@ -147,9 +147,7 @@ class Election:
 
     # -- campaigning -----------------------------------------------------------
 
-    def campaign(
-        self, *, wait: float | None = None, on_lost: Callable[[LeaseLost], Any] | None = None
-    ) -> Leadership:
+    def campaign(self, *, wait: float | None = None, on_lost: Callable[[LeaseLost], Any] | None = None) -> Leadership:
         """Wait until elected; return the :class:`Leadership`, its term already kept alive.
 
         Waits (no gas, following the resource's events and its expiry: see
@@ -214,8 +212,8 @@ class Election:
         """The current leader, judged at :meth:`Chain.now <chainfence.Chain.now>` as views judge, or None.
 
         One read of the resource (and, the first time a term is seen, its
-        election's block: one ``eth_getLogs`` over the registry's history,
-        filtered by token, and that block's time).
+        election's block: ``eth_getLogs`` filtered by token, searching back
+        from the head a page of blocks at a time, and that block's time).
         """
         info = self.registry.last_lease(self.name)
         if info is None or not info.live:
@@ -230,6 +228,9 @@ class Election:
         what changed by the next look), or once ``stop`` (a
         :class:`threading.Event`) is set. Chain errors are raised from the
         iterator. See the module docstring for what counts as a change.
+        Changes are reported at the head, as soon as a block shows them (not
+        ``confirmations`` deep): a reorganisation may take one back, and is
+        then reported as the change back.
         """
         seconds = None if timeout is None else _validate.wait(timeout)
         if stop is not None and not callable(getattr(stop, "is_set", None)):
@@ -241,7 +242,8 @@ class Election:
 
         The callback form of :meth:`observe` (tooz's ``watch_elected_as_leader``
         runs callbacks too). Returns a :class:`Watch`: ``stop()`` it, or use it
-        as a context manager. A chain error ends the watch; ``stop()`` raises it.
+        as a context manager. A chain error (or an exception of the callback)
+        ends the watch; ``stop()`` raises it.
         """
         if not callable(callback):
             raise InvalidInput(f"callback must be callable, got {callback!r}")
@@ -256,16 +258,24 @@ class Election:
         return Leader(self.name, info.holder, info.token, since, info.expires_at, block)
 
     def _election_of(self, token: int) -> tuple[int, int]:
+        """(block, chain time) of the acquisition of ``token``: searched backwards from the head, one page
+        of blocks at a time (a live term was usually won recently), down to the registry's deployment."""
         known = self._elected.get(token)
         if known is None:
             chain = self.registry.chain
-            logs = _events.fetch_all(
-                chain, self.registry.address, kinds=[_events.Kind.ACQUIRED], resource_id=self._resource_id,
-                token=token, from_block=self.registry.deployment_block(), to_block=chain.block_number(),
-            )  # fmt: skip
-            if not logs:  # pragma: no cover - a live token always has its LeaseAcquired
+            first, end = self.registry.deployment_block(), chain.block_number()
+            block = None
+            while block is None and end >= first:
+                start = max(first, end - _events.DEFAULT_MAX_LOG_RANGE + 1)
+                logs = _events.fetch_all(
+                    chain, self.registry.address, kinds=[_events.Kind.ACQUIRED], resource_id=self._resource_id,
+                    token=token, from_block=start, to_block=end,
+                )  # fmt: skip
+                if logs:
+                    block = logs[-1].block_number
+                end = start - 1
+            if block is None:  # pragma: no cover - a live token always has its LeaseAcquired
                 return 0, 0
-            block = logs[-1].block_number
             known = (block, _events.BlockTimes(chain)(block))
             self._elected[token] = known
         return known
@@ -336,7 +346,9 @@ class _Observer:
             return []
         now = self._chain.now()
         if now >= current.expires_at:
-            logger.info("election=%s token=%d expired at %d (no event)", current.name, current.token, current.expires_at)
+            logger.info(
+                "election=%s token=%d expired at %d (no event)", current.name, current.token, current.expires_at
+            )
             return self._set(None)
         self.wake_at = self._timer.now() + max(float(current.expires_at - now), self._pace.poll)
         return []
@@ -483,7 +495,9 @@ class Leadership:
             if exc is None and lost is None:
                 raise
             logger.warning("resign after leaving failed election=%s token=%d: %s", self.name, self.token, resign_error)
-            (exc or lost).add_note(f"chainfence: resigning {self.name!r} token {self.token} also failed: {resign_error}")
+            (exc or lost).add_note(
+                f"chainfence: resigning {self.name!r} token {self.token} also failed: {resign_error}"
+            )
         if lost is None or isinstance(exc, LeaseLost):
             return
         if exc is None or isinstance(exc, Exception):

@@ -121,7 +121,9 @@ def test_a_stalled_leader_steps_down_before_its_successor_is_elected(world, tmp_
         assert lost[0][1] < expires_at and stopped_at < expires_at, "before the term could end on-chain"
         assert max(work) < expires_at
         assert successor.token == leadership.token + 1
-        assert successor.since >= expires_at > stopped_at, "the successor was elected only after the leader stepped down"
+        assert successor.since >= expires_at > stopped_at, (
+            "the successor was elected only after the leader stepped down"
+        )
         with pytest.raises(LeaseLost):
             leadership.check()
         assert guard.check(name, successor.token) == successor.token

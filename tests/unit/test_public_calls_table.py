@@ -15,8 +15,8 @@ import pytest
 
 from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, Registry, audit, outcomes, sql
 from chainfence._rpc import Rpc
-from chainfence.election import Watch
 from chainfence.deployment import Deployment
+from chainfence.election import Watch
 from tests.faults.test_node_stopped import CALLS, QUIET
 
 #: The classes whose public methods must all be in the table.
