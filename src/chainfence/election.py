@@ -79,7 +79,8 @@ class Leader:
 
     ``since`` is the chain time of the block that elected it (``block_number``);
     ``expires_at`` the chain time its term ends unless renewed, as last read.
-    Two terms are the same term when their tokens are equal.
+    Two terms are the same term when their tokens (and holders: a
+    reorganisation may give a token number to another holder) are equal.
     """
 
     name: str
@@ -315,7 +316,8 @@ class _Observer:
         self._timer = timer
         self._pace = pace
         self._times = _events.BlockTimes(self._chain)
-        self.head = self._chain.block_number()
+        head = self._chain.rpc.block("latest")
+        self.head, self.head_hash = int(head["number"]), bytes(head["hash"])
         self.current: Leader | None = None
         self.last_token = 0
         self.wake_at = math.inf
@@ -332,8 +334,10 @@ class _Observer:
     def _set(self, leader: Leader | None) -> list[Leader | None]:
         current = self.current
         same = (leader is None and current is None) or (
-            leader is not None and current is not None and leader.token == current.token
-        )
+            leader is not None
+            and current is not None
+            and (leader.token, leader.holder) == (current.token, current.holder)
+        )  # after a reorganisation another holder may have the same token number: another term
         self.current = leader
         if leader is None:
             self.wake_at = math.inf
@@ -357,13 +361,17 @@ class _Observer:
         block = self._chain.rpc.block("latest")
         if block is None:  # pragma: no cover - every node has a latest block
             return []
-        number, timestamp = int(block["number"]), int(block["timestamp"])
+        number, timestamp, block_hash = int(block["number"]), int(block["timestamp"]), bytes(block["hash"])
         changes: list[Leader | None] = []
-        if number < self.head or number - self.head > _waiting.MAX_LOG_GAP:  # a reorganisation, or far behind
-            self.head = number
-            return self._read(number)
+        if number == self.head and block_hash == self.head_hash:
+            return self._judge_expiry()
+        if number <= self.head or number - self.head > _waiting.MAX_LOG_GAP or not self._extends(block):
+            logger.debug("election=%s: the head moved from %d to %d off its chain; reading again", self._election.name,
+                         self.head, number)  # fmt: skip
+            self.head, self.head_hash = number, block_hash
+            return self._read(number)  # a reorganisation (or far behind): the state, not the history
         if number > self.head:
-            first, self.head = self.head + 1, number
+            first, self.head, self.head_hash = self.head + 1, number, block_hash
             for event in _events.fetch_all(
                 self._chain, self._election.registry.address, kinds=_KINDS,
                 resource_id=self._election._resource_id, from_block=first, to_block=number,
@@ -372,6 +380,14 @@ class _Observer:
             if self.current is not None and timestamp >= self.current.expires_at:
                 changes += self._set(None)  # a block stamped at or after the expiry: the term is over
         return changes + self._judge_expiry()
+
+    def _extends(self, block: Any) -> bool:
+        """Whether ``block`` (above the head) descends from the head this observer saw last."""
+        number = int(block["number"])
+        if number == self.head + 1:
+            return bytes(block["parentHash"]) == self.head_hash
+        seen = self._chain.rpc.block(self.head)
+        return seen is not None and bytes(seen["hash"]) == self.head_hash
 
     def _apply(self, event: _events.RegistryLog) -> list[Leader | None]:
         current = self.current
@@ -390,7 +406,7 @@ class _Observer:
             changes += self._set(leader)
             self.wake_at = self._timer.now() + max(float(event.expires_at - since), self._pace.poll)
             return changes
-        if current is None or event.token != current.token:
+        if current is None or (event.token, event.holder) != (current.token, current.holder):
             return []
         if event.kind is _events.Kind.RELEASED:
             return self._set(None)

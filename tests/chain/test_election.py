@@ -311,3 +311,22 @@ def test_a_leader_that_lost_its_term_may_campaign_again(alice, bob):
     assert again.token == first.token + 1 and again.lease.reason is AcquireReason.REACQUIRED
     assert first.resign() is False
     again.resign()
+
+
+@pytest.mark.parametrize("height", ["below", "above"])
+def test_observe_follows_a_reorganisation_that_replaced_a_term(chain, alice, bob, registry, height):
+    """A dev chain's revert takes alice's term away and bob's lands instead, at a height below the head
+    the observer saw, or above it (a longer replacement chain: only the block hashes tell)."""
+    watcher, _ = observer(registry)
+    changes = watcher.observe(timeout=5)
+    assert next(changes) is None
+    snapshot = chain.snapshot()
+    a = alice.acquire(NAME, ttl=600)
+    assert term(next(changes)) == (alice.sender, a.token)
+    seen_head = chain.block_number()
+    chain.revert(snapshot)
+    if height == "above":
+        chain.mine(2)
+    b = bob.acquire(NAME, ttl=600)
+    assert (b.block_number > seen_head) is (height == "above")
+    assert [term(leader) for leader in changes] == [(bob.sender, b.token)]
