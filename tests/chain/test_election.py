@@ -158,6 +158,7 @@ def test_the_leaders_token_fences_its_writes_and_a_deposed_leader_is_refused(ali
             with pytest.raises(StaleToken) as refused:
                 guard.check(NAME, deposed.token)  # the deposed leader, unaware, writes late
             assert refused.value.current_token == leader.token
+        assert deposed.resign() is False
     finally:
         guard.close()
 
@@ -207,6 +208,7 @@ def test_observe_sees_an_expiry_taken_over_in_one_block_as_none_then_the_success
     assert b.lease.reason is AcquireReason.EXPIRED
     assert [term(leader) for leader in changes] == [None, (bob.sender, b.token)]
     b.resign()
+    assert a.resign() is False
 
 
 def test_observe_step_by_step_and_the_leader_it_reports(alice, bob, registry):
