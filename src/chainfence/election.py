@@ -38,7 +38,9 @@ Observing: :meth:`Election.observe` follows the resource's registry events
 (``LeaseAcquired``: a new term; ``LeaseReleased``: a resignation) block by
 block, and judges expiry by chain time (an expiry emits no event): a term
 is over once a block is stamped at or after its expiry, or
-:meth:`Chain.now <chainfence.Chain.now>` has passed it. It yields the
+:meth:`Chain.now <chainfence.Chain.now>` has passed it (asked when a block
+is stamped a second before the expiry, and when the local clock reaches
+the expiry as counted from the chain time it was last judged at). It yields the
 leader at the start, then each change: a :class:`Leader` for each new term
 (a new token, even for the same holder), ``None`` when the seat becomes
 empty. A term that expired and was taken over yields ``None`` and then the
@@ -379,6 +381,8 @@ class _Observer:
                 changes += self._apply(event)
             if self.current is not None and timestamp >= self.current.expires_at:
                 changes += self._set(None)  # a block stamped at or after the expiry: the term is over
+            elif self.current is not None and timestamp >= self.current.expires_at - 1:
+                return changes + self._judge_expiry(force=True)  # a second before: the pending block may be past
         return changes + self._judge_expiry()
 
     def _extends(self, block: Any) -> bool:
