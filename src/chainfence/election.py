@@ -146,7 +146,8 @@ class Election:
         }  # fmt: skip
         self._resource_id = _validate.resource_id(name)
         self._leadership: Leadership | None = None
-        self._elected: dict[int, tuple[int, int]] = {}  # token -> (block, chain time) of its acquisition
+        # (token, holder) -> (block, chain time) of its acquisition; a reorganisation may reuse a token number
+        self._elected: dict[tuple[int, str], tuple[int, int]] = {}
 
     # -- campaigning -----------------------------------------------------------
 
@@ -257,13 +258,13 @@ class Election:
     # -- internal --------------------------------------------------------------------
 
     def _leader_of(self, info: LeaseInfo) -> Leader:
-        block, since = self._election_of(info.token)
+        block, since = self._election_of(info.token, info.holder)
         return Leader(self.name, info.holder, info.token, since, info.expires_at, block)
 
-    def _election_of(self, token: int) -> tuple[int, int]:
+    def _election_of(self, token: int, holder: str) -> tuple[int, int]:
         """(block, chain time) of the acquisition of ``token``: searched backwards from the head, one page
         of blocks at a time (a live term was usually won recently), down to the registry's deployment."""
-        known = self._elected.get(token)
+        known = self._elected.get((token, holder))
         if known is None:
             chain = self.registry.chain
             first, end = self.registry.deployment_block(), chain.block_number()
@@ -274,13 +275,14 @@ class Election:
                     chain, self.registry.address, kinds=[_events.Kind.ACQUIRED], resource_id=self._resource_id,
                     token=token, from_block=start, to_block=end,
                 )  # fmt: skip
-                if logs:
-                    block = logs[-1].block_number
+                mine = [log for log in logs if log.holder == holder]
+                if mine:
+                    block = mine[-1].block_number
                 end = start - 1
             if block is None:  # pragma: no cover - a live token always has its LeaseAcquired
                 return 0, 0
             known = (block, _events.BlockTimes(chain)(block))
-            self._elected[token] = known
+            self._elected[token, holder] = known
         return known
 
     def _observe(self, seconds: float | None, stop: threading.Event | None) -> Iterator[Leader | None]:
@@ -405,7 +407,7 @@ class _Observer:
             ):
                 changes += self._set(None)  # the previous term ran out first
             since = self._times(event.block_number)
-            self._election._elected[event.token] = (event.block_number, since)
+            self._election._elected[event.token, event.holder] = (event.block_number, since)
             leader = Leader(self._election.name, event.holder, event.token, since, event.expires_at, event.block_number)
             changes += self._set(leader)
             self.wake_at = self._timer.now() + max(float(event.expires_at - since), self._pace.poll)
