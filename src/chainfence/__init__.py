@@ -16,6 +16,7 @@ import logging
 
 from .audit import EventKind, LeaseEvent
 from .chain import Chain
+from .election import Election, Leader, Leadership
 from .errors import ChainfenceError
 from .fenced_requests import FencedRequest
 from .fenced_store import FencedStore
@@ -27,10 +28,13 @@ __all__ = [
     "AcquireReason",
     "Chain",
     "ChainfenceError",
+    "Election",
     "EventKind",
     "FencedRequest",
     "FencedStore",
     "Guard",
+    "Leader",
+    "Leadership",
     "Lease",
     "LeaseEvent",
     "LeaseInfo",

@@ -22,7 +22,7 @@ down too, and through the proxy they must send nothing.
 
 Adding a public call: one line in CALLS (or QUIET).
 tests/unit/test_public_calls_table.py fails when a public method of Chain,
-Registry, Lease, Guard, FencedStore or Rpc has no row.
+Registry, Lease, Guard, FencedStore, Rpc, Election, Leadership or Watch has no row.
 
 Beyond the table: the retry rule seen at the proxy (a read is tried twice,
 a send once); an acquisition meeting the stopped node after its send, in
@@ -50,11 +50,12 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from chainfence import Chain, FencedRequest, FencedStore, Guard, Registry, audit
+from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, Registry, audit
 from chainfence._rpc import Rpc, connect_http
 from chainfence._validate import resource_id
 from chainfence.asgi import FencingMiddleware
 from chainfence.deployment import Deployment, save
+from chainfence.election import Watch
 from chainfence.errors import ChainfenceError, LeaseLost, NodeUnreachable, NotConfirmed, NotSupported, OutcomeUnknown
 from chainfence.fenced_requests import http_action
 from chainfence.outcomes import reconcile
@@ -66,6 +67,7 @@ from tests.support.virtual_time import SteppedClock
 
 RESOURCE = "jobs/held"  # acquired (and marked by every guard) while the node answered
 FREE = "jobs/free"  # never held
+LEADER = "jobs/leader"  # an election won (through the client chain) while the node answered
 AUDIENCE = "reports-service"
 ACTION = http_action("POST", "/reports", b"")
 PAYLOAD = b"report"
@@ -115,6 +117,10 @@ class World:
         self._cached = Registry.at(self.chain, self.address, sender=self.accounts[1])
         _ = self._cached.max_ttl, self._cached.identity()
         self.domain = self._cached.eip712_domain()
+        # A term won while the node answered; its keep-alive's clock stands still (it never renews).
+        # Account 3: no other row sends as it (a nonce this chain already knows changes what a send meets).
+        self.election = Election(self._cached.connect(self.accounts[3]), LEADER, ttl=3_000, clock=SteppedClock())
+        self.leadership = self.election.campaign()
         self.snapshot = self.chain.snapshot()
         self.next_time = self.chain.latest_time() + 1_000
         self.head = self.chain.block_number()
@@ -165,6 +171,7 @@ class World:
         return Guard(self.cached() if cached else self.registry(), path, mode=mode, follow_interval=3_600)
 
     def close(self) -> None:
+        self.leadership._stop_keeping()
         for guard in self.guards.values():
             guard.close()
 
@@ -245,6 +252,19 @@ def keep_until_lost(w: World) -> None:
     except LeaseLost as lost:
         assert lost.why == "deadline" and isinstance(lost.__cause__, NodeUnreachable), lost.__cause__
         raise
+
+
+def watch_until_it_fails(w: World) -> None:
+    """``Election.watch``: the watch's thread meets the stopped node and ends; ``stop()`` raises its error."""
+    watch = Election(w.registry(), RESOURCE, ttl=60).watch(lambda leader: None)
+    wait_until(lambda: not watch.running, "the watch ended")
+    watch.stop()
+
+
+def leave_leadership(w: World) -> None:
+    """Leaving ``with leadership:`` resigns: a resignation that fails after a clean body is raised."""
+    with w.leadership:
+        pass
 
 
 def check_behind(w: World) -> int:
@@ -399,6 +419,18 @@ CALLS: list[Call] = [
     Call("Lease.sign", lambda w: w.lease(cached=False).sign(PAYLOAD, action=ACTION, audience=AUDIENCE)),
     Call("Lease[leaving the with block]", exit_lease),
     Call("Lease.keep", keep_until_lost, raises=LeaseLost),
+    # -- Election, Leadership ------------------------------------------------
+    Call("Election.campaign", lambda w: Election(w.cached(), FREE, ttl=60).campaign()),
+    Call("Election.campaign[wait, held]", lambda w: Election(
+        w.cached().connect(w.accounts[2]), RESOURCE, ttl=60).campaign(wait=5)),
+    Call("Election.campaign[max_ttl uncached]", lambda w: Election(w.registry(), FREE, ttl=60).campaign(wait=0)),
+    Call("Election.leader", lambda w: Election(w.registry(), RESOURCE, ttl=60).leader()),
+    Call("Election.observe", lambda w: next(Election(w.registry(), RESOURCE, ttl=60).observe(timeout=5))),
+    Call("Election.watch", watch_until_it_fails),
+    Call("Election.resign", lambda w: w.election.resign()),
+    Call("Leadership.resign", lambda w: w.leadership.resign()),
+    Call("Leadership.is_current", lambda w: w.leadership.is_current()),
+    Call("Leadership[leaving the with block]", leave_leadership),
     # -- Guard ---------------------------------------------------------------
     Call("Guard[mark, registry unread]", lambda w: open_guard(w, "mark", cached=False)),
     Call("Guard[strict, registry unread]", lambda w: open_guard(w, "strict", cached=False)),
@@ -469,6 +501,17 @@ QUIET: list[Quiet] = [
     Quiet("Lease.check", lambda w: w.lease().check(), "a clock reading: the safe deadline has not passed"),
     Quiet("Lease.safe_remaining", lambda w: w.lease().safe_remaining(), "a clock reading"),
     Quiet("Lease.keeper", lambda w: w.lease().keeper, "the running keep-alive, if any"),
+    Quiet("Election.resign[never won]", lambda w: Election(w.registry(), LEADER, ttl=60).resign(),
+          "this object holds no leadership: nothing to read or send"),
+    Quiet("Election.leadership", lambda w: w.election.leadership, "the leadership this object won"),
+    Quiet("Leadership.check", lambda w: w.leadership.check(), "a clock reading: the safe deadline has not passed"),
+    Quiet("Leadership.safe_remaining", lambda w: w.leadership.safe_remaining(), "a clock reading"),
+    Quiet("Leadership.lost", lambda w: w.leadership.lost, "the renewer's verdict"),
+    Quiet("Leadership.expires_at", lambda w: w.leadership.expires_at, "as of the last confirmed renewal"),
+    Quiet("Watch.running", lambda w: Watch(Election(w.registry(), FREE, ttl=60), print).running,
+          "whether its thread runs"),
+    Quiet("Watch.stop", lambda w: Watch(Election(w.registry(), FREE, ttl=60), print).stop(),
+          "stops its thread (never started here)"),
     Quiet("Guard[mark, fresh store]", lambda w: open_guard(w, "mark"),
           "identity read before, no marks to check against the chain"),
     Quiet("Guard[strict, fresh store]", lambda w: open_guard(w, "strict"),

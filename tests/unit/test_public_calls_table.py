@@ -13,13 +13,14 @@ import inspect
 
 import pytest
 
-from chainfence import Chain, FencedStore, Guard, Lease, Registry, audit, outcomes, sql
+from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, Registry, audit, outcomes, sql
 from chainfence._rpc import Rpc
 from chainfence.deployment import Deployment
+from chainfence.election import Watch
 from tests.faults.test_node_stopped import CALLS, QUIET
 
 #: The classes whose public methods must all be in the table.
-CLASSES = (Chain, Registry, Lease, Guard, FencedStore, Rpc)
+CLASSES = (Chain, Registry, Lease, Guard, FencedStore, Rpc, Election, Leadership, Watch)
 
 #: Public methods that never touch the chain, and why. Each has a QUIET row that calls it with
 #: the node down and checks, through the proxy, that it sends nothing.
@@ -33,6 +34,13 @@ NEVER_TOUCH_THE_CHAIN = {
     "Lease.check": "a clock reading and the renewer's verdict",
     "Lease.safe_remaining": "a clock reading",
     "Lease.keeper": "the running keep-alive, if any",
+    "Election.leadership": "the leadership this object won, if any",
+    "Leadership.check": "a clock reading and the renewer's verdict",
+    "Leadership.safe_remaining": "a clock reading",
+    "Leadership.lost": "the renewer's verdict",
+    "Leadership.expires_at": "the expiry as of the last confirmed renewal",
+    "Watch.running": "whether the watch's thread runs",
+    "Watch.stop": "stops the watch's thread; raises the error that ended it, if any",
     "Guard.mark": "reads the guard's store",
     "Guard.marks": "reads the guard's store",
     "Guard.staleness": "a clock reading",

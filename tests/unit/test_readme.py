@@ -46,6 +46,19 @@ def test_the_keep_alive_example_runs(capsys):
     assert "write part 1 with token 1" in out and "write part 2 with token 1" in out and "lost" not in out
 
 
+def test_the_election_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    example = next(block for block in python_blocks() if "bob.campaign(wait=60)" in block)
+    exec(compile(example, "README.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == [
+        "leader: None",
+        "alice leads with token 1",
+        "bob leads with token 2",
+        "a late write with token 1 is refused",
+        "terms: [1, None, 2, None]",
+    ]
+
+
 def test_the_other_examples_are_valid_python():
     """They need a node, an app or a database around them: compiled, not run (the suites run them)."""
     for block in python_blocks()[1:]:
