@@ -113,7 +113,18 @@ contract FencingRegistry is IFencingRegistry {
         uint256 lease = _requireHolder(resource, token);
         // Same holder, same token: only the expiry bits change.
         _leases[resource] = (lease & _CLEAR_EXPIRES_AT) | (expiresAt << _EXPIRES_AT_SHIFT);
-        emit LeaseRenewed(resource, token, msg.sender, expiresAt);
+        emit LeaseRenewed(resource, token, msg.sender, expiresAt, bytes32(0));
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function renewWithProgress(bytes32 resource, uint256 token, uint256 ttl, bytes32 progress)
+        external
+        returns (uint256 expiresAt)
+    {
+        expiresAt = _expiry(ttl);
+        uint256 lease = _requireHolder(resource, token);
+        _leases[resource] = (lease & _CLEAR_EXPIRES_AT) | (expiresAt << _EXPIRES_AT_SHIFT);
+        emit LeaseRenewed(resource, token, msg.sender, expiresAt, progress);
     }
 
     /// @inheritdoc IFencingRegistry

@@ -5,10 +5,13 @@
     chainfence node                       # local anvil, state on disk, registry deployed
     chainfence deploy [--max-ttl S]
     chainfence acquire NAME --ttl S
-    chainfence renew NAME --token T --ttl S
+    chainfence renew NAME --token T --ttl S [--progress MARKER]
     chainfence release NAME --token T
     chainfence status [NAME ...]
     chainfence verify NAME --token T      # exit 0 only if T is current
+    chainfence stuck [--renewals N] [--longer-than S]   # stuck, crashed and long holders
+    chainfence claim WORKSET ITEM... --ttl S            # the next free item; exit 7 when none is left
+    chainfence complete NAME --token T [--workset WS] [--result TEXT]
     chainfence tx HASH... [--nonce N --account A]   # what became of a transaction
     chainfence demo
 
@@ -128,6 +131,25 @@ _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
 
 
+def _progress(text: str) -> bytes | int | str:
+    """A --progress marker: 0x-hex bytes, a decimal counter, or text (hashed by the SDK)."""
+    from . import _validate
+
+    value: bytes | int | str = text
+    if text.startswith("0x"):
+        try:
+            value = bytes.fromhex(text[2:])
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not hex: {text!r}") from None
+    elif text.isascii() and text.isdigit():
+        value = int(text)
+    try:
+        _validate.progress(value)
+    except InvalidInput as bad:
+        raise argparse.ArgumentTypeError(str(bad)) from None
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--rpc-url", help="JSON-RPC endpoint (default: $CHAINFENCE_RPC_URL, else the deployment file)")
@@ -192,6 +214,10 @@ def _parser() -> argparse.ArgumentParser:
     renew.add_argument("resource")
     renew.add_argument("--token", type=_positive_int, required=True)
     renew.add_argument("--ttl", type=_positive_int, required=True)
+    renew.add_argument(
+        "--progress", type=_progress,
+        help="progress marker recorded with the renewal: 0x-hex (1-32 bytes), a decimal counter, or any text (hashed)",
+    )  # fmt: skip
 
     release = commands.add_parser("release", parents=[common], help="end a lease you hold")
     release.add_argument("resource")
@@ -203,6 +229,16 @@ def _parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", parents=[common], help="exit 0 only if the token is current")
     verify.add_argument("resource")
     verify.add_argument("--token", type=_positive_int, required=True)
+
+    stuck = commands.add_parser(
+        "stuck", parents=[common], help="list leases alive but stuck, crashed (expired unreleased), or held too long",
+        description="Reads the registry's events: leases renewed --renewals times in a row with an unchanged "
+        "progress marker (alive but stuck), latest leases that expired without a release or completion "
+        "(crashed holders), and with --longer-than, leases held longer than that many seconds.",
+    )  # fmt: skip
+    stuck.add_argument("--renewals", type=_positive_int, default=3, help="renewals without progress (default 3)")
+    stuck.add_argument("--longer-than", type=_positive_int, help="also list leases held longer than this (seconds)")
+    stuck.add_argument("--from-block", type=_non_negative_int, help="first block to read (default: the deployment's)")
 
     tx = commands.add_parser(
         "tx", parents=[common], help="what became of transactions (after a timeout or an unknown outcome)",
@@ -421,7 +457,9 @@ def _cmd_acquire(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 def _cmd_renew(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=True)
     with _waiting(chain, args, f"renew {args.resource}"):
-        expires_at = registry.renew(args.resource, args.token, args.ttl, confirmations=args.confirmations)
+        expires_at = registry.renew(
+            args.resource, args.token, args.ttl, progress=args.progress, confirmations=args.confirmations
+        )
     if args.json:
         print(json.dumps({"resource": args.resource, "token": args.token, "expires_at": expires_at}))
     else:
@@ -437,6 +475,27 @@ def _cmd_release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         print(json.dumps({"resource": args.resource, "token": args.token, "released": True}))
     else:
         print(f"released {args.resource!r} token {args.token}")
+    return EXIT_OK
+
+
+def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    chain, registry = _connect(args, needs_key=False)
+    report = registry.stuck(renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block)
+    if args.json:
+        print(json.dumps(report.to_dict()))
+        return EXIT_OK
+    rows = []
+    for entry in [*report.stuck, *report.crashed, *report.long_held]:
+        detail = {
+            "stuck": f"{entry.unchanged_renewals} renewals, marker 0x{(entry.progress or b'').hex()[:16]}...",
+            "crashed": f"expired {_when(entry.expires_at, report.judged_at)}, never released",
+            "long_held": f"held {entry.held_for} s",
+        }[entry.kind]
+        rows.append([entry.kind, entry.resource_display, str(entry.token), entry.holder, detail])
+    if not rows:
+        print(f"nothing stuck, crashed{' or held too long' if args.longer_than else ''} (blocks {report.from_block}..{report.to_block})")
+    else:
+        print(_table(rows, ["finding", "resource", "token", "holder", "detail"]))
     return EXIT_OK
 
 
@@ -542,6 +601,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
     "release": _cmd_release,
     "status": _cmd_status,
     "verify": _cmd_verify,
+    "stuck": _cmd_stuck,
     "tx": _cmd_tx,
 }
 

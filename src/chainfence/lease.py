@@ -42,6 +42,8 @@ class LeaseStatus(enum.IntEnum):
     LIVE = 1
     EXPIRED = 2
     RELEASED = 3
+    #: A claimed work item its claimant completed: never claimed again.
+    DONE = 4
 
 
 class AcquireReason(enum.IntEnum):
@@ -119,8 +121,13 @@ class Lease:
         self.block_number = block_number
         self.released = False
 
-    def renew(self, ttl: int | None = None) -> Lease:
+    def renew(self, ttl: int | None = None, *, progress: Any = None) -> Lease:
         """Extend this lease to ``now + ttl`` (default: the ttl it was acquired with).
+
+        ``progress`` reports how far the work has come (bytes of 1 to 32, an
+        int counter, or a str, hashed; see :meth:`Registry.renew
+        <chainfence.Registry.renew>`): a watchdog reading the markers tells a
+        holder that renews but is stuck from one that advances.
 
         Raises :class:`~chainfence.errors.LeaseExpired` once it has expired
         (acquire again: you get a new token), :class:`~chainfence.errors.StaleToken`
@@ -128,13 +135,13 @@ class Lease:
         after :meth:`release`.
         """
         ttl = self.ttl if ttl is None else ttl
-        self.expires_at = self.registry.renew(self.resource, self.token, ttl)
+        self.expires_at = self.registry._renew(self.resource, self.resource_id, self.token, ttl, progress, None)
         self.ttl = ttl
         return self
 
     def release(self) -> None:
         """End this lease now. Never frees a newer lease: that would need its token."""
-        self.registry.release(self.resource, self.token)
+        self.registry._release(self.resource, self.resource_id, self.token, None)
         self.released = True
 
     def complete(self, result: bytes) -> bytes:
@@ -142,8 +149,14 @@ class Lease:
 
         "Complete this job only if the epoch still matches": a holder that
         lost its lease is refused. Returns the recorded digest.
+
+        For a claimed work item (:meth:`Registry.claim
+        <chainfence.Registry.claim>`) it also ends the lease and marks the
+        item done for good: no claim hands it out again, and a claimant that
+        was superseded is refused (:class:`~chainfence.errors.StaleToken`,
+        :class:`~chainfence.errors.LeaseExpired`, ...) and completes nothing.
         """
-        return self.registry.complete(self.resource, self.token, result)
+        return self.registry._complete(self.resource, self.resource_id, self.token, result, None)
 
     def sign(
         self, payload: bytes, *, action: str, audience: str, key: Any = None, valid_for: int = 60

@@ -287,25 +287,48 @@ class Registry:
             block_number=receipt["blockNumber"],
         )
 
-    def renew(self, resource: str, token: int, ttl: int, *, confirmations: int | None = None) -> int:
-        """Extend the sender's live lease on ``resource`` (with ``token``) to now + ``ttl``; return the new expiry."""
-        resource_id = _validate.resource_id(resource)
+    def renew(
+        self, resource: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
+    ) -> int:
+        """Extend the sender's live lease on ``resource`` (with ``token``) to now + ``ttl``; return the new expiry.
+
+        ``progress`` (optional) is a marker of how far the work has come,
+        recorded on-chain in the ``LeaseRenewed`` event for a watchdog
+        (:func:`chainfence.watchdog.stuck`, ``chainfence stuck``) to tell a
+        holder that renews but no longer advances: ``bytes`` of 1 to 32 bytes
+        (right-padded with zeros), an ``int`` counter (big-endian), or a
+        ``str`` (its keccak256). Anything else, or a marker of all zeros, is
+        :class:`~chainfence.errors.InvalidProgress` and nothing is sent.
+        Without it a renewal logs a zero marker: "nothing to report".
+        """
+        return self._renew(resource, _validate.resource_id(resource), token, ttl, progress, confirmations)
+
+    def _renew(
+        self, resource: str, resource_id: bytes, token: int, ttl: int, progress: Any, confirmations: int | None
+    ) -> int:
         token = _validate.token(token)
         ttl = _validate.ttl(ttl, self.max_ttl)
-        receipt, event = self._lease_tx("renew", resource, [resource_id, token, ttl], _events.Kind.RENEWED, confirmations)
+        if progress is None:
+            function, args = "renew", [resource_id, token, ttl]
+        else:
+            function, args = "renewWithProgress", [resource_id, token, ttl, _validate.progress(progress)]
+        receipt, event = self._lease_tx(function, resource, args, _events.Kind.RENEWED, confirmations)
         expires_at = event.expires_at
         logger.info(
-            "renewed resource=%s token=%d expires_at=%d tx=%s",
+            "renewed resource=%s token=%d expires_at=%d progress=%s tx=%s",
             resource,
             token,
             expires_at,
+            "0x" + event.progress.hex() if event.progress and any(event.progress) else "-",
             receipt["transactionHash"].to_0x_hex(),
         )
         return expires_at
 
     def release(self, resource: str, token: int, *, confirmations: int | None = None) -> None:
         """End the sender's live lease on ``resource`` with ``token``. An old token never frees a newer lease."""
-        resource_id = _validate.resource_id(resource)
+        self._release(resource, _validate.resource_id(resource), token, confirmations)
+
+    def _release(self, resource: str, resource_id: bytes, token: int, confirmations: int | None) -> None:
         token = _validate.token(token)
         receipt, _ = self._lease_tx("release", resource, [resource_id, token], _events.Kind.RELEASED, confirmations)
         logger.info(
@@ -323,7 +346,11 @@ class Registry:
         registry's refusal (:class:`~chainfence.errors.StaleToken`,
         :class:`~chainfence.errors.LeaseExpired`, ...) and nothing is recorded.
         """
-        resource_id = _validate.resource_id(resource)
+        return self._complete(resource, _validate.resource_id(resource), token, result, confirmations)
+
+    def _complete(
+        self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None
+    ) -> bytes:
         token = _validate.token(token)
         if not isinstance(result, (bytes, bytearray)):
             raise InvalidInput(f"result must be bytes (or a 32-byte digest), got {type(result).__name__}")
@@ -441,7 +468,7 @@ class Registry:
             raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
         if token < info.token:
             raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if info.status is LeaseStatus.RELEASED:
+        if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
         raise LeaseExpired(
             token=token,
@@ -515,6 +542,12 @@ class Registry:
             }
             self.__dict__["_identity"] = cached
         return dict(cached)
+
+    def stuck(self, *, renewals: int = 3, longer_than: int | None = None, from_block: int | None = None) -> Any:
+        """Leases alive but stuck, crashed, or held too long: see :func:`chainfence.watchdog.stuck`."""
+        from .watchdog import stuck
+
+        return stuck(self, renewals=renewals, longer_than=longer_than, from_block=from_block)
 
     def history(self, resource: str | None = None, **filters: Any) -> list[Any]:
         """Lease events of this registry, oldest first; see :func:`chainfence.audit.history`."""
