@@ -31,15 +31,7 @@ pragma solidity 0.8.28;
  * call it directly, so a published name may be invalid UTF-8 or carry control
  * or bidi-override characters; readers must treat names as untrusted bytes
  * (the chainfence SDK decodes them defensively and escapes them for display).
- *
- * Work items ({claim}): a named set of items ("workset") handed out one at a
- * time, each item a lease like any other (renew, release, complete, check it
- * with its token) but in a resource space of its own:
- * `resource = keccak256(abi.encode(workset, item))`, a preimage of at least
- * 192 bytes that no name {acquire} accepts (at most 128 bytes) can hash to,
- * so an item cannot be acquired, and no resource can be claimed, by its
- * name. Completing a claimed item ({complete}) ends its lease and marks it
- * done for good: {claim} never hands it out again.
+
  */
 interface IFencingRegistry {
     /// @notice Why a resource changed hands, recorded in {LeaseAcquired}.
@@ -64,10 +56,7 @@ interface IFencingRegistry {
         /// The lease ran out: `expiresAt <= block.timestamp`.
         Expired,
         /// The holder released it (`expiresAt` reads 0).
-        Released,
-        /// A claimed work item whose claimant completed it: never claimed
-        /// again (`expiresAt` reads 0, `holder` and `token` are the completer's).
-        Done
+        Released
     }
 
     // ------------------------------------------------------------------
@@ -107,8 +96,7 @@ interface IFencingRegistry {
 
     /// @notice `holder` recorded `resultDigest` as the result of its work under
     /// `token`, while `token` was current: "complete this job only if the epoch
-    /// still matches". The lease itself is unchanged, unless it is a claimed
-    /// work item: then the item is done and its lease ended (see {complete}).
+    /// still matches". The lease itself is unchanged.
     event LeaseCompleted(bytes32 indexed resource, uint256 indexed token, address indexed holder, bytes32 resultDigest);
 
     /// @notice ERC-5267. Never emitted: the EIP-712 domain of a registry is fixed.
@@ -150,17 +138,9 @@ interface IFencingRegistry {
     /// @notice `token` is the resource's latest but its holder released it.
     error FencingRegistryLeaseReleased(bytes32 resource, uint256 token);
 
-    /// @notice A token does not fit the 48 bits it is stored in (2**48 - 1:
-    /// ~2.8e14 tokens), or an expiry the 40 bits it is stored in (2**40 - 1:
-    /// chain times until the year 36,812).
+    /// @notice A token or timestamp does not fit the 48 bits it is stored in
+    /// (2**48 - 1: ~2.8e14 tokens; timestamps until the year 8.9 million).
     error FencingRegistryUint48Overflow(uint256 value);
-
-    /// @notice {claim} takes 1 to `maxCount` items; `count` were given.
-    error FencingRegistryInvalidItems(uint256 count, uint256 maxCount);
-
-    /// @notice {claim}: none of the `count` items of the workset whose name
-    /// hashes to `workset` is free: each is done or held live by someone else.
-    error FencingRegistryNothingToClaim(bytes32 workset, uint256 count);
 
     // ------------------------------------------------------------------
     // Lease operations
@@ -222,11 +202,7 @@ interface IFencingRegistry {
      * @notice Record `resultDigest` as the result of the work done under
      * `token`: succeeds only for the holder, with the current token, while
      * the lease is live, so a holder that lost its lease cannot complete.
-     * For a work item taken with {claim}, it also ends the lease and marks
-     * the item done: {claim} never hands it out again, and a second
-     * completion (by anyone, with any token) is refused.
-     * @dev Reverts like {renew}. Emits {LeaseCompleted}. Writes no storage,
-     * except for a claimed item: one write to its slot (nonzero -> nonzero).
+     * @dev Reverts like {renew}. Emits {LeaseCompleted}. Writes no storage.
      */
     function complete(bytes32 resource, uint256 token, bytes32 resultDigest) external;
 

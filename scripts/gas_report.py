@@ -50,7 +50,7 @@ NAME = "reports/daily"
 RENEW_BEFORE_MARKERS = 29_959
 #: What a marker may add to it: its 32 bytes of calldata (16 gas a nonzero byte) and of log data (8 gas a byte).
 MARKER_ALLOWANCE = 32 * 16 + 32 * 8
-#: Receipt gas before progress markers and work-item claims: acquire and release must not grow.
+#: Receipt gas before progress markers: acquire and release must not grow.
 BEFORE_MARKERS_AND_CLAIMS = {
     "acquire (held before, after expiry)": 35_659,
     "acquire (held before, after release)": 35_637,

@@ -42,8 +42,6 @@ class LeaseStatus(enum.IntEnum):
     LIVE = 1
     EXPIRED = 2
     RELEASED = 3
-    #: A claimed work item its claimant completed: never claimed again.
-    DONE = 4
 
 
 class AcquireReason(enum.IntEnum):
@@ -149,12 +147,6 @@ class Lease:
 
         "Complete this job only if the epoch still matches": a holder that
         lost its lease is refused. Returns the recorded digest.
-
-        For a claimed work item (:meth:`Registry.claim
-        <chainfence.Registry.claim>`) it also ends the lease and marks the
-        item done for good: no claim hands it out again, and a claimant that
-        was superseded is refused (:class:`~chainfence.errors.StaleToken`,
-        :class:`~chainfence.errors.LeaseExpired`, ...) and completes nothing.
         """
         return self.registry._complete(self.resource, self.resource_id, self.token, result, None)
 

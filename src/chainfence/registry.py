@@ -468,7 +468,7 @@ class Registry:
             raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
         if token < info.token:
             raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
+        if info.status is LeaseStatus.RELEASED:
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
         raise LeaseExpired(
             token=token,
