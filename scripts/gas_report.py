@@ -50,7 +50,7 @@ NAME = "reports/daily"
 RENEW_BEFORE_MARKERS = 29_959
 #: What a marker may add to it: its 32 bytes of calldata (16 gas a nonzero byte) and of log data (8 gas a byte).
 MARKER_ALLOWANCE = 32 * 16 + 32 * 8
-#: Receipt gas before progress markers: acquire and release must not grow.
+#: Receipt gas before progress markers and claims: acquire and release must not grow.
 BEFORE_MARKERS_AND_CLAIMS = {
     "acquire (held before, after expiry)": 35_659,
     "acquire (held before, after release)": 35_637,
@@ -106,6 +106,16 @@ def measure(chain: Chain, name: str = NAME, *, with_store: bool = True) -> dict[
         figures["FencedStore.write (first of a key)"] = _gas(chain)
         store.write(lease, b"v2")
         figures["FencedStore.write (same key)"] = _gas(chain)
+    items = ["item-0", "item-1", "item-2"]
+    claim = alice.claim("gas/workset", items, ttl=60)
+    figures["claimNext (1st of 3 items, never claimed)"] = _gas(chain)
+    claim.complete(b"result")
+    figures["complete (a claimed item: marks it done)"] = _gas(chain)
+    bob.claim("gas/workset", items, ttl=60)
+    figures["claimNext (2nd of 3, after a done item)"] = _gas(chain)
+    chain.advance_time(61)
+    alice.claim("gas/workset", items, ttl=60)
+    figures["claimNext (2nd of 3, expired: after a done item)"] = _gas(chain)
     return figures
 
 

@@ -9,10 +9,12 @@
     │   │   └── InvalidMaxTtl              deployment: max ttl out of range
     │   ├── InvalidToken                   0, negative, not an int, wider than uint256
     │   ├── InvalidProgress                a progress marker that is not 1-32 bytes, an int or a str
+    │   ├── InvalidClaimItems              claim: no items, too many, or duplicates
     │   └── InvalidAddress                 not a 20-byte hex address
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
     │   ├── NotHolder                      the caller is not the holder of that token
+    │   ├── NothingToClaim                 claim: every item is done or held live by others
     │   └── TokenNotCurrent                the token is not the resource's live token
     │       ├── StaleToken                 superseded by a higher token (registry or guard)
     │       ├── UnknownToken               0, or above the resource's latest: never issued for it
@@ -79,6 +81,7 @@ __all__ = [
     "GuardStoreMismatch",
     "InsufficientFunds",
     "InvalidAddress",
+    "InvalidClaimItems",
     "InvalidInput",
     "InvalidMaxTtl",
     "InvalidProgress",
@@ -95,6 +98,7 @@ __all__ = [
     "NotConfirmed",
     "NotHolder",
     "NotSupported",
+    "NothingToClaim",
     "OutcomeUnknown",
     "PayloadMismatch",
     "RegistryOverflow",
@@ -281,6 +285,18 @@ class InvalidProgress(InvalidInput):
         )
 
 
+@_contract_error("FencingRegistryInvalidItems")
+class InvalidClaimItems(InvalidInput):
+    """A claim lists 1 to ``max_count`` distinct items; ``count`` were given."""
+
+    def __init__(self, message: str | None = None, *, count: int | None = None, max_count: int | None = None):
+        self.count = count
+        self.max_count = max_count
+        if message is None:
+            message = f"a claim lists 1 to {max_count} items, got {count}"
+        super().__init__(message)
+
+
 # ---------------------------------------------------------------------------
 # The registry refused a lease operation
 # ---------------------------------------------------------------------------
@@ -342,6 +358,23 @@ class LeaseHeld(LeaseError):
             f"{self._where()} is held by {self.holder} "
             f"with token {self.token} until chain time {self.expires_at}"
         )
+
+
+@_contract_error("FencingRegistryNothingToClaim")
+class NothingToClaim(LeaseError):
+    """Every one of the ``count`` items of the workset is done or held live by someone else.
+
+    ``resource_id`` is the workset's id (``keccak256(workset)``); ``resource`` its name when known.
+    """
+
+    def __init__(
+        self, *, count: int, resource: str | None = None, resource_id: bytes | None = None, workset: bytes | None = None
+    ):
+        self.count = count
+        super().__init__(resource=resource, resource_id=resource_id if resource_id is not None else workset)
+
+    def _message(self) -> str:
+        return f"nothing to claim in workset {self._where()}: all {self.count} items are done or held by others"
 
 
 @_contract_error("FencingRegistryNotHolder", "FencedStoreNotHolder")

@@ -42,6 +42,8 @@ class LeaseStatus(enum.IntEnum):
     LIVE = 1
     EXPIRED = 2
     RELEASED = 3
+    #: A claimed work item its claimant completed: never claimed again.
+    DONE = 4
 
 
 class AcquireReason(enum.IntEnum):
@@ -105,6 +107,8 @@ class Lease:
         reason: AcquireReason,
         tx_hash: str,
         block_number: int,
+        workset: str | None = None,
+        item: str | None = None,
     ):
         self.registry = registry
         self.resource = resource
@@ -117,6 +121,10 @@ class Lease:
         self.reason = reason
         self.tx_hash = tx_hash
         self.block_number = block_number
+        #: For a claimed work item (:meth:`Registry.claim <chainfence.Registry.claim>`): its set and
+        #: name (``resource`` reads ``"workset/item"``, for display; ``resource_id`` is the item's id).
+        self.workset = workset
+        self.item = item
         self.released = False
 
     def renew(self, ttl: int | None = None, *, progress: Any = None) -> Lease:
@@ -147,6 +155,12 @@ class Lease:
 
         "Complete this job only if the epoch still matches": a holder that
         lost its lease is refused. Returns the recorded digest.
+
+        For a claimed work item (:meth:`Registry.claim
+        <chainfence.Registry.claim>`) it also ends the lease and marks the
+        item done for good: no claim hands it out again, and a claimant that
+        was superseded is refused (:class:`~chainfence.errors.StaleToken`,
+        :class:`~chainfence.errors.LeaseExpired`, ...) and completes nothing.
         """
         return self.registry._complete(self.resource, self.resource_id, self.token, result, None)
 
