@@ -66,6 +66,7 @@ EXIT_HELD = 3  # someone else holds the lease
 EXIT_NOT_CURRENT = 4  # the token is stale, unknown, expired, released, unconfirmed, or not yours
 EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry there, no anvil
 EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
+EXIT_NOTHING_TO_CLAIM = 7  # `claim`: every item is done or held live by others
 
 _EPILOG = """\
 exit codes:
@@ -78,6 +79,7 @@ exit codes:
      no registry at the address, no anvil
   6  transaction timed out (cancelled: nothing happened) or outcome unknown (reconcile: chainfence tx HASH...);
      `chainfence tx`: not settled yet
+  7  `claim`: nothing left to claim (every item is done or held by another agent)
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
@@ -214,6 +216,7 @@ def _parser() -> argparse.ArgumentParser:
     renew.add_argument("resource")
     renew.add_argument("--token", type=_positive_int, required=True)
     renew.add_argument("--ttl", type=_positive_int, required=True)
+    renew.add_argument("--workset", help="renew the claim on work item RESOURCE of this workset")
     renew.add_argument(
         "--progress", type=_progress,
         help="progress marker recorded with the renewal: 0x-hex (1-32 bytes), a decimal counter, or any text (hashed)",
@@ -222,6 +225,27 @@ def _parser() -> argparse.ArgumentParser:
     release = commands.add_parser("release", parents=[common], help="end a lease you hold")
     release.add_argument("resource")
     release.add_argument("--token", type=_positive_int, required=True)
+    release.add_argument("--workset", help="release the claim on work item RESOURCE of this workset")
+
+    claim = commands.add_parser(
+        "claim", parents=[common], help="claim the next free item of a set of work; prints the item and its token",
+        description="Claims, in one transaction, the first of the items that is free (never claimed, released, "
+        "expired, or held by you: a restarted agent gets its own item back under a new token) and not done. "
+        "Prints 'ITEM TOKEN' (for `read item token` in a shell); exit 7 when nothing is left to claim. "
+        "Finish with `chainfence complete ITEM --workset WORKSET --token TOKEN`.",
+    )  # fmt: skip
+    claim.add_argument("workset")
+    claim.add_argument("items", nargs="*", metavar="item")
+    claim.add_argument("--items-file", help="read the items from this file, one per line ('-': stdin)")
+    claim.add_argument("--ttl", type=_positive_int, required=True, help="claim length in seconds")
+
+    complete = commands.add_parser(
+        "complete", parents=[common], help="record a result for a lease you hold (a claimed item: mark it done)"
+    )
+    complete.add_argument("resource", help="resource name, or with --workset the item")
+    complete.add_argument("--token", type=_positive_int, required=True)
+    complete.add_argument("--workset", help="RESOURCE is a work item of this workset: completing marks it done")
+    complete.add_argument("--result", default="", help="the result, as text (its keccak256 is recorded)")
 
     status = commands.add_parser("status", parents=[common], help="show resources' leases, or the registry")
     status.add_argument("resources", nargs="*", metavar="resource")
@@ -457,9 +481,8 @@ def _cmd_acquire(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 def _cmd_renew(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=True)
     with _waiting(chain, args, f"renew {args.resource}"):
-        expires_at = registry.renew(
-            args.resource, args.token, args.ttl, progress=args.progress, confirmations=args.confirmations
-        )
+        name, resource_id = _target(registry, args)
+        expires_at = registry._renew(name, resource_id, args.token, args.ttl, args.progress, args.confirmations)
     if args.json:
         print(json.dumps({"resource": args.resource, "token": args.token, "expires_at": expires_at}))
     else:
@@ -470,11 +493,64 @@ def _cmd_renew(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 def _cmd_release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=True)
     with _waiting(chain, args, f"release {args.resource}"):
-        registry.release(args.resource, args.token, confirmations=args.confirmations)
+        name, resource_id = _target(registry, args)
+        registry._release(name, resource_id, args.token, args.confirmations)
     if args.json:
         print(json.dumps({"resource": args.resource, "token": args.token, "released": True}))
     else:
         print(f"released {args.resource!r} token {args.token}")
+    return EXIT_OK
+
+
+def _target(registry: Any, args: argparse.Namespace) -> tuple[str, bytes]:
+    """(display name, resource id) of RESOURCE, or of work item RESOURCE of --workset."""
+    from . import _names, _validate
+
+    if getattr(args, "workset", None) is None:
+        return args.resource, _validate.resource_id(args.resource)
+    _validate.publishable(args.workset)
+    _validate.publishable(args.resource)
+    return f"{args.workset}/{args.resource}", _names.item_id(args.workset, args.resource)
+
+
+def _cmd_claim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    items = list(args.items)
+    if args.items_file is not None:
+        try:
+            if args.items_file == "-":
+                text = sys.stdin.read()
+            else:
+                text = Path(args.items_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as problem:
+            raise _Usage(f"cannot read --items-file: {problem}") from None
+        items += [line.strip() for line in text.splitlines() if line.strip()]
+    if not items:
+        raise _Usage("no items: name them, or pass --items-file")
+    chain, registry = _connect(args, needs_key=True)
+    with _waiting(chain, args, f"claim {args.workset}"):
+        lease = registry.claim(args.workset, items, ttl=args.ttl, confirmations=args.confirmations)
+    if lease is None:
+        if args.json:
+            print(json.dumps({"workset": args.workset, "item": None, "count": len(items)}))
+        else:
+            print(f"chainfence claim: nothing left to claim in {args.workset!r} ({len(items)} items)", file=sys.stderr)
+        return EXIT_NOTHING_TO_CLAIM
+    if args.json:
+        print(json.dumps({**_lease_json(lease), "workset": lease.workset, "item": lease.item}))
+    else:
+        print(f"{lease.item} {lease.token}")
+    return EXIT_OK
+
+
+def _cmd_complete(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    chain, registry = _connect(args, needs_key=True)
+    name, resource_id = _target(registry, args)
+    with _waiting(chain, args, f"complete {name}"):
+        digest = registry._complete(name, resource_id, args.token, args.result.encode(), args.confirmations)
+    if args.json:
+        print(json.dumps({"resource": name, "token": args.token, "result_digest": "0x" + digest.hex()}))
+    else:
+        print(f"completed {name!r} token {args.token}: result 0x{digest.hex()}")
     return EXIT_OK
 
 
@@ -602,6 +678,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
     "status": _cmd_status,
     "verify": _cmd_verify,
     "stuck": _cmd_stuck,
+    "claim": _cmd_claim,
+    "complete": _cmd_complete,
     "tx": _cmd_tx,
 }
 
