@@ -30,6 +30,10 @@ import {IFencingRegistry} from "./IFencingRegistry.sol";
  *   can reach it). Alternatives rejected: a `done` mapping (a second cold
  *   slot per item: +22,100 gas per completion and +2,100 per item scanned),
  *   or done-ness in events only (claim would need the log it cannot read).
+ * - {claimNext} takes its names as `memory`, not `calldata`: sharing the
+ *   calldata string decoder with {acquire} made every acquisition 41 gas
+ *   dearer. Its gas grows with the items it skips (a hash and a cold read
+ *   each), bounded by 512 items a call.
  * - Progress markers ({renewWithProgress}) live in {LeaseRenewed} only: a
  *   watchdog reads them from the log; storing them would cost a slot write
  *   per renewal.
