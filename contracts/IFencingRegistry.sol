@@ -31,6 +31,15 @@ pragma solidity 0.8.28;
  * call it directly, so a published name may be invalid UTF-8 or carry control
  * or bidi-override characters; readers must treat names as untrusted bytes
  * (the chainfence SDK decodes them defensively and escapes them for display).
+ *
+ * Work items ({claimNext}): a named set of items ("workset") handed out one at a
+ * time, each item a lease like any other (renew, release, complete, check it
+ * with its token) but in a resource space of its own:
+ * `resource = keccak256(abi.encode(workset, item))`, a preimage of at least
+ * 192 bytes that no name {acquire} accepts (at most 128 bytes) can hash to,
+ * so an item cannot be acquired, and no resource can be claimed, by its
+ * name. Completing a claimed item ({complete}) ends its lease and marks it
+ * done for good: {claimNext} never hands it out again.
  */
 interface IFencingRegistry {
     /// @notice Why a resource changed hands, recorded in {LeaseAcquired}.
@@ -55,7 +64,10 @@ interface IFencingRegistry {
         /// The lease ran out: `expiresAt <= block.timestamp`.
         Expired,
         /// The holder released it (`expiresAt` reads 0).
-        Released
+        Released,
+        /// A claimed work item whose claimant completed it: never claimed
+        /// again (`expiresAt` reads 0, `holder` and `token` are the completer's).
+        Done
     }
 
     // ------------------------------------------------------------------
@@ -82,15 +94,21 @@ interface IFencingRegistry {
         AcquireReason reason
     );
 
-    /// @notice `holder` extended its lease on `resource` (same `token`) to `expiresAt`.
-    event LeaseRenewed(bytes32 indexed resource, uint256 indexed token, address indexed holder, uint256 expiresAt);
+    /// @notice `holder` extended its lease on `resource` (same `token`) to `expiresAt`,
+    /// reporting `progress`: an opaque 32-byte marker of how far its work has
+    /// come ({renewWithProgress}), 0 for a plain {renew} ("nothing to report").
+    /// A marker that stays the same across renewals is a holder alive but stuck.
+    event LeaseRenewed(
+        bytes32 indexed resource, uint256 indexed token, address indexed holder, uint256 expiresAt, bytes32 progress
+    );
 
     /// @notice `holder` released its lease on `resource`; `token` is no longer current.
     event LeaseReleased(bytes32 indexed resource, uint256 indexed token, address indexed holder);
 
     /// @notice `holder` recorded `resultDigest` as the result of its work under
     /// `token`, while `token` was current: "complete this job only if the epoch
-    /// still matches". The lease itself is unchanged.
+    /// still matches". The lease itself is unchanged, unless it is a claimed
+    /// work item: then the item is done and its lease ended (see {complete}).
     event LeaseCompleted(bytes32 indexed resource, uint256 indexed token, address indexed holder, bytes32 resultDigest);
 
     /// @notice ERC-5267. Never emitted: the EIP-712 domain of a registry is fixed.
@@ -132,9 +150,17 @@ interface IFencingRegistry {
     /// @notice `token` is the resource's latest but its holder released it.
     error FencingRegistryLeaseReleased(bytes32 resource, uint256 token);
 
-    /// @notice A token or timestamp does not fit the 48 bits it is stored in
-    /// (2**48 - 1: ~2.8e14 tokens; timestamps until the year 8.9 million).
+    /// @notice A token does not fit the 48 bits it is stored in (2**48 - 1:
+    /// ~2.8e14 tokens), or an expiry the 40 bits it is stored in (2**40 - 1:
+    /// chain times until the year 36,812).
     error FencingRegistryUint48Overflow(uint256 value);
+
+    /// @notice {claimNext} takes 1 to `maxCount` items; `count` were given.
+    error FencingRegistryInvalidItems(uint256 count, uint256 maxCount);
+
+    /// @notice {claimNext}: none of the `count` items of the workset whose name
+    /// hashes to `workset` is free: each is done or held live by someone else.
+    error FencingRegistryNothingToClaim(bytes32 workset, uint256 count);
 
     // ------------------------------------------------------------------
     // Lease operations
@@ -170,6 +196,21 @@ interface IFencingRegistry {
     function renew(bytes32 resource, uint256 token, uint256 ttl) external returns (uint256 expiresAt);
 
     /**
+     * @notice {renew}, reporting `progress` (a 32-byte marker of how far the
+     * work has come: a counter, a hash of the last output) in {LeaseRenewed}.
+     * @dev A heartbeat is not proof of progress: a watchdog reading the
+     * markers tells a holder that renews but no longer advances. Stores
+     * nothing: it costs {renew} plus 32 bytes of calldata and 32 of log data.
+     * A function of its own, not an overload of {renew}: one name, one
+     * signature, for every ABI client. Reverts like {renew}.
+     * @param progress Any 32 bytes; 0 reads as "nothing to report".
+     * @return expiresAt The new expiry.
+     */
+    function renewWithProgress(bytes32 resource, uint256 token, uint256 ttl, bytes32 progress)
+        external
+        returns (uint256 expiresAt);
+
+    /**
      * @notice End the caller's live lease now.
      * @dev Only the holder, only with the current token, only while live: a
      * release with an old token never frees a newer lease. Reverts like
@@ -181,9 +222,41 @@ interface IFencingRegistry {
      * @notice Record `resultDigest` as the result of the work done under
      * `token`: succeeds only for the holder, with the current token, while
      * the lease is live, so a holder that lost its lease cannot complete.
-     * @dev Reverts like {renew}. Emits {LeaseCompleted}. Writes no storage.
+     * For a work item taken with {claimNext}, it also ends the lease and marks
+     * the item done: {claimNext} never hands it out again, and a second
+     * completion (by anyone, with any token) is refused.
+     * @dev Reverts like {renew}. Emits {LeaseCompleted}. Writes no storage,
+     * except for a claimed item: one write to its slot (nonzero -> nonzero).
      */
     function complete(bytes32 resource, uint256 token, bytes32 resultDigest) external;
+
+    /**
+     * @notice Claim the first item of `items` (the items of the set of work
+     * named `workset`, in the order given) that is free and not done, in one
+     * transaction: a lease on it for `ttl` seconds, with a new fencing token.
+     * @dev An item is free when it was never claimed, its claim was released
+     * or expired (no janitor: an expired claim is simply free again), or the
+     * caller itself holds it live: an agent restarted with no memory claims
+     * live and gets its own item back under a NEW token, fencing off its
+     * earlier incarnation. Items held live by others and done items are
+     * skipped. Item `i`'s resource is `keccak256(abi.encode(workset, items[i]))`
+     * (see the contract's header). Emits {ResourceNamed} (with name
+     * `workset + "/" + item`, for display only) on an item's first claim,
+     * then {LeaseAcquired}. Reverts with {FencingRegistryNothingToClaim} when
+     * no item is free, {FencingRegistryInvalidName} (workset or item),
+     * {FencingRegistryInvalidItems} or {FencingRegistryInvalidTtl} on bad input.
+     * Gas grows with the items scanned (a hash and a cold storage read each):
+     * list the items most likely free first.
+     * @param workset The set's name, 1 to {maxNameLength} bytes.
+     * @param items 1 to 512 item names, each 1 to {maxNameLength} bytes.
+     * @return index The position in `items` of the item claimed.
+     * @return resource Its resource id.
+     * @return token The fencing token of the new lease.
+     * @return expiresAt Chain time at which the claim stops being live.
+     */
+    function claimNext(string memory workset, string[] memory items, uint256 ttl)
+        external
+        returns (uint256 index, bytes32 resource, uint256 token, uint256 expiresAt);
 
     // ------------------------------------------------------------------
     // Views
@@ -219,6 +292,7 @@ interface IFencingRegistry {
 
     /// @notice The longest resource name, in bytes.
     function maxNameLength() external pure returns (uint256);
+
 
     /// @notice The block this registry was deployed in. Readers start their
     /// event queries there, and bind state they keep about the registry to

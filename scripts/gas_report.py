@@ -29,6 +29,8 @@ CEILINGS = {
     "acquire (re-acquire by holder)": 37_500,
     "acquire (first of a new resource)": 56_000,
     "renew": 31_000,
+    # A renewal may grow by at most its marker's bytes: 32 of calldata (16 gas each) and 32 of log data (8 each).
+    "renew (with a progress marker)": 31_000 + 32 * 16 + 32 * 8,
     "release": 29_500,
 }
 
@@ -43,6 +45,21 @@ FLOORS = {
 }
 
 NAME = "reports/daily"
+
+#: Receipt gas of a renewal before progress markers existed (LeaseRenewed without its `progress` word).
+RENEW_BEFORE_MARKERS = 29_959
+#: What a marker may add to it: its 32 bytes of calldata (16 gas a nonzero byte) and of log data (8 gas a byte).
+MARKER_ALLOWANCE = 32 * 16 + 32 * 8
+#: Receipt gas before progress markers and claims: acquire and release must not grow.
+BEFORE_MARKERS_AND_CLAIMS = {
+    "acquire (held before, after expiry)": 35_659,
+    "acquire (held before, after release)": 35_637,
+    "acquire (re-acquire by holder)": 35_687,
+    "acquire (first of a new resource)": 54_729,
+    "release": 29_309,
+}
+#: The marker measured: no zero byte, so its calldata costs the most it can.
+MARKER = bytes(range(1, 33))
 
 
 def _gas(chain: Chain) -> int:
@@ -68,6 +85,9 @@ def measure(chain: Chain, name: str = NAME, *, with_store: bool = True) -> dict[
     chain.advance_time(10)
     lease.renew(ttl=60)
     figures["renew"] = _gas(chain)
+    chain.advance_time(10)
+    lease.renew(ttl=60, progress=MARKER)
+    figures["renew (with a progress marker)"] = _gas(chain)
     lease = alice.acquire(name, ttl=30)
     figures["acquire (re-acquire by holder)"] = _gas(chain)
     lease.release()
@@ -86,6 +106,16 @@ def measure(chain: Chain, name: str = NAME, *, with_store: bool = True) -> dict[
         figures["FencedStore.write (first of a key)"] = _gas(chain)
         store.write(lease, b"v2")
         figures["FencedStore.write (same key)"] = _gas(chain)
+    items = ["item-0", "item-1", "item-2"]
+    claim = alice.claim("gas/workset", items, ttl=60)
+    figures["claimNext (1st of 3 items, never claimed)"] = _gas(chain)
+    claim.complete(b"result")
+    figures["complete (a claimed item: marks it done)"] = _gas(chain)
+    bob.claim("gas/workset", items, ttl=60)
+    figures["claimNext (2nd of 3, after a done item)"] = _gas(chain)
+    chain.advance_time(61)
+    alice.claim("gas/workset", items, ttl=60)
+    figures["claimNext (2nd of 3, expired: after a done item)"] = _gas(chain)
     return figures
 
 

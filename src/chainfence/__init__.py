@@ -23,6 +23,7 @@ from .fenced_store import FencedStore
 from .guard import Guard
 from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
 from .registry import Registry
+from .watchdog import StuckLease, StuckReport
 
 __all__ = [
     "AcquireReason",
@@ -40,6 +41,8 @@ __all__ = [
     "LeaseInfo",
     "LeaseStatus",
     "Registry",
+    "StuckLease",
+    "StuckReport",
 ]
 
 __version__ = "0.1.0"

@@ -58,7 +58,7 @@ class Kind(enum.Enum):
 _SIGNATURES = {
     Kind.NAMED: "ResourceNamed(bytes32,string)",
     Kind.ACQUIRED: "LeaseAcquired(bytes32,uint256,address,uint256,uint256,uint8)",
-    Kind.RENEWED: "LeaseRenewed(bytes32,uint256,address,uint256)",
+    Kind.RENEWED: "LeaseRenewed(bytes32,uint256,address,uint256,bytes32)",
     Kind.RELEASED: "LeaseReleased(bytes32,uint256,address)",
     Kind.COMPLETED: "LeaseCompleted(bytes32,uint256,address,bytes32)",
 }
@@ -70,7 +70,7 @@ _KINDS = {t: kind for kind, t in _TOPICS.items()}
 _DATA_TYPES = {
     Kind.NAMED: ("bytes",),
     Kind.ACQUIRED: ("uint256", "uint256", "uint8"),
-    Kind.RENEWED: ("uint256",),
+    Kind.RENEWED: ("uint256", "bytes32"),
     Kind.RELEASED: (),
     Kind.COMPLETED: ("bytes32",),
 }
@@ -97,6 +97,7 @@ class RegistryLog:
     previous_token: int | None = None
     reason: int | None = None
     result_digest: bytes | None = None
+    progress: bytes | None = None  # LeaseRenewed: the holder's 32-byte marker (zeros: none reported)
     name: bytes | None = None  # ResourceNamed: the bytes logged, untrusted
 
 
@@ -133,7 +134,7 @@ def decode(log: Any) -> RegistryLog | None:
         elif kind is Kind.ACQUIRED:
             fields.update(expires_at=data[0], previous_token=data[1], reason=data[2])
         elif kind is Kind.RENEWED:
-            fields["expires_at"] = data[0]
+            fields.update(expires_at=data[0], progress=bytes(data[1]))
         elif kind is Kind.COMPLETED:
             fields["result_digest"] = bytes(data[0])
         return RegistryLog(

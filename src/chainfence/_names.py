@@ -29,13 +29,23 @@ from eth_utils import keccak
 
 from .errors import InvalidResourceName
 
-__all__ = ["MAX_NAME_LENGTH", "decode", "display", "publishable", "resource_bytes", "resource_id"]
+__all__ = ["MAX_NAME_LENGTH", "decode", "display", "item_id", "publishable", "resource_bytes", "resource_id"]
 
 #: Longest resource name, in bytes of UTF-8; the contract enforces the same bound.
 MAX_NAME_LENGTH = 128
 
 #: Unicode categories that never appear in a name the SDK publishes.
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def item_id(workset: object, item: object) -> bytes:
+    """The on-chain id of work item ``item`` of ``workset``: ``keccak256(abi.encode(workset, item))``.
+
+    At least 192 bytes are hashed, so no resource name (at most 128 bytes) has this id.
+    """
+    from eth_abi import encode
+
+    return keccak(encode(["bytes", "bytes"], [resource_bytes(workset), resource_bytes(item)]))
 
 
 def resource_id(name: object) -> bytes:

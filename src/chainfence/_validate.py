@@ -6,14 +6,14 @@ so bad input costs nothing and changes nothing.
 
 from __future__ import annotations
 
-from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
+from eth_utils import is_checksum_address, is_hex_address, keccak, to_checksum_address
 
 from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
-from .errors import InvalidAddress, InvalidToken, InvalidTtl, InvalidWait
+from .errors import InvalidAddress, InvalidProgress, InvalidToken, InvalidTtl, InvalidWait
 
 __all__ = [
-    "MAX_NAME_LENGTH", "MAX_TOKEN", "MAX_WAIT", "address", "publishable", "resource_bytes", "resource_id", "token",
-    "ttl", "wait",
+    "MAX_NAME_LENGTH", "MAX_TOKEN", "MAX_WAIT", "address", "progress", "publishable", "resource_bytes", "resource_id",
+    "token", "ttl", "wait",
 ]  # fmt: skip
 
 #: Tokens are uint256 in the ABI.
@@ -43,6 +43,33 @@ def token(value: object) -> int:
     if value < 1 or value > MAX_TOKEN:
         raise InvalidToken(token=value)
     return value
+
+
+def progress(value: object) -> bytes:
+    """``value`` as a 32-byte progress marker (see :meth:`Registry.renew <chainfence.Registry.renew>`).
+
+    ``bytes`` of 1 to 32 bytes are recorded as given, right-padded with zeros
+    (as Solidity's ``bytes32("...")``); an ``int`` from 1 to 2**256 - 1 as a
+    big-endian counter; a ``str`` (any length) as the keccak256 of its UTF-8.
+    A marker of all zeros reads on-chain as "nothing reported" and is refused.
+    """
+    if isinstance(value, bool):
+        raise InvalidProgress(value)
+    if isinstance(value, int):
+        if not 1 <= value < 2**256:
+            raise InvalidProgress(value)
+        return value.to_bytes(32, "big")
+    if isinstance(value, str):
+        try:
+            return keccak(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidProgress(value, why="a str marker must be encodable as UTF-8") from None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        if not 1 <= len(data) <= 32 or not any(data):
+            raise InvalidProgress(value)
+        return data.ljust(32, b"\0")
+    raise InvalidProgress(value)
 
 
 def address(value: object, what: str = "address") -> str:

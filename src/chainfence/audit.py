@@ -72,6 +72,8 @@ class LeaseEvent:
     log_index: int
     result_digest: bytes | None = None
     resource_display: str = ""
+    #: Renewals: the holder's progress marker (None when it reported none).
+    progress: bytes | None = None
 
 
 def history(
@@ -129,6 +131,7 @@ def history(
                 log_index=entry.log_index,
                 result_digest=entry.result_digest,
                 resource_display=display,
+                progress=entry.progress if entry.progress and any(entry.progress) else None,
             )
         )
     return result

@@ -5,10 +5,13 @@
     chainfence node                       # local anvil, state on disk, registry deployed
     chainfence deploy [--max-ttl S]
     chainfence acquire NAME --ttl S [--wait S]   # --wait: wait up to S seconds for a held lease
-    chainfence renew NAME --token T --ttl S
+    chainfence renew NAME --token T --ttl S [--progress MARKER]
     chainfence release NAME --token T
     chainfence status [NAME ...]
     chainfence verify NAME --token T      # exit 0 only if T is current
+    chainfence stuck [--renewals N] [--longer-than S]   # stuck, crashed and long holders
+    chainfence claim WORKSET ITEM... --ttl S            # the next free item; exit 8 when none is left
+    chainfence complete NAME --token T [--workset WS] [--result TEXT]
     chainfence tx HASH... [--nonce N --account A]   # what became of a transaction
     chainfence lock NAME [--ttl S] [--wait S] [--grace S] -- CMD ARGS...   # run CMD holding the lease
     chainfence demo
@@ -69,6 +72,7 @@ EXIT_NOT_CURRENT = 4  # the token is stale, unknown, expired, released, unconfir
 EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry there, no anvil
 EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
 EXIT_LOST = 7  # `lock`: the lease was lost while the command ran; the command was stopped
+EXIT_NOTHING_TO_CLAIM = 8  # `claim`: every item is done or held live by others
 
 _EPILOG = """\
 exit codes:
@@ -84,6 +88,7 @@ exit codes:
   7  `chainfence lock`: the lease was lost while the command ran (renewals unconfirmed before the safe
      deadline, or superseded, expired, released): the command got SIGTERM, then SIGKILL after --grace
   `chainfence lock` otherwise exits with the command's code (128+N if a signal N ended it)
+  8  `claim`: nothing left to claim (every item is done or held by another agent)
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
@@ -162,6 +167,25 @@ def _wait_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
 
 
+def _progress(text: str) -> bytes | int | str:
+    """A --progress marker: 0x-hex bytes, a decimal counter, or text (hashed by the SDK)."""
+    from . import _validate
+
+    value: bytes | int | str = text
+    if text.startswith("0x"):
+        try:
+            value = bytes.fromhex(text[2:])
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not hex: {text!r}") from None
+    elif text.isascii() and text.isdigit():
+        value = int(text)
+    try:
+        _validate.progress(value)
+    except InvalidInput as bad:
+        raise argparse.ArgumentTypeError(str(bad)) from None
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--rpc-url", help="JSON-RPC endpoint (default: $CHAINFENCE_RPC_URL, else the deployment file)")
@@ -230,10 +254,36 @@ def _parser() -> argparse.ArgumentParser:
     renew.add_argument("resource")
     renew.add_argument("--token", type=_positive_int, required=True)
     renew.add_argument("--ttl", type=_positive_int, required=True)
+    renew.add_argument("--workset", help="renew the claim on work item RESOURCE of this workset")
+    renew.add_argument(
+        "--progress", type=_progress,
+        help="progress marker recorded with the renewal: 0x-hex (1-32 bytes), a decimal counter, or any text (hashed)",
+    )  # fmt: skip
 
     release = commands.add_parser("release", parents=[common], help="end a lease you hold")
     release.add_argument("resource")
     release.add_argument("--token", type=_positive_int, required=True)
+    release.add_argument("--workset", help="release the claim on work item RESOURCE of this workset")
+
+    claim = commands.add_parser(
+        "claim", parents=[common], help="claim the next free item of a set of work; prints the item and its token",
+        description="Claims, in one transaction, the first of the items that is free (never claimed, released, "
+        "expired, or held by you: a restarted agent gets its own item back under a new token) and not done. "
+        "Prints 'ITEM TOKEN' (for `read item token` in a shell); exit 8 when nothing is left to claim. "
+        "Finish with `chainfence complete ITEM --workset WORKSET --token TOKEN`.",
+    )  # fmt: skip
+    claim.add_argument("workset")
+    claim.add_argument("items", nargs="*", metavar="item")
+    claim.add_argument("--items-file", help="read the items from this file, one per line ('-': stdin)")
+    claim.add_argument("--ttl", type=_positive_int, required=True, help="claim length in seconds")
+
+    complete = commands.add_parser(
+        "complete", parents=[common], help="record a result for a lease you hold (a claimed item: mark it done)"
+    )
+    complete.add_argument("resource", help="resource name, or with --workset the item")
+    complete.add_argument("--token", type=_positive_int, required=True)
+    complete.add_argument("--workset", help="RESOURCE is a work item of this workset: completing marks it done")
+    complete.add_argument("--result", default="", help="the result, as text (its keccak256 is recorded)")
 
     status = commands.add_parser("status", parents=[common], help="show resources' leases, or the registry")
     status.add_argument("resources", nargs="*", metavar="resource")
@@ -241,6 +291,16 @@ def _parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", parents=[common], help="exit 0 only if the token is current")
     verify.add_argument("resource")
     verify.add_argument("--token", type=_positive_int, required=True)
+
+    stuck = commands.add_parser(
+        "stuck", parents=[common], help="list leases alive but stuck, crashed (expired unreleased), or held too long",
+        description="Reads the registry's events: leases renewed --renewals times in a row with an unchanged "
+        "progress marker (alive but stuck), latest leases that expired without a release or completion "
+        "(crashed holders), and with --longer-than, leases held longer than that many seconds.",
+    )  # fmt: skip
+    stuck.add_argument("--renewals", type=_positive_int, default=3, help="renewals without progress (default 3)")
+    stuck.add_argument("--longer-than", type=_positive_int, help="also list leases held longer than this (seconds)")
+    stuck.add_argument("--from-block", type=_non_negative_int, help="first block to read (default: the deployment's)")
 
     tx = commands.add_parser(
         "tx", parents=[common], help="what became of transactions (after a timeout or an unknown outcome)",
@@ -492,7 +552,8 @@ def _cmd_acquire(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 def _cmd_renew(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=True)
     with _waiting(chain, args, f"renew {args.resource}"):
-        expires_at = registry.renew(args.resource, args.token, args.ttl, confirmations=args.confirmations)
+        name, resource_id = _target(registry, args)
+        expires_at = registry._renew(name, resource_id, args.token, args.ttl, args.progress, args.confirmations)
     if args.json:
         print(json.dumps({"resource": args.resource, "token": args.token, "expires_at": expires_at}))
     else:
@@ -503,11 +564,85 @@ def _cmd_renew(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 def _cmd_release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=True)
     with _waiting(chain, args, f"release {args.resource}"):
-        registry.release(args.resource, args.token, confirmations=args.confirmations)
+        name, resource_id = _target(registry, args)
+        registry._release(name, resource_id, args.token, args.confirmations)
     if args.json:
         print(json.dumps({"resource": args.resource, "token": args.token, "released": True}))
     else:
         print(f"released {args.resource!r} token {args.token}")
+    return EXIT_OK
+
+
+def _target(registry: Any, args: argparse.Namespace) -> tuple[str, bytes]:
+    """(display name, resource id) of RESOURCE, or of work item RESOURCE of --workset."""
+    from . import _names, _validate
+
+    if getattr(args, "workset", None) is None:
+        return args.resource, _validate.resource_id(args.resource)
+    _validate.publishable(args.workset)
+    _validate.publishable(args.resource)
+    return f"{args.workset}/{args.resource}", _names.item_id(args.workset, args.resource)
+
+
+def _cmd_claim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    items = list(args.items)
+    if args.items_file is not None:
+        try:
+            if args.items_file == "-":
+                text = sys.stdin.read()
+            else:
+                text = Path(args.items_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as problem:
+            raise _Usage(f"cannot read --items-file: {problem}") from None
+        items += [line.strip() for line in text.splitlines() if line.strip()]
+    if not items:
+        raise _Usage("no items: name them, or pass --items-file")
+    chain, registry = _connect(args, needs_key=True)
+    with _waiting(chain, args, f"claim {args.workset}"):
+        lease = registry.claim(args.workset, items, ttl=args.ttl, confirmations=args.confirmations)
+    if lease is None:
+        if args.json:
+            print(json.dumps({"workset": args.workset, "item": None, "count": len(items)}))
+        else:
+            print(f"chainfence claim: nothing left to claim in {args.workset!r} ({len(items)} items)", file=sys.stderr)
+        return EXIT_NOTHING_TO_CLAIM
+    if args.json:
+        print(json.dumps({**_lease_json(lease), "workset": lease.workset, "item": lease.item}))
+    else:
+        print(f"{lease.item} {lease.token}")
+    return EXIT_OK
+
+
+def _cmd_complete(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    chain, registry = _connect(args, needs_key=True)
+    name, resource_id = _target(registry, args)
+    with _waiting(chain, args, f"complete {name}"):
+        digest = registry._complete(name, resource_id, args.token, args.result.encode(), args.confirmations)
+    if args.json:
+        print(json.dumps({"resource": name, "token": args.token, "result_digest": "0x" + digest.hex()}))
+    else:
+        print(f"completed {name!r} token {args.token}: result 0x{digest.hex()}")
+    return EXIT_OK
+
+
+def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    chain, registry = _connect(args, needs_key=False)
+    report = registry.stuck(renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block)
+    if args.json:
+        print(json.dumps(report.to_dict()))
+        return EXIT_OK
+    rows = []
+    for entry in [*report.stuck, *report.crashed, *report.long_held]:
+        detail = {
+            "stuck": f"{entry.unchanged_renewals} renewals, marker 0x{(entry.progress or b'').hex()[:16]}...",
+            "crashed": f"expired {_when(entry.expires_at, report.judged_at)}, never released",
+            "long_held": f"held {entry.held_for} s",
+        }[entry.kind]
+        rows.append([entry.kind, entry.resource_display, str(entry.token), entry.holder, detail])
+    if not rows:
+        print(f"nothing stuck, crashed{' or held too long' if args.longer_than else ''} (blocks {report.from_block}..{report.to_block})")
+    else:
+        print(_table(rows, ["finding", "resource", "token", "holder", "detail"]))
     return EXIT_OK
 
 
@@ -718,6 +853,9 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
     "release": _cmd_release,
     "status": _cmd_status,
     "verify": _cmd_verify,
+    "stuck": _cmd_stuck,
+    "claim": _cmd_claim,
+    "complete": _cmd_complete,
     "tx": _cmd_tx,
     "lock": _cmd_lock,
 }

@@ -9,10 +9,13 @@
     │   │   └── InvalidMaxTtl              deployment: max ttl out of range
     │   ├── InvalidToken                   0, negative, not an int, wider than uint256
     │   ├── InvalidWait                    acquire(wait=...): negative, not finite, not a number, too long
+    │   ├── InvalidProgress                a progress marker that is not 1-32 bytes, an int or a str
+    │   ├── InvalidClaimItems              claim: no items, too many, or duplicates
     │   └── InvalidAddress                 not a 20-byte hex address
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
     │   ├── NotHolder                      the caller is not the holder of that token
+    │   ├── NothingToClaim                 claim: every item is done or held live by others
     │   └── TokenNotCurrent                the token is not the resource's live token
     │       ├── StaleToken                 superseded by a higher token (registry or guard)
     │       ├── UnknownToken               0, or above the resource's latest: never issued for it
@@ -80,8 +83,10 @@ __all__ = [
     "GuardStoreMismatch",
     "InsufficientFunds",
     "InvalidAddress",
+    "InvalidClaimItems",
     "InvalidInput",
     "InvalidMaxTtl",
+    "InvalidProgress",
     "InvalidResourceName",
     "InvalidSignature",
     "InvalidToken",
@@ -97,6 +102,7 @@ __all__ = [
     "NotConfirmed",
     "NotHolder",
     "NotSupported",
+    "NothingToClaim",
     "OutcomeUnknown",
     "PayloadMismatch",
     "RegistryOverflow",
@@ -283,6 +289,29 @@ class InvalidAddress(InvalidInput):
     """An address must be 20 bytes as 0x-prefixed hex (checksummed if mixed case)."""
 
 
+class InvalidProgress(InvalidInput):
+    """A progress marker must be 1 to 32 bytes (not all zero), an int from 1 to 2**256 - 1, or a str."""
+
+    def __init__(self, value: Any = None, *, why: str | None = None):
+        self.value = value if isinstance(value, (int, str)) and not isinstance(value, bool) else repr(value)
+        super().__init__(
+            why or "a progress marker is 1 to 32 bytes (not all zero), an int from 1 to 2**256 - 1, "
+            f"or a str (hashed), got {type(value).__name__} {value!r:.80}"
+        )
+
+
+@_contract_error("FencingRegistryInvalidItems")
+class InvalidClaimItems(InvalidInput):
+    """A claim lists 1 to ``max_count`` distinct items; ``count`` were given."""
+
+    def __init__(self, message: str | None = None, *, count: int | None = None, max_count: int | None = None):
+        self.count = count
+        self.max_count = max_count
+        if message is None:
+            message = f"a claim lists 1 to {max_count} items, got {count}"
+        super().__init__(message)
+
+
 # ---------------------------------------------------------------------------
 # The registry refused a lease operation
 # ---------------------------------------------------------------------------
@@ -344,6 +373,23 @@ class LeaseHeld(LeaseError):
             f"{self._where()} is held by {self.holder} "
             f"with token {self.token} until chain time {self.expires_at}"
         )
+
+
+@_contract_error("FencingRegistryNothingToClaim")
+class NothingToClaim(LeaseError):
+    """Every one of the ``count`` items of the workset is done or held live by someone else.
+
+    ``resource_id`` is the workset's id (``keccak256(workset)``); ``resource`` its name when known.
+    """
+
+    def __init__(
+        self, *, count: int, resource: str | None = None, resource_id: bytes | None = None, workset: bytes | None = None
+    ):
+        self.count = count
+        super().__init__(resource=resource, resource_id=resource_id if resource_id is not None else workset)
+
+    def _message(self) -> str:
+        return f"nothing to claim in workset {self._where()}: all {self.count} items are done or held by others"
 
 
 @_contract_error("FencingRegistryNotHolder", "FencedStoreNotHolder")

@@ -364,7 +364,9 @@ class Keeper:
     def _renew(self, sent: float) -> None:
         sent_monotonic = time.monotonic()
         try:
-            expires_at = self.lease.registry.renew(self.lease.resource, self.lease.token, self.ttl)
+            lease = self.lease
+            # By id, not by name: a claimed work item's id is not the hash of its name.
+            expires_at = lease.registry._renew(lease.resource, lease.resource_id, lease.token, self.ttl, None, None)
         except BaseException as error:  # noqa: BLE001 - every outcome is reported to the core
             why = loss_reason(error)
             with self._cond:

@@ -45,6 +45,8 @@ class LeaseStatus(enum.IntEnum):
     LIVE = 1
     EXPIRED = 2
     RELEASED = 3
+    #: A claimed work item its claimant completed: never claimed again.
+    DONE = 4
 
 
 class AcquireReason(enum.IntEnum):
@@ -108,6 +110,8 @@ class Lease:
         reason: AcquireReason,
         tx_hash: str,
         block_number: int,
+        workset: str | None = None,
+        item: str | None = None,
     ):
         self.registry = registry
         self.resource = resource
@@ -120,6 +124,10 @@ class Lease:
         self.reason = reason
         self.tx_hash = tx_hash
         self.block_number = block_number
+        #: For a claimed work item (:meth:`Registry.claim <chainfence.Registry.claim>`): its set and
+        #: name (``resource`` reads ``"workset/item"``, for display; ``resource_id`` is the item's id).
+        self.workset = workset
+        self.item = item
         self.released = False
         # time.monotonic() when the acquisition (or the last confirmed renewal) was sent, if this
         # process sent it: where the local safe deadline counts from.
@@ -127,8 +135,13 @@ class Lease:
         self._lost: LeaseLost | None = None
         self._keeper: Keeper | None = None
 
-    def renew(self, ttl: int | None = None) -> Lease:
+    def renew(self, ttl: int | None = None, *, progress: Any = None) -> Lease:
         """Extend this lease to ``now + ttl`` (default: the ttl it was acquired with).
+
+        ``progress`` reports how far the work has come (bytes of 1 to 32, an
+        int counter, or a str, hashed; see :meth:`Registry.renew
+        <chainfence.Registry.renew>`): a watchdog reading the markers tells a
+        holder that renews but is stuck from one that advances.
 
         Raises :class:`~chainfence.errors.LeaseExpired` once it has expired
         (acquire again: you get a new token), :class:`~chainfence.errors.StaleToken`
@@ -137,14 +150,14 @@ class Lease:
         """
         ttl = self.ttl if ttl is None else ttl
         sent = time.monotonic()
-        self.expires_at = self.registry.renew(self.resource, self.token, ttl)
+        self.expires_at = self.registry._renew(self.resource, self.resource_id, self.token, ttl, progress, None)
         self.ttl = ttl
         self._sent_at = sent
         return self
 
     def release(self) -> None:
         """End this lease now. Never frees a newer lease: that would need its token."""
-        self.registry.release(self.resource, self.token)
+        self.registry._release(self.resource, self.resource_id, self.token, None)
         self.released = True
 
     def complete(self, result: bytes) -> bytes:
@@ -152,8 +165,14 @@ class Lease:
 
         "Complete this job only if the epoch still matches": a holder that
         lost its lease is refused. Returns the recorded digest.
+
+        For a claimed work item (:meth:`Registry.claim
+        <chainfence.Registry.claim>`) it also ends the lease and marks the
+        item done for good: no claim hands it out again, and a claimant that
+        was superseded is refused (:class:`~chainfence.errors.StaleToken`,
+        :class:`~chainfence.errors.LeaseExpired`, ...) and completes nothing.
         """
-        return self.registry.complete(self.resource, self.token, result)
+        return self.registry._complete(self.resource, self.resource_id, self.token, result, None)
 
     def sign(
         self, payload: bytes, *, action: str, audience: str, key: Any = None, valid_for: int = 60

@@ -34,7 +34,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +67,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["Registry"]
+
+#: Most items one claim may list (the contract's bound).
+MAX_CLAIM_ITEMS = 512
 
 #: Default maximum lease length of a new registry: one day.
 DEFAULT_MAX_TTL = 86_400
@@ -302,6 +305,91 @@ class Registry:
         )
         return lease
 
+    def claim(
+        self, workset: str, items: Sequence[str], ttl: int, *, confirmations: int | None = None
+    ) -> Lease | None:
+        """Claim the first of ``items`` that is free and not done, in one transaction; None if none is.
+
+        The shell-agent recipe without a janitor: an item is free when never
+        claimed, released, or expired (a crashed claimant's item is simply
+        free again), or when the sender itself holds it: an agent restarted
+        with no memory calls ``claim`` again and gets its own item back under a
+        new token, fencing off its earlier incarnation. Never trust remembered
+        state: claim live. Finish with ``lease.complete(result)``, which marks
+        the item done for good (no claim hands it out again) and is refused to
+        a claimant that was superseded. Keep one key per agent: two agents
+        sharing a key re-claim each other's items.
+
+        Returns the :class:`Lease` (``lease.item``, ``lease.workset``,
+        ``lease.token``), or None when every item is done or held live by
+        others (nothing is sent then: the preflight sees it). ``items``: 1 to
+        512 distinct names, each 1 to 128 bytes of printable UTF-8, as is
+        ``workset``; otherwise :class:`~chainfence.errors.InvalidClaimItems`
+        or :class:`~chainfence.errors.InvalidResourceName` and nothing is sent.
+        Gas grows with the items scanned before a free one: drop done items
+        from the list when you can (``item_lease`` tells).
+        """
+        from .errors import InvalidClaimItems, NothingToClaim
+
+        _validate.publishable(workset)
+        if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+            raise InvalidClaimItems(f"items must be a list of names, got {type(items).__name__}")
+        items = list(items)
+        if not 1 <= len(items) <= MAX_CLAIM_ITEMS:
+            raise InvalidClaimItems(count=len(items), max_count=MAX_CLAIM_ITEMS)
+        for item in items:
+            _validate.publishable(item)
+        if len(set(items)) != len(items):
+            raise InvalidClaimItems(f"items must be distinct; {len(items) - len(set(items))} repeat")
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        sender = self._require_sender()
+        data = self._encode("claimNext", [workset, items, ttl])
+        try:
+            receipt = self.chain.transact(sender, self.address, data, resource=workset, confirmations=confirmations)
+        except NothingToClaim:
+            logger.info("nothing to claim workset=%s items=%d", workset, len(items))
+            return None
+        event = self._event(receipt, _events.Kind.ACQUIRED)
+        by_id = {_names.item_id(workset, item): item for item in items}
+        item = by_id[event.resource_id]
+        lease = Lease(
+            self.connect(event.holder) if event.holder in self.chain.accounts else self,
+            resource=f"{workset}/{item}",
+            resource_id=event.resource_id,
+            token=event.token,
+            holder=event.holder,
+            expires_at=event.expires_at,
+            ttl=ttl,
+            previous_token=event.previous_token,
+            reason=AcquireReason(event.reason),
+            tx_hash=receipt["transactionHash"].to_0x_hex(),
+            block_number=receipt["blockNumber"],
+            workset=workset,
+            item=item,
+        )
+        logger.info(
+            "claimed workset=%s item=%s token=%d holder=%s expires_at=%d reason=%s tx=%s",
+            workset, item, lease.token, lease.holder, lease.expires_at, lease.reason.name.lower(), lease.tx_hash,
+        )  # fmt: skip
+        return lease
+
+    def item_lease(self, workset: str, item: str, *, block: str | int | None = None) -> LeaseInfo | None:
+        """The latest claim of work item ``item`` of ``workset`` whatever its state (``status``
+        :attr:`~chainfence.LeaseStatus.DONE` once completed), or None if it was never claimed."""
+        _validate.publishable(workset)
+        _validate.publishable(item)
+        info = self._lease_info(f"{workset}/{item}", _names.item_id(workset, item), block=block)
+        return None if info.status is LeaseStatus.UNHELD else info
+
+    def complete_item(
+        self, workset: str, item: str, token: int, result: bytes, *, confirmations: int | None = None
+    ) -> bytes:
+        """:meth:`Lease.complete` for a claim known only by its workset, item and token (a shell
+        script's ``chainfence complete``): marks the item done, only while ``token`` is its current claim."""
+        _validate.publishable(workset)
+        _validate.publishable(item)
+        return self._complete(f"{workset}/{item}", _names.item_id(workset, item), token, result, confirmations)
+
     def lease_from_tx(self, tx_hash: str) -> Lease | None:
         """The lease a mined acquisition created, or None (not mined, failed, or not an acquisition).
 
@@ -345,25 +433,48 @@ class Registry:
             block_number=receipt["blockNumber"],
         )
 
-    def renew(self, resource: str, token: int, ttl: int, *, confirmations: int | None = None) -> int:
-        """Extend the sender's live lease on ``resource`` (with ``token``) to now + ``ttl``; return the new expiry."""
-        resource_id = _validate.resource_id(resource)
+    def renew(
+        self, resource: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
+    ) -> int:
+        """Extend the sender's live lease on ``resource`` (with ``token``) to now + ``ttl``; return the new expiry.
+
+        ``progress`` (optional) is a marker of how far the work has come,
+        recorded on-chain in the ``LeaseRenewed`` event for a watchdog
+        (:func:`chainfence.watchdog.stuck`, ``chainfence stuck``) to tell a
+        holder that renews but no longer advances: ``bytes`` of 1 to 32 bytes
+        (right-padded with zeros), an ``int`` counter (big-endian), or a
+        ``str`` (its keccak256). Anything else, or a marker of all zeros, is
+        :class:`~chainfence.errors.InvalidProgress` and nothing is sent.
+        Without it a renewal logs a zero marker: "nothing to report".
+        """
+        return self._renew(resource, _validate.resource_id(resource), token, ttl, progress, confirmations)
+
+    def _renew(
+        self, resource: str, resource_id: bytes, token: int, ttl: int, progress: Any, confirmations: int | None
+    ) -> int:
         token = _validate.token(token)
         ttl = _validate.ttl(ttl, self.max_ttl)
-        receipt, event = self._lease_tx("renew", resource, [resource_id, token, ttl], _events.Kind.RENEWED, confirmations)
+        if progress is None:
+            function, args = "renew", [resource_id, token, ttl]
+        else:
+            function, args = "renewWithProgress", [resource_id, token, ttl, _validate.progress(progress)]
+        receipt, event = self._lease_tx(function, resource, args, _events.Kind.RENEWED, confirmations)
         expires_at = event.expires_at
         logger.info(
-            "renewed resource=%s token=%d expires_at=%d tx=%s",
+            "renewed resource=%s token=%d expires_at=%d progress=%s tx=%s",
             resource,
             token,
             expires_at,
+            "0x" + event.progress.hex() if event.progress and any(event.progress) else "-",
             receipt["transactionHash"].to_0x_hex(),
         )
         return expires_at
 
     def release(self, resource: str, token: int, *, confirmations: int | None = None) -> None:
         """End the sender's live lease on ``resource`` with ``token``. An old token never frees a newer lease."""
-        resource_id = _validate.resource_id(resource)
+        self._release(resource, _validate.resource_id(resource), token, confirmations)
+
+    def _release(self, resource: str, resource_id: bytes, token: int, confirmations: int | None) -> None:
         token = _validate.token(token)
         receipt, _ = self._lease_tx("release", resource, [resource_id, token], _events.Kind.RELEASED, confirmations)
         logger.info(
@@ -381,7 +492,11 @@ class Registry:
         registry's refusal (:class:`~chainfence.errors.StaleToken`,
         :class:`~chainfence.errors.LeaseExpired`, ...) and nothing is recorded.
         """
-        resource_id = _validate.resource_id(resource)
+        return self._complete(resource, _validate.resource_id(resource), token, result, confirmations)
+
+    def _complete(
+        self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None
+    ) -> bytes:
         token = _validate.token(token)
         if not isinstance(result, (bytes, bytearray)):
             raise InvalidInput(f"result must be bytes (or a 32-byte digest), got {type(result).__name__}")
@@ -502,7 +617,7 @@ class Registry:
             raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
         if token < info.token:
             raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if info.status is LeaseStatus.RELEASED:
+        if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
         raise LeaseExpired(
             token=token,
@@ -576,6 +691,12 @@ class Registry:
             }
             self.__dict__["_identity"] = cached
         return dict(cached)
+
+    def stuck(self, *, renewals: int = 3, longer_than: int | None = None, from_block: int | None = None) -> Any:
+        """Leases alive but stuck, crashed, or held too long: see :func:`chainfence.watchdog.stuck`."""
+        from .watchdog import stuck
+
+        return stuck(self, renewals=renewals, longer_than=longer_than, from_block=from_block)
 
     def history(self, resource: str | None = None, **filters: Any) -> list[Any]:
         """Lease events of this registry, oldest first; see :func:`chainfence.audit.history`."""

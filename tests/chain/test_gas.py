@@ -70,3 +70,20 @@ def test_ceilings_hold_across_name_lengths(chain, length):
         if operation == "acquire (first of a new resource)" and length > 64:
             continue
         assert figures[operation] <= ceiling, f"{operation} with a {length}-byte name: {figures[operation]:,}"
+
+
+def test_a_progress_marker_costs_at_most_its_own_bytes(figures):
+    """A renewal with a marker (32 nonzero bytes: the dearest calldata) costs no more than its calldata
+    over a plain renewal, and both stay within the pre-marker renewal plus the marker's calldata and
+    log bytes, up to the few gas of decoding one more argument."""
+    with_marker, plain = figures["renew (with a progress marker)"], figures["renew"]
+    assert with_marker - plain <= 32 * 16, f"{with_marker - plain:,} gas for 32 bytes of calldata"
+    assert plain - gas_report.RENEW_BEFORE_MARKERS <= 32 * 8 + 64, "a plain renewal logs a zero marker"
+    assert with_marker - gas_report.RENEW_BEFORE_MARKERS <= gas_report.MARKER_ALLOWANCE + 32
+
+
+@pytest.mark.parametrize("operation", sorted(gas_report.BEFORE_MARKERS_AND_CLAIMS))
+def test_acquire_and_release_cost_no_more_than_before_markers_and_claims(figures, operation):
+    """Markers and claims (which took 8 bits of the expiry for their flags) were added without
+    making the lease operations that do not use them dearer."""
+    assert figures[operation] <= gas_report.BEFORE_MARKERS_AND_CLAIMS[operation], f"{figures[operation]:,}"

@@ -90,3 +90,21 @@ def test_control_the_generic_decoder_chokes_on_a_name_that_is_not_utf8(registry,
     with pytest.raises(Exception) as failure:  # noqa: PT011 - whatever web3 raises is the point
         named.process_log(log)
     assert "utf" in repr(failure.value).lower() or "decod" in repr(failure.value).lower()
+
+
+def test_the_watchdog_lists_holders_of_hostile_names_escaped(chain, registry, alice):
+    """A crashed holder of a hostile name is listed, its name escaped for display, never decoded as a name;
+    a hostile work item (claimed by a direct call with any bytes) is listed the same way."""
+    for name in HOSTILE:
+        publish(registry, alice.sender, name, ttl=10)
+    selector, _ = _artifacts.functions("FencingRegistry")["claimNext"]
+    claim = selector + abi_encode(["bytes", "bytes[]", "uint256"], [b"\xff/set", [b"\x1b[2Jitem"], 10])
+    registry.chain.transact(alice.sender, registry.address, claim)
+    chain.advance_time(11)
+    crashed = registry.stuck().crashed
+    assert sorted(entry.resource_display for entry in crashed) == sorted(
+        [display(name) for name in HOSTILE] + [display(b"\xff/set/\x1b[2Jitem")]
+    )
+    for entry in crashed:
+        assert entry.resource is None or entry.resource.isprintable()
+        assert entry.resource_display.isprintable() and "\x1b" not in entry.resource_display

@@ -50,7 +50,7 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, Registry, audit
+from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, Registry, audit, watchdog
 from chainfence._rpc import Rpc, connect_http
 from chainfence._validate import resource_id
 from chainfence.asgi import FencingMiddleware
@@ -385,7 +385,14 @@ CALLS: list[Call] = [
     Call("Registry.acquire[wait, free]", lambda w: w.cached().acquire(FREE, ttl=60, wait=5)),
     Call("Registry.acquire[wait, held]", lambda w: w.cached().connect(w.accounts[2]).acquire(RESOURCE, ttl=60, wait=5)),
     Call("Registry.renew", lambda w: w.cached().renew(RESOURCE, w.token, 60)),
+    Call("Registry.renew[progress]", lambda w: w.cached().renew(RESOURCE, w.token, 60, progress=b"step 2")),
     Call("Registry.release", lambda w: w.cached().release(RESOURCE, w.token)),
+    Call("Registry.stuck", lambda w: w.registry().stuck(longer_than=1)),
+    Call("Registry.claim", lambda w: w.cached().claim("batch", ["a", "b"], 60)),
+    Call("Registry.claim[max_ttl uncached]", lambda w: w.registry().claim("batch", ["a"], 60)),
+    Call("Registry.item_lease", lambda w: w.registry().item_lease("batch", "a")),
+    Call("Registry.complete_item", lambda w: w.cached().complete_item("batch", "a", w.token, b"done")),
+    Call("Registry.stuck[identity cached]", lambda w: w.cached().stuck()),
     Call("Registry.complete", lambda w: w.cached().complete(RESOURCE, w.token, b"done")),
     Call("Registry.lease", enter_lease),
     Call("Registry.lease[wait]", lambda w: enter_lease(w, wait=5)),
@@ -413,6 +420,7 @@ CALLS: list[Call] = [
     Call("Registry.lease_from_tx", lambda w: w.registry().lease_from_tx(w.tx_hash)),
     # -- Lease ---------------------------------------------------------------
     Call("Lease.renew", lambda w: w.lease().renew()),
+    Call("Lease.renew[progress]", lambda w: w.lease().renew(progress=7)),
     Call("Lease.release", lambda w: w.lease().release()),
     Call("Lease.complete", lambda w: w.lease().complete(b"done")),
     Call("Lease.is_current", lambda w: w.lease().is_current()),
@@ -451,6 +459,7 @@ CALLS: list[Call] = [
     Call("Guard.domain", lambda w: w.guards["domain-unread"].domain()),
     # -- outcomes, FencedStore, sql --------------------------------------------
     Call("audit.history", lambda w: audit.history(w.registry(), RESOURCE)),
+    Call("watchdog.stuck", lambda w: watchdog.stuck(w.cached(), renewals=1, longer_than=1)),
     Call("Deployment.of", lambda w: Deployment.of(w.registry(), rpc_url=w.url)),
     Call("outcomes.reconcile", lambda w: reconcile(w.cached(), [w.tx_hash])),
     Call("outcomes.reconcile[nonce and sender]", lambda w: reconcile(w.cached(), [], nonce=0, sender=w.accounts[1])),

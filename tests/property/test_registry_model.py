@@ -1,12 +1,14 @@
 """The registry and a guard against a pure-Python reference model (Hypothesis stateful testing).
 
-Several accounts acquire, renew and release a few resources with arbitrary
-tokens and ttls while chain time jumps around; guards in each mode check
-arbitrary tokens. Every outcome (success and its values, or the exact error class) must
+Several accounts acquire, renew (with and without progress markers),
+release and complete a few resources with arbitrary tokens and ttls, and
+claim, renew, release and complete the items of a workset, while chain time
+jumps around; guards in each mode check arbitrary tokens. Every outcome (success and its values, or the exact error class) must
 match the model, and the safety properties must hold throughout:
-tokens strictly increase, at most one live holder per resource at any chain
-time (checked independently from the event log), views agree with the model,
-the guard's marks never go down.
+tokens strictly increase, at most one live holder per resource (and per
+work item) at any chain time (checked independently from the event log),
+views agree with the model, the guard's marks never go down, no work item is
+completed twice and every completion is by the item's current claim.
 
 Timing: on the embedded chain every transaction is mined in a new block whose
 timestamp is the pending block's, and views run at the latest block, so the
@@ -23,12 +25,14 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseStatus, Registry
+from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseStatus, Registry, _validate
+from chainfence._names import item_id
 from chainfence.errors import (
     ChainfenceError,
     LeaseExpired,
     LeaseHeld,
     LeaseReleased,
+    NothingToClaim,
     NotHolder,
     StaleToken,
     TokenNotCurrent,
@@ -40,6 +44,8 @@ from chainfence.errors import (
 pytestmark = pytest.mark.timeout(1_200)
 
 RESOURCES = ["reports/daily", "db/primary", "deploy/prod"]
+WORKSET = "jobs/model"
+ITEMS = ["i0", "i1", "i2"]
 ACCOUNTS = 3
 MAX_TTL = 120
 
@@ -60,8 +66,12 @@ class ModelLease:
     token: int
     expires_at: int
     released: bool = False
+    claimed: bool = False
+    done: bool = False
 
     def status(self, now: int) -> LeaseStatus:
+        if self.done:
+            return LeaseStatus.DONE
         if self.released:
             return LeaseStatus.RELEASED
         return LeaseStatus.LIVE if now < self.expires_at else LeaseStatus.EXPIRED
@@ -91,6 +101,36 @@ class Model:
         self.latest += 1
         self.leases[resource] = ModelLease(account, self.latest, now + ttl)
         return (self.latest, now + ttl, reason, previous)
+
+    def claim(self, account: int, items: list[str], ttl: int, now: int):
+        for index, item in enumerate(items):
+            key = f"{WORKSET}/{item}"
+            lease = self.leases.get(key)
+            if lease is not None and lease.done:
+                continue
+            if lease is None:
+                reason = AcquireReason.UNHELD
+            elif lease.released:
+                reason = AcquireReason.RELEASED
+            elif lease.expires_at <= now:
+                reason = AcquireReason.EXPIRED
+            elif lease.holder == account:
+                reason = AcquireReason.REACQUIRED
+            else:
+                continue
+            previous = lease.token if lease else 0
+            self.latest += 1
+            self.leases[key] = ModelLease(account, self.latest, now + ttl, claimed=True)
+            return (item, self.latest, now + ttl, reason, previous)
+        return NothingToClaim
+
+    def complete(self, account: int, resource: str, token: int, now: int):
+        lease = self._require_holder(account, resource, token, now)
+        if isinstance(lease, type):
+            return lease
+        if lease.claimed:  # a work item: done for good, its lease ended
+            lease.done = lease.released = True
+        return token
 
     def _require_holder(self, account: int, resource: str, token: int, now: int):
         lease = self.leases.get(resource)
@@ -145,6 +185,10 @@ resources = st.sampled_from(RESOURCES)
 ttls = st.integers(1, MAX_TTL)
 #: A token relative to the resource's current one: older, current, or not issued yet.
 token_offsets = st.sampled_from([-3, -1, 0, 0, 0, 1, 50])
+items = st.sampled_from(ITEMS)
+#: The order an agent lists the workset's items in, and how many it lists.
+item_lists = st.permutations(ITEMS).flatmap(lambda order: st.integers(1, len(order)).map(lambda n: list(order[:n])))
+markers = st.one_of(st.none(), st.integers(1, 3))
 
 
 class RegistryMachine(RuleBasedStateMachine):
@@ -164,6 +208,7 @@ class RegistryMachine(RuleBasedStateMachine):
         self.follow = Guard(registry, path=Path(self.tmp.name) / "follow.sqlite", mode="follow", follow_interval=3_600)
         self.accepted: dict[str, dict[str, int]] = {"strict": {}, "follow": {}}
         self.issued: dict[int, str] = {}  # token -> resource it was issued for
+        self.item_ids = {item_id(WORKSET, item): f"{WORKSET}/{item}" for item in ITEMS}
         self.steps = 0
 
     def teardown(self) -> None:
@@ -211,13 +256,57 @@ class RegistryMachine(RuleBasedStateMachine):
             )  # fmt: skip
             assert self.chain.latest_time() == at
 
-    @rule(account=accounts, resource=resources, offset=token_offsets, ttl=ttls)
-    def renew(self, account, resource, offset, ttl):
+    @rule(account=accounts, resource=resources, offset=token_offsets, ttl=ttls, marker=markers)
+    def renew(self, account, resource, offset, ttl, marker):
         token = self.token_for(resource, offset)
         predicted = self.model.renew(account, resource, token, ttl, self.next_block_time())
-        expires_at = self.expect(predicted, lambda: self.agents[account].renew(resource, token, ttl))
+        expires_at = self.expect(
+            predicted, lambda: self.agents[account].renew(resource, token, ttl, progress=marker)
+        )
         if expires_at is not None:
             assert expires_at == predicted
+
+    @rule(account=accounts, resource=resources, offset=token_offsets)
+    def complete(self, account, resource, offset):
+        token = self.token_for(resource, offset)
+        predicted = self.model.complete(account, resource, token, self.next_block_time())
+        self.expect(predicted, lambda: self.agents[account].complete(resource, token, b"result"))
+
+    @rule(account=accounts, listed=item_lists, ttl=ttls)
+    def claim(self, account, listed, ttl):
+        at = self.next_block_time()
+        predicted = self.model.claim(account, listed, ttl, at)
+        if predicted is NothingToClaim:
+            assert self.agents[account].claim(WORKSET, listed, ttl) is None
+            return
+        lease = self.agents[account].claim(WORKSET, listed, ttl)
+        item, token, expires_at, reason, previous = predicted
+        self.issued[token] = f"{WORKSET}/{item}"
+        assert (lease.item, lease.token, lease.expires_at, lease.reason, lease.previous_token) == (
+            item, token, expires_at, reason, previous,
+        )  # fmt: skip
+
+    @rule(account=accounts, item=items, offset=token_offsets, ttl=ttls, marker=markers)
+    def renew_item(self, account, item, offset, ttl, marker):
+        key = f"{WORKSET}/{item}"
+        token = self.token_for(key, offset)
+        predicted = self.model.renew(account, key, token, ttl, self.next_block_time())
+        # An item's claim is renewed through its id (what Lease.renew and `chainfence renew --workset` do).
+        self.expect(predicted, lambda: self.agents[account]._renew(key, item_id(WORKSET, item), token, ttl, marker, None))
+
+    @rule(account=accounts, item=items, offset=token_offsets)
+    def release_item(self, account, item, offset):
+        key = f"{WORKSET}/{item}"
+        token = self.token_for(key, offset)
+        predicted = self.model.release(account, key, token, self.next_block_time())
+        self.expect(predicted, lambda: self.agents[account]._release(key, item_id(WORKSET, item), token, None))
+
+    @rule(account=accounts, item=items, offset=token_offsets)
+    def complete_item(self, account, item, offset):
+        key = f"{WORKSET}/{item}"
+        token = self.token_for(key, offset)
+        predicted = self.model.complete(account, key, token, self.next_block_time())
+        self.expect(predicted, lambda: self.agents[account].complete_item(WORKSET, item, token, b"result"))
 
     @rule(account=accounts, resource=resources, offset=token_offsets)
     def release(self, account, resource, offset):
@@ -254,7 +343,8 @@ class RegistryMachine(RuleBasedStateMachine):
     def follower_catches_up(self):
         self.follow.sync()
         for resource, lease in self.model.leases.items():
-            assert self.follow.mark(resource) >= lease.token
+            if resource in RESOURCES:  # work items are not guarded by name
+                assert self.follow.mark(resource) >= lease.token
 
     # -- invariants -----------------------------------------------------
 
@@ -277,6 +367,15 @@ class RegistryMachine(RuleBasedStateMachine):
                 expected.status(now),
             )
             assert info.expires_at == (0 if expected.released else expected.expires_at)
+        for item in ITEMS:
+            expected = self.model.leases.get(f"{WORKSET}/{item}")
+            info = self.registry.item_lease(WORKSET, item)
+            if expected is None:
+                assert info is None
+                continue
+            assert (info.holder, info.token, info.status) == (
+                self.chain.accounts[expected.holder + 1], expected.token, expected.status(now),
+            )  # fmt: skip
         # lease_of is last_lease filtered by liveness: asked of one resource per step, in turn.
         resource = RESOURCES[self.steps % len(RESOURCES)]
         self.steps += 1
@@ -298,10 +397,22 @@ class RegistryMachine(RuleBasedStateMachine):
         events = self.registry.history()
         tokens = [e.token for e in events if e.kind is EventKind.ACQUIRED]
         assert tokens == list(range(1, self.model.latest + 1))
-        for resource in RESOURCES:
+        for resource_id in [_validate.resource_id(r) for r in RESOURCES] + list(self.item_ids):
             end = None  # chain time the current lease stops being live
             holder = None
-            for e in (e for e in events if e.resource == resource):
+            current = None
+            completions = 0
+            resource = self.item_ids.get(resource_id, resource_id.hex())
+            for e in (e for e in events if e.resource_id == resource_id):
+                if e.kind is EventKind.COMPLETED:
+                    assert e.token == current, f"{resource}: completed by {e.token}, not its current token {current}"
+                    completions += 1
+                    if resource_id in self.item_ids:
+                        assert completions == 1, f"work item {resource} completed twice"
+                        end = min(end, e.block_timestamp)  # a claim's completion ends it
+                    continue
+                if e.kind is EventKind.ACQUIRED:
+                    current = e.token
                 if e.kind is EventKind.ACQUIRED:
                     if holder is not None and e.holder != holder:
                         assert end is not None and e.block_timestamp >= end, (

@@ -4,6 +4,19 @@
     python -m tests.support.agent hold    URL REGISTRY KEY_INDEX RESOURCE TTL GUARD REPORT
     python -m tests.support.agent post    URL REGISTRY KEY_INDEX RESOURCE TTL SERVICE_URL
     python -m tests.support.agent churn   URL REGISTRY KEY_INDEX RESOURCE GUARD
+    python -m tests.support.agent claimer URL REGISTRY KEY_INDEX WORKSET ITEMS
+    python -m tests.support.agent naive   URL REGISTRY KEY_INDEX WORKSET ITEMS
+
+``claimer``: a shell-agent loop driven one step per stdin line: ``claim`` claims
+the next free item of WORKSET (ITEMS items ``item-000``...) live, in one
+transaction, and prints it (or ``nothing``); ``complete`` completes the
+item it holds and prints ``completed`` or the typed error that refused it.
+It remembers nothing across restarts: a test SIGKILLs it and starts another.
+
+``naive``: the control. ``read`` picks the first item whose plain lease
+(``WORKSET/item``) is not released (a released one counts as done), from a
+view; ``take`` then acquires it, completes it and releases it: read and
+take are two transactions apart.
 
 ``churn``: forever: acquire (a new, higher token each time), check it at the
 guard, print it once accepted. A test SIGKILLs it at random moments.
@@ -34,7 +47,7 @@ import sqlite3
 import sys
 import time
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, ChainfenceError, Guard, LeaseStatus, Registry
 from chainfence.errors import LeaseHeld, TokenNotCurrent
 from chainfence.localnode import dev_keys
 
@@ -134,6 +147,56 @@ def churn(registry: Registry, resource: str, guard_path: str) -> None:
         emit(accepted=lease.token)
 
 
+def claim_items(count: int) -> list[str]:
+    return [f"item-{i:03d}" for i in range(count)]
+
+
+def claimer(registry: Registry, workset: str, count: int) -> None:
+    items = claim_items(count)
+    lease = None
+    emit(event="ready")
+    for line in sys.stdin:
+        step = line.strip()
+        if step == "claim":
+            lease = registry.claim(workset, items, ttl=60)
+            if lease is None:
+                emit(event="nothing")
+            else:
+                emit(event="claimed", item=lease.item, token=lease.token, reason=lease.reason.name.lower())
+        elif step == "complete":
+            try:
+                lease.complete(f"{lease.item} by token {lease.token}".encode())
+            except ChainfenceError as refused:
+                emit(event="refused", item=lease.item, token=lease.token, error=type(refused).__name__)
+            else:
+                emit(event="completed", item=lease.item, token=lease.token)
+            lease = None
+
+
+def naive(registry: Registry, workset: str, count: int) -> None:
+    chosen = None
+    emit(event="ready")
+    for line in sys.stdin:
+        step = line.strip()
+        if step == "read":
+            chosen = None
+            for item in claim_items(count):
+                info = registry.last_lease(f"{workset}/{item}")
+                if info is None or info.status is not LeaseStatus.RELEASED:
+                    chosen = item
+                    break
+            emit(event="read", item=chosen)
+        elif step == "take":
+            try:
+                lease = registry.acquire(f"{workset}/{chosen}", ttl=60)
+            except LeaseHeld:
+                emit(event="held", item=chosen)
+                continue
+            lease.complete(f"{chosen} by token {lease.token}".encode())
+            lease.release()
+            emit(event="completed", item=chosen, token=lease.token)
+
+
 def main(argv: list[str]) -> int:
     mode, url, address, key_index, resource = argv[:5]
     registry = connect(url, address, int(key_index))
@@ -145,6 +208,10 @@ def main(argv: list[str]) -> int:
         post(registry, resource, int(argv[5]), argv[6])
     elif mode == "churn":
         churn(registry, resource, argv[5])
+    elif mode == "claimer":
+        claimer(registry, resource, int(argv[5]))
+    elif mode == "naive":
+        naive(registry, resource, int(argv[5]))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     return 0

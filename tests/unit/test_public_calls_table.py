@@ -13,7 +13,7 @@ import inspect
 
 import pytest
 
-from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, Registry, audit, outcomes, sql
+from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, Registry, audit, outcomes, sql, watchdog
 from chainfence._rpc import Rpc
 from chainfence.deployment import Deployment
 from chainfence.election import Watch
@@ -50,7 +50,8 @@ NEVER_TOUCH_THE_CHAIN = {
 }
 
 #: Where a row's owner lives: a class, or a module for module-level functions.
-OWNERS = {cls.__name__: cls for cls in CLASSES} | {"Deployment": Deployment, "audit": audit, "outcomes": outcomes, "sql": sql}
+OWNERS = {cls.__name__: cls for cls in CLASSES} | {"Deployment": Deployment, "audit": audit, "outcomes": outcomes, "sql": sql,
+                                                    "watchdog": watchdog}
 
 
 def public_methods(cls: type) -> set[str]:

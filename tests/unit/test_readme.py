@@ -63,3 +63,15 @@ def test_the_other_examples_are_valid_python():
     """They need a node, an app or a database around them: compiled, not run (the suites run them)."""
     for block in python_blocks()[1:]:
         compile(block, "README.md", "exec")
+
+
+def test_the_claims_and_progress_examples_run_after_the_main_one(tmp_path, monkeypatch, capsys):
+    """They continue the walkthrough (its chain, registry, alice and bob)."""
+    monkeypatch.chdir(tmp_path)
+    blocks = python_blocks()
+    namespace: dict = {}
+    exec(compile(blocks[0], "README.md", "exec"), namespace)
+    for marker in ('alice.claim("backfill"', "lease.renew(progress=b\"step-1\")"):
+        example = next(block for block in blocks if marker in block)
+        exec(compile(example, "README.md", "exec"), namespace)
+    assert "2026-11-01" in capsys.readouterr().out
