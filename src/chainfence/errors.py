@@ -22,7 +22,7 @@
     │       ├── LeaseExpired               the latest token, but its lease ran out  (you lost it)
     │       ├── LeaseReleased              the latest token, but it was released    (you closed it)
     │       └── TokenNotConfirmed          issued, but not yet deep enough in the chain to count
-    ├── RegistryOverflow (OverflowError)   48-bit token or time space exhausted
+    ├── RegistryOverflow (OverflowError)   48-bit token or 40-bit time space exhausted
     ├── Unauthorized (PermissionError)     a contract refused the caller (example contracts)
     ├── ChainError                         the chain or node failed us
     │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers
@@ -536,11 +536,11 @@ class TokenNotConfirmed(TokenNotCurrent):
 
 @_contract_error("FencingRegistryUint48Overflow")
 class RegistryOverflow(ChainfenceError, OverflowError):
-    """A token or timestamp no longer fits the registry's 48-bit storage."""
+    """A token (48 bits) or an expiry (40 bits: until the year 36,812) no longer fits the registry's storage."""
 
     def __init__(self, message: str | None = None, *, value: int | None = None):
         self.value = value
-        super().__init__(message or f"value {value} does not fit the registry's 48-bit storage")
+        super().__init__(message or f"value {value} does not fit the registry's storage (tokens 48 bits, expiries 40)")
 
 
 # ---------------------------------------------------------------------------

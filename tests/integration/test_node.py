@@ -97,17 +97,17 @@ def test_time_travel_is_refused_on_a_chain_that_is_not_a_dev_chain(anvil_node):
             call()
 
 
-def test_an_expiry_beyond_48_bits_is_refused_not_truncated(on_anvil):
-    """Near the end of 48-bit time (year 8.9 million; anvil gets there, eth-tester stops at 3017) an
+def test_an_expiry_beyond_40_bits_is_refused_not_truncated(on_anvil):
+    """Near the end of 40-bit time (year 36,812; anvil gets there, eth-tester stops at 3017) an
     expiry that would not fit reverts with RegistryOverflow, on acquire and on renew, rather than
-    spilling into the token bits."""
+    spilling into the flag or token bits."""
     from chainfence.errors import RegistryOverflow
 
     chain = on_anvil.chain
     alice = on_anvil.connect(chain.accounts[1])
-    chain.set_next_block_time(2**48 - 1_000)
+    chain.set_next_block_time(2**40 - 1_000)
     lease = alice.acquire("far/future", ttl=100)
-    assert lease.expires_at == 2**48 - 900
+    assert lease.expires_at == 2**40 - 900
     with pytest.raises(RegistryOverflow):
         lease.renew(ttl=3_600)
     with pytest.raises(RegistryOverflow):
