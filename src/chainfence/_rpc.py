@@ -207,6 +207,7 @@ def embedded_async_web3(w3: Any) -> Any:
             AsyncBaseProvider.__init__(self)
             self.ethereum_tester = tester
             self.api_endpoints = API_ENDPOINTS
+            self._request_lock = lock
 
     return AsyncWeb3(LockedAsyncEthereumTesterProvider())
 
@@ -462,6 +463,16 @@ class AsyncRpc:
         self._eth = w3.eth
         self._batches = not embedded
         self._tester = tester
+
+    @classmethod
+    def twin_of(cls, rpc: Rpc, *, timeout: float) -> AsyncRpc:
+        """The asyncio layer to the node ``rpc`` talks to: the same URL, or the same in-process eth-tester."""
+        if rpc._tester is not None:
+            return cls(embedded_async_web3(rpc.w3), embedded=True, tester=rpc._tester)
+        url = getattr(rpc.w3.provider, "endpoint_uri", None)
+        if not url:
+            raise NotSupported("an asyncio view needs a chain connected over HTTP (Chain.connect) or the embedded one")
+        return cls(connect_async_http(str(url), timeout=timeout), embedded=False)
 
     async def _read(self, method: str, fn: Callable[[], Any], *, resource: str | None = None) -> Any:
         for attempt in range(_READ_ATTEMPTS):

@@ -231,10 +231,7 @@ class Registry:
         (:class:`~chainfence.errors.NodeUnreachable`, ...) in the read that
         checks, once it is deep enough, that the lease is still current.
         """
-        _validate.publishable(resource)
-        seconds = _validate.wait(wait)
-        ttl = _validate.ttl(ttl, self.max_ttl)
-        sender = self._require_sender()
+        seconds, ttl, sender = self._acquire_args(resource, ttl, wait)
         if not seconds:
             return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
         try:
@@ -254,6 +251,13 @@ class Registry:
             wait=seconds,
             first_refusal=first_refusal,
         )
+
+    def _acquire_args(self, resource: str, ttl: int, wait: float | None) -> tuple[float, int, str]:
+        """acquire()'s arguments checked: (seconds to wait, ttl, sender). Nothing is sent."""
+        _validate.publishable(resource)
+        seconds = _validate.wait(wait)
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        return seconds, ttl, self._require_sender()
 
     def _acquire(self, resource: str, ttl: int, sender: str, confirmations: int | None) -> Steps[Lease]:
         """One acquisition (validated arguments): preflight, send, confirm, check."""
