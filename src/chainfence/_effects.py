@@ -28,6 +28,7 @@ directly; only waiting is, since blocking and asyncio wait differently.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Generator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, NamedTuple, TypeVar
@@ -49,9 +50,11 @@ class Call(NamedTuple):
 
 
 class Sleep(NamedTuple):
-    """Pause for ``seconds`` (the driver's sleep: a test may inject its own)."""
+    """Pause for ``seconds``: with the driver's sleep, or with ``using`` (a waiter's timer; on asyncio
+    a coroutine function, or a test's virtual sleep that returns at once)."""
 
     seconds: float
+    using: Callable[[float], Any] | None = None
 
 
 class Locked(NamedTuple):
@@ -93,7 +96,7 @@ def run(
             if type(effect) is Call:
                 value = getattr(rpc, effect.method)(*effect.args, **effect.kwargs)
             elif type(effect) is Sleep:
-                sleep(effect.seconds)
+                (effect.using or sleep)(effect.seconds)
             elif type(effect) is Locked:
                 with lock(effect.key):
                     value = run(effect.steps, rpc, sleep=sleep, lock=lock)
@@ -123,7 +126,9 @@ async def arun(
             if type(effect) is Call:
                 value = await getattr(rpc, effect.method)(*effect.args, **effect.kwargs)
             elif type(effect) is Sleep:
-                await sleep(effect.seconds)
+                paused = (effect.using or sleep)(effect.seconds)
+                if inspect.isawaitable(paused):
+                    await paused
             elif type(effect) is Locked:
                 async with lock(effect.key):
                     value = await arun(effect.steps, rpc, sleep=sleep, lock=lock)

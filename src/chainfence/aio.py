@@ -38,9 +38,8 @@ cancels it) and leaving the block raises
 ``lease.check()`` raises it too. A renewal hangs only its own task: the
 deadline fires on time on a stalled node.
 
-Not here yet: ``acquire(wait=...)`` (the sync waiter's loop takes blocking
-callables; see the README) and guards (the sync :class:`~chainfence.Guard`'s
-SQLite store is a local file: call it from a thread, ``asyncio.to_thread``).
+``acquire(wait=...)`` runs the sync waiter's steps (:mod:`chainfence._waiting`)
+with an asyncio timer: the same reads, events, jitter and fairness.
 """
 
 from __future__ import annotations
@@ -52,10 +51,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from . import _waiting
 from ._effects import Steps, arun
 from ._rpc import AsyncRpc, connect_async_http, connect_http, redact_url
 from .chain import DEFAULT_CONFIRMATIONS, Chain, _load_key
-from .errors import ChainfenceError, InvalidInput, LeaseLost, NodeUnreachable, NotSupported, WrongChain
+from .errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable, WrongChain
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
 from .lease import AcquireReason, Lease, LeaseInfo, _Keeping, _raise_lost
 from .registry import DEFAULT_MAX_TTL, Registry
@@ -259,12 +259,19 @@ class AsyncRegistry:
     async def acquire(
         self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
     ) -> AsyncLease:
-        """:meth:`Registry.acquire <chainfence.Registry.acquire>`, awaited. ``wait=`` is not supported yet
-        (:class:`~chainfence.errors.NotSupported`, nothing sent)."""
+        """:meth:`Registry.acquire <chainfence.Registry.acquire>`, awaited; ``wait=seconds`` waits for a
+        held resource exactly as the sync one does (the same steps), sleeping with ``asyncio.sleep``."""
         seconds, ttl, sender = self.registry._acquire_args(resource, ttl, wait)
-        if seconds:
-            raise NotSupported("AsyncRegistry.acquire(wait=...) is not supported yet: retry on LeaseHeld")
-        lease = await self.chain._run(self.registry._acquire(resource, ttl, sender, confirmations))
+        core = self.registry
+        try:
+            lease = await self.chain._run(core._acquire(resource, ttl, sender, confirmations))
+        except LeaseHeld as refused:
+            if not seconds:
+                raise
+            timer = core._wait_timer if core._wait_timer is not _waiting.SYSTEM else _waiting.ASYNC_SYSTEM
+            lease = await self.chain._run(
+                core._acquire_waiting(resource, ttl, sender, confirmations, seconds, refused, timer=timer)
+            )
         return AsyncLease(self, lease)
 
     async def renew(self, resource: str, token: int, ttl: int, *, confirmations: int | None = None) -> int:
@@ -283,9 +290,12 @@ class AsyncRegistry:
         return AsyncLease(self, lease) if lease is not None else None
 
     @asynccontextmanager
-    async def lease(self, resource: str, ttl: int, *, confirmations: int | None = None) -> AsyncIterator[AsyncLease]:
-        """``async with registry.lease(name, ttl) as lease:`` acquire, run the body, release."""
-        async with await self.acquire(resource, ttl, confirmations=confirmations) as lease:
+    async def lease(
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
+    ) -> AsyncIterator[AsyncLease]:
+        """``async with registry.lease(name, ttl) as lease:`` acquire (waiting up to ``wait``), run the body,
+        release."""
+        async with await self.acquire(resource, ttl, confirmations=confirmations, wait=wait) as lease:
             yield lease
 
     # -- views --------------------------------------------------------------------

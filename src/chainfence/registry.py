@@ -238,19 +238,25 @@ class Registry:
             return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
         except LeaseHeld as refused:  # by the preflight (nothing sent), or rarely mined and reverted: wait
             first_refusal = refused
+        return self.chain._run(self._acquire_waiting(resource, ttl, sender, confirmations, seconds, first_refusal))
+
+    def _acquire_waiting(
+        self, resource: str, ttl: int, sender: str, confirmations: int | None, seconds: float,
+        first_refusal: LeaseHeld, timer: _waiting.Timer | None = None,
+    ) -> Steps[Lease]:  # fmt: skip
         resource_id = _validate.resource_id(resource)
-        timer = self._wait_timer
-        pace = _waiting.pace(self.chain)
-        return _waiting.acquire_waiting(
-            send=lambda: self.chain._run(self._acquire(resource, ttl, sender, confirmations)),
-            read=lambda: self.chain._run(self._lease_info(resource, resource_id)),
+        timer = self._wait_timer if timer is None else timer
+        pace = yield from _waiting.pace_steps(self.chain)
+        return (yield from _waiting.acquire_waiting(
+            send=lambda: self._acquire(resource, ttl, sender, confirmations),
+            read=lambda: self._lease_info(resource, resource_id),
             free=lambda info: not info.live or info.holder == sender,
-            follower=lambda: _waiting.Follower(self.chain, self.address, resource_id, timer, pace),
+            follower=lambda: _waiting.follow(self.chain, self.address, resource_id, timer, pace),
             timer=timer,
             pace=pace,
             wait=seconds,
             first_refusal=first_refusal,
-        )
+        ))  # fmt: skip
 
     def _acquire_args(self, resource: str, ttl: int, wait: float | None) -> tuple[float, int, str]:
         """acquire()'s arguments checked: (seconds to wait, ttl, sender). Nothing is sent."""

@@ -19,10 +19,10 @@ from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.errors import (
     InvalidResourceName,
     InvalidTtl,
+    InvalidWait,
     LeaseHeld,
     LeaseLost,
     LeaseReleased,
-    NotSupported,
     StaleToken,
 )
 from chainfence.lease import LeaseStatus
@@ -91,8 +91,9 @@ def test_typed_errors_and_bad_input_change_nothing(chain, registry):
                 await bad()
         with pytest.raises(InvalidResourceName):
             await bob.acquire("", ttl=30)
-        with pytest.raises(NotSupported):
-            await bob.acquire("aio/other", ttl=30, wait=5)
+        for bad_wait in (-1, float("nan"), "5", True):
+            with pytest.raises(InvalidWait):
+                await bob.acquire("aio/other", ttl=30, wait=bad_wait)
         assert await bob.latest_token() == latest and chain.rpc.nonce(bob.sender, "latest") == nonce
         chain.advance_time(31)
         successor = await bob.acquire(NAME, ttl=30)

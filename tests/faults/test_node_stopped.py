@@ -524,6 +524,7 @@ CALLS: list[Call] = [
     Call("AsyncRegistry.deploy", aio(lambda w, c, r: AsyncRegistry.deploy(c))),
     Call("AsyncRegistry.at", aio(lambda w, c, r: AsyncRegistry.at(c, w.address))),
     Call("AsyncRegistry.acquire", aio(lambda w, c, r: r.acquire(FREE, ttl=60))),
+    Call("AsyncRegistry.acquire[wait, held]", aio(lambda w, c, r: r.connect(w.accounts[2]).acquire(RESOURCE, ttl=60, wait=5))),
     Call("AsyncRegistry.renew", aio(lambda w, c, r: r.renew(RESOURCE, w.token, 60))),
     Call("AsyncRegistry.release", aio(lambda w, c, r: r.release(RESOURCE, w.token))),
     Call("AsyncRegistry.complete", aio(lambda w, c, r: r.complete(RESOURCE, w.token, b"done"))),
