@@ -38,6 +38,10 @@ cancels it) and leaving the block raises
 ``lease.check()`` raises it too. A renewal hangs only its own task: the
 deadline fires on time on a stalled node.
 
+Guards: :class:`AsyncGuard` runs a :class:`~chainfence.Guard`'s checks in
+a worker thread (the judgement is over a SQLite store as much as the chain;
+see the class).
+
 ``acquire(wait=...)`` runs the sync waiter's steps (:mod:`chainfence._waiting`)
 with an asyncio timer: the same reads, events, jitter and fairness.
 """
@@ -49,7 +53,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _waiting
 from ._effects import Steps, arun
@@ -60,9 +64,13 @@ from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAl
 from .lease import AcquireReason, Lease, LeaseInfo, _Keeping, _raise_lost
 from .registry import DEFAULT_MAX_TTL, Registry
 
+if TYPE_CHECKING:
+    from .fenced_requests import FencedRequest
+    from .guard import Guard
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["AsyncChain", "AsyncLease", "AsyncRegistry"]
+__all__ = ["AsyncChain", "AsyncGuard", "AsyncLease", "AsyncRegistry"]
 
 
 class AsyncChain:
@@ -541,6 +549,42 @@ class _AsyncKeeping(_Keeping):
         finally:
             self._lease._keeper = None
         _raise_lost(lost, None if cancelled_by_us else exc)
+
+
+class AsyncGuard:
+    """A :class:`~chainfence.Guard` for asyncio code: its checks run in a worker thread.
+
+    Not the core-sharing of the rest of this module, on purpose: a check is
+    a judgement over the guard's SQLite store (a write transaction that may
+    wait for another process's lock) as much as a chain read, and both are
+    blocking; ``asyncio.to_thread`` keeps them off the event loop and keeps
+    one copy of the judgement (the Guard is thread-safe, as
+    :class:`~chainfence.asgi.FencingMiddleware`, which does the same, relies on).
+    """
+
+    def __init__(self, guard: Guard):
+        from .guard import Guard
+
+        if not isinstance(guard, Guard):
+            raise InvalidInput(f"guard must be a chainfence Guard, got {type(guard).__name__}")
+        self.guard = guard
+
+    async def check(self, resource: str, token: int) -> int:
+        """:meth:`Guard.check <chainfence.Guard.check>`, awaited."""
+        return int(await asyncio.to_thread(self.guard.check, resource, token))
+
+    async def check_request(
+        self, request: FencedRequest, payload: bytes, *, action: str, audience: str | None = None,
+        resource: str | None = None,
+    ) -> FencedRequest:  # fmt: skip
+        """:meth:`Guard.check_request <chainfence.Guard.check_request>`, awaited."""
+        return await asyncio.to_thread(
+            self.guard.check_request, request, payload, action=action, audience=audience, resource=resource
+        )
+
+    async def sync(self) -> int:
+        """:meth:`Guard.sync <chainfence.Guard.sync>`, awaited."""
+        return int(await asyncio.to_thread(self.guard.sync))
 
 
 def _require_chain(chain: object) -> None:

@@ -165,3 +165,29 @@ def test_keep_renews_and_cancels_the_task_when_a_renewal_finds_the_lease_release
         assert lease.safe_remaining() == 0.0
 
     run(chain, body)
+
+
+def test_an_async_guard_accepts_the_current_token_and_fences_off_the_old_one(chain, registry, tmp_path):
+    """AsyncGuard runs the Guard's own judgement (in a worker thread): the new holder's token moves the
+    mark; the superseded holder's write is refused with StaleToken."""
+    from chainfence import Guard
+    from chainfence.aio import AsyncGuard
+
+    guard = Guard(registry, tmp_path / "guard.sqlite")
+
+    async def body(achain):
+        alice, bob = await as_account(achain, registry, 1), await as_account(achain, registry, 2)
+        fenced = AsyncGuard(guard)
+        old = await alice.acquire(NAME, ttl=30)
+        assert await fenced.check(NAME, old.token) == old.token
+        chain.advance_time(31)
+        new = await bob.acquire(NAME, ttl=30)
+        assert await fenced.check(NAME, new.token) == new.token
+        with pytest.raises(StaleToken):
+            await fenced.check(NAME, old.token)
+        assert guard.mark(NAME) == new.token
+
+    try:
+        run(chain, body)
+    finally:
+        guard.close()

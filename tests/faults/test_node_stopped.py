@@ -53,7 +53,7 @@ from eth_account import Account
 from chainfence import Chain, FencedRequest, FencedStore, Guard, Registry, audit
 from chainfence._rpc import AsyncRpc, Rpc, connect_http
 from chainfence._validate import resource_id
-from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
+from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
 from chainfence.asgi import FencingMiddleware
 from chainfence.deployment import Deployment, save
 from chainfence.errors import ChainfenceError, LeaseLost, NodeUnreachable, NotConfirmed, NotSupported, OutcomeUnknown
@@ -542,6 +542,10 @@ CALLS: list[Call] = [
     Call("AsyncLease.is_current", aio(lambda w, c, r: AsyncLease(r, w.lease()).is_current())),
     Call("AsyncLease[leaving the async with block]", aio(async_exit_lease)),
     Call("AsyncLease.keep", aio(async_keep_until_lost), raises=LeaseLost),
+    Call("AsyncGuard.check[strict]", lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).check(RESOURCE, w.token))),
+    Call("AsyncGuard.check_request[strict]", lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).check_request(
+        w.signed(w.token), PAYLOAD, action=ACTION))),
+    Call("AsyncGuard.sync", lambda w: asyncio.run(AsyncGuard(w.guards["follow-sync"]).sync())),
     Call("AsyncRpc.chain_id", async_rpc("chain_id")),
     Call("AsyncRpc.client_version", async_rpc("client_version")),
     Call("AsyncRpc.block_number", async_rpc("block_number")),
@@ -615,6 +619,9 @@ QUIET: list[Quiet] = [
             "a field of the lease, read when it was acquired")
       for field_ in ("resource", "resource_id", "token", "holder", "expires_at", "ttl", "previous_token", "reason",
                      "tx_hash", "block_number", "released")),
+    Quiet("AsyncGuard.check[mark, at the mark]",
+          lambda w: asyncio.run(AsyncGuard(w.guards["mark"]).check(RESOURCE, w.token)),
+          "mark mode accepts the token at the mark from the store, in a worker thread"),
     Quiet("AsyncRpc.twin_of", lambda w: AsyncRpc.twin_of(w.chain.rpc, timeout=TIMEOUT), "builds a provider"),
     Quiet("AsyncRpc.close", async_rpc("close"), "closes the HTTP session"),
 ]  # fmt: skip

@@ -15,12 +15,12 @@ import pytest
 
 from chainfence import Chain, FencedStore, Guard, Lease, Registry, audit, outcomes, sql
 from chainfence._rpc import AsyncRpc, Rpc
-from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
+from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
 from chainfence.deployment import Deployment
 from tests.faults.test_node_stopped import CALLS, QUIET
 
 #: The classes whose public methods must all be in the table.
-CLASSES = (Chain, Registry, Lease, Guard, FencedStore, Rpc, AsyncChain, AsyncRegistry, AsyncLease, AsyncRpc)
+CLASSES = (Chain, Registry, Lease, Guard, FencedStore, Rpc, AsyncChain, AsyncRegistry, AsyncLease, AsyncGuard, AsyncRpc)
 
 #: Public methods that never touch the chain, and why. Each has a QUIET row that calls it with
 #: the node down and checks, through the proxy, that it sends nothing.
