@@ -46,6 +46,13 @@ def test_the_keep_alive_example_runs(capsys):
     assert "write part 1 with token 1" in out and "write part 2 with token 1" in out and "lost" not in out
 
 
+def test_the_asyncio_example_runs(capsys):
+    example = next(block for block in python_blocks() if "from chainfence.aio import" in block)
+    exec(compile(example, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "async write with token 1" in out and "released: True" in out
+
+
 def test_the_other_examples_are_valid_python():
     """They need a node, an app or a database around them: compiled, not run (the suites run them)."""
     for block in python_blocks()[1:]:
