@@ -1,4 +1,4 @@
-"""The asyncio SDK under RPC faults: a late reply, a stalled node.
+"""The asyncio SDK under RPC faults: a late reply, a lost reply, a stuck transaction, a stalled node.
 
 The asyncio path runs the same sender steps as the sync one
 (chainfence._effects), so the late-reply rule (ask for our own hash; resend
@@ -19,8 +19,10 @@ from web3 import AsyncWeb3
 
 from chainfence import Chain, Registry
 from chainfence.aio import AsyncChain, AsyncRegistry
+from chainfence.errors import TransactionTimeout
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy, time_out_only
+from tests.support.virtual_time import SteppedClock
 
 RESOURCE = "aio/late"
 
@@ -132,3 +134,79 @@ def test_the_event_loop_runs_while_a_request_hangs_on_a_stalled_node(on_anvil, a
         lease, ticks = asyncio.run(asyncio.wait_for(main(proxy), 120))
     assert ticks > 0, "other tasks ran while the request was held"
     assert registry.lease_of(RESOURCE).token == lease.token
+
+
+async def agent_via(proxy: RpcProxy, registry: Registry, key_index: int, **options) -> AsyncRegistry:
+    chain = await AsyncChain.connect(
+        proxy.url, private_key=dev_keys(10)[key_index], poll_latency=0.01, request_timeout=60, **options
+    )
+    return await AsyncRegistry.at(chain, registry.address)
+
+
+def test_a_lost_reply_to_an_async_send_yields_exactly_one_lease(on_anvil, anvil_node):
+    """The node got the acquisition but the reply was lost (the connection dropped): the asyncio path
+    finds it by hash and waits for it; only identical bytes are ever sent."""
+
+    async def main(proxy):
+        agent = await agent_via(proxy, on_anvil, 6)
+        try:
+            proxy.plan("eth_sendRawTransaction", "drop_reply")
+            return agent.sender, await agent.acquire(RESOURCE, ttl=60)
+        finally:
+            await agent.chain.aclose()
+
+    before = on_anvil.latest_token()
+    with RpcProxy(anvil_node.url) as proxy:
+        sender, lease = asyncio.run(asyncio.wait_for(main(proxy), 120))
+        sends = proxy.sent("eth_sendRawTransaction")
+    assert sends[0][1] == "drop_reply"
+    assert lease.token == before + 1 == on_anvil.latest_token()
+    assert len({tuple(p) for p, _ in sends}) == 1, "only identical bytes were ever sent"
+
+
+@pytest.fixture
+def automine_off(anvil_chain):
+    anvil_chain._rpc("evm_setAutomine", [False])
+    try:
+        yield
+    finally:
+        anvil_chain._rpc("evm_setAutomine", [True])
+        anvil_chain._rpc("evm_mine", [])
+
+
+def test_a_stuck_async_acquisition_is_cancelled_and_nothing_happens(on_anvil, anvil_node, automine_off):
+    """Not mined within the timeout: the asyncio path, too, replaces it by a no-op with the same nonce,
+    and says TransactionTimeout once that is mined. Sequenced at the sender's pauses between polls (its
+    clock and its asyncio sleep are the test's): the block is mined once the node has the cancellation."""
+
+    async def main(proxy):
+        agent = await agent_via(proxy, on_anvil, 7, receipt_timeout=0.5)
+        sends_before = proxy.completed_count("eth_sendRawTransaction")
+        mined = []
+
+        def mine_once_the_cancellation_is_out():
+            if proxy.completed_count("eth_sendRawTransaction") == sends_before + 2 and not mined:
+                on_anvil.chain._rpc("evm_mine", [])
+                mined.append(True)
+
+        clock = SteppedClock(on_sleep=mine_once_the_cancellation_is_out)
+        agent.chain.chain._sender._clock = clock
+
+        async def sleep(seconds):
+            clock.sleep(seconds)
+            await asyncio.sleep(0)
+
+        agent.chain._sleep = sleep
+        try:
+            with pytest.raises(TransactionTimeout) as timeout:
+                await agent.acquire(RESOURCE, ttl=60)
+            return mined, timeout.value
+        finally:
+            await agent.chain.aclose()
+
+    before = on_anvil.latest_token()
+    with RpcProxy(anvil_node.url) as proxy:
+        mined, timeout = asyncio.run(asyncio.wait_for(main(proxy), 120))
+    assert mined and len(timeout.tx_hashes) == 2
+    assert on_anvil.latest_token() == before
+    assert on_anvil.lease_from_tx(timeout.tx_hash) is None
