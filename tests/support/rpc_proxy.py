@@ -58,15 +58,15 @@ def time_out_only(w3, method: str, seconds: float, *, times: int = 1) -> None:
     """Give the next ``times`` requests of ``method`` on ``w3``'s HTTPProvider (or AsyncHTTPProvider)
     a timeout of ``seconds`` (the ones the proxy is planned to answer late); every other request
     keeps its timeout."""
-    import asyncio
     import contextvars
+    import inspect
 
     provider = w3.provider
     current: contextvars.ContextVar[str | None] = contextvars.ContextVar("time_out_only", default=None)
     left = [times]
     make_request = provider._make_request
     request_kwargs = provider.get_request_kwargs
-    on_asyncio = asyncio.iscoroutinefunction(make_request)
+    on_asyncio = inspect.iscoroutinefunction(make_request)
 
     def _make_request(m, request_data):
         token = current.set(m)
