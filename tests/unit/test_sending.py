@@ -89,13 +89,16 @@ class AsyncView:
 
 @pytest.fixture(params=["sync", "asyncio"])
 def drive(request):
-    """Run a sender's steps under its sender lock, through one driver or the other."""
+    """Run a sender's steps through one driver or the other; ``locked``: holding the sender's lock, as
+    ``_sign_and_submit`` expects (``transact_steps`` takes it itself)."""
 
-    def sync(s, steps):
+    def sync(s, steps, locked=True):
+        if not locked:
+            return s.run(steps)
         with s._lock(KEY.address):
             return s.run(steps)
 
-    def on_asyncio(s, steps):
+    def on_asyncio(s, steps, locked=True):
         async def main():
             async def sleep(seconds):
                 s._sleep(seconds)
@@ -258,3 +261,111 @@ def test_a_node_that_hangs_is_given_up_after_unreachable_timeout_not_after_every
     with pytest.raises(OutcomeUnknown):
         drive(s, s._sign_and_submit(KEY.address, dict(TX)))
     assert len(rpc.sent) == 1, "no resend into a node that has been silent for unreachable_timeout"
+
+
+# ---------------------------------------------------------------------------
+# Settling: the receipt wait and the cancellation, through both drivers
+# ---------------------------------------------------------------------------
+
+
+class Chainlike(FakeRpc):
+    """Mines on cue: ``mine(hash)`` gives a transaction a receipt in the next block."""
+
+    def __init__(self):
+        super().__init__(10**9)
+        self.head = 10
+        self.receipts: dict[str, dict] = {}
+
+    def mine(self, tx_hash: str) -> None:
+        from hexbytes import HexBytes
+
+        self.head += 1
+        self.receipts[tx_hash] = {
+            "transactionHash": HexBytes(tx_hash), "blockNumber": self.head, "blockHash": HexBytes(b"\x01" * 32),
+            "status": 1, "gasUsed": 21_000, "logs": [],
+        }  # fmt: skip
+
+    def receipt(self, tx_hash):
+        return self.receipts.get(tx_hash)
+
+    def block_number(self):
+        return self.head
+
+    def call(self, tx, block="latest", *, resource=None):
+        return b""
+
+
+def _hash_of_send(rpc, index):
+    return _hash(rpc.sent[index])
+
+
+def test_a_stuck_transaction_is_cancelled_and_the_mined_cancellation_means_nothing_happened(drive):
+    """No receipt within receipt_timeout: a no-op with the same nonce goes out; once it is mined,
+    TransactionTimeout names both hashes and the nonce."""
+    from chainfence.errors import TransactionTimeout
+
+    rpc = Chainlike()
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        if len(rpc.sent) == 2 and _hash_of_send(rpc, 1) not in rpc.receipts:
+            rpc.mine(_hash_of_send(rpc, 1))  # the cancellation is mined
+
+    s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=1, poll_latency=0.1, confirmation_timeout=1,
+               clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    with pytest.raises(TransactionTimeout) as timeout:
+        drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False)
+    assert timeout.value.nonce == 7 and len(timeout.value.tx_hashes) == 2
+    assert len(rpc.sent) == 2 and rpc.sent[0] != rpc.sent[1], "the original, then its cancellation"
+
+
+def test_a_stuck_transaction_mined_after_all_is_returned(drive):
+    """The original is mined while its cancellation is out: the caller gets the original's receipt."""
+    rpc = Chainlike()
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        if len(rpc.sent) == 2 and not rpc.receipts:
+            rpc.mine(_hash_of_send(rpc, 0))  # the original wins the nonce
+
+    s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=1, poll_latency=0.1, confirmation_timeout=1,
+               clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    receipt = drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False)
+    assert receipt["transactionHash"].to_0x_hex() == _hash_of_send(rpc, 0)
+
+
+def test_a_cancelled_task_forgets_the_nonce_it_may_have_used():
+    """asyncio cancels a task at an await: cancelled while its send is in flight, the sender forgets
+    the cached nonce (the node may hold that transaction), as it does for any error in doubt."""
+
+    class Hanging(FakeRpc):
+        def __init__(self):
+            super().__init__(10**9)
+            self.sending = asyncio.Event()
+
+    rpc = Hanging()
+    s = sender(10**9, lambda: 0.0, rpc)
+
+    class View(AsyncView):
+        async def send_raw(self, raw, *, sender=None):
+            rpc.sent.append(bytes(raw))
+            rpc.sending.set()
+            await asyncio.Event().wait()  # never answered
+
+    async def main():
+        async def sleep(seconds):
+            pass
+
+        task = asyncio.create_task(
+            arun(s._sign_and_submit(KEY.address, dict(TX)), View(rpc), sleep=sleep, lock=lambda key: asyncio.Lock())
+        )
+        await rpc.sending.wait()
+        assert s._next_nonce == {KEY.address: 7}, "the nonce was read and cached"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert KEY.address not in s._next_nonce, "in doubt: the next send asks the node"
