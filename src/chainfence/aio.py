@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -89,7 +90,11 @@ class AsyncChain:
         self.rpc = rpc
         #: The sleep the sender polls with (tests inject their own).
         self._sleep: Callable[[float], Any] = asyncio.sleep
-        self._locks: dict[tuple[int, str], asyncio.Lock] = {}
+        # One table of per-account asyncio locks per event loop, kept with the chain's sender: every
+        # AsyncChain view of one Chain takes the same lock for an account.
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+            chain._sender.__dict__.setdefault("_async_locks", weakref.WeakKeyDictionary())
+        )
 
     # -- construction ---------------------------------------------------------
 
@@ -180,8 +185,8 @@ class AsyncChain:
         return await arun(steps, self.rpc, sleep=self._sleep, lock=self._lock)
 
     def _lock(self, key: str) -> asyncio.Lock:
-        loop = asyncio.get_running_loop()  # an asyncio.Lock belongs to one loop
-        return self._locks.setdefault((id(loop), key), asyncio.Lock())
+        loop = asyncio.get_running_loop()  # an asyncio.Lock belongs to one loop: one table per loop
+        return self._locks.setdefault(loop, {}).setdefault(key, asyncio.Lock())
 
     # -- what Chain offers, awaited ---------------------------------------------
 
