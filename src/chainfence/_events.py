@@ -24,11 +24,12 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eth_abi import decode as abi_decode
 from eth_utils import keccak, to_checksum_address
 
+from ._effects import RPC, Steps
 from .errors import ChainError, InvalidInput, RpcError
 
 if TYPE_CHECKING:
@@ -207,19 +208,42 @@ def fetch(
         raise InvalidInput(f"from_block must be an int >= 0, got {from_block!r}")
     if isinstance(to_block, bool) or not isinstance(to_block, int):
         raise InvalidInput(f"to_block must be an int, got {to_block!r}")
-    topics: list[Any] = [[topic(kind) for kind in (kinds or list(Kind))]]
-    topics.append("0x" + resource_id.hex() if resource_id is not None else None)
-    topics.append("0x" + token.to_bytes(32, "big").hex() if token is not None else None)
-    topics.append("0x" + bytes.fromhex(holder[2:]).rjust(32, b"\0").hex() if holder is not None else None)
-    while topics and topics[-1] is None:
-        topics.pop()
+    topics = _topics(kinds, resource_id, token, holder)
+    # The paging loop is written once, as steps (chainfence._effects) that also hand out pages:
+    # run here over the blocking layer, one page at a time; fetch_all_steps runs it for asyncio too.
+    steps = _pages(chain, address, topics, from_block, to_block)
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = steps.send(value) if error is None else steps.throw(error)
+        except StopIteration:
+            return
+        value, error = None, None
+        if isinstance(item, _Page):
+            yield item.first, item.last, item.logs
+            continue
+        try:
+            value = getattr(chain.rpc, item.method)(*item.args, **item.kwargs)
+        except Exception as exc:  # handed to the loop at its yield
+            error = exc
+
+
+class _Page(NamedTuple):
+    first: int
+    last: int
+    logs: list[RegistryLog]
+
+
+def _pages(chain: Chain, address: str, topics: list[Any], from_block: int, to_block: int) -> Iterator[Any]:
+    """The paging loop: yields RPC requests (their results sent back in) and :class:`_Page` markers."""
     span = _span_of(chain)
     start = from_block
     while start <= to_block:
         width = span.current
         end = min(to_block, start + width - 1)
         try:
-            raw = chain.rpc.logs({"address": address, "fromBlock": start, "toBlock": end, "topics": topics})
+            raw = yield RPC.logs({"address": address, "fromBlock": start, "toBlock": end, "topics": topics})
         except RpcError as refused:
             if end == start:
                 raise
@@ -229,8 +253,44 @@ def fetch(
         span.succeeded()
         decoded = [entry for entry in (decode(log) for log in raw) if entry is not None]
         decoded.sort(key=lambda entry: (entry.block_number, entry.log_index))
-        yield start, end, decoded
+        yield _Page(start, end, decoded)
         start = end + 1
+
+
+def _topics(
+    kinds: Sequence[Kind] | None, resource_id: bytes | None, token: int | None, holder: str | None
+) -> list[Any]:
+    topics: list[Any] = [[topic(kind) for kind in (kinds or list(Kind))]]
+    topics.append("0x" + resource_id.hex() if resource_id is not None else None)
+    topics.append("0x" + token.to_bytes(32, "big").hex() if token is not None else None)
+    topics.append("0x" + bytes.fromhex(holder[2:]).rjust(32, b"\0").hex() if holder is not None else None)
+    while topics and topics[-1] is None:
+        topics.pop()
+    return topics
+
+
+def fetch_all_steps(
+    chain: Chain, address: str, *, kinds: Sequence[Kind] | None = None, resource_id: bytes | None = None,
+    from_block: int, to_block: int,
+) -> Steps[list[RegistryLog]]:  # fmt: skip
+    """:func:`fetch_all` as steps, for a driver of either kind (a waiter's follower uses it)."""
+    steps = _pages(chain, address, _topics(kinds, resource_id, None, None), from_block, to_block)
+    found: list[RegistryLog] = []
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = steps.send(value) if error is None else steps.throw(error)
+        except StopIteration:
+            return found
+        value, error = None, None
+        if isinstance(item, _Page):
+            found.extend(item.logs)
+            continue
+        try:
+            value = yield item  # the request goes on to this steps' own driver
+        except BaseException as exc:
+            error = exc
 
 
 def fetch_all(chain: Chain, address: str, **query: Any) -> list[RegistryLog]:

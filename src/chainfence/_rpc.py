@@ -45,7 +45,10 @@ from .errors import (
 
 logger = logging.getLogger("chainfence.rpc")
 
-__all__ = ["LogRangeRefused", "Rpc", "connect_http", "embedded_web3", "is_transport_error"]
+__all__ = [
+    "AsyncRpc", "LogRangeRefused", "Rpc", "connect_async_http", "connect_http", "embedded_async_web3", "embedded_web3",
+    "is_transport_error",
+]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -89,17 +92,21 @@ class LogRangeRefused(RpcError):
 
 
 def is_transport_error(exc: BaseException) -> bool:
-    """A failure to talk to the node (as opposed to an answer from it)."""
+    """A failure to talk to the node (as opposed to an answer from it), over requests or aiohttp."""
+    import aiohttp
     import requests
 
-    return isinstance(exc, (requests.exceptions.RequestException, ConnectionError, TimeoutError, OSError))
+    return isinstance(
+        exc, (requests.exceptions.RequestException, aiohttp.ClientError, ConnectionError, TimeoutError, OSError)
+    )
 
 
 def never_delivered(exc: BaseException) -> bool:
     """A transport failure that happened before the request left (refused, or no connection in time)."""
+    import aiohttp
     import requests
 
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
+    if isinstance(exc, (requests.exceptions.ConnectTimeout, aiohttp.ClientConnectorError)):
         return True
     text = str(exc).lower()
     return "connection refused" in text or "failed to establish a new connection" in text
@@ -122,6 +129,23 @@ def connect_http(url: str, *, timeout: float) -> Any:
         request_cache_validation_threshold=None,
     )
     return Web3(provider)
+
+
+def connect_async_http(url: str, *, timeout: float) -> Any:
+    """An ``AsyncWeb3`` over HTTP(S), configured as :func:`connect_http`'s: no resends of its own,
+    only the chain id cached."""
+    from aiohttp import ClientTimeout
+    from web3 import AsyncWeb3
+
+    provider = AsyncWeb3.AsyncHTTPProvider(
+        url,
+        request_kwargs={"timeout": ClientTimeout(total=timeout)},
+        exception_retry_configuration=None,
+        cache_allowed_requests=True,
+        cacheable_requests={"eth_chainId"},
+        request_cache_validation_threshold=None,
+    )
+    return AsyncWeb3(provider)
 
 
 def redact_url(url: str) -> str:
@@ -160,6 +184,32 @@ def embedded_web3(tester: Any) -> Any:
                 return super().make_request(method, params)
 
     return Web3(LockedEthereumTesterProvider(tester))
+
+
+def embedded_async_web3(w3: Any) -> Any:
+    """An ``AsyncWeb3`` over the eth-tester of the embedded chain ``w3`` (from :func:`embedded_web3`),
+    taking the same request lock: the sync and the async view of one chain never interleave inside it."""
+    from web3 import AsyncWeb3
+    from web3.providers.eth_tester import AsyncEthereumTesterProvider
+
+    lock = w3.provider._request_lock
+    tester = w3.provider.ethereum_tester
+
+    class LockedAsyncEthereumTesterProvider(AsyncEthereumTesterProvider):
+        async def make_request(self, method, params):  # type: ignore[override]
+            with lock:  # eth-tester answers in-process, without suspending: the lock is never held across a wait
+                return await super().make_request(method, params)
+
+        def __init__(self) -> None:  # the embedded chain's tester, not a new one of its own
+            from web3.providers.async_base import AsyncBaseProvider
+            from web3.providers.eth_tester.defaults import API_ENDPOINTS
+
+            AsyncBaseProvider.__init__(self)
+            self.ethereum_tester = tester
+            self.api_endpoints = API_ENDPOINTS
+            self._request_lock = lock
+
+    return AsyncWeb3(LockedAsyncEthereumTesterProvider())
 
 
 def _rpc_error_fields(exc: BaseException) -> tuple[int | None, str]:
@@ -392,6 +442,167 @@ class Rpc:
         """The node's suggested tip, or None where it has no eth_maxPriorityFeePerGas."""
         try:
             return int(self._read("eth_maxPriorityFeePerGas", lambda: self._eth.max_priority_fee))
+        except NodeUnreachable:
+            raise
+        except ChainError:
+            return None
+
+
+class AsyncRpc:
+    """:class:`Rpc` for ``AsyncWeb3``: the same methods (awaitable), the same translation
+    (:func:`translate`), the same retry rule (a read once more after a transport failure, a send
+    never). The core (:mod:`chainfence._effects`) calls whichever of the two its driver holds.
+
+    Dev controls (``request``, ``tester``) are the sync layer's only: tests and tools move a dev
+    chain through a :class:`~chainfence.Chain`.
+    """
+
+    def __init__(self, w3: Any, *, embedded: bool, tester: Any = None):
+        self.w3 = w3
+        self.embedded = embedded
+        self._eth = w3.eth
+        self._batches = not embedded
+        self._tester = tester
+
+    @classmethod
+    def twin_of(cls, rpc: Rpc, *, timeout: float) -> AsyncRpc:
+        """The asyncio layer to the node ``rpc`` talks to: the same URL, or the same in-process eth-tester."""
+        if rpc._tester is not None:
+            return cls(embedded_async_web3(rpc.w3), embedded=True, tester=rpc._tester)
+        url = getattr(rpc.w3.provider, "endpoint_uri", None)
+        if not url:
+            raise NotSupported("an asyncio view needs a chain connected over HTTP (Chain.connect) or the embedded one")
+        return cls(connect_async_http(str(url), timeout=timeout), embedded=False)
+
+    async def _read(self, method: str, fn: Callable[[], Any], *, resource: str | None = None) -> Any:
+        for attempt in range(_READ_ATTEMPTS):
+            try:
+                return await fn()
+            except Exception as exc:
+                if attempt + 1 < _READ_ATTEMPTS and is_transport_error(exc):
+                    logger.debug("%s failed in transit (%s); retrying once", method, exc)
+                    continue
+                raise translate(exc, method, resource=resource) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def close(self) -> None:
+        """Close the provider's HTTP session (none for the embedded chain)."""
+        disconnect = getattr(self.w3.provider, "disconnect", None)
+        if disconnect is not None:
+            try:
+                await disconnect()
+            except Exception as exc:  # closing a session that is gone already
+                logger.debug("closing the provider failed: %s", exc)
+
+    async def chain_id(self) -> int:
+        return int(await self._read("eth_chainId", lambda: self._eth.chain_id))
+
+    async def client_version(self) -> str:
+        return str(await self._read("web3_clientVersion", lambda: self.w3.client_version))
+
+    async def block_number(self) -> int:
+        return int(await self._read("eth_blockNumber", lambda: self._eth.block_number))
+
+    async def block(self, block: str | int) -> Any | None:
+        from web3.exceptions import BlockNotFound
+
+        async def get() -> Any:
+            try:
+                return await self._eth.get_block(block)
+            except BlockNotFound:
+                return None
+
+        return await self._read("eth_getBlockByNumber", get)
+
+    async def pending_timestamp(self) -> int | None:
+        if self._tester is not None:  # in-process, as Rpc.pending_timestamp reads it
+            with self.w3.provider._request_lock:
+                return int(self._tester.backend.chain.header.timestamp)
+        try:
+            pending = await self.block("pending")
+        except (RpcError, ChainError) as exc:
+            if isinstance(exc, NodeUnreachable):
+                raise
+            return None
+        if pending is None or pending.get("timestamp") is None:
+            return None
+        return int(pending["timestamp"])
+
+    async def call_and_pending_timestamp(
+        self, tx: dict[str, Any], *, resource: str | None = None
+    ) -> tuple[bytes, int | None]:
+        if self._batches:
+            try:
+                async with self.w3.batch_requests() as batch:
+                    batch.add(self._eth.call(tx, "latest"))
+                    batch.add(self._eth.get_block("pending"))
+                    result, pending = await batch.async_execute()
+                timestamp = pending.get("timestamp") if isinstance(pending, dict) or hasattr(pending, "get") else None
+                return bytes(result), (int(timestamp) if timestamp is not None else None)
+            except Exception as exc:
+                if is_transport_error(exc):
+                    raise translate(exc, "eth_call", resource=resource) from exc
+                logger.debug("batched eth_call + pending block failed (%s); not batching again", exc)
+                self._batches = False
+        return await self.call(tx, "latest", resource=resource), await self.pending_timestamp()
+
+    async def call(self, tx: dict[str, Any], block: str | int = "latest", *, resource: str | None = None) -> bytes:
+        return bytes(
+            await self._read("eth_call", lambda: self._eth.call(tx, block_identifier=block), resource=resource)
+        )
+
+    async def estimate_gas(self, tx: dict[str, Any], block: str | int, *, resource: str | None = None) -> int:
+        try:
+            return int(await self._eth.estimate_gas(tx, block_identifier=block))
+        except Exception as exc:
+            raise translate(exc, "eth_estimateGas", resource=resource, sender=tx.get("from")) from exc
+
+    async def code(self, address: str, block: str | int = "latest") -> bytes:
+        return bytes(await self._read("eth_getCode", lambda: self._eth.get_code(address, block_identifier=block)))
+
+    async def nonce(self, address: str, block: str | int = "pending") -> int:
+        return int(
+            await self._read("eth_getTransactionCount", lambda: self._eth.get_transaction_count(address, block))
+        )
+
+    async def logs(self, filter_params: dict[str, Any]) -> list[Any]:
+        return list(await self._read("eth_getLogs", lambda: self._eth.get_logs(filter_params)))
+
+    async def send_raw(self, raw: bytes, *, sender: str | None = None) -> None:
+        """``eth_sendRawTransaction``, exactly once (see the module docstring)."""
+        try:
+            await self._eth.send_raw_transaction(raw)
+        except Exception as exc:
+            raise translate(exc, "eth_sendRawTransaction", sender=sender) from exc
+
+    async def transaction(self, tx_hash: str) -> Any | None:
+        from web3.exceptions import TransactionNotFound
+
+        async def get() -> Any:
+            try:
+                return await self._eth.get_transaction(tx_hash)
+            except TransactionNotFound:
+                return None
+
+        return await self._read("eth_getTransactionByHash", get)
+
+    async def receipt(self, tx_hash: str) -> Any | None:
+        from web3.exceptions import TransactionNotFound
+
+        async def get() -> Any:
+            try:
+                return await self._eth.get_transaction_receipt(tx_hash)
+            except TransactionNotFound:
+                return None
+
+        return await self._read("eth_getTransactionReceipt", get)
+
+    async def gas_price(self) -> int:
+        return int(await self._read("eth_gasPrice", lambda: self._eth.gas_price))
+
+    async def max_priority_fee(self) -> int | None:
+        try:
+            return int(await self._read("eth_maxPriorityFeePerGas", lambda: self._eth.max_priority_fee))
         except NodeUnreachable:
             raise
         except ChainError:

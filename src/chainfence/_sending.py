@@ -35,6 +35,12 @@ One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
    revert (replayed at the parent block) or
    :class:`~chainfence.errors.TransactionFailed`.
 
+The journey is written once, as steps (:mod:`chainfence._effects`): each
+request is yielded to a driver, which runs it over the blocking RPC layer
+(:meth:`Sender.run`, what :class:`~chainfence.Chain` does) or over the
+asyncio one (:mod:`chainfence.aio`). Every rule above holds for both
+because there is one copy of it.
+
 Timeline of the failure this prevents ("ghost lease")::
 
     agent:  sign acquire(nonce 7) -> send ... the reply is lost
@@ -53,6 +59,7 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
+from ._effects import RPC, Locked, Sleep, Steps, run
 from ._rpc import Rpc
 from .errors import (
     ChainError,
@@ -142,20 +149,36 @@ class Sender:
         resource: str | None,
         confirmations: int,
     ) -> Any:
+        """:meth:`transact_steps` over the blocking RPC layer."""
+        return self.run(self.transact_steps(sender, call, gas=gas, resource=resource, confirmations=confirmations))
+
+    def run(self, steps: Steps[Any]) -> Any:
+        """Run steps of this sender over the blocking :class:`~chainfence._rpc.Rpc` (the sync driver)."""
+        return run(steps, self.rpc, sleep=lambda seconds: self._sleep(seconds), lock=self._lock)
+
+    def transact_steps(
+        self,
+        sender: str,
+        call: dict[str, Any],
+        *,
+        gas: int | None,
+        resource: str | None,
+        confirmations: int,
+    ) -> Steps[Any]:
+        """The whole journey of one transaction (see the module docstring); returns its receipt."""
         if gas is None:
-            gas = self.preflight(call, resource)
-        fees = self.fees()
+            gas = yield from self.preflight(call, resource)
+        fees = yield from self.fees_steps()
         tx = dict(call, gas=gas, chainId=self.chain_id, **fees)
-        with self._lock(sender):
-            tx_hash, nonce = self._sign_and_submit(sender, tx)
+        tx_hash, nonce = yield Locked(sender, self._sign_and_submit(sender, tx))
         logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash, sender, nonce, gas)
 
-        receipt = self._settle(sender, tx, tx_hash, nonce, confirmations)
+        receipt = yield from self._settle(sender, tx, tx_hash, nonce, confirmations)
         if receipt["status"] != 1:
-            raise self.failure(call, receipt, resource)
+            raise (yield from self.failure(call, receipt, resource))
         return receipt
 
-    def preflight(self, call: dict[str, Any], resource: str | None) -> int:
+    def preflight(self, call: dict[str, Any], resource: str | None) -> Steps[int]:
         """Run ``call`` on the block being built; raise its decoded revert, else return a gas limit.
 
         On JSON-RPC nodes this is ``eth_estimateGas`` at ``pending``: the
@@ -165,9 +188,9 @@ class Sender:
         an ``eth_call`` at ``pending`` and the gas limit a fixed ceiling.
         """
         if self.embedded:
-            self.rpc.call(call, "pending", resource=resource)
+            yield RPC.call(call, "pending", resource=resource)
             return EMBEDDED_GAS_LIMIT
-        estimate = self.rpc.estimate_gas(call, "pending", resource=resource)
+        estimate = yield RPC.estimate_gas(call, "pending", resource=resource)
         return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN
 
     # ------------------------------------------------------------------
@@ -175,6 +198,10 @@ class Sender:
     # ------------------------------------------------------------------
 
     def fees(self) -> dict[str, int]:
+        """:meth:`fees_steps` over the blocking RPC layer."""
+        return self.run(self.fees_steps())
+
+    def fees_steps(self) -> Steps[dict[str, int]]:
         """EIP-1559 fees (2 x base fee + tip) where the chain has a base fee, else a legacy gas price.
 
         A quote is reused for up to :data:`_FEE_QUOTE_SECONDS`: 2 x base fee
@@ -186,17 +213,17 @@ class Sender:
             quote = self._fee_quote
         if quote is not None and self._clock() - quote[0] < _FEE_QUOTE_SECONDS:
             return dict(quote[1])
-        fees = self._fresh_fees()
+        fees = yield from self._fresh_fees()
         with self._locks_lock:
             self._fee_quote = (self._clock(), fees)
         return dict(fees)
 
-    def _fresh_fees(self) -> dict[str, int]:
-        latest = self.rpc.block("latest")
+    def _fresh_fees(self) -> Steps[dict[str, int]]:
+        latest = yield RPC.block("latest")
         base_fee = latest.get("baseFeePerGas") if latest is not None else None
         if base_fee is None:
-            return {"gasPrice": self.rpc.gas_price()}
-        tip = self.rpc.max_priority_fee()
+            return {"gasPrice": (yield RPC.gas_price())}
+        tip = yield RPC.max_priority_fee()
         if tip is None:
             tip = 10**9  # nodes without eth_maxPriorityFeePerGas
         return {"maxFeePerGas": 2 * base_fee + tip, "maxPriorityFeePerGas": tip}
@@ -219,25 +246,25 @@ class Sender:
         with self._locks_lock:
             self._next_nonce.clear()
 
-    def _nonce(self, sender: str) -> int:
+    def _nonce(self, sender: str) -> Steps[int]:
         # Called with the sender's lock held.
         cached = self._next_nonce.get(sender)
         if cached is None:
-            cached = self.rpc.nonce(sender, "pending")
+            cached = yield RPC.nonce(sender, "pending")
             self._next_nonce[sender] = cached
         return cached
 
-    def _sign_and_submit(self, sender: str, tx: dict[str, Any]) -> tuple[str, int]:
+    def _sign_and_submit(self, sender: str, tx: dict[str, Any]) -> Steps[tuple[str, int]]:
         """Sign with the next nonce and get the node to accept it; returns (hash, nonce).
 
         Called with the sender's lock held, so nonces are handed out in order.
         """
         for _attempt in range(3):
-            nonce = self._nonce(sender)
+            nonce = yield from self._nonce(sender)
             signed = self.signers[sender].sign_transaction(dict(tx, nonce=nonce))
             tx_hash = signed.hash.to_0x_hex()
             try:
-                self._submit(signed.raw_transaction, tx_hash, sender=sender, nonce=nonce)
+                yield from self._submit(signed.raw_transaction, tx_hash, sender=sender, nonce=nonce)
             except _NonceTaken:
                 logger.debug("nonce %d of %s is taken; resynchronising", nonce, sender)
                 self._next_nonce.pop(sender, None)
@@ -249,7 +276,7 @@ class Sender:
             return tx_hash, nonce
         raise ChainError(f"could not find a free nonce for {sender}: another process keeps taking them")
 
-    def _submit(self, raw: bytes, tx_hash: str, *, sender: str, nonce: int) -> None:
+    def _submit(self, raw: bytes, tx_hash: str, *, sender: str, nonce: int) -> Steps[None]:
         """Get ``raw`` (whose hash is ``tx_hash``) accepted by the node, or raise.
 
         Raises _NonceTaken when the nonce is used by another transaction (safe
@@ -263,9 +290,9 @@ class Sender:
             if attempt:
                 if silent_since is not None and self._clock() - silent_since >= self.unreachable_timeout:
                     break  # a node that hangs: resending tells nothing more (OutcomeUnknown below)
-                self._sleep(min(0.05 * 2**attempt, 1.0))
+                yield Sleep(min(0.05 * 2**attempt, 1.0))
             try:
-                self.rpc.send_raw(raw, sender=sender)
+                yield RPC.send_raw(raw, sender=sender)
                 return
             except NodeUnreachable as exc:
                 if silent_since is None:
@@ -277,7 +304,7 @@ class Sender:
                     tx_hash, nonce, exc,
                 )  # fmt: skip
                 try:
-                    if self._known(tx_hash):
+                    if (yield from self._known(tx_hash)):
                         return
                 except NodeUnreachable as lookup_error:
                     last_error = lookup_error
@@ -292,7 +319,7 @@ class Sender:
                 if any(phrase in text for phrase in _ALREADY_KNOWN):
                     return
                 try:
-                    ours = self._known(tx_hash)
+                    ours = yield from self._known(tx_hash)
                 except NodeUnreachable as lookup_error:
                     if delivered_maybe:  # an earlier copy may be in, and we cannot ask: say so
                         last_error = lookup_error
@@ -313,14 +340,14 @@ class Sender:
             sender=sender,
         ) from last_error
 
-    def _known(self, tx_hash: str) -> bool:
-        return self.rpc.transaction(tx_hash) is not None
+    def _known(self, tx_hash: str) -> Steps[bool]:
+        return (yield RPC.transaction(tx_hash)) is not None
 
     # ------------------------------------------------------------------
     # Receipts, cancellation, confirmations
     # ------------------------------------------------------------------
 
-    def _settle(self, sender: str, tx: dict[str, Any], tx_hash: str, nonce: int, confirmations: int) -> Any:
+    def _settle(self, sender: str, tx: dict[str, Any], tx_hash: str, nonce: int, confirmations: int) -> Steps[Any]:
         """The receipt of whichever of the transaction and its cancellation the chain settled on.
 
         Returns the original's receipt (``confirmations`` deep); raises
@@ -329,16 +356,16 @@ class Sender:
         mined but not deep enough in time.
         """
         candidates: tuple[str, ...] = (tx_hash,)
-        receipt = self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
+        receipt = yield from self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
         if receipt is None:
             logger.warning(
                 "tx=%s nonce=%d not mined after %.1f s; sending a cancellation with the same nonce",
                 tx_hash, nonce, self.receipt_timeout,
             )  # fmt: skip
-            cancel_hash = self._send_cancel(sender, tx, nonce)
+            cancel_hash = yield from self._send_cancel(sender, tx, nonce)
             if cancel_hash is not None:
                 candidates = (tx_hash, cancel_hash)
-            receipt = self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
+            receipt = yield from self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
             if receipt is None:
                 self._forget_nonce(sender)
                 raise OutcomeUnknown(
@@ -349,7 +376,7 @@ class Sender:
                     sender=sender,
                 )
         if confirmations > 0:
-            receipt = self._await_depth(candidates, receipt, confirmations, sender=sender, nonce=nonce)
+            receipt = yield from self._await_depth(candidates, receipt, confirmations, sender=sender, nonce=nonce)
         mined = receipt["transactionHash"].to_0x_hex()
         if mined != tx_hash:
             raise TransactionTimeout(
@@ -369,7 +396,7 @@ class Sender:
         with self._lock(sender):
             self._next_nonce.pop(sender, None)
 
-    def _await_receipt(self, hashes: tuple[str, ...], timeout: float, *, sender: str, nonce: int) -> Any:
+    def _await_receipt(self, hashes: tuple[str, ...], timeout: float, *, sender: str, nonce: int) -> Steps[Any]:
         """The first receipt found for any of ``hashes`` within ``timeout`` seconds, else None.
 
         Raises OutcomeUnknown once the node has not answered for
@@ -380,7 +407,7 @@ class Sender:
         while True:
             for tx_hash in hashes:
                 try:
-                    receipt = self.rpc.receipt(tx_hash)
+                    receipt = yield RPC.receipt(tx_hash)
                 except NodeUnreachable as exc:
                     silent_since = self._silence(silent_since, exc, hashes, sender=sender, nonce=nonce)
                     break
@@ -389,7 +416,7 @@ class Sender:
                     return receipt
             if self._clock() >= deadline:
                 return None
-            self._sleep(self.poll_latency)
+            yield Sleep(self.poll_latency)
 
     def _silence(
         self, since: float | None, exc: NodeUnreachable, hashes: tuple[str, ...], *, sender: str, nonce: int
@@ -412,11 +439,11 @@ class Sender:
             ) from exc
         return since
 
-    def _send_cancel(self, sender: str, original: dict[str, Any], nonce: int) -> str | None:
+    def _send_cancel(self, sender: str, original: dict[str, Any], nonce: int) -> Steps[str | None]:
         """Send a replacement that does nothing; returns its hash (None if the nonce is already mined)."""
         fees = {k: original[k] for k in ("maxFeePerGas", "maxPriorityFeePerGas", "gasPrice") if k in original}
         try:
-            current = self._fresh_fees()
+            current = yield from self._fresh_fees()
         except ChainfenceError:
             current = fees
         for _attempt in range(3):
@@ -428,7 +455,7 @@ class Sender:
             signed = self.signers[sender].sign_transaction(cancel)
             cancel_hash = signed.hash.to_0x_hex()
             try:
-                self.rpc.send_raw(signed.raw_transaction, sender=sender)
+                yield RPC.send_raw(signed.raw_transaction, sender=sender)
                 return cancel_hash
             except NodeUnreachable:
                 return cancel_hash  # it may have gone out: keep it a candidate
@@ -449,7 +476,7 @@ class Sender:
 
     def _await_depth(
         self, candidates: tuple[str, ...], receipt: Any, confirmations: int, *, sender: str, nonce: int
-    ) -> Any:
+    ) -> Steps[Any]:
         """Wait until one of ``candidates`` is mined with ``confirmations`` blocks on top, following reorgs.
 
         ``receipt`` is the inclusion seen so far. Every candidate is watched:
@@ -463,10 +490,10 @@ class Sender:
         vanished = False
         while True:
             try:
-                head = self.rpc.block_number()
+                head = yield RPC.block_number()
                 found = None
                 for tx_hash in candidates:
-                    found = self.rpc.receipt(tx_hash)
+                    found = yield RPC.receipt(tx_hash)
                     if found is not None:
                         break
                 silent_since = None
@@ -488,7 +515,7 @@ class Sender:
                         return found
             if self._clock() >= deadline:
                 raise self._not_deep(original, candidates, last, confirmations, vanished, sender=sender, nonce=nonce)
-            self._sleep(self.poll_latency)
+            yield Sleep(self.poll_latency)
 
     def _silence_during_depth(
         self, since: float | None, exc: NodeUnreachable, candidates: tuple[str, ...], last: Any, confirmations: int,
@@ -530,7 +557,7 @@ class Sender:
     # Errors
     # ------------------------------------------------------------------
 
-    def failure(self, call: dict[str, Any], receipt: Any, resource: str | None) -> ChainfenceError:
+    def failure(self, call: dict[str, Any], receipt: Any, resource: str | None) -> Steps[ChainfenceError]:
         """The error for a transaction mined with status 0."""
         tx_hash = receipt["transactionHash"].to_0x_hex()
         # Replay the call to recover the reason: on the parent block's state
@@ -538,7 +565,7 @@ class Sender:
         # the same block is what made a preflight-approved call revert).
         for block in (receipt["blockNumber"] - 1, receipt["blockNumber"]):
             try:
-                self.rpc.call(call, block, resource=resource)
+                yield RPC.call(call, block, resource=resource)
             except (NodeUnreachable, RpcError):
                 continue  # the node cannot replay at that block (pruned state): try the next
             except ChainfenceError as error:

@@ -47,10 +47,17 @@ back to waiting.
 
 Everything that waits takes a :class:`Timer` (clock, sleep, randomness):
 tests give it one that moves only when the test says.
+
+The waiting is written once, as steps (:mod:`chainfence._effects`): the
+sync :class:`~chainfence.Registry` runs them over the blocking RPC layer
+with :data:`SYSTEM`, :mod:`chainfence.aio` over the asyncio one with
+:data:`ASYNC_SYSTEM` (whose sleeps are coroutines).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
 import random
@@ -60,6 +67,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from . import _events
+from ._effects import RPC, Sleep, Steps, run
 from .errors import LeaseHeld
 
 if TYPE_CHECKING:
@@ -106,6 +114,19 @@ class Timer:
 SYSTEM = Timer()
 
 
+class AsyncTimer(Timer):
+    """:class:`Timer` for the asyncio driver: its waits are coroutines."""
+
+    async def sleep(self, seconds: float) -> None:  # type: ignore[override]
+        await asyncio.sleep(seconds)
+
+    async def pause_before_send(self, seconds: float) -> None:  # type: ignore[override]
+        await asyncio.sleep(seconds)
+
+
+ASYNC_SYSTEM = AsyncTimer()
+
+
 @dataclass(frozen=True)
 class Pace:
     """How often a waiter polls the head, and the longest random pause before it sends."""
@@ -116,6 +137,11 @@ class Pace:
 
 def pace(chain: Chain) -> Pace:
     """The chain's waiting pace (see the module docstring), worked out once per chain."""
+    return run(pace_steps(chain), chain.rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext())
+
+
+def pace_steps(chain: Chain) -> Steps[Pace]:
+    """:func:`pace` as steps (either driver)."""
     cached = chain.__dict__.get("_wait_pace")
     if cached is not None:
         return cached
@@ -124,20 +150,20 @@ def pace(chain: Chain) -> Pace:
     elif chain.is_dev:
         result = Pace(poll=0.05, jitter=0.025)
     else:
-        block_time = _block_time(chain)
+        block_time = yield from _block_time(chain)
         poll = min(6.0, max(0.25, block_time / 2))
         result = Pace(poll=poll, jitter=poll / 2)
     chain.__dict__["_wait_pace"] = result
     return result
 
 
-def _block_time(chain: Chain) -> float:
+def _block_time(chain: Chain) -> Steps[float]:
     """Seconds per block over the last blocks (2 requests; 2.0 on a young chain)."""
-    latest = chain.rpc.block("latest")
+    latest = yield RPC.block("latest")
     number = int(latest["number"]) if latest is not None else 0
     if number < _BLOCK_TIME_SAMPLE:
         return 2.0
-    earlier = chain.rpc.block(number - _BLOCK_TIME_SAMPLE)
+    earlier = yield RPC.block(number - _BLOCK_TIME_SAMPLE)
     if earlier is None:
         return 2.0
     return max(0.0, (int(latest["timestamp"]) - int(earlier["timestamp"])) / _BLOCK_TIME_SAMPLE)
@@ -146,14 +172,13 @@ def _block_time(chain: Chain) -> float:
 class Follower:
     """Follows the head and one resource's registry events; says when the lease is worth reading again."""
 
-    def __init__(self, chain: Chain, address: str, resource_id: bytes, timer: Timer, pace: Pace):
+    def __init__(self, chain: Chain, address: str, resource_id: bytes, timer: Timer, pace: Pace, head: int):
         self._chain = chain
         self._address = address
         self._resource_id = resource_id
         self._timer = timer
         self._pace = pace
-        head = chain.rpc.block("latest")
-        self.head = int(head["number"]) if head is not None else 0
+        self.head = head
         self._expires_at: int | None = None
         self._expiry_wake = math.inf  # local clock
         #: Polls of the head, and heads that were new (for logs and tests).
@@ -168,19 +193,19 @@ class Follower:
         else:
             self._expiry_wake = self._timer.now() + max(float(expires_at - judged_at), self._pace.poll)
 
-    def wait(self, remaining: float) -> bool:
+    def wait(self, remaining: float) -> Steps[bool]:
         """Sleep at most one poll (never past ``remaining`` seconds), look at the head; True when the
         lease should be read again (an event for the resource, its expiry, a reorganisation)."""
         now = self._timer.now()
         pause = min(self._pace.poll, remaining, max(0.0, self._expiry_wake - now))
         if pause > 0:
-            self._timer.sleep(pause)
+            yield Sleep(pause, using=self._timer.sleep)
         if self._timer.now() >= self._expiry_wake:
             self._expiry_wake = math.inf
             logger.debug("waiting: the lease's expiry (chain time %s) is due by the local clock", self._expires_at)
             return True
         self.polls += 1
-        block = self._chain.rpc.block("latest")
+        block = yield RPC.block("latest")
         if block is None:  # pragma: no cover - every node has a latest block
             return False
         number, timestamp = int(block["number"]), int(block["timestamp"])
@@ -195,7 +220,7 @@ class Follower:
             return True
         if self._expires_at is not None and timestamp >= self._expires_at - 1:
             return True  # at or just before the expiry: the next block's time may pass it
-        events = _events.fetch_all(
+        events = yield from _events.fetch_all_steps(
             self._chain, self._address, kinds=_KINDS, resource_id=self._resource_id,
             from_block=previous + 1, to_block=number,
         )  # fmt: skip
@@ -204,6 +229,12 @@ class Follower:
                 "waiting: %s in blocks %d..%d", ", ".join(e.kind.value for e in events), previous + 1, number
             )
         return bool(events)
+
+
+def follow(chain: Chain, address: str, resource_id: bytes, timer: Timer, pace: Pace) -> Steps[Follower]:
+    """A :class:`Follower` from the current head."""
+    head = yield RPC.block("latest")
+    return Follower(chain, address, resource_id, timer, pace, int(head["number"]) if head is not None else 0)
 
 
 def held(info: LeaseInfo) -> LeaseHeld:
@@ -216,15 +247,15 @@ def held(info: LeaseInfo) -> LeaseHeld:
 
 def acquire_waiting(
     *,
-    send: Callable[[], T],
-    read: Callable[[], LeaseInfo],
+    send: Callable[[], Steps[T]],
+    read: Callable[[], Steps[LeaseInfo]],
     free: Callable[[LeaseInfo], bool],
-    follower: Callable[[], Follower],
+    follower: Callable[[], Steps[Follower]],
     timer: Timer,
     pace: Pace,
     wait: float,
     first_refusal: LeaseHeld,
-) -> T:
+) -> Steps[T]:
     """Wait until ``read()`` shows the resource ``free``, then ``send()``; again after a lost race.
 
     ``first_refusal`` is the LeaseHeld of the acquisition tried before
@@ -233,8 +264,8 @@ def acquire_waiting(
     """
     deadline = timer.now() + wait
     refusal = first_refusal
-    watch = follower()
-    info = read()
+    watch = yield from follower()
+    info = yield from read()
     logger.info(
         "waiting resource=%s holder=%s token=%d expires_at=%d wait=%gs",
         info.resource, info.holder, info.token, info.expires_at, wait,
@@ -245,9 +276,9 @@ def acquire_waiting(
             if waited:  # seen free after a pause: other waiters may have woken by the same release or expiry
                 pause = timer.jitter(pace.jitter)
                 if pause > 0:
-                    timer.pause_before_send(pause)
+                    yield Sleep(pause, using=timer.pause_before_send)
             try:
-                return send()
+                return (yield from send())
             except LeaseHeld as lost:
                 logger.debug("waiting: another acquisition came first (token %d); waiting again", lost.token)
                 refusal = lost
@@ -261,7 +292,7 @@ def acquire_waiting(
                 refusal.add_note(f"waited {wait:g} s (the wait= given) for the resource to become free")
                 raise refusal
             waited = True
-            if watch.wait(remaining):
+            if (yield from watch.wait(remaining)):
                 break
-        info = read()
+        info = yield from read()
 

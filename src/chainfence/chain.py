@@ -44,6 +44,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from . import _validate
+from ._effects import RPC, Steps
 from ._rpc import Rpc, connect_http, embedded_web3, redact_url
 from ._sending import Sender
 from .errors import (
@@ -92,9 +93,13 @@ class Chain:
         unreachable_timeout: float | None = None,
         eth_tester: Any = None,
         clock: Callable[[], float] = time.time,
+        rpc: Any = None,
+        chain_id: int | None = None,
     ):
+        # ``rpc`` and ``chain_id``: an asyncio chain (chainfence.aio) builds its core here over an
+        # AsyncRpc, having asked the chain id itself; the core's steps then run over that layer.
         self.w3 = w3
-        self.rpc = Rpc(w3, embedded=eth_tester is not None, tester=eth_tester)
+        self.rpc = rpc if rpc is not None else Rpc(w3, embedded=eth_tester is not None, tester=eth_tester)
         self._signers: dict[str, LocalAccount] = {}
         self.accounts: list[str] = []
         for key in keys:
@@ -105,7 +110,7 @@ class Chain:
         self._pending_supported = True
         self._pending_misses = 0
         self.confirmations = _confirmations(confirmations)
-        self.chain_id: int = self.rpc.chain_id()
+        self.chain_id: int = self.rpc.chain_id() if chain_id is None else chain_id
         self._sender = Sender(
             self.rpc,
             self._signers,
@@ -257,6 +262,10 @@ class Chain:
         """Whether this chain supports time travel and snapshots (eth-tester, anvil, hardhat)."""
         return self._dev is not None
 
+    def _run(self, steps: Steps[Any]) -> Any:
+        """Run core steps over this chain's blocking RPC layer (the sync driver)."""
+        return self._sender.run(steps)
+
     def now(self) -> int:
         """Chain time now, as a verifier must count it (see the module docstring).
 
@@ -265,15 +274,18 @@ class Chain:
         earlier than :attr:`clock`. Leases are judged against it: live while
         ``now() < expires_at``.
         """
-        return self._now(self.rpc.pending_timestamp() if self._pending_supported else None)
+        return self._run(self._now_steps())
 
-    def _now(self, pending: int | None) -> int:
+    def _now_steps(self) -> Steps[int]:
+        return (yield from self._now((yield RPC.pending_timestamp()) if self._pending_supported else None))
+
+    def _now(self, pending: int | None) -> Steps[int]:
         """now() from the pending block's timestamp the caller already read (None: not offered)."""
         if pending is None:
             self._pending_misses += 1
             if self._pending_misses >= 3:
                 self._pending_supported = False  # this node has no pending block: stop asking
-            pending = self.latest_time()
+            pending = yield from self._latest_time_steps()
         else:
             self._pending_misses = 0
         if self._dev is not None:
@@ -282,14 +294,21 @@ class Chain:
 
     def call_now(self, to: str, data: bytes, *, resource: str | None = None) -> tuple[bytes, int]:
         """``eth_call`` at the latest block, and :meth:`now`: in one round trip where the node allows."""
+        return self._run(self._call_now_steps(to, data, resource=resource))
+
+    def _call_now_steps(self, to: str, data: bytes, *, resource: str | None = None) -> Steps[tuple[bytes, int]]:
         if not self._pending_supported:
-            return self.call(to, data, resource=resource), self._now(None)
-        raw, pending = self.rpc.call_and_pending_timestamp({"to": to, "data": data}, resource=resource)
-        return raw, self._now(pending)
+            raw = yield RPC.call({"to": to, "data": data}, "latest", resource=resource)
+            return raw, (yield from self._now(None))
+        raw, pending = yield RPC.call_and_pending_timestamp({"to": to, "data": data}, resource=resource)
+        return raw, (yield from self._now(pending))
 
     def latest_time(self) -> int:
         """The latest block's timestamp: the time a view at ``latest`` runs at."""
-        block = self.rpc.block("latest")
+        return self._run(self._latest_time_steps())
+
+    def _latest_time_steps(self) -> Steps[int]:
+        block = yield RPC.block("latest")
         if block is None:  # pragma: no cover - every node has a latest block
             raise ChainError("the node returned no latest block")
         return int(block["timestamp"])
@@ -414,12 +433,24 @@ class Chain:
         ``gas`` skips the preflight (tests use it to mine a failing
         transaction).
         """
+        return self._run(self._transact_steps(sender, to, data, resource=resource, gas=gas, confirmations=confirmations))
+
+    def _transact_steps(
+        self,
+        sender: str,
+        to: str | None,
+        data: bytes,
+        *,
+        resource: str | None = None,
+        gas: int | None = None,
+        confirmations: int | None = None,
+    ) -> Steps[Any]:
         sender = self.signer(sender)
         k = self.confirmations if confirmations is None else _confirmations(confirmations)
         call: dict[str, Any] = {"from": sender, "data": data, "value": 0}
         if to is not None:  # None: contract creation
             call["to"] = to
-        return self._sender.transact(sender, call, gas=gas, resource=resource, confirmations=k)
+        return (yield from self._sender.transact_steps(sender, call, gas=gas, resource=resource, confirmations=k))
 
     def call(
         self, to: str, data: bytes, *, block: str | int = "latest", resource: str | None = None, gas: int | None = None
@@ -440,8 +471,11 @@ class Chain:
 
     def confirmed_block(self, confirmations: int | None = None) -> int:
         """The newest block with ``confirmations`` blocks on top of it (default: the chain's setting)."""
+        return self._run(self._confirmed_block_steps(confirmations))
+
+    def _confirmed_block_steps(self, confirmations: int | None = None) -> Steps[int]:
         k = self.confirmations if confirmations is None else _confirmations(confirmations)
-        return max(0, self.block_number() - k)
+        return max(0, (yield RPC.block_number()) - k)
 
     def __repr__(self) -> str:
         kind = self._dev or "node"

@@ -39,7 +39,8 @@ ttl, as tooz renews its heartbeat) must leave room for.
 This module holds the decision logic as a sans-IO core, :class:`KeepAliveCore`:
 it is fed monotonic times and renewal outcomes and answers when to renew,
 what the safe deadline is, and whether the lease is lost. :class:`Keeper`
-runs it in a thread; an asyncio runner can drive the same core.
+runs it in a thread; :mod:`chainfence.aio` runs the same core in an asyncio
+task (``AsyncLease.keep()``), which cancels the protected task on a loss.
 """
 
 from __future__ import annotations
@@ -368,19 +369,27 @@ class Keeper:
             # By id, not by name: a claimed work item's id is not the hash of its name.
             expires_at = lease.registry._renew(lease.resource, lease.resource_id, lease.token, self.ttl, None, None)
         except BaseException as error:  # noqa: BLE001 - every outcome is reported to the core
-            why = loss_reason(error)
-            with self._cond:
-                self._cause = error
-                self.core.renewal_failed(self.clock(), why)
-                self._cond.notify_all()
-            if why is None:
-                logger.info(
-                    "renewal failed, retrying until the deadline resource=%s token=%d: %s: %s",
-                    self.lease.resource, self.lease.token, type(error).__name__, error,
-                )  # fmt: skip
+            self._renewal_failed(error)
             if not isinstance(error, Exception):
                 raise
             return
+        self._renewal_confirmed(expires_at, sent_monotonic)
+
+    # What a renewal's outcome does, whichever runner (this thread, or chainfence.aio's task) got it.
+
+    def _renewal_failed(self, error: BaseException) -> None:
+        why = loss_reason(error)
+        with self._cond:
+            self._cause = error
+            self.core.renewal_failed(self.clock(), why)
+            self._cond.notify_all()
+        if why is None:
+            logger.info(
+                "renewal failed, retrying until the deadline resource=%s token=%d: %s: %s",
+                self.lease.resource, self.lease.token, type(error).__name__, error,
+            )  # fmt: skip
+
+    def _renewal_confirmed(self, expires_at: int, sent_monotonic: float) -> None:
         with self._cond:
             warnings = self.core.renewal_confirmed(self.clock())
             if not self.core.stopped and self.core.lost is None:

@@ -150,10 +150,14 @@ class Lease:
         """
         ttl = self.ttl if ttl is None else ttl
         sent = time.monotonic()
-        self.expires_at = self.registry._renew(self.resource, self.resource_id, self.token, ttl, progress, None)
+        self._renewed(ttl, sent, self.registry._renew(self.resource, self.resource_id, self.token, ttl, progress, None))
+        return self
+
+    def _renewed(self, ttl: int, sent: float, expires_at: int) -> None:
+        """A renewal sent at ``sent`` (monotonic) was confirmed (shared with the asyncio lease)."""
+        self.expires_at = expires_at
         self.ttl = ttl
         self._sent_at = sent
-        return self
 
     def release(self) -> None:
         """End this lease now. Never frees a newer lease: that would need its token."""
@@ -231,6 +235,17 @@ class Lease:
         ``since`` its reading when the acquisition or last renewal was sent
         (default: the time this lease recorded, carried over to ``clock``).
         """
+        core = self._keep_core(
+            on_lost=on_lost, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin,
+            clock=clock, since=since,
+        )  # fmt: skip
+        return _Keeping(self, Keeper(self, core, ttl=self.ttl, clock=clock, on_lost=on_lost))
+
+    def _keep_core(
+        self, *, on_lost: Any, interval: float | None, latency_margin: float, block_time_margin: float,
+        clock: Any, since: float | None,
+    ) -> KeepAliveCore:  # fmt: skip
+        """The keep-alive's core for :meth:`keep` (and the asyncio runner's), its arguments checked."""
         if on_lost is not None and not callable(on_lost):
             raise InvalidInput(f"on_lost must be callable, got {on_lost!r}")
         if not callable(clock):
@@ -242,10 +257,9 @@ class Lease:
                     "send time, where the safe deadline counts from, is unknown; renew() it first or pass since="
                 )
             since = self._sent_at if clock is time.monotonic else clock() - (time.monotonic() - self._sent_at)
-        core = KeepAliveCore(
+        return KeepAliveCore(
             self.ttl, since, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin
         )
-        return _Keeping(self, Keeper(self, core, ttl=self.ttl, clock=clock, on_lost=on_lost))
 
     @property
     def keeper(self) -> Keeper | None:
@@ -298,15 +312,17 @@ class Lease:
         try:
             self.release()
         except ChainfenceError as release_error:
-            if exc is None:
-                # The body finished but the lease did not survive it: its
-                # writes may have been fenced off. Say so.
-                raise
-            # Do not mask the body's own exception; record why release failed.
-            logger.warning(
-                "release after error failed resource=%s token=%d: %s", self.resource, self.token, release_error
-            )
-            exc.add_note(f"chainfence: releasing {self.resource!r} token {self.token} also failed: {release_error}")
+            self._release_failed(release_error, exc)
+
+    def _release_failed(self, release_error: ChainfenceError, exc: BaseException | None) -> None:
+        """Leaving the ``with`` block: the release failed (shared with the asyncio lease)."""
+        if exc is None:
+            # The body finished but the lease did not survive it: its
+            # writes may have been fenced off. Say so.
+            raise release_error
+        # Do not mask the body's own exception; record why release failed.
+        logger.warning("release after error failed resource=%s token=%d: %s", self.resource, self.token, release_error)
+        exc.add_note(f"chainfence: releasing {self.resource!r} token {self.token} also failed: {release_error}")
 
     def __repr__(self) -> str:
         state = " released" if self.released else (f" lost({self._lost.why})" if self._lost is not None else "")
@@ -325,6 +341,12 @@ class _Keeping:
         self._entered = False
 
     def __enter__(self) -> Lease:
+        self._enter()
+        self._keeper.start()
+        return self._lease
+
+    def _enter(self) -> None:
+        """Checks on entry (shared with the asyncio runner): not kept twice, not lost already."""
         lease = self._lease
         if self._entered or lease._keeper is not None:
             raise InvalidInput(f"token {lease.token} on {lease.resource!r} is already being kept alive")
@@ -336,8 +358,6 @@ class _Keeping:
         if why is not None:
             raise keeper._lost_error(why)
         lease._keeper = keeper
-        keeper.start()
-        return lease
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         lease = self._lease
@@ -345,8 +365,13 @@ class _Keeping:
             lost = self._keeper.stop()
         finally:
             lease._keeper = None
-        if lost is None or isinstance(exc, LeaseLost):
-            return
-        if exc is None or isinstance(exc, Exception):
-            raise lost  # the body's own exception (likely a consequence) is its __context__
-        exc.add_note(f"chainfence: {lost}")  # KeyboardInterrupt, SystemExit: never masked
+        _raise_lost(lost, exc)
+
+
+def _raise_lost(lost: LeaseLost | None, exc: BaseException | None) -> None:
+    """Leaving a keep-alive: raise the loss, unless the body's own exception already says it."""
+    if lost is None or isinstance(exc, LeaseLost):
+        return
+    if exc is None or isinstance(exc, Exception):
+        raise lost  # the body's own exception (likely a consequence) is its __context__
+    exc.add_note(f"chainfence: {lost}")  # KeyboardInterrupt, SystemExit: never masked

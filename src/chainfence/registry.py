@@ -43,6 +43,7 @@ from eth_abi import encode as abi_encode
 from eth_utils import keccak, to_checksum_address
 
 from . import _artifacts, _events, _names, _validate, _waiting
+from ._effects import RPC, Steps
 from .chain import Chain
 from .errors import (
     ChainError,
@@ -103,12 +104,17 @@ class Registry:
         and is the default sender of the returned registry. It gains no
         privilege: the registry has no owner.
         """
+        return chain._run(cls._deploy_steps(chain, max_ttl=max_ttl, sender=sender))
+
+    @classmethod
+    def _deploy_steps(cls, chain: Chain, *, max_ttl: int, sender: Any) -> Steps[Registry]:
         if isinstance(max_ttl, bool) or not isinstance(max_ttl, int) or not 1 <= max_ttl <= 2**32 - 1:
             raise InvalidMaxTtl(max_ttl=max_ttl)
         deployer = chain.signer(sender if sender is not None else _first_account(chain))
         data = bytes.fromhex(_artifacts.load()["bytecode"][2:]) + abi_encode(["uint256"], [max_ttl])
-        receipt = chain.transact(deployer, None, data)
+        receipt = yield from chain._transact_steps(deployer, None, data)
         registry = cls(chain, receipt["contractAddress"], sender=deployer)
+        registry.__dict__["max_ttl"] = max_ttl
         registry.deployed_block = receipt["blockNumber"]
         logger.info(
             "deployed registry=%s max_ttl=%d tx=%s", registry.address, max_ttl, receipt["transactionHash"].to_0x_hex()
@@ -122,8 +128,12 @@ class Registry:
         Raises :class:`~chainfence.errors.ContractNotFound` if there is no
         code there, or code that is not this SDK's FencingRegistry.
         """
+        return chain._run(cls._at_steps(chain, address, sender=sender))
+
+    @classmethod
+    def _at_steps(cls, chain: Chain, address: str, *, sender: Any) -> Steps[Registry]:
         address = _validate.address(address, "registry address")
-        code = chain.rpc.code(address)
+        code = yield RPC.code(address)
         if not code:
             raise ContractNotFound(f"no contract code at {address} on chain {chain.chain_id}")
         if not _is_registry_code(code):
@@ -224,38 +234,50 @@ class Registry:
         (:class:`~chainfence.errors.NodeUnreachable`, ...) in the read that
         checks, once it is deep enough, that the lease is still current.
         """
-        _validate.publishable(resource)
-        seconds = _validate.wait(wait)
-        ttl = _validate.ttl(ttl, self.max_ttl)
-        sender = self._require_sender()
+        seconds, ttl, sender = self._acquire_args(resource, ttl, wait)
         if not seconds:
-            return self._acquire(resource, ttl, sender, confirmations)
+            return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
         try:
-            return self._acquire(resource, ttl, sender, confirmations)
+            return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
         except LeaseHeld as refused:  # by the preflight (nothing sent), or rarely mined and reverted: wait
             first_refusal = refused
+        return self.chain._run(self._acquire_waiting(resource, ttl, sender, confirmations, seconds, first_refusal))
+
+    def _acquire_waiting(
+        self, resource: str, ttl: int, sender: str, confirmations: int | None, seconds: float,
+        first_refusal: LeaseHeld, timer: _waiting.Timer | None = None,
+    ) -> Steps[Lease]:  # fmt: skip
         resource_id = _validate.resource_id(resource)
-        timer = self._wait_timer
-        pace = _waiting.pace(self.chain)
-        return _waiting.acquire_waiting(
+        timer = self._wait_timer if timer is None else timer
+        pace = yield from _waiting.pace_steps(self.chain)
+        return (yield from _waiting.acquire_waiting(
             send=lambda: self._acquire(resource, ttl, sender, confirmations),
             read=lambda: self._lease_info(resource, resource_id),
             free=lambda info: not info.live or info.holder == sender,
-            follower=lambda: _waiting.Follower(self.chain, self.address, resource_id, timer, pace),
+            follower=lambda: _waiting.follow(self.chain, self.address, resource_id, timer, pace),
             timer=timer,
             pace=pace,
             wait=seconds,
             first_refusal=first_refusal,
-        )
+        ))  # fmt: skip
 
-    def _acquire(self, resource: str, ttl: int, sender: str, confirmations: int | None) -> Lease:
+    def _acquire_args(self, resource: str, ttl: int, wait: float | None) -> tuple[float, int, str]:
+        """acquire()'s arguments checked: (seconds to wait, ttl, sender). Nothing is sent."""
+        _validate.publishable(resource)
+        seconds = _validate.wait(wait)
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        return seconds, ttl, self._require_sender()
+
+    def _acquire(self, resource: str, ttl: int, sender: str, confirmations: int | None) -> Steps[Lease]:
         """One acquisition (validated arguments): preflight, send, confirm, check."""
         data = self._encode("acquire", [resource, ttl])
         seen = self._seen()
         before = seen.before(_validate.resource_id(resource))
         sent = time.monotonic()  # where a keep-alive's safe deadline counts from: before the send
         try:
-            receipt = self.chain.transact(sender, self.address, data, resource=resource, confirmations=confirmations)
+            receipt = yield from self.chain._transact_steps(
+                sender, self.address, data, resource=resource, confirmations=confirmations
+            )
         except NotConfirmed as unconfirmed:
             unconfirmed.lease = self._lease_from_receipt(unconfirmed.receipt, resource=resource, ttl=ttl)
             if unconfirmed.lease is not None:
@@ -283,7 +305,7 @@ class Registry:
         if k:
             # The lease may have ended while we waited for depth (a short ttl).
             try:
-                self.check_current(resource, lease.token)
+                yield from self._check_current(resource, lease.token)
             except TokenNotCurrent as lost:
                 lost.add_note(f"acquired in block {lease.block_number}, lost before {k} confirmations")
                 raise
@@ -378,7 +400,7 @@ class Registry:
         :attr:`~chainfence.LeaseStatus.DONE` once completed), or None if it was never claimed."""
         _validate.publishable(workset)
         _validate.publishable(item)
-        info = self._lease_info(f"{workset}/{item}", _names.item_id(workset, item), block=block)
+        info = self.chain._run(self._lease_info(f"{workset}/{item}", _names.item_id(workset, item), block=block))
         return None if info.status is LeaseStatus.UNHELD else info
 
     def complete_item(
@@ -396,10 +418,13 @@ class Registry:
         For reconciling after :class:`~chainfence.errors.OutcomeUnknown`:
         look up every candidate hash before acquiring again.
         """
-        receipt = self.chain.rpc.receipt(tx_hash)
+        return self.chain._run(self._lease_from_tx(tx_hash))
+
+    def _lease_from_tx(self, tx_hash: str) -> Steps[Lease | None]:
+        receipt = yield RPC.receipt(tx_hash)
         if receipt is None:
             return None
-        tx = self.chain.rpc.transaction(tx_hash)
+        tx = yield RPC.transaction(tx_hash)
         if tx is None or receipt["status"] != 1 or tx.get("to") != self.address:
             return None
         data = bytes(tx["input"])
@@ -452,13 +477,19 @@ class Registry:
     def _renew(
         self, resource: str, resource_id: bytes, token: int, ttl: int, progress: Any, confirmations: int | None
     ) -> int:
+        """:meth:`renew` by resource id (a claimed item's id is not the hash of its name)."""
+        return self.chain._run(self._renew_steps(resource, resource_id, token, ttl, progress, confirmations))
+
+    def _renew_steps(
+        self, resource: str, resource_id: bytes, token: int, ttl: int, progress: Any, confirmations: int | None
+    ) -> Steps[int]:
         token = _validate.token(token)
         ttl = _validate.ttl(ttl, self.max_ttl)
         if progress is None:
             function, args = "renew", [resource_id, token, ttl]
         else:
             function, args = "renewWithProgress", [resource_id, token, ttl, _validate.progress(progress)]
-        receipt, event = self._lease_tx(function, resource, args, _events.Kind.RENEWED, confirmations)
+        receipt, event = yield from self._lease_tx(function, resource, args, _events.Kind.RENEWED, confirmations)
         expires_at = event.expires_at
         logger.info(
             "renewed resource=%s token=%d expires_at=%d progress=%s tx=%s",
@@ -475,8 +506,14 @@ class Registry:
         self._release(resource, _validate.resource_id(resource), token, confirmations)
 
     def _release(self, resource: str, resource_id: bytes, token: int, confirmations: int | None) -> None:
+        """:meth:`release` by resource id."""
+        self.chain._run(self._release_steps(resource, resource_id, token, confirmations))
+
+    def _release_steps(self, resource: str, resource_id: bytes, token: int, confirmations: int | None) -> Steps[None]:
         token = _validate.token(token)
-        receipt, _ = self._lease_tx("release", resource, [resource_id, token], _events.Kind.RELEASED, confirmations)
+        receipt, _ = yield from self._lease_tx(
+            "release", resource, [resource_id, token], _events.Kind.RELEASED, confirmations
+        )
         logger.info(
             "released resource=%s token=%d tx=%s", resource, token, receipt["transactionHash"].to_0x_hex()
         )
@@ -497,11 +534,17 @@ class Registry:
     def _complete(
         self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None
     ) -> bytes:
+        """:meth:`complete` by resource id."""
+        return self.chain._run(self._complete_steps(resource, resource_id, token, result, confirmations))
+
+    def _complete_steps(
+        self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None
+    ) -> Steps[bytes]:
         token = _validate.token(token)
         if not isinstance(result, (bytes, bytearray)):
             raise InvalidInput(f"result must be bytes (or a 32-byte digest), got {type(result).__name__}")
         digest = bytes(result) if len(result) == 32 else keccak(bytes(result))
-        receipt, _ = self._lease_tx(
+        receipt, _ = yield from self._lease_tx(
             "complete", resource, [resource_id, token, digest], _events.Kind.COMPLETED, confirmations
         )
         logger.info(
@@ -539,7 +582,7 @@ class Registry:
     @functools.cached_property
     def max_ttl(self) -> int:
         """The longest ttl this registry accepts, fixed at deployment."""
-        return self._call_uint("maxTtl", [])
+        return self.chain._run(self._call_uint("maxTtl", []))
 
     def latest_token(self, *, block: str | int | None = None) -> int:
         """The highest token issued so far (0 before the first acquisition).
@@ -547,16 +590,22 @@ class Registry:
         Raises :class:`~chainfence.errors.ChainRolledBack` if it is below a
         token this SDK has already seen from the registry.
         """
+        return self.chain._run(self._latest_token(block=block))
+
+    def _latest_token(self, *, block: str | int | None = None) -> Steps[int]:
         seen = self._seen()
         before = seen.before()
-        latest = self._call_uint("latestToken", [], block=_at(block))
+        latest = yield from self._call_uint("latestToken", [], block=_at(block))
         if block is None:
             seen.latest(before, latest, record=self.chain.confirmations == 0)
         return latest
 
     def lease_of(self, resource: str, *, block: str | int | None = None) -> LeaseInfo | None:
         """The live lease of ``resource``, or None if nobody holds it (free, expired or released)."""
-        info = self.last_lease(resource, block=block)
+        return self.chain._run(self._lease_of(resource, block=block))
+
+    def _lease_of(self, resource: str, *, block: str | int | None = None) -> Steps[LeaseInfo | None]:
+        info = yield from self._last_lease(resource, block=block)
         return info if info is not None and info.live else None
 
     def last_lease(self, resource: str, *, block: str | int | None = None) -> LeaseInfo | None:
@@ -565,7 +614,10 @@ class Registry:
         A lease whose expiry has passed by :meth:`Chain.now <chainfence.Chain.now>`
         reads EXPIRED even if no block was mined since (``expired_unmined``).
         """
-        info = self._lease_info(resource, _validate.resource_id(resource), block=block)
+        return self.chain._run(self._last_lease(resource, block=block))
+
+    def _last_lease(self, resource: str, *, block: str | int | None = None) -> Steps[LeaseInfo | None]:
+        info = yield from self._lease_info(resource, _validate.resource_id(resource), block=block)
         return None if info.status is LeaseStatus.UNHELD else info
 
     def last_lease_by_id(self, resource_id: bytes, *, block: str | int | None = None) -> LeaseInfo | None:
@@ -573,13 +625,16 @@ class Registry:
         and audits know resources whose names the chain never told them."""
         if not isinstance(resource_id, (bytes, bytearray)) or len(resource_id) != 32:
             raise InvalidInput(f"a resource id is 32 bytes, got {resource_id!r}")
-        info = self._lease_info(None, bytes(resource_id), block=block)
+        info = self.chain._run(self._lease_info(None, bytes(resource_id), block=block))
         return None if info.status is LeaseStatus.UNHELD else info
 
     def is_current(self, resource: str, token: int, *, block: str | int | None = None) -> bool:
         """Whether ``token`` is the current token of ``resource`` and its lease is live."""
+        return self.chain._run(self._is_current(resource, token, block=block))
+
+    def _is_current(self, resource: str, token: int, *, block: str | int | None = None) -> Steps[bool]:
         try:
-            self.check_current(resource, token, block=block)
+            yield from self._check_current(resource, token, block=block)
         except TokenNotCurrent:
             return False
         return True
@@ -598,14 +653,19 @@ class Registry:
         (:class:`~chainfence.errors.TokenNotConfirmed` until then): a reorg
         shallower than ``k`` cannot take it back.
         """
+        return self.chain._run(self._check_current(resource, token, block=block, confirmations=confirmations))
+
+    def _check_current(
+        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
+    ) -> Steps[LeaseInfo]:
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
         k = _validate_confirmations(confirmations)
-        info = self._lease_info(resource, resource_id, block=block)
+        info = yield from self._lease_info(resource, resource_id, block=block)
         self._raise_unless_current(resource, resource_id, token, info)
         if k:
             confirmed_block = None if block is None else (block - k if isinstance(block, int) else None)
-            self._require_confirmed(resource, resource_id, token, confirmed_block, k, holder=info.holder)
+            yield from self._require_confirmed(resource, resource_id, token, confirmed_block, k, holder=info.holder)
         return info
 
     def _raise_unless_current(self, resource: str, resource_id: bytes, token: int, info: LeaseInfo) -> None:
@@ -630,16 +690,16 @@ class Registry:
 
     def _require_confirmed(
         self, resource: str, resource_id: bytes, token: int, confirmed_block: int | None, k: int, *, holder: str
-    ) -> None:
+    ) -> Steps[None]:
         """Raise unless the block that issued ``token`` (to ``holder``) has ``k`` blocks on top: the
         lease at the confirmed head carries that token and holder (tokens are a chain's counter: a
         reorg can hand the same number to another holder)."""
         if confirmed_block is None:
-            confirmed_block = self.chain.confirmed_block(k)
+            confirmed_block = yield from self.chain._confirmed_block_steps(k)
         confirmed = None
         if confirmed_block >= 0:
             try:
-                confirmed = self._lease_info(resource, resource_id, block=confirmed_block)
+                confirmed = yield from self._lease_info(resource, resource_id, block=confirmed_block)
             except ContractNotFound:
                 confirmed = None  # the confirmed head predates the registry: nothing is confirmed yet
         if confirmed is None or confirmed.token != token or confirmed.holder != holder:
@@ -653,10 +713,10 @@ class Registry:
 
         cached = self.__dict__.get("_eip712_domain")
         if cached is None:
-            fields, name, version, chain_id, verifying, _salt, _ext = self._view(
+            fields, name, version, chain_id, verifying, _salt, _ext = self.chain._run(self._view(
                 "eip712Domain", [], ["bytes1", "string", "string", "uint256", "address", "bytes32", "uint256[]"],
                 block="latest",
-            )  # fmt: skip
+            ))  # fmt: skip
             if fields != b"\x0f":
                 raise ContractNotFound(f"unexpected EIP-712 domain fields 0x{fields.hex()} at {self.address}")
             cached = EIP712Domain(name, version, chain_id, to_checksum_address(verifying))
@@ -677,10 +737,13 @@ class Registry:
         not serve: anvil rebuilds block 0 with a new hash when it reloads its
         state, so a restarted node would look like another chain.)
         """
+        return self.chain._run(self._identity_steps())
+
+    def _identity_steps(self) -> Steps[dict[str, str]]:
         cached = self.__dict__.get("_identity")
         if cached is None:
-            number = self._call_uint("deploymentBlock", [], block="latest")
-            block = self.chain.rpc.block(number)
+            number = yield from self._call_uint("deploymentBlock", [], block="latest")
+            block = yield RPC.block(number)
             if block is None:
                 raise ChainError(f"the node has no block {number}, where the registry says it was deployed")
             cached = {
@@ -708,17 +771,19 @@ class Registry:
     # Internal
     # ------------------------------------------------------------------
 
-    def _lease_info(self, resource: str | None, resource_id: bytes, *, block: str | int | None = None) -> LeaseInfo:
+    def _lease_info(
+        self, resource: str | None, resource_id: bytes, *, block: str | int | None = None
+    ) -> Steps[LeaseInfo]:
         """The resource's latest lease at ``block``; ``None`` means the latest state judged at chain.now()."""
         seen = self._seen()
         before = seen.before(resource_id)
         types = ["address", "uint256", "uint256", "uint8"]
         judged_at = None
         if block is None:  # the latest state, and the time to judge it by, in one round trip
-            raw, judged_at = self.chain.call_now(self.address, self._encode("leaseOf", [resource_id]))
+            raw, judged_at = yield from self.chain._call_now_steps(self.address, self._encode("leaseOf", [resource_id]))
             holder, token, expires_at, status = self._decode("leaseOf", raw, types, "latest")
         else:
-            holder, token, expires_at, status = self._view("leaseOf", [resource_id], types, block=block)
+            holder, token, expires_at, status = yield from self._view("leaseOf", [resource_id], types, block=block)
         status = LeaseStatus(status)
         holder = _checksum(holder)
         expired_unmined = False
@@ -743,9 +808,9 @@ class Registry:
 
     def _lease_tx(
         self, function: str, resource: str, args: list[Any], event: _events.Kind, confirmations: int | None
-    ) -> tuple[Any, _events.RegistryLog]:
+    ) -> Steps[tuple[Any, _events.RegistryLog]]:
         """Send a lease operation as the sender; returns the receipt and its ``event``."""
-        receipt = self.chain.transact(
+        receipt = yield from self.chain._transact_steps(
             self._require_sender(),
             self.address,
             self._encode(function, args),
@@ -763,15 +828,15 @@ class Registry:
         selector, types = _artifacts.functions("FencingRegistry")[function]
         return selector + abi_encode(types, args)
 
-    def _call_uint(self, function: str, args: list[Any], *, block: str | int = "latest") -> int:
-        return self._view(function, args, ["uint256"], block=block)[0]
+    def _call_uint(self, function: str, args: list[Any], *, block: str | int = "latest") -> Steps[int]:
+        return (yield from self._view(function, args, ["uint256"], block=block))[0]
 
     def _view(
         self, function: str, args: list[Any], types: list[str], *, block: str | int, resource: str | None = None
-    ) -> tuple[Any, ...]:
+    ) -> Steps[tuple[Any, ...]]:
         """Call a view at ``block`` and decode its result. No code there (an address that is not
         a registry, or a block before its deployment) is ContractNotFound, not a decoding error."""
-        raw = self.chain.call(self.address, self._encode(function, args), block=block, resource=resource)
+        raw = yield RPC.call({"to": self.address, "data": self._encode(function, args)}, block, resource=resource)
         return self._decode(function, raw, types, block)
 
     def _decode(self, function: str, raw: bytes, types: list[str], block: str | int) -> tuple[Any, ...]:

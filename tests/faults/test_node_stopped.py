@@ -51,8 +51,9 @@ import pytest
 from eth_account import Account
 
 from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, Registry, audit, watchdog
-from chainfence._rpc import Rpc, connect_http
+from chainfence._rpc import AsyncRpc, Rpc, connect_http
 from chainfence._validate import resource_id
+from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
 from chainfence.asgi import FencingMiddleware
 from chainfence.deployment import Deployment, save
 from chainfence.election import Watch
@@ -62,7 +63,7 @@ from chainfence.outcomes import reconcile
 from chainfence.sql import fenced_transaction
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
-from tests.support.sequencer import wait_until
+from tests.support.sequencer import async_wait_until, wait_until
 from tests.support.virtual_time import SteppedClock
 
 RESOURCE = "jobs/held"  # acquired (and marked by every guard) while the node answered
@@ -313,6 +314,66 @@ def refuses_dev_control(w: World) -> None:
         w.chain.rpc.tester("mine_blocks", 1)
 
 
+def aio(body: Callable[..., Any]) -> Callable[[World], Any]:
+    """A row for chainfence.aio: ``body(w, chain, registry)`` awaited in a fresh event loop, over an
+    asyncio view of the world's client chain and its cached registry."""
+
+    def run(w: World) -> Any:
+        async def main() -> Any:
+            async with AsyncChain.over(w.chain, request_timeout=TIMEOUT) as chain:
+                return await body(w, chain, AsyncRegistry(chain, w.cached()))
+
+        return asyncio.run(main())
+
+    return run
+
+
+def async_rpc(method: str, *args: Any) -> Callable[[World], Any]:
+    """A row for one AsyncRpc method over a fresh asyncio layer to the world's node."""
+
+    def run(w: World) -> Any:
+        async def main() -> Any:
+            rpc = AsyncRpc.twin_of(w.chain.rpc, timeout=TIMEOUT)
+            try:
+                return await getattr(rpc, method)(*(a(w) if callable(a) else a for a in args))
+            finally:
+                await rpc.close()
+
+        return asyncio.run(main())
+
+    return run
+
+
+async def async_enter_lease(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
+    ran = []
+    try:
+        async with registry.lease(FREE, ttl=60):
+            ran.append(True)
+    finally:
+        assert ran == [], "the body ran without a lease"
+
+
+async def async_exit_lease(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
+    async with AsyncLease(registry, w.lease()):
+        pass
+
+
+async def async_keep_until_lost(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
+    """``async with lease.keep():`` while the node is down: renewals fail until the safe deadline,
+    then the body's task is cancelled and leaving the block raises LeaseLost caused by NodeUnreachable."""
+    lease = AsyncLease(registry, w.lease())
+    clock = SteppedClock()
+    try:
+        async with lease.keep(clock=clock, since=0.0):
+            clock.now = lease.ttl / 2
+            await async_wait_until(lambda: lease.keeper.core.failures >= 1, "a renewal failed")
+            clock.now = float(lease.ttl)
+            await asyncio.Event().wait()  # cancelled at the deadline
+    except LeaseLost as lost:
+        assert lost.why == "deadline" and isinstance(lost.__cause__, NodeUnreachable), lost.__cause__
+        raise
+
+
 def fresh_rpc(w: World) -> Rpc:
     """The layer over a provider that has asked nothing yet (nothing in web3's request cache)."""
     return Rpc(connect_http(w.url, timeout=TIMEOUT), embedded=False)
@@ -494,6 +555,56 @@ CALLS: list[Call] = [
     Call("Rpc.receipt", lambda w: w.chain.rpc.receipt(w.tx_hash)),
     Call("Rpc.gas_price", lambda w: w.chain.rpc.gas_price()),
     Call("Rpc.max_priority_fee", lambda w: w.chain.rpc.max_priority_fee()),
+    # -- chainfence.aio: the same steps over AsyncRpc --------------------------
+    Call("AsyncChain.connect", lambda w: asyncio.run(AsyncChain.connect(w.url, request_timeout=TIMEOUT))),
+    Call("AsyncChain.now", aio(lambda w, c, r: c.now())),
+    Call("AsyncChain.latest_time", aio(lambda w, c, r: c.latest_time())),
+    Call("AsyncChain.block_number", aio(lambda w, c, r: c.block_number())),
+    Call("AsyncChain.confirmed_block", aio(lambda w, c, r: c.confirmed_block())),
+    Call("AsyncChain.transact", aio(lambda w, c, r: c.transact(w.accounts[1], w.address, acquire_data(w)))),
+    Call("AsyncRegistry.deploy", aio(lambda w, c, r: AsyncRegistry.deploy(c))),
+    Call("AsyncRegistry.at", aio(lambda w, c, r: AsyncRegistry.at(c, w.address))),
+    Call("AsyncRegistry.acquire", aio(lambda w, c, r: r.acquire(FREE, ttl=60))),
+    Call("AsyncRegistry.acquire[wait, held]", aio(lambda w, c, r: r.connect(w.accounts[2]).acquire(RESOURCE, ttl=60, wait=5))),
+    Call("AsyncRegistry.renew", aio(lambda w, c, r: r.renew(RESOURCE, w.token, 60))),
+    Call("AsyncRegistry.release", aio(lambda w, c, r: r.release(RESOURCE, w.token))),
+    Call("AsyncRegistry.complete", aio(lambda w, c, r: r.complete(RESOURCE, w.token, b"done"))),
+    Call("AsyncRegistry.lease", aio(async_enter_lease)),
+    Call("AsyncRegistry.lease_from_tx", aio(lambda w, c, r: r.lease_from_tx(w.tx_hash))),
+    Call("AsyncRegistry.latest_token", aio(lambda w, c, r: r.latest_token())),
+    Call("AsyncRegistry.lease_of", aio(lambda w, c, r: r.lease_of(RESOURCE))),
+    Call("AsyncRegistry.last_lease", aio(lambda w, c, r: r.last_lease(RESOURCE))),
+    Call("AsyncRegistry.is_current", aio(lambda w, c, r: r.is_current(RESOURCE, w.token))),
+    Call("AsyncRegistry.check_current", aio(lambda w, c, r: r.check_current(RESOURCE, w.token))),
+    Call("AsyncRegistry.identity", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).identity())),
+    Call("AsyncLease.renew", aio(lambda w, c, r: AsyncLease(r, w.lease()).renew())),
+    Call("AsyncLease.release", aio(lambda w, c, r: AsyncLease(r, w.lease()).release())),
+    Call("AsyncLease.complete", aio(lambda w, c, r: AsyncLease(r, w.lease()).complete(b"done"))),
+    Call("AsyncLease.is_current", aio(lambda w, c, r: AsyncLease(r, w.lease()).is_current())),
+    Call("AsyncLease[leaving the async with block]", aio(async_exit_lease)),
+    Call("AsyncLease.keep", aio(async_keep_until_lost), raises=LeaseLost),
+    Call("AsyncGuard.check[strict]", lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).check(RESOURCE, w.token))),
+    Call("AsyncGuard.check_request[strict]", lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).check_request(
+        w.signed(w.token), PAYLOAD, action=ACTION))),
+    Call("AsyncGuard.sync", lambda w: asyncio.run(AsyncGuard(w.guards["follow-sync"]).sync())),
+    Call("AsyncRpc.chain_id", async_rpc("chain_id")),
+    Call("AsyncRpc.client_version", async_rpc("client_version")),
+    Call("AsyncRpc.block_number", async_rpc("block_number")),
+    Call("AsyncRpc.block", async_rpc("block", "latest")),
+    Call("AsyncRpc.pending_timestamp", async_rpc("pending_timestamp")),
+    Call("AsyncRpc.call", async_rpc("call", lambda w: {"to": w.address, "data": w.cached()._encode("latestToken", [])})),
+    Call("AsyncRpc.call_and_pending_timestamp", async_rpc(
+        "call_and_pending_timestamp", lambda w: {"to": w.address, "data": w.cached()._encode("latestToken", [])})),
+    Call("AsyncRpc.estimate_gas", async_rpc(
+        "estimate_gas", lambda w: {"from": w.accounts[1], "to": w.address, "data": acquire_data(w)}, "pending")),
+    Call("AsyncRpc.code", async_rpc("code", lambda w: w.address)),
+    Call("AsyncRpc.nonce", async_rpc("nonce", lambda w: w.accounts[1])),
+    Call("AsyncRpc.logs", async_rpc("logs", lambda w: {"address": w.address, "fromBlock": 0, "toBlock": w.head})),
+    Call("AsyncRpc.send_raw", async_rpc("send_raw", signed_cancel)),
+    Call("AsyncRpc.transaction", async_rpc("transaction", lambda w: w.tx_hash)),
+    Call("AsyncRpc.receipt", async_rpc("receipt", lambda w: w.tx_hash)),
+    Call("AsyncRpc.gas_price", async_rpc("gas_price")),
+    Call("AsyncRpc.max_priority_fee", async_rpc("max_priority_fee")),
 ]  # fmt: skip
 
 NEW_KEY = "0x" + "42" * 32
@@ -541,7 +652,35 @@ QUIET: list[Quiet] = [
     Quiet("Rpc.tester", refuses_dev_control, "the embedded chain's dev controls; a node's chain refuses them unasked"),
     Quiet("Rpc.chain_id[asked before]", lambda w: w.chain.rpc.chain_id(),
           "web3's request cache answers eth_chainId once asked (connect_http)"),
+    Quiet("AsyncChain.embedded", lambda w: AsyncChain.embedded(accounts=1), "an in-process chain: no node"),
+    Quiet("AsyncChain.over", aio(lambda w, c, r: asyncio.sleep(0)), "wraps the chain; builds a provider that asks nothing"),
+    Quiet("AsyncChain.aclose", aio(lambda w, c, r: c.aclose()), "closes the HTTP session"),
+    Quiet("AsyncChain.accounts", aio(lambda w, c, r: _value(c.accounts)), "the wrapped chain's keys"),
+    Quiet("AsyncChain.chain_id", aio(lambda w, c, r: _value(c.chain_id)), "read at connect"),
+    Quiet("AsyncChain.confirmations", aio(lambda w, c, r: _value(c.confirmations)), "a setting"),
+    Quiet("AsyncRegistry.connect", aio(lambda w, c, r: _value(r.connect(w.accounts[2]))), "a view of the same registry"),
+    Quiet("AsyncRegistry.address", aio(lambda w, c, r: _value(r.address)), "a setting"),
+    Quiet("AsyncRegistry.sender", aio(lambda w, c, r: _value(r.sender)), "a setting"),
+    Quiet("AsyncRegistry.max_ttl", aio(lambda w, c, r: _value(r.max_ttl)), "read at at() or deploy()"),
+    Quiet("AsyncLease.check", aio(lambda w, c, r: _value(AsyncLease(r, w.lease()).check())),
+          "a clock reading: the safe deadline has not passed"),
+    Quiet("AsyncLease.safe_remaining", aio(lambda w, c, r: _value(AsyncLease(r, w.lease()).safe_remaining())),
+          "a clock reading"),
+    Quiet("AsyncLease.keeper", aio(lambda w, c, r: _value(AsyncLease(r, w.lease()).keeper)), "the running keep-alive"),
+    *(Quiet(f"AsyncLease.{field_}", aio(lambda w, c, r, f=field_: _value(getattr(AsyncLease(r, w.lease()), f))),
+            "a field of the lease, read when it was acquired")
+      for field_ in ("resource", "resource_id", "token", "holder", "expires_at", "ttl", "previous_token", "reason",
+                     "tx_hash", "block_number", "released")),
+    Quiet("AsyncGuard.check[mark, at the mark]",
+          lambda w: asyncio.run(AsyncGuard(w.guards["mark"]).check(RESOURCE, w.token)),
+          "mark mode accepts the token at the mark from the store, in a worker thread"),
+    Quiet("AsyncRpc.twin_of", lambda w: AsyncRpc.twin_of(w.chain.rpc, timeout=TIMEOUT), "builds a provider"),
+    Quiet("AsyncRpc.close", async_rpc("close"), "closes the HTTP session"),
 ]  # fmt: skip
+
+
+async def _value(value: Any) -> Any:
+    return value
 
 
 def _foreign(exc: BaseException) -> bool:

@@ -51,9 +51,9 @@ def run(anvil_node, anvil_chain, on_anvil, confirmations):
             deciding.set()  # the cancellation is mined; the SDK waits for it to be deep
             return real_await_depth(*args, **kwargs)
 
-        def settle(*args, **kwargs):
+        def settle(*args, **kwargs):  # the sender's steps (chainfence._effects): run them, then say so
             try:
-                return real_settle(*args, **kwargs)
+                return (yield from real_settle(*args, **kwargs))
             finally:
                 deciding.set()  # k = 0: decided at once
 

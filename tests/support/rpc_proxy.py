@@ -36,7 +36,8 @@ for "the node has it" rather than for "the proxy saw it".
 ``late_reply`` needs a client that gives up; one whose every request has a
 short timeout would also give up on ordinary requests a loaded machine
 answers slowly. ``time_out_only(w3, method, seconds)`` shortens the read
-timeout of the next request of one method on a web3 HTTP provider (the one
+timeout of the next request of one method on a web3 HTTP provider, sync or
+asyncio (the one
 planned to be late) and leaves every other request at its (safety-net)
 timeout.
 """
@@ -54,31 +55,48 @@ FAULTS = ("drop_reply", "drop_request", "late_reply", "reply_then_down")
 
 
 def time_out_only(w3, method: str, seconds: float, *, times: int = 1) -> None:
-    """Give the next ``times`` requests of ``method`` on ``w3``'s HTTPProvider a timeout of ``seconds``
-    (the ones the proxy is planned to answer late); every other request keeps its timeout."""
+    """Give the next ``times`` requests of ``method`` on ``w3``'s HTTPProvider (or AsyncHTTPProvider)
+    a timeout of ``seconds`` (the ones the proxy is planned to answer late); every other request
+    keeps its timeout."""
+    import contextvars
+    import inspect
+
     provider = w3.provider
-    current = threading.local()
+    current: contextvars.ContextVar[str | None] = contextvars.ContextVar("time_out_only", default=None)
     left = [times]
     make_request = provider._make_request
     request_kwargs = provider.get_request_kwargs
+    on_asyncio = inspect.iscoroutinefunction(make_request)
 
     def _make_request(m, request_data):
-        current.method = m
+        token = current.set(m)
         try:
             return make_request(m, request_data)
         finally:
-            current.method = None
+            current.reset(token)
+
+    async def _make_request_async(m, request_data):
+        token = current.set(m)  # a context variable: each task sees its own request's method
+        try:
+            return await make_request(m, request_data)
+        finally:
+            current.reset(token)
 
     def get_request_kwargs():  # called once per attempt, resends included
-        short = getattr(current, "method", None) == method and left[0] > 0
+        short = current.get() == method and left[0] > 0
         if short:
             left[0] -= 1
         kwargs = dict(request_kwargs())
         if short:
-            kwargs["timeout"] = seconds
+            if on_asyncio:
+                from aiohttp import ClientTimeout
+
+                kwargs["timeout"] = ClientTimeout(total=seconds)
+            else:
+                kwargs["timeout"] = seconds
         return kwargs
 
-    provider._make_request = _make_request
+    provider._make_request = _make_request_async if on_asyncio else _make_request
     provider.get_request_kwargs = get_request_kwargs
 
 

@@ -53,3 +53,17 @@ def wait_until(condition: Callable[[], object], what: str, *, timeout: float = 6
         if time.monotonic() >= deadline:
             raise AssertionError(f"never happened: {what}")
         time.sleep(poll)
+
+
+async def async_wait_until(
+    condition: Callable[[], object], what: str, *, timeout: float = 60.0, poll: float = 0.005
+) -> None:
+    """``wait_until`` for a coroutine: yields to the event loop between looks (the code it waits for
+    runs in other tasks of the same loop); ``timeout`` is a safety net."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"never happened: {what}")
+        await asyncio.sleep(poll)

@@ -16,6 +16,10 @@ on any way around the layer:
 - calling the embedded chain's eth-tester (``<...>eth_tester.<method>``) or
   importing eth_tester: its dev controls raise their own exceptions too.
 
+The asyncio layer (``AsyncRpc``) lives in the same module and shares its
+``translate``; the tests at the end check that every request the core yields
+(``RPC.<method>``, :mod:`chainfence._effects`) is answered by both layers.
+
 Nothing is allowed silently: :data:`ALLOWED` lists each exception with its
 reason, and an entry that no longer matches anything fails the test too.
 """
@@ -165,3 +169,73 @@ def test_the_search_finds_each_way_around_the_layer(snippet, what):
 def test_the_layers_own_methods_are_not_mistaken_for_web3():
     source = "rpc.send_raw(raw)\nrpc.logs({})\nrpc.block('latest')\nself.rpc.estimate_gas(tx, 'pending')\nself.w3 = w3"
     assert violations(source) == []
+
+
+# ---------------------------------------------------------------------------
+# The asyncio layer: the same layer, awaited (chainfence.aio runs the core over it)
+# ---------------------------------------------------------------------------
+
+
+def core_requests() -> set[str]:
+    """Every request the core yields to a driver: ``RPC.<method>(...)`` anywhere in the package."""
+    names = set()
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "RPC"
+            ):
+                names.add(node.func.attr)
+    return names
+
+
+def test_every_request_of_the_core_is_answered_by_both_layers():
+    """The core (chainfence._effects steps) asks the layer by method name; each name must be a method of
+    the blocking Rpc and a coroutine of AsyncRpc, or one of the two drivers could not run it."""
+    import inspect
+
+    from chainfence._rpc import AsyncRpc, Rpc
+
+    names = core_requests()
+    assert {"send_raw", "receipt", "transaction", "call_and_pending_timestamp"} <= names, "the search sees the core"
+    for name in sorted(names):
+        assert callable(getattr(Rpc, name, None)), f"Rpc has no {name}"
+        assert inspect.iscoroutinefunction(getattr(AsyncRpc, name, None)), f"AsyncRpc has no coroutine {name}"
+
+
+def test_the_async_layer_has_every_method_of_the_sync_one_but_the_dev_controls():
+    from chainfence._rpc import AsyncRpc, Rpc
+
+    def public(cls):
+        return {name for name in vars(cls) if not name.startswith("_")}
+
+    assert public(Rpc) - {"request", "tester"} == public(AsyncRpc) - {"twin_of", "close"}
+
+
+def test_both_layers_turn_a_refused_connection_into_the_same_typed_error():
+    """One translation (``translate``) for both: a node that refuses connections is NodeUnreachable,
+    marked never delivered, through requests and through aiohttp alike."""
+    import asyncio
+    import socket
+
+    from chainfence._rpc import AsyncRpc, Rpc, connect_async_http, connect_http
+    from chainfence.errors import NodeUnreachable
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"  # bound, not listening: connections are refused
+        with pytest.raises(NodeUnreachable) as sync_error:
+            Rpc(connect_http(url, timeout=5), embedded=False).send_raw(b"\x01")
+
+        async def send() -> None:
+            rpc = AsyncRpc(connect_async_http(url, timeout=5), embedded=False)
+            try:
+                await rpc.send_raw(b"\x01")
+            finally:
+                await rpc.close()
+
+        with pytest.raises(NodeUnreachable) as async_error:
+            asyncio.run(send())
+    assert sync_error.value.maybe_delivered is False and async_error.value.maybe_delivered is False

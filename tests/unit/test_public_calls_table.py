@@ -14,13 +14,17 @@ import inspect
 import pytest
 
 from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, Registry, audit, outcomes, sql, watchdog
-from chainfence._rpc import Rpc
+from chainfence._rpc import AsyncRpc, Rpc
+from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
 from chainfence.deployment import Deployment
 from chainfence.election import Watch
 from tests.faults.test_node_stopped import CALLS, QUIET
 
 #: The classes whose public methods must all be in the table.
-CLASSES = (Chain, Registry, Lease, Guard, FencedStore, Rpc, Election, Leadership, Watch)
+CLASSES = (
+    Chain, Registry, Lease, Guard, FencedStore, Rpc, Election, Leadership, Watch,
+    AsyncChain, AsyncRegistry, AsyncLease, AsyncGuard, AsyncRpc,
+)  # fmt: skip
 
 #: Public methods that never touch the chain, and why. Each has a QUIET row that calls it with
 #: the node down and checks, through the proxy, that it sends nothing.
@@ -47,6 +51,24 @@ NEVER_TOUCH_THE_CHAIN = {
     "Guard.follow_status": "the follower's last result",
     "Guard.close": "stops the follower, closes the store",
     "Rpc.tester": "eth-tester's dev controls, in-process; a node's chain refuses them without a request",
+    "AsyncChain.embedded": "builds an in-process chain; there is no node to reach",
+    "AsyncChain.over": "wraps a chain; its provider asks nothing until used",
+    "AsyncChain.aclose": "closes the HTTP session",
+    "AsyncChain.accounts": "the wrapped chain's keys",
+    "AsyncChain.chain_id": "read at connect",
+    "AsyncChain.confirmations": "a setting",
+    "AsyncRegistry.connect": "a view of the same registry with another sender",
+    "AsyncRegistry.address": "a setting",
+    "AsyncRegistry.sender": "a setting",
+    "AsyncRegistry.max_ttl": "read by at() and deploy(), never on access",
+    "AsyncLease.check": "a clock reading and the renewer's verdict",
+    "AsyncLease.safe_remaining": "a clock reading",
+    "AsyncLease.keeper": "the running keep-alive, if any",
+    **{f"AsyncLease.{name}": "a field of the lease" for name in (
+        "resource", "resource_id", "token", "holder", "expires_at", "ttl", "previous_token", "reason", "tx_hash",
+        "block_number", "released")},
+    "AsyncRpc.twin_of": "builds a provider that asks nothing until used",
+    "AsyncRpc.close": "closes the HTTP session",
 }
 
 #: Where a row's owner lives: a class, or a module for module-level functions.

@@ -59,6 +59,13 @@ def test_the_election_example_runs(tmp_path, monkeypatch, capsys):
     ]
 
 
+def test_the_asyncio_example_runs(capsys):
+    example = next(block for block in python_blocks() if "from chainfence.aio import" in block)
+    exec(compile(example, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "async write with token 1" in out and "released: True" in out
+
+
 def test_the_other_examples_are_valid_python():
     """They need a node, an app or a database around them: compiled, not run (the suites run them)."""
     for block in python_blocks()[1:]:

@@ -1,10 +1,18 @@
-"""The sender without a node: fee selection, replacement bumps, and what it makes of a node's answers."""
+"""The sender without a node: fee selection, replacement bumps, and what it makes of a node's answers.
+
+The sender's logic is written once, as steps (chainfence._effects); each case that drives it runs
+through both drivers: the blocking one and the asyncio one (over an async view of the same fake).
+"""
 
 from __future__ import annotations
+
+import asyncio
+import inspect
 
 import pytest
 from eth_account import Account
 
+from chainfence._effects import arun
 from chainfence._sending import Sender
 from chainfence.errors import NodeUnreachable, OutcomeUnknown, RpcError
 
@@ -61,6 +69,48 @@ def _hash(raw: bytes) -> str:
     return "0x" + keccak(raw).hex()
 
 
+class AsyncView:
+    """The fake's methods as coroutines: what the asyncio driver awaits (the fake's state is shared)."""
+
+    def __init__(self, rpc):
+        self._rpc = rpc
+
+    def __getattr__(self, name):
+        method = getattr(self._rpc, name)
+        if not callable(method):
+            return method
+
+        async def call(*args, **kwargs):
+            await asyncio.sleep(0)  # a real suspension point, as a request is
+            return method(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def drive(request):
+    """Run a sender's steps through one driver or the other; ``locked``: holding the sender's lock, as
+    ``_sign_and_submit`` expects (``transact_steps`` takes it itself)."""
+
+    def sync(s, steps, locked=True):
+        if not locked:
+            return s.run(steps)
+        with s._lock(KEY.address):
+            return s.run(steps)
+
+    def on_asyncio(s, steps, locked=True):
+        async def main():
+            async def sleep(seconds):
+                s._sleep(seconds)
+
+            return await arun(steps, AsyncView(s.rpc), sleep=sleep, lock=lambda key: asyncio.Lock())
+
+        assert inspect.isgenerator(steps)
+        return asyncio.run(main())
+
+    return sync if request.param == "sync" else on_asyncio
+
+
 KEY = Account.from_key("0x" + "42" * 32)
 
 
@@ -75,24 +125,26 @@ TX = {"from": KEY.address, "to": KEY.address, "data": b"", "value": 0, "gas": 21
       "maxFeePerGas": 10**9, "maxPriorityFeePerGas": 10**9}  # fmt: skip
 
 
-def test_eip1559_fees_where_the_chain_has_a_base_fee():
-    fees = sender(10 * 10**9, lambda: 0.0).fees()
+def test_eip1559_fees_where_the_chain_has_a_base_fee(drive):
+    s = sender(10 * 10**9, lambda: 0.0)
+    fees = drive(s, s.fees_steps())
     assert fees == {"maxFeePerGas": 22 * 10**9, "maxPriorityFeePerGas": 2 * 10**9}
 
 
-def test_legacy_gas_price_where_it_has_none():
-    assert sender(None, lambda: 0.0).fees() == {"gasPrice": 7 * 10**9}
+def test_legacy_gas_price_where_it_has_none(drive):
+    s = sender(None, lambda: 0.0)
+    assert drive(s, s.fees_steps()) == {"gasPrice": 7 * 10**9}
 
 
-def test_a_fee_quote_is_reused_for_a_second_only():
+def test_a_fee_quote_is_reused_for_a_second_only(drive):
     now = [0.0]
     s = sender(10**9, lambda: now[0])
-    s.fees()
+    drive(s, s.fees_steps())
     now[0] = 0.5
-    s.fees()
+    drive(s, s.fees_steps())
     assert s.rpc.block_calls == 1
     now[0] = 1.5
-    s.fees()
+    drive(s, s.fees_steps())
     assert s.rpc.block_calls == 2
 
 
@@ -111,19 +163,18 @@ def test_a_replacement_raises_every_fee_by_the_ten_percent_nodes_require():
 
 @pytest.mark.parametrize("answer", ["nonce too low", "already known", "transaction already imported",
                                     "replacement transaction underpriced", "some wording of its own"])  # fmt: skip
-def test_a_refusal_of_bytes_the_node_already_has_is_success_not_a_new_nonce(answer):
+def test_a_refusal_of_bytes_the_node_already_has_is_success_not_a_new_nonce(answer, drive):
     """A copy of our bytes reached the node first (a late reply resent by anyone): whatever the node says
     to the second copy, the SDK finds its own hash and does not sign a second transaction."""
     rpc = FakeRpc(10**9, send_answers=["deliver_then_timeout", answer], lookup_failures=1)
     s = sender(10**9, lambda: 0.0, rpc)
-    with s._lock(KEY.address):
-        tx_hash, nonce = s._sign_and_submit(KEY.address, dict(TX))
+    tx_hash, nonce = drive(s, s._sign_and_submit(KEY.address, dict(TX)))
     assert nonce == 7
     assert len(rpc.sent) == 2, "the bytes were resent once"
     assert len(set(rpc.sent)) == 1, "only identical bytes were ever sent"
 
 
-def test_a_nonce_taken_by_another_transaction_is_resigned_with_the_next():
+def test_a_nonce_taken_by_another_transaction_is_resigned_with_the_next(drive):
     """'nonce too low' for bytes the node does not have: another process used the nonce; re-sign."""
 
     class Busy(FakeRpc):
@@ -134,8 +185,7 @@ def test_a_nonce_taken_by_another_transaction_is_resigned_with_the_next():
 
     rpc = Busy(10**9, send_answers=["nonce too low"])
     s = sender(10**9, lambda: 0.0, rpc)
-    with s._lock(KEY.address):
-        _tx_hash, nonce = s._sign_and_submit(KEY.address, dict(TX))
+    _tx_hash, nonce = drive(s, s._sign_and_submit(KEY.address, dict(TX)))
     assert nonce == 8
     assert len(set(rpc.sent)) == 2
 
@@ -155,7 +205,7 @@ def test_control_a_client_that_trusts_the_words_signs_twice():
     assert len(rpc.known) == 2, "two transactions for one intent reached the node"
 
 
-def test_a_node_that_never_answers_is_outcome_unknown_once_it_may_have_the_bytes():
+def test_a_node_that_never_answers_is_outcome_unknown_once_it_may_have_the_bytes(drive):
     rpc = FakeRpc(10**9, send_answers=["deliver_then_timeout"])
 
     def silent(tx_hash):
@@ -166,12 +216,12 @@ def test_a_node_that_never_answers_is_outcome_unknown_once_it_may_have_the_bytes
     rpc.transaction = silent
     rpc.send_answers += ["deliver_then_timeout"] * 5
     s = sender(10**9, lambda: 0.0, rpc)
-    with s._lock(KEY.address), pytest.raises(OutcomeUnknown) as unknown:
-        s._sign_and_submit(KEY.address, dict(TX))
+    with pytest.raises(OutcomeUnknown) as unknown:
+        drive(s, s._sign_and_submit(KEY.address, dict(TX)))
     assert unknown.value.nonce == 7 and unknown.value.tx_hashes
 
 
-def test_nonce_too_low_on_the_very_first_send_is_checked_against_our_own_hash():
+def test_nonce_too_low_on_the_very_first_send_is_checked_against_our_own_hash(drive):
     """What web3's provider did behind the SDK's back: it resent the bytes after a late reply and
     returned the second copy's "nonce too low" as the answer to the first send. The SDK asks for
     its own hash before believing the nonce is someone else's."""
@@ -184,12 +234,11 @@ def test_nonce_too_low_on_the_very_first_send_is_checked_against_our_own_hash():
 
     rpc = ProviderResent(10**9)
     s = sender(10**9, lambda: 0.0, rpc)
-    with s._lock(KEY.address):
-        _tx_hash, nonce = s._sign_and_submit(KEY.address, dict(TX))
+    _tx_hash, nonce = drive(s, s._sign_and_submit(KEY.address, dict(TX)))
     assert nonce == 7 and len(set(rpc.sent)) == 1
 
 
-def test_a_node_that_hangs_is_given_up_after_unreachable_timeout_not_after_every_resend():
+def test_a_node_that_hangs_is_given_up_after_unreachable_timeout_not_after_every_resend(drive):
     """Each send and lookup waits out the request timeout on a node that accepts connections and never
     answers: the resends stop once the node has been silent for unreachable_timeout."""
     now = [0.0]
@@ -209,6 +258,114 @@ def test_a_node_that_hangs_is_given_up_after_unreachable_timeout_not_after_every
     rpc = Hung(10**9)
     s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=120, poll_latency=0.01, confirmation_timeout=1,
                unreachable_timeout=10, clock=lambda: now[0], sleep=lambda seconds: None)  # fmt: skip
-    with s._lock(KEY.address), pytest.raises(OutcomeUnknown):
-        s._sign_and_submit(KEY.address, dict(TX))
+    with pytest.raises(OutcomeUnknown):
+        drive(s, s._sign_and_submit(KEY.address, dict(TX)))
     assert len(rpc.sent) == 1, "no resend into a node that has been silent for unreachable_timeout"
+
+
+# ---------------------------------------------------------------------------
+# Settling: the receipt wait and the cancellation, through both drivers
+# ---------------------------------------------------------------------------
+
+
+class Chainlike(FakeRpc):
+    """Mines on cue: ``mine(hash)`` gives a transaction a receipt in the next block."""
+
+    def __init__(self):
+        super().__init__(10**9)
+        self.head = 10
+        self.receipts: dict[str, dict] = {}
+
+    def mine(self, tx_hash: str) -> None:
+        from hexbytes import HexBytes
+
+        self.head += 1
+        self.receipts[tx_hash] = {
+            "transactionHash": HexBytes(tx_hash), "blockNumber": self.head, "blockHash": HexBytes(b"\x01" * 32),
+            "status": 1, "gasUsed": 21_000, "logs": [],
+        }  # fmt: skip
+
+    def receipt(self, tx_hash):
+        return self.receipts.get(tx_hash)
+
+    def block_number(self):
+        return self.head
+
+    def call(self, tx, block="latest", *, resource=None):
+        return b""
+
+
+def _hash_of_send(rpc, index):
+    return _hash(rpc.sent[index])
+
+
+def test_a_stuck_transaction_is_cancelled_and_the_mined_cancellation_means_nothing_happened(drive):
+    """No receipt within receipt_timeout: a no-op with the same nonce goes out; once it is mined,
+    TransactionTimeout names both hashes and the nonce."""
+    from chainfence.errors import TransactionTimeout
+
+    rpc = Chainlike()
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        if len(rpc.sent) == 2 and _hash_of_send(rpc, 1) not in rpc.receipts:
+            rpc.mine(_hash_of_send(rpc, 1))  # the cancellation is mined
+
+    s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=1, poll_latency=0.1, confirmation_timeout=1,
+               clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    with pytest.raises(TransactionTimeout) as timeout:
+        drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False)
+    assert timeout.value.nonce == 7 and len(timeout.value.tx_hashes) == 2
+    assert len(rpc.sent) == 2 and rpc.sent[0] != rpc.sent[1], "the original, then its cancellation"
+
+
+def test_a_stuck_transaction_mined_after_all_is_returned(drive):
+    """The original is mined while its cancellation is out: the caller gets the original's receipt."""
+    rpc = Chainlike()
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        if len(rpc.sent) == 2 and not rpc.receipts:
+            rpc.mine(_hash_of_send(rpc, 0))  # the original wins the nonce
+
+    s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=1, poll_latency=0.1, confirmation_timeout=1,
+               clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    receipt = drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False)
+    assert receipt["transactionHash"].to_0x_hex() == _hash_of_send(rpc, 0)
+
+
+def test_a_cancelled_task_forgets_the_nonce_it_may_have_used():
+    """asyncio cancels a task at an await: cancelled while its send is in flight, the sender forgets
+    the cached nonce (the node may hold that transaction), as it does for any error in doubt."""
+
+    class Hanging(FakeRpc):
+        def __init__(self):
+            super().__init__(10**9)
+            self.sending = asyncio.Event()
+
+    rpc = Hanging()
+    s = sender(10**9, lambda: 0.0, rpc)
+
+    class View(AsyncView):
+        async def send_raw(self, raw, *, sender=None):
+            rpc.sent.append(bytes(raw))
+            rpc.sending.set()
+            await asyncio.Event().wait()  # never answered
+
+    async def main():
+        async def sleep(seconds):
+            pass
+
+        task = asyncio.create_task(
+            arun(s._sign_and_submit(KEY.address, dict(TX)), View(rpc), sleep=sleep, lock=lambda key: asyncio.Lock())
+        )
+        await rpc.sending.wait()
+        assert s._next_nonce == {KEY.address: 7}, "the nonce was read and cached"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert KEY.address not in s._next_nonce, "in doubt: the next send asks the node"

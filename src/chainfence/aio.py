@@ -1,0 +1,619 @@
+"""chainfence for asyncio: the same registry, leases and keep-alive, over web3's ``AsyncWeb3``.
+
+::
+
+    from chainfence.aio import AsyncChain, AsyncRegistry
+
+    async with await AsyncChain.connect(url, private_key=key) as chain:
+        registry = await AsyncRegistry.at(chain, address)
+        async with await registry.acquire("reports/daily", ttl=30) as lease:
+            async with lease.keep():             # renews; on a loss this task is cancelled
+                lease.check()                    # LeaseLost once the lease can no longer be trusted
+                await write(token=lease.token)
+
+Nothing here is a copy of the sync SDK. Every operation that talks to the
+chain is written once, as steps that yield requests
+(:mod:`chainfence._effects`): the sender's journey (never signing twice for
+one intent, reconciling late replies by hash, cancelling, confirming across
+reorgs), the chain's clock, the registry's transactions and views. A
+:class:`~chainfence.Chain` runs those steps over the blocking
+:class:`~chainfence._rpc.Rpc`; an :class:`AsyncChain` runs the very same
+steps over :class:`~chainfence._rpc.AsyncRpc`, which awaits ``AsyncWeb3`` and
+translates every failure with the same table into the same typed errors.
+No call here blocks the event loop on the chain.
+
+An :class:`AsyncChain` wraps a :class:`~chainfence.Chain` (its ``chain``):
+the keys, the chain id, the confirmations, the nonce counters and the tokens
+seen (rollback detection) are that object's. ``AsyncChain.over(chain)`` gives
+an asyncio view of a chain you already have; dev controls (mine, snapshot,
+advance_time) are the sync chain's only, and block: for tests.
+
+The keep-alive (:meth:`AsyncLease.keep`) runs the same
+:class:`~chainfence.keepalive.KeepAliveCore` as the thread runner, in a task:
+when no renewal was confirmed by the local safe deadline, or a renewal finds
+the lease superseded, expired or released, ``on_lost`` runs, the task that
+entered ``async with lease.keep():`` is cancelled (as ``asyncio.timeout``
+cancels it) and leaving the block raises
+:class:`~chainfence.errors.LeaseLost` instead of ``CancelledError``;
+``lease.check()`` raises it too. A renewal hangs only its own task: the
+deadline fires on time on a stalled node.
+
+Guards: :class:`AsyncGuard` runs a :class:`~chainfence.Guard`'s checks in
+a worker thread (the judgement is over a SQLite store as much as the chain;
+see the class).
+
+``acquire(wait=...)`` runs the sync waiter's steps (:mod:`chainfence._waiting`)
+with an asyncio timer: the same reads, events, jitter and fairness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from . import _validate, _waiting
+from ._effects import Steps, arun
+from ._rpc import AsyncRpc, connect_async_http, connect_http, redact_url
+from .chain import DEFAULT_CONFIRMATIONS, Chain, _load_key
+from .errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable, WrongChain
+from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
+from .lease import AcquireReason, Lease, LeaseInfo, _Keeping, _raise_lost
+from .registry import DEFAULT_MAX_TTL, Registry
+
+if TYPE_CHECKING:
+    from .fenced_requests import FencedRequest
+    from .guard import Guard
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AsyncChain", "AsyncGuard", "AsyncLease", "AsyncRegistry"]
+
+
+class AsyncChain:
+    """An EVM chain for asyncio code: :class:`~chainfence.Chain`'s state, driven over ``AsyncWeb3``.
+
+    Build with :meth:`connect`, :meth:`embedded` or :meth:`over`; close with
+    ``await chain.aclose()`` or ``async with``.
+
+    Attributes:
+        chain: the :class:`~chainfence.Chain` holding the keys, nonces and settings.
+        rpc: the asyncio RPC layer (typed errors, no hidden resends).
+    """
+
+    def __init__(self, chain: Chain, rpc: AsyncRpc):
+        self.chain = chain
+        self.rpc = rpc
+        #: The sleep the sender polls with (tests inject their own).
+        self._sleep: Callable[[float], Any] = asyncio.sleep
+        # One table of per-account asyncio locks per event loop, kept with the chain's sender: every
+        # AsyncChain view of one Chain takes the same lock for an account.
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+            chain._sender.__dict__.setdefault("_async_locks", weakref.WeakKeyDictionary())
+        )
+
+    # -- construction ---------------------------------------------------------
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        private_key: str | bytes | None = None,
+        *,
+        private_keys: Sequence[str | bytes] = (),
+        chain_id: int | None = None,
+        confirmations: int | None = None,
+        request_timeout: float = 10.0,
+        receipt_timeout: float = 120.0,
+        confirmation_timeout: float = 600.0,
+        poll_latency: float = 0.1,
+        unreachable_timeout: float | None = None,
+    ) -> AsyncChain:
+        """:meth:`Chain.connect <chainfence.Chain.connect>` for asyncio: the same arguments, checks and errors."""
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise InvalidInput(f"url must be an http:// or https:// JSON-RPC endpoint, got {url!r}")
+        if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
+            raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
+        timeouts = [("request_timeout", request_timeout), ("receipt_timeout", receipt_timeout),
+                    ("confirmation_timeout", confirmation_timeout), ("poll_latency", poll_latency)]  # fmt: skip
+        if unreachable_timeout is not None:
+            timeouts.append(("unreachable_timeout", unreachable_timeout))
+        for name, value in timeouts:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
+        if confirmations is not None and (
+            isinstance(confirmations, bool) or not isinstance(confirmations, int) or not 0 <= confirmations <= 1_000
+        ):
+            raise InvalidInput(f"confirmations must be an int from 0 to 1000, got {confirmations!r}")
+        keys = ([private_key] if private_key is not None else []) + list(private_keys)
+        signers = [_load_key(k) for k in keys]
+        rpc = AsyncRpc(connect_async_http(url, timeout=request_timeout), embedded=False)
+        try:
+            client = await rpc.client_version()
+            actual_chain_id = await rpc.chain_id()
+        except ChainfenceError as exc:
+            await rpc.close()
+            raise NodeUnreachable(f"no JSON-RPC node answers at {redact_url(url)}: {exc}") from exc
+        if chain_id is not None and actual_chain_id != chain_id:
+            await rpc.close()
+            raise WrongChain(f"the node at {redact_url(url)} serves chain {actual_chain_id}, not chain {chain_id}")
+        dev = next((name for name in ("anvil", "hardhat", "ganache") if name in client.lower()), None)
+        if confirmations is None:
+            confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
+        core = Chain(
+            connect_http(url, timeout=request_timeout),  # for the dev controls only; asks nothing now
+            signers, dev=dev, confirmations=confirmations, receipt_timeout=receipt_timeout,
+            confirmation_timeout=confirmation_timeout, poll_latency=poll_latency,
+            unreachable_timeout=unreachable_timeout, chain_id=actual_chain_id,
+        )  # fmt: skip
+        return cls(core, rpc)
+
+    @classmethod
+    def embedded(cls, *, accounts: int = 10) -> AsyncChain:
+        """A fresh in-process chain (:meth:`Chain.embedded <chainfence.Chain.embedded>`), driven through
+        web3's ``AsyncEthereumTesterProvider``."""
+        return cls.over(Chain.embedded(accounts=accounts))
+
+    @classmethod
+    def over(cls, chain: Chain, *, request_timeout: float = 10.0) -> AsyncChain:
+        """An asyncio view of ``chain``: its keys, nonce counters, settings and seen tokens, over
+        ``AsyncWeb3`` (the same node's URL, or the same in-process eth-tester)."""
+        if not isinstance(chain, Chain):
+            raise InvalidInput(f"chain must be a chainfence Chain, got {type(chain).__name__}")
+        if isinstance(request_timeout, bool) or not isinstance(request_timeout, (int, float)) or request_timeout <= 0:
+            raise InvalidInput(f"request_timeout must be a positive number of seconds, got {request_timeout!r}")
+        return cls(chain, AsyncRpc.twin_of(chain.rpc, timeout=request_timeout))
+
+    async def aclose(self) -> None:
+        """Close the HTTP session (the sync chain it wraps stays usable)."""
+        await self.rpc.close()
+
+    async def __aenter__(self) -> AsyncChain:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- the driver -----------------------------------------------------------
+
+    async def _run(self, steps: Steps[Any]) -> Any:
+        """Run core steps over the asyncio RPC layer."""
+        return await arun(steps, self.rpc, sleep=self._sleep, lock=self._lock)
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()  # an asyncio.Lock belongs to one loop: one table per loop
+        return self._locks.setdefault(loop, {}).setdefault(key, asyncio.Lock())
+
+    # -- what Chain offers, awaited ---------------------------------------------
+
+    @property
+    def accounts(self) -> list[str]:
+        return self.chain.accounts
+
+    @property
+    def chain_id(self) -> int:
+        return self.chain.chain_id
+
+    @property
+    def confirmations(self) -> int:
+        return self.chain.confirmations
+
+    async def now(self) -> int:
+        """:meth:`Chain.now <chainfence.Chain.now>`: chain time as a verifier counts it."""
+        return int(await self._run(self.chain._now_steps()))
+
+    async def latest_time(self) -> int:
+        return int(await self._run(self.chain._latest_time_steps()))
+
+    async def block_number(self) -> int:
+        return int(await self.rpc.block_number())
+
+    async def confirmed_block(self, confirmations: int | None = None) -> int:
+        return int(await self._run(self.chain._confirmed_block_steps(confirmations)))
+
+    async def transact(
+        self, sender: str, to: str | None, data: bytes, *, resource: str | None = None, gas: int | None = None,
+        confirmations: int | None = None,
+    ) -> Any:  # fmt: skip
+        """:meth:`Chain.transact <chainfence.Chain.transact>`, awaited: the same journey, one copy of it."""
+        return await self._run(
+            self.chain._transact_steps(sender, to, data, resource=resource, gas=gas, confirmations=confirmations)
+        )
+
+    def __repr__(self) -> str:
+        return f"<AsyncChain over {self.chain!r}>"
+
+
+class AsyncRegistry:
+    """:class:`~chainfence.Registry` for asyncio: the same operations and errors, awaited.
+
+    Create with :meth:`deploy` or :meth:`at`; :meth:`connect` sends as another account.
+    """
+
+    def __init__(self, chain: AsyncChain, registry: Registry):
+        self.chain = chain
+        #: The sync registry whose steps this one runs (and whose caches it shares).
+        self.registry = registry
+
+    @classmethod
+    async def deploy(cls, chain: AsyncChain, *, max_ttl: int = DEFAULT_MAX_TTL, sender: Any = None) -> AsyncRegistry:
+        _require_chain(chain)
+        registry = await chain._run(Registry._deploy_steps(chain.chain, max_ttl=max_ttl, sender=sender))
+        return cls(chain, registry)
+
+    @classmethod
+    async def at(cls, chain: AsyncChain, address: str, *, sender: Any = None) -> AsyncRegistry:
+        _require_chain(chain)
+        registry = await chain._run(Registry._at_steps(chain.chain, address, sender=sender))
+        registry.__dict__["max_ttl"] = await chain._run(registry._call_uint("maxTtl", []))  # never a sync read
+        return cls(chain, registry)
+
+    def connect(self, account: Any) -> AsyncRegistry:
+        return type(self)(self.chain, self.registry.connect(account))
+
+    @property
+    def address(self) -> str:
+        return self.registry.address
+
+    @property
+    def sender(self) -> str | None:
+        return self.registry.sender
+
+    @property
+    def max_ttl(self) -> int:
+        return self.registry.max_ttl  # read at at()/deploy(): never a blocking call
+
+    # -- transactions -----------------------------------------------------------
+
+    async def acquire(
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
+    ) -> AsyncLease:
+        """:meth:`Registry.acquire <chainfence.Registry.acquire>`, awaited; ``wait=seconds`` waits for a
+        held resource exactly as the sync one does (the same steps), sleeping with ``asyncio.sleep``."""
+        seconds, ttl, sender = self.registry._acquire_args(resource, ttl, wait)
+        core = self.registry
+        try:
+            lease = await self.chain._run(core._acquire(resource, ttl, sender, confirmations))
+        except LeaseHeld as refused:
+            if not seconds:
+                raise
+            timer = core._wait_timer if core._wait_timer is not _waiting.SYSTEM else _waiting.ASYNC_SYSTEM
+            lease = await self.chain._run(
+                core._acquire_waiting(resource, ttl, sender, confirmations, seconds, refused, timer=timer)
+            )
+        return AsyncLease(self, lease)
+
+    async def renew(
+        self, resource: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
+    ) -> int:
+        """:meth:`Registry.renew <chainfence.Registry.renew>` (with its ``progress`` marker), awaited."""
+        return await self._renew(resource, _validate.resource_id(resource), token, ttl, progress, confirmations)
+
+    async def release(self, resource: str, token: int, *, confirmations: int | None = None) -> None:
+        await self._release(resource, _validate.resource_id(resource), token, confirmations)
+
+    async def complete(self, resource: str, token: int, result: bytes, *, confirmations: int | None = None) -> bytes:
+        return await self._complete(resource, _validate.resource_id(resource), token, result, confirmations)
+
+    # By resource id: a claimed work item's id is not the hash of its name.
+
+    async def _renew(
+        self, resource: str, resource_id: bytes, token: int, ttl: int, progress: Any, confirmations: int | None
+    ) -> int:
+        steps = self.registry._renew_steps(resource, resource_id, token, ttl, progress, confirmations)
+        return int(await self.chain._run(steps))
+
+    async def _release(self, resource: str, resource_id: bytes, token: int, confirmations: int | None) -> None:
+        await self.chain._run(self.registry._release_steps(resource, resource_id, token, confirmations))
+
+    async def _complete(
+        self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None
+    ) -> bytes:
+        steps = self.registry._complete_steps(resource, resource_id, token, result, confirmations)
+        return bytes(await self.chain._run(steps))
+
+    async def lease_from_tx(self, tx_hash: str) -> AsyncLease | None:
+        lease = await self.chain._run(self.registry._lease_from_tx(tx_hash))
+        return AsyncLease(self, lease) if lease is not None else None
+
+    @asynccontextmanager
+    async def lease(
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
+    ) -> AsyncIterator[AsyncLease]:
+        """``async with registry.lease(name, ttl) as lease:`` acquire (waiting up to ``wait``), run the body,
+        release."""
+        async with await self.acquire(resource, ttl, confirmations=confirmations, wait=wait) as lease:
+            yield lease
+
+    # -- views --------------------------------------------------------------------
+
+    async def latest_token(self, *, block: str | int | None = None) -> int:
+        return int(await self.chain._run(self.registry._latest_token(block=block)))
+
+    async def lease_of(self, resource: str, *, block: str | int | None = None) -> LeaseInfo | None:
+        return await self.chain._run(self.registry._lease_of(resource, block=block))
+
+    async def last_lease(self, resource: str, *, block: str | int | None = None) -> LeaseInfo | None:
+        return await self.chain._run(self.registry._last_lease(resource, block=block))
+
+    async def is_current(self, resource: str, token: int, *, block: str | int | None = None) -> bool:
+        return bool(await self.chain._run(self.registry._is_current(resource, token, block=block)))
+
+    async def check_current(
+        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
+    ) -> LeaseInfo:
+        return await self.chain._run(
+            self.registry._check_current(resource, token, block=block, confirmations=confirmations)
+        )
+
+    async def identity(self) -> dict[str, str]:
+        return dict(await self.chain._run(self.registry._identity_steps()))
+
+    def __repr__(self) -> str:
+        return f"<AsyncRegistry {self.address} chain_id={self.chain.chain_id} sender={self.sender}>"
+
+
+class AsyncLease:
+    """A lease acquired through an :class:`AsyncRegistry`: the :class:`~chainfence.Lease`'s fields
+    (``resource``, ``token``, ``holder``, ``expires_at``, ...) and its operations, awaited.
+
+    ``async with lease:`` releases on exit, as ``with lease:`` does.
+    """
+
+    def __init__(self, registry: AsyncRegistry, lease: Lease):
+        self.registry = registry
+        #: The lease's state (token, expiry, last confirmed send, loss): shared with the keep-alive core.
+        self.lease = lease
+
+    resource = property(lambda self: self.lease.resource)
+    resource_id = property(lambda self: self.lease.resource_id)
+    token = property(lambda self: self.lease.token)
+    holder = property(lambda self: self.lease.holder)
+    expires_at = property(lambda self: self.lease.expires_at)
+    ttl = property(lambda self: self.lease.ttl)
+    previous_token = property(lambda self: self.lease.previous_token)
+    tx_hash = property(lambda self: self.lease.tx_hash)
+    block_number = property(lambda self: self.lease.block_number)
+    released = property(lambda self: self.lease.released)
+
+    @property
+    def reason(self) -> AcquireReason:
+        return self.lease.reason
+
+    async def renew(self, ttl: int | None = None, *, progress: Any = None) -> AsyncLease:
+        """:meth:`Lease.renew <chainfence.Lease.renew>`, awaited."""
+        ttl = self.lease.ttl if ttl is None else ttl
+        sent = time.monotonic()
+        lease = self.lease
+        expires_at = await self.registry._renew(lease.resource, lease.resource_id, lease.token, ttl, progress, None)
+        lease._renewed(ttl, sent, expires_at)
+        return self
+
+    async def release(self) -> None:
+        await self.registry._release(self.resource, self.lease.resource_id, self.token, None)
+        self.lease.released = True
+
+    async def complete(self, result: bytes) -> bytes:
+        """:meth:`Lease.complete <chainfence.Lease.complete>`, awaited (for a claimed item: marks it done)."""
+        return await self.registry._complete(self.resource, self.lease.resource_id, self.token, result, None)
+
+    async def is_current(self) -> bool:
+        return await self.registry.is_current(self.resource, self.token)
+
+    def check(self) -> None:
+        """:meth:`Lease.check <chainfence.Lease.check>`: local, no chain call; raises LeaseLost."""
+        self.lease.check()
+
+    def safe_remaining(self) -> float:
+        return self.lease.safe_remaining()
+
+    @property
+    def keeper(self) -> Keeper | None:
+        return self.lease.keeper
+
+    def keep(
+        self,
+        *,
+        on_lost: Callable[[LeaseLost], Any] | None = None,
+        interval: float | None = None,
+        latency_margin: float = DEFAULT_LATENCY_MARGIN,
+        block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
+        clock: Callable[[], float] = time.monotonic,
+        since: float | None = None,
+    ) -> _AsyncKeeping:
+        """``async with lease.keep():`` :meth:`Lease.keep <chainfence.Lease.keep>` in a task.
+
+        On a loss, ``on_lost(error)`` runs (in the keep-alive's task), the
+        task that entered the block is cancelled, and leaving the block
+        raises :class:`~chainfence.errors.LeaseLost`.
+        """
+        core = self.lease._keep_core(
+            on_lost=on_lost, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin,
+            clock=clock, since=since,
+        )  # fmt: skip
+        keeper = _AsyncKeeper(self.lease, self.registry, core, ttl=self.lease.ttl, clock=clock, on_lost=on_lost)
+        return _AsyncKeeping(self, keeper)
+
+    async def __aenter__(self) -> AsyncLease:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.lease.released:
+            return
+        try:
+            await self.release()
+        except ChainfenceError as release_error:
+            self.lease._release_failed(release_error, exc)
+
+    def __repr__(self) -> str:
+        return "<Async" + repr(self.lease)[1:]
+
+
+class _AsyncKeeper(Keeper):
+    """The keep-alive runner for asyncio: the thread :class:`Keeper`'s bookkeeping, a task instead of threads."""
+
+    def __init__(
+        self, lease: Lease, registry: AsyncRegistry, core: KeepAliveCore, *, ttl: int, clock: Callable[[], float],
+        on_lost: Callable[[LeaseLost], Any] | None,
+    ):  # fmt: skip
+        super().__init__(lease, core, ttl=ttl, clock=clock, on_lost=on_lost)
+        self._registry = registry
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._renewal: asyncio.Task[None] | None = None
+        self._protected: asyncio.Task[Any] | None = None
+        self._in_body = False
+        self.cancelled_protected = False
+
+    def start(self) -> None:
+        self._protected = asyncio.current_task()
+        self._in_body = True
+        logger.info(
+            "keep-alive started resource=%s token=%d deadline_in=%.3f interval=%.3f (asyncio)",
+            self.lease.resource, self.lease.token, self.core.deadline - self.clock(), self.core.interval,
+        )  # fmt: skip
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"chainfence-keep-{self.lease.resource}")
+
+    def wake(self) -> None:
+        self._changed.set()
+
+    async def _loop(self) -> None:
+        while True:
+            now = self.clock()
+            step = self.core.step(now)
+            self.evaluated_at = now
+            if step.action == "wait":
+                timeout = step.until - now
+                if self._wait_cap is not None:
+                    timeout = min(timeout, self._wait_cap)
+                self._changed.clear()
+                try:
+                    await asyncio.wait_for(self._changed.wait(), max(0.0, timeout))
+                except TimeoutError:
+                    pass
+                continue
+            if step.action == "renew":
+                for warning in self.core.renewal_started(now):
+                    self._warn(warning)
+                self._renewal = asyncio.get_running_loop().create_task(self._renew_async())
+                continue
+            if step.action == "lost":
+                self._report_lost(step.why)
+            return
+
+    async def _renew_async(self) -> None:
+        sent_monotonic = time.monotonic()
+        try:
+            lease = self.lease
+            expires_at = await self._registry._renew(lease.resource, lease.resource_id, lease.token, self.ttl, None, None)
+        except BaseException as error:  # noqa: BLE001 - every outcome is reported to the core
+            self._renewal_failed(error)
+            self._changed.set()
+            if not isinstance(error, Exception):
+                raise
+            return
+        self._renewal_confirmed(expires_at, sent_monotonic)
+        self._changed.set()
+
+    def _report_lost(self, why: str) -> None:
+        super()._report_lost(why)
+        protected = self._protected
+        if self._in_body and protected is not None and not protected.done():
+            logger.warning(
+                "lost resource=%s token=%d: cancelling task %s", self.lease.resource, self.lease.token,
+                protected.get_name(),
+            )  # fmt: skip
+            self.cancelled_protected = True
+            protected.cancel(f"chainfence: lease {self.lease.resource!r} token {self.lease.token} lost ({why})")
+
+    async def astop(self) -> LeaseLost | None:
+        """:meth:`Keeper.stop`, awaited: a renewal in flight is waited for up to the safe deadline."""
+        self._in_body = False
+        why = self.core.check(self.clock())
+        self.core.stop()
+        self._changed.set()
+        if why is not None and self.lease._lost is None:
+            self.lease._lost = self._lost_error(why)
+        if self._task is not None:
+            await self._task
+        renewal = self._renewal
+        if renewal is not None and not renewal.done() and why is None:
+            while not renewal.done() and self.core.deadline > self.clock():
+                await asyncio.wait({renewal}, timeout=self._wait_cap or max(0.0, self.core.deadline - self.clock()))
+        if renewal is not None and not renewal.done():
+            renewal.cancel()  # past the deadline its outcome no longer matters; its nonce is forgotten
+            await asyncio.gather(renewal, return_exceptions=True)
+        logger.info("keep-alive stopped resource=%s token=%d lost=%s", self.lease.resource, self.lease.token, why)
+        return self._lost_error(why) if why is not None else None
+
+
+class _AsyncKeeping(_Keeping):
+    """What :meth:`AsyncLease.keep` returns: the sync context's checks, an asyncio runner."""
+
+    def __init__(self, lease: AsyncLease, keeper: _AsyncKeeper):
+        super().__init__(lease.lease, keeper)
+        self._async_lease = lease
+
+    def __enter__(self) -> Lease:
+        raise TypeError("use 'async with lease.keep():' for an AsyncLease")
+
+    async def __aenter__(self) -> AsyncLease:
+        self._enter()
+        self._keeper.start()
+        return self._async_lease
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        keeper: _AsyncKeeper = self._keeper  # type: ignore[assignment]
+        cancelled_by_us = keeper.cancelled_protected and isinstance(exc, asyncio.CancelledError)
+        if keeper.cancelled_protected and keeper._protected is not None:
+            keeper._protected.uncancel()  # our cancellation, turned into LeaseLost below (as asyncio.timeout does)
+        try:
+            lost = await keeper.astop()
+        finally:
+            self._lease._keeper = None
+        _raise_lost(lost, None if cancelled_by_us else exc)
+
+
+class AsyncGuard:
+    """A :class:`~chainfence.Guard` for asyncio code: its checks run in a worker thread.
+
+    Not the core-sharing of the rest of this module, on purpose: a check is
+    a judgement over the guard's SQLite store (a write transaction that may
+    wait for another process's lock) as much as a chain read, and both are
+    blocking; ``asyncio.to_thread`` keeps them off the event loop and keeps
+    one copy of the judgement (the Guard is thread-safe, as
+    :class:`~chainfence.asgi.FencingMiddleware`, which does the same, relies on).
+    """
+
+    def __init__(self, guard: Guard):
+        from .guard import Guard
+
+        if not isinstance(guard, Guard):
+            raise InvalidInput(f"guard must be a chainfence Guard, got {type(guard).__name__}")
+        self.guard = guard
+
+    async def check(self, resource: str, token: int) -> int:
+        """:meth:`Guard.check <chainfence.Guard.check>`, awaited."""
+        return int(await asyncio.to_thread(self.guard.check, resource, token))
+
+    async def check_request(
+        self, request: FencedRequest, payload: bytes, *, action: str, audience: str | None = None,
+        resource: str | None = None,
+    ) -> FencedRequest:  # fmt: skip
+        """:meth:`Guard.check_request <chainfence.Guard.check_request>`, awaited."""
+        return await asyncio.to_thread(
+            self.guard.check_request, request, payload, action=action, audience=audience, resource=resource
+        )
+
+    async def sync(self) -> int:
+        """:meth:`Guard.sync <chainfence.Guard.sync>`, awaited."""
+        return int(await asyncio.to_thread(self.guard.sync))
+
+
+def _require_chain(chain: object) -> None:
+    if not isinstance(chain, AsyncChain):
+        raise InvalidInput(f"chain must be an AsyncChain, got {type(chain).__name__}")
