@@ -61,21 +61,24 @@ def test_eight_claimers_killed_at_random_complete_every_item_exactly_once(on_anv
     kills = restarts = expiries = refusals = 0
     said_completed: list[dict] = []
 
+    def all_done() -> bool:
+        statuses = [on_anvil.item_lease(workset, item) for item in items()]
+        return all(s is not None and s.status is LeaseStatus.DONE for s in statuses)
+
     for _ in range(2_000):  # a bound, far above what 50 items need
-        statuses = [on_anvil.item_lease(workset, item) for item in items()] if not any(holding.values()) else None
-        if statuses is not None and all(s is not None and s.status is LeaseStatus.DONE for s in statuses):
-            break
         index = rng.randrange(AGENTS)
         process = agents[index]
         roll = rng.random()
-        if holding[index] is not None and roll < 0.15:
+        # Kills are rarer than steps (each restart is a new Python process importing web3), and
+        # still many: the assertion below requires at least 5 and at least one expiry.
+        if holding[index] is not None and roll < 0.08:
             process.send_signal(signal.SIGKILL)  # mid-claim: no release, no goodbye
             process.wait()
             kills += 1
             agents[index] = start(spawned, on_anvil, "claimer", index + 1, workset)  # same key, no memory
             holding[index] = None
             restarts += 1
-        elif holding[index] is not None and roll < 0.20:
+        elif holding[index] is not None and roll < 0.11:
             process.stdin.write("complete\n")  # killed while its completion is in flight
             process.stdin.flush()
             process.send_signal(signal.SIGKILL)
@@ -84,7 +87,7 @@ def test_eight_claimers_killed_at_random_complete_every_item_exactly_once(on_anv
             agents[index] = start(spawned, on_anvil, "claimer", index + 1, workset)
             holding[index] = None
             restarts += 1
-        elif roll < 0.25:
+        elif roll < 0.14:
             chain.advance_time(TTL + 1)  # every live claim expires: crashed ones come free, no janitor
             expiries += 1
         elif holding[index] is None:
@@ -94,6 +97,8 @@ def test_eight_claimers_killed_at_random_complete_every_item_exactly_once(on_anv
             else:
                 assert answer["event"] == "nothing"
                 if not any(holding.values()):
+                    if all_done():
+                        break
                     chain.advance_time(TTL + 1)  # only dead agents' claims are left: let them expire
                     expiries += 1
         else:
