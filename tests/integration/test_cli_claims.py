@@ -9,7 +9,7 @@ from tests.integration.test_cli_node import as_json, run, shared_node  # noqa: F
 EXIT_NOTHING_TO_CLAIM = 8
 
 
-def test_a_shell_agent_claims_completes_and_gets_exit_7_when_nothing_is_left(shared_node, tmp_path):  # noqa: F811
+def test_a_shell_agent_claims_completes_and_gets_exit_8_when_nothing_is_left(shared_node, tmp_path):  # noqa: F811
     workdir = shared_node.workdir
     first = run(workdir, "claim", "cli/batch", "a", "b", "--ttl", "60")
     assert first.returncode == 0, first.stderr
