@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 from . import _validate, _waiting
 from ._effects import Steps, arun
 from ._rpc import AsyncRpc, connect_async_http, connect_http, redact_url
-from .chain import DEFAULT_CONFIRMATIONS, Chain, _load_key
+from .chain import DEFAULT_CONFIRMATIONS, Chain, _check_connect_args, _dev_name, _load_key
 from .errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable, WrongChain
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
 from .lease import AcquireReason, Lease, LeaseInfo, _Keeping, _raise_lost
@@ -114,17 +114,11 @@ class AsyncChain:
         unreachable_timeout: float | None = None,
     ) -> AsyncChain:
         """:meth:`Chain.connect <chainfence.Chain.connect>` for asyncio: the same arguments, checks and errors."""
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise InvalidInput(f"url must be an http:// or https:// JSON-RPC endpoint, got {url!r}")
-        if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
-            raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
-        timeouts = [("request_timeout", request_timeout), ("receipt_timeout", receipt_timeout),
-                    ("confirmation_timeout", confirmation_timeout), ("poll_latency", poll_latency)]  # fmt: skip
-        if unreachable_timeout is not None:
-            timeouts.append(("unreachable_timeout", unreachable_timeout))
-        for name, value in timeouts:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
+        _check_connect_args(
+            url, chain_id, request_timeout=request_timeout, receipt_timeout=receipt_timeout,
+            confirmation_timeout=confirmation_timeout, poll_latency=poll_latency,
+            unreachable_timeout=unreachable_timeout,
+        )  # fmt: skip
         if confirmations is not None and (
             isinstance(confirmations, bool) or not isinstance(confirmations, int) or not 0 <= confirmations <= 1_000
         ):
@@ -141,7 +135,7 @@ class AsyncChain:
         if chain_id is not None and actual_chain_id != chain_id:
             await rpc.close()
             raise WrongChain(f"the node at {redact_url(url)} serves chain {actual_chain_id}, not chain {chain_id}")
-        dev = next((name for name in ("anvil", "hardhat", "ganache") if name in client.lower()), None)
+        dev = _dev_name(client)
         if confirmations is None:
             confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
         core = Chain(

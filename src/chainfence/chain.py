@@ -205,17 +205,11 @@ class Chain:
         ``min(receipt_timeout, 10)``). ``request_timeout``: seconds per
         JSON-RPC request; a late reply is never resent blindly.
         """
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise InvalidInput(f"url must be an http:// or https:// JSON-RPC endpoint, got {url!r}")
-        if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
-            raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
-        timeouts = [("request_timeout", request_timeout), ("receipt_timeout", receipt_timeout),
-                    ("confirmation_timeout", confirmation_timeout), ("poll_latency", poll_latency)]  # fmt: skip
-        if unreachable_timeout is not None:
-            timeouts.append(("unreachable_timeout", unreachable_timeout))
-        for name, value in timeouts:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
+        _check_connect_args(
+            url, chain_id, request_timeout=request_timeout, receipt_timeout=receipt_timeout,
+            confirmation_timeout=confirmation_timeout, poll_latency=poll_latency,
+            unreachable_timeout=unreachable_timeout,
+        )  # fmt: skip
         keys = ([private_key] if private_key is not None else []) + list(private_keys)
         signers = [_load_key(k) for k in keys]
         w3 = connect_http(url, timeout=request_timeout)
@@ -227,7 +221,7 @@ class Chain:
             raise NodeUnreachable(f"no JSON-RPC node answers at {redact_url(url)}: {exc}") from exc
         if chain_id is not None and actual_chain_id != chain_id:
             raise WrongChain(f"the node at {redact_url(url)} serves chain {actual_chain_id}, not chain {chain_id}")
-        dev = next((name for name in ("anvil", "hardhat", "ganache") if name in client.lower()), None)
+        dev = _dev_name(client)
         if confirmations is None:
             confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
         return cls(
@@ -480,6 +474,24 @@ class Chain:
     def __repr__(self) -> str:
         kind = self._dev or "node"
         return f"<Chain {kind} chain_id={self.chain_id} accounts={len(self.accounts)}>"
+
+
+def _check_connect_args(url: object, chain_id: object, **timeouts: object) -> None:
+    """:meth:`Chain.connect`'s arguments (and :meth:`AsyncChain.connect`'s), checked before anything is asked."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise InvalidInput(f"url must be an http:// or https:// JSON-RPC endpoint, got {url!r}")
+    if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
+        raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
+    for name, value in timeouts.items():
+        if value is None and name == "unreachable_timeout":
+            continue  # its default derives from receipt_timeout
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
+
+
+def _dev_name(client_version: str) -> str | None:
+    """The dev chain a node's ``web3_clientVersion`` names (anvil, hardhat, ganache), else None."""
+    return next((name for name in ("anvil", "hardhat", "ganache") if name in client_version.lower()), None)
 
 
 def _confirmations(value: object) -> int:

@@ -247,7 +247,7 @@ def freeze_anvil_once_saved(node: Node, block: int) -> None:
     looking at the file makes the crash land between two saves, after the one that matters."""
     pid = anvil_pid(node)
     state_file = node.workdir / node.info["state_file"]  # relative to the node's directory
-    deadline = time.monotonic() + 60  # a safety net: anvil saves every second
+    deadline = time.monotonic() + 60  # not a window: a safety net; anvil saves every second
     while True:
         os.kill(pid, signal.SIGSTOP)
         wait_until(lambda: stopped(pid), "anvil stopped")
