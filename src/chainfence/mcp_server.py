@@ -377,8 +377,8 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
-    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
-    reads = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(name="acquire", annotations=writes, description=(
         "Acquire the lease on a named resource before working on it, so that no other agent works on it at the "
