@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -152,6 +154,20 @@ def test_agents_claim_items_renew_and_complete_them_until_nothing_is_left(alice,
     drive(script, build_server(alice), build_server(bob), build_server(alice))
 
 
+def test_the_server_keeps_no_lease_alive_an_agent_that_stops_renewing_loses_it(alice, bob):
+    async def script(a, b):
+        _, lease = await _call(a, "acquire", {"resource": "mcp/quiet", "ttl": 60})
+        alice.chain.advance_time(61)  # the agent made no call for longer than its ttl
+        _, verdict = await _call(a, "verify", {"resource": "mcp/quiet", "token": lease["token"]})
+        assert verdict["current"] is False and verdict["reason"] == "LeaseExpired"
+        error, taken = await _call(b, "acquire", {"resource": "mcp/quiet", "ttl": 60})
+        assert not error and taken["reason"] == "expired" and taken["previous_token"] == lease["token"]
+        _, history = await _call(b, "history", {"resource": "mcp/quiet"})
+        assert [e["kind"] for e in history["events"]] == ["acquired", "acquired"], "no renewal was sent for it"
+
+    drive(script, build_server(alice), build_server(bob))
+
+
 def test_leader_names_the_holder_of_the_election_and_its_term_token(alice, bob):
     async def script(a, b):
         _, empty = await _call(b, "leader", {"election": "mcp/leader"})
@@ -277,6 +293,29 @@ def test_over_stdio_two_agents_acquire_collide_renew_release_and_claim(on_anvil,
     assert on_anvil.item_lease("stdio/batch", "x").holder == agent_b
 
 
+def test_the_readme_mcp_servers_entry_starts_a_working_server(on_anvil, anvil_node, tmp_path):
+    """The README's `mcpServers` entry, with this test's node, registry and key filled in, as a client runs it."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    entry = next(
+        json.loads(block) for block in re.findall(r"```json\n(.*?)```", readme, flags=re.S) if "mcpServers" in block
+    )["mcpServers"]["chainfence"]
+    assert entry["command"] == "chainfence" and entry["args"] == ["mcp"]
+    assert set(entry["env"]) == {"CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY", "CHAINFENCE_PRIVATE_KEY"}
+    env = {
+        "CHAINFENCE_RPC_URL": anvil_node.url, "CHAINFENCE_REGISTRY": on_anvil.address,
+        "CHAINFENCE_PRIVATE_KEY": dev_keys(10)[7],
+    }  # fmt: skip
+    command = str(Path(sys.executable).parent / entry["command"])  # the venv's console script
+
+    async def main():
+        params = StdioServerParameters(command=command, args=entry["args"], env=env, cwd=tmp_path)
+        async with Client(params) as client:
+            _, status = await _call(client, "status", {})
+            assert (status["registry"], status["account"]) == (on_anvil.address, on_anvil.chain.accounts[7])
+
+    anyio.run(main)
+
+
 def test_over_streamable_http_on_loopback(on_anvil, anvil_node, tmp_path):
     """`chainfence mcp --http` serves the same tools at http://127.0.0.1:PORT/mcp, and nowhere else."""
     save(Deployment.of(on_anvil, rpc_url=anvil_node.url), tmp_path / ".chainfence" / "deployment.json")
@@ -303,6 +342,12 @@ def test_over_streamable_http_on_loopback(on_anvil, anvil_node, tmp_path):
                 assert lease["holder"] == on_anvil.chain.accounts[9]
 
         anyio.run(main)
+        # A web page that rebinds its own name to 127.0.0.1 sends its own Host: refused before any tool runs.
+        rebound = httpx.post(
+            f"http://127.0.0.1:{port}/mcp", headers={"Host": "attacker.example", "Content-Type": "application/json"},
+            content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}), timeout=60,
+        )  # fmt: skip
+        assert rebound.status_code in (400, 403, 421), rebound.text
     finally:
         server.terminate()
         server.wait(timeout=60)
