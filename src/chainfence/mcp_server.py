@@ -47,6 +47,7 @@ chain: the acquisition is then the agent's (``status`` shows
 import json
 import logging
 import threading
+from collections import OrderedDict
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -72,6 +73,9 @@ MAX_STATUS_RESOURCES = 50
 
 #: Most events one ``history`` call returns (the latest ones).
 MAX_HISTORY = 200
+
+#: How many of its latest leases a server remembers by token (see :class:`_Session`).
+REMEMBERED = 4096
 
 _INSTRUCTIONS = """\
 chainfence: leases on named resources, recorded on a blockchain, with fencing tokens.
@@ -305,16 +309,19 @@ def _reported(fn: Any) -> Any:
 
 
 class _Session:
-    """What one server remembers: the leases it acquired and claimed, by token."""
+    """What one server remembers: the leases it acquired and claimed, by token (the latest
+    :data:`REMEMBERED`; an older one is named as from another session: item and workset)."""
 
     def __init__(self, registry: Registry):
         self.registry = registry
-        self._issued: dict[int, Lease] = {}
+        self._issued: OrderedDict[int, Lease] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, lease: Lease) -> None:
         with self._lock:
             self._issued[lease.token] = lease
+            while len(self._issued) > REMEMBERED:
+                self._issued.popitem(last=False)
 
     def target(self, resource: str, token: int, workset: str | None) -> tuple[str, bytes]:
         """(name, on-chain id) of the lease ``token`` of ``resource`` (a claimed item: of ``workset``)."""

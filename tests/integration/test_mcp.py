@@ -309,9 +309,12 @@ def test_the_readme_mcp_servers_entry_starts_a_working_server(on_anvil, anvil_no
 
     async def main():
         params = StdioServerParameters(command=command, args=entry["args"], env=env, cwd=tmp_path)
-        async with Client(params) as client:
+        async with Client(params, mode="legacy") as client:  # the initialize handshake today's clients use
             _, status = await _call(client, "status", {})
             assert (status["registry"], status["account"]) == (on_anvil.address, on_anvil.chain.accounts[7])
+            on_anvil.connect(on_anvil.chain.accounts[1]).acquire("readme/held", ttl=60)
+            error, held = await _call(client, "acquire", {"resource": "readme/held", "ttl": 60})
+            assert error and held["error"] == "LeaseHeld" and held["holder"] == on_anvil.chain.accounts[1]
 
     anyio.run(main)
 
