@@ -62,7 +62,7 @@ from .registry import MAX_CLAIM_ITEMS, Registry
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_HISTORY", "MAX_STATUS_RESOURCES", "MAX_WAIT", "build_server"]
+__all__ = ["MAX_HISTORY", "MAX_STATUS_RESOURCES", "MAX_WAIT", "REMEMBERED", "build_server", "serve"]
 
 #: The longest ``wait`` a tool call may ask for: MCP clients time tool calls out (often after 60 s to
 #: a few minutes); a longer wait is a loop of calls.
