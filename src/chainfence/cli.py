@@ -14,6 +14,7 @@
     chainfence complete NAME --token T [--workset WS] [--result TEXT]
     chainfence tx HASH... [--nonce N --account A]   # what became of a transaction
     chainfence lock NAME [--ttl S] [--wait S] [--grace S] -- CMD ARGS...   # run CMD holding the lease
+    chainfence mcp [--http --port N]     # Model Context Protocol tools for agents (extra: chainfence[mcp])
     chainfence demo
 
 Configuration, flags first, then the environment, then the deployment file
@@ -343,6 +344,16 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     # CMD and its arguments follow `--`: main() splits them off before parsing (argparse would read
     # CMD's options as chainfence's).
+
+    mcp = commands.add_parser(
+        "mcp", parents=[common], help="serve leases as Model Context Protocol tools for LLM agents (stdio)",
+        description="Serve the Model Context Protocol on stdin/stdout (for an MCP client's configuration: "
+        "command `chainfence`, args `mcp`, the key in env CHAINFENCE_PRIVATE_KEY), or with --http on "
+        "127.0.0.1:PORT/mcp. Tools: acquire, renew, release, complete, claim, verify, status, history, leader. "
+        "Without a key only the reading tools work. Needs the extra: pip install 'chainfence[mcp]'.",
+    )  # fmt: skip
+    mcp.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 (loopback only) instead of stdio")
+    mcp.add_argument("--port", type=_positive_int, default=8000, help="port for --http (default 8000)")
     return parser
 
 
@@ -739,6 +750,18 @@ def _cmd_tx(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return EXIT_OK if verdict.settled else EXIT_OUTCOME
 
 
+def _cmd_mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    try:
+        from .mcp_server import serve
+    except ModuleNotFoundError as missing:
+        if (missing.name or "").split(".")[0] != "mcp":
+            raise
+        raise _Usage("the MCP server needs the mcp extra: pip install 'chainfence[mcp]'") from None
+    chain, registry = _connect(args, needs_key=False)
+    serve(registry, transport="streamable-http" if args.http else "stdio", port=args.port)
+    return EXIT_OK
+
+
 #: The monotonic clock `lock` keeps its lease's safe deadline with (the tests substitute theirs).
 _CLOCK: Callable[[], float] = time.monotonic
 
@@ -858,6 +881,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
     "complete": _cmd_complete,
     "tx": _cmd_tx,
     "lock": _cmd_lock,
+    "mcp": _cmd_mcp,
 }
 
 
