@@ -34,7 +34,7 @@ demos; other processes cannot see it). Query parameters:
     account, derived from the key and its member id
     (``keccak256("chainfence.tooz.member\\0" ‖ key ‖ member_id)``), so that
     coordinators sharing one URL exclude each other; ``start()`` tops the
-    member's account up to ``fund`` wei (default 10**16) from the key's
+    member's account up to ``fund`` wei (default 10**16; embedded 10**18) from the key's
     account, ``fund=0`` never sends. ``key``: the coordinator signs with the
     key itself (one key per coordinator is then the operator's job: two
     coordinators on one key are one holder, and the registry lets a holder
@@ -185,7 +185,8 @@ class _Config:
         self.accounts = values.get("accounts", "member")
         if self.accounts not in ("member", "key"):
             raise InvalidInput(f"accounts must be 'member' or 'key', got {self.accounts!r}")
-        self.fund = self._int(values, "fund", DEFAULT_FUND, low=0)
+        # The embedded chain's preflight reserves a fixed 30M gas ceiling: 0.03 ETH at its 1 gwei.
+        self.fund = self._int(values, "fund", 10**18 if self.embedded else DEFAULT_FUND, low=0)
         self.timeout = self._int(values, "timeout", DEFAULT_TIMEOUT, low=1)
         self.prefix = values.get("prefix", "")
         self.chain_id = self._int(values, "chain_id", None, low=1)
