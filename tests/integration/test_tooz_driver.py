@@ -194,3 +194,35 @@ def test_the_control_two_coordinators_on_one_account_do_not_exclude_each_other(b
     a, b = coordinators(), coordinators()
     assert a.get_lock(name).acquire(blocking=False)
     assert not b.get_lock(name).acquire(blocking=False)
+
+
+def test_a_stopped_node_is_tooz_connection_error_from_every_lock_call(monkeypatch):
+    """With the node gone, each call that needs the chain raises tooz's ToozConnectionError (what tooz
+    code catches) caused by chainfence's NodeUnreachable, never a raw web3 or requests exception."""
+    from tests.support.anvil import Anvil, dev_keys
+
+    node = Anvil().start()
+    try:
+        registry = Registry.deploy(Chain.connect(node.url, private_keys=dev_keys(1), poll_latency=0.005))
+        monkeypatch.setenv("CHAINFENCE_TOOZ_STOPPED_KEY", dev_keys(10)[8])
+        host = node.url.split("://", 1)[1]
+        url = f"chainfence+http://{host}?registry={registry.address}&key_env=CHAINFENCE_TOOZ_STOPPED_KEY"
+        coordinator = tooz_coordination.get_coordinator(url, b"stopped")
+        coordinator.start()
+        held, free = coordinator.get_lock(b"stopped/held"), coordinator.get_lock(b"stopped/free")
+        assert held.acquire(blocking=False)
+    finally:
+        node.stop()
+    calls = {
+        "acquire": lambda: free.acquire(blocking=False),
+        "release": held.release,
+        "lock.heartbeat": held.heartbeat,
+        "is_still_owner": held.is_still_owner,
+        "break_": held.break_,
+        "coordinator.heartbeat": coordinator.heartbeat,
+        "start": lambda: tooz_coordination.get_coordinator(url, b"another").start(),
+    }
+    for what, call in calls.items():
+        with pytest.raises(tooz_coordination.ToozConnectionError) as caught:
+            call()
+        assert type(caught.value.__cause__).__name__ == "NodeUnreachable", what
