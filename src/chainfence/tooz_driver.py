@@ -64,7 +64,8 @@ Semantics (those of tooz's other drivers)
   object) or the lease had already ended (expired: it was lost).
 - ``coordinator.heartbeat()`` renews every lease the coordinator holds and
   returns ``timeout / 2``: tooz's heart then beats every quarter ttl or so.
-  A lease found lost (expired, superseded) is dropped with a WARNING.
+  A lease found lost (expired, superseded) is dropped with a WARNING; a
+  renewal made with less than half the ttl left logs a WARNING (late).
 - ``lock.token`` is the fencing token of the lease held (None when not
   held): pass it downstream to a :class:`chainfence.Guard`. A lock that
   stopped heartbeating may have been taken over with a higher token.
@@ -308,10 +309,9 @@ class ChainfenceLock(tooz.locking.Lock):
             lease = self.lease
             if lease is None:
                 return False
+            ttl, before = self._coordinator.timeout, self.expires_at
             try:
-                self.expires_at = self._coordinator._registry.renew(
-                    self.resource, lease.token, self._coordinator.timeout
-                )
+                self.expires_at = self._coordinator._registry.renew(self.resource, lease.token, ttl)
             except TokenNotCurrent as lost:
                 logger.warning(
                     "heartbeat found the lease lost resource=%s token=%d: %s", self.resource, lease.token, lost
@@ -320,6 +320,14 @@ class ChainfenceLock(tooz.locking.Lock):
                 return False
             except ChainfenceError as exc:
                 raise _tooz_error(exc, f"renewing {self.resource!r}") from exc
+            # Chain time of the renewal (its expiry less the ttl) against the expiry it extended: a heart
+            # that beats on time (about four beats a ttl) renews with more than half the ttl left.
+            left = before - (self.expires_at - ttl) if before is not None else ttl
+            if left < ttl / 2:
+                logger.warning(
+                    "late renewal resource=%s token=%d: %d s of the %d s lease were left", self.resource,
+                    lease.token, left, ttl,
+                )  # fmt: skip
             return True
 
     def is_still_owner(self) -> bool:

@@ -91,7 +91,7 @@ def test_a_lock_whose_heartbeat_stops_expires_and_the_next_holder_gets_a_higher_
     assert second.is_still_owner() and second.release()
 
 
-def test_heartbeat_renews_held_leases_past_their_first_ttl(backend, coordinators):
+def test_heartbeat_renews_held_leases_past_their_first_ttl(backend, coordinators, caplog):
     """The control: the same timeline with the coordinator's heartbeat in the middle. The lease outlives
     its first ttl, keeps its token, and another coordinator is refused until it is released."""
     _, chain = backend
@@ -100,9 +100,14 @@ def test_heartbeat_renews_held_leases_past_their_first_ttl(backend, coordinators
     first, second = a.get_lock(name), b.get_lock(name)
     assert first.acquire(blocking=False)
     token = first.token
-    chain.advance_time(TTL - 10)
-    assert a.heartbeat() == TTL / 2  # tooz's heart waits half of it: about four beats a ttl
-    chain.advance_time(TTL - 10)  # 40 s after the acquisition, 20 s after the renewal
+    chain.advance_time(5)
+    with caplog.at_level(logging.WARNING, logger="chainfence.tooz_driver"):
+        assert a.heartbeat() == TTL / 2  # tooz's heart waits half of it: about four beats a ttl
+        assert "late renewal" not in caplog.text  # renewed with 25 of 30 s left
+        chain.advance_time(TTL - 10)
+        assert a.heartbeat() == TTL / 2
+    assert "late renewal" in caplog.text  # 10 of 30 s were left: a heart that beat too rarely
+    chain.advance_time(TTL - 10)  # 45 s after the acquisition, 20 s after the last renewal
 
     assert not second.acquire(blocking=False)
     assert first.is_still_owner() and first.token == token
