@@ -58,7 +58,9 @@ Semantics (those of tooz's other drivers)
   :meth:`chainfence.Registry.acquire`'s ``wait``.
 - Within one coordinator a name is held by at most one lock object: a
   second object (or a second ``acquire`` of the same object) is refused or
-  waits, as the registry would refuse another account.
+  waits, as the registry would refuse another account. The lock is not
+  reentrant: a blocking second ``acquire`` in the holding thread waits for
+  a release that thread will not make (give it a timeout).
 - ``release()`` returns True when it ended the lease, False when this lock
   did not hold it (never acquired, released already, held by another lock
   object) or the lease had already ended (expired: it was lost).
@@ -86,6 +88,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlunsplit
 
@@ -220,7 +223,7 @@ class _Config:
             if password is None:
                 raise InvalidInput(f"keystore {self.keystore}: set ${self.password_env} to its password")
             try:
-                encrypted = json.loads(open(self.keystore, encoding="utf-8").read())
+                encrypted = json.loads(Path(self.keystore).read_text(encoding="utf-8"))
                 return Account.from_key(Account.decrypt(encrypted, password))
             except (OSError, ValueError) as exc:
                 raise InvalidInput(f"cannot open keystore {self.keystore}: {type(exc).__name__}") from None
@@ -405,6 +408,8 @@ class ChainfenceDriver(tooz.coordination.CoordinationDriver):
                 if not address:
                     raise InvalidInput("no registry: pass registry=0x... in the URL or set $CHAINFENCE_REGISTRY")
                 registry = Registry.at(chain, address)
+            if config.timeout > registry.max_ttl:
+                raise InvalidInput(f"timeout={config.timeout} is above the registry's max ttl ({registry.max_ttl} s)")
             funder = chain.add_account(key)
             holder = funder
             if config.accounts == "member":
@@ -481,8 +486,14 @@ class ChainfenceDriver(tooz.coordination.CoordinationDriver):
         """Renew every held lease; seconds until the next beat is due (tooz's heart waits half of it)."""
         with self._reserved:
             held = [lock for lock in self._owners.values() if lock.lease is not None]
-        for lock in held:
-            lock.heartbeat()
+        failed: tooz.ToozError | None = None
+        for lock in held:  # every lock gets its renewal, even after another's failed
+            try:
+                lock.heartbeat()
+            except tooz.ToozError as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed  # tooz's heart logs it and beats again a second later
         return self.timeout / 2
 
     def _reserve(self, lock: ChainfenceLock, deadline: float | None) -> bool:

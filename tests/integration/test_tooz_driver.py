@@ -8,6 +8,7 @@ one, and knows nothing of fencing tokens. These tests do, on both backends
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 
@@ -231,3 +232,27 @@ def test_a_stopped_node_is_tooz_connection_error_from_every_lock_call(monkeypatc
         with pytest.raises(tooz_coordination.ToozConnectionError) as caught:
             call()
         assert type(caught.value.__cause__).__name__ == "NodeUnreachable", what
+
+
+def test_a_keystore_key_and_a_timeout_above_the_registry_s_max(anvil_node, anvil_tooz, tmp_path, monkeypatch):
+    """keystore=PATH (password from the environment) signs as the key it holds; a timeout the registry
+    cannot grant is refused at start, before anything is sent."""
+    from eth_account import Account
+
+    address, key = anvil_tooz
+    keystore = tmp_path / "key.json"
+    keystore.write_text(json.dumps(Account.encrypt(key, "pw", kdf="pbkdf2", iterations=2)))
+    monkeypatch.setenv("CHAINFENCE_KEYSTORE_PASSWORD", "pw")
+    host = anvil_node.url.split("://", 1)[1]
+    url = f"chainfence+http://{host}?registry={address}&keystore={keystore}&accounts=key"
+    coordinator = tooz_coordination.get_coordinator(url, b"keystore")
+    coordinator.start()
+    try:
+        assert coordinator.account == Account.from_key(key).address
+    finally:
+        coordinator.stop()
+    monkeypatch.setenv("CHAINFENCE_KEYSTORE_PASSWORD", "wrong")
+    with pytest.raises(InvalidInput, match="cannot open keystore"):
+        tooz_coordination.get_coordinator(url, b"keystore").start()
+    with pytest.raises(InvalidInput, match="above the registry's max ttl"):
+        tooz_coordination.get_coordinator(f"chainfence+embedded://max?timeout={86_400 + 1}", b"m").start()
