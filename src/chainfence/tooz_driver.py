@@ -104,7 +104,7 @@ from .chain import Chain
 from .errors import ChainfenceError, InvalidInput, LeaseHeld, NodeUnreachable, TokenNotCurrent
 from .registry import Registry
 
-__all__ = ["ChainfenceDriver", "ChainfenceLock", "embedded_chain"]
+__all__ = ["ChainfenceDriver", "ChainfenceLock", "embedded_chain", "member_account"]
 
 logger = logging.getLogger(__name__)
 
