@@ -334,11 +334,11 @@ class ChainfenceLock(tooz.locking.Lock):
             return True
 
     def is_still_owner(self) -> bool:
-        lease = self.lease
-        if lease is None:
+        lease, registry = self.lease, self._coordinator._registry
+        if lease is None or registry is None:
             return False
         try:
-            return bool(self._coordinator._registry.is_current(self.resource, lease.token))
+            return bool(registry.is_current(self.resource, lease.token))
         except ChainfenceError as exc:
             raise _tooz_error(exc, f"checking {self.resource!r}") from exc
 
@@ -445,7 +445,8 @@ class ChainfenceDriver(tooz.coordination.CoordinationDriver):
             try:
                 lock.release()
             except tooz.ToozError as exc:
-                logger.warning("stop could not release resource=%s: %s", lock.resource, exc)
+                logger.warning("stop could not release resource=%s (it ends at its expiry): %s", lock.resource, exc)
+            lock.lease = lock.expires_at = None  # a stopped coordinator holds nothing it could renew
         with self._reserved:
             self._owners.clear()
             self._reserved.notify_all()

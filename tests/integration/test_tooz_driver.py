@@ -256,3 +256,15 @@ def test_a_keystore_key_and_a_timeout_above_the_registry_s_max(anvil_node, anvil
         tooz_coordination.get_coordinator(url, b"keystore").start()
     with pytest.raises(InvalidInput, match="above the registry's max ttl"):
         tooz_coordination.get_coordinator(f"chainfence+embedded://max?timeout={86_400 + 1}", b"m").start()
+
+
+def test_stop_releases_what_the_coordinator_holds(coordinators):
+    """tooz's drivers release on stop: another coordinator gets the lock at once, the stopped one's lock
+    holds nothing (no token, nothing to renew, not an owner)."""
+    name = _name()
+    a, b = coordinators(), coordinators()
+    lock = a.get_lock(name)
+    assert lock.acquire(blocking=False)
+    a.stop()
+    assert lock.token is None and not lock.heartbeat() and not lock.is_still_owner() and not lock.release()
+    assert b.get_lock(name).acquire(blocking=False)
