@@ -268,3 +268,20 @@ def test_stop_releases_what_the_coordinator_holds(coordinators):
     a.stop()
     assert lock.token is None and not lock.heartbeat() and not lock.is_still_owner() and not lock.release()
     assert b.get_lock(name).acquire(blocking=False)
+
+
+def test_a_timed_acquire_of_a_held_lock_returns_false_and_spends_nothing(backend, coordinators):
+    """acquire(blocking=0.2) while another coordinator holds the lock: False at the deadline, and the
+    waiter's account sent nothing (its nonce is unchanged). Once the holder's lease has expired, a
+    waiting acquire takes it with a higher token."""
+    _, chain = backend
+    name = _name()
+    a, b = coordinators(), coordinators()
+    first, second = a.get_lock(name), b.get_lock(name)
+    assert first.acquire(blocking=False)
+    nonce = chain.rpc.nonce(b.account)
+    assert not second.acquire(blocking=0.2)  # the outcome, not the time, is what is checked
+    assert chain.rpc.nonce(b.account) == nonce
+    chain.advance_time(TTL)
+    assert second.acquire(timeout=60)  # 60 s: a safety net; the lease has already expired
+    assert second.token > first.token
