@@ -34,14 +34,15 @@ demos; other processes cannot see it). Query parameters:
     account, derived from the key and its member id
     (``keccak256("chainfence.tooz.member\\0" ‖ key ‖ member_id)``), so that
     coordinators sharing one URL exclude each other; ``start()`` tops the
-    member's account up to ``fund`` wei (default 10**16; embedded 10**18) from the key's
-    account, ``fund=0`` never sends. ``key``: the coordinator signs with the
+    member's account up to ``fund`` wei (default 10**16; embedded 10**18)
+    from the key's account, ``fund=0`` never sends. ``key``: the coordinator signs with the
     key itself (one key per coordinator is then the operator's job: two
     coordinators on one key are one holder, and the registry lets a holder
     re-acquire, with a new token).
 ``timeout``
-    the lease ttl in seconds (default 30): a lock whose holder stops
-    heartbeating ends this long after its last acquisition or renewal.
+    the lease ttl in seconds (default 30, at most the registry's max ttl):
+    a lock whose holder stops heartbeating ends this long after its last
+    acquisition or renewal.
 ``prefix``
     prepended to every lock name (``prefix=tooz/`` puts them in the
     ``tooz`` namespace of a registry that has namespaces).
