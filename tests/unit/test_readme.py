@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -82,3 +84,12 @@ def test_the_claims_and_progress_examples_run_after_the_main_one(tmp_path, monke
         example = next(block for block in blocks if marker in block)
         exec(compile(example, "README.md", "exec"), namespace)
     assert "2026-11-01" in capsys.readouterr().out
+
+
+def test_the_tooz_example_runs(capsys):
+    """The tooz walkthrough: worker-1 holds with a token, releases on exit, worker-2 then gets the lock."""
+    pytest.importorskip("tooz")
+    example = next(block for block in python_blocks() if "tooz.coordination.get_coordinator" in block)
+    exec(compile(example, "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("worker-1 holds it with fencing token ") and out[1] == "worker-2 got it: True"
