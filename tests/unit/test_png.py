@@ -52,6 +52,6 @@ def test_every_filter_decodes_to_the_pixels_encoded(channels, colour_type):
 def test_a_corrupt_file_is_refused():
     good = encode([bytes(6)], 2, 3, 2)
     with pytest.raises(ValueError):
-        png.decode(good[:20] + b"\x00" + good[21:])  # a CRC no longer matches
+        png.decode(good[:23] + bytes([good[23] ^ 0xFF]) + good[24:])  # the height changed: IHDR's CRC fails
     with pytest.raises(ValueError):
         png.decode(b"GIF89a")
