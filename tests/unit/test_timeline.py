@@ -143,6 +143,14 @@ def test_hostile_text_everywhere_renders_as_inert_text():
     assert dom.kind("title")[0].text == "<script>alert(1)</script>"
 
 
+def test_control_without_html_escaping_hostile_names_become_elements(monkeypatch):
+    """The check above can fail: with the HTML escaping removed, the same names put elements in the page."""
+    monkeypatch.setattr(timeline, "_esc", lambda text: text)
+    leases = [TimelineLease(bad, 1, ALICE, None, T, T + 10, "released", "unheld") for bad in HOSTILE_TEXT]
+    tags = {node.tag for node in Page(render(leases, now=NOW)).nodes}
+    assert {"script", "iframe"} <= tags - ALLOWED
+
+
 def test_raw_name_bytes_are_shown_as_display_shows_them():
     """Bytes that are not UTF-8 and a bidi override are escaped unambiguously; the lane keeps them apart
     from a name that spells the escape literally."""
