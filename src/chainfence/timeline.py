@@ -36,6 +36,8 @@ unambiguously), so no name can pass for another or turn the page around.
 
 from __future__ import annotations
 
+import functools
+import html
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -211,6 +213,8 @@ MIN_BAR_WIDTH = 1.0
 BAR_GAP = 1.0
 #: Renewal ticks closer than this to the previous tick drawn on the bar merge into it (its data-count says how many).
 TICK_MERGE_PX = 3.0
+#: Bars narrower than this get no renewal ticks (the ticks would hide the bar's colour).
+MIN_TICKED_BAR = 12.0
 #: Advance of one character of the page's monospace font, per px of font size (DejaVu Sans Mono: 0.602).
 CHAR_ADVANCE = 0.61
 TOKEN_FONT = 11
@@ -302,6 +306,7 @@ def ink_on(colour: str) -> str:
     return "#111111" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "#ffffff"
 
 
+@functools.lru_cache(maxsize=8192)
 def format_time(t: int, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
     """``t`` (unix s) in UTC; a time past the year 9999 as plain seconds."""
     from datetime import datetime, timezone
@@ -514,20 +519,27 @@ def layout(
 # ---------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8192)
 def _esc(text: str) -> str:
-    """``text`` (already made printable by :func:`_name`/:func:`_text`) escaped for HTML text and attributes."""
-    import html
+    """``text`` (already made printable by :func:`_name`/:func:`_text`) escaped for HTML text and attributes.
 
+    Cached, like :func:`_text` and :func:`format_time`: holders, names and times repeat across thousands of
+    leases."""
     return html.escape(text, quote=True)
 
 
 def _text(value: object) -> str:
     """Any untrusted value as printable text: bytes as 0x-hex, every non-printable code point escaped."""
-    from . import _names
-
     if isinstance(value, bytes):
         return "0x" + value.hex()
-    return _names.display_text(str(value))
+    return _display_text(str(value))
+
+
+@functools.lru_cache(maxsize=8192)
+def _display_text(text: str) -> str:
+    from . import _names
+
+    return _names.display_text(text)
 
 
 def _short_address(address: str) -> str:
@@ -580,7 +592,8 @@ def render(
     Every lease gets its bar, however short (at least 1 px wide), with a
     tooltip (``<title>``) that says everything about it; its token is
     written on it only when the label fits, otherwise the tooltip alone
-    carries it. Renewal ticks closer than 3 px merge (``data-count``). The
+    carries it. Renewal ticks closer than 3 px merge (``data-count``); a bar
+    under 12 px wide gets none (its ``data-renewals`` and tooltip count them). The
     page has no script and a Content-Security-Policy that forbids loading
     anything, so it stays inert and offline whatever a name holds.
     """
@@ -670,11 +683,15 @@ def render(
                     data_end_reason=lease.end_reason,
                     data_start=lease.start,
                     data_until=bar.until,
+                    data_renewals=len(lease.renewals),
                 )
                 + f"><title>{_esc(tip)}</title></rect>\n"
             )
-        # Renewal ticks, merged when closer than TICK_MERGE_PX.
+        # Renewal ticks, merged when closer than TICK_MERGE_PX; none on bars too narrow to show them apart
+        # from the bar (the bar's tooltip and data-renewals count them).
         for bar in lane_bars:
+            if bar.width < MIN_TICKED_BAR:
+                continue
             groups: list[list[tuple[int, object]]] = []
             last_x = None
             for time, progress in bar.lease.renewals:

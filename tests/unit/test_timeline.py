@@ -181,7 +181,7 @@ def test_the_module_is_pure():
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add(("." * node.level) + (node.module or ""))
-    assert imported <= {"__future__", "collections.abc", "dataclasses", ".errors", ".", "colorsys", "hashlib", "html",
+    assert imported <= {"__future__", "collections.abc", "dataclasses", ".errors", ".", "colorsys", "functools", "hashlib", "html",
                         "datetime"}, imported  # fmt: skip
 
 
@@ -277,13 +277,27 @@ def test_thousands_of_leases_each_get_a_bar_and_renewal_ticks_merge():
     assert len(bars) == 5000 and {node.attrs["data-token"] for node in bars} == {str(i) for i in range(1, 5001)}
     assert all(float(node.attrs["width"]) >= timeline.MIN_BAR_WIDTH for node in bars)
     assert float(dom.kind("timeline")[0].attrs["data-plot-width"]) == timeline.MAX_PLOT_WIDTH
-    # 16,000 px for about 50,000 s: a bar is about 2.9 px, its eight renewals 0.32 px apart merge into one tick.
-    ticks_ = dom.kind("renewal")
-    assert len(ticks_) == 5000 and {node.attrs["data-count"] for node in ticks_} == {"8"}
+    # 16,000 px for about 50,000 s: a bar is about 2.9 px, too thin for ticks; it counts its renewals.
+    assert dom.kind("renewal") == []
+    assert {node.attrs["data-renewals"] for node in bars} == {"8"}
+    assert all("renewals: 8" in tooltip(node) for node in bars)
     # No token fits on a 2.9 px bar: no label is drawn, each bar's tooltip names its token.
     assert dom.kind("token-label") == []
     assert all(f"token {node.attrs['data-token']} " in tooltip(node) for node in bars)
     assert len(dom.kind("legend-entry")) == 7
+
+
+def test_renewal_ticks_closer_than_3_px_merge_and_keep_their_count():
+    """On a bar wide enough for ticks, every renewal is counted by exactly one drawn tick."""
+    renewals = [(100 + t, None) for t in (1, 2, 3, 50, 51, 200, 400, 401, 402, 403)]
+    geo = layout([lease(start=100, end=600, renewals=renewals)], width=1000)  # about 1.9 px per second
+    ticks_ = Page(render([lease(start=100, end=600, renewals=renewals)], width=1000)).kind("renewal")
+    xs = [float(node.attrs["x1"]) for node in ticks_]
+    # 1.92 px per second: +2 merges into +1, +3 is 3.8 px from +1 and starts a tick, and so on.
+    assert [int(node.attrs["data-count"]) for node in ticks_] == [2, 1, 2, 1, 2, 2]
+    assert sum(int(node.attrs["data-count"]) for node in ticks_) == len(renewals)
+    assert all(b - a >= timeline.TICK_MERGE_PX for a, b in zip(xs, xs[1:]))
+    assert xs[0] == pytest.approx(geo.x(101), abs=0.01)  # the page rounds to 1/100 px
 
 
 def test_in_a_busy_lane_the_long_leases_keep_their_labels():
