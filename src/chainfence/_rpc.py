@@ -338,6 +338,39 @@ class Rpc:
 
         return self._read("eth_getBlockByNumber", get)
 
+    def blocks(self, numbers: Sequence[int], *, chunk: int = 200) -> list[Any | None]:
+        """The blocks ``numbers`` (headers and transaction hashes; None where the node has none), in order.
+
+        One JSON-RPC batch per ``chunk`` blocks where the node takes batches
+        (anvil, geth and hosted providers do; the embedded chain answers in
+        process, one at a time). A node that refuses a batch is asked one
+        block at a time from then on.
+        """
+        from web3.exceptions import BlockNotFound
+
+        numbers = list(numbers)
+        found: list[Any | None] = []
+        for start in range(0, len(numbers), chunk):
+            part = numbers[start : start + chunk]
+            if self._batches and len(part) > 1:
+                try:
+                    with self.w3.batch_requests() as batch:
+                        for number in part:
+                            batch.add(self._eth.get_block(number))
+                        replies = batch.execute()
+                    found.extend(reply if hasattr(reply, "get") and reply.get("number") is not None else None
+                                 for reply in replies)  # fmt: skip
+                    continue
+                except BlockNotFound:
+                    pass  # one of them is missing: ask one at a time, which says which
+                except Exception as exc:
+                    if is_transport_error(exc):
+                        raise translate(exc, "eth_getBlockByNumber") from exc
+                    logger.debug("batched eth_getBlockByNumber failed (%s); not batching again", exc)
+                    self._batches = False
+            found.extend(self.block(number) for number in part)
+        return found
+
     def pending_timestamp(self) -> int | None:
         """The timestamp of the block being built, where the node offers one (anvil, eth-tester, geth)."""
         if self._tester is not None:
