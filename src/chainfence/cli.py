@@ -14,6 +14,7 @@
     chainfence complete NAME --token T [--workset WS] [--result TEXT]
     chainfence tx HASH... [--nonce N --account A]   # what became of a transaction
     chainfence lock NAME [--ttl S] [--wait S] [--grace S] -- CMD ARGS...   # run CMD holding the lease
+    chainfence audit sync|verify|history|token|holder|at|current|takeovers|completions|resources ...
     chainfence demo
 
 Configuration, flags first, then the environment, then the deployment file
@@ -73,6 +74,8 @@ EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry ther
 EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
 EXIT_LOST = 7  # `lock`: the lease was lost while the command ran; the command was stopped
 EXIT_NOTHING_TO_CLAIM = 8  # `claim`: every item is done or held live by others
+EXIT_INDEX_MISMATCH = 11  # `audit`: the index file belongs to another registry, or is not an index
+EXIT_INDEX_DIFFERS = 12  # `audit verify`: the index and the chain differ
 
 _EPILOG = """\
 exit codes:
@@ -89,6 +92,8 @@ exit codes:
      deadline, or superseded, expired, released): the command got SIGTERM, then SIGKILL after --grace
   `chainfence lock` otherwise exits with the command's code (128+N if a signal N ended it)
   8  `claim`: nothing left to claim (every item is done or held by another agent)
+  11 `audit`: the index file belongs to another registry (or is not an audit index)
+  12 `audit verify`: the index and the chain differ (what differs is listed on stderr)
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
@@ -109,6 +114,12 @@ def exit_code(error: ChainfenceError) -> int:
         return EXIT_CONNECTION
     if isinstance(error, (TransactionTimeout, OutcomeUnknown, NotConfirmed)):
         return EXIT_OUTCOME
+    from .errors import AuditIndexDiffers, AuditIndexMismatch
+
+    if isinstance(error, AuditIndexMismatch):
+        return EXIT_INDEX_MISMATCH
+    if isinstance(error, AuditIndexDiffers):
+        return EXIT_INDEX_DIFFERS
     return EXIT_ERROR
 
 
@@ -341,6 +352,9 @@ def _parser() -> argparse.ArgumentParser:
         "--block-time-margin", type=_seconds, default=None,
         help="seconds a block's timestamp may lag its transaction's send, plus clock drift (default 2)",
     )  # fmt: skip
+    from . import _cli_audit  # argparse only: no web3
+
+    _cli_audit.register(commands, common, _int_at_least)
     # CMD and its arguments follow `--`: main() splits them off before parsing (argparse would read
     # CMD's options as chainfence's).
     return parser
@@ -646,6 +660,12 @@ def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     return EXIT_OK
 
 
+def _cmd_audit(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from . import _cli_audit
+
+    return _cli_audit.run(args, _connect, _table)
+
+
 def _cmd_status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=False)
     now = chain.now()
@@ -858,6 +878,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
     "complete": _cmd_complete,
     "tx": _cmd_tx,
     "lock": _cmd_lock,
+    "audit": _cmd_audit,
 }
 
 
