@@ -547,6 +547,33 @@ class AsyncRpc:
 
         return await self._read("eth_getBlockByNumber", get)
 
+    async def blocks(self, numbers: Sequence[int], *, chunk: int = 200) -> list[Any | None]:
+        """:meth:`Rpc.blocks`: one batch per ``chunk`` blocks where the node takes batches."""
+        from web3.exceptions import BlockNotFound
+
+        numbers = list(numbers)
+        found: list[Any | None] = []
+        for start in range(0, len(numbers), chunk):
+            part = numbers[start : start + chunk]
+            if self._batches and len(part) > 1:
+                try:
+                    async with self.w3.batch_requests() as batch:
+                        for number in part:
+                            batch.add(self._eth.get_block(number))
+                        replies = await batch.async_execute()
+                    found.extend(reply if hasattr(reply, "get") and reply.get("number") is not None else None
+                                 for reply in replies)  # fmt: skip
+                    continue
+                except BlockNotFound:
+                    pass
+                except Exception as exc:
+                    if is_transport_error(exc):
+                        raise translate(exc, "eth_getBlockByNumber") from exc
+                    logger.debug("batched eth_getBlockByNumber failed (%s); not batching again", exc)
+                    self._batches = False
+            found.extend([await self.block(number) for number in part])
+        return found
+
     async def pending_timestamp(self) -> int | None:
         if self._tester is not None:  # in-process, as Rpc.pending_timestamp reads it
             with self.w3.provider._request_lock:
