@@ -179,7 +179,7 @@ def run(args: argparse.Namespace, connect: Any, table: Any) -> int:
         if live or not args.no_sync:
             index.sync(registry, max_blocks=args.max_blocks)
         status = index.status(registry.chain)
-        answer = _query(index, args)
+        answer = _query(index, args, registry.chain)
         if args.json:
             print(json.dumps({"status": status.to_dict(), "result": _json(answer)}))
             return 0
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace, connect: Any, table: Any) -> int:
         index.close()
 
 
-def _query(index: Any, args: argparse.Namespace) -> Any:
+def _query(index: Any, args: argparse.Namespace, chain: Any = None) -> Any:
     command = args.audit_command
     if command == "history":
         return index.history(args.name)
@@ -201,7 +201,11 @@ def _query(index: Any, args: argparse.Namespace) -> Any:
     if command == "holder":
         return index.leases_of(args.address)
     if command == "at":
-        lease = index.holder_at(args.name, time=args.time, block=args.block)
+        block_time = None
+        if args.block is not None and chain is not None:
+            found = chain.rpc.block(args.block)
+            block_time = int(found["timestamp"]) if found is not None else None
+        lease = index.holder_at(args.name, time=args.time, block=args.block, block_time=block_time)
         return [lease] if lease is not None else []
     if command == "current":
         return index.current(prefix=args.prefix)

@@ -20,6 +20,7 @@ successes.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -145,25 +146,73 @@ class RegistryLog:
     admitted: bool | None = None  # NamespaceAdmissionSet
 
 
+def _bytes(value: Any) -> bytes:
+    """Bytes from web3's shape (HexBytes, bytes) or the node's raw JSON (a 0x-hex str)."""
+    if isinstance(value, str):
+        return bytes.fromhex(value[2:] if value.startswith(("0x", "0X")) else value)
+    return bytes(value)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, str):
+        return int(value, 16)
+    return int(value)
+
+
 def _word(topic_value: Any) -> bytes:
-    data = bytes(topic_value)
+    data = _bytes(topic_value)
     if len(data) != 32:
         raise ValueError(f"a topic is 32 bytes, got {len(data)}")
     return data
 
 
+@functools.lru_cache(maxsize=4096)
+def _checksum(raw: bytes) -> str:
+    return to_checksum_address(raw)
+
+
 def _address(word: bytes) -> str:
     if any(word[:12]):
-        raise ValueError("an address topic has nonzero high bytes")
-    return to_checksum_address(word[12:])
+        raise ValueError("an address word has nonzero high bytes")
+    return _checksum(word[12:])
+
+
+#: ABI types of fixed size decoded by slicing (what eth_abi checks, checked here too).
+_STATIC = {"uint256", "uint8", "bytes32", "bool", "address"}
+
+
+def _decode_data(types: tuple[str, ...], data: bytes) -> tuple[Any, ...]:
+    if types == ("bytes",) and len(data) >= 64:  # a name: offset 32, length, the bytes zero-padded to a word
+        length = int.from_bytes(data[32:64], "big")
+        padded = 64 + -(-length // 32) * 32
+        if int.from_bytes(data[:32], "big") == 32 and len(data) == padded and not any(data[64 + length :]):
+            return (data[64 : 64 + length],)
+    if len(data) != 32 * len(types) or not _STATIC.issuperset(types):
+        return tuple(abi_decode(types, data))  # names (dynamic bytes), or a length eth_abi must judge
+    values: list[Any] = []
+    for position, kind in enumerate(types):
+        word = data[32 * position : 32 * position + 32]
+        if kind == "bytes32":
+            values.append(word)
+        elif kind == "address":
+            values.append(_address(word))
+        else:
+            number = int.from_bytes(word, "big")
+            if (kind == "uint8" and number > 0xFF) or (kind == "bool" and number > 1):
+                raise ValueError(f"a {kind} word holds {number:#x}")
+            values.append(bool(number) if kind == "bool" else number)
+    return tuple(values)
 
 
 def decode(log: Any) -> RegistryLog | None:
-    """``log`` (as web3 returns it) decoded, or None if it is not one of the registry's events."""
+    """``log`` (as web3 returns it, or the node's raw JSON) decoded, or None if it is not one of the registry's events."""
     topics = log["topics"]
     if not topics:
         return None
-    kind = _KINDS.get(bytes(topics[0]))
+    try:
+        kind = _KINDS.get(_bytes(topics[0]))
+    except ValueError:
+        return None
     if kind is None:
         return None
     spec = _SPECS[kind]
@@ -176,20 +225,20 @@ def decode(log: Any) -> RegistryLog | None:
         for field_name, value in zip(spec.indexed, topics[2:], strict=True):
             word = _word(value)
             fields[field_name] = int.from_bytes(word, "big") if field_name == "token" else _address(word)
-        data = abi_decode(spec.data_types, bytes(log["data"])) if spec.data_types else ()
+        data = _decode_data(spec.data_types, _bytes(log["data"])) if spec.data_types else ()
         for field_name, value in zip(spec.data_fields, data, strict=True):
             if isinstance(value, bytes):
                 value = bytes(value)
             elif isinstance(value, str):  # an ABI address
-                value = to_checksum_address(value)
+                value = _checksum(bytes.fromhex(value[2:]))
             fields[field_name] = value
         return RegistryLog(
             kind=kind,
             resource_id=resource_id,
-            block_number=int(log["blockNumber"]),
-            block_hash=bytes(log["blockHash"]),
-            tx_hash="0x" + bytes(log["transactionHash"]).hex(),
-            log_index=int(log["logIndex"]),
+            block_number=_int(log["blockNumber"]),
+            block_hash=_bytes(log["blockHash"]),
+            tx_hash="0x" + _bytes(log["transactionHash"]).hex(),
+            log_index=_int(log["logIndex"]),
             **fields,
         )
     except Exception as exc:  # noqa: BLE001 - content from the chain: skip it, never raise at the reader
@@ -294,7 +343,7 @@ def _pages(
         width = span.current if max_range is None else min(span.current, max_range)
         end = min(to_block, start + width - 1)
         try:
-            raw = yield RPC.logs({"address": address, "fromBlock": start, "toBlock": end, "topics": topics})
+            raw = yield RPC.logs({"address": address, "fromBlock": start, "toBlock": end, "topics": topics}, raw=True)
         except RpcError as refused:
             if end == start:
                 raise

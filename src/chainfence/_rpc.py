@@ -263,6 +263,37 @@ def _is_range_refusal(code: int | None, message: str) -> bool:
     return code in (-32005, -32602, -32614) or any(phrase in message for phrase in _LOG_RANGE_PHRASES)
 
 
+def _raw_filter(filter_params: dict[str, Any]) -> dict[str, Any]:
+    """An eth_getLogs filter as JSON-RPC wants it (block numbers in hex), for a raw request."""
+    params = dict(filter_params)
+    for key in ("fromBlock", "toBlock"):
+        if isinstance(params.get(key), int):
+            params[key] = hex(params[key])
+    return params
+
+
+class _RawReplyError(Exception):
+    """A JSON-RPC error in a raw reply, shaped as web3's exceptions are for :func:`translate`."""
+
+    def __init__(self, error: dict[str, Any]):
+        super().__init__(error)
+        code = error.get("code")
+        # A reply without a code is still an answer from the node: an RpcError, never a transport failure.
+        self.rpc_response = {"error": {**error, "code": code if isinstance(code, int) else -32000}}
+
+
+def _raw_result(method: str, response: Any) -> Any:
+    if not isinstance(response, dict):
+        raise ChainError(f"{method}: the node sent a reply that is not a JSON-RPC object")
+    error = response.get("error")
+    if error:
+        raise _RawReplyError(error if isinstance(error, dict) else {"message": str(error)})
+    result = response.get("result")
+    if not isinstance(result, list):
+        raise ChainError(f"{method}: the node sent no list of logs")
+    return result
+
+
 class Rpc:
     """The JSON-RPC methods chainfence uses, each one translating its failures.
 
@@ -429,8 +460,18 @@ class Rpc:
     def nonce(self, address: str, block: str | int = "pending") -> int:
         return int(self._read("eth_getTransactionCount", lambda: self._eth.get_transaction_count(address, block)))
 
-    def logs(self, filter_params: dict[str, Any]) -> list[Any]:
-        """``eth_getLogs``; a provider's range or size limit raises :class:`LogRangeRefused`."""
+    def logs(self, filter_params: dict[str, Any], *, raw: bool = False) -> list[Any]:
+        """``eth_getLogs``; a provider's range or size limit raises :class:`LogRangeRefused`.
+
+        ``raw``: the node's JSON as it came (hex strings), without web3's result formatters, which
+        cost more than the request itself on a page of thousands of logs (the audit index's sync
+        reads them so; :func:`chainfence._events.decode` reads both shapes). The embedded chain
+        answers through web3 either way.
+        """
+        if raw and not self.embedded:
+            params = _raw_filter(filter_params)
+            return list(self._read("eth_getLogs", lambda: _raw_result("eth_getLogs", self.w3.provider.make_request(
+                "eth_getLogs", [params]))))  # fmt: skip
         return list(self._read("eth_getLogs", lambda: self._eth.get_logs(filter_params)))
 
     # -- transactions ---------------------------------------------------------
@@ -625,7 +666,14 @@ class AsyncRpc:
             await self._read("eth_getTransactionCount", lambda: self._eth.get_transaction_count(address, block))
         )
 
-    async def logs(self, filter_params: dict[str, Any]) -> list[Any]:
+    async def logs(self, filter_params: dict[str, Any], *, raw: bool = False) -> list[Any]:
+        if raw and not self.embedded:
+            params = _raw_filter(filter_params)
+
+            async def get() -> Any:
+                return _raw_result("eth_getLogs", await self.w3.provider.make_request("eth_getLogs", [params]))
+
+            return list(await self._read("eth_getLogs", get))
         return list(await self._read("eth_getLogs", lambda: self._eth.get_logs(filter_params)))
 
     async def send_raw(self, raw: bytes, *, sender: str | None = None) -> None:

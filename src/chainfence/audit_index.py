@@ -552,24 +552,28 @@ class AuditIndex:
     # -- queries ------------------------------------------------------------------
 
     def _as_of(self) -> int | None:
-        return self.status().as_of
+        row = self._conn.execute(
+            "SELECT b.timestamp FROM meta m JOIN blocks b ON b.number = CAST(m.value AS INTEGER) WHERE m.key = 'synced_block'"
+        ).fetchone()
+        return row[0] if row else None
 
     def _label(self, resource_id: bytes) -> tuple[str | None, str]:
-        row = self._conn.execute("SELECT name, claimed FROM resources WHERE resource_id = ?", (resource_id,)).fetchone()
-        if row is None or row[0] is None:
-            return None, "0x" + resource_id.hex()
-        return _names.decode(bytes(row[0])), _names.display(bytes(row[0]))
+        row = self._conn.execute("SELECT name FROM resources WHERE resource_id = ?", (resource_id,)).fetchone()
+        return _label_of(resource_id, None if row is None else row[0])
 
     def _leases(self, where: str, params: Iterable[Any], order: str = "acquired_block, acquired_log") -> list[LeaseRecord]:
         as_of = self._as_of()
         labels: dict[bytes, tuple[str | None, str]] = {}
         result = []
-        for row in self._conn.execute(f"SELECT {_LEASE_COLUMNS} FROM leases WHERE {where} ORDER BY {order}", tuple(params)):
-            record = dict(zip(_LEASE_FIELDS, row, strict=True))
+        sql = (f"SELECT {_LEASE_COLUMNS}, (SELECT name FROM resources r WHERE r.resource_id = leases.resource_id) "
+               f"FROM leases WHERE {where} ORDER BY {order}")  # fmt: skip
+        for row in self._conn.execute(sql, tuple(params)):
+            record = dict(zip(_LEASE_FIELDS, row, strict=False))
             resource_id = bytes(record["resource_id"])
-            if resource_id not in labels:
-                labels[resource_id] = self._label(resource_id)
-            result.append(_record(record, labels[resource_id], as_of))
+            label = labels.get(resource_id)
+            if label is None:
+                label = labels[resource_id] = _label_of(resource_id, row[-1])
+            result.append(_record(record, label, as_of))
         return result
 
     def history(self, resource: str) -> list[LeaseRecord]:
@@ -591,12 +595,18 @@ class AuditIndex:
         """Every lease ``holder`` held, oldest first."""
         return self._leases("holder = ?", (_validate.address(holder, "holder"),))
 
-    def holder_at(self, resource: str, *, time: int | None = None, block: int | None = None) -> LeaseRecord | None:
+    def holder_at(
+        self, resource: str, *, time: int | None = None, block: int | None = None, block_time: int | None = None
+    ) -> LeaseRecord | None:
         """The lease that held ``resource`` at chain time ``time`` or at block ``block`` (exactly one of them).
 
         None when nobody held it then (never held yet, released, or expired).
         A lease holds from its acquisition until it ended or expired
-        (its expiry as of the renewals made by then).
+        (its expiry as of the renewals made by then). At a block, expiry is
+        judged at ``block_time``, that block's timestamp (the CLI reads it
+        from the node); without it, at the newest indexed block at or before
+        it, a lower bound: a lease may then read live for a few blocks past
+        its expiry, never the other way round.
         """
         resource_id = _validate.resource_id(resource)
         if (time is None) == (block is None):
@@ -610,7 +620,9 @@ class AuditIndex:
         if not found:
             return None
         lease = found[0]
-        at_time = time if time is not None else self._time_of_block(value)
+        if block_time is not None and (isinstance(block_time, bool) or not isinstance(block_time, int) or block_time < 0):
+            raise InvalidInput(f"block_time must be an int >= 0, got {block_time!r}")
+        at_time = time if time is not None else (block_time if block_time is not None else self._time_of_block(value))
         # Ended by an event (released, revoked, completed) or by the next acquisition by then?
         if lease.ended_block is not None and lease.ended in ("released", "revoked", "completed", "superseded"):
             ended_before = lease.ended_at <= value if time is not None else lease.ended_block <= value
@@ -639,11 +651,12 @@ class AuditIndex:
         as_of = self._as_of()
         if as_of is None:
             return []
-        leases = self._leases("ended IS NULL AND expires_at > ?", (as_of,), order="resource_id")
+        where, params = "ended IS NULL AND expires_at > ?", [as_of]
         if prefix is not None:
-            wanted = _prefix_bytes(prefix)
-            leases = [lease for lease in leases if lease.resource is not None and lease.resource.encode().startswith(wanted)]
-        return leases
+            names, name_params = _name_range(prefix)
+            where += f" AND resource_id IN (SELECT resource_id FROM resources WHERE {names})"
+            params.extend(name_params)
+        return self._leases(where, params, order="resource_id")
 
     def takeovers(
         self, *, from_block: int | None = None, to_block: int | None = None, since: int | None = None,
@@ -691,15 +704,14 @@ class AuditIndex:
 
     def resources(self, prefix: str = "") -> list[ResourceRecord]:
         """Resources whose name starts with ``prefix`` (every named resource for ""), by name."""
-        wanted = _prefix_bytes(prefix) if prefix else b""
-        upper = _successor(wanted)
-        sql = (
+        names, params = _name_range(prefix)
+        rows = self._conn.execute(
             "SELECT r.resource_id, r.name, r.claimed, "
             "(SELECT count(*) FROM leases l WHERE l.resource_id = r.resource_id), "
             "(SELECT max(token) FROM leases l WHERE l.resource_id = r.resource_id) "
-            "FROM resources r WHERE r.name >= ?" + (" AND r.name < ?" if upper is not None else "") + " ORDER BY r.name"
-        )
-        rows = self._conn.execute(sql, (wanted, upper) if upper is not None else (wanted,)).fetchall()
+            f"FROM resources r WHERE {names.replace('name', 'r.name')} ORDER BY r.name",
+            params,
+        ).fetchall()
         result = []
         for resource_id, name, claimed, count, latest in rows:
             result.append(ResourceRecord(_names.decode(bytes(name)), _names.display(bytes(name)), bytes(resource_id),
@@ -758,6 +770,12 @@ _LEASE_FIELDS = (
     "successor",
 )  # fmt: skip
 _LEASE_COLUMNS = ", ".join(_LEASE_FIELDS)
+
+
+def _label_of(resource_id: bytes, name: bytes | None) -> tuple[str | None, str]:
+    if name is None:
+        return None, "0x" + resource_id.hex()
+    return _names.decode(bytes(name)), _names.display(bytes(name))
 
 
 def _reason(value: int) -> AcquireReason | int:
@@ -951,6 +969,15 @@ def _prefix_bytes(prefix: object) -> bytes:
     if len(data) > _names.MAX_NAME_LENGTH:
         raise InvalidInput(f"prefix is longer than a name can be ({len(data)} > {_names.MAX_NAME_LENGTH} bytes)")
     return data
+
+
+def _name_range(prefix: object) -> tuple[str, list[Any]]:
+    """A WHERE clause on ``name`` (indexed: a range of byte strings) for names starting with ``prefix``."""
+    wanted = _prefix_bytes(prefix)
+    upper = _successor(wanted)
+    if upper is None:
+        return "name IS NOT NULL AND name >= ?", [wanted]
+    return "name >= ? AND name < ?", [wanted, upper]
 
 
 def _successor(prefix: bytes) -> bytes | None:
