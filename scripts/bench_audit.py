@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The audit index: events synced per second from anvil, and query latency over 100,000 events.
 
-    python scripts/bench_audit.py                      # 10,000 acquisitions (20,000 events), 3 rounds
+    python scripts/bench_audit.py                      # 10,000 acquisitions (20,000 events in 500 blocks), 3 rounds
     python scripts/bench_audit.py --txs 20000 --rounds 5 --json
 
 Sync (one fresh anvil from the project's node_modules): ``--txs``
@@ -197,7 +197,7 @@ def queries(path: Path, picks: dict[str, list], count: int, seed: int = 11) -> d
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--txs", type=int, default=10_000, help="acquisitions on anvil (two events each)")
-    parser.add_argument("--per-block", type=int, default=100)
+    parser.add_argument("--per-block", type=int, default=20, help="acquisitions a block (default 20: 500 blocks)")
     parser.add_argument("--rounds", type=int, default=3, help="sync rounds of each kind, alternating")
     parser.add_argument("--events", type=int, default=100_000, help="events in the query index")
     parser.add_argument("--resources", type=int, default=5_000)

@@ -1,0 +1,103 @@
+"""`chainfence audit` as a script and a person use it: sync, each query (table and --json), --live,
+verify (exit 12 on a tampered index), another registry's index (exit 11), bad input (exit 2)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from chainfence import _cli_audit
+
+DAILY = "cli/daily"
+
+
+def audit(anvil_node, registry, index, *args, json_out=True):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "chainfence", "audit", *args, "--index", str(index), "--rpc-url", anvil_node.url,
+         "--registry", registry.address, *(["--json"] if json_out else [])],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return done, (json.loads(done.stdout) if json_out and done.stdout.strip() else None)
+
+
+@pytest.fixture
+def played(on_anvil):
+    chain = on_anvil.chain
+    alice, bob = on_anvil.connect(chain.accounts[1]), on_anvil.connect(chain.accounts[2])
+    first = alice.acquire(DAILY, ttl=60)
+    first.renew(progress=b"step-1")
+    chain.advance_time(61)
+    second = bob.acquire(DAILY, ttl=600)
+    bob.complete(DAILY, second.token, b"rows: 42")
+    return on_anvil, alice, bob, first, second
+
+
+def test_sync_then_every_query_answers_from_the_index(anvil_node, played, tmp_path):
+    registry, alice, bob, first, second = played
+    index = tmp_path / "audit.sqlite"
+    done, synced = audit(anvil_node, registry, index, "sync")
+    assert done.returncode == 0, done.stderr
+    assert synced["status"]["behind"] == 0 and "sync [" not in done.stderr, "no progress bar off a terminal"
+    done, history = audit(anvil_node, registry, index, "history", DAILY, "--no-sync")
+    assert [(r["token"], r["holder"], r["reason"], r["status"]) for r in history["result"]] == [
+        (first.token, alice.sender, "unheld", "expired"), (second.token, bob.sender, "expired", "live")]
+    assert history["result"][0]["renewals"] == 1 and history["result"][0]["markers"] == 1
+    _, token = audit(anvil_node, registry, index, "token", str(second.token))
+    assert token["result"]["completions"] == 1
+    _, at = audit(anvil_node, registry, index, "at", DAILY, "--time", str(first.expires_at - 1))
+    assert [r["token"] for r in at["result"]] == [first.token]
+    _, at_block = audit(anvil_node, registry, index, "at", DAILY, "--block", str(second.block_number))
+    assert [r["token"] for r in at_block["result"]] == [second.token]
+    _, takeovers = audit(anvil_node, registry, index, "takeovers", "--since", str(first.expires_at))
+    assert [(t["previous_holder"], t["holder"], t["reason"]) for t in takeovers["result"]] == [
+        (alice.sender, bob.sender, "expired")]
+    _, completions = audit(anvil_node, registry, index, "completions", DAILY)
+    assert [c["token"] for c in completions["result"]] == [second.token]
+    done, _ = audit(anvil_node, registry, index, "current", "--prefix", "cli/", json_out=False)
+    assert DAILY in done.stdout and bob.sender in done.stdout and "blocks behind" not in done.stderr
+    assert "at the head" in done.stderr
+    done, _ = audit(anvil_node, registry, index, "history", DAILY, json_out=False)
+    assert "released" not in done.stdout and "expired" in done.stdout and "1, last" in done.stdout
+    live_done, live = audit(anvil_node, registry, tmp_path / "unused.sqlite", "history", DAILY, "--live")
+    assert live["result"] == history["result"] and not (tmp_path / "unused.sqlite").exists()
+
+
+def test_verify_exits_12_on_a_tampered_index_and_11_on_another_registrys(anvil_node, played, tmp_path):
+    registry, alice, bob, first, second = played
+    index = tmp_path / "audit.sqlite"
+    assert audit(anvil_node, registry, index, "sync")[0].returncode == 0
+    ok, verified = audit(anvil_node, registry, index, "verify")
+    assert ok.returncode == 0 and verified["checked"] >= 4
+    with sqlite3.connect(index) as conn:
+        conn.execute("UPDATE events SET holder = ? WHERE token = ?", (alice.sender, second.token))
+    bad, report = audit(anvil_node, registry, index, "verify")
+    assert bad.returncode == 12 and report["error"] == "AuditIndexDiffers"
+    assert f"block {second.block_number}" in bad.stderr
+    from chainfence import Registry
+
+    other = Registry.deploy(registry.chain, max_ttl=60)
+    mismatch, details = audit(anvil_node, other, index, "history", DAILY)
+    assert mismatch.returncode == 11 and details["error"] == "AuditIndexMismatch"
+    usage, _ = audit(anvil_node, registry, index, "history", "", json_out=False)
+    assert usage.returncode == 2 and "InvalidResourceName" in usage.stderr
+
+
+def test_the_progress_bar_draws_on_a_terminal_only(monkeypatch):
+    for tty in (False, True):
+        err = io.StringIO()
+        err.isatty = lambda tty=tty: tty  # type: ignore[method-assign]
+        monkeypatch.setattr(sys, "stderr", err)
+        bar = _cli_audit._Progress(True)
+        bar(50, 1, 100)
+        bar(100, 1, 100)
+        bar.close()
+        assert ("sync [" in err.getvalue()) is tty
+        if tty:
+            assert "100.0%" in err.getvalue() and err.getvalue().endswith("\n")
