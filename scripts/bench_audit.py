@@ -17,7 +17,7 @@ time of the sync, page commits and header fetches included.
 Queries: an index of ``--events`` (100,000) events is built in a file from a
 synthetic history (``--resources`` resources, ``--holders`` holders;
 acquisitions, renewals with progress markers, releases, completions,
-expiries and takeovers, ten events a block), written through the same code
+expiries and takeovers, ten events a block: see ``synthetic``), written through the same code
 a sync uses (``_apply``). Each query kind then runs ``--queries`` times with
 random arguments, kinds interleaved; p50 and p99 latency per kind.
 """
@@ -93,69 +93,67 @@ def sync_round(registry: Registry, batched: bool, directory: Path) -> dict[str, 
 
 
 def synthetic(path: Path, events: int, resources: int, holders: int, seed: int = 7) -> dict[str, list]:
-    """A synthetic history of ``events`` events in ``path``; returns what the queries pick from."""
+    """A synthetic history of ``events`` events in ``path``; returns what the queries pick from.
+
+    Each step picks a resource. A free one (never held, released, or expired) is acquired by a random
+    holder (``ResourceNamed`` first if it was never held); a live one is renewed with a progress marker
+    (60%), completed (10%), released (20%), or re-acquired by its own holder (10%). Ten events a block,
+    two seconds a block, leases of 30 minutes to 2 hours, renewals for an hour.
+    """
     rng = random.Random(seed)
     names = [f"svc-{i % 40:02d}/job-{i:05d}" for i in range(resources)]
     ids = [keccak(name.encode()) for name in names]
     people = [Account.from_key(keccak(f"holder {i}".encode())).address for i in range(holders)]
-    live: dict[int, tuple[int, str, int]] = {}  # resource -> (token, holder, expires_at)
-    token = 0
-    now, block, written, log_index = 1_800_000_000, 1, 0, 0
+    last: dict[int, list] = {}  # resource -> [token, holder, expires_at, released]
+    token, now, block, written, log_index = 0, 1_800_000_000, 1, 0, 0
     index = AuditIndex(path)
     index._set_meta("registry", "0x" + "00" * 20)
     index._set_meta("chain_id", 1)
     index._set_meta("deployment_block", 1)
     tokens, times = [], []
+
+    def emit(conn, kind, r, **fields):
+        nonlocal written, log_index
+        entry = _events.RegistryLog(kind, ids[r], block, b"\0" * 32, "0x" + "22" * 32, log_index, **fields)
+        _apply(conn, entry, now)
+        written += 1
+        log_index += 1
+
     with index._write() as conn:
         while written < events:
             r = rng.randrange(resources)
-            held = live.get(r)
-            fields: dict = {}
-            if held is None or held[2] <= now or rng.random() < 0.05:
-                holder = rng.choice(people)
+            held = last.get(r)
+            live = held is not None and not held[3] and held[2] > now
+            choice = rng.random()
+            if not live or choice >= 0.9:
                 if held is None:
-                    reason, previous = 0, 0
-                    named = _events.RegistryLog(_events.Kind.NAMED, ids[r], block, b"\0" * 32, "0x" + "00" * 32,
-                                                log_index, name=names[r].encode())  # fmt: skip
-                    _apply(conn, named, now)
-                    log_index += 1
-                    written += 1
+                    emit(conn, _events.Kind.NAMED, r, name=names[r].encode())
+                    reason, previous, holder = 0, 0, rng.choice(people)
+                elif live:
+                    reason, previous, holder = 3, held[0], held[1]
                 else:
-                    previous = held[0]
-                    reason = 2 if held[2] <= now else (3 if held[1] == holder else 1)
-                    if reason == 1:
-                        holder = held[1]
-                        release = _events.RegistryLog(_events.Kind.RELEASED, ids[r], block, b"\0" * 32, "0x" + "11" * 32,
-                                                      log_index, token=held[0], holder=held[1])  # fmt: skip
-                        _apply(conn, release, now)
-                        log_index += 1
-                        written += 1
-                        holder = rng.choice(people)
+                    reason, previous, holder = (1 if held[3] else 2), held[0], rng.choice(people)
                 token += 1
-                expires = now + rng.choice([30, 60, 300])
-                kind = _events.Kind.ACQUIRED
-                fields = {"token": token, "holder": holder, "expires_at": expires, "previous_token": previous,
-                          "reason": reason}  # fmt: skip
-                live[r] = (token, holder, expires)
+                expires = now + rng.choice([1_800, 3_600, 7_200])
+                emit(conn, _events.Kind.ACQUIRED, r, token=token, holder=holder, expires_at=expires,
+                     previous_token=previous, reason=reason)  # fmt: skip
+                last[r] = [token, holder, expires, False]
                 tokens.append(token)
-            elif rng.random() < 0.7:
-                kind = _events.Kind.RENEWED
-                expires = now + 60
-                fields = {"token": held[0], "holder": held[1], "expires_at": expires,
-                          "progress": rng.randrange(1, 5).to_bytes(32, "big")}  # fmt: skip
-                live[r] = (held[0], held[1], expires)
+            elif choice < 0.6:
+                held[2] = now + 3_600
+                emit(conn, _events.Kind.RENEWED, r, token=held[0], holder=held[1], expires_at=held[2],
+                     progress=rng.randrange(1, 1_000).to_bytes(32, "big"))  # fmt: skip
+            elif choice < 0.7:
+                emit(conn, _events.Kind.COMPLETED, r, token=held[0], holder=held[1],
+                     result_digest=keccak(str(written).encode()))  # fmt: skip
             else:
-                kind = _events.Kind.COMPLETED
-                fields = {"token": held[0], "holder": held[1], "result_digest": keccak(str(written).encode())}
-            entry = _events.RegistryLog(kind, ids[r], block, b"\0" * 32, "0x" + "22" * 32, log_index, **fields)
-            _apply(conn, entry, now)
-            written += 1
-            log_index += 1
+                held[3] = True
+                emit(conn, _events.Kind.RELEASED, r, token=held[0], holder=held[1])
             if log_index >= 10:
                 conn.execute("INSERT OR REPLACE INTO blocks (number, hash, timestamp) VALUES (?, ?, ?)",
                              (block, keccak(str(block).encode()), now))  # fmt: skip
                 times.append(now)
-                block, now, log_index = block + 1, now + 3, 0
+                block, now, log_index = block + 1, now + 2, 0
         conn.execute("INSERT OR REPLACE INTO blocks (number, hash, timestamp) VALUES (?, ?, ?)",
                      (block, keccak(str(block).encode()), now))  # fmt: skip
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('synced_block', ?)", (str(block),))

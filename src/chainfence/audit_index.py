@@ -41,6 +41,7 @@ at the chain time of the index's last block (``as_of``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import threading
@@ -77,6 +78,9 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (block, log_index)
 );
 CREATE INDEX IF NOT EXISTS events_token ON events (token);
+CREATE INDEX IF NOT EXISTS events_resource ON events (resource_id, block);
+CREATE INDEX IF NOT EXISTS events_holder ON events (holder, block);
+CREATE INDEX IF NOT EXISTS events_completed_time ON events (timestamp) WHERE kind = 'LeaseCompleted';
 CREATE TABLE IF NOT EXISTS resources (
     resource_id BLOB PRIMARY KEY, name BLOB, claimed INTEGER NOT NULL DEFAULT 0, first_block INTEGER NOT NULL
 );
@@ -97,7 +101,6 @@ CREATE INDEX IF NOT EXISTS leases_holder ON leases (holder, acquired_block);
 CREATE INDEX IF NOT EXISTS leases_block ON leases (acquired_block);
 CREATE INDEX IF NOT EXISTS leases_time ON leases (acquired_at);
 CREATE INDEX IF NOT EXISTS leases_open ON leases (ended) WHERE ended IS NULL;
-CREATE INDEX IF NOT EXISTS leases_completed ON leases (completed_block) WHERE completions > 0;
 """
 
 #: Ways a lease ends. ``expired`` and ``superseded`` are read off the next acquisition of its
@@ -559,7 +562,7 @@ class AuditIndex:
 
     def _label(self, resource_id: bytes) -> tuple[str | None, str]:
         row = self._conn.execute("SELECT name FROM resources WHERE resource_id = ?", (resource_id,)).fetchone()
-        return _label_of(resource_id, None if row is None else row[0])
+        return _label_of(resource_id, None if row is None or row[0] is None else bytes(row[0]))
 
     def _leases(self, where: str, params: Iterable[Any], order: str = "acquired_block, acquired_log") -> list[LeaseRecord]:
         as_of = self._as_of()
@@ -568,12 +571,11 @@ class AuditIndex:
         sql = (f"SELECT {_LEASE_COLUMNS}, (SELECT name FROM resources r WHERE r.resource_id = leases.resource_id) "
                f"FROM leases WHERE {where} ORDER BY {order}")  # fmt: skip
         for row in self._conn.execute(sql, tuple(params)):
-            record = dict(zip(_LEASE_FIELDS, row, strict=False))
-            resource_id = bytes(record["resource_id"])
+            resource_id = bytes(row[1])
             label = labels.get(resource_id)
             if label is None:
-                label = labels[resource_id] = _label_of(resource_id, row[-1])
-            result.append(_record(record, label, as_of))
+                label = labels[resource_id] = _label_of(resource_id, None if row[-1] is None else bytes(row[-1]))
+            result.append(_record(row, label, as_of))
         return result
 
     def history(self, resource: str) -> list[LeaseRecord]:
@@ -654,8 +656,10 @@ class AuditIndex:
         where, params = "ended IS NULL AND expires_at > ?", [as_of]
         if prefix is not None:
             names, name_params = _name_range(prefix)
-            where += f" AND resource_id IN (SELECT resource_id FROM resources WHERE {names})"
-            params.extend(name_params)
+            # A resource's current lease can only be its latest: one index probe per resource named so.
+            where += (" AND token IN (SELECT (SELECT x.token FROM leases x WHERE x.resource_id = r.resource_id "
+                      f"ORDER BY x.acquired_block DESC, x.acquired_log DESC LIMIT 1) FROM resources r WHERE {names})")
+            params = [as_of, *name_params]
         return self._leases(where, params, order="resource_id")
 
     def takeovers(
@@ -670,13 +674,14 @@ class AuditIndex:
             params.append(_validate.resource_id(resource))
         rows = self._conn.execute(
             "SELECT l.resource_id, l.token, l.holder, l.previous_token, p.holder, p.ended, l.reason, "
-            "l.acquired_block, l.acquired_at, l.tx_hash FROM leases l JOIN leases p ON p.token = l.previous_token "
+            "l.acquired_block, l.acquired_at, l.tx_hash, r.name FROM leases l JOIN leases p ON p.token = l.previous_token "
+            "LEFT JOIN resources r ON r.resource_id = l.resource_id "
             f"WHERE {' AND '.join(where)} ORDER BY l.acquired_block, l.acquired_log",
             params,
         ).fetchall()
         result = []
-        for resource_id, token, holder, previous, previous_holder, ended, reason, block, at, tx_hash in rows:
-            name, display = self._label(bytes(resource_id))
+        for resource_id, token, holder, previous, previous_holder, ended, reason, block, at, tx_hash, named in rows:
+            name, display = _label_of(bytes(resource_id), None if named is None else bytes(named))
             result.append(Takeover(name, display, bytes(resource_id), token, holder, previous, previous_holder, ended,
                                    _reason(reason), block, at, tx_hash))  # fmt: skip
         return result
@@ -692,13 +697,14 @@ class AuditIndex:
             where.append("resource_id = ?")
             params.append(_validate.resource_id(resource))
         rows = self._conn.execute(
-            f"SELECT resource_id, token, holder, digest, block, timestamp, tx_hash FROM events WHERE {' AND '.join(where)} "
-            "ORDER BY block, log_index",
+            "SELECT resource_id, token, holder, digest, block, timestamp, tx_hash, "
+            "(SELECT name FROM resources r WHERE r.resource_id = events.resource_id) "
+            f"FROM events WHERE {' AND '.join(where)} ORDER BY block, log_index",
             params,
         ).fetchall()
         result = []
-        for resource_id, token, holder, digest, block, at, tx_hash in rows:
-            name, display = self._label(bytes(resource_id))
+        for resource_id, token, holder, digest, block, at, tx_hash, named in rows:
+            name, display = _label_of(bytes(resource_id), None if named is None else bytes(named))
             result.append(Completion(name, display, bytes(resource_id), token, holder, bytes(digest), block, at, tx_hash))
         return result
 
@@ -714,8 +720,8 @@ class AuditIndex:
         ).fetchall()
         result = []
         for resource_id, name, claimed, count, latest in rows:
-            result.append(ResourceRecord(_names.decode(bytes(name)), _names.display(bytes(name)), bytes(resource_id),
-                                         bool(claimed), count, latest))  # fmt: skip
+            label = _label_of(bytes(resource_id), bytes(name))
+            result.append(ResourceRecord(label[0], label[1], bytes(resource_id), bool(claimed), count, latest))
         return result
 
     def events(
@@ -772,7 +778,9 @@ _LEASE_FIELDS = (
 _LEASE_COLUMNS = ", ".join(_LEASE_FIELDS)
 
 
+@functools.lru_cache(maxsize=65_536)
 def _label_of(resource_id: bytes, name: bytes | None) -> tuple[str | None, str]:
+    """(name or None, safe display): names never change once indexed, so their checks are cached."""
     if name is None:
         return None, "0x" + resource_id.hex()
     return _names.decode(bytes(name)), _names.display(bytes(name))
@@ -785,24 +793,26 @@ def _reason(value: int) -> AcquireReason | int:
         return value  # a reason this SDK does not know yet (a newer contract): shown as its number
 
 
-def _record(row: dict[str, Any], label: tuple[str | None, str], as_of: int | None) -> LeaseRecord:
-    ended = row["ended"]
+_REASONS = {int(reason): reason for reason in AcquireReason}
+
+
+def _record(row: tuple[Any, ...], label: tuple[str | None, str], as_of: int | None) -> LeaseRecord:
+    """A LeaseRecord from a row of ``_LEASE_COLUMNS`` (and the name, last)."""
+    (token, resource_id, holder, acquired_block, _acquired_log, acquired_at, tx_hash, reason, previous_token,
+     expires_at, granted_by, renewals, last_renewed_block, last_renewed_at, markers, last_marker, completions,
+     last_digest, completed_at, ended, ended_block, ended_at, ended_by, successor) = row[:24]  # fmt: skip
     if ended is not None:
         status = ended
-    elif as_of is not None and row["expires_at"] <= as_of:
+    elif as_of is not None and expires_at <= as_of:
         status = "expired"
     else:
         status = "live"
     return LeaseRecord(
-        token=row["token"], resource=label[0], resource_display=label[1], resource_id=bytes(row["resource_id"]),
-        holder=row["holder"], reason=_reason(row["reason"]), previous_token=row["previous_token"],
-        acquired_block=row["acquired_block"], acquired_at=row["acquired_at"], tx_hash=row["tx_hash"],
-        expires_at=row["expires_at"], granted_by=row["granted_by"], renewals=row["renewals"],
-        last_renewed_block=row["last_renewed_block"], last_renewed_at=row["last_renewed_at"], markers=row["markers"],
-        last_marker=None if row["last_marker"] is None else bytes(row["last_marker"]), completions=row["completions"],
-        last_digest=None if row["last_digest"] is None else bytes(row["last_digest"]), completed_at=row["completed_at"],
-        ended=ended, ended_block=row["ended_block"], ended_at=row["ended_at"], ended_by=row["ended_by"],
-        successor=row["successor"], status=status,
+        token, label[0], label[1], bytes(resource_id), holder, _REASONS.get(reason, reason), previous_token,
+        acquired_block, acquired_at, tx_hash, expires_at, granted_by, renewals, last_renewed_block, last_renewed_at,
+        markers, None if last_marker is None else bytes(last_marker), completions,
+        None if last_digest is None else bytes(last_digest), completed_at, ended, ended_block, ended_at, ended_by,
+        successor, status,
     )  # fmt: skip
 
 
