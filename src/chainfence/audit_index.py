@@ -262,6 +262,10 @@ class _Reorg(Exception):
     """A block the index holds (or a page's log) is no longer the chain's."""
 
 
+class _Moved(Exception):
+    """Another writer (a second sync of the same file) moved the cursor while this page was read."""
+
+
 class AuditIndex:
     """A local SQLite index of one registry's events (see the module docstring).
 
@@ -423,6 +427,10 @@ class AuditIndex:
                 rewound = self._rewind(chain, deployment)
                 synced = rewound if rewound >= deployment else None
                 start = rewound + 1 if synced is not None else deployment
+            except _Moved as moved:
+                logger.info("audit index: %s; resuming after it", moved)
+                synced = self._int_meta("synced_block")
+                start = deployment if synced is None else synced + 1
         raise ChainError("the chain kept reorganising under the audit index sync")  # pragma: no cover
 
     def _check_block(self, chain: Any, number: int) -> None:
@@ -453,6 +461,8 @@ class AuditIndex:
                 raise _Reorg(f"block {entry.block_number} changed while its logs were read")
         times = {number: int(header["timestamp"]) for number, header in headers.items()}
         with self._write() as conn:
+            if self._int_meta("synced_block") != synced:
+                raise _Moved(f"another sync moved the cursor past block {synced}")
             conn.executemany(
                 "INSERT OR REPLACE INTO blocks (number, hash, timestamp) VALUES (?, ?, ?)",
                 [(n, bytes(headers[n]["hash"]), times[n]) for n in numbers if n >= first],
@@ -860,12 +870,13 @@ def _apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int)
     if not all(_fits(v) for v in (entry.token, entry.expires_at, entry.previous_token)):
         logger.warning("audit index: skipped a %s whose numbers do not fit 63 bits (block %d)", kind.value, entry.block_number)
         return
-    conn.execute(
+    inserted = conn.execute(
         "INSERT OR IGNORE INTO events (block, log_index, kind, resource_id, token, holder, admin, expires_at, "
         "previous_token, reason, digest, progress, tx_hash, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (*_row(entry), timestamp),
-    )
-    _apply_lease(conn, entry, timestamp)
+    ).rowcount
+    if inserted:  # an event already indexed never counts twice (a renewal, a completion)
+        _apply_lease(conn, entry, timestamp)
 
 
 def _apply_lease(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) -> None:

@@ -204,3 +204,26 @@ def test_hostile_names_are_stored_as_bytes_and_printed_escaped(anvil_node, on_an
     )  # fmt: skip
     names = {entry["resource_display"] for entry in json.loads(as_json.stdout)["result"]}
     assert names == set(shown)
+
+
+def test_two_syncs_of_one_file_never_count_an_event_twice(on_anvil, tmp_path):
+    """B syncs the whole file between two of A's pages: A's next page finds the cursor moved and resumes
+    after it, instead of applying renewals B already counted."""
+    chain = on_anvil.chain
+    alice = on_anvil.connect(chain.accounts[1])
+    lease = alice.acquire("twice/a", ttl=600)
+    for marker in range(1, 4):
+        chain.mine(CAP)
+        lease.renew(progress=marker)
+    path = tmp_path / "audit.sqlite"
+    a, b = AuditIndex(path), AuditIndex(path)
+    interleaved = []
+
+    def b_runs_after_a_first_page(done, first, last):
+        if not interleaved:
+            interleaved.append(b.sync(on_anvil, max_blocks=CAP))
+
+    a.sync(on_anvil, max_blocks=CAP, progress=b_runs_after_a_first_page)
+    assert interleaved and interleaved[0].pages > 1
+    assert a.lease(lease.token).renewals == 3 and a.lease(lease.token).markers == 3
+    assert rows(a) == rows(fresh(on_anvil, tmp_path))
