@@ -12,6 +12,7 @@
     chainfence audit completions [NAME] [range]
     chainfence audit resources [PREFIX]
     chainfence audit verify                # exit 12 when the index and the chain differ
+    chainfence audit timeline NAME... --out FILE.html [--rejections FILE.json]   # a picture of the leases
 
 Queries read the index (default ``.chainfence/audit.sqlite``) and say how far
 behind the head it is; ``--live`` reads the chain instead (an index in memory,
@@ -78,6 +79,15 @@ def register(commands: Any, common: argparse.ArgumentParser, int_at_least: Any) 
     completions.add_argument("name", nargs="?")
     resources = sub.add_parser("resources", parents=[*parents, query], help="resources by name prefix")
     resources.add_argument("prefix", nargs="?", default="")
+    timeline = sub.add_parser(
+        "timeline", parents=[*parents, query], help="draw the leases of resources over time (self-contained HTML)"
+    )
+    timeline.add_argument("names", nargs="+", metavar="NAME")
+    timeline.add_argument("--out", required=True, help="the HTML file to write")
+    timeline.add_argument("--title", default="chainfence lease timeline")
+    timeline.add_argument(
+        "--rejections", help="a guard's rejections to overlay: a JSON list of {resource, time, token, holder, reason}"
+    )
 
 
 def _time(text: str) -> int:
@@ -179,6 +189,8 @@ def run(args: argparse.Namespace, connect: Any, table: Any) -> int:
         if live or not args.no_sync:
             index.sync(registry, max_blocks=args.max_blocks)
         status = index.status(registry.chain)
+        if command == "timeline":
+            return _timeline(index, args, status)
         answer = _query(index, args, registry.chain)
         if args.json:
             print(json.dumps({"status": status.to_dict(), "result": _json(answer)}))
@@ -190,6 +202,49 @@ def run(args: argparse.Namespace, connect: Any, table: Any) -> int:
         return 0 if answer is not None else 1
     finally:
         index.close()
+
+
+def _rejections(path: str | None) -> list[Any]:
+    from pathlib import Path
+
+    from .errors import InvalidInput
+    from .timeline import Rejection
+
+    if path is None:
+        return []
+    try:
+        entries = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"cannot read rejections from {path}: {exc}") from None
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        raise InvalidInput(f"{path}: expected a JSON list of objects")
+    wanted = {"resource", "time", "token", "holder", "reason"}
+    rejections = []
+    for entry in entries:
+        unknown = set(entry) - wanted
+        if unknown:
+            raise InvalidInput(f"{path}: unknown field(s) {sorted(unknown)} in a rejection")
+        rejections.append(Rejection(**entry))
+    return rejections
+
+
+def _timeline(index: Any, args: argparse.Namespace, status: Any) -> int:
+    from pathlib import Path
+
+    from .errors import InvalidInput
+    from .timeline import render
+
+    leases = index.timeline_leases(args.names)
+    page = render(leases, rejections=_rejections(args.rejections), title=args.title, now=status.as_of)
+    try:
+        Path(args.out).write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {args.out}: {exc}") from None
+    if args.json:
+        print(json.dumps({"out": args.out, "leases": len(leases), "status": status.to_dict()}))
+    else:
+        print(f"{args.out}: {len(leases)} leases of {len(args.names)} resource(s)")
+    return 0
 
 
 def _query(index: Any, args: argparse.Namespace, chain: Any = None) -> Any:

@@ -775,6 +775,53 @@ class AuditIndex:
         return self._label(resource_id)
 
 
+    def timeline_leases(self, resources: Iterable[str]) -> list[Any]:
+        """The leases of ``resources`` as :class:`chainfence.timeline.TimelineLease` (the picture's input).
+
+        A lease nobody ended is drawn to its expiry when that is before the
+        index's chain time (``status().as_of``), else as live.
+        """
+        from .timeline import TimelineLease
+
+        names = list(resources) if not isinstance(resources, str) else [resources]
+        if not names:
+            raise InvalidInput("name at least one resource")
+        as_of = self._as_of()
+        drawn = []
+        for name in names:
+            leases = self.history(name)
+            by_token = {lease.token: lease for lease in leases}
+            label: str | bytes = name
+            row = self._conn.execute("SELECT name FROM resources WHERE resource_id = ?", (_validate.resource_id(name),))
+            found = row.fetchone()
+            if found is not None and found[0] is not None:
+                label = bytes(found[0])
+            for lease in leases:
+                renewals = tuple(
+                    (at, entry.progress) for entry, at in self.events(token=lease.token, kinds=[_events.Kind.RENEWED])
+                )
+                if lease.ended is not None:
+                    end, end_reason = max(lease.acquired_at, lease.ended_at or lease.acquired_at), lease.ended
+                elif as_of is not None and lease.expires_at <= as_of:
+                    end, end_reason = max(lease.acquired_at, lease.expires_at), "expired"
+                else:
+                    end, end_reason = None, "live"
+                reason = _ISSUE_REASONS.get(int(lease.reason), "unheld")
+                admin = lease.granted_by
+                if reason == "revoked" and lease.previous_token in by_token:
+                    admin = by_token[lease.previous_token].ended_by
+                drawn.append(TimelineLease(
+                    label, lease.token, lease.holder, start=lease.acquired_at, end=end, end_reason=end_reason,
+                    reason=reason, renewals=renewals, completion_digest=lease.last_digest, admin=admin,
+                    revoked_by=lease.ended_by if lease.ended == "revoked" else None,
+                ))  # fmt: skip
+        return drawn
+
+
+#: AcquireReason values as the timeline names them (4 and 5: the admin's revoke and grant, issue #11).
+_ISSUE_REASONS = {0: "unheld", 1: "released", 2: "expired", 3: "reacquired", 4: "revoked", 5: "granted"}
+
+
 # ---------------------------------------------------------------------------
 # Applying events to the store (pure SQL over one connection, inside a transaction)
 # ---------------------------------------------------------------------------

@@ -124,3 +124,19 @@ def test_an_index_of_another_registry_is_refused(chain, registry, tmp_path):
     (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
     with pytest.raises(AuditIndexMismatch):
         AuditIndex(tmp_path / "junk.sqlite")
+
+
+def test_the_timeline_input_carries_each_lease_as_the_index_tells_it(chain, registry, alice, bob, tmp_path):
+    first, second, third, weekly, again = play(chain, alice, bob)
+    index = AuditIndex(tmp_path / "audit.sqlite")
+    index.sync(registry)
+    drawn = index.timeline_leases([DAILY, WEEKLY])
+    assert [(lease.token, lease.end_reason, lease.reason) for lease in drawn] == [
+        (first.token, "released", "unheld"), (second.token, "expired", "released"), (third.token, "live", "expired"),
+        (weekly.token, "superseded", "unheld"), (again.token, "live", "reacquired"),
+    ]  # fmt: skip
+    assert [progress[-1] for _at, progress in drawn[0].renewals] == [1, 2]
+    assert drawn[1].end == second.expires_at and drawn[2].completion_digest is not None
+    assert drawn[0].resource == DAILY.encode(), "the name's bytes as logged: the picture escapes them"
+    with pytest.raises(InvalidInput):
+        index.timeline_leases([])
