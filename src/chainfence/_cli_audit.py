@@ -160,7 +160,8 @@ def run(args: argparse.Namespace, connect: Any, table: Any) -> int:
         if command == "sync":
             bar = _Progress(not args.json)
             try:
-                result = index.sync(registry, to_block=args.to_block, max_blocks=args.max_blocks, progress=bar)
+                result = index.sync(registry, to_block=args.to_block, max_blocks=args.max_blocks, progress=bar,
+                                    confirmations=args.confirmations or 0)  # fmt: skip
             finally:
                 bar.close()
             status = index.status(registry.chain)

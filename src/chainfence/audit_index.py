@@ -532,10 +532,12 @@ class AuditIndex:
             )
         }  # fmt: skip
         seen = 0
+        chain_logs: list[_events.RegistryLog] = []
         for _first, _last, logs in _events.fetch(
             chain, registry.address, kinds=[*_events.LEASE_KINDS, _events.Kind.NAMED], from_block=deployment,
             to_block=synced, max_range=max_blocks,
         ):  # fmt: skip
+            chain_logs.extend(logs)
             for entry in logs:
                 if entry.kind is _events.Kind.NAMED:
                     continue
@@ -548,6 +550,8 @@ class AuditIndex:
                     differences.append(f"differs: {entry.kind.value} block {entry.block_number} log {entry.log_index}")
         for (block, log_index), row in sorted(stored.items()):
             differences.append(f"not on the chain: {row[0]} block {block} log {log_index} token {row[2]}")
+        if not differences:  # the same events: the leases built from them must be the same too
+            differences.extend(self._verify_leases(chain_logs))
         numbers = [n for (n,) in self._conn.execute("SELECT number FROM blocks ORDER BY number")]
         hashes = self._conn.execute("SELECT number, hash FROM blocks ORDER BY number").fetchall()
         for (number, stored_hash), block in zip(hashes, chain.rpc.blocks(numbers), strict=True):
@@ -561,6 +565,26 @@ class AuditIndex:
                 differences=shown,
             )
         return seen
+
+    def _verify_leases(self, logs: list[_events.RegistryLog]) -> list[str]:
+        """Rebuild the leases and names from the chain's logs (at the stored times) and compare."""
+        times = dict(self._conn.execute("SELECT block, timestamp FROM events"))
+        scratch = AuditIndex(":memory:")
+        try:
+            with scratch._write() as conn:
+                for entry in logs:
+                    _apply(conn, entry, times.get(entry.block_number, 0))
+            differences = []
+            for table, key in (("leases", "token"), ("resources", "resource_id")):
+                mine = {row[0]: row for row in self._conn.execute(f"SELECT * FROM {table} ORDER BY {key}")}
+                theirs = {row[0]: row for row in scratch._conn.execute(f"SELECT * FROM {table} ORDER BY {key}")}
+                for item in sorted(set(mine) | set(theirs), key=repr):
+                    if mine.get(item) != theirs.get(item):
+                        shown = item if isinstance(item, int) else "0x" + bytes(item).hex()
+                        differences.append(f"{table}: {key} {shown} differs from what the chain's events make")
+            return differences
+        finally:
+            scratch.close()
 
     # -- queries ------------------------------------------------------------------
 

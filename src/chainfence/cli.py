@@ -312,6 +312,7 @@ def _parser() -> argparse.ArgumentParser:
     stuck.add_argument("--renewals", type=_positive_int, default=3, help="renewals without progress (default 3)")
     stuck.add_argument("--longer-than", type=_positive_int, help="also list leases held longer than this (seconds)")
     stuck.add_argument("--from-block", type=_non_negative_int, help="first block to read (default: the deployment's)")
+    stuck.add_argument("--index", help="read the events from this audit index (synced first) instead of the chain")
 
     tx = commands.add_parser(
         "tx", parents=[common], help="what became of transactions (after a timeout or an unknown outcome)",
@@ -641,7 +642,13 @@ def _cmd_complete(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
 def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=False)
-    report = registry.stuck(renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block)
+    index = None
+    if args.index:
+        from .audit_index import AuditIndex
+
+        index = AuditIndex(args.index)
+    report = registry.stuck(renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block,
+                            index=index)  # fmt: skip
     if args.json:
         print(json.dumps(report.to_dict()))
         return EXIT_OK

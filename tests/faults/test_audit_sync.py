@@ -227,3 +227,35 @@ def test_two_syncs_of_one_file_never_count_an_event_twice(on_anvil, tmp_path):
     assert interleaved and interleaved[0].pages > 1
     assert a.lease(lease.token).renewals == 3 and a.lease(lease.token).markers == 3
     assert rows(a) == rows(fresh(on_anvil, tmp_path))
+
+
+def test_a_chain_that_got_shorter_is_rewound_too(on_anvil, tmp_path):
+    """The node went back below the cursor (a rollback, a reorg to a shorter branch): nothing indexed past
+    the fork survives."""
+    chain = on_anvil.chain
+    alice = on_anvil.connect(chain.accounts[1])
+    kept = alice.acquire("short/a", ttl=600)
+    fork = chain.snapshot()
+    gone = alice.acquire("short/b", ttl=600)
+    chain.mine(5)
+    index = AuditIndex(tmp_path / "audit.sqlite")
+    index.sync(on_anvil)
+    chain.revert(fork)
+    assert chain.block_number() < index.status().synced_block
+    result = index.sync(on_anvil)
+    assert result.rewound_to == kept.block_number
+    assert index.lease(gone.token) is None and index.lease(kept.token) is not None
+    index.verify(on_anvil)
+
+
+def test_verify_rebuilds_the_leases_from_the_chain_and_finds_a_tampered_one(on_anvil, tmp_path):
+    from chainfence.errors import AuditIndexDiffers
+
+    lease = on_anvil.connect(on_anvil.chain.accounts[1]).acquire("tamper/a", ttl=600)
+    index = AuditIndex(tmp_path / "audit.sqlite")
+    index.sync(on_anvil)
+    index.verify(on_anvil)
+    index._conn.execute("UPDATE leases SET ended = 'released' WHERE token = ?", (lease.token,))
+    with pytest.raises(AuditIndexDiffers) as differs:
+        index.verify(on_anvil)
+    assert f"token {lease.token}" in str(differs.value)

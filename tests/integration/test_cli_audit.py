@@ -41,6 +41,7 @@ def played(on_anvil):
 
 def test_sync_then_every_query_answers_from_the_index(anvil_node, played, tmp_path):
     registry, alice, bob, first, second = played
+    chain = registry.chain
     index = tmp_path / "audit.sqlite"
     done, synced = audit(anvil_node, registry, index, "sync")
     assert done.returncode == 0, done.stderr
@@ -67,6 +68,17 @@ def test_sync_then_every_query_answers_from_the_index(anvil_node, played, tmp_pa
     assert "released" not in done.stdout and "expired" in done.stdout and "1, last" in done.stdout
     live_done, live = audit(anvil_node, registry, tmp_path / "unused.sqlite", "history", DAILY, "--live")
     assert live["result"] == history["result"] and not (tmp_path / "unused.sqlite").exists()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
+    held = alice.acquire("cli/long", ttl=600)
+    chain.advance_time(5)
+    stuck = [subprocess.run(
+        [sys.executable, "-m", "chainfence", "stuck", *extra, "--longer-than", "1", "--json",
+         "--rpc-url", anvil_node.url, "--registry", registry.address], env=env, capture_output=True, text=True, timeout=120,
+    ) for extra in (["--index", str(index)], [])]  # fmt: skip
+    assert all(done.returncode == 0 for done in stuck), stuck[0].stderr
+    with_index, from_chain = (json.loads(done.stdout) for done in stuck)
+    assert [entry["token"] for entry in with_index["long_held"]] == [held.token]
+    assert with_index == from_chain, "stuck --index answers as the chain does"
 
 
 def test_verify_exits_12_on_a_tampered_index_and_11_on_another_registrys(anvil_node, played, tmp_path):
