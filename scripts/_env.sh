@@ -63,3 +63,24 @@ setup_node() {
         echo "$stamp" > "$stamp_file"
     fi
 }
+
+# setup_chromium: Debian's chromium for the timeline's browser test, installed quietly when it is missing
+# and we are root with apt-get. Otherwise nothing is installed: that test then fails and says how to
+# install it (a skipped browser check would pass without checking anything).
+setup_chromium() {
+    if [ -n "${CHAINFENCE_CHROMIUM:-}" ] || command -v chromium >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "chainfence setup: chromium not found; the timeline browser test will fail until it is installed" \
+             "(as root: apt-get install -y chromium)" >&2
+        return 0
+    fi
+    echo "==> installing chromium (Debian package) for the timeline's browser test"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq chromium >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null 2>&1 || true
+        apt-get install -y -qq chromium >/dev/null 2>&1 \
+            || echo "chainfence setup: apt-get install chromium failed; the timeline browser test will fail" >&2
+    fi
+}

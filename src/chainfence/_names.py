@@ -17,6 +17,8 @@ suspicious of what it *reads*:
   point that is not plainly printable is escaped (``\\u202e``), bytes that
   are not UTF-8 as ``\\xff``, the backslash itself as ``\\\\``. Two different
   names never display alike.
+- :func:`display_text` — the same escaping for text already decoded (the
+  timeline's labels), leaving backslashes alone.
 - :func:`decode` — a name read from the chain as the ``str`` the SDK would
   have published, or None when its bytes are not such a name.
 """
@@ -29,7 +31,7 @@ from eth_utils import keccak
 
 from .errors import InvalidResourceName
 
-__all__ = ["MAX_NAME_LENGTH", "decode", "display", "item_id", "publishable", "resource_bytes", "resource_id"]
+__all__ = ["MAX_NAME_LENGTH", "decode", "display", "display_text", "item_id", "publishable", "resource_bytes", "resource_id"]
 
 #: Longest resource name, in bytes of UTF-8; the contract enforces the same bound.
 MAX_NAME_LENGTH = 128
@@ -105,8 +107,7 @@ def display(raw: bytes) -> str:
             if char == "\\":
                 out.append("\\\\")
             elif _unsafe(char):
-                code = ord(char)
-                out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+                out.append(_escaped(char))
             else:
                 out.append(char)
         if end < len(raw):
@@ -114,6 +115,18 @@ def display(raw: bytes) -> str:
             end += 1
         position = end
     return "".join(out)
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def display_text(text: str) -> str:
+    """``text`` (already decoded, of unknown origin) with every code point that is not plainly printable
+    escaped as :func:`display` escapes it. Backslashes are left alone, so :func:`display`'s output passes
+    through unchanged; pass the raw bytes to :func:`display` when the name must be unambiguous."""
+    return "".join(_escaped(char) if _unsafe(char) else char for char in text)
 
 
 def decode(raw: bytes) -> str | None:

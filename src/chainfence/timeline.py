@@ -30,8 +30,8 @@ Everything that came from the chain is untrusted text (resource names,
 holder labels, reasons a guard wrote, digests): it is escaped for HTML and
 SVG, and code points that are not plainly printable (controls, bidi
 overrides, zero-width characters) are shown escaped (``\\u202e``) as
-:func:`chainfence._names.display` does, so no name can pass for another or
-turn the page around.
+:func:`chainfence._names.display` does (resource names exactly so, hence
+unambiguously), so no name can pass for another or turn the page around.
 """
 
 from __future__ import annotations
@@ -84,11 +84,14 @@ def _check_token(value: object) -> None:
 class TimelineLease:
     """One token's lease on one resource, as the picture needs it.
 
-    - ``resource``: the resource's name. Pass the raw bytes read from the
-      chain when you have them (drawn as :func:`chainfence._names.display`
-      shows them: unambiguous), or text; either way every code point that
-      is not plainly printable is drawn escaped and the whole is HTML-escaped.
-      Leases with equal ``resource`` share a lane.
+    - ``resource``: the resource's name as it is on-chain: the raw bytes
+      of ``ResourceNamed`` (or a str, taken as its UTF-8; a str decoded with
+      ``surrogateescape`` gets its bytes back). Drawn as
+      :func:`chainfence._names.display` shows it: controls, bidi overrides
+      and bytes that are not UTF-8 escaped, backslashes doubled, so two names
+      never look alike; then HTML-escaped. Pass the raw name, not an already
+      escaped display string (its backslashes would be doubled again).
+      Leases with the same name share a lane.
     - ``token``: the fencing token (int >= 1).
     - ``holder``: the holder's address (any non-empty str; it picks the colour).
     - ``holder_label``: a name for the holder shown in the legend, or None.
@@ -185,6 +188,380 @@ class Rejection:
             raise InvalidInput(f"rejection reason must be a str, got {self.reason!r}")
 
 
+# ---------------------------------------------------------------------------
+# Layout: where everything goes (pure arithmetic, tested without a browser)
+# ---------------------------------------------------------------------------
+
+#: Width of the gutter on the left that holds the lane labels, in CSS px.
+LABEL_WIDTH = 230
+RIGHT_MARGIN = 40
+#: The lanes start below the title and the axis labels.
+LANES_TOP = 72
+#: A lane: a 16 px strip for takeover/revoke markers, the 22 px bar, a 16 px strip for rejections.
+LANE_HEIGHT = 58
+MARKER_STRIP = 16
+BAR_HEIGHT = 22
+#: Default plot width: grows with the busiest lane (px per lease), within these bounds.
+MIN_PLOT_WIDTH = 960
+MAX_PLOT_WIDTH = 16_000
+PX_PER_LEASE = 8
+#: Bars narrower than this are drawn this wide, so that every lease stays visible.
+MIN_BAR_WIDTH = 1.0
+#: Bars at least 4 px wide end this much early, so that back-to-back leases of one holder stay apart.
+BAR_GAP = 1.0
+#: Renewal ticks closer than this to the previous tick drawn on the bar merge into it (its data-count says how many).
+TICK_MERGE_PX = 3.0
+#: Advance of one character of the page's monospace font, per px of font size (DejaVu Sans Mono: 0.602).
+CHAR_ADVANCE = 0.61
+TOKEN_FONT = 11
+LABEL_FONT = 12
+LEGEND_ROW = 18
+LEGEND_COLUMN = 380
+
+#: Holder colours (Tableau 10 and two more); beyond twelve holders, hues spaced by the golden angle.
+PALETTE = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
+    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#2f4b7c", "#bcbd22",
+)  # fmt: skip
+
+#: Marker colours by what happened.
+TAKEOVER_COLOURS = {"expired": "#555555", "reacquired": "#222222", "revoked": "#c62828", "granted": "#6a1b9a"}
+REVOKE_COLOUR = "#c62828"
+REJECTION_COLOUR = "#d50000"
+COMPLETION_COLOUR = "#111111"
+
+#: Tick steps, in seconds, from one second to a century.
+_DAY = 86_400
+_TICK_STEPS = (
+    1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1_800, 3_600, 7_200, 10_800, 21_600, 43_200,
+    _DAY, 2 * _DAY, 7 * _DAY, 14 * _DAY, 30 * _DAY, 91 * _DAY, 365 * _DAY, 730 * _DAY, 1_825 * _DAY,
+    3_650 * _DAY, 7_300 * _DAY, 18_250 * _DAY, 36_500 * _DAY,
+)  # fmt: skip
+#: Fewest CSS px between two ticks (a date label is about 70 px wide).
+_TICK_SPACING = 110
+
+
+def text_width(text: str, font_size: float) -> float:
+    """Estimated width of ``text`` in the page's monospace font at ``font_size`` px."""
+    return len(text) * font_size * CHAR_ADVANCE
+
+
+def shorten(text: str, max_chars: int) -> str:
+    """``text`` cut in the middle to at most ``max_chars`` characters (``…`` marks the cut).
+
+    The middle, because resource names that differ tend to differ at the end
+    (``reports/daily/2026-11-21`` vs ``…-22``); the full text is in the tooltip.
+    """
+    if len(text) <= max_chars:
+        return text
+    if max_chars <= 1:
+        return "…"[:max_chars]
+    head = (max_chars - 1) // 2
+    tail = max_chars - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
+
+
+def holder_colours(holders: Iterable[str]) -> dict[str, str]:
+    """A colour per holder (keys as given, compared case-insensitively), distinct within the set.
+
+    Stable: each holder prefers the palette slot its address hashes to (so
+    it keeps its colour from one picture to the next unless two holders
+    collide), and holders are placed in sorted order, so the result depends
+    only on the set. Past twelve holders, further colours are hues spaced by
+    the golden angle.
+    """
+    import colorsys
+    import hashlib
+
+    keys: dict[str, list[str]] = {}
+    for holder in holders:
+        keys.setdefault(holder.lower(), []).append(holder)
+    taken: dict[int, str] = {}
+    colour_of: dict[str, str] = {}
+    overflow = 0
+    for key in sorted(keys):
+        if len(taken) < len(PALETTE):
+            slot = int.from_bytes(hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()[:4], "big") % len(PALETTE)
+            while slot in taken:
+                slot = (slot + 1) % len(PALETTE)
+            taken[slot] = key
+            colour = PALETTE[slot]
+        else:
+            hue = (overflow * 137.508) % 360 / 360
+            overflow += 1
+            r, g, b = colorsys.hls_to_rgb(hue, 0.45, 0.6)
+            colour = f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+        for holder in keys[key]:
+            colour_of[holder] = colour
+    return colour_of
+
+
+def ink_on(colour: str) -> str:
+    """Black or white, whichever reads better on ``colour`` (#rrggbb)."""
+    r, g, b = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    return "#111111" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "#ffffff"
+
+
+def format_time(t: int, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """``t`` (unix s) in UTC; a time past the year 9999 as plain seconds."""
+    from datetime import datetime, timezone
+
+    try:
+        return datetime.fromtimestamp(t, tz=timezone.utc).strftime(fmt)
+    except (OverflowError, OSError, ValueError):
+        return f"{t}s"
+
+
+@dataclass(frozen=True)
+class Tick:
+    """A time-axis tick: its time, x, label (time of day; month-day and time for steps of 3 hours or more; the
+    date for steps of a day or more) and, on the first tick and where the date changes under time labels, the
+    date."""
+
+    time: int
+    x: float
+    label: str
+    date: str | None
+
+
+def ticks(t0: int, t1: int, x_of, plot_width: float) -> list[Tick]:
+    """Ticks at round multiples of the smallest step that keeps them ``_TICK_SPACING`` px apart."""
+    span = max(1, t1 - t0)
+    most = max(1, int(plot_width // _TICK_SPACING))
+    step = next((s for s in _TICK_STEPS if span / s <= most), None)
+    if step is None:
+        step = _TICK_STEPS[-1] * -(-span // (_TICK_STEPS[-1] * most))
+    fmt = "%H:%M:%S" if step < 60 else "%H:%M" if step < 3 * 3_600 else "%m-%d %H:%M" if step < _DAY else "%Y-%m-%d"
+    out: list[Tick] = []
+    previous_date = None
+    t = -(-t0 // step) * step
+    while t <= t1:
+        date = format_time(t, "%Y-%m-%d") if step < _DAY else None
+        out.append(Tick(t, x_of(t), format_time(t, fmt), date if date != previous_date else None))
+        previous_date = date
+        t += step
+    return out
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A resource's lane: its name as drawn (escaped), the label that fits the gutter, its top y."""
+
+    index: int
+    name: str
+    label: str
+    y: float
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A lease's bar: geometry, colour, and the token label if it fits (None: tooltip only)."""
+
+    lease: TimelineLease
+    lane: Lane
+    x: float
+    width: float
+    y: float
+    height: float
+    colour: str
+    label: str | None
+    #: Where the bar ends in time: ``end``, or ``now`` while live.
+    until: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Everything :func:`render` draws, positioned (CSS px; the page's top-left is the SVG's origin)."""
+
+    t0: int
+    t1: int
+    now: int
+    plot_left: float
+    plot_width: float
+    width: float
+    height: float
+    lanes: tuple[Lane, ...]
+    bars: tuple[Bar, ...]
+    ticks: tuple[Tick, ...]
+    colours: dict[str, str]
+    #: Legend order: holders by their first lease's start, with their label (or None).
+    holders: tuple[tuple[str, str | None], ...]
+    legend_top: float
+    legend_columns: int
+
+    def x(self, t: int) -> float:
+        """The x of time ``t``."""
+        return self.plot_left + (t - self.t0) * self.plot_width / (self.t1 - self.t0)
+
+
+def _name(resource: str | bytes) -> str:
+    """A resource's name as drawn: :func:`chainfence._names.display` of its bytes (a str as its UTF-8),
+    which no two names share, so two resources never share a lane or a label."""
+    from . import _names
+
+    if isinstance(resource, str):
+        try:
+            resource = resource.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            resource = resource.encode("utf-8", "surrogatepass")
+    return _names.display(resource)
+
+
+def layout(
+    leases: Iterable[TimelineLease],
+    rejections: Iterable[Rejection] = (),
+    *,
+    now: int | None = None,
+    width: int | None = None,
+) -> Layout:
+    """Where :func:`render` puts every lane, bar, label and tick (validates the input like render)."""
+    leases = list(leases)
+    rejections = list(rejections)
+    for lease in leases:
+        if not isinstance(lease, TimelineLease):
+            raise InvalidInput(f"leases must be TimelineLease objects, got {type(lease).__name__}")
+    for rejection in rejections:
+        if not isinstance(rejection, Rejection):
+            raise InvalidInput(f"rejections must be Rejection objects, got {type(rejection).__name__}")
+    if now is not None:
+        _check_time("now", now)
+    if width is not None and (not _is_int(width) or not 200 <= width <= 100_000):
+        raise InvalidInput(f"width must be an int number of px from 200 to 100000, got {width!r}")
+
+    lane_names: dict[str, list[TimelineLease]] = {}
+    seen: set[tuple[str, int]] = set()
+    for lease in leases:
+        name = _name(lease.resource)
+        if (name, lease.token) in seen:
+            raise InvalidInput(f"token {lease.token} of {name!r} is given twice")
+        seen.add((name, lease.token))
+        lane_names.setdefault(name, []).append(lease)
+    for rejection in rejections:
+        lane_names.setdefault(_name(rejection.resource), [])
+
+    times = [lease.start for lease in leases] + [r.time for r in rejections]
+    late = times + [lease.end for lease in leases if lease.end is not None]
+    late += [t for lease in leases for t, _ in lease.renewals]
+    if now is not None:
+        late.append(now)
+    if not times:
+        t_min = t_max = now or 0
+    else:
+        t_min, t_max = min(times), max(late)
+    live_until = now if now is not None else t_max
+    pad = max(1, (t_max - t_min) // 50)
+    t0, t1 = max(0, t_min - pad), t_max + pad
+
+    busiest = max((len(group) for group in lane_names.values()), default=0)
+    plot_width = float(width if width is not None else min(MAX_PLOT_WIDTH, max(MIN_PLOT_WIDTH, busiest * PX_PER_LEASE)))
+    plot_left = float(LABEL_WIDTH)
+    scale = plot_width / (t1 - t0)
+
+    def x_of(t: int) -> float:
+        return plot_left + (t - t0) * scale
+
+    label_chars = int((LABEL_WIDTH - 16) // (LABEL_FONT * CHAR_ADVANCE))
+    lanes: list[Lane] = []
+    bars: list[Bar] = []
+    for index, (name, group) in enumerate(lane_names.items()):
+        lane = Lane(index, name, shorten(name, label_chars), float(LANES_TOP + index * LANE_HEIGHT))
+        lanes.append(lane)
+        for lease in sorted(group, key=lambda item: item.token):
+            until = lease.end if lease.end is not None else max(live_until, lease.start)
+            x0, x1 = x_of(lease.start), x_of(until)
+            bar_width = max(MIN_BAR_WIDTH, x1 - x0)
+            if bar_width >= 2 * BAR_GAP + 2:
+                bar_width -= BAR_GAP  # back-to-back bars of one holder stay two bars
+            text = str(lease.token)
+            fits = text_width(text, TOKEN_FONT) + 6 <= bar_width
+            bars.append(
+                Bar(lease, lane, x0, bar_width, lane.y + MARKER_STRIP, float(BAR_HEIGHT), "", text if fits else None, until)
+            )
+
+    first_seen: dict[str, tuple[str, str | None]] = {}
+    for lease in sorted(leases, key=lambda item: (item.start, item.token)):
+        key = lease.holder.lower()
+        if key not in first_seen or (first_seen[key][1] is None and lease.holder_label is not None):
+            first_seen[key] = (first_seen.get(key, (lease.holder,))[0], lease.holder_label)
+    colours = holder_colours(lease.holder for lease in leases)
+    bars = [
+        Bar(b.lease, b.lane, b.x, b.width, b.y, b.height, colours[b.lease.holder], b.label, b.until) for b in bars
+    ]
+    holders = tuple(first_seen.values())
+    legend_top = LANES_TOP + len(lanes) * LANE_HEIGHT + 28
+    columns = max(1, int((plot_left + plot_width + RIGHT_MARGIN) // LEGEND_COLUMN))
+    legend_rows = -(-len(holders) // columns) + 4  # holders, then the key to the symbols and the notes
+    return Layout(
+        t0=t0,
+        t1=t1,
+        now=live_until,
+        plot_left=plot_left,
+        plot_width=plot_width,
+        width=plot_left + plot_width + RIGHT_MARGIN,
+        height=legend_top + legend_rows * LEGEND_ROW + 16,
+        lanes=tuple(lanes),
+        bars=tuple(bars),
+        ticks=tuple(ticks(t0, t1, x_of, plot_width)),
+        colours=colours,
+        holders=holders,
+        legend_top=float(legend_top),
+        legend_columns=columns,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Drawing
+# ---------------------------------------------------------------------------
+
+
+def _esc(text: str) -> str:
+    """``text`` (already made printable by :func:`_name`/:func:`_text`) escaped for HTML text and attributes."""
+    import html
+
+    return html.escape(text, quote=True)
+
+
+def _text(value: object) -> str:
+    """Any untrusted value as printable text: bytes as 0x-hex, every non-printable code point escaped."""
+    from . import _names
+
+    if isinstance(value, bytes):
+        return "0x" + value.hex()
+    return _names.display_text(str(value))
+
+
+def _short_address(address: str) -> str:
+    return address if len(address) <= 14 else f"{address[:6]}…{address[-4:]}"
+
+
+def _n(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _attrs(**values: object) -> str:
+    return "".join(f' {key.replace("_", "-")}="{_esc(str(value))}"' for key, value in values.items() if value is not None)
+
+
+def _takeover_text(lease: TimelineLease, previous: TimelineLease | None, name: str) -> tuple[str, str]:
+    """The short label and the tooltip of a takeover marker."""
+    admin = _text(lease.admin) if lease.admin else None
+    before = f"token {previous.token} ({_text(previous.holder)})" if previous else "the previous lease"
+    if lease.reason == "expired":
+        short = "after expiry"
+        long = f"{before} had expired: token {lease.token} superseded it"
+    elif lease.reason == "reacquired":
+        short = "reacquired"
+        long = f"its live holder acquired again: {before} is fenced off by token {lease.token}"
+    elif lease.reason == "revoked":
+        short = f"revoked by {_short_address(admin)}" if admin else "after revoke"
+        long = f"{before} was revoked{f' by admin {admin}' if admin else ''}; token {lease.token} issued after it"
+    else:
+        short = f"granted by {_short_address(admin)}" if admin else "granted"
+        long = f"token {lease.token} granted{f' by admin {admin}' if admin else ''} to {_text(lease.holder)}"
+    when = format_time(lease.start)
+    return short, f"{name}: takeover at {when} UTC ({lease.reason}): {long}"
+
+
 def render(
     leases: Iterable[TimelineLease],
     *,
@@ -193,10 +570,283 @@ def render(
     now: int | None = None,
     width: int | None = None,
 ) -> str:
-    """The leases (and rejections) as one self-contained HTML page (a str).
+    """The leases (and a guard's rejections) as one self-contained HTML page (a str).
 
-    ``now`` (unix s) is where live leases end; by default the latest time
-    in the input. ``width`` is the plot's width in CSS pixels; by default it
-    grows with the busiest lane (see the module docstring).
+    ``now`` (unix s) is where live leases end and is marked by a dashed
+    line; by default the latest time in the input. ``width`` is the plot's
+    width in CSS px; by default it grows with the busiest lane, 8 px per
+    lease, from 960 to 16,000 px (the page scrolls sideways).
+
+    Every lease gets its bar, however short (at least 1 px wide), with a
+    tooltip (``<title>``) that says everything about it; its token is
+    written on it only when the label fits, otherwise the tooltip alone
+    carries it. Renewal ticks closer than 3 px merge (``data-count``). The
+    page has no script and a Content-Security-Policy that forbids loading
+    anything, so it stays inert and offline whatever a name holds.
     """
-    raise NotImplementedError("the renderer lands in the next commit")
+    if not isinstance(title, str):
+        raise InvalidInput(f"title must be a str, got {title!r}")
+    rejections = list(rejections)
+    geo = layout(leases, rejections, now=now, width=width)
+    out: list[str] = []
+    add = out.append
+    lanes_bottom = LANES_TOP + len(geo.lanes) * LANE_HEIGHT
+    safe_title = _esc(_text(title))
+
+    add(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+        f"<title>{safe_title}</title><style>"
+        "html,body{margin:0;padding:0;background:#fff}"
+        "svg{display:block;font-family:'DejaVu Sans Mono','Liberation Mono',monospace}"
+        "</style></head><body>\n"
+    )
+    add(
+        f'<svg width="{_n(geo.width)}" height="{_n(geo.height)}" viewBox="0 0 {_n(geo.width)} {_n(geo.height)}"'
+        f' data-kind="timeline" data-t0="{geo.t0}" data-t1="{geo.t1}" data-now="{geo.now}"'
+        f' data-plot-left="{_n(geo.plot_left)}" data-plot-width="{_n(geo.plot_width)}">\n'
+    )
+    add(f'<text x="12" y="22" font-size="16" font-weight="bold" data-kind="title">{safe_title}</text>\n')
+
+    # Lanes: a background band and the name in the gutter.
+    for lane in geo.lanes:
+        fill = "#ffffff" if lane.index % 2 == 0 else "#f4f4f4"
+        add(
+            f'<g data-kind="lane"{_attrs(data_resource=lane.name, data_lane=lane.index)}>'
+            f'<rect x="0" y="{_n(lane.y)}" width="{_n(geo.width)}" height="{LANE_HEIGHT}" fill="{fill}"'
+            ' data-kind="lane-background"/>'
+            f'<text x="8" y="{_n(lane.y + MARKER_STRIP + BAR_HEIGHT / 2 + 4)}" font-size="{LABEL_FONT}"'
+            f' data-kind="lane-label"{_attrs(data_resource=lane.name)}>{_esc(lane.label)}'
+            f"<title>{_esc(lane.name)}</title></text></g>\n"
+        )
+
+    # The time axis: a grid line and a label per tick.
+    add(f'<g data-kind="axis"><line x1="{_n(geo.plot_left)}" y1="{LANES_TOP - 4}" x2="{_n(geo.plot_left + geo.plot_width)}"'
+        f' y2="{LANES_TOP - 4}" stroke="#444444"/>')  # fmt: skip
+    for tick in geo.ticks:
+        add(
+            f'<line x1="{_n(tick.x)}" y1="{LANES_TOP - 8}" x2="{_n(tick.x)}" y2="{lanes_bottom}" stroke="#dddddd"'
+            f' data-kind="gridline" data-time="{tick.time}"/>'
+            f'<text x="{_n(tick.x)}" y="{LANES_TOP - 12}" font-size="11" text-anchor="middle" fill="#333333"'
+            f' data-kind="tick" data-time="{tick.time}">{_esc(tick.label)}</text>'
+        )
+        if tick.date:
+            add(
+                f'<text x="{_n(tick.x)}" y="{LANES_TOP - 26}" font-size="10" text-anchor="middle" fill="#666666"'
+                f' data-kind="tick-date" data-time="{tick.time}">{_esc(tick.date)}</text>'
+            )
+    add("</g>\n")
+
+    # Bars, then what is drawn over them, lane by lane.
+    by_lane: dict[int, list[Bar]] = {}
+    for bar in geo.bars:
+        by_lane.setdefault(bar.lane.index, []).append(bar)
+    for lane in geo.lanes:
+        lane_bars = by_lane.get(lane.index, [])
+        add(f'<g data-kind="leases"{_attrs(data_resource=lane.name)}>\n')
+        for bar in lane_bars:
+            lease = bar.lease
+            holder = _text(lease.holder)
+            who = f"{_text(lease.holder_label)} ({holder})" if lease.holder_label else holder
+            ended = (
+                f"{format_time(lease.start)} UTC – now ({format_time(bar.until)} UTC), live"
+                if lease.end is None
+                else f"{format_time(lease.start)} – {format_time(lease.end)} UTC, ended: {lease.end_reason}"
+            )
+            tip = (
+                f"{lane.name} · token {lease.token} · {who}\n{ended}\nissued because: {lease.reason}"
+                + (f" (admin {_text(lease.admin)})" if lease.admin else "")
+                + f"\nrenewals: {len(lease.renewals)}"
+            )
+            add(
+                f'<rect x="{_n(bar.x)}" y="{_n(bar.y)}" width="{_n(bar.width)}" height="{_n(bar.height)}"'
+                f' fill="{bar.colour}"'
+                + _attrs(
+                    data_kind="bar",
+                    data_token=lease.token,
+                    data_holder=holder,
+                    data_resource=lane.name,
+                    data_reason=lease.reason,
+                    data_end_reason=lease.end_reason,
+                    data_start=lease.start,
+                    data_until=bar.until,
+                )
+                + f"><title>{_esc(tip)}</title></rect>\n"
+            )
+        # Renewal ticks, merged when closer than TICK_MERGE_PX.
+        for bar in lane_bars:
+            groups: list[list[tuple[int, object]]] = []
+            last_x = None
+            for time, progress in bar.lease.renewals:
+                x = geo.x(time)
+                if last_x is not None and x - last_x < TICK_MERGE_PX:
+                    groups[-1].append((time, progress))
+                    continue
+                groups.append([(time, progress)])
+                last_x = x
+            for group in groups:
+                x = geo.x(group[0][0])
+                lines = [
+                    f"renewed at {format_time(t)} UTC" + (f", progress {_text(p)}" if p is not None else "")
+                    for t, p in group[:10]
+                ]
+                if len(group) > 10:
+                    lines.append(f"… and {len(group) - 10} more")
+                add(
+                    f'<line x1="{_n(x)}" y1="{_n(bar.y + 3)}" x2="{_n(x)}" y2="{_n(bar.y + bar.height - 3)}"'
+                    ' stroke="#1a1a1a" stroke-width="1.5"'
+                    + _attrs(
+                        data_kind="renewal",
+                        data_token=bar.lease.token,
+                        data_resource=lane.name,
+                        data_count=len(group),
+                        data_time=group[0][0],
+                    )
+                    + f"><title>{_esc(f'token {bar.lease.token}: ' + chr(10).join(lines))}</title></line>\n"
+                )
+        # Token labels (only on bars wide enough to hold them).
+        for bar in lane_bars:
+            if bar.label is not None:
+                add(
+                    f'<text x="{_n(bar.x + 3)}" y="{_n(bar.y + bar.height / 2 + 4)}" font-size="{TOKEN_FONT}"'
+                    f' fill="{ink_on(bar.colour)}" pointer-events="none"'
+                    + _attrs(data_kind="token-label", data_token=bar.lease.token, data_resource=lane.name)
+                    + f">{_esc(bar.label)}</text>\n"
+                )
+        # Takeovers (at the start of the lease that took over), revokes (at the end of the revoked lease),
+        # completions (at the end of the completed lease).
+        previous: TimelineLease | None = None
+        takeovers = [bar for bar in lane_bars if bar.lease.reason in TAKEOVER_REASONS]
+        takeover_xs = [bar.x for bar in takeovers] + [geo.plot_left + geo.plot_width + RIGHT_MARGIN]
+        next_x = {id(bar): takeover_xs[i + 1] for i, bar in enumerate(takeovers)}
+        for bar in lane_bars:
+            lease = bar.lease
+            if lease.reason in TAKEOVER_REASONS:
+                short, tip = _takeover_text(lease, previous, lane.name)
+                colour = TAKEOVER_COLOURS[lease.reason]
+                x, top = bar.x, lane.y + 2
+                add(
+                    f'<path d="M{_n(x - 5)},{_n(top)} L{_n(x + 5)},{_n(top)} L{_n(x)},{_n(top + 11)} Z"'
+                    f' fill="{colour}"'
+                    + _attrs(
+                        data_kind="takeover",
+                        data_token=lease.token,
+                        data_holder=_text(lease.holder),
+                        data_resource=lane.name,
+                        data_reason=lease.reason,
+                        data_previous_token=previous.token if previous else None,
+                        data_admin=_text(lease.admin) if lease.admin else None,
+                    )
+                    + f"><title>{_esc(tip)}</title></path>\n"
+                )
+                if x + 8 + text_width(short, 10) + 4 <= next_x[id(bar)]:
+                    add(
+                        f'<text x="{_n(x + 8)}" y="{_n(top + 10)}" font-size="10" fill="{colour}"'
+                        + _attrs(data_kind="takeover-label", data_token=lease.token, data_resource=lane.name)
+                        + f">{_esc(short)}</text>\n"
+                    )
+            if lease.end_reason == "revoked":
+                x, top = bar.x + bar.width, lane.y + 2
+                by = f" by admin {_text(lease.revoked_by)}" if lease.revoked_by else ""
+                tip = f"{lane.name}: token {lease.token} revoked{by} at {format_time(bar.until)} UTC"
+                add(
+                    f'<path d="M{_n(x - 4)},{_n(top)} L{_n(x + 4)},{_n(top + 10)} M{_n(x + 4)},{_n(top)}'
+                    f' L{_n(x - 4)},{_n(top + 10)}" stroke="{REVOKE_COLOUR}" stroke-width="2" fill="none"'
+                    + _attrs(
+                        data_kind="revoke",
+                        data_token=lease.token,
+                        data_holder=_text(lease.holder),
+                        data_resource=lane.name,
+                        data_admin=_text(lease.revoked_by) if lease.revoked_by else None,
+                    )
+                    + f"><title>{_esc(tip)}</title></path>\n"
+                )
+            if lease.completion_digest is not None or lease.end_reason == "completed":
+                x, mid = bar.x + bar.width, bar.y + bar.height / 2
+                digest = _text(lease.completion_digest) if lease.completion_digest is not None else None
+                tip = f"{lane.name}: token {lease.token} completed at {format_time(bar.until)} UTC" + (
+                    f"\ndigest {digest}" if digest else ""
+                )
+                add(
+                    f'<path d="M{_n(x)},{_n(mid - 7)} L{_n(x + 6)},{_n(mid)} L{_n(x)},{_n(mid + 7)}'
+                    f' L{_n(x - 6)},{_n(mid)} Z" fill="{COMPLETION_COLOUR}" stroke="#ffffff" stroke-width="1"'
+                    + _attrs(
+                        data_kind="completion",
+                        data_token=lease.token,
+                        data_holder=_text(lease.holder),
+                        data_resource=lane.name,
+                        data_digest=digest,
+                    )
+                    + f"><title>{_esc(tip)}</title></path>\n"
+                )
+            previous = lease
+        add("</g>\n")
+
+    # The guard's rejections, in the strip under each lane's bars.
+    lane_of = {lane.name: lane for lane in geo.lanes}
+    if rejections:
+        add('<g data-kind="rejections">\n')
+    for rejection in rejections:
+        lane = lane_of[_name(rejection.resource)]
+        x, top = geo.x(rejection.time), lane.y + MARKER_STRIP + BAR_HEIGHT + 3
+        holder = _text(rejection.holder) if rejection.holder else None
+        tip = (
+            f"{lane.name}: rejected token {rejection.token}" + (f" from {holder}" if holder else "")
+            + f" at {format_time(rejection.time)} UTC" + (f": {_text(rejection.reason)}" if rejection.reason else "")
+        )  # fmt: skip
+        add(
+            f'<path d="M{_n(x - 4)},{_n(top)} L{_n(x + 4)},{_n(top + 8)} M{_n(x + 4)},{_n(top)} L{_n(x - 4)},{_n(top + 8)}"'
+            f' stroke="{REJECTION_COLOUR}" stroke-width="2.5" fill="none"'
+            + _attrs(
+                data_kind="rejection",
+                data_token=rejection.token,
+                data_holder=holder,
+                data_resource=lane.name,
+                data_time=rejection.time,
+            )
+            + f"><title>{_esc(tip)}</title></path>\n"
+        )
+    if rejections:
+        add("</g>\n")
+
+    if geo.lanes:
+        x = geo.x(geo.now)
+        add(
+            f'<line x1="{_n(x)}" y1="{LANES_TOP - 4}" x2="{_n(x)}" y2="{lanes_bottom}" stroke="#888888"'
+            f' stroke-dasharray="4 3" data-kind="now" data-time="{geo.now}"><title>now: {format_time(geo.now)} UTC'
+            "</title></line>\n"
+        )
+    else:
+        add(f'<text x="{LABEL_WIDTH}" y="{LANES_TOP + 20}" font-size="13" data-kind="empty">no leases</text>\n')
+
+    # Legend: a swatch per holder, then the key to the symbols.
+    columns = geo.legend_columns
+    label_chars = int((LEGEND_COLUMN - 30) // (LABEL_FONT * CHAR_ADVANCE))
+    add(f'<g data-kind="legend"><text x="12" y="{_n(geo.legend_top - 8)}" font-size="12" font-weight="bold">'
+        "Holders</text>\n")  # fmt: skip
+    for i, (holder, label) in enumerate(geo.holders):
+        x = 12 + (i % columns) * LEGEND_COLUMN
+        y = geo.legend_top + (i // columns) * LEGEND_ROW
+        full = f"{_text(label)} ({_text(holder)})" if label else _text(holder)
+        shown = f"{shorten(_text(label), 24)} · {_short_address(_text(holder))}" if label else _text(holder)
+        add(
+            f'<g{_attrs(data_kind="legend-entry", data_holder=_text(holder), data_colour=geo.colours[holder])}>'
+            f'<rect x="{x}" y="{_n(y)}" width="14" height="12" fill="{geo.colours[holder]}" data-kind="swatch"/>'
+            f'<text x="{x + 20}" y="{_n(y + 10)}" font-size="{LABEL_FONT}">{_esc(shorten(shown, label_chars))}'
+            f"<title>{_esc(full)}</title></text></g>\n"
+        )
+    y = geo.legend_top + -(-len(geo.holders) // columns) * LEGEND_ROW + 8
+    add(
+        f'<text x="12" y="{_n(y + 10)}" font-size="11" fill="#333333" data-kind="key">'
+        f'<tspan fill="{TAKEOVER_COLOURS["expired"]}">▼</tspan> takeover (after expiry / reacquired)  '
+        f'<tspan fill="{TAKEOVER_COLOURS["revoked"]}">▼ ✕</tspan> revoke (and the revoked lease)  '
+        f'<tspan fill="{TAKEOVER_COLOURS["granted"]}">▼</tspan> grant  '
+        "| renewal  ◆ completion  "
+        f'<tspan fill="{REJECTION_COLOUR}">✕</tspan> write rejected by a guard  ┆ now</text>\n'
+        f'<text x="12" y="{_n(y + 28)}" font-size="11" fill="#333333" data-kind="notes">'
+        f"{len(geo.bars)} leases on {len(geo.lanes)} resources, {len(geo.holders)} holders · times in UTC"
+        f" (chain time), {format_time(geo.t0)} – {format_time(geo.t1)} · a token too long for its bar is in the"
+        " bar's tooltip</text>\n"
+    )
+    add("</g>\n</svg>\n</body></html>\n")
+    return "".join(out)

@@ -1,0 +1,350 @@
+"""The timeline renderer without a browser: input validation, escaping, layout arithmetic.
+
+The browser test (``tests/integration/test_timeline_browser.py``) checks what
+Chromium actually draws from the same page.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from chainfence import timeline
+from chainfence._names import display, display_text
+from chainfence.errors import InvalidInput
+from chainfence.timeline import Rejection, TimelineLease, layout, render
+from tests.support import timeline_scenario as scenario
+from tests.support.svg_dom import ALLOWED, Page, tooltip
+from tests.support.timeline_scenario import ALICE, BOB, CAROL, NOW, T
+
+# ---------------------------------------------------------------------------
+# Input validation
+# ---------------------------------------------------------------------------
+
+
+def lease(**changes) -> TimelineLease:
+    fields = dict(resource="r", token=1, holder=ALICE, start=10, end=20, end_reason="released", reason="unheld")
+    fields.update(changes)
+    return TimelineLease(**fields)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"token": 0},
+        {"token": True},
+        {"token": "1"},
+        {"resource": ""},
+        {"resource": 5},
+        {"holder": ""},
+        {"holder": None},
+        {"holder_label": 7},
+        {"start": -1},
+        {"start": 1.5},
+        {"end": 5},  # before start
+        {"end": None},  # but end_reason says released
+        {"end_reason": "live"},  # but end is set
+        {"end_reason": "exploded"},
+        {"reason": "because"},
+        {"renewals": [(15,)]},
+        {"renewals": [(5, None)]},  # before start
+        {"renewals": [(25, None)]},  # after end
+        {"renewals": [(15, 1.5)]},
+        {"renewals": "oops"},
+        {"completion_digest": 12},
+        {"admin": ""},
+        {"revoked_by": 3},
+    ],
+)
+def test_a_bad_lease_field_raises_invalid_input(changes):
+    """Every field is checked when the record is built, with a typed error (also a ValueError)."""
+    with pytest.raises(InvalidInput):
+        lease(**changes)
+
+
+@pytest.mark.parametrize(
+    "changes", [{"time": -1}, {"token": -1}, {"token": False}, {"holder": ""}, {"reason": None}, {"resource": b""}]
+)
+def test_a_bad_rejection_field_raises_invalid_input(changes):
+    fields = dict(resource="r", time=10, token=1, holder=ALICE, reason="StaleToken")
+    fields.update(changes)
+    with pytest.raises(InvalidInput):
+        Rejection(**fields)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"now": -5}, {"now": 1.0}, {"width": 50}, {"width": 10**6}, {"width": "900"}, {"title": None}],
+)
+def test_render_checks_its_arguments(kwargs):
+    with pytest.raises(InvalidInput):
+        render([lease()], **kwargs)
+
+
+def test_render_refuses_other_objects_and_duplicate_tokens():
+    with pytest.raises(InvalidInput):
+        render([{"token": 1}])
+    with pytest.raises(InvalidInput):
+        render([lease()], rejections=["rejected"])
+    with pytest.raises(InvalidInput, match="given twice"):
+        render([lease(), lease(start=30, end=40)])
+
+
+def test_renewals_are_stored_as_a_tuple_so_the_record_stays_frozen():
+    record = lease(renewals=[[12, None], (15, b"\x01")])
+    assert record.renewals == ((12, None), (15, b"\x01"))
+    with pytest.raises(AttributeError):
+        record.token = 2
+
+
+# ---------------------------------------------------------------------------
+# Escaping: names and labels are untrusted bytes from the chain
+# ---------------------------------------------------------------------------
+
+HOSTILE_TEXT = [
+    "<script>alert(1)</script>",
+    '"><svg onload=alert(1)>',
+    "</title></text></svg><iframe src=//evil>",
+    "a&amp;b",
+    "rtl\u202eyliad",
+    "zero\u200bwidth",
+    "line\nbreak\r\x00nul\x1b[31m",
+    "<!-- comment -->",
+    "<![CDATA[x]]>",
+]
+
+
+def test_hostile_text_everywhere_renders_as_inert_text():
+    """Names, holders, labels, reasons, digests, admins and the title carrying markup, bidi overrides and
+    controls become text: no element, attribute or raw control character of theirs reaches the page."""
+    leases, rejections = [], []
+    for i, bad in enumerate(HOSTILE_TEXT):
+        leases.append(
+            TimelineLease(bad, 1, f"0x{i:040x}{bad}", bad, T, T + 10, "revoked", "granted", renewals=[(T + 5, bad)],
+                          completion_digest=bad, admin=bad, revoked_by=bad)  # fmt: skip
+        )
+        rejections.append(Rejection(bad, T + 3, 1, bad, bad))
+    page = render(leases, rejections=rejections, title=HOSTILE_TEXT[0], now=NOW)
+    dom = Page(page)
+    assert {node.tag for node in dom.nodes} <= ALLOWED
+    for node in dom.nodes:
+        assert all(not name.startswith("on") and name not in ("src", "href", "xlink:href") for name in node.attrs)
+    assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b\u202a-\u202e\u2066-\u2069]", page)
+    shown = {node.attrs["data-resource"] for node in dom.kind("lane")}
+    assert shown == {display(bad.encode()) for bad in HOSTILE_TEXT}
+    assert "rtl\\u202eyliad" in shown and "line\\x0abreak\\x0d\\x00nul\\x1b[31m" in shown
+    labels = [tooltip(node) for node in dom.kind("lane-label")]
+    assert labels == [display(bad.encode()) for bad in HOSTILE_TEXT]
+    holders = {node.attrs["data-holder"] for node in dom.kind("legend-entry")}
+    assert holders == {display_text(f"0x{i:040x}{bad}") for i, bad in enumerate(HOSTILE_TEXT)}
+    assert dom.kind("title")[0].text == "<script>alert(1)</script>"
+
+
+def test_control_without_html_escaping_hostile_names_become_elements(monkeypatch):
+    """The check above can fail: with the HTML escaping removed, the same names put elements in the page."""
+    monkeypatch.setattr(timeline, "_esc", lambda text: text)
+    leases = [TimelineLease(bad, 1, ALICE, None, T, T + 10, "released", "unheld") for bad in HOSTILE_TEXT]
+    tags = {node.tag for node in Page(render(leases, now=NOW)).nodes}
+    assert {"script", "iframe"} <= tags - ALLOWED
+
+
+def test_raw_name_bytes_are_shown_as_display_shows_them():
+    """Bytes that are not UTF-8 and a bidi override are escaped unambiguously; the lane keeps them apart
+    from a name that spells the escape literally."""
+    page = render(scenario.leases(), now=NOW)
+    dom = Page(page)
+    assert [node.attrs["data-resource"] for node in dom.kind("lane")] == ["reports/daily", scenario.HOSTILE_SHOWN]
+    assert not dom.kind("lane")[1].children[1].text.startswith("<")  # a label, not markup
+    two = render([lease(resource=b"\xff"), lease(resource="\\xff", holder=BOB)])
+    assert [node.attrs["data-resource"] for node in Page(two).kind("lane")] == ["\\xff", "\\\\xff"]
+    same = render([lease(resource=b"reports/daily"), lease(resource="reports/daily", token=2, start=30, end=40)])
+    assert [node.attrs["data-resource"] for node in Page(same).kind("lane")] == ["reports/daily"]
+
+
+def test_the_page_loads_nothing_and_runs_nothing():
+    page = render(scenario.leases(), rejections=scenario.rejections(), now=NOW)
+    assert "<script" not in page.lower().replace("&lt;script", "")
+    for needle in ("src=", "href=", "url(", "@import", "<link", "<img", "<iframe"):
+        assert needle not in page.replace("&lt;img src=x", "")
+    assert "default-src 'none'" in page
+
+
+def test_the_module_is_pure():
+    """No web3, no chain, no network: it imports the standard library and two small chainfence modules."""
+    tree = ast.parse(Path(timeline.__file__).read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(("." * node.level) + (node.module or ""))
+    assert imported <= {"__future__", "collections.abc", "dataclasses", ".errors", ".", "colorsys", "hashlib", "html",
+                        "datetime"}, imported  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# Layout arithmetic
+# ---------------------------------------------------------------------------
+
+
+def test_bars_sit_where_their_times_are():
+    geo = layout(scenario.leases(), scenario.rejections(), now=NOW, width=900)
+    assert geo.x(geo.t0) == geo.plot_left and geo.x(geo.t1) == pytest.approx(geo.plot_left + 900)
+    assert geo.t0 < T and geo.t1 > NOW  # a margin either side
+    for bar in geo.bars:
+        lease_ = bar.lease
+        assert bar.x == pytest.approx(geo.x(lease_.start))
+        until = lease_.end if lease_.end is not None else NOW
+        assert bar.until == until
+        assert bar.width == pytest.approx(geo.x(until) - geo.x(lease_.start) - timeline.BAR_GAP)
+        assert bar.y == bar.lane.y + timeline.MARKER_STRIP
+    assert [lane.name for lane in geo.lanes] == ["reports/daily", scenario.HOSTILE_SHOWN]
+    assert geo.lanes[1].y - geo.lanes[0].y == timeline.LANE_HEIGHT
+
+
+def test_a_live_lease_runs_to_now_and_now_defaults_to_the_latest_time():
+    live = [lease(end=None, end_reason="live"), lease(token=2, start=30, end=70)]
+    assert layout(live, now=100).bars[0].until == 100
+    assert layout(live).now == 70 and layout(live).bars[0].until == 70
+    assert layout([lease(start=200, end=None, end_reason="live")], now=100).bars[0].until == 200  # never backwards
+
+
+def test_a_zero_length_lease_is_still_one_px_wide_and_carries_its_token_in_the_tooltip_only():
+    geo = layout([lease(start=100, end=100), lease(token=2, start=100, end=100_000)], width=1000)
+    thin, wide = geo.bars
+    assert thin.width == timeline.MIN_BAR_WIDTH and thin.label is None
+    assert wide.label == "2"
+    dom = Page(render([lease(start=100, end=100), lease(token=2, start=100, end=100_000)], width=1000))
+    assert [node.attrs["data-token"] for node in dom.kind("token-label")] == ["2"]
+    assert "token 1" in tooltip(dom.kind("bar")[0])
+
+
+def test_labels_appear_exactly_when_they_fit():
+    """A token label is drawn only on a bar at least as wide as its estimated text plus padding."""
+    token = 123456
+    need = timeline.text_width(str(token), timeline.TOKEN_FONT) + 6
+    for seconds in range(1, 200):
+        geo = layout([lease(token=token, start=0, end=seconds), lease(token=1, resource="other", start=0, end=200)],
+                     width=1000)  # fmt: skip
+        bar = geo.bars[0]
+        assert (bar.label is not None) == (bar.width >= need), seconds
+
+
+def test_ticks_are_round_readable_and_far_enough_apart():
+    for span in (5, 59, 600, 3_599, 7_200, 86_400, 3 * 86_400, 400 * 86_400, 30 * 365 * 86_400):
+        geo = layout([lease(start=T, end=T + span)], width=1000)
+        xs = [tick.x for tick in geo.ticks]
+        assert len(xs) >= 2, span
+        assert min(b - a for a, b in zip(xs, xs[1:])) >= 110 - 1e-6, span
+        step = geo.ticks[1].time - geo.ticks[0].time
+        assert all(tick.time % step == 0 for tick in geo.ticks)
+        assert all(geo.t0 <= tick.time <= geo.t1 for tick in geo.ticks)
+        read, date = set(), None
+        for tick in geo.ticks:  # a tick reads as its label under the latest date shown at or before it
+            date = tick.date or date
+            read.add((date, tick.label))
+        assert len(read) == len(geo.ticks), f"two ticks read the same ({span} s)"
+    geo = layout([lease(start=T, end=T + 600)], width=1000)  # 2026-11-18 11:06:40 .. 11:16:40
+    assert [tick.label for tick in geo.ticks][:2] == ["11:08", "11:10"]
+    assert geo.ticks[0].date == "2026-11-18" and all(tick.date is None for tick in geo.ticks[1:])
+    geo = layout([lease(start=T, end=T + 40)], width=1000)
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", geo.ticks[0].label)
+    night = layout([lease(start=T + 12 * 3600, end=T + 14 * 3600)], width=1000)  # 23:06 to 01:06 UTC
+    assert [tick.date for tick in night.ticks if tick.date] == ["2026-11-18", "2026-11-19"]
+
+
+def test_the_plot_grows_with_the_busiest_lane_and_stops_growing():
+    few = layout([lease(token=i, start=i * 10, end=i * 10 + 5) for i in range(1, 11)])
+    assert few.plot_width == timeline.MIN_PLOT_WIDTH
+    many = layout([lease(token=i, start=i * 10, end=i * 10 + 5) for i in range(1, 501)])
+    assert many.plot_width == 500 * timeline.PX_PER_LEASE
+    lots = layout([lease(token=i, start=i * 10, end=i * 10 + 5) for i in range(1, 5001)])
+    assert lots.plot_width == timeline.MAX_PLOT_WIDTH
+
+
+def test_thousands_of_leases_each_get_a_bar_and_renewal_ticks_merge():
+    """5,000 leases in one lane: 5,000 bars (none lost), labels only where they fit, and every renewal
+    counted by a tick (merged ticks carry their count)."""
+    records = [
+        lease(token=i, start=i * 10, end=i * 10 + 9, holder=f"0x{i % 7:040x}", renewals=[(i * 10 + k, None) for k in range(1, 9)])
+        for i in range(1, 5001)
+    ]  # fmt: skip
+    dom = Page(render(records))
+    bars = dom.kind("bar")
+    assert len(bars) == 5000 and {node.attrs["data-token"] for node in bars} == {str(i) for i in range(1, 5001)}
+    assert all(float(node.attrs["width"]) >= timeline.MIN_BAR_WIDTH for node in bars)
+    assert float(dom.kind("timeline")[0].attrs["data-plot-width"]) == timeline.MAX_PLOT_WIDTH
+    # 16,000 px for about 50,000 s: a bar is about 2.9 px, its eight renewals 0.32 px apart merge into one tick.
+    ticks_ = dom.kind("renewal")
+    assert len(ticks_) == 5000 and {node.attrs["data-count"] for node in ticks_} == {"8"}
+    # No token fits on a 2.9 px bar: no label is drawn, each bar's tooltip names its token.
+    assert dom.kind("token-label") == []
+    assert all(f"token {node.attrs['data-token']} " in tooltip(node) for node in bars)
+    assert len(dom.kind("legend-entry")) == 7
+
+
+def test_in_a_busy_lane_the_long_leases_keep_their_labels():
+    records = [lease(token=i, start=i * 10, end=i * 10 + (2_000 if i % 500 == 0 else 9)) for i in range(1, 3001)]
+    geo = layout(records)
+    labelled = {bar.lease.token for bar in geo.bars if bar.label is not None}
+    assert labelled == {500, 1000, 1500, 2000, 2500, 3000}
+
+
+def test_holder_colours_are_distinct_stable_and_order_free():
+    holders = [f"0x{i:040x}" for i in range(30)]
+    colours = timeline.holder_colours(holders)
+    assert len(set(colours.values())) == 30
+    assert colours == timeline.holder_colours(list(reversed(holders)))
+    assert set(timeline.PALETTE) < set(colours.values())  # the palette first, then generated hues
+    one = timeline.holder_colours([ALICE, ALICE.lower()])
+    assert one[ALICE] == one[ALICE.lower()]  # an address in two spellings is one holder
+
+
+def test_a_holder_alone_has_the_colour_its_address_hashes_to():
+    alone = {h: timeline.holder_colours([h])[h] for h in (ALICE, BOB, CAROL)}
+    pair = timeline.holder_colours([ALICE, BOB, CAROL])
+    assert len(set(alone.values())) == 3  # these three addresses hash to three slots...
+    assert pair == alone  # ...so each keeps its own colour in company
+    crowd = timeline.holder_colours([ALICE, BOB, CAROL] + [f"0x{i:040x}" for i in range(11)])
+    assert len(set(crowd.values())) == 14  # past the palette, still one colour each
+
+
+def test_ink_and_shortening():
+    assert timeline.ink_on("#ffffff") == "#111111" and timeline.ink_on("#2f4b7c") == "#ffffff"
+    assert timeline.shorten("reports/daily/2026-11-22", 12) == "repor…-11-22"
+    assert len(timeline.shorten("x" * 300, 27)) == 27 and timeline.shorten("short", 27) == "short"
+
+
+def test_every_mark_of_the_scenario_is_drawn_with_its_data():
+    dom = Page(render(scenario.leases(), rejections=scenario.rejections(), now=NOW))
+    takeovers = {(n.attrs["data-resource"], n.attrs["data-token"]): n for n in dom.kind("takeover")}
+    assert {key: n.attrs["data-reason"] for key, n in takeovers.items()} == {
+        ("reports/daily", "2"): "expired",
+        ("reports/daily", "3"): "revoked",
+        ("reports/daily", "4"): "granted",
+        (scenario.HOSTILE_SHOWN, "3"): "reacquired",
+    }
+    assert "token 1 (" in tooltip(takeovers["reports/daily", "2"]) and "superseded" in tooltip(takeovers["reports/daily", "2"])
+    assert takeovers["reports/daily", "4"].attrs["data-admin"] == scenario.ADMIN
+    [revoke] = dom.kind("revoke")
+    assert revoke.attrs["data-token"] == "2" and revoke.attrs["data-admin"] == scenario.ADMIN
+    [completion] = dom.kind("completion")
+    assert completion.attrs["data-token"] == "3" and scenario.DIGEST in tooltip(completion)
+    assert [n.attrs["data-count"] for n in dom.kind("renewal")] == ["1", "1", "1"]
+    assert "progress 0x05" in tooltip(dom.kind("renewal")[1])
+    assert [n.attrs["data-token"] for n in dom.kind("rejection")] == ["1", "2"]
+    assert "<img src=x onerror=alert(1)>" in tooltip(dom.kind("rejection")[1])  # as text
+    legend = {n.attrs["data-holder"]: n for n in dom.kind("legend-entry")}
+    assert set(legend) == {ALICE, BOB, CAROL}
+    assert "\\u202e" in tooltip(legend[CAROL].children[1])
+    assert len(dom.kind("now")) == 1 and dom.kind("now")[0].attrs["data-time"] == str(NOW)
+
+
+def test_an_empty_picture_says_so():
+    dom = Page(render([], now=T))
+    assert dom.kind("empty") and not dom.kind("bar")
+    only_rejections = Page(render([], rejections=[Rejection("r", T, 3)]))
+    assert [n.attrs["data-resource"] for n in only_rejections.kind("lane")] == ["r"]
