@@ -113,3 +113,39 @@ def test_the_progress_bar_draws_on_a_terminal_only(monkeypatch):
         assert ("sync [" in err.getvalue()) is tty
         if tty:
             assert "100.0%" in err.getvalue() and err.getvalue().endswith("\n")
+
+
+def test_audit_timeline_draws_the_indexed_leases_with_rejections(anvil_node, played, tmp_path):
+    """`chainfence audit timeline` syncs, turns the index's leases into the picture's input and writes the page:
+    a bar per token in its resource's lane, the takeover after the expiry, the completion, the renewal and the
+    overlaid rejection, and a hostile name drawn as text."""
+    from tests.faults.test_hostile_names import publish
+    from tests.support.svg_dom import ALLOWED, Page
+
+    registry, alice, bob, first, second = played
+    hostile = "evil\u202e<script>alert(1)</script>"
+    publish(registry, bob.sender, hostile.encode())
+    rejected = tmp_path / "rejections.json"
+    rejected.write_text(json.dumps([{"resource": DAILY, "time": first.expires_at + 1, "token": first.token,
+                                     "holder": alice.sender, "reason": "StaleToken"}]))  # fmt: skip
+    out = tmp_path / "timeline.html"
+    index = tmp_path / "audit.sqlite"
+    done, answer = audit(anvil_node, registry, index, "timeline", DAILY, hostile, "--out", str(out),
+                         "--rejections", str(rejected))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert answer["leases"] == 3
+    page = Page(out.read_text())
+    assert {node.tag for node in page.nodes} <= ALLOWED, "no markup from a name reaches the page"
+    bars = page.kind("bar")
+    assert sorted(int(bar.attrs["data-token"]) for bar in bars)[:2] == [first.token, second.token]
+    labels = " ".join(node.text for node in page.kind("lane-label"))
+    assert "\\u202e" in labels and "\u202e" not in labels, "the bidi override is drawn escaped"
+    assert page.kind("takeover") and page.kind("completion") and page.kind("renewal") and page.kind("rejection")
+    from chainfence.audit_index import AuditIndex
+
+    with AuditIndex(index) as opened:
+        (drawn,) = [lease for lease in opened.timeline_leases([DAILY]) if lease.token == second.token]
+        assert drawn.end_reason == "live" and drawn.reason == "expired"
+    bad, _ = audit(anvil_node, registry, index, "timeline", DAILY, "--out", str(out), "--rejections", str(tmp_path),
+                   json_out=False)  # fmt: skip
+    assert bad.returncode == 2 and "cannot read rejections" in bad.stderr
