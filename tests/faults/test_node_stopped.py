@@ -631,6 +631,7 @@ QUIET: list[Quiet] = [
           ("takeovers", lambda i, w: i.takeovers()), ("completions", lambda i, w: i.completions()),
           ("resources", lambda i, w: i.resources("jobs/")), ("events", lambda i, w: i.events()),
           ("label", lambda i, w: i.label(resource_id(RESOURCE))), ("close", lambda i, w: i.close()),
+          ("timeline_leases", lambda i, w: i.timeline_leases([RESOURCE])),
       )),  # fmt: skip
     Quiet("Chain.embedded", lambda w: Chain.embedded(accounts=1), "an in-process chain: no node"),
     Quiet("Chain.add_account", lambda w: w.chain.add_account(NEW_KEY), "keeps a key in memory"),

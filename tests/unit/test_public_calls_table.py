@@ -72,7 +72,7 @@ NEVER_TOUCH_THE_CHAIN = {
     "AsyncRpc.close": "closes the HTTP session",
     **{f"AuditIndex.{name}": "reads (or closes) the index file" for name in (
         "history", "history_by_id", "lease", "leases_of", "holder_at", "current", "takeovers", "completions",
-        "resources", "events", "label", "close")},
+        "resources", "events", "label", "close", "timeline_leases")},
 }
 
 #: Where a row's owner lives: a class, or a module for module-level functions.
