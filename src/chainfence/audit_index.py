@@ -280,6 +280,8 @@ class AuditIndex:
             raise InvalidInput(f"path must be a file path or ':memory:', got {path!r}")
         self.path = str(path)
         self._lock = threading.RLock()
+        if self.path != ":memory:" and not Path(self.path).resolve().parent.is_dir():
+            raise InvalidInput(f"cannot create an audit index at {self.path}: its directory does not exist")
         try:
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=60)
             self._conn.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")

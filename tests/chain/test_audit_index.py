@@ -104,7 +104,7 @@ def test_bad_input_is_refused_and_changes_nothing(registry, alice, tmp_path):
         lambda: index.holder_at(DAILY), lambda: index.holder_at(DAILY, time=1, block=1),
         lambda: index.holder_at(DAILY, time=-1), lambda: index.takeovers(from_block=-1),
         lambda: index.completions(since="now"), lambda: index.resources(b"x"), lambda: index.sync(registry, max_blocks=0),
-        lambda: index.sync("registry"), lambda: AuditIndex(""),
+        lambda: index.sync("registry"), lambda: AuditIndex(""), lambda: AuditIndex(tmp_path / "no" / "such.sqlite"),
     ):  # fmt: skip
         with pytest.raises(InvalidInput):
             call()

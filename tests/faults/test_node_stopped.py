@@ -956,6 +956,7 @@ CLI = {
     "verify": ["verify", RESOURCE, "--token", "1"],
     "acquire": ["acquire", FREE, "--ttl", "60"],
     "tx": ["tx", "0x" + "ab" * 32],
+    "audit": ["audit", "history", RESOURCE, "--index", "audit-cli.sqlite"],
 }
 
 
