@@ -259,3 +259,29 @@ def test_verify_rebuilds_the_leases_from_the_chain_and_finds_a_tampered_one(on_a
     with pytest.raises(AuditIndexDiffers) as differs:
         index.verify(on_anvil)
     assert f"token {lease.token}" in str(differs.value)
+
+
+def test_a_capped_provider_and_a_reorg_together(anvil_node, on_anvil, tmp_path):
+    """Through a proxy that refuses more than CAP blocks, a reorg of a few blocks between syncs: the index ends
+    as a fresh uncapped sync of the surviving branch, and verify agrees."""
+    chain = on_anvil.chain
+    alice, bob = on_anvil.connect(chain.accounts[1]), on_anvil.connect(chain.accounts[2])
+    spread(on_anvil, ["both/1", "both/2"], gap=2 * CAP)
+    fork = chain.snapshot()
+    lost = alice.acquire("both/3", ttl=600)
+    lost.renew(progress=7)
+    chain.mine(CAP)
+    with RpcProxy(anvil_node.url) as proxy:
+        proxy.max_log_range = CAP
+        capped = Registry.at(Chain.connect(proxy.url, private_keys=dev_keys(1), poll_latency=0.01), on_anvil.address)
+        index = AuditIndex(tmp_path / "audit.sqlite")
+        index.sync(capped)
+        assert index.lease(lost.token).renewals == 1
+        chain.revert(fork)
+        won = bob.acquire("both/3", ttl=600)
+        chain.mine(CAP + 2)
+        result = index.sync(capped)
+        assert result.rewound_to is not None
+        assert (index.lease(won.token).holder, index.lease(won.token).renewals) == (bob.sender, 0)
+        index.verify(capped)
+    assert rows(index) == rows(fresh(on_anvil, tmp_path))
