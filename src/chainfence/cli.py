@@ -92,8 +92,8 @@ exit codes:
      deadline, or superseded, expired, released): the command got SIGTERM, then SIGKILL after --grace
   `chainfence lock` otherwise exits with the command's code (128+N if a signal N ended it)
   8  `claim`: nothing left to claim (every item is done or held by another agent)
-  11 `audit`: the index file belongs to another registry (or is not an audit index)
-  12 `audit verify`: the index and the chain differ (what differs is listed on stderr)
+  11  `audit`: the index file belongs to another registry (or is not an audit index)
+  12  `audit verify`: the index and the chain differ (what differs is listed on stderr)
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
