@@ -152,6 +152,8 @@ def test_a_sync_killed_mid_run_resumes_with_no_duplicate_and_no_gap(anvil_node, 
                 child.kill()
             child.communicate()
     assert child.returncode == -signal.SIGKILL
+    spans = [int(p[0]["toBlock"], 16) - int(p[0]["fromBlock"], 16) + 1 for p, _ in proxy.sent("eth_getLogs")]
+    assert spans and max(spans) <= CAP, "--max-blocks bounds every request"
     with sqlite3.connect(path) as conn:
         synced = int(conn.execute("SELECT value FROM meta WHERE key = 'synced_block'").fetchone()[0])
     assert synced < on_anvil.chain.block_number(), "killed before the end"
