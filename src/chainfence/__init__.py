@@ -15,6 +15,7 @@ count. ::
 import logging
 
 from .audit import EventKind, LeaseEvent
+from .audit_index import AuditIndex
 from .chain import Chain
 from .election import Election, Leader, Leadership
 from .errors import ChainfenceError
@@ -27,6 +28,7 @@ from .watchdog import StuckLease, StuckReport
 
 __all__ = [
     "AcquireReason",
+    "AuditIndex",
     "Chain",
     "ChainfenceError",
     "Election",

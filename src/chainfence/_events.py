@@ -20,6 +20,7 @@ successes.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MAX_LOG_RANGE", "Kind", "RegistryLog", "decode", "fetch", "topic"]
+__all__ = ["DEFAULT_MAX_LOG_RANGE", "LEASE_KINDS", "Kind", "RegistryLog", "decode", "fetch", "topic"]
 
 #: Blocks per eth_getLogs request unless the chain says otherwise.
 DEFAULT_MAX_LOG_RANGE = 5_000
@@ -54,27 +55,60 @@ class Kind(enum.Enum):
     RENEWED = "LeaseRenewed"
     RELEASED = "LeaseReleased"
     COMPLETED = "LeaseCompleted"
+    # Admin events (issue #11: revokes, grants and namespaces). Decoded here
+    # ahead of the contract that emits them, so every reader already knows them.
+    REVOKED = "LeaseRevoked"
+    GRANTED = "LeaseGranted"
+    NAMESPACE_NAMED = "NamespaceNamed"
+    NAMESPACE_ADMIN_TRANSFER_STARTED = "NamespaceAdminTransferStarted"
+    NAMESPACE_ADMIN_TRANSFERRED = "NamespaceAdminTransferred"
+    NAMESPACE_POLICY_SET = "NamespacePolicySet"
+    NAMESPACE_ADMISSION_SET = "NamespaceAdmissionSet"
 
 
-_SIGNATURES = {
-    Kind.NAMED: "ResourceNamed(bytes32,string)",
-    Kind.ACQUIRED: "LeaseAcquired(bytes32,uint256,address,uint256,uint256,uint8)",
-    Kind.RENEWED: "LeaseRenewed(bytes32,uint256,address,uint256,bytes32)",
-    Kind.RELEASED: "LeaseReleased(bytes32,uint256,address)",
-    Kind.COMPLETED: "LeaseCompleted(bytes32,uint256,address,bytes32)",
+class _Spec(NamedTuple):
+    signature: str
+    indexed: tuple[str, ...]  # RegistryLog fields of topics 2.. ("token": uint256, others: address)
+    data_types: tuple[str, ...]  # non-indexed ABI types (``string`` read as ``bytes``: any bytes decode)
+    data_fields: tuple[str, ...]
+
+
+_SPECS = {
+    Kind.NAMED: _Spec("ResourceNamed(bytes32,string)", (), ("bytes",), ("name",)),
+    Kind.ACQUIRED: _Spec(
+        "LeaseAcquired(bytes32,uint256,address,uint256,uint256,uint8)", ("token", "holder"),
+        ("uint256", "uint256", "uint8"), ("expires_at", "previous_token", "reason"),
+    ),  # fmt: skip
+    Kind.RENEWED: _Spec(
+        "LeaseRenewed(bytes32,uint256,address,uint256,bytes32)", ("token", "holder"),
+        ("uint256", "bytes32"), ("expires_at", "progress"),
+    ),  # fmt: skip
+    Kind.RELEASED: _Spec("LeaseReleased(bytes32,uint256,address)", ("token", "holder"), (), ()),
+    Kind.COMPLETED: _Spec(
+        "LeaseCompleted(bytes32,uint256,address,bytes32)", ("token", "holder"), ("bytes32",), ("result_digest",)
+    ),
+    Kind.REVOKED: _Spec("LeaseRevoked(bytes32,uint256,address,address)", ("token", "holder"), ("address",), ("admin",)),
+    Kind.GRANTED: _Spec("LeaseGranted(bytes32,uint256,address,address)", ("token", "holder"), ("address",), ("admin",)),
+    Kind.NAMESPACE_NAMED: _Spec("NamespaceNamed(bytes32,string)", (), ("bytes",), ("name",)),
+    Kind.NAMESPACE_ADMIN_TRANSFER_STARTED: _Spec(
+        "NamespaceAdminTransferStarted(bytes32,address,address)", ("admin", "new_admin"), (), ()
+    ),
+    Kind.NAMESPACE_ADMIN_TRANSFERRED: _Spec(
+        "NamespaceAdminTransferred(bytes32,address,address)", ("admin", "new_admin"), (), ()
+    ),
+    Kind.NAMESPACE_POLICY_SET: _Spec(
+        "NamespacePolicySet(bytes32,address,uint256,uint256,bool)", ("admin",),
+        ("uint256", "uint256", "bool"), ("max_ttl", "lock_delay", "admission_required"),
+    ),  # fmt: skip
+    Kind.NAMESPACE_ADMISSION_SET: _Spec(
+        "NamespaceAdmissionSet(bytes32,address,bool,address)", ("holder",), ("bool", "address"), ("admitted", "admin")
+    ),
 }
-_TOPICS = {kind: keccak(text=signature) for kind, signature in _SIGNATURES.items()}
+_TOPICS = {kind: keccak(text=spec.signature) for kind, spec in _SPECS.items()}
 _KINDS = {t: kind for kind, t in _TOPICS.items()}
 
-#: Non-indexed fields of each event: ABI types. ResourceNamed's ``string`` is
-#: read as ``bytes`` (same encoding) so that a name that is not UTF-8 decodes.
-_DATA_TYPES = {
-    Kind.NAMED: ("bytes",),
-    Kind.ACQUIRED: ("uint256", "uint256", "uint8"),
-    Kind.RENEWED: ("uint256", "bytes32"),
-    Kind.RELEASED: (),
-    Kind.COMPLETED: ("bytes32",),
-}
+#: The lease events: what a resource's history is made of (names and namespaces aside).
+LEASE_KINDS = (Kind.ACQUIRED, Kind.RENEWED, Kind.RELEASED, Kind.COMPLETED, Kind.REVOKED, Kind.GRANTED)
 
 
 def topic(kind: Kind) -> str:
@@ -84,7 +118,11 @@ def topic(kind: Kind) -> str:
 
 @dataclass(frozen=True)
 class RegistryLog:
-    """One decoded registry event. Fields an event does not carry are None."""
+    """One decoded registry event. Fields an event does not carry are None.
+
+    ``resource_id`` is the first indexed word: the resource, or for the
+    namespace events the namespace (``keccak256`` of its prefix).
+    """
 
     kind: Kind
     resource_id: bytes
@@ -99,52 +137,108 @@ class RegistryLog:
     reason: int | None = None
     result_digest: bytes | None = None
     progress: bytes | None = None  # LeaseRenewed: the holder's 32-byte marker (zeros: none reported)
-    name: bytes | None = None  # ResourceNamed: the bytes logged, untrusted
+    name: bytes | None = None  # ResourceNamed, NamespaceNamed: the bytes logged, untrusted
+    admin: str | None = None  # revokes, grants, namespace events: the admin who acted (or the previous admin)
+    new_admin: str | None = None  # namespace admin transfers: the pending or new admin
+    max_ttl: int | None = None  # NamespacePolicySet
+    lock_delay: int | None = None
+    admission_required: bool | None = None
+    admitted: bool | None = None  # NamespaceAdmissionSet
+
+
+def _bytes(value: Any) -> bytes:
+    """Bytes from web3's shape (HexBytes, bytes) or the node's raw JSON (a 0x-hex str)."""
+    if isinstance(value, str):
+        return bytes.fromhex(value[2:] if value.startswith(("0x", "0X")) else value)
+    return bytes(value)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, str):
+        return int(value, 16)
+    return int(value)
 
 
 def _word(topic_value: Any) -> bytes:
-    data = bytes(topic_value)
+    data = _bytes(topic_value)
     if len(data) != 32:
         raise ValueError(f"a topic is 32 bytes, got {len(data)}")
     return data
 
 
+@functools.lru_cache(maxsize=4096)
+def _checksum(raw: bytes) -> str:
+    return to_checksum_address(raw)
+
+
+def _address(word: bytes) -> str:
+    if any(word[:12]):
+        raise ValueError("an address word has nonzero high bytes")
+    return _checksum(word[12:])
+
+
+#: ABI types of fixed size decoded by slicing (what eth_abi checks, checked here too).
+_STATIC = {"uint256", "uint8", "bytes32", "bool", "address"}
+
+
+def _decode_data(types: tuple[str, ...], data: bytes) -> tuple[Any, ...]:
+    if types == ("bytes",) and len(data) >= 64:  # a name: offset 32, length, the bytes zero-padded to a word
+        length = int.from_bytes(data[32:64], "big")
+        padded = 64 + -(-length // 32) * 32
+        if int.from_bytes(data[:32], "big") == 32 and len(data) == padded and not any(data[64 + length :]):
+            return (data[64 : 64 + length],)
+    if len(data) != 32 * len(types) or not _STATIC.issuperset(types):
+        return tuple(abi_decode(types, data))  # names (dynamic bytes), or a length eth_abi must judge
+    values: list[Any] = []
+    for position, kind in enumerate(types):
+        word = data[32 * position : 32 * position + 32]
+        if kind == "bytes32":
+            values.append(word)
+        elif kind == "address":
+            values.append(_address(word))
+        else:
+            number = int.from_bytes(word, "big")
+            if (kind == "uint8" and number > 0xFF) or (kind == "bool" and number > 1):
+                raise ValueError(f"a {kind} word holds {number:#x}")
+            values.append(bool(number) if kind == "bool" else number)
+    return tuple(values)
+
+
 def decode(log: Any) -> RegistryLog | None:
-    """``log`` (as web3 returns it) decoded, or None if it is not one of the registry's events."""
+    """``log`` (as web3 returns it, or the node's raw JSON) decoded, or None if it is not one of the registry's events."""
     topics = log["topics"]
     if not topics:
         return None
-    kind = _KINDS.get(bytes(topics[0]))
+    try:
+        kind = _KINDS.get(_bytes(topics[0]))
+    except ValueError:
+        return None
     if kind is None:
         return None
-    expected_topics = 2 if kind is Kind.NAMED else 4
+    spec = _SPECS[kind]
+    expected_topics = 2 + len(spec.indexed)
     try:
         if len(topics) != expected_topics:
             raise ValueError(f"{kind.value} has {len(topics)} topics, expected {expected_topics}")
         resource_id = _word(topics[1])
-        data = abi_decode(_DATA_TYPES[kind], bytes(log["data"])) if _DATA_TYPES[kind] else ()
         fields: dict[str, Any] = {}
-        if kind is not Kind.NAMED:
-            fields["token"] = int.from_bytes(_word(topics[2]), "big")
-            holder = _word(topics[3])
-            if any(holder[:12]):
-                raise ValueError("holder topic is not an address")
-            fields["holder"] = to_checksum_address(holder[12:])
-        if kind is Kind.NAMED:
-            fields["name"] = bytes(data[0])
-        elif kind is Kind.ACQUIRED:
-            fields.update(expires_at=data[0], previous_token=data[1], reason=data[2])
-        elif kind is Kind.RENEWED:
-            fields.update(expires_at=data[0], progress=bytes(data[1]))
-        elif kind is Kind.COMPLETED:
-            fields["result_digest"] = bytes(data[0])
+        for field_name, value in zip(spec.indexed, topics[2:], strict=True):
+            word = _word(value)
+            fields[field_name] = int.from_bytes(word, "big") if field_name == "token" else _address(word)
+        data = _decode_data(spec.data_types, _bytes(log["data"])) if spec.data_types else ()
+        for field_name, value in zip(spec.data_fields, data, strict=True):
+            if isinstance(value, bytes):
+                value = bytes(value)
+            elif isinstance(value, str):  # an ABI address
+                value = _checksum(bytes.fromhex(value[2:]))
+            fields[field_name] = value
         return RegistryLog(
             kind=kind,
             resource_id=resource_id,
-            block_number=int(log["blockNumber"]),
-            block_hash=bytes(log["blockHash"]),
-            tx_hash="0x" + bytes(log["transactionHash"]).hex(),
-            log_index=int(log["logIndex"]),
+            block_number=_int(log["blockNumber"]),
+            block_hash=_bytes(log["blockHash"]),
+            tx_hash="0x" + _bytes(log["transactionHash"]).hex(),
+            log_index=_int(log["logIndex"]),
             **fields,
         )
     except Exception as exc:  # noqa: BLE001 - content from the chain: skip it, never raise at the reader
@@ -195,12 +289,14 @@ def fetch(
     holder: str | None = None,
     from_block: int,
     to_block: int,
+    max_range: int | None = None,
 ) -> Iterator[tuple[int, int, list[RegistryLog]]]:
     """The registry's logs from ``from_block`` to ``to_block`` (inclusive), page by page.
 
     Yields ``(first, last, logs)`` for each page of blocks, in block order;
     ``logs`` are decoded and sorted by (block, log index). Filters: the
-    event ``kinds`` (default all) and the indexed fields. Raises
+    event ``kinds`` (default all) and the indexed fields. ``max_range``
+    bounds the blocks of one request below the chain's own bound. Raises
     :class:`~chainfence.errors.ChainError` subclasses when the node fails or
     refuses even a single block.
     """
@@ -208,10 +304,12 @@ def fetch(
         raise InvalidInput(f"from_block must be an int >= 0, got {from_block!r}")
     if isinstance(to_block, bool) or not isinstance(to_block, int):
         raise InvalidInput(f"to_block must be an int, got {to_block!r}")
+    if max_range is not None and (isinstance(max_range, bool) or not isinstance(max_range, int) or max_range < 1):
+        raise InvalidInput(f"max_range must be an int >= 1, got {max_range!r}")
     topics = _topics(kinds, resource_id, token, holder)
     # The paging loop is written once, as steps (chainfence._effects) that also hand out pages:
     # run here over the blocking layer, one page at a time; fetch_all_steps runs it for asyncio too.
-    steps = _pages(chain, address, topics, from_block, to_block)
+    steps = _pages(chain, address, topics, from_block, to_block, max_range)
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -235,15 +333,17 @@ class _Page(NamedTuple):
     logs: list[RegistryLog]
 
 
-def _pages(chain: Chain, address: str, topics: list[Any], from_block: int, to_block: int) -> Iterator[Any]:
+def _pages(
+    chain: Chain, address: str, topics: list[Any], from_block: int, to_block: int, max_range: int | None = None
+) -> Iterator[Any]:
     """The paging loop: yields RPC requests (their results sent back in) and :class:`_Page` markers."""
     span = _span_of(chain)
     start = from_block
     while start <= to_block:
-        width = span.current
+        width = span.current if max_range is None else min(span.current, max_range)
         end = min(to_block, start + width - 1)
         try:
-            raw = yield RPC.logs({"address": address, "fromBlock": start, "toBlock": end, "topics": topics})
+            raw = yield RPC.logs({"address": address, "fromBlock": start, "toBlock": end, "topics": topics}, raw=True)
         except RpcError as refused:
             if end == start:
                 raise
@@ -299,12 +399,28 @@ def fetch_all(chain: Chain, address: str, **query: Any) -> list[RegistryLog]:
 
 
 class BlockTimes:
-    """Block timestamps, fetched once per block (the audit shows chain time for every event)."""
+    """Block timestamps, fetched once per block (the audit shows chain time for every event).
+
+    :meth:`prefetch` asks for many blocks at once (one batch where the node
+    takes batches: :meth:`Rpc.blocks <chainfence._rpc.Rpc.blocks>`).
+    """
 
     def __init__(self, chain: Chain, *, limit: int = 65_536):
         self._chain = chain
         self._times: dict[int, int] = {}
         self._limit = limit
+
+    def prefetch(self, numbers: Any) -> None:
+        """Fetch the timestamps of ``numbers`` not known yet, batched."""
+        wanted = sorted({n for n in numbers if n not in self._times})
+        if not wanted:
+            return
+        if len(self._times) + len(wanted) > self._limit:
+            self._times.clear()
+        for number, block in zip(wanted, self._chain.rpc.blocks(wanted), strict=True):
+            if block is None:
+                raise ChainError(f"the node has no block {number} (reorganised away while reading?)")
+            self._times[number] = int(block["timestamp"])
 
     def __call__(self, number: int) -> int:
         known = self._times.get(number)

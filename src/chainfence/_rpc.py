@@ -263,6 +263,37 @@ def _is_range_refusal(code: int | None, message: str) -> bool:
     return code in (-32005, -32602, -32614) or any(phrase in message for phrase in _LOG_RANGE_PHRASES)
 
 
+def _raw_filter(filter_params: dict[str, Any]) -> dict[str, Any]:
+    """An eth_getLogs filter as JSON-RPC wants it (block numbers in hex), for a raw request."""
+    params = dict(filter_params)
+    for key in ("fromBlock", "toBlock"):
+        if isinstance(params.get(key), int):
+            params[key] = hex(params[key])
+    return params
+
+
+class _RawReplyError(Exception):
+    """A JSON-RPC error in a raw reply, shaped as web3's exceptions are for :func:`translate`."""
+
+    def __init__(self, error: dict[str, Any]):
+        super().__init__(error)
+        code = error.get("code")
+        # A reply without a code is still an answer from the node: an RpcError, never a transport failure.
+        self.rpc_response = {"error": {**error, "code": code if isinstance(code, int) else -32000}}
+
+
+def _raw_result(method: str, response: Any) -> Any:
+    if not isinstance(response, dict):
+        raise ChainError(f"{method}: the node sent a reply that is not a JSON-RPC object")
+    error = response.get("error")
+    if error:
+        raise _RawReplyError(error if isinstance(error, dict) else {"message": str(error)})
+    result = response.get("result")
+    if not isinstance(result, list):
+        raise ChainError(f"{method}: the node sent no list of logs")
+    return result
+
+
 class Rpc:
     """The JSON-RPC methods chainfence uses, each one translating its failures.
 
@@ -338,6 +369,39 @@ class Rpc:
 
         return self._read("eth_getBlockByNumber", get)
 
+    def blocks(self, numbers: Sequence[int], *, chunk: int = 200) -> list[Any | None]:
+        """The blocks ``numbers`` (headers and transaction hashes; None where the node has none), in order.
+
+        One JSON-RPC batch per ``chunk`` blocks where the node takes batches
+        (anvil, geth and hosted providers do; the embedded chain answers in
+        process, one at a time). A node that refuses a batch is asked one
+        block at a time from then on.
+        """
+        from web3.exceptions import BlockNotFound
+
+        numbers = list(numbers)
+        found: list[Any | None] = []
+        for start in range(0, len(numbers), chunk):
+            part = numbers[start : start + chunk]
+            if self._batches and len(part) > 1:
+                try:
+                    with self.w3.batch_requests() as batch:
+                        for number in part:
+                            batch.add(self._eth.get_block(number))
+                        replies = batch.execute()
+                    found.extend(reply if hasattr(reply, "get") and reply.get("number") is not None else None
+                                 for reply in replies)  # fmt: skip
+                    continue
+                except BlockNotFound:
+                    pass  # one of them is missing: ask one at a time, which says which
+                except Exception as exc:
+                    if is_transport_error(exc):
+                        raise translate(exc, "eth_getBlockByNumber") from exc
+                    logger.debug("batched eth_getBlockByNumber failed (%s); not batching again", exc)
+                    self._batches = False
+            found.extend(self.block(number) for number in part)
+        return found
+
     def pending_timestamp(self) -> int | None:
         """The timestamp of the block being built, where the node offers one (anvil, eth-tester, geth)."""
         if self._tester is not None:
@@ -396,8 +460,18 @@ class Rpc:
     def nonce(self, address: str, block: str | int = "pending") -> int:
         return int(self._read("eth_getTransactionCount", lambda: self._eth.get_transaction_count(address, block)))
 
-    def logs(self, filter_params: dict[str, Any]) -> list[Any]:
-        """``eth_getLogs``; a provider's range or size limit raises :class:`LogRangeRefused`."""
+    def logs(self, filter_params: dict[str, Any], *, raw: bool = False) -> list[Any]:
+        """``eth_getLogs``; a provider's range or size limit raises :class:`LogRangeRefused`.
+
+        ``raw``: the node's JSON as it came (hex strings), without web3's result formatters, which
+        cost more than the request itself on a page of thousands of logs (the audit index's sync
+        reads them so; :func:`chainfence._events.decode` reads both shapes). The embedded chain
+        answers through web3 either way.
+        """
+        if raw and not self.embedded:
+            params = _raw_filter(filter_params)
+            return list(self._read("eth_getLogs", lambda: _raw_result("eth_getLogs", self.w3.provider.make_request(
+                "eth_getLogs", [params]))))  # fmt: skip
         return list(self._read("eth_getLogs", lambda: self._eth.get_logs(filter_params)))
 
     # -- transactions ---------------------------------------------------------
@@ -514,6 +588,33 @@ class AsyncRpc:
 
         return await self._read("eth_getBlockByNumber", get)
 
+    async def blocks(self, numbers: Sequence[int], *, chunk: int = 200) -> list[Any | None]:
+        """:meth:`Rpc.blocks`: one batch per ``chunk`` blocks where the node takes batches."""
+        from web3.exceptions import BlockNotFound
+
+        numbers = list(numbers)
+        found: list[Any | None] = []
+        for start in range(0, len(numbers), chunk):
+            part = numbers[start : start + chunk]
+            if self._batches and len(part) > 1:
+                try:
+                    async with self.w3.batch_requests() as batch:
+                        for number in part:
+                            batch.add(self._eth.get_block(number))
+                        replies = await batch.async_execute()
+                    found.extend(reply if hasattr(reply, "get") and reply.get("number") is not None else None
+                                 for reply in replies)  # fmt: skip
+                    continue
+                except BlockNotFound:
+                    pass
+                except Exception as exc:
+                    if is_transport_error(exc):
+                        raise translate(exc, "eth_getBlockByNumber") from exc
+                    logger.debug("batched eth_getBlockByNumber failed (%s); not batching again", exc)
+                    self._batches = False
+            found.extend([await self.block(number) for number in part])
+        return found
+
     async def pending_timestamp(self) -> int | None:
         if self._tester is not None:  # in-process, as Rpc.pending_timestamp reads it
             with self.w3.provider._request_lock:
@@ -565,7 +666,14 @@ class AsyncRpc:
             await self._read("eth_getTransactionCount", lambda: self._eth.get_transaction_count(address, block))
         )
 
-    async def logs(self, filter_params: dict[str, Any]) -> list[Any]:
+    async def logs(self, filter_params: dict[str, Any], *, raw: bool = False) -> list[Any]:
+        if raw and not self.embedded:
+            params = _raw_filter(filter_params)
+
+            async def get() -> Any:
+                return _raw_result("eth_getLogs", await self.w3.provider.make_request("eth_getLogs", [params]))
+
+            return list(await self._read("eth_getLogs", get))
         return list(await self._read("eth_getLogs", lambda: self._eth.get_logs(filter_params)))
 
     async def send_raw(self, raw: bytes, *, sender: str | None = None) -> None:

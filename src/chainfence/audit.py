@@ -26,6 +26,7 @@ from .errors import InvalidInput
 from .lease import AcquireReason
 
 if TYPE_CHECKING:
+    from .audit_index import AuditIndex
     from .registry import Registry
 
 __all__ = ["EventKind", "LeaseEvent", "history"]
@@ -36,6 +37,8 @@ class EventKind(enum.Enum):
     RENEWED = "renewed"
     RELEASED = "released"
     COMPLETED = "completed"
+    REVOKED = "revoked"  # a namespace admin ended the lease
+    GRANTED = "granted"  # a namespace admin granted the lease just acquired (follows its ACQUIRED)
 
 
 _KINDS = {
@@ -43,6 +46,8 @@ _KINDS = {
     _events.Kind.RENEWED: EventKind.RENEWED,
     _events.Kind.RELEASED: EventKind.RELEASED,
     _events.Kind.COMPLETED: EventKind.COMPLETED,
+    _events.Kind.REVOKED: EventKind.REVOKED,
+    _events.Kind.GRANTED: EventKind.GRANTED,
 }
 
 
@@ -74,6 +79,8 @@ class LeaseEvent:
     resource_display: str = ""
     #: Renewals: the holder's progress marker (None when it reported none).
     progress: bytes | None = None
+    #: Revokes and grants: the namespace admin who did it.
+    admin: str | None = None
 
 
 def history(
@@ -84,16 +91,23 @@ def history(
     token: int | None = None,
     from_block: int | None = None,
     to_block: int | str = "latest",
+    index: AuditIndex | None = None,
 ) -> list[LeaseEvent]:
     """Lease events of ``registry``, oldest first, filtered on the indexed fields given.
 
     ``resource`` is a name; ``holder`` an address; ``token`` a fencing token.
     ``from_block`` defaults to the registry's deployment block. Names of
     resources are resolved from the registry's ``ResourceNamed`` events.
+
+    ``index`` (an :class:`~chainfence.audit_index.AuditIndex`): synced first
+    (only the blocks it lacks are read), then answered from the file instead
+    of every event since the deployment.
     """
     resource_id = _validate.resource_id(resource) if resource is not None else None
     holder = _validate.address(holder, "holder") if holder is not None else None
     token = _validate.token(token) if token is not None else None
+    if index is not None:
+        return _history_from_index(registry, index, resource_id, holder, token, from_block, to_block)
     chain = registry.chain
     first = registry.deployment_block() if from_block is None else from_block
     if to_block == "latest":
@@ -111,6 +125,7 @@ def history(
     )  # fmt: skip
     labels = _labels(registry, {entry.resource_id for entry in logs}, last, known=(resource_id, resource))
     times = _events.BlockTimes(chain)
+    times.prefetch(entry.block_number for entry in logs)  # one batch, not one request per block
     result = []
     for entry in logs:
         kind = _KINDS[entry.kind]
@@ -124,7 +139,7 @@ def history(
                 holder=entry.holder,
                 expires_at=entry.expires_at,
                 previous_token=entry.previous_token,
-                reason=AcquireReason(entry.reason) if kind is EventKind.ACQUIRED else None,
+                reason=_reason(entry.reason) if kind is EventKind.ACQUIRED else None,
                 block_number=entry.block_number,
                 block_timestamp=times(entry.block_number),
                 tx_hash=entry.tx_hash,
@@ -132,9 +147,51 @@ def history(
                 result_digest=entry.result_digest,
                 resource_display=display,
                 progress=entry.progress if entry.progress and any(entry.progress) else None,
+                admin=entry.admin,
             )
         )
     return result
+
+
+def _history_from_index(
+    registry: Registry, index: AuditIndex, resource_id: bytes | None, holder: str | None, token: int | None,
+    from_block: int | None, to_block: int | str,
+) -> list[LeaseEvent]:  # fmt: skip
+    from .audit_index import AuditIndex
+
+    if not isinstance(index, AuditIndex):
+        raise InvalidInput(f"index must be an AuditIndex, got {type(index).__name__}")
+    if to_block != "latest" and (isinstance(to_block, bool) or not isinstance(to_block, int)):
+        raise InvalidInput(f"to_block must be an int or 'latest', got {to_block!r}")
+    if from_block is not None and (isinstance(from_block, bool) or not isinstance(from_block, int) or from_block < 0):
+        raise InvalidInput(f"from_block must be an int >= 0, got {from_block!r}")
+    index.sync(registry, to_block=None if to_block == "latest" else to_block)
+    result = []
+    for entry, timestamp in index.events(
+        resource_id=resource_id, holder=holder, token=token, from_block=from_block,
+        to_block=None if to_block == "latest" else to_block,
+    ):  # fmt: skip
+        kind = _KINDS[entry.kind]
+        name, display = index.label(entry.resource_id)
+        result.append(
+            LeaseEvent(
+                kind=kind, resource=name, resource_id=entry.resource_id, token=entry.token, holder=entry.holder,
+                expires_at=entry.expires_at, previous_token=entry.previous_token,
+                reason=_reason(entry.reason) if kind is EventKind.ACQUIRED else None, block_number=entry.block_number,
+                block_timestamp=timestamp, tx_hash=entry.tx_hash, log_index=entry.log_index,
+                result_digest=entry.result_digest, resource_display=display, progress=entry.progress, admin=entry.admin,
+            )
+        )  # fmt: skip
+    return result
+
+
+def _reason(value: int | None) -> AcquireReason | None:
+    if value is None:
+        return None
+    try:
+        return AcquireReason(value)
+    except ValueError:
+        return None
 
 
 def _labels(

@@ -15,6 +15,7 @@
     chainfence tx HASH... [--nonce N --account A]   # what became of a transaction
     chainfence lock NAME [--ttl S] [--wait S] [--grace S] -- CMD ARGS...   # run CMD holding the lease
     chainfence mcp [--http --port N]     # Model Context Protocol tools for agents (extra: chainfence[mcp])
+    chainfence audit sync|verify|history|token|holder|at|current|takeovers|completions|resources ...
     chainfence demo
 
 Configuration, flags first, then the environment, then the deployment file
@@ -74,6 +75,8 @@ EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry ther
 EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
 EXIT_LOST = 7  # `lock`: the lease was lost while the command ran; the command was stopped
 EXIT_NOTHING_TO_CLAIM = 8  # `claim`: every item is done or held live by others
+EXIT_INDEX_MISMATCH = 11  # `audit`: the index file belongs to another registry, or is not an index
+EXIT_INDEX_DIFFERS = 12  # `audit verify`: the index and the chain differ
 
 _EPILOG = """\
 exit codes:
@@ -90,6 +93,8 @@ exit codes:
      deadline, or superseded, expired, released): the command got SIGTERM, then SIGKILL after --grace
   `chainfence lock` otherwise exits with the command's code (128+N if a signal N ended it)
   8  `claim`: nothing left to claim (every item is done or held by another agent)
+  11  `audit`: the index file belongs to another registry (or is not an audit index)
+  12  `audit verify`: the index and the chain differ (what differs is listed on stderr)
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
@@ -110,6 +115,12 @@ def exit_code(error: ChainfenceError) -> int:
         return EXIT_CONNECTION
     if isinstance(error, (TransactionTimeout, OutcomeUnknown, NotConfirmed)):
         return EXIT_OUTCOME
+    from .errors import AuditIndexDiffers, AuditIndexMismatch
+
+    if isinstance(error, AuditIndexMismatch):
+        return EXIT_INDEX_MISMATCH
+    if isinstance(error, AuditIndexDiffers):
+        return EXIT_INDEX_DIFFERS
     return EXIT_ERROR
 
 
@@ -302,6 +313,7 @@ def _parser() -> argparse.ArgumentParser:
     stuck.add_argument("--renewals", type=_positive_int, default=3, help="renewals without progress (default 3)")
     stuck.add_argument("--longer-than", type=_positive_int, help="also list leases held longer than this (seconds)")
     stuck.add_argument("--from-block", type=_non_negative_int, help="first block to read (default: the deployment's)")
+    stuck.add_argument("--index", help="read the events from this audit index (synced first) instead of the chain")
 
     tx = commands.add_parser(
         "tx", parents=[common], help="what became of transactions (after a timeout or an unknown outcome)",
@@ -342,6 +354,9 @@ def _parser() -> argparse.ArgumentParser:
         "--block-time-margin", type=_seconds, default=None,
         help="seconds a block's timestamp may lag its transaction's send, plus clock drift (default 2)",
     )  # fmt: skip
+    from . import _cli_audit  # argparse only: no web3
+
+    _cli_audit.register(commands, common, _int_at_least)
     # CMD and its arguments follow `--`: main() splits them off before parsing (argparse would read
     # CMD's options as chainfence's).
 
@@ -638,7 +653,13 @@ def _cmd_complete(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
 def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=False)
-    report = registry.stuck(renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block)
+    index = None
+    if args.index:
+        from .audit_index import AuditIndex
+
+        index = AuditIndex(args.index)
+    report = registry.stuck(renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block,
+                            index=index)  # fmt: skip
     if args.json:
         print(json.dumps(report.to_dict()))
         return EXIT_OK
@@ -655,6 +676,12 @@ def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     else:
         print(_table(rows, ["finding", "resource", "token", "holder", "detail"]))
     return EXIT_OK
+
+
+def _cmd_audit(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from . import _cli_audit
+
+    return _cli_audit.run(args, _connect, _table)
 
 
 def _cmd_status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -882,6 +909,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
     "tx": _cmd_tx,
     "lock": _cmd_lock,
     "mcp": _cmd_mcp,
+    "audit": _cmd_audit,
 }
 
 

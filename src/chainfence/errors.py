@@ -42,6 +42,9 @@
     ├── GuardError                         the guard's store is unusable
     │   ├── GuardStoreMismatch             the store belongs to another registry
     │   └── GuardForked                    an exclusive guard used in a process forked from its owner
+    ├── AuditIndexError                    the audit index cannot answer
+    │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index
+    │   └── AuditIndexDiffers              verify: the index and the chain disagree
     ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     └── RequestRejected                    a holder-signed request failed verification
@@ -73,6 +76,9 @@ __all__ = [
     "ActionMismatch",
     "AnvilNotFound",
     "AudienceMismatch",
+    "AuditIndexDiffers",
+    "AuditIndexError",
+    "AuditIndexMismatch",
     "ChainError",
     "ChainRolledBack",
     "ChainfenceError",
@@ -713,6 +719,31 @@ class GuardStoreMismatch(GuardError):
     opening another registry's store would let its marks fence the wrong
     token space.
     """
+
+
+# ---------------------------------------------------------------------------
+# Audit index
+# ---------------------------------------------------------------------------
+
+
+class AuditIndexError(ChainfenceError):
+    """The audit index (:mod:`chainfence.audit_index`) cannot answer."""
+
+
+class AuditIndexMismatch(AuditIndexError):
+    """The index file belongs to another registry (chain id or address differ), or is not an index.
+
+    Its leases describe another token space: answering from it would name the
+    wrong holders. Use another file (or delete this one and sync anew).
+    """
+
+
+class AuditIndexDiffers(AuditIndexError):
+    """``verify``: the index and the chain disagree; ``differences`` lists what differs."""
+
+    def __init__(self, message: str = "", *, differences: list[str] | None = None):
+        super().__init__(message)
+        self.differences = list(differences or [])
 
 
 class LeaseLost(ChainfenceError):

@@ -755,14 +755,18 @@ class Registry:
             self.__dict__["_identity"] = cached
         return dict(cached)
 
-    def stuck(self, *, renewals: int = 3, longer_than: int | None = None, from_block: int | None = None) -> Any:
-        """Leases alive but stuck, crashed, or held too long: see :func:`chainfence.watchdog.stuck`."""
+    def stuck(
+        self, *, renewals: int = 3, longer_than: int | None = None, from_block: int | None = None, index: Any = None
+    ) -> Any:
+        """Leases alive but stuck, crashed, or held too long: see :func:`chainfence.watchdog.stuck`
+        (``index``: an :class:`~chainfence.audit_index.AuditIndex` to read the events from)."""
         from .watchdog import stuck
 
-        return stuck(self, renewals=renewals, longer_than=longer_than, from_block=from_block)
+        return stuck(self, renewals=renewals, longer_than=longer_than, from_block=from_block, index=index)
 
     def history(self, resource: str | None = None, **filters: Any) -> list[Any]:
-        """Lease events of this registry, oldest first; see :func:`chainfence.audit.history`."""
+        """Lease events of this registry, oldest first; see :func:`chainfence.audit.history`
+        (``index=``: answered from an :class:`~chainfence.audit_index.AuditIndex`)."""
         from .audit import history
 
         return history(self, resource, **filters)

@@ -140,10 +140,14 @@ def stuck(
     renewals: int = DEFAULT_RENEWALS,
     longer_than: int | None = None,
     from_block: int | None = None,
+    index: Any = None,
 ) -> StuckReport:
     """Leases alive but stuck (``renewals`` renewals in a row with an unchanged progress
     marker), crashed (expired without release), and, with ``longer_than`` (seconds), held
-    longer than that under one token. See the module docstring."""
+    longer than that under one token. See the module docstring.
+
+    ``index`` (an :class:`~chainfence.audit_index.AuditIndex`): synced first, then
+    the events are read from it instead of from the chain since the deployment."""
     from .audit import _labels
 
     renewals = _positive(renewals, "renewals")
@@ -155,8 +159,18 @@ def stuck(
     last = chain.block_number()
 
     tracks: dict[bytes, _Track] = {}
-    kinds = [_events.Kind.ACQUIRED, _events.Kind.RENEWED, _events.Kind.RELEASED, _events.Kind.COMPLETED]
-    for _first, _last, page in _events.fetch(chain, registry.address, kinds=kinds, from_block=first, to_block=last):
+    kinds = [_events.Kind.ACQUIRED, _events.Kind.RENEWED, _events.Kind.RELEASED, _events.Kind.COMPLETED,
+             _events.Kind.REVOKED]  # fmt: skip
+    if index is not None:
+        from .audit_index import AuditIndex
+
+        if not isinstance(index, AuditIndex):
+            raise InvalidInput(f"index must be an AuditIndex, got {type(index).__name__}")
+        index.sync(registry, to_block=last)
+        pages: Any = [(first, last, [entry for entry, _at in index.events(from_block=first, to_block=last, kinds=kinds)])]
+    else:
+        pages = _events.fetch(chain, registry.address, kinds=kinds, from_block=first, to_block=last)
+    for _first, _last, page in pages:
         for entry in page:
             if entry.kind is _events.Kind.ACQUIRED:
                 tracks[entry.resource_id] = _Track(entry.token, entry.holder, entry.block_number, entry.expires_at)
@@ -172,7 +186,7 @@ def stuck(
                     track.marker, track.unchanged = marker, 0
                 elif track.marker is not None:
                     track.unchanged += 1
-            else:  # released, or completed: the holder finished, it did not crash
+            else:  # released, completed or revoked: the holder finished (or was stopped), it did not crash
                 track.ended = True
 
     now = chain.now()
@@ -189,7 +203,11 @@ def stuck(
             candidates.append(("long_held", resource_id, track))
 
     times = _events.BlockTimes(chain)
-    labels = _labels(registry, {rid for _, rid, _ in candidates}, last, known=(None, None)) if candidates else {}
+    times.prefetch(track.block for _, _, track in candidates)
+    if index is not None:
+        labels = {rid: index.label(rid) for _, rid, _ in candidates}
+    else:
+        labels = _labels(registry, {rid for _, rid, _ in candidates}, last, known=(None, None)) if candidates else {}
     report = StuckReport(judged_at=now, from_block=first, to_block=last, renewals=renewals, longer_than=longer_than)
     current: dict[bytes, Any] = {}
     for kind, resource_id, track in candidates:

@@ -55,6 +55,7 @@ from chainfence._rpc import AsyncRpc, Rpc, connect_http
 from chainfence._validate import resource_id
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
 from chainfence.asgi import FencingMiddleware
+from chainfence.audit_index import AuditIndex
 from chainfence.deployment import Deployment, save
 from chainfence.election import Watch
 from chainfence.errors import ChainfenceError, LeaseLost, NodeUnreachable, NotConfirmed, NotSupported, OutcomeUnknown
@@ -125,6 +126,9 @@ class World:
         self.snapshot = self.chain.snapshot()
         self.next_time = self.chain.latest_time() + 1_000
         self.head = self.chain.block_number()
+        self.audit_path = directory / "audit.sqlite"  # an audit index synced while the node answered
+        with AuditIndex(self.audit_path) as index:
+            index.sync(self._cached)
 
         self.guards: dict[str, Guard] = {}
         for name, mode_, cache_domain in (
@@ -521,6 +525,12 @@ CALLS: list[Call] = [
     # -- outcomes, FencedStore, sql --------------------------------------------
     Call("audit.history", lambda w: audit.history(w.registry(), RESOURCE)),
     Call("watchdog.stuck", lambda w: watchdog.stuck(w.cached(), renewals=1, longer_than=1)),
+    Call("watchdog.stuck[index]", lambda w: watchdog.stuck(w.cached(), index=AuditIndex(w.audit_path))),
+    Call("audit.history[index]", lambda w: audit.history(w.cached(), RESOURCE, index=AuditIndex(w.audit_path))),
+    Call("AuditIndex.sync", lambda w: AuditIndex(w.audit_path).sync(w.cached())),
+    Call("AuditIndex.sync[new file]", lambda w: AuditIndex(":memory:").sync(w.registry())),
+    Call("AuditIndex.verify", lambda w: AuditIndex(w.audit_path).verify(w.cached())),
+    Call("AuditIndex.status[with a chain]", lambda w: AuditIndex(w.audit_path).status(w.chain)),
     Call("Deployment.of", lambda w: Deployment.of(w.registry(), rpc_url=w.url)),
     Call("outcomes.reconcile", lambda w: reconcile(w.cached(), [w.tx_hash])),
     Call("outcomes.reconcile[nonce and sender]", lambda w: reconcile(w.cached(), [], nonce=0, sender=w.accounts[1])),
@@ -541,6 +551,7 @@ CALLS: list[Call] = [
     Call("Rpc.request", lambda w: w.chain.rpc.request("evm_mine", [])),
     Call("Rpc.block_number", lambda w: w.chain.rpc.block_number()),
     Call("Rpc.block", lambda w: w.chain.rpc.block("latest")),
+    Call("Rpc.blocks", lambda w: w.chain.rpc.blocks([1, 2, 3])),
     Call("Rpc.pending_timestamp", lambda w: w.chain.rpc.pending_timestamp()),
     Call("Rpc.call", lambda w: w.chain.rpc.call({"to": w.address, "data": w.cached()._encode("latestToken", [])})),
     Call("Rpc.call_and_pending_timestamp",
@@ -591,6 +602,7 @@ CALLS: list[Call] = [
     Call("AsyncRpc.client_version", async_rpc("client_version")),
     Call("AsyncRpc.block_number", async_rpc("block_number")),
     Call("AsyncRpc.block", async_rpc("block", "latest")),
+    Call("AsyncRpc.blocks", async_rpc("blocks", [1, 2, 3])),
     Call("AsyncRpc.pending_timestamp", async_rpc("pending_timestamp")),
     Call("AsyncRpc.call", async_rpc("call", lambda w: {"to": w.address, "data": w.cached()._encode("latestToken", [])})),
     Call("AsyncRpc.call_and_pending_timestamp", async_rpc(
@@ -610,6 +622,17 @@ CALLS: list[Call] = [
 NEW_KEY = "0x" + "42" * 32
 
 QUIET: list[Quiet] = [
+    *(Quiet(f"AuditIndex.{name}", (lambda call: lambda w: call(AuditIndex(w.audit_path), w))(call), "reads the index file")
+      for name, call in (
+          ("status", lambda i, w: i.status()), ("history", lambda i, w: i.history(RESOURCE)),
+          ("history_by_id", lambda i, w: i.history_by_id(resource_id(RESOURCE))), ("lease", lambda i, w: i.lease(w.token)),
+          ("leases_of", lambda i, w: i.leases_of(w.accounts[1])),
+          ("holder_at", lambda i, w: i.holder_at(RESOURCE, block=w.head)), ("current", lambda i, w: i.current()),
+          ("takeovers", lambda i, w: i.takeovers()), ("completions", lambda i, w: i.completions()),
+          ("resources", lambda i, w: i.resources("jobs/")), ("events", lambda i, w: i.events()),
+          ("label", lambda i, w: i.label(resource_id(RESOURCE))), ("close", lambda i, w: i.close()),
+          ("timeline_leases", lambda i, w: i.timeline_leases([RESOURCE])),
+      )),  # fmt: skip
     Quiet("Chain.embedded", lambda w: Chain.embedded(accounts=1), "an in-process chain: no node"),
     Quiet("Chain.add_account", lambda w: w.chain.add_account(NEW_KEY), "keeps a key in memory"),
     Quiet("Chain.signer", lambda w: w.chain.signer(w.accounts[1]), "looks the key up in memory"),
@@ -933,6 +956,7 @@ CLI = {
     "verify": ["verify", RESOURCE, "--token", "1"],
     "acquire": ["acquire", FREE, "--ttl", "60"],
     "tx": ["tx", "0x" + "ab" * 32],
+    "audit": ["audit", "history", RESOURCE, "--index", "audit-cli.sqlite"],
 }
 
 

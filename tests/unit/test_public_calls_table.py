@@ -16,6 +16,7 @@ import pytest
 from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, Registry, audit, outcomes, sql, watchdog
 from chainfence._rpc import AsyncRpc, Rpc
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
+from chainfence.audit_index import AuditIndex
 from chainfence.deployment import Deployment
 from chainfence.election import Watch
 from tests.faults.test_node_stopped import CALLS, QUIET
@@ -23,7 +24,7 @@ from tests.faults.test_node_stopped import CALLS, QUIET
 #: The classes whose public methods must all be in the table.
 CLASSES = (
     Chain, Registry, Lease, Guard, FencedStore, Rpc, Election, Leadership, Watch,
-    AsyncChain, AsyncRegistry, AsyncLease, AsyncGuard, AsyncRpc,
+    AsyncChain, AsyncRegistry, AsyncLease, AsyncGuard, AsyncRpc, AuditIndex,
 )  # fmt: skip
 
 #: Public methods that never touch the chain, and why. Each has a QUIET row that calls it with
@@ -69,6 +70,9 @@ NEVER_TOUCH_THE_CHAIN = {
         "block_number", "released")},
     "AsyncRpc.twin_of": "builds a provider that asks nothing until used",
     "AsyncRpc.close": "closes the HTTP session",
+    **{f"AuditIndex.{name}": "reads (or closes) the index file" for name in (
+        "history", "history_by_id", "lease", "leases_of", "holder_at", "current", "takeovers", "completions",
+        "resources", "events", "label", "close", "timeline_leases")},
 }
 
 #: Where a row's owner lives: a class, or a module for module-level functions.

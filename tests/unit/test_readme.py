@@ -80,15 +80,17 @@ def test_the_claims_and_progress_examples_run_after_the_main_one(tmp_path, monke
     blocks = python_blocks()
     namespace: dict = {}
     exec(compile(blocks[0], "README.md", "exec"), namespace)
-    for marker in ('alice.claim("backfill"', "lease.renew(progress=b\"step-1\")"):
+    for marker in ('alice.claim("backfill"', "lease.renew(progress=b\"step-1\")", 'AuditIndex("audit.sqlite")'):
         example = next(block for block in blocks if marker in block)
         exec(compile(example, "README.md", "exec"), namespace)
-    assert "2026-11-01" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2026-11-01" in out
+    assert "1 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF UNHELD 0 expired" in out, "the audit example ran"
+    assert "True" in out
 
 
 def test_the_tooz_example_runs(capsys):
     """The tooz walkthrough: worker-1 holds with a token, releases on exit, worker-2 then gets the lock."""
-    pytest.importorskip("tooz")
     example = next(block for block in python_blocks() if "tooz.coordination.get_coordinator" in block)
     exec(compile(example, "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()

@@ -1,0 +1,1103 @@
+"""The audit index: the registry's events copied into a local SQLite file, and the questions it answers.
+
+::
+
+    index = AuditIndex("audit.sqlite")
+    index.sync(registry)                              # incremental; resumable; reorg-aware
+    for lease in index.history("reports/daily"):      # every token of a resource, oldest first
+        print(lease.token, lease.holder, lease.reason, lease.renewals, lease.ended, lease.ended_at)
+    index.holder_at("reports/daily", time=1_763_800_987)   # who held it at 12:03:07?
+
+The store
+    ``events`` is every registry event as logged (one row per log: block,
+    log index, fields); ``leases`` is one row per fencing token, kept up to
+    date in the same transaction as the events it comes from; ``resources``
+    holds names (as the bytes logged, and only a name that hashes to its
+    resource id: anyone can log a ``ResourceNamed`` for any bytes by calling
+    the contract, never for another resource's id); ``blocks`` the hash and
+    timestamp of every block an event came from, and of every page's last
+    block; ``meta`` the registry, the chain, and the cursor: the last block
+    indexed.
+
+Sync (:meth:`AuditIndex.sync`)
+    Reads ``eth_getLogs`` page by page through :func:`chainfence._events.fetch`
+    (bounded ranges, halved when a provider refuses), fetches the pages'
+    block headers in one batch (:meth:`Rpc.blocks <chainfence._rpc.Rpc.blocks>`),
+    and writes each page — its events, its leases' changes, its blocks and
+    the cursor — in one SQLite transaction. A crash (a kill, a failed
+    request) loses at most the page being written: the next sync resumes
+    after the cursor, with no duplicate and no gap.
+
+    Reorgs: before each page the cursor block's hash is compared with the
+    chain's, and every log's block hash with its header's. On a mismatch the
+    index rewinds to the newest block it holds whose hash the chain still
+    has (the fork point), deletes everything after it, replays the leases it
+    touched, and indexes again from there.
+
+Queries read the file only; each result says how far it reaches
+(:meth:`AuditIndex.status`). ``expired`` for a lease nobody ended is judged
+at the chain time of the index's last block (``as_of``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eth_abi import encode as abi_encode
+from eth_utils import keccak
+
+from . import _events, _names, _validate
+from .errors import AuditIndexDiffers, AuditIndexMismatch, ChainError, InvalidInput
+from .lease import AcquireReason
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "AuditIndex", "Completion", "IndexStatus", "LeaseRecord", "ResourceRecord", "SyncResult", "Takeover",
+]  # fmt: skip
+
+_SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blocks (number INTEGER PRIMARY KEY, hash BLOB NOT NULL, timestamp INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    block INTEGER NOT NULL, log_index INTEGER NOT NULL, kind TEXT NOT NULL, resource_id BLOB NOT NULL,
+    token INTEGER, holder TEXT, admin TEXT, expires_at INTEGER, previous_token INTEGER, reason INTEGER,
+    digest BLOB, progress BLOB, tx_hash TEXT NOT NULL, timestamp INTEGER NOT NULL,
+    PRIMARY KEY (block, log_index)
+);
+CREATE INDEX IF NOT EXISTS events_token ON events (token);
+CREATE INDEX IF NOT EXISTS events_resource ON events (resource_id, block);
+CREATE INDEX IF NOT EXISTS events_holder ON events (holder, block);
+CREATE INDEX IF NOT EXISTS events_completed_time ON events (timestamp) WHERE kind = 'LeaseCompleted';
+CREATE TABLE IF NOT EXISTS resources (
+    resource_id BLOB PRIMARY KEY, name BLOB, claimed INTEGER NOT NULL DEFAULT 0, first_block INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS resources_name ON resources (name);
+CREATE TABLE IF NOT EXISTS leases (
+    token INTEGER PRIMARY KEY, resource_id BLOB NOT NULL, holder TEXT NOT NULL,
+    acquired_block INTEGER NOT NULL, acquired_log INTEGER NOT NULL, acquired_at INTEGER NOT NULL,
+    tx_hash TEXT NOT NULL, reason INTEGER NOT NULL, previous_token INTEGER NOT NULL,
+    first_expires_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, granted_by TEXT,
+    renewals INTEGER NOT NULL DEFAULT 0, last_renewed_block INTEGER, last_renewed_at INTEGER,
+    markers INTEGER NOT NULL DEFAULT 0, last_marker BLOB,
+    completions INTEGER NOT NULL DEFAULT 0, last_digest BLOB, completed_block INTEGER, completed_at INTEGER,
+    ended TEXT, ended_block INTEGER, ended_at INTEGER, ended_by TEXT, successor INTEGER
+);
+CREATE INDEX IF NOT EXISTS leases_resource ON leases (resource_id, acquired_block, acquired_log);
+CREATE INDEX IF NOT EXISTS leases_resource_time ON leases (resource_id, acquired_at);
+CREATE INDEX IF NOT EXISTS leases_holder ON leases (holder, acquired_block);
+CREATE INDEX IF NOT EXISTS leases_block ON leases (acquired_block);
+CREATE INDEX IF NOT EXISTS leases_time ON leases (acquired_at);
+CREATE INDEX IF NOT EXISTS leases_open ON leases (ended) WHERE ended IS NULL;
+"""
+
+#: Ways a lease ends. ``expired`` and ``superseded`` are read off the next acquisition of its
+#: resource (or, for the latest lease, off the index's chain time); the others are events.
+ENDINGS = ("released", "expired", "superseded", "revoked", "completed")
+
+_LEASE_KINDS = {kind.value: kind for kind in _events.LEASE_KINDS}
+
+
+# ---------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return "0x" + value.hex()
+    if isinstance(value, AcquireReason):
+        return value.name.lower()
+    return value
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """One lease (one fencing token): who, since when, why, renewals, and how it ended.
+
+    ``resource`` is the name when it is one the SDK would publish (else None);
+    ``resource_display`` is always safe to print. ``reason`` says why the
+    resource was free to take; ``granted_by`` is the admin who granted it (a
+    grant). ``renewals`` counts renewals, ``markers`` the renewals whose
+    progress marker changed, ``last_marker`` the latest one. ``ended`` is one
+    of :data:`ENDINGS`, or None while the lease is live (``status`` then says
+    ``live``); ``ended_by`` is the admin of a revoke; ``successor`` the token
+    that took the resource next.
+    """
+
+    token: int
+    resource: str | None
+    resource_display: str
+    resource_id: bytes
+    holder: str
+    reason: AcquireReason
+    previous_token: int
+    acquired_block: int
+    acquired_at: int
+    tx_hash: str
+    expires_at: int
+    granted_by: str | None
+    renewals: int
+    last_renewed_block: int | None
+    last_renewed_at: int | None
+    markers: int
+    last_marker: bytes | None
+    completions: int
+    last_digest: bytes | None
+    completed_at: int | None
+    ended: str | None
+    ended_block: int | None
+    ended_at: int | None
+    ended_by: str | None
+    successor: int | None
+    status: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: _jsonable(value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """A resource changing hands: ``holder`` (token ``token``) took it from ``previous_holder``."""
+
+    resource: str | None
+    resource_display: str
+    resource_id: bytes
+    token: int
+    holder: str
+    previous_token: int
+    previous_holder: str
+    previous_ended: str | None
+    reason: AcquireReason
+    block: int
+    at: int
+    tx_hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: _jsonable(value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class Completion:
+    """``holder`` recorded ``digest`` as the result of its work under ``token``."""
+
+    resource: str | None
+    resource_display: str
+    resource_id: bytes
+    token: int
+    holder: str
+    digest: bytes
+    block: int
+    at: int
+    tx_hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: _jsonable(value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class ResourceRecord:
+    """A resource the index knows: its name (if any), leases, and the latest token."""
+
+    resource: str | None
+    resource_display: str
+    resource_id: bytes
+    claimed_item: bool
+    leases: int
+    latest_token: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: _jsonable(value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    """How far the index reaches: ``synced_block`` (None: never synced) at chain time ``as_of``."""
+
+    chain_id: int | None
+    registry: str | None
+    deployment_block: int | None
+    synced_block: int | None
+    as_of: int | None
+    events: int
+    head_block: int | None = None  # when asked with a chain at hand
+    behind: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What one :meth:`AuditIndex.sync` did."""
+
+    from_block: int
+    to_block: int
+    events: int
+    pages: int
+    rewound_to: int | None  # the fork point of the last reorg met, None if none
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------
+# The index
+# ---------------------------------------------------------------------------
+
+
+class _Reorg(Exception):
+    """A block the index holds (or a page's log) is no longer the chain's."""
+
+
+class _Moved(Exception):
+    """Another writer (a second sync of the same file) moved the cursor while this page was read."""
+
+
+class AuditIndex:
+    """A local SQLite index of one registry's events (see the module docstring).
+
+    ``path`` is a file (created if missing) or ``":memory:"``. The first sync
+    binds the file to its registry (chain id and address); syncing another
+    registry into it raises :class:`~chainfence.errors.AuditIndexMismatch`.
+    One writer at a time (SQLite's lock); readers may run alongside.
+    """
+
+    def __init__(self, path: str | Path):
+        if not isinstance(path, (str, Path)) or (isinstance(path, str) and not path):
+            raise InvalidInput(f"path must be a file path or ':memory:', got {path!r}")
+        self.path = str(path)
+        self._lock = threading.RLock()
+        if self.path != ":memory:" and not Path(self.path).resolve().parent.is_dir():
+            raise InvalidInput(f"cannot create an audit index at {self.path}: its directory does not exist")
+        try:
+            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=60)
+            self._conn.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(_SCHEMA)
+            version = self._meta("schema")
+        except sqlite3.DatabaseError as exc:
+            raise AuditIndexMismatch(f"{self.path} is not an audit index: {exc}") from None
+        if version is None:
+            self._set_meta("schema", _SCHEMA_VERSION)
+        elif version != _SCHEMA_VERSION:
+            raise AuditIndexMismatch(f"{self.path} is an audit index of schema {version}, this is {_SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> AuditIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- meta -------------------------------------------------------------------
+
+    def _meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def _set_meta(self, key: str, value: object) -> None:
+        self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, str(value)))
+
+    def _int_meta(self, key: str) -> int | None:
+        value = self._meta(key)
+        return None if value is None else int(value)
+
+    def status(self, chain: Any = None) -> IndexStatus:
+        """How far the index reaches; with ``chain``, also its head and how many blocks behind it is."""
+        synced = self._int_meta("synced_block")
+        as_of = None
+        if synced is not None:
+            row = self._conn.execute("SELECT timestamp FROM blocks WHERE number = ?", (synced,)).fetchone()
+            as_of = row[0] if row else None
+        events = self._conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        head = behind = None
+        if chain is not None:
+            head = chain.block_number()
+            behind = head - synced if synced is not None else None
+        return IndexStatus(
+            chain_id=self._int_meta("chain_id"), registry=self._meta("registry"),
+            deployment_block=self._int_meta("deployment_block"), synced_block=synced, as_of=as_of, events=events,
+            head_block=head, behind=behind,
+        )  # fmt: skip
+
+    def _bind(self, registry: Registry) -> int:
+        """Bind the file to ``registry`` (first sync) or check it is bound to it; returns the deployment block."""
+        chain_id = registry.chain.chain_id
+        known_registry, known_chain = self._meta("registry"), self._int_meta("chain_id")
+        if known_registry is None:
+            deployment = registry.deployment_block()
+            with self._write():
+                self._set_meta("registry", registry.address)
+                self._set_meta("chain_id", chain_id)
+                self._set_meta("deployment_block", deployment)
+            return deployment
+        if known_registry != registry.address or known_chain != chain_id:
+            raise AuditIndexMismatch(
+                f"{self.path} indexes registry {known_registry} on chain {known_chain}, "
+                f"not {registry.address} on chain {chain_id}"
+            )
+        return int(self._meta("deployment_block") or 0)
+
+    class _Tx:
+        def __init__(self, index: AuditIndex):
+            self.index = index
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.index._lock.acquire()
+            self.index._conn.execute("BEGIN IMMEDIATE")
+            return self.index._conn
+
+        def __exit__(self, exc_type: Any, *rest: object) -> None:
+            try:
+                self.index._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            finally:
+                self.index._lock.release()
+
+    def _write(self) -> AuditIndex._Tx:
+        return AuditIndex._Tx(self)
+
+    # -- sync -------------------------------------------------------------------
+
+    def sync(
+        self,
+        registry: Registry,
+        *,
+        to_block: int | None = None,
+        max_blocks: int | None = None,
+        confirmations: int = 0,
+        progress: Callable[[int, int, int], None] | None = None,
+        _before_commit: Callable[[int], None] | None = None,
+    ) -> SyncResult:
+        """Bring the index up to ``to_block`` (default: the head minus ``confirmations``).
+
+        ``max_blocks`` bounds the blocks of one ``eth_getLogs`` request (the
+        chain's own bound otherwise; halved when a provider refuses).
+        ``progress(done_block, first_block, last_block)`` is called after each
+        page. Raises ChainError subclasses when the node fails; what was
+        committed stays, and the next sync resumes there.
+        """
+        from .registry import Registry
+
+        if not isinstance(registry, Registry):
+            raise InvalidInput(f"registry must be a Registry, got {type(registry).__name__}")
+        if max_blocks is not None and (isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1):
+            raise InvalidInput(f"max_blocks must be an int >= 1, got {max_blocks!r}")
+        if isinstance(confirmations, bool) or not isinstance(confirmations, int) or confirmations < 0:
+            raise InvalidInput(f"confirmations must be an int >= 0, got {confirmations!r}")
+        if to_block is not None and (isinstance(to_block, bool) or not isinstance(to_block, int) or to_block < 0):
+            raise InvalidInput(f"to_block must be an int >= 0, got {to_block!r}")
+        chain = registry.chain
+        deployment = self._bind(registry)
+        head = chain.block_number() - confirmations
+        last = head if to_block is None else min(to_block, head)
+        synced = self._int_meta("synced_block")
+        start = deployment if synced is None else synced + 1
+        first = start
+        events = pages = 0
+        rewound: int | None = None
+        for _attempt in range(1_000):  # each round ends at the target or at a reorg, rewound
+            try:
+                if synced is not None:
+                    self._check_block(chain, synced)
+                for page_first, page_last, logs in _events.fetch(
+                    chain, registry.address, from_block=start, to_block=last, max_range=max_blocks
+                ):
+                    self._index_page(chain, page_first, page_last, logs, _before_commit)
+                    events += len(logs)
+                    pages += 1
+                    synced, start = page_last, page_last + 1
+                    if progress is not None:
+                        progress(page_last, first, last)
+                return SyncResult(from_block=first, to_block=last, events=events, pages=pages, rewound_to=rewound)
+            except _Reorg as reorg:
+                logger.warning("audit index: %s; looking for the fork point", reorg)
+                rewound = self._rewind(chain, deployment)
+                synced = rewound if rewound >= deployment else None
+                start = rewound + 1 if synced is not None else deployment
+            except _Moved as moved:
+                logger.info("audit index: %s; resuming after it", moved)
+                synced = self._int_meta("synced_block")
+                start = deployment if synced is None else synced + 1
+        raise ChainError("the chain kept reorganising under the audit index sync")  # pragma: no cover
+
+    def _check_block(self, chain: Any, number: int) -> None:
+        row = self._conn.execute("SELECT hash FROM blocks WHERE number = ?", (number,)).fetchone()
+        if row is None:
+            return
+        block = chain.rpc.block(number)
+        if block is None or bytes(block["hash"]) != bytes(row[0]):
+            raise _Reorg(f"block {number}, the last one indexed, is no longer the chain's")
+
+    def _index_page(
+        self, chain: Any, first: int, last: int, logs: list[_events.RegistryLog],
+        before_commit: Callable[[int], None] | None,
+    ) -> None:  # fmt: skip
+        """One page: its events, leases, blocks and the cursor, in one transaction."""
+        synced = self._int_meta("synced_block")
+        numbers = sorted({entry.block_number for entry in logs} | {last} | ({synced} if synced is not None else set()))
+        headers = dict(zip(numbers, chain.rpc.blocks(numbers), strict=True))
+        for number, header in headers.items():
+            if header is None:
+                raise _Reorg(f"the node has no block {number} any more")
+        if synced is not None:
+            stored = self._conn.execute("SELECT hash FROM blocks WHERE number = ?", (synced,)).fetchone()
+            if stored is not None and bytes(headers[synced]["hash"]) != bytes(stored[0]):
+                raise _Reorg(f"block {synced}, the last one indexed, was replaced")
+        for entry in logs:
+            if entry.block_hash != bytes(headers[entry.block_number]["hash"]):
+                raise _Reorg(f"block {entry.block_number} changed while its logs were read")
+        times = {number: int(header["timestamp"]) for number, header in headers.items()}
+        with self._write() as conn:
+            if self._int_meta("synced_block") != synced:
+                raise _Moved(f"another sync moved the cursor past block {synced}")
+            conn.executemany(
+                "INSERT OR REPLACE INTO blocks (number, hash, timestamp) VALUES (?, ?, ?)",
+                [(n, bytes(headers[n]["hash"]), times[n]) for n in numbers if n >= first],
+            )
+            for entry in logs:
+                _apply(conn, entry, times[entry.block_number])
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('synced_block', ?)", (str(last),))
+            if before_commit is not None:
+                before_commit(last)  # tests: a crash between writing a page and committing it
+
+    def _rewind(self, chain: Any, deployment: int) -> int:
+        """Find the newest indexed block the chain still has, delete everything after it; return it."""
+        fork = deployment - 1
+        rows = self._conn.execute("SELECT number, hash FROM blocks ORDER BY number DESC").fetchall()
+        for start in range(0, len(rows), 64):
+            part = rows[start : start + 64]
+            found = chain.rpc.blocks([number for number, _ in part])
+            match = next(
+                (number for (number, stored), block in zip(part, found, strict=True)
+                 if block is not None and bytes(block["hash"]) == bytes(stored)),
+                None,
+            )  # fmt: skip
+            if match is not None:
+                fork = match
+                break
+        with self._write() as conn:
+            touched = {
+                token for (token,) in conn.execute(
+                    "SELECT token FROM events WHERE block > ? AND token IS NOT NULL "
+                    "UNION SELECT previous_token FROM events WHERE block > ? AND kind = 'LeaseAcquired'",
+                    (fork, fork),
+                )
+            }  # fmt: skip
+            conn.execute("DELETE FROM events WHERE block > ?", (fork,))
+            conn.execute("DELETE FROM blocks WHERE number > ?", (fork,))
+            conn.execute("DELETE FROM leases WHERE acquired_block > ?", (fork,))
+            conn.execute("DELETE FROM resources WHERE first_block > ?", (fork,))
+            for token in touched:
+                _replay(conn, token)
+            if fork >= deployment:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('synced_block', ?)", (str(fork),))
+            else:
+                conn.execute("DELETE FROM meta WHERE key = 'synced_block'")
+        logger.warning("audit index rewound to block %d (the fork point)", fork)
+        return fork
+
+    # -- verify -----------------------------------------------------------------
+
+    def verify(self, registry: Registry, *, max_blocks: int | None = None, limit: int = 20) -> int:
+        """Check the index against the chain: every event and block hash up to the synced block.
+
+        Returns the number of events checked; raises
+        :class:`~chainfence.errors.AuditIndexDiffers` listing (up to ``limit``)
+        what differs.
+        """
+        deployment = self._bind(registry)
+        synced = self._int_meta("synced_block")
+        if synced is None:
+            return 0
+        chain = registry.chain
+        differences: list[str] = []
+        stored = {
+            (row[0], row[1]): row[2:]
+            for row in self._conn.execute(
+                "SELECT block, log_index, kind, resource_id, token, holder, admin, expires_at, previous_token, "
+                "reason, digest, progress, tx_hash FROM events"
+            )
+        }  # fmt: skip
+        seen = 0
+        chain_logs: list[_events.RegistryLog] = []
+        for _first, _last, logs in _events.fetch(
+            chain, registry.address, kinds=[*_events.LEASE_KINDS, _events.Kind.NAMED], from_block=deployment,
+            to_block=synced, max_range=max_blocks,
+        ):  # fmt: skip
+            chain_logs.extend(logs)
+            for entry in logs:
+                if entry.kind is _events.Kind.NAMED:
+                    continue
+                seen += 1
+                mine = stored.pop((entry.block_number, entry.log_index), None)
+                if mine is None:
+                    differences.append(f"missing from the index: {entry.kind.value} block {entry.block_number} "
+                                       f"log {entry.log_index} token {entry.token}")  # fmt: skip
+                elif tuple(mine) != _row(entry)[2:]:
+                    differences.append(f"differs: {entry.kind.value} block {entry.block_number} log {entry.log_index}")
+        for (block, log_index), row in sorted(stored.items()):
+            differences.append(f"not on the chain: {row[0]} block {block} log {log_index} token {row[2]}")
+        if not differences:  # the same events: the leases built from them must be the same too
+            differences.extend(self._verify_leases(chain_logs))
+        numbers = [n for (n,) in self._conn.execute("SELECT number FROM blocks ORDER BY number")]
+        hashes = self._conn.execute("SELECT number, hash FROM blocks ORDER BY number").fetchall()
+        for (number, stored_hash), block in zip(hashes, chain.rpc.blocks(numbers), strict=True):
+            if block is None or bytes(block["hash"]) != bytes(stored_hash):
+                differences.append(f"block {number}: the index holds another block than the chain's")
+        if differences:
+            shown = differences[:limit]
+            more = f" (and {len(differences) - limit} more)" if len(differences) > limit else ""
+            raise AuditIndexDiffers(
+                f"the index differs from the chain in {len(differences)} places{more}: " + "; ".join(shown),
+                differences=shown,
+            )
+        return seen
+
+    def _verify_leases(self, logs: list[_events.RegistryLog]) -> list[str]:
+        """Rebuild the leases and names from the chain's logs (at the stored times) and compare."""
+        times = dict(self._conn.execute("SELECT block, timestamp FROM events"))
+        scratch = AuditIndex(":memory:")
+        try:
+            with scratch._write() as conn:
+                for entry in logs:
+                    _apply(conn, entry, times.get(entry.block_number, 0))
+            differences = []
+            for table, key in (("leases", "token"), ("resources", "resource_id")):
+                mine = {row[0]: row for row in self._conn.execute(f"SELECT * FROM {table} ORDER BY {key}")}
+                theirs = {row[0]: row for row in scratch._conn.execute(f"SELECT * FROM {table} ORDER BY {key}")}
+                for item in sorted(set(mine) | set(theirs), key=repr):
+                    if mine.get(item) != theirs.get(item):
+                        shown = item if isinstance(item, int) else "0x" + bytes(item).hex()
+                        differences.append(f"{table}: {key} {shown} differs from what the chain's events make")
+            return differences
+        finally:
+            scratch.close()
+
+    # -- queries ------------------------------------------------------------------
+
+    def _as_of(self) -> int | None:
+        row = self._conn.execute(
+            "SELECT b.timestamp FROM meta m JOIN blocks b ON b.number = CAST(m.value AS INTEGER) WHERE m.key = 'synced_block'"
+        ).fetchone()
+        return row[0] if row else None
+
+    def _label(self, resource_id: bytes) -> tuple[str | None, str]:
+        row = self._conn.execute("SELECT name FROM resources WHERE resource_id = ?", (resource_id,)).fetchone()
+        return _label_of(resource_id, None if row is None or row[0] is None else bytes(row[0]))
+
+    def _leases(self, where: str, params: Iterable[Any], order: str = "acquired_block, acquired_log") -> list[LeaseRecord]:
+        as_of = self._as_of()
+        labels: dict[bytes, tuple[str | None, str]] = {}
+        result = []
+        sql = (f"SELECT {_LEASE_COLUMNS}, (SELECT name FROM resources r WHERE r.resource_id = leases.resource_id) "
+               f"FROM leases WHERE {where} ORDER BY {order}")  # fmt: skip
+        for row in self._conn.execute(sql, tuple(params)):
+            resource_id = bytes(row[1])
+            label = labels.get(resource_id)
+            if label is None:
+                label = labels[resource_id] = _label_of(resource_id, None if row[-1] is None else bytes(row[-1]))
+            result.append(_record(row, label, as_of))
+        return result
+
+    def history(self, resource: str) -> list[LeaseRecord]:
+        """Every lease of ``resource``, oldest first."""
+        return self._leases("resource_id = ?", (_validate.resource_id(resource),))
+
+    def history_by_id(self, resource_id: bytes) -> list[LeaseRecord]:
+        """:meth:`history` by the resource's 32-byte id (for names that are not the SDK's)."""
+        if not isinstance(resource_id, bytes) or len(resource_id) != 32:
+            raise InvalidInput(f"resource_id must be 32 bytes, got {resource_id!r}")
+        return self._leases("resource_id = ?", (resource_id,))
+
+    def lease(self, token: int) -> LeaseRecord | None:
+        """The lease fencing token ``token`` belonged to (None: not in the index)."""
+        found = self._leases("token = ?", (_validate.token(token),))
+        return found[0] if found else None
+
+    def leases_of(self, holder: str) -> list[LeaseRecord]:
+        """Every lease ``holder`` held, oldest first."""
+        return self._leases("holder = ?", (_validate.address(holder, "holder"),))
+
+    def holder_at(
+        self, resource: str, *, time: int | None = None, block: int | None = None, block_time: int | None = None
+    ) -> LeaseRecord | None:
+        """The lease that held ``resource`` at chain time ``time`` or at block ``block`` (exactly one of them).
+
+        None when nobody held it then (never held yet, released, or expired).
+        A lease holds from its acquisition until it ended or expired
+        (its expiry as of the renewals made by then). At a block, expiry is
+        judged at ``block_time``, that block's timestamp (the CLI reads it
+        from the node); without it, at the newest indexed block at or before
+        it, a lower bound: a lease may then read live for a few blocks past
+        its expiry, never the other way round.
+        """
+        resource_id = _validate.resource_id(resource)
+        if (time is None) == (block is None):
+            raise InvalidInput("give exactly one of time= and block=")
+        value = time if time is not None else block
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInput(f"{'time' if time is not None else 'block'} must be an int >= 0, got {value!r}")
+        column = "acquired_at" if time is not None else "acquired_block"
+        found = self._leases(f"resource_id = ? AND {column} <= ?", (resource_id, value),
+                             order=f"{column} DESC, acquired_block DESC, acquired_log DESC LIMIT 1")  # fmt: skip
+        if not found:
+            return None
+        lease = found[0]
+        if block_time is not None and (isinstance(block_time, bool) or not isinstance(block_time, int) or block_time < 0):
+            raise InvalidInput(f"block_time must be an int >= 0, got {block_time!r}")
+        at_time = time if time is not None else (block_time if block_time is not None else self._time_of_block(value))
+        # Ended by an event (released, revoked, completed) or by the next acquisition by then?
+        if lease.ended_block is not None and lease.ended in ("released", "revoked", "completed", "superseded"):
+            ended_before = lease.ended_at <= value if time is not None else lease.ended_block <= value
+            if ended_before:
+                return None
+        # Expired by then? Its expiry as of the renewals made by then.
+        column_event = "timestamp" if time is not None else "block"
+        row = self._conn.execute(
+            f"SELECT expires_at FROM events WHERE token = ? AND kind IN ('LeaseAcquired', 'LeaseRenewed') "
+            f"AND {column_event} <= ? ORDER BY block DESC, log_index DESC LIMIT 1",
+            (lease.token, value),
+        ).fetchone()
+        expires_at = row[0] if row else lease.expires_at
+        if at_time is not None and expires_at <= at_time:
+            return None
+        return lease
+
+    def _time_of_block(self, number: int) -> int | None:
+        row = self._conn.execute(
+            "SELECT timestamp FROM blocks WHERE number <= ? ORDER BY number DESC LIMIT 1", (number,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def current(self, *, prefix: str | None = None) -> list[LeaseRecord]:
+        """Leases live at the index's last block (``status().as_of``), with names; optionally by name prefix."""
+        as_of = self._as_of()
+        if as_of is None:
+            return []
+        where, params = "ended IS NULL AND expires_at > ?", [as_of]
+        if prefix is not None:
+            names, name_params = _name_range(prefix)
+            # A resource's current lease can only be its latest: one index probe per resource named so.
+            where += (" AND token IN (SELECT (SELECT x.token FROM leases x WHERE x.resource_id = r.resource_id "
+                      f"ORDER BY x.acquired_block DESC, x.acquired_log DESC LIMIT 1) FROM resources r WHERE {names})")
+            params = [as_of, *name_params]
+        return self._leases(where, params, order="resource_id")
+
+    def takeovers(
+        self, *, from_block: int | None = None, to_block: int | None = None, since: int | None = None,
+        until: int | None = None, resource: str | None = None,
+    ) -> list[Takeover]:  # fmt: skip
+        """Acquisitions that moved a resource to another holder, in a block range or a chain-time range."""
+        where, params = _range("l.acquired_block", from_block, to_block, "l.acquired_at", since, until)
+        where.append("l.previous_token > 0 AND p.holder != l.holder")
+        if resource is not None:
+            where.append("l.resource_id = ?")
+            params.append(_validate.resource_id(resource))
+        rows = self._conn.execute(
+            "SELECT l.resource_id, l.token, l.holder, l.previous_token, p.holder, p.ended, l.reason, "
+            "l.acquired_block, l.acquired_at, l.tx_hash, r.name FROM leases l JOIN leases p ON p.token = l.previous_token "
+            "LEFT JOIN resources r ON r.resource_id = l.resource_id "
+            f"WHERE {' AND '.join(where)} ORDER BY l.acquired_block, l.acquired_log",
+            params,
+        ).fetchall()
+        result = []
+        for resource_id, token, holder, previous, previous_holder, ended, reason, block, at, tx_hash, named in rows:
+            name, display = _label_of(bytes(resource_id), None if named is None else bytes(named))
+            result.append(Takeover(name, display, bytes(resource_id), token, holder, previous, previous_holder, ended,
+                                   _reason(reason), block, at, tx_hash))  # fmt: skip
+        return result
+
+    def completions(
+        self, *, resource: str | None = None, from_block: int | None = None, to_block: int | None = None,
+        since: int | None = None, until: int | None = None,
+    ) -> list[Completion]:  # fmt: skip
+        """Every completion (its result digest), oldest first, optionally of one resource and in a range."""
+        where, params = _range("block", from_block, to_block, "timestamp", since, until)
+        where.append("kind = 'LeaseCompleted'")
+        if resource is not None:
+            where.append("resource_id = ?")
+            params.append(_validate.resource_id(resource))
+        rows = self._conn.execute(
+            "SELECT resource_id, token, holder, digest, block, timestamp, tx_hash, "
+            "(SELECT name FROM resources r WHERE r.resource_id = events.resource_id) "
+            f"FROM events WHERE {' AND '.join(where)} ORDER BY block, log_index",
+            params,
+        ).fetchall()
+        result = []
+        for resource_id, token, holder, digest, block, at, tx_hash, named in rows:
+            name, display = _label_of(bytes(resource_id), None if named is None else bytes(named))
+            result.append(Completion(name, display, bytes(resource_id), token, holder, bytes(digest), block, at, tx_hash))
+        return result
+
+    def resources(self, prefix: str = "") -> list[ResourceRecord]:
+        """Resources whose name starts with ``prefix`` (every named resource for ""), by name."""
+        names, params = _name_range(prefix)
+        rows = self._conn.execute(
+            "SELECT r.resource_id, r.name, r.claimed, "
+            "(SELECT count(*) FROM leases l WHERE l.resource_id = r.resource_id), "
+            "(SELECT max(token) FROM leases l WHERE l.resource_id = r.resource_id) "
+            f"FROM resources r WHERE {names.replace('name', 'r.name')} ORDER BY r.name",
+            params,
+        ).fetchall()
+        result = []
+        for resource_id, name, claimed, count, latest in rows:
+            label = _label_of(bytes(resource_id), bytes(name))
+            result.append(ResourceRecord(label[0], label[1], bytes(resource_id), bool(claimed), count, latest))
+        return result
+
+    def events(
+        self, *, resource_id: bytes | None = None, holder: str | None = None, token: int | None = None,
+        from_block: int | None = None, to_block: int | None = None, kinds: Iterable[_events.Kind] | None = None,
+    ) -> list[tuple[_events.RegistryLog, int]]:  # fmt: skip
+        """The indexed lease events as ``(RegistryLog, block timestamp)``, oldest first (for the SDK's views)."""
+        where, params = _range("block", from_block, to_block, None, None, None)
+        if resource_id is not None:
+            where.append("resource_id = ?")
+            params.append(resource_id)
+        if holder is not None:
+            where.append("holder = ?")
+            params.append(holder)
+        if token is not None:
+            where.append("token = ?")
+            params.append(token)
+        if kinds is not None:
+            names = [kind.value for kind in kinds]
+            where.append(f"kind IN ({', '.join('?' * len(names))})")
+            params.extend(names)
+        rows = self._conn.execute(
+            "SELECT block, log_index, kind, resource_id, token, holder, admin, expires_at, previous_token, reason, "
+            f"digest, progress, tx_hash, timestamp FROM events WHERE {' AND '.join(where)} ORDER BY block, log_index",
+            params,
+        ).fetchall()
+        hashes = dict(self._conn.execute("SELECT number, hash FROM blocks"))
+        result = []
+        for block, log_index, kind, rid, tok, hold, admin, expires, previous, reason, digest, progress, tx, at in rows:
+            entry = _events.RegistryLog(
+                kind=_LEASE_KINDS[kind], resource_id=bytes(rid), block_number=block, block_hash=bytes(hashes.get(block, b"")),
+                tx_hash=tx, log_index=log_index, token=tok, holder=hold, expires_at=expires, previous_token=previous,
+                reason=reason, result_digest=None if digest is None else bytes(digest),
+                progress=None if progress is None else bytes(progress), admin=admin,
+            )  # fmt: skip
+            result.append((entry, at))
+        return result
+
+    def label(self, resource_id: bytes) -> tuple[str | None, str]:
+        """(name or None, safe display) of a resource id, from the names indexed."""
+        return self._label(resource_id)
+
+
+    def timeline_leases(self, resources: Iterable[str]) -> list[Any]:
+        """The leases of ``resources`` as :class:`chainfence.timeline.TimelineLease` (the picture's input).
+
+        A lease nobody ended is drawn to its expiry when that is before the
+        index's chain time (``status().as_of``), else as live.
+        """
+        from .timeline import TimelineLease
+
+        names = list(resources) if not isinstance(resources, str) else [resources]
+        if not names:
+            raise InvalidInput("name at least one resource")
+        as_of = self._as_of()
+        drawn = []
+        for name in names:
+            leases = self.history(name)
+            by_token = {lease.token: lease for lease in leases}
+            label: str | bytes = name
+            row = self._conn.execute("SELECT name FROM resources WHERE resource_id = ?", (_validate.resource_id(name),))
+            found = row.fetchone()
+            if found is not None and found[0] is not None:
+                label = bytes(found[0])
+            for lease in leases:
+                renewals = tuple(
+                    (at, entry.progress) for entry, at in self.events(token=lease.token, kinds=[_events.Kind.RENEWED])
+                )
+                if lease.ended is not None:
+                    end, end_reason = max(lease.acquired_at, lease.ended_at or lease.acquired_at), lease.ended
+                elif as_of is not None and lease.expires_at <= as_of:
+                    end, end_reason = max(lease.acquired_at, lease.expires_at), "expired"
+                else:
+                    end, end_reason = None, "live"
+                reason = _ISSUE_REASONS.get(int(lease.reason), "unheld")
+                admin = lease.granted_by
+                if reason == "revoked" and lease.previous_token in by_token:
+                    admin = by_token[lease.previous_token].ended_by
+                drawn.append(TimelineLease(
+                    label, lease.token, lease.holder, start=lease.acquired_at, end=end, end_reason=end_reason,
+                    reason=reason, renewals=renewals, completion_digest=lease.last_digest, admin=admin,
+                    revoked_by=lease.ended_by if lease.ended == "revoked" else None,
+                ))  # fmt: skip
+        return drawn
+
+
+#: AcquireReason values as the timeline names them (4 and 5: the admin's revoke and grant, issue #11).
+_ISSUE_REASONS = {0: "unheld", 1: "released", 2: "expired", 3: "reacquired", 4: "revoked", 5: "granted"}
+
+
+# ---------------------------------------------------------------------------
+# Applying events to the store (pure SQL over one connection, inside a transaction)
+# ---------------------------------------------------------------------------
+
+_LEASE_FIELDS = (
+    "token", "resource_id", "holder", "acquired_block", "acquired_log", "acquired_at", "tx_hash", "reason",
+    "previous_token", "expires_at", "granted_by", "renewals", "last_renewed_block", "last_renewed_at", "markers",
+    "last_marker", "completions", "last_digest", "completed_at", "ended", "ended_block", "ended_at", "ended_by",
+    "successor",
+)  # fmt: skip
+_LEASE_COLUMNS = ", ".join(_LEASE_FIELDS)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _label_of(resource_id: bytes, name: bytes | None) -> tuple[str | None, str]:
+    """(name or None, safe display): names never change once indexed, so their checks are cached."""
+    if name is None:
+        return None, "0x" + resource_id.hex()
+    return _names.decode(bytes(name)), _names.display(bytes(name))
+
+
+def _reason(value: int) -> AcquireReason | int:
+    try:
+        return AcquireReason(value)
+    except ValueError:
+        return value  # a reason this SDK does not know yet (a newer contract): shown as its number
+
+
+_REASONS = {int(reason): reason for reason in AcquireReason}
+
+
+def _record(row: tuple[Any, ...], label: tuple[str | None, str], as_of: int | None) -> LeaseRecord:
+    """A LeaseRecord from a row of ``_LEASE_COLUMNS`` (and the name, last)."""
+    (token, resource_id, holder, acquired_block, _acquired_log, acquired_at, tx_hash, reason, previous_token,
+     expires_at, granted_by, renewals, last_renewed_block, last_renewed_at, markers, last_marker, completions,
+     last_digest, completed_at, ended, ended_block, ended_at, ended_by, successor) = row[:24]  # fmt: skip
+    if ended is not None:
+        status = ended
+    elif as_of is not None and expires_at <= as_of:
+        status = "expired"
+    else:
+        status = "live"
+    return LeaseRecord(
+        token, label[0], label[1], bytes(resource_id), holder, _REASONS.get(reason, reason), previous_token,
+        acquired_block, acquired_at, tx_hash, expires_at, granted_by, renewals, last_renewed_block, last_renewed_at,
+        markers, None if last_marker is None else bytes(last_marker), completions,
+        None if last_digest is None else bytes(last_digest), completed_at, ended, ended_block, ended_at, ended_by,
+        successor, status,
+    )  # fmt: skip
+
+
+def _row(entry: _events.RegistryLog) -> tuple[Any, ...]:
+    """An event as stored (without its timestamp): block, log index, kind, fields..., tx hash."""
+    progress = entry.progress if entry.progress and any(entry.progress) else None
+    return (
+        entry.block_number, entry.log_index, entry.kind.value, entry.resource_id, entry.token, entry.holder,
+        entry.admin, entry.expires_at, entry.previous_token, entry.reason, entry.result_digest, progress, entry.tx_hash,
+    )  # fmt: skip
+
+
+def _item_name(name: bytes, resource_id: bytes) -> bool:
+    """Whether ``name`` is ``workset/item`` of the claimed item ``resource_id`` (claimNext names items so)."""
+    for index, byte in enumerate(name):
+        if byte == 0x2F and keccak(abi_encode(["bytes", "bytes"], [name[:index], name[index + 1 :]])) == resource_id:
+            return True
+    return False
+
+
+def _fits(value: int | None) -> bool:
+    return value is None or 0 <= value < 2**63
+
+
+def _apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) -> None:
+    """One event into the store: its row, and the lease (and resource) it changes."""
+    kind = entry.kind
+    if kind is _events.Kind.NAMED:
+        name = entry.name or b""
+        if keccak(name) == entry.resource_id:
+            claimed = 0
+        elif _item_name(name, entry.resource_id):
+            claimed = 1
+        else:
+            return  # a name that is not this resource's: anyone can log one by calling the contract
+        conn.execute(
+            "INSERT INTO resources (resource_id, name, claimed, first_block) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (resource_id) DO UPDATE SET name = coalesce(resources.name, excluded.name), "
+            "claimed = max(resources.claimed, excluded.claimed)",
+            (entry.resource_id, name, claimed, entry.block_number),
+        )
+        return
+    if kind not in _events.LEASE_KINDS:
+        return  # namespace events: decoded, not (yet) part of a lease's history
+    if not all(_fits(v) for v in (entry.token, entry.expires_at, entry.previous_token)):
+        logger.warning("audit index: skipped a %s whose numbers do not fit 63 bits (block %d)", kind.value, entry.block_number)
+        return
+    inserted = conn.execute(
+        "INSERT OR IGNORE INTO events (block, log_index, kind, resource_id, token, holder, admin, expires_at, "
+        "previous_token, reason, digest, progress, tx_hash, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*_row(entry), timestamp),
+    ).rowcount
+    if inserted:  # an event already indexed never counts twice (a renewal, a completion)
+        _apply_lease(conn, entry, timestamp)
+
+
+def _apply_lease(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) -> None:
+    kind, token, block = entry.kind, entry.token, entry.block_number
+    if kind is _events.Kind.ACQUIRED:
+        conn.execute(
+            "INSERT OR IGNORE INTO resources (resource_id, name, claimed, first_block) VALUES (?, NULL, 0, ?)",
+            (entry.resource_id, block),
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO leases (token, resource_id, holder, acquired_block, acquired_log, acquired_at, "
+            "tx_hash, reason, previous_token, first_expires_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (token, entry.resource_id, entry.holder, block, entry.log_index, timestamp, entry.tx_hash, entry.reason,
+             entry.previous_token, entry.expires_at, entry.expires_at),
+        )  # fmt: skip
+        if entry.previous_token:
+            previous = conn.execute(
+                "SELECT expires_at, ended FROM leases WHERE token = ?", (entry.previous_token,)
+            ).fetchone()
+            if previous is not None:
+                conn.execute("UPDATE leases SET successor = ? WHERE token = ?", (token, entry.previous_token))
+                if previous[1] is None:
+                    expires_at = previous[0]
+                    if expires_at <= timestamp:
+                        end = ("expired", block, expires_at)
+                    else:
+                        end = ("superseded", block, timestamp)
+                    conn.execute(
+                        "UPDATE leases SET ended = ?, ended_block = ?, ended_at = ? WHERE token = ?",
+                        (*end, entry.previous_token),
+                    )
+        return
+    if kind is _events.Kind.RENEWED:
+        marker = entry.progress if entry.progress and any(entry.progress) else None
+        conn.execute(
+            "UPDATE leases SET renewals = renewals + 1, expires_at = :expires, last_renewed_block = :block, "
+            "last_renewed_at = :at, markers = markers + (CASE WHEN :marker IS NOT NULL AND "
+            "(last_marker IS NULL OR last_marker != :marker) THEN 1 ELSE 0 END), "
+            "last_marker = coalesce(:marker, last_marker) WHERE token = :token",
+            {"expires": entry.expires_at, "block": block, "at": timestamp, "marker": marker, "token": token},
+        )
+        return
+    if kind is _events.Kind.GRANTED:
+        conn.execute("UPDATE leases SET granted_by = ? WHERE token = ?", (entry.admin, token))
+        return
+    if kind is _events.Kind.COMPLETED:
+        conn.execute(
+            "UPDATE leases SET completions = completions + 1, last_digest = ?, completed_block = ?, completed_at = ? "
+            "WHERE token = ?",
+            (entry.result_digest, block, timestamp, token),
+        )
+        claimed = conn.execute("SELECT claimed FROM resources WHERE resource_id = ?", (entry.resource_id,)).fetchone()
+        if claimed is not None and claimed[0]:  # a claimed work item: done for good, its lease ended
+            conn.execute(
+                "UPDATE leases SET ended = 'completed', ended_block = ?, ended_at = ? WHERE token = ? AND ended IS NULL",
+                (block, timestamp, token),
+            )
+        return
+    ending = {_events.Kind.RELEASED: "released", _events.Kind.REVOKED: "revoked"}[kind]
+    conn.execute(
+        "UPDATE leases SET ended = ?, ended_block = ?, ended_at = ?, ended_by = ? WHERE token = ?",
+        (ending, block, timestamp, entry.admin, token),
+    )
+
+
+def _replay(conn: sqlite3.Connection, token: int) -> None:
+    """Rebuild lease ``token`` from the events left after a rewind (nothing if its acquisition is gone)."""
+    rows = conn.execute(
+        "SELECT block, log_index, kind, resource_id, token, holder, admin, expires_at, previous_token, reason, digest, "
+        "progress, tx_hash, timestamp FROM events WHERE token = ? OR (kind = 'LeaseAcquired' AND previous_token = ?) "
+        "ORDER BY block, log_index",
+        (token, token),
+    ).fetchall()
+    conn.execute("DELETE FROM leases WHERE token = ?", (token,))
+    if not rows or rows[0][4] != token:
+        return
+    for block, log_index, kind, rid, tok, holder, admin, expires, previous, reason, digest, progress, tx, at in rows:
+        entry = _events.RegistryLog(
+            kind=_LEASE_KINDS[kind], resource_id=bytes(rid), block_number=block, block_hash=b"", tx_hash=tx,
+            log_index=log_index, token=tok, holder=holder, expires_at=expires, previous_token=previous, reason=reason,
+            result_digest=None if digest is None else bytes(digest), progress=None if progress is None else bytes(progress),
+            admin=admin,
+        )  # fmt: skip
+        if tok != token:  # the successor's acquisition: only its effect on this lease
+            _end_by_successor(conn, entry, at)
+        else:
+            _apply_lease(conn, entry, at)
+
+
+def _end_by_successor(conn: sqlite3.Connection, successor: _events.RegistryLog, timestamp: int) -> None:
+    previous = conn.execute("SELECT expires_at, ended FROM leases WHERE token = ?", (successor.previous_token,)).fetchone()
+    if previous is None:
+        return
+    conn.execute("UPDATE leases SET successor = ? WHERE token = ?", (successor.token, successor.previous_token))
+    if previous[1] is None:
+        end = ("expired", successor.block_number, previous[0]) if previous[0] <= timestamp else (
+            "superseded", successor.block_number, timestamp)
+        conn.execute("UPDATE leases SET ended = ?, ended_block = ?, ended_at = ? WHERE token = ?",
+                     (*end, successor.previous_token))  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+
+
+def _prefix_bytes(prefix: object) -> bytes:
+    if not isinstance(prefix, str):
+        raise InvalidInput(f"prefix must be a str, got {type(prefix).__name__}")
+    data = prefix.encode("utf-8", "surrogatepass")
+    if len(data) > _names.MAX_NAME_LENGTH:
+        raise InvalidInput(f"prefix is longer than a name can be ({len(data)} > {_names.MAX_NAME_LENGTH} bytes)")
+    return data
+
+
+def _name_range(prefix: object) -> tuple[str, list[Any]]:
+    """A WHERE clause on ``name`` (indexed: a range of byte strings) for names starting with ``prefix``."""
+    wanted = _prefix_bytes(prefix)
+    upper = _successor(wanted)
+    if upper is None:
+        return "name IS NOT NULL AND name >= ?", [wanted]
+    return "name >= ? AND name < ?", [wanted, upper]
+
+
+def _successor(prefix: bytes) -> bytes | None:
+    """The smallest byte string above every string that starts with ``prefix`` (None: no bound)."""
+    data = bytearray(prefix)
+    while data and data[-1] == 0xFF:
+        data.pop()
+    if not data:
+        return None
+    data[-1] += 1
+    return bytes(data)
+
+
+def _range(
+    block_column: str, from_block: int | None, to_block: int | None,
+    time_column: str | None, since: int | None, until: int | None,
+) -> tuple[list[str], list[Any]]:  # fmt: skip
+    where, params = ["1 = 1"], []
+    for column, value, op, what in (
+        (block_column, from_block, ">=", "from_block"), (block_column, to_block, "<=", "to_block"),
+        (time_column, since, ">=", "since"), (time_column, until, "<=", "until"),
+    ):  # fmt: skip
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInput(f"{what} must be an int >= 0, got {value!r}")
+        where.append(f"{column} {op} ?")
+        params.append(value)
+    return where, params

@@ -1,0 +1,151 @@
+"""`chainfence audit` as a script and a person use it: sync, each query (table and --json), --live,
+verify (exit 12 on a tampered index), another registry's index (exit 11), bad input (exit 2)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from chainfence import _cli_audit
+
+DAILY = "cli/daily"
+
+
+def audit(anvil_node, registry, index, *args, json_out=True):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "chainfence", "audit", *args, "--index", str(index), "--rpc-url", anvil_node.url,
+         "--registry", registry.address, *(["--json"] if json_out else [])],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return done, (json.loads(done.stdout) if json_out and done.stdout.strip() else None)
+
+
+@pytest.fixture
+def played(on_anvil):
+    chain = on_anvil.chain
+    alice, bob = on_anvil.connect(chain.accounts[1]), on_anvil.connect(chain.accounts[2])
+    first = alice.acquire(DAILY, ttl=60)
+    first.renew(progress=b"step-1")
+    chain.advance_time(61)
+    second = bob.acquire(DAILY, ttl=600)
+    bob.complete(DAILY, second.token, b"rows: 42")
+    return on_anvil, alice, bob, first, second
+
+
+def test_sync_then_every_query_answers_from_the_index(anvil_node, played, tmp_path):
+    registry, alice, bob, first, second = played
+    chain = registry.chain
+    index = tmp_path / "audit.sqlite"
+    done, synced = audit(anvil_node, registry, index, "sync")
+    assert done.returncode == 0, done.stderr
+    assert synced["status"]["behind"] == 0 and "sync [" not in done.stderr, "no progress bar off a terminal"
+    done, history = audit(anvil_node, registry, index, "history", DAILY, "--no-sync")
+    assert [(r["token"], r["holder"], r["reason"], r["status"]) for r in history["result"]] == [
+        (first.token, alice.sender, "unheld", "expired"), (second.token, bob.sender, "expired", "live")]
+    assert history["result"][0]["renewals"] == 1 and history["result"][0]["markers"] == 1
+    _, token = audit(anvil_node, registry, index, "token", str(second.token))
+    assert token["result"]["completions"] == 1
+    _, at = audit(anvil_node, registry, index, "at", DAILY, "--time", str(first.expires_at - 1))
+    assert [r["token"] for r in at["result"]] == [first.token]
+    _, at_block = audit(anvil_node, registry, index, "at", DAILY, "--block", str(second.block_number))
+    assert [r["token"] for r in at_block["result"]] == [second.token]
+    _, takeovers = audit(anvil_node, registry, index, "takeovers", "--since", str(first.expires_at))
+    assert [(t["previous_holder"], t["holder"], t["reason"]) for t in takeovers["result"]] == [
+        (alice.sender, bob.sender, "expired")]
+    _, completions = audit(anvil_node, registry, index, "completions", DAILY)
+    assert [c["token"] for c in completions["result"]] == [second.token]
+    done, _ = audit(anvil_node, registry, index, "current", "--prefix", "cli/", json_out=False)
+    assert DAILY in done.stdout and bob.sender in done.stdout and "blocks behind" not in done.stderr
+    assert "at the head" in done.stderr
+    done, _ = audit(anvil_node, registry, index, "history", DAILY, json_out=False)
+    assert "released" not in done.stdout and "expired" in done.stdout and "1, last" in done.stdout
+    live_done, live = audit(anvil_node, registry, tmp_path / "unused.sqlite", "history", DAILY, "--live")
+    assert live["result"] == history["result"] and not (tmp_path / "unused.sqlite").exists()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
+    held = alice.acquire("cli/long", ttl=600)
+    chain.advance_time(5)
+    stuck = [subprocess.run(
+        [sys.executable, "-m", "chainfence", "stuck", *extra, "--longer-than", "1", "--json",
+         "--rpc-url", anvil_node.url, "--registry", registry.address], env=env, capture_output=True, text=True, timeout=120,
+    ) for extra in (["--index", str(index)], [])]  # fmt: skip
+    assert all(done.returncode == 0 for done in stuck), stuck[0].stderr
+    with_index, from_chain = (json.loads(done.stdout) for done in stuck)
+    assert [entry["token"] for entry in with_index["long_held"]] == [held.token]
+    assert with_index == from_chain, "stuck --index answers as the chain does"
+
+
+def test_verify_exits_12_on_a_tampered_index_and_11_on_another_registrys(anvil_node, played, tmp_path):
+    registry, alice, bob, first, second = played
+    index = tmp_path / "audit.sqlite"
+    assert audit(anvil_node, registry, index, "sync")[0].returncode == 0
+    ok, verified = audit(anvil_node, registry, index, "verify")
+    assert ok.returncode == 0 and verified["checked"] >= 4
+    with sqlite3.connect(index) as conn:
+        conn.execute("UPDATE events SET holder = ? WHERE token = ?", (alice.sender, second.token))
+    bad, report = audit(anvil_node, registry, index, "verify")
+    assert bad.returncode == 12 and report["error"] == "AuditIndexDiffers"
+    assert f"block {second.block_number}" in bad.stderr
+    from chainfence import Registry
+
+    other = Registry.deploy(registry.chain, max_ttl=60)
+    mismatch, details = audit(anvil_node, other, index, "history", DAILY)
+    assert mismatch.returncode == 11 and details["error"] == "AuditIndexMismatch"
+    usage, _ = audit(anvil_node, registry, index, "history", "", json_out=False)
+    assert usage.returncode == 2 and "InvalidResourceName" in usage.stderr
+
+
+def test_the_progress_bar_draws_on_a_terminal_only(monkeypatch):
+    for tty in (False, True):
+        err = io.StringIO()
+        err.isatty = lambda tty=tty: tty  # type: ignore[method-assign]
+        monkeypatch.setattr(sys, "stderr", err)
+        bar = _cli_audit._Progress(True)
+        bar(50, 1, 100)
+        bar(100, 1, 100)
+        bar.close()
+        assert ("sync [" in err.getvalue()) is tty
+        if tty:
+            assert "100.0%" in err.getvalue() and err.getvalue().endswith("\n")
+
+
+def test_audit_timeline_draws_the_indexed_leases_with_rejections(anvil_node, played, tmp_path):
+    """`chainfence audit timeline` syncs, turns the index's leases into the picture's input and writes the page:
+    a bar per token in its resource's lane, the takeover after the expiry, the completion, the renewal and the
+    overlaid rejection, and a hostile name drawn as text."""
+    from tests.faults.test_hostile_names import publish
+    from tests.support.svg_dom import ALLOWED, Page
+
+    registry, alice, bob, first, second = played
+    hostile = "evil\u202e<script>alert(1)</script>"
+    publish(registry, bob.sender, hostile.encode())
+    rejected = tmp_path / "rejections.json"
+    rejected.write_text(json.dumps([{"resource": DAILY, "time": first.expires_at + 1, "token": first.token,
+                                     "holder": alice.sender, "reason": "StaleToken"}]))  # fmt: skip
+    out = tmp_path / "timeline.html"
+    index = tmp_path / "audit.sqlite"
+    done, answer = audit(anvil_node, registry, index, "timeline", DAILY, hostile, "--out", str(out),
+                         "--rejections", str(rejected))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert answer["leases"] == 3
+    page = Page(out.read_text())
+    assert {node.tag for node in page.nodes} <= ALLOWED, "no markup from a name reaches the page"
+    bars = page.kind("bar")
+    assert sorted(int(bar.attrs["data-token"]) for bar in bars)[:2] == [first.token, second.token]
+    labels = " ".join(node.text for node in page.kind("lane-label"))
+    assert "\\u202e" in labels and "\u202e" not in labels, "the bidi override is drawn escaped"
+    assert page.kind("takeover") and page.kind("completion") and page.kind("renewal") and page.kind("rejection")
+    from chainfence.audit_index import AuditIndex
+
+    with AuditIndex(index) as opened:
+        (drawn,) = [lease for lease in opened.timeline_leases([DAILY]) if lease.token == second.token]
+        assert drawn.end_reason == "live" and drawn.reason == "expired"
+    bad, _ = audit(anvil_node, registry, index, "timeline", DAILY, "--out", str(out), "--rejections", str(tmp_path),
+                   json_out=False)  # fmt: skip
+    assert bad.returncode == 2 and "cannot read rejections" in bad.stderr
