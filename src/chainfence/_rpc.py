@@ -46,6 +46,7 @@ import logging
 import re
 import select
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -274,6 +275,8 @@ class LeanHttp:
         self._idle: list[Any] = []
         self._lock = threading.Lock()
         self._ids = iter(range(1, 1 << 62))
+        # Idle connections are closed when this transport is dropped (no socket left to the collector).
+        weakref.finalize(self, _close_all, self._idle)
 
     def _connect(self) -> Any:
         import socket
@@ -311,15 +314,20 @@ class LeanHttp:
         except OSError as exc:
             raise NotDelivered(f"failed to establish a new connection to {redact_url(self.url)}: {exc}") from exc
 
-    def exchange(self, body: Any) -> Any:
-        """POST ``body`` (a request object or a batch) and return the decoded reply."""
+    def exchange(self, body: Any, *, timeout: float | None = None) -> Any:
+        """POST ``body`` (a request object or a batch) and return the decoded reply; ``timeout``
+        replaces the transport's for this one exchange (tests make one request give up early)."""
         payload = json.dumps(body, separators=(",", ":")).encode()
         # Head and body in one write (http.client writes them apart: two segments per request).
         message = self._head + str(len(payload)).encode() + b"\r\n\r\n" + payload
         conn = self._take()
         try:
+            if timeout is not None:
+                conn.sock.settimeout(timeout)
             conn.sock.sendall(message)
             status, reason, will_close, data = conn.read_response()
+            if timeout is not None:
+                conn.sock.settimeout(self.timeout)
         except BaseException:
             conn.close()
             raise
@@ -339,9 +347,10 @@ class LeanHttp:
             raise ConnectionError(f"the node answered HTTP {status} with a body that is not JSON")
         return reply
 
-    def request(self, method: str, params: Sequence[Any]) -> Any:
+    def request(self, method: str, params: Sequence[Any], *, timeout: float | None = None) -> Any:
         """One JSON-RPC request; its result, or ``Web3RPCError`` for an error reply."""
-        reply = self.exchange({"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": list(params)})
+        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": list(params)}
+        reply = self.exchange(body, timeout=timeout)
         return reply_result(method, reply)
 
     def batch(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[dict[str, Any]]:
@@ -361,10 +370,19 @@ class LeanHttp:
         return [by_id.get(first + i, {}) for i in range(len(calls))]
 
     def close(self) -> None:
+        """Close the idle connections (a later request opens a new one)."""
         with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+            idle = list(self._idle)
+            self._idle.clear()
+        _close_all(idle)
+
+
+def _close_all(connections: list[Any]) -> None:
+    while connections:
+        try:
+            connections.pop().close()
+        except (OSError, IndexError):
+            pass
 
 
 class _Connection:

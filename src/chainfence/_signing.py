@@ -15,9 +15,8 @@ eth-account.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 import functools
+from typing import Any, NamedTuple
 
 from eth_utils import keccak
 
