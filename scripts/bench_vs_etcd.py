@@ -36,6 +36,7 @@ import base64
 import http.client
 import json
 import multiprocessing
+import os
 import shutil
 import statistics
 import subprocess
@@ -46,7 +47,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+# CHAINFENCE_SRC: measure another copy of the SDK (e.g. `git archive <commit> src | tar -x -C /tmp/before`,
+# then CHAINFENCE_SRC=/tmp/before/src) against the same etcd and floor: the before/after in docs/benchmarks.md.
+SRC = Path(os.environ.get("CHAINFENCE_SRC") or ROOT / "src")
+sys.path.insert(0, str(SRC))
 
 TTL = 60
 
@@ -190,14 +194,21 @@ class Floor:
         self.nonce += 1
         return self.account.sign_transaction(tx).raw_transaction
 
-    def send(self, raw: bytes) -> dict:
+    def send(self, raw: bytes, *, patient: bool = False) -> dict:
+        """Send, then ask for the receipt until it is there: in a tight loop (the latency floor), or
+        ``patient``ly, as the SDK asks (at once, then after 1 ms, doubling), so that 8 senders do not
+        flood the node with receipt requests (the throughput floor)."""
         tx_hash = self.rpc("eth_sendRawTransaction", ["0x" + raw.hex()])
+        gap = 0.001
         while True:
             receipt = self.rpc("eth_getTransactionReceipt", [tx_hash])
             if receipt is not None:
                 if receipt["status"] != "0x1":
                     raise RuntimeError(f"floor transaction {tx_hash} failed")
                 return receipt
+            if patient:
+                time.sleep(gap)
+                gap = min(2 * gap, 0.1)
 
 
 def encode(function: str, args: list) -> bytes:
@@ -315,6 +326,7 @@ def sdk_processes(url: str, registry_address: str, total: int, agents: int, tag:
     from chainfence.localnode import dev_keys
 
     keys = dev_keys(agents + 4)[4:]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(SRC), str(ROOT / "scripts"), os.environ.get("PYTHONPATH", "")])
     context = multiprocessing.get_context("spawn")
     ready, done, go = context.Semaphore(0), context.Semaphore(0), context.Event()
     procs = [
@@ -333,6 +345,24 @@ def sdk_processes(url: str, registry_address: str, total: int, agents: int, tag:
     for proc in procs:
         proc.join(60)
     return total / elapsed
+
+
+def floor_threads(port: int, registry_address: str, chain_id: int, total: int, agents: int, tag: str) -> float:
+    """The floor's throughput: pre-signed acquisitions, one key and one keep-alive connection per thread."""
+    from chainfence.localnode import dev_keys
+
+    floors = [Floor(port, key, registry_address, chain_id) for key in dev_keys(agents + 4)[4:]]
+    signed = [[floor.sign(encode("acquire", [f"tp/{tag}/{i}/{n}", TTL])) for n in range(count)]
+              for i, (floor, count) in enumerate(zip(floors, _share(total, agents)))]  # fmt: skip
+
+    def work(i: int) -> None:
+        for raw in signed[i]:
+            floors[i].send(raw, patient=True)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=agents) as pool:
+        list(pool.map(work, range(agents)))
+    return total / (time.perf_counter() - start)
 
 
 def etcd_threads(port: int, total: int, agents: int, tag: str) -> float:
@@ -382,7 +412,9 @@ def main(argv: list[str] | None = None) -> int:
                 "etcd_version": etcd.version, "anvil": anvil_version,
                 "latency": latency(node.url, node.port, etcd.port, registry.address, args.samples),
             }  # fmt: skip
-            runs: dict[str, list[float]] = {"sdk_8_threads_8_keys": [], "sdk_8_threads_1_key": [], "etcd_8_threads": []}
+            runs: dict[str, list[float]] = {
+                "sdk_8_threads_8_keys": [], "sdk_8_threads_1_key": [], "floor_8_threads_8_keys": [], "etcd_8_threads": [],
+            }  # fmt: skip
             if not args.skip_processes:
                 runs["sdk_8_processes_8_keys"] = []
             for round_ in range(args.rounds):
@@ -393,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                         rate = sdk_threads(node.url, registry.address, args.total, args.agents, one_key=False, tag=tag)
                     elif kind == "sdk_8_threads_1_key":
                         rate = sdk_threads(node.url, registry.address, args.total, args.agents, one_key=True, tag=tag)
+                    elif kind == "floor_8_threads_8_keys":
+                        rate = floor_threads(node.port, registry.address, client.chain_id, args.total, args.agents, tag)
                     elif kind == "sdk_8_processes_8_keys":
                         rate = sdk_processes(node.url, registry.address, args.total, args.agents, tag)
                     else:

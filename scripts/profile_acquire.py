@@ -15,6 +15,7 @@ import argparse
 import collections
 import cProfile
 import json
+import os
 import pstats
 import socket
 import statistics
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(os.environ.get("CHAINFENCE_SRC") or ROOT / "src")))  # as in bench_vs_etcd.py
 sys.path.insert(0, str(ROOT / "scripts"))
 
 
@@ -40,6 +41,17 @@ def count_rpcs(chain, registry, pairs: int) -> collections.Counter:
         return make_request(self, method, params)
 
     provider_class.make_request = counting
+    from web3._utils.http_session_manager import HTTPSessionManager  # web3's own HTTP path, under its onion
+
+    post = HTTPSessionManager.make_post_request
+
+    def counting_post(self, endpoint_uri, data, **kwargs):
+        body = json.loads(data)
+        for request in body if isinstance(body, list) else [body]:
+            seen[current[0] + " " + request.get("method", "?")] += 1
+        return post(self, endpoint_uri, data, **kwargs)
+
+    HTTPSessionManager.make_post_request = counting_post
     lean = getattr(chain.rpc, "_lean", None)
     if lean is not None:
         lean_request, lean_batch = lean.request, lean.batch
@@ -61,6 +73,7 @@ def count_rpcs(chain, registry, pairs: int) -> collections.Counter:
             registry.release(f"count/{i}", lease.token)
     finally:
         provider_class.make_request = make_request
+        HTTPSessionManager.make_post_request = post
         if lean is not None:
             del lean.request, lean.batch
     return seen
