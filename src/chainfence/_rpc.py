@@ -794,7 +794,9 @@ class Rpc:
         if self._lean is not None:
             lean = self._lean
             params = [_call_object(tx), _block_id(block)]
-            return self._read("eth_call", lambda: bytes.fromhex(lean.request("eth_call", params)[2:]), resource=resource)
+            return self._read(
+                "eth_call", lambda: bytes.fromhex(lean.request("eth_call", params)[2:]), resource=resource
+            )
         return bytes(self._read("eth_call", lambda: self._eth.call(tx, block_identifier=block), resource=resource))
 
     def estimate_gas(self, tx: dict[str, Any], block: str | int, *, resource: str | None = None) -> int:
@@ -816,7 +818,9 @@ class Rpc:
         if self._lean is not None:
             lean = self._lean
             params = [address, _block_id(block)]
-            return self._read("eth_getTransactionCount", lambda: int(lean.request("eth_getTransactionCount", params), 16))
+            return self._read(
+                "eth_getTransactionCount", lambda: int(lean.request("eth_getTransactionCount", params), 16)
+            )
         return int(self._read("eth_getTransactionCount", lambda: self._eth.get_transaction_count(address, block)))
 
     def logs(self, filter_params: dict[str, Any]) -> list[Any]:

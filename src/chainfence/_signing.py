@@ -22,7 +22,9 @@ from eth_utils import keccak
 
 __all__ = ["Signed", "sign"]
 
-_EIP1559_FIELDS = frozenset({"from", "to", "data", "value", "gas", "nonce", "chainId", "maxFeePerGas", "maxPriorityFeePerGas"})
+_EIP1559_FIELDS = frozenset(
+    {"from", "to", "data", "value", "gas", "nonce", "chainId", "maxFeePerGas", "maxPriorityFeePerGas"}
+)
 _LEGACY_FIELDS = frozenset({"from", "to", "data", "value", "gas", "nonce", "chainId", "gasPrice"})
 
 
