@@ -6,13 +6,15 @@
 
 ``--transports`` also times the floor (a pre-signed acquire: send, then the
 receipt) over anvil's three transports: HTTP keep-alive, IPC (a Unix socket)
-and WebSocket (if the ``websockets`` package is importable).
+and WebSocket (if the ``websockets`` package is importable); and, over HTTP,
+``eth_sendRawTransactionSync`` (EIP-7966: the send returns the receipt).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import cProfile
 import json
 import os
@@ -79,77 +81,74 @@ def count_rpcs(chain, registry, pairs: int) -> collections.Counter:
     return seen
 
 
-def floor_over(send_and_wait, sign, pairs: int) -> float:
-    times = []
-    for i in range(pairs):
-        raw = sign(i)
-        start = time.perf_counter()
-        send_and_wait(raw)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
-def transports(node_args, registry_address: str, pairs: int) -> dict[str, float]:
-    """The floor (send a pre-signed acquire, then poll its receipt at once) over HTTP, IPC and WebSocket."""
+def transports(pairs: int) -> dict[str, float]:
+    """The floor (send a pre-signed acquire, then ask for its receipt at once) over each transport,
+    one sample of each in turn: median ms."""
     from bench_vs_etcd import TTL, Floor, encode
 
+    from chainfence import Chain, Registry
     from chainfence.localnode import AnvilProcess, dev_keys, find_anvil
 
-    results: dict[str, float] = {}
     ipc_path = Path(tempfile.mkdtemp(prefix="chainfence-ipc-")) / "anvil.ipc"
     with AnvilProcess(find_anvil(start=ROOT), accounts=4, extra_args=("--ipc", str(ipc_path))) as node:
-        from chainfence import Chain, Registry
-
         deployer = Chain.connect(node.url, private_key=dev_keys(1)[0])
         registry = Registry.deploy(deployer, max_ttl=3_600)
         floor = Floor(node.port, dev_keys(2)[1], registry.address, deployer.chain_id)
 
-        def sign(i: int, tag: str) -> bytes:
-            return floor.sign(encode("acquire", [f"floor/{tag}/{i}", TTL]))
-
-        results["http_keepalive"] = floor_over(floor.send, lambda i: sign(i, "http"), pairs)
+        def send_sync(raw: bytes) -> None:  # EIP-7966: one request that returns the receipt (anvil has it)
+            receipt = floor.rpc("eth_sendRawTransactionSync", ["0x" + raw.hex()])
+            assert receipt["status"] == "0x1"
 
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(str(ipc_path))
-        buffer = b""
+        reader = sock.makefile("rb")
 
-        def ipc(method: str, params: list) -> object:
-            nonlocal buffer
-            sock.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode() + b"\n")
-            decoder = json.JSONDecoder()
+        def ipc(method: str, params: list) -> object:  # anvil answers one JSON object per request
+            sock.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode())
+            decoder, text = json.JSONDecoder(), ""
             while True:
+                text += reader.read1(65536).decode()
                 try:
-                    text = buffer.decode()
-                    reply, end = decoder.raw_decode(text.lstrip())
-                    buffer = text.lstrip()[end:].encode()
-                    return reply["result"]
-                except (ValueError, UnicodeDecodeError):
-                    buffer += sock.recv(65536)
+                    return decoder.raw_decode(text)[0]["result"]
+                except ValueError:
+                    continue
 
         def ipc_send(raw: bytes) -> None:
             tx_hash = ipc("eth_sendRawTransaction", ["0x" + raw.hex()])
             while ipc("eth_getTransactionReceipt", [tx_hash]) is None:
                 pass
 
-        results["ipc"] = floor_over(ipc_send, lambda i: sign(i, "ipc"), pairs)
+        kinds = {"http_keepalive": floor.send, "http_send_sync": send_sync, "ipc": ipc_send}
+        stack = contextlib.ExitStack()
         try:
             from websockets.sync.client import connect as ws_connect
         except ImportError:
-            results["websocket"] = float("nan")
+            ws = None
         else:
-            with ws_connect(f"ws://127.0.0.1:{node.port}") as ws:
+            ws = stack.enter_context(ws_connect(f"ws://127.0.0.1:{node.port}"))
 
-                def ws_rpc(method: str, params: list) -> object:
-                    ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-                    return json.loads(ws.recv())["result"]
+            def ws_rpc(method: str, params: list) -> object:
+                ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+                return json.loads(ws.recv())["result"]
 
-                def ws_send(raw: bytes) -> None:
-                    tx_hash = ws_rpc("eth_sendRawTransaction", ["0x" + raw.hex()])
-                    while ws_rpc("eth_getTransactionReceipt", [tx_hash]) is None:
-                        pass
+            def ws_send(raw: bytes) -> None:
+                tx_hash = ws_rpc("eth_sendRawTransaction", ["0x" + raw.hex()])
+                while ws_rpc("eth_getTransactionReceipt", [tx_hash]) is None:
+                    pass
 
-                results["websocket"] = floor_over(ws_send, lambda i: sign(i, "ws"), pairs)
-    return results
+            kinds["websocket"] = ws_send
+        times: dict[str, list[float]] = {name: [] for name in kinds}
+        try:
+            for i in range(pairs):
+                for name, send in kinds.items():
+                    raw = floor.sign(encode("acquire", [f"floor/{name}/{i}", TTL]))
+                    start = time.perf_counter()
+                    send(raw)
+                    times[name].append(time.perf_counter() - start)
+        finally:
+            stack.close()
+            sock.close()
+    return {name: statistics.median(values) * 1e3 for name, values in times.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         stats.sort_stats("tottime").print_stats(args.top)
 
     if args.transports:
-        print("floor (pre-signed acquire: send + receipt), median ms:")
-        for name, ms in transports(None, "", args.pairs).items():
+        print(f"floor (pre-signed acquire: send + receipt), {args.pairs} samples of each in turn, median ms:")
+        for name, ms in transports(args.pairs).items():
             print(f"  {name:<16} {ms:6.2f}")
     return 0
 
