@@ -64,7 +64,7 @@ from .errors import (
 logger = logging.getLogger("chainfence.rpc")
 
 __all__ = [
-    "AsyncRpc", "LeanHttp", "LogRangeRefused", "Rpc", "connect_async_http", "connect_http", "embedded_async_web3", "embedded_web3",
+    "AsyncRpc", "LeanHttp", "LogRangeRefused", "NotDelivered", "Rpc", "connect_async_http", "connect_http", "embedded_async_web3", "embedded_web3",
     "is_transport_error",
 ]  # fmt: skip
 
