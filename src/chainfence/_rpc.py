@@ -22,13 +22,31 @@ second acquisition nobody asked for. Its retries are switched off: a read
 is retried here once when the connection failed (a node restarting, a
 pooled connection the node had closed), a send never is — the sender
 (:mod:`chainfence._sending`) owns every resend and reconciles by hash.
+
+Transport: over a URL (:func:`connect_http`) the hot requests (``eth_call``,
+``eth_estimateGas``, ``eth_sendRawTransaction``, receipts, nonces, blocks)
+go through :class:`LeanHttp`: plain JSON-RPC on persistent ``http.client``
+connections, one per thread in flight, no web3 formatters or middleware on
+the way (they cost more than anvil takes to mine; ``docs/benchmarks.md``).
+Its failures carry what happened to the request: refused or not connected
+(``failed to establish a new connection``: nothing left, ``maybe_delivered``
+False) or broken after the bytes went out (``maybe_delivered`` True, and the
+sender reconciles by hash). An idle connection the node has closed is
+noticed before it is reused (a readable socket), so it costs a reconnect,
+never a doubt. A ``Web3`` the caller built keeps web3's provider for
+everything.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import json
 import logging
 import re
+import select
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -46,7 +64,7 @@ from .errors import (
 logger = logging.getLogger("chainfence.rpc")
 
 __all__ = [
-    "AsyncRpc", "LogRangeRefused", "Rpc", "connect_async_http", "connect_http", "embedded_async_web3", "embedded_web3",
+    "AsyncRpc", "LeanHttp", "LogRangeRefused", "NotDelivered", "Rpc", "connect_async_http", "connect_http", "embedded_async_web3", "embedded_web3",
     "is_transport_error",
 ]  # fmt: skip
 
@@ -128,7 +146,9 @@ def connect_http(url: str, *, timeout: float) -> Any:
         cacheable_requests={"eth_chainId"},
         request_cache_validation_threshold=None,
     )
-    return Web3(provider)
+    w3 = Web3(provider)
+    w3._chainfence_lean = LeanHttp(url, timeout=timeout)  # picked up by Rpc (see the module docstring)
+    return w3
 
 
 def connect_async_http(url: str, *, timeout: float) -> Any:
@@ -210,6 +230,354 @@ def embedded_async_web3(w3: Any) -> Any:
             self._request_lock = lock
 
     return AsyncWeb3(LockedAsyncEthereumTesterProvider())
+
+
+class NotDelivered(ConnectionError):
+    """The request never left: no connection to the node could be made (nothing was sent)."""
+
+
+class LeanHttp:
+    """JSON-RPC over HTTP(S) on persistent ``http.client`` connections, without web3 in the way.
+
+    Thread-safe: a thread takes an idle connection (or opens one), sends one
+    request, reads the reply, and puts the connection back. Never resends.
+    Raises :class:`NotDelivered` when no connection could be made (nothing was
+    sent), ``ConnectionError``/``TimeoutError``/``OSError`` when the exchange
+    broke after the request may have left, and web3's ``Web3RPCError`` (with
+    the node's reply as ``rpc_response``) for a JSON-RPC error reply, which
+    :func:`translate` maps as it maps web3's own.
+    """
+
+    def __init__(self, url: str, *, timeout: float):
+        from urllib.parse import unquote, urlsplit
+
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {redact_url(url)}")
+        self.url = url
+        self.timeout = timeout
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        headers = [
+            f"POST {self._path} HTTP/1.1",
+            f"Host: {host}{f':{parts.port}' if parts.port else ''}",
+            "Content-Type: application/json",
+            "Accept: application/json",
+            "Connection: keep-alive",
+        ]
+        if parts.username is not None:
+            credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+            headers.append("Authorization: Basic " + base64.b64encode(credentials).decode())
+        self._head = ("\r\n".join(headers) + "\r\nContent-Length: ").encode("latin-1")
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self._ids = iter(range(1, 1 << 62))
+        # Idle connections are closed when this transport is dropped (no socket left to the collector).
+        weakref.finalize(self, _close_all, self._idle)
+
+    def _connect(self) -> Any:
+        import socket
+
+        port = self._port or (443 if self._https else 80)
+        sock = socket.create_connection((self._host, port), timeout=self.timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._https:
+                import ssl
+
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self._host)
+        except BaseException:
+            sock.close()
+            raise
+        return _Connection(sock)
+
+    def _take(self) -> Any:
+        """An open connection: an idle one the node has not closed, or a new one (NotDelivered if none)."""
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                break
+            try:
+                # An idle keep-alive connection is readable only if the node closed it (or sent
+                # something unasked): either way it cannot carry a request.
+                if not select.select([conn], [], [], 0)[0]:
+                    return conn
+            except (OSError, ValueError):
+                pass
+            conn.close()
+        try:
+            return self._connect()
+        except OSError as exc:
+            raise NotDelivered(f"failed to establish a new connection to {redact_url(self.url)}: {exc}") from exc
+
+    def exchange(self, body: Any, *, timeout: float | None = None) -> Any:
+        """POST ``body`` (a request object or a batch) and return the decoded reply; ``timeout``
+        replaces the transport's for this one exchange (tests make one request give up early)."""
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        # Head and body in one write (http.client writes them apart: two segments per request).
+        message = self._head + str(len(payload)).encode() + b"\r\n\r\n" + payload
+        conn = self._take()
+        try:
+            if timeout is not None:
+                conn.sock.settimeout(timeout)
+            conn.sock.sendall(message)
+            status, reason, will_close, data = conn.read_response()
+            if timeout is not None:
+                conn.sock.settimeout(self.timeout)
+        except BaseException:
+            conn.close()
+            raise
+        if will_close:
+            conn.close()
+        else:
+            with self._lock:
+                self._idle.append(conn)
+        try:
+            reply = json.loads(data)
+        except ValueError:
+            reply = None
+        if status != 200 and not (isinstance(reply, dict) and reply.get("error") is not None):
+            # A proxy's or a provider's refusal (429, 502 ...), as web3's provider treats it: no answer.
+            raise ConnectionError(f"the node answered HTTP {status} {reason}")
+        if reply is None:
+            raise ConnectionError(f"the node answered HTTP {status} with a body that is not JSON")
+        return reply
+
+    def request(self, method: str, params: Sequence[Any], *, timeout: float | None = None) -> Any:
+        """One JSON-RPC request; its result, or ``Web3RPCError`` for an error reply."""
+        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": list(params)}
+        reply = self.exchange(body, timeout=timeout)
+        return reply_result(method, reply)
+
+    def batch(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[dict[str, Any]]:
+        """Several JSON-RPC requests in one round trip; their replies in order (read each with
+        :func:`reply_result`). A node that refuses batches raises ``Web3RPCError``."""
+        first = next(self._ids)
+        for _ in calls[1:]:
+            next(self._ids)
+        body = [
+            {"jsonrpc": "2.0", "id": first + i, "method": method, "params": list(params)}
+            for i, (method, params) in enumerate(calls)
+        ]
+        reply = self.exchange(body)
+        if not isinstance(reply, list):
+            raise _rpc_error(calls[0][0], reply if isinstance(reply, dict) else {"error": {"message": str(reply)}})
+        by_id = {item.get("id"): item for item in reply if isinstance(item, dict)}
+        return [by_id.get(first + i, {}) for i in range(len(calls))]
+
+    def close(self) -> None:
+        """Close the idle connections (a later request opens a new one)."""
+        with self._lock:
+            idle = list(self._idle)
+            self._idle.clear()
+        _close_all(idle)
+
+
+def _close_all(connections: list[Any]) -> None:
+    while connections:
+        try:
+            connections.pop().close()
+        except (OSError, IndexError):
+            pass
+
+
+class _Connection:
+    """One keep-alive HTTP/1.1 connection: the socket and a buffered reader of its replies.
+
+    Replies are parsed here (status line, headers, a Content-Length or chunked
+    body): ``http.client`` parses headers with the ``email`` package, a quarter
+    of a millisecond a reply. A reply that breaks off raises ``ConnectionError``
+    (the request went out: the caller may not resend blindly).
+    """
+
+    def __init__(self, sock: Any):
+        self.sock = sock
+        self.reader = sock.makefile("rb")
+
+    def fileno(self) -> int:
+        return int(self.sock.fileno())
+
+    def close(self) -> None:
+        try:
+            self.reader.close()
+        finally:
+            self.sock.close()
+
+    def _line(self) -> bytes:
+        line = self.reader.readline(65537)
+        if not line.endswith(b"\n"):
+            raise ConnectionError("the node closed the connection in the middle of its reply" if line else
+                                  "the node closed the connection without a reply")  # fmt: skip
+        return line
+
+    def read_response(self) -> tuple[int, str, bool, bytes]:
+        """(status, reason, whether the node closes the connection after it, body)."""
+        while True:
+            version, _, rest = self._line().decode("latin-1").strip().partition(" ")
+            code, _, reason = rest.partition(" ")
+            if not version.startswith("HTTP/") or not code.isdigit():
+                raise ConnectionError(f"the node's reply is not HTTP: {version[:40]!r}")
+            headers: dict[str, str] = {}
+            while True:
+                line = self._line()
+                if line in (b"\r\n", b"\n"):
+                    break
+                name, _, value = line.decode("latin-1").partition(":")
+                headers[name.strip().lower()] = value.strip()
+            status = int(code)
+            if 100 <= status < 200:
+                continue  # an interim reply (100 Continue): the real one follows
+            break
+        connection = headers.get("connection", "").lower()
+        will_close = connection == "close" or (version == "HTTP/1.0" and connection != "keep-alive")
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            chunks = []
+            while True:
+                size = int(self._line().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self._line() not in (b"\r\n", b"\n"):
+                        pass  # trailers
+                    break
+                chunks.append(self._exactly(size))
+                self._line()
+            return status, reason, will_close, b"".join(chunks)
+        length = headers.get("content-length")
+        if length is None:
+            return status, reason, True, self.reader.read()
+        return status, reason, will_close, self._exactly(int(length))
+
+    def _exactly(self, size: int) -> bytes:
+        data = self.reader.read(size)
+        if len(data) != size:
+            raise ConnectionError(f"the node's reply broke off after {len(data)} of {size} bytes")
+        return data
+
+
+def _rpc_error(method: str, reply: dict[str, Any]) -> Exception:
+    from web3.exceptions import Web3RPCError
+
+    error = reply.get("error")
+    message = str(error.get("message", error)) if isinstance(error, dict) else str(error)
+    return Web3RPCError(f"{method}: {message}", rpc_response=reply)  # type: ignore[arg-type]
+
+
+def reply_result(method: str, reply: Any) -> Any:
+    if not isinstance(reply, dict):
+        raise ConnectionError(f"the node's reply to {method} is not a JSON-RPC response")
+    if reply.get("error") is not None:
+        raise _rpc_error(method, reply)
+    if "result" not in reply:
+        raise ConnectionError(f"the node's reply to {method} has neither a result nor an error")
+    return reply["result"]
+
+
+# -- the shapes web3 returns, built without its formatters ----------------------
+
+def _quantity(value: Any) -> Any:
+    return int(value, 16) if isinstance(value, str) and value.startswith("0x") else value
+
+
+@functools.lru_cache(maxsize=1024)
+def _checksum(address: str) -> str:
+    from eth_utils import to_checksum_address
+
+    return to_checksum_address(address)
+
+
+def _address(value: Any) -> Any:
+    return _checksum(value.lower()) if isinstance(value, str) and len(value) == 42 else value
+
+
+def _hexbytes(value: Any) -> Any:
+    from hexbytes import HexBytes
+
+    return HexBytes(value) if isinstance(value, str) else value
+
+
+_RECEIPT_QUANTITIES = frozenset({
+    "blockNumber", "cumulativeGasUsed", "effectiveGasPrice", "gasUsed", "status", "transactionIndex", "type",
+    "blobGasUsed", "blobGasPrice",
+})  # fmt: skip
+_RECEIPT_BYTES = frozenset({"blockHash", "logsBloom", "transactionHash", "root"})
+_RECEIPT_ADDRESSES = frozenset({"contractAddress", "from", "to"})
+_LOG_QUANTITIES = frozenset({"blockNumber", "logIndex", "transactionIndex"})
+_LOG_BYTES = frozenset({"blockHash", "data", "transactionHash"})
+
+
+def _log_entry(log: dict[str, Any]) -> Any:
+    from web3.datastructures import AttributeDict
+
+    out: dict[str, Any] = {}
+    for key, value in log.items():
+        if key in _LOG_QUANTITIES:
+            value = _quantity(value)
+        elif key in _LOG_BYTES:
+            value = _hexbytes(value)
+        elif key == "topics":
+            value = [_hexbytes(topic) for topic in value]
+        elif key == "address":
+            value = _address(value)
+        out[key] = value
+    return AttributeDict(out)
+
+
+def format_receipt(raw: dict[str, Any] | None) -> Any | None:
+    """A receipt as web3's ``eth.get_transaction_receipt`` returns it (``AttributeDict``, ints,
+    ``HexBytes``, checksum addresses), from the node's JSON; ``tests/unit/test_lean_http.py`` holds it
+    to web3's own formatter."""
+    if raw is None:
+        return None
+    from web3.datastructures import AttributeDict
+
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in _RECEIPT_QUANTITIES:
+            value = _quantity(value)
+        elif key in _RECEIPT_BYTES:
+            value = _hexbytes(value)
+        elif key in _RECEIPT_ADDRESSES:
+            value = _address(value)
+        elif key == "logs":
+            value = [_log_entry(log) for log in value]
+        out[key] = value
+    return AttributeDict(out)
+
+
+def _format_with_web3(formatter_name: str, raw: Any) -> Any:
+    if raw is None:
+        return None
+    from web3._utils import method_formatters
+    from web3.datastructures import AttributeDict
+
+    return AttributeDict.recursive(getattr(method_formatters, formatter_name)(raw))
+
+
+def _hex(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return "0x" + bytes(value).hex()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return hex(value)
+    return value
+
+
+def _call_object(tx: dict[str, Any]) -> dict[str, Any]:
+    """An eth_call / eth_estimateGas transaction object in JSON-RPC form."""
+    return {key: _hex(value) for key, value in tx.items() if value is not None}
+
+
+def _hash(tx_hash: Any) -> str:
+    if isinstance(tx_hash, (bytes, bytearray)):
+        return "0x" + bytes(tx_hash).hex()
+    text = str(tx_hash)
+    return text if text.startswith("0x") else "0x" + text
+
+
+def _block_id(block: str | int) -> str:
+    return hex(block) if isinstance(block, int) and not isinstance(block, bool) else str(block)
 
 
 def _rpc_error_fields(exc: BaseException) -> tuple[int | None, str]:
@@ -307,6 +675,8 @@ class Rpc:
         self._eth = w3.eth
         self._batches = not embedded  # eth-tester's provider takes no batches
         self._tester = tester  # the embedded chain's EthereumTester, for its dev controls
+        #: The lean transport of a Web3 built by connect_http (None: everything through web3's provider).
+        self._lean: LeanHttp | None = None if embedded else getattr(w3, "_chainfence_lean", None)
 
     # -- plumbing -------------------------------------------------------------
 
@@ -355,10 +725,21 @@ class Rpc:
     # -- blocks ---------------------------------------------------------------
 
     def block_number(self) -> int:
+        if self._lean is not None:
+            lean = self._lean
+            return int(self._read("eth_blockNumber", lambda: int(lean.request("eth_blockNumber", []), 16)))
         return int(self._read("eth_blockNumber", lambda: self._eth.block_number))
 
     def block(self, block: str | int) -> Any | None:
         """The block (header fields, transaction hashes), or None if the node has none by that id."""
+        if self._lean is not None:
+            lean = self._lean
+            return self._read(
+                "eth_getBlockByNumber",
+                lambda: _format_with_web3(
+                    "block_result_formatter", lean.request("eth_getBlockByNumber", [_block_id(block), False])
+                ),
+            )
         from web3.exceptions import BlockNotFound
 
         def get() -> Any:
@@ -425,7 +806,35 @@ class Rpc:
         """``eth_call`` at ``latest`` and the pending block's timestamp, in one round trip where the
         provider takes JSON-RPC batches (HTTP); one after the other elsewhere. The timestamp is None
         where the node offers no pending block."""
-        if self._batches:
+        if self._batches and self._lean is not None:
+            replies: list[dict[str, Any]] | None = None
+            for attempt in range(_READ_ATTEMPTS):
+                try:
+                    replies = self._lean.batch(
+                        [("eth_call", [_call_object(tx), "latest"]), ("eth_getBlockByNumber", ["pending", False])]
+                    )
+                    break
+                except Exception as exc:
+                    if is_transport_error(exc):
+                        if attempt + 1 < _READ_ATTEMPTS:
+                            continue
+                        raise translate(exc, "eth_call", resource=resource) from exc
+                    logger.debug("batched eth_call + pending block refused (%s); not batching again", exc)
+                    self._batches = False
+            if replies is not None:
+                try:  # the call's own answer (a revert raises its contract error)
+                    result = reply_result("eth_call", replies[0])
+                except Exception as exc:
+                    raise translate(exc, "eth_call", resource=resource) from exc
+                try:
+                    pending = reply_result("eth_getBlockByNumber", replies[1])
+                except Exception as exc:  # no pending block here: the call stands, the timestamp is unknown
+                    if is_transport_error(exc):
+                        raise translate(exc, "eth_getBlockByNumber") from exc
+                    pending = None
+                timestamp = pending.get("timestamp") if isinstance(pending, dict) else None
+                return bytes.fromhex(result[2:]), (int(timestamp, 16) if timestamp is not None else None)
+        elif self._batches:
             try:
                 with self.w3.batch_requests() as batch:
                     batch.add(self._eth.call(tx, "latest"))
@@ -446,18 +855,36 @@ class Rpc:
 
     def call(self, tx: dict[str, Any], block: str | int = "latest", *, resource: str | None = None) -> bytes:
         """``eth_call``; a revert raises the contract error's class."""
+        if self._lean is not None:
+            lean = self._lean
+            params = [_call_object(tx), _block_id(block)]
+            return self._read(
+                "eth_call", lambda: bytes.fromhex(lean.request("eth_call", params)[2:]), resource=resource
+            )
         return bytes(self._read("eth_call", lambda: self._eth.call(tx, block_identifier=block), resource=resource))
 
     def estimate_gas(self, tx: dict[str, Any], block: str | int, *, resource: str | None = None) -> int:
         try:
+            if self._lean is not None:
+                return int(self._lean.request("eth_estimateGas", [_call_object(tx), _block_id(block)]), 16)
             return int(self._eth.estimate_gas(tx, block_identifier=block))
         except Exception as exc:
             raise translate(exc, "eth_estimateGas", resource=resource, sender=tx.get("from")) from exc
 
     def code(self, address: str, block: str | int = "latest") -> bytes:
+        if self._lean is not None:
+            lean = self._lean
+            params = [address, _block_id(block)]
+            return self._read("eth_getCode", lambda: bytes.fromhex(lean.request("eth_getCode", params)[2:]))
         return bytes(self._read("eth_getCode", lambda: self._eth.get_code(address, block_identifier=block)))
 
     def nonce(self, address: str, block: str | int = "pending") -> int:
+        if self._lean is not None:
+            lean = self._lean
+            params = [address, _block_id(block)]
+            return self._read(
+                "eth_getTransactionCount", lambda: int(lean.request("eth_getTransactionCount", params), 16)
+            )
         return int(self._read("eth_getTransactionCount", lambda: self._eth.get_transaction_count(address, block)))
 
     def logs(self, filter_params: dict[str, Any], *, raw: bool = False) -> list[Any]:
@@ -479,12 +906,23 @@ class Rpc:
     def send_raw(self, raw: bytes, *, sender: str | None = None) -> None:
         """``eth_sendRawTransaction``, exactly once: never retried here (see the module docstring)."""
         try:
-            self._eth.send_raw_transaction(raw)
+            if self._lean is not None:
+                self._lean.request("eth_sendRawTransaction", ["0x" + bytes(raw).hex()])
+            else:
+                self._eth.send_raw_transaction(raw)
         except Exception as exc:
             raise translate(exc, "eth_sendRawTransaction", sender=sender) from exc
 
     def transaction(self, tx_hash: str) -> Any | None:
         """The transaction (pending or mined), or None if the node does not know it."""
+        if self._lean is not None:
+            lean = self._lean
+            return self._read(
+                "eth_getTransactionByHash",
+                lambda: _format_with_web3(
+                    "transaction_result_formatter", lean.request("eth_getTransactionByHash", [_hash(tx_hash)])
+                ),
+            )
         from web3.exceptions import TransactionNotFound
 
         def get() -> Any:
@@ -497,6 +935,12 @@ class Rpc:
 
     def receipt(self, tx_hash: str) -> Any | None:
         """The receipt of a mined transaction, or None (pending, unknown, or reorganised out)."""
+        if self._lean is not None:
+            lean = self._lean
+            return self._read(
+                "eth_getTransactionReceipt",
+                lambda: format_receipt(lean.request("eth_getTransactionReceipt", [_hash(tx_hash)])),
+            )
         from web3.exceptions import TransactionNotFound
 
         def get() -> Any:

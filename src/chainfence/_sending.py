@@ -18,7 +18,8 @@ One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
    low", "already known", a wording of its own — the SDK first asks whether
    our own hash is there; only a nonce taken by *another* transaction makes it
    re-sign, with the next nonce.
-4. **Wait for the receipt** with a short poll and a bounded timeout. On
+4. **Wait for the receipt**: asked at once after the send, then after 1 ms,
+   doubling up to the poll latency, with a bounded timeout. On
    timeout it **cancels**: a zero-value transfer to itself with the same nonce
    and higher fees. Whichever of the two is mined decides: the original
    (late, but it happened: returned, with a warning) or the cancellation
@@ -61,6 +62,7 @@ from eth_account.signers.local import LocalAccount
 
 from ._effects import RPC, Locked, Sleep, Steps, run
 from ._rpc import Rpc
+from ._signing import sign
 from .errors import (
     ChainError,
     ChainfenceError,
@@ -87,6 +89,10 @@ _BUMP_NUM, _BUMP_DEN = 5, 4
 
 #: Seconds a fee quote is reused (saves two RPCs per transaction under load).
 _FEE_QUOTE_SECONDS = 1.0
+
+#: Seconds before the second look for a receipt (the first is at once), doubling up to the poll
+#: latency: a dev node that mines on arrival (anvil) has it a millisecond after the send returns.
+_FIRST_POLL_GAP = 0.001
 
 #: Times the identical signed bytes are resent when the node's reply was lost.
 _RESENDS = 3
@@ -261,8 +267,8 @@ class Sender:
         """
         for _attempt in range(3):
             nonce = yield from self._nonce(sender)
-            signed = self.signers[sender].sign_transaction(dict(tx, nonce=nonce))
-            tx_hash = signed.hash.to_0x_hex()
+            signed = sign(self.signers[sender], dict(tx, nonce=nonce))
+            tx_hash = signed.hash
             try:
                 yield from self._submit(signed.raw_transaction, tx_hash, sender=sender, nonce=nonce)
             except _NonceTaken:
@@ -404,6 +410,7 @@ class Sender:
         """
         deadline = self._clock() + timeout
         silent_since: float | None = None
+        gap = min(_FIRST_POLL_GAP, self.poll_latency)
         while True:
             for tx_hash in hashes:
                 try:
@@ -416,7 +423,8 @@ class Sender:
                     return receipt
             if self._clock() >= deadline:
                 return None
-            yield Sleep(self.poll_latency)
+            yield Sleep(gap)
+            gap = min(2 * gap, self.poll_latency)
 
     def _silence(
         self, since: float | None, exc: NodeUnreachable, hashes: tuple[str, ...], *, sender: str, nonce: int
@@ -452,8 +460,8 @@ class Sender:
                 "from": sender, "to": sender, "value": 0, "data": b"", "gas": 21_000,
                 "nonce": nonce, "chainId": self.chain_id, **fees,
             }  # fmt: skip
-            signed = self.signers[sender].sign_transaction(cancel)
-            cancel_hash = signed.hash.to_0x_hex()
+            signed = sign(self.signers[sender], cancel)
+            cancel_hash = signed.hash
             try:
                 yield RPC.send_raw(signed.raw_transaction, sender=sender)
                 return cancel_hash

@@ -6,6 +6,8 @@ so bad input costs nothing and changes nothing.
 
 from __future__ import annotations
 
+import functools
+
 from eth_utils import is_checksum_address, is_hex_address, keccak, to_checksum_address
 
 from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
@@ -78,8 +80,18 @@ def address(value: object, what: str = "address") -> str:
         return to_checksum_address(bytes(value))
     if not isinstance(value, str) or not value.startswith("0x") or not is_hex_address(value):
         raise InvalidAddress(f"{what} must be a 0x-prefixed 20-byte hex address, got {value!r}")
-    if value != value.lower() and value[2:] != value[2:].upper() and not is_checksum_address(value):
+    checked = _checksummed(value)
+    if checked is None:
         raise InvalidAddress(f"{what} {value} has an invalid EIP-55 checksum (mistyped?)")
+    return checked
+
+
+@functools.lru_cache(maxsize=4096)
+def _checksummed(value: str) -> str | None:
+    """The checksummed form of a hex address, None if it is mixed-case with a wrong checksum
+    (cached: every transaction checks its sender, and each check hashes the address)."""
+    if value != value.lower() and value[2:] != value[2:].upper() and not is_checksum_address(value):
+        return None
     return to_checksum_address(value)
 
 

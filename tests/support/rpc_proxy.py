@@ -6,6 +6,15 @@
         proxy.plan("eth_sendRawTransaction", "drop_request") # hang up without forwarding
         proxy.plan("eth_sendRawTransaction", "late_reply")   # forward it, answer only after the client gave up
         proxy.plan("eth_sendRawTransaction", "reply_then_down")  # answer it, then the node "dies"
+        proxy.plan("eth_blockNumber", "close_after_reply")  # answer, then close the kept-alive connection
+
+``RpcProxy(url, keep_alive=True)`` speaks HTTP/1.1 and keeps connections
+open between requests (the default answers HTTP/1.0: one request a
+connection). There ``close_after_reply`` is a server's idle timeout: the
+reply says nothing of closing, then the proxy closes the connection;
+``wait_closed(n)`` waits until it has closed ``n`` connections, and
+``connections`` counts those accepted. ``drop_request`` on a kept-alive
+connection is the race of that timeout with the client's next request.
 
 Each planned fault applies to the next request of that method, once, in the
 order planned. ``late_reply`` is sequenced by the client, not by a clock:
@@ -36,9 +45,10 @@ for "the node has it" rather than for "the proxy saw it".
 ``late_reply`` needs a client that gives up; one whose every request has a
 short timeout would also give up on ordinary requests a loaded machine
 answers slowly. ``time_out_only(w3, method, seconds)`` shortens the read
-timeout of the next request of one method on a web3 HTTP provider, sync or
-asyncio (the one
-planned to be late) and leaves every other request at its (safety-net)
+timeout of the next request of one method (the one planned to be late) on
+a web3 HTTP provider, sync or asyncio, and on the SDK's own transport of a
+``Web3`` from ``connect_http`` (``chainfence._rpc.LeanHttp``, which carries
+the hot requests), and leaves every other request at its (safety-net)
 timeout.
 """
 
@@ -51,13 +61,13 @@ import urllib.request
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-FAULTS = ("drop_reply", "drop_request", "late_reply", "reply_then_down")
+FAULTS = ("drop_reply", "drop_request", "late_reply", "reply_then_down", "close_after_reply")
 
 
 def time_out_only(w3, method: str, seconds: float, *, times: int = 1) -> None:
-    """Give the next ``times`` requests of ``method`` on ``w3``'s HTTPProvider (or AsyncHTTPProvider)
-    a timeout of ``seconds`` (the ones the proxy is planned to answer late); every other request
-    keeps its timeout."""
+    """Give the next ``times`` requests of ``method`` on ``w3``'s HTTPProvider (or AsyncHTTPProvider,
+    or the SDK's LeanHttp) a timeout of ``seconds`` (the ones the proxy is planned to answer late);
+    every other request keeps its timeout."""
     import contextvars
     import inspect
 
@@ -99,10 +109,24 @@ def time_out_only(w3, method: str, seconds: float, *, times: int = 1) -> None:
     provider._make_request = _make_request_async if on_asyncio else _make_request
     provider.get_request_kwargs = get_request_kwargs
 
+    lean = getattr(w3, "_chainfence_lean", None)
+    if lean is not None:  # the SDK's own transport carries this method: shorten it there
+        lean_request = lean.request
+
+        def request(m, params, *, timeout=None):
+            if m == method and left[0] > 0:
+                left[0] -= 1
+                timeout = seconds
+            return lean_request(m, params, timeout=timeout)
+
+        lean.request = request
+
 
 class RpcProxy:
-    def __init__(self, upstream: str):
+    def __init__(self, upstream: str, *, keep_alive: bool = False):
         self.upstream = upstream
+        self.connections = 0
+        self.closed = 0
         self._faults: dict[str, deque[str]] = defaultdict(deque)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -117,8 +141,26 @@ class RpcProxy:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def log_message(self, *args):  # quiet
                 pass
+
+            def setup(self):
+                super().setup()
+                with proxy._lock:
+                    proxy.connections += 1
+
+            def finish(self):
+                try:
+                    super().finish()
+                finally:
+                    try:
+                        self.connection.close()
+                    finally:
+                        with proxy._lock:
+                            proxy.closed += 1
+                            proxy._changed.notify_all()
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -163,8 +205,11 @@ class RpcProxy:
                     self.send_header("Content-Length", str(len(reply)))
                     self.end_headers()
                     self.wfile.write(reply)
+                    self.wfile.flush()
                 except OSError:
                     pass  # the client hung up first: that was the point
+                if fault == "close_after_reply":
+                    self.close_connection = True  # after a reply that promised to keep the connection
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -239,6 +284,12 @@ class RpcProxy:
             )
         if not done:
             raise AssertionError(f"the node never answered {count} {method} requests")
+
+    def wait_closed(self, count: int, timeout: float = 60.0) -> None:
+        """Block until the proxy has closed ``count`` client connections."""
+        with self._lock:
+            if not self._changed.wait_for(lambda: self.closed >= count, timeout=timeout):
+                raise AssertionError(f"the proxy never closed {count} connections")
 
     def completed_count(self, method: str) -> int:
         with self._lock:

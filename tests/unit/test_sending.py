@@ -369,3 +369,21 @@ def test_a_cancelled_task_forgets_the_nonce_it_may_have_used():
 
     asyncio.run(main())
     assert KEY.address not in s._next_nonce, "in doubt: the next send asks the node"
+
+
+def test_a_receipt_not_there_at_once_is_asked_again_after_a_millisecond_then_less_and_less_often(drive):
+    """A node that answers the send before its block is indexed (anvil automine): the second look
+    comes 1 ms later, not a whole poll latency later, and the gaps double up to the poll latency."""
+    rpc = Chainlike()
+    now, gaps = [0.0], []
+
+    def sleep(seconds):
+        now[0] += seconds
+        gaps.append(seconds)
+        if len(gaps) == 9:
+            rpc.mine(_hash_of_send(rpc, 0))
+
+    s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=60, poll_latency=0.1, confirmation_timeout=1,
+               clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False)
+    assert gaps == [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.1, 0.1]

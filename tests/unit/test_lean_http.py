@@ -1,0 +1,92 @@
+"""The lean transport's pieces, without a node: web3's result shapes, and HTTP replies however framed.
+
+``chainfence._rpc.format_receipt`` replaces web3's receipt formatter on the
+hot path; the SDK (and users, through ``Lease`` and errors) read receipts as
+web3 returns them, so the two must agree field for field. ``_Connection``
+parses replies itself: Content-Length and chunked bodies, and a reply that
+breaks off is a ``ConnectionError`` (the request went out: maybe delivered).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+from web3._utils.method_formatters import receipt_formatter
+from web3.datastructures import AttributeDict
+
+from chainfence._rpc import _Connection, format_receipt
+
+RECEIPT = {
+    "type": "0x2", "status": "0x1", "cumulativeGasUsed": "0x8b9e",
+    "logs": [{
+        "address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+        "topics": ["0x" + "ab" * 32, "0x" + "cd" * 32, "0x" + "00" * 31 + "05",
+                   "0x000000000000000000000000f39fd6e51aad88f6f4ce6ab8827279cfffb92266"],
+        "data": "0x" + "00" * 96, "blockHash": "0x" + "11" * 32, "blockNumber": "0x10",
+        "blockTimestamp": "0x6560", "transactionHash": "0x" + "22" * 32, "transactionIndex": "0x0",
+        "logIndex": "0x0", "removed": False,
+    }],
+    "logsBloom": "0x" + "00" * 256, "transactionHash": "0x" + "22" * 32, "transactionIndex": "0x0",
+    "blockHash": "0x" + "11" * 32, "blockNumber": "0x10", "gasUsed": "0x8b9e", "effectiveGasPrice": "0x3b9aca07",
+    "from": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "to": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+    "contractAddress": None,
+}  # fmt: skip
+
+
+def test_a_receipt_reads_as_web3_formats_it():
+    """Every field (ints, HexBytes, checksum addresses, nested logs) equals web3's own formatting."""
+    ours, web3s = format_receipt(dict(RECEIPT)), AttributeDict.recursive(receipt_formatter(dict(RECEIPT)))
+    assert ours == web3s
+    assert {k: type(v) for k, v in ours.items()} == {k: type(v) for k, v in web3s.items()}
+    assert [{k: type(v) for k, v in log.items()} for log in ours["logs"]] == [
+        {k: type(v) for k, v in log.items()} for log in web3s["logs"]
+    ]
+    assert ours["transactionHash"].to_0x_hex() == "0x" + "22" * 32
+
+
+def test_a_deployment_receipt_reads_as_web3_formats_it():
+    """A creation: ``to`` is null and ``contractAddress`` set."""
+    raw = dict(RECEIPT, to=None, contractAddress="0x5fbdb2315678afecb367f032d93f642f64180aa3", logs=[])
+    assert format_receipt(dict(raw)) == AttributeDict.recursive(receipt_formatter(dict(raw)))
+
+
+def reply_of(wire: bytes) -> tuple[int, str, bool, bytes]:
+    server, client = socket.socketpair()
+    writer = threading.Thread(target=lambda: (server.sendall(wire), server.close()))
+    writer.start()
+    try:
+        return _Connection(client).read_response()
+    finally:
+        writer.join()
+        client.close()
+
+
+def test_a_content_length_reply_keeps_the_connection():
+    assert reply_of(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\ncontent-type: application/json\r\n\r\n{}") == (
+        200, "OK", False, b"{}",
+    )  # fmt: skip
+
+
+def test_a_chunked_reply_is_joined():
+    wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n5;x=y\r\n\":1}\n\r\n0\r\n\r\n"
+    assert reply_of(wire) == (200, "OK", False, b'{"a":1}\n')
+
+
+def test_an_interim_reply_is_skipped_and_close_is_honoured():
+    wire = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n[]"
+    assert reply_of(wire) == (200, "OK", True, b"[]")
+
+
+@pytest.mark.parametrize("wire", [
+    b"",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}",
+    b"HTTP/1.1 200 OK\r\nContent-Le",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{}",
+    b"SSH-2.0-OpenSSH\r\n",
+], ids=["nothing", "short-body", "torn-headers", "torn-chunk", "not-http"])  # fmt: skip
+def test_a_reply_that_breaks_off_is_a_connection_error(wire):
+    """However the reply breaks off, it is a ConnectionError: the request went out (maybe delivered)."""
+    with pytest.raises(ConnectionError):
+        reply_of(wire)
