@@ -50,6 +50,7 @@ from ._sending import Sender
 from .errors import (
     ChainError,
     ChainfenceError,
+    ExtraNotInstalled,
     InvalidInput,
     NodeUnreachable,
     NotSupported,
@@ -133,8 +134,11 @@ class Chain:
         the previous one, whatever the wall clock says; :meth:`advance_time`
         jumps ahead. Nothing leaves the process.
         """
-        from eth_tester import EthereumTester, PyEVMBackend
-        from eth_tester.backends.pyevm.main import get_default_account_keys
+        try:
+            from eth_tester import EthereumTester, PyEVMBackend
+            from eth_tester.backends.pyevm.main import get_default_account_keys
+        except ImportError as missing:  # eth-tester and py-evm are the [tester] extra
+            raise ExtraNotInstalled("tester", feature="the embedded chain", missing=missing.name) from missing
 
         class LogicalClockBackend(PyEVMBackend):
             """py-evm stamps each new block max(parent + 1, wall clock), taken when the

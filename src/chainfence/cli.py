@@ -51,6 +51,7 @@ from .errors import (
     ChainfenceError,
     ChainRolledBack,
     ContractNotFound,
+    ExtraNotInstalled,
     InvalidInput,
     LeaseHeld,
     LeaseLost,
@@ -66,7 +67,7 @@ from .errors import (
 #: Exit codes (documented in the README and in ``chainfence --help``).
 EXIT_OK = 0
 EXIT_ERROR = 1  # any other chainfence error
-EXIT_USAGE = 2  # bad arguments or configuration; nothing was sent
+EXIT_USAGE = 2  # bad arguments or configuration (or a missing extra); nothing was sent
 EXIT_HELD = 3  # someone else holds the lease
 EXIT_NOT_CURRENT = 4  # the token is stale, unknown, expired, released, unconfirmed, or not yours
 EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry there, no anvil
@@ -78,7 +79,7 @@ _EPILOG = """\
 exit codes:
   0  success (verify: the token is current)
   1  other error
-  2  usage or configuration error, bad input (nothing was sent)
+  2  usage or configuration error, bad input, a missing extra (nothing was sent)
   3  lease held by someone else
   4  token not current: stale, unknown, expired, released, unconfirmed, or not yours
   5  connection problem: node unreachable, wrong chain, a chain that lost history (rolled back),
@@ -97,7 +98,7 @@ environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
 
 def exit_code(error: ChainfenceError) -> int:
     """The documented exit code for a chainfence error."""
-    if isinstance(error, InvalidInput):
+    if isinstance(error, (InvalidInput, ExtraNotInstalled)):
         return EXIT_USAGE
     if isinstance(error, LeaseLost):
         return EXIT_LOST
