@@ -97,10 +97,22 @@ def lower_bounds() -> list[str]:
     return pins
 
 
+def _same_version(a: str | None, b: str) -> bool:
+    """7.3 and 7.3.0 are one version."""
+    def key(text: str) -> list[str]:
+        parts = text.split(".")
+        while len(parts) > 1 and parts[-1] == "0":
+            parts.pop()
+        return parts
+
+    return a is not None and key(a) == key(b)
+
+
 def run(command: list[str], log: Path, **kwargs) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
     with log.open("a") as out:
-        out.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}\n")
+        noise = re.compile(r"^WARNING: Location .* is ignored.*\n", flags=re.M)  # a local mirror's find-links
+        out.write(f"$ {' '.join(command)}\n{done.stdout}{noise.sub('', done.stderr)}\n")
     if done.returncode != 0:
         raise RuntimeError(f"exit {done.returncode}: {' '.join(command)} (see {log})")
     return done
@@ -134,7 +146,7 @@ def check(flavour: str, workdir: Path) -> str:
     if flavour == "lowest":
         for pin in lower_bounds():
             name, _, low = pin.partition("==")
-            if installed.get(name.lower()) != low:
+            if not _same_version(installed.get(name.lower()), low):
                 raise RuntimeError(f"{name} is {installed.get(name.lower())}, not the lower bound {low}")
     if flavour == "preinstalled" and installed["web3"] != PREINSTALLED_WEB3:
         raise RuntimeError(f"installing chainfence replaced the user's web3 {PREINSTALLED_WEB3} with {installed['web3']}")
