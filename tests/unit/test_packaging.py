@@ -53,6 +53,15 @@ def test_import_chainfence_is_lazy_until_a_name_is_used():
     assert json.loads(out) == [[], True, True]
 
 
+def test_every_public_name_is_loaded_lazily():
+    """A new public name goes into _LAZY (name -> module), not into an import at the package's top."""
+    import chainfence
+
+    assert sorted(chainfence._LAZY) == chainfence.__all__
+    top = (ROOT / "src" / "chainfence" / "__init__.py").read_text(encoding="utf-8").split("if TYPE_CHECKING:")[0]
+    assert not re.search(r"^from \.\w+ import", top, flags=re.M), "an eager import in chainfence/__init__.py"
+
+
 def test_an_unknown_attribute_is_an_attribute_error():
     import chainfence
 
