@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """Compile contracts/ into the artifacts the SDK ships as package data.
 
-    python scripts/build_contracts.py            # write src/chainfence/artifacts/*.json
+    python scripts/build_contracts.py            # write src/chainfence/artifacts/*.json and abi/*.json
     python scripts/build_contracts.py --check    # exit 1 if the committed artifacts are stale
+
+Besides each contract's artifact, the registry's ABI is written as a plain
+JSON array (what ``cast``, ethers and viem read): ``abi/FencingRegistry.json``
+in the repository and ``src/chainfence/artifacts/FencingRegistry.abi.json`` in
+the package. This script is their only source: rebuild, never edit them.
 
 The compiler is solc, pinned exactly (SOLC_VERSION). It is found in this order:
 
@@ -35,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACTS_DIR = ROOT / "contracts"
 ARTIFACTS_DIR = ROOT / "src" / "chainfence" / "artifacts"
+ABI_DIR = ROOT / "abi"
 SHIM = ROOT / "scripts" / "solc_shim.js"
 
 SOLC_VERSION = "0.8.28"
@@ -45,6 +51,9 @@ CONTRACTS = {
     "FencedStore": "contracts/examples/FencedStore.sol",
     "AgentWallet": "contracts/examples/AgentWallet.sol",
 }
+
+#: Contracts whose ABI is also written alone, as plain JSON (for tools in other languages).
+ABI_ONLY = ("FencingRegistry",)
 
 SETTINGS = {
     # py-evm (eth-tester) stops at Prague and solc >= 0.8.30 defaults to
@@ -168,13 +177,38 @@ def artifact_path(name: str) -> Path:
     return ARTIFACTS_DIR / f"{name}.json"
 
 
+def render_abi(abi: list) -> str:
+    """A plain ABI file: the JSON array, as solc gives it, two-space indented, trailing newline."""
+    return json.dumps(abi, indent=2) + "\n"
+
+
+def abi_files(artifacts: dict[str, dict]) -> dict[Path, str]:
+    """The plain ABI files (repository and package) and their text, from the artifacts."""
+    files = {}
+    for name in ABI_ONLY:
+        text = render_abi(artifacts[name]["abi"])
+        files[ABI_DIR / f"{name}.json"] = text
+        files[ARTIFACTS_DIR / f"{name}.abi.json"] = text
+    return files
+
+
+def outputs(artifacts: dict[str, dict]) -> dict[Path, str]:
+    """Every file a build writes, and its text."""
+    files = {artifact_path(name): render(artifact) for name, artifact in artifacts.items()}
+    files.update(abi_files(artifacts))
+    return files
+
+
 def stale_artifacts(artifacts: dict[str, dict]) -> list[str]:
-    """Names whose committed artifact differs from a fresh build (or is missing)."""
+    """Files (artifact names, or ABI file paths) whose committed text differs from a fresh build (or is missing)."""
     stale = []
     for name, artifact in artifacts.items():
         path = artifact_path(name)
         if not path.is_file() or path.read_text(encoding="utf-8") != render(artifact):
             stale.append(name)
+    for path, text in abi_files(artifacts).items():
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            stale.append(_display(path))
     return stale
 
 
@@ -201,16 +235,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = stale_artifacts(artifacts)
         for name in stale:
-            print(f"stale: {_display(artifact_path(name))} (run scripts/build_contracts.py)")
+            shown = name if name.endswith(".json") else _display(artifact_path(name))
+            print(f"stale: {shown} (run scripts/build_contracts.py)")
         if not stale:
             print(f"up to date: {', '.join(sorted(artifacts))} (solc {SOLC_VERSION} via {solc})")
         return 1 if stale else 0
 
-    ARTIFACTS_DIR.mkdir(parents=True, exist_ok=True)
-    for name, artifact in artifacts.items():
-        artifact_path(name).write_text(render(artifact), encoding="utf-8")
-        runtime = (len(artifact["deployedBytecode"]) - 2) // 2
-        print(f"wrote {_display(artifact_path(name))} ({runtime} bytes of runtime code)")
+    for path, text in outputs(artifacts).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        name = path.name.removesuffix(".json")
+        if name in artifacts and path == artifact_path(name):
+            runtime = (len(artifacts[name]["deployedBytecode"]) - 2) // 2
+            print(f"wrote {_display(path)} ({runtime} bytes of runtime code)")
+        else:
+            print(f"wrote {_display(path)} (ABI only)")
     return 0
 
 

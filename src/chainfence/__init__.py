@@ -12,19 +12,10 @@ count. ::
     guard.check("reports/daily", lease.token)     # raises StaleToken for a superseded holder
 """
 
-import logging
+from __future__ import annotations
 
-from .audit import EventKind, LeaseEvent
-from .audit_index import AuditIndex
-from .chain import Chain
-from .election import Election, Leader, Leadership
-from .errors import ChainfenceError
-from .fenced_requests import FencedRequest
-from .fenced_store import FencedStore
-from .guard import Guard
-from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
-from .registry import Registry
-from .watchdog import StuckLease, StuckReport
+import logging
+from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "AcquireReason",
@@ -48,6 +39,59 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# Each public name and the module it lives in. ``import chainfence`` imports
+# none of them (and so not web3): a name is imported the first time it is
+# asked for (PEP 562), so `chainfence --version` and `--help` stay fast.
+_LAZY = {
+    "AcquireReason": ".lease",
+    "AuditIndex": ".audit_index",
+    "Chain": ".chain",
+    "ChainfenceError": ".errors",
+    "Election": ".election",
+    "EventKind": ".audit",
+    "FencedRequest": ".fenced_requests",
+    "FencedStore": ".fenced_store",
+    "Guard": ".guard",
+    "Leader": ".election",
+    "Leadership": ".election",
+    "Lease": ".lease",
+    "LeaseEvent": ".audit",
+    "LeaseInfo": ".lease",
+    "LeaseStatus": ".lease",
+    "Registry": ".registry",
+    "StuckLease": ".watchdog",
+    "StuckReport": ".watchdog",
+}
+
+if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
+    from .audit import EventKind, LeaseEvent
+    from .audit_index import AuditIndex
+    from .chain import Chain
+    from .election import Election, Leader, Leadership
+    from .errors import ChainfenceError
+    from .fenced_requests import FencedRequest
+    from .fenced_store import FencedStore
+    from .guard import Guard
+    from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
+    from .registry import Registry
+    from .watchdog import StuckLease, StuckReport
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value  # next time, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 # A library never configures logging: only the CLI adds handlers.
 logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -119,6 +119,47 @@ def is_transport_error(exc: BaseException) -> bool:
     )
 
 
+#: What a transport failure's text says, as a few words a user can act on (the first match wins).
+_TRANSPORT_REASONS = (
+    ("connection refused", "connection refused: nothing listens there"),
+    ("name or service not known", "host name not found"),
+    ("nodename nor servname", "host name not found"),
+    ("temporary failure in name resolution", "host name not found"),
+    ("getaddrinfo failed", "host name not found"),
+    ("timed out", "timed out"),
+    ("timeout", "timed out"),
+    ("connection reset", "connection reset"),
+    ("remote end closed", "connection closed by the node"),
+    ("server disconnected", "connection closed by the node"),
+    ("ssl", "TLS handshake failed"),
+    ("network is unreachable", "network unreachable"),
+    ("no route to host", "no route to host"),
+)
+
+
+def transport_reason(exc: BaseException) -> str:
+    """A transport failure in a few words ("connection refused: nothing listens there"), not urllib3's
+    paragraph; the original exception stays chained as ``__cause__``."""
+    texts = []
+    seen: BaseException | None = exc
+    while seen is not None and len(texts) < 8:  # requests wraps urllib3 wraps the socket error
+        texts.append(f"{type(seen).__name__} {seen}".lower())
+        seen = seen.__cause__ or seen.__context__
+    text = " ".join(texts)
+    for phrase, reason in _TRANSPORT_REASONS:
+        if phrase in text:
+            return reason
+    return type(exc).__name__
+
+
+def unreachable_message(url: str, exc: ChainfenceError) -> str:
+    """One sentence for a node that could not be reached at connect: where, and why in a few words."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(exc, NodeUnreachable) and reason:
+        return f"no JSON-RPC node answers at {redact_url(url)} ({reason})"
+    return f"no JSON-RPC node answers at {redact_url(url)}: {exc}"
+
+
 def never_delivered(exc: BaseException) -> bool:
     """A transport failure that happened before the request left (refused, or no connection in time)."""
     import aiohttp
@@ -179,14 +220,6 @@ def redact_url(url: str) -> str:
     except ValueError:
         return "<url>"
     return f"{parts.scheme}://{host}{port}" + ("/..." if parts.path not in ("", "/") or parts.query else "")
-
-
-_URL_IN_MESSAGE = re.compile(r"(with url: |url: |for url: )\S+")
-
-
-def _without_paths(text: str) -> str:
-    """An exception's text without the request path requests and urllib3 quote (API keys live there)."""
-    return _URL_IN_MESSAGE.sub(r"\1<redacted>", text)
 
 
 def embedded_web3(tester: Any) -> Any:
@@ -611,7 +644,9 @@ def translate(
     if error is not None:
         return error
     if is_transport_error(exc):
-        unreachable = NodeUnreachable(f"the node did not answer{f' {method}' if method else ''}: {_without_paths(str(exc))}")
+        reason = transport_reason(exc)
+        unreachable = NodeUnreachable(f"the node did not answer{f' {method}' if method else ''}: {reason}")
+        unreachable.reason = reason
         unreachable.maybe_delivered = not never_delivered(exc)
         return unreachable
     code, message = _rpc_error_fields(exc)

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _validate, _waiting
 from ._effects import Steps, arun
-from ._rpc import AsyncRpc, connect_async_http, connect_http, redact_url
+from ._rpc import AsyncRpc, connect_async_http, connect_http, redact_url, unreachable_message
 from .chain import DEFAULT_CONFIRMATIONS, Chain, _check_connect_args, _dev_name, _load_key
 from .errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable, WrongChain
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
@@ -131,7 +131,7 @@ class AsyncChain:
             actual_chain_id = await rpc.chain_id()
         except ChainfenceError as exc:
             await rpc.close()
-            raise NodeUnreachable(f"no JSON-RPC node answers at {redact_url(url)}: {exc}") from exc
+            raise NodeUnreachable(unreachable_message(url, exc)) from exc
         if chain_id is not None and actual_chain_id != chain_id:
             await rpc.close()
             raise WrongChain(f"the node at {redact_url(url)} serves chain {actual_chain_id}, not chain {chain_id}")

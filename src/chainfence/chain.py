@@ -45,11 +45,12 @@ from eth_account.signers.local import LocalAccount
 
 from . import _validate
 from ._effects import RPC, Steps
-from ._rpc import Rpc, connect_http, embedded_web3, redact_url
+from ._rpc import Rpc, connect_http, embedded_web3, redact_url, unreachable_message
 from ._sending import Sender
 from .errors import (
     ChainError,
     ChainfenceError,
+    ExtraNotInstalled,
     InvalidInput,
     NodeUnreachable,
     NotSupported,
@@ -133,8 +134,11 @@ class Chain:
         the previous one, whatever the wall clock says; :meth:`advance_time`
         jumps ahead. Nothing leaves the process.
         """
-        from eth_tester import EthereumTester, PyEVMBackend
-        from eth_tester.backends.pyevm.main import get_default_account_keys
+        try:
+            from eth_tester import EthereumTester, PyEVMBackend
+            from eth_tester.backends.pyevm.main import get_default_account_keys
+        except ImportError as missing:  # eth-tester and py-evm are the [tester] extra
+            raise ExtraNotInstalled("tester", feature="the embedded chain", missing=missing.name) from missing
 
         class LogicalClockBackend(PyEVMBackend):
             """py-evm stamps each new block max(parent + 1, wall clock), taken when the
@@ -218,7 +222,7 @@ class Chain:
             client = probe.client_version()
             actual_chain_id = probe.chain_id()
         except ChainfenceError as exc:
-            raise NodeUnreachable(f"no JSON-RPC node answers at {redact_url(url)}: {exc}") from exc
+            raise NodeUnreachable(unreachable_message(url, exc)) from exc
         if chain_id is not None and actual_chain_id != chain_id:
             raise WrongChain(f"the node at {redact_url(url)} serves chain {actual_chain_id}, not chain {chain_id}")
         dev = _dev_name(client)

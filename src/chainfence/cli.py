@@ -53,6 +53,7 @@ from .errors import (
     ChainfenceError,
     ChainRolledBack,
     ContractNotFound,
+    ExtraNotInstalled,
     InvalidInput,
     LeaseHeld,
     LeaseLost,
@@ -68,7 +69,7 @@ from .errors import (
 #: Exit codes (documented in the README and in ``chainfence --help``).
 EXIT_OK = 0
 EXIT_ERROR = 1  # any other chainfence error
-EXIT_USAGE = 2  # bad arguments or configuration; nothing was sent
+EXIT_USAGE = 2  # bad arguments or configuration (or a missing extra); nothing was sent
 EXIT_HELD = 3  # someone else holds the lease
 EXIT_NOT_CURRENT = 4  # the token is stale, unknown, expired, released, unconfirmed, or not yours
 EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry there, no anvil
@@ -82,7 +83,7 @@ _EPILOG = """\
 exit codes:
   0  success (verify: the token is current)
   1  other error
-  2  usage or configuration error, bad input (nothing was sent)
+  2  usage or configuration error, bad input, a missing extra (nothing was sent)
   3  lease held by someone else
   4  token not current: stale, unknown, expired, released, unconfirmed, or not yours
   5  connection problem: node unreachable, wrong chain, a chain that lost history (rolled back),
@@ -103,7 +104,7 @@ environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
 
 def exit_code(error: ChainfenceError) -> int:
     """The documented exit code for a chainfence error."""
-    if isinstance(error, InvalidInput):
+    if isinstance(error, (InvalidInput, ExtraNotInstalled)):
         return EXIT_USAGE
     if isinstance(error, LeaseLost):
         return EXIT_LOST
@@ -198,8 +199,66 @@ def _progress(text: str) -> bytes | int | str:
     return value
 
 
+#: Set by main(): whether the command line asks for --json, so that usage errors print JSON too.
+_JSON_ERRORS = False
+
+
+def usage_error_json(message: str) -> str:
+    """The JSON document a usage error prints under ``--json`` (the shape of ``ChainfenceError.details()``)."""
+    return json.dumps({"error": "UsageError", "message": message, "exit_code": EXIT_USAGE})
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error also prints one JSON document on stdout when --json was given."""
+
+    def error(self, message: str):  # type: ignore[override]
+        if _JSON_ERRORS:
+            print(usage_error_json(f"{self.prog}: {message}"))
+        super().error(message)
+
+
+#: One example per command, shown at the end of its --help (tests/unit/test_cli_help.py checks every
+#: command has one). A command added in its own module adds its line here.
+EXAMPLES: dict[str, str] = {
+    "demo": "chainfence demo --ttl 10 --pause 25",
+    "node": "chainfence node --port 8545 --dir .chainfence",
+    "deploy": "chainfence deploy --rpc-url http://127.0.0.1:8545 --max-ttl 3600",
+    "acquire": "chainfence acquire reports/daily --ttl 30 --wait 60 --json",
+    "renew": "chainfence renew reports/daily --token 7 --ttl 30 --progress step-2",
+    "release": "chainfence release reports/daily --token 7",
+    "status": "chainfence status reports/daily jobs/etl",
+    "verify": "chainfence verify reports/daily --token 7 && echo current",
+    "stuck": "chainfence stuck --renewals 3 --longer-than 3600",
+    "claim": "read item token < <(chainfence claim backfill 2026-11-01 2026-11-02 --ttl 300)",
+    "complete": "chainfence complete 2026-11-01 --workset backfill --token 9 --result 'rows: 42'",
+    "tx": "chainfence tx 0x5c50...e1 --json",
+    "lock": "chainfence lock reports/daily --ttl 30 -- ./make-report.sh",
+}
+
+
+def verbosity_options() -> argparse.ArgumentParser:
+    """A parent parser for -v/--verbose, so that it is accepted after a subcommand too
+    (``chainfence status -v``) as well as before it."""
+    parent = _Parser(add_help=False)
+    # Counted apart from the top-level -v (argparse would let one replace the other); main() adds them.
+    parent.add_argument(
+        "-v", "--verbose", action="count", dest="verbose_after", default=0, help="log lease changes (-v) and RPC (-vv)"
+    )
+    return parent
+
+
+def _finish_help(commands: Any) -> None:
+    """Every command's --help ends with an example (and keeps the epilog it had)."""
+    for name, command in commands.choices.items():
+        example = EXAMPLES.get(name)
+        if example and "example:" not in (command.epilog or ""):
+            command.epilog = f"example:\n  {example}\n" + (f"\n{command.epilog}" if command.epilog else "")
+            command.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    verbosity = verbosity_options()
+    common = _Parser(add_help=False, parents=[verbosity])
     common.add_argument("--rpc-url", help="JSON-RPC endpoint (default: $CHAINFENCE_RPC_URL, else the deployment file)")
     common.add_argument("--registry", help="registry address (default: $CHAINFENCE_REGISTRY, else the deployment file)")
     common.add_argument("--deployment", help="deployment file (default: $CHAINFENCE_DEPLOYMENT or .chainfence/deployment.json)")
@@ -210,7 +269,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a transaction to be mined (default 120)")
     common.add_argument("--json", action="store_true", help="print one JSON document")
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="chainfence",
         description="Fencing tokens issued on-chain: leases on named resources, guards that reject stale holders.",
         epilog=_EPILOG,
@@ -222,7 +281,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.required = True
 
     demo = commands.add_parser(
-        "demo",
+        "demo", parents=[verbosity],
         help="run the paused-agent scenario on the embedded chain, with and without a guard",
         description="Agent A pauses past its lease, agent B takes over, A wakes and writes with its old "
         "token: once without fencing (B's write is lost), once behind a Guard (A is rejected).",
@@ -231,7 +290,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--pause", type=_positive_int, default=45, help="agent A's pause in seconds; must exceed the ttl (default 45)")
 
     node = commands.add_parser(
-        "node",
+        "node", parents=[verbosity],
         help="run a local anvil node with the registry deployed; state persists across restarts",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -255,7 +314,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
 
     acquire = commands.add_parser("acquire", parents=[common], help="acquire a lease; prints its fencing token")
-    acquire.add_argument("resource")
+    acquire.add_argument("resource", help="the resource's name (any text up to 256 bytes, e.g. reports/daily)")
     acquire.add_argument("--ttl", type=_positive_int, required=True, help="lease length in seconds")
     acquire.add_argument(
         "--wait", type=_wait_seconds, default=0.0, metavar="S",
@@ -263,9 +322,9 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
 
     renew = commands.add_parser("renew", parents=[common], help="extend a live lease you hold")
-    renew.add_argument("resource")
-    renew.add_argument("--token", type=_positive_int, required=True)
-    renew.add_argument("--ttl", type=_positive_int, required=True)
+    renew.add_argument("resource", help="the resource's name (with --workset: the work item)")
+    renew.add_argument("--token", type=_positive_int, required=True, help="your lease's fencing token")
+    renew.add_argument("--ttl", type=_positive_int, required=True, help="new lease length in seconds, from now")
     renew.add_argument("--workset", help="renew the claim on work item RESOURCE of this workset")
     renew.add_argument(
         "--progress", type=_progress,
@@ -273,8 +332,8 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
 
     release = commands.add_parser("release", parents=[common], help="end a lease you hold")
-    release.add_argument("resource")
-    release.add_argument("--token", type=_positive_int, required=True)
+    release.add_argument("resource", help="the resource's name (with --workset: the work item)")
+    release.add_argument("--token", type=_positive_int, required=True, help="your lease's fencing token")
     release.add_argument("--workset", help="release the claim on work item RESOURCE of this workset")
 
     claim = commands.add_parser(
@@ -284,8 +343,8 @@ def _parser() -> argparse.ArgumentParser:
         "Prints 'ITEM TOKEN' (for `read item token` in a shell); exit 8 when nothing is left to claim. "
         "Finish with `chainfence complete ITEM --workset WORKSET --token TOKEN`.",
     )  # fmt: skip
-    claim.add_argument("workset")
-    claim.add_argument("items", nargs="*", metavar="item")
+    claim.add_argument("workset", help="the set of work's name")
+    claim.add_argument("items", nargs="*", metavar="item", help="the items to choose from, in order")
     claim.add_argument("--items-file", help="read the items from this file, one per line ('-': stdin)")
     claim.add_argument("--ttl", type=_positive_int, required=True, help="claim length in seconds")
 
@@ -293,16 +352,16 @@ def _parser() -> argparse.ArgumentParser:
         "complete", parents=[common], help="record a result for a lease you hold (a claimed item: mark it done)"
     )
     complete.add_argument("resource", help="resource name, or with --workset the item")
-    complete.add_argument("--token", type=_positive_int, required=True)
+    complete.add_argument("--token", type=_positive_int, required=True, help="your lease's fencing token")
     complete.add_argument("--workset", help="RESOURCE is a work item of this workset: completing marks it done")
     complete.add_argument("--result", default="", help="the result, as text (its keccak256 is recorded)")
 
     status = commands.add_parser("status", parents=[common], help="show resources' leases, or the registry")
-    status.add_argument("resources", nargs="*", metavar="resource")
+    status.add_argument("resources", nargs="*", metavar="resource", help="resources to show (none: the registry itself)")
 
     verify = commands.add_parser("verify", parents=[common], help="exit 0 only if the token is current")
-    verify.add_argument("resource")
-    verify.add_argument("--token", type=_positive_int, required=True)
+    verify.add_argument("resource", help="the resource's name")
+    verify.add_argument("--token", type=_positive_int, required=True, help="the fencing token to check")
 
     stuck = commands.add_parser(
         "stuck", parents=[common], help="list leases alive but stuck, crashed (expired unreleased), or held too long",
@@ -321,7 +380,7 @@ def _parser() -> argparse.ArgumentParser:
         "whether one was mined, what it did (an acquisition: its lease), and whether that is final. Exit 0 "
         "when settled, 6 when not yet.",
     )  # fmt: skip
-    tx.add_argument("hashes", nargs="*", type=_tx_hash, metavar="HASH")
+    tx.add_argument("hashes", nargs="*", type=_tx_hash, metavar="HASH", help="transaction hashes (0x and 64 hex digits)")
     tx.add_argument("--nonce", type=_non_negative_int, help="the nonce the transactions used")
     tx.add_argument("--account", help="the account that sent them (default: the transactions' sender)")
 
@@ -336,7 +395,7 @@ def _parser() -> argparse.ArgumentParser:
         "after --grace seconds, and chainfence exits 7. SIGINT and SIGTERM sent to chainfence go to CMD.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    lock.add_argument("resource")
+    lock.add_argument("resource", help="the resource's name")
     lock.add_argument("--ttl", type=_positive_int, default=30, help="lease length in seconds (default 30)")
     lock.add_argument(
         "--wait", type=_wait_seconds, default=0.0,
@@ -369,6 +428,8 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     mcp.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 (loopback only) instead of stdio")
     mcp.add_argument("--port", type=_positive_int, default=8000, help="port for --http (default 8000)")
+
+    _finish_help(commands)
     return parser
 
 
@@ -381,11 +442,20 @@ class _Usage(Exception):
     """A configuration problem found before talking to the chain (exit 2)."""
 
 
-def _deployment(args: argparse.Namespace):
+def _deployment(args: argparse.Namespace, *, must_exist: bool = True):
+    """The deployment file's record, or None when there is none at the default path. A file named
+    explicitly (--deployment, $CHAINFENCE_DEPLOYMENT) must exist unless ``must_exist`` is False
+    (`deploy` writes it)."""
     from .deployment import default_path, load
 
+    named = args.deployment or os.environ.get("CHAINFENCE_DEPLOYMENT")
     path = Path(args.deployment) if args.deployment else default_path()
-    return load(path) if path.exists() else None
+    if path.exists():
+        return load(path)
+    if named and must_exist:
+        where = "--deployment" if args.deployment else "$CHAINFENCE_DEPLOYMENT"
+        raise _Usage(f"deployment file {str(path)!r} ({where}) does not exist")
+    return None
 
 
 def _load_key(args: argparse.Namespace) -> str | bytes | None:
@@ -419,9 +489,10 @@ def _connect(args: argparse.Namespace, *, needs_key: bool, needs_registry: bool 
     from .chain import Chain
     from .registry import Registry
 
-    deployment = _deployment(args)
+    deployment = _deployment(args, must_exist=needs_registry)
     url = _rpc_url(args, deployment)
-    key = _load_key(args)
+    # Read-only commands never read the key: a malformed CHAINFENCE_PRIVATE_KEY cannot break `status`.
+    key = _load_key(args) if needs_key else None
     if needs_key and key is None:
         raise _Usage("no signing key: set CHAINFENCE_PRIVATE_KEY or pass --keystore (never a key on the command line)")
     chain = Chain.connect(url, private_key=key, confirmations=args.confirmations, receipt_timeout=args.timeout)
@@ -534,7 +605,7 @@ def _cmd_deploy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
     path = Path(args.deployment) if args.deployment else default_path()
     chain, _ = _connect(args, needs_key=True, needs_registry=False)
-    existing = _deployment(args) if not args.no_write else None
+    existing = _deployment(args, must_exist=False) if not args.no_write else None
     if existing is not None and not args.force:
         try:
             Registry.from_deployment(chain, existing)
@@ -548,7 +619,7 @@ def _cmd_deploy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     with _waiting(chain, args, "deploy"):
         registry = Registry.deploy(chain, max_ttl=args.max_ttl)
     # The URL this command reached the node at, whichever way it was given.
-    record = Deployment.of(registry, rpc_url=_rpc_url(args, existing or _deployment(args)))
+    record = Deployment.of(registry, rpc_url=_rpc_url(args, existing or _deployment(args, must_exist=False)))
     written = None if args.no_write else save(record, path)
     if args.json:
         print(json.dumps({**record.__dict__, "deployment_file": str(written) if written else None}))
@@ -914,15 +985,18 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _JSON_ERRORS
     parser = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     # `chainfence lock NAME [options] -- CMD ARGS...`: everything after the first `--` is the command.
     split = argv.index("--") if "--" in argv else len(argv)
+    _JSON_ERRORS = "--json" in argv[:split]
     args = parser.parse_args(argv[:split]) if "lock" in argv[:split] else parser.parse_args(argv)
     if args.command == "lock":
         args.cmd = argv[split + 1 :]
     elif split < len(argv) and "lock" in argv[:split]:
         args = parser.parse_args(argv)  # `lock` was an argument of another command
+    args.verbose += getattr(args, "verbose_after", 0)
     if args.verbose:
         logging.basicConfig(
             level=logging.DEBUG if args.verbose > 1 else logging.INFO,
@@ -932,6 +1006,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _COMMANDS[args.command](args, parser)
     except _Usage as problem:
+        if getattr(args, "json", False):
+            print(usage_error_json(f"chainfence {args.command}: {problem}"))
         print(f"chainfence {args.command}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     except ChainfenceError as error:

@@ -46,6 +46,7 @@
     │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index
     │   └── AuditIndexDiffers              verify: the index and the chain disagree
     ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
+    ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     └── RequestRejected                    a holder-signed request failed verification
         ├── MalformedRequest (ValueError)  missing or unparsable fields         (HTTP 400)
@@ -83,6 +84,7 @@ __all__ = [
     "ChainRolledBack",
     "ChainfenceError",
     "ContractNotFound",
+    "ExtraNotInstalled",
     "FenceBroken",
     "GuardError",
     "GuardForked",
@@ -691,6 +693,22 @@ class NotSupported(ChainError):
 
 class AnvilNotFound(ChainError):
     """No anvil binary was found for a local node; the message says how to get one."""
+
+
+class ExtraNotInstalled(ChainfenceError, ImportError):
+    """An optional part of chainfence needs packages that are not installed.
+
+    The message names the command that installs them
+    (``pip install 'chainfence[tester]'`` for the embedded chain); ``extra``
+    is the extra's name and ``missing`` the module that failed to import.
+    """
+
+    def __init__(self, extra: str, *, feature: str, missing: str | None = None):
+        super().__init__(f"{feature} needs the [{extra}] extra: pip install 'chainfence[{extra}]'"
+                         + (f" (no module {missing!r})" if missing else ""))  # fmt: skip
+        self.extra = extra
+        self.feature = feature
+        self.missing = missing
 
 
 # ---------------------------------------------------------------------------

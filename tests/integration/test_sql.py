@@ -442,3 +442,20 @@ def test_postgres_a_stale_holder_cannot_write_after_its_successor_by_committing_
     thread.join(30)
     assert bodies() == ["A1", "B"], "the superseded holder wrote after its successor"
     assert isinstance(outcome["a"], FenceBroken)
+
+
+def test_the_readme_sql_example_runs_on_sqlite3_and_psycopg(db, embedded):
+    """The README's block as written, on either driver: its placeholders follow the connection's."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "fenced_transaction(conn" in b)
+    lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
+    conn = db.connect()
+    try:
+        exec(compile(block, "README.md", "exec"),
+             {"conn": conn, "registry": embedded, "lease": lease, "body": "from the README", "day": "2026-11-21"})  # fmt: skip
+    finally:
+        conn.close()
+    assert (db.body(), db.mark()) == ("from the README", lease.token)

@@ -56,12 +56,40 @@ def test_the_check_mode_fails_on_a_stale_artifact(tmp_path, monkeypatch, fresh):
     stale_dir.mkdir()
     for name in build.CONTRACTS:
         (stale_dir / f"{name}.json").write_text(build.artifact_path(name).read_text())
+    for name in build.ABI_ONLY:
+        (stale_dir / f"{name}.abi.json").write_text(build.artifact_path(f"{name}.abi").read_text())
     original = build.artifact_path("FencingRegistry").read_text()
     (stale_dir / "FencingRegistry.json").write_text(original.replace('"viaIR": true', '"viaIR": false'))
     monkeypatch.setattr(build, "ARTIFACTS_DIR", stale_dir)
     assert build.main(["--check"]) == 1
     (stale_dir / "FencingRegistry.json").write_text(original)
     assert build.main(["--check"]) == 0
+
+
+def test_the_check_mode_fails_on_a_stale_or_missing_abi_file(tmp_path, monkeypatch, fresh):
+    """The plain ABI files are build outputs too: one edited by hand, or missing, fails --check."""
+    monkeypatch.setattr(build, "compile_contracts", lambda solc: fresh)
+    monkeypatch.setattr(build, "ABI_DIR", tmp_path)
+    assert build.main(["--check"]) == 1  # abi/FencingRegistry.json missing here
+    abi = json.loads(build.render_abi(fresh["FencingRegistry"]["abi"]))
+    (tmp_path / "FencingRegistry.json").write_text(build.render_abi(abi[1:]))  # an entry dropped
+    assert build.main(["--check"]) == 1
+    (tmp_path / "FencingRegistry.json").write_text(build.render_abi(abi))
+    assert build.main(["--check"]) == 0
+
+
+def test_the_plain_abi_files_are_the_registry_artifacts_abi():
+    """abi/FencingRegistry.json (repository) and FencingRegistry.abi.json (package): the artifact's ABI, a
+    bare JSON array as cast, ethers and viem read it, with every function, event and error."""
+    artifact = json.loads(build.artifact_path("FencingRegistry").read_text())
+    expected = build.render_abi(artifact["abi"])
+    repository = (ROOT / "abi" / "FencingRegistry.json").read_text(encoding="utf-8")
+    from importlib import resources
+
+    packaged = resources.files("chainfence").joinpath("artifacts", "FencingRegistry.abi.json").read_text(encoding="utf-8")
+    assert repository == packaged == expected
+    abi = json.loads(repository)
+    assert isinstance(abi, list) and {entry["type"] for entry in abi} >= {"constructor", "function", "event", "error"}
 
 
 def test_the_shim_answers_version_in_native_format():

@@ -32,6 +32,19 @@ def test_the_main_example_runs(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "held by" in out and "rejected: token 1" in out and "acquired" in out
     assert (tmp_path / "guard.sqlite").exists()
+    history = [line.split()[1:] for line in out.splitlines() if line.split()[1:2] in (["acquired"], ["released"])]
+    assert [row[-1] for row in history if row[0] == "acquired"][:2] == ["unheld", "expired"]  # names, not numbers
+
+
+@pytest.mark.parametrize("marker", ['path="guard.sqlite"', 'path="billing-guard.sqlite"', 'path="service.sqlite"'])
+def test_the_examples_that_create_a_guard_file_run_twice(marker, tmp_path, monkeypatch, capsys):
+    """Each run starts a new embedded chain; the example starts its guard store anew rather than
+    meet the last run's (a guard refuses another registry's store: GuardStoreMismatch)."""
+    monkeypatch.chdir(tmp_path)
+    example = next(block for block in python_blocks() if marker in block)
+    for _ in range(2):
+        exec(compile(example, "README.md", "exec"), {})
+    capsys.readouterr()
 
 
 def test_the_signed_request_example_runs(tmp_path, monkeypatch, capsys):

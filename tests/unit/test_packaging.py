@@ -1,0 +1,134 @@
+"""A lean, co-installable package: ranges not pins, the embedded chain as an extra, a light CLI start."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+#: Top-level modules a fast `chainfence --version` / `--help` must not import.
+HEAVY = ("web3", "eth_utils", "eth_abi", "eth_account", "eth_keys", "eth_typing", "eth_tester", "eth",
+         "hexbytes", "requests", "aiohttp", "pydantic", "coincurve", "chainfence.chain", "chainfence.registry")  # fmt: skip
+
+
+def _imported(argv: list[str]) -> set[str]:
+    """Every module `python -X importtime -m chainfence ARGV` imported (the real entry point)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "chainfence", *argv],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["status", "--help"], ["acquire", "--help"]])
+def test_version_and_help_import_neither_web3_nor_eth_modules(argv):
+    """Structural, not timed: what --version and --help import decides how fast they answer."""
+    modules = _imported(argv)
+    assert "chainfence.cli" in modules  # the check sees the CLI's imports at all
+    assert _heavy(modules) == []
+
+
+def test_import_chainfence_is_lazy_until_a_name_is_used():
+    code = (
+        "import sys, json, chainfence\n"
+        "before = sorted(m for m in sys.modules if m.split('.')[0] in ('web3', 'eth_utils') or m == 'chainfence.registry')\n"
+        "chainfence.Registry\n"
+        "after = 'chainfence.registry' in sys.modules\n"
+        "print(json.dumps([before, after, 'Registry' in dir(chainfence)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert json.loads(out) == [[], True, True]
+
+
+def test_every_public_name_is_loaded_lazily():
+    """A new public name goes into _LAZY (name -> module), not into an import at the package's top."""
+    import chainfence
+
+    assert sorted(chainfence._LAZY) == chainfence.__all__
+    top = (ROOT / "src" / "chainfence" / "__init__.py").read_text(encoding="utf-8").split("if TYPE_CHECKING:")[0]
+    assert not re.search(r"^from \.\w+ import", top, flags=re.M), "an eager import in chainfence/__init__.py"
+
+
+def test_an_unknown_attribute_is_an_attribute_error():
+    import chainfence
+
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        chainfence.Nope  # noqa: B018
+
+
+_WITHOUT_TESTER = "import sys\nsys.modules['eth_tester'] = None  # as if chainfence[tester] were not installed\n"
+
+
+def test_embedded_chain_without_the_tester_extra_raises_a_typed_error():
+    code = _WITHOUT_TESTER + (
+        "import json\nfrom chainfence import Chain\nfrom chainfence.errors import ExtraNotInstalled\n"
+        "try:\n    Chain.embedded()\nexcept ExtraNotInstalled as e:\n"
+        "    print(json.dumps([isinstance(e, ImportError), e.details()]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    is_import_error, details = json.loads(out)
+    assert is_import_error and details["extra"] == "tester" and details["missing"] == "eth_tester"
+    assert "pip install 'chainfence[tester]'" in details["message"]
+
+
+def test_demo_without_the_tester_extra_says_how_to_install_it():
+    code = _WITHOUT_TESTER + "from chainfence.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    done = subprocess.run([sys.executable, "-c", code, "demo"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "chainfence demo: ExtraNotInstalled: the embedded chain needs the [tester] extra: "
+        "pip install 'chainfence[tester]' (no module 'eth_tester')"
+    )
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_runtime_dependencies_are_ranges_with_an_upper_bound():
+    for requirement in PYPROJECT["project"]["dependencies"]:
+        assert "==" not in requirement, f"{requirement}: an exact pin keeps users' own versions out"
+        assert ">=" in requirement and "<" in requirement.replace("<=", ""), f"{requirement}: give a range"
+    names = {_name(r) for r in PYPROJECT["project"]["dependencies"]}
+    assert {"web3", "eth-account", "coincurve"} <= names
+    assert not names & {"eth-tester", "py-evm"}, "the embedded chain is the [tester] extra"
+
+
+def test_the_tester_extra_is_pinned_and_dev_and_the_demo_install_it():
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert sorted(_name(r) for r in extras["tester"]) == ["eth-tester", "py-evm"]
+    assert all("==" in r for r in extras["tester"]), "pre-releases: pip takes them only when named exactly"
+    assert "chainfence[tester]" in extras["dev"]
+    assert 'setup_python demo ".[tester]"' in (ROOT / "scripts" / "demo.sh").read_text()
+
+
+def test_constraints_pin_every_declared_dependency_exactly():
+    pins = {}
+    for line in (ROOT / "requirements" / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[name.lower().replace("_", "-")] = version
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    declared = [*PYPROJECT["project"]["dependencies"], *extras["tester"], *extras["dev"]]
+    for requirement in declared:
+        if _name(requirement) != "chainfence":
+            assert pins.get(_name(requirement)), f"{requirement} is not pinned in requirements/constraints.txt"
+
+
+def test_the_license_file_is_the_mit_license_pyproject_names():
+    assert PYPROJECT["project"]["license"] == "MIT"
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n") and "Copyright (c) 2026 chainfence developers" in text
