@@ -41,7 +41,7 @@ def register(commands: Any, common: argparse.ArgumentParser, int_at_least: Any) 
         description="Copy the registry's events into a local SQLite index (audit sync) and ask it who held "
         "which resource, under which token, when, and why it changed hands.",
     )  # fmt: skip
-    sub = audit.add_subparsers(dest="audit_command", metavar="AUDIT_COMMAND")
+    sub = audit.add_subparsers(dest="audit_command", metavar="AUDIT_COMMAND", help="what to do (each has --help)")
     sub.required = True
     shared = argparse.ArgumentParser(add_help=False)
     shared.add_argument("--index", default=DEFAULT_INDEX, help=f"index file (default {DEFAULT_INDEX})")
@@ -56,38 +56,57 @@ def register(commands: Any, common: argparse.ArgumentParser, int_at_least: Any) 
     sync.add_argument("--to-block", type=int_at_least(0), help="stop at this block (default: the head)")
     sub.add_parser("verify", parents=parents, help="check the index against the chain (exit 12 when they differ)")
     history = sub.add_parser("history", parents=[*parents, query], help="every lease of a resource")
-    history.add_argument("name")
+    history.add_argument("name", help="the resource's name")
     token = sub.add_parser("token", parents=[*parents, query], help="the lease a fencing token belonged to")
-    token.add_argument("token", type=int_at_least(1))
+    token.add_argument("token", type=int_at_least(1), help="a fencing token")
     holder = sub.add_parser("holder", parents=[*parents, query], help="every lease of a holder")
-    holder.add_argument("address")
+    holder.add_argument("address", help="the holder's account address (0x...)")
     at = sub.add_parser("at", parents=[*parents, query], help="who held a resource at a time or a block")
-    at.add_argument("name")
+    at.add_argument("name", help="the resource's name")
     when = at.add_mutually_exclusive_group(required=True)
     when.add_argument("--time", type=_time, help="chain time: unix seconds or ISO 8601 (UTC unless it says)")
-    when.add_argument("--block", type=int_at_least(0))
+    when.add_argument("--block", type=int_at_least(0), help="a block number")
     current = sub.add_parser("current", parents=[*parents, query], help="live leases, with names")
     current.add_argument("--prefix", help="only resources whose name starts with this")
     ranges = argparse.ArgumentParser(add_help=False)
-    ranges.add_argument("--from-block", type=int_at_least(0))
-    ranges.add_argument("--to-block", type=int_at_least(0))
+    ranges.add_argument("--from-block", type=int_at_least(0), help="first block of the range")
+    ranges.add_argument("--to-block", type=int_at_least(0), help="last block of the range")
     ranges.add_argument("--since", type=_time, help="chain time: unix seconds or ISO 8601")
     ranges.add_argument("--until", type=_time, help="chain time: unix seconds or ISO 8601")
     takeovers = sub.add_parser("takeovers", parents=[*parents, query, ranges], help="resources changing hands")
     takeovers.add_argument("--resource", help="only this resource")
     completions = sub.add_parser("completions", parents=[*parents, query, ranges], help="completions and their digests")
-    completions.add_argument("name", nargs="?")
+    completions.add_argument("name", nargs="?", help="only this resource (default: all)")
     resources = sub.add_parser("resources", parents=[*parents, query], help="resources by name prefix")
-    resources.add_argument("prefix", nargs="?", default="")
+    resources.add_argument("prefix", nargs="?", default="", help="the names' prefix (default: all)")
     timeline = sub.add_parser(
         "timeline", parents=[*parents, query], help="draw the leases of resources over time (self-contained HTML)"
     )
-    timeline.add_argument("names", nargs="+", metavar="NAME")
+    timeline.add_argument("names", nargs="+", metavar="NAME", help="the resources to draw, one lane each")
     timeline.add_argument("--out", required=True, help="the HTML file to write")
-    timeline.add_argument("--title", default="chainfence lease timeline")
+    timeline.add_argument("--title", default="chainfence lease timeline", help="the page's title")
     timeline.add_argument(
         "--rejections", help="a guard's rejections to overlay: a JSON list of {resource, time, token, holder, reason}"
     )
+    for name, command in sub.choices.items():
+        command.epilog = f"example:\n  {EXAMPLES[name]}\n"
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+#: One example per ``chainfence audit`` subcommand, shown at the end of its --help.
+EXAMPLES = {
+    "sync": "chainfence audit sync --max-blocks 2000",
+    "verify": "chainfence audit verify || echo 'the index differs from the chain'",
+    "history": "chainfence audit history reports/daily --json",
+    "token": "chainfence audit token 7",
+    "holder": "chainfence audit holder 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF",
+    "at": "chainfence audit at reports/daily --time 2026-11-22T12:03:07",
+    "current": "chainfence audit current --prefix reports/",
+    "takeovers": "chainfence audit takeovers --since 2026-11-22T00:00:00 --json",
+    "completions": "chainfence audit completions backfill/2026-11-01",
+    "resources": "chainfence audit resources reports/",
+    "timeline": "chainfence audit timeline reports/daily jobs/etl --out timeline.html",
+}
 
 
 def _time(text: str) -> int:

@@ -43,7 +43,6 @@ import base64
 import functools
 import json
 import logging
-import re
 import select
 import threading
 import weakref

@@ -233,6 +233,8 @@ EXAMPLES: dict[str, str] = {
     "complete": "chainfence complete 2026-11-01 --workset backfill --token 9 --result 'rows: 42'",
     "tx": "chainfence tx 0x5c50...e1 --json",
     "lock": "chainfence lock reports/daily --ttl 30 -- ./make-report.sh",
+    "mcp": "chainfence mcp        # in an MCP client's config: command chainfence, args [mcp]",
+    "audit": "chainfence audit history reports/daily",
 }
 
 

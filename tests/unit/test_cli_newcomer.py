@@ -90,10 +90,15 @@ def test_the_default_deployment_file_may_be_absent(tmp_path, capsys, monkeypatch
     assert "no node: pass --rpc-url" in capsys.readouterr().err
 
 
-def _subcommands() -> dict[str, argparse.ArgumentParser]:
-    parser = cli._parser()
-    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return dict(action.choices)
+def _subcommands(parser: argparse.ArgumentParser | None = None, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every subcommand, nested ones too ("audit history"), by the words that name it."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in (parser or cli._parser())._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, command in action.choices.items():
+                found[prefix + name] = command
+                found.update(_subcommands(command, f"{prefix}{name} "))
+    return found
 
 
 def test_every_subcommand_help_ends_with_an_example_and_describes_every_argument():
@@ -109,7 +114,7 @@ def test_every_subcommand_help_ends_with_an_example_and_describes_every_argument
 
 def test_every_subcommand_help_exits_zero():
     for name in _subcommands():
-        done = subprocess.run([sys.executable, "-m", "chainfence", name, "--help"], capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-m", "chainfence", *name.split(), "--help"], capture_output=True, text=True,
                               timeout=120, check=False)  # fmt: skip
         assert done.returncode == 0 and "example:" in done.stdout, name
 
