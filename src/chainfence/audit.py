@@ -5,7 +5,8 @@ decoded, with the resource's name (from ``ResourceNamed``) and the block's
 timestamp (chain time). ::
 
     for event in registry.history("reports/daily"):
-        print(event.block_timestamp, event.kind, event.token, event.holder, event.reason)
+        reason = event.reason.name.lower() if event.reason is not None else "-"  # acquisitions only
+        print(event.block_timestamp, event.kind.value, event.token, event.holder, reason)
 
 Events are read from the registry's deployment block on, in pages of
 blocks that fit a provider's ``eth_getLogs`` limits (:mod:`chainfence._events`).
