@@ -684,7 +684,7 @@ class Registry:
         return info
 
     def _raise_unless_current(self, resource: str, resource_id: bytes, token: int, info: LeaseInfo) -> None:
-        from .errors import LeaseReleased, StaleToken, UnknownToken
+        from .errors import LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
 
         if token == info.token and info.status is LeaseStatus.LIVE:
             return
@@ -694,6 +694,8 @@ class Registry:
             raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
         if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
+        if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it
+            raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
         raise LeaseExpired(
             token=token,
             expired_at=info.expires_at,
