@@ -32,7 +32,9 @@ __all__ = [
     "Lease",
     "LeaseEvent",
     "LeaseInfo",
+    "LeaseSet",
     "LeaseStatus",
+    "NamespacePolicy",
     "Registry",
     "StuckLease",
     "StuckReport",
@@ -58,7 +60,9 @@ _LAZY = {
     "Lease": ".lease",
     "LeaseEvent": ".audit",
     "LeaseInfo": ".lease",
+    "LeaseSet": ".lease",
     "LeaseStatus": ".lease",
+    "NamespacePolicy": ".namespaces",
     "Registry": ".registry",
     "StuckLease": ".watchdog",
     "StuckReport": ".watchdog",
@@ -73,7 +77,8 @@ if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
     from .fenced_requests import FencedRequest
     from .fenced_store import FencedStore
     from .guard import Guard
-    from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
+    from .lease import AcquireReason, Lease, LeaseInfo, LeaseSet, LeaseStatus
+    from .namespaces import NamespacePolicy
     from .registry import Registry
     from .watchdog import StuckLease, StuckReport
 

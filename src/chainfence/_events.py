@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MAX_LOG_RANGE", "LEASE_KINDS", "Kind", "RegistryLog", "decode", "fetch", "topic"]
+__all__ = ["DEFAULT_MAX_LOG_RANGE", "LEASE_KINDS", "NAMESPACE_KINDS", "Kind", "RegistryLog", "decode", "fetch", "topic"]
 
 #: Blocks per eth_getLogs request unless the chain says otherwise.
 DEFAULT_MAX_LOG_RANGE = 5_000
@@ -55,15 +55,15 @@ class Kind(enum.Enum):
     RENEWED = "LeaseRenewed"
     RELEASED = "LeaseReleased"
     COMPLETED = "LeaseCompleted"
-    # Admin events (issue #11: revokes, grants and namespaces). Decoded here
-    # ahead of the contract that emits them, so every reader already knows them.
+    #: The namespace's admin ended a live lease (``admin`` says who).
     REVOKED = "LeaseRevoked"
+    #: The namespace's admin issued the lease (right after its ``LeaseAcquired``, reason granted).
     GRANTED = "LeaseGranted"
     NAMESPACE_NAMED = "NamespaceNamed"
-    NAMESPACE_ADMIN_TRANSFER_STARTED = "NamespaceAdminTransferStarted"
-    NAMESPACE_ADMIN_TRANSFERRED = "NamespaceAdminTransferred"
-    NAMESPACE_POLICY_SET = "NamespacePolicySet"
-    NAMESPACE_ADMISSION_SET = "NamespaceAdmissionSet"
+    ADMIN_TRANSFER_STARTED = "NamespaceAdminTransferStarted"
+    ADMIN_TRANSFERRED = "NamespaceAdminTransferred"
+    POLICY_SET = "NamespacePolicySet"
+    ADMISSION_SET = "NamespaceAdmissionSet"
 
 
 class _Spec(NamedTuple):
@@ -90,22 +90,27 @@ _SPECS = {
     Kind.REVOKED: _Spec("LeaseRevoked(bytes32,uint256,address,address)", ("token", "holder"), ("address",), ("admin",)),
     Kind.GRANTED: _Spec("LeaseGranted(bytes32,uint256,address,address)", ("token", "holder"), ("address",), ("admin",)),
     Kind.NAMESPACE_NAMED: _Spec("NamespaceNamed(bytes32,string)", (), ("bytes",), ("name",)),
-    Kind.NAMESPACE_ADMIN_TRANSFER_STARTED: _Spec(
+    Kind.ADMIN_TRANSFER_STARTED: _Spec(
         "NamespaceAdminTransferStarted(bytes32,address,address)", ("admin", "new_admin"), (), ()
     ),
-    Kind.NAMESPACE_ADMIN_TRANSFERRED: _Spec(
+    Kind.ADMIN_TRANSFERRED: _Spec(
         "NamespaceAdminTransferred(bytes32,address,address)", ("admin", "new_admin"), (), ()
     ),
-    Kind.NAMESPACE_POLICY_SET: _Spec(
+    Kind.POLICY_SET: _Spec(
         "NamespacePolicySet(bytes32,address,uint256,uint256,bool)", ("admin",),
         ("uint256", "uint256", "bool"), ("max_ttl", "lock_delay", "admission_required"),
     ),  # fmt: skip
-    Kind.NAMESPACE_ADMISSION_SET: _Spec(
+    Kind.ADMISSION_SET: _Spec(
         "NamespaceAdmissionSet(bytes32,address,bool,address)", ("holder",), ("bool", "address"), ("admitted", "admin")
     ),
 }
 _TOPICS = {kind: keccak(text=spec.signature) for kind, spec in _SPECS.items()}
 _KINDS = {t: kind for kind, t in _TOPICS.items()}
+
+#: Events about a namespace, not a resource (``resource_id`` is the namespace id).
+NAMESPACE_KINDS = frozenset(
+    {Kind.NAMESPACE_NAMED, Kind.ADMIN_TRANSFER_STARTED, Kind.ADMIN_TRANSFERRED, Kind.POLICY_SET, Kind.ADMISSION_SET}
+)
 
 #: The lease events: what a resource's history is made of (names and namespaces aside).
 LEASE_KINDS = (Kind.ACQUIRED, Kind.RENEWED, Kind.RELEASED, Kind.COMPLETED, Kind.REVOKED, Kind.GRANTED)

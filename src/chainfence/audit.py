@@ -38,8 +38,10 @@ class EventKind(enum.Enum):
     RENEWED = "renewed"
     RELEASED = "released"
     COMPLETED = "completed"
-    REVOKED = "revoked"  # a namespace admin ended the lease
-    GRANTED = "granted"  # a namespace admin granted the lease just acquired (follows its ACQUIRED)
+    #: The namespace's admin ended the lease (``admin``); the holder's token stopped being current.
+    REVOKED = "revoked"
+    #: The namespace's admin issued the lease (``admin``); follows its ``acquired`` event.
+    GRANTED = "granted"
 
 
 _KINDS = {
@@ -80,7 +82,7 @@ class LeaseEvent:
     resource_display: str = ""
     #: Renewals: the holder's progress marker (None when it reported none).
     progress: bytes | None = None
-    #: Revokes and grants: the namespace admin who did it.
+    #: Revocations and grants: the namespace admin who did it (``holder`` is the lease's holder).
     admin: str | None = None
 
 
