@@ -14,6 +14,7 @@ count. ::
 
 import logging
 
+from .admission import Admission
 from .audit import EventKind, LeaseEvent
 from .chain import Chain
 from .election import Election, Leader, Leadership
@@ -27,6 +28,7 @@ from .watchdog import StuckLease, StuckReport
 
 __all__ = [
     "AcquireReason",
+    "Admission",
     "Chain",
     "ChainfenceError",
     "Election",

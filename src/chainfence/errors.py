@@ -16,11 +16,13 @@
     │   ├── LeaseHeld                      someone else holds a live lease
     │   ├── NotHolder                      the caller is not the holder of that token
     │   ├── NothingToClaim                 claim: every item is done or held live by others
+    │   ├── HolderNotAdmitted (PermissionError)  a guard's admission refuses the token's holder
     │   └── TokenNotCurrent                the token is not the resource's live token
     │       ├── StaleToken                 superseded by a higher token (registry or guard)
     │       ├── UnknownToken               0, or above the resource's latest: never issued for it
     │       ├── LeaseExpired               the latest token, but its lease ran out  (you lost it)
     │       ├── LeaseReleased              the latest token, but it was released    (you closed it)
+    │       ├── LeaseRevoked               the latest token, but the namespace's admin revoked it
     │       └── TokenNotConfirmed          issued, but not yet deep enough in the chain to count
     ├── RegistryOverflow (OverflowError)   48-bit token or 40-bit time space exhausted
     ├── Unauthorized (PermissionError)     a contract refused the caller (example contracts)
@@ -62,7 +64,9 @@ revert, whatever provider raised it, into one of them. Users never see raw
 web3 or eth-tester exceptions: those are chained as ``__cause__``.
 
 A service rejecting work needs one clause: ``except TokenNotCurrent`` (and
-``except RequestRejected`` for holder-signed requests).
+``except RequestRejected`` for holder-signed requests), plus ``except
+HolderNotAdmitted`` when its guard has an admission policy
+(:class:`~chainfence.Admission`).
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ __all__ = [
     "GuardError",
     "GuardForked",
     "GuardStoreMismatch",
+    "HolderNotAdmitted",
     "InsufficientFunds",
     "InvalidAddress",
     "InvalidClaimItems",
@@ -97,6 +102,7 @@ __all__ = [
     "LeaseHeld",
     "LeaseLost",
     "LeaseReleased",
+    "LeaseRevoked",
     "MalformedRequest",
     "NodeUnreachable",
     "NotConfirmed",
@@ -417,6 +423,41 @@ class NotHolder(LeaseError):
         )
 
 
+class HolderNotAdmitted(LeaseError, PermissionError):
+    """The token is genuine, but its holder is not one this guard accepts (:class:`~chainfence.Admission`).
+
+    ``holder`` holds ``token`` on ``resource``; ``admission`` says which list
+    refused it: ``"local"`` (the service's own list) or ``"on-chain"`` (the
+    allowlist of the resource's namespace, ``namespace``). Nothing was
+    recorded: the guard's mark did not move. ``status`` is the HTTP status
+    :class:`~chainfence.asgi.FencingMiddleware` answers with.
+    """
+
+    status: ClassVar[int] = 403
+
+    def __init__(
+        self,
+        *,
+        holder: str,
+        token: int,
+        admission: str,
+        namespace: str | None = None,
+        resource: str | None = None,
+        resource_id: bytes | None = None,
+    ):
+        self.holder = holder
+        self.token = token
+        self.admission = admission
+        self.namespace = namespace
+        super().__init__(resource=resource, resource_id=resource_id)
+
+    def _message(self) -> str:
+        where = "this service's list of admitted holders" if self.admission == "local" else (
+            f"the on-chain allowlist of namespace {self.namespace!r}"
+        )
+        return f"{self.holder}, holder of token {self.token} on {self._where()}, is not in {where}"
+
+
 class TokenNotCurrent(LeaseError):
     """``token`` is not the resource's current, live token: reject the work.
 
@@ -510,6 +551,19 @@ class LeaseReleased(TokenNotCurrent):
 
     def _message(self) -> str:
         return f"the lease of token {self.token} on {self._where()} was released"
+
+
+class LeaseRevoked(TokenNotCurrent):
+    """``token`` was the resource's latest, but the namespace's admin revoked its lease (``holder``'s)."""
+
+    def __init__(
+        self, *, token: int, resource: str | None = None, resource_id: bytes | None = None, holder: str | None = None
+    ):
+        self.holder = holder
+        super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
+
+    def _message(self) -> str:
+        return f"the lease of token {self.token} on {self._where()} was revoked by the namespace's admin"
 
 
 class TokenNotConfirmed(TokenNotCurrent):
