@@ -37,8 +37,24 @@ import {IFencingRegistry} from "./IFencingRegistry.sol";
  * - Progress markers ({renewWithProgress}) live in {LeaseRenewed} only: a
  *   watchdog reads them from the log; storing them would cost a slot write
  *   per renewal.
- * - No owner, no admin, no upgrade path: nobody can mint a token, move a
- *   lease or rewrite history. The only parameter, {maxTtl}, is immutable.
+ * - No global owner, no upgrade path: nobody can mint a token, move a lease
+ *   outside a namespace it administers, or rewrite history. {maxTtl} is
+ *   immutable; namespace admins are set at deployment or claimed first come.
+ * - Namespaces cost a namespace nobody administers no storage read: a 208-bit
+ *   Bloom filter of administered namespaces lives in the counter's slot
+ *   (`_counter`, read by every acquisition anyway). A clear bit proves the
+ *   namespace has no admin; a set bit (its own, or a collision) costs one
+ *   cold read of `_namespaces`. Squatters filling the filter cost everyone
+ *   at most that one read.
+ * - Renewals are held to a namespace's maxTtl once the resource was acquired
+ *   while that maxTtl was set: that acquisition records the resource's
+ *   namespace (`_namespaceOf`, written once per resource: 22,100 gas, one
+ *   time; flag `_RECORDED` in the lease slot), since renew only has the
+ *   resource's hash. A recorded resource's renewal then reads two slots
+ *   (its namespace, the policy). A lease acquired before its namespace set a
+ *   maxTtl renews under the registry's maxTtl until it ends (or the admin
+ *   revokes it). Rejected: a namespace index in the lease slot (the token or
+ *   expiry would have to shrink, and a squatter could exhaust the indexes).
  * - No external calls, so no reentrancy surface.
  */
 contract FencingRegistry is IFencingRegistry {
@@ -61,8 +77,31 @@ contract FencingRegistry is IFencingRegistry {
      */
     mapping(bytes32 resource => uint256 packedLease) private _leases;
 
-    /// @dev The highest token issued; the next one is `_latestToken + 1`.
-    uint256 private _latestToken;
+    /*
+     * The token counter and the namespace filter, one slot:
+     *
+     *   bits  0..47   the highest token issued; the next one is that + 1
+     *   bits 48..255  Bloom filter: bit 48 + (namespace % 208) is set when
+     *                 `namespace` gets an admin (never cleared)
+     */
+    uint256 private _counter;
+
+    /*
+     * Each administered namespace, one packed slot:
+     *
+     *   bits   0..159  admin              never 0 once claimed (no renounce)
+     *   bits 160..191  maxTtl             0: the registry's
+     *   bits 192..223  lockDelay          seconds after an expiry
+     *   bit  224       admissionRequired
+     */
+    mapping(bytes32 namespace => uint256 packedNamespace) private _namespaces;
+
+    mapping(bytes32 namespace => address) private _pendingAdmins;
+
+    mapping(bytes32 namespace => mapping(address holder => bool)) private _allowlists;
+
+    /// @dev The namespace of a resource acquired while its namespace had an admin (see `_RECORDED`).
+    mapping(bytes32 resource => bytes32 namespace) private _namespaceOf;
 
     uint256 private immutable _maxTtl;
 
@@ -80,6 +119,21 @@ contract FencingRegistry is IFencingRegistry {
     uint256 private constant _CLAIMED = 1 << 200;
     /// @dev The work item was completed: {claimNext} never hands it out again.
     uint256 private constant _DONE = 1 << 201;
+    /// @dev The namespace's admin revoked the lease ({revoke}).
+    uint256 private constant _REVOKED = 1 << 202;
+    /// @dev `_namespaceOf[resource]` is set: renewals read the namespace's maxTtl. Kept by every write.
+    uint256 private constant _RECORDED = 1 << 203;
+
+    uint256 private constant _BLOOM_SHIFT = 48;
+    uint256 private constant _BLOOM_BITS = 208;
+    uint256 private constant _UINT32_MASK = (1 << 32) - 1;
+    uint256 private constant _NS_MAX_TTL_SHIFT = 160;
+    uint256 private constant _NS_LOCK_DELAY_SHIFT = 192;
+    uint256 private constant _NS_ADMISSION = 1 << 224;
+    /// @dev The maxTtl bits of a packed namespace: nonzero when the namespace caps ttls.
+    uint256 private constant _NS_MAX_TTL = _UINT32_MASK << 160;
+    /// @dev Most names one {acquireMany} may list.
+    uint256 private constant _MAX_MANY = 64;
 
     /// @dev Most items one {claimNext} may list: bounds its gas (a cold read and a hash per item scanned).
     uint256 private constant _MAX_CLAIM_ITEMS = 512;
@@ -92,10 +146,17 @@ contract FencingRegistry is IFencingRegistry {
     uint256 private constant _MAX_MAX_TTL = type(uint32).max;
 
     /// @param maxTtl_ The longest ttl a lease may ask for, 1 to 2**32 - 1 seconds.
-    constructor(uint256 maxTtl_) {
+    /// @param prefixes Namespaces assigned at deployment (nobody can claim them first) ...
+    /// @param admins ... to these admins, one per prefix.
+    constructor(uint256 maxTtl_, string[] memory prefixes, address[] memory admins) {
         if (maxTtl_ == 0 || maxTtl_ > _MAX_MAX_TTL) revert FencingRegistryInvalidMaxTtl(maxTtl_);
         _maxTtl = maxTtl_;
         _deploymentBlock = block.number;
+        if (prefixes.length != admins.length) revert FencingRegistryInvalidAssignments(prefixes.length, admins.length);
+        for (uint256 i; i < prefixes.length; ++i) {
+            if (admins[i] == address(0)) revert FencingRegistryInvalidHolder(address(0));
+            _claim(prefixes[i], admins[i]);
+        }
     }
 
     // ------------------------------------------------------------------
@@ -107,17 +168,73 @@ contract FencingRegistry is IFencingRegistry {
         uint256 length = bytes(name).length;
         if (length == 0 || length > _MAX_NAME_LENGTH) revert FencingRegistryInvalidName(length, _MAX_NAME_LENGTH);
         expiresAt = _expiry(ttl);
+        uint256 counter = _counter;
+        // Cannot overflow: the counter's low 48 bits were checked to fit when stored (in _pack).
+        unchecked {
+            token = (counter & _UINT48_MASK) + 1;
+        }
+        _acquireOne(name, ttl, expiresAt, token, counter);
+        // The token's 48-bit check is in _pack, which ran: no carry into the filter bits.
+        _counter = (counter & ~_UINT48_MASK) | token;
+    }
 
+    /// @inheritdoc IFencingRegistry
+    function acquireMany(string[] calldata names, uint256 ttl) external returns (uint256 firstToken, uint256 expiresAt) {
+        uint256 count = names.length;
+        if (count == 0 || count > _MAX_MANY) revert FencingRegistryInvalidItems(count, _MAX_MANY);
+        expiresAt = _expiry(ttl);
+        uint256 counter = _counter;
+        uint256 token;
+        // Cannot overflow: 48-bit counter + at most 64, each checked in _pack.
+        unchecked {
+            firstToken = (counter & _UINT48_MASK) + 1;
+            token = firstToken;
+        }
+        for (uint256 i; i < count; ++i) {
+            string calldata name = names[i];
+            uint256 length = bytes(name).length;
+            if (length == 0 || length > _MAX_NAME_LENGTH) revert FencingRegistryInvalidName(length, _MAX_NAME_LENGTH);
+            // A previous token issued in this call means the name came earlier in the list.
+            if (_acquireOne(name, ttl, expiresAt, token, counter) >= firstToken) {
+                revert FencingRegistryDuplicateResource(keccak256(bytes(name)));
+            }
+            unchecked {
+                ++token;
+            }
+        }
+        unchecked {
+            _counter = (counter & ~_UINT48_MASK) | (token - 1);
+        }
+    }
+
+    /// @dev One acquisition of `name` (length checked) with `token`; returns the token it superseded.
+    function _acquireOne(string calldata name, uint256 ttl, uint256 expiresAt, uint256 token, uint256 counter)
+        private
+        returns (uint256 previousToken)
+    {
         bytes32 resource = keccak256(bytes(name));
         uint256 previous = _leases[resource];
-        uint256 previousToken = _tokenOf(previous);
+        previousToken = _tokenOf(previous);
         uint256 previousExpiresAt = _expiresAtOf(previous);
+        uint256 keep = previous & _RECORDED;
+
+        (bool inNamespace, bytes32 namespace) = _namespaceOfName(name);
+        if (inNamespace && _mayBeAdministered(counter, namespace)) {
+            uint256 ns = _namespaces[namespace];
+            if (ns != 0) {
+                _applyPolicy(ns, namespace, msg.sender, ttl);
+                if (previousExpiresAt != 0 && previousExpiresAt <= block.timestamp && _holderOf(previous) != msg.sender) {
+                    _requireLockDelayOver(resource, previous, previousExpiresAt, ns);
+                }
+                if (keep == 0 && ns & _NS_MAX_TTL != 0) keep = _record(resource, namespace);
+            }
+        }
 
         AcquireReason reason;
         if (previousToken == 0) {
             reason = AcquireReason.Unheld;
         } else if (previousExpiresAt == 0) {
-            reason = AcquireReason.Released;
+            reason = previous & _REVOKED != 0 ? AcquireReason.Revoked : AcquireReason.Released;
         } else if (previousExpiresAt <= block.timestamp) {
             reason = AcquireReason.Expired;
         } else if (_holderOf(previous) == msg.sender) {
@@ -128,13 +245,7 @@ contract FencingRegistry is IFencingRegistry {
             revert FencingRegistryLeaseHeld(resource, _holderOf(previous), previousToken, previousExpiresAt);
         }
 
-        // Cannot overflow: _latestToken was checked to fit 48 bits when stored (in _pack).
-        // The narrowing check in _pack keeps the new token from wrapping into the flag bits.
-        unchecked {
-            token = _latestToken + 1;
-        }
-        _latestToken = token;
-        _leases[resource] = _pack(msg.sender, expiresAt, token);
+        _leases[resource] = _pack(msg.sender, expiresAt, token) | keep;
 
         if (reason == AcquireReason.Unheld) emit ResourceNamed(resource, name);
         emit LeaseAcquired(resource, token, msg.sender, expiresAt, previousToken, reason);
@@ -144,9 +255,37 @@ contract FencingRegistry is IFencingRegistry {
     function renew(bytes32 resource, uint256 token, uint256 ttl) external returns (uint256 expiresAt) {
         expiresAt = _expiry(ttl);
         uint256 lease = _requireHolder(resource, token);
+        if (lease & _RECORDED != 0) _requireRenewTtl(resource, ttl);
         // Same holder, same token, same flags: only the expiry bits change.
         _leases[resource] = (lease & _CLEAR_EXPIRES_AT) | (expiresAt << _EXPIRES_AT_SHIFT);
         emit LeaseRenewed(resource, token, msg.sender, expiresAt, bytes32(0));
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function renewMany(bytes32[] calldata resources, uint256[] calldata tokens, uint256 ttl)
+        external
+        returns (uint256 expiresAt)
+    {
+        uint256 count = _requireSet(resources, tokens);
+        expiresAt = _expiry(ttl);
+        for (uint256 i; i < count; ++i) {
+            bytes32 resource = resources[i];
+            uint256 lease = _requireHolder(resource, tokens[i]);
+            if (lease & _RECORDED != 0) _requireRenewTtl(resource, ttl);
+            _leases[resource] = (lease & _CLEAR_EXPIRES_AT) | (expiresAt << _EXPIRES_AT_SHIFT);
+            emit LeaseRenewed(resource, tokens[i], msg.sender, expiresAt, bytes32(0));
+        }
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function releaseMany(bytes32[] calldata resources, uint256[] calldata tokens) external {
+        uint256 count = _requireSet(resources, tokens);
+        for (uint256 i; i < count; ++i) {
+            bytes32 resource = resources[i];
+            uint256 lease = _requireHolder(resource, tokens[i]);
+            _leases[resource] = lease & _CLEAR_EXPIRES_AT;
+            emit LeaseReleased(resource, tokens[i], msg.sender);
+        }
     }
 
     /// @inheritdoc IFencingRegistry
@@ -156,6 +295,7 @@ contract FencingRegistry is IFencingRegistry {
     {
         expiresAt = _expiry(ttl);
         uint256 lease = _requireHolder(resource, token);
+        if (lease & _RECORDED != 0) _requireRenewTtl(resource, ttl);
         _leases[resource] = (lease & _CLEAR_EXPIRES_AT) | (expiresAt << _EXPIRES_AT_SHIFT);
         emit LeaseRenewed(resource, token, msg.sender, expiresAt, progress);
     }
@@ -198,18 +338,36 @@ contract FencingRegistry is IFencingRegistry {
         }
         if (expiresAt > _UINT40_MASK) revert FencingRegistryUint48Overflow(expiresAt);
 
+        // Items follow the workset name's namespace.
+        uint256 counter = _counter;
+        bytes32 namespace;
+        uint256 ns;
+        {
+            bool inNamespace;
+            (inNamespace, namespace) = _namespaceOfMemory(bytes(workset));
+            if (inNamespace && _mayBeAdministered(counter, namespace)) ns = _namespaces[namespace];
+            if (ns != 0) _applyPolicy(ns, namespace, msg.sender, ttl);
+        }
+
         for (; index < count; ++index) {
             resource = keccak256(abi.encode(workset, items[index]));
             uint256 previous = _leases[resource];
             if (previous & _DONE != 0) continue;
             uint256 previousToken = _tokenOf(previous);
             uint256 previousExpiresAt = _expiresAtOf(previous);
+            if (
+                ns != 0 && previousExpiresAt != 0 && previousExpiresAt <= block.timestamp
+                    && _holderOf(previous) != msg.sender
+                    && block.timestamp < previousExpiresAt + ((ns >> _NS_LOCK_DELAY_SHIFT) & _UINT32_MASK)
+            ) continue; // expired, but its lock-delay still runs: skip it like a held item
+            uint256 keep = previous & _RECORDED;
+            if (keep == 0 && ns & _NS_MAX_TTL != 0) keep = _record(resource, namespace);
 
             AcquireReason reason;
             if (previousToken == 0) {
                 reason = AcquireReason.Unheld;
             } else if (previousExpiresAt == 0) {
-                reason = AcquireReason.Released;
+                reason = previous & _REVOKED != 0 ? AcquireReason.Revoked : AcquireReason.Released;
             } else if (previousExpiresAt <= block.timestamp) {
                 reason = AcquireReason.Expired; // a crashed claimant's item: free again, no janitor
             } else if (_holderOf(previous) == msg.sender) {
@@ -220,12 +378,12 @@ contract FencingRegistry is IFencingRegistry {
 
             // Cannot overflow: every stored token passed the 48-bit check below (or {_pack}'s).
             unchecked {
-                token = _latestToken + 1;
+                token = (counter & _UINT48_MASK) + 1;
             }
             if (token > _UINT48_MASK) revert FencingRegistryUint48Overflow(token);
-            _latestToken = token;
-            _leases[resource] =
-                uint256(uint160(msg.sender)) | (expiresAt << _EXPIRES_AT_SHIFT) | _CLAIMED | (token << _TOKEN_SHIFT);
+            _counter = (counter & ~_UINT48_MASK) | token;
+            _leases[resource] = uint256(uint160(msg.sender)) | (expiresAt << _EXPIRES_AT_SHIFT) | _CLAIMED
+                | (token << _TOKEN_SHIFT) | keep;
 
             if (reason == AcquireReason.Unheld) {
                 emit ResourceNamed(resource, string.concat(workset, "/", items[index]));
@@ -246,6 +404,102 @@ contract FencingRegistry is IFencingRegistry {
     }
 
     // ------------------------------------------------------------------
+    // Namespaces
+    // ------------------------------------------------------------------
+
+    /// @inheritdoc IFencingRegistry
+    function claimNamespace(string calldata prefix) external returns (bytes32 namespace) {
+        return _claim(prefix, msg.sender);
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function transferNamespaceAdmin(bytes32 namespace, address newAdmin) external {
+        _requireAdmin(namespace);
+        _pendingAdmins[namespace] = newAdmin;
+        emit NamespaceAdminTransferStarted(namespace, msg.sender, newAdmin);
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function acceptNamespaceAdmin(bytes32 namespace) external {
+        address pending = _pendingAdmins[namespace];
+        // pending is never 0 here: msg.sender is not the zero address.
+        if (pending != msg.sender) revert FencingRegistryNotPendingAdmin(namespace, msg.sender, pending);
+        uint256 ns = _namespaces[namespace];
+        delete _pendingAdmins[namespace];
+        _namespaces[namespace] = (ns & ~_HOLDER_MASK) | uint256(uint160(msg.sender));
+        emit NamespaceAdminTransferred(namespace, address(uint160(ns & _HOLDER_MASK)), msg.sender);
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function setNamespacePolicy(bytes32 namespace, uint256 maxTtl_, uint256 lockDelay, bool admissionRequired)
+        external
+    {
+        uint256 ns = _requireAdmin(namespace);
+        if (maxTtl_ > _maxTtl || lockDelay > _maxTtl) revert FencingRegistryInvalidPolicy(maxTtl_, lockDelay, _maxTtl);
+        // Both fit 32 bits: bounded by _maxTtl <= 2**32 - 1.
+        _namespaces[namespace] = (ns & _HOLDER_MASK) | (maxTtl_ << _NS_MAX_TTL_SHIFT)
+            | (lockDelay << _NS_LOCK_DELAY_SHIFT) | (admissionRequired ? _NS_ADMISSION : 0);
+        emit NamespacePolicySet(namespace, msg.sender, maxTtl_, lockDelay, admissionRequired);
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function setAdmission(bytes32 namespace, address[] calldata holders, bool admitted) external {
+        _requireAdmin(namespace);
+        for (uint256 i; i < holders.length; ++i) {
+            _allowlists[namespace][holders[i]] = admitted;
+            emit NamespaceAdmissionSet(namespace, holders[i], admitted, msg.sender);
+        }
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function revoke(string calldata name) external returns (uint256 token) {
+        _requireName(name);
+        bytes32 resource = keccak256(bytes(name));
+        _requireAdmin(_namespaceOfAdministered(name));
+        uint256 lease = _leases[resource];
+        token = _tokenOf(lease);
+        uint256 expiresAt = _expiresAtOf(lease);
+        if (token == 0 || expiresAt == 0 || expiresAt <= block.timestamp) revert FencingRegistryNotLive(resource, token);
+        _leases[resource] = (lease & _CLEAR_EXPIRES_AT) | _REVOKED;
+        emit LeaseRevoked(resource, token, _holderOf(lease), msg.sender);
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function grant(string calldata name, address holder, uint256 ttl)
+        external
+        returns (uint256 token, uint256 expiresAt)
+    {
+        _requireName(name);
+        if (holder == address(0)) revert FencingRegistryInvalidHolder(holder);
+        expiresAt = _expiry(ttl);
+        bytes32 resource = keccak256(bytes(name));
+        bytes32 namespace = _namespaceOfAdministered(name);
+        uint256 ns = _requireAdmin(namespace);
+        _applyPolicy(ns, namespace, holder, ttl);
+
+        uint256 previous = _leases[resource];
+        uint256 previousToken = _tokenOf(previous);
+        uint256 previousExpiresAt = _expiresAtOf(previous);
+        if (previousExpiresAt > block.timestamp) {
+            // A live lease: ended through the revoke path, recorded, before the new token exists.
+            emit LeaseRevoked(resource, previousToken, _holderOf(previous), msg.sender);
+        }
+        uint256 keep = previous & _RECORDED;
+        if (keep == 0 && ns & _NS_MAX_TTL != 0) keep = _record(resource, namespace);
+
+        uint256 counter = _counter;
+        unchecked {
+            token = (counter & _UINT48_MASK) + 1;
+        }
+        _leases[resource] = _pack(holder, expiresAt, token) | keep;
+        _counter = (counter & ~_UINT48_MASK) | token;
+
+        if (previousToken == 0) emit ResourceNamed(resource, name);
+        emit LeaseAcquired(resource, token, holder, expiresAt, previousToken, AcquireReason.Granted);
+        emit LeaseGranted(resource, token, holder, msg.sender);
+    }
+
+    // ------------------------------------------------------------------
     // Views
     // ------------------------------------------------------------------
 
@@ -261,6 +515,7 @@ contract FencingRegistry is IFencingRegistry {
         expiresAt = _expiresAtOf(lease);
         if (token == 0) status = LeaseStatus.Unheld;
         else if (lease & _DONE != 0) status = LeaseStatus.Done;
+        else if (lease & _REVOKED != 0) status = LeaseStatus.Revoked;
         else if (expiresAt == 0) status = LeaseStatus.Released;
         else if (expiresAt <= block.timestamp) status = LeaseStatus.Expired;
         else status = LeaseStatus.Live;
@@ -282,7 +537,31 @@ contract FencingRegistry is IFencingRegistry {
 
     /// @inheritdoc IFencingRegistry
     function latestToken() external view returns (uint256) {
-        return _latestToken;
+        return _counter & _UINT48_MASK;
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function namespacePolicy(bytes32 namespace)
+        external
+        view
+        returns (address admin, address pendingAdmin, uint256 maxTtl_, uint256 lockDelay, bool admissionRequired)
+    {
+        uint256 ns = _namespaces[namespace];
+        admin = address(uint160(ns & _HOLDER_MASK));
+        pendingAdmin = _pendingAdmins[namespace];
+        maxTtl_ = (ns >> _NS_MAX_TTL_SHIFT) & _UINT32_MASK;
+        lockDelay = (ns >> _NS_LOCK_DELAY_SHIFT) & _UINT32_MASK;
+        admissionRequired = ns & _NS_ADMISSION != 0;
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function isAdmitted(bytes32 namespace, address holder) external view returns (bool) {
+        return _namespaces[namespace] & _NS_ADMISSION == 0 || _allowlists[namespace][holder];
+    }
+
+    /// @inheritdoc IFencingRegistry
+    function isListed(bytes32 namespace, address holder) external view returns (bool) {
+        return _allowlists[namespace][holder];
     }
 
     /// @inheritdoc IFencingRegistry
@@ -362,7 +641,10 @@ contract FencingRegistry is IFencingRegistry {
     /// @dev Revert unless `lease` (whose token is `token`) is live now.
     function _requireLive(bytes32 resource, uint256 token, uint256 lease) private view {
         uint256 expiresAt = _expiresAtOf(lease);
-        if (expiresAt == 0) revert FencingRegistryLeaseReleased(resource, token);
+        if (expiresAt == 0) {
+            if (lease & _REVOKED != 0) revert FencingRegistryLeaseRevoked(resource, token);
+            revert FencingRegistryLeaseReleased(resource, token);
+        }
         if (expiresAt <= block.timestamp) revert FencingRegistryLeaseExpired(resource, token, expiresAt);
     }
 
@@ -371,6 +653,128 @@ contract FencingRegistry is IFencingRegistry {
     function _pack(address holder, uint256 expiresAt, uint256 token) private pure returns (uint256) {
         if (token > _UINT48_MASK) revert FencingRegistryUint48Overflow(token);
         return uint256(uint160(holder)) | (expiresAt << _EXPIRES_AT_SHIFT) | (token << _TOKEN_SHIFT);
+    }
+
+    /// @dev `(true, keccak256(prefix))` if `name` has a `/` (prefix: its bytes before the
+    /// first one), else `(false, 0)`. 32 bytes a step: a word holds a `/` iff one of its bytes
+    /// XOR 0x2f is zero, found exactly (no carry between bytes) by `~(((x & 0x7f..) + 0x7f..) | x | 0x7f..)`.
+    function _namespaceOfName(string calldata name) private pure returns (bool found, bytes32 namespace) {
+        assembly ("memory-safe") {
+            let start := name.offset
+            let end := add(start, name.length)
+            for { let p := start } lt(p, end) { p := add(p, 32) } {
+                let x := xor(calldataload(p), 0x2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f)
+                let low := 0x7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f
+                let zeros := not(or(or(add(and(x, low), low), x), low))
+                let rest := sub(end, p)
+                // Bytes past the name's end are not the name's: clear their marks.
+                if lt(rest, 32) { zeros := and(zeros, not(shr(mul(rest, 8), not(0)))) }
+                if zeros {
+                    let i := 0
+                    for {} iszero(byte(i, zeros)) { i := add(i, 1) } {}
+                    let length := sub(add(p, i), start)
+                    let m := mload(0x40)
+                    calldatacopy(m, start, length)
+                    namespace := keccak256(m, length)
+                    found := 1
+                    break
+                }
+            }
+        }
+    }
+
+    /// @dev {_namespaceOfName} for a name in memory.
+    function _namespaceOfMemory(bytes memory name) private pure returns (bool found, bytes32 namespace) {
+        uint256 length = name.length;
+        for (uint256 i; i < length; ++i) {
+            if (name[i] == 0x2f) {
+                assembly ("memory-safe") {
+                    namespace := keccak256(add(name, 32), i)
+                }
+                return (true, namespace);
+            }
+        }
+    }
+
+    /// @dev The namespace of `name`, which must have one (else no admin: revert).
+    function _namespaceOfAdministered(string calldata name) private view returns (bytes32 namespace) {
+        bool found;
+        (found, namespace) = _namespaceOfName(name);
+        if (!found) revert FencingRegistryNotNamespaceAdmin(bytes32(0), msg.sender, address(0));
+    }
+
+    /// @dev False proves `namespace` has no admin (its filter bit is clear); true: read `_namespaces`.
+    function _mayBeAdministered(uint256 counter, bytes32 namespace) private pure returns (bool) {
+        return (counter >> (_BLOOM_SHIFT + uint256(namespace) % _BLOOM_BITS)) & 1 != 0;
+    }
+
+    /// @dev Give the namespace `prefix` to `admin`, if nobody has it.
+    function _claim(string memory prefix, address admin) private returns (bytes32 namespace) {
+        uint256 length = bytes(prefix).length;
+        (bool slash,) = _namespaceOfMemory(bytes(prefix));
+        if (length == 0 || length >= _MAX_NAME_LENGTH || slash) {
+            revert FencingRegistryInvalidNamespace(length, _MAX_NAME_LENGTH - 1);
+        }
+        namespace = keccak256(bytes(prefix));
+        uint256 ns = _namespaces[namespace];
+        if (ns != 0) revert FencingRegistryNamespaceTaken(namespace, address(uint160(ns & _HOLDER_MASK)));
+        _namespaces[namespace] = uint256(uint160(admin));
+        _counter |= 1 << (_BLOOM_SHIFT + uint256(namespace) % _BLOOM_BITS);
+        emit NamespaceNamed(namespace, prefix);
+        emit NamespaceAdminTransferred(namespace, address(0), admin);
+    }
+
+    /// @dev The packed namespace, after checking that the caller is its admin.
+    function _requireAdmin(bytes32 namespace) private view returns (uint256 ns) {
+        ns = _namespaces[namespace];
+        address admin = address(uint160(ns & _HOLDER_MASK));
+        if (admin != msg.sender || admin == address(0)) {
+            revert FencingRegistryNotNamespaceAdmin(namespace, msg.sender, admin);
+        }
+    }
+
+    /// @dev Admission of `holder` and the namespace's maxTtl, for an acquisition or grant.
+    function _applyPolicy(uint256 ns, bytes32 namespace, address holder, uint256 ttl) private view {
+        if (ns & _NS_ADMISSION != 0 && !_allowlists[namespace][holder]) {
+            revert FencingRegistryNotAdmitted(namespace, holder);
+        }
+        uint256 cap = (ns >> _NS_MAX_TTL_SHIFT) & _UINT32_MASK;
+        if (cap != 0 && ttl > cap) revert FencingRegistryInvalidTtl(ttl, cap);
+    }
+
+    /// @dev Revert while the lock-delay after `previous`'s expiry runs (the caller is not its holder).
+    function _requireLockDelayOver(bytes32 resource, uint256 previous, uint256 previousExpiresAt, uint256 ns)
+        private
+        view
+    {
+        // Cannot overflow: 40-bit expiry + 32-bit delay.
+        unchecked {
+            uint256 until = previousExpiresAt + ((ns >> _NS_LOCK_DELAY_SHIFT) & _UINT32_MASK);
+            if (block.timestamp < until) revert FencingRegistryLockDelay(resource, _holderOf(previous), until);
+        }
+    }
+
+    /// @dev Record `resource`'s namespace (once per resource) so renewals can read its maxTtl.
+    function _record(bytes32 resource, bytes32 namespace) private returns (uint256) {
+        _namespaceOf[resource] = namespace;
+        return _RECORDED;
+    }
+
+    /// @dev A renewal of a recorded resource: `ttl` within its namespace's maxTtl.
+    function _requireRenewTtl(bytes32 resource, uint256 ttl) private view {
+        uint256 cap = (_namespaces[_namespaceOf[resource]] >> _NS_MAX_TTL_SHIFT) & _UINT32_MASK;
+        if (cap != 0 && ttl > cap) revert FencingRegistryInvalidTtl(ttl, cap);
+    }
+
+    /// @dev The set's size after checking it: 1 to 64 resources, one token each, no repeats.
+    function _requireSet(bytes32[] calldata resources, uint256[] calldata tokens) private pure returns (uint256 count) {
+        count = resources.length;
+        if (count == 0 || count > _MAX_MANY || tokens.length != count) revert FencingRegistryInvalidItems(count, _MAX_MANY);
+        for (uint256 i = 1; i < count; ++i) {
+            for (uint256 j; j < i; ++j) {
+                if (resources[i] == resources[j]) revert FencingRegistryDuplicateResource(resources[i]);
+            }
+        }
     }
 
     function _holderOf(uint256 lease) private pure returns (address) {

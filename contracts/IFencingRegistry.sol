@@ -40,6 +40,30 @@ pragma solidity 0.8.28;
  * so an item cannot be acquired, and no resource can be claimed, by its
  * name. Completing a claimed item ({complete}) ends its lease and marks it
  * done for good: {claimNext} never hands it out again.
+ *
+ * Namespaces: a name's namespace is its bytes before its first `/`
+ * (`prod/db` is in namespace `prod`), identified by
+ * `namespace = keccak256(bytes(prefix))`. A name without `/` is in no
+ * namespace and always open. Claimed work items follow their workset name's
+ * namespace. A namespace may have one admin: assigned by the deployer in the
+ * constructor (nobody can front-run that), or else the first account to call
+ * {claimNamespace}. The admin hands the role over in two steps
+ * ({transferNamespaceAdmin}, then {acceptNamespaceAdmin} by the new admin);
+ * there is no renounce (a namespace without an admin would be frozen, or
+ * open to a stranger's claim) and no global owner: an admin acts only in
+ * its own namespace. A namespace nobody administers behaves exactly as
+ * before namespaces existed. The admin sets its policy ({setNamespacePolicy}:
+ * an allowlist requirement, a maximum ttl, a lock-delay; {setAdmission} for
+ * the allowlist), ends a live lease ({revoke}) and issues one to a holder it
+ * names ({grant}). Every path that moves a lease issues a new, higher token
+ * and records why ({AcquireReason}) and who ({LeaseRevoked}, {LeaseGranted}).
+ * What a stranger who claims an open namespace first (a squatter) can do:
+ * refuse newcomers (allowlist), shorten the ttl of future terms, delay
+ * acquisitions after an expiry, revoke live leases (each recorded in
+ * {LeaseRevoked}) and grant leases; it cannot touch another namespace or a
+ * name without `/`, reuse or lower a token, or change history. A policy
+ * never evicts a live holder by itself: only {revoke} or {grant} do, and both
+ * are logged. Deployers who care assign their namespaces at deployment.
  */
 interface IFencingRegistry {
     /// @notice Why a resource changed hands, recorded in {LeaseAcquired}.
@@ -52,7 +76,12 @@ interface IFencingRegistry {
         Expired,
         /// The holder of a live lease acquired again, fencing off its own
         /// earlier incarnation with a new token.
-        Reacquired
+        Reacquired,
+        /// The namespace's admin had revoked the previous lease ({revoke}).
+        Revoked,
+        /// The namespace's admin granted this lease ({grant}); a live
+        /// previous lease was revoked first ({LeaseRevoked}).
+        Granted
     }
 
     /// @notice State of a resource's latest lease, as returned by {leaseOf}.
@@ -67,7 +96,10 @@ interface IFencingRegistry {
         Released,
         /// A claimed work item whose claimant completed it: never claimed
         /// again (`expiresAt` reads 0, `holder` and `token` are the completer's).
-        Done
+        Done,
+        /// The namespace's admin revoked it (`expiresAt` reads 0, `holder`
+        /// and `token` are the revoked lease's).
+        Revoked
     }
 
     // ------------------------------------------------------------------
@@ -110,6 +142,34 @@ interface IFencingRegistry {
     /// still matches". The lease itself is unchanged, unless it is a claimed
     /// work item: then the item is done and its lease ended (see {complete}).
     event LeaseCompleted(bytes32 indexed resource, uint256 indexed token, address indexed holder, bytes32 resultDigest);
+
+    /// @notice The admin of `resource`'s namespace, `admin`, ended the live lease of `holder`
+    /// (`token`): like a release, no lock-delay follows. The next {LeaseAcquired} of the
+    /// resource says `Revoked` (or `Granted`, when this revoke is part of a {grant}).
+    event LeaseRevoked(bytes32 indexed resource, uint256 indexed token, address indexed holder, address admin);
+
+    /// @notice The admin of `resource`'s namespace, `admin`, issued `token` to `holder`;
+    /// emitted right after that grant's {LeaseAcquired} (reason `Granted`).
+    event LeaseGranted(bytes32 indexed resource, uint256 indexed token, address indexed holder, address admin);
+
+    /// @notice `namespace` is the hash of the prefix `name`; emitted once, when it gets its first admin.
+    /// @dev `name` is bytes a caller chose: untrusted.
+    event NamespaceNamed(bytes32 indexed namespace, string name);
+
+    /// @notice `admin` offered `namespace` to `pendingAdmin` (0: the offer withdrawn).
+    event NamespaceAdminTransferStarted(bytes32 indexed namespace, address indexed admin, address indexed pendingAdmin);
+
+    /// @notice `newAdmin` became the admin of `namespace` (`previousAdmin` 0: its first admin).
+    event NamespaceAdminTransferred(bytes32 indexed namespace, address indexed previousAdmin, address indexed newAdmin);
+
+    /// @notice `admin` set the policy of `namespace`: `maxTtl` (0: the registry's),
+    /// `lockDelay` seconds after an expiry, and whether holders must be admitted.
+    event NamespacePolicySet(
+        bytes32 indexed namespace, address indexed admin, uint256 maxTtl, uint256 lockDelay, bool admissionRequired
+    );
+
+    /// @notice `admin` added `holder` to (`admitted`) or removed it from the allowlist of `namespace`.
+    event NamespaceAdmissionSet(bytes32 indexed namespace, address indexed holder, bool admitted, address admin);
 
     /// @notice ERC-5267. Never emitted: the EIP-712 domain of a registry is fixed.
     event EIP712DomainChanged();
@@ -161,6 +221,46 @@ interface IFencingRegistry {
     /// @notice {claimNext}: none of the `count` items of the workset whose name
     /// hashes to `workset` is free: each is done or held live by someone else.
     error FencingRegistryNothingToClaim(bytes32 workset, uint256 count);
+
+    /// @notice A namespace prefix must be 1 to `maxLength` bytes with no `/`; `length` were given
+    /// (or the prefix contains `/`).
+    error FencingRegistryInvalidNamespace(uint256 length, uint256 maxLength);
+
+    /// @notice `namespace` already has an admin, `admin`: it cannot be claimed.
+    error FencingRegistryNamespaceTaken(bytes32 namespace, address admin);
+
+    /// @notice `account` is not the admin of `namespace` (`admin`; 0 when nobody administers it,
+    /// which includes names in no namespace).
+    error FencingRegistryNotNamespaceAdmin(bytes32 namespace, address account, address admin);
+
+    /// @notice `account` is not the pending admin of `namespace` (`pendingAdmin` is).
+    error FencingRegistryNotPendingAdmin(bytes32 namespace, address account, address pendingAdmin);
+
+    /// @notice `namespace` requires admitted holders and `holder` is not on its allowlist.
+    error FencingRegistryNotAdmitted(bytes32 namespace, address holder);
+
+    /// @notice The lease of `holder` on `resource` expired and its namespace's lock-delay
+    /// runs until `until`: only `holder` may acquire it before then.
+    error FencingRegistryLockDelay(bytes32 resource, address holder, uint256 until);
+
+    /// @notice A namespace policy needs `maxTtl` 0 to the registry's maximum and `lockDelay`
+    /// 0 to the registry's maximum ttl.
+    error FencingRegistryInvalidPolicy(uint256 maxTtl, uint256 lockDelay, uint256 registryMaxTtl);
+
+    /// @notice {revoke}: `resource`'s latest lease (`token`) is not live: nothing to revoke.
+    error FencingRegistryNotLive(bytes32 resource, uint256 token);
+
+    /// @notice `token` is the resource's latest but its namespace's admin revoked it.
+    error FencingRegistryLeaseRevoked(bytes32 resource, uint256 token);
+
+    /// @notice {acquireMany}, {renewMany}, {releaseMany}: `resource` is listed twice.
+    error FencingRegistryDuplicateResource(bytes32 resource);
+
+    /// @notice {grant}: the holder must not be the zero address.
+    error FencingRegistryInvalidHolder(address holder);
+
+    /// @notice Deployment: `prefixes` and `admins` must have the same length.
+    error FencingRegistryInvalidAssignments(uint256 prefixes, uint256 admins);
 
     // ------------------------------------------------------------------
     // Lease operations
@@ -258,9 +358,108 @@ interface IFencingRegistry {
         external
         returns (uint256 index, bytes32 resource, uint256 token, uint256 expiresAt);
 
+    /**
+     * @notice Acquire every one of `names` for `ttl` seconds in one transaction, all or
+     * nothing: one token per resource, consecutive, in the order given.
+     * @dev Each name is acquired as {acquire} would (same checks, same events, same
+     * policy); any refusal reverts the whole call. Reverts with
+     * {FencingRegistryDuplicateResource} if a name is listed twice and
+     * {FencingRegistryInvalidItems} unless 1 to 64 names are given.
+     * @return firstToken The first name's token; name `i` has `firstToken + i`.
+     * @return expiresAt The expiry shared by every lease of the set.
+     */
+    function acquireMany(string[] calldata names, uint256 ttl) external returns (uint256 firstToken, uint256 expiresAt);
+
+    /// @notice {renew} each `resources[i]` with `tokens[i]`, all or nothing.
+    /// @return expiresAt The new expiry shared by every lease of the set.
+    function renewMany(bytes32[] calldata resources, uint256[] calldata tokens, uint256 ttl)
+        external
+        returns (uint256 expiresAt);
+
+    /// @notice {release} each `resources[i]` with `tokens[i]`, all or nothing.
+    function releaseMany(bytes32[] calldata resources, uint256[] calldata tokens) external;
+
+    // ------------------------------------------------------------------
+    // Namespaces (see the header)
+    // ------------------------------------------------------------------
+
+    /**
+     * @notice Become the admin of the namespace `prefix` (first come), if nobody is.
+     * @dev Reverts with {FencingRegistryNamespaceTaken} if it has an admin (assigned at
+     * deployment or claimed), {FencingRegistryInvalidNamespace} on a bad prefix.
+     * Emits {NamespaceNamed} and {NamespaceAdminTransferred} (from 0). Live leases in it
+     * are untouched; the policy (empty: open, registry max ttl, no lock-delay) applies
+     * to later acquisitions.
+     * @return namespace `keccak256(bytes(prefix))`.
+     */
+    function claimNamespace(string calldata prefix) external returns (bytes32 namespace);
+
+    /// @notice Offer `namespace` to `newAdmin` (0 withdraws the offer); the admin stays in
+    /// charge until `newAdmin` calls {acceptNamespaceAdmin}. Admin only.
+    function transferNamespaceAdmin(bytes32 namespace, address newAdmin) external;
+
+    /// @notice Take over `namespace` as its pending admin.
+    function acceptNamespaceAdmin(bytes32 namespace) external;
+
+    /**
+     * @notice Set the policy of `namespace` (admin only). Applies to later acquisitions,
+     * grants and renewals; never evicts a live holder (use {revoke}).
+     * @param maxTtl Longest ttl of an acquisition, grant or renewal; 0: the registry's.
+     * Renewals are held to it once their resource was acquired while a maxTtl was set (that
+     * acquisition records the resource's namespace, once per resource); a lease acquired
+     * before renews under the registry's maximum until it ends or is revoked.
+     * @param lockDelay Seconds after a lease EXPIRES during which nobody but its expired
+     * holder may acquire the resource (not after a release, revoke or completion).
+     * @param admissionRequired Only allowlisted holders ({setAdmission}) may acquire or be
+     * granted; holders already live keep their lease until it ends or is revoked.
+     */
+    function setNamespacePolicy(bytes32 namespace, uint256 maxTtl, uint256 lockDelay, bool admissionRequired)
+        external;
+
+    /// @notice Add `holders` to (`admitted`) or remove them from the allowlist of `namespace`
+    /// (admin only); one {NamespaceAdmissionSet} per holder.
+    function setAdmission(bytes32 namespace, address[] calldata holders, bool admitted) external;
+
+    /**
+     * @notice End the live lease on `name` now, as the admin of its namespace.
+     * @dev Like a release done by the admin: the holder's token stops being current (its
+     * renew, release, complete and every fenced check fail with
+     * {FencingRegistryLeaseRevoked}); no lock-delay follows; the next acquisition gets a
+     * higher token with reason `Revoked`. Reverts with
+     * {FencingRegistryNotNamespaceAdmin} or {FencingRegistryNotLive}. Emits {LeaseRevoked}.
+     * @return token The revoked token.
+     */
+    function revoke(string calldata name) external returns (uint256 token);
+
+    /**
+     * @notice Issue a lease on `name` to `holder` for `ttl` seconds, as the admin of its
+     * namespace: a new token, higher than every other.
+     * @dev A live lease is taken over through the same fenced path as {revoke}
+     * ({LeaseRevoked} for the old token first). The holder must be admitted when the
+     * namespace requires it; the ttl is held to the namespace's maxTtl; a lock-delay does
+     * not bind the admin. Emits {ResourceNamed} on a first acquisition, {LeaseAcquired}
+     * (reason `Granted`, `previousToken` the superseded one), then {LeaseGranted}.
+     */
+    function grant(string calldata name, address holder, uint256 ttl)
+        external
+        returns (uint256 token, uint256 expiresAt);
+
     // ------------------------------------------------------------------
     // Views
     // ------------------------------------------------------------------
+
+    /// @notice The admin (0: none), pending admin and policy of `namespace`.
+    function namespacePolicy(bytes32 namespace)
+        external
+        view
+        returns (address admin, address pendingAdmin, uint256 maxTtl, uint256 lockDelay, bool admissionRequired);
+
+    /// @notice Whether `holder` may acquire in `namespace` as far as admission goes: true when
+    /// the namespace does not require admission, else whether `holder` is on its allowlist.
+    function isAdmitted(bytes32 namespace, address holder) external view returns (bool);
+
+    /// @notice Whether `holder` is on the allowlist of `namespace` (whatever the policy).
+    function isListed(bytes32 namespace, address holder) external view returns (bool);
 
     /// @notice The latest lease of `resource`, whatever its state, judged at
     /// this block's timestamp. A released lease reads `expiresAt == 0`.

@@ -22,7 +22,8 @@ from .errors import ChainfenceError
 from .fenced_requests import FencedRequest
 from .fenced_store import FencedStore
 from .guard import Guard
-from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
+from .lease import AcquireReason, Lease, LeaseInfo, LeaseSet, LeaseStatus
+from .namespaces import NamespacePolicy
 from .registry import Registry
 from .watchdog import StuckLease, StuckReport
 
@@ -41,7 +42,9 @@ __all__ = [
     "Lease",
     "LeaseEvent",
     "LeaseInfo",
+    "LeaseSet",
     "LeaseStatus",
+    "NamespacePolicy",
     "Registry",
     "StuckLease",
     "StuckReport",

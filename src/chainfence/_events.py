@@ -54,6 +54,22 @@ class Kind(enum.Enum):
     RENEWED = "LeaseRenewed"
     RELEASED = "LeaseReleased"
     COMPLETED = "LeaseCompleted"
+    #: The namespace's admin ended a live lease (``admin`` says who).
+    REVOKED = "LeaseRevoked"
+    #: The namespace's admin issued the lease (right after its ``LeaseAcquired``, reason granted).
+    GRANTED = "LeaseGranted"
+    # Namespace events: ``resource_id`` and ``namespace`` both hold the namespace id (topic 1).
+    NAMESPACE_NAMED = "NamespaceNamed"
+    ADMIN_TRANSFER_STARTED = "NamespaceAdminTransferStarted"
+    ADMIN_TRANSFERRED = "NamespaceAdminTransferred"
+    POLICY_SET = "NamespacePolicySet"
+    ADMISSION_SET = "NamespaceAdmissionSet"
+
+
+#: Events about a namespace, not a resource.
+NAMESPACE_KINDS = frozenset(
+    {Kind.NAMESPACE_NAMED, Kind.ADMIN_TRANSFER_STARTED, Kind.ADMIN_TRANSFERRED, Kind.POLICY_SET, Kind.ADMISSION_SET}
+)
 
 
 _SIGNATURES = {
@@ -62,6 +78,13 @@ _SIGNATURES = {
     Kind.RENEWED: "LeaseRenewed(bytes32,uint256,address,uint256,bytes32)",
     Kind.RELEASED: "LeaseReleased(bytes32,uint256,address)",
     Kind.COMPLETED: "LeaseCompleted(bytes32,uint256,address,bytes32)",
+    Kind.REVOKED: "LeaseRevoked(bytes32,uint256,address,address)",
+    Kind.GRANTED: "LeaseGranted(bytes32,uint256,address,address)",
+    Kind.NAMESPACE_NAMED: "NamespaceNamed(bytes32,string)",
+    Kind.ADMIN_TRANSFER_STARTED: "NamespaceAdminTransferStarted(bytes32,address,address)",
+    Kind.ADMIN_TRANSFERRED: "NamespaceAdminTransferred(bytes32,address,address)",
+    Kind.POLICY_SET: "NamespacePolicySet(bytes32,address,uint256,uint256,bool)",
+    Kind.ADMISSION_SET: "NamespaceAdmissionSet(bytes32,address,bool,address)",
 }
 _TOPICS = {kind: keccak(text=signature) for kind, signature in _SIGNATURES.items()}
 _KINDS = {t: kind for kind, t in _TOPICS.items()}
@@ -74,7 +97,20 @@ _DATA_TYPES = {
     Kind.RENEWED: ("uint256", "bytes32"),
     Kind.RELEASED: (),
     Kind.COMPLETED: ("bytes32",),
+    Kind.REVOKED: ("address",),
+    Kind.GRANTED: ("address",),
+    Kind.NAMESPACE_NAMED: ("bytes",),
+    Kind.ADMIN_TRANSFER_STARTED: (),
+    Kind.ADMIN_TRANSFERRED: (),
+    Kind.POLICY_SET: ("uint256", "uint256", "bool"),
+    Kind.ADMISSION_SET: ("bool", "address"),
 }
+
+#: Topics each event has (topic 0 included).
+_TOPIC_COUNTS = {
+    Kind.NAMED: 2, Kind.NAMESPACE_NAMED: 2, Kind.POLICY_SET: 3, Kind.ADMISSION_SET: 3,
+    Kind.ADMIN_TRANSFER_STARTED: 4, Kind.ADMIN_TRANSFERRED: 4,
+}  # fmt: skip
 
 
 def topic(kind: Kind) -> str:
@@ -99,7 +135,23 @@ class RegistryLog:
     reason: int | None = None
     result_digest: bytes | None = None
     progress: bytes | None = None  # LeaseRenewed: the holder's 32-byte marker (zeros: none reported)
-    name: bytes | None = None  # ResourceNamed: the bytes logged, untrusted
+    name: bytes | None = None  # ResourceNamed, NamespaceNamed: the bytes logged, untrusted
+    #: LeaseRevoked, LeaseGranted, NamespacePolicySet, NamespaceAdmissionSet: the namespace admin who acted;
+    #: NamespaceAdminTransferStarted: the admin offering; NamespaceAdminTransferred: the new admin.
+    admin: str | None = None
+    namespace: bytes | None = None  # namespace events: the namespace id
+    #: NamespaceAdminTransferStarted: the offered admin (zero: offer withdrawn); NamespaceAdminTransferred: the previous.
+    other_admin: str | None = None
+    max_ttl: int | None = None  # NamespacePolicySet
+    lock_delay: int | None = None  # NamespacePolicySet
+    admission_required: bool | None = None  # NamespacePolicySet
+    admitted: bool | None = None  # NamespaceAdmissionSet (``holder`` is the account)
+
+
+def _address(word: bytes) -> str:
+    if any(word[:12]):
+        raise ValueError("address topic is not an address")
+    return to_checksum_address(word[12:])
 
 
 def _word(topic_value: Any) -> bytes:
@@ -117,14 +169,28 @@ def decode(log: Any) -> RegistryLog | None:
     kind = _KINDS.get(bytes(topics[0]))
     if kind is None:
         return None
-    expected_topics = 2 if kind is Kind.NAMED else 4
+    expected_topics = _TOPIC_COUNTS.get(kind, 4)
     try:
         if len(topics) != expected_topics:
             raise ValueError(f"{kind.value} has {len(topics)} topics, expected {expected_topics}")
         resource_id = _word(topics[1])
         data = abi_decode(_DATA_TYPES[kind], bytes(log["data"])) if _DATA_TYPES[kind] else ()
         fields: dict[str, Any] = {}
-        if kind is not Kind.NAMED:
+        if kind in NAMESPACE_KINDS:
+            fields["namespace"] = resource_id
+            if kind is Kind.NAMESPACE_NAMED:
+                fields["name"] = bytes(data[0])
+            elif kind is Kind.ADMIN_TRANSFER_STARTED:
+                fields.update(admin=_address(_word(topics[2])), other_admin=_address(_word(topics[3])))
+            elif kind is Kind.ADMIN_TRANSFERRED:
+                fields.update(other_admin=_address(_word(topics[2])), admin=_address(_word(topics[3])))
+            elif kind is Kind.POLICY_SET:
+                fields.update(
+                    admin=_address(_word(topics[2])), max_ttl=data[0], lock_delay=data[1], admission_required=data[2]
+                )
+            elif kind is Kind.ADMISSION_SET:
+                fields.update(holder=_address(_word(topics[2])), admitted=data[0], admin=to_checksum_address(data[1]))
+        elif kind is not Kind.NAMED:
             fields["token"] = int.from_bytes(_word(topics[2]), "big")
             holder = _word(topics[3])
             if any(holder[:12]):
@@ -138,6 +204,8 @@ def decode(log: Any) -> RegistryLog | None:
             fields.update(expires_at=data[0], progress=bytes(data[1]))
         elif kind is Kind.COMPLETED:
             fields["result_digest"] = bytes(data[0])
+        elif kind in (Kind.REVOKED, Kind.GRANTED):
+            fields["admin"] = to_checksum_address(data[0])
         return RegistryLog(
             kind=kind,
             resource_id=resource_id,

@@ -29,7 +29,10 @@ from eth_utils import keccak
 
 from .errors import InvalidResourceName
 
-__all__ = ["MAX_NAME_LENGTH", "decode", "display", "item_id", "publishable", "resource_bytes", "resource_id"]
+__all__ = [
+    "MAX_NAME_LENGTH", "decode", "display", "item_id", "namespace_id", "namespace_prefix", "publishable",
+    "resource_bytes", "resource_id",
+]  # fmt: skip
 
 #: Longest resource name, in bytes of UTF-8; the contract enforces the same bound.
 MAX_NAME_LENGTH = 128
@@ -46,6 +49,21 @@ def item_id(workset: object, item: object) -> bytes:
     from eth_abi import encode
 
     return keccak(encode(["bytes", "bytes"], [resource_bytes(workset), resource_bytes(item)]))
+
+
+def namespace_prefix(name: object) -> str | None:
+    """The namespace of resource ``name``: its text before the first ``/``; None for a name without ``/``
+    (in no namespace: always open). ``"prod/db/main"`` is in namespace ``"prod"``; ``"/x"`` in ``""``,
+    which nobody can claim (so it stays open)."""
+    data = resource_bytes(name)
+    if b"/" not in data:
+        return None
+    return data.split(b"/", 1)[0].decode("utf-8")
+
+
+def namespace_id(prefix: str) -> bytes:
+    """The on-chain id of namespace ``prefix``: ``keccak256(utf8(prefix))``."""
+    return keccak(prefix.encode("utf-8"))
 
 
 def resource_id(name: object) -> bytes:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from eth_utils import is_checksum_address, is_hex_address, keccak, to_checksum_address
 
 from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
-from .errors import InvalidAddress, InvalidProgress, InvalidToken, InvalidTtl, InvalidWait
+from .errors import InvalidAddress, InvalidInput, InvalidProgress, InvalidToken, InvalidTtl, InvalidWait
 
 __all__ = [
-    "MAX_NAME_LENGTH", "MAX_TOKEN", "MAX_WAIT", "address", "progress", "publishable", "resource_bytes", "resource_id",
+    "MAX_NAME_LENGTH", "MAX_TOKEN", "MAX_WAIT", "address", "namespace_prefix", "progress", "publishable", "resource_bytes", "resource_id",
     "token", "ttl", "wait",
 ]  # fmt: skip
 
@@ -33,6 +33,23 @@ def ttl(value: object, max_ttl: int) -> int:
         )
     if value < 1 or value > max_ttl:
         raise InvalidTtl(ttl=value, max_ttl=max_ttl)
+    return value
+
+
+def namespace_prefix(value: object) -> str:
+    """``value`` as a namespace prefix to claim or assign: a publishable name of 1 to 127 bytes with no ``/``."""
+    from .errors import InvalidNamespace
+
+    if not isinstance(value, str):
+        raise InvalidNamespace(f"a namespace must be a str, got {type(value).__name__}")
+    if "/" in value:
+        raise InvalidNamespace(f"a namespace is a name's part before its first '/': {value!r} contains '/'")
+    try:
+        publishable(value)
+    except InvalidInput as bad:
+        raise InvalidNamespace(f"invalid namespace {value!r}: {bad}") from None
+    if len(value.encode("utf-8")) > MAX_NAME_LENGTH - 1:
+        raise InvalidNamespace(f"a namespace is at most {MAX_NAME_LENGTH - 1} bytes of UTF-8")
     return value
 
 

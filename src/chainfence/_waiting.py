@@ -84,7 +84,7 @@ MAX_LOG_GAP = 1_024
 #: Blocks the block time of a chain that is not a dev chain is estimated over.
 _BLOCK_TIME_SAMPLE = 32
 
-_KINDS = (_events.Kind.ACQUIRED, _events.Kind.RELEASED, _events.Kind.RENEWED)
+_KINDS = (_events.Kind.ACQUIRED, _events.Kind.RELEASED, _events.Kind.RENEWED, _events.Kind.REVOKED)
 
 
 class Timer:

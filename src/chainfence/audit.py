@@ -36,6 +36,10 @@ class EventKind(enum.Enum):
     RENEWED = "renewed"
     RELEASED = "released"
     COMPLETED = "completed"
+    #: The namespace's admin ended the lease (``admin``); the holder's token stopped being current.
+    REVOKED = "revoked"
+    #: The namespace's admin issued the lease (``admin``); follows its ``acquired`` event.
+    GRANTED = "granted"
 
 
 _KINDS = {
@@ -43,6 +47,8 @@ _KINDS = {
     _events.Kind.RENEWED: EventKind.RENEWED,
     _events.Kind.RELEASED: EventKind.RELEASED,
     _events.Kind.COMPLETED: EventKind.COMPLETED,
+    _events.Kind.REVOKED: EventKind.REVOKED,
+    _events.Kind.GRANTED: EventKind.GRANTED,
 }
 
 
@@ -74,6 +80,8 @@ class LeaseEvent:
     resource_display: str = ""
     #: Renewals: the holder's progress marker (None when it reported none).
     progress: bytes | None = None
+    #: Revocations and grants: the namespace admin who did it (``holder`` is the lease's holder).
+    admin: str | None = None
 
 
 def history(
@@ -132,6 +140,7 @@ def history(
                 result_digest=entry.result_digest,
                 resource_display=display,
                 progress=entry.progress if entry.progress and any(entry.progress) else None,
+                admin=entry.admin,
             )
         )
     return result

@@ -11,20 +11,32 @@
     │   ├── InvalidWait                    acquire(wait=...): negative, not finite, not a number, too long
     │   ├── InvalidProgress                a progress marker that is not 1-32 bytes, an int or a str
     │   ├── InvalidClaimItems              claim: no items, too many, or duplicates
+    │   ├── InvalidNamespace               a namespace prefix: empty, too long, contains '/'
+    │   ├── InvalidPolicy                  a namespace policy: maxTtl or lockDelay above the registry's max
+    │   ├── InvalidAssignments             deployment: namespaces and admins of different lengths
+    │   ├── DuplicateResource              acquire_many / a LeaseSet lists a resource twice
     │   └── InvalidAddress                 not a 20-byte hex address
+    │       └── InvalidHolder              grant: the zero address
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
     │   ├── NotHolder                      the caller is not the holder of that token
     │   ├── NothingToClaim                 claim: every item is done or held live by others
-    │   ├── HolderNotAdmitted (PermissionError)  a guard's admission refuses the token's holder
+    │   ├── NotAdmitted (PermissionError)  the namespace admits only its allowlist (registry or guard)
+    │   │   └── HolderNotAdmitted          a guard's admission (local list or on-chain) refuses the token's holder
+    │   ├── LockDelayed                    a lease expired; its namespace's lock-delay runs until `until`
+    │   ├── NotLive                        revoke: the resource has no live lease
     │   └── TokenNotCurrent                the token is not the resource's live token
     │       ├── StaleToken                 superseded by a higher token (registry or guard)
     │       ├── UnknownToken               0, or above the resource's latest: never issued for it
     │       ├── LeaseExpired               the latest token, but its lease ran out  (you lost it)
     │       ├── LeaseReleased              the latest token, but it was released    (you closed it)
-    │       ├── LeaseRevoked               the latest token, but the namespace's admin revoked it
+    │       ├── LeaseRevoked               the latest token, but its namespace's admin revoked it
     │       └── TokenNotConfirmed          issued, but not yet deep enough in the chain to count
     ├── RegistryOverflow (OverflowError)   48-bit token or 40-bit time space exhausted
+    ├── NamespaceError (PermissionError)   a namespace refused the caller
+    │   ├── NamespaceTaken                 claim: the namespace already has an admin
+    │   ├── NotNamespaceAdmin              only the namespace's admin may do that
+    │   └── NotPendingAdmin                only the pending admin may accept the namespace
     ├── Unauthorized (PermissionError)     a contract refused the caller (example contracts)
     ├── ChainError                         the chain or node failed us
     │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers
@@ -65,8 +77,8 @@ web3 or eth-tester exceptions: those are chained as ``__cause__``.
 
 A service rejecting work needs one clause: ``except TokenNotCurrent`` (and
 ``except RequestRejected`` for holder-signed requests), plus ``except
-HolderNotAdmitted`` when its guard has an admission policy
-(:class:`~chainfence.Admission`).
+NotAdmitted`` when its guard has an admission policy
+(:class:`~chainfence.Admission`: :class:`HolderNotAdmitted`).
 """
 
 from __future__ import annotations
@@ -81,6 +93,7 @@ __all__ = [
     "ChainRolledBack",
     "ChainfenceError",
     "ContractNotFound",
+    "DuplicateResource",
     "FenceBroken",
     "GuardError",
     "GuardForked",
@@ -88,9 +101,13 @@ __all__ = [
     "HolderNotAdmitted",
     "InsufficientFunds",
     "InvalidAddress",
+    "InvalidAssignments",
     "InvalidClaimItems",
+    "InvalidHolder",
     "InvalidInput",
     "InvalidMaxTtl",
+    "InvalidNamespace",
+    "InvalidPolicy",
     "InvalidProgress",
     "InvalidResourceName",
     "InvalidSignature",
@@ -103,10 +120,17 @@ __all__ = [
     "LeaseLost",
     "LeaseReleased",
     "LeaseRevoked",
+    "LockDelayed",
     "MalformedRequest",
+    "NamespaceError",
+    "NamespaceTaken",
     "NodeUnreachable",
+    "NotAdmitted",
     "NotConfirmed",
     "NotHolder",
+    "NotLive",
+    "NotNamespaceAdmin",
+    "NotPendingAdmin",
     "NotSupported",
     "NothingToClaim",
     "OutcomeUnknown",
@@ -295,6 +319,15 @@ class InvalidAddress(InvalidInput):
     """An address must be 20 bytes as 0x-prefixed hex (checksummed if mixed case)."""
 
 
+@_contract_error("FencingRegistryInvalidHolder")
+class InvalidHolder(InvalidAddress):
+    """grant: a lease's holder cannot be the zero address."""
+
+    def __init__(self, message: str | None = None, *, holder: str | None = None):
+        self.holder = holder
+        super().__init__(message or f"a lease cannot be granted to {holder}")
+
+
 class InvalidProgress(InvalidInput):
     """A progress marker must be 1 to 32 bytes (not all zero), an int from 1 to 2**256 - 1, or a str."""
 
@@ -316,6 +349,58 @@ class InvalidClaimItems(InvalidInput):
         if message is None:
             message = f"a claim lists 1 to {max_count} items, got {count}"
         super().__init__(message)
+
+
+@_contract_error("FencingRegistryInvalidNamespace")
+class InvalidNamespace(InvalidInput):
+    """A namespace is a name's part before its first ``/``: 1 to 127 bytes, printable, no ``/``."""
+
+    def __init__(self, message: str | None = None, *, length: int | None = None, max_length: int | None = None):
+        self.length = length
+        self.max_length = max_length
+        if message is None:
+            message = f"a namespace must be 1 to {max_length} bytes with no '/', got {length} bytes"
+        super().__init__(message)
+
+
+@_contract_error("FencingRegistryInvalidPolicy")
+class InvalidPolicy(InvalidInput):
+    """A namespace policy's ``max_ttl`` and ``lock_delay`` must be 0 to the registry's maximum ttl."""
+
+    def __init__(
+        self, message: str | None = None, *, max_ttl: Any = None, lock_delay: Any = None,
+        registry_max_ttl: int | None = None,
+    ):  # fmt: skip
+        self.max_ttl = max_ttl
+        self.lock_delay = lock_delay
+        self.registry_max_ttl = registry_max_ttl
+        if message is None:
+            message = (
+                f"a namespace policy needs max_ttl and lock_delay from 0 to {registry_max_ttl} seconds, "
+                f"got max_ttl={max_ttl!r} lock_delay={lock_delay!r}"
+            )
+        super().__init__(message)
+
+
+@_contract_error("FencingRegistryInvalidAssignments")
+class InvalidAssignments(InvalidInput):
+    """Deployment: one admin per assigned namespace."""
+
+    def __init__(self, message: str | None = None, *, prefixes: int | None = None, admins: int | None = None):
+        self.prefixes = prefixes
+        self.admins = admins
+        super().__init__(message or f"{prefixes} namespaces but {admins} admins")
+
+
+@_contract_error("FencingRegistryDuplicateResource")
+class DuplicateResource(InvalidInput):
+    """A set of leases (``acquire_many``, a :class:`~chainfence.LeaseSet`) lists a resource twice."""
+
+    def __init__(self, message: str | None = None, *, resource_id: bytes | None = None, resource: str | None = None):
+        self.resource_id = resource_id
+        self.resource = resource
+        where = repr(resource) if resource is not None else "0x" + (resource_id or b"").hex()
+        super().__init__(message or f"resource {where} is listed twice")
 
 
 # ---------------------------------------------------------------------------
@@ -423,39 +508,93 @@ class NotHolder(LeaseError):
         )
 
 
-class HolderNotAdmitted(LeaseError, PermissionError):
+@_contract_error("FencingRegistryNotAdmitted")
+class NotAdmitted(LeaseError, PermissionError):
+    """``holder`` is not on the allowlist of ``namespace`` (the id; ``namespace_name`` the prefix when
+    known), which requires admitted holders: refused by the registry (acquire, grant) or by a service
+    that accepts only admitted holders."""
+
+    def __init__(
+        self, *, holder: str, namespace: bytes | None = None, namespace_name: str | None = None,
+        resource: str | None = None, resource_id: bytes | None = None,
+    ):  # fmt: skip
+        self.holder = holder
+        self.namespace = namespace
+        self.namespace_name = namespace_name
+        super().__init__(resource=resource, resource_id=resource_id)
+
+    def with_resource(self, name: str) -> LeaseError:
+        """Attach the resource name; its namespace's prefix comes with it."""
+        self.resource = name
+        if self.namespace_name is None and "/" in name:
+            self.namespace_name = name.split("/", 1)[0]
+        return self
+
+    def _message(self) -> str:
+        where = repr(self.namespace_name) if self.namespace_name is not None else "0x" + (self.namespace or b"").hex()
+        target = f" ({self._where()})" if self.resource is not None or self.resource_id is not None else ""
+        return f"{self.holder} is not admitted in namespace {where}{target}"
+
+
+class HolderNotAdmitted(NotAdmitted):
     """The token is genuine, but its holder is not one this guard accepts (:class:`~chainfence.Admission`).
 
     ``holder`` holds ``token`` on ``resource``; ``admission`` says which list
     refused it: ``"local"`` (the service's own list) or ``"on-chain"`` (the
-    allowlist of the resource's namespace, ``namespace``). Nothing was
-    recorded: the guard's mark did not move. ``status`` is the HTTP status
+    allowlist of the resource's namespace: ``namespace`` its id,
+    ``namespace_name`` its prefix). Nothing was recorded: the guard's mark
+    did not move. ``status`` is the HTTP status
     :class:`~chainfence.asgi.FencingMiddleware` answers with.
     """
 
     status: ClassVar[int] = 403
 
     def __init__(
-        self,
-        *,
-        holder: str,
-        token: int,
-        admission: str,
-        namespace: str | None = None,
-        resource: str | None = None,
-        resource_id: bytes | None = None,
-    ):
-        self.holder = holder
+        self, *, holder: str, token: int, admission: str, namespace: bytes | None = None,
+        namespace_name: str | None = None, resource: str | None = None, resource_id: bytes | None = None,
+    ):  # fmt: skip
         self.token = token
         self.admission = admission
-        self.namespace = namespace
+        super().__init__(
+            holder=holder, namespace=namespace, namespace_name=namespace_name, resource=resource,
+            resource_id=resource_id,
+        )  # fmt: skip
+
+    def _message(self) -> str:
+        if self.admission == "local":
+            where = "this service's list of admitted holders"
+        else:
+            where = f"the on-chain allowlist of namespace {self.namespace_name!r}"
+        return f"{self.holder}, holder of token {self.token} on {self._where()}, is not in {where}"
+
+
+@_contract_error("FencingRegistryLockDelay")
+class LockDelayed(LeaseError):
+    """The lease of ``holder`` expired and its namespace's lock-delay runs until chain time ``until``:
+    nobody but ``holder`` may acquire the resource before then. Retry at or after ``until``."""
+
+    def __init__(self, *, holder: str, until: int, resource: str | None = None, resource_id: bytes | None = None):
+        self.holder = holder
+        self.until = until
         super().__init__(resource=resource, resource_id=resource_id)
 
     def _message(self) -> str:
-        where = "this service's list of admitted holders" if self.admission == "local" else (
-            f"the on-chain allowlist of namespace {self.namespace!r}"
+        return (
+            f"{self._where()} is in its lock-delay until chain time {self.until} "
+            f"(the lease of {self.holder} expired; only it may acquire before then)"
         )
-        return f"{self.holder}, holder of token {self.token} on {self._where()}, is not in {where}"
+
+
+@_contract_error("FencingRegistryNotLive")
+class NotLive(LeaseError):
+    """revoke: the resource's latest lease (``token``, 0 if never held) is not live: nothing to revoke."""
+
+    def __init__(self, *, token: int, resource: str | None = None, resource_id: bytes | None = None):
+        self.token = token
+        super().__init__(resource=resource, resource_id=resource_id)
+
+    def _message(self) -> str:
+        return f"{self._where()} has no live lease to revoke (latest token {self.token})"
 
 
 class TokenNotCurrent(LeaseError):
@@ -553,17 +692,15 @@ class LeaseReleased(TokenNotCurrent):
         return f"the lease of token {self.token} on {self._where()} was released"
 
 
+@_contract_error("FencingRegistryLeaseRevoked")
 class LeaseRevoked(TokenNotCurrent):
-    """``token`` was the resource's latest, but the namespace's admin revoked its lease (``holder``'s)."""
+    """``token`` is the resource's latest, but the admin of its namespace revoked it: stop the work."""
 
-    def __init__(
-        self, *, token: int, resource: str | None = None, resource_id: bytes | None = None, holder: str | None = None
-    ):
-        self.holder = holder
+    def __init__(self, *, token: int, resource: str | None = None, resource_id: bytes | None = None):
         super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
 
     def _message(self) -> str:
-        return f"the lease of token {self.token} on {self._where()} was revoked by the namespace's admin"
+        return f"the lease of token {self.token} on {self._where()} was revoked by its namespace's admin"
 
 
 class TokenNotConfirmed(TokenNotCurrent):
@@ -718,6 +855,75 @@ class UnknownRevert(ChainError):
     def __init__(self, message: str, *, data: bytes = b""):
         self.data = data
         super().__init__(message)
+
+
+class NamespaceError(ChainfenceError, PermissionError):
+    """A namespace refused the caller. ``namespace`` is its id (``keccak256(prefix)``), ``namespace_name``
+    the prefix when the SDK knows it."""
+
+    def __init__(self, message: str | None = None, *, namespace: bytes | None = None, **fields: Any):
+        self.namespace = namespace
+        self.namespace_name: str | None = None
+        self.__dict__.update(fields)
+        super().__init__(message)
+
+    def with_namespace(self, name: str) -> NamespaceError:
+        """Attach the namespace prefix the caller used; returns ``self``."""
+        self.namespace_name = name
+        return self
+
+    def _where(self) -> str:
+        if self.namespace_name is not None:
+            return f"namespace {self.namespace_name!r}"
+        return "namespace 0x" + (self.namespace or b"").hex()
+
+    def __str__(self) -> str:
+        return self.args[0] if self.args and self.args[0] else self._message()
+
+    def _message(self) -> str:
+        return f"{self._where()} refused the caller"
+
+
+@_contract_error("FencingRegistryNamespaceTaken")
+class NamespaceTaken(NamespaceError):
+    """The namespace already has an admin (``admin``): assigned at deployment or claimed first."""
+
+    def __init__(self, message: str | None = None, *, namespace: bytes | None = None, admin: str | None = None):
+        super().__init__(message, namespace=namespace, admin=admin)
+
+    def _message(self) -> str:
+        return f"{self._where()} already has an admin: {self.admin}"
+
+
+@_contract_error("FencingRegistryNotNamespaceAdmin")
+class NotNamespaceAdmin(NamespaceError):
+    """``account`` is not the admin of the namespace (``admin``; the zero address when nobody
+    administers it, which includes names without ``/``)."""
+
+    def __init__(
+        self, message: str | None = None, *, namespace: bytes | None = None, account: str | None = None,
+        admin: str | None = None,
+    ):  # fmt: skip
+        super().__init__(message, namespace=namespace, account=account, admin=admin)
+
+    def _message(self) -> str:
+        if self.admin is None or int(self.admin, 16) == 0:
+            return f"{self.account} is not the admin of {self._where()}: nobody administers it"
+        return f"{self.account} is not the admin of {self._where()}: {self.admin} is"
+
+
+@_contract_error("FencingRegistryNotPendingAdmin")
+class NotPendingAdmin(NamespaceError):
+    """``account`` may not accept the namespace: ``pending_admin`` (zero: no offer) may."""
+
+    def __init__(
+        self, message: str | None = None, *, namespace: bytes | None = None, account: str | None = None,
+        pending_admin: str | None = None,
+    ):  # fmt: skip
+        super().__init__(message, namespace=namespace, account=account, pending_admin=pending_admin)
+
+    def _message(self) -> str:
+        return f"{self.account} is not the pending admin of {self._where()} (pending: {self.pending_admin})"
 
 
 @_contract_error("AgentWalletUnauthorized")

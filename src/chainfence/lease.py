@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AcquireReason", "Lease", "LeaseInfo", "LeaseStatus"]
+__all__ = ["AcquireReason", "Lease", "LeaseInfo", "LeaseSet", "LeaseStatus"]
 
 
 class LeaseStatus(enum.IntEnum):
@@ -47,6 +47,8 @@ class LeaseStatus(enum.IntEnum):
     RELEASED = 3
     #: A claimed work item its claimant completed: never claimed again.
     DONE = 4
+    #: The namespace's admin revoked it (:meth:`Registry.revoke <chainfence.Registry.revoke>`).
+    REVOKED = 5
 
 
 class AcquireReason(enum.IntEnum):
@@ -60,6 +62,10 @@ class AcquireReason(enum.IntEnum):
     EXPIRED = 2
     #: The holder of a live lease acquired again, fencing off its past self.
     REACQUIRED = 3
+    #: The namespace's admin had revoked the previous lease.
+    REVOKED = 4
+    #: The namespace's admin granted this lease (a live previous lease was revoked first).
+    GRANTED = 5
 
 
 @dataclass(frozen=True)
@@ -375,3 +381,76 @@ def _raise_lost(lost: LeaseLost | None, exc: BaseException | None) -> None:
     if exc is None or isinstance(exc, Exception):
         raise lost  # the body's own exception (likely a consequence) is its __context__
     exc.add_note(f"chainfence: {lost}")  # KeyboardInterrupt, SystemExit: never masked
+
+
+class LeaseSet:
+    """Leases on several resources taken in one transaction, all or nothing
+    (:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`): one token per resource,
+    consecutive, in the order the names were given.
+
+    :meth:`renew` and :meth:`release` act on the whole set in one transaction, all or
+    nothing: if any lease of the set is no longer current (expired, superseded,
+    revoked), nothing is renewed or released and the registry's refusal is raised.
+    Used as a context manager it releases the set on exit.
+    """
+
+    def __init__(self, leases: list[Lease]):
+        self.leases = list(leases)
+        self.released = False
+
+    @property
+    def registry(self) -> Registry:
+        return self.leases[0].registry
+
+    @property
+    def tokens(self) -> list[int]:
+        return [lease.token for lease in self.leases]
+
+    @property
+    def resources(self) -> list[str]:
+        return [lease.resource for lease in self.leases]
+
+    @property
+    def expires_at(self) -> int:
+        return min(lease.expires_at for lease in self.leases)
+
+    def __iter__(self):
+        return iter(self.leases)
+
+    def __len__(self) -> int:
+        return len(self.leases)
+
+    def __getitem__(self, index: int) -> Lease:
+        return self.leases[index]
+
+    def renew(self, ttl: int | None = None) -> LeaseSet:
+        """Extend every lease of the set to ``now + ttl`` (default: the ttl they were acquired with)."""
+        ttl = self.leases[0].ttl if ttl is None else ttl
+        sent = time.monotonic()
+        expires_at = self.registry._renew_many(self.leases, ttl)
+        for lease in self.leases:
+            lease._renewed(ttl, sent, expires_at)
+        return self
+
+    def release(self) -> None:
+        """End every lease of the set now (only with their own tokens: never a newer lease)."""
+        self.registry._release_many(self.leases)
+        for lease in self.leases:
+            lease.released = True
+        self.released = True
+
+    def __enter__(self) -> LeaseSet:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.released:
+            return
+        try:
+            self.release()
+        except ChainfenceError as release_error:
+            if exc is None:
+                raise
+            logger.warning("releasing the lease set %s failed: %s", self.resources, release_error)
+
+    def __repr__(self) -> str:
+        return f"<LeaseSet {self.resources!r} tokens={self.tokens}>"

@@ -34,7 +34,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -59,11 +59,12 @@ from .errors import (
     UnknownAccount,
     WrongChain,
 )
-from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
+from .lease import AcquireReason, Lease, LeaseInfo, LeaseSet, LeaseStatus
 
 if TYPE_CHECKING:
     from .deployment import Deployment
     from .fenced_requests import EIP712Domain
+    from .namespaces import NamespacePolicy
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ __all__ = ["Registry"]
 
 #: Most items one claim may list (the contract's bound).
 MAX_CLAIM_ITEMS = 512
+
+#: Most resources one acquire_many may list (the contract's bound).
+MAX_MANY = 64
 
 #: Default maximum lease length of a new registry: one day.
 DEFAULT_MAX_TTL = 86_400
@@ -97,21 +101,32 @@ class Registry:
     # ------------------------------------------------------------------
 
     @classmethod
-    def deploy(cls, chain: Chain, *, max_ttl: int = DEFAULT_MAX_TTL, sender: Any = None) -> Registry:
+    def deploy(
+        cls, chain: Chain, *, max_ttl: int = DEFAULT_MAX_TTL, sender: Any = None,
+        namespaces: Mapping[str, str] | None = None,
+    ) -> Registry:  # fmt: skip
         """Deploy a new FencingRegistry whose leases last at most ``max_ttl`` seconds.
 
         ``sender`` (default: the chain's first account) pays for deployment
         and is the default sender of the returned registry. It gains no
-        privilege: the registry has no owner.
+        privilege: the registry has no owner. ``namespaces`` assigns
+        namespaces to their admins at deployment (``{"prod": admin_address}``),
+        so nobody can claim them first; others are first come
+        (:meth:`claim_namespace`).
         """
-        return chain._run(cls._deploy_steps(chain, max_ttl=max_ttl, sender=sender))
+        return chain._run(cls._deploy_steps(chain, max_ttl=max_ttl, sender=sender, namespaces=namespaces))
 
     @classmethod
-    def _deploy_steps(cls, chain: Chain, *, max_ttl: int, sender: Any) -> Steps[Registry]:
+    def _deploy_steps(
+        cls, chain: Chain, *, max_ttl: int, sender: Any, namespaces: Mapping[str, str] | None = None
+    ) -> Steps[Registry]:
         if isinstance(max_ttl, bool) or not isinstance(max_ttl, int) or not 1 <= max_ttl <= 2**32 - 1:
             raise InvalidMaxTtl(max_ttl=max_ttl)
         deployer = chain.signer(sender if sender is not None else _first_account(chain))
-        data = bytes.fromhex(_artifacts.load()["bytecode"][2:]) + abi_encode(["uint256"], [max_ttl])
+        prefixes, admins = _namespace_assignments(chain, namespaces)
+        data = bytes.fromhex(_artifacts.load()["bytecode"][2:]) + abi_encode(
+            ["uint256", "string[]", "address[]"], [max_ttl, prefixes, admins]
+        )
         receipt = yield from chain._transact_steps(deployer, None, data)
         registry = cls(chain, receipt["contractAddress"], sender=deployer)
         registry.__dict__["max_ttl"] = max_ttl
@@ -669,7 +684,7 @@ class Registry:
         return info
 
     def _raise_unless_current(self, resource: str, resource_id: bytes, token: int, info: LeaseInfo) -> None:
-        from .errors import LeaseReleased, StaleToken, UnknownToken
+        from .errors import LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
 
         if token == info.token and info.status is LeaseStatus.LIVE:
             return
@@ -679,6 +694,8 @@ class Registry:
             raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
         if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
+        if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it: not an expiry
+            raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
         raise LeaseExpired(
             token=token,
             expired_at=info.expires_at,
@@ -766,6 +783,253 @@ class Registry:
         from .audit import history
 
         return history(self, resource, **filters)
+
+    # ------------------------------------------------------------------
+    # Several resources at once
+    # ------------------------------------------------------------------
+
+    def acquire_many(self, resources: Sequence[str], ttl: int, *, confirmations: int | None = None) -> LeaseSet:
+        """Acquire every one of ``resources`` for ``ttl`` seconds in ONE transaction, all or nothing.
+
+        Returns a :class:`~chainfence.LeaseSet`: one :class:`Lease` per
+        resource, tokens consecutive in the order given. If any resource is
+        refused (held by someone else, not admitted, in its lock-delay), none
+        is acquired and the refusal is raised (e.g. :class:`~chainfence.errors.LeaseHeld`
+        naming that resource). 1 to 64 distinct names, else
+        :class:`~chainfence.errors.InvalidClaimItems` /
+        :class:`~chainfence.errors.DuplicateResource` and nothing is sent.
+        """
+        from .errors import DuplicateResource, InvalidClaimItems, LeaseError
+
+        if isinstance(resources, (str, bytes)) or not isinstance(resources, Sequence):
+            raise InvalidClaimItems(f"resources must be a list of names, got {type(resources).__name__}")
+        names = list(resources)
+        if not 1 <= len(names) <= MAX_MANY:
+            raise InvalidClaimItems(f"acquire_many takes 1 to {MAX_MANY} names, got {len(names)}",
+                                    count=len(names), max_count=MAX_MANY)  # fmt: skip
+        for name in names:
+            _validate.publishable(name)
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise DuplicateResource(resource=name, resource_id=_validate.resource_id(name))
+            seen.add(name)
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        sender = self._require_sender()
+        data = self._encode("acquireMany", [names, ttl])
+        by_id = {_validate.resource_id(name): name for name in names}
+        try:
+            receipt = self.chain.transact(sender, self.address, data, confirmations=confirmations)
+        except (LeaseError, DuplicateResource) as refused:  # name the resource the registry refused
+            refused_id = getattr(refused, "resource_id", None)
+            if refused_id in by_id:
+                refused.resource = by_id[refused_id]
+            raise
+        leases = []
+        for log in receipt["logs"]:
+            if log["address"] != self.address:
+                continue
+            event = _events.decode(log)
+            if event is None or event.kind is not _events.Kind.ACQUIRED:
+                continue
+            name = by_id[event.resource_id]
+            leases.append(Lease(
+                self.connect(event.holder) if event.holder in self.chain.accounts else self,
+                resource=name, resource_id=event.resource_id, token=event.token, holder=event.holder,
+                expires_at=event.expires_at, ttl=ttl, previous_token=event.previous_token,
+                reason=AcquireReason(event.reason), tx_hash=receipt["transactionHash"].to_0x_hex(),
+                block_number=receipt["blockNumber"],
+            ))  # fmt: skip
+        if len(leases) != len(names):  # pragma: no cover - the contract logs one acquisition per name
+            raise ChainError(f"acquireMany logged {len(leases)} acquisitions for {len(names)} names")
+        logger.info(
+            "acquired set resources=%s tokens=%s holder=%s expires_at=%d tx=%s",
+            names, [lease.token for lease in leases], leases[0].holder, leases[0].expires_at, leases[0].tx_hash,
+        )  # fmt: skip
+        return LeaseSet(leases)
+
+    def _renew_many(self, leases: Sequence[Lease], ttl: int) -> int:
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
+        receipt = self.chain.transact(
+            self._require_sender(), self.address, self._encode("renewMany", [ids, tokens, ttl]),
+            resource=leases[0].resource,
+        )  # fmt: skip
+        expires_at = self._event(receipt, _events.Kind.RENEWED).expires_at
+        logger.info("renewed set resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at)
+        return expires_at
+
+    def _release_many(self, leases: Sequence[Lease]) -> None:
+        ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
+        self.chain.transact(
+            self._require_sender(), self.address, self._encode("releaseMany", [ids, tokens]),
+            resource=leases[0].resource,
+        )  # fmt: skip
+        logger.info("released set resources=%s tokens=%s", [x.resource for x in leases], tokens)
+
+    # ------------------------------------------------------------------
+    # Namespaces: admins, policies, revoke and grant
+    # ------------------------------------------------------------------
+
+    def claim_namespace(self, prefix: str, *, confirmations: int | None = None) -> bytes:
+        """Become the admin of namespace ``prefix`` (first come); returns its id.
+
+        Raises :class:`~chainfence.errors.NamespaceTaken` if it has an admin
+        (assigned at deployment or claimed before) and
+        :class:`~chainfence.errors.InvalidNamespace` on a bad prefix (nothing sent).
+        """
+        prefix = _validate.namespace_prefix(prefix)
+        self._namespace_tx(prefix, "claimNamespace", [prefix], confirmations)
+        logger.info("claimed namespace=%s admin=%s", prefix, self.sender)
+        return _names.namespace_id(prefix)
+
+    def transfer_namespace_admin(self, prefix: str, new_admin: str, *, confirmations: int | None = None) -> None:
+        """Offer namespace ``prefix`` to ``new_admin`` (admin only); it takes over when it
+        calls :meth:`accept_namespace_admin`. The zero address withdraws the offer."""
+        prefix = _validate.namespace_prefix(prefix)
+        new_admin = _validate.address(new_admin, "new admin")
+        self._namespace_tx(prefix, "transferNamespaceAdmin", [_names.namespace_id(prefix), new_admin], confirmations)
+        logger.info("offered namespace=%s to=%s", prefix, new_admin)
+
+    def accept_namespace_admin(self, prefix: str, *, confirmations: int | None = None) -> None:
+        """Take over namespace ``prefix`` as its pending admin."""
+        prefix = _validate.namespace_prefix(prefix)
+        self._namespace_tx(prefix, "acceptNamespaceAdmin", [_names.namespace_id(prefix)], confirmations)
+        logger.info("accepted namespace=%s admin=%s", prefix, self.sender)
+
+    def set_policy(
+        self, prefix: str, *, max_ttl: int = 0, lock_delay: int = 0, admission_required: bool = False,
+        confirmations: int | None = None,
+    ) -> None:  # fmt: skip
+        """Set the policy of namespace ``prefix`` (admin only): ``max_ttl`` (0: the registry's),
+        ``lock_delay`` seconds after an expiry, and whether only admitted holders may acquire.
+
+        The policy applies to later acquisitions, grants and renewals; it
+        never evicts a live holder (:meth:`revoke` does).
+        """
+        from .errors import InvalidPolicy
+
+        prefix = _validate.namespace_prefix(prefix)
+        for value in (max_ttl, lock_delay):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= self.max_ttl:
+                raise InvalidPolicy(max_ttl=max_ttl, lock_delay=lock_delay, registry_max_ttl=self.max_ttl)
+        if not isinstance(admission_required, bool):
+            raise InvalidInput(f"admission_required must be a bool, got {admission_required!r}")
+        self._namespace_tx(
+            prefix, "setNamespacePolicy", [_names.namespace_id(prefix), max_ttl, lock_delay, admission_required],
+            confirmations,
+        )  # fmt: skip
+        logger.info(
+            "policy namespace=%s max_ttl=%d lock_delay=%d admission_required=%s",
+            prefix, max_ttl, lock_delay, admission_required,
+        )  # fmt: skip
+
+    def admit(
+        self, prefix: str, holders: Sequence[str], *, admitted: bool = True, confirmations: int | None = None
+    ) -> None:
+        """Add ``holders`` (accounts or contracts) to the allowlist of namespace ``prefix``, or
+        remove them with ``admitted=False`` (admin only). A holder removed keeps a live lease
+        until it ends or is revoked."""
+        prefix = _validate.namespace_prefix(prefix)
+        if isinstance(holders, (str, bytes)) or not isinstance(holders, Sequence):
+            holders = [holders]  # type: ignore[list-item]
+        addresses = [_validate.address(holder, "holder") for holder in holders]
+        if not 1 <= len(addresses) <= MAX_CLAIM_ITEMS:
+            raise InvalidInput(f"admit takes 1 to {MAX_CLAIM_ITEMS} holders, got {len(addresses)}")
+        if not isinstance(admitted, bool):
+            raise InvalidInput(f"admitted must be a bool, got {admitted!r}")
+        self._namespace_tx(prefix, "setAdmission", [_names.namespace_id(prefix), addresses, admitted], confirmations)
+        logger.info("admission namespace=%s holders=%s admitted=%s", prefix, addresses, admitted)
+
+    def namespace_policy(self, prefix: str, *, block: str | int | None = None) -> NamespacePolicy:
+        """The admin and policy of namespace ``prefix`` (``admin`` None: nobody administers it)."""
+        from .namespaces import NamespacePolicy, _or_none
+
+        prefix = _validate.namespace_prefix(prefix)
+        admin, pending, max_ttl, lock_delay, required = self.chain._run(self._view(
+            "namespacePolicy", [_names.namespace_id(prefix)],
+            ["address", "address", "uint256", "uint256", "bool"], block=_at(block),
+        ))  # fmt: skip
+        return NamespacePolicy(
+            name=prefix, namespace=_names.namespace_id(prefix), admin=_or_none(_checksum(admin)),
+            pending_admin=_or_none(_checksum(pending)), max_ttl=max_ttl, lock_delay=lock_delay,
+            admission_required=required,
+        )  # fmt: skip
+
+    def is_admitted(self, resource: str, holder: str, *, block: str | int | None = None) -> bool:
+        """Whether ``holder`` may hold ``resource`` as far as its namespace's allowlist goes: True
+        for a name in no namespace or in a namespace that does not require admission."""
+        prefix = _names.namespace_prefix(resource)
+        holder = _validate.address(holder, "holder")
+        if prefix is None:
+            return True
+        (admitted,) = self.chain._run(
+            self._view("isAdmitted", [_names.namespace_id(prefix), holder], ["bool"], block=_at(block))
+        )
+        return bool(admitted)
+
+    def revoke(self, resource: str, *, confirmations: int | None = None) -> int:
+        """End the live lease on ``resource`` as the admin of its namespace; return the revoked token.
+
+        Fenced like a release: the holder's token stops being current
+        everywhere (its renew, release and fenced writes fail with
+        :class:`~chainfence.errors.LeaseRevoked`), no lock-delay follows, and
+        the next acquisition gets a higher token with reason ``revoked``.
+        Raises :class:`~chainfence.errors.NotNamespaceAdmin` outside the
+        sender's namespaces and :class:`~chainfence.errors.NotLive` when
+        there is no live lease.
+        """
+        _validate.publishable(resource)
+        prefix = _names.namespace_prefix(resource)
+        receipt = self._namespace_tx(prefix, "revoke", [resource], confirmations, resource=resource)
+        event = self._event(receipt, _events.Kind.REVOKED)
+        logger.info(
+            "revoked resource=%s token=%d holder=%s admin=%s tx=%s",
+            resource, event.token, event.holder, event.admin, event.tx_hash,
+        )  # fmt: skip
+        return event.token
+
+    def grant(self, resource: str, holder: str, ttl: int, *, confirmations: int | None = None) -> Lease:
+        """Issue a lease on ``resource`` to ``holder`` for ``ttl`` seconds, as the admin of its namespace.
+
+        The new token is higher than every other; a live lease is revoked
+        first, through the same fenced path (``LeaseRevoked``), and the
+        acquisition says ``granted``. The holder must be admitted when the
+        namespace requires it; ``ttl`` is held to the namespace's maximum.
+        """
+        _validate.publishable(resource)
+        holder = _validate.address(holder, "holder")
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        prefix = _names.namespace_prefix(resource)
+        receipt = self._namespace_tx(prefix, "grant", [resource, holder, ttl], confirmations, resource=resource)
+        lease = self._lease_from_receipt(receipt, resource=resource, ttl=ttl)
+        if lease is None:  # pragma: no cover - a grant always logs LeaseAcquired
+            raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
+        logger.info(
+            "granted resource=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
+            resource, lease.token, lease.holder, self.sender, lease.expires_at, lease.tx_hash,
+        )  # fmt: skip
+        return lease
+
+    def _namespace_tx(
+        self, prefix: str | None, function: str, args: list[Any], confirmations: int | None,
+        *, resource: str | None = None,
+    ) -> Any:  # fmt: skip
+        """Send a namespace operation; a namespace refusal names the prefix."""
+        from .errors import NamespaceError, NotAdmitted
+
+        try:
+            return self.chain.transact(
+                self._require_sender(), self.address, self._encode(function, args), resource=resource,
+                confirmations=confirmations,
+            )  # fmt: skip
+        except NamespaceError as refused:
+            if prefix is not None:
+                refused.with_namespace(prefix)
+            raise
+        except NotAdmitted as refused:
+            refused.namespace_name = prefix
+            raise
 
     # ------------------------------------------------------------------
     # Internal
@@ -969,6 +1233,19 @@ def _validate_confirmations(value: object) -> int:
 @functools.lru_cache(maxsize=4096)
 def _checksum(address: str) -> str:
     return to_checksum_address(address)
+
+
+def _namespace_assignments(chain: Chain, namespaces: Mapping[str, str] | None) -> tuple[list[str], list[str]]:
+    """Deployment's (prefixes, admins), checked: nothing is sent on bad input."""
+    if namespaces is None:
+        return [], []
+    if not isinstance(namespaces, Mapping):
+        raise InvalidInput(f"namespaces must be a mapping of prefix to admin address, got {type(namespaces).__name__}")
+    prefixes, admins = [], []
+    for prefix, admin in namespaces.items():
+        prefixes.append(_validate.namespace_prefix(prefix))
+        admins.append(_validate.address(admin, f"admin of namespace {prefix!r}"))
+    return prefixes, admins
 
 
 def _first_account(chain: Chain) -> str:

@@ -189,7 +189,7 @@ def test_the_constructor_refuses_a_bad_max_ttl(chain, unchanged):
 
     artifact = _artifacts.load()
     factory = chain.w3.eth.contract(abi=artifact["abi"], bytecode=artifact["bytecode"])
-    data = bytes.fromhex(factory.constructor(0).data_in_transaction[2:])
+    data = bytes.fromhex(factory.constructor(0, [], []).data_in_transaction[2:])
     with pytest.raises(InvalidMaxTtl):
         chain.transact(chain.accounts[0], None, data)
 

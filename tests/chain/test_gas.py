@@ -24,6 +24,42 @@ def figures(chain):
     return gas_report.measure(chain)
 
 
+@pytest.mark.parametrize("operation", sorted(gas_report.BEFORE_NAMESPACES))
+def test_a_namespace_nobody_administers_costs_less_than_one_cold_read(figures, operation):
+    """On a namespace nobody administers ('reports/...'), namespaces add less than one cold storage read
+    (2,100 gas) to each lease operation: the filter in the counter's slot answers without a read."""
+    added = figures[operation] - gas_report.BEFORE_NAMESPACES[operation]
+    assert added <= gas_report.UNADMINISTERED_ALLOWANCE, f"{operation}: +{added:,} gas"
+
+
+@pytest.mark.parametrize("operation", sorted(gas_report.UNDER_POLICY))
+def test_a_policy_costs_at_most_its_reads(figures, operation):
+    """Under a policy with every check on, each lease operation costs at most its two cold reads and the
+    name's scan more than before namespaces (POLICY_CEILING; the issue's 4,300 target is not met)."""
+    added = figures[operation] - gas_report.BEFORE_NAMESPACES[gas_report.UNDER_POLICY[operation]]
+    assert added <= gas_report.POLICY_CEILING, f"{operation}: +{added:,} gas"
+
+
+def test_recording_a_namespace_costs_one_slot_once(figures):
+    """The first acquisition of a resource under a maxTtl records its namespace: one new slot, once."""
+    recorded = figures["policy: acquire (first of a new resource, records the namespace)"]
+    assert recorded - figures["policy: acquire (first of a new resource)"] <= gas_report.RECORD_ONCE + 200
+
+
+def test_admin_operations_and_sets_are_measured(figures):
+    """Revoke, grant, policy changes and each extra resource of acquireMany have exact figures, held to
+    ceilings: an extra resource of a set costs less than a transaction of its own."""
+    ceilings = {
+        "revoke": 34_000, "grant (after a revoke)": 45_000, "grant (taking over a live lease)": 47_000,
+        "claimNamespace": 55_000, "setNamespacePolicy": 31_000, "setAdmission (one holder)": 51_000,
+        "transferNamespaceAdmin": 50_000, "acceptNamespaceAdmin": 30_000,
+        "acquireMany: each extra resource (held before)": 10_500,
+    }  # fmt: skip
+    for operation, ceiling in ceilings.items():
+        assert figures[operation] <= ceiling, f"{operation}: {figures[operation]:,}"
+    assert figures["acquireMany: each extra resource (held before)"] < figures["acquire (held before, after release)"]
+
+
 @pytest.mark.parametrize("operation", sorted(gas_report.CEILINGS))
 def test_gas_stays_under_its_ceiling(figures, operation):
     """Each lease operation costs no more than the ceiling of the foundation issue."""
@@ -85,5 +121,7 @@ def test_a_progress_marker_costs_at_most_its_own_bytes(figures):
 @pytest.mark.parametrize("operation", sorted(gas_report.BEFORE_MARKERS_AND_CLAIMS))
 def test_acquire_and_release_cost_no_more_than_before_markers_and_claims(figures, operation):
     """Markers and claims (which took 8 bits of the expiry for their flags) were added without
-    making the lease operations that do not use them dearer."""
-    assert figures[operation] <= gas_report.BEFORE_MARKERS_AND_CLAIMS[operation], f"{figures[operation]:,}"
+    making the lease operations that do not use them dearer; namespaces (issue 11) may add up to
+    their allowance on top."""
+    allowed = gas_report.BEFORE_MARKERS_AND_CLAIMS[operation] + gas_report.UNADMINISTERED_ALLOWANCE
+    assert figures[operation] <= allowed, f"{figures[operation]:,}"

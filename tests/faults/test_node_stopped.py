@@ -50,7 +50,7 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, Registry, audit, watchdog
+from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, LeaseSet, Registry, audit, watchdog
 from chainfence._rpc import AsyncRpc, Rpc, connect_http
 from chainfence._validate import resource_id
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
@@ -479,6 +479,17 @@ CALLS: list[Call] = [
     Call("Registry.history[every filter]", lambda w: w.cached().history(
         RESOURCE, holder=w.accounts[1], token=w.token, from_block=0, to_block=w.head)),
     Call("Registry.lease_from_tx", lambda w: w.registry().lease_from_tx(w.tx_hash)),
+    Call("Registry.acquire_many", lambda w: w.cached().acquire_many([FREE, "ops/other"], 60)),
+    Call("Registry.claim_namespace", lambda w: w.cached().claim_namespace("ops")),
+    Call("Registry.transfer_namespace_admin", lambda w: w.cached().transfer_namespace_admin("ops", w.accounts[2])),
+    Call("Registry.accept_namespace_admin", lambda w: w.cached().accept_namespace_admin("ops")),
+    Call("Registry.set_policy", lambda w: w.cached().set_policy("ops", max_ttl=60)),
+    Call("Registry.set_policy[max_ttl uncached]", lambda w: w.registry().set_policy("ops", lock_delay=5)),
+    Call("Registry.admit", lambda w: w.cached().admit("ops", [w.accounts[2]])),
+    Call("Registry.namespace_policy", lambda w: w.registry().namespace_policy("ops")),
+    Call("Registry.is_admitted", lambda w: w.registry().is_admitted("ops/x", w.accounts[2])),
+    Call("Registry.revoke", lambda w: w.cached().revoke("ops/x")),
+    Call("Registry.grant", lambda w: w.cached().grant("ops/x", w.accounts[2], 60)),
     # -- Lease ---------------------------------------------------------------
     Call("Lease.renew", lambda w: w.lease().renew()),
     Call("Lease.renew[progress]", lambda w: w.lease().renew(progress=7)),
@@ -488,6 +499,10 @@ CALLS: list[Call] = [
     Call("Lease.sign", lambda w: w.lease(cached=False).sign(PAYLOAD, action=ACTION, audience=AUDIENCE)),
     Call("Lease[leaving the with block]", exit_lease),
     Call("Lease.keep", keep_until_lost, raises=LeaseLost),
+    # -- LeaseSet ------------------------------------------------------------
+    Call("LeaseSet.renew", lambda w: LeaseSet([w.lease()]).renew()),
+    Call("LeaseSet.release", lambda w: LeaseSet([w.lease()]).release()),
+    Call("LeaseSet[leaving the with block]", lambda w: LeaseSet([w.lease()]).__exit__(None, None, None)),
     # -- Election, Leadership ------------------------------------------------
     Call("Election.campaign", lambda w: Election(w.cached(), FREE, ttl=60).campaign()),
     Call("Election.campaign[wait, held]", lambda w: Election(
@@ -621,6 +636,8 @@ QUIET: list[Quiet] = [
     Quiet("Lease.check", lambda w: w.lease().check(), "a clock reading: the safe deadline has not passed"),
     Quiet("Lease.safe_remaining", lambda w: w.lease().safe_remaining(), "a clock reading"),
     Quiet("Lease.keeper", lambda w: w.lease().keeper, "the running keep-alive, if any"),
+    *(Quiet(f"LeaseSet.{name}", lambda w, name=name: getattr(LeaseSet([w.lease()]), name), "a field of the set")
+      for name in ("registry", "tokens", "resources", "expires_at")),
     Quiet("Election.resign[never won]", lambda w: Election(w.registry(), LEADER, ttl=60).resign(),
           "this object holds no leadership: nothing to read or send"),
     Quiet("Election.leadership", lambda w: w.election.leadership, "the leadership this object won"),

@@ -13,7 +13,20 @@ import inspect
 
 import pytest
 
-from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, Registry, audit, outcomes, sql, watchdog
+from chainfence import (
+    Chain,
+    Election,
+    FencedStore,
+    Guard,
+    Leadership,
+    Lease,
+    LeaseSet,
+    Registry,
+    audit,
+    outcomes,
+    sql,
+    watchdog,
+)  # fmt: skip
 from chainfence._rpc import AsyncRpc, Rpc
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
 from chainfence.deployment import Deployment
@@ -22,7 +35,7 @@ from tests.faults.test_node_stopped import CALLS, QUIET
 
 #: The classes whose public methods must all be in the table.
 CLASSES = (
-    Chain, Registry, Lease, Guard, FencedStore, Rpc, Election, Leadership, Watch,
+    Chain, Registry, Lease, LeaseSet, Guard, FencedStore, Rpc, Election, Leadership, Watch,
     AsyncChain, AsyncRegistry, AsyncLease, AsyncGuard, AsyncRpc,
 )  # fmt: skip
 
@@ -35,6 +48,7 @@ NEVER_TOUCH_THE_CHAIN = {
     "Chain.key_of": "looks a key up in memory",
     "Chain.is_dev": "decided at connect",
     "Registry.connect": "a view of the same registry with another sender; shares what was read",
+    **{f"LeaseSet.{name}": "a field of the set" for name in ("registry", "tokens", "resources", "expires_at")},
     "Lease.check": "a clock reading and the renewer's verdict",
     "Lease.safe_remaining": "a clock reading",
     "Lease.keeper": "the running keep-alive, if any",
