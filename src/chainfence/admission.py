@@ -50,13 +50,7 @@ from collections.abc import Iterable
 from . import _validate
 from .errors import InvalidInput
 
-__all__ = ["Admission", "namespace_of"]
-
-
-def namespace_of(resource: str) -> str | None:
-    """The namespace of a resource name: its bytes before the first ``/``, or None (no namespace: always open)."""
-    prefix, slash, _rest = resource.partition("/")
-    return prefix if slash else None
+__all__ = ["Admission"]
 
 
 class Admission:

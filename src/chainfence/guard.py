@@ -110,7 +110,7 @@ from eth_utils import keccak
 
 from . import _events, _names, _validate
 from ._guard_store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
-from .admission import Admission, namespace_of
+from .admission import Admission
 from .errors import (
     ActionMismatch,
     AudienceMismatch,
@@ -275,6 +275,7 @@ class Guard:
         #: Admission.on_chain(): (namespace id, holder) -> the registry's answer (LRU-bounded).
         self._admitted: OrderedDict[tuple[bytes, str], bool] = OrderedDict()
         self._admitted_lock = threading.Lock()
+        self._admission_epoch = 0  # bumped by every invalidation: an answer read across one is not cached
         self._namespaces: dict[str, tuple[str, bytes] | None] = {}
         self._store = GuardStore(self.path, timeout=float(timeout))
         self._owner_pid = os.getpid()
@@ -329,9 +330,13 @@ class Guard:
         the registry's verdict: :class:`~chainfence.errors.UnknownToken`,
         ``StaleToken``, :class:`~chainfence.errors.LeaseExpired`,
         :class:`~chainfence.errors.LeaseReleased` or
-        :class:`~chainfence.errors.TokenNotConfirmed`. A rejection never moves
-        the mark. Chain errors propagate (fail closed), as
-        :class:`~chainfence.errors.ChainError` subclasses.
+        :class:`~chainfence.errors.TokenNotConfirmed`; at the mark,
+        :class:`~chainfence.errors.LeaseRevoked` once a follower saw the lease
+        revoked. With an admission policy,
+        :class:`~chainfence.errors.HolderNotAdmitted` for a token whose holder
+        it does not accept. A rejection never moves the mark. Chain errors
+        propagate (fail closed), as :class:`~chainfence.errors.ChainError`
+        subclasses.
         """
         resource_id = self._ids.get(resource) if resource.__class__ is str else None
         if resource_id is not None and token.__class__ is int:
@@ -385,7 +390,7 @@ class Guard:
         if token == mark and ended is not None:
             # The follower saw this lease end early (revoked by the namespace's admin), in a confirmed block.
             logger.info("guard rejected token resource=%s token=%d: %s", resource, token, ended)
-            raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id, holder=holder)
+            raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
         if token == mark and self._trusts_marks():
             return _Verdict(resource, resource_id, token, mark, holder)
         # News (or strict, or a follower in trouble): the chain must vouch for the token.
@@ -435,8 +440,8 @@ class Guard:
         """(namespace, its on-chain id keccak256(prefix bytes)), or None for a name without one."""
         known = self._namespaces.get(resource, False)
         if known is False:
-            prefix = namespace_of(resource)
-            known = None if prefix is None else (prefix, keccak(prefix.encode()))
+            prefix = _names.namespace_prefix(resource)
+            known = None if prefix is None else (prefix, _names.namespace_id(prefix))
             if len(self._namespaces) < _MAX_IDS:
                 self._namespaces[resource] = known
         return known
@@ -471,28 +476,34 @@ class Guard:
         key = (namespace[1], holder or "")
         if not verdict.fresh and self._admitted.get(key) is True:
             return  # cached; dropped by the follower when the namespace's admissions change
+        epoch = self._admission_epoch
         admitted = holder is not None and bool(self.registry.is_admitted(verdict.resource, holder))
         with self._admitted_lock:
-            self._admitted[key] = admitted
-            self._admitted.move_to_end(key)
-            if len(self._admitted) > _MAX_ADMISSIONS:
-                self._admitted.popitem(last=False)
+            if epoch == self._admission_epoch:  # else the follower dropped answers meanwhile: this one may be old
+                self._admitted[key] = admitted
+                self._admitted.move_to_end(key)
+                if len(self._admitted) > _MAX_ADMISSIONS:
+                    self._admitted.popitem(last=False)
         if not admitted:
-            self._refuse(verdict, holder, "on-chain", namespace[0])
+            self._refuse(verdict, holder, "on-chain", namespace)
 
-    def _refuse(self, verdict: _Verdict, holder: str | None, admission: str, namespace: str | None) -> None:
+    def _refuse(
+        self, verdict: _Verdict, holder: str | None, admission: str, namespace: tuple[str, bytes] | None
+    ) -> None:
         logger.info(
             "guard refused holder resource=%s token=%d holder=%s admission=%s",
             verdict.resource, verdict.token, holder, admission,
         )  # fmt: skip
         raise HolderNotAdmitted(
-            holder=holder or "an unknown holder", token=verdict.token, admission=admission, namespace=namespace,
+            holder=holder or "an unknown holder", token=verdict.token, admission=admission,
+            namespace=namespace[1] if namespace else None, namespace_name=namespace[0] if namespace else None,
             resource=verdict.resource, resource_id=verdict.resource_id,
         )  # fmt: skip
 
     def _forget_admissions(self, namespace_id: bytes) -> None:
         """Drop the cached on-chain answers of one namespace (its admissions or policy changed)."""
         with self._admitted_lock:
+            self._admission_epoch += 1
             for key in [key for key in self._admitted if key[0] == namespace_id]:
                 del self._admitted[key]
 
@@ -578,8 +589,9 @@ class Guard:
         (:class:`~chainfence.errors.SignerNotHolder`); the signature is that
         holder's — recovered locally for an account, and only then, for a
         contract holder, ERC-1271 with a gas cap
-        (:class:`~chainfence.errors.InvalidSignature`); the request was never
-        accepted before, across restarts and clock steps
+        (:class:`~chainfence.errors.InvalidSignature`); the holder passes the
+        guard's admission, if any (:class:`~chainfence.errors.HolderNotAdmitted`);
+        the request was never accepted before, across restarts and clock steps
         (:class:`~chainfence.errors.ReplayedRequest`). The mark and the
         request are then recorded in one transaction.
         """
@@ -701,9 +713,11 @@ class Guard:
             return head
         block = int(start)
         self._require_unchanged(block, GuardStore.meta(conn, "follow_hash"), head)
+        kinds = [_events.Kind.ACQUIRED, _events.Kind.NAMED, _events.Kind.REVOKED]
+        if self.admission is not None and self.admission.holders is None:  # on-chain: follow the allowlists
+            kinds += [_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED]
         for _first, last, logs in _events.fetch(
-            chain, self.registry.address, kinds=[_events.Kind.ACQUIRED, _events.Kind.NAMED],
-            from_block=block + 1, to_block=head,
+            chain, self.registry.address, kinds=kinds, from_block=block + 1, to_block=head,
         ):  # fmt: skip
             self._apply(logs, last, self._block_hash(last))
             block = last
@@ -731,8 +745,16 @@ class Guard:
             GuardStore.set_meta(conn, "follow_hash", block_hash)
 
     def _apply(self, logs: list[_events.RegistryLog], last: int, last_hash: str) -> None:
-        """One page of events: raise marks and learn names, and record the progress, atomically."""
+        """One page of events: raise marks, end revoked leases, learn names, and record the progress, atomically.
+
+        A ``LeaseRevoked`` ends its token's lease here: the mark is raised to that token if it was lower
+        (older tokens are fenced off as by an acquisition) and the end is recorded, so that the token is
+        refused at its mark by every guard on this store. Namespace events drop the cached on-chain
+        admission answers of their namespace.
+        """
         raised: list[tuple[bytes, int, str | None]] = []
+        ended: list[tuple[bytes, int]] = []
+        namespaces: set[bytes] = set()
         # A name hashes to its resource: a log claiming otherwise is not believed.
         names = {
             entry.resource_id: _names.display(entry.name)
@@ -743,12 +765,19 @@ class Guard:
             for resource_id, name in names.items():
                 GuardStore.name_resource(conn, resource_id, name)
             for entry in logs:
-                if entry.kind is not _events.Kind.ACQUIRED or entry.token is None:
+                if entry.kind in (_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED):
+                    if entry.namespace is not None:
+                        namespaces.add(entry.namespace)
+                    continue
+                if entry.kind not in (_events.Kind.ACQUIRED, _events.Kind.REVOKED) or entry.token is None:
                     continue
                 current, _holder, _rolled, _ended = GuardStore.read_mark(conn, entry.resource_id)
                 if entry.token > current:
                     GuardStore.raise_mark(conn, entry.resource_id, entry.token, entry.holder, names.get(entry.resource_id))
                     raised.append((entry.resource_id, entry.token, entry.holder))
+                if entry.kind is _events.Kind.REVOKED and entry.token >= current:
+                    GuardStore.end_lease(conn, entry.resource_id, entry.token, "revoked")
+                    ended.append((entry.resource_id, entry.token))
             # Names of resources raised in this page whose ResourceNamed came earlier stay NULL
             # until a check names them: a name is for people, never needed to fence.
             GuardStore.set_meta(conn, "follow_block", str(last))
@@ -757,6 +786,13 @@ class Guard:
             if self.exclusive:
                 self._remember(resource_id, token, holder)
             logger.info("guard followed new token resource=0x%s token=%d", resource_id.hex()[:16], token)
+        for resource_id, token in ended:
+            memo = self._memo.get(resource_id)
+            if memo is not None and memo[0] == token:
+                self._memo.pop(resource_id, None)  # an exclusive guard must no longer answer it from memory
+            logger.info("guard followed revoked lease resource=0x%s token=%d", resource_id.hex()[:16], token)
+        for namespace_id in namespaces:
+            self._forget_admissions(namespace_id)
 
     def staleness(self) -> float:
         """Seconds since the follower last brought the marks up to the confirmed head (inf if never)."""
