@@ -276,6 +276,8 @@ class Guard:
         self._admitted: OrderedDict[tuple[bytes, str], bool] = OrderedDict()
         self._admitted_lock = threading.Lock()
         self._admission_epoch = 0  # bumped by every invalidation: an answer read across one is not cached
+        #: The fast paths' copy: (resource name, holder) pairs admitted (cleared whole by any invalidation).
+        self._admitted_pairs: set[tuple[str, str | None]] = set()
         self._namespaces: dict[str, tuple[str, bytes] | None] = {}
         self._store = GuardStore(self.path, timeout=float(timeout))
         self._owner_pid = os.getpid()
@@ -453,8 +455,7 @@ class Guard:
             return True
         if admission.holders is not None:
             return holder in admission.holders
-        namespace = self._namespace(resource)
-        return namespace is None or self._admitted.get((namespace[1], holder)) is True
+        return (resource, holder) in self._admitted_pairs
 
     def _admit(self, verdict: _Verdict) -> None:
         """Raise HolderNotAdmitted unless the admission accepts the token's holder; records nothing."""
@@ -471,12 +472,14 @@ class Guard:
                 self._refuse(verdict, holder, "local", None)
             return
         namespace = self._namespace(verdict.resource)
-        if namespace is None:
-            return  # no namespace: open to all, as on-chain
+        if namespace is None:  # no namespace: open to all, as on-chain
+            self._note_admitted(verdict.resource, holder, self._admission_epoch)
+            return
         key = (namespace[1], holder or "")
-        if not verdict.fresh and self._admitted.get(key) is True:
-            return  # cached; dropped by the follower when the namespace's admissions change
         epoch = self._admission_epoch
+        if not verdict.fresh and self._admitted.get(key) is True:
+            self._note_admitted(verdict.resource, holder, epoch)
+            return  # cached; dropped by the follower when the namespace's admissions change
         admitted = holder is not None and bool(self.registry.is_admitted(verdict.resource, holder))
         with self._admitted_lock:
             if epoch == self._admission_epoch:  # else the follower dropped answers meanwhile: this one may be old
@@ -484,8 +487,20 @@ class Guard:
                 self._admitted.move_to_end(key)
                 if len(self._admitted) > _MAX_ADMISSIONS:
                     self._admitted.popitem(last=False)
-        if not admitted:
+        if admitted:
+            self._note_admitted(verdict.resource, holder, epoch)
+        else:
+            with self._admitted_lock:
+                self._admitted_pairs.discard((verdict.resource, holder))
             self._refuse(verdict, holder, "on-chain", namespace)
+
+    def _note_admitted(self, resource: str, holder: str | None, epoch: int) -> None:
+        """Let the fast paths accept ``holder`` on ``resource`` unasked, unless answers were dropped since ``epoch``."""
+        with self._admitted_lock:
+            if epoch == self._admission_epoch:
+                if len(self._admitted_pairs) >= _MAX_ADMISSIONS:
+                    self._admitted_pairs.clear()
+                self._admitted_pairs.add((resource, holder))
 
     def _refuse(
         self, verdict: _Verdict, holder: str | None, admission: str, namespace: tuple[str, bytes] | None
@@ -504,6 +519,7 @@ class Guard:
         """Drop the cached on-chain answers of one namespace (its admissions or policy changed)."""
         with self._admitted_lock:
             self._admission_epoch += 1
+            self._admitted_pairs.clear()
             for key in [key for key in self._admitted if key[0] == namespace_id]:
                 del self._admitted[key]
 
