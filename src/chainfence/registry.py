@@ -851,21 +851,27 @@ class Registry:
     def _renew_many(self, leases: Sequence[Lease], ttl: int) -> int:
         ttl = _validate.ttl(ttl, self.max_ttl)
         ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
-        receipt = self.chain.transact(
-            self._require_sender(), self.address, self._encode("renewMany", [ids, tokens, ttl]),
-            resource=leases[0].resource,
-        )  # fmt: skip
+        receipt = self._set_tx(leases, "renewMany", [ids, tokens, ttl])
         expires_at = self._event(receipt, _events.Kind.RENEWED).expires_at
         logger.info("renewed set resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at)
         return expires_at
 
     def _release_many(self, leases: Sequence[Lease]) -> None:
         ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
-        self.chain.transact(
-            self._require_sender(), self.address, self._encode("releaseMany", [ids, tokens]),
-            resource=leases[0].resource,
-        )  # fmt: skip
+        self._set_tx(leases, "releaseMany", [ids, tokens])
         logger.info("released set resources=%s tokens=%s", [x.resource for x in leases], tokens)
+
+    def _set_tx(self, leases: Sequence[Lease], function: str, args: list[Any]) -> Any:
+        """Send a set operation; a refusal names the resource of the set it is about."""
+        from .errors import LeaseError
+
+        try:
+            return self.chain.transact(self._require_sender(), self.address, self._encode(function, args))
+        except LeaseError as refused:
+            by_id = {lease.resource_id: lease.resource for lease in leases}
+            if refused.resource_id in by_id:
+                refused.resource = by_id[refused.resource_id]
+            raise
 
     # ------------------------------------------------------------------
     # Namespaces: admins, policies, revoke and grant
