@@ -61,11 +61,21 @@ class Admission:
     #: The kinds of policy, as :class:`~chainfence.errors.HolderNotAdmitted` names them.
     KINDS = ("local", "on-chain")
 
-    def __init__(self, kind: str, holders: frozenset[str] | None = None):
+    def __init__(self, kind: str, holders: Iterable[str] | None = None):
+        """Prefer :meth:`local` and :meth:`on_chain`; ``holders`` only, and always, for ``"local"``."""
         if kind not in self.KINDS:
             raise InvalidInput(f"an admission is one of {', '.join(self.KINDS)}, got {kind!r}")
+        if kind == "on-chain" and holders is not None:
+            raise InvalidInput("an on-chain admission takes no holders: the namespace's admin lists them")
+        if kind == "local":
+            if isinstance(holders, (str, bytes)) or not isinstance(holders, Iterable):
+                raise InvalidInput(f"holders must be a list of addresses, got {holders!r}")
+            holders = frozenset(_validate.address(holder, "admitted holder") for holder in holders)
+            if not holders:
+                raise InvalidInput("an empty admission list would refuse every holder; list at least one address")
         self.kind = kind
-        self.holders = holders
+        #: The local list (checksum addresses), or None for ``"on-chain"``.
+        self.holders: frozenset[str] | None = holders
 
     @classmethod
     def local(cls, holders: Iterable[str]) -> Admission:
@@ -75,21 +85,12 @@ class Admission:
         not an address, and :class:`~chainfence.errors.InvalidInput` for an
         empty list (it would refuse every write: almost certainly a mistake).
         """
-        if isinstance(holders, (str, bytes)) or not isinstance(holders, Iterable):
-            raise InvalidInput(f"holders must be a list of addresses, got {holders!r}")
-        admitted = frozenset(_validate.address(holder, "admitted holder") for holder in holders)
-        if not admitted:
-            raise InvalidInput("an empty admission list would refuse every holder; list at least one address")
-        return cls("local", admitted)
+        return cls("local", holders)
 
     @classmethod
     def on_chain(cls) -> Admission:
         """Admit whom the resource's namespace admits on-chain (everyone where it requires no admission)."""
         return cls("on-chain")
-
-    def admits_locally(self, holder: str | None) -> bool:
-        """For a local list: whether ``holder`` is on it (a checksum address, as the registry returns)."""
-        return self.holders is not None and holder in self.holders
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Admission) and (self.kind, self.holders) == (other.kind, other.holders)

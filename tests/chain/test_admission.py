@@ -235,6 +235,13 @@ def test_a_malformed_local_list_is_refused(holders, error):
         Admission.local(holders)
 
 
+def test_an_admission_built_directly_is_checked_as_the_named_ones_are(alice):
+    assert Admission("local", [alice.sender]) == Admission.local([alice.sender])
+    for kind, holders in (("local", None), ("local", []), ("on-chain", [alice.sender]), ("anyone", None)):
+        with pytest.raises(InvalidInput):
+            Admission(kind, holders)
+
+
 def test_a_guard_refuses_an_admission_that_is_not_one(registry, tmp_path):
     with pytest.raises(InvalidInput, match="admission must be"):
         Guard(registry, path=tmp_path / "g.sqlite", admission=["0x" + "ab" * 20])
