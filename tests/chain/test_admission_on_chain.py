@@ -113,3 +113,27 @@ def test_a_removal_from_the_allowlist_takes_effect_as_documented_per_mode(regist
     finally:
         for guard in guards.values():
             guard.close()
+
+
+def test_an_answer_read_while_the_follower_drops_the_namespace_is_not_kept(registry, alice, admin, tmp_path,
+                                                                           monkeypatch):
+    """Timeline: a check asks isAdmitted (the chain still says yes); the admin removes Alice; the follower
+    applies it and drops the namespace's answers; the check's old 'yes' arrives. It admits that one check
+    (it was true when read) but is not cached: the next check asks again and is refused."""
+    lease = alice.acquire(RESOURCE, ttl=600)
+    with open_guard(registry, tmp_path, "follow") as guard:  # nothing cached yet
+        real = registry.is_admitted
+        asked = []
+
+        def late_answer(resource, holder, **options):
+            answer = real(resource, holder, **options)  # read before the removal: True
+            admin.admit("prod", [alice.sender], admitted=False)
+            guard.sync()  # the follower applies the removal meanwhile
+            asked.append(answer)
+            return answer
+
+        monkeypatch.setattr(registry, "is_admitted", late_answer)
+        assert guard.check(RESOURCE, lease.token) == lease.token and asked == [True]
+        monkeypatch.setattr(registry, "is_admitted", real)
+        with pytest.raises(HolderNotAdmitted):
+            guard.check(RESOURCE, lease.token)
