@@ -14,6 +14,8 @@
     chainfence complete NAME --token T [--workset WS] [--result TEXT]
     chainfence tx HASH... [--nonce N --account A]   # what became of a transaction
     chainfence lock NAME [--ttl S] [--wait S] [--grace S] -- CMD ARGS...   # run CMD holding the lease
+    chainfence namespace claim|transfer|accept|policy set|policy show|admit ...   # see _cli_ops
+    chainfence revoke NAME | grant NAME HOLDER --ttl S | acquire-many NAME... --ttl S
     chainfence demo
 
 Configuration, flags first, then the environment, then the deployment file
@@ -73,6 +75,8 @@ EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry ther
 EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
 EXIT_LOST = 7  # `lock`: the lease was lost while the command ran; the command was stopped
 EXIT_NOTHING_TO_CLAIM = 8  # `claim`: every item is done or held live by others
+EXIT_REFUSED = 9  # a namespace refused the caller: not its admin, already claimed, not admitted
+EXIT_LOCK_DELAY = 10  # the resource's lease expired and its namespace's lock-delay still runs
 
 _EPILOG = """\
 exit codes:
@@ -89,6 +93,8 @@ exit codes:
      deadline, or superseded, expired, released): the command got SIGTERM, then SIGKILL after --grace
   `chainfence lock` otherwise exits with the command's code (128+N if a signal N ended it)
   8  `claim`: nothing left to claim (every item is done or held by another agent)
+  9  refused by a namespace: not its admin (or not the pending one), already claimed, holder not admitted
+  10  lock-delay: the lease expired and only its holder may acquire until the delay ends (retry after it)
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
@@ -101,8 +107,16 @@ def exit_code(error: ChainfenceError) -> int:
         return EXIT_USAGE
     if isinstance(error, LeaseLost):
         return EXIT_LOST
+    from .errors import LockDelayed, NamespaceError, NotAdmitted, NotLive
+
+    if isinstance(error, (NamespaceError, NotAdmitted)):
+        return EXIT_REFUSED
+    if isinstance(error, LockDelayed):
+        return EXIT_LOCK_DELAY
     if isinstance(error, LeaseHeld):
         return EXIT_HELD
+    if isinstance(error, NotLive):
+        return EXIT_NOT_CURRENT
     if isinstance(error, (TokenNotCurrent, NotHolder)):
         return EXIT_NOT_CURRENT
     if isinstance(error, (NodeUnreachable, WrongChain, ChainRolledBack, ContractNotFound, AnvilNotFound)):
@@ -343,6 +357,9 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     # CMD and its arguments follow `--`: main() splits them off before parsing (argparse would read
     # CMD's options as chainfence's).
+    from . import _cli_ops  # no web3 there: --help stays light
+
+    _cli_ops.register(commands, common, _positive_int)
     return parser
 
 
@@ -861,6 +878,12 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
 }
 
 
+def _command(name: str) -> Callable[[argparse.Namespace, argparse.ArgumentParser], int]:
+    from . import _cli_ops
+
+    return _COMMANDS.get(name) or _cli_ops.COMMANDS[name]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -878,7 +901,7 @@ def main(argv: list[str] | None = None) -> int:
             stream=sys.stderr,
         )
     try:
-        return _COMMANDS[args.command](args, parser)
+        return _command(args.command)(args, parser)
     except _Usage as problem:
         print(f"chainfence {args.command}: {problem}", file=sys.stderr)
         return EXIT_USAGE

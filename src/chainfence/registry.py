@@ -694,7 +694,7 @@ class Registry:
             raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
         if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
-        if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it: not an expiry
+        if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it
             raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
         raise LeaseExpired(
             token=token,

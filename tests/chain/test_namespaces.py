@@ -221,3 +221,26 @@ def test_a_set_renews_or_releases_nothing_when_one_lease_was_lost(chain, alice, 
             attempt()
         assert lost.value.resource == "set/b"
     assert leases[0].is_current(), "set/a was neither released nor renewed"
+
+
+def test_a_revoked_holder_is_refused_everywhere_it_writes(chain, registry, alice, bob, tmp_path):
+    """The operator's revoke reaches every fence: the registry's check, a guard in each mode that reads
+    the chain, and a contract that asks the registry (FencedStore); control: before the revoke they accept."""
+    from chainfence import FencedStore, Guard
+
+    alice.claim_namespace("prod")
+    stuck = bob.acquire("prod/db", ttl=600)
+    store = FencedStore.deploy(registry)
+    guard = Guard(registry, path=tmp_path / "guard.sqlite", mode="strict")
+    try:
+        guard.check("prod/db", stuck.token)  # control: accepted while live
+        store.write(stuck, b"v1")
+        alice.revoke("prod/db")
+        with pytest.raises(LeaseRevoked):
+            registry.check_current("prod/db", stuck.token)
+        with pytest.raises(LeaseRevoked):
+            guard.check("prod/db", stuck.token)
+        with pytest.raises(LeaseRevoked):
+            store.write(stuck, b"late")
+    finally:
+        guard.close()

@@ -86,7 +86,9 @@ def test_the_claims_and_progress_examples_run_after_the_main_one(tmp_path, monke
     blocks = python_blocks()
     namespace: dict = {}
     exec(compile(blocks[0], "README.md", "exec"), namespace)
-    for marker in ('alice.claim("backfill"', "lease.renew(progress=b\"step-1\")"):
+    for marker in ('alice.claim("backfill"', "lease.renew(progress=b\"step-1\")", 'ops.claim_namespace("prod")'):
         example = next(block for block in blocks if marker in block)
         exec(compile(example, "README.md", "exec"), namespace)
-    assert "2026-11-01" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2026-11-01" in out
+    assert "refused:" in out and "no longer counts" in out and "lock-delay until" in out and out.rstrip().endswith("True")

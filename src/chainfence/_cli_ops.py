@@ -1,0 +1,170 @@
+"""The operator commands of ``chainfence``: namespaces, policies, revoke, grant, lease sets.
+
+::
+
+    chainfence namespace claim PREFIX                   # become its admin (first come)
+    chainfence namespace transfer PREFIX NEW_ADMIN      # offer it; NEW_ADMIN runs `namespace accept`
+    chainfence namespace accept PREFIX
+    chainfence namespace policy set PREFIX [--max-ttl S] [--lock-delay S] [--admission | --no-admission]
+    chainfence namespace policy show PREFIX
+    chainfence namespace admit PREFIX ADDRESS... [--remove]
+    chainfence revoke NAME                              # as the namespace's admin: ends the live lease
+    chainfence grant NAME HOLDER --ttl S                # as the namespace's admin: a new token for HOLDER
+    chainfence acquire-many NAME... --ttl S             # all or nothing, one token each
+
+Registered by :mod:`chainfence.cli` (``register``); nothing here imports
+web3 or the registry at module level, so ``chainfence --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["COMMANDS", "register"]
+
+
+def register(commands: Any, common: argparse.ArgumentParser, positive_int: Callable[[str], int]) -> None:
+    """Add the operator commands to ``commands`` (the ``chainfence`` subparsers)."""
+    namespace = commands.add_parser("namespace", help="claim, hand over and set the policy of a namespace")
+    ops = namespace.add_subparsers(dest="namespace_command", metavar="ACTION")
+    ops.required = True
+    claim = ops.add_parser("claim", parents=[common], help="become the admin of a namespace nobody administers")
+    claim.add_argument("prefix", help="the part of resource names before their first '/'")
+    transfer = ops.add_parser("transfer", parents=[common], help="offer the namespace to a new admin (step 1 of 2)")
+    transfer.add_argument("prefix")
+    transfer.add_argument("new_admin", help="address that takes over when it runs `namespace accept`")
+    accept = ops.add_parser("accept", parents=[common], help="take over a namespace offered to you (step 2 of 2)")
+    accept.add_argument("prefix")
+    policy = ops.add_parser("policy", help="set or show a namespace's policy")
+    policy_ops = policy.add_subparsers(dest="policy_command", metavar="ACTION")
+    policy_ops.required = True
+    show = policy_ops.add_parser("show", parents=[common], help="admin, pending admin and policy")
+    show.add_argument("prefix")
+    set_ = policy_ops.add_parser("set", parents=[common], help="set the policy (admin only; replaces it whole)")
+    set_.add_argument("prefix")
+    set_.add_argument("--max-ttl", type=_non_negative, default=0, help="longest lease, seconds (0: the registry's)")
+    set_.add_argument("--lock-delay", type=_non_negative, default=0, help="seconds after an expiry (default 0)")
+    set_.add_argument("--admission", action=argparse.BooleanOptionalAction, default=False,
+                      help="only admitted holders may acquire (default: anyone)")  # fmt: skip
+    admit = ops.add_parser("admit", parents=[common], help="add holders to the allowlist (admin only)")
+    admit.add_argument("prefix")
+    admit.add_argument("holders", nargs="+", metavar="ADDRESS")
+    admit.add_argument("--remove", action="store_true", help="remove them instead")
+
+    revoke = commands.add_parser("revoke", parents=[common], help="end a live lease, as its namespace's admin")
+    revoke.add_argument("resource")
+    grant = commands.add_parser("grant", parents=[common], help="issue a lease to a holder, as its namespace's admin")
+    grant.add_argument("resource")
+    grant.add_argument("holder")
+    grant.add_argument("--ttl", type=positive_int, required=True, help="lease length in seconds")
+    many = commands.add_parser(
+        "acquire-many", parents=[common], help="acquire several resources in one transaction, all or nothing"
+    )
+    many.add_argument("resources", nargs="+", metavar="NAME")
+    many.add_argument("--ttl", type=positive_int, required=True, help="lease length in seconds")
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {value}")
+    return value
+
+
+def _print(args: argparse.Namespace, document: dict[str, Any], text: str) -> None:
+    print(json.dumps(document) if args.json else text)
+
+
+def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .cli import EXIT_OK, _connect, _waiting
+
+    action = args.namespace_command if args.namespace_command != "policy" else f"policy {args.policy_command}"
+    chain, registry = _connect(args, needs_key=action != "policy show")
+    if action == "policy show":
+        policy = registry.namespace_policy(args.prefix)
+        document = policy.to_dict()
+        lines = [f"namespace {args.prefix!r} (0x{policy.namespace.hex()})"]
+        lines.append(f"  admin               {policy.admin or '- (nobody: open to all, first come may claim it)'}")
+        lines.append(f"  pending admin       {policy.pending_admin or '-'}")
+        lines.append(f"  max ttl             {policy.max_ttl or 'the registry maximum'}")
+        lines.append(f"  lock-delay          {policy.lock_delay} s")
+        lines.append(f"  admission required  {'yes' if policy.admission_required else 'no'}")
+        _print(args, document, "\n".join(lines))
+        return EXIT_OK
+    with _waiting(chain, args, f"namespace {action} {args.prefix}"):
+        if action == "claim":
+            registry.claim_namespace(args.prefix, confirmations=args.confirmations)
+            document, text = {"admin": registry.sender}, f"claimed namespace {args.prefix!r}: admin {registry.sender}"
+        elif action == "transfer":
+            registry.transfer_namespace_admin(args.prefix, args.new_admin, confirmations=args.confirmations)
+            document = {"pending_admin": args.new_admin}
+            text = f"offered namespace {args.prefix!r} to {args.new_admin}: it takes over with `namespace accept`"
+        elif action == "accept":
+            registry.accept_namespace_admin(args.prefix, confirmations=args.confirmations)
+            document, text = {"admin": registry.sender}, f"namespace {args.prefix!r}: admin is now {registry.sender}"
+        elif action == "policy set":
+            registry.set_policy(
+                args.prefix, max_ttl=args.max_ttl, lock_delay=args.lock_delay, admission_required=args.admission,
+                confirmations=args.confirmations,
+            )  # fmt: skip
+            document = {"max_ttl": args.max_ttl, "lock_delay": args.lock_delay, "admission_required": args.admission}
+            text = (f"namespace {args.prefix!r}: max ttl {args.max_ttl or 'registry maximum'}, "
+                    f"lock-delay {args.lock_delay} s, admission {'required' if args.admission else 'open'}")
+        else:  # admit
+            registry.admit(args.prefix, args.holders, admitted=not args.remove, confirmations=args.confirmations)
+            document = {"holders": args.holders, "admitted": not args.remove}
+            text = f"namespace {args.prefix!r}: {'removed' if args.remove else 'admitted'} {', '.join(args.holders)}"
+    _print(args, {"namespace": args.prefix, "action": action, **document}, text)
+    return EXIT_OK
+
+
+def _cmd_revoke(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .cli import EXIT_OK, _connect, _waiting
+
+    chain, registry = _connect(args, needs_key=True)
+    with _waiting(chain, args, f"revoke {args.resource}"):
+        token = registry.revoke(args.resource, confirmations=args.confirmations)
+    _print(args, {"resource": args.resource, "revoked_token": token, "admin": registry.sender},
+           f"revoked {args.resource!r} token {token} (admin {registry.sender})")  # fmt: skip
+    return EXIT_OK
+
+
+def _cmd_grant(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .cli import EXIT_OK, _connect, _lease_json, _waiting, _when
+
+    chain, registry = _connect(args, needs_key=True)
+    with _waiting(chain, args, f"grant {args.resource}"):
+        lease = registry.grant(args.resource, args.holder, args.ttl, confirmations=args.confirmations)
+    _print(args, {**_lease_json(lease), "admin": registry.sender},
+           f"granted {lease.resource!r} to {lease.holder}: token {lease.token} (previous token "
+           f"{lease.previous_token}), expires {_when(lease.expires_at, chain.now())}")  # fmt: skip
+    return EXIT_OK
+
+
+def _cmd_acquire_many(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .cli import EXIT_OK, _connect, _lease_json, _waiting, _when
+
+    chain, registry = _connect(args, needs_key=True)
+    with _waiting(chain, args, f"acquire {len(args.resources)} resources"):
+        leases = registry.acquire_many(args.resources, args.ttl, confirmations=args.confirmations)
+    if args.json:
+        print(json.dumps({"leases": [_lease_json(lease) for lease in leases]}))
+    else:
+        print(f"acquired {len(leases)} resources in one transaction, expires {_when(leases.expires_at, chain.now())}")
+        for lease in leases:
+            print(f"  {lease.resource!r}: token {lease.token} ({lease.reason.name.lower()})")
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {
+    "namespace": _cmd_namespace,
+    "revoke": _cmd_revoke,
+    "grant": _cmd_grant,
+    "acquire-many": _cmd_acquire_many,
+}
