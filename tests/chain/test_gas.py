@@ -114,8 +114,11 @@ def test_a_progress_marker_costs_at_most_its_own_bytes(figures):
     log bytes, up to the few gas of decoding one more argument."""
     with_marker, plain = figures["renew (with a progress marker)"], figures["renew"]
     assert with_marker - plain <= 32 * 16, f"{with_marker - plain:,} gas for 32 bytes of calldata"
-    assert plain - gas_report.RENEW_BEFORE_MARKERS <= 32 * 8 + 64, "a plain renewal logs a zero marker"
-    assert with_marker - gas_report.RENEW_BEFORE_MARKERS <= gas_report.MARKER_ALLOWANCE + 32
+    # Namespaces (issue 11) came later, with an allowance of their own (see the namespace tests).
+    namespaces = figures["renew"] - gas_report.BEFORE_NAMESPACES["renew"]
+    assert 0 <= namespaces <= gas_report.UNADMINISTERED_ALLOWANCE
+    assert plain - namespaces - gas_report.RENEW_BEFORE_MARKERS <= 32 * 8 + 64, "a plain renewal logs a zero marker"
+    assert with_marker - namespaces - gas_report.RENEW_BEFORE_MARKERS <= gas_report.MARKER_ALLOWANCE + 32
 
 
 @pytest.mark.parametrize("operation", sorted(gas_report.BEFORE_MARKERS_AND_CLAIMS))

@@ -10,6 +10,14 @@ work item) at any chain time (checked independently from the event log),
 views agree with the model, the guard's marks never go down, no work item is
 completed twice and every completion is by the item's current claim.
 
+Namespaces (issue 11): the same accounts also claim, hand over and set the
+policy of the namespaces of those names (allowlist, maxTtl, lock-delay),
+admit and remove holders, revoke and grant, and acquire several resources at
+once, as admins of what they claimed and as strangers to what others did:
+every admin act by a non-admin must be refused exactly as the model says
+(nobody acts outside what it administers), and the history check covers
+revokes and grants (a revoke or a grant's takeover ends the old lease).
+
 Timing: on the embedded chain every transaction is mined in a new block whose
 timestamp is the pending block's, and views run at the latest block, so the
 model knows the chain time of each operation exactly.
@@ -23,17 +31,25 @@ from pathlib import Path
 
 import pytest
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseStatus, Registry, _validate
 from chainfence._names import item_id
 from chainfence.errors import (
     ChainfenceError,
+    InvalidTtl,
     LeaseExpired,
     LeaseHeld,
     LeaseReleased,
+    LeaseRevoked,
+    LockDelayed,
+    NamespaceTaken,
+    NotAdmitted,
     NothingToClaim,
     NotHolder,
+    NotLive,
+    NotNamespaceAdmin,
+    NotPendingAdmin,
     StaleToken,
     TokenNotCurrent,
     UnknownToken,
@@ -46,6 +62,8 @@ pytestmark = pytest.mark.timeout(1_200)
 RESOURCES = ["reports/daily", "db/primary", "deploy/prod"]
 WORKSET = "jobs/model"
 ITEMS = ["i0", "i1", "i2"]
+#: Namespaces of the names above; "jobs" is the workset's.
+PREFIXES = ["reports", "db", "jobs"]
 ACCOUNTS = 3
 MAX_TTL = 120
 
@@ -68,10 +86,13 @@ class ModelLease:
     released: bool = False
     claimed: bool = False
     done: bool = False
+    revoked: bool = False
 
     def status(self, now: int) -> LeaseStatus:
         if self.done:
             return LeaseStatus.DONE
+        if self.revoked:
+            return LeaseStatus.REVOKED
         if self.released:
             return LeaseStatus.RELEASED
         return LeaseStatus.LIVE if now < self.expires_at else LeaseStatus.EXPIRED
@@ -84,11 +105,121 @@ class Model:
         self.latest = 0
         self.leases: dict[str, ModelLease] = {}
         self.marks: dict[str, int] = {}
+        self.admins: dict[str, int] = {}
+        self.pending: dict[str, int | None] = {}
+        self.policies: dict[str, tuple[int, int, bool]] = {}  # prefix -> (max_ttl, lock_delay, admission)
+        self.allowed: dict[str, set[int]] = {}
+        self.recorded: set[str] = set()  # resources whose namespace the registry recorded
+
+    # -- namespaces -----------------------------------------------------
+
+    def policy_refusal(self, prefix: str, holder: int, ttl: int):
+        """acquire/claim/grant: the policy's refusal for ``holder``, or None."""
+        if prefix not in self.admins:
+            return None
+        max_ttl, _delay, admission = self.policies.get(prefix, (0, 0, False))
+        if admission and holder not in self.allowed.get(prefix, set()):
+            return NotAdmitted
+        if max_ttl and ttl > max_ttl:
+            return InvalidTtl
+        return None
+
+    def in_lock_delay(self, prefix: str, lease: ModelLease | None, account: int, now: int) -> bool:
+        if prefix not in self.admins or lease is None or lease.released or lease.expires_at > now:
+            return False
+        return lease.holder != account and now < lease.expires_at + self.policies.get(prefix, (0, 0, False))[1]
+
+    def record(self, prefix: str, resource: str) -> None:
+        if prefix in self.admins and self.policies.get(prefix, (0, 0, False))[0]:
+            self.recorded.add(resource)
+
+    def claim_namespace(self, account: int, prefix: str):
+        if prefix in self.admins:
+            return NamespaceTaken
+        self.admins[prefix] = account
+        return prefix
+
+    def require_admin(self, account: int, prefix: str | None):
+        if prefix is None or self.admins.get(prefix) != account:
+            return NotNamespaceAdmin
+        return None
+
+    def transfer(self, account: int, prefix: str, to: int):
+        refused = self.require_admin(account, prefix)
+        if refused:
+            return refused
+        self.pending[prefix] = to
+        return to
+
+    def accept(self, account: int, prefix: str):
+        if self.pending.get(prefix) != account:
+            return NotPendingAdmin
+        self.pending[prefix] = None
+        self.admins[prefix] = account
+        return account
+
+    def set_policy(self, account: int, prefix: str, policy: tuple[int, int, bool]):
+        refused = self.require_admin(account, prefix)
+        if refused:
+            return refused
+        self.policies[prefix] = policy
+        return policy
+
+    def admit(self, account: int, prefix: str, holder: int, admitted: bool):
+        refused = self.require_admin(account, prefix)
+        if refused:
+            return refused
+        (self.allowed.setdefault(prefix, set()).add if admitted else self.allowed.setdefault(prefix, set()).discard)(holder)
+        return admitted
+
+    def revoke(self, account: int, resource: str, now: int):
+        refused = self.require_admin(account, resource.split("/")[0])
+        if refused:
+            return refused
+        lease = self.leases.get(resource)
+        if lease is None or lease.status(now) is not LeaseStatus.LIVE:
+            return NotLive
+        lease.released = lease.revoked = True
+        return lease.token
+
+    def grant(self, account: int, resource: str, holder: int, ttl: int, now: int):
+        prefix = resource.split("/")[0]
+        refused = self.require_admin(account, prefix) or self.policy_refusal(prefix, holder, ttl)
+        if refused:
+            return refused
+        lease = self.leases.get(resource)
+        previous = lease.token if lease else 0
+        self.record(prefix, resource)
+        self.latest += 1
+        self.leases[resource] = ModelLease(holder, self.latest, now + ttl)
+        return (self.latest, now + ttl, AcquireReason.GRANTED, previous)
+
+    def acquire_many(self, account: int, names: list[str], ttl: int, now: int):
+        """All or nothing: the first refusal, in order, refuses the whole set (state untouched)."""
+        saved = (self.latest, dict(self.leases), set(self.recorded))
+        results = []
+        for name in names:
+            result = self.acquire(account, name, ttl, now)
+            if isinstance(result, type):
+                self.latest, self.leases, self.recorded = saved
+                return result
+            results.append(result)
+        return results
+
+    # -- leases ---------------------------------------------------------
 
     def acquire(self, account: int, resource: str, ttl: int, now: int):
+        prefix = resource.split("/")[0]
         lease = self.leases.get(resource)
+        refused = self.policy_refusal(prefix, account, ttl)
+        if refused:
+            return refused
+        if self.in_lock_delay(prefix, lease, account, now):
+            return LockDelayed
         if lease is None:
             reason = AcquireReason.UNHELD
+        elif lease.revoked:
+            reason = AcquireReason.REVOKED
         elif lease.released:
             reason = AcquireReason.RELEASED
         elif lease.expires_at <= now:
@@ -98,15 +229,22 @@ class Model:
         else:
             return LeaseHeld
         previous = lease.token if lease else 0
+        self.record(prefix, resource)
         self.latest += 1
         self.leases[resource] = ModelLease(account, self.latest, now + ttl)
         return (self.latest, now + ttl, reason, previous)
 
     def claim(self, account: int, items: list[str], ttl: int, now: int):
+        prefix = WORKSET.split("/")[0]
+        refused = self.policy_refusal(prefix, account, ttl)
+        if refused:
+            return refused
         for index, item in enumerate(items):
             key = f"{WORKSET}/{item}"
             lease = self.leases.get(key)
             if lease is not None and lease.done:
+                continue
+            if self.in_lock_delay(prefix, lease, account, now):
                 continue
             if lease is None:
                 reason = AcquireReason.UNHELD
@@ -119,6 +257,7 @@ class Model:
             else:
                 continue
             previous = lease.token if lease else 0
+            self.record(prefix, key)
             self.latest += 1
             self.leases[key] = ModelLease(account, self.latest, now + ttl, claimed=True)
             return (item, self.latest, now + ttl, reason, previous)
@@ -139,6 +278,8 @@ class Model:
             return UnknownToken if token > current else StaleToken
         if lease.holder != account:
             return NotHolder
+        if lease.revoked:
+            return LeaseRevoked
         if lease.released:
             return LeaseReleased
         if lease.expires_at <= now:
@@ -149,6 +290,10 @@ class Model:
         lease = self._require_holder(account, resource, token, now)
         if isinstance(lease, type):
             return lease
+        if resource in self.recorded:
+            cap = self.policies.get(resource.split("/")[0], (0, 0, False))[0]
+            if cap and ttl > cap:
+                return InvalidTtl
         lease.expires_at = now + ttl
         return lease.expires_at
 
@@ -174,6 +319,8 @@ class Model:
         status = lease.status(now)
         if status is LeaseStatus.RELEASED:
             return LeaseReleased
+        if status is LeaseStatus.REVOKED:
+            return LeaseRevoked
         if status is LeaseStatus.EXPIRED:
             return LeaseExpired
         self.marks[resource] = token
@@ -189,6 +336,11 @@ items = st.sampled_from(ITEMS)
 #: The order an agent lists the workset's items in, and how many it lists.
 item_lists = st.permutations(ITEMS).flatmap(lambda order: st.integers(1, len(order)).map(lambda n: list(order[:n])))
 markers = st.one_of(st.none(), st.integers(1, 3))
+prefixes = st.sampled_from(PREFIXES)
+#: (max_ttl, lock_delay, admission_required): small caps and delays so they bite within a run.
+policies = st.tuples(st.sampled_from([0, 0, 30, 90]), st.sampled_from([0, 10, 60]), st.booleans())
+#: Distinct names, in an order, for acquire_many (a name without '/' too: in no namespace).
+name_sets = st.permutations(RESOURCES + ["plain"]).flatmap(lambda order: st.integers(1, 3).map(lambda n: list(order[:n])))
 
 
 class RegistryMachine(RuleBasedStateMachine):
@@ -279,7 +431,9 @@ class RegistryMachine(RuleBasedStateMachine):
         if predicted is NothingToClaim:
             assert self.agents[account].claim(WORKSET, listed, ttl) is None
             return
-        lease = self.agents[account].claim(WORKSET, listed, ttl)
+        lease = self.expect(predicted, lambda: self.agents[account].claim(WORKSET, listed, ttl))
+        if lease is None:
+            return
         item, token, expires_at, reason, previous = predicted
         self.issued[token] = f"{WORKSET}/{item}"
         assert (lease.item, lease.token, lease.expires_at, lease.reason, lease.previous_token) == (
@@ -313,6 +467,87 @@ class RegistryMachine(RuleBasedStateMachine):
         token = self.token_for(resource, offset)
         predicted = self.model.release(account, resource, token, self.next_block_time())
         self.expect(predicted, lambda: self.agents[account].release(resource, token))
+
+    # -- namespaces: admins and strangers --------------------------------
+
+    @initialize(admin=accounts, policy=st.tuples(st.sampled_from([0, 90]), st.sampled_from([10, 60]), st.just(False)))
+    def a_namespace_with_a_policy(self, admin, policy):
+        """'db' starts administered by one account with a lock-delay (so runs reach it); 'reports' and
+        'jobs' start open, for anyone to claim."""
+        self.model.claim_namespace(admin, "db")
+        self.agents[admin].claim_namespace("db")
+        self.model.set_policy(admin, "db", policy)
+        self.agents[admin].set_policy("db", max_ttl=policy[0], lock_delay=policy[1], admission_required=policy[2])
+        if policy[2]:
+            self.model.admit(admin, "db", admin, True)
+            self.agents[admin].admit("db", [self.agents[admin].sender])
+
+    @rule(account=accounts, prefix=prefixes)
+    def claim_namespace(self, account, prefix):
+        predicted = self.model.claim_namespace(account, prefix)
+        self.expect(predicted, lambda: self.agents[account].claim_namespace(prefix))
+
+    @rule(account=accounts, prefix=prefixes, to=accounts)
+    def transfer_admin(self, account, prefix, to):
+        predicted = self.model.transfer(account, prefix, to)
+        self.expect(predicted, lambda: self.agents[account].transfer_namespace_admin(prefix, self.agents[to].sender))
+
+    @rule(account=accounts, prefix=prefixes)
+    def accept_admin(self, account, prefix):
+        predicted = self.model.accept(account, prefix)
+        self.expect(predicted, lambda: self.agents[account].accept_namespace_admin(prefix))
+
+    @rule(account=accounts, prefix=prefixes, policy=policies)
+    def set_policy(self, account, prefix, policy):
+        predicted = self.model.set_policy(account, prefix, policy)
+        max_ttl, lock_delay, admission = policy
+        self.expect(predicted, lambda: self.agents[account].set_policy(
+            prefix, max_ttl=max_ttl, lock_delay=lock_delay, admission_required=admission))  # fmt: skip
+
+    @rule(account=accounts, prefix=prefixes, holder=accounts, admitted=st.booleans())
+    def admit(self, account, prefix, holder, admitted):
+        predicted = self.model.admit(account, prefix, holder, admitted)
+        self.expect(predicted, lambda: self.agents[account].admit(prefix, [self.agents[holder].sender], admitted=admitted))
+
+    @rule(account=accounts, resource=resources)
+    def revoke(self, account, resource):
+        predicted = self.model.revoke(account, resource, self.next_block_time())
+        revoked = self.expect(predicted, lambda: self.agents[account].revoke(resource))
+        if revoked is not None:
+            assert revoked == predicted
+
+    @rule(account=accounts, resource=resources, holder=accounts, ttl=ttls)
+    def grant(self, account, resource, holder, ttl):
+        at = self.next_block_time()
+        predicted = self.model.grant(account, resource, holder, ttl, at)
+        lease = self.expect(predicted, lambda: self.agents[account].grant(resource, self.agents[holder].sender, ttl))
+        if lease is not None:
+            token, expires_at, reason, previous = predicted
+            self.issued[token] = resource
+            assert (lease.token, lease.expires_at, lease.reason, lease.previous_token, lease.holder) == (
+                token, expires_at, reason, previous, self.agents[holder].sender,
+            )  # fmt: skip
+
+    @rule(account=accounts, names=name_sets, ttl=ttls)
+    def acquire_many(self, account, names, ttl):
+        predicted = self.model.acquire_many(account, names, ttl, self.next_block_time())
+        leases = self.expect(predicted, lambda: self.agents[account].acquire_many(names, ttl))
+        if leases is not None:
+            for name, lease, (token, expires_at, reason, previous) in zip(names, leases, predicted):
+                self.issued[token] = name
+                assert (lease.resource, lease.token, lease.expires_at, lease.reason, lease.previous_token) == (
+                    name, token, expires_at, reason, previous,
+                )  # fmt: skip
+
+    @rule(account=accounts, offset=st.sampled_from([0, 1, 9, 30]), ttl=ttls)
+    def acquire_just_after_expiry(self, account, offset, ttl):
+        """Contend for 'db/primary' (its namespace starts with a lock-delay) right after its lease runs
+        out: where lock-delays and expired re-acquisitions bite."""
+        resource = "db/primary"
+        lease = self.model.leases.get(resource)
+        if lease is not None and not lease.released and lease.expires_at > self.chain.now():
+            self.chain.set_next_block_time(lease.expires_at + offset)
+        self.acquire(account, resource, ttl)
 
     @rule(seconds=st.one_of(st.integers(0, 5), st.integers(20, 150)))
     def time_passes(self, seconds):
@@ -355,7 +590,7 @@ class RegistryMachine(RuleBasedStateMachine):
     @invariant()
     def views_match_the_model(self):
         now = self.chain.now()
-        for resource in RESOURCES:
+        for resource in RESOURCES + ["plain"]:
             expected = self.model.leases.get(resource)
             info = self.registry.last_lease(resource)
             if expected is None:
@@ -397,7 +632,7 @@ class RegistryMachine(RuleBasedStateMachine):
         events = self.registry.history()
         tokens = [e.token for e in events if e.kind is EventKind.ACQUIRED]
         assert tokens == list(range(1, self.model.latest + 1))
-        for resource_id in [_validate.resource_id(r) for r in RESOURCES] + list(self.item_ids):
+        for resource_id in [_validate.resource_id(r) for r in RESOURCES + ["plain"]] + list(self.item_ids):
             end = None  # chain time the current lease stops being live
             holder = None
             current = None
@@ -411,6 +646,9 @@ class RegistryMachine(RuleBasedStateMachine):
                         assert completions == 1, f"work item {resource} completed twice"
                         end = min(end, e.block_timestamp)  # a claim's completion ends it
                     continue
+                if e.kind is EventKind.GRANTED:
+                    assert e.token == current and e.admin is not None
+                    continue
                 if e.kind is EventKind.ACQUIRED:
                     current = e.token
                 if e.kind is EventKind.ACQUIRED:
@@ -422,7 +660,12 @@ class RegistryMachine(RuleBasedStateMachine):
                     holder, end = e.holder, e.expires_at
                 elif e.kind is EventKind.RENEWED:
                     end = e.expires_at
-                else:
+                else:  # released, or revoked by the namespace's admin (also a grant's takeover)
+                    if e.kind is EventKind.REVOKED:
+                        assert e.token == current, f"{resource}: revoked {e.token}, not its current token {current}"
+                        end = min(end, e.block_timestamp)
+                        holder = None  # ended before the next token: the grantee may start now
+                        continue
                     end = min(end, e.block_timestamp)
 
 
