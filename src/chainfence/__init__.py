@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "AcquireReason",
+    "Admission",
     "AuditIndex",
     "Chain",
     "ChainfenceError",
@@ -47,6 +48,7 @@ __version__ = "0.1.0"
 # asked for (PEP 562), so `chainfence --version` and `--help` stay fast.
 _LAZY = {
     "AcquireReason": ".lease",
+    "Admission": ".admission",
     "AuditIndex": ".audit_index",
     "Chain": ".chain",
     "ChainfenceError": ".errors",
@@ -69,6 +71,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
+    from .admission import Admission
     from .audit import EventKind, LeaseEvent
     from .audit_index import AuditIndex
     from .chain import Chain

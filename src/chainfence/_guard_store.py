@@ -9,6 +9,9 @@ Schema 3::
                     rolled_back (why the store stopped trusting the chain, once it did)
     marks           resource_id -> token (the mark), holder of that token, name (for people), when
     seen_requests   EIP-712 digest of each accepted fenced request -> its deadline
+    ended_leases    resource_id -> a token whose lease the follower saw end early (revoked), and why;
+                    a token at its mark with a row here is refused (added in place to schema 3
+                    stores: older SDKs ignore the table, and never recorded a row)
 
 Durability: WAL, ``synchronous=FULL``: a mark is on disk before the check
 that raised it returns, power loss included. Every read-compare-write runs
@@ -54,6 +57,11 @@ _SCHEMA = (
         deadline INTEGER NOT NULL       -- kept until the replay horizon passes it
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS seen_requests_deadline ON seen_requests (deadline)",
+    """CREATE TABLE IF NOT EXISTS ended_leases (
+        resource_id BLOB PRIMARY KEY,   -- keccak256(name bytes)
+        token       INTEGER NOT NULL,   -- the token whose lease ended (only the latest is kept)
+        why         TEXT NOT NULL       -- "revoked": the namespace's admin ended it
+    ) WITHOUT ROWID""",
 )
 
 #: Keys of `meta` that bind a store to one registry deployment.
@@ -62,8 +70,13 @@ IDENTITY_KEYS = ("chain_id", "registry", "deployment_block", "deployment_hash")
 #: SQLite INTEGER is signed 64-bit; chain-verified tokens fit in 48 bits.
 MAX_STORED_TOKEN = 2**63 - 1
 
-#: One statement reads a mark, its holder and the rollback latch (no row: no mark yet).
-READ_MARK = "SELECT token, holder, (SELECT value FROM meta WHERE key = 'rolled_back') FROM marks WHERE resource_id = ?"
+#: One statement reads a mark, its holder, the rollback latch and why the mark's lease ended early, if it
+#: did (no row: no mark yet).
+READ_MARK = (
+    "SELECT token, holder, (SELECT value FROM meta WHERE key = 'rolled_back'), "
+    "(SELECT why FROM ended_leases e WHERE e.resource_id = marks.resource_id AND e.token = marks.token) "
+    "FROM marks WHERE resource_id = ?"
+)
 _READ_LATCH = "SELECT value FROM meta WHERE key = 'rolled_back'"
 
 
@@ -163,13 +176,32 @@ class GuardStore:
     # -- marks ------------------------------------------------------------------
 
     @staticmethod
-    def read_mark(conn: sqlite3.Connection, resource_id: bytes) -> tuple[int, str | None, str | None]:
-        """(mark, holder of the mark's token, why the store stopped trusting the chain or None)."""
+    def read_mark(conn: sqlite3.Connection, resource_id: bytes) -> tuple[int, str | None, str | None, str | None]:
+        """(mark, holder of the mark's token, why the store stopped trusting the chain or None,
+        why the mark's lease ended early or None)."""
         row = conn.execute(READ_MARK, (resource_id,)).fetchone()
         if row is not None:
             return row
         latch = conn.execute(_READ_LATCH).fetchone()
-        return 0, None, (latch[0] if latch is not None else None)
+        return 0, None, (latch[0] if latch is not None else None), None
+
+    @staticmethod
+    def end_lease(conn: sqlite3.Connection, resource_id: bytes, token: int, why: str) -> None:
+        """Record that ``token``'s lease ended early (only a newer token replaces the record); inside a
+        write transaction. The mark is raised to ``token`` by the caller first."""
+        conn.execute(
+            "INSERT INTO ended_leases (resource_id, token, why) VALUES (?, ?, ?) "
+            "ON CONFLICT (resource_id) DO UPDATE SET token = excluded.token, why = excluded.why "
+            "WHERE excluded.token >= ended_leases.token",
+            (resource_id, token, why),
+        )
+
+    def ended_at_mark(self) -> list[bytes]:
+        """Resources whose mark's lease ended early."""
+        return [row[0] for row in self.conn().execute(
+            "SELECT m.resource_id FROM marks m JOIN ended_leases e ON e.resource_id = m.resource_id "
+            "AND e.token = m.token"
+        )]  # fmt: skip
 
     @staticmethod
     def raise_mark(conn: sqlite3.Connection, resource_id: bytes, token: int, holder: str | None, name: str | None) -> None:

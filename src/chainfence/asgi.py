@@ -26,8 +26,11 @@ to the verified request. Otherwise it answers with a JSON
 400   malformed or missing headers, a body that is not the signed one
 401   a bad or foreign signature, a request past its deadline
 403   signed by someone who does not hold the token; for another resource,
-      action or audience
-409   a stale, unknown, expired, released or unconfirmed token; a replayed request
+      action or audience; by a holder the guard's admission does not accept
+      (:class:`~chainfence.Admission`: a local list or the namespace's
+      on-chain allowlist)
+409   a stale, unknown, expired, released, revoked or unconfirmed token; a
+      replayed request
 413   a body larger than ``max_body``
 503   the chain could not be asked, or no longer holds history the guard
       relied on (fail closed)
@@ -43,7 +46,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
-from .errors import ChainError, ChainfenceError, InvalidInput, RequestRejected, TokenNotCurrent
+from .errors import ChainError, ChainfenceError, HolderNotAdmitted, InvalidInput, RequestRejected, TokenNotCurrent
 from .fenced_requests import FencedRequest, http_action
 from .guard import Guard
 
@@ -99,6 +102,9 @@ class FencingMiddleware:
             )
         except RequestRejected as rejected:
             await _respond(send, rejected.status, type(rejected).__name__, str(rejected))
+            return
+        except HolderNotAdmitted as stranger:
+            await _respond(send, stranger.status, type(stranger).__name__, str(stranger))
             return
         except TokenNotCurrent as stale:
             await _respond(send, 409, type(stale).__name__, str(stale))

@@ -22,6 +22,7 @@
     │   ├── NotHolder                      the caller is not the holder of that token
     │   ├── NothingToClaim                 claim: every item is done or held live by others
     │   ├── NotAdmitted (PermissionError)  the namespace admits only its allowlist (registry or guard)
+    │   │   └── HolderNotAdmitted          a guard's admission (local list or on-chain) refuses the token's holder
     │   ├── LockDelayed                    a lease expired; its namespace's lock-delay runs until `until`
     │   ├── NotLive                        revoke: the resource has no live lease
     │   └── TokenNotCurrent                the token is not the resource's live token
@@ -79,7 +80,9 @@ revert, whatever provider raised it, into one of them. Users never see raw
 web3 or eth-tester exceptions: those are chained as ``__cause__``.
 
 A service rejecting work needs one clause: ``except TokenNotCurrent`` (and
-``except RequestRejected`` for holder-signed requests).
+``except RequestRejected`` for holder-signed requests), plus ``except
+NotAdmitted`` when its guard has an admission policy
+(:class:`~chainfence.Admission`: :class:`HolderNotAdmitted`).
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ __all__ = [
     "GuardError",
     "GuardForked",
     "GuardStoreMismatch",
+    "HolderNotAdmitted",
     "InsufficientFunds",
     "InvalidAddress",
     "InvalidAssignments",
@@ -538,6 +542,38 @@ class NotAdmitted(LeaseError, PermissionError):
         where = repr(self.namespace_name) if self.namespace_name is not None else "0x" + (self.namespace or b"").hex()
         target = f" ({self._where()})" if self.resource is not None or self.resource_id is not None else ""
         return f"{self.holder} is not admitted in namespace {where}{target}"
+
+
+class HolderNotAdmitted(NotAdmitted):
+    """The token is genuine, but its holder is not one this guard accepts (:class:`~chainfence.Admission`).
+
+    ``holder`` holds ``token`` on ``resource``; ``admission`` says which list
+    refused it: ``"local"`` (the service's own list) or ``"on-chain"`` (the
+    allowlist of the resource's namespace: ``namespace`` its id,
+    ``namespace_name`` its prefix). Nothing was recorded: the guard's mark
+    did not move. ``status`` is the HTTP status
+    :class:`~chainfence.asgi.FencingMiddleware` answers with.
+    """
+
+    status: ClassVar[int] = 403
+
+    def __init__(
+        self, *, holder: str, token: int, admission: str, namespace: bytes | None = None,
+        namespace_name: str | None = None, resource: str | None = None, resource_id: bytes | None = None,
+    ):  # fmt: skip
+        self.token = token
+        self.admission = admission
+        super().__init__(
+            holder=holder, namespace=namespace, namespace_name=namespace_name, resource=resource,
+            resource_id=resource_id,
+        )  # fmt: skip
+
+    def _message(self) -> str:
+        if self.admission == "local":
+            where = "this service's list of admitted holders"
+        else:
+            where = f"the on-chain allowlist of namespace {self.namespace_name!r}"
+        return f"{self.holder}, holder of token {self.token} on {self._where()}, is not in {where}"
 
 
 @_contract_error("FencingRegistryLockDelay")

@@ -77,6 +77,21 @@ until then). A reorg deeper than ``k`` is a rollback (above).
 
 Holder-signed requests (:meth:`Guard.check_request`): see
 :mod:`chainfence.fenced_requests`.
+
+Admission (``admission=``): a guard can also require that the token's holder
+be one the service accepts, from a local list or from the namespace's
+on-chain allowlist (:mod:`chainfence.admission`, and there how soon an
+on-chain removal takes effect in each mode). A holder refused gets
+:class:`~chainfence.errors.HolderNotAdmitted`; nothing is recorded.
+
+Revoked leases: when a namespace's admin revokes a lease (``LeaseRevoked``),
+a ``strict`` guard refuses its token at the next check (the chain says so);
+a ``follow`` guard's follower records the end in the store once the block is
+followed, and from then on every guard on that store, in every mode,
+refuses the token at its mark (:class:`~chainfence.errors.LeaseRevoked`).
+A ``mark`` guard on its own cannot know: it refuses the revoked holder once
+a successor's token reaches it, or at once if the revoked token was never
+its mark (a token above the mark is always asked of the chain).
 """
 
 from __future__ import annotations
@@ -95,6 +110,7 @@ from eth_utils import keccak
 
 from . import _events, _names, _validate
 from ._guard_store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
+from .admission import Admission
 from .errors import (
     ActionMismatch,
     AudienceMismatch,
@@ -103,8 +119,10 @@ from .errors import (
     ChainRolledBack,
     GuardError,
     GuardForked,
+    HolderNotAdmitted,
     InvalidInput,
     InvalidSignature,
+    LeaseRevoked,
     MalformedRequest,
     NodeUnreachable,
     PayloadMismatch,
@@ -135,6 +153,7 @@ _ERC1271_MAGIC = bytes.fromhex("1626ba7e")
 _MAX_IDS = 100_000
 _MAX_MEMO = 100_000
 _MAX_CONTRACT_HOLDERS = 4_096
+_MAX_ADMISSIONS = 16_384
 
 #: Marks verified against the chain when a guard opens (the newest: what a rollback loses first).
 _MARKS_VERIFIED_AT_OPEN = 8
@@ -159,14 +178,17 @@ class FollowStatus:
 class _Verdict:
     """What a check found, before anything is recorded (a plain slotted class: one per check)."""
 
-    __slots__ = ("holder", "mark", "resource", "resource_id", "token")
+    __slots__ = ("fresh", "holder", "mark", "resource", "resource_id", "token")
 
-    def __init__(self, resource: str, resource_id: bytes, token: int, mark: int, holder: str | None):
+    def __init__(
+        self, resource: str, resource_id: bytes, token: int, mark: int, holder: str | None, fresh: bool = False
+    ):
         self.resource = resource
         self.resource_id = resource_id
         self.token = token
         self.mark = mark
         self.holder = holder  # the holder of ``token``, from the chain or the store
+        self.fresh = fresh  # the chain was asked about the token in this check
 
     @property
     def raises(self) -> bool:
@@ -195,6 +217,9 @@ class Guard:
             deadline may be, in seconds (bounds the replay store).
         erc1271_gas: the gas an ERC-1271 holder's ``isValidSignature`` may burn.
         timeout: seconds to wait for another process's write lock.
+        admission: whom to accept as a token's holder
+            (:class:`~chainfence.Admission`): ``Admission.local([...])``,
+            ``Admission.on_chain()``, or None (default: any holder).
 
     Raises :class:`~chainfence.errors.GuardStoreMismatch` if the file holds
     marks of another registry (other chain, address or deployment).
@@ -214,7 +239,10 @@ class Guard:
         max_request_age: int = 3_600,
         erc1271_gas: int = 200_000,
         timeout: float = 30.0,
+        admission: Admission | None = None,
     ):
+        if admission is not None and not isinstance(admission, Admission):
+            raise InvalidInput(f"admission must be an Admission (Admission.local or .on_chain) or None, got {admission!r}")
         if not isinstance(path, (str, os.PathLike)) or str(path) in ("", ":memory:") or str(path).startswith("file:"):
             raise InvalidInput(f"a guard needs a file path (marks must survive restarts), got {path!r}")
         if mode not in MODES:
@@ -243,6 +271,14 @@ class Guard:
         self.audience = audience
         self.max_request_age = max_request_age
         self.erc1271_gas = erc1271_gas
+        self.admission = admission
+        #: Admission.on_chain(): (namespace id, holder) -> the registry's answer (LRU-bounded).
+        self._admitted: OrderedDict[tuple[bytes, str], bool] = OrderedDict()
+        self._admitted_lock = threading.Lock()
+        self._admission_epoch = 0  # bumped by every invalidation: an answer read across one is not cached
+        #: The fast paths' copy: (resource name, holder) pairs admitted (cleared whole by any invalidation).
+        self._admitted_pairs: set[tuple[str, str | None]] = set()
+        self._namespaces: dict[str, tuple[str, bytes] | None] = {}
         self._store = GuardStore(self.path, timeout=float(timeout))
         self._owner_pid = os.getpid()
         self._forked = False
@@ -268,6 +304,8 @@ class Guard:
             if self.exclusive:
                 for resource_id, _name, token, holder in self._store.marks():
                     self._memo[resource_id] = (token, holder)
+                for resource_id in self._store.ended_at_mark():  # refused at the mark: never from memory
+                    self._memo.pop(resource_id, None)
             self._check_continuity_at_open()
         except BaseException:
             self.close()
@@ -294,21 +332,37 @@ class Guard:
         the registry's verdict: :class:`~chainfence.errors.UnknownToken`,
         ``StaleToken``, :class:`~chainfence.errors.LeaseExpired`,
         :class:`~chainfence.errors.LeaseReleased` or
-        :class:`~chainfence.errors.TokenNotConfirmed`. A rejection never moves
-        the mark. Chain errors propagate (fail closed), as
-        :class:`~chainfence.errors.ChainError` subclasses.
+        :class:`~chainfence.errors.TokenNotConfirmed`; at the mark,
+        :class:`~chainfence.errors.LeaseRevoked` once a follower saw the lease
+        revoked. With an admission policy,
+        :class:`~chainfence.errors.HolderNotAdmitted` for a token whose holder
+        it does not accept. A rejection never moves the mark. Chain errors
+        propagate (fail closed), as :class:`~chainfence.errors.ChainError`
+        subclasses.
         """
         resource_id = self._ids.get(resource) if resource.__class__ is str else None
         if resource_id is not None and token.__class__ is int:
             if self.exclusive:
                 memo = self._memo.get(resource_id)
-                if memo is not None and memo[0] == token and (self._plain_mark_mode or self._trusts_marks()):
+                if (
+                    memo is not None
+                    and memo[0] == token
+                    and (self._plain_mark_mode or self._trusts_marks())
+                    and (self.admission is None or self._admits_known(resource, memo[1]))
+                ):
                     return token  # an owned store, same epoch: two dict lookups
             elif self._trusts_marks():
                 row = self._store.conn().execute(READ_MARK, (resource_id,)).fetchone()
-                if row is not None and row[0] == token and row[2] is None:
+                if (
+                    row is not None
+                    and row[0] == token
+                    and row[2] is None
+                    and row[3] is None
+                    and (self.admission is None or self._admits_known(resource, row[1]))
+                ):
                     return token  # same epoch: one SQLite read
         verdict = self._judge(resource, token)
+        self._admit(verdict)
         self._record(verdict)
         return token
 
@@ -329,12 +383,16 @@ class Guard:
         resource_id = self._resource_id(resource)
         if token.__class__ is not int or not 0 < token <= MAX_STORED_TOKEN:
             token = _validate.token(token)
-        mark, holder, rolled_back = GuardStore.read_mark(self._store.conn(), resource_id)
+        mark, holder, rolled_back, ended = GuardStore.read_mark(self._store.conn(), resource_id)
         if rolled_back is not None:
             self._rolled_back, self._plain_mark_mode = rolled_back, False
             raise ChainRolledBack(f"guard store {str(self.path)!r} no longer trusts the chain: {rolled_back}")
         if token < mark:
             raise StaleToken(token=token, current_token=mark, resource=resource, resource_id=resource_id)
+        if token == mark and ended is not None:
+            # The follower saw this lease end early (revoked by the namespace's admin), in a confirmed block.
+            logger.info("guard rejected token resource=%s token=%d: %s", resource, token, ended)
+            raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
         if token == mark and self._trusts_marks():
             return _Verdict(resource, resource_id, token, mark, holder)
         # News (or strict, or a follower in trouble): the chain must vouch for the token.
@@ -342,7 +400,7 @@ class Guard:
             # No registry token is this large (tokens are 48-bit on-chain): never issued.
             raise UnknownToken(token=token, current_token=0, resource=resource, resource_id=resource_id)
         info = self._verify_on_chain(resource, resource_id, token, mark, holder)
-        return _Verdict(resource, resource_id, token, mark, info.holder)
+        return _Verdict(resource, resource_id, token, mark, info.holder, fresh=True)
 
     def _verify_on_chain(self, resource: str, resource_id: bytes, token: int, mark: int, stored_holder: str | None) -> Any:
         registry = self.registry
@@ -376,12 +434,101 @@ class Guard:
                 )  # fmt: skip
         return info
 
+    # ------------------------------------------------------------------
+    # Admission
+    # ------------------------------------------------------------------
+
+    def _namespace(self, resource: str) -> tuple[str, bytes] | None:
+        """(namespace, its on-chain id keccak256(prefix bytes)), or None for a name without one."""
+        known = self._namespaces.get(resource, False)
+        if known is False:
+            prefix = _names.namespace_prefix(resource)
+            known = None if prefix is None else (prefix, _names.namespace_id(prefix))
+            if len(self._namespaces) < _MAX_IDS:
+                self._namespaces[resource] = known
+        return known
+
+    def _admits_known(self, resource: str, holder: str | None) -> bool:
+        """Whether the admission accepts ``holder`` without asking anything (False: go and find out)."""
+        admission = self.admission
+        if admission is None:
+            return True
+        if admission.holders is not None:
+            return holder in admission.holders
+        return (resource, holder) in self._admitted_pairs
+
+    def _admit(self, verdict: _Verdict) -> None:
+        """Raise HolderNotAdmitted unless the admission accepts the token's holder; records nothing."""
+        admission = self.admission
+        if admission is None:
+            return
+        holder = verdict.holder
+        if holder is None:  # a mark recorded without its holder: ask the chain
+            info = self.registry.last_lease(verdict.resource)
+            holder = info.holder if info is not None and info.token == verdict.token else None
+            verdict.holder = holder
+        if admission.holders is not None:
+            if holder not in admission.holders:
+                self._refuse(verdict, holder, "local", None)
+            return
+        namespace = self._namespace(verdict.resource)
+        if namespace is None:  # no namespace: open to all, as on-chain
+            self._note_admitted(verdict.resource, holder, self._admission_epoch)
+            return
+        key = (namespace[1], holder or "")
+        epoch = self._admission_epoch
+        if not verdict.fresh and self._admitted.get(key) is True:
+            self._note_admitted(verdict.resource, holder, epoch)
+            return  # cached; dropped by the follower when the namespace's admissions change
+        admitted = holder is not None and bool(self.registry.is_admitted(verdict.resource, holder))
+        with self._admitted_lock:
+            if epoch == self._admission_epoch:  # else the follower dropped answers meanwhile: this one may be old
+                self._admitted[key] = admitted
+                self._admitted.move_to_end(key)
+                if len(self._admitted) > _MAX_ADMISSIONS:
+                    self._admitted.popitem(last=False)
+        if admitted:
+            self._note_admitted(verdict.resource, holder, epoch)
+        else:
+            with self._admitted_lock:
+                self._admitted_pairs.discard((verdict.resource, holder))
+            self._refuse(verdict, holder, "on-chain", namespace)
+
+    def _note_admitted(self, resource: str, holder: str | None, epoch: int) -> None:
+        """Let the fast paths accept ``holder`` on ``resource`` unasked, unless answers were dropped since ``epoch``."""
+        with self._admitted_lock:
+            if epoch == self._admission_epoch:
+                if len(self._admitted_pairs) >= _MAX_ADMISSIONS:
+                    self._admitted_pairs.clear()
+                self._admitted_pairs.add((resource, holder))
+
+    def _refuse(
+        self, verdict: _Verdict, holder: str | None, admission: str, namespace: tuple[str, bytes] | None
+    ) -> None:
+        logger.info(
+            "guard refused holder resource=%s token=%d holder=%s admission=%s",
+            verdict.resource, verdict.token, holder, admission,
+        )  # fmt: skip
+        raise HolderNotAdmitted(
+            holder=holder or "an unknown holder", token=verdict.token, admission=admission,
+            namespace=namespace[1] if namespace else None, namespace_name=namespace[0] if namespace else None,
+            resource=verdict.resource, resource_id=verdict.resource_id,
+        )  # fmt: skip
+
+    def _forget_admissions(self, namespace_id: bytes) -> None:
+        """Drop the cached on-chain answers of one namespace (its admissions or policy changed)."""
+        with self._admitted_lock:
+            self._admission_epoch += 1
+            self._admitted_pairs.clear()
+            for key in [key for key in self._admitted if key[0] == namespace_id]:
+                del self._admitted[key]
+
     def _record(self, verdict: _Verdict, request: tuple[bytes, int] | None = None) -> None:
         """Record the verdict (raise the mark; remember the request) in one transaction, or nothing."""
         if not verdict.raises and request is None:
             return
         with self._store.write() as conn:
-            current, _holder, rolled_back = GuardStore.read_mark(conn, verdict.resource_id)
+            current, _holder, rolled_back, _ended = GuardStore.read_mark(conn, verdict.resource_id)
             if rolled_back is not None:
                 raise ChainRolledBack(f"guard store {str(self.path)!r} no longer trusts the chain: {rolled_back}")
             if verdict.token < current:
@@ -458,8 +605,9 @@ class Guard:
         (:class:`~chainfence.errors.SignerNotHolder`); the signature is that
         holder's — recovered locally for an account, and only then, for a
         contract holder, ERC-1271 with a gas cap
-        (:class:`~chainfence.errors.InvalidSignature`); the request was never
-        accepted before, across restarts and clock steps
+        (:class:`~chainfence.errors.InvalidSignature`); the holder passes the
+        guard's admission, if any (:class:`~chainfence.errors.HolderNotAdmitted`);
+        the request was never accepted before, across restarts and clock steps
         (:class:`~chainfence.errors.ReplayedRequest`). The mark and the
         request are then recorded in one transaction.
         """
@@ -505,6 +653,8 @@ class Guard:
             )
         if not signed_by_holder_key:
             self._verify_contract_signature(request, digest)
+        verdict.holder = holder
+        self._admit(verdict)
         self._record(verdict, request=(digest, request.deadline))
         return request
 
@@ -579,9 +729,11 @@ class Guard:
             return head
         block = int(start)
         self._require_unchanged(block, GuardStore.meta(conn, "follow_hash"), head)
+        kinds = [_events.Kind.ACQUIRED, _events.Kind.NAMED, _events.Kind.REVOKED]
+        if self.admission is not None and self.admission.holders is None:  # on-chain: follow the allowlists
+            kinds += [_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED]
         for _first, last, logs in _events.fetch(
-            chain, self.registry.address, kinds=[_events.Kind.ACQUIRED, _events.Kind.NAMED],
-            from_block=block + 1, to_block=head,
+            chain, self.registry.address, kinds=kinds, from_block=block + 1, to_block=head,
         ):  # fmt: skip
             self._apply(logs, last, self._block_hash(last))
             block = last
@@ -609,8 +761,16 @@ class Guard:
             GuardStore.set_meta(conn, "follow_hash", block_hash)
 
     def _apply(self, logs: list[_events.RegistryLog], last: int, last_hash: str) -> None:
-        """One page of events: raise marks and learn names, and record the progress, atomically."""
+        """One page of events: raise marks, end revoked leases, learn names, and record the progress, atomically.
+
+        A ``LeaseRevoked`` ends its token's lease here: the mark is raised to that token if it was lower
+        (older tokens are fenced off as by an acquisition) and the end is recorded, so that the token is
+        refused at its mark by every guard on this store. Namespace events drop the cached on-chain
+        admission answers of their namespace.
+        """
         raised: list[tuple[bytes, int, str | None]] = []
+        ended: list[tuple[bytes, int]] = []
+        namespaces: set[bytes] = set()
         # A name hashes to its resource: a log claiming otherwise is not believed.
         names = {
             entry.resource_id: _names.display(entry.name)
@@ -621,12 +781,19 @@ class Guard:
             for resource_id, name in names.items():
                 GuardStore.name_resource(conn, resource_id, name)
             for entry in logs:
-                if entry.kind is not _events.Kind.ACQUIRED or entry.token is None:
+                if entry.kind in (_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED):
+                    if entry.namespace is not None:
+                        namespaces.add(entry.namespace)
                     continue
-                current, _holder, _rolled = GuardStore.read_mark(conn, entry.resource_id)
+                if entry.kind not in (_events.Kind.ACQUIRED, _events.Kind.REVOKED) or entry.token is None:
+                    continue
+                current, _holder, _rolled, _ended = GuardStore.read_mark(conn, entry.resource_id)
                 if entry.token > current:
                     GuardStore.raise_mark(conn, entry.resource_id, entry.token, entry.holder, names.get(entry.resource_id))
                     raised.append((entry.resource_id, entry.token, entry.holder))
+                if entry.kind is _events.Kind.REVOKED and entry.token >= current:
+                    GuardStore.end_lease(conn, entry.resource_id, entry.token, "revoked")
+                    ended.append((entry.resource_id, entry.token))
             # Names of resources raised in this page whose ResourceNamed came earlier stay NULL
             # until a check names them: a name is for people, never needed to fence.
             GuardStore.set_meta(conn, "follow_block", str(last))
@@ -635,6 +802,13 @@ class Guard:
             if self.exclusive:
                 self._remember(resource_id, token, holder)
             logger.info("guard followed new token resource=0x%s token=%d", resource_id.hex()[:16], token)
+        for resource_id, token in ended:
+            memo = self._memo.get(resource_id)
+            if memo is not None and memo[0] == token:
+                self._memo.pop(resource_id, None)  # an exclusive guard must no longer answer it from memory
+            logger.info("guard followed revoked lease resource=0x%s token=%d", resource_id.hex()[:16], token)
+        for namespace_id in namespaces:
+            self._forget_admissions(namespace_id)
 
     def staleness(self) -> float:
         """Seconds since the follower last brought the marks up to the confirmed head (inf if never)."""

@@ -47,7 +47,9 @@ Assumptions, and where it stops
 -------------------------------
 
 - ``token == mark`` (the same epoch writing again) is accepted without a
-  chain call, unless ``strict=True``. Timeline: A's lease ends; B acquires
+  chain call, unless ``strict=True`` (or ``verify`` is a guard's check: the
+  guard's mode then decides, a ``follow`` guard refusing a revoked lease
+  without a chain call). Timeline: A's lease ends; B acquires
   but has not written yet; A writes again at its own mark, and commits
   (before any of B's writes, so the order still holds). ``strict`` asks
   the chain every time and refuses A at once
@@ -164,7 +166,10 @@ def fenced_transaction(
         verify: replaces the check that ``token`` is the resource's current,
             live token (default: from the registry's lease record, read with the
             rollback checks); pass a guard's ``check`` to use its mode. The
-            rollback checks and confirmations apply either way.
+            rollback checks and confirmations apply either way. When given, it
+            is also asked at the mark (the same epoch writing again), so a
+            ``strict`` guard asks the chain there and a ``follow`` guard refuses
+            a lease its follower saw revoked.
         confirmations: blocks on top of the issuing block before a token may
             raise the mark (default: the chain's setting).
         strict: ask the chain on every transaction, not only for a new epoch.
@@ -246,7 +251,11 @@ class _Fence(NamedTuple):
         if token < mark:
             raise StaleToken(token=token, current_token=mark, resource=self.resource, resource_id=self.resource_id)
         if token == mark and not self.strict:
-            return _Admission(False, holder)  # the same epoch writing again: no chain call
+            if self.verify is not None:
+                # The same epoch again: the verifier's own mode judges it (a guard's check at its mark is a
+                # store read; a follow guard's store knows a revoked lease, a strict guard asks the chain).
+                self.verify(self.resource, token)
+            return _Admission(False, holder)  # the same epoch writing again: no chain call of the fence's own
         info = self._ask_chain(mark, holder, highest)
         chain_holder = info.holder if info is not None and info.token == token else None
         if token > mark:

@@ -53,6 +53,7 @@ from eth_account import Account
 from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, LeaseSet, Registry, audit, watchdog
 from chainfence._rpc import AsyncRpc, Rpc, connect_http
 from chainfence._validate import resource_id
+from chainfence.admission import Admission
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
 from chainfence.asgi import FencingMiddleware
 from chainfence.audit_index import AuditIndex
@@ -147,6 +148,18 @@ class World:
             guard.check(RESOURCE, self.token)  # the mark: this lease's token
             if cache_domain:
                 guard.domain()
+            self.guards[name] = guard
+        # Admission: a guard whose on-chain answer for the holder was cached by a check, one opened on the
+        # same marks that has asked nothing yet, and a local list.
+        for name, admission, checked in (
+            ("admission-cached", Admission.on_chain(), True),
+            ("admission-unasked", Admission.on_chain(), False),
+            ("admission-local", Admission.local([self.accounts[1]]), True),
+        ):
+            store = "admission-local.sqlite" if name == "admission-local" else "admission.sqlite"
+            guard = Guard(self._cached, directory / store, admission=admission, audience=AUDIENCE)
+            if checked:
+                guard.check(RESOURCE, self.token)
             self.guards[name] = guard
 
     # -- fresh objects per call: nothing one row does reaches the next ----------
@@ -537,6 +550,8 @@ CALLS: list[Call] = [
         w.signed(w.token), PAYLOAD, action=ACTION)),
     Call("Guard.sync", lambda w: w.guards["follow-sync"].sync()),
     Call("Guard.domain", lambda w: w.guards["domain-unread"].domain()),
+    Call("Guard.check[on-chain admission, answer not cached]",
+         lambda w: w.guards["admission-unasked"].check(RESOURCE, w.token)),
     # -- outcomes, FencedStore, sql --------------------------------------------
     Call("audit.history", lambda w: audit.history(w.registry(), RESOURCE)),
     Call("watchdog.stuck", lambda w: watchdog.stuck(w.cached(), renewals=1, longer_than=1)),
@@ -689,6 +704,11 @@ QUIET: list[Quiet] = [
     Quiet("Guard.staleness", lambda w: w.guards["follow"].staleness(), "a clock reading"),
     Quiet("Guard.follow_status", lambda w: w.guards["follow"].follow_status(), "the follower's last result"),
     Quiet("Guard.close", lambda w: w.new_guard("mark").close(), "closes the store"),
+    Quiet("Guard.check[on-chain admission, answer cached]",
+          lambda w: w.guards["admission-cached"].check(RESOURCE, w.token),
+          "mark mode at the mark; the namespace's answer for this holder cached by an earlier check"),
+    Quiet("Guard.check[local admission, at the mark]", lambda w: w.guards["admission-local"].check(RESOURCE, w.token),
+          "mark mode at the mark; the holder looked up in the local list"),
     Quiet("Rpc.tester", refuses_dev_control, "the embedded chain's dev controls; a node's chain refuses them unasked"),
     Quiet("Rpc.chain_id[asked before]", lambda w: w.chain.rpc.chain_id(),
           "web3's request cache answers eth_chainId once asked (connect_http)"),

@@ -81,6 +81,14 @@ def test_the_asyncio_example_runs(capsys):
     assert "async write with token 1" in out and "released: True" in out
 
 
+def test_the_admission_example_runs(tmp_path, monkeypatch, capsys):
+    """A stranger's genuine token is refused by a guard admitting only Alice, and no mark moves."""
+    monkeypatch.chdir(tmp_path)
+    example = next(block for block in python_blocks() if "Admission.local([alice.sender])" in block)
+    exec(compile(example, "README.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == "local 0"
+
+
 def test_the_other_examples_are_valid_python():
     """They need a node, an app or a database around them: compiled, not run (the suites run them)."""
     for block in python_blocks()[1:]:
