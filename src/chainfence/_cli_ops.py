@@ -29,42 +29,62 @@ __all__ = ["COMMANDS", "register"]
 def register(commands: Any, common: argparse.ArgumentParser, positive_int: Callable[[str], int]) -> None:
     """Add the operator commands to ``commands`` (the ``chainfence`` subparsers)."""
     namespace = commands.add_parser("namespace", help="claim, hand over and set the policy of a namespace")
-    ops = namespace.add_subparsers(dest="namespace_command", metavar="ACTION")
+    ops = namespace.add_subparsers(dest="namespace_command", metavar="ACTION", help="what to do (each has --help)")
     ops.required = True
     claim = ops.add_parser("claim", parents=[common], help="become the admin of a namespace nobody administers")
     claim.add_argument("prefix", help="the part of resource names before their first '/'")
     transfer = ops.add_parser("transfer", parents=[common], help="offer the namespace to a new admin (step 1 of 2)")
-    transfer.add_argument("prefix")
+    transfer.add_argument("prefix", help="the namespace: the part of resource names before their first '/'")
     transfer.add_argument("new_admin", help="address that takes over when it runs `namespace accept`")
     accept = ops.add_parser("accept", parents=[common], help="take over a namespace offered to you (step 2 of 2)")
-    accept.add_argument("prefix")
+    accept.add_argument("prefix", help="the namespace offered to you")
     policy = ops.add_parser("policy", help="set or show a namespace's policy")
-    policy_ops = policy.add_subparsers(dest="policy_command", metavar="ACTION")
+    policy_ops = policy.add_subparsers(dest="policy_command", metavar="ACTION", help="set or show (each has --help)")
     policy_ops.required = True
     show = policy_ops.add_parser("show", parents=[common], help="admin, pending admin and policy")
-    show.add_argument("prefix")
+    show.add_argument("prefix", help="the namespace")
     set_ = policy_ops.add_parser("set", parents=[common], help="set the policy (admin only; replaces it whole)")
-    set_.add_argument("prefix")
+    set_.add_argument("prefix", help="the namespace (you must be its admin)")
     set_.add_argument("--max-ttl", type=_non_negative, default=0, help="longest lease, seconds (0: the registry's)")
     set_.add_argument("--lock-delay", type=_non_negative, default=0, help="seconds after an expiry (default 0)")
     set_.add_argument("--admission", action=argparse.BooleanOptionalAction, default=False,
                       help="only admitted holders may acquire (default: anyone)")  # fmt: skip
     admit = ops.add_parser("admit", parents=[common], help="add holders to the allowlist (admin only)")
-    admit.add_argument("prefix")
-    admit.add_argument("holders", nargs="+", metavar="ADDRESS")
+    admit.add_argument("prefix", help="the namespace (you must be its admin)")
+    admit.add_argument("holders", nargs="+", metavar="ADDRESS", help="accounts or contracts to admit")
     admit.add_argument("--remove", action="store_true", help="remove them instead")
 
     revoke = commands.add_parser("revoke", parents=[common], help="end a live lease, as its namespace's admin")
-    revoke.add_argument("resource")
+    revoke.add_argument("resource", help="the resource whose live lease ends")
     grant = commands.add_parser("grant", parents=[common], help="issue a lease to a holder, as its namespace's admin")
-    grant.add_argument("resource")
-    grant.add_argument("holder")
+    grant.add_argument("resource", help="the resource to grant")
+    grant.add_argument("holder", help="the account that gets the new token")
     grant.add_argument("--ttl", type=positive_int, required=True, help="lease length in seconds")
     many = commands.add_parser(
         "acquire-many", parents=[common], help="acquire several resources in one transaction, all or nothing"
     )
-    many.add_argument("resources", nargs="+", metavar="NAME")
+    many.add_argument("resources", nargs="+", metavar="NAME", help="the resources, each held with its own token")
     many.add_argument("--ttl", type=positive_int, required=True, help="lease length in seconds")
+    for parser in (namespace, *ops.choices.values(), *policy_ops.choices.values(), revoke, grant, many):
+        words = parser.prog.split(" ", 1)[1]  # "namespace policy set"
+        parser.epilog = f"example:\n  {EXAMPLES[words]}\n"
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+#: One example per operator command, shown at the end of its --help.
+EXAMPLES = {
+    "namespace": "chainfence namespace claim prod",
+    "namespace claim": "chainfence namespace claim prod",
+    "namespace transfer": "chainfence namespace transfer prod 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF",
+    "namespace accept": "chainfence namespace accept prod",
+    "namespace policy": "chainfence namespace policy show prod --json",
+    "namespace policy show": "chainfence namespace policy show prod --json",
+    "namespace policy set": "chainfence namespace policy set prod --max-ttl 300 --lock-delay 15 --admission",
+    "namespace admit": "chainfence namespace admit prod 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF",
+    "revoke": "chainfence revoke prod/db",
+    "grant": "chainfence grant prod/db 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF --ttl 60",
+    "acquire-many": "chainfence acquire-many prod/db prod/cache --ttl 30 --json",
+}
 
 
 def _non_negative(text: str) -> int:

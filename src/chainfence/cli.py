@@ -504,14 +504,16 @@ def _rpc_url(args: argparse.Namespace, deployment: Any) -> str:
     return url
 
 
-def _connect(args: argparse.Namespace, *, needs_key: bool, needs_registry: bool = True):
+def _connect(args: argparse.Namespace, *, needs_key: bool, needs_registry: bool = True, wants_key: bool = False):
+    """The chain and registry the flags, environment and deployment file name. ``needs_key``: a command
+    that signs (no key is a usage error); ``wants_key``: one that signs when a key is given (``mcp``)."""
     from .chain import Chain
     from .registry import Registry
 
     deployment = _deployment(args, must_exist=needs_registry)
     url = _rpc_url(args, deployment)
     # Read-only commands never read the key: a malformed CHAINFENCE_PRIVATE_KEY cannot break `status`.
-    key = _load_key(args) if needs_key else None
+    key = _load_key(args) if needs_key or wants_key else None
     if needs_key and key is None:
         raise _Usage("no signing key: set CHAINFENCE_PRIVATE_KEY or pass --keystore (never a key on the command line)")
     chain = Chain.connect(url, private_key=key, confirmations=args.confirmations, receipt_timeout=args.timeout)
@@ -874,7 +876,7 @@ def _cmd_mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if (missing.name or "").split(".")[0] != "mcp":
             raise
         raise _Usage("the MCP server needs the mcp extra: pip install 'chainfence[mcp]'") from None
-    chain, registry = _connect(args, needs_key=False)
+    chain, registry = _connect(args, needs_key=False, wants_key=True)  # without a key it only reads
     serve(registry, transport="streamable-http" if args.http else "stdio", port=args.port)
     return EXIT_OK
 

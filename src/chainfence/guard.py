@@ -782,8 +782,7 @@ class Guard:
                 GuardStore.name_resource(conn, resource_id, name)
             for entry in logs:
                 if entry.kind in (_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED):
-                    if entry.namespace is not None:
-                        namespaces.add(entry.namespace)
+                    namespaces.add(entry.resource_id)  # a namespace event's first topic is the namespace id
                     continue
                 if entry.kind not in (_events.Kind.ACQUIRED, _events.Kind.REVOKED) or entry.token is None:
                     continue

@@ -268,8 +268,8 @@ def test_over_stdio_two_agents_acquire_collide_renew_release_and_claim(on_anvil,
         async with Client(_stdio(tmp_path, 7)) as a, Client(_stdio(tmp_path, 8)) as b:
             tools = (await a.list_tools()).tools
             assert {tool.name for tool in tools} == TOOLS and all(tool.input_schema["properties"] for tool in tools)
-            _, lease = await _call(a, "acquire", {"resource": "stdio/report", "ttl": 600})
-            assert lease["holder"] == agent_a
+            error, lease = await _call(a, "acquire", {"resource": "stdio/report", "ttl": 600})
+            assert not error and lease["holder"] == agent_a, lease
             error, held = await _call(b, "acquire", {"resource": "stdio/report", "ttl": 600})
             assert error and held["error"] == "LeaseHeld"
             assert (held["holder"], held["token"], held["expires_at"]) == (agent_a, lease["token"], lease["expires_at"])

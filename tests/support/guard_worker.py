@@ -54,7 +54,7 @@ class NaiveGuard(Guard):
 
         resource_id = rid(resource)
         conn = self._conn()
-        mark, _holder, _rolled_back = GuardStore.read_mark(conn, resource_id)
+        mark, _holder, _rolled_back, _ended = GuardStore.read_mark(conn, resource_id)
         if token == mark:
             return token
         if token < mark:
