@@ -123,8 +123,15 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+class _Record:
+    """A record a query returns; ``to_dict()`` is its JSON shape (bytes as 0x-hex, enums by name)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: _jsonable(value) for key, value in asdict(self).items()}  # type: ignore[call-overload]
+
+
 @dataclass(frozen=True)
-class LeaseRecord:
+class LeaseRecord(_Record):
     """One lease (one fencing token): who, since when, why, renewals, and how it ended.
 
     ``resource`` is the name when it is one the SDK would publish (else None);
@@ -164,12 +171,9 @@ class LeaseRecord:
     successor: int | None
     status: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {key: _jsonable(value) for key, value in asdict(self).items()}
-
 
 @dataclass(frozen=True)
-class Takeover:
+class Takeover(_Record):
     """A resource changing hands: ``holder`` (token ``token``) took it from ``previous_holder``."""
 
     resource: str | None
@@ -185,12 +189,9 @@ class Takeover:
     at: int
     tx_hash: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {key: _jsonable(value) for key, value in asdict(self).items()}
-
 
 @dataclass(frozen=True)
-class Completion:
+class Completion(_Record):
     """``holder`` recorded ``digest`` as the result of its work under ``token``."""
 
     resource: str | None
@@ -203,12 +204,9 @@ class Completion:
     at: int
     tx_hash: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {key: _jsonable(value) for key, value in asdict(self).items()}
-
 
 @dataclass(frozen=True)
-class ResourceRecord:
+class ResourceRecord(_Record):
     """A resource the index knows: its name (if any), leases, and the latest token."""
 
     resource: str | None
@@ -217,9 +215,6 @@ class ResourceRecord:
     claimed_item: bool
     leases: int
     latest_token: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {key: _jsonable(value) for key, value in asdict(self).items()}
 
 
 @dataclass(frozen=True)
