@@ -19,6 +19,7 @@ import pytest
 from chainfence import Chain, Registry
 from chainfence.errors import ChainRolledBack, TokenNotConfirmed
 from chainfence.sql import fenced_transaction
+from tests.support.anvil import Anvil, dev_keys
 
 RESOURCE = "ledger/main"
 OTHER = "ledger/other"
@@ -56,6 +57,25 @@ class Ledger:
             return {name: (token, holder) for name, token, holder in rows}
         finally:
             conn.close()
+
+
+@pytest.fixture(scope="module")
+def anvil_node():
+    """An anvil of this module's own. Its tests read the registry's state k blocks below the head, down
+    to the deployment block; the session's node, after thousands of blocks and reverts from the whole
+    suite, once answered such a read with BlockOutOfRangeError (its oldest states were gone)."""
+    with Anvil(logical_clock=True) as node:
+        yield node
+
+
+@pytest.fixture(scope="module")
+def anvil_chain(anvil_node):
+    return Chain.connect(anvil_node.url, private_keys=dev_keys(10), poll_latency=0.005, receipt_timeout=30)
+
+
+@pytest.fixture(scope="module")
+def anvil_session(anvil_chain):
+    return anvil_chain, Registry.deploy(anvil_chain, max_ttl=3_600)
 
 
 @pytest.fixture
