@@ -656,8 +656,12 @@ contract FencingRegistry is IFencingRegistry {
     }
 
     /// @dev `(true, keccak256(prefix))` if `name` has a `/` (prefix: its bytes before the
-    /// first one), else `(false, 0)`. 32 bytes a step: a word holds a `/` iff one of its bytes
-    /// XOR 0x2f is zero, found exactly (no carry between bytes) by `~(((x & 0x7f..) + 0x7f..) | x | 0x7f..)`.
+    /// first one), else `(false, 0)`. 32 bytes a step, no loop over bytes: a word holds a `/`
+    /// iff one of its bytes XOR 0x2f is zero, marked exactly (bit 7 of that byte; no carry
+    /// between bytes) by `~(((x & 0x7f..) + 0x7f..) | x | 0x7f..)`. The first mark is then
+    /// smeared down to the word's last byte; the marked bytes, counted by one multiplication
+    /// (each byte adds its 1; 32 at most, so no carry reaches the top byte), are the bytes from
+    /// the first `/` on: 32 minus that count is its index in the word.
     function _namespaceOfName(string calldata name) private pure returns (bool found, bytes32 namespace) {
         assembly ("memory-safe") {
             let start := name.offset
@@ -665,14 +669,18 @@ contract FencingRegistry is IFencingRegistry {
             for { let p := start } lt(p, end) { p := add(p, 32) } {
                 let x := xor(calldataload(p), 0x2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f2f)
                 let low := 0x7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f
-                let zeros := not(or(or(add(and(x, low), low), x), low))
+                let marks := not(or(or(add(and(x, low), low), x), low))
                 let rest := sub(end, p)
                 // Bytes past the name's end are not the name's: clear their marks.
-                if lt(rest, 32) { zeros := and(zeros, not(shr(mul(rest, 8), not(0)))) }
-                if zeros {
-                    let i := 0
-                    for {} iszero(byte(i, zeros)) { i := add(i, 1) } {}
-                    let length := sub(add(p, i), start)
+                if lt(rest, 32) { marks := and(marks, not(shr(shl(3, rest), not(0)))) }
+                if marks {
+                    marks := or(marks, shr(8, marks))
+                    marks := or(marks, shr(16, marks))
+                    marks := or(marks, shr(32, marks))
+                    marks := or(marks, shr(64, marks))
+                    marks := or(marks, shr(128, marks))
+                    let fromSlash := shr(248, mul(shr(7, marks), 0x0101010101010101010101010101010101010101010101010101010101010101))
+                    let length := sub(add(p, sub(32, fromSlash)), start)
                     let m := mload(0x40)
                     calldatacopy(m, start, length)
                     namespace := keccak256(m, length)

@@ -34,10 +34,20 @@ def test_a_namespace_nobody_administers_costs_less_than_one_cold_read(figures, o
 
 @pytest.mark.parametrize("operation", sorted(gas_report.UNDER_POLICY))
 def test_a_policy_costs_at_most_its_reads(figures, operation):
-    """Under a policy with every check on, each lease operation costs at most its two cold reads and the
-    name's scan more than before namespaces (POLICY_CEILING; the issue's 4,300 target is not met)."""
+    """Under a policy with every check on, each lease operation costs at most its two cold reads, finding
+    the namespace and the checks more than before namespaces (POLICY_CEILING: the issue's 4,300 target is
+    not met with an allowlist, whose entry is the second cold read; see docs/benchmarks.md)."""
     added = figures[operation] - gas_report.BEFORE_NAMESPACES[gas_report.UNDER_POLICY[operation]]
     assert added <= gas_report.POLICY_CEILING, f"{operation}: +{added:,} gas"
+
+
+@pytest.mark.parametrize("operation", sorted(op for op in gas_report.WITHOUT_ALLOWLIST if "renew" not in op))
+def test_a_policy_without_an_allowlist_costs_an_acquisition_at_most_4300(figures, operation):
+    """maxTtl and lock-delay without an allowlist: an acquisition reads one slot more (the namespace's),
+    within the issue's 4,300 (a renewal of a capped resource reads two: asserted with the policy above)."""
+    added = figures[operation] - gas_report.BEFORE_NAMESPACES[gas_report.WITHOUT_ALLOWLIST[operation]]
+    assert added <= gas_report.POLICY_ALLOWANCE, f"{operation}: +{added:,} gas"
+    assert figures["no allowlist: renew"] - gas_report.BEFORE_NAMESPACES["renew"] <= gas_report.POLICY_CEILING
 
 
 def test_recording_a_namespace_costs_one_slot_once(figures):

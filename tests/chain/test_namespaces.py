@@ -45,6 +45,24 @@ def test_a_name_without_a_slash_can_never_be_administered(chain, alice, bob):
     assert alice.is_admitted("plain", alice.sender)
 
 
+@pytest.mark.parametrize("length", [1, 2, 31, 32, 33, 63, 64, 95, 127])
+def test_the_contract_finds_the_first_slash_wherever_it_falls(chain, alice, bob, length):
+    """The contract's namespace of a name is its bytes before the first `/`, wherever that falls in the
+    name's 32-byte words (the scan counts bytes with a multiplication, no loop over them): an admitted
+    prefix of every length refuses a stranger, and near misses around it (a later slash, a byte that
+    differs from `/` only in its top bit, a slash past the prefix's end) stay open."""
+    prefix = "p" * (length - 1) + "q"
+    alice.claim_namespace(prefix)
+    alice.set_policy(prefix, admission_required=True)
+    administered = (f"{prefix}/", f"{prefix}/x/y", f"{prefix}//", (f"{prefix}/" + "z" * 127)[:128])
+    for name in (n for n in administered if len(n.encode()) <= 128):
+        with pytest.raises(NotAdmitted):
+            bob.acquire(name, ttl=60)
+    near_misses = (f"{prefix}x/y", f"{prefix}\u00af/", f"{prefix[:-1]}/q", prefix, f"{prefix}z")
+    for name in (n for n in near_misses if len(n.encode()) <= 128):
+        assert bob.acquire(name, ttl=60).token > 0, name
+
+
 def test_a_stranger_cannot_squat_a_namespace_the_deployer_assigned(chain, alice, carol):
     """The deployer's assignment is in the constructor: nothing can be mined before it."""
     registry = Registry.deploy(chain, max_ttl=600, namespaces={"prod": alice.sender})
