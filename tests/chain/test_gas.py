@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import isolated
+
 _spec = importlib.util.spec_from_file_location(
     "gas_report", Path(__file__).resolve().parents[2] / "scripts" / "gas_report.py"
 )
@@ -19,9 +21,12 @@ gas_report = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gas_report)
 
 
-@pytest.fixture
-def figures(chain):
-    return gas_report.measure(chain)
+@pytest.fixture(scope="module")
+def figures(backend_chain):
+    """One measurement per backend for the whole module (it deploys its own registry), in a snapshot:
+    the figures are exact, so measuring them again for each assertion would only cost time."""
+    with isolated(backend_chain):
+        return gas_report.measure(backend_chain)
 
 
 @pytest.mark.parametrize("operation", sorted(gas_report.BEFORE_NAMESPACES))
