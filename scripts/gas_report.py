@@ -227,8 +227,9 @@ def measure_namespaces(chain: Chain, registry: Registry, name: str = NAME) -> di
 
 
 def _lease_cycle(chain: Chain, lease, alice: Registry, bob: Registry, resource: str, label: str) -> dict[str, int]:
-    """Renew, re-acquire, release, take over after a release and after an expiry (past the
-    lock-delay) a resource `alice` holds as `lease`: each operation's gas, labelled `label + operation`."""
+    """Renew and re-acquire `lease` (held by `alice` or `bob`), release it, have the other take over after
+    the release, then the first again after an expiry (past the lock-delay): each operation's gas,
+    labelled `label + operation`."""
     figures: dict[str, int] = {}
     chain.advance_time(10)
     lease.renew(ttl=60)

@@ -49,8 +49,8 @@ def test_a_name_without_a_slash_can_never_be_administered(chain, alice, bob):
 def test_the_contract_finds_the_first_slash_wherever_it_falls(chain, alice, bob, length):
     """The contract's namespace of a name is its bytes before the first `/`, wherever that falls in the
     name's 32-byte words (the scan counts bytes with a multiplication, no loop over them): an admitted
-    prefix of every length refuses a stranger, and near misses around it (a later slash, a byte that
-    differs from `/` only in its top bit, a slash past the prefix's end) stay open."""
+    prefix of every length refuses a stranger, and near misses around it (a slash one byte late or one
+    byte early, a byte that differs from `/` only in its top bit, no slash) stay open."""
     prefix = "p" * (length - 1) + "q"
     alice.claim_namespace(prefix)
     alice.set_policy(prefix, admission_required=True)
