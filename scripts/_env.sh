@@ -47,6 +47,43 @@ setup_python() {
     fi
 }
 
+# setup_python312: the tests of behaviour that exists only on Python >= 3.12 (sqlite3's
+# `autocommit`) run in a second venv, .venv-py312, when the suite itself runs on 3.11 and a
+# Python >= 3.12 is on this machine (CHAINFENCE_PYTHON312, python3.13, python3.12, or pyenv's
+# versions). tests/faults/test_sql_escape.py reads CHAINFENCE_PYTHON312_VENV. With no such
+# interpreter anywhere, that one test says so and skips: there is nothing on the machine to run it.
+find_python312() {
+    local candidate
+    for candidate in "${CHAINFENCE_PYTHON312:-}" python3.13 python3.12 \
+            $(ls -d "$(pyenv root 2>/dev/null || echo /nonexistent)"/versions/3.1[2-9]*/bin/python3 2>/dev/null); do
+        [ -n "$candidate" ] || continue
+        if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+setup_python312() {
+    "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info >= (3, 12))' || return 0  # the suite runs them itself
+    local python312
+    python312="$(find_python312)" || return 0
+    local venv="$ROOT/.venv-py312"
+    local stamp_file="$venv/.chainfence-py312"
+    local stamp
+    stamp="$(stamp_of pyproject.toml requirements/constraints.txt; echo "$python312")"
+    if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
+        echo "==> creating $venv with $("$python312" -V 2>&1) for the Python 3.12-only tests"
+        rm -rf "$venv"
+        "$python312" -m venv "$venv"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt \
+            -e ".[tester]" pytest pytest-timeout hypothesis
+        echo "$stamp" > "$stamp_file"
+    fi
+    export CHAINFENCE_PYTHON312_VENV="$venv"
+}
+
 # setup_node: node_modules from package-lock.json (solc for the build test, anvil for the node tests).
 setup_node() {
     command -v npm >/dev/null 2>&1 || die "npm not found: install Node.js (>= 18) with npm"

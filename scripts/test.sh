@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs (pinned Python dev dependencies in .venv,
 # the pinned npm solc and anvil in node_modules, Debian's chromium for the
-# timeline's browser test) and run the full suite.
+# timeline's browser test, and a Python >= 3.12 venv for the tests of 3.12-only behaviour
+# when one is on the machine) and run the full suite.
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -x
 source "$(dirname "$0")/_env.sh"
 setup_python dev -e ".[dev]"
 setup_node
 setup_chromium
+setup_python312
 exec "$VENV/bin/python" -m pytest "$@"
