@@ -30,6 +30,7 @@
     │       ├── UnknownToken               0, or above the resource's latest: never issued for it
     │       ├── LeaseExpired               the latest token, but its lease ran out  (you lost it)
     │       ├── LeaseReleased              the latest token, but it was released    (you closed it)
+    │       │   └── LeaseCompleted         a claimed item's claimant completed it (done for good)
     │       ├── LeaseRevoked               the latest token, but its namespace's admin revoked it
     │       └── TokenNotConfirmed          issued, but not yet deep enough in the chain to count
     ├── RegistryOverflow (OverflowError)   48-bit token or 40-bit time space exhausted
@@ -122,6 +123,7 @@ __all__ = [
     "InvalidToken",
     "InvalidTtl",
     "InvalidWait",
+    "LeaseCompleted",
     "LeaseError",
     "LeaseExpired",
     "LeaseHeld",
@@ -700,6 +702,16 @@ class LeaseReleased(TokenNotCurrent):
         return f"the lease of token {self.token} on {self._where()} was released"
 
 
+class LeaseCompleted(LeaseReleased):
+    """``token`` is the claimed work item's latest, but its claimant completed the item: done for good.
+
+    A :class:`LeaseReleased` ("you closed it"), told apart so that every part can say which end it was.
+    """
+
+    def _message(self) -> str:
+        return f"the claim of token {self.token} on {self._where()} was completed: the item is done"
+
+
 @_contract_error("FencingRegistryLeaseRevoked")
 class LeaseRevoked(TokenNotCurrent):
     """``token`` is the resource's latest, but the admin of its namespace revoked it: stop the work."""
@@ -1028,22 +1040,29 @@ class LeaseLost(ChainfenceError):
     """The lease ``token`` on ``resource`` can no longer be trusted to be held: stop the work.
 
     Raised by :meth:`Lease.check <chainfence.Lease.check>` and by the exit
-    of :meth:`Lease.keep <chainfence.Lease.keep>`. ``why`` says how it was lost:
+    of :meth:`Lease.keep <chainfence.Lease.keep>`. ``why`` says how it was lost, in the words of
+    :mod:`chainfence.endings` (one model for every part):
 
     - ``"deadline"``: no renewal was confirmed before the local safe deadline
       (the lease may still be live on-chain: it is given up *before* it can
       have ended there);
-    - ``"superseded"``: a higher token was issued for the resource, or the
-      token now belongs to another holder;
-    - ``"expired"``: the registry found the lease expired;
+    - ``"expired"``: the lease's time ran out on-chain;
     - ``"released"``: the lease was released;
+    - ``"completed"``: the claimed work item was completed;
+    - ``"superseded"``: a higher token was issued for the resource (the
+      holder's own reacquisition, or a successor whose reason could not be read);
+    - ``"revoked"``: the namespace's admin revoked the lease;
+    - ``"granted"``: the namespace's admin granted the resource to another lease;
     - ``"rolled_back"``: the chain lost history below what was seen;
     - ``"error"``: the renewer failed in a way that is not a chain error.
 
     The error that revealed the loss, if any, is the ``__cause__``.
     """
 
-    REASONS: ClassVar[tuple[str, ...]] = ("deadline", "superseded", "expired", "released", "rolled_back", "error")
+    #: Every ``why`` (``chainfence.endings.WHYS``; a test keeps the two equal).
+    REASONS: ClassVar[tuple[str, ...]] = (
+        "expired", "released", "completed", "superseded", "revoked", "granted", "rolled_back", "deadline", "error",
+    )  # fmt: skip
 
     def __init__(self, *, resource: str, token: int, why: str, detail: str = ""):
         self.resource = resource

@@ -52,20 +52,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
-    ChainfenceError,
-    ChainRolledBack,
-    ContractNotFound,
-    InvalidInput,
-    LeaseExpired,
-    LeaseLost,
-    LeaseReleased,
-    NotHolder,
-    StaleToken,
-    TokenNotConfirmed,
-    UnknownToken,
-    WrongChain,
-)
+from .endings import loss_reason  # what a renewal's error means: the one model of how leases end
+from .errors import InvalidInput, LeaseLost
 
 if TYPE_CHECKING:
     from .lease import Lease
@@ -89,27 +77,6 @@ def _seconds(value: object, what: str, *, positive: bool = False) -> float:
     if value < 0 or (positive and value == 0):
         raise InvalidInput(f"{what} must be {'> 0' if positive else '>= 0'} seconds, got {value!r}")
     return float(value)
-
-
-def loss_reason(error: BaseException) -> str | None:
-    """What a renewal's error says about the lease: a :class:`~chainfence.errors.LeaseLost` ``why``,
-    or None when it is transient (the node did not answer, the transaction was not mined in time...)
-    and the renewal may be retried until the deadline."""
-    if isinstance(error, TokenNotConfirmed):
-        return None  # live at the head, not yet deep enough: try again
-    if isinstance(error, (StaleToken, UnknownToken, NotHolder)):
-        return "superseded"
-    if isinstance(error, LeaseExpired):
-        return "expired"
-    if isinstance(error, LeaseReleased):
-        return "released"
-    if isinstance(error, ChainRolledBack):
-        return "rolled_back"
-    if isinstance(error, (WrongChain, ContractNotFound, InvalidInput)):
-        return "error"  # retrying cannot help
-    if isinstance(error, ChainfenceError):
-        return None  # NodeUnreachable, RpcError, TransactionTimeout, OutcomeUnknown, NotConfirmed, ...
-    return "error"  # not a chain error: a bug; do not pretend the lease is kept
 
 
 @dataclass(frozen=True)
