@@ -60,7 +60,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_BLOCK_TIME_MARGIN", "DEFAULT_LATENCY_MARGIN", "KeepAliveCore", "Keeper", "Step", "loss_reason"]
+__all__ = [
+    "DEFAULT_BLOCK_TIME_MARGIN", "DEFAULT_LATENCY_MARGIN", "KeepAliveCore", "Keeper", "Step", "lease_clock", "loss_reason",
+]  # fmt: skip
 
 #: Seconds a block's timestamp may lag the send of its transaction, plus local clock drift over one ttl.
 DEFAULT_BLOCK_TIME_MARGIN = 2.0
@@ -77,6 +79,30 @@ def _seconds(value: object, what: str, *, positive: bool = False) -> float:
     if value < 0 or (positive and value == 0):
         raise InvalidInput(f"{what} must be {'> 0' if positive else '>= 0'} seconds, got {value!r}")
     return float(value)
+
+
+def _boot_clock() -> Callable[[], float]:
+    """The clock a safe deadline is counted on: one that keeps counting while the machine is suspended.
+
+    ``time.monotonic()`` is CLOCK_MONOTONIC on Linux, which stops during a suspend: after a laptop
+    sleeps through a lease's expiry it would still trust the lease. CLOCK_BOOTTIME counts the
+    suspend too (Linux). Where the standard library offers no such clock this falls back to
+    ``time.monotonic()``, and the promise across a suspend does not hold there (docs/guarantees.md).
+    """
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    if boottime is not None:
+        try:
+            time.clock_gettime(boottime)
+        except OSError:  # pragma: no cover - a kernel without it
+            pass
+        else:
+            return lambda: time.clock_gettime(boottime)
+    return time.monotonic  # pragma: no cover - not Linux
+
+
+#: Seconds on a clock that counts time spent suspended (Linux CLOCK_BOOTTIME), for every safe deadline:
+#: keep-alives, ``chainfence lock`` and the processes it leaves behind compare readings of it.
+lease_clock: Callable[[], float] = _boot_clock()
 
 
 @dataclass(frozen=True)
