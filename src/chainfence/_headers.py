@@ -270,6 +270,7 @@ class HeaderSource:
             answers.update((e.name, r) for e, r in zip(missing, results))
         votes: dict[bytes, list[str]] = {}
         said: dict[str, str] = {}
+        invalid: list[HeaderInvalid] = []
         down: list[str] = []
         for e in self.endpoints:
             answer = answers[e.name]
@@ -284,6 +285,7 @@ class HeaderSource:
                 block_hash, _ = _verify(answer, e.name, number)
             except HeaderInvalid as bad:
                 said[e.name] = f"invalid header ({bad.reason})"
+                invalid.append(bad)
                 logger.warning("header provider %s served an invalid header for block %d: %s", e.name, number, bad.reason)
                 continue
             said[e.name] = "0x" + block_hash.hex()
@@ -295,6 +297,8 @@ class HeaderSource:
                     providers=tuple(down), needed=self.k, answered=len(self.endpoints) - len(down),
                     detail=f"block {number}",
                 )  # fmt: skip
+            if len(self.endpoints) == 1 and invalid:
+                raise invalid[0]  # the one trusted endpoint served a header that does not hash to its hash
             raise HeadersDisagree(block=number, needed=self.k, answers=said)
         block_hash, vouched = winners[0]
         block = next(answers[name] for name in vouched)
