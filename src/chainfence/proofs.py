@@ -138,6 +138,20 @@ class ProvenReader:
         self.headers = headers
         self.provider: Endpoint = endpoint(provider, timeout=timeout)
         self.clock = clock or headers.clock
+        self._proofs_served = False
+
+    def _require_proofs(self) -> None:
+        """Once per reader, before any header is asked for: does the provider serve eth_getProof at
+        all? (eth-tester does not: ProofsNotServed, not a header error further on.)"""
+        if self._proofs_served:
+            return
+        try:
+            self.provider.request("eth_getProof", [self.address, [], "latest"])
+        except RpcError as exc:
+            if _not_served(exc):
+                raise ProofsNotServed(provider=self.provider.name, detail=exc.rpc_message) from exc
+            raise
+        self._proofs_served = True
 
     # -- reading --------------------------------------------------------------
 
@@ -148,6 +162,7 @@ class ProvenReader:
     def packed_slot(self, resource: str | bytes, *, header: VerifiedHeader | None = None) -> tuple[int, VerifiedHeader]:
         """The proven value of ``resource``'s lease slot at ``header`` (default: the current one)."""
         _, resource_id = _resource(resource)
+        self._require_proofs()
         if header is None:
             header = self.headers.current()
         return self._proven_slot(resource_id, header), header
@@ -156,6 +171,7 @@ class ProvenReader:
         """The resource's latest lease, whatever its state (UNHELD if never held), proven at ``header``
         (default: the header source's current one) and judged at ``max(header time, clock)``."""
         name, resource_id = _resource(resource)
+        self._require_proofs()
         if header is None:
             header = self.headers.current()
         packed = self._proven_slot(resource_id, header)
@@ -193,7 +209,7 @@ class ProvenReader:
                 "eth_getProof", [self.address, ["0x" + slot.hex()], hex(header.number)]
             )
         except RpcError as exc:
-            if exc.code == -32601 or "not implemented" in exc.rpc_message.lower() or "not supported" in exc.rpc_message.lower():
+            if _not_served(exc):
                 raise ProofsNotServed(provider=self.provider.name, detail=exc.rpc_message) from exc
             raise
         try:
@@ -233,6 +249,11 @@ class ProvenReader:
         if _hex_int(entry.get("value"), "the storage value") != value:
             raise _proofs.ProofMismatch("the value it states is not the value its proof proves")
         return value
+
+
+def _not_served(exc: RpcError) -> bool:
+    message = exc.rpc_message.lower()
+    return exc.code == -32601 or "not implemented" in message or "not supported" in message or "does not exist" in message
 
 
 def _list(value: Any) -> list[Any]:
