@@ -989,8 +989,8 @@ class AnvilNotFound(ChainError):
 class ProviderUnavailable(NodeUnreachable):
     """A provider of the proven mode (a header source's, or the one that serves proofs) did not answer.
 
-    ``provider`` names it (its URL without credentials, path or query);
-    ``providers`` lists every one that failed when a quorum could not be
+    ``source`` names it (its URL without credentials, path or query);
+    ``sources`` lists every one that failed when a quorum could not be
     reached (``needed`` answers were needed, ``answered`` came). Nothing was
     judged: a guard moves no mark on it.
     """
@@ -999,8 +999,8 @@ class ProviderUnavailable(NodeUnreachable):
         self, message: str | None = None, *, provider: str | None = None, providers: tuple[str, ...] = (),
         needed: int | None = None, answered: int | None = None, detail: str = "",
     ):  # fmt: skip
-        self.provider = provider
-        self.providers = tuple(providers) or ((provider,) if provider is not None else ())
+        self.source = provider
+        self.sources = tuple(providers) or ((provider,) if provider is not None else ())
         self.needed = needed
         self.answered = answered
         self.detail = detail
@@ -1008,7 +1008,7 @@ class ProviderUnavailable(NodeUnreachable):
             if needed is not None:
                 message = (
                     f"{answered} of the header providers answered, {needed} are needed; "
-                    f"down: {', '.join(self.providers)}"
+                    f"down: {', '.join(self.sources)}"
                 )
             else:
                 message = f"provider {provider} did not answer"
@@ -1018,11 +1018,11 @@ class ProviderUnavailable(NodeUnreachable):
 
 
 class ProofsNotServed(NotSupported):
-    """``provider`` does not serve ``eth_getProof`` (the embedded eth-tester chain does not): the proven
+    """``source`` does not serve ``eth_getProof`` (the embedded eth-tester chain does not): the proven
     mode cannot run against it. Use a node that does (anvil, geth, reth, erigon, nethermind, besu)."""
 
     def __init__(self, message: str | None = None, *, provider: str | None = None, detail: str = ""):
-        self.provider = provider
+        self.source = provider
         self.detail = detail
         super().__init__(message or (
             f"{provider} does not serve eth_getProof, which the proven mode needs" + (f": {detail}" if detail else "")
@@ -1037,7 +1037,7 @@ class UnverifiedAnswer(ChainError):
 
 
 class ProofInvalid(UnverifiedAnswer):
-    """``provider``'s proof for ``block`` (number; ``block_hash`` the trusted header's) does not verify
+    """``source``'s proof for ``block`` (number; ``block_hash`` the trusted header's) does not verify
     against the trusted header: a forged or corrupted answer, or a provider on another chain.
     ``reason`` says which check failed."""
 
@@ -1045,7 +1045,7 @@ class ProofInvalid(UnverifiedAnswer):
         self, message: str | None = None, *, provider: str | None = None, block: int | None = None,
         block_hash: str | None = None, reason: str = "",
     ):  # fmt: skip
-        self.provider = provider
+        self.source = provider
         self.block = block
         self.block_hash = block_hash
         self.reason = reason
@@ -1055,13 +1055,13 @@ class ProofInvalid(UnverifiedAnswer):
 
 
 class HeaderInvalid(UnverifiedAnswer):
-    """``provider`` answered a header for block ``block`` whose fields do not hash to the hash it claims
+    """``source`` answered a header for block ``block`` whose fields do not hash to the hash it claims
     (or not the block asked for). ``reason`` says which."""
 
     def __init__(
         self, message: str | None = None, *, provider: str | None = None, block: int | None = None, reason: str = "",
     ):  # fmt: skip
-        self.provider = provider
+        self.source = provider
         self.block = block
         self.reason = reason
         super().__init__(message or f"the header {provider} served for block {block} is not valid: {reason}")

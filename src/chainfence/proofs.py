@@ -136,7 +136,7 @@ class ProvenReader:
         self._address = _address(registry_address)
         self.address = _proofs.checksum_address(self._address)
         self.headers = headers
-        self.provider: Endpoint = endpoint(provider, timeout=timeout)
+        self.endpoint: Endpoint = endpoint(provider, timeout=timeout)
         self.clock = clock or headers.clock
         self._proofs_served = False
 
@@ -146,10 +146,10 @@ class ProvenReader:
         if self._proofs_served:
             return
         try:
-            self.provider.request("eth_getProof", [self.address, [], "latest"])
+            self.endpoint.request("eth_getProof", [self.address, [], "latest"])
         except RpcError as exc:
             if _not_served(exc):
-                raise ProofsNotServed(provider=self.provider.name, detail=exc.rpc_message) from exc
+                raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
             raise
         self._proofs_served = True
 
@@ -205,21 +205,21 @@ class ProvenReader:
     def _proven_slot(self, resource_id: bytes, header: VerifiedHeader) -> int:
         slot = _proofs.lease_slot(resource_id)
         try:
-            answer = self.provider.request(
+            answer = self.endpoint.request(
                 "eth_getProof", [self.address, ["0x" + slot.hex()], hex(header.number)]
             )
         except RpcError as exc:
             if _not_served(exc):
-                raise ProofsNotServed(provider=self.provider.name, detail=exc.rpc_message) from exc
+                raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
             raise
         try:
             return self._verify(answer, slot, header)
         except _proofs.ProofMismatch as bad:
             logger.warning(
-                "proof from %s for block %d does not verify: %s", self.provider.name, header.number, bad
+                "proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad
             )
             raise ProofInvalid(
-                provider=self.provider.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
+                provider=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
             ) from None
 
     def _verify(self, answer: Any, slot: bytes, header: VerifiedHeader) -> int:

@@ -34,7 +34,7 @@ def embedded_says_it_cannot_prove(registry, alice):
     reader = reader_for(registry)
     with pytest.raises(ProofsNotServed) as refused:  # said before any header is asked for
         reader.check("reports/daily", lease.token)
-    assert refused.value.provider == "embedded"
+    assert refused.value.source == "embedded"
     # Nor could it vouch for a header: eth-tester serves extraData padded to 32 bytes (py-evm's is
     # empty), so its blocks do not hash to their hashes. Typed, never believed.
     with pytest.raises(HeaderInvalid):

@@ -133,7 +133,8 @@ def test_a_forged_eth_call_fools_strict_mode_not_the_proven_mode(story, provider
     with pytest.raises(StaleToken) as refused:
         reader.check(RESOURCE, story.stale)
     assert refused.value.current_token == story.current
-    assert liar.count("eth_getProof") == 1 and liar.count("eth_call") == 1  # the control's, not ours
+    # One probe ("do you serve eth_getProof?") and one proof; the one eth_call was the control's.
+    assert liar.count("eth_getProof") == 2 and liar.count("eth_call") == 1
 
 
 def test_a_forged_eth_getstorageat_fools_a_slot_reader_not_the_proven_mode(story, providers):
@@ -159,7 +160,7 @@ def test_a_forged_proof_is_refused_naming_the_provider(story, providers, up_to):
     with pytest.raises(ProofInvalid) as refused:
         proven(story, headers, liar.url).check(RESOURCE, story.stale)
     header = headers.current()
-    assert refused.value.provider == liar.url and refused.value.block == header.number
+    assert refused.value.source == liar.url and refused.value.block == header.number
     assert refused.value.block_hash == header.hash_hex
     # Bob's genuine token is refused too through that provider: nothing it says is judged.
     with pytest.raises(ProofInvalid):
@@ -178,7 +179,7 @@ def test_a_forged_header_with_a_matching_proof_fools_one_trusted_provider_not_a_
     headers = quorum(liar.url, h2.url, h3.url, story=story, k=2)
     with pytest.raises(ProofInvalid) as refused:
         proven(story, headers, liar.url).check(RESOURCE, story.stale)
-    assert refused.value.provider == liar.url
+    assert refused.value.source == liar.url
     header = headers.current()
     assert header.vouched_by == (h2.url, h3.url) and liar.url in header.dissent
     with pytest.raises(StaleToken):  # an honest proof provider reads the truth through the same quorum
@@ -290,10 +291,10 @@ def test_providers_that_are_down_are_named_and_never_replaced_by_one(story, prov
     p2.down = True
     with pytest.raises(ProviderUnavailable) as down:
         proven(story, quorum(p1.url, p2.url, p3.url, story=story, k=2), p3.url).check(RESOURCE, story.stale)
-    assert set(down.value.providers) == {p1.url, p2.url} and down.value.needed == 2 and down.value.answered == 1
+    assert set(down.value.sources) == {p1.url, p2.url} and down.value.needed == 2 and down.value.answered == 1
     with pytest.raises(ProviderUnavailable) as down:  # the proof provider down
         proven(story, quorum(p3.url, story=story, k=1), p1.url).check(RESOURCE, story.stale)
-    assert down.value.provider == p1.url
+    assert down.value.source == p1.url
 
 
 def test_a_lease_that_ran_out_after_the_proven_block_is_expired_as_in_strict_mode(story, providers):

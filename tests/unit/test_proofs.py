@@ -366,7 +366,7 @@ def test_providers_down_below_k_are_unavailable_and_named():
     b.down = c.down = True
     with pytest.raises(ProviderUnavailable) as caught:
         _quorum([a, b, c], k=2).current()
-    assert set(caught.value.providers) == {"b", "c"} and caught.value.needed == 2
+    assert set(caught.value.sources) == {"b", "c"} and caught.value.needed == 2
     c.down = False
     assert _quorum([a, b, c], k=2).current().dissent == {"b": "down (down)"}
 
@@ -449,7 +449,7 @@ def test_a_claim_beside_the_proof_that_the_proof_does_not_prove_is_refused(chang
     change(provider.proofs)
     with pytest.raises(ProofInvalid) as caught:
         reader.check("reports/daily", ANVIL["token"])
-    assert caught.value.provider == "p" and caught.value.block == int(ANVIL["block"]["number"], 16)
+    assert caught.value.source == "p" and caught.value.block == int(ANVIL["block"]["number"], 16)
     assert why in caught.value.reason
 
 
@@ -467,7 +467,7 @@ def test_a_provider_without_eth_getproof_is_proofs_not_served():
     provider.proofs = None
     with pytest.raises(ProofsNotServed) as caught:
         reader.check("reports/daily", 1)
-    assert caught.value.provider == "p"
+    assert caught.value.source == "p"
 
 
 def test_bad_arguments_are_typed_and_ask_nothing():
