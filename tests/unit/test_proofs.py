@@ -492,3 +492,12 @@ def test_the_proof_core_imports_no_eth_package():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_finalized_asks_for_the_finalized_tag_and_takes_the_kth_highest():
+    honest = _chain_of_blocks(30)
+    a, b, c = FakeProvider("a", honest, head=20), FakeProvider("b", honest, head=18), FakeProvider("c", honest, head=25)
+    header = _quorum([a, b, c], k=2, confirmations="finalized", clock=lambda: 1_021).current()
+    assert header.number == 20
+    assert a.calls[0] == ("eth_getBlockByNumber", ["finalized", False])
+    assert QuorumHeaders([a, b, c], confirmations="finalized").max_age == 1800.0  # finalized is minutes behind
