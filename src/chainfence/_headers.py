@@ -56,6 +56,7 @@ from typing import Any
 from ._jsonrpc import Endpoint, endpoint
 from ._rlp import RLPError, encode, keccak256
 from .errors import (
+    BlockNotVouched,
     ChainfenceError,
     HeaderInvalid,
     HeadersDisagree,
@@ -375,6 +376,22 @@ class HeaderSource:
                 block=header.number, timestamp=header.timestamp, now=int(now), age=int(age), max_age=self.max_age,
                 heads=reported,
             )  # fmt: skip
+        return header
+
+    def vouch(self, number: int, block_hash: str | bytes, *, head: VerifiedHeader | None = None) -> VerifiedHeader:
+        """The verified header of block ``number`` if its hash is ``block_hash`` (what a log, a receipt
+        or a provider's answer claims); :class:`~chainfence.errors.BlockNotVouched` if the source
+        vouches for another block there, or if ``number`` is beyond ``head`` (default: :meth:`current`,
+        the newest block it vouches for now)."""
+        claimed = bytes.fromhex(block_hash[2:]) if isinstance(block_hash, str) else bytes(block_hash)
+        claimed_hex = "0x" + claimed.hex()
+        if head is None:
+            head = self.current()
+        if number > head.number:
+            raise BlockNotVouched(block=number, block_hash=claimed_hex, head=head.number)
+        header = head if number == head.number else self.at(number)
+        if header.hash != claimed:
+            raise BlockNotVouched(block=number, block_hash=claimed_hex, vouched_hash=header.hash_hex, head=head.number)
         return header
 
     def requests(self) -> int:

@@ -60,6 +60,7 @@
     │       ├── ProofInvalid               a proof that does not verify against the trusted header (names the provider)
     │       ├── HeaderInvalid              a header whose fields do not hash to its hash
     │       ├── HeadersDisagree            no k of the n header providers agree on the block's hash
+    │       ├── BlockNotVouched            a log's block is not the one the header source vouches for
     │       └── HeaderStale                the vouched-for header is older than max_age: a withheld head
     ├── GuardError                         the guard's store is unusable
     │   ├── GuardStoreMismatch             the store belongs to another registry
@@ -104,6 +105,7 @@ __all__ = [
     "AuditIndexDiffers",
     "AuditIndexError",
     "AuditIndexMismatch",
+    "BlockNotVouched",
     "ChainError",
     "ChainRolledBack",
     "ChainfenceError",
@@ -1085,6 +1087,27 @@ class HeadersDisagree(UnverifiedAnswer):
         if message is None:
             said = "; ".join(f"{provider}: {answer}" for provider, answer in self.answers.items())
             message = f"no {needed} header providers agree on block {block}: {said}"
+        super().__init__(message)
+
+
+class BlockNotVouched(UnverifiedAnswer):
+    """Something (a log, a receipt) claims block ``block`` with hash ``block_hash``, but the header
+    source vouches for ``vouched_hash`` there (None: for no block at that height yet, it is beyond the
+    trusted head ``head``). A follower must not apply it."""
+
+    def __init__(
+        self, message: str | None = None, *, block: int | None = None, block_hash: str | None = None,
+        vouched_hash: str | None = None, head: int | None = None,
+    ):  # fmt: skip
+        self.block = block
+        self.block_hash = block_hash
+        self.vouched_hash = vouched_hash
+        self.head = head
+        if message is None:
+            if vouched_hash is None:
+                message = f"block {block} ({block_hash}) is beyond the newest block the header source vouches for ({head})"
+            else:
+                message = f"block {block} is {vouched_hash} by the header source, not {block_hash}"
         super().__init__(message)
 
 

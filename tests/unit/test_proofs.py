@@ -501,3 +501,19 @@ def test_finalized_asks_for_the_finalized_tag_and_takes_the_kth_highest():
     assert header.number == 20
     assert a.calls[0] == ("eth_getBlockByNumber", ["finalized", False])
     assert QuorumHeaders([a, b, c], confirmations="finalized").max_age == 1800.0  # finalized is minutes behind
+
+
+def test_a_follower_refuses_blocks_the_source_does_not_vouch_for():
+    from chainfence.errors import BlockNotVouched
+
+    honest, fork = _chain_of_blocks(12), _chain_of_blocks(12, salt=b"fork")
+    source = _quorum([FakeProvider("a", honest, head=11), FakeProvider("b", honest, head=11)], k=2, confirmations=2)
+    head = source.current()
+    assert head.number == 9
+    assert source.vouch(7, honest[7]["hash"], head=head).number == 7  # a log of the vouched chain
+    with pytest.raises(BlockNotVouched) as other:  # a log from another fork at the same height
+        source.vouch(7, fork[7]["hash"], head=head)
+    assert other.value.vouched_hash == honest[7]["hash"]
+    with pytest.raises(BlockNotVouched) as beyond:  # a log from a block not yet deep enough
+        source.vouch(10, honest[10]["hash"], head=head)
+    assert beyond.value.vouched_hash is None and beyond.value.head == 9
