@@ -31,6 +31,7 @@ import pytest
 
 from chainfence import Chain, Registry
 from chainfence.errors import (
+    BlockNotVouched,
     HeadersDisagree,
     HeaderStale,
     LeaseExpired,
@@ -260,6 +261,15 @@ def test_a_fork_served_by_one_provider_is_outvoted(story, providers, anvil_node)
             proven(story, headers, fork.url).check(RESOURCE, story.stale)
         with pytest.raises(StaleToken):
             proven(story, headers, h2.url).check(RESOURCE, story.stale)
+        # A follower reading the fork's logs (alice's renewal) refuses them: not a vouched block.
+        renewal = on_fork.chain.rpc.request(
+            "eth_getLogs", [{"address": story.registry.address, "fromBlock": hex(story.stale_block + 1), "toBlock": "latest"}]
+        )[0]
+        with pytest.raises(BlockNotVouched) as refused:
+            headers.vouch(int(renewal["blockNumber"], 16), renewal["blockHash"], head=header)
+        assert refused.value.vouched_hash == story.registry.chain.rpc.request(
+            "eth_getBlockByNumber", [renewal["blockNumber"], False]
+        )["hash"]
 
 
 def test_a_majority_of_colluding_liars_breaks_the_assumption_and_k_equal_n_refuses(story, providers):
