@@ -47,7 +47,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -234,6 +235,8 @@ class HeaderSource:
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="chainfence-headers") if n > 1 else None
+        if self._pool is not None:  # a source dropped without close() leaves no idle threads behind
+            weakref.finalize(self, self._pool.shutdown, False)
 
     # -- asking every provider at once -------------------------------------------
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 import rlp as reference_rlp
 from trie import HexaryTrie
-from trie.exceptions import BadTrieProof
 
 from chainfence import _headers, _proofs
 from chainfence._headers import QuorumHeaders, TrustedHeaders, header_hash, header_rlp
