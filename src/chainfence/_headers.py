@@ -371,6 +371,12 @@ class HeaderSource:
             target = 0
         # A head that is the target block already is that provider's answer for it: no second request.
         reuse = {name: block for number, _, name, block in numbered if number == target}
+        with self._lock:
+            cached = self._cache.get(target)
+            if cached is not None and any(block.get("hash") != cached.hash_hex for block in reuse.values()):
+                # A head at that height now says another hash (a reorg at the head): verify it again
+                # rather than serve the block the chain left (whose proofs would no longer verify).
+                del self._cache[target]
         header = self.at(target, _answers=reuse)
         now = self.clock()
         age = now - header.timestamp

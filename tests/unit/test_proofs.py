@@ -516,3 +516,12 @@ def test_a_follower_refuses_blocks_the_source_does_not_vouch_for():
     with pytest.raises(BlockNotVouched) as beyond:  # a log from a block not yet deep enough
         source.vouch(10, honest[10]["hash"], head=head)
     assert beyond.value.vouched_hash is None and beyond.value.head == 9
+
+
+def test_a_reorg_at_the_head_is_verified_again_not_served_from_the_cache():
+    before, after = _chain_of_blocks(10), _chain_of_blocks(10, salt=b"reorg")
+    a, b = FakeProvider("a", before), FakeProvider("b", before)
+    source = _quorum([a, b], k=2)
+    assert source.current().hash_hex == before[9]["hash"]
+    a.blocks = b.blocks = after  # both providers moved to the other branch at the same height
+    assert source.current().hash_hex == after[9]["hash"]
