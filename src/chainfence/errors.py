@@ -41,6 +41,7 @@
     ├── Unauthorized (PermissionError)     a contract refused the caller (example contracts)
     ├── ChainError                         the chain or node failed us
     │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers
+    │   │   └── ProviderUnavailable        proven mode: a header or proof provider did not answer (names it)
     │   ├── RpcError                       the node answered a request with a JSON-RPC error
     │   ├── WrongChain                     the node serves another chain than expected
     │   ├── ChainRolledBack                the chain's history went back below tokens already seen
@@ -53,7 +54,14 @@
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
     │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
-    │   └── AnvilNotFound                  `chainfence node` found no anvil binary
+    │   │   └── ProofsNotServed            proven mode: the provider does not serve eth_getProof (eth-tester)
+    │   ├── AnvilNotFound                  `chainfence node` found no anvil binary
+    │   └── UnverifiedAnswer               proven mode: an answer did not verify; nothing judged, no mark moved
+    │       ├── ProofInvalid               a proof that does not verify against the trusted header (names the provider)
+    │       ├── HeaderInvalid              a header whose fields do not hash to its hash
+    │       ├── HeadersDisagree            no k of the n header providers agree on the block's hash
+    │       ├── BlockNotVouched            a log's block is not the one the header source vouches for
+    │       └── HeaderStale                the vouched-for header is older than max_age: a withheld head
     ├── GuardError                         the guard's store is unusable
     │   ├── GuardStoreMismatch             the store belongs to another registry
     │   └── GuardForked                    an exclusive guard used in a process forked from its owner
@@ -97,6 +105,7 @@ __all__ = [
     "AuditIndexDiffers",
     "AuditIndexError",
     "AuditIndexMismatch",
+    "BlockNotVouched",
     "ChainError",
     "ChainRolledBack",
     "ChainfenceError",
@@ -107,6 +116,9 @@ __all__ = [
     "GuardError",
     "GuardForked",
     "GuardStoreMismatch",
+    "HeaderInvalid",
+    "HeaderStale",
+    "HeadersDisagree",
     "HolderNotAdmitted",
     "InsufficientFunds",
     "InvalidAddress",
@@ -145,6 +157,9 @@ __all__ = [
     "NothingToClaim",
     "OutcomeUnknown",
     "PayloadMismatch",
+    "ProofInvalid",
+    "ProofsNotServed",
+    "ProviderUnavailable",
     "RegistryOverflow",
     "ReplayedRequest",
     "RequestExpired",
@@ -162,6 +177,7 @@ __all__ = [
     "UnknownAccount",
     "UnknownRevert",
     "UnknownToken",
+    "UnverifiedAnswer",
     "WrongChain",
 ]
 
@@ -965,6 +981,160 @@ class NotSupported(ChainError):
 
 class AnvilNotFound(ChainError):
     """No anvil binary was found for a local node; the message says how to get one."""
+
+
+# ---------------------------------------------------------------------------
+# The proven mode (chainfence.proofs): answers checked, not believed
+# ---------------------------------------------------------------------------
+
+
+class ProviderUnavailable(NodeUnreachable):
+    """A provider of the proven mode (a header source's, or the one that serves proofs) did not answer.
+
+    ``source`` names it (its URL without credentials, path or query);
+    ``sources`` lists every one that failed when a quorum could not be
+    reached (``needed`` answers were needed, ``answered`` came). Nothing was
+    judged: a guard moves no mark on it.
+    """
+
+    def __init__(
+        self, message: str | None = None, *, provider: str | None = None, providers: tuple[str, ...] = (),
+        needed: int | None = None, answered: int | None = None, detail: str = "",
+    ):  # fmt: skip
+        self.source = provider
+        self.sources = tuple(providers) or ((provider,) if provider is not None else ())
+        self.needed = needed
+        self.answered = answered
+        self.detail = detail
+        if message is None:
+            if needed is not None:
+                message = (
+                    f"{answered} of the header providers answered, {needed} are needed; "
+                    f"down: {', '.join(self.sources)}"
+                )
+            else:
+                message = f"provider {provider} did not answer"
+            if detail:
+                message += f" ({detail})"
+        super().__init__(message)
+
+
+class ProofsNotServed(NotSupported):
+    """``source`` does not serve ``eth_getProof`` (the embedded eth-tester chain does not): the proven
+    mode cannot run against it. Use a node that does (anvil, geth, reth, erigon, nethermind, besu)."""
+
+    def __init__(self, message: str | None = None, *, provider: str | None = None, detail: str = ""):
+        self.source = provider
+        self.detail = detail
+        super().__init__(message or (
+            f"{provider} does not serve eth_getProof, which the proven mode needs" + (f": {detail}" if detail else "")
+        ))  # fmt: skip
+
+
+class UnverifiedAnswer(ChainError):
+    """The proven mode refused what its providers answered: nothing was judged, no mark moved.
+
+    Never a reason to fall back to believing one provider; see ``docs/guarantees.md``.
+    """
+
+
+class ProofInvalid(UnverifiedAnswer):
+    """``source``'s proof for ``block`` (number; ``block_hash`` the trusted header's) does not verify
+    against the trusted header: a forged or corrupted answer, or a provider on another chain.
+    ``reason`` says which check failed."""
+
+    def __init__(
+        self, message: str | None = None, *, provider: str | None = None, block: int | None = None,
+        block_hash: str | None = None, reason: str = "",
+    ):  # fmt: skip
+        self.source = provider
+        self.block = block
+        self.block_hash = block_hash
+        self.reason = reason
+        super().__init__(message or (
+            f"the proof {provider} served for block {block} ({block_hash}) does not verify: {reason}"
+        ))  # fmt: skip
+
+
+class HeaderInvalid(UnverifiedAnswer):
+    """``source`` answered a header for block ``block`` whose fields do not hash to the hash it claims
+    (or not the block asked for). ``reason`` says which."""
+
+    def __init__(
+        self, message: str | None = None, *, provider: str | None = None, block: int | None = None, reason: str = "",
+    ):  # fmt: skip
+        self.source = provider
+        self.block = block
+        self.reason = reason
+        super().__init__(message or f"the header {provider} served for block {block} is not valid: {reason}")
+
+
+class HeadersDisagree(UnverifiedAnswer):
+    """No ``needed`` of the header providers agree on the hash of block ``block``.
+
+    ``answers`` maps each provider to what it said: a block hash, or why its
+    answer did not count (down, an invalid header). Some providers are lying
+    or on another fork; which, the proven mode cannot tell.
+    """
+
+    def __init__(
+        self, message: str | None = None, *, block: int | None = None, needed: int | None = None,
+        answers: dict[str, str] | None = None,
+    ):  # fmt: skip
+        self.block = block
+        self.needed = needed
+        self.answers = dict(answers or {})
+        if message is None:
+            said = "; ".join(f"{provider}: {answer}" for provider, answer in self.answers.items())
+            message = f"no {needed} header providers agree on block {block}: {said}"
+        super().__init__(message)
+
+
+class BlockNotVouched(UnverifiedAnswer):
+    """Something (a log, a receipt) claims block ``block`` with hash ``block_hash``, but the header
+    source vouches for ``vouched_hash`` there (None: for no block at that height yet, it is beyond the
+    trusted head ``head``). A follower must not apply it."""
+
+    def __init__(
+        self, message: str | None = None, *, block: int | None = None, block_hash: str | None = None,
+        vouched_hash: str | None = None, head: int | None = None,
+    ):  # fmt: skip
+        self.block = block
+        self.block_hash = block_hash
+        self.vouched_hash = vouched_hash
+        self.head = head
+        if message is None:
+            if vouched_hash is None:
+                message = f"block {block} ({block_hash}) is beyond the newest block the header source vouches for ({head})"
+            else:
+                message = f"block {block} is {vouched_hash} by the header source, not {block_hash}"
+        super().__init__(message)
+
+
+class HeaderStale(UnverifiedAnswer):
+    """The header the providers vouch for (``block``, chain time ``timestamp``) is ``age`` seconds old by
+    the verifier's clock (``now``), more than ``max_age``: a withheld head (providers serving an old
+    block as their latest), or a chain that stopped. ``heads`` maps each provider to the head it
+    reported (number and timestamp), or why it reported none."""
+
+    def __init__(
+        self, message: str | None = None, *, block: int | None = None, timestamp: int | None = None,
+        now: int | None = None, age: int | None = None, max_age: float | None = None,
+        heads: dict[str, str] | None = None,
+    ):  # fmt: skip
+        self.block = block
+        self.timestamp = timestamp
+        self.now = now
+        self.age = age
+        self.max_age = max_age
+        self.heads = dict(heads or {})
+        if message is None:
+            said = "; ".join(f"{provider}: {head}" for provider, head in self.heads.items())
+            message = (
+                f"the newest header the providers vouch for (block {block}, chain time {timestamp}) is {age} s "
+                f"old at {now}, more than max_age {max_age} s" + (f"; heads: {said}" if said else "")
+            )
+        super().__init__(message)
 
 
 class ExtraNotInstalled(ChainfenceError, ImportError):

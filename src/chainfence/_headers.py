@@ -1,0 +1,436 @@
+"""Trusted block headers for the proven mode: from no single provider.
+
+A header is trusted when its fields hash to the block hash a quorum of
+independent providers agree on (:class:`QuorumHeaders`), or to the hash one
+endpoint the user trusts for headers gives (:class:`TrustedHeaders`: a light
+client such as Helios, the user's own node, a checkpoint service). Either
+way the header's fields are hashed here: a provider cannot hand over a state
+root that is not the one the agreed hash commits to.
+
+The header's RLP, field by field, as mainnet and anvil have them (each
+fork appends fields; a block carries those of the forks it is under)::
+
+    parentHash sha3Uncles miner stateRoot transactionsRoot receiptsRoot logsBloom
+    difficulty number gasLimit gasUsed timestamp extraData mixHash nonce   (frontier)
+    baseFeePerGas            (london, EIP-1559)
+    withdrawalsRoot          (shanghai, EIP-4895)
+    blobGasUsed excessBlobGas parentBeaconBlockRoot   (cancun, EIP-4844, EIP-4788)
+    requestsHash             (prague, EIP-7685)
+
+A block with a field from a later fork (or one a provider added to forge a
+header) does not hash to its hash and is refused as
+:class:`~chainfence.errors.HeaderInvalid`: never trusted on its word.
+
+Choosing the block (:meth:`QuorumHeaders.current`): every provider is
+asked for its head (``latest``, or ``finalized``); the chosen block is the
+k-th highest head (the newest block at least k providers have), less
+``confirmations``. Every provider is then asked for that block's header
+(the head answers already are the header when ``confirmations`` is 0 and
+the heads agree, so a cold check asks each provider once); a hash that k
+of them vouch for, each with a header that hashes to it, is the trusted
+header. Outcomes, each typed, none a fallback to believing one provider:
+
+- fewer than k providers answer          -> ProviderUnavailable (names the ones down)
+- no hash has k votes (or two have)       -> HeadersDisagree (each provider's answer)
+- the header is older than ``max_age`` by the verifier's clock
+  (withheld heads, a stopped chain)       -> HeaderStale (with every head reported)
+- k agree, some did not                  -> trusted; the dissent is kept on the
+                                            header (``VerifiedHeader.dissent``) and logged
+
+One verified header is cached per block number and served to every check
+at that block; :meth:`QuorumHeaders.at` verifies the header of any block by
+number the same way (a follower's logs: see ``docs/guarantees.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._jsonrpc import Endpoint, endpoint
+from ._rlp import RLPError, encode, keccak256
+from .errors import (
+    BlockNotVouched,
+    ChainfenceError,
+    HeaderInvalid,
+    HeadersDisagree,
+    HeaderStale,
+    InvalidInput,
+    ProviderUnavailable,
+    RpcError,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["HeaderSource", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader", "header_hash", "header_rlp"]
+
+# (JSON-RPC name, kind) in RLP order. Kinds: h32 a 32-byte hash, a20 an address, b256 the bloom,
+# q a quantity (int), b bytes, n8 the 8-byte nonce.
+_BASE_FIELDS = (
+    ("parentHash", "h32"), ("sha3Uncles", "h32"), ("miner", "a20"), ("stateRoot", "h32"),
+    ("transactionsRoot", "h32"), ("receiptsRoot", "h32"), ("logsBloom", "b256"), ("difficulty", "q"),
+    ("number", "q"), ("gasLimit", "q"), ("gasUsed", "q"), ("timestamp", "q"), ("extraData", "b"),
+    ("mixHash", "h32"), ("nonce", "n8"),
+)  # fmt: skip
+#: Fields later forks append, in order: a header carries a prefix of them.
+_FORK_FIELDS = (
+    ("baseFeePerGas", "q"),  # london
+    ("withdrawalsRoot", "h32"),  # shanghai
+    ("blobGasUsed", "q"), ("excessBlobGas", "q"), ("parentBeaconBlockRoot", "h32"),  # cancun
+    ("requestsHash", "h32"),  # prague
+)  # fmt: skip
+_SIZES = {"h32": 32, "a20": 20, "b256": 256, "n8": 8}
+
+
+def _bytes(value: Any, name: str) -> bytes:
+    if not isinstance(value, str) or not value.startswith("0x"):
+        raise ValueError(f"{name} is not 0x-hex")
+    try:
+        return bytes.fromhex(value[2:])
+    except ValueError:
+        raise ValueError(f"{name} is not 0x-hex") from None
+
+
+def _quantity(value: Any, name: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if not isinstance(value, str) or not value.startswith("0x") or len(value) < 3:
+        raise ValueError(f"{name} is not a 0x quantity")
+    try:
+        return int(value, 16)
+    except ValueError:
+        raise ValueError(f"{name} is not a 0x quantity") from None
+
+
+def _field(block: dict[str, Any], name: str, kind: str) -> bytes | int:
+    value = block[name]
+    if kind == "q":
+        return _quantity(value, name)
+    data = _bytes(value, name)
+    size = _SIZES.get(kind)
+    if size is not None and len(data) != size:
+        raise ValueError(f"{name} is {len(data)} bytes, not {size}")
+    return data
+
+
+def header_fields(block: dict[str, Any]) -> list[bytes | int]:
+    """The header's RLP items from a JSON-RPC block object (``eth_getBlockByNumber``)."""
+    if not isinstance(block, dict):
+        raise ValueError("a block is a JSON object")
+    items: list[bytes | int] = []
+    for name, kind in _BASE_FIELDS:
+        if name not in block or block[name] is None:
+            raise ValueError(f"the block has no {name}")
+        items.append(_field(block, name, kind))
+    present = [name for name, _ in _FORK_FIELDS if block.get(name) is not None]
+    count = len(present)
+    expected = [name for name, _ in _FORK_FIELDS[:count]]
+    if present != expected:
+        raise ValueError(f"fork fields out of order: {present} (a header carries a prefix of {expected})")
+    for name, kind in _FORK_FIELDS[:count]:
+        items.append(_field(block, name, kind))
+    return items
+
+
+def header_rlp(block: dict[str, Any]) -> bytes:
+    """The RLP of the header a JSON-RPC block object describes."""
+    return encode(header_fields(block))
+
+
+def header_hash(block: dict[str, Any]) -> bytes:
+    """The block hash the header's fields commit to: keccak256 of its RLP."""
+    return keccak256(header_rlp(block))
+
+
+@dataclass(frozen=True)
+class VerifiedHeader:
+    """A header whose fields hash to the block hash its source vouches for."""
+
+    number: int
+    hash: bytes
+    parent_hash: bytes
+    state_root: bytes
+    receipts_root: bytes
+    timestamp: int
+    #: The providers that vouched for this hash.
+    vouched_by: tuple[str, ...] = ()
+    #: Providers that said something else, and what (a hash, or why their answer did not count).
+    dissent: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def hash_hex(self) -> str:
+        return "0x" + self.hash.hex()
+
+
+def _verify(block: Any, provider: str, number: int | None) -> tuple[bytes, dict[str, Any]]:
+    """(hash, block) after checking the block's fields hash to its ``hash``; HeaderInvalid otherwise."""
+    if block is None:
+        raise HeaderInvalid(provider=provider, block=number, reason="the provider has no such block")
+    try:
+        computed = header_hash(block)
+        claimed = _bytes(block.get("hash"), "hash")
+        got_number = _quantity(block.get("number"), "number")
+    except (ValueError, RLPError, AttributeError) as exc:
+        raise HeaderInvalid(provider=provider, block=number, reason=str(exc)) from None
+    if number is not None and got_number != number:
+        raise HeaderInvalid(provider=provider, block=number, reason=f"it answered block {got_number}")
+    if computed != claimed:
+        raise HeaderInvalid(
+            provider=provider, block=got_number,
+            reason=f"its fields hash to 0x{computed.hex()}, not to the hash it claims 0x{claimed.hex()}",
+        )  # fmt: skip
+    return computed, block
+
+
+class HeaderSource:
+    """Where the proven mode's trusted headers come from (see the module docstring)."""
+
+    def __init__(
+        self,
+        providers: Sequence[Any],
+        *,
+        k: int | None = None,
+        confirmations: int | str = 0,
+        max_age: float | None = None,
+        clock: Callable[[], float] | None = None,
+        timeout: float = 10.0,
+        cache_size: int = 64,
+    ):
+        if isinstance(providers, (str, bytes)) or not providers:
+            raise InvalidInput("a header source needs a list of providers")
+        endpoints = [endpoint(p, timeout=timeout) for p in providers]
+        names = [e.name for e in endpoints]
+        for i, e in enumerate(endpoints):  # two URLs on one host and port would read alike
+            if names.count(e.name) > 1:
+                e.name = f"{e.name}#{i + 1}"
+        n = len(endpoints)
+        if k is None:
+            k = n // 2 + 1
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+            raise InvalidInput(f"k must be an int from 1 to {n} (the number of providers), got {k!r}")
+        if confirmations != "finalized" and (
+            isinstance(confirmations, bool) or not isinstance(confirmations, int) or confirmations < 0
+        ):
+            raise InvalidInput(f"confirmations must be an int >= 0 or 'finalized', got {confirmations!r}")
+        if max_age is None:
+            # Generous defaults a live chain meets: a latest head is seconds old, finalized ~13 minutes.
+            max_age = 1800.0 if confirmations == "finalized" else 60.0 + 12.0 * int(confirmations)
+        if isinstance(max_age, bool) or not isinstance(max_age, (int, float)) or not max_age > 0:
+            raise InvalidInput(f"max_age must be a number of seconds > 0, got {max_age!r}")
+        self.endpoints: list[Endpoint] = endpoints
+        self.k = k
+        self.confirmations = confirmations
+        self.max_age = float(max_age)
+        #: The verifier's clock (seconds since the epoch, as the chain's timestamps count):
+        #: freshness is judged by it, and the reader judges leases at no earlier a time.
+        self.clock: Callable[[], float] = clock or time.time
+        self._cache: OrderedDict[int, VerifiedHeader] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="chainfence-headers") if n > 1 else None
+        if self._pool is not None:  # a source dropped without close() leaves no idle threads behind
+            weakref.finalize(self, self._pool.shutdown, False)
+
+    # -- asking every provider at once -------------------------------------------
+
+    def _ask_all(self, method: str, params: list[Any]) -> list[Any]:
+        """Each provider's answer (a result, or the ChainfenceError it raised), in provider order."""
+
+        def one(e: Endpoint) -> Any:
+            try:
+                return e.request(method, params)
+            except ChainfenceError as exc:
+                return exc
+
+        if self._pool is None:
+            return [one(e) for e in self.endpoints]
+        return list(self._pool.map(one, self.endpoints))
+
+    # -- the header at a number ------------------------------------------------------
+
+    def at(self, number: int, *, _answers: dict[str, Any] | None = None) -> VerifiedHeader:
+        """The verified header of block ``number``: k providers vouch for its hash (cached)."""
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise InvalidInput(f"a block number is an int >= 0, got {number!r}")
+        with self._lock:
+            cached = self._cache.get(number)
+            if cached is not None:
+                self._cache.move_to_end(number)
+                return cached
+        answers = dict(_answers or {})
+        missing = [e for e in self.endpoints if e.name not in answers]
+        if missing:
+            if self._pool is None or len(missing) == 1:
+                results = [self._ask_one(e, number) for e in missing]
+            else:
+                results = list(self._pool.map(lambda e: self._ask_one(e, number), missing))
+            answers.update((e.name, r) for e, r in zip(missing, results))
+        votes: dict[bytes, list[str]] = {}
+        said: dict[str, str] = {}
+        invalid: list[HeaderInvalid] = []
+        down: list[str] = []
+        for e in self.endpoints:
+            answer = answers[e.name]
+            if isinstance(answer, ProviderUnavailable):
+                said[e.name] = f"down ({answer.detail or answer})"
+                down.append(e.name)
+                continue
+            if isinstance(answer, ChainfenceError):
+                said[e.name] = f"{type(answer).__name__}: {getattr(answer, 'reason', None) or answer}"
+                continue
+            try:
+                block_hash, _ = _verify(answer, e.name, number)
+            except HeaderInvalid as bad:
+                said[e.name] = f"invalid header ({bad.reason})"
+                invalid.append(bad)
+                logger.warning("header provider %s served an invalid header for block %d: %s", e.name, number, bad.reason)
+                continue
+            said[e.name] = "0x" + block_hash.hex()
+            votes.setdefault(block_hash, []).append(e.name)
+        winners = [(h, names) for h, names in votes.items() if len(names) >= self.k]
+        if len(winners) != 1:
+            if not winners and len(self.endpoints) - len(down) < self.k:
+                raise ProviderUnavailable(
+                    providers=tuple(down), needed=self.k, answered=len(self.endpoints) - len(down),
+                    detail=f"block {number}",
+                )  # fmt: skip
+            if len(self.endpoints) == 1 and invalid:
+                raise invalid[0]  # the one trusted endpoint served a header that does not hash to its hash
+            raise HeadersDisagree(block=number, needed=self.k, answers=said)
+        block_hash, vouched = winners[0]
+        block = next(answers[name] for name in vouched)
+        dissent = {name: what for name, what in said.items() if name not in vouched}
+        if dissent:
+            logger.warning("block %d: %d providers vouch for 0x%s; dissent: %s", number, len(vouched), block_hash.hex(), dissent)
+        header = VerifiedHeader(
+            number=number,
+            hash=block_hash,
+            parent_hash=_bytes(block["parentHash"], "parentHash"),
+            state_root=_bytes(block["stateRoot"], "stateRoot"),
+            receipts_root=_bytes(block["receiptsRoot"], "receiptsRoot"),
+            timestamp=_quantity(block["timestamp"], "timestamp"),
+            vouched_by=tuple(vouched),
+            dissent=dissent,
+        )
+        with self._lock:
+            self._cache[number] = header
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return header
+
+    @staticmethod
+    def _ask_one(e: Endpoint, number: int) -> Any:
+        try:
+            return e.request("eth_getBlockByNumber", [hex(number), False])
+        except ChainfenceError as exc:
+            return exc
+
+    # -- the header to judge by now ----------------------------------------------------
+
+    def current(self) -> VerifiedHeader:
+        """The trusted header to judge by now: the k-th highest head less ``confirmations`` (or the
+        k-th highest ``finalized`` block), verified, and no older than ``max_age``."""
+        tag = "finalized" if self.confirmations == "finalized" else "latest"
+        heads = self._ask_all("eth_getBlockByNumber", [tag, False])
+        reported: dict[str, str] = {}
+        numbered: list[tuple[int, int, str, Any]] = []  # (number, timestamp, provider, block)
+        down: list[str] = []
+        for e, head in zip(self.endpoints, heads):
+            if isinstance(head, ProviderUnavailable):
+                reported[e.name] = "down"
+                down.append(e.name)
+            elif isinstance(head, RpcError):
+                reported[e.name] = f"refused: {head.rpc_message or head}"
+            elif isinstance(head, ChainfenceError) or not isinstance(head, dict):
+                reported[e.name] = f"no head ({head!r:.80})"
+            else:
+                try:
+                    number, stamp = _quantity(head.get("number"), "number"), _quantity(head.get("timestamp"), "timestamp")
+                except ValueError as exc:
+                    reported[e.name] = f"malformed head ({exc})"
+                    continue
+                reported[e.name] = f"block {number} at {stamp}"
+                numbered.append((number, stamp, e.name, head))
+        if len(numbered) < self.k:
+            if len(self.endpoints) - len(down) < self.k:
+                raise ProviderUnavailable(
+                    providers=tuple(down), needed=self.k, answered=len(self.endpoints) - len(down), detail=f"{tag} head",
+                )  # fmt: skip
+            raise HeadersDisagree(block=None, needed=self.k, answers=reported)
+        numbered.sort(key=lambda item: item[0], reverse=True)
+        kth = numbered[self.k - 1][0]
+        target = kth if self.confirmations == "finalized" else kth - int(self.confirmations)
+        if target < 0:
+            target = 0
+        # A head that is the target block already is that provider's answer for it: no second request.
+        reuse = {name: block for number, _, name, block in numbered if number == target}
+        with self._lock:
+            cached = self._cache.get(target)
+            if cached is not None and any(block.get("hash") != cached.hash_hex for block in reuse.values()):
+                # A head at that height now says another hash (a reorg at the head): verify it again
+                # rather than serve the block the chain left (whose proofs would no longer verify).
+                del self._cache[target]
+        header = self.at(target, _answers=reuse)
+        now = self.clock()
+        age = now - header.timestamp
+        if age > self.max_age:
+            raise HeaderStale(
+                block=header.number, timestamp=header.timestamp, now=int(now), age=int(age), max_age=self.max_age,
+                heads=reported,
+            )  # fmt: skip
+        return header
+
+    def vouch(self, number: int, block_hash: str | bytes, *, head: VerifiedHeader | None = None) -> VerifiedHeader:
+        """The verified header of block ``number`` if its hash is ``block_hash`` (what a log, a receipt
+        or a provider's answer claims); :class:`~chainfence.errors.BlockNotVouched` if the source
+        vouches for another block there, or if ``number`` is beyond ``head`` (default: :meth:`current`,
+        the newest block it vouches for now)."""
+        claimed = bytes.fromhex(block_hash[2:]) if isinstance(block_hash, str) else bytes(block_hash)
+        claimed_hex = "0x" + claimed.hex()
+        if head is None:
+            head = self.current()
+        if number > head.number:
+            raise BlockNotVouched(block=number, block_hash=claimed_hex, head=head.number)
+        header = head if number == head.number else self.at(number)
+        if header.hash != claimed:
+            raise BlockNotVouched(block=number, block_hash=claimed_hex, vouched_hash=header.hash_hex, head=head.number)
+        return header
+
+    def requests(self) -> int:
+        """Requests sent to the header providers so far."""
+        return sum(e.requests for e in self.endpoints)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+        for e in self.endpoints:
+            close = getattr(e, "close", None)
+            if close is not None:
+                close()
+
+
+class QuorumHeaders(HeaderSource):
+    """Headers k of n independent providers vouch for (default k: a majority).
+
+    ``QuorumHeaders([url1, url2, url3], k=2, confirmations=3, max_age=120)``;
+    ``confirmations="finalized"`` on chains that have a finalized block.
+    ``clock``: the verifier's clock (default :func:`time.time`); dev chains
+    whose time is moved by hand pass their own.
+    """
+
+
+class TrustedHeaders(HeaderSource):
+    """Headers from one endpoint the user trusts for headers (a light client such as Helios, the
+    user's own node, a checkpoint service): its headers are still hashed, its word is the trust."""
+
+    def __init__(self, provider: Any, **options: Any):
+        if "k" in options:
+            raise InvalidInput("TrustedHeaders has one provider: no k")
+        super().__init__([provider], k=1, **options)

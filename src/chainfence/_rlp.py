@@ -1,0 +1,132 @@
+"""RLP (Ethereum's Recursive Length Prefix encoding) and keccak256, strictly, with nothing but pycryptodome.
+
+The proven mode (:mod:`chainfence.proofs`) decodes what an untrusted provider
+sends (trie nodes, headers), so the decoder accepts only canonical RLP: every
+length in its shortest form, a single byte below 0x80 never wrapped in a
+prefix, nothing left over. A non-canonical encoding of a node would hash
+differently from the node the trie holds, so refusing it loses nothing and
+leaves one encoding per value.
+
+No web3, eth-utils, eth-abi or rlp here: the CLI's hot path imports this
+module and must stay free of them. Items are ``bytes`` or lists of items;
+:func:`encode` also takes non-negative ints (big-endian, no leading zeros;
+0 is the empty string), as headers and accounts carry them.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+from Crypto.Hash import keccak as _keccak
+
+__all__ = ["EMPTY_TRIE_ROOT", "RLPError", "decode", "decode_int", "encode", "keccak256"]
+
+Item = Union[bytes, list["Item"]]
+
+
+class RLPError(ValueError):
+    """The bytes are not canonical RLP (or an item is not what the caller expected)."""
+
+
+def keccak256(data: bytes) -> bytes:
+    """keccak256 (Ethereum's SHA-3 variant, before NIST's padding change) of ``data``."""
+    return _keccak.new(digest_bits=256, data=data).digest()
+
+
+def _length_prefix(length: int, short: int) -> bytes:
+    if length < 56:
+        return bytes([short + length])
+    encoded = length.to_bytes((length.bit_length() + 7) // 8, "big")
+    return bytes([short + 55 + len(encoded)]) + encoded
+
+
+def encode(item: object) -> bytes:
+    """The RLP of ``item``: bytes, a non-negative int, or a list/tuple of items."""
+    if isinstance(item, bool):
+        raise TypeError("RLP has no booleans")
+    if isinstance(item, int):
+        if item < 0:
+            raise ValueError("RLP encodes non-negative integers only")
+        item = item.to_bytes((item.bit_length() + 7) // 8, "big")
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        data = bytes(item)
+        if len(data) == 1 and data[0] < 0x80:
+            return data
+        return _length_prefix(len(data), 0x80) + data
+    if isinstance(item, (list, tuple)):
+        payload = b"".join(encode(child) for child in item)
+        return _length_prefix(len(payload), 0xC0) + payload
+    raise TypeError(f"cannot RLP-encode {type(item).__name__}")
+
+
+#: The root of an empty Merkle-Patricia trie: keccak256(RLP(b"")).
+EMPTY_TRIE_ROOT = keccak256(encode(b""))
+
+
+def _decode_at(data: bytes, start: int, end: int) -> tuple[Item, int]:
+    """The item at ``data[start:]`` (within ``end``) and the offset after it."""
+    if start >= end:
+        raise RLPError("truncated: an item was expected")
+    prefix = data[start]
+    if prefix < 0x80:
+        return data[start : start + 1], start + 1
+    if prefix < 0xB8:
+        length = prefix - 0x80
+        stop = start + 1 + length
+        if stop > end:
+            raise RLPError("truncated string")
+        if length == 1 and data[start + 1] < 0x80:
+            raise RLPError("non-canonical: a single byte below 0x80 is its own encoding")
+        return data[start + 1 : stop], stop
+    if prefix < 0xC0:
+        length, body = _long_length(data, start, end, prefix - 0xB7)
+        stop = body + length
+        if stop > end:
+            raise RLPError("truncated string")
+        return data[body:stop], stop
+    if prefix < 0xF8:
+        body, stop = start + 1, start + 1 + (prefix - 0xC0)
+    else:
+        length, body = _long_length(data, start, end, prefix - 0xF7)
+        stop = body + length
+    if stop > end:
+        raise RLPError("truncated list")
+    items: list[Item] = []
+    offset = body
+    while offset < stop:
+        child, offset = _decode_at(data, offset, stop)
+        items.append(child)
+    return items, stop
+
+
+def _long_length(data: bytes, start: int, end: int, size: int) -> tuple[int, int]:
+    body = start + 1 + size
+    if body > end:
+        raise RLPError("truncated length")
+    raw = data[start + 1 : body]
+    if raw[0] == 0:
+        raise RLPError("non-canonical: a length with leading zeros")
+    length = int.from_bytes(raw, "big")
+    if length < 56:
+        raise RLPError("non-canonical: a long form for a length below 56")
+    return length, body
+
+
+def decode(data: bytes) -> Item:
+    """The item ``data`` encodes; :class:`RLPError` unless ``data`` is exactly one canonical item."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise RLPError(f"RLP input must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    item, stop = _decode_at(data, 0, len(data))
+    if stop != len(data):
+        raise RLPError(f"{len(data) - stop} bytes after the item")
+    return item
+
+
+def decode_int(item: Item) -> int:
+    """An RLP string read as a non-negative integer (big-endian, no leading zeros)."""
+    if not isinstance(item, bytes):
+        raise RLPError("an integer was expected, got a list")
+    if item[:1] == b"\x00":
+        raise RLPError("non-canonical: an integer with leading zeros")
+    return int.from_bytes(item, "big")
