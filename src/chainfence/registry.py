@@ -203,13 +203,20 @@ class Registry:
     # ------------------------------------------------------------------
 
     def acquire(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> Lease:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> Lease:  # fmt: skip
         """Acquire ``resource`` for ``ttl`` seconds of chain time; return the :class:`Lease`.
 
         The lease carries a new fencing token, higher than every token the
         registry issued before. If the sender already holds the resource it
-        gets a new token too (its earlier incarnation is fenced off).
+        gets a new token too (its earlier incarnation is fenced off), unless
+        ``exclusive=True``: then the sender's own live lease refuses it like
+        anyone else's (:class:`~chainfence.errors.LeaseHeld` naming the sender
+        as holder; the registry's ``acquireExclusive``). Two processes
+        sharing one key use it to run one at a time: the second is refused
+        instead of fencing off the first. With ``wait=`` an exclusive
+        acquisition waits for the sender's own lease to end too.
 
         With ``confirmations`` (default: the chain's setting) it returns only
         once the acquiring transaction is that many blocks deep and the lease
@@ -249,26 +256,29 @@ class Registry:
         (:class:`~chainfence.errors.NodeUnreachable`, ...) in the read that
         checks, once it is deep enough, that the lease is still current.
         """
-        seconds, ttl, sender = self._acquire_args(resource, ttl, wait)
+        seconds, ttl, sender = self._acquire_args(resource, ttl, wait, exclusive)
         if not seconds:
-            return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
+            return self.chain._run(self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
         try:
-            return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
+            return self.chain._run(self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
         except LeaseHeld as refused:  # by the preflight (nothing sent), or rarely mined and reverted: wait
             first_refusal = refused
-        return self.chain._run(self._acquire_waiting(resource, ttl, sender, confirmations, seconds, first_refusal))
+        return self.chain._run(
+            self._acquire_waiting(resource, ttl, sender, confirmations, seconds, first_refusal, exclusive=exclusive)
+        )
 
     def _acquire_waiting(
         self, resource: str, ttl: int, sender: str, confirmations: int | None, seconds: float,
-        first_refusal: LeaseHeld, timer: _waiting.Timer | None = None,
+        first_refusal: LeaseHeld, timer: _waiting.Timer | None = None, *, exclusive: bool = False,
     ) -> Steps[Lease]:  # fmt: skip
         resource_id = _validate.resource_id(resource)
         timer = self._wait_timer if timer is None else timer
         pace = yield from _waiting.pace_steps(self.chain)
         return (yield from _waiting.acquire_waiting(
-            send=lambda: self._acquire(resource, ttl, sender, confirmations),
+            send=lambda: self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive),
             read=lambda: self._lease_info(resource, resource_id),
-            free=lambda info: not info.live or info.holder == sender,
+            # An exclusive acquisition treats the sender's own live lease as held, like the registry.
+            free=lambda info: not info.live or (info.holder == sender and not exclusive),
             follower=lambda: _waiting.follow(self.chain, self.address, resource_id, timer, pace),
             timer=timer,
             pace=pace,
@@ -276,16 +286,23 @@ class Registry:
             first_refusal=first_refusal,
         ))  # fmt: skip
 
-    def _acquire_args(self, resource: str, ttl: int, wait: float | None) -> tuple[float, int, str]:
+    def _acquire_args(
+        self, resource: str, ttl: int, wait: float | None, exclusive: bool = False
+    ) -> tuple[float, int, str]:
         """acquire()'s arguments checked: (seconds to wait, ttl, sender). Nothing is sent."""
         _validate.publishable(resource)
+        if not isinstance(exclusive, bool):
+            raise InvalidInput(f"exclusive must be a bool, got {type(exclusive).__name__} {exclusive!r}")
         seconds = _validate.wait(wait)
         ttl = _validate.ttl(ttl, self.max_ttl)
         return seconds, ttl, self._require_sender()
 
-    def _acquire(self, resource: str, ttl: int, sender: str, confirmations: int | None) -> Steps[Lease]:
-        """One acquisition (validated arguments): preflight, send, confirm, check."""
-        data = self._encode("acquire", [resource, ttl])
+    def _acquire(
+        self, resource: str, ttl: int, sender: str, confirmations: int | None, *, exclusive: bool = False
+    ) -> Steps[Lease]:
+        """One acquisition (validated arguments): preflight, send, confirm, check. ``exclusive``: the
+        registry's ``acquireExclusive``, which the sender's own live lease refuses too."""
+        data = self._encode("acquireExclusive" if exclusive else "acquire", [resource, ttl])
         seen = self._seen()
         before = seen.before(_validate.resource_id(resource))
         sent = time.monotonic()  # where a keep-alive's safe deadline counts from: before the send
@@ -443,8 +460,8 @@ class Registry:
         if tx is None or receipt["status"] != 1 or tx.get("to") != self.address:
             return None
         data = bytes(tx["input"])
-        selector, types = _artifacts.functions("FencingRegistry")["acquire"]
-        if data[:4] != selector:
+        functions = _artifacts.functions("FencingRegistry")
+        if data[:4] not in (functions["acquire"][0], functions["acquireExclusive"][0]):  # the same arguments
             return None
         try:
             name, ttl = abi_decode(["bytes", "uint256"], data[4:])  # the name as bytes: it may not be UTF-8
@@ -573,18 +590,20 @@ class Registry:
 
     @contextmanager
     def lease(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> Iterator[Lease]:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> Iterator[Lease]:  # fmt: skip
         """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
 
         Raises :class:`~chainfence.errors.LeaseHeld` (and the body does not
         run) if someone else holds it — after waiting up to ``wait`` seconds
-        for it to become free, as :meth:`acquire` does. On exit the lease is released; if it
+        for it to become free, as :meth:`acquire` does; with ``exclusive=True``
+        also while the sender itself holds it. On exit the lease is released; if it
         expired or was superseded while the body ran, that error is raised
         after a body that succeeded, and added as a note to the body's own
         exception otherwise.
         """
-        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait) as lease:
+        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive) as lease:
             yield lease
 
     # ------------------------------------------------------------------
@@ -684,7 +703,7 @@ class Registry:
         return info
 
     def _raise_unless_current(self, resource: str, resource_id: bytes, token: int, info: LeaseInfo) -> None:
-        from .errors import LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
+        from .errors import LeaseCompleted, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
 
         if token == info.token and info.status is LeaseStatus.LIVE:
             return
@@ -692,7 +711,9 @@ class Registry:
             raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
         if token < info.token:
             raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
+        if info.status is LeaseStatus.DONE:  # a completed claim ended its lease, for good
+            raise LeaseCompleted(token=token, resource=resource, resource_id=resource_id)
+        if info.status is LeaseStatus.RELEASED:
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
         if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it
             raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
