@@ -401,7 +401,8 @@ class AsyncLease:
         return await self.registry._complete(self.resource, self.lease.resource_id, self.token, result, None)
 
     async def is_current(self) -> bool:
-        return await self.registry.is_current(self.resource, self.token)
+        steps = self.registry.registry._is_current(self.resource, self.token, resource_id=self.lease.resource_id)
+        return bool(await self.registry.chain._run(steps))
 
     def check(self) -> None:
         """:meth:`Lease.check <chainfence.Lease.check>`: local, no chain call; raises LeaseLost."""

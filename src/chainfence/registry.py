@@ -666,9 +666,12 @@ class Registry:
         """Whether ``token`` is the current token of ``resource`` and its lease is live."""
         return self.chain._run(self._is_current(resource, token, block=block))
 
-    def _is_current(self, resource: str, token: int, *, block: str | int | None = None) -> Steps[bool]:
+    def _is_current(
+        self, resource: str, token: int, *, block: str | int | None = None, resource_id: bytes | None = None
+    ) -> Steps[bool]:
+        """:meth:`is_current`; ``resource_id`` for a claimed work item (its id is not its name's hash)."""
         try:
-            yield from self._check_current(resource, token, block=block)
+            yield from self._check_current(resource, token, block=block, resource_id=resource_id)
         except TokenNotCurrent:
             return False
         return True
@@ -690,9 +693,10 @@ class Registry:
         return self.chain._run(self._check_current(resource, token, block=block, confirmations=confirmations))
 
     def _check_current(
-        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
-    ) -> Steps[LeaseInfo]:
-        resource_id = _validate.resource_id(resource)
+        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0,
+        resource_id: bytes | None = None,
+    ) -> Steps[LeaseInfo]:  # fmt: skip
+        resource_id = _validate.resource_id(resource) if resource_id is None else resource_id
         token = _validate.token(token)
         k = _validate_confirmations(confirmations)
         info = yield from self._lease_info(resource, resource_id, block=block)
@@ -1039,6 +1043,62 @@ class Registry:
         logger.info(
             "granted resource=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
             resource, lease.token, lease.holder, self.sender, lease.expires_at, lease.tx_hash,
+        )  # fmt: skip
+        return lease
+
+    def revoke_item(self, workset: str, item: str, *, confirmations: int | None = None) -> int:
+        """:meth:`revoke` for work item ``item`` of ``workset`` (a claim), as the admin of the
+        workset name's namespace (items follow it); return the revoked token.
+
+        The claimant's token stops being current (its renew, release and
+        complete fail with :class:`~chainfence.errors.LeaseRevoked`); the item
+        is not done: the next :meth:`claim` may hand it out again (reason
+        ``revoked``). Raises :class:`~chainfence.errors.NotNamespaceAdmin`
+        outside the sender's namespaces and :class:`~chainfence.errors.NotLive`
+        when the item has no live claim (never claimed, released, expired or
+        done). ``revoke("workset/item")`` is not this: a name with a ``/``
+        is a plain resource, never a work item.
+        """
+        _validate.publishable(workset)
+        _validate.publishable(item)
+        name = f"{workset}/{item}"
+        receipt = self._namespace_tx(
+            _names.namespace_prefix(workset), "revokeItem", [workset, item], confirmations, resource=name
+        )
+        event = self._event(receipt, _events.Kind.REVOKED)
+        logger.info(
+            "revoked workset=%s item=%s token=%d holder=%s admin=%s tx=%s",
+            workset, item, event.token, event.holder, event.admin, event.tx_hash,
+        )  # fmt: skip
+        return event.token
+
+    def grant_item(
+        self, workset: str, item: str, holder: str, ttl: int, *, confirmations: int | None = None
+    ) -> Lease:
+        """:meth:`grant` for work item ``item`` of ``workset``, as the admin of the workset name's
+        namespace: ``holder`` gets it as a claim, with a new, higher token (a live claim is revoked
+        first, recorded), and may renew, release and :meth:`~chainfence.Lease.complete` it like
+        any claimant (completing marks the item done).
+
+        Raises what :meth:`grant` raises, and :class:`~chainfence.errors.LeaseCompleted` for an
+        item already done (no grant reopens it). Returns the :class:`Lease` (``lease.workset``,
+        ``lease.item``).
+        """
+        _validate.publishable(workset)
+        _validate.publishable(item)
+        holder = _validate.address(holder, "holder")
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        name = f"{workset}/{item}"
+        receipt = self._namespace_tx(
+            _names.namespace_prefix(workset), "grantItem", [workset, item, holder, ttl], confirmations, resource=name
+        )
+        lease = self._lease_from_receipt(receipt, resource=name, ttl=ttl)
+        if lease is None:  # pragma: no cover - a grant always logs LeaseAcquired
+            raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
+        lease.workset, lease.item = workset, item
+        logger.info(
+            "granted workset=%s item=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
+            workset, item, lease.token, lease.holder, self.sender, lease.expires_at, lease.tx_hash,
         )  # fmt: skip
         return lease
 
