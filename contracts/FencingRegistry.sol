@@ -75,7 +75,7 @@ import {IFencingRegistry, POLICY_ADMISSION, POLICY_LOCK_DELAY, POLICY_MAX_TTL} f
  *   (its namespace, the policy). A lease acquired before its namespace set a
  *   maxTtl renews under the registry's maxTtl until it ends (or the admin
  *   revokes it). Rejected: a namespace index in the lease slot (the token or
- *   expiry would have to shrink, and a squatter could exhaust the indexes).
+ *   expiry would have to shrink, and strangers could exhaust the indexes).
  * - No external calls, so no reentrancy surface.
  */
 contract FencingRegistry is IFencingRegistry {

@@ -165,14 +165,15 @@ interface IFencingRegistry {
     /// emitted right after that grant's {LeaseAcquired} (reason `Granted`).
     event LeaseGranted(bytes32 indexed resource, uint256 indexed token, address indexed holder, address admin);
 
-    /// @notice `namespace` is the hash of the prefix `name`; emitted once, when it gets its first admin.
-    /// @dev `name` is bytes a caller chose: untrusted.
+    /// @notice `namespace` is the hash of the prefix `name`; emitted once, when the deployer assigns it.
+    /// An address namespace is never named: its prefix is "0x" and its address in lowercase hex.
+    /// @dev `name` is bytes the deployer chose: untrusted.
     event NamespaceNamed(bytes32 indexed namespace, string name);
 
     /// @notice `admin` offered `namespace` to `pendingAdmin` (0: the offer withdrawn).
     event NamespaceAdminTransferStarted(bytes32 indexed namespace, address indexed admin, address indexed pendingAdmin);
 
-    /// @notice `newAdmin` became the admin of `namespace` (`previousAdmin` 0: its first admin).
+    /// @notice `newAdmin` became the admin of `namespace` (`previousAdmin` 0: assigned at deployment).
     event NamespaceAdminTransferred(bytes32 indexed namespace, address indexed previousAdmin, address indexed newAdmin);
 
     /// @notice `admin` set the policy of `namespace`: `maxTtl` (0: the registry's),
