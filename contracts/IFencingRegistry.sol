@@ -1,6 +1,13 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
+/// @dev {IFencingRegistry.setNamespacePolicy}'s `fields`: set the maximum ttl ...
+uint256 constant POLICY_MAX_TTL = 1;
+/// @dev ... the lock-delay ...
+uint256 constant POLICY_LOCK_DELAY = 2;
+/// @dev ... whether holders must be admitted.
+uint256 constant POLICY_ADMISSION = 4;
+
 /**
  * @title IFencingRegistry
  * @notice Leases on named resources, each acquisition stamped with a fencing
@@ -71,13 +78,6 @@ pragma solidity 0.8.28;
  * token, or change history. A policy never evicts a live holder by itself:
  * only {revoke} or {grant} do, and both are logged.
  */
-/// @dev {IFencingRegistry.setNamespacePolicy}'s `fields`: set the maximum ttl ...
-uint256 constant POLICY_MAX_TTL = 1;
-/// @dev ... the lock-delay ...
-uint256 constant POLICY_LOCK_DELAY = 2;
-/// @dev ... whether holders must be admitted.
-uint256 constant POLICY_ADMISSION = 4;
-
 interface IFencingRegistry {
     /// @notice Why a resource changed hands, recorded in {LeaseAcquired}.
     enum AcquireReason {
