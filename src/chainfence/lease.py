@@ -131,7 +131,8 @@ class Lease:
         self.tx_hash = tx_hash
         self.block_number = block_number
         #: For a claimed work item (:meth:`Registry.claim <chainfence.Registry.claim>`): its set and
-        #: name (``resource`` reads ``"workset/item"``, for display; ``resource_id`` is the item's id).
+        #: name (``resource`` is the item's name ``"workset»item"``, which every call taking a name
+        #: accepts; ``resource_id`` is the item's id).
         self.workset = workset
         self.item = item
         self.released = False

@@ -358,7 +358,10 @@ class Registry:
         sharing a key re-claim each other's items.
 
         Returns the :class:`Lease` (``lease.item``, ``lease.workset``,
-        ``lease.token``), or None when every item is done or held live by
+        ``lease.token``; ``lease.resource`` is the item's name
+        ``"workset»item"``, which every method that takes a name accepts:
+        :meth:`renew`, :meth:`release`, :meth:`complete`, :meth:`check_current`,
+        :meth:`last_lease`, :meth:`history`), or None when every item is done or held live by
         others (nothing is sent then: the preflight sees it). ``items``: 1 to
         512 distinct names, each 1 to 128 bytes of printable UTF-8, as is
         ``workset``; otherwise :class:`~chainfence.errors.InvalidClaimItems`
@@ -391,7 +394,7 @@ class Registry:
         item = by_id[event.resource_id]
         lease = Lease(
             self.connect(event.holder) if event.holder in self.chain.accounts else self,
-            resource=f"{workset}/{item}",
+            resource=_names.item_name(workset, item),
             resource_id=event.resource_id,
             token=event.token,
             holder=event.holder,
@@ -412,20 +415,28 @@ class Registry:
 
     def item_lease(self, workset: str, item: str, *, block: str | int | None = None) -> LeaseInfo | None:
         """The latest claim of work item ``item`` of ``workset`` whatever its state (``status``
-        :attr:`~chainfence.LeaseStatus.DONE` once completed), or None if it was never claimed."""
-        _validate.publishable(workset)
-        _validate.publishable(item)
-        info = self.chain._run(self._lease_info(f"{workset}/{item}", _names.item_id(workset, item), block=block))
-        return None if info.status is LeaseStatus.UNHELD else info
+        :attr:`~chainfence.LeaseStatus.DONE` once completed), or None if it was never claimed.
+        The same as ``last_lease("workset»item")``."""
+        return self.last_lease(_names.item_name(workset, item), block=block)
+
+    def renew_item(
+        self, workset: str, item: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
+    ) -> int:
+        """:meth:`renew` of the claim ``token`` on work item ``item`` of ``workset`` (the same as
+        ``renew("workset»item", ...)``); returns the new expiry."""
+        return self.renew(_names.item_name(workset, item), token, ttl, progress=progress, confirmations=confirmations)
+
+    def release_item(self, workset: str, item: str, token: int, *, confirmations: int | None = None) -> None:
+        """:meth:`release` of the claim ``token`` on work item ``item`` of ``workset``: the item is free
+        again (not done)."""
+        self.release(_names.item_name(workset, item), token, confirmations=confirmations)
 
     def complete_item(
         self, workset: str, item: str, token: int, result: bytes, *, confirmations: int | None = None
     ) -> bytes:
         """:meth:`Lease.complete` for a claim known only by its workset, item and token (a shell
         script's ``chainfence complete``): marks the item done, only while ``token`` is its current claim."""
-        _validate.publishable(workset)
-        _validate.publishable(item)
-        return self._complete(f"{workset}/{item}", _names.item_id(workset, item), token, result, confirmations)
+        return self.complete(_names.item_name(workset, item), token, result, confirmations=confirmations)
 
     def lease_from_tx(self, tx_hash: str) -> Lease | None:
         """The lease a mined acquisition created, or None (not mined, failed, or not an acquisition).

@@ -470,6 +470,8 @@ CALLS: list[Call] = [
     Call("Registry.claim[max_ttl uncached]", lambda w: w.registry().claim("batch", ["a"], 60)),
     Call("Registry.item_lease", lambda w: w.registry().item_lease("batch", "a")),
     Call("Registry.complete_item", lambda w: w.cached().complete_item("batch", "a", w.token, b"done")),
+    Call("Registry.renew_item", lambda w: w.cached().renew_item("batch", "a", w.token, 30)),
+    Call("Registry.release_item", lambda w: w.cached().release_item("batch", "a", w.token)),
     Call("Registry.stuck[identity cached]", lambda w: w.cached().stuck()),
     Call("Registry.complete", lambda w: w.cached().complete(RESOURCE, w.token, b"done")),
     Call("Registry.lease", enter_lease),

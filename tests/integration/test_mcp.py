@@ -135,8 +135,8 @@ def test_agents_claim_items_renew_and_complete_them_until_nothing_is_left(alice,
         _, second = await _call(b, "claim", {"workset": "mcp/tables", "items": items, "ttl": 300})
         assert (first["item"], second["item"]) == ("t1", "t2")
         lease = first["lease"]
-        assert lease["resource"] == "mcp/tables/t1" and lease["workset"] == "mcp/tables"
-        # In the session that claimed it, the resource string the answer carried is enough.
+        assert lease["resource"] == "mcp/tables»t1" and lease["workset"] == "mcp/tables"
+        # The resource string the answer carried is the item's name, in any session.
         error, renewed = await _call(a, "renew", {"resource": lease["resource"], "token": lease["token"], "ttl": 300})
         assert not error, renewed
         # Another session of the same agent names the item and its workset.
