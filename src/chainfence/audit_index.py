@@ -620,7 +620,10 @@ class AuditIndex:
 
     def lease(self, token: int) -> LeaseRecord | None:
         """The lease fencing token ``token`` belonged to (None: not in the index)."""
-        found = self._leases("token = ?", (_validate.token(token),))
+        token = _validate.token(token)
+        if not _fits(token):
+            return None  # the index holds no token that does not fit 63 bits (see _apply)
+        found = self._leases("token = ?", (token,))
         return found[0] if found else None
 
     def leases_of(self, holder: str) -> list[LeaseRecord]:
@@ -644,16 +647,16 @@ class AuditIndex:
         if (time is None) == (block is None):
             raise InvalidInput("give exactly one of time= and block=")
         value = time if time is not None else block
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidInput(f"{'time' if time is not None else 'block'} must be an int >= 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not _fits(value):
+            raise InvalidInput(f"{'time' if time is not None else 'block'} must be an int from 0 to 2**63 - 1, got {value!r}")
         column = "acquired_at" if time is not None else "acquired_block"
         found = self._leases(f"resource_id = ? AND {column} <= ?", (resource_id, value),
                              order=f"{column} DESC, acquired_block DESC, acquired_log DESC LIMIT 1")  # fmt: skip
         if not found:
             return None
         lease = found[0]
-        if block_time is not None and (isinstance(block_time, bool) or not isinstance(block_time, int) or block_time < 0):
-            raise InvalidInput(f"block_time must be an int >= 0, got {block_time!r}")
+        if block_time is not None and (isinstance(block_time, bool) or not isinstance(block_time, int) or not _fits(block_time)):
+            raise InvalidInput(f"block_time must be an int from 0 to 2**63 - 1, got {block_time!r}")
         at_time = time if time is not None else (block_time if block_time is not None else self._time_of_block(value))
         # Ended by an event (released, revoked, completed) or by the next acquisition by then?
         if lease.ended_block is not None and lease.ended in ("released", "revoked", "completed", "superseded"):
@@ -1116,8 +1119,8 @@ def _range(
     ):  # fmt: skip
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidInput(f"{what} must be an int >= 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not _fits(value):
+            raise InvalidInput(f"{what} must be an int from 0 to 2**63 - 1, got {value!r}")
         where.append(f"{column} {op} ?")
         params.append(value)
     return where, params

@@ -154,7 +154,12 @@ def _tx_hash(text: str) -> str:
     return text.lower()
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
+#: The largest integer an option takes (a block number, a time, a count, a ttl): what a node's u64 and
+#: SQLite's integers hold. A fencing token (--token) goes up to 2**256 - 1.
+MAX_OPTION_INT = 2**63 - 1
+
+
+def _int_at_least(minimum: int, maximum: int = MAX_OPTION_INT) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -162,6 +167,8 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {text[:40]}{'...' if len(text) > 40 else ''}")
         return value
 
     return parse
@@ -169,6 +176,8 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
+_token = _int_at_least(1, 2**256 - 1)
+_port = _int_at_least(1, 65_535)
 
 
 def _seconds(text: str) -> float:
@@ -178,6 +187,17 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+    return value
+
+
+def _timeout(text: str) -> float:
+    """``--timeout``: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):  # NaN compares false
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text}")
     return value
 
 
@@ -282,7 +302,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--confirmations", type=_non_negative_int, help="blocks on top before a transaction counts (default: 0 on dev chains, 3 elsewhere)"
     )
-    common.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a transaction to be mined (default 120)")
+    common.add_argument(
+        "--timeout", type=_timeout, default=120.0, help="seconds to wait for a transaction to be mined (default 120)"
+    )
     common.add_argument("--json", action="store_true", help="print one JSON document")
 
     parser = _Parser(
@@ -311,7 +333,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    node.add_argument("--port", type=_positive_int, default=8545, help="loopback port (default 8545)")
+    node.add_argument("--port", type=_port, default=8545, help="loopback port (default 8545)")
     node.add_argument("--dir", default=".chainfence", help="state and deployment files (default .chainfence)")
     node.add_argument("--max-ttl", type=_positive_int, default=86_400, help="max ttl of a new registry (default 86400)")
     node.add_argument("--anvil", help="anvil binary (default: $CHAINFENCE_ANVIL, node_modules, PATH)")
@@ -339,7 +361,7 @@ def _parser() -> argparse.ArgumentParser:
 
     renew = commands.add_parser("renew", parents=[common], help="extend a live lease you hold")
     renew.add_argument("resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
-    renew.add_argument("--token", type=_positive_int, required=True, help="your lease's fencing token")
+    renew.add_argument("--token", type=_token, required=True, help="your lease's fencing token")
     renew.add_argument("--ttl", type=_positive_int, required=True, help="new lease length in seconds, from now")
     renew.add_argument("--workset", help="renew the claim on work item RESOURCE of this workset")
     renew.add_argument(
@@ -349,7 +371,7 @@ def _parser() -> argparse.ArgumentParser:
 
     release = commands.add_parser("release", parents=[common], help="end a lease you hold")
     release.add_argument("resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
-    release.add_argument("--token", type=_positive_int, required=True, help="your lease's fencing token")
+    release.add_argument("--token", type=_token, required=True, help="your lease's fencing token")
     release.add_argument("--workset", help="release the claim on work item RESOURCE of this workset")
 
     claim = commands.add_parser(
@@ -368,7 +390,7 @@ def _parser() -> argparse.ArgumentParser:
         "complete", parents=[common], help="record a result for a lease you hold (a claimed item: mark it done)"
     )
     complete.add_argument("resource", help="resource name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
-    complete.add_argument("--token", type=_positive_int, required=True, help="your lease's fencing token")
+    complete.add_argument("--token", type=_token, required=True, help="your lease's fencing token")
     complete.add_argument("--workset", help="RESOURCE is a work item of this workset: completing marks it done")
     complete.add_argument("--result", default="", help="the result, as text (its keccak256 is recorded)")
 
@@ -381,7 +403,7 @@ def _parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser("verify", parents=[common], help="exit 0 only if the token is current")
     verify.add_argument("resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
-    verify.add_argument("--token", type=_positive_int, required=True, help="the fencing token to check")
+    verify.add_argument("--token", type=_token, required=True, help="the fencing token to check")
     verify.add_argument("--workset", help="RESOURCE is a work item of this workset")
 
     stuck = commands.add_parser(
@@ -451,7 +473,7 @@ def _parser() -> argparse.ArgumentParser:
         "Without a key only the reading tools work. Needs the extra: pip install 'chainfence[mcp]'.",
     )  # fmt: skip
     mcp.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 (loopback only) instead of stdio")
-    mcp.add_argument("--port", type=_positive_int, default=8000, help="port for --http (default 8000)")
+    mcp.add_argument("--port", type=_port, default=8000, help="port for --http (default 8000)")
 
     _finish_help(commands)
     return parser
@@ -503,10 +525,17 @@ def _load_key(args: argparse.Namespace) -> str | bytes | None:
 
 
 def _rpc_url(args: argparse.Namespace, deployment: Any) -> str:
-    url = args.rpc_url or os.environ.get("CHAINFENCE_RPC_URL") or (deployment.rpc_url if deployment else None)
+    from . import _validate
+
+    if args.rpc_url is not None:
+        url, where = args.rpc_url, "--rpc-url"
+    elif os.environ.get("CHAINFENCE_RPC_URL"):
+        url, where = os.environ["CHAINFENCE_RPC_URL"], "$CHAINFENCE_RPC_URL"
+    else:
+        url, where = (deployment.rpc_url if deployment else None), "the deployment file's rpc_url"
     if not url:
         raise _Usage("no node: pass --rpc-url, set CHAINFENCE_RPC_URL, or run `chainfence node`")
-    return url
+    return _validate.rpc_url(url, where)
 
 
 def _connect(args: argparse.Namespace, *, needs_key: bool, needs_registry: bool = True, wants_key: bool = False):
