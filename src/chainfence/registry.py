@@ -1023,8 +1023,12 @@ class Registry:
         the next acquisition gets a higher token with reason ``revoked``.
         Raises :class:`~chainfence.errors.NotNamespaceAdmin` outside the
         sender's namespaces and :class:`~chainfence.errors.NotLive` when
-        there is no live lease.
+        there is no live lease. A claimed item's name (``"workset»item"``) revokes its claim
+        (:meth:`revoke_item`).
         """
+        item = _names.split_item(resource)
+        if item is not None:
+            return self.revoke_item(*item, confirmations=confirmations)
         _validate.publishable(resource)
         prefix = _names.namespace_prefix(resource)
         receipt = self._namespace_tx(prefix, "revoke", [resource], confirmations, resource=resource)
@@ -1041,8 +1045,12 @@ class Registry:
         The new token is higher than every other; a live lease is revoked
         first, through the same fenced path (``LeaseRevoked``), and the
         acquisition says ``granted``. The holder must be admitted when the
-        namespace requires it; ``ttl`` is held to the namespace's maximum.
+        namespace requires it; ``ttl`` is held to the namespace's maximum. A claimed item's name
+        (``"workset»item"``) grants it as a claim (:meth:`grant_item`).
         """
+        item = _names.split_item(resource)
+        if item is not None:
+            return self.grant_item(*item, holder, ttl, confirmations=confirmations)
         _validate.publishable(resource)
         holder = _validate.address(holder, "holder")
         ttl = _validate.ttl(ttl, self.max_ttl)
@@ -1067,12 +1075,10 @@ class Registry:
         ``revoked``). Raises :class:`~chainfence.errors.NotNamespaceAdmin`
         outside the sender's namespaces and :class:`~chainfence.errors.NotLive`
         when the item has no live claim (never claimed, released, expired or
-        done). ``revoke("workset/item")`` is not this: a name with a ``/``
-        is a plain resource, never a work item.
+        done). The same as ``revoke("workset»item")``; ``revoke("workset/item")``
+        is not this: a name with a ``/`` is a plain resource, never a work item.
         """
-        _validate.publishable(workset)
-        _validate.publishable(item)
-        name = f"{workset}/{item}"
+        name = _names.item_name(workset, item)
         receipt = self._namespace_tx(
             _names.namespace_prefix(workset), "revokeItem", [workset, item], confirmations, resource=name
         )
@@ -1095,11 +1101,9 @@ class Registry:
         item already done (no grant reopens it). Returns the :class:`Lease` (``lease.workset``,
         ``lease.item``).
         """
-        _validate.publishable(workset)
-        _validate.publishable(item)
+        name = _names.item_name(workset, item)
         holder = _validate.address(holder, "holder")
         ttl = _validate.ttl(ttl, self.max_ttl)
-        name = f"{workset}/{item}"
         receipt = self._namespace_tx(
             _names.namespace_prefix(workset), "grantItem", [workset, item, holder, ttl], confirmations, resource=name
         )

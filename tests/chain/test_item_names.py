@@ -160,3 +160,23 @@ def test_no_plain_name_can_pass_for_an_item(registry, alice):
     registry.chain.transact(alice.sender, registry.address, selector + encode(["bytes", "uint256"], ["prod»db".encode(), 10]))
     hostile = [e for e in registry.history() if e.resource_display.startswith("prod")]
     assert [e.resource_display for e in hostile] == ["prod\\u00bbdb"] and hostile[0].resource is None
+
+
+def test_the_admin_revokes_and_grants_an_item_by_its_name(registry, alice, bob, carol):
+    """revoke/grant take the item's name as they take a resource's (revoke_item/grant_item underneath);
+    the control: the contract's workset/item string is a plain resource, with no live lease."""
+    from chainfence.errors import LeaseRevoked, NotLive
+
+    carol.claim_namespace("ops")
+    claim = bob.claim("ops/jobs", ["j1"], ttl=60)
+    assert claim.resource == "ops/jobs»j1"
+    with pytest.raises(NotLive):
+        carol.revoke("ops/jobs/j1")  # the naive name: a plain resource nobody holds
+    assert carol.revoke(claim.resource) == claim.token
+    with pytest.raises(LeaseRevoked):
+        bob.renew(claim.resource, claim.token, 60)
+    granted = carol.grant("ops/jobs»j1", alice.sender, 60)
+    assert (granted.resource, granted.workset, granted.item) == ("ops/jobs»j1", "ops/jobs", "j1")
+    assert registry.check_current("ops/jobs»j1", granted.token).holder == alice.sender
+    alice.complete(granted.resource, granted.token, b"done")
+    assert registry.item_lease("ops/jobs", "j1").status.name == "DONE"

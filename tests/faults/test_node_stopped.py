@@ -509,6 +509,8 @@ CALLS: list[Call] = [
     Call("Registry.is_admitted", lambda w: w.registry().is_admitted("ops/x", w.accounts[2])),
     Call("Registry.revoke", lambda w: w.cached().revoke("ops/x")),
     Call("Registry.grant", lambda w: w.cached().grant("ops/x", w.accounts[2], 60)),
+    Call("Registry.revoke_item", lambda w: w.cached().revoke_item("ops/batch", "a")),
+    Call("Registry.grant_item", lambda w: w.cached().grant_item("ops/batch", "a", w.accounts[2], 60)),
     # -- Lease ---------------------------------------------------------------
     Call("Lease.renew", lambda w: w.lease().renew()),
     Call("Lease.renew[progress]", lambda w: w.lease().renew(progress=7)),

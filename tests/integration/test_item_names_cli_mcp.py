@@ -80,6 +80,16 @@ def test_the_cli_shows_and_reaches_an_item_by_workset_item(anvil_node, on_anvil,
     assert code == 0 and drawn["leases"] == 2, err
     assert "clip»db" in page.read_text(encoding="utf-8")
 
+    # The namespace's admin (dev account 1) revokes and grants a claim by the item's name.
+    code, again, err = run("claim", "clip/jobs", "db2", "--ttl", "600")  # workset clip/jobs: namespace clip
+    assert code == 0, err
+    code, revoked, err = run("revoke", "clip/jobs»db2", key=1)
+    assert code == 0 and (revoked["revoked_token"], revoked["item"]) == (again["token"], "db2"), err
+    code, granted, err = run("grant", "db2", chain.accounts[CLI_KEY], "--workset", "clip/jobs", "--ttl", "60", key=1)
+    assert code == 0 and granted["resource"] == "clip/jobs»db2", err
+    code, verdict, _ = run("verify", "clip/jobs»db2", "--token", str(granted["token"]), key=None)
+    assert code == 0 and verdict["holder"] == chain.accounts[CLI_KEY]
+
     # stuck: a crashed claimant of an item is listed by the item's name.
     code, other, err = run("claim", "clip", "cache", "--ttl", "5")
     assert code == 0, err
