@@ -98,3 +98,22 @@ def test_the_check_leaves_public_names_and_our_own_private_attributes_alone():
         "w3 = Web3()\nw3._chainfence_lean = None\n"
     )
     assert private_uses(source) == []
+
+
+def test_the_range_script_installs_the_declared_floor_and_says_so():
+    """scripts/check_web3_range.py's ``lowest`` is read from pyproject.toml, and its docstring names it:
+    raising the floor in one place and not the other fails here (its docstring said 7.3 under a 7.7 floor)."""
+    import importlib.util
+    import tomllib
+
+    root = PACKAGE.parents[1]
+    spec = importlib.util.spec_from_file_location("check_web3_range", root / "scripts" / "check_web3_range.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    declared = next(
+        requirement for requirement in tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+        if requirement.startswith("web3")
+    )
+    floor = re.match(r"web3\s*>=\s*([\d.]+)", declared).group(1)
+    assert f"web3=={floor}" in script.lower_bounds()
+    assert f"web3 {floor}" in (script.__doc__ or ""), "the script's docstring names another floor"
