@@ -342,12 +342,16 @@ def _invalid_arguments(tool: str, problem: ValidationError) -> InvalidInput:
     return error
 
 
-def _error_result(error: ChainfenceError, ended: End | None = None) -> CallToolResult:
+_UNREAD = object()  # _error_result: no reading of the chain was made, classify the error alone
+
+
+def _error_result(error: ChainfenceError, ended: Any = _UNREAD) -> CallToolResult:
     details = error.details()
     refused = endings.refusal(error)
     if refused is not None:
         details["refused"] = refused.value
-    ended = ended or endings.from_error(error)
+    if ended is _UNREAD:
+        ended = endings.from_error(error)
     if ended is not None and refused is None:
         details["ended"] = ended.value
     logger.info("tool error %s: %s", details["error"], details["message"])
@@ -402,7 +406,8 @@ def _ended(registry: Registry, name: str, token: int, error: ChainfenceError | N
         if info is None or info.token < token:
             return end if end is not End.SUPERSEDED else None  # never issued here (UnknownToken)
         if info.token == token:
-            return endings.of_status(info.status) or end
+            # A done item is "completed"; a token still live has not ended (NotHolder: another's lease).
+            return endings.of_status(info.status) if not info.live else None
         from .audit import EventKind
 
         for event in registry.history(name):
@@ -420,10 +425,10 @@ def _lease_op(registry: Registry, name: str, token: int, op: Any) -> Any:
     comes back naming how it ended."""
     try:
         return op()
-    except errors.TokenNotCurrent as refused:
+    except (errors.TokenNotCurrent, errors.NotHolder) as refused:
         raise _LeaseEnded(refused, _ended(registry, name, token, refused)) from refused
-    except (errors.NotHolder, ChainRolledBack) as refused:
-        raise _LeaseEnded(refused, endings.from_error(refused)) from refused
+    except ChainRolledBack as refused:
+        raise _LeaseEnded(refused, End.ROLLED_BACK) from refused
 
 
 class _Session:

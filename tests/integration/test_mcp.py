@@ -108,6 +108,7 @@ def test_a_lease_is_renewed_verified_released_and_shows_in_history_by_its_token(
         assert verdict["current"] is True and verdict["holder"] == alice.sender
         error, refused = await _call(b, "release", {"resource": "mcp/job", "token": token})
         assert error and refused["error"] == "NotHolder", "another agent cannot release it"
+        assert "ended" not in refused, "alice's lease is live: nothing ended (not 'superseded')"
         _, status = await _call(a, "status", {"resources": ["mcp/job"]})
         assert status["account"] == alice.sender and status["resources"][0]["held_by_you"] is True
         error, released = await _call(a, "release", {"resource": "mcp/job", "token": token})
