@@ -4,13 +4,18 @@
     python3 scripts/check_web3_range.py              # all three venvs (a few minutes)
     python3 scripts/check_web3_range.py lowest       # one of: lowest, highest, preinstalled
 
-Each check builds a fresh virtual environment under $TMPDIR (only the package
-index is used: pip, by package name) and installs this checkout into it:
+Runs from a clean clone with nothing but the package registries: each check
+builds a fresh virtual environment under $TMPDIR (pip, by package name) and
+installs this checkout into it; anvil comes from node_modules, and when it is
+not there the script installs the pinned npm packages first (``npm install
+--no-save`` from the committed lock, as ``scripts/test.sh`` does). Exit 0 when every check passed, 1 when one failed,
+2 when a tool is missing: CI can call it as it is.
 
 - ``lowest``: every runtime dependency at the lower bound pyproject.toml
-  declares (web3 7.3.0, eth-account 0.13.6, ...), installed first; then
-  chainfence, which must accept them as they are. eth-tester 0.14 needs newer
-  eth-* packages, so this venv has no embedded chain: its tests run on anvil.
+  declares (web3 7.7.0, the declared floor; eth-account 0.13.6, ...),
+  installed first; then chainfence, which must accept them as they are.
+  eth-tester 0.14 needs newer eth-* packages, so this venv has no embedded
+  chain: its tests run on anvil.
 - ``highest``: ``chainfence[tester]`` with nothing pinned: pip picks the newest
   releases inside the ranges (web3 8.x).
 - ``preinstalled``: a venv that already has web3 7.16.0 (a user's), then
@@ -37,7 +42,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The suite's subset run in each venv (the chain tests run on anvil, and on eth-tester where it is installed).
+#: test_web3_public: no private web3 name in the package (what broke every acquisition beside web3 7.7/7.8).
 TESTS = [
+    "tests/unit/test_web3_public.py",
     "tests/unit/test_validate.py",
     "tests/unit/test_errors.py",
     "tests/unit/test_packaging.py",
@@ -165,9 +172,24 @@ def check(flavour: str, workdir: Path) -> str:
     return f"{pinned} | smoke {smoke} | {summary}"
 
 
+def ensure_anvil() -> bool:
+    """anvil in node_modules, from the npm registry (the pinned package-lock.json) when it is missing."""
+    if (ROOT / "node_modules" / ".bin" / "anvil").exists():
+        return True
+    import shutil
+
+    npm = shutil.which("npm")
+    if npm is None:
+        print("check_web3_range: no anvil in node_modules and no npm to install it (apt-get install npm)", file=sys.stderr)
+        return False
+    print("check_web3_range: installing the pinned npm packages (anvil)", file=sys.stderr, flush=True)
+    # Not `npm ci` (see scripts/_env.sh): the same pinned versions from the committed lock, never rewritten.
+    done = subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error"], cwd=ROOT, check=False)
+    return done.returncode == 0 and (ROOT / "node_modules" / ".bin" / "anvil").exists()
+
+
 def main(argv: list[str]) -> int:
-    if not (ROOT / "node_modules" / ".bin" / "anvil").exists():
-        print("check_web3_range: no anvil in node_modules: run scripts/test.sh (or `npm install --no-save`) first", file=sys.stderr)
+    if not ensure_anvil():
         return 2
     failed = 0
     with tempfile.TemporaryDirectory(prefix="chainfence-web3-range-") as tmp:

@@ -110,7 +110,9 @@ EXAMPLES = {
 
 
 def _time(text: str) -> int:
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
+        if len(text) > 18:  # above 2**63 - 1: no chain time, and more than SQLite holds
+            raise argparse.ArgumentTypeError(f"not a chain time: {text[:40]}... (unix seconds)")
         return int(text)
     try:
         moment = datetime.datetime.fromisoformat(text)
@@ -118,7 +120,10 @@ def _time(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not unix seconds or an ISO 8601 time: {text!r}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp())
+    try:
+        return max(0, int(moment.timestamp()))
+    except (OverflowError, ValueError, OSError):
+        raise argparse.ArgumentTypeError(f"not a chain time: {text!r}") from None
 
 
 class _Progress:

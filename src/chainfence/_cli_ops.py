@@ -62,10 +62,10 @@ def register(commands: Any, common: argparse.ArgumentParser, positive_int: Calla
     admit.add_argument("--remove", action="store_true", help="remove them instead")
 
     revoke = commands.add_parser("revoke", parents=[common], help="end a live lease, as its namespace's admin")
-    revoke.add_argument("resource", help="the resource whose live lease ends (with --workset: the work item)")
+    revoke.add_argument("resource", help="the resource whose live lease ends (a claimed item: WORKSET»ITEM, or ITEM with --workset)")
     revoke.add_argument("--workset", help="RESOURCE is a work item of this workset: revoke its live claim")
     grant = commands.add_parser("grant", parents=[common], help="issue a lease to a holder, as its namespace's admin")
-    grant.add_argument("resource", help="the resource to grant (with --workset: the work item)")
+    grant.add_argument("resource", help="the resource to grant (a claimed item: WORKSET»ITEM, or ITEM with --workset)")
     grant.add_argument("--workset", help="RESOURCE is a work item of this workset: the holder gets it as a claim")
     grant.add_argument("holder", help="the account that gets the new token")
     grant.add_argument("--ttl", type=positive_int, required=True, help="lease length in seconds")
@@ -168,34 +168,33 @@ def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
 def _cmd_revoke(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .cli import EXIT_OK, _connect, _waiting
 
+    from . import _names
+
+    name = args.resource if args.workset is None else _names.item_name(args.workset, args.resource)
+    item = _names.split_item(name)  # checked before anything is asked of the node
     chain, registry = _connect(args, needs_key=True)
-    name = args.resource if args.workset is None else f"{args.workset}/{args.resource}"
-    with _waiting(chain, args, f"revoke {name}"):
-        if args.workset is None:
-            token = registry.revoke(args.resource, confirmations=args.confirmations)
-        else:
-            token = registry.revoke_item(args.workset, args.resource, confirmations=args.confirmations)
+    with _waiting(chain, args, f"revoke {_names.display_name(name)}"):
+        token = registry.revoke(name, confirmations=args.confirmations)  # workset»item: revoke_item
     document: dict[str, Any] = {"resource": name, "revoked_token": token, "admin": registry.sender}
-    if args.workset is not None:
-        document.update(workset=args.workset, item=args.resource)
-    _print(args, document, f"revoked {name!r} token {token} (admin {registry.sender})")
+    if item is not None:
+        document.update(workset=item[0], item=item[1])
+    _print(args, document, f"revoked {_names.display_name(name)} token {token} (admin {registry.sender})")
     return EXIT_OK
 
 
 def _cmd_grant(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .cli import EXIT_OK, _connect, _lease_json, _waiting, _when
 
+    from . import _names
+
+    name = args.resource if args.workset is None else _names.item_name(args.workset, args.resource)
+    _names.split_item(name)  # checked before anything is asked of the node
     chain, registry = _connect(args, needs_key=True)
-    with _waiting(chain, args, f"grant {args.resource}"):
-        if args.workset is None:
-            lease = registry.grant(args.resource, args.holder, args.ttl, confirmations=args.confirmations)
-        else:
-            lease = registry.grant_item(
-                args.workset, args.resource, args.holder, args.ttl, confirmations=args.confirmations
-            )
-    extra = {} if args.workset is None else {"workset": lease.workset, "item": lease.item}
+    with _waiting(chain, args, f"grant {_names.display_name(name)}"):
+        lease = registry.grant(name, args.holder, args.ttl, confirmations=args.confirmations)  # workset»item: grant_item
+    extra = {} if lease.workset is None else {"workset": lease.workset, "item": lease.item}
     _print(args, {**_lease_json(lease), **extra, "admin": registry.sender},
-           f"granted {lease.resource!r} to {lease.holder}: token {lease.token} (previous token "
+           f"granted {_names.display_name(lease.resource)} to {lease.holder}: token {lease.token} (previous token "
            f"{lease.previous_token}), expires {_when(lease.expires_at, chain.now())}")  # fmt: skip
     return EXIT_OK
 

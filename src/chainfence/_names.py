@@ -26,6 +26,26 @@ suspicious of what it *reads*:
   timeline's labels), leaving backslashes alone.
 - :func:`decode` — a name read from the chain as the ``str`` the SDK would
   have published, or None when its bytes are not such a name.
+
+Claimed work items (``Registry.claim``) are not named resources: on-chain an
+item is ``keccak256(abi.encode(workset, item))``, and the contract's
+``ResourceNamed`` for it carries ``workset + "/" + item``, which reads
+exactly like the plain name ``workset/item`` (a stranger's item ``db`` of the
+open workset ``prod`` would pass for the administered resource ``prod/db``).
+So the SDK names an item ``workset»item`` (:data:`ITEM_SEPARATOR`, U+00BB):
+
+- :func:`publishable` refuses ``»`` in a plain name (and so in a workset and
+  an item, which are checked as names), and :func:`display` escapes it
+  (``\\u00bb``) in a name read from the chain: no plain name ever displays
+  with a bare ``»``, and an item always does, exactly once.
+- :func:`resource_id` (every call that names a resource) reads
+  ``workset»item`` as the item: ``renew``, ``release``, ``complete``,
+  ``check_current``, ``last_lease``, ``history``, the audit index, a guard,
+  the CLI and the MCP tools all reach an item by the name they print for it.
+- :func:`label` turns an id and the bytes its ``ResourceNamed`` carried into
+  ``(name, display)``, telling a plain name (``keccak256(name) == id``) from
+  an item (the one split of ``workset/item`` whose ``abi.encode`` hashes to
+  the id) from a name that is not this id's.
 """
 
 from __future__ import annotations
@@ -37,13 +57,17 @@ from eth_utils import keccak
 from .errors import InvalidResourceName
 
 __all__ = [
-    "MAX_NAME_LENGTH", "address_namespace", "decode", "display", "display_text", "is_address_namespace",
-    "item_id", "looks_like_address", "namespace_id", "namespace_prefix", "publishable", "resource_bytes",
-    "resource_id",
+    "ITEM_SEPARATOR", "MAX_NAME_LENGTH", "address_namespace", "decode", "display", "display_name", "display_text",
+    "is_address_namespace", "item_id", "item_name", "item_parts", "label", "looks_like_address", "namespace_id",
+    "namespace_prefix", "publishable", "resource_bytes", "resource_id", "split_item",
 ]  # fmt: skip
 
 #: Longest resource name, in bytes of UTF-8; the contract enforces the same bound.
 MAX_NAME_LENGTH = 128
+
+#: What joins a claimed work item's workset and item in its name and display: ``backfill»2026-11-01``.
+#: Never in a plain name (:func:`publishable` refuses it; :func:`display` escapes it).
+ITEM_SEPARATOR = "\u00bb"
 
 #: Unicode categories that never appear in a name the SDK publishes.
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
@@ -59,10 +83,81 @@ def item_id(workset: object, item: object) -> bytes:
     return keccak(encode(["bytes", "bytes"], [resource_bytes(workset), resource_bytes(item)]))
 
 
+def item_name(workset: object, item: object) -> str:
+    """The name of work item ``item`` of ``workset``: ``"workset»item"`` (both checked as publishable names)."""
+    publishable(workset)
+    publishable(item)
+    return f"{workset}{ITEM_SEPARATOR}{item}"
+
+
+def split_item(name: object) -> tuple[str, str] | None:
+    """``(workset, item)`` when ``name`` names a claimed work item (``"workset»item"``), None for a plain
+    name. A name with ``»`` that is not one workset and one item, each 1 to 128 bytes, is
+    :class:`~chainfence.errors.InvalidResourceName`."""
+    if not isinstance(name, str) or ITEM_SEPARATOR not in name:
+        return None
+    workset, _, item = name.partition(ITEM_SEPARATOR)
+    if not workset or not item or ITEM_SEPARATOR in item:
+        raise InvalidResourceName(
+            f"{name[:80]!r}: '{ITEM_SEPARATOR}' names a claimed work item, as workset{ITEM_SEPARATOR}item "
+            f"(exactly one '{ITEM_SEPARATOR}', a name on each side); a plain name never contains it"
+        )
+    resource_bytes(workset)
+    resource_bytes(item)
+    return workset, item
+
+
+def item_parts(raw: bytes, resource_id: bytes) -> tuple[bytes, bytes] | None:
+    """``(workset, item)`` bytes if ``raw`` is the ``ResourceNamed`` name ``workset/item`` of the claimed
+    item ``resource_id`` (the one split at a ``/`` whose ``abi.encode`` hashes to it), else None."""
+    from eth_abi import encode
+
+    start = 0
+    while (index := raw.find(b"/", start)) >= 0:
+        workset, item = raw[:index], raw[index + 1 :]
+        if keccak(encode(["bytes", "bytes"], [workset, item])) == resource_id:
+            return workset, item
+        start = index + 1
+    return None
+
+
+def label(resource_id: bytes, raw: bytes | None) -> tuple[str | None, str]:
+    """``(name, display)`` of ``resource_id`` from the bytes its ``ResourceNamed`` carried (None: none seen).
+
+    A plain name (``keccak256(raw) == resource_id``): its :func:`decode` and :func:`display`. A claimed
+    item: ``"workset»item"`` (None when either part is not a name the SDK would publish) and
+    ``display(workset) + "»" + display(item)``. Anything else, or no name: None and the ``0x`` id.
+    """
+    if raw is not None:
+        raw = bytes(raw)
+        if keccak(raw) == resource_id:
+            return decode(raw), display(raw)
+        parts = item_parts(raw, resource_id)
+        if parts is not None:
+            workset, item = decode(parts[0]), decode(parts[1])
+            name = None if workset is None or item is None else f"{workset}{ITEM_SEPARATOR}{item}"
+            return name, display(parts[0]) + ITEM_SEPARATOR + display(parts[1])
+    return None, "0x" + bytes(resource_id).hex()
+
+
+def display_name(name: str) -> str:
+    """How ``name``, given by a caller, is shown: :func:`display` of its UTF-8, or for a work item
+    (``"workset»item"``) the display of each part joined by ``»``."""
+    parts = split_item(name)
+    if parts is not None:
+        return display(parts[0].encode("utf-8", "surrogatepass")) + ITEM_SEPARATOR + display(
+            parts[1].encode("utf-8", "surrogatepass")
+        )
+    return display(name.encode("utf-8", "surrogatepass"))
+
+
 def namespace_prefix(name: object) -> str | None:
     """The namespace of resource ``name``: its text before the first ``/``; None for a name without ``/``
     (in no namespace: always open). ``"prod/db/main"`` is in namespace ``"prod"``; ``"/x"`` in ``""``,
-    which nobody can claim (so it stays open)."""
+    which nobody can claim (so it stays open). A work item (``"workset»item"``) is in its workset's."""
+    parts = split_item(name)
+    if parts is not None:
+        name = parts[0]
     data = resource_bytes(name)
     if b"/" not in data:
         return None
@@ -99,7 +194,11 @@ def namespace_id(prefix: str) -> bytes:
 
 
 def resource_id(name: object) -> bytes:
-    """The on-chain id of resource ``name``: ``keccak256(utf8(name))``, after validating it."""
+    """The on-chain id of resource ``name``: ``keccak256(utf8(name))``, after validating it; for a claimed
+    work item named ``"workset»item"``, :func:`item_id` of its parts."""
+    parts = split_item(name)
+    if parts is not None:
+        return item_id(*parts)
     return keccak(resource_bytes(name))
 
 
@@ -144,6 +243,11 @@ def publishable(name: object) -> bytes:
             f"40 lowercase hex digits ({address_namespace(prefix)!r}) belong to that address; as written it "
             "belongs to nobody and anyone may use it. Write the prefix in lowercase"
         )
+    if ITEM_SEPARATOR in name:
+        raise InvalidResourceName(
+            f"resource name contains '{ITEM_SEPARATOR}' (U+00BB) at position {name.index(ITEM_SEPARATOR)}: it is "
+            f"reserved for claimed work items (workset{ITEM_SEPARATOR}item), so that no name can pass for one"
+        )
     return data
 
 
@@ -161,7 +265,7 @@ def display(raw: bytes) -> str:
         for char in text:
             if char == "\\":
                 out.append("\\\\")
-            elif _unsafe(char):
+            elif _unsafe(char) or char == ITEM_SEPARATOR:  # a bare » only ever joins an item's two parts
                 out.append(_escaped(char))
             else:
                 out.append(char)

@@ -33,6 +33,7 @@ from typing import Any
 
 from ._rlp import EMPTY_TRIE_ROOT, RLPError, decode, decode_int, encode, keccak256
 from .lease import LeaseInfo, LeaseStatus
+from .lease import judge as lease_judge
 
 __all__ = [
     "EMPTY_CODE_HASH", "Account", "ProofMismatch", "checksum_address", "decode_lease", "judge", "lease_info",
@@ -303,25 +304,5 @@ def lease_info(
 
 def judge(resource: str | None, resource_id: bytes, token: int, info: LeaseInfo) -> None:
     """Raise the :class:`~chainfence.errors.TokenNotCurrent` subclass strict mode raises for ``token``
-    against ``info``; return if it is the live token. The same verdicts as
-    ``Registry._raise_unless_current`` (tests/unit/test_proofs.py holds them side by side)."""
-    from .errors import LeaseExpired, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
-
-    if token == info.token and info.status is LeaseStatus.LIVE:
-        return
-    if token > info.token or info.status is LeaseStatus.UNHELD:
-        raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-    if token < info.token:
-        raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-    if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
-        raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
-    if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it
-        raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
-    raise LeaseExpired(
-        token=token,
-        expired_at=info.expires_at,
-        resource=resource,
-        resource_id=resource_id,
-        judged_at=info.judged_at,
-        no_block_since=info.expired_unmined,
-    )
+    against ``info``; return if it is the live token: strict mode's own verdict (:func:`chainfence.lease.judge`)."""
+    lease_judge(info, token, resource=resource, resource_id=resource_id)

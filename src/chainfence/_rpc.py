@@ -579,13 +579,73 @@ def format_receipt(raw: dict[str, Any] | None) -> Any | None:
     return AttributeDict(out)
 
 
-def _format_with_web3(formatter_name: str, raw: Any) -> Any:
-    if raw is None:
-        return None
-    from web3._utils import method_formatters
-    from web3.datastructures import AttributeDict
+def _storage_key(value: Any) -> Any:
+    """A storage key as web3 returns it in an access list: 0x and 64 lower-case hex digits."""
+    if isinstance(value, str) and value.startswith("0x"):
+        return "0x" + value[2:].lower().rjust(64, "0")
+    return value
 
-    return AttributeDict.recursive(getattr(method_formatters, formatter_name)(raw))
+
+def _each(formatter: Any) -> Any:
+    return lambda values: values if values is None else [formatter(value) for value in values]
+
+
+def _fields(table: dict[str, Any]) -> Any:
+    """A formatter of a JSON object: each field its table's function (None stays None), the rest as is."""
+
+    def format_object(raw: Any) -> Any:
+        from web3.datastructures import AttributeDict
+
+        if not isinstance(raw, dict):
+            return raw
+        return AttributeDict({
+            key: (table[key](value) if key in table and value is not None else value) for key, value in raw.items()
+        })  # fmt: skip
+
+    return format_object
+
+
+_ACCESS_LIST_ENTRY = _fields({"address": _address, "storageKeys": _each(_storage_key)})
+_AUTHORIZATION = _fields({
+    "chainId": _quantity, "address": _address, "nonce": _quantity, "yParity": _quantity, "r": _quantity, "s": _quantity,
+})  # fmt: skip
+_WITHDRAWAL = _fields({"index": _quantity, "validatorIndex": _quantity, "address": _address, "amount": _quantity})
+
+#: A transaction as web3's ``eth.get_transaction`` returns it (web3's TRANSACTION_RESULT_FORMATTERS, without
+#: importing web3's private module): ``tests/unit/test_lean_http.py`` holds it to web3's own formatter.
+format_transaction = _fields({
+    **dict.fromkeys(
+        ("blockNumber", "transactionIndex", "nonce", "gas", "gasPrice", "maxFeePerGas", "maxPriorityFeePerGas",
+         "value", "v", "yParity", "standardV", "type", "chainId", "maxFeePerBlobGas"), _quantity,
+    ),
+    **dict.fromkeys(("blockHash", "publicKey", "r", "s", "raw", "hash", "input", "data"), _hexbytes),
+    "from": _address,
+    "to": _address,
+    "accessList": _each(_ACCESS_LIST_ENTRY),
+    "blobVersionedHashes": _each(_hexbytes),
+    "authorizationList": _each(_AUTHORIZATION),
+})  # fmt: skip
+
+
+def _transactions(values: list[Any]) -> list[Any]:
+    return [format_transaction(value) if isinstance(value, dict) else _hexbytes(value) for value in values]
+
+
+#: A block as web3's ``eth.get_block`` returns it (web3's BLOCK_RESULT_FORMATTERS, without its private module).
+format_block = _fields({
+    **dict.fromkeys(
+        ("baseFeePerGas", "gasLimit", "gasUsed", "size", "timestamp", "number", "difficulty", "totalDifficulty",
+         "blobGasUsed", "excessBlobGas"), _quantity,
+    ),
+    **dict.fromkeys(
+        ("extraData", "hash", "logsBloom", "mixHash", "nonce", "parentHash", "sha3Uncles", "receiptsRoot", "stateRoot",
+         "transactionsRoot", "withdrawalsRoot", "parentBeaconBlockRoot", "requestsHash"), _hexbytes,
+    ),
+    "miner": _address,
+    "uncles": _each(_hexbytes),
+    "transactions": _transactions,
+    "withdrawals": _each(_WITHDRAWAL),
+})  # fmt: skip
 
 
 def _hex(value: Any) -> Any:
@@ -770,9 +830,7 @@ class Rpc:
             lean = self._lean
             return self._read(
                 "eth_getBlockByNumber",
-                lambda: _format_with_web3(
-                    "block_result_formatter", lean.request("eth_getBlockByNumber", [_block_id(block), False])
-                ),
+                lambda: format_block(lean.request("eth_getBlockByNumber", [_block_id(block), False])),
             )
         from web3.exceptions import BlockNotFound
 
@@ -953,9 +1011,7 @@ class Rpc:
             lean = self._lean
             return self._read(
                 "eth_getTransactionByHash",
-                lambda: _format_with_web3(
-                    "transaction_result_formatter", lean.request("eth_getTransactionByHash", [_hash(tx_hash)])
-                ),
+                lambda: format_transaction(lean.request("eth_getTransactionByHash", [_hash(tx_hash)])),
             )
         from web3.exceptions import TransactionNotFound
 

@@ -7,15 +7,16 @@ so bad input costs nothing and changes nothing.
 from __future__ import annotations
 
 import functools
+import re
 
 from eth_utils import is_checksum_address, is_hex_address, keccak, to_checksum_address
 
 from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
-from .errors import InvalidAddress, InvalidInput, InvalidProgress, InvalidToken, InvalidTtl, InvalidWait
+from .errors import InvalidAddress, InvalidInput, InvalidProgress, InvalidToken, InvalidTtl, InvalidUrl, InvalidWait
 
 __all__ = [
-    "MAX_NAME_LENGTH", "MAX_TOKEN", "MAX_WAIT", "address", "assignable_prefix", "namespace_prefix", "progress", "publishable", "resource_bytes", "resource_id",
-    "token", "ttl", "wait",
+    "MAX_NAME_LENGTH", "MAX_TOKEN", "MAX_URL_LENGTH", "MAX_WAIT", "address", "assignable_prefix", "namespace_prefix",
+    "progress", "publishable", "resource_bytes", "resource_id", "rpc_url", "token", "ttl", "wait",
 ]  # fmt: skip
 
 #: Tokens are uint256 in the ABI.
@@ -23,6 +24,56 @@ MAX_TOKEN = 2**256 - 1
 
 #: The longest ``wait=`` accepted: a year of seconds.
 MAX_WAIT = 31_536_000
+
+#: The longest node URL accepted, in characters.
+MAX_URL_LENGTH = 2048
+
+#: A host name: letters, digits, '-', '_' and '.' (IDNs in their ASCII form, xn--...).
+_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
+
+
+def rpc_url(value: object, what: str = "url") -> str:
+    """``value`` as a JSON-RPC node URL: ``http://`` or ``https://``, a host (a name, an IPv4 address, or
+    an IPv6 address in brackets), an optional port from 1 to 65535, any path and query. The one check
+    every face runs (``Chain.connect``, ``AsyncChain.connect``, the CLI's ``--rpc-url``, the tooz
+    driver's URL): anything else is :class:`~chainfence.errors.InvalidUrl`, before a socket is opened.
+    The message names the problem, never the URL's path or query (API keys live there)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str):
+        raise InvalidUrl(f"{what} must be a str (an http:// or https:// JSON-RPC endpoint), got {type(value).__name__}")
+    if not value:
+        raise InvalidUrl(f"{what} is empty: give an http:// or https:// JSON-RPC endpoint")
+    if len(value) > MAX_URL_LENGTH:
+        raise InvalidUrl(f"{what} is {len(value)} characters long (at most {MAX_URL_LENGTH})")
+    if not value.isascii() or not value.isprintable() or any(char.isspace() for char in value):
+        raise InvalidUrl(
+            f"{what} contains whitespace, control or non-ASCII characters: one http(s) URL, percent-encoded"
+        )
+    scheme = value.split(":", 1)[0].lower() if ":" in value else ""
+    if scheme not in ("http", "https") or not value[len(scheme) :].startswith("://"):
+        shown = f"scheme {scheme!r}" if scheme.isalnum() else "no scheme"
+        raise InvalidUrl(f"{what} must start with http:// or https:// (a JSON-RPC endpoint), got {shown}")
+    try:
+        parts = urlsplit(value)
+        host, port = parts.hostname, parts.port
+    except ValueError as bad:  # an unclosed '[', a port that is not a number or out of range
+        raise InvalidUrl(f"{what} is not a well-formed URL ({bad}): {scheme}://<host>[:<port>][/<path>]") from None
+    if not host:
+        raise InvalidUrl(f"{what} names no host: {scheme}://<host>[:<port>][/<path>]")
+    if "[" in parts.netloc:
+        try:
+            ipaddress.IPv6Address(host.split("%", 1)[0])
+        except ValueError:
+            raise InvalidUrl(f"{what}: {host!r} in brackets is not an IPv6 address") from None
+    elif not _HOST_NAME.fullmatch(host) or ".." in host:
+        raise InvalidUrl(
+            f"{what}: {host[:64]!r} is not a host name or an IP address (one URL per endpoint: a list is not one)"
+        )
+    if port == 0 or parts.netloc.rsplit("@", 1)[-1].endswith(":"):
+        raise InvalidUrl(f"{what} has an empty or zero port: give one from 1 to 65535, or none")
+    return value
 
 
 def ttl(value: object, max_ttl: int) -> int:

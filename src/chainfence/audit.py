@@ -98,7 +98,8 @@ def history(
 ) -> list[LeaseEvent]:
     """Lease events of ``registry``, oldest first, filtered on the indexed fields given.
 
-    ``resource`` is a name; ``holder`` an address; ``token`` a fencing token.
+    ``resource`` is a name (a claimed work item's: ``"workset»item"``); ``holder`` an address; ``token``
+    a fencing token.
     ``from_block`` defaults to the registry's deployment block. Names of
     resources are resolved from the registry's ``ResourceNamed`` events.
 
@@ -204,7 +205,7 @@ def _labels(
     labels: dict[bytes, tuple[str | None, str]] = {}
     known_id, known_name = known
     if known_id is not None and known_name is not None:
-        labels[known_id] = (known_name, _names.display(known_name.encode()))
+        labels[known_id] = (known_name, _names.display_name(known_name))
     wanted = ids - set(labels)
     if not wanted:
         return labels
@@ -214,5 +215,5 @@ def _labels(
         from_block=registry.deployment_block(), to_block=last,
     ):  # fmt: skip
         if entry.resource_id in wanted and entry.name is not None and entry.resource_id not in labels:
-            labels[entry.resource_id] = (_names.decode(entry.name), _names.display(entry.name))
+            labels[entry.resource_id] = _names.label(entry.resource_id, entry.name)  # an item: workset»item
     return labels

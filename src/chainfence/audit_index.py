@@ -50,7 +50,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
 from . import _events, _names, _validate
@@ -621,7 +620,10 @@ class AuditIndex:
 
     def lease(self, token: int) -> LeaseRecord | None:
         """The lease fencing token ``token`` belonged to (None: not in the index)."""
-        found = self._leases("token = ?", (_validate.token(token),))
+        token = _validate.token(token)
+        if not _fits(token):
+            return None  # the index holds no token that does not fit 63 bits (see _apply)
+        found = self._leases("token = ?", (token,))
         return found[0] if found else None
 
     def leases_of(self, holder: str) -> list[LeaseRecord]:
@@ -645,16 +647,16 @@ class AuditIndex:
         if (time is None) == (block is None):
             raise InvalidInput("give exactly one of time= and block=")
         value = time if time is not None else block
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidInput(f"{'time' if time is not None else 'block'} must be an int >= 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not _fits(value):
+            raise InvalidInput(f"{'time' if time is not None else 'block'} must be an int from 0 to 2**63 - 1, got {value!r}")
         column = "acquired_at" if time is not None else "acquired_block"
         found = self._leases(f"resource_id = ? AND {column} <= ?", (resource_id, value),
                              order=f"{column} DESC, acquired_block DESC, acquired_log DESC LIMIT 1")  # fmt: skip
         if not found:
             return None
         lease = found[0]
-        if block_time is not None and (isinstance(block_time, bool) or not isinstance(block_time, int) or block_time < 0):
-            raise InvalidInput(f"block_time must be an int >= 0, got {block_time!r}")
+        if block_time is not None and (isinstance(block_time, bool) or not isinstance(block_time, int) or not _fits(block_time)):
+            raise InvalidInput(f"block_time must be an int from 0 to 2**63 - 1, got {block_time!r}")
         at_time = time if time is not None else (block_time if block_time is not None else self._time_of_block(value))
         # Ended by an event (released, revoked, completed) or by the next acquisition by then?
         if lease.ended_block is not None and lease.ended in ("released", "revoked", "completed", "superseded"):
@@ -685,13 +687,18 @@ class AuditIndex:
         if as_of is None:
             return []
         where, params = "ended IS NULL AND expires_at > ?", [as_of]
-        if prefix is not None:
-            names, name_params = _name_range(prefix)
-            # A resource's current lease can only be its latest: one index probe per resource named so.
-            where += (" AND token IN (SELECT (SELECT x.token FROM leases x WHERE x.resource_id = r.resource_id "
-                      f"ORDER BY x.acquired_block DESC, x.acquired_log DESC LIMIT 1) FROM resources r WHERE {names})")
-            params = [as_of, *name_params]
-        return self._leases(where, params, order="resource_id")
+        if prefix is None:
+            return self._leases(where, params, order="resource_id")
+        names, name_params, wanted = _name_range(prefix)
+        # A resource's current lease can only be its latest: one index probe per resource named so.
+        where += (" AND token IN (SELECT (SELECT x.token FROM leases x WHERE x.resource_id = r.resource_id "
+                  f"ORDER BY x.acquired_block DESC, x.acquired_log DESC LIMIT 1) FROM resources r WHERE {names})")
+        rows = self._conn.execute(
+            f"SELECT resource_id, name, claimed FROM resources r WHERE {names}", name_params
+        ).fetchall()
+        shown = {bytes(rid) for rid, name, claimed in rows if _shown_with(bytes(rid), bytes(name), claimed, wanted)}
+        return [lease for lease in self._leases(where, [as_of, *name_params], order="resource_id")
+                if lease.resource_id in shown]  # fmt: skip
 
     def takeovers(
         self, *, from_block: int | None = None, to_block: int | None = None, since: int | None = None,
@@ -740,8 +747,11 @@ class AuditIndex:
         return result
 
     def resources(self, prefix: str = "") -> list[ResourceRecord]:
-        """Resources whose name starts with ``prefix`` (every named resource for ""), by name."""
-        names, params = _name_range(prefix)
+        """Resources whose name starts with ``prefix`` (every named resource for ""), by name.
+
+        A claimed work item's name is ``workset»item``: ``"backfill»"`` lists the items of workset
+        ``backfill``, ``"prod/"`` the plain names under ``prod/`` (not the items of workset ``prod``)."""
+        names, params, wanted = _name_range(prefix)
         rows = self._conn.execute(
             "SELECT r.resource_id, r.name, r.claimed, "
             "(SELECT count(*) FROM leases l WHERE l.resource_id = r.resource_id), "
@@ -751,6 +761,8 @@ class AuditIndex:
         ).fetchall()
         result = []
         for resource_id, name, claimed, count, latest in rows:
+            if not _shown_with(bytes(resource_id), bytes(name), claimed, wanted):
+                continue
             label = _label_of(bytes(resource_id), bytes(name))
             result.append(ResourceRecord(label[0], label[1], bytes(resource_id), bool(claimed), count, latest))
         return result
@@ -812,11 +824,14 @@ class AuditIndex:
         for name in names:
             leases = self.history(name)
             by_token = {lease.token: lease for lease in leases}
-            label: str | bytes = name
-            row = self._conn.execute("SELECT name FROM resources WHERE resource_id = ?", (_validate.resource_id(name),))
+            resource_id = _validate.resource_id(name)
+            label: str | bytes | tuple[bytes, bytes] = name
+            row = self._conn.execute("SELECT name FROM resources WHERE resource_id = ?", (resource_id,))
             found = row.fetchone()
             if found is not None and found[0] is not None:
-                label = bytes(found[0])
+                raw = bytes(found[0])
+                # A claimed item's lane is (workset, item): drawn as workset»item, never as the plain workset/item.
+                label = raw if keccak(raw) == resource_id else (_names.item_parts(raw, resource_id) or name)
             for lease in leases:
                 renewals = tuple(
                     (at, entry.progress) for entry, at in self.events(token=lease.token, kinds=[_events.Kind.RENEWED])
@@ -858,10 +873,21 @@ _LEASE_COLUMNS = ", ".join(_LEASE_FIELDS)
 
 @functools.lru_cache(maxsize=65_536)
 def _label_of(resource_id: bytes, name: bytes | None) -> tuple[str | None, str]:
-    """(name or None, safe display): names never change once indexed, so their checks are cached."""
-    if name is None:
-        return None, "0x" + resource_id.hex()
-    return _names.decode(bytes(name)), _names.display(bytes(name))
+    """(name or None, safe display), a claimed item as ``workset»item`` (:func:`chainfence._names.label`):
+    names never change once indexed, so their checks are cached."""
+    return _names.label(resource_id, None if name is None else bytes(name))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _shown_with(resource_id: bytes, name: bytes, claimed: int, prefix: bytes) -> bool:
+    """Whether the resource ``name`` (as indexed) is named with ``prefix``: a plain name as its bytes,
+    a claimed item as ``workset»item`` (a prefix with ``»`` names items only)."""
+    separator = _names.ITEM_SEPARATOR.encode()
+    if claimed:
+        parts = _names.item_parts(name, resource_id)
+        if parts is not None:
+            return (parts[0] + separator + parts[1]).startswith(prefix)
+    return separator not in prefix and name.startswith(prefix)
 
 
 def _reason(value: int) -> AcquireReason | int:
@@ -905,10 +931,7 @@ def _row(entry: _events.RegistryLog) -> tuple[Any, ...]:
 
 def _item_name(name: bytes, resource_id: bytes) -> bool:
     """Whether ``name`` is ``workset/item`` of the claimed item ``resource_id`` (claimNext names items so)."""
-    for index, byte in enumerate(name):
-        if byte == 0x2F and keccak(abi_encode(["bytes", "bytes"], [name[:index], name[index + 1 :]])) == resource_id:
-            return True
-    return False
+    return _names.item_parts(name, resource_id) is not None
 
 
 def _fits(value: int | None) -> bool:
@@ -1055,18 +1078,23 @@ def _prefix_bytes(prefix: object) -> bytes:
     if not isinstance(prefix, str):
         raise InvalidInput(f"prefix must be a str, got {type(prefix).__name__}")
     data = prefix.encode("utf-8", "surrogatepass")
-    if len(data) > _names.MAX_NAME_LENGTH:
-        raise InvalidInput(f"prefix is longer than a name can be ({len(data)} > {_names.MAX_NAME_LENGTH} bytes)")
+    longest = 2 * _names.MAX_NAME_LENGTH + len(_names.ITEM_SEPARATOR.encode()) if _names.ITEM_SEPARATOR in prefix else _names.MAX_NAME_LENGTH
+    if len(data) > longest:
+        raise InvalidInput(f"prefix is longer than a name can be ({len(data)} > {longest} bytes)")
     return data
 
 
-def _name_range(prefix: object) -> tuple[str, list[Any]]:
-    """A WHERE clause on ``name`` (indexed: a range of byte strings) for names starting with ``prefix``."""
+def _name_range(prefix: object) -> tuple[str, list[Any], bytes]:
+    """A WHERE clause on ``name`` (indexed: a range of byte strings) for the names that may start with
+    ``prefix``, its parameters, and the prefix's bytes for :func:`_shown_with`, which decides. Items are
+    indexed as the contract names them (``workset/item``): a prefix ``workset»it`` is looked for as
+    ``workset/it``."""
     wanted = _prefix_bytes(prefix)
-    upper = _successor(wanted)
+    stored = wanted.replace(_names.ITEM_SEPARATOR.encode(), b"/", 1)
+    upper = _successor(stored)
     if upper is None:
-        return "name IS NOT NULL AND name >= ?", [wanted]
-    return "name >= ? AND name < ?", [wanted, upper]
+        return "name IS NOT NULL AND name >= ?", [stored], wanted
+    return "name >= ? AND name < ?", [stored, upper], wanted
 
 
 def _successor(prefix: bytes) -> bytes | None:
@@ -1091,8 +1119,8 @@ def _range(
     ):  # fmt: skip
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidInput(f"{what} must be an int >= 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not _fits(value):
+            raise InvalidInput(f"{what} must be an int from 0 to 2**63 - 1, got {value!r}")
         where.append(f"{column} {op} ?")
         params.append(value)
     return where, params

@@ -482,15 +482,16 @@ class Chain:
 
 def _check_connect_args(url: object, chain_id: object, **timeouts: object) -> None:
     """:meth:`Chain.connect`'s arguments (and :meth:`AsyncChain.connect`'s), checked before anything is asked."""
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise InvalidInput(f"url must be an http:// or https:// JSON-RPC endpoint, got {url!r}")
+    from . import _validate
+
+    _validate.rpc_url(url)
     if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
         raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
     for name, value in timeouts.items():
         if value is None and name == "unreachable_timeout":
             continue  # its default derives from receipt_timeout
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise InvalidInput(f"{name} must be a positive, finite number of seconds, got {value!r}")
 
 
 def _dev_name(client_version: str) -> str | None:

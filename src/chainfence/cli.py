@@ -154,7 +154,12 @@ def _tx_hash(text: str) -> str:
     return text.lower()
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
+#: The largest integer an option takes (a block number, a time, a count, a ttl): what a node's u64 and
+#: SQLite's integers hold. A fencing token (--token) goes up to 2**256 - 1.
+MAX_OPTION_INT = 2**63 - 1
+
+
+def _int_at_least(minimum: int, maximum: int = MAX_OPTION_INT) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -162,6 +167,8 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {text[:40]}{'...' if len(text) > 40 else ''}")
         return value
 
     return parse
@@ -169,6 +176,8 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
+_token = _int_at_least(1, 2**256 - 1)
+_port = _int_at_least(1, 65_535)
 
 
 def _seconds(text: str) -> float:
@@ -178,6 +187,17 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+    return value
+
+
+def _timeout(text: str) -> float:
+    """``--timeout``: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):  # NaN compares false
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text}")
     return value
 
 
@@ -282,7 +302,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--confirmations", type=_non_negative_int, help="blocks on top before a transaction counts (default: 0 on dev chains, 3 elsewhere)"
     )
-    common.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a transaction to be mined (default 120)")
+    common.add_argument(
+        "--timeout", type=_timeout, default=120.0, help="seconds to wait for a transaction to be mined (default 120)"
+    )
     common.add_argument("--json", action="store_true", help="print one JSON document")
 
     parser = _Parser(
@@ -311,7 +333,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    node.add_argument("--port", type=_positive_int, default=8545, help="loopback port (default 8545)")
+    node.add_argument("--port", type=_port, default=8545, help="loopback port (default 8545)")
     node.add_argument("--dir", default=".chainfence", help="state and deployment files (default .chainfence)")
     node.add_argument("--max-ttl", type=_positive_int, default=86_400, help="max ttl of a new registry (default 86400)")
     node.add_argument("--anvil", help="anvil binary (default: $CHAINFENCE_ANVIL, node_modules, PATH)")
@@ -338,8 +360,8 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
 
     renew = commands.add_parser("renew", parents=[common], help="extend a live lease you hold")
-    renew.add_argument("resource", help="the resource's name (with --workset: the work item)")
-    renew.add_argument("--token", type=_positive_int, required=True, help="your lease's fencing token")
+    renew.add_argument("resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
+    renew.add_argument("--token", type=_token, required=True, help="your lease's fencing token")
     renew.add_argument("--ttl", type=_positive_int, required=True, help="new lease length in seconds, from now")
     renew.add_argument("--workset", help="renew the claim on work item RESOURCE of this workset")
     renew.add_argument(
@@ -348,8 +370,8 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
 
     release = commands.add_parser("release", parents=[common], help="end a lease you hold")
-    release.add_argument("resource", help="the resource's name (with --workset: the work item)")
-    release.add_argument("--token", type=_positive_int, required=True, help="your lease's fencing token")
+    release.add_argument("resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
+    release.add_argument("--token", type=_token, required=True, help="your lease's fencing token")
     release.add_argument("--workset", help="release the claim on work item RESOURCE of this workset")
 
     claim = commands.add_parser(
@@ -367,17 +389,22 @@ def _parser() -> argparse.ArgumentParser:
     complete = commands.add_parser(
         "complete", parents=[common], help="record a result for a lease you hold (a claimed item: mark it done)"
     )
-    complete.add_argument("resource", help="resource name, or with --workset the item")
-    complete.add_argument("--token", type=_positive_int, required=True, help="your lease's fencing token")
+    complete.add_argument("resource", help="resource name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
+    complete.add_argument("--token", type=_token, required=True, help="your lease's fencing token")
     complete.add_argument("--workset", help="RESOURCE is a work item of this workset: completing marks it done")
     complete.add_argument("--result", default="", help="the result, as text (its keccak256 is recorded)")
 
     status = commands.add_parser("status", parents=[common], help="show resources' leases, or the registry")
-    status.add_argument("resources", nargs="*", metavar="resource", help="resources to show (none: the registry itself)")
+    status.add_argument(
+        "resources", nargs="*", metavar="resource",
+        help="resources to show, a claimed work item as WORKSET»ITEM (none: the registry itself)",
+    )  # fmt: skip
+    status.add_argument("--workset", help="the names are work items of this workset")
 
     verify = commands.add_parser("verify", parents=[common], help="exit 0 only if the token is current")
-    verify.add_argument("resource", help="the resource's name")
-    verify.add_argument("--token", type=_positive_int, required=True, help="the fencing token to check")
+    verify.add_argument("resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
+    verify.add_argument("--token", type=_token, required=True, help="the fencing token to check")
+    verify.add_argument("--workset", help="RESOURCE is a work item of this workset")
 
     stuck = commands.add_parser(
         "stuck", parents=[common], help="list leases alive but stuck, crashed (expired unreleased), or held too long",
@@ -446,7 +473,7 @@ def _parser() -> argparse.ArgumentParser:
         "Without a key only the reading tools work. Needs the extra: pip install 'chainfence[mcp]'.",
     )  # fmt: skip
     mcp.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 (loopback only) instead of stdio")
-    mcp.add_argument("--port", type=_positive_int, default=8000, help="port for --http (default 8000)")
+    mcp.add_argument("--port", type=_port, default=8000, help="port for --http (default 8000)")
 
     _finish_help(commands)
     return parser
@@ -498,10 +525,17 @@ def _load_key(args: argparse.Namespace) -> str | bytes | None:
 
 
 def _rpc_url(args: argparse.Namespace, deployment: Any) -> str:
-    url = args.rpc_url or os.environ.get("CHAINFENCE_RPC_URL") or (deployment.rpc_url if deployment else None)
+    from . import _validate
+
+    if args.rpc_url is not None:
+        url, where = args.rpc_url, "--rpc-url"
+    elif os.environ.get("CHAINFENCE_RPC_URL"):
+        url, where = os.environ["CHAINFENCE_RPC_URL"], "$CHAINFENCE_RPC_URL"
+    else:
+        url, where = (deployment.rpc_url if deployment else None), "the deployment file's rpc_url"
     if not url:
         raise _Usage("no node: pass --rpc-url, set CHAINFENCE_RPC_URL, or run `chainfence node`")
-    return url
+    return _validate.rpc_url(url, where)
 
 
 def _connect(args: argparse.Namespace, *, needs_key: bool, needs_registry: bool = True, wants_key: bool = False):
@@ -668,38 +702,38 @@ def _cmd_acquire(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 
 def _cmd_renew(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    name, shown = _target(args)
     chain, registry = _connect(args, needs_key=True)
-    with _waiting(chain, args, f"renew {args.resource}"):
-        name, resource_id = _target(registry, args)
-        expires_at = registry._renew(name, resource_id, args.token, args.ttl, args.progress, args.confirmations)
+    with _waiting(chain, args, f"renew {shown}"):
+        expires_at = registry.renew(name, args.token, args.ttl, progress=args.progress, confirmations=args.confirmations)
     if args.json:
-        print(json.dumps({"resource": args.resource, "token": args.token, "expires_at": expires_at}))
+        print(json.dumps({"resource": name, "token": args.token, "expires_at": expires_at}))
     else:
-        print(f"renewed {args.resource!r} token {args.token}: expires {_when(expires_at, chain.now())}")
+        print(f"renewed {shown} token {args.token}: expires {_when(expires_at, chain.now())}")
     return EXIT_OK
 
 
 def _cmd_release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    name, shown = _target(args)
     chain, registry = _connect(args, needs_key=True)
-    with _waiting(chain, args, f"release {args.resource}"):
-        name, resource_id = _target(registry, args)
-        registry._release(name, resource_id, args.token, args.confirmations)
+    with _waiting(chain, args, f"release {shown}"):
+        registry.release(name, args.token, confirmations=args.confirmations)
     if args.json:
-        print(json.dumps({"resource": args.resource, "token": args.token, "released": True}))
+        print(json.dumps({"resource": name, "token": args.token, "released": True}))
     else:
-        print(f"released {args.resource!r} token {args.token}")
+        print(f"released {shown} token {args.token}")
     return EXIT_OK
 
 
-def _target(registry: Any, args: argparse.Namespace) -> tuple[str, bytes]:
-    """(display name, resource id) of RESOURCE, or of work item RESOURCE of --workset."""
+def _target(args: argparse.Namespace) -> tuple[str, str]:
+    """(name, display) of RESOURCE, or of work item RESOURCE of --workset (``workset»item``), checked
+    before anything is asked of the node: a bad name is exit 2 with nothing sent."""
     from . import _names, _validate
 
-    if getattr(args, "workset", None) is None:
-        return args.resource, _validate.resource_id(args.resource)
-    _validate.publishable(args.workset)
-    _validate.publishable(args.resource)
-    return f"{args.workset}/{args.resource}", _names.item_id(args.workset, args.resource)
+    workset = getattr(args, "workset", None)
+    name = args.resource if workset is None else _names.item_name(workset, args.resource)
+    _validate.resource_id(name)
+    return name, _names.display_name(name)
 
 
 def _cmd_claim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -732,15 +766,25 @@ def _cmd_claim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 def _cmd_complete(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    name, shown = _target(args)
+    result = _utf8(args.result, "--result")
     chain, registry = _connect(args, needs_key=True)
-    name, resource_id = _target(registry, args)
-    with _waiting(chain, args, f"complete {name}"):
-        digest = registry._complete(name, resource_id, args.token, args.result.encode(), args.confirmations)
+    with _waiting(chain, args, f"complete {shown}"):
+        digest = registry.complete(name, args.token, result, confirmations=args.confirmations)
     if args.json:
         print(json.dumps({"resource": name, "token": args.token, "result_digest": "0x" + digest.hex()}))
     else:
-        print(f"completed {name!r} token {args.token}: result 0x{digest.hex()}")
+        print(f"completed {shown} token {args.token}: result 0x{digest.hex()}")
     return EXIT_OK
+
+
+def _utf8(text: str, what: str) -> bytes:
+    """``text`` from the command line as UTF-8 (bytes the terminal sent that are not UTF-8 reach Python
+    as lone surrogates: refused, exit 2)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid UTF-8 text") from None
 
 
 def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -777,6 +821,8 @@ def _cmd_audit(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 def _cmd_status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.workset is not None and not args.resources:
+        raise _Usage("--workset names the items to show: chainfence status ITEM... --workset WORKSET")
     chain, registry = _connect(args, needs_key=False)
     now = chain.now()
     if not args.resources:
@@ -793,8 +839,13 @@ def _cmd_status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         else:
             print(_table([[k.replace("_", " "), str(v)] for k, v in info.items()], ["field", "value"]))
         return EXIT_OK
+    from . import _names, _validate
+
+    names = [name if args.workset is None else _names.item_name(args.workset, name) for name in args.resources]
+    for name in names:  # every name checked before the first is read: a bad one is exit 2
+        _validate.resource_id(name)
     rows = []
-    for name in args.resources:
+    for name in names:
         last = registry.last_lease(name)
         rows.append(
             {
@@ -810,11 +861,9 @@ def _cmd_status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.json:
         print(json.dumps(rows))
     else:
-        from ._names import display
-
         table = [
             [
-                display(r["resource"].encode()),
+                _names.display_name(r["resource"]),
                 r["status"] + (" (no block since)" if r["no_block_since"] else ""),
                 str(r["token"] or "-"),
                 r["holder"] or "-",
@@ -827,21 +876,22 @@ def _cmd_status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def _cmd_verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    name, shown = _target(args)
     chain, registry = _connect(args, needs_key=False)
     try:
-        lease = registry.check_current(args.resource, args.token)
+        lease = registry.check_current(name, args.token)
     except TokenNotCurrent as not_current:
         if args.json:
-            print(json.dumps({"resource": args.resource, "token": args.token, "current": False,
+            print(json.dumps({"resource": name, "token": args.token, "current": False,
                               "reason": type(not_current).__name__, **not_current.details()}))  # fmt: skip
         else:
             print(f"NOT current: {not_current}")
         return EXIT_NOT_CURRENT
     if args.json:
-        print(json.dumps({"resource": args.resource, "token": args.token, "current": True,
+        print(json.dumps({"resource": name, "token": args.token, "current": True,
                           "holder": lease.holder, "expires_at": lease.expires_at}))  # fmt: skip
     else:
-        print(f"current: token {args.token} of {args.resource!r}, held by {lease.holder}, "
+        print(f"current: token {args.token} of {shown}, held by {lease.holder}, "
               f"expires {_when(lease.expires_at, chain.now())}")  # fmt: skip
     return EXIT_OK
 

@@ -15,8 +15,9 @@
     │   ├── InvalidPolicy                  a namespace policy: maxTtl or lockDelay above the registry's max, no field
     │   ├── InvalidAssignments             deployment: namespaces and admins of different lengths
     │   ├── DuplicateResource              acquire_many / a LeaseSet lists a resource twice
-    │   └── InvalidAddress                 not a 20-byte hex address
-    │       └── InvalidHolder              grant: the zero address
+    │   ├── InvalidAddress                 not a 20-byte hex address
+    │   │   └── InvalidHolder              grant: the zero address
+    │   └── InvalidUrl                     a node's URL that is not a well-formed http(s) URL
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
     │   ├── NotHolder                      the caller is not the holder of that token
@@ -134,6 +135,7 @@ __all__ = [
     "InvalidSignature",
     "InvalidToken",
     "InvalidTtl",
+    "InvalidUrl",
     "InvalidWait",
     "LeaseCompleted",
     "LeaseError",
@@ -343,6 +345,12 @@ class InvalidToken(InvalidInput):
 
 class InvalidAddress(InvalidInput):
     """An address must be 20 bytes as 0x-prefixed hex (checksummed if mixed case)."""
+
+
+class InvalidUrl(InvalidInput):
+    """A JSON-RPC node's URL that is not a well-formed ``http://`` or ``https://`` URL (a port that is
+    not a number, an unclosed IPv6 bracket, a comma list, whitespace, ...). The message never repeats
+    the URL's path or query, where hosted providers put API keys."""
 
 
 @_contract_error("FencingRegistryInvalidHolder")

@@ -178,7 +178,7 @@ class FencedRequest:
         what the request does (for HTTP: :func:`http_action`), ``audience``
         the service it is for.
         """
-        _validate.resource_bytes(resource)
+        _validate.resource_id(resource)  # a name, or a claimed item's workset»item (up to 257 bytes)
         _validate.token(token)
         action = _label(action, "action")
         audience = _label(audience, "audience")
@@ -281,7 +281,7 @@ class FencedRequest:
             values[field] = value.strip()
         try:
             resource = unquote(values["resource"], errors="strict")
-            _validate.resource_bytes(resource)
+            _validate.resource_id(resource)
             token = _validate.token(int(values["token"], 10))
             holder = _validate.address(values["holder"], "holder")
             action = _label(unquote(values["action"], errors="strict"), "action")

@@ -538,8 +538,8 @@ class Guard:
                     resource_id=verdict.resource_id,
                 )  # fmt: skip
             if verdict.token > current:
-                GuardStore.raise_mark(conn, verdict.resource_id, verdict.token, verdict.holder, _names.display(
-                    verdict.resource.encode()))  # fmt: skip
+                GuardStore.raise_mark(conn, verdict.resource_id, verdict.token, verdict.holder, _names.display_name(
+                    verdict.resource))  # fmt: skip
             if request is not None:
                 digest, deadline = request
                 now = int(time.time())
@@ -771,11 +771,12 @@ class Guard:
         raised: list[tuple[bytes, int, str | None]] = []
         ended: list[tuple[bytes, int]] = []
         namespaces: set[bytes] = set()
-        # A name hashes to its resource: a log claiming otherwise is not believed.
+        # A name hashes to its resource (a claimed item's, as workset»item): a log claiming otherwise is not believed.
         names = {
-            entry.resource_id: _names.display(entry.name)
+            entry.resource_id: _names.label(entry.resource_id, entry.name)[1]
             for entry in logs
-            if entry.kind is _events.Kind.NAMED and entry.name is not None and keccak(entry.name) == entry.resource_id
+            if entry.kind is _events.Kind.NAMED and entry.name is not None
+            and (keccak(entry.name) == entry.resource_id or _names.item_parts(entry.name, entry.resource_id))
         }
         with self._store.write() as conn:
             for resource_id, name in names.items():

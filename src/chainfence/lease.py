@@ -93,6 +93,35 @@ class LeaseInfo:
         return self.status is LeaseStatus.LIVE
 
 
+def judge(info: LeaseInfo, token: int, *, resource: str | None, resource_id: bytes) -> None:
+    """Return if ``token`` is the live token of the lease ``info`` describes; else raise the
+    :class:`~chainfence.errors.TokenNotCurrent` subclass that says how it is not (never issued,
+    superseded, completed, released, revoked, expired). The one verdict: strict views
+    (``Registry.check_current``) and the proven mode (:mod:`chainfence.proofs`) both call it."""
+    from .errors import LeaseCompleted, LeaseExpired, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
+
+    if token == info.token and info.status is LeaseStatus.LIVE:
+        return
+    if token > info.token or info.status is LeaseStatus.UNHELD:
+        raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
+    if token < info.token:
+        raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
+    if info.status is LeaseStatus.DONE:  # a completed claim ended its lease, for good
+        raise LeaseCompleted(token=token, resource=resource, resource_id=resource_id)
+    if info.status is LeaseStatus.RELEASED:
+        raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
+    if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it
+        raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
+    raise LeaseExpired(
+        token=token,
+        expired_at=info.expires_at,
+        resource=resource,
+        resource_id=resource_id,
+        judged_at=info.judged_at,
+        no_block_since=info.expired_unmined,
+    )
+
+
 class Lease:
     """A lease you acquired: ``resource``, ``token``, ``holder``, ``expires_at``.
 
@@ -131,7 +160,8 @@ class Lease:
         self.tx_hash = tx_hash
         self.block_number = block_number
         #: For a claimed work item (:meth:`Registry.claim <chainfence.Registry.claim>`): its set and
-        #: name (``resource`` reads ``"workset/item"``, for display; ``resource_id`` is the item's id).
+        #: name (``resource`` is the item's name ``"workset»item"``, which every call taking a name
+        #: accepts; ``resource_id`` is the item's id).
         self.workset = workset
         self.item = item
         self.released = False

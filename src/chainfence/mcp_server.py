@@ -34,10 +34,22 @@ releases it).
 
 Sessions: leases are the chain's, not the server's. ``renew``, ``release``
 and ``complete`` take the resource and the token, so a lease acquired in one
-session (or by the CLI) can be renewed in another. Within a session the
-server remembers what it acquired and claimed, so the ``resource`` string an
-answer carried (``"workset/item"`` for a claimed item) is enough to renew a
-claim; from another session, name the item and pass ``workset``.
+session (or by the CLI) can be renewed in another. A claimed work item's name
+is ``workset»item`` (the ``resource`` string ``claim`` answers with, and what
+``history`` and the audit print): every tool that takes a name accepts it, in
+any session, or the item as ``resource`` with ``workset``. Claimed items are
+leases in every sense here: ``verify``, ``status``, ``renew``, ``release``,
+``complete`` and ``history`` reach them.
+
+Ends and refusals (the part ``"mcp"`` of :mod:`chainfence.endings`): a tool
+error about a lease that ended carries ``"ended"``, the way it ended in the
+model's words (``expired``, ``released``, ``completed``, ``superseded``,
+``revoked``, ``granted``, ``rolled_back``), read from the chain when the
+revert alone cannot tell (a higher token: the successor's reason says
+superseded or granted); ``verify`` answers ``current: false`` with ``ended``
+and ``status`` shows ``ended`` for a lease that is over. A refused acquisition
+(``acquire``, ``claim``) carries ``"refused"``: ``held``, ``lock_delayed`` or
+``not_admitted``.
 
 A tool call the client cancels or times out may still complete on the
 chain: the acquisition is then the agent's (``status`` shows
@@ -46,8 +58,6 @@ chain: the acquisition is then the agent's (``status`` shows
 
 import json
 import logging
-import threading
-from collections import OrderedDict
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -55,14 +65,14 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from . import __version__, _names, _validate, errors
-from .errors import ChainfenceError, InvalidInput, UnknownAccount
-from .lease import Lease
+from . import __version__, _names, _validate, endings, errors
+from .endings import End, Refusal
+from .errors import ChainfenceError, ChainRolledBack, InvalidInput, UnknownAccount
 from .registry import MAX_CLAIM_ITEMS, Registry
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_HISTORY", "MAX_STATUS_RESOURCES", "MAX_WAIT", "REMEMBERED", "build_server", "serve"]
+__all__ = ["MAX_HISTORY", "MAX_NAME_CHARS", "MAX_STATUS_RESOURCES", "MAX_WAIT", "build_server", "serve"]
 
 #: The longest ``wait`` a tool call may ask for: MCP clients time tool calls out (often after 60 s to
 #: a few minutes); a longer wait is a loop of calls.
@@ -74,8 +84,9 @@ MAX_STATUS_RESOURCES = 50
 #: Most events one ``history`` call returns (the latest ones).
 MAX_HISTORY = 200
 
-#: How many of its latest leases a server remembers by token (see :class:`_Session`).
-REMEMBERED = 4096
+#: Longest ``resource`` argument, in characters: a claimed item's name ``workset»item`` (two names of
+#: up to 128 bytes each); a plain name is still held to 128 bytes of UTF-8 by the SDK's check.
+MAX_NAME_CHARS = 2 * _validate.MAX_NAME_LENGTH + len(_names.ITEM_SEPARATOR)
 
 _INSTRUCTIONS = """\
 chainfence: leases on named resources, recorded on a blockchain, with fencing tokens.
@@ -89,6 +100,35 @@ may hold the resource now. Times are chain time (Unix seconds). Errors come back
 "error" name and the details (LeaseHeld: who holds it, its token, when it expires).
 """
 
+#: What the MCP tools do about each way a lease ends or an acquisition is refused (the model's part "mcp").
+#: The server holds leases for agents but keeps none alive (the agent renews): it reports every way, by name.
+PART = endings.declare(
+    "mcp",
+    __name__,
+    {
+        End.EXPIRED: "renew, release, complete: a tool error (LeaseExpired) with ended=expired; verify: current "
+        "false, ended=expired; status: ended=expired. The agent stops writing and acquires again.",
+        End.RELEASED: "a tool error (LeaseReleased) with ended=released; verify/status: ended=released.",
+        End.COMPLETED: "a done item's renew, release or second complete: a tool error with ended=completed (read "
+        "from the item's status: done); verify/status: ended=completed.",
+        End.SUPERSEDED: "a tool error (StaleToken) with ended=superseded when the successor was a reacquisition "
+        "(the reason it was issued for, read from the events); verify: ended=superseded.",
+        End.REVOKED: "a tool error (LeaseRevoked) with ended=revoked; verify/status: ended=revoked.",
+        End.GRANTED: "a tool error (StaleToken) with ended=granted: the successor's reason is granted; verify: "
+        "ended=granted.",
+        End.ROLLED_BACK: "a tool error (ChainRolledBack) with ended=rolled_back: the chain lost the token's "
+        "history; the agent stops writing.",
+        Refusal.HELD: "acquire (after its wait) and claim: a tool error (LeaseHeld: holder, token, expiry) with "
+        "refused=held; claim answers claimed=false when every item is held or done.",
+        Refusal.LOCK_DELAYED: "acquire and claim: a tool error (LockDelayed, with until) with "
+        "refused=lock_delayed; the agent retries after `until`.",
+        Refusal.NOT_ADMITTED: "acquire and claim: a tool error (NotAdmitted) with refused=not_admitted, at once "
+        "(waiting cannot help).",
+    },
+    holds=True,
+    waits=True,
+)
+
 _TOKEN_NOTE = (
     "The token is your fencing token: pass this token with every write to the resource, and stop writing "
     "once renew or verify says it is no longer current."
@@ -99,8 +139,14 @@ _TOKEN_NOTE = (
 # ---------------------------------------------------------------------------
 
 _NAME = "A resource name: 1 to 128 bytes of printable UTF-8, e.g. 'reports/daily' or 'repo/main'."
+_ITEM_NAME = (
+    " A work item taken with claim is named workset\u00bbitem (e.g. 'migrate/tables\u00bbusers'), exactly as claim "
+    "returned it in `resource`; or pass the item here and its workset in `workset`."
+)
 
-Resource = Annotated[str, Field(description=_NAME, min_length=1, max_length=_validate.MAX_NAME_LENGTH)]
+Resource = Annotated[str, Field(description=_NAME + _ITEM_NAME, min_length=1, max_length=MAX_NAME_CHARS)]
+#: acquire's: a plain name (a work item is taken with claim, never acquired by name).
+PlainResource = Annotated[str, Field(description=_NAME, min_length=1, max_length=_validate.MAX_NAME_LENGTH)]
 Token = Annotated[
     int,
     Field(
@@ -119,9 +165,9 @@ Ttl = Annotated[
 Workset = Annotated[
     str | None,
     Field(
-        description="Only for a claimed work item named from another session: the workset it was claimed "
-        "from; `resource` is then the item's name. Within the session that claimed it, leave this out and "
-        "pass the `resource` string claim returned.",
+        description="Only for a claimed work item given by its item name alone: the workset it was claimed "
+        "from (`resource` is then the item). Leave it out when `resource` is the workset\u00bbitem name claim "
+        "returned.",
         min_length=1, max_length=_validate.MAX_NAME_LENGTH,
     ),
 ]  # fmt: skip
@@ -147,7 +193,8 @@ _FIELD_ERRORS: dict[str, type[InvalidInput]] = {
 class LeaseResult(BaseModel):
     """A lease this server's account holds: what acquire and claim return."""
 
-    resource: str = Field(description="The resource, as to pass back to renew, release and complete.")
+    resource: str = Field(description="The resource, as to pass back to renew, release and complete "
+                          "(a claimed item: workset\u00bbitem).")
     token: int = Field(description="The fencing token. " + _TOKEN_NOTE)
     holder: str = Field(description="The account holding the lease: this server's account.")
     expires_at: int = Field(description="Chain time (Unix seconds) the lease ends unless renewed.")
@@ -199,17 +246,26 @@ class VerifyResult(BaseModel):
     )
     message: str | None = Field(default=None, description="The reason in words.")
     current_token: int | None = Field(default=None, description="The resource's latest token, when known.")
+    ended: str | None = Field(default=None, description=(
+        "How the token's lease ended: expired, released, completed, superseded, revoked, granted or rolled_back "
+        "(null: current, or a token never issued for the resource)."
+    ))
 
 
 class ResourceState(BaseModel):
     resource: str
-    status: str = Field(description="unheld (never held), live, expired, released, or done (a completed item).")
+    status: str = Field(
+        description="unheld (never held), live, expired, released, revoked, or done (a completed item)."
+    )
     token: int = Field(description="The latest token (0: never held).")
     holder: str | None
     expires_at: int = Field(description="Chain time the latest lease ends or ended (0: released or never held).")
     expires_in: int | None = Field(description="Seconds of chain time left, for a live lease.")
     held_by_you: bool = Field(description="True when the live lease is this server's account's.")
     no_block_since: bool = Field(description="Expired by chain time although no block was mined since.")
+    ended: str | None = Field(default=None, description=(
+        "How the latest lease ended: expired, released, completed or revoked (null: live or never held)."
+    ))
 
 
 class StatusResult(BaseModel):
@@ -286,57 +342,100 @@ def _invalid_arguments(tool: str, problem: ValidationError) -> InvalidInput:
     return error
 
 
-def _error_result(error: ChainfenceError) -> CallToolResult:
+_UNREAD = object()  # _error_result: no reading of the chain was made, classify the error alone
+
+
+def _error_result(error: ChainfenceError, ended: Any = _UNREAD) -> CallToolResult:
     details = error.details()
+    refused = endings.refusal(error)
+    if refused is not None:
+        details["refused"] = refused.value
+    if ended is _UNREAD:
+        ended = endings.from_error(error)
+    if ended is not None and refused is None:
+        details["ended"] = ended.value
     logger.info("tool error %s: %s", details["error"], details["message"])
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(details))], structured_content=details, is_error=True
     )
 
 
+class _LeaseEnded(Exception):
+    """A lease operation's refusal, with the way the lease ended as read from the chain."""
+
+    def __init__(self, error: ChainfenceError, ended: End | None):
+        super().__init__(str(error))
+        self.error, self.ended = error, ended
+
+
 def _reported(fn: Any) -> Any:
-    """Run a tool body; a chainfence error becomes a tool error carrying its details."""
+    """Run a tool body; a chainfence error becomes a tool error carrying its details (and the way a
+    lease ended, or an acquisition was refused, in the model's words)."""
     import functools
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except _LeaseEnded as lost:
+            return _error_result(lost.error, lost.ended)
         except ChainfenceError as error:
             return _error_result(error)
 
     return run
 
 
+def _name(resource: str, workset: str | None) -> str:
+    """The name a tool acts on: ``resource``, or work item ``resource`` of ``workset`` (``workset»item``),
+    checked (a bad one is a typed InvalidInput, nothing sent)."""
+    name = resource if workset is None else _names.item_name(workset, resource)
+    _validate.resource_id(name)
+    return name
+
+
+def _ended(registry: Registry, name: str, token: int, error: ChainfenceError | None) -> End | None:
+    """How lease ``token`` of ``name`` ended, in the model's words: what the refusal says
+    (:func:`chainfence.endings.from_error`), refined from the chain where a refusal cannot tell (its
+    latest lease's status: a done item is ``completed``; a higher token: the reason its successor was
+    issued for, ``granted`` or ``superseded``, ...). None: a token never issued for ``name``."""
+    end = endings.from_error(error) if error is not None else None
+    if end is End.ROLLED_BACK:
+        return end
+    try:
+        info = registry.last_lease(name)
+        if info is None or info.token < token:
+            return end if end is not End.SUPERSEDED else None  # never issued here (UnknownToken)
+        if info.token == token:
+            # A done item is "completed"; a token still live has not ended (NotHolder: another's lease).
+            return endings.of_status(info.status) if not info.live else None
+        from .audit import EventKind
+
+        for event in registry.history(name):
+            if event.kind is EventKind.ACQUIRED and event.previous_token == token and event.reason is not None:
+                return endings.of_successor(event.reason)
+        return End.SUPERSEDED
+    except ChainRolledBack:
+        return End.ROLLED_BACK
+    except ChainfenceError:
+        return end  # the refusal's own word: the node failed the refinement
+
+
+def _lease_op(registry: Registry, name: str, token: int, op: Any) -> Any:
+    """Run ``op`` (renew, release, complete of lease ``token`` of ``name``); a refusal that ends the lease
+    comes back naming how it ended."""
+    try:
+        return op()
+    except (errors.TokenNotCurrent, errors.NotHolder) as refused:
+        raise _LeaseEnded(refused, _ended(registry, name, token, refused)) from refused
+    except ChainRolledBack as refused:
+        raise _LeaseEnded(refused, End.ROLLED_BACK) from refused
+
+
 class _Session:
-    """What one server remembers: the leases it acquired and claimed, by token (the latest
-    :data:`REMEMBERED`; an older one is named as from another session: item and workset)."""
+    """The server's account (None: read-only)."""
 
     def __init__(self, registry: Registry):
         self.registry = registry
-        self._issued: OrderedDict[int, Lease] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def remember(self, lease: Lease) -> None:
-        with self._lock:
-            self._issued[lease.token] = lease
-            while len(self._issued) > REMEMBERED:
-                self._issued.popitem(last=False)
-
-    def target(self, resource: str, token: int, workset: str | None) -> tuple[str, bytes]:
-        """(name, on-chain id) of the lease ``token`` of ``resource`` (a claimed item: of ``workset``)."""
-        with self._lock:
-            known = self._issued.get(token) if isinstance(token, int) else None
-        if known is not None:
-            if workset is None and known.resource == resource:
-                return known.resource, known.resource_id
-            if workset is not None and (known.workset, known.item) == (workset, resource):
-                return known.resource, known.resource_id
-        if workset is None:
-            return resource, _validate.resource_id(resource)
-        _validate.publishable(workset)
-        _validate.publishable(resource)
-        return f"{workset}/{resource}", _names.item_id(workset, resource)
 
     def sender(self) -> str:
         if self.registry.sender is None:
@@ -347,7 +446,7 @@ class _Session:
         return self.registry.sender
 
 
-def _lease_result(lease: Lease, now: int) -> LeaseResult:
+def _lease_result(lease: Any, now: int) -> LeaseResult:
     return LeaseResult(
         resource=lease.resource, token=lease.token, holder=lease.holder, expires_at=lease.expires_at,
         expires_in=max(0, lease.expires_at - now), ttl=lease.ttl, reason=lease.reason.name.lower(),
@@ -397,7 +496,7 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
     ))  # fmt: skip
     @_reported
     def acquire(
-        resource: Resource,
+        resource: PlainResource,
         ttl: Ttl,
         wait: Annotated[float, Field(strict=True, ge=0, le=MAX_WAIT, description=(
             "Seconds to wait for the resource while another agent holds it (0: do not wait, fail at once "
@@ -406,7 +505,6 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
     ) -> LeaseResult:
         session.sender()
         lease = registry.acquire(resource, ttl, wait=wait or None)
-        session.remember(lease)
         return _lease_result(lease, chain.now())
 
     @server.tool(name="renew", annotations=writes, description=(
@@ -429,8 +527,8 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
     ) -> RenewResult:
         session.sender()
         marker = _progress(progress)
-        name, resource_id = session.target(resource, token, workset)
-        expires_at = registry._renew(name, resource_id, token, ttl, marker, None)
+        name = _name(resource, workset)
+        expires_at = _lease_op(registry, name, token, lambda: registry.renew(name, token, ttl, progress=marker))
         return RenewResult(resource=name, token=token, expires_at=expires_at, expires_in=max(0, expires_at - chain.now()))
 
     @server.tool(name="release", annotations=writes, description=(
@@ -440,8 +538,8 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
     @_reported
     def release(resource: Resource, token: Token, workset: Workset = None) -> ReleaseResult:
         session.sender()
-        name, resource_id = session.target(resource, token, workset)
-        registry._release(name, resource_id, token, None)
+        name = _name(resource, workset)
+        _lease_op(registry, name, token, lambda: registry.release(name, token))
         return ReleaseResult(resource=name, token=token, released=True)
 
     @server.tool(name="complete", annotations=writes, description=(
@@ -459,8 +557,12 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         workset: Workset = None,
     ) -> CompleteResult:
         session.sender()
-        name, resource_id = session.target(resource, token, workset)
-        digest = registry._complete(name, resource_id, token, result.encode(), None)
+        name = _name(resource, workset)
+        try:
+            data = result.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput("complete: result is not valid UTF-8 text (a lone surrogate?); nothing was sent") from None
+        digest = _lease_op(registry, name, token, lambda: registry.complete(name, token, data))
         return CompleteResult(resource=name, token=token, result_digest="0x" + digest.hex(), done=True)
 
     @server.tool(name="claim", annotations=writes, description=(
@@ -486,7 +588,6 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         lease = registry.claim(workset, items, ttl)
         if lease is None:
             return ClaimResult(claimed=False, workset=workset, item=None, lease=None)
-        session.remember(lease)
         return ClaimResult(claimed=True, workset=workset, item=lease.item, lease=_lease_result(lease, chain.now()))
 
     @server.tool(name="verify", annotations=reads, description=(
@@ -495,15 +596,19 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         "agent handed you. current=false comes with the reason; it is an answer, not an error. Reads only."
     ))  # fmt: skip
     @_reported
-    def verify(resource: Resource, token: Token) -> VerifyResult:
+    def verify(resource: Resource, token: Token, workset: Workset = None) -> VerifyResult:
+        name = _name(resource, workset)
         try:
-            info = registry.check_current(resource, token)
+            info = registry.check_current(name, token)
         except errors.TokenNotCurrent as no:
+            ended = _ended(registry, name, token, no)
             return VerifyResult(
-                resource=resource, token=token, current=False, reason=type(no).__name__, message=str(no),
-                current_token=getattr(no, "current_token", None),
+                resource=name, token=token, current=False, reason=type(no).__name__, message=str(no),
+                current_token=getattr(no, "current_token", None), ended=ended.value if ended else None,
             )  # fmt: skip
-        return VerifyResult(resource=resource, token=token, current=True, holder=info.holder, expires_at=info.expires_at)
+        except ChainRolledBack as no:
+            raise _LeaseEnded(no, End.ROLLED_BACK) from no
+        return VerifyResult(resource=name, token=token, current=True, holder=info.holder, expires_at=info.expires_at)
 
     @server.tool(name="status", annotations=reads, description=(
         "Show who holds each of the named resources (status, token, holder, expiry, whether it is yours), "
@@ -515,16 +620,20 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         resources: Annotated[list[Resource], Field(
             max_length=MAX_STATUS_RESOURCES, description=f"Resource names (0 to {MAX_STATUS_RESOURCES})."
         )] = [],  # noqa: B006 - pydantic copies defaults
+        workset: Annotated[str | None, Field(
+            description="The names are work items of this workset (leave out for workset\u00bbitem names).",
+            min_length=1, max_length=_validate.MAX_NAME_LENGTH,
+        )] = None,  # fmt: skip
     ) -> StatusResult:
-        for resource in resources:
-            _validate.publishable(resource)
+        names = [_name(resource, workset) for resource in resources]  # every name checked before any read
         now = chain.now()
         states = []
-        for resource in resources:
+        for resource in names:
             last = registry.last_lease(resource)
             live = last is not None and last.live
+            ended = endings.of_status(last.status) if last is not None else None
             states.append(ResourceState(
-                resource=resource,
+                resource=resource, ended=ended.value if ended else None,
                 status="unheld" if last is None else last.status.name.lower(),
                 token=last.token if last else 0,
                 holder=last.holder if last else None,
@@ -549,7 +658,9 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         limit: Annotated[int, Field(strict=True, ge=1, le=MAX_HISTORY, description=(
             f"How many of the latest events to return (1 to {MAX_HISTORY})."
         ))] = 50,  # fmt: skip
+        workset: Workset = None,
     ) -> HistoryResult:
+        resource = _name(resource, workset)
         events = registry.history(resource)
         shown = [
             HistoryEvent(

@@ -59,7 +59,7 @@ from .errors import (
     UnknownAccount,
     WrongChain,
 )
-from .lease import AcquireReason, Lease, LeaseInfo, LeaseSet, LeaseStatus
+from .lease import AcquireReason, Lease, LeaseInfo, LeaseSet, LeaseStatus, judge
 
 if TYPE_CHECKING:
     from .deployment import Deployment
@@ -379,7 +379,10 @@ class Registry:
         sharing a key re-claim each other's items.
 
         Returns the :class:`Lease` (``lease.item``, ``lease.workset``,
-        ``lease.token``), or None when every item is done or held live by
+        ``lease.token``; ``lease.resource`` is the item's name
+        ``"workset»item"``, which every method that takes a name accepts:
+        :meth:`renew`, :meth:`release`, :meth:`complete`, :meth:`check_current`,
+        :meth:`last_lease`, :meth:`history`), or None when every item is done or held live by
         others (nothing is sent then: the preflight sees it). ``items``: 1 to
         512 distinct names, each 1 to 128 bytes of printable UTF-8, as is
         ``workset``; otherwise :class:`~chainfence.errors.InvalidClaimItems`
@@ -412,7 +415,7 @@ class Registry:
         item = by_id[event.resource_id]
         lease = Lease(
             self.connect(event.holder) if event.holder in self.chain.accounts else self,
-            resource=f"{workset}/{item}",
+            resource=_names.item_name(workset, item),
             resource_id=event.resource_id,
             token=event.token,
             holder=event.holder,
@@ -433,20 +436,28 @@ class Registry:
 
     def item_lease(self, workset: str, item: str, *, block: str | int | None = None) -> LeaseInfo | None:
         """The latest claim of work item ``item`` of ``workset`` whatever its state (``status``
-        :attr:`~chainfence.LeaseStatus.DONE` once completed), or None if it was never claimed."""
-        _validate.publishable(workset)
-        _validate.publishable(item)
-        info = self.chain._run(self._lease_info(f"{workset}/{item}", _names.item_id(workset, item), block=block))
-        return None if info.status is LeaseStatus.UNHELD else info
+        :attr:`~chainfence.LeaseStatus.DONE` once completed), or None if it was never claimed.
+        The same as ``last_lease("workset»item")``."""
+        return self.last_lease(_names.item_name(workset, item), block=block)
+
+    def renew_item(
+        self, workset: str, item: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
+    ) -> int:
+        """:meth:`renew` of the claim ``token`` on work item ``item`` of ``workset`` (the same as
+        ``renew("workset»item", ...)``); returns the new expiry."""
+        return self.renew(_names.item_name(workset, item), token, ttl, progress=progress, confirmations=confirmations)
+
+    def release_item(self, workset: str, item: str, token: int, *, confirmations: int | None = None) -> None:
+        """:meth:`release` of the claim ``token`` on work item ``item`` of ``workset``: the item is free
+        again (not done)."""
+        self.release(_names.item_name(workset, item), token, confirmations=confirmations)
 
     def complete_item(
         self, workset: str, item: str, token: int, result: bytes, *, confirmations: int | None = None
     ) -> bytes:
         """:meth:`Lease.complete` for a claim known only by its workset, item and token (a shell
         script's ``chainfence complete``): marks the item done, only while ``token`` is its current claim."""
-        _validate.publishable(workset)
-        _validate.publishable(item)
-        return self._complete(f"{workset}/{item}", _names.item_id(workset, item), token, result, confirmations)
+        return self.complete(_names.item_name(workset, item), token, result, confirmations=confirmations)
 
     def lease_from_tx(self, tx_hash: str) -> Lease | None:
         """The lease a mined acquisition created, or None (not mined, failed, or not an acquisition).
@@ -711,28 +722,7 @@ class Registry:
         return info
 
     def _raise_unless_current(self, resource: str, resource_id: bytes, token: int, info: LeaseInfo) -> None:
-        from .errors import LeaseCompleted, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
-
-        if token == info.token and info.status is LeaseStatus.LIVE:
-            return
-        if token > info.token or info.status is LeaseStatus.UNHELD:
-            raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if token < info.token:
-            raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if info.status is LeaseStatus.DONE:  # a completed claim ended its lease, for good
-            raise LeaseCompleted(token=token, resource=resource, resource_id=resource_id)
-        if info.status is LeaseStatus.RELEASED:
-            raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
-        if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it
-            raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
-        raise LeaseExpired(
-            token=token,
-            expired_at=info.expires_at,
-            resource=resource,
-            resource_id=resource_id,
-            judged_at=info.judged_at,
-            no_block_since=info.expired_unmined,
-        )
+        judge(info, token, resource=resource, resource_id=resource_id)
 
     def _require_confirmed(
         self, resource: str, resource_id: bytes, token: int, confirmed_block: int | None, k: int, *, holder: str
@@ -1041,8 +1031,12 @@ class Registry:
         the next acquisition gets a higher token with reason ``revoked``.
         Raises :class:`~chainfence.errors.NotNamespaceAdmin` outside the
         sender's namespaces and :class:`~chainfence.errors.NotLive` when
-        there is no live lease.
+        there is no live lease. A claimed item's name (``"workset»item"``) revokes its claim
+        (:meth:`revoke_item`).
         """
+        item = _names.split_item(resource)
+        if item is not None:
+            return self.revoke_item(*item, confirmations=confirmations)
         _validate.publishable(resource)
         prefix = _names.namespace_prefix(resource)
         receipt = self._namespace_tx(prefix, "revoke", [resource], confirmations, resource=resource)
@@ -1059,8 +1053,12 @@ class Registry:
         The new token is higher than every other; a live lease is revoked
         first, through the same fenced path (``LeaseRevoked``), and the
         acquisition says ``granted``. The holder must be admitted when the
-        namespace requires it; ``ttl`` is held to the namespace's maximum.
+        namespace requires it; ``ttl`` is held to the namespace's maximum. A claimed item's name
+        (``"workset»item"``) grants it as a claim (:meth:`grant_item`).
         """
+        item = _names.split_item(resource)
+        if item is not None:
+            return self.grant_item(*item, holder, ttl, confirmations=confirmations)
         _validate.publishable(resource)
         holder = _validate.address(holder, "holder")
         ttl = _validate.ttl(ttl, self.max_ttl)
@@ -1085,12 +1083,10 @@ class Registry:
         ``revoked``). Raises :class:`~chainfence.errors.NotNamespaceAdmin`
         outside the sender's namespaces and :class:`~chainfence.errors.NotLive`
         when the item has no live claim (never claimed, released, expired or
-        done). ``revoke("workset/item")`` is not this: a name with a ``/``
-        is a plain resource, never a work item.
+        done). The same as ``revoke("workset»item")``; ``revoke("workset/item")``
+        is not this: a name with a ``/`` is a plain resource, never a work item.
         """
-        _validate.publishable(workset)
-        _validate.publishable(item)
-        name = f"{workset}/{item}"
+        name = _names.item_name(workset, item)
         receipt = self._namespace_tx(
             _names.namespace_prefix(workset), "revokeItem", [workset, item], confirmations, resource=name
         )
@@ -1113,11 +1109,9 @@ class Registry:
         item already done (no grant reopens it). Returns the :class:`Lease` (``lease.workset``,
         ``lease.item``).
         """
-        _validate.publishable(workset)
-        _validate.publishable(item)
+        name = _names.item_name(workset, item)
         holder = _validate.address(holder, "holder")
         ttl = _validate.ttl(ttl, self.max_ttl)
-        name = f"{workset}/{item}"
         receipt = self._namespace_tx(
             _names.namespace_prefix(workset), "grantItem", [workset, item, holder, ttl], confirmations, resource=name
         )

@@ -77,6 +77,17 @@ def _check_text(name: str, value: object, *, optional: bool = False, allow_bytes
         raise InvalidInput(f"{name} must be {wanted}{' or None' if optional else ''}, got {value!r}")
 
 
+def _check_resource(value: object) -> None:
+    """A resource: a name (str or bytes), or a claimed work item as a ``(workset, item)`` pair of them."""
+    if isinstance(value, tuple):
+        if len(value) != 2:
+            raise InvalidInput(f"a claimed item's resource is a (workset, item) pair, got {value!r}")
+        _check_text("resource's workset", value[0], allow_bytes=True)
+        _check_text("resource's item", value[1], allow_bytes=True)
+        return
+    _check_text("resource", value, allow_bytes=True)
+
+
 def _check_token(value: object) -> None:
     if not _is_int(value) or value < 1:
         raise InvalidInput(f"token must be an int >= 1, got {value!r}")
@@ -93,7 +104,9 @@ class TimelineLease:
       and bytes that are not UTF-8 escaped, backslashes doubled, so two names
       never look alike; then HTML-escaped. Pass the raw name, not an already
       escaped display string (its backslashes would be doubled again).
-      Leases with the same name share a lane.
+      Leases with the same name share a lane. A claimed work item is a
+      ``(workset, item)`` pair (each as a name above; a str ``"workset»item"``
+      is one too), drawn ``workset»item``: a plain name never shows a bare ``»``.
     - ``token``: the fencing token (int >= 1).
     - ``holder``: the holder's address (any non-empty str; it picks the colour).
     - ``holder_label``: a name for the holder shown in the legend, or None.
@@ -116,7 +129,7 @@ class TimelineLease:
       "revoked"``), or None.
     """
 
-    resource: str | bytes
+    resource: str | bytes | tuple[str | bytes, str | bytes]
     token: int
     holder: str
     holder_label: str | None = None
@@ -130,7 +143,7 @@ class TimelineLease:
     revoked_by: str | None = None
 
     def __post_init__(self) -> None:
-        _check_text("resource", self.resource, allow_bytes=True)
+        _check_resource(self.resource)
         _check_token(self.token)
         _check_text("holder", self.holder)
         _check_text("holder_label", self.holder_label, optional=True)
@@ -174,14 +187,14 @@ class Rejection:
     ``"StaleToken"``, ``"superseded by 8"``): untrusted text, escaped.
     """
 
-    resource: str | bytes
+    resource: str | bytes | tuple[str | bytes, str | bytes]
     time: int
     token: int
     holder: str | None = None
     reason: str = ""
 
     def __post_init__(self) -> None:
-        _check_text("resource", self.resource, allow_bytes=True)
+        _check_resource(self.resource)
         _check_time("time", self.time)
         if not _is_int(self.token) or self.token < 0:
             raise InvalidInput(f"rejection token must be an int >= 0, got {self.token!r}")
@@ -399,11 +412,19 @@ class Layout:
         return self.plot_left + (t - self.t0) * self.plot_width / (self.t1 - self.t0)
 
 
-def _name(resource: str | bytes) -> str:
+def _name(resource: str | bytes | tuple[str | bytes, str | bytes]) -> str:
     """A resource's name as drawn: :func:`chainfence._names.display` of its bytes (a str as its UTF-8),
-    which no two names share, so two resources never share a lane or a label."""
+    which no two names share, so two resources never share a lane or a label. A claimed work item
+    (a ``(workset, item)`` pair, or a str ``"workset»item"``) is drawn as its two parts so, joined by ``»``,
+    which :func:`~chainfence._names.display` escapes in every plain name."""
     from . import _names
 
+    if isinstance(resource, tuple):
+        return _name(resource[0]) + _names.ITEM_SEPARATOR + _name(resource[1])
+    if isinstance(resource, str) and resource.count(_names.ITEM_SEPARATOR) == 1:
+        workset, _, item = resource.partition(_names.ITEM_SEPARATOR)
+        if workset and item:
+            return _name(workset) + _names.ITEM_SEPARATOR + _name(item)
     if isinstance(resource, str):
         try:
             resource = resource.encode("utf-8", "surrogateescape")

@@ -79,7 +79,13 @@ Semantics (those of tooz's other drivers)
   membership and elections raise ``tooz.NotImplemented``.
 - Chain failures reach tooz's caller as ``tooz.ToozError`` (a node that does
   not answer: ``ToozConnectionError``) whose ``__cause__`` is the
-  chainfence error; a bad URL is :class:`chainfence.errors.InvalidInput`.
+  chainfence error. Bad input (a malformed URL or option, a bad lock name or
+  timeout, a missing key) is :class:`ToozInvalidInput`: a ``tooz.ToozError``
+  and a :class:`chainfence.errors.InvalidInput` (the specific one, such as
+  ``InvalidUrl``, is its ``__cause__``), never a bare ``ValueError``. A URL
+  that tooz itself cannot split (an unclosed ``[``) fails in
+  ``tooz.coordination.get_coordinator`` before any driver is chosen, with
+  tooz's own ``ValueError``, as for every tooz driver.
 """
 
 from __future__ import annotations
@@ -105,7 +111,7 @@ from .chain import Chain
 from .errors import ChainfenceError, InvalidInput, LeaseHeld, NodeUnreachable, TokenNotCurrent
 from .registry import Registry
 
-__all__ = ["ChainfenceDriver", "ChainfenceLock", "embedded_chain", "member_account"]
+__all__ = ["ChainfenceDriver", "ChainfenceLock", "ToozInvalidInput", "embedded_chain", "member_account"]
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +156,22 @@ def _connected(url: str, chain_id: int | None, confirmations: int | None, poll: 
         return _chains.setdefault(key, chain)
 
 
+class ToozInvalidInput(tooz.ToozError, InvalidInput):
+    """Bad input to the tooz driver: a ``tooz.ToozError`` (what tooz's callers catch) that is also a
+    chainfence :class:`~chainfence.errors.InvalidInput`; the precise error is its ``__cause__``."""
+
+    def __init__(self, message: str, cause: BaseException | None = None):
+        tooz.ToozError.__init__(self, message, cause)
+
+
+def _invalid(exc: InvalidInput) -> ToozInvalidInput:
+    if isinstance(exc, ToozInvalidInput):
+        return exc
+    error = ToozInvalidInput(f"{type(exc).__name__}: {exc}", exc)
+    error.__cause__ = exc
+    return error
+
+
 def _tooz_error(exc: ChainfenceError, what: str) -> tooz.ToozError:
     cls = tooz.coordination.ToozConnectionError if isinstance(exc, NodeUnreachable) else tooz.ToozError
     error = cls(f"{what}: {type(exc).__name__}: {exc}")
@@ -176,9 +198,9 @@ class _Config:
             raise InvalidInput(f"unknown option(s) in the tooz URL: {', '.join(unknown)} (known: {sorted(OPTIONS)})")
         self.embedded = scheme == "chainfence+embedded"
         self.name = parsed_url.netloc + parsed_url.path
-        self.node_url = None if self.embedded else urlunsplit(
+        self.node_url = None if self.embedded else _validate.rpc_url(urlunsplit(
             (scheme.split("+", 1)[1], parsed_url.netloc, parsed_url.path, "", "")
-        )  # fmt: skip
+        ), "the tooz URL's node")  # fmt: skip
         if self.embedded and ("registry" in values or "key_env" in values or "keystore" in values):
             raise InvalidInput("chainfence+embedded:// deploys its own registry and signs with its dev accounts")
         self.registry = values.get("registry")
@@ -262,7 +284,14 @@ class ChainfenceLock(tooz.locking.Lock):
     def acquire(self, blocking: Any = True, shared: bool = False, timeout: float | None = None) -> bool:
         if shared:
             raise tooz.NotImplemented("chainfence leases are exclusive: shared locks are not implemented")
-        blocking, timeout = tooz.utils.convert_blocking(blocking, timeout)
+        try:
+            blocking, timeout = tooz.utils.convert_blocking(blocking, timeout)
+        except (TypeError, ValueError):
+            raise _invalid(InvalidInput(f"blocking is a bool or a number of seconds, got {blocking!r}")) from None
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout
+        ):  # a number, not NaN (NaN != NaN); a negative one tries once, as tooz's other drivers do
+            raise _invalid(InvalidInput(f"a lock's timeout is a number of seconds, got {timeout!r}"))
         wait = 0.0 if not blocking else (None if timeout is None else max(0.0, float(timeout)))
         deadline = None if wait is None else time.monotonic() + wait
         coordinator = self._coordinator
@@ -384,7 +413,10 @@ class ChainfenceDriver(tooz.coordination.CoordinationDriver):
 
     def __init__(self, member_id: bytes, parsed_url: Any, options: dict[str, Any]):
         super().__init__(member_id, parsed_url, options)
-        self._config = _Config(parsed_url, options)
+        try:
+            self._config = _Config(parsed_url, options)
+        except InvalidInput as bad:
+            raise _invalid(bad) from bad
         if self._config.embedded:  # an in-process chain is no more than threads of one process
             self.CHARACTERISTICS = (tooz.coordination.Characteristics.DISTRIBUTED_ACROSS_THREADS,)
         self.timeout = self._config.timeout
@@ -418,8 +450,8 @@ class ChainfenceDriver(tooz.coordination.CoordinationDriver):
                 member = member_account(key, member_id.encode() if isinstance(member_id, str) else bytes(member_id))
                 holder = chain.add_account(member)
                 self._fund(chain, funder, holder)
-        except InvalidInput:
-            raise
+        except InvalidInput as bad:
+            raise _invalid(bad) from bad
         except ChainfenceError as exc:
             raise _tooz_error(exc, "starting the chainfence coordinator") from exc
         self._registry = registry.connect(holder)
@@ -473,6 +505,12 @@ class ChainfenceDriver(tooz.coordination.CoordinationDriver):
     # -- locks ----------------------------------------------------------------
 
     def get_lock(self, name: bytes) -> ChainfenceLock:
+        try:
+            return self._get_lock(name)
+        except InvalidInput as bad:
+            raise _invalid(bad) from bad
+
+    def _get_lock(self, name: bytes) -> ChainfenceLock:
         if isinstance(name, str):
             name = name.encode()
         if not isinstance(name, bytes) or not name:

@@ -25,8 +25,9 @@ deployment block, within provider range limits); every finding is then
 checked against the registry's current state (one ``leaseOf`` call each), so
 a lease that changed hands after the last event read, or a claimed item that
 was completed, is never listed. Names are untrusted bytes from the chain:
-``resource`` is set only for a name the SDK would publish,
-``resource_display`` is always safe to print.
+``resource`` is set only for a name the SDK would publish (a claimed item's:
+``workset»item``), ``resource_display`` is always safe to print, an item as
+``workset»item``.
 """
 
 from __future__ import annotations

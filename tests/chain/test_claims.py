@@ -21,7 +21,7 @@ def test_claims_hand_out_items_in_order_and_none_when_all_are_taken(chain, alice
     first, second = alice.claim("batch", ITEMS, ttl=60), bob.claim("batch", ITEMS, ttl=60)
     third = carol.claim("batch", ITEMS, ttl=60)
     assert [first.item, second.item, third.item] == ITEMS
-    assert first.resource_id == item_id("batch", "a") and first.resource == "batch/a"
+    assert first.resource_id == item_id("batch", "a") and first.resource == "batch»a"
     block = chain.block_number()
     dave = alice.connect(chain.accounts[4])
     assert dave.claim("batch", ITEMS, ttl=60) is None

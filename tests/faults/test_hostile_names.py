@@ -103,7 +103,7 @@ def test_the_watchdog_lists_holders_of_hostile_names_escaped(chain, registry, al
     chain.advance_time(11)
     crashed = registry.stuck().crashed
     assert sorted(entry.resource_display for entry in crashed) == sorted(
-        [display(name) for name in HOSTILE] + [display(b"\xff/set/\x1b[2Jitem")]
+        [display(name) for name in HOSTILE] + [display(b"\xff/set") + "»" + display(b"\x1b[2Jitem")]
     )
     for entry in crashed:
         assert entry.resource is None or entry.resource.isprintable()

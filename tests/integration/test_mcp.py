@@ -108,6 +108,7 @@ def test_a_lease_is_renewed_verified_released_and_shows_in_history_by_its_token(
         assert verdict["current"] is True and verdict["holder"] == alice.sender
         error, refused = await _call(b, "release", {"resource": "mcp/job", "token": token})
         assert error and refused["error"] == "NotHolder", "another agent cannot release it"
+        assert "ended" not in refused, "alice's lease is live: nothing ended (not 'superseded')"
         _, status = await _call(a, "status", {"resources": ["mcp/job"]})
         assert status["account"] == alice.sender and status["resources"][0]["held_by_you"] is True
         error, released = await _call(a, "release", {"resource": "mcp/job", "token": token})
@@ -135,8 +136,8 @@ def test_agents_claim_items_renew_and_complete_them_until_nothing_is_left(alice,
         _, second = await _call(b, "claim", {"workset": "mcp/tables", "items": items, "ttl": 300})
         assert (first["item"], second["item"]) == ("t1", "t2")
         lease = first["lease"]
-        assert lease["resource"] == "mcp/tables/t1" and lease["workset"] == "mcp/tables"
-        # In the session that claimed it, the resource string the answer carried is enough.
+        assert lease["resource"] == "mcp/tables»t1" and lease["workset"] == "mcp/tables"
+        # The resource string the answer carried is the item's name, in any session.
         error, renewed = await _call(a, "renew", {"resource": lease["resource"], "token": lease["token"], "ttl": 300})
         assert not error, renewed
         # Another session of the same agent names the item and its workset.

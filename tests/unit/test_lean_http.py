@@ -13,10 +13,10 @@ import socket
 import threading
 
 import pytest
-from web3._utils.method_formatters import receipt_formatter
+from web3._utils.method_formatters import block_result_formatter, receipt_formatter, transaction_result_formatter
 from web3.datastructures import AttributeDict
 
-from chainfence._rpc import _Connection, format_receipt
+from chainfence._rpc import _Connection, format_block, format_receipt, format_transaction
 
 RECEIPT = {
     "type": "0x2", "status": "0x1", "cumulativeGasUsed": "0x8b9e",
@@ -50,6 +50,55 @@ def test_a_deployment_receipt_reads_as_web3_formats_it():
     """A creation: ``to`` is null and ``contractAddress`` set."""
     raw = dict(RECEIPT, to=None, contractAddress="0x5fbdb2315678afecb367f032d93f642f64180aa3", logs=[])
     assert format_receipt(dict(raw)) == AttributeDict.recursive(receipt_formatter(dict(raw)))
+
+
+TRANSACTION = {
+    "type": "0x2", "chainId": "0x7a69", "nonce": "0x3", "gas": "0x1c9c380", "maxFeePerGas": "0x77359400",
+    "maxPriorityFeePerGas": "0x1", "to": "0x5fbdb2315678afecb367f032d93f642f64180aa3", "value": "0x0",
+    "accessList": [{"address": "0x5fbdb2315678afecb367f032d93f642f64180aa3", "storageKeys": ["0x" + "0a" * 32]}],
+    "input": "0xabcdef", "r": "0x" + "12" * 32, "s": "0x" + "34" * 31, "yParity": "0x1", "v": "0x1",
+    "hash": "0x" + "22" * 32, "blockHash": "0x" + "11" * 32, "blockNumber": "0x10", "transactionIndex": "0x0",
+    "from": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "gasPrice": "0x3b9aca07",
+    "blobVersionedHashes": ["0x01" + "ab" * 31], "maxFeePerBlobGas": "0x10",
+    "authorizationList": [{"chainId": "0x7a69", "address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                           "nonce": "0x0", "yParity": "0x0", "r": "0x" + "56" * 32, "s": "0x" + "78" * 32}],
+}  # fmt: skip
+
+BLOCK = {
+    "hash": "0x" + "11" * 32, "parentHash": "0x" + "33" * 32, "sha3Uncles": "0x" + "44" * 32,
+    "miner": "0x0000000000000000000000000000000000000000", "stateRoot": "0x" + "55" * 32,
+    "transactionsRoot": "0x" + "66" * 32, "receiptsRoot": "0x" + "77" * 32, "logsBloom": "0x" + "00" * 256,
+    "difficulty": "0x0", "number": "0x10", "gasLimit": "0x1c9c380", "gasUsed": "0x8b9e", "timestamp": "0x6560",
+    "extraData": "0x", "mixHash": "0x" + "88" * 32, "nonce": "0x0000000000000000", "baseFeePerGas": "0x3b9aca00",
+    "withdrawalsRoot": "0x" + "99" * 32, "blobGasUsed": "0x0", "excessBlobGas": "0x0",
+    "parentBeaconBlockRoot": "0x" + "aa" * 32, "requestsHash": "0x" + "bb" * 32, "totalDifficulty": "0x0",
+    "size": "0x261", "uncles": [], "transactions": ["0x" + "22" * 32],
+    "withdrawals": [{"index": "0x1", "validatorIndex": "0x2", "address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     "amount": "0x3"}],
+}  # fmt: skip
+
+
+def _types(value):
+    if isinstance(value, dict):
+        return {key: _types(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_types(item) for item in value]
+    return type(value)
+
+
+def test_a_transaction_reads_as_web3_formats_it():
+    """web3's private formatter is the oracle here only: the package never imports it (test_packaging)."""
+    ours, web3s = format_transaction(dict(TRANSACTION)), AttributeDict.recursive(transaction_result_formatter(dict(TRANSACTION)))
+    assert ours == web3s and _types(ours) == _types(web3s)
+    pending = dict(TRANSACTION, blockHash=None, blockNumber=None, transactionIndex=None, to=None)
+    assert format_transaction(dict(pending)) == AttributeDict.recursive(transaction_result_formatter(dict(pending)))
+
+
+def test_a_block_reads_as_web3_formats_it_with_hashes_or_full_transactions():
+    for block in (BLOCK, dict(BLOCK, transactions=[TRANSACTION])):
+        ours, web3s = format_block(dict(block)), AttributeDict.recursive(block_result_formatter(dict(block)))
+        assert ours == web3s and _types(ours) == _types(web3s)
+    assert format_block(None) is None
 
 
 def reply_of(wire: bytes) -> tuple[int, str, bool, bytes]:

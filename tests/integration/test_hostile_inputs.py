@@ -1,0 +1,228 @@
+"""Malformed URLs and inputs through all three faces: a typed error and exit 2 at the CLI, a tool error
+through MCP, a ``ToozError`` through tooz; never a traceback, never a dead server, nothing sent.
+
+Issue #17: ``--rpc-url http://127.0.0.1:abc`` (or a comma list, or ``http://[::1``) printed a traceback
+from the CLI and killed ``chainfence mcp``: the only check was ``url.startswith("http://")``, and the
+URL then reached ``urllib`` and web3, whose ``ValueError`` nobody typed. Now one check,
+``chainfence._validate.rpc_url`` (:class:`~chainfence.errors.InvalidUrl`), runs in ``Chain.connect``,
+``AsyncChain.connect``, the CLI and the tooz driver. The controls run the old check and the transport
+on the same URLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+
+import anyio
+import pytest
+import tooz.coordination
+from mcp import Client
+
+from chainfence import Chain, _rpc, cli
+from chainfence.aio import AsyncChain
+from chainfence.errors import InvalidInput, InvalidUrl
+from chainfence.mcp_server import build_server
+from chainfence.tooz_driver import ToozInvalidInput
+from tests.support.anvil import dev_keys
+
+#: URLs that are not one well-formed http(s) endpoint.
+HOSTILE_URLS = [
+    "http://127.0.0.1:abc",  # a port that is not a number
+    "http://127.0.0.1:8545,http://127.0.0.1:8546",  # a comma list
+    "http://a,b:8545",
+    "http://[::1",  # an unclosed IPv6 bracket
+    "http://[::1]:99999",  # a port out of range
+    "http://[not-an-ip]:8545",
+    "http://127.0.0.1:0",
+    "http://127.0.0.1:",
+    "http://",
+    "http:// 127.0.0.1:8545",
+    "http://127.0.0.1:8545\n",
+    "http://127.0.0.1:8545/\x1b[2J",
+    "http://h\u00e9st:8545",
+    "ftp://127.0.0.1:8545",
+    "127.0.0.1:8545",
+    "http://" + "a" * 2100,
+]
+
+#: The http URLs tooz itself can split and hands to our driver (get_coordinator splits the URL, and
+#: picks the driver by its scheme, before any driver runs; urllib drops a newline, and refuses brackets
+#: that hold no IP address, there).
+TOOZ_SPLITS = [
+    url for url in HOSTILE_URLS
+    if url.startswith("http://") and url not in ("http://[::1", "http://[not-an-ip]:8545", "http://127.0.0.1:8545\n")
+]  # fmt: skip
+
+
+def _naive_check(url: str) -> None:
+    """The check Chain.connect ran before: a scheme prefix, nothing more."""
+    if not url.startswith(("http://", "https://")):
+        raise InvalidInput("url must be an http:// or https:// JSON-RPC endpoint")
+
+
+@pytest.mark.parametrize("url", HOSTILE_URLS)
+def test_the_sdk_refuses_a_hostile_url_before_a_socket_is_opened(url):
+    with pytest.raises(InvalidUrl):
+        Chain.connect(url)
+    with pytest.raises(InvalidUrl):
+        asyncio.run(AsyncChain.connect(url))
+    assert "KEY" not in str(pytest.raises(InvalidUrl, Chain.connect, "http://h:x/v3/KEY").value)
+
+
+def test_control_the_old_check_let_them_through_to_an_untyped_value_error():
+    """The naive version: the scheme check passes, and the transport raises a bare ValueError."""
+    untyped = []
+    for url in HOSTILE_URLS:
+        try:
+            _naive_check(url)
+            _rpc.LeanHttp(url, timeout=1.0)
+            _rpc.redact_url(url)
+        except InvalidInput:
+            continue
+        except ValueError as raw:
+            untyped.append((url, type(raw).__name__))
+    assert {url for url, _ in untyped} >= {"http://127.0.0.1:abc", "http://[::1", "http://[::1]:99999"}
+    assert all(name == "ValueError" for _, name in untyped)
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("url", HOSTILE_URLS)
+def test_the_cli_exits_2_naming_invalid_url_for_every_command_and_source(url, monkeypatch, tmp_path):
+    registry = "0x" + "11" * 20
+    for argv in (["status"], ["verify", "x", "--token", "1"], ["audit", "history", "x", "--live"], ["mcp"]):
+        code, out, err = _cli(*argv, "--rpc-url", url, "--registry", registry, "--json")
+        assert code == cli.EXIT_USAGE, (argv, err)
+        assert json.loads(out)["error"] == "InvalidUrl" and "Traceback" not in err
+    monkeypatch.setenv("CHAINFENCE_RPC_URL", url)
+    code, _, err = _cli("status", "--registry", registry)
+    assert code == cli.EXIT_USAGE and "$CHAINFENCE_RPC_URL" in err
+
+
+@pytest.mark.parametrize("url", TOOZ_SPLITS)
+def test_tooz_gets_a_tooz_error_for_every_hostile_url(url):
+    with pytest.raises(tooz.coordination.ToozError) as caught:
+        tooz.coordination.get_coordinator("chainfence+" + url + "?registry=0x" + "00" * 20, b"m")
+    assert isinstance(caught.value, ToozInvalidInput) and isinstance(caught.value.__cause__, InvalidUrl)
+
+
+def test_control_a_url_tooz_cannot_split_fails_in_tooz_for_every_driver():
+    """tooz.coordination.get_coordinator splits the URL before it chooses a driver: an unclosed '[' is tooz's
+    own ValueError, for its redis driver as for ours; no driver can turn it into a ToozError."""
+    for scheme in ("chainfence+http", "redis"):
+        for netloc in ("[::1", "[not-an-ip]:8545"):
+            with pytest.raises(ValueError) as caught:
+                tooz.coordination.get_coordinator(f"{scheme}://{netloc}", b"m")
+            assert not isinstance(caught.value, tooz.coordination.ToozError)
+
+
+def test_tooz_bad_options_lock_names_and_timeouts_are_tooz_errors():
+    for query in ("timeout=x", "timeout=0", "poll_latency=nan", "accounts=both", "chain_id=-1", "key=0x11"):
+        with pytest.raises(ToozInvalidInput):
+            tooz.coordination.get_coordinator(f"chainfence+http://127.0.0.1:1?{query}", b"m")
+    coordinator = tooz.coordination.get_coordinator("chainfence+embedded://hostile-inputs", b"m")
+    coordinator.start()
+    try:
+        for name in (b"\xff", b"", "a\u00bbb", "x" * 200, "a\u202e", 7):
+            with pytest.raises(tooz.coordination.ToozError):
+                coordinator.get_lock(name)
+        lock = coordinator.get_lock(b"hostile")
+        for blocking in ("soon", float("nan")):
+            with pytest.raises(tooz.coordination.ToozError):
+                lock.acquire(blocking=blocking)
+        assert lock.acquire(blocking=False) and lock.release()
+    finally:
+        coordinator.stop()
+
+
+# ---------------------------------------------------------------------------
+# Inputs that are not URLs: the CLI against the session's anvil, MCP on both backends
+# ---------------------------------------------------------------------------
+
+SURROGATE = b"a\xff".decode("utf-8", "surrogateescape")  # a non-UTF-8 argument, as Python receives it
+
+
+def test_the_cli_exits_2_on_hostile_inputs_and_sends_nothing(anvil_node, on_anvil, monkeypatch):
+    monkeypatch.setenv("CHAINFENCE_PRIVATE_KEY", dev_keys(10)[1])
+    node = ["--rpc-url", anvil_node.url, "--registry", on_anvil.address]
+    latest = on_anvil.latest_token()
+    cases = [
+        ["acquire", SURROGATE, "--ttl", "5"],
+        ["acquire", "a\u00bbb", "--ttl", "5"],
+        ["acquire", "ok", "--ttl", "5", "--timeout", "nan"],
+        ["acquire", "ok", "--ttl", "5", "--timeout", "inf"],
+        ["status", "a\u00bbb\u00bbc"],
+        ["status", "\u00bbx"],
+        ["verify", SURROGATE, "--token", "1"],
+        ["verify", "x", "--token", str(2**256)],
+        ["renew", "x", "--workset", SURROGATE, "--token", "1", "--ttl", "5"],
+        ["complete", "x", "--token", "1", "--result", SURROGATE],
+        ["claim", "ws", SURROGATE, "--ttl", "5"],
+        ["audit", "at", "x", "--block", str(2**64), "--live"],
+        ["audit", "takeovers", "--since", "9" * 30, "--live"],
+        ["audit", "token", str(2**70), "--live"],
+        ["audit", "history", "ws\u00bb", "--live"],
+        ["stuck", "--from-block", str(2**64)],
+        ["mcp", "--port", "70000"],
+        ["revoke", SURROGATE],
+    ]
+    for argv in cases:
+        try:
+            code, out, err = _cli(*argv, *node, "--json")
+        except SystemExit as usage:  # argparse's own refusal (exit 2 with its usage line)
+            code, out, err = usage.code, "", ""
+        assert code == cli.EXIT_USAGE, (argv, err)
+        assert "Traceback" not in err
+    assert on_anvil.latest_token() == latest, "nothing was acquired"
+
+
+def _call_all(server, calls):
+    async def main():
+        answers = []
+        async with Client(server) as client:
+            for tool, arguments in calls:
+                result = await client.call_tool(tool, arguments, read_timeout_seconds=120)
+                answers.append((bool(result.is_error), result.structured_content))
+            status = await client.call_tool("status", {}, read_timeout_seconds=120)
+            answers.append((bool(status.is_error), status.structured_content))
+        return answers
+
+    return anyio.run(main)
+
+
+def test_mcp_answers_every_hostile_input_with_a_typed_tool_error_and_keeps_serving(registry, alice):
+    server = build_server(alice)
+    latest = registry.latest_token()
+    lone = "a\ud800"
+    calls = [
+        ("acquire", {"resource": lone, "ttl": 5}, "InvalidResourceName"),
+        ("acquire", {"resource": "a\u00bbb", "ttl": 5}, "InvalidResourceName"),
+        ("acquire", {"resource": "ok", "ttl": 5, "wait": float("nan")}, "InvalidWait"),
+        ("acquire", {"resource": "ok", "ttl": 2**300}, "InvalidTtl"),
+        ("renew", {"resource": "ok", "token": 1, "ttl": 5, "progress": lone}, "InvalidProgress"),
+        ("renew", {"resource": "x", "workset": lone, "token": 1, "ttl": 5}, "InvalidResourceName"),
+        ("renew", {"resource": "a\u00bbb\u00bbc", "token": 1, "ttl": 5}, "InvalidResourceName"),
+        ("release", {"resource": "\u00bb", "token": 1}, "InvalidResourceName"),
+        ("complete", {"resource": "ok", "token": 1, "result": lone}, "InvalidInput"),
+        ("claim", {"workset": "w", "items": [lone], "ttl": 5}, "InvalidClaimItems"),
+        ("claim", {"workset": "w\u00bb", "items": ["a"], "ttl": 5}, "InvalidResourceName"),
+        ("verify", {"resource": "x" * 300, "token": 1}, "InvalidResourceName"),
+        ("verify", {"resource": "x\u00bb" + "y" * 129, "token": 1}, "InvalidResourceName"),
+        ("status", {"resources": [lone]}, "InvalidResourceName"),
+        ("status", {"resources": ["ok", "a\u00bb"]}, "InvalidResourceName"),
+        ("history", {"resource": lone}, "InvalidResourceName"),
+        ("leader", {"election": "a\u00bbb"}, "InvalidResourceName"),
+    ]
+    answers = _call_all(server, [(tool, arguments) for tool, arguments, _ in calls])
+    for (tool, arguments, expected), (is_error, answer) in zip(calls, answers, strict=False):
+        assert is_error and answer["error"] == expected, (tool, arguments, answer)
+    assert answers[-1][0] is False, "the server still answers"
+    assert registry.latest_token() == latest, "nothing was sent"
