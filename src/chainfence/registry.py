@@ -78,6 +78,9 @@ MAX_CLAIM_ITEMS = 512
 #: Most resources one acquire_many may list (the contract's bound).
 MAX_MANY = 64
 
+#: setNamespacePolicy's ``fields``: which fields of the policy a call sets (IFencingRegistry.sol).
+POLICY_MAX_TTL, POLICY_LOCK_DELAY, POLICY_ADMISSION = 1, 2, 4
+
 #: Default maximum lease length of a new registry: one day.
 DEFAULT_MAX_TTL = 86_400
 
@@ -112,9 +115,10 @@ class Registry:
         ``sender`` (default: the chain's first account) pays for deployment
         and is the default sender of the returned registry. It gains no
         privilege: the registry has no owner. ``namespaces`` assigns
-        namespaces to their admins at deployment (``{"prod": admin_address}``),
-        so nobody can claim them first; others are first come
-        (:meth:`claim_namespace`).
+        namespaces to their admins at deployment (``{"prod": admin_address}``):
+        the only way a namespace other than an address namespace
+        (:meth:`namespace_of`) ever has an admin. Address-shaped prefixes
+        cannot be assigned (:class:`~chainfence.errors.InvalidNamespace`).
         """
         return chain._run(cls._deploy_steps(chain, max_ttl=max_ttl, sender=sender, namespaces=namespaces))
 
@@ -205,13 +209,20 @@ class Registry:
     # ------------------------------------------------------------------
 
     def acquire(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> Lease:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> Lease:  # fmt: skip
         """Acquire ``resource`` for ``ttl`` seconds of chain time; return the :class:`Lease`.
 
         The lease carries a new fencing token, higher than every token the
         registry issued before. If the sender already holds the resource it
-        gets a new token too (its earlier incarnation is fenced off).
+        gets a new token too (its earlier incarnation is fenced off), unless
+        ``exclusive=True``: then the sender's own live lease refuses it like
+        anyone else's (:class:`~chainfence.errors.LeaseHeld` naming the sender
+        as holder; the registry's ``acquireExclusive``). Two processes
+        sharing one key use it to run one at a time: the second is refused
+        instead of fencing off the first. With ``wait=`` an exclusive
+        acquisition waits for the sender's own lease to end too.
 
         With ``confirmations`` (default: the chain's setting) it returns only
         once the acquiring transaction is that many blocks deep and the lease
@@ -251,26 +262,29 @@ class Registry:
         (:class:`~chainfence.errors.NodeUnreachable`, ...) in the read that
         checks, once it is deep enough, that the lease is still current.
         """
-        seconds, ttl, sender = self._acquire_args(resource, ttl, wait)
+        seconds, ttl, sender = self._acquire_args(resource, ttl, wait, exclusive)
         if not seconds:
-            return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
+            return self.chain._run(self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
         try:
-            return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
+            return self.chain._run(self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
         except LeaseHeld as refused:  # by the preflight (nothing sent), or rarely mined and reverted: wait
             first_refusal = refused
-        return self.chain._run(self._acquire_waiting(resource, ttl, sender, confirmations, seconds, first_refusal))
+        return self.chain._run(
+            self._acquire_waiting(resource, ttl, sender, confirmations, seconds, first_refusal, exclusive=exclusive)
+        )
 
     def _acquire_waiting(
         self, resource: str, ttl: int, sender: str, confirmations: int | None, seconds: float,
-        first_refusal: LeaseHeld, timer: _waiting.Timer | None = None,
+        first_refusal: LeaseHeld, timer: _waiting.Timer | None = None, *, exclusive: bool = False,
     ) -> Steps[Lease]:  # fmt: skip
         resource_id = _validate.resource_id(resource)
         timer = self._wait_timer if timer is None else timer
         pace = yield from _waiting.pace_steps(self.chain)
         return (yield from _waiting.acquire_waiting(
-            send=lambda: self._acquire(resource, ttl, sender, confirmations),
+            send=lambda: self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive),
             read=lambda: self._lease_info(resource, resource_id),
-            free=lambda info: not info.live or info.holder == sender,
+            # An exclusive acquisition treats the sender's own live lease as held, like the registry.
+            free=lambda info: not info.live or (info.holder == sender and not exclusive),
             follower=lambda: _waiting.follow(self.chain, self.address, resource_id, timer, pace),
             timer=timer,
             pace=pace,
@@ -278,15 +292,22 @@ class Registry:
             first_refusal=first_refusal,
         ))  # fmt: skip
 
-    def _acquire_args(self, resource: str, ttl: int, wait: float | None) -> tuple[float, int, str]:
+    def _acquire_args(
+        self, resource: str, ttl: int, wait: float | None, exclusive: bool = False
+    ) -> tuple[float, int, str]:
         """acquire()'s arguments checked: (seconds to wait, ttl, sender). Nothing is sent."""
         _validate.publishable(resource)
+        if not isinstance(exclusive, bool):
+            raise InvalidInput(f"exclusive must be a bool, got {type(exclusive).__name__} {exclusive!r}")
         seconds = _validate.wait(wait)
         ttl = _validate.ttl(ttl, self.max_ttl)
         return seconds, ttl, self._require_sender()
 
-    def _acquire(self, resource: str, ttl: int, sender: str, confirmations: int | None) -> Steps[Lease]:
-        """One acquisition (validated arguments): preflight, send, confirm, check.
+    def _acquire(
+        self, resource: str, ttl: int, sender: str, confirmations: int | None, *, exclusive: bool = False
+    ) -> Steps[Lease]:
+        """One acquisition (validated arguments): preflight, send, confirm, check. ``exclusive``: the
+        registry's ``acquireExclusive``, which the sender's own live lease refuses too.
 
         An interrupt (``KeyboardInterrupt``, ``asyncio.CancelledError``) that lands once the
         transaction may have reached the node is re-raised only after the transaction is settled
@@ -294,7 +315,7 @@ class Registry:
         """
         acquired: list[Lease] = []
         try:
-            return (yield from self._acquire_once(resource, ttl, sender, confirmations, acquired))
+            return (yield from self._acquire_once(resource, ttl, sender, confirmations, acquired, exclusive=exclusive))
         except BaseException as interrupt:
             if not _sending.interrupted(interrupt):
                 raise
@@ -305,9 +326,10 @@ class Registry:
             raise
 
     def _acquire_once(
-        self, resource: str, ttl: int, sender: str, confirmations: int | None, acquired: list[Lease]
-    ) -> Steps[Lease]:
-        data = self._encode("acquire", [resource, ttl])
+        self, resource: str, ttl: int, sender: str, confirmations: int | None, acquired: list[Lease],
+        *, exclusive: bool = False,
+    ) -> Steps[Lease]:  # fmt: skip
+        data = self._encode("acquireExclusive" if exclusive else "acquire", [resource, ttl])
         seen = self._seen()
         before = seen.before(_validate.resource_id(resource))
         sent = _keepalive.lease_clock()  # where a keep-alive's safe deadline counts from: before the send
@@ -495,8 +517,8 @@ class Registry:
         if tx is None or receipt["status"] != 1 or tx.get("to") != self.address:
             return None
         data = bytes(tx["input"])
-        selector, types = _artifacts.functions("FencingRegistry")["acquire"]
-        if data[:4] != selector:
+        functions = _artifacts.functions("FencingRegistry")
+        if data[:4] not in (functions["acquire"][0], functions["acquireExclusive"][0]):  # the same arguments
             return None
         try:
             name, ttl = abi_decode(["bytes", "uint256"], data[4:])  # the name as bytes: it may not be UTF-8
@@ -625,18 +647,20 @@ class Registry:
 
     @contextmanager
     def lease(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> Iterator[Lease]:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> Iterator[Lease]:  # fmt: skip
         """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
 
         Raises :class:`~chainfence.errors.LeaseHeld` (and the body does not
         run) if someone else holds it — after waiting up to ``wait`` seconds
-        for it to become free, as :meth:`acquire` does. On exit the lease is released; if it
+        for it to become free, as :meth:`acquire` does; with ``exclusive=True``
+        also while the sender itself holds it. On exit the lease is released; if it
         expired or was superseded while the body ran, that error is raised
         after a body that succeeded, and added as a note to the body's own
         exception otherwise.
         """
-        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait) as lease:
+        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive) as lease:
             yield lease
 
     # ------------------------------------------------------------------
@@ -699,9 +723,12 @@ class Registry:
         """Whether ``token`` is the current token of ``resource`` and its lease is live."""
         return self.chain._run(self._is_current(resource, token, block=block))
 
-    def _is_current(self, resource: str, token: int, *, block: str | int | None = None) -> Steps[bool]:
+    def _is_current(
+        self, resource: str, token: int, *, block: str | int | None = None, resource_id: bytes | None = None
+    ) -> Steps[bool]:
+        """:meth:`is_current`; ``resource_id`` for a claimed work item (its id is not its name's hash)."""
         try:
-            yield from self._check_current(resource, token, block=block)
+            yield from self._check_current(resource, token, block=block, resource_id=resource_id)
         except TokenNotCurrent:
             return False
         return True
@@ -723,9 +750,10 @@ class Registry:
         return self.chain._run(self._check_current(resource, token, block=block, confirmations=confirmations))
 
     def _check_current(
-        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
-    ) -> Steps[LeaseInfo]:
-        resource_id = _validate.resource_id(resource)
+        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0,
+        resource_id: bytes | None = None,
+    ) -> Steps[LeaseInfo]:  # fmt: skip
+        resource_id = _validate.resource_id(resource) if resource_id is None else resource_id
         token = _validate.token(token)
         k = _validate_confirmations(confirmations)
         info = yield from self._lease_info(resource, resource_id, block=block)
@@ -736,7 +764,7 @@ class Registry:
         return info
 
     def _raise_unless_current(self, resource: str, resource_id: bytes, token: int, info: LeaseInfo) -> None:
-        from .errors import LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
+        from .errors import LeaseCompleted, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
 
         if token == info.token and info.status is LeaseStatus.LIVE:
             return
@@ -744,7 +772,9 @@ class Registry:
             raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
         if token < info.token:
             raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
+        if info.status is LeaseStatus.DONE:  # a completed claim ended its lease, for good
+            raise LeaseCompleted(token=token, resource=resource, resource_id=resource_id)
+        if info.status is LeaseStatus.RELEASED:
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
         if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it
             raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
@@ -1117,17 +1147,15 @@ class Registry:
     # Namespaces: admins, policies, revoke and grant
     # ------------------------------------------------------------------
 
-    def claim_namespace(self, prefix: str, *, confirmations: int | None = None) -> bytes:
-        """Become the admin of namespace ``prefix`` (first come); returns its id.
-
-        Raises :class:`~chainfence.errors.NamespaceTaken` if it has an admin
-        (assigned at deployment or claimed before) and
-        :class:`~chainfence.errors.InvalidNamespace` on a bad prefix (nothing sent).
-        """
-        prefix = _validate.namespace_prefix(prefix)
-        self._namespace_tx(prefix, "claimNamespace", [prefix], confirmations)
-        logger.info("claimed namespace=%s admin=%s", prefix, self.sender)
-        return _names.namespace_id(prefix)
+    def namespace_of(self, address: str | None = None) -> str:
+        """The address namespace of ``address`` (default: the sender): ``"0x"`` and its 40 lowercase hex
+        digits. It is that address's from the start, with no claim and no storage: names in it
+        (``f"{registry.namespace_of()}/jobs"``) are governed by that address (policy, revoke, grant),
+        and by nobody else until it hands the role over (:meth:`transfer_namespace_admin`).
+        Another namespace has an admin only if the deployer assigned it (:meth:`deploy`)."""
+        if address is None:
+            address = self._require_sender()
+        return _names.address_namespace(_validate.address(address, "address"))
 
     def transfer_namespace_admin(self, prefix: str, new_admin: str, *, confirmations: int | None = None) -> None:
         """Offer namespace ``prefix`` to ``new_admin`` (admin only); it takes over when it
@@ -1144,31 +1172,55 @@ class Registry:
         logger.info("accepted namespace=%s admin=%s", prefix, self.sender)
 
     def set_policy(
-        self, prefix: str, *, max_ttl: int = 0, lock_delay: int = 0, admission_required: bool = False,
-        confirmations: int | None = None,
+        self, prefix: str, *, max_ttl: int | None = None, lock_delay: int | None = None,
+        admission_required: bool | None = None, confirmations: int | None = None,
     ) -> None:  # fmt: skip
-        """Set the policy of namespace ``prefix`` (admin only): ``max_ttl`` (0: the registry's),
-        ``lock_delay`` seconds after an expiry, and whether only admitted holders may acquire.
+        """Set the fields of namespace ``prefix``'s policy that are given (admin only); the others
+        keep their values: ``max_ttl`` (0: the registry's), ``lock_delay`` seconds after an expiry,
+        ``admission_required`` (only admitted holders may acquire).
 
-        The policy applies to later acquisitions, grants and renewals; it
-        never evicts a live holder (:meth:`revoke` does).
+        The registry merges the fields itself (``setNamespacePolicy``'s mask), in the same
+        transaction: no read-then-write here, so two changes of different fields never undo each
+        other. The policy applies to later acquisitions, grants and renewals; it never evicts a
+        live holder (:meth:`revoke` does). Naming no field is :class:`~chainfence.errors.InvalidPolicy`
+        (nothing sent).
         """
+        self._set_policy(prefix, max_ttl, lock_delay, admission_required, confirmations)
+
+    def _set_policy(
+        self, prefix: str, max_ttl: int | None, lock_delay: int | None, admission_required: bool | None,
+        confirmations: int | None,
+    ) -> _events.RegistryLog:  # fmt: skip
+        """:meth:`set_policy`; returns its ``NamespacePolicySet`` event: the whole policy as it then stands."""
         from .errors import InvalidPolicy
 
         prefix = _validate.namespace_prefix(prefix)
+        given = {"max_ttl": max_ttl, "lock_delay": lock_delay, "admission_required": admission_required}
+        if all(value is None for value in given.values()):
+            raise InvalidPolicy("set_policy: name at least one of max_ttl, lock_delay, admission_required")
         for value in (max_ttl, lock_delay):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= self.max_ttl:
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= self.max_ttl
+            ):
                 raise InvalidPolicy(max_ttl=max_ttl, lock_delay=lock_delay, registry_max_ttl=self.max_ttl)
-        if not isinstance(admission_required, bool):
+        if admission_required is not None and not isinstance(admission_required, bool):
             raise InvalidInput(f"admission_required must be a bool, got {admission_required!r}")
-        self._namespace_tx(
-            prefix, "setNamespacePolicy", [_names.namespace_id(prefix), max_ttl, lock_delay, admission_required],
+        fields = (
+            (POLICY_MAX_TTL if max_ttl is not None else 0) | (POLICY_LOCK_DELAY if lock_delay is not None else 0)
+            | (POLICY_ADMISSION if admission_required is not None else 0)
+        )  # fmt: skip
+        receipt = self._namespace_tx(
+            prefix, "setNamespacePolicy",
+            [_names.namespace_id(prefix), max_ttl or 0, lock_delay or 0, bool(admission_required), fields],
             confirmations,
         )  # fmt: skip
+        event = self._event(receipt, _events.Kind.POLICY_SET)
         logger.info(
-            "policy namespace=%s max_ttl=%d lock_delay=%d admission_required=%s",
-            prefix, max_ttl, lock_delay, admission_required,
+            "policy namespace=%s set=%s max_ttl=%d lock_delay=%d admission_required=%s",
+            prefix, ",".join(k for k, v in given.items() if v is not None), event.max_ttl, event.lock_delay,
+            event.admission_required,
         )  # fmt: skip
+        return event
 
     def admit(
         self, prefix: str, holders: Sequence[str], *, admitted: bool = True, confirmations: int | None = None
@@ -1196,8 +1248,11 @@ class Registry:
             "namespacePolicy", [_names.namespace_id(prefix)],
             ["address", "address", "uint256", "uint256", "bool"], block=_at(block),
         ))  # fmt: skip
+        admin = _or_none(_checksum(admin))
+        if admin is None and _names.is_address_namespace(prefix):
+            admin = _checksum(prefix)  # an address namespace never handed over: its address, by construction
         return NamespacePolicy(
-            name=prefix, namespace=_names.namespace_id(prefix), admin=_or_none(_checksum(admin)),
+            name=prefix, namespace=_names.namespace_id(prefix), admin=admin,
             pending_admin=_or_none(_checksum(pending)), max_ttl=max_ttl, lock_delay=lock_delay,
             admission_required=required,
         )  # fmt: skip
@@ -1257,6 +1312,62 @@ class Registry:
         )  # fmt: skip
         return lease
 
+    def revoke_item(self, workset: str, item: str, *, confirmations: int | None = None) -> int:
+        """:meth:`revoke` for work item ``item`` of ``workset`` (a claim), as the admin of the
+        workset name's namespace (items follow it); return the revoked token.
+
+        The claimant's token stops being current (its renew, release and
+        complete fail with :class:`~chainfence.errors.LeaseRevoked`); the item
+        is not done: the next :meth:`claim` may hand it out again (reason
+        ``revoked``). Raises :class:`~chainfence.errors.NotNamespaceAdmin`
+        outside the sender's namespaces and :class:`~chainfence.errors.NotLive`
+        when the item has no live claim (never claimed, released, expired or
+        done). ``revoke("workset/item")`` is not this: a name with a ``/``
+        is a plain resource, never a work item.
+        """
+        _validate.publishable(workset)
+        _validate.publishable(item)
+        name = f"{workset}/{item}"
+        receipt = self._namespace_tx(
+            _names.namespace_prefix(workset), "revokeItem", [workset, item], confirmations, resource=name
+        )
+        event = self._event(receipt, _events.Kind.REVOKED)
+        logger.info(
+            "revoked workset=%s item=%s token=%d holder=%s admin=%s tx=%s",
+            workset, item, event.token, event.holder, event.admin, event.tx_hash,
+        )  # fmt: skip
+        return event.token
+
+    def grant_item(
+        self, workset: str, item: str, holder: str, ttl: int, *, confirmations: int | None = None
+    ) -> Lease:
+        """:meth:`grant` for work item ``item`` of ``workset``, as the admin of the workset name's
+        namespace: ``holder`` gets it as a claim, with a new, higher token (a live claim is revoked
+        first, recorded), and may renew, release and :meth:`~chainfence.Lease.complete` it like
+        any claimant (completing marks the item done).
+
+        Raises what :meth:`grant` raises, and :class:`~chainfence.errors.LeaseCompleted` for an
+        item already done (no grant reopens it). Returns the :class:`Lease` (``lease.workset``,
+        ``lease.item``).
+        """
+        _validate.publishable(workset)
+        _validate.publishable(item)
+        holder = _validate.address(holder, "holder")
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        name = f"{workset}/{item}"
+        receipt = self._namespace_tx(
+            _names.namespace_prefix(workset), "grantItem", [workset, item, holder, ttl], confirmations, resource=name
+        )
+        lease = self._lease_from_receipt(receipt, resource=name, ttl=ttl)
+        if lease is None:  # pragma: no cover - a grant always logs LeaseAcquired
+            raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
+        lease.workset, lease.item = workset, item
+        logger.info(
+            "granted workset=%s item=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
+            workset, item, lease.token, lease.holder, self.sender, lease.expires_at, lease.tx_hash,
+        )  # fmt: skip
+        return lease
+
     def _namespace_tx(
         self, prefix: str | None, function: str, args: list[Any], confirmations: int | None,
         *, resource: str | None = None,
@@ -1272,6 +1383,9 @@ class Registry:
         except NamespaceError as refused:
             if prefix is not None:
                 refused.with_namespace(prefix)
+                admin = getattr(refused, "admin", None)
+                if _names.is_address_namespace(prefix) and (admin is None or int(admin, 16) == 0):
+                    refused.admin = _checksum(prefix)  # the chain writes no admin for its own address
             raise
         except NotAdmitted as refused:
             refused.namespace_name = prefix
@@ -1524,7 +1638,7 @@ def _namespace_assignments(chain: Chain, namespaces: Mapping[str, str] | None) -
         raise InvalidInput(f"namespaces must be a mapping of prefix to admin address, got {type(namespaces).__name__}")
     prefixes, admins = [], []
     for prefix, admin in namespaces.items():
-        prefixes.append(_validate.namespace_prefix(prefix))
+        prefixes.append(_validate.assignable_prefix(prefix))
         admins.append(_validate.address(admin, f"admin of namespace {prefix!r}"))
     return prefixes, admins
 

@@ -49,6 +49,7 @@ NEVER_TOUCH_THE_CHAIN = {
     "Chain.key_of": "looks a key up in memory",
     "Chain.is_dev": "decided at connect",
     "Registry.connect": "a view of the same registry with another sender; shares what was read",
+    "Registry.namespace_of": "the sender's address, spelled as a namespace",
     **{f"LeaseSet.{name}": "a field of the set" for name in ("registry", "tokens", "resources", "expires_at")},
     "LeaseSet.check": "a clock reading and the renewer's verdict",
     "LeaseSet.safe_remaining": "a clock reading",
