@@ -11,7 +11,10 @@ starvation). Without that, a keep-alive only hides the failure::
     t=31   A, unaware (its renewer is still waiting for a reply), writes too
 
 With :meth:`Lease.keep <chainfence.Lease.keep>` A keeps a *local safe
-deadline* on its monotonic clock and gives the lease up when it passes::
+deadline* on its lease clock (:data:`lease_clock`: CLOCK_BOOTTIME, which
+keeps counting while the machine is suspended, so a laptop that slept
+through the expiry does not trust the lease on resume) and gives the lease
+up when it passes::
 
     t=0    A sends its acquisition; safe deadline 0 + 30 - 1 - 2 = 27
     t=15   the renewer sends a renewal; the node stalls
@@ -27,7 +30,7 @@ cover:
 - ``block_time_margin`` (default 2 s): a block's timestamp may read earlier
   than the moment its transaction was sent (timestamps are whole seconds; a
   proposer stamps the block when it starts building it), and the local
-  monotonic clock may run slower than chain time over one ttl;
+  lease clock may run slower than chain time over one ttl;
 - ``latency_margin`` (default 1 s): the time the protected work needs, after
   a ``check()`` that passed, to stop or to land its last write.
 
@@ -36,11 +39,19 @@ returns, which (with ``confirmations=k``) is once it is ``k`` blocks deep.
 They make renewals slower, which the renewal ``interval`` (default half the
 ttl, as tooz renews its heartbeat) must leave room for.
 
+A renewal's refusal says how the lease ended, in the words of
+:mod:`chainfence.endings` (expired, released, completed, revoked, rolled
+back at once; a higher token is read further: the successor's acquisition
+says granted, revoked, expired, released, or superseded by the holder's own
+reacquisition). A renewal the holder sends itself inside the block
+(``lease.renew(ttl=...)``) moves the keep-alive to its ttl.
+
 This module holds the decision logic as a sans-IO core, :class:`KeepAliveCore`:
-it is fed monotonic times and renewal outcomes and answers when to renew,
+it is fed clock readings and renewal outcomes and answers when to renew,
 what the safe deadline is, and whether the lease is lost. :class:`Keeper`
-runs it in a thread; :mod:`chainfence.aio` runs the same core in an asyncio
-task (``AsyncLease.keep()``), which cancels the protected task on a loss.
+runs it in a thread, for a lease or an ``acquire_many`` set;
+:mod:`chainfence.aio` runs the same core in an asyncio task
+(``AsyncLease.keep()``), which cancels the protected task on a loss.
 """
 
 from __future__ import annotations
@@ -50,13 +61,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .endings import loss_reason  # what a renewal's error means: the one model of how leases end
 from .errors import ChainfenceError, InvalidInput, LeaseLost
-
-if TYPE_CHECKING:
-    from .lease import Lease
 
 logger = logging.getLogger(__name__)
 
