@@ -212,3 +212,19 @@ def test_completing_a_claim_inside_keep_ends_it_quietly(w):
         assert checked.value.why == "completed"
     assert lost == [] and item.completed and not item.released
     assert w.registry.item_lease("prod/batch", "a").status.name == "DONE"
+
+
+def test_when_the_successor_cannot_be_read_the_loss_says_superseded(w, monkeypatch):
+    """A grant, but the read of the successor's acquisition fails (a provider refusing eth_getLogs):
+    the keep-alive still loses the lease at once, and says the one thing the refusal proves."""
+    from chainfence import _events
+    from chainfence.errors import RpcError
+
+    def refused(*args, **kwargs):
+        raise RpcError("eth_getLogs is not served here", method="eth_getLogs")
+        yield  # pragma: no cover
+
+    lease = w.alice.acquire(JOB, ttl=TTL)
+    monkeypatch.setattr(_events, "fetch_all_steps", refused)
+    lost, checked, at_exit = keep_until_lost(lease, End.GRANTED, w, lease, monkeypatch)
+    assert_lost(lost, checked, at_exit, "superseded", resource=JOB, token=lease.token)

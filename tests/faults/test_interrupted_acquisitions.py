@@ -135,9 +135,12 @@ def test_control_an_unguarded_acquisition_interrupted_after_the_send_leaves_a_le
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_a_cancellation_after_the_send_releases_what_was_acquired(chain, alice, path):
-    """asyncio: the task is cancelled while it waits for the receipt (the RPC layer cancels it there)."""
+@pytest.mark.parametrize("again", [False, True], ids=["cancelled", "cancelled-again-during-cleanup"])
+def test_a_cancellation_after_the_send_releases_what_was_acquired(chain, alice, path, again):
+    """asyncio: the task is cancelled while it waits for the receipt (the RPC layer cancels it there);
+    ``again``: cancelled a second time while the cleanup asks for the receipt, which must not stop it."""
     asked: list[str] = []
+    tasks: list[asyncio.Task[Any]] = []
 
     async def main():
         async with AsyncChain.over(chain) as achain:
@@ -145,14 +148,18 @@ def test_a_cancellation_after_the_send_releases_what_was_acquired(chain, alice, 
             receipt = achain.rpc.receipt
 
             async def cancelled(tx_hash: str) -> Any:
-                if not asked:
-                    asked.append(tx_hash)
+                asked.append(tx_hash)
+                if len(asked) == 1:
                     asyncio.current_task().cancel()
                     await asyncio.sleep(0)  # the cancellation lands here
+                elif len(asked) == 2 and again:
+                    tasks[0].cancel()  # the caller, cancelled again while its cleanup runs
+                    await asyncio.sleep(0)
                 return await receipt(tx_hash)
 
             achain.rpc.receipt = cancelled
             task = asyncio.create_task(aacquire(registry, path))
+            tasks.append(task)
             with pytest.raises(asyncio.CancelledError) as interrupt:
                 await task
             assert task.cancelled(), "the cancellation went on as a cancellation"
