@@ -70,6 +70,7 @@
     │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index
     │   └── AuditIndexDiffers              verify: the index and the chain disagree
     ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
+    │   └── LeaseSetLost                   a member of an acquire_many set ended (which, and how)
     ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     └── RequestRejected                    a holder-signed request failed verification
@@ -144,6 +145,7 @@ __all__ = [
     "LeaseLost",
     "LeaseReleased",
     "LeaseRevoked",
+    "LeaseSetLost",
     "LockDelayed",
     "MalformedRequest",
     "NamespaceError",
@@ -1253,6 +1255,25 @@ class LeaseLost(ChainfenceError):
         self.detail = detail
         message = f"lost the lease of token {token} on {resource!r} ({why})"
         super().__init__(message + (f": {detail}" if detail else ""))
+
+
+class LeaseSetLost(LeaseLost):
+    """A lease set (:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`) can no longer be
+    trusted to be held whole: ``resource``, ``token`` and ``why`` name the member that ended (for a
+    local end, ``deadline`` or ``error``, the first member: the whole set is given up).
+
+    ``ended`` maps each member known to have ended to how (a ``LeaseLost.why``); ``released`` names
+    the members :meth:`LeaseSet.release <chainfence.LeaseSet.release>` released after all (it
+    releases what it still can).
+    """
+
+    def __init__(
+        self, *, resource: str, token: int, why: str, detail: str = "", ended: dict[str, str] | None = None,
+        released: tuple[str, ...] = (),
+    ):  # fmt: skip
+        super().__init__(resource=resource, token=token, why=why, detail=detail)
+        self.ended = dict(ended) if ended is not None else {resource: why}
+        self.released = tuple(released)
 
 
 class FenceBroken(ChainfenceError, RuntimeError):

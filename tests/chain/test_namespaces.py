@@ -478,14 +478,21 @@ def test_acquire_many_is_all_or_nothing_with_consecutive_tokens(chain, alice, bo
     assert all(alice.last_lease(name).status is LeaseStatus.RELEASED for name in ["set/a", "set/c", "plain"])
 
 
-def test_a_set_renews_or_releases_nothing_when_one_lease_was_lost(chain, gov):
+def test_a_set_renews_nothing_when_one_lease_was_lost_and_releases_what_it_still_can(chain, gov):
+    """renewMany is all or nothing; the set's release releases the live members and says which ended
+    (tests/endings/test_lease_set.py attacks every way)."""
+    from chainfence.errors import LeaseSetLost
+
     leases = gov.bob.acquire_many([gov.name("a"), gov.name("b")], ttl=600)
     gov.alice.revoke(gov.name("b"))
-    for attempt in (leases.release, leases.renew):
-        with pytest.raises(LeaseRevoked) as lost:
-            attempt()
-        assert lost.value.resource == gov.name("b")
-    assert leases[0].is_current(), "a was neither released nor renewed"
+    with pytest.raises(LeaseRevoked) as lost:
+        leases.renew()
+    assert lost.value.resource == gov.name("b")
+    assert leases[0].is_current(), "a was not renewed, and is still live"
+    with pytest.raises(LeaseSetLost) as ended:
+        leases.release()
+    assert ended.value.ended == {gov.name("b"): "revoked"} and ended.value.released == (gov.name("a"),)
+    assert not leases[0].is_current(), "a was released"
 
 
 def test_a_revoked_holder_is_refused_everywhere_it_writes(chain, registry, alice, bob, tmp_path):
