@@ -60,7 +60,7 @@ from . import _validate, _waiting
 from ._effects import Steps, arun
 from ._rpc import AsyncRpc, connect_async_http, connect_http, redact_url, unreachable_message
 from .chain import DEFAULT_CONFIRMATIONS, Chain, _check_connect_args, _dev_name, _load_key
-from .errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable, WrongChain
+from .errors import ChainfenceError, InvalidInput, LeaseLost, NodeUnreachable, WrongChain
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
 from .lease import AcquireReason, Lease, LeaseInfo, _Keeping, _raise_lost
 from .registry import DEFAULT_MAX_TTL, Registry
@@ -270,15 +270,11 @@ class AsyncRegistry:
         held resource exactly as the sync one does (the same steps), sleeping with ``asyncio.sleep``."""
         seconds, ttl, sender = self.registry._acquire_args(resource, ttl, wait)
         core = self.registry
-        try:
+        if not seconds:
             lease = await self.chain._run(core._acquire(resource, ttl, sender, confirmations))
-        except LeaseHeld as refused:
-            if not seconds:
-                raise
+        else:
             timer = core._wait_timer if core._wait_timer is not _waiting.SYSTEM else _waiting.ASYNC_SYSTEM
-            lease = await self.chain._run(
-                core._acquire_waiting(resource, ttl, sender, confirmations, seconds, refused, timer=timer)
-            )
+            lease = await self.chain._run(core._acquire_waiting(resource, ttl, sender, confirmations, seconds, timer=timer))
         return AsyncLease(self, lease)
 
     async def renew(

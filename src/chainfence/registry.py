@@ -52,7 +52,6 @@ from .errors import (
     InvalidInput,
     InvalidMaxTtl,
     LeaseExpired,
-    LeaseHeld,
     NotConfirmed,
     TokenNotConfirmed,
     TokenNotCurrent,
@@ -252,16 +251,13 @@ class Registry:
         seconds, ttl, sender = self._acquire_args(resource, ttl, wait)
         if not seconds:
             return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
-        try:
-            return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
-        except LeaseHeld as refused:  # by the preflight (nothing sent), or rarely mined and reverted: wait
-            first_refusal = refused
-        return self.chain._run(self._acquire_waiting(resource, ttl, sender, confirmations, seconds, first_refusal))
+        return self.chain._run(self._acquire_waiting(resource, ttl, sender, confirmations, seconds))
 
     def _acquire_waiting(
         self, resource: str, ttl: int, sender: str, confirmations: int | None, seconds: float,
-        first_refusal: LeaseHeld, timer: _waiting.Timer | None = None,
+        timer: _waiting.Timer | None = None,
     ) -> Steps[Lease]:  # fmt: skip
+        """acquire(wait=seconds) as steps: sent at once, then waited for while refused for now (``_waiting``)."""
         resource_id = _validate.resource_id(resource)
         timer = self._wait_timer if timer is None else timer
         pace = yield from _waiting.pace_steps(self.chain)
@@ -270,10 +266,11 @@ class Registry:
             read=lambda: self._lease_info(resource, resource_id),
             free=lambda info: not info.live or info.holder == sender,
             follower=lambda: _waiting.follow(self.chain, self.address, resource_id, timer, pace),
+            now=self.chain._now_steps,
             timer=timer,
             pace=pace,
             wait=seconds,
-            first_refusal=first_refusal,
+            turn=_waiting.turn_key(self.address, resource_id),
         ))  # fmt: skip
 
     def _acquire_args(self, resource: str, ttl: int, wait: float | None) -> tuple[float, int, str]:
