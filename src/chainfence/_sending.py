@@ -82,7 +82,7 @@ _GAS_MARGIN_NUM, _GAS_MARGIN_DEN = 5, 4
 
 #: Gas limit of every transaction on the embedded chain, where gas is free and
 #: estimates are unreliable (see Sender.preflight). Above any registry operation.
-EMBEDDED_GAS_LIMIT = 3_000_000
+EMBEDDED_GAS_LIMIT = 5_000_000
 
 #: Fee bump of a replacement (nodes require >= 10 %).
 _BUMP_NUM, _BUMP_DEN = 5, 4

@@ -264,17 +264,21 @@ class AsyncRegistry:
     # -- transactions -----------------------------------------------------------
 
     async def acquire(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> AsyncLease:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> AsyncLease:  # fmt: skip
         """:meth:`Registry.acquire <chainfence.Registry.acquire>`, awaited; ``wait=seconds`` waits for a
-        held resource exactly as the sync one does (the same steps), sleeping with ``asyncio.sleep``."""
-        seconds, ttl, sender = self.registry._acquire_args(resource, ttl, wait)
+        held resource exactly as the sync one does (the same steps), sleeping with ``asyncio.sleep``;
+        ``exclusive=True`` refuses (and waits out) the sender's own live lease too."""
+        seconds, ttl, sender = self.registry._acquire_args(resource, ttl, wait, exclusive)
         core = self.registry
         if not seconds:
-            lease = await self.chain._run(core._acquire(resource, ttl, sender, confirmations))
+            lease = await self.chain._run(core._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
         else:
             timer = core._wait_timer if core._wait_timer is not _waiting.SYSTEM else _waiting.ASYNC_SYSTEM
-            lease = await self.chain._run(core._acquire_waiting(resource, ttl, sender, confirmations, seconds, timer=timer))
+            lease = await self.chain._run(core._acquire_waiting(
+                resource, ttl, sender, confirmations, seconds, timer=timer, exclusive=exclusive
+            ))  # fmt: skip
         return AsyncLease(self, lease)
 
     async def renew(
@@ -312,11 +316,14 @@ class AsyncRegistry:
 
     @asynccontextmanager
     async def lease(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> AsyncIterator[AsyncLease]:
-        """``async with registry.lease(name, ttl) as lease:`` acquire (waiting up to ``wait``), run the body,
-        release."""
-        async with await self.acquire(resource, ttl, confirmations=confirmations, wait=wait) as lease:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> AsyncIterator[AsyncLease]:  # fmt: skip
+        """``async with registry.lease(name, ttl) as lease:`` acquire (waiting up to ``wait``; with
+        ``exclusive=True`` refusing the sender's own live lease too), run the body, release."""
+        async with await self.acquire(
+            resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive
+        ) as lease:
             yield lease
 
     # -- views --------------------------------------------------------------------
@@ -392,7 +399,8 @@ class AsyncLease:
         return await self.registry._complete(self.resource, self.lease.resource_id, self.token, result, None)
 
     async def is_current(self) -> bool:
-        return await self.registry.is_current(self.resource, self.token)
+        steps = self.registry.registry._is_current(self.resource, self.token, resource_id=self.lease.resource_id)
+        return bool(await self.registry.chain._run(steps))
 
     def check(self) -> None:
         """:meth:`Lease.check <chainfence.Lease.check>`: local, no chain call; raises LeaseLost."""

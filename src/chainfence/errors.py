@@ -702,6 +702,7 @@ class LeaseReleased(TokenNotCurrent):
         return f"the lease of token {self.token} on {self._where()} was released"
 
 
+@_contract_error("FencingRegistryLeaseCompleted")
 class LeaseCompleted(LeaseReleased):
     """``token`` is the claimed work item's latest, but its claimant completed the item: done for good.
 

@@ -305,7 +305,9 @@ class Lease:
 
     def is_current(self) -> bool:
         """Whether the chain still considers this token current (live, not superseded)."""
-        return self.registry.is_current(self.resource, self.token)
+        # By id: a claimed work item's id is not the hash of its display name.
+        registry = self.registry
+        return registry.chain._run(registry._is_current(self.resource, self.token, resource_id=self.resource_id))
 
     # Context manager: release on exit, like redis-py's Lock.
 

@@ -202,13 +202,20 @@ class Registry:
     # ------------------------------------------------------------------
 
     def acquire(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> Lease:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> Lease:  # fmt: skip
         """Acquire ``resource`` for ``ttl`` seconds of chain time; return the :class:`Lease`.
 
         The lease carries a new fencing token, higher than every token the
         registry issued before. If the sender already holds the resource it
-        gets a new token too (its earlier incarnation is fenced off).
+        gets a new token too (its earlier incarnation is fenced off), unless
+        ``exclusive=True``: then the sender's own live lease refuses it like
+        anyone else's (:class:`~chainfence.errors.LeaseHeld` naming the sender
+        as holder; the registry's ``acquireExclusive``). Two processes
+        sharing one key use it to run one at a time: the second is refused
+        instead of fencing off the first. With ``wait=`` an exclusive
+        acquisition waits for the sender's own lease to end too.
 
         With ``confirmations`` (default: the chain's setting) it returns only
         once the acquiring transaction is that many blocks deep and the lease
@@ -248,23 +255,26 @@ class Registry:
         (:class:`~chainfence.errors.NodeUnreachable`, ...) in the read that
         checks, once it is deep enough, that the lease is still current.
         """
-        seconds, ttl, sender = self._acquire_args(resource, ttl, wait)
+        seconds, ttl, sender = self._acquire_args(resource, ttl, wait, exclusive)
         if not seconds:
-            return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
-        return self.chain._run(self._acquire_waiting(resource, ttl, sender, confirmations, seconds))
+            return self.chain._run(self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
+        return self.chain._run(
+            self._acquire_waiting(resource, ttl, sender, confirmations, seconds, exclusive=exclusive)
+        )
 
     def _acquire_waiting(
         self, resource: str, ttl: int, sender: str, confirmations: int | None, seconds: float,
-        timer: _waiting.Timer | None = None,
+        timer: _waiting.Timer | None = None, *, exclusive: bool = False,
     ) -> Steps[Lease]:  # fmt: skip
         """acquire(wait=seconds) as steps: sent at once, then waited for while refused for now (``_waiting``)."""
         resource_id = _validate.resource_id(resource)
         timer = self._wait_timer if timer is None else timer
         pace = yield from _waiting.pace_steps(self.chain)
         return (yield from _waiting.acquire_waiting(
-            send=lambda: self._acquire(resource, ttl, sender, confirmations),
+            send=lambda: self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive),
             read=lambda: self._lease_info(resource, resource_id),
-            free=lambda info: not info.live or info.holder == sender,
+            # An exclusive acquisition treats the sender's own live lease as held, like the registry.
+            free=lambda info: not info.live or (info.holder == sender and not exclusive),
             follower=lambda: _waiting.follow(self.chain, self.address, resource_id, timer, pace),
             now=self.chain._now_steps,
             timer=timer,
@@ -273,16 +283,23 @@ class Registry:
             turn=_waiting.turn_key(self.address, resource_id),
         ))  # fmt: skip
 
-    def _acquire_args(self, resource: str, ttl: int, wait: float | None) -> tuple[float, int, str]:
+    def _acquire_args(
+        self, resource: str, ttl: int, wait: float | None, exclusive: bool = False
+    ) -> tuple[float, int, str]:
         """acquire()'s arguments checked: (seconds to wait, ttl, sender). Nothing is sent."""
         _validate.publishable(resource)
+        if not isinstance(exclusive, bool):
+            raise InvalidInput(f"exclusive must be a bool, got {type(exclusive).__name__} {exclusive!r}")
         seconds = _validate.wait(wait)
         ttl = _validate.ttl(ttl, self.max_ttl)
         return seconds, ttl, self._require_sender()
 
-    def _acquire(self, resource: str, ttl: int, sender: str, confirmations: int | None) -> Steps[Lease]:
-        """One acquisition (validated arguments): preflight, send, confirm, check."""
-        data = self._encode("acquire", [resource, ttl])
+    def _acquire(
+        self, resource: str, ttl: int, sender: str, confirmations: int | None, *, exclusive: bool = False
+    ) -> Steps[Lease]:
+        """One acquisition (validated arguments): preflight, send, confirm, check. ``exclusive``: the
+        registry's ``acquireExclusive``, which the sender's own live lease refuses too."""
+        data = self._encode("acquireExclusive" if exclusive else "acquire", [resource, ttl])
         seen = self._seen()
         before = seen.before(_validate.resource_id(resource))
         sent = time.monotonic()  # where a keep-alive's safe deadline counts from: before the send
@@ -440,8 +457,8 @@ class Registry:
         if tx is None or receipt["status"] != 1 or tx.get("to") != self.address:
             return None
         data = bytes(tx["input"])
-        selector, types = _artifacts.functions("FencingRegistry")["acquire"]
-        if data[:4] != selector:
+        functions = _artifacts.functions("FencingRegistry")
+        if data[:4] not in (functions["acquire"][0], functions["acquireExclusive"][0]):  # the same arguments
             return None
         try:
             name, ttl = abi_decode(["bytes", "uint256"], data[4:])  # the name as bytes: it may not be UTF-8
@@ -570,18 +587,20 @@ class Registry:
 
     @contextmanager
     def lease(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> Iterator[Lease]:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> Iterator[Lease]:  # fmt: skip
         """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
 
         Raises :class:`~chainfence.errors.LeaseHeld` (and the body does not
         run) if someone else holds it — after waiting up to ``wait`` seconds
-        for it to become free, as :meth:`acquire` does. On exit the lease is released; if it
+        for it to become free, as :meth:`acquire` does; with ``exclusive=True``
+        also while the sender itself holds it. On exit the lease is released; if it
         expired or was superseded while the body ran, that error is raised
         after a body that succeeded, and added as a note to the body's own
         exception otherwise.
         """
-        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait) as lease:
+        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive) as lease:
             yield lease
 
     # ------------------------------------------------------------------
@@ -644,9 +663,12 @@ class Registry:
         """Whether ``token`` is the current token of ``resource`` and its lease is live."""
         return self.chain._run(self._is_current(resource, token, block=block))
 
-    def _is_current(self, resource: str, token: int, *, block: str | int | None = None) -> Steps[bool]:
+    def _is_current(
+        self, resource: str, token: int, *, block: str | int | None = None, resource_id: bytes | None = None
+    ) -> Steps[bool]:
+        """:meth:`is_current`; ``resource_id`` for a claimed work item (its id is not its name's hash)."""
         try:
-            yield from self._check_current(resource, token, block=block)
+            yield from self._check_current(resource, token, block=block, resource_id=resource_id)
         except TokenNotCurrent:
             return False
         return True
@@ -668,9 +690,10 @@ class Registry:
         return self.chain._run(self._check_current(resource, token, block=block, confirmations=confirmations))
 
     def _check_current(
-        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
-    ) -> Steps[LeaseInfo]:
-        resource_id = _validate.resource_id(resource)
+        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0,
+        resource_id: bytes | None = None,
+    ) -> Steps[LeaseInfo]:  # fmt: skip
+        resource_id = _validate.resource_id(resource) if resource_id is None else resource_id
         token = _validate.token(token)
         k = _validate_confirmations(confirmations)
         info = yield from self._lease_info(resource, resource_id, block=block)
@@ -681,7 +704,7 @@ class Registry:
         return info
 
     def _raise_unless_current(self, resource: str, resource_id: bytes, token: int, info: LeaseInfo) -> None:
-        from .errors import LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
+        from .errors import LeaseCompleted, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
 
         if token == info.token and info.status is LeaseStatus.LIVE:
             return
@@ -689,7 +712,9 @@ class Registry:
             raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
         if token < info.token:
             raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
+        if info.status is LeaseStatus.DONE:  # a completed claim ended its lease, for good
+            raise LeaseCompleted(token=token, resource=resource, resource_id=resource_id)
+        if info.status is LeaseStatus.RELEASED:
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
         if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it
             raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
@@ -1015,6 +1040,62 @@ class Registry:
         logger.info(
             "granted resource=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
             resource, lease.token, lease.holder, self.sender, lease.expires_at, lease.tx_hash,
+        )  # fmt: skip
+        return lease
+
+    def revoke_item(self, workset: str, item: str, *, confirmations: int | None = None) -> int:
+        """:meth:`revoke` for work item ``item`` of ``workset`` (a claim), as the admin of the
+        workset name's namespace (items follow it); return the revoked token.
+
+        The claimant's token stops being current (its renew, release and
+        complete fail with :class:`~chainfence.errors.LeaseRevoked`); the item
+        is not done: the next :meth:`claim` may hand it out again (reason
+        ``revoked``). Raises :class:`~chainfence.errors.NotNamespaceAdmin`
+        outside the sender's namespaces and :class:`~chainfence.errors.NotLive`
+        when the item has no live claim (never claimed, released, expired or
+        done). ``revoke("workset/item")`` is not this: a name with a ``/``
+        is a plain resource, never a work item.
+        """
+        _validate.publishable(workset)
+        _validate.publishable(item)
+        name = f"{workset}/{item}"
+        receipt = self._namespace_tx(
+            _names.namespace_prefix(workset), "revokeItem", [workset, item], confirmations, resource=name
+        )
+        event = self._event(receipt, _events.Kind.REVOKED)
+        logger.info(
+            "revoked workset=%s item=%s token=%d holder=%s admin=%s tx=%s",
+            workset, item, event.token, event.holder, event.admin, event.tx_hash,
+        )  # fmt: skip
+        return event.token
+
+    def grant_item(
+        self, workset: str, item: str, holder: str, ttl: int, *, confirmations: int | None = None
+    ) -> Lease:
+        """:meth:`grant` for work item ``item`` of ``workset``, as the admin of the workset name's
+        namespace: ``holder`` gets it as a claim, with a new, higher token (a live claim is revoked
+        first, recorded), and may renew, release and :meth:`~chainfence.Lease.complete` it like
+        any claimant (completing marks the item done).
+
+        Raises what :meth:`grant` raises, and :class:`~chainfence.errors.LeaseCompleted` for an
+        item already done (no grant reopens it). Returns the :class:`Lease` (``lease.workset``,
+        ``lease.item``).
+        """
+        _validate.publishable(workset)
+        _validate.publishable(item)
+        holder = _validate.address(holder, "holder")
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        name = f"{workset}/{item}"
+        receipt = self._namespace_tx(
+            _names.namespace_prefix(workset), "grantItem", [workset, item, holder, ttl], confirmations, resource=name
+        )
+        lease = self._lease_from_receipt(receipt, resource=name, ttl=ttl)
+        if lease is None:  # pragma: no cover - a grant always logs LeaseAcquired
+            raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
+        lease.workset, lease.item = workset, item
+        logger.info(
+            "granted workset=%s item=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
+            workset, item, lease.token, lease.holder, self.sender, lease.expires_at, lease.tx_hash,
         )  # fmt: skip
         return lease
 
