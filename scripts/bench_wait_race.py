@@ -4,8 +4,9 @@
     python scripts/bench_wait_race.py                      # 8 waiters, 10 rounds, each way of running them
     python scripts/bench_wait_race.py --waiters 8 --rounds 20 --ways shared,processes --json
 
-On a fresh anvil (automine: a block per transaction, the worst case for this
-race: a transaction is mined the moment it arrives) a holder takes
+On a fresh anvil (automine by default: a block per transaction, a
+transaction mined the moment it arrives; ``--block-time 1``: a block a
+second, the transactions of a second in one block) a holder takes
 ``jobs/race``; ``--waiters`` accounts then call ``acquire(name, ttl,
 wait=60)`` and, once every one of them is waiting (it has read the lease
 held and sleeps between polls), the holder releases. Whoever wins holds the
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--waiters", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--ways", default="shared,separate,processes")
+    parser.add_argument("--block-time", type=float, default=0, help="anvil --block-time (default 0: automine)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not 1 <= args.waiters <= 9:
@@ -171,12 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     anvil = find_anvil(start=ROOT)
     for way in args.ways.split(","):
-        with AnvilProcess(anvil) as node:
+        extra = ("--block-time", f"{args.block_time:g}") if args.block_time else ()
+        with AnvilProcess(anvil, extra_args=extra) as node:
             results.append(run(node.url, way, args.waiters, args.rounds))
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"anvil, automine: {args.waiters} waiters, {args.rounds} rounds of {args.waiters} handovers each way "
+    mining = f"--block-time {args.block_time:g}" if args.block_time else "automine"
+    print(f"anvil, {mining}: {args.waiters} waiters, {args.rounds} rounds of {args.waiters} handovers each way "
           f"(waiters poll every {results[0]['poll_s'] * 1000:.0f} ms, random pause up to "
           f"{results[0]['jitter_max_s'] * 1000:.0f} ms)")  # fmt: skip
     print(f"  {'waiters':<36} {'handovers with a revert':>24} {'reverted acquisitions':>22}   per round")

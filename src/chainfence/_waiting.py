@@ -254,6 +254,7 @@ def turn_key(address: str, resource_id: bytes) -> str:
 def acquire_waiting(
     *,
     send: Callable[[], Steps[T]],
+    ready: Callable[[], Steps[None]],
     read: Callable[[], Steps[LeaseInfo]],
     free: Callable[[LeaseInfo], bool],
     follower: Callable[[], Steps[Follower]],
@@ -280,7 +281,11 @@ def acquire_waiting(
     preflight (``eth_estimateGas`` at the pending block, a read at the head
     just before the transaction) runs only after the previous waiter's
     transaction has its receipt, so a waiter of this chain never sends an
-    acquisition that a waiter of this chain already made fail. Raises the
+    acquisition that a waiter of this chain already made fail. Before a
+    send that follows a wait, ``ready()`` fetches the fee quote and the
+    nonce, so that nothing but signing separates the preflight from the
+    transaction (waiters of other chains or processes can still pass their
+    preflights in that moment: see ``docs/benchmarks.md``). Raises the
     latest refusal (``LeaseHeld`` or ``LockDelayed``) once ``wait`` seconds
     of ``timer`` have passed.
     """
@@ -292,6 +297,7 @@ def acquire_waiting(
             pause = timer.jitter(pace.jitter)
             if pause > 0:
                 yield Sleep(pause, using=timer.pause_before_send)
+            yield from ready()  # the fee quote and the nonce now: the preflight is then the last read before the send
         try:
             return (yield Locked(turn, send()))
         except LeaseError as error:

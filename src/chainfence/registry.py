@@ -272,6 +272,7 @@ class Registry:
         pace = yield from _waiting.pace_steps(self.chain)
         return (yield from _waiting.acquire_waiting(
             send=lambda: self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive),
+            ready=lambda: self.chain._sender.ready_steps(sender),
             read=lambda: self._lease_info(resource, resource_id),
             # An exclusive acquisition treats the sender's own live lease as held, like the registry.
             free=lambda info: not info.live or (info.holder == sender and not exclusive),
