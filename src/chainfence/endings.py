@@ -335,4 +335,5 @@ def parts() -> dict[str, Part]:
 #: Where parts are declared: :func:`parts` imports them so that none is missed.
 _DECLARING_MODULES: tuple[str, ...] = (
     "chainfence._waiting",
+    "chainfence.election",
 )
