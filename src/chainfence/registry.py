@@ -32,9 +32,8 @@ import functools
 import logging
 import os
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -42,11 +41,14 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import keccak, to_checksum_address
 
-from . import _artifacts, _events, _names, _validate, _waiting
-from ._effects import RPC, Steps
+from . import _artifacts, _events, _names, _sending, _validate, _waiting, endings
+from . import keepalive as _keepalive
+from ._effects import RPC, Shielded, Steps
 from .chain import Chain
+from .endings import End, LocalEnd
 from .errors import (
     ChainError,
+    ChainfenceError,
     ChainRolledBack,
     ContractNotFound,
     InvalidInput,
@@ -299,11 +301,32 @@ class Registry:
         self, resource: str, ttl: int, sender: str, confirmations: int | None, *, exclusive: bool = False
     ) -> Steps[Lease]:
         """One acquisition (validated arguments): preflight, send, confirm, check. ``exclusive``: the
-        registry's ``acquireExclusive``, which the sender's own live lease refuses too."""
+        registry's ``acquireExclusive``, which the sender's own live lease refuses too.
+
+        An interrupt (``KeyboardInterrupt``, ``asyncio.CancelledError``) that lands once the
+        transaction may have reached the node is re-raised only after the transaction is settled
+        and the lease it acquired released (see :meth:`_after_interrupt`).
+        """
+        acquired: list[Lease] = []
+        try:
+            return (yield from self._acquire_once(resource, ttl, sender, confirmations, acquired, exclusive=exclusive))
+        except BaseException as interrupt:
+            if not _sending.interrupted(interrupt):
+                raise
+            yield from self._after_interrupt(
+                interrupt, f"the acquisition of {resource!r}", acquired,
+                lambda receipt: [self._lease_from_receipt(receipt, resource=resource, ttl=ttl)],
+            )  # fmt: skip
+            raise
+
+    def _acquire_once(
+        self, resource: str, ttl: int, sender: str, confirmations: int | None, acquired: list[Lease],
+        *, exclusive: bool = False,
+    ) -> Steps[Lease]:  # fmt: skip
         data = self._encode("acquireExclusive" if exclusive else "acquire", [resource, ttl])
         seen = self._seen()
         before = seen.before(_validate.resource_id(resource))
-        sent = time.monotonic()  # where a keep-alive's safe deadline counts from: before the send
+        sent = _keepalive.lease_clock()  # where a keep-alive's safe deadline counts from: before the send
         try:
             receipt = yield from self.chain._transact_steps(
                 sender, self.address, data, resource=resource, confirmations=confirmations
@@ -323,6 +346,7 @@ class Registry:
         if lease is None:  # pragma: no cover - a successful acquire always logs LeaseAcquired
             raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
         lease._sent_at = sent
+        acquired.append(lease)
         k = self.chain.confirmations if confirmations is None else confirmations
         try:
             seen.lease(
@@ -381,7 +405,12 @@ class Registry:
         Gas grows with the items scanned before a free one: drop done items
         from the list when you can (``item_lease`` tells).
         """
-        from .errors import InvalidClaimItems, NothingToClaim
+        items, ttl, sender = self._claim_args(workset, items, ttl)
+        return self.chain._run(self._claim_steps(workset, items, ttl, sender, confirmations))
+
+    def _claim_args(self, workset: str, items: Sequence[str], ttl: int) -> tuple[list[str], int, str]:
+        """claim()'s arguments checked (for the asyncio registry): (items, ttl, sender). Nothing is sent."""
+        from .errors import InvalidClaimItems
 
         _validate.publishable(workset)
         if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
@@ -393,18 +422,47 @@ class Registry:
             _validate.publishable(item)
         if len(set(items)) != len(items):
             raise InvalidClaimItems(f"items must be distinct; {len(items) - len(set(items))} repeat")
-        ttl = _validate.ttl(ttl, self.max_ttl)
-        sender = self._require_sender()
+        return items, _validate.ttl(ttl, self.max_ttl), self._require_sender()
+
+    def _claim_steps(
+        self, workset: str, items: list[str], ttl: int, sender: str, confirmations: int | None
+    ) -> Steps[Lease | None]:
+        """One claim (validated arguments); an interrupt after the send releases what it claimed (see _acquire)."""
+        from .errors import NothingToClaim
+
         data = self._encode("claimNext", [workset, items, ttl])
+        claimed: list[Lease] = []
+        sent = _keepalive.lease_clock()  # where a keep-alive's safe deadline counts from: before the send
         try:
-            receipt = self.chain.transact(sender, self.address, data, resource=workset, confirmations=confirmations)
-        except NothingToClaim:
-            logger.info("nothing to claim workset=%s items=%d", workset, len(items))
-            return None
+            try:
+                receipt = yield from self.chain._transact_steps(
+                    sender, self.address, data, resource=workset, confirmations=confirmations
+                )
+            except NothingToClaim:
+                logger.info("nothing to claim workset=%s items=%d", workset, len(items))
+                return None
+            lease = self._claimed_lease(receipt, workset, items, ttl)
+            lease._sent_at = sent
+            claimed.append(lease)
+        except BaseException as interrupt:
+            if not _sending.interrupted(interrupt):
+                raise
+            yield from self._after_interrupt(
+                interrupt, f"the claim of an item of {workset!r}", claimed,
+                lambda receipt: [self._claimed_lease(receipt, workset, items, ttl)],
+            )  # fmt: skip
+            raise
+        logger.info(
+            "claimed workset=%s item=%s token=%d holder=%s expires_at=%d reason=%s tx=%s",
+            workset, lease.item, lease.token, lease.holder, lease.expires_at, lease.reason.name.lower(), lease.tx_hash,
+        )  # fmt: skip
+        return lease
+
+    def _claimed_lease(self, receipt: Any, workset: str, items: list[str], ttl: int) -> Lease:
         event = self._event(receipt, _events.Kind.ACQUIRED)
         by_id = {_names.item_id(workset, item): item for item in items}
         item = by_id[event.resource_id]
-        lease = Lease(
+        return Lease(
             self.connect(event.holder) if event.holder in self.chain.accounts else self,
             resource=f"{workset}/{item}",
             resource_id=event.resource_id,
@@ -419,11 +477,6 @@ class Registry:
             workset=workset,
             item=item,
         )
-        logger.info(
-            "claimed workset=%s item=%s token=%d holder=%s expires_at=%d reason=%s tx=%s",
-            workset, item, lease.token, lease.holder, lease.expires_at, lease.reason.name.lower(), lease.tx_hash,
-        )  # fmt: skip
-        return lease
 
     def item_lease(self, workset: str, item: str, *, block: str | int | None = None) -> LeaseInfo | None:
         """The latest claim of work item ``item`` of ``workset`` whatever its state (``status``
@@ -825,8 +878,15 @@ class Registry:
         naming that resource). 1 to 64 distinct names, else
         :class:`~chainfence.errors.InvalidClaimItems` /
         :class:`~chainfence.errors.DuplicateResource` and nothing is sent.
+        An interrupt after the send releases what the transaction acquired
+        before it is re-raised (see :meth:`acquire`).
         """
-        from .errors import DuplicateResource, InvalidClaimItems, LeaseError
+        names, ttl, sender = self._acquire_many_args(resources, ttl)
+        return self.chain._run(self._acquire_many_steps(names, ttl, sender, confirmations))
+
+    def _acquire_many_args(self, resources: Sequence[str], ttl: int) -> tuple[list[str], int, str]:
+        """acquire_many()'s arguments checked: (names, ttl, sender). Nothing is sent."""
+        from .errors import DuplicateResource, InvalidClaimItems
 
         if isinstance(resources, (str, bytes)) or not isinstance(resources, Sequence):
             raise InvalidClaimItems(f"resources must be a list of names, got {type(resources).__name__}")
@@ -841,32 +901,37 @@ class Registry:
             if name in seen:
                 raise DuplicateResource(resource=name, resource_id=_validate.resource_id(name))
             seen.add(name)
-        ttl = _validate.ttl(ttl, self.max_ttl)
-        sender = self._require_sender()
+        return names, _validate.ttl(ttl, self.max_ttl), self._require_sender()
+
+    def _acquire_many_steps(
+        self, names: list[str], ttl: int, sender: str, confirmations: int | None
+    ) -> Steps[LeaseSet]:
+        from .errors import DuplicateResource, LeaseError
+
         data = self._encode("acquireMany", [names, ttl])
         by_id = {_validate.resource_id(name): name for name in names}
+        acquired: list[Lease] = []
+        sent = _keepalive.lease_clock()  # where the set's keep-alive counts from: before the send
         try:
-            receipt = self.chain.transact(sender, self.address, data, confirmations=confirmations)
-        except (LeaseError, DuplicateResource) as refused:  # name the resource the registry refused
-            refused_id = getattr(refused, "resource_id", None)
-            if refused_id in by_id:
-                refused.resource = by_id[refused_id]
+            try:
+                receipt = yield from self.chain._transact_steps(sender, self.address, data, confirmations=confirmations)
+            except (LeaseError, DuplicateResource) as refused:  # name the resource the registry refused
+                refused_id = getattr(refused, "resource_id", None)
+                if refused_id in by_id:
+                    refused.resource = by_id[refused_id]
+                raise
+            leases = self._many_leases(receipt, by_id, ttl)
+            for lease in leases:
+                lease._sent_at = sent
+            acquired.extend(leases)
+        except BaseException as interrupt:
+            if not _sending.interrupted(interrupt):
+                raise
+            yield from self._after_interrupt(
+                interrupt, f"the acquisition of the set {names}", acquired,
+                lambda receipt: self._many_leases(receipt, by_id, ttl), many=True,
+            )  # fmt: skip
             raise
-        leases = []
-        for log in receipt["logs"]:
-            if log["address"] != self.address:
-                continue
-            event = _events.decode(log)
-            if event is None or event.kind is not _events.Kind.ACQUIRED:
-                continue
-            name = by_id[event.resource_id]
-            leases.append(Lease(
-                self.connect(event.holder) if event.holder in self.chain.accounts else self,
-                resource=name, resource_id=event.resource_id, token=event.token, holder=event.holder,
-                expires_at=event.expires_at, ttl=ttl, previous_token=event.previous_token,
-                reason=AcquireReason(event.reason), tx_hash=receipt["transactionHash"].to_0x_hex(),
-                block_number=receipt["blockNumber"],
-            ))  # fmt: skip
         if len(leases) != len(names):  # pragma: no cover - the contract logs one acquisition per name
             raise ChainError(f"acquireMany logged {len(leases)} acquisitions for {len(names)} names")
         logger.info(
@@ -875,30 +940,202 @@ class Registry:
         )  # fmt: skip
         return LeaseSet(leases)
 
+    def _many_leases(self, receipt: Any, by_id: dict[bytes, str], ttl: int) -> list[Lease]:
+        leases = []
+        for log in receipt["logs"]:
+            if log["address"] != self.address:
+                continue
+            event = _events.decode(log)
+            if event is None or event.kind is not _events.Kind.ACQUIRED or event.resource_id not in by_id:
+                continue
+            leases.append(Lease(
+                self.connect(event.holder) if event.holder in self.chain.accounts else self,
+                resource=by_id[event.resource_id], resource_id=event.resource_id, token=event.token,
+                holder=event.holder, expires_at=event.expires_at, ttl=ttl, previous_token=event.previous_token,
+                reason=AcquireReason(event.reason), tx_hash=receipt["transactionHash"].to_0x_hex(),
+                block_number=receipt["blockNumber"],
+            ))  # fmt: skip
+        return leases
+
     def _renew_many(self, leases: Sequence[Lease], ttl: int) -> int:
+        return self.chain._run(self._renew_many_steps(leases, ttl))
+
+    def _renew_many_steps(self, leases: Sequence[Lease], ttl: int) -> Steps[int]:
         ttl = _validate.ttl(ttl, self.max_ttl)
         ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
-        receipt = self._set_tx(leases, "renewMany", [ids, tokens, ttl])
+        receipt = yield from self._set_tx_steps(leases, "renewMany", [ids, tokens, ttl])
         expires_at = self._event(receipt, _events.Kind.RENEWED).expires_at
         logger.info("renewed set resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at)
         return expires_at
 
     def _release_many(self, leases: Sequence[Lease]) -> None:
+        self.chain._run(self._release_many_steps(leases))
+
+    def _release_many_steps(self, leases: Sequence[Lease]) -> Steps[None]:
         ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
-        self._set_tx(leases, "releaseMany", [ids, tokens])
+        yield from self._set_tx_steps(leases, "releaseMany", [ids, tokens])
         logger.info("released set resources=%s tokens=%s", [x.resource for x in leases], tokens)
 
-    def _set_tx(self, leases: Sequence[Lease], function: str, args: list[Any]) -> Any:
+    def _set_tx_steps(self, leases: Sequence[Lease], function: str, args: list[Any]) -> Steps[Any]:
         """Send a set operation; a refusal names the resource of the set it is about."""
         from .errors import LeaseError
 
         try:
-            return self.chain.transact(self._require_sender(), self.address, self._encode(function, args))
+            return (yield from self.chain._transact_steps(self._require_sender(), self.address, self._encode(function, args)))
         except LeaseError as refused:
             by_id = {lease.resource_id: lease.resource for lease in leases}
             if refused.resource_id in by_id:
                 refused.resource = by_id[refused.resource_id]
             raise
+
+    def _release_what_remains_steps(self, leases: Sequence[Lease]) -> Steps[tuple[dict[Lease, End], list[str]]]:
+        """Release every lease of ``leases`` still live; returns (the ended ones and how, the names released).
+
+        ``releaseMany`` is all or nothing: when the registry refuses it for a member that ended, every
+        member's state is read (:meth:`_end_of_steps`) and the live ones are released together.
+        """
+        from .errors import NotHolder, TokenNotCurrent
+
+        remaining = list(leases)
+        ended: dict[Lease, End] = {}
+        released: list[str] = []
+        while remaining:
+            try:
+                yield from self._release_many_steps(remaining)
+            except (TokenNotCurrent, NotHolder) as refused:
+                refusal: BaseException = refused
+            else:
+                released.extend(lease.resource for lease in remaining)
+                break
+            live = []
+            for lease in remaining:
+                end = yield from self._end_of_steps(lease)
+                if end is None:
+                    live.append(lease)
+                else:
+                    ended[lease] = end
+            if len(live) == len(remaining):
+                raise refusal  # every member reads live, yet the registry refuses: nothing learned, say so
+            remaining = live
+        return ended, released
+
+    def _end_of_steps(self, lease: Lease) -> Steps[End | None]:
+        """How ``lease`` ended, read from the chain now (:mod:`chainfence.endings`); None while it is live and its holder's."""
+        try:
+            info = yield from self._lease_info(lease.resource, lease.resource_id)
+        except ChainRolledBack:
+            return End.ROLLED_BACK
+        if info.token == lease.token:
+            return End.ROLLED_BACK if info.holder != lease.holder else endings.of_status(info.status)
+        if info.token < lease.token or info.status is LeaseStatus.UNHELD:
+            return End.ROLLED_BACK  # the registry never issued it, as far as this chain remembers
+        return (yield from self._successor_end_steps(lease.resource_id, lease.token, lease.block_number))
+
+    def _successor_end_steps(self, resource_id: bytes, token: int, from_block: int) -> Steps[End]:
+        """How the lease of ``token`` ended, told by its successor's acquisition (:func:`endings.of_successor`):
+        the ``LeaseAcquired`` of the resource whose previous token is ``token``, from ``from_block`` (the
+        lease's own block) on. :attr:`End.SUPERSEDED` when it cannot be read or is not there (yet)."""
+        try:
+            head = yield RPC.block_number()
+            logs = yield from _events.fetch_all_steps(
+                self.chain, self.address, kinds=[_events.Kind.ACQUIRED], resource_id=resource_id,
+                from_block=max(0, from_block), to_block=head,
+            )  # fmt: skip
+        except ChainfenceError as unread:
+            logger.info("could not read the successor of token %d: %s: %s", token, type(unread).__name__, unread)
+            return End.SUPERSEDED
+        for log in logs:
+            if log.previous_token == token and log.reason is not None:
+                try:
+                    return endings.of_successor(AcquireReason(log.reason))
+                except ValueError:  # a reason this SDK does not know
+                    return End.SUPERSEDED
+        return End.SUPERSEDED
+
+    # ------------------------------------------------------------------
+    # Interrupted acquisitions
+    # ------------------------------------------------------------------
+
+    def _after_interrupt(
+        self, interrupt: BaseException, what: str, acquired: list[Lease], leases_of: Callable[[Any], list[Lease]],
+        *, many: bool = False,
+    ) -> Steps[None]:
+        """An interrupt landed in ``what`` (an acquisition, a claim, an acquire_many): if its transaction
+        may have reached the node, settle it and release what it acquired, shielded from the caller's
+        further cancellations, then note on ``interrupt`` the hash and what became of it.
+
+        ``acquired``: the leases already known (the receipt was read); else the transaction the
+        interrupt carries (``_sending.in_flight``) is settled first (a cancellation with its nonce is
+        sent if it is not mined: whichever the chain mines decides) and ``leases_of(receipt)`` are its
+        leases. A lease that cannot be released is handed to the caller as the interrupt's ``lease``.
+        A second interrupt (a second Ctrl-C) stops the cleanup: the note then says what may be left
+        live and how to find it. The caller re-raises ``interrupt``; structured concurrency is kept
+        (a cancellation stays a cancellation).
+        """
+        flight = _sending.in_flight(interrupt)
+        if not acquired and flight is None:
+            return  # nothing reached the node
+        state = _Abandoned(what, flight, list(acquired) or None, many=many)
+        logger.warning(
+            "%s was interrupted (%s) after transaction %s reached the node: settling it and releasing what it "
+            "acquired before the interrupt goes on (interrupt again to leave it)", what, type(interrupt).__name__,
+            state.tx_hash,
+        )  # fmt: skip
+        try:
+            note = yield Shielded(self._abandon_steps(interrupt, state, leases_of))
+        except BaseException as again:  # noqa: BLE001 - a second interrupt, or a failure of the cleanup
+            note = state.left_undone(again)
+            if state.leases:
+                interrupt.lease = state.handed()  # type: ignore[attr-defined]
+            logger.error("%s", note)
+        else:
+            logger.warning("%s", note)
+        interrupt.add_note(f"chainfence: {note}")
+
+    def _abandon_steps(
+        self, interrupt: BaseException, state: _Abandoned, leases_of: Callable[[Any], list[Lease]]
+    ) -> Steps[str]:
+        from .errors import TokenNotCurrent
+
+        if state.leases is None:
+            flight = state.flight
+            assert flight is not None
+            try:
+                receipt = yield from self.chain._sender.abandon_steps(flight)
+            except ChainfenceError as unknown:
+                return (
+                    f"{state.what}: transaction {flight.tx_hash} (nonce {flight.nonce} of {flight.sender}) may hold "
+                    f"a lease: its outcome could not be established ({type(unknown).__name__}: {unknown}); look it up "
+                    "before acquiring again (chainfence reconcile) and release what it holds"
+                )
+            if receipt is None:
+                return f"{state.what}: transaction {flight.tx_hash} was cancelled (nonce {flight.nonce}): nothing was acquired"
+            if receipt["status"] != 1:
+                return f"{state.what}: transaction {flight.tx_hash} was mined reverted: nothing was acquired"
+            state.leases = [lease for lease in leases_of(receipt) if lease is not None]
+            if not state.leases:  # pragma: no cover - a successful acquisition always logs one
+                return f"{state.what}: transaction {flight.tx_hash} was mined but acquired nothing"
+        leases = state.leases
+        tokens = [lease.token for lease in leases]
+        try:
+            if len(leases) == 1:
+                lease = leases[0]
+                yield from self._release_steps(lease.resource, lease.resource_id, lease.token, None)
+                ended: dict[Lease, End] = {}
+            else:
+                ended, _released = yield from self._release_what_remains_steps(leases)
+        except TokenNotCurrent as gone:
+            return f"{state.what}: transaction {state.tx_hash} acquired token {tokens[0]}, which had ended ({gone})"
+        except ChainfenceError as failed:
+            interrupt.lease = state.handed()  # type: ignore[attr-defined]
+            return (
+                f"{state.what}: transaction {state.tx_hash} acquired token(s) {tokens}, which could not be released "
+                f"({type(failed).__name__}: {failed}): it is this exception's `lease`; release it"
+            )
+        for lease in leases:
+            lease.released = lease not in ended
+        gone = f" ({', '.join(f'{lease.resource!r} had ended: {end}' for lease, end in ended.items())})" if ended else ""
+        return f"{state.what}: transaction {state.tx_hash} acquired token(s) {tokens}; released again{gone}"
 
     # ------------------------------------------------------------------
     # Namespaces: admins, policies, revoke and grant
@@ -1225,6 +1462,41 @@ class Registry:
         return f"<Registry {self.address} chain_id={self.chain.chain_id} sender={self.sender}>"
 
 
+class _Abandoned:
+    """What an interrupted acquisition left, as its cleanup learns it (see Registry._after_interrupt)."""
+
+    def __init__(self, what: str, flight: _sending.InFlight | None, leases: list[Lease] | None, *, many: bool):
+        self.what = what
+        self.flight = flight
+        self.leases = leases
+        self.many = many
+
+    @property
+    def tx_hash(self) -> str:
+        return self.leases[0].tx_hash if self.leases else self.flight.tx_hash  # type: ignore[union-attr]
+
+    def handed(self) -> Lease | LeaseSet:
+        """What the caller is handed: the lease, or the set."""
+        assert self.leases
+        return LeaseSet(self.leases) if self.many else self.leases[0]
+
+    def left_undone(self, again: BaseException) -> str:
+        how = "interrupted again" if _sending.interrupted(again) else f"its cleanup failed ({type(again).__name__}: {again})"
+        if self.leases:
+            tokens = [lease.token for lease in self.leases]
+            return (
+                f"{self.what} was {how} while its lease(s) {tokens} (transaction {self.tx_hash}) were being released: "
+                "they may be live until they expire; this exception's `lease` is what was acquired: release it"
+            )
+        flight = self.flight
+        assert flight is not None
+        return (
+            f"{self.what} was {how} before transaction {flight.tx_hash} (nonce {flight.nonce} of {flight.sender}) "
+            "was settled: it may hold a lease until it expires; look it up before acquiring again "
+            f"(registry.lease_from_tx({flight.tx_hash!r}), chainfence reconcile) and release what it holds"
+        )
+
+
 class _Seen:
     """The highest token this SDK has seen from one registry, and each resource's latest (bounded).
 
@@ -1355,3 +1627,28 @@ def _is_registry_code(code: bytes) -> bool:
             start, end = ref["start"], ref["start"] + ref["length"]
             found[start:end] = expected[start:end] = bytes(ref["length"])
     return found == expected
+
+
+endings.declare(
+    "claims",
+    __name__,
+    {
+        End.EXPIRED: "the claim expired: the item is free again for any claimant; the claimant's keep-alive "
+        "loses it (why='expired') and its complete() is refused (LeaseExpired / StaleToken): it completes nothing",
+        End.RELEASED: "released (by this claimant: check() says released; elsewhere: its keep-alive loses it): "
+        "the item is free again, not done",
+        End.COMPLETED: "completed: the item is done for good (no claim hands it out again); completed by this "
+        "claimant: its keep-alive ends quietly and check() raises LeaseLost(why='completed')",
+        End.SUPERSEDED: "the same claimant claimed it again (a restarted agent): the earlier incarnation's "
+        "keep-alive loses it (why='superseded') and its complete() is refused",
+        End.REVOKED: "the namespace's admin revoked the claim: lost at once (why='revoked'), never retried; "
+        "the item is free again",
+        End.GRANTED: "the admin granted the item to another claimant: lost (why='granted')",
+        End.ROLLED_BACK: "the chain forgot the claim: lost (why='rolled_back')",
+        LocalEnd.DEADLINE: "no renewal confirmed by the safe deadline: lost (why='deadline'), stop before the "
+        "claim can have expired on-chain",
+        LocalEnd.ERROR: "the renewer failed with an error that is not the chain's: lost (why='error')",
+    },
+    holds=True,
+    keeps_alive=True,
+)

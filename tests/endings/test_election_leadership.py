@@ -21,10 +21,6 @@ from tests.support.virtual_time import SteppedClock
 
 INTERVAL = 15.0
 
-#: The keep-alive names a loss that meets a higher token by the successor's reason (revoked, granted) and a
-#: token the chain no longer has as rolled back: i17-keep's work, not merged here yet.
-NEEDS_KEEP = pytest.mark.xfail(strict=True, reason="the keep-alive's successor refinement (branch i17-keep)")
-
 
 class Term:
     """alice's term, its stepped clock and what on_lost received."""
@@ -111,7 +107,6 @@ def test_a_revoked_leader_loses_its_term_at_the_next_renewal_not_at_its_deadline
 
 
 @covers("election.leadership", End.REVOKED)
-@NEEDS_KEEP
 def test_a_revoked_leader_whose_successor_was_elected_first_is_told_it_was_revoked(namespace, bob, term):
     """The revoke frees the seat at once: bob is elected in the next block, before alice's renewal, which then
     meets bob's higher token. The loss is still named for what ended alice's term: the revoke."""
@@ -146,7 +141,6 @@ def test_control_a_keep_alive_that_retries_a_revoke_keeps_a_deposed_leader_leadi
 
 
 @covers("election.leadership", End.GRANTED)
-@NEEDS_KEEP
 def test_a_leader_whose_seat_was_granted_to_another_loses_it_at_the_next_renewal(namespace, bob, term):
     granted = namespace.grant(NAME, bob.sender, 30)
     assert granted.reason is AcquireReason.GRANTED
@@ -155,7 +149,6 @@ def test_a_leader_whose_seat_was_granted_to_another_loses_it_at_the_next_renewal
 
 
 @covers("election.leadership", End.ROLLED_BACK)
-@NEEDS_KEEP
 def test_a_term_the_chain_lost_is_lost_at_the_next_renewal(chain, alice):
     snapshot = chain.snapshot()
     term = Term(alice)
