@@ -340,6 +340,7 @@ def parts() -> dict[str, Part]:
 _DECLARING_MODULES: tuple[str, ...] = (
     "chainfence._waiting",
     "chainfence.election",
+    "chainfence.tooz_driver",  # imports tooz (the [tooz] extra; in the dev extra the tests install)
     "chainfence.lease",  # keep, lease_set
     "chainfence.aio",  # aio.keep
     "chainfence.registry",  # claims
