@@ -231,25 +231,32 @@ class Registry:
         seconds of this machine's monotonic clock: the acquisition is sent
         once the resource reads free (released, expired by chain time, or
         never held), and ``LeaseHeld`` (the holder's lease, as read last) is
-        raised when the wait ends first. No gas is spent waiting: nothing is
-        sent while the resource reads held, and the send's preflight refuses
-        without sending when another waiter got there first (then it waits
-        again). The waiter polls the head once per poll interval (half the
-        block time; 50 ms on anvil), reads the registry's events for the
-        resource in each new block, and wakes at the lease's expiry; it
-        takes a released resource within about one block. ``wait=None`` or
-        ``0`` (the default) does not wait; anything but a number from 0 to a
-        year is :class:`~chainfence.errors.InvalidWait` (nothing sent).
+        raised when the wait ends first. A namespace's lock-delay after an
+        expiry is waited out too, by chain time (``LockDelayed`` when the
+        wait ends within it); a namespace that does not admit the sender
+        raises :class:`~chainfence.errors.NotAdmitted` at once. No gas is
+        spent waiting: nothing is sent while the resource reads held, and
+        the send's preflight refuses without sending when another waiter got
+        there first (then it waits again). The waiter polls the head once
+        per poll interval (half the block time; 50 ms on anvil), reads the
+        registry's events for the resource in each new block, and wakes at
+        the lease's expiry; it takes a released resource within about one
+        block. ``wait=None`` or ``0`` (the default) does not wait; anything
+        but a number from 0 to a year is
+        :class:`~chainfence.errors.InvalidWait` (nothing sent).
 
         Fairness: none beyond a random pause (up to a quarter block) before
-        sending, which keeps waiters from all sending at the same instant.
-        The registry keeps no queue: the first acquisition mined after a
-        release wins, so a waiter may lose to one that started waiting
-        later, and two acquisitions in the same block can still collide
-        (the second reverts, paying for it, and waits again). For
-        first-come-first-served, queue outside the registry (a ticket per
-        waiter from a table or a queue service; each acquires when its
-        ticket is next) and fence with the token as usual.
+        sending, which keeps waiters from sending at the same instant. The
+        registry keeps no queue: the first acquisition mined after a release
+        wins, so a waiter may lose to one that started waiting later. The
+        waiters of one :class:`~chainfence.Chain` send for a resource one at
+        a time, so they never send an acquisition another's made fail; two
+        waiters of different processes can still both pass their preflights
+        (the second reverts, paying for it, and waits again: measured in
+        ``docs/benchmarks.md``). For first-come-first-served, queue outside
+        the registry (a ticket per waiter from a table or a queue service;
+        each acquires when its ticket is next) and fence with the token as
+        usual.
 
         If the transaction was mined but did not reach its confirmations in
         time, :class:`~chainfence.errors.NotConfirmed` carries the ``lease``
