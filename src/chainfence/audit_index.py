@@ -74,7 +74,8 @@ _MIGRATE_1_TO_2 = """
 UPDATE leases SET ended = 'granted'
 WHERE ended = 'revoked' AND EXISTS (
     SELECT 1 FROM events r JOIN events a
-        ON a.tx_hash = r.tx_hash AND a.kind = 'LeaseAcquired' AND a.previous_token = r.token AND a.reason = 5
+        ON a.block = r.block AND a.tx_hash = r.tx_hash AND a.kind = 'LeaseAcquired' AND a.previous_token = r.token
+        AND a.reason = 5
     WHERE r.kind = 'LeaseRevoked' AND r.token = leases.token
 )
 """
@@ -1071,8 +1072,8 @@ def _end_by_successor(conn: sqlite3.Connection, successor: _events.RegistryLog, 
     reason = _REASONS.get(successor.reason) if successor.reason is not None else None
     if ended is not None:
         if ended == End.REVOKED.value and reason is AcquireReason.GRANTED and conn.execute(
-            "SELECT 1 FROM events WHERE kind = 'LeaseRevoked' AND token = ? AND tx_hash = ?",
-            (successor.previous_token, successor.tx_hash),
+            "SELECT 1 FROM events WHERE kind = 'LeaseRevoked' AND token = ? AND block = ? AND tx_hash = ?",
+            (successor.previous_token, successor.block_number, successor.tx_hash),
         ).fetchone():  # fmt: skip
             conn.execute("UPDATE leases SET ended = ? WHERE token = ?", (End.GRANTED.value, successor.previous_token))
         return

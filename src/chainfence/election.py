@@ -461,7 +461,7 @@ class _Observer:
             event.kind is _events.Kind.REVOKED
             and following is not None
             and following.kind is _events.Kind.ACQUIRED
-            and following.tx_hash == event.tx_hash
+            and (following.block_number, following.tx_hash) == (event.block_number, event.tx_hash)
             and following.previous_token == event.token
             and following.reason == AcquireReason.GRANTED
         )
