@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import AcquireReason
+from chainfence import AcquireReason, Registry
 from chainfence.audit_index import ENDINGS, AuditIndex
 from chainfence.endings import End
 from tests.endings.matrix import covers
 
 NAME = "ops/db"
+
+
+@pytest.fixture
+def registry(chain, backend_registry):
+    """This module's registry: namespace ``ops`` assigned to carol (account 3) at deployment."""
+    return Registry.deploy(chain, max_ttl=3_600, namespaces={"ops": chain.accounts[3]})
 
 
 @pytest.fixture
@@ -81,7 +87,6 @@ def test_a_lease_its_holder_acquired_again_reads_superseded(registry, alice, ind
 def test_a_revoked_lease_reads_revoked_with_its_admin_and_a_later_grant_does_not_change_that(
     registry, alice, bob, carol, index
 ):
-    carol.claim_namespace("ops")
     stuck = alice.acquire(NAME, ttl=600)
     carol.revoke(NAME)
     later = carol.grant(NAME, bob.sender, 60)  # the lease was already ended: this grant revoked nothing
@@ -93,7 +98,6 @@ def test_a_revoked_lease_reads_revoked_with_its_admin_and_a_later_grant_does_not
 def test_a_lease_granted_away_while_live_reads_granted_with_its_admin(registry, alice, bob, carol, index):
     """One transaction revokes alice's live lease and issues bob's: the model's one end, granted (the index
     recorded it as "revoked", the first half)."""
-    carol.claim_namespace("ops")
     held = alice.acquire(NAME, ttl=600)
     granted = carol.grant(NAME, bob.sender, 60)
     synced(index, registry)
@@ -109,7 +113,6 @@ def test_a_lease_granted_away_while_live_reads_granted_with_its_admin(registry, 
 def test_an_index_of_the_previous_schema_reads_its_grants_as_granted_when_opened(
     registry, alice, bob, carol, index, tmp_path
 ):
-    carol.claim_namespace("ops")
     held = alice.acquire(NAME, ttl=600)
     carol.grant(NAME, bob.sender, 60)
     synced(index, registry)

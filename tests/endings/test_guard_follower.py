@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import Guard
+from chainfence import Guard, Registry
 from chainfence.endings import End
 from chainfence.errors import ChainRolledBack, LeaseCompleted, LeaseReleased, LeaseRevoked, StaleToken
 from tests.endings.matrix import covers
@@ -30,6 +30,12 @@ def guards(registry, tmp_path):
     yield follow, mark
     mark.close()
     follow.close()
+
+
+@pytest.fixture
+def registry(chain, backend_registry):
+    """This module's registry: namespace ``ops`` assigned to account 0 at deployment (revokes, grants)."""
+    return Registry.deploy(chain, max_ttl=3_600, namespaces={"ops": chain.accounts[0]})
 
 
 def refused(guard, token, error=None):
@@ -119,7 +125,6 @@ def test_a_reacquisition_raises_the_mark_and_the_old_token_is_stale(alice, guard
 @covers("guard.follower", End.REVOKED)
 def test_a_revoked_token_is_refused_at_its_mark(registry, alice, guards):
     follow, mark = guards
-    registry.claim_namespace("ops")
     lease = alice.acquire(NAME, ttl=600)
     written(guards, lease)
     registry.revoke(NAME)
@@ -130,7 +135,6 @@ def test_a_revoked_token_is_refused_at_its_mark(registry, alice, guards):
 @covers("guard.follower", End.GRANTED)
 def test_a_token_granted_away_is_stale_and_the_grantees_is_accepted(registry, alice, bob, guards):
     follow, mark = guards
-    registry.claim_namespace("ops")
     lease = alice.acquire(NAME, ttl=600)
     written(guards, lease)
     granted = registry.grant(NAME, bob.sender, 60)

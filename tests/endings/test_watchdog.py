@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from chainfence import Registry
 from chainfence.audit_index import AuditIndex
 from chainfence.endings import End
 from tests.endings.matrix import covers
@@ -27,6 +28,12 @@ def report(request, tmp_path):
     index = AuditIndex(tmp_path / "audit.sqlite")
     yield lambda registry, **options: registry.stuck(index=index, **options)
     index.close()
+
+
+@pytest.fixture
+def registry(chain, backend_registry):
+    """This module's registry: namespace ``ops`` assigned to account 0 at deployment (revokes, grants)."""
+    return Registry.deploy(chain, max_ttl=3_600, namespaces={"ops": chain.accounts[0]})
 
 
 def stuck_lease(holder, name=NAME):
@@ -94,7 +101,6 @@ def test_a_stuck_lease_its_holder_acquired_again_is_not_listed_the_new_token_is_
 
 @covers("watchdog", End.REVOKED)
 def test_a_revoked_stuck_lease_is_never_listed(chain, registry, alice, report):
-    registry.claim_namespace("ops")
     lease = stuck_lease(alice)
     registry.revoke(NAME)
     assert listed(report(alice, longer_than=1)) == {"stuck": [], "crashed": [], "long_held": []}
@@ -105,7 +111,6 @@ def test_a_revoked_stuck_lease_is_never_listed(chain, registry, alice, report):
 
 @covers("watchdog", End.GRANTED)
 def test_a_stuck_lease_granted_away_is_not_listed_and_the_grantee_is_judged_afresh(chain, registry, alice, bob, report):
-    registry.claim_namespace("ops")
     stuck = stuck_lease(alice)
     granted = registry.grant(NAME, bob.sender, 600)
     found = listed(report(alice, longer_than=1))
