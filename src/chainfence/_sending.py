@@ -295,6 +295,14 @@ class Sender:
         with self._locks_lock:
             self._next_nonce.clear()
 
+    def ready_steps(self, sender: str) -> Steps[None]:
+        """Fetch ahead what ``sender``'s next transaction needs besides its preflight (a fee quote, the nonce),
+        so that the preflight is the last request before the transaction itself: a waiter that saw a
+        resource free then shortens the moment in which another process's acquisition can pass its own
+        preflight and still lose (``chainfence._waiting``). Both are the caches :meth:`transact_steps` uses."""
+        yield from self.fees_steps()
+        yield Locked(sender, self._nonce(sender))
+
     def _nonce(self, sender: str) -> Steps[int]:
         # Called with the sender's lock held.
         cached = self._next_nonce.get(sender)

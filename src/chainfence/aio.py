@@ -61,7 +61,7 @@ from ._effects import Steps, arun
 from ._rpc import AsyncRpc, connect_async_http, connect_http, redact_url, unreachable_message
 from .chain import DEFAULT_CONFIRMATIONS, Chain, _check_connect_args, _dev_name, _load_key
 from .endings import End, LocalEnd, declare, loss_reason
-from .errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable, WrongChain
+from .errors import ChainfenceError, InvalidInput, LeaseLost, NodeUnreachable, WrongChain
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
 from .lease import AcquireReason, Lease, LeaseInfo, LeaseSet, _keep_core, _Keeping, _raise_lost
 from .registry import DEFAULT_MAX_TTL, Registry
@@ -274,14 +274,12 @@ class AsyncRegistry:
         seconds, ttl, sender = self.registry._acquire_args(resource, ttl, wait, exclusive)
         core = self.registry
         with self._handing_over():
-            try:
+            if not seconds:
                 lease = await self.chain._run(core._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
-            except LeaseHeld as refused:
-                if not seconds:
-                    raise
+            else:
                 timer = core._wait_timer if core._wait_timer is not _waiting.SYSTEM else _waiting.ASYNC_SYSTEM
                 lease = await self.chain._run(core._acquire_waiting(
-                    resource, ttl, sender, confirmations, seconds, refused, timer=timer, exclusive=exclusive
+                    resource, ttl, sender, confirmations, seconds, timer=timer, exclusive=exclusive
                 ))  # fmt: skip
         return AsyncLease(self, lease)
 

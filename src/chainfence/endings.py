@@ -29,7 +29,7 @@ when the namespace's admin admits the caller (a waiter stops at once).
 
 Every part that holds, waits for or watches leases declares here, by name,
 what it does about each of them (:func:`declare`), and
-``tests/test_endings_matrix.py`` runs one scenario per part and way, on both
+``tests/endings/`` runs one scenario per part and way (``test_matrix_complete.py`` checks every cell), on both
 backends where a chain is involved: a part that does not say what it does
 about a way, or a way a part has no test for, fails the suite.
 
@@ -338,6 +338,12 @@ def parts() -> dict[str, Part]:
 
 #: Where parts are declared: :func:`parts` imports them so that none is missed.
 _DECLARING_MODULES: tuple[str, ...] = (
+    "chainfence._waiting",
+    "chainfence.election",
+    "chainfence.tooz_driver",  # imports tooz (the [tooz] extra; in the dev extra the tests install)
+    "chainfence.audit_index",
+    "chainfence.watchdog",
+    "chainfence.guard",  # guard.follower
     "chainfence.lease",  # keep, lease_set
     "chainfence.aio",  # aio.keep
     "chainfence.registry",  # claims

@@ -54,7 +54,6 @@ from .errors import (
     InvalidInput,
     InvalidMaxTtl,
     LeaseExpired,
-    LeaseHeld,
     NotConfirmed,
     TokenNotConfirmed,
     TokenNotCurrent,
@@ -236,25 +235,32 @@ class Registry:
         seconds of this machine's monotonic clock: the acquisition is sent
         once the resource reads free (released, expired by chain time, or
         never held), and ``LeaseHeld`` (the holder's lease, as read last) is
-        raised when the wait ends first. No gas is spent waiting: nothing is
-        sent while the resource reads held, and the send's preflight refuses
-        without sending when another waiter got there first (then it waits
-        again). The waiter polls the head once per poll interval (half the
-        block time; 50 ms on anvil), reads the registry's events for the
-        resource in each new block, and wakes at the lease's expiry; it
-        takes a released resource within about one block. ``wait=None`` or
-        ``0`` (the default) does not wait; anything but a number from 0 to a
-        year is :class:`~chainfence.errors.InvalidWait` (nothing sent).
+        raised when the wait ends first. A namespace's lock-delay after an
+        expiry is waited out too, by chain time (``LockDelayed`` when the
+        wait ends within it); a namespace that does not admit the sender
+        raises :class:`~chainfence.errors.NotAdmitted` at once. No gas is
+        spent waiting: nothing is sent while the resource reads held, and
+        the send's preflight refuses without sending when another waiter got
+        there first (then it waits again). The waiter polls the head once
+        per poll interval (half the block time; 50 ms on anvil), reads the
+        registry's events for the resource in each new block, and wakes at
+        the lease's expiry; it takes a released resource within about one
+        block. ``wait=None`` or ``0`` (the default) does not wait; anything
+        but a number from 0 to a year is
+        :class:`~chainfence.errors.InvalidWait` (nothing sent).
 
         Fairness: none beyond a random pause (up to a quarter block) before
-        sending, which keeps waiters from all sending at the same instant.
-        The registry keeps no queue: the first acquisition mined after a
-        release wins, so a waiter may lose to one that started waiting
-        later, and two acquisitions in the same block can still collide
-        (the second reverts, paying for it, and waits again). For
-        first-come-first-served, queue outside the registry (a ticket per
-        waiter from a table or a queue service; each acquires when its
-        ticket is next) and fence with the token as usual.
+        sending, which keeps waiters from sending at the same instant. The
+        registry keeps no queue: the first acquisition mined after a release
+        wins, so a waiter may lose to one that started waiting later. The
+        waiters of one :class:`~chainfence.Chain` send for a resource one at
+        a time, so they never send an acquisition another's made fail; two
+        waiters of different processes can still both pass their preflights
+        (the second reverts, paying for it, and waits again: measured in
+        ``docs/benchmarks.md``). For first-come-first-served, queue outside
+        the registry (a ticket per waiter from a table or a queue service;
+        each acquires when its ticket is next) and fence with the token as
+        usual.
 
         If the transaction was mined but did not reach its confirmations in
         time, :class:`~chainfence.errors.NotConfirmed` carries the ``lease``
@@ -265,31 +271,30 @@ class Registry:
         seconds, ttl, sender = self._acquire_args(resource, ttl, wait, exclusive)
         if not seconds:
             return self.chain._run(self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
-        try:
-            return self.chain._run(self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
-        except LeaseHeld as refused:  # by the preflight (nothing sent), or rarely mined and reverted: wait
-            first_refusal = refused
         return self.chain._run(
-            self._acquire_waiting(resource, ttl, sender, confirmations, seconds, first_refusal, exclusive=exclusive)
+            self._acquire_waiting(resource, ttl, sender, confirmations, seconds, exclusive=exclusive)
         )
 
     def _acquire_waiting(
         self, resource: str, ttl: int, sender: str, confirmations: int | None, seconds: float,
-        first_refusal: LeaseHeld, timer: _waiting.Timer | None = None, *, exclusive: bool = False,
+        timer: _waiting.Timer | None = None, *, exclusive: bool = False,
     ) -> Steps[Lease]:  # fmt: skip
+        """acquire(wait=seconds) as steps: sent at once, then waited for while refused for now (``_waiting``)."""
         resource_id = _validate.resource_id(resource)
         timer = self._wait_timer if timer is None else timer
         pace = yield from _waiting.pace_steps(self.chain)
         return (yield from _waiting.acquire_waiting(
             send=lambda: self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive),
+            ready=lambda: self.chain._sender.ready_steps(sender),
             read=lambda: self._lease_info(resource, resource_id),
             # An exclusive acquisition treats the sender's own live lease as held, like the registry.
             free=lambda info: not info.live or (info.holder == sender and not exclusive),
             follower=lambda: _waiting.follow(self.chain, self.address, resource_id, timer, pace),
+            now=self.chain._now_steps,
             timer=timer,
             pace=pace,
             wait=seconds,
-            first_refusal=first_refusal,
+            turn=_waiting.turn_key(self.address, resource_id),
         ))  # fmt: skip
 
     def _acquire_args(
