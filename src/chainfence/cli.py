@@ -39,8 +39,6 @@ import itertools
 import json
 import logging
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -881,109 +879,30 @@ def _cmd_mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return EXIT_OK
 
 
-#: The monotonic clock `lock` keeps its lease's safe deadline with (the tests substitute theirs).
-_CLOCK: Callable[[], float] = time.monotonic
-
-
-def _child_env(lease: Any, registry: Any, url: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        CHAINFENCE_RESOURCE=lease.resource,
-        CHAINFENCE_TOKEN=str(lease.token),
-        CHAINFENCE_HOLDER=lease.holder,
-        CHAINFENCE_REGISTRY=registry.address,
-        CHAINFENCE_CHAIN_ID=str(registry.chain.chain_id),
-        CHAINFENCE_RPC_URL=url,
-    )
-    return env
-
-
-def _exit_status(returncode: int) -> int:
-    """A child's exit code as a shell reports it: 128 + N when signal N ended it."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
 def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore
+    from . import _cli_lock  # the lock itself: sentinel, sessions, signals (see its docstring)
 
     command = args.cmd
     if not command:
         raise _Usage("no command to run: chainfence lock NAME [--ttl S] -- CMD [ARGS...]")
-    margins = {
-        # SIGKILL comes --grace after SIGTERM: the deadline leaves room for it, and a second for the kill.
-        "latency_margin": args.grace + DEFAULT_LATENCY_MARGIN if args.latency_margin is None else args.latency_margin,
-        "block_time_margin": DEFAULT_BLOCK_TIME_MARGIN if args.block_time_margin is None else args.block_time_margin,
-    }
-    KeepAliveCore(args.ttl, 0.0, **margins)  # a ttl the margins leave no time in is refused before acquiring
+    # A ttl the margins leave no time in is refused before anything is sent.
+    _cli_lock.check(args.ttl, args.grace, args.latency_margin, args.block_time_margin)
     chain, registry = _connect(args, needs_key=True)
     url = _rpc_url(args, _deployment(args))
-    lease = registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations, wait=args.wait)
-    state = threading.Lock()
-    child: subprocess.Popen[bytes] | None = None
-    lost: list[LeaseLost] = []
-    killer: list[threading.Timer] = []
-
-    def stop_child() -> None:  # with `state` held
-        if child is None or child.poll() is not None:
-            return
-        child.send_signal(signal.SIGTERM)
-        timer = threading.Timer(args.grace, lambda: child.poll() is None and child.kill())
-        timer.daemon = True
-        timer.start()
-        killer.append(timer)
 
     def on_lost(error: LeaseLost) -> None:
-        with state:
-            lost.append(error)
-            print(f"chainfence lock: {error}; stopping the command (SIGTERM, SIGKILL after {args.grace:g} s)",
-                  file=sys.stderr, flush=True)  # fmt: skip
-            stop_child()
-
-    def forward(signum: int, frame: Any) -> None:
-        with state:
-            if child is not None and child.poll() is None:
-                child.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        try:
-            with lease.keep(on_lost=on_lost, clock=_CLOCK, **margins):
-                with state:
-                    try:
-                        child = subprocess.Popen(command, env=_child_env(lease, registry, url))
-                    except OSError as exc:
-                        raise _Usage(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-                    if lost:  # lost before the command even started
-                        stop_child()
-                returncode = child.wait()
-        finally:
-            for timer in killer:
-                timer.cancel()
-            if child is not None and child.poll() is None:  # chainfence itself failed: never leave it running
-                child.kill()
-                child.wait()
-    except LeaseLost as error:
-        _release_quietly(lease)
         print(f"chainfence lock: {error}", file=sys.stderr)
-        return EXIT_LOST
-    except BaseException:
-        _release_quietly(lease)
-        raise
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    lease.release()
-    return _exit_status(returncode)
+        if args.json:
+            print(json.dumps({**error.details(), "exit_code": EXIT_LOST}))
 
-
-def _release_quietly(lease: Any) -> None:
-    """Free a lease that may be gone already (lost, or the node failing): a refusal is not news."""
-    if lease.released:
-        return
     try:
-        lease.release()
-    except ChainfenceError as error:
-        print(f"chainfence lock: releasing token {lease.token} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return _cli_lock.run(
+            registry, args.resource, command, ttl=args.ttl, wait=args.wait, grace=args.grace,
+            latency_margin=args.latency_margin, block_time_margin=args.block_time_margin,
+            confirmations=args.confirmations, url=url, on_lost=on_lost,
+        )  # fmt: skip
+    except _cli_lock.CommandNotRun as error:
+        raise _Usage(str(error)) from None
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {

@@ -333,4 +333,4 @@ def parts() -> dict[str, Part]:
 
 
 #: Where parts are declared: :func:`parts` imports them so that none is missed.
-_DECLARING_MODULES: tuple[str, ...] = ()
+_DECLARING_MODULES: tuple[str, ...] = ("chainfence._cli_lock",)

@@ -270,6 +270,9 @@ class Keeper:
         self.ttl = ttl
         self.clock = clock
         self.on_lost = on_lost
+        #: Called with the new safe deadline (on ``clock``) each time a confirmed renewal moves it, in the
+        #: thread that confirmed it; it should return promptly (``chainfence lock`` tells its sentinel).
+        self.on_deadline: Callable[[float], Any] | None = None
         self.error: LeaseLost | None = None
         self._cause: BaseException | None = None
         self._cond = threading.Condition()
@@ -385,10 +388,14 @@ class Keeper:
     def _renewal_confirmed(self, expires_at: int, sent_monotonic: float) -> None:
         with self._cond:
             warnings = self.core.renewal_confirmed(self.clock())
-            if not self.core.stopped and self.core.lost is None:
+            counted = not self.core.stopped and self.core.lost is None
+            if counted:
                 self.lease.expires_at = expires_at
                 self.lease._sent_at = sent_monotonic
+            deadline = self.core.deadline
             self._cond.notify_all()
+        if counted and self.on_deadline is not None:
+            self.on_deadline(deadline)
         for warning in warnings:
             self._warn(warning)
 

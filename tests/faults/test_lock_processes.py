@@ -1,0 +1,350 @@
+"""`chainfence lock` with a forking command, signalled and killed at scripted moments, then a successor.
+
+The command is the issue's ``sh -c 'writer; cleanup'``: a shell whose child
+(tests/support/lock_writer.py) appends "<token> <n>" to a shared log every
+few milliseconds. `lock` runs in a process of its own
+(tests/support/lock_runner.py) whose keep-alive, and sentinel, count on a
+clock the test writes to a file: a renewal falls due, or a safe deadline
+passes, when the test says so. The chain is an anvil on a logical clock:
+its time moves only when the test moves it, so "the lease is still live
+on-chain" is checked, not hoped for.
+
+Each scenario ends with a successor (another key) acquiring the resource
+and writing its first line, and asks whether the old writer was gone
+before that: every step is sequenced by what the processes write (pid
+files, log lines, signal records) or by exit, never by a sleep. Each has a
+control: the same steps against the naive `lock` (tests/support/naive_lock.py,
+main before this fix), whose writer is still writing after the
+successor's first line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chainfence import Chain, Registry, cli
+from chainfence.lease import LeaseStatus
+from tests.support.anvil import Anvil, dev_keys
+from tests.support.sequencer import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = str(ROOT / "tests" / "support" / "lock_runner.py")
+WRITER = str(ROOT / "tests" / "support" / "lock_writer.py")
+TTL = 30
+GRACE = 5
+#: The keep-alive's numbers for TTL and GRACE: a renewal is due at ttl/2; the safe deadline is
+#: ttl - (grace + 1) - 2 after the acquisition's send, which `lock` read as a little before 0.
+RENEWAL_DUE = TTL / 2
+DEADLINE = TTL - (GRACE + 1) - 2
+
+
+@pytest.fixture(scope="module")
+def node():
+    with Anvil(logical_clock=True) as anvil:
+        yield anvil
+
+
+@pytest.fixture(scope="module")
+def direct(node):
+    chain = Chain.connect(node.url, private_keys=dev_keys(4), poll_latency=0.005)
+    return chain, Registry.deploy(chain, max_ttl=3_600)
+
+
+class Lock:
+    """One `chainfence lock` process (the runner), its files and its command's."""
+
+    def __init__(self, node, registry: Registry, tmp_path: Path, resource: str, *, naive: bool = False,
+                 command: list[str] | None = None, lock_args: tuple[str, ...] = (), runner_args: tuple[str, ...] = ()):  # fmt: skip
+        self.dir = tmp_path
+        self.resource = resource
+        self.clock = tmp_path / "clock"
+        self.set_clock(0)
+        if command is None:
+            command = forking_command(tmp_path)
+        env = {**os.environ, "CHAINFENCE_PRIVATE_KEY": dev_keys(4)[1], "PYTHONPATH": str(ROOT / "src")}
+        for name in ("CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY", "CHAINFENCE_DEPLOYMENT"):
+            env.pop(name, None)
+        self.out = open(tmp_path / "lock.out", "w")  # noqa: SIM115 - closed in finish()
+        self.err = open(tmp_path / "lock.err", "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, RUNNER, "--clock", str(self.clock), *(["--naive"] if naive else []), *runner_args, "--",
+             "lock", resource, "--rpc-url", node.url, "--registry", registry.address, "--ttl", str(TTL),
+             "--grace", str(GRACE), *lock_args, "--", *command],
+            env=env, stdout=self.out, stderr=self.err, cwd=ROOT, start_new_session=True,
+        )  # fmt: skip
+
+    def set_clock(self, seconds: float) -> None:
+        temporary = self.clock.with_suffix(".tmp")
+        temporary.write_text(repr(float(seconds)))
+        temporary.replace(self.clock)
+
+    def writer(self) -> int:
+        """The writer's pid, once it has written its first line."""
+        wait_until(lambda: log(self.dir), "the writer wrote its first line")
+        token = log(self.dir)[0][0]
+        return int((self.dir / f"writer-{token}.pid").read_text())
+
+    def wait(self) -> int:
+        code = self.proc.wait(timeout=120)
+        self.out.close()
+        self.err.close()
+        return code
+
+    @property
+    def stderr(self) -> str:
+        return (self.dir / "lock.err").read_text()
+
+
+def forking_command(directory: Path, *writer_args: str) -> list[str]:
+    """``sh -c 'writer; cleanup'``: the shell forks the writer and waits for it."""
+    script = f'"{sys.executable}" "{WRITER}" "$0" {" ".join(writer_args)}; echo cleanup $CHAINFENCE_TOKEN >> "$0/log"'
+    return ["sh", "-c", script, str(directory)]
+
+
+def log(directory: Path) -> list[tuple[str, str]]:
+    path = directory / "log"
+    if not path.exists():
+        return []
+    return [tuple(line.split(" ", 1)) for line in path.read_text().splitlines() if " " in line]  # type: ignore[misc]
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not reaped by its new parent, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != b"Z"
+
+
+def successor_writes(chain: Chain, registry: Registry, lock: Lock, old_token: str, *, expire: bool) -> str:
+    """Bob acquires (after the old lease's expiry if ``expire``) and writes his first line; returns his token."""
+    if expire:
+        chain.advance_time(TTL + 1)
+    bob = registry.connect(chain.accounts[2]).acquire(lock.resource, ttl=600)
+    assert bob.token > int(old_token)
+    with open(lock.dir / "log", "a") as file:
+        file.write(f"{bob.token} successor\n")
+    return str(bob.token)
+
+
+def after_successor(directory: Path, old_token: str, new_token: str) -> list[tuple[str, str]]:
+    """The old holder's lines written after the successor's first."""
+    lines = log(directory)
+    first = next(i for i, (token, _) in enumerate(lines) if token == new_token)
+    return [line for line in lines[first:] if line[0] == old_token]
+
+
+def stop(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+# ---------------------------------------------------------------------------
+# A loss: the whole group is stopped, not only the shell
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])
+def test_a_loss_stops_the_writer_the_shell_forked_not_only_the_shell(node, direct, tmp_path, naive):
+    """The lease is released behind `lock`'s back; its next renewal finds it: exit 7, whole session stopped."""
+    chain, registry = direct
+    resource = f"lock-proc/loss-{naive}"
+    lock = Lock(node, registry, tmp_path, resource, naive=naive)
+    writer = lock.writer()
+    lease = registry.lease_of(resource)
+    registry.connect(chain.accounts[1]).release(resource, lease.token)  # the holder's key, another process
+    lock.set_clock(RENEWAL_DUE)  # the renewal falls due: it finds the lease released
+    assert lock.wait() == cli.EXIT_LOST
+    assert "(released)" in lock.stderr
+    try:
+        new = successor_writes(chain, registry, lock, str(lease.token), expire=False)
+        if naive:  # the shell got SIGTERM; its child, the writer, goes on writing after exit 7
+            wait_until(lambda: after_successor(tmp_path, str(lease.token), new), "the old writer writes again")
+            return
+        assert not alive(writer), "the writer was stopped before `lock` exited"
+        assert after_successor(tmp_path, str(lease.token), new) == []
+    finally:
+        stop(writer)
+
+
+# ---------------------------------------------------------------------------
+# `lock` dies: its sentinel stops the command before the lease can end on-chain
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
+def test_lock_killed_while_the_command_writes(node, direct, tmp_path, sig, naive):
+    """SIGKILL: the sentinel sees the pipe close and stops the session at once, the lease still live on-chain.
+    SIGHUP: forwarded to the command's group (once); the command ends, `lock` releases and exits 129."""
+    chain, registry = direct
+    resource = f"lock-proc/{sig.name}-{naive}"
+    lock = Lock(node, registry, tmp_path, resource, naive=naive)
+    writer = lock.writer()
+    lease = registry.lease_of(resource)
+    lock.proc.send_signal(sig)
+    code = lock.wait()
+    try:
+        if naive:
+            assert code == -sig  # killed, its command left running
+            new = successor_writes(chain, registry, lock, str(lease.token), expire=True)
+            wait_until(lambda: after_successor(tmp_path, str(lease.token), new), "the old writer writes again")
+            return
+        wait_until(lambda: not alive(writer), "the writer is stopped")
+        if sig == signal.SIGKILL:
+            assert code == -signal.SIGKILL
+            on_chain = registry.last_lease(resource)
+            assert on_chain.live and on_chain.token == lease.token, "stopped while the lease was still live"
+            assert "is gone: its sentinel stops the command" in lock.stderr
+        else:
+            assert code == 128 + signal.SIGHUP
+            assert (tmp_path / f"signals-{lease.token}").read_text().split() == ["HUP"], "forwarded once"
+            assert registry.last_lease(resource).status is LeaseStatus.RELEASED
+        new = successor_writes(chain, registry, lock, str(lease.token), expire=sig == signal.SIGKILL)
+        assert after_successor(tmp_path, str(lease.token), new) == []
+    finally:
+        stop(writer)
+
+
+@pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])
+def test_lock_killed_while_it_stops_a_stubborn_leftover(node, direct, tmp_path, naive):
+    """The command's shell exits and leaves a writer behind that ignores SIGTERM. `lock` stops it before it
+    releases (the naive one released at once); killed while it waits out --grace, its sentinel finishes the
+    job: SIGKILL --grace after it took over, by its clock, the lease still live on-chain."""
+    chain, registry = direct
+    resource = f"lock-proc/leftover-{naive}"
+    # The shell leaves once the writer has written (its handlers are set by then).
+    script = f'"{sys.executable}" "{WRITER}" "$0" --ignore TERM & until [ -s "$0/log" ]; do sleep 0.01; done'
+    lock = Lock(node, registry, tmp_path, resource, naive=naive, command=["sh", "-c", script, str(tmp_path)])
+    writer = lock.writer()
+    lease = registry.lease_of(resource)
+    try:
+        if naive:
+            assert lock.wait() == 0  # the shell exited 0: the lease is released, the writer writes on
+            assert registry.last_lease(resource).status is LeaseStatus.RELEASED
+            new = successor_writes(chain, registry, lock, str(lease.token), expire=False)
+            wait_until(lambda: after_successor(tmp_path, str(lease.token), new), "the old writer writes again")
+            return
+        signals = tmp_path / f"signals-{lease.token}"
+        wait_until(signals.exists, "`lock` sent the leftover writer SIGTERM")
+        assert registry.last_lease(resource).live, "not released while a process of the command runs"
+        lock.proc.kill()
+        assert lock.wait() == -signal.SIGKILL
+        wait_until(lambda: "its sentinel stops the command" in lock.stderr, "the sentinel took over")
+        assert alive(writer), "SIGTERM ignored: it runs until the SIGKILL"
+        lock.set_clock(GRACE)  # --grace later, by the sentinel's clock
+        wait_until(lambda: not alive(writer), "the sentinel killed the writer")
+        on_chain = registry.last_lease(resource)
+        assert on_chain.live and on_chain.token == lease.token
+        new = successor_writes(chain, registry, lock, str(lease.token), expire=True)
+        assert after_successor(tmp_path, str(lease.token), new) == []
+    finally:
+        stop(writer)
+
+
+@pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])
+def test_a_frozen_lock_s_sentinel_stops_the_command_at_the_safe_deadline(node, direct, tmp_path, naive):
+    """SIGSTOP freezes `lock` (no renewal can be sent); its sentinel stops the command when the last safe
+    deadline passes, the lease still live on-chain. Resumed, `lock` says so and exits 7."""
+    chain, registry = direct
+    resource = f"lock-proc/frozen-{naive}"
+    lock = Lock(node, registry, tmp_path, resource, naive=naive)
+    writer = lock.writer()
+    lease = registry.lease_of(resource)
+    try:
+        lock.proc.send_signal(signal.SIGSTOP)
+        lock.set_clock(DEADLINE)  # the safe deadline passes; `lock` sleeps through it
+        if naive:
+            new = successor_writes(chain, registry, lock, str(lease.token), expire=True)
+            wait_until(lambda: after_successor(tmp_path, str(lease.token), new), "the old writer writes again")
+            lock.proc.kill()
+            lock.wait()
+            return
+        wait_until(lambda: not alive(writer), "the sentinel stopped the writer")
+        on_chain = registry.last_lease(resource)
+        assert on_chain.live and on_chain.token == lease.token, "stopped while the lease was still live"
+        lock.proc.send_signal(signal.SIGCONT)
+        assert lock.wait() == cli.EXIT_LOST
+        assert "(deadline)" in lock.stderr
+        new = successor_writes(chain, registry, lock, str(lease.token), expire=True)
+        assert after_successor(tmp_path, str(lease.token), new) == []
+    finally:
+        stop(writer)
+
+
+# ---------------------------------------------------------------------------
+# Signals: recorded by handlers that take no lock, forwarded once
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("moment", ["before-fork", "after-start"])
+def test_a_sigterm_while_the_command_starts_is_forwarded_once(node, direct, tmp_path, moment):
+    """`lock` sends itself SIGTERM inside subprocess.Popen, before the fork or once the command runs (its
+    handlers set) but before Popen returns: no deadlock; the command gets it once and ends; released."""
+    chain, registry = direct
+    resource = f"lock-proc/term-at-start-{moment}"
+    when = ("--sigterm-in-popen",) + ((str(tmp_path),) if moment == "after-start" else ())
+    lock = Lock(node, registry, tmp_path, resource, command=[sys.executable, WRITER, str(tmp_path)], runner_args=when)
+    assert lock.wait() == 128 + signal.SIGTERM, lock.stderr
+    last = registry.last_lease(resource)
+    assert last.status is LeaseStatus.RELEASED
+    if moment == "after-start":
+        assert (tmp_path / f"signals-{last.token}").read_text().split() == ["TERM"]
+
+
+@pytest.mark.parametrize("moment", ["before-fork", "after-start"])
+def test_control_the_naive_lock_deadlocks_on_a_sigterm_while_the_command_starts(node, direct, tmp_path, moment):
+    """The naive handler takes the lock the main thread holds around Popen: the main thread waits on itself."""
+    chain, registry = direct
+    dump = tmp_path / "stacks"
+    when = ("--sigterm-in-popen",) + ((str(tmp_path),) if moment == "after-start" else ())
+    lock = Lock(node, registry, tmp_path, f"lock-proc/term-at-start-naive-{moment}", naive=True,
+                command=[sys.executable, WRITER, str(tmp_path)], runner_args=(*when, "--dump", str(dump)))  # fmt: skip
+
+    def stuck_in_forward() -> bool:
+        lock.proc.send_signal(signal.SIGUSR2)  # faulthandler: every thread's stack, even a blocked main thread's
+        threads = (dump.read_text() if dump.exists() else "").split("\n\n")
+        # One thread, inside the handler `forward` (waiting for `state`), called while _cmd_lock holds `state`.
+        return any("in forward" in stack and "in _cmd_lock" in stack for stack in threads)
+
+    writer = None
+    try:
+        wait_until(Path(f"{dump}.ready").exists, "the runner dumps stacks on SIGUSR2")
+        wait_until(stuck_in_forward, "a thread is inside the SIGTERM handler, under _cmd_lock")
+        assert lock.proc.poll() is None
+        if moment == "before-fork":
+            assert not (tmp_path / "log").exists(), "the command never started"
+        else:
+            writer = lock.writer()
+            assert not list(tmp_path.glob("signals-*")), "the command never got the SIGTERM"
+    finally:
+        lock.proc.kill()
+        lock.wait()
+        if writer is not None:
+            stop(writer)
+
+
+def test_a_terminal_s_ctrl_c_reaches_the_command_once(node, direct, tmp_path):
+    """A terminal sends SIGINT to its foreground process group: `lock` (and not its command, in a session of
+    its own, nor its sentinel) gets it, and forwards it once. The writer ignores it; SIGTERM ends it."""
+    chain, registry = direct
+    resource = "lock-proc/ctrl-c"
+    lock = Lock(node, registry, tmp_path, resource, command=[sys.executable, WRITER, str(tmp_path), "--ignore", "INT"])
+    writer = lock.writer()
+    token = log(tmp_path)[0][0]
+    signals = tmp_path / f"signals-{token}"
+    os.killpg(lock.proc.pid, signal.SIGINT)  # the runner is its process group's leader, as a shell's job is
+    wait_until(signals.exists, "the writer got SIGINT")
+    lock.proc.send_signal(signal.SIGTERM)
+    assert lock.wait() == 128 + signal.SIGTERM
+    assert signals.read_text().split() == ["INT", "TERM"]
+    assert not alive(writer)

@@ -1,0 +1,78 @@
+"""`chainfence lock` as a process of its own, with the clock the test moves: for tests that signal it.
+
+    python lock_runner.py [--clock FILE] [--naive] [--sigterm-in-popen [DIR]] [--dump FILE] -- lock NAME ... -- CMD
+
+``--clock FILE``: `lock`'s keep-alive and its sentinel count on the number in FILE (seconds; the test
+rewrites it), so a renewal falls due, or a safe deadline passes, when the test says and not before.
+``--naive``: run the naive `lock` of tests/support/naive_lock.py (the controls). ``--sigterm-in-popen``:
+`lock` sends itself SIGTERM as it starts the command (inside ``subprocess.Popen``, before the fork),
+the moment the naive version deadlocks at; with DIR, once the command has started and written
+DIR/writer-*.pid (tests/support/lock_writer.py: its handlers are set), before Popen returns. ``--dump FILE``: SIGUSR2 writes every thread's stack to FILE
+(faulthandler, which runs even while the main thread is stuck), so a test can see where it is stuck;
+FILE.ready appears once it does.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class FileClock:
+    """Seconds read from a file the test writes (atomically: a temporary file, then a rename)."""
+
+    def __init__(self, path: str):
+        self.path = Path(path)
+
+    def __call__(self) -> float:
+        try:
+            return float(self.path.read_text())
+        except (OSError, ValueError):
+            return 0.0
+
+
+def main(argv: list[str]) -> int:
+    split = argv.index("--")
+    options, rest = argv[:split], argv[split + 1 :]
+    from chainfence import _cli_lock, cli
+
+    if "--clock" in options:
+        clock = FileClock(options[options.index("--clock") + 1])
+        _cli_lock._CLOCK = _cli_lock._SENTINEL_CLOCK = clock
+    if "--naive" in options:
+        from tests.support import naive_lock
+
+        naive_lock.install()
+        if "--clock" in options:
+            naive_lock._CLOCK = clock
+    if "--sigterm-in-popen" in options:
+        real = subprocess.Popen
+        after = options[options.index("--sigterm-in-popen") + 1 :][:1]
+        started = Path(after[0]) if after and not after[0].startswith("--") else None
+
+        def popen(*args, **kwargs):
+            if started is None:
+                os.kill(os.getpid(), signal.SIGTERM)
+            child = real(*args, **kwargs)
+            if started is not None:
+                while not any(started.glob("writer-*.pid")):
+                    time.sleep(0.005)
+                os.kill(os.getpid(), signal.SIGTERM)
+            return child
+
+        subprocess.Popen = popen  # type: ignore[misc]
+    if "--dump" in options:
+        dump = open(options[options.index("--dump") + 1], "w")  # noqa: SIM115 - open until the process ends
+        faulthandler.register(signal.SIGUSR2, file=dump, all_threads=True, chain=False)
+        Path(dump.name + ".ready").touch()  # SIGUSR2 dumps from now on (before, it would end the process)
+    return cli.main(rest)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.exit(main(sys.argv[1:]))
