@@ -253,6 +253,10 @@ interface IFencingRegistry {
     /// @notice `token` is the resource's latest but its namespace's admin revoked it.
     error FencingRegistryLeaseRevoked(bytes32 resource, uint256 token);
 
+    /// @notice `token` is the latest of a claimed work item, but its claimant completed the item:
+    /// done for good (its renew, release, complete and checkCurrent fail; no grant reopens it).
+    error FencingRegistryLeaseCompleted(bytes32 resource, uint256 token);
+
     /// @notice {acquireMany}, {renewMany}, {releaseMany}: `resource` is listed twice.
     error FencingRegistryDuplicateResource(bytes32 resource);
 
@@ -284,11 +288,22 @@ interface IFencingRegistry {
     function acquire(string calldata name, uint256 ttl) external returns (uint256 token, uint256 expiresAt);
 
     /**
+     * @notice {acquire}, but only while nobody holds a live lease on `name`, the caller included:
+     * reverts with {FencingRegistryLeaseHeld} (naming the caller as holder) where {acquire} would
+     * re-acquire. For "run this once at a time" under one key: a second process of the same key
+     * is refused instead of fencing off the first.
+     * @dev Everything else as {acquire}: the same checks, policy, events and reasons (never
+     * `Reacquired`).
+     */
+    function acquireExclusive(string calldata name, uint256 ttl) external returns (uint256 token, uint256 expiresAt);
+
+    /**
      * @notice Extend the caller's live lease to `block.timestamp + ttl`.
      * @dev Only the holder, only with the current token, only while live.
      * After expiry a lease cannot be renewed: acquire again for a new token.
      * Reverts with {FencingRegistryStaleToken}, {FencingRegistryUnknownToken},
      * {FencingRegistryNotHolder}, {FencingRegistryLeaseReleased},
+     * {FencingRegistryLeaseRevoked}, {FencingRegistryLeaseCompleted} (a done work item),
      * {FencingRegistryLeaseExpired} or {FencingRegistryInvalidTtl}.
      * Emits {LeaseRenewed}.
      * @return expiresAt The new expiry.
@@ -444,6 +459,28 @@ interface IFencingRegistry {
         external
         returns (uint256 token, uint256 expiresAt);
 
+    /**
+     * @notice {revoke} for the work item `item` of `workset` (see {claimNext}), as the admin of the
+     * workset name's namespace: its claimant's token stops being current; the item is free to
+     * claim again (it is not done).
+     * @dev Reverts with {FencingRegistryNotNamespaceAdmin}, {FencingRegistryNotLive} (also for a
+     * done item) or {FencingRegistryInvalidName}. Emits {LeaseRevoked}.
+     * @return token The revoked token.
+     */
+    function revokeItem(string calldata workset, string calldata item) external returns (uint256 token);
+
+    /**
+     * @notice {grant} for the work item `item` of `workset`, as the admin of the workset name's
+     * namespace: `holder` gets it as a claim (it may renew, release and complete it; its
+     * completion marks the item done).
+     * @dev As {grant}; also reverts with {FencingRegistryLeaseCompleted} for a done item (no grant
+     * reopens it). Emits {ResourceNamed} (`workset + "/" + item`) on the item's first lease,
+     * {LeaseRevoked} for a live claim it takes over, {LeaseAcquired} (reason `Granted`) and {LeaseGranted}.
+     */
+    function grantItem(string calldata workset, string calldata item, address holder, uint256 ttl)
+        external
+        returns (uint256 token, uint256 expiresAt);
+
     // ------------------------------------------------------------------
     // Views
     // ------------------------------------------------------------------
@@ -476,7 +513,8 @@ interface IFencingRegistry {
      * @notice Revert unless `token` is current for `resource`; for contracts
      * to call before a fenced write.
      * @dev Reverts with {FencingRegistryUnknownToken},
-     * {FencingRegistryStaleToken}, {FencingRegistryLeaseReleased} or
+     * {FencingRegistryStaleToken}, {FencingRegistryLeaseReleased},
+     * {FencingRegistryLeaseRevoked}, {FencingRegistryLeaseCompleted} (a done work item) or
      * {FencingRegistryLeaseExpired}.
      * @return holder The lease holder (compare with the caller you serve).
      * @return expiresAt The lease's expiry.

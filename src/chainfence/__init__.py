@@ -39,6 +39,7 @@ __all__ = [
     "Registry",
     "StuckLease",
     "StuckReport",
+    "TermEnded",
 ]
 
 __version__ = "0.1.0"
@@ -68,6 +69,7 @@ _LAZY = {
     "Registry": ".registry",
     "StuckLease": ".watchdog",
     "StuckReport": ".watchdog",
+    "TermEnded": ".election",
 }
 
 if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
@@ -75,7 +77,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
     from .audit import EventKind, LeaseEvent
     from .audit_index import AuditIndex
     from .chain import Chain
-    from .election import Election, Leader, Leadership
+    from .election import Election, Leader, Leadership, TermEnded
     from .errors import ChainfenceError
     from .fenced_requests import FencedRequest
     from .fenced_store import FencedStore

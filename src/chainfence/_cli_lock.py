@@ -49,7 +49,7 @@ from typing import Any
 from . import endings
 from .endings import End, LocalEnd, Refusal
 from .errors import ChainfenceError, InvalidInput, LeaseLost
-from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock
+from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock, wait_cap
 
 __all__ = ["FORWARDED", "Sentinel", "run"]
 
@@ -87,7 +87,7 @@ FORWARDED: tuple[signal.Signals, ...] = (
 _TERMINATING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
 
 #: The clock `lock` keeps its lease's safe deadline with (tests substitute theirs).
-_CLOCK: Callable[[], float] = time.monotonic
+_CLOCK: Callable[[], float] = lease_clock
 #: The clock the sentinel compares those deadlines with: the same, in production (tests substitute theirs).
 _SENTINEL_CLOCK: Callable[[], float] = lease_clock
 #: Seconds between two looks at a session that holds processes `lock` did not fork (nothing signals their exit).
@@ -305,15 +305,13 @@ def _sentinel_main(fd: int, grace: float, clock: Callable[[], float], lock_pid: 
     os.close(null)
     os.closerange(3, fd)
     os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65_536)
-    cap = None if clock in (lease_clock, time.monotonic) else _POLL  # an injected clock moves without waking us: look often
+    cap = wait_cap(clock)  # a wait does not count a suspend, and an injected clock moves without waking us
     sid: int | None = None
     leader: int | None = None  # a pidfd of the command's first process, while it lives
     deadline: float | None = None
     pending = b""
     while True:
-        timeout = None if deadline is None else max(0.0, deadline - clock())
-        if cap is not None:
-            timeout = cap if timeout is None else min(timeout, cap)
+        timeout = cap if deadline is None else min(cap, max(0.0, deadline - clock()))
         ready, _, _ = select.select([fd], [], [], timeout)
         if ready:
             chunk = os.read(fd, 4096)

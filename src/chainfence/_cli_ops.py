@@ -8,8 +8,8 @@
     chainfence namespace policy set PREFIX [--max-ttl S] [--lock-delay S] [--admission | --no-admission]
     chainfence namespace policy show PREFIX
     chainfence namespace admit PREFIX ADDRESS... [--remove]
-    chainfence revoke NAME                              # as the namespace's admin: ends the live lease
-    chainfence grant NAME HOLDER --ttl S                # as the namespace's admin: a new token for HOLDER
+    chainfence revoke NAME [--workset WS]               # as the namespace's admin: ends the live lease (claim)
+    chainfence grant NAME HOLDER --ttl S [--workset WS] # as the namespace's admin: a new token for HOLDER
     chainfence acquire-many NAME... --ttl S             # all or nothing, one token each
 
 Registered by :mod:`chainfence.cli` (``register``); nothing here imports
@@ -55,9 +55,11 @@ def register(commands: Any, common: argparse.ArgumentParser, positive_int: Calla
     admit.add_argument("--remove", action="store_true", help="remove them instead")
 
     revoke = commands.add_parser("revoke", parents=[common], help="end a live lease, as its namespace's admin")
-    revoke.add_argument("resource", help="the resource whose live lease ends")
+    revoke.add_argument("resource", help="the resource whose live lease ends (with --workset: the work item)")
+    revoke.add_argument("--workset", help="RESOURCE is a work item of this workset: revoke its live claim")
     grant = commands.add_parser("grant", parents=[common], help="issue a lease to a holder, as its namespace's admin")
-    grant.add_argument("resource", help="the resource to grant")
+    grant.add_argument("resource", help="the resource to grant (with --workset: the work item)")
+    grant.add_argument("--workset", help="RESOURCE is a work item of this workset: the holder gets it as a claim")
     grant.add_argument("holder", help="the account that gets the new token")
     grant.add_argument("--ttl", type=positive_int, required=True, help="lease length in seconds")
     many = commands.add_parser(
@@ -148,10 +150,16 @@ def _cmd_revoke(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     from .cli import EXIT_OK, _connect, _waiting
 
     chain, registry = _connect(args, needs_key=True)
-    with _waiting(chain, args, f"revoke {args.resource}"):
-        token = registry.revoke(args.resource, confirmations=args.confirmations)
-    _print(args, {"resource": args.resource, "revoked_token": token, "admin": registry.sender},
-           f"revoked {args.resource!r} token {token} (admin {registry.sender})")  # fmt: skip
+    name = args.resource if args.workset is None else f"{args.workset}/{args.resource}"
+    with _waiting(chain, args, f"revoke {name}"):
+        if args.workset is None:
+            token = registry.revoke(args.resource, confirmations=args.confirmations)
+        else:
+            token = registry.revoke_item(args.workset, args.resource, confirmations=args.confirmations)
+    document: dict[str, Any] = {"resource": name, "revoked_token": token, "admin": registry.sender}
+    if args.workset is not None:
+        document.update(workset=args.workset, item=args.resource)
+    _print(args, document, f"revoked {name!r} token {token} (admin {registry.sender})")
     return EXIT_OK
 
 
@@ -160,8 +168,14 @@ def _cmd_grant(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
     chain, registry = _connect(args, needs_key=True)
     with _waiting(chain, args, f"grant {args.resource}"):
-        lease = registry.grant(args.resource, args.holder, args.ttl, confirmations=args.confirmations)
-    _print(args, {**_lease_json(lease), "admin": registry.sender},
+        if args.workset is None:
+            lease = registry.grant(args.resource, args.holder, args.ttl, confirmations=args.confirmations)
+        else:
+            lease = registry.grant_item(
+                args.workset, args.resource, args.holder, args.ttl, confirmations=args.confirmations
+            )
+    extra = {} if args.workset is None else {"workset": lease.workset, "item": lease.item}
+    _print(args, {**_lease_json(lease), **extra, "admin": registry.sender},
            f"granted {lease.resource!r} to {lease.holder}: token {lease.token} (previous token "
            f"{lease.previous_token}), expires {_when(lease.expires_at, chain.now())}")  # fmt: skip
     return EXIT_OK

@@ -7,6 +7,7 @@ effects* and receives their results; it never performs I/O itself::
     receipt = yield RPC.receipt(tx_hash)        # a request to the RPC layer
     yield Sleep(0.1)                            # a pause between polls
     nonce = yield Locked(sender, sign_steps)    # run sub-steps under the sender's lock
+    note = yield Shielded(cleanup_steps)        # run sub-steps to the end, whatever interrupts the caller
 
 A driver runs it: :func:`run` over the blocking :class:`~chainfence._rpc.Rpc`
 (``time.sleep``, ``threading.Lock``), :func:`arun` over
@@ -33,7 +34,7 @@ from collections.abc import Awaitable, Callable, Generator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["RPC", "Call", "Locked", "Sleep", "Steps", "arun", "run"]
+__all__ = ["RPC", "Call", "Locked", "Shielded", "Sleep", "Steps", "arun", "run"]
 
 T = TypeVar("T")
 
@@ -61,6 +62,19 @@ class Locked(NamedTuple):
     """Run ``steps`` while holding the lock named ``key`` (one per sending account)."""
 
     key: str
+    steps: Steps[Any]
+
+
+class Shielded(NamedTuple):
+    """Run ``steps`` to their end even when the caller is interrupted meanwhile (the cleanup after an
+    interrupt: settling a transaction that reached the node, releasing what it acquired).
+
+    asyncio runs them in a task of their own, awaited through ``asyncio.shield``: a further
+    cancellation of the caller's task does not reach them; it is absorbed until they end (the caller
+    re-raises its own cancellation afterwards). The blocking driver runs them in line: a second
+    ``KeyboardInterrupt`` lands in them, and the caller says what was left undone.
+    """
+
     steps: Steps[Any]
 
 
@@ -100,6 +114,8 @@ def run(
             elif type(effect) is Locked:
                 with lock(effect.key):
                     value = run(effect.steps, rpc, sleep=sleep, lock=lock)
+            elif type(effect) is Shielded:
+                value = run(effect.steps, rpc, sleep=sleep, lock=lock)
             else:
                 raise TypeError(f"not an effect: {effect!r}")
         except BaseException as exc:  # handed to the core at its yield, as a direct call would raise it
@@ -132,7 +148,28 @@ async def arun(
             elif type(effect) is Locked:
                 async with lock(effect.key):
                     value = await arun(effect.steps, rpc, sleep=sleep, lock=lock)
+            elif type(effect) is Shielded:
+                value = await _shielded(arun(effect.steps, rpc, sleep=sleep, lock=lock))
             else:
                 raise TypeError(f"not an effect: {effect!r}")
         except BaseException as exc:  # CancelledError too: the core's cleanup runs, then it propagates
             error = exc
+
+
+async def _shielded(work: Awaitable[T]) -> T:
+    """Await ``work`` in a task of its own that cancellations of the calling task do not reach.
+
+    Each cancellation of the caller meanwhile is absorbed (it stays counted on the task: the caller's
+    own ``CancelledError``, re-raised after this, carries it on to ``asyncio.timeout`` or a task group).
+    Only the end of ``work`` ends the wait; if ``work``'s own task is cancelled (the loop shutting
+    down), that cancellation is raised.
+    """
+    import asyncio
+
+    task = asyncio.ensure_future(work)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise

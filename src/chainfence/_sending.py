@@ -56,6 +56,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
@@ -82,7 +83,7 @@ _GAS_MARGIN_NUM, _GAS_MARGIN_DEN = 5, 4
 
 #: Gas limit of every transaction on the embedded chain, where gas is free and
 #: estimates are unreliable (see Sender.preflight). Above any registry operation.
-EMBEDDED_GAS_LIMIT = 3_000_000
+EMBEDDED_GAS_LIMIT = 5_000_000
 
 #: Fee bump of a replacement (nodes require >= 10 %).
 _BUMP_NUM, _BUMP_DEN = 5, 4
@@ -102,6 +103,44 @@ _ALREADY_KNOWN = ("already known", "known transaction", "already imported", "alr
 
 #: Node answers that mean "this nonce is used, or held by a pending transaction".
 _NONCE_USED = ("nonce too low", "nonce has already been used", "nonce too high", "underpriced", "nonce is too low")
+
+
+#: The attribute an interrupt (``KeyboardInterrupt``, ``asyncio.CancelledError``, ...) carries once it
+#: landed while a transaction was being sent or waited for: the :class:`InFlight` to settle.
+IN_FLIGHT = "chainfence_in_flight"
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A transaction whose caller was interrupted after it may have reached the node."""
+
+    sender: str
+    tx: dict[str, Any]
+    tx_hash: str
+    nonce: int
+    #: False when the interrupt landed in the send itself: the node may or may not have it.
+    delivered: bool
+
+
+def interrupted(error: BaseException) -> bool:
+    """Whether ``error`` interrupts the caller (``KeyboardInterrupt``, ``asyncio.CancelledError``,
+    ``SystemExit``) rather than reporting a failure; a generator being closed is neither."""
+    return not isinstance(error, (Exception, GeneratorExit))
+
+
+def in_flight(error: BaseException) -> InFlight | None:
+    """The transaction an interrupt left in flight, if it landed after signing (see :data:`IN_FLIGHT`)."""
+    flight = getattr(error, IN_FLIGHT, None)
+    return flight if isinstance(flight, InFlight) else None
+
+
+def _mark(error: BaseException, flight: InFlight) -> None:
+    if interrupted(error) and in_flight(error) is None:
+        try:
+            setattr(error, IN_FLIGHT, flight)
+        except AttributeError:  # pragma: no cover - an interrupt class without a __dict__
+            logger.warning("interrupted while tx=%s was in flight (nonce %d of %s)", flight.tx_hash, flight.nonce,
+                           flight.sender)  # fmt: skip
 
 
 class _NonceTaken(Exception):
@@ -179,7 +218,11 @@ class Sender:
         tx_hash, nonce = yield Locked(sender, self._sign_and_submit(sender, tx))
         logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash, sender, nonce, gas)
 
-        receipt = yield from self._settle(sender, tx, tx_hash, nonce, confirmations)
+        try:
+            receipt = yield from self._settle(sender, tx, tx_hash, nonce, confirmations)
+        except BaseException as error:
+            _mark(error, InFlight(sender, tx, tx_hash, nonce, delivered=True))
+            raise
         if receipt["status"] != 1:
             raise (yield from self.failure(call, receipt, resource))
         return receipt
@@ -252,6 +295,14 @@ class Sender:
         with self._locks_lock:
             self._next_nonce.clear()
 
+    def ready_steps(self, sender: str) -> Steps[None]:
+        """Fetch ahead what ``sender``'s next transaction needs besides its preflight (a fee quote, the nonce),
+        so that the preflight is the last request before the transaction itself: a waiter that saw a
+        resource free then shortens the moment in which another process's acquisition can pass its own
+        preflight and still lose (``chainfence._waiting``). Both are the caches :meth:`transact_steps` uses."""
+        yield from self.fees_steps()
+        yield Locked(sender, self._nonce(sender))
+
     def _nonce(self, sender: str) -> Steps[int]:
         # Called with the sender's lock held.
         cached = self._next_nonce.get(sender)
@@ -275,8 +326,9 @@ class Sender:
                 logger.debug("nonce %d of %s is taken; resynchronising", nonce, sender)
                 self._next_nonce.pop(sender, None)
                 continue
-            except BaseException:
+            except BaseException as error:
                 self._next_nonce.pop(sender, None)  # in doubt: ask the node next time
+                _mark(error, InFlight(sender, tx, tx_hash, nonce, delivered=False))
                 raise
             self._next_nonce[sender] = nonce + 1
             return tx_hash, nonce
@@ -396,6 +448,38 @@ class Sender:
             )
         if len(candidates) > 1:
             logger.warning("tx=%s was mined after all (block %d)", tx_hash, receipt["blockNumber"])
+        return receipt
+
+    def abandon_steps(self, flight: InFlight) -> Steps[Any]:
+        """Settle a transaction whose caller was interrupted: its receipt if it was (or now is) mined,
+        None once a cancellation with its nonce was mined instead (it can never execute).
+
+        Not the wait of :meth:`_settle`: the caller gave up, so a transaction not mined yet is cancelled
+        at once (a zero-value transfer to itself with the same nonce and higher fees) and whichever of
+        the two the chain mines decides, within the receipt timeout. Raises
+        :class:`~chainfence.errors.OutcomeUnknown` when neither can be established.
+        """
+        sender, tx_hash, nonce = flight.sender, flight.tx_hash, flight.nonce
+        try:
+            receipt = yield RPC.receipt(tx_hash)
+        except NodeUnreachable:
+            receipt = None
+        if receipt is not None:
+            return receipt
+        cancel_hash = yield from self._send_cancel(sender, flight.tx, nonce)
+        candidates = (tx_hash, cancel_hash) if cancel_hash is not None else (tx_hash,)
+        receipt = yield from self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
+        if receipt is None:
+            self._forget_nonce(sender)
+            raise OutcomeUnknown(
+                f"neither transaction {tx_hash} nor its cancellation was mined within {self.receipt_timeout:.0f} s; "
+                "one of them may still be",
+                tx_hashes=candidates, nonce=nonce, sender=sender,
+            )  # fmt: skip
+        mined = receipt["transactionHash"].to_0x_hex()
+        if mined != tx_hash:
+            logger.info("tx=%s cancelled by %s (nonce %d)", tx_hash, mined, nonce)
+            return None
         return receipt
 
     def _forget_nonce(self, sender: str) -> None:

@@ -66,9 +66,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from . import _events
-from ._effects import RPC, Sleep, Steps, run
-from .errors import LeaseHeld
+from . import _events, endings
+from ._effects import RPC, Locked, Sleep, Steps, run
+from .endings import Refusal
+from .errors import LeaseError, LeaseHeld, LockDelayed
 
 if TYPE_CHECKING:
     from .chain import Chain
@@ -245,54 +246,118 @@ def held(info: LeaseInfo) -> LeaseHeld:
     )  # fmt: skip
 
 
+def turn_key(address: str, resource_id: bytes) -> str:
+    """The lock under which the waiters of one chain (one :class:`~chainfence.Chain`) send for one resource."""
+    return f"waiting-turn:{address.lower()}:{resource_id.hex()}"
+
+
 def acquire_waiting(
     *,
     send: Callable[[], Steps[T]],
+    ready: Callable[[], Steps[None]],
     read: Callable[[], Steps[LeaseInfo]],
     free: Callable[[LeaseInfo], bool],
     follower: Callable[[], Steps[Follower]],
+    now: Callable[[], Steps[int]],
     timer: Timer,
     pace: Pace,
     wait: float,
-    first_refusal: LeaseHeld,
+    turn: str,
 ) -> Steps[T]:
-    """Wait until ``read()`` shows the resource ``free``, then ``send()``; again after a lost race.
+    """Send the acquisition now; while it is refused for now, wait and send again once it may pass.
 
-    ``first_refusal`` is the LeaseHeld of the acquisition tried before
-    waiting (its preflight refused: nothing was sent). Raises the latest
-    LeaseHeld once ``wait`` seconds of ``timer`` have passed.
+    Every refusal is handled by its name (:class:`chainfence.endings.Refusal`):
+
+    - ``held``: wait for the lease to end (an event of the resource, or its
+      expiry by chain time), then send again;
+    - ``lock_delayed``: wait until the refusal's ``until`` by chain time (a
+      block stamped then, or the local clock counted from the chain time the
+      refusal was judged at; an event of the resource wakes it earlier),
+      then send again;
+    - ``not_admitted``: raised at once: only the namespace's admin can end it.
+
+    Each send runs in the resource's *turn* (``Locked(turn)``): the waiters
+    of one chain send for one resource one at a time, and each send's
+    preflight (``eth_estimateGas`` at the pending block, a read at the head
+    just before the transaction) runs only after the previous waiter's
+    transaction has its receipt, so a waiter of this chain never sends an
+    acquisition that a waiter of this chain already made fail. Before a
+    send that follows a wait, ``ready()`` fetches the fee quote and the
+    nonce, so that nothing but signing separates the preflight from the
+    transaction (waiters of other chains or processes can still pass their
+    preflights in that moment: see ``docs/benchmarks.md``). Raises the
+    latest refusal (``LeaseHeld`` or ``LockDelayed``) once ``wait`` seconds
+    of ``timer`` have passed.
     """
     deadline = timer.now() + wait
-    refusal = first_refusal
-    watch = yield from follower()
-    info = yield from read()
-    logger.info(
-        "waiting resource=%s holder=%s token=%d expires_at=%d wait=%gs",
-        info.resource, info.holder, info.token, info.expires_at, wait,
-    )  # fmt: skip
-    waited = False
+    watch: Follower | None = None
+    paused = False  # the first send goes at once; after a wait, a random pause first
     while True:
-        if free(info):
-            if waited:  # seen free after a pause: other waiters may have woken by the same release or expiry
-                pause = timer.jitter(pace.jitter)
-                if pause > 0:
-                    yield Sleep(pause, using=timer.pause_before_send)
-            try:
-                return (yield from send())
-            except LeaseHeld as lost:
-                logger.debug("waiting: another acquisition came first (token %d); waiting again", lost.token)
-                refusal = lost
-                watch.expect(lost.expires_at, None)  # its block will show the winner's event
-        else:
-            refusal = held(info)
-            watch.expect(info.expires_at, info.judged_at)
+        if paused:
+            pause = timer.jitter(pace.jitter)
+            if pause > 0:
+                yield Sleep(pause, using=timer.pause_before_send)
+            yield from ready()  # the fee quote and the nonce now: the preflight is then the last read before the send
+        try:
+            return (yield Locked(turn, send()))
+        except LeaseError as error:
+            refusal: LeaseError = error
+            kind = endings.refusal(error)
+            if kind is None:
+                raise  # not a refusal for now: the caller's error
+            if kind is Refusal.NOT_ADMITTED:
+                raise  # only the namespace's admin admits: waiting cannot help
+            if watch is None:
+                watch = yield from follower()
+            if kind is Refusal.LOCK_DELAYED:
+                assert isinstance(error, LockDelayed)
+                judged = yield from now()
+                logger.info(
+                    "waiting out the lock-delay resource=%s until=%d (chain time now %d) wait=%gs",
+                    error.resource, error.until, judged, wait,
+                )  # fmt: skip
+                watch.expect(error.until, judged)
+            elif kind is Refusal.HELD:
+                assert isinstance(error, LeaseHeld)
+                if paused:  # a race lost: the winner's block will show its event
+                    logger.debug("waiting: another acquisition came first (token %d); waiting again", error.token)
+                    watch.expect(error.expires_at, None)
+                else:  # the first refusal: read the lease, to know its expiry by chain time
+                    info = yield from read()
+                    logger.info(
+                        "waiting resource=%s holder=%s token=%d expires_at=%d wait=%gs",
+                        info.resource, info.holder, info.token, info.expires_at, wait,
+                    )  # fmt: skip
+                    if free(info):
+                        paused = True  # it ended since the refusal: send again (after the pause)
+                        continue
+                    refusal = held(info)
+                    watch.expect(info.expires_at, info.judged_at)
+        paused = True
         while True:
             remaining = deadline - timer.now()
             if remaining <= 0:
                 refusal.add_note(f"waited {wait:g} s (the wait= given) for the resource to become free")
                 raise refusal
-            waited = True
-            if (yield from watch.wait(remaining)):
-                break
-        info = yield from read()
+            if not (yield from watch.wait(remaining)):
+                continue
+            info = yield from read()
+            if free(info):
+                break  # free by the lease (a lock-delay, if any, is judged by the next send's preflight)
+            refusal = held(info)
+            watch.expect(info.expires_at, info.judged_at)
 
+
+endings.declare(
+    "waiting",
+    __name__,
+    {
+        Refusal.HELD: "waits, sending nothing, for the resource's events and the lease's expiry by chain time; "
+        "then sends again, one waiter of a chain at a time (the turn); LeaseHeld when the wait ends",
+        Refusal.LOCK_DELAYED: "waits, sending nothing, until the refusal's `until` by chain time (a block "
+        "stamped then, or the local clock counted from the chain time it was refused at); LockDelayed when "
+        "the wait ends first",
+        Refusal.NOT_ADMITTED: "raises NotAdmitted at once: only the namespace's admin can admit the caller",
+    },
+    waits=True,
+)

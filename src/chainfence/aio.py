@@ -50,19 +50,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import _validate, _waiting
+from . import keepalive as _keepalive
 from ._effects import Steps, arun
 from ._rpc import AsyncRpc, connect_async_http, connect_http, redact_url, unreachable_message
 from .chain import DEFAULT_CONFIRMATIONS, Chain, _check_connect_args, _dev_name, _load_key
-from .errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable, WrongChain
+from .endings import End, LocalEnd, declare, loss_reason
+from .errors import ChainfenceError, InvalidInput, LeaseLost, NodeUnreachable, WrongChain
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
-from .lease import AcquireReason, Lease, LeaseInfo, _Keeping, _raise_lost
+from .lease import AcquireReason, Lease, LeaseInfo, LeaseSet, _keep_core, _Keeping, _raise_lost
 from .registry import DEFAULT_MAX_TTL, Registry
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AsyncChain", "AsyncGuard", "AsyncLease", "AsyncRegistry"]
+__all__ = ["AsyncChain", "AsyncGuard", "AsyncLease", "AsyncLeaseSet", "AsyncRegistry"]
 
 
 class AsyncChain:
@@ -264,22 +265,56 @@ class AsyncRegistry:
     # -- transactions -----------------------------------------------------------
 
     async def acquire(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> AsyncLease:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> AsyncLease:  # fmt: skip
         """:meth:`Registry.acquire <chainfence.Registry.acquire>`, awaited; ``wait=seconds`` waits for a
-        held resource exactly as the sync one does (the same steps), sleeping with ``asyncio.sleep``."""
-        seconds, ttl, sender = self.registry._acquire_args(resource, ttl, wait)
+        held resource exactly as the sync one does (the same steps), sleeping with ``asyncio.sleep``;
+        ``exclusive=True`` refuses (and waits out) the sender's own live lease too."""
+        seconds, ttl, sender = self.registry._acquire_args(resource, ttl, wait, exclusive)
         core = self.registry
-        try:
-            lease = await self.chain._run(core._acquire(resource, ttl, sender, confirmations))
-        except LeaseHeld as refused:
+        with self._handing_over():
             if not seconds:
-                raise
-            timer = core._wait_timer if core._wait_timer is not _waiting.SYSTEM else _waiting.ASYNC_SYSTEM
-            lease = await self.chain._run(
-                core._acquire_waiting(resource, ttl, sender, confirmations, seconds, refused, timer=timer)
-            )
+                lease = await self.chain._run(core._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
+            else:
+                timer = core._wait_timer if core._wait_timer is not _waiting.SYSTEM else _waiting.ASYNC_SYSTEM
+                lease = await self.chain._run(core._acquire_waiting(
+                    resource, ttl, sender, confirmations, seconds, timer=timer, exclusive=exclusive
+                ))  # fmt: skip
         return AsyncLease(self, lease)
+
+    async def claim(
+        self, workset: str, items: Sequence[str], ttl: int, *, confirmations: int | None = None
+    ) -> AsyncLease | None:
+        """:meth:`Registry.claim <chainfence.Registry.claim>`, awaited: the first free item of ``items`` as an
+        :class:`AsyncLease` (keep, check, renew, release, complete it as any lease), or None."""
+        items, ttl, sender = self.registry._claim_args(workset, items, ttl)
+        with self._handing_over():
+            lease = await self.chain._run(self.registry._claim_steps(workset, items, ttl, sender, confirmations))
+        return AsyncLease(self, lease) if lease is not None else None
+
+    async def acquire_many(
+        self, resources: Sequence[str], ttl: int, *, confirmations: int | None = None
+    ) -> AsyncLeaseSet:
+        """:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`, awaited: an :class:`AsyncLeaseSet`."""
+        names, ttl, sender = self.registry._acquire_many_args(resources, ttl)
+        with self._handing_over():
+            leases = await self.chain._run(self.registry._acquire_many_steps(names, ttl, sender, confirmations))
+        return AsyncLeaseSet(self, leases)
+
+    @contextmanager
+    def _handing_over(self) -> Iterator[None]:
+        """A cancelled acquisition whose lease could not be released hands it over (the exception's
+        ``lease``) as this registry's asyncio lease or set, not the sync one the core built."""
+        try:
+            yield
+        except BaseException as interrupt:
+            handed = getattr(interrupt, "lease", None)
+            if isinstance(handed, LeaseSet):
+                interrupt.lease = AsyncLeaseSet(self, handed)  # type: ignore[attr-defined]
+            elif isinstance(handed, Lease):
+                interrupt.lease = AsyncLease(self, handed)  # type: ignore[attr-defined]
+            raise
 
     async def renew(
         self, resource: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
@@ -316,11 +351,14 @@ class AsyncRegistry:
 
     @asynccontextmanager
     async def lease(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> AsyncIterator[AsyncLease]:
-        """``async with registry.lease(name, ttl) as lease:`` acquire (waiting up to ``wait``), run the body,
-        release."""
-        async with await self.acquire(resource, ttl, confirmations=confirmations, wait=wait) as lease:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> AsyncIterator[AsyncLease]:  # fmt: skip
+        """``async with registry.lease(name, ttl) as lease:`` acquire (waiting up to ``wait``; with
+        ``exclusive=True`` refusing the sender's own live lease too), run the body, release."""
+        async with await self.acquire(
+            resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive
+        ) as lease:
             yield lease
 
     # -- views --------------------------------------------------------------------
@@ -378,25 +416,60 @@ class AsyncLease:
     def reason(self) -> AcquireReason:
         return self.lease.reason
 
+    @property
+    def completed(self) -> bool:
+        return self.lease.completed
+
+    @property
+    def workset(self) -> str | None:
+        return self.lease.workset
+
+    @property
+    def item(self) -> str | None:
+        return self.lease.item
+
     async def renew(self, ttl: int | None = None, *, progress: Any = None) -> AsyncLease:
-        """:meth:`Lease.renew <chainfence.Lease.renew>`, awaited."""
-        ttl = self.lease.ttl if ttl is None else ttl
-        sent = time.monotonic()
+        """:meth:`Lease.renew <chainfence.Lease.renew>`, awaited (inside ``keep()``, the keep-alive follows its ttl)."""
         lease = self.lease
-        expires_at = await self.registry._renew(lease.resource, lease.resource_id, lease.token, ttl, progress, None)
-        lease._renewed(ttl, sent, expires_at)
+        ttl = lease.ttl if ttl is None else ttl
+        handle, sent = lease._renewing(ttl)
+        try:
+            expires_at = await self.registry._renew(lease.resource, lease.resource_id, lease.token, ttl, progress, None)
+        except BaseException as error:
+            lease._renew_failed(handle, error)
+            raise
+        lease._renewed(ttl, sent, expires_at, handle)
         return self
 
     async def release(self) -> None:
-        await self.registry._release(self.resource, self.lease.resource_id, self.token, None)
-        self.lease.released = True
+        """:meth:`Lease.release <chainfence.Lease.release>`, awaited (inside ``keep()`` it ends the keep-alive quietly)."""
+        lease = self.lease
+        keeper = lease._closing()
+        try:
+            await self.registry._release(self.resource, lease.resource_id, self.token, None)
+        except BaseException as error:
+            lease._closed(keeper, End.RELEASED, error)
+            raise
+        lease.released = True
+        lease._closed(keeper, End.RELEASED)
 
     async def complete(self, result: bytes) -> bytes:
-        """:meth:`Lease.complete <chainfence.Lease.complete>`, awaited (for a claimed item: marks it done)."""
-        return await self.registry._complete(self.resource, self.lease.resource_id, self.token, result, None)
+        """:meth:`Lease.complete <chainfence.Lease.complete>`, awaited (for a claimed item: marks it done and
+        ends its lease)."""
+        lease = self.lease
+        keeper = lease._closing() if lease.item is not None else None
+        try:
+            digest = await self.registry._complete(self.resource, lease.resource_id, self.token, result, None)
+        except BaseException as error:
+            lease._closed(keeper, End.COMPLETED, error)
+            raise
+        lease._completed()
+        lease._closed(keeper, End.COMPLETED)
+        return digest
 
     async def is_current(self) -> bool:
-        return await self.registry.is_current(self.resource, self.token)
+        steps = self.registry.registry._is_current(self.resource, self.token, resource_id=self.lease.resource_id)
+        return bool(await self.registry.chain._run(steps))
 
     def check(self) -> None:
         """:meth:`Lease.check <chainfence.Lease.check>`: local, no chain call; raises LeaseLost."""
@@ -416,27 +489,36 @@ class AsyncLease:
         interval: float | None = None,
         latency_margin: float = DEFAULT_LATENCY_MARGIN,
         block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         since: float | None = None,
     ) -> _AsyncKeeping:
         """``async with lease.keep():`` :meth:`Lease.keep <chainfence.Lease.keep>` in a task.
 
         On a loss, ``on_lost(error)`` runs (in the keep-alive's task), the
         task that entered the block is cancelled, and leaving the block
-        raises :class:`~chainfence.errors.LeaseLost`.
+        raises :class:`~chainfence.errors.LeaseLost` whose ``why`` names the
+        end, as the sync keep-alive's does. ``clock`` defaults to
+        :data:`chainfence.keepalive.lease_clock` (it counts a suspend).
         """
+        clock = _keepalive.lease_clock if clock is None else clock
         core = self.lease._keep_core(
             on_lost=on_lost, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin,
             clock=clock, since=since,
         )  # fmt: skip
-        keeper = _AsyncKeeper(self.lease, self.registry, core, ttl=self.lease.ttl, clock=clock, on_lost=on_lost)
+        registry = self.registry
+        lease = self.lease
+
+        async def renew(ttl: Any) -> int:
+            return await registry._renew(lease.resource, lease.resource_id, lease.token, ttl, None, None)
+
+        keeper = _AsyncKeeper(self.lease, registry, core, renew=renew, clock=clock, on_lost=on_lost)
         return _AsyncKeeping(self, keeper)
 
     async def __aenter__(self) -> AsyncLease:
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if self.lease.released:
+        if self.lease.released or self.lease.completed:
             return
         try:
             await self.release()
@@ -447,15 +529,122 @@ class AsyncLease:
         return "<Async" + repr(self.lease)[1:]
 
 
+class AsyncLeaseSet:
+    """A :class:`~chainfence.LeaseSet` acquired through :meth:`AsyncRegistry.acquire_many`: its members
+    (``leases``, each an :class:`AsyncLease`), renewed, released and kept alive together, awaited.
+
+    ``async with lease_set:`` releases what it still can on exit (see :meth:`LeaseSet.release
+    <chainfence.LeaseSet.release>`); ``async with lease_set.keep():`` keeps the set alive on one shared
+    deadline and, on a loss, cancels the task that entered the block, as :meth:`AsyncLease.keep` does.
+    """
+
+    def __init__(self, registry: AsyncRegistry, lease_set: LeaseSet):
+        self.registry = registry
+        #: The set's state (members, keep-alive, loss), shared with the keep-alive core.
+        self.lease_set = lease_set
+
+    @property
+    def leases(self) -> list[AsyncLease]:
+        return [AsyncLease(self.registry, lease) for lease in self.lease_set.leases]
+
+    tokens = property(lambda self: self.lease_set.tokens)
+    resources = property(lambda self: self.lease_set.resources)
+    expires_at = property(lambda self: self.lease_set.expires_at)
+    released = property(lambda self: self.lease_set.released)
+
+    def __iter__(self):
+        return iter(self.leases)
+
+    def __len__(self) -> int:
+        return len(self.lease_set)
+
+    def __getitem__(self, index: int) -> AsyncLease:
+        return AsyncLease(self.registry, self.lease_set[index])
+
+    async def renew(self, ttl: int | None = None) -> AsyncLeaseSet:
+        """:meth:`LeaseSet.renew <chainfence.LeaseSet.renew>`, awaited."""
+        leases = self.lease_set
+        ttl = leases.leases[0].ttl if ttl is None else ttl
+        handle, sent = leases._renewing(ttl)
+        try:
+            expires_at = await self.registry.chain._run(self.registry.registry._renew_many_steps(leases.leases, ttl))
+        except BaseException as error:
+            if handle is not None and leases._keeper is not None:
+                leases._keeper.holder_renewal_failed(handle, error)
+            raise
+        leases._renewed(ttl, sent, int(expires_at), handle)
+        return self
+
+    async def release(self) -> None:
+        """:meth:`LeaseSet.release <chainfence.LeaseSet.release>`, awaited: releases what it still can and
+        raises :class:`~chainfence.errors.LeaseSetLost` naming the members that had ended."""
+        await self.registry.chain._run(self.lease_set._release_steps(self.registry.registry))
+
+    def check(self) -> None:
+        """:meth:`LeaseSet.check <chainfence.LeaseSet.check>`: local, no chain call."""
+        self.lease_set.check()
+
+    def safe_remaining(self) -> float:
+        return self.lease_set.safe_remaining()
+
+    @property
+    def keeper(self) -> Keeper | None:
+        return self.lease_set.keeper
+
+    def keep(
+        self,
+        *,
+        on_lost: Callable[[LeaseLost], Any] | None = None,
+        interval: float | None = None,
+        latency_margin: float = DEFAULT_LATENCY_MARGIN,
+        block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
+        clock: Callable[[], float] | None = None,
+        since: float | None = None,
+    ) -> _AsyncKeeping:
+        """``async with lease_set.keep():`` :meth:`LeaseSet.keep <chainfence.LeaseSet.keep>` in a task."""
+        clock = _keepalive.lease_clock if clock is None else clock
+        leases = self.lease_set
+        sent = [lease._sent_at for lease in leases.leases]
+        core = _keep_core(
+            f"the set {leases.resources}", leases.leases[0].ttl, None if None in sent else min(sent),  # type: ignore[type-var]
+            on_lost=on_lost, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin,
+            clock=clock, since=since,
+        )  # fmt: skip
+        registry = self.registry
+
+        async def renew(ttl: Any) -> int:
+            return int(await registry.chain._run(registry.registry._renew_many_steps(leases.leases, ttl)))
+
+        return _AsyncKeeping(self, _AsyncKeeper(leases, registry, core, renew=renew, clock=clock, on_lost=on_lost))
+
+    async def __aenter__(self) -> AsyncLeaseSet:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.lease_set.released:
+            return
+        try:
+            await self.release()
+        except ChainfenceError as release_error:
+            if exc is None:
+                raise
+            logger.warning("releasing the lease set %s failed: %s", self.resources, release_error)
+            exc.add_note(f"chainfence: releasing the lease set {self.resources} also failed: {release_error}")
+
+    def __repr__(self) -> str:
+        return f"<AsyncLeaseSet {self.resources!r} tokens={self.tokens}>"
+
+
 class _AsyncKeeper(Keeper):
     """The keep-alive runner for asyncio: the thread :class:`Keeper`'s bookkeeping, a task instead of threads."""
 
     def __init__(
-        self, lease: Lease, registry: AsyncRegistry, core: KeepAliveCore, *, ttl: int, clock: Callable[[], float],
-        on_lost: Callable[[LeaseLost], Any] | None,
+        self, lease: Lease | LeaseSet, registry: AsyncRegistry, core: KeepAliveCore, *,
+        renew: Callable[[Any], Any], clock: Callable[[], float], on_lost: Callable[[LeaseLost], Any] | None,
     ):  # fmt: skip
-        super().__init__(lease, core, ttl=ttl, clock=clock, on_lost=on_lost)
+        super().__init__(lease, core, clock=clock, on_lost=on_lost)
         self._registry = registry
+        self._renew_call = renew
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._renewal: asyncio.Task[None] | None = None
@@ -467,10 +656,12 @@ class _AsyncKeeper(Keeper):
         self._protected = asyncio.current_task()
         self._in_body = True
         logger.info(
-            "keep-alive started resource=%s token=%d deadline_in=%.3f interval=%.3f (asyncio)",
-            self.lease.resource, self.lease.token, self.core.deadline - self.clock(), self.core.interval,
+            "keep-alive started resource=%s token=%s deadline_in=%.3f interval=%.3f (asyncio)",
+            self.lease._kept_name, self.lease._kept_token, self.core.deadline - self.clock(), self.core.interval,
         )  # fmt: skip
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"chainfence-keep-{self.lease.resource}")
+        self._task = asyncio.get_running_loop().create_task(
+            self._loop(), name=f"chainfence-keep-{self.lease._kept_name}"
+        )
 
     def wake(self) -> None:
         self._changed.set()
@@ -481,9 +672,8 @@ class _AsyncKeeper(Keeper):
             step = self.core.step(now)
             self.evaluated_at = now
             if step.action == "wait":
-                timeout = step.until - now
-                if self._wait_cap is not None:
-                    timeout = min(timeout, self._wait_cap)
+                # The loop's timers count on CLOCK_MONOTONIC (no suspend): re-read the clock at least this often.
+                timeout = min(step.until - now, self._wait_cap)
                 self._changed.clear()
                 try:
                     await asyncio.wait_for(self._changed.wait(), max(0.0, timeout))
@@ -493,69 +683,95 @@ class _AsyncKeeper(Keeper):
             if step.action == "renew":
                 for warning in self.core.renewal_started(now):
                     self._warn(warning)
-                self._renewal = asyncio.get_running_loop().create_task(self._renew_async())
+                self._renewal = asyncio.get_running_loop().create_task(self._renew_async(self.core.renewal_ttl))
                 continue
             if step.action == "lost":
                 self._report_lost(step.why)
             return
 
-    async def _renew_async(self) -> None:
-        sent_monotonic = time.monotonic()
+    async def _renew_async(self, ttl: Any) -> None:
+        sent = _keepalive.lease_clock()
         try:
-            lease = self.lease
-            expires_at = await self._registry._renew(lease.resource, lease.resource_id, lease.token, self.ttl, None, None)
+            expires_at = await self._renew_call(ttl)
         except BaseException as error:  # noqa: BLE001 - every outcome is reported to the core
-            self._renewal_failed(error)
+            why, member = loss_reason(error), None
+            if why is not None and isinstance(error, Exception):
+                member = self.lease._kept_member_of(error)
+                if why == End.SUPERSEDED.value:
+                    why = await self._successor_end_async(member)
+            self._renewal_failed(error, why, member)
             self._changed.set()
             if not isinstance(error, Exception):
                 raise
             return
-        self._renewal_confirmed(expires_at, sent_monotonic)
+        self._renewal_confirmed(expires_at, sent, ttl)
         self._changed.set()
+
+    async def _successor_end_async(self, member: Lease | None) -> str:
+        """:meth:`Keeper._successor_end`, awaited: the same steps over the asyncio driver."""
+        subject = member if member is not None else self.lease
+        if not isinstance(subject, Lease):
+            return End.SUPERSEDED.value
+        steps = self._registry.registry._successor_end_steps(subject.resource_id, subject.token, subject.block_number)
+        try:
+            return str((await self._registry.chain._run(steps)).value)
+        except ChainfenceError:  # pragma: no cover - the steps fall back themselves
+            return End.SUPERSEDED.value
 
     def _report_lost(self, why: str) -> None:
         super()._report_lost(why)
         protected = self._protected
         if self._in_body and protected is not None and not protected.done():
             logger.warning(
-                "lost resource=%s token=%d: cancelling task %s", self.lease.resource, self.lease.token,
+                "lost resource=%s token=%s: cancelling task %s", self.lease._kept_name, self.lease._kept_token,
                 protected.get_name(),
             )  # fmt: skip
             self.cancelled_protected = True
-            protected.cancel(f"chainfence: lease {self.lease.resource!r} token {self.lease.token} lost ({why})")
+            protected.cancel(f"chainfence: lease {self.lease._kept_name!r} token {self.lease._kept_token} lost ({why})")
+
+    def holder_renewal_failed(self, handle: int, error: BaseException) -> None:
+        super().holder_renewal_failed(handle, error)
+        self._changed.set()
+
+    def holder_renewed(self, handle: int) -> None:
+        super().holder_renewed(handle)
+        self._changed.set()
+
+    def holder_closing(self) -> None:
+        super().holder_closing()
+        self._changed.set()
 
     async def astop(self) -> LeaseLost | None:
         """:meth:`Keeper.stop`, awaited: a renewal in flight is waited for up to the safe deadline."""
         self._in_body = False
-        why = self.core.check(self.clock())
-        self.core.stop()
+        why = self._stop_core()
         self._changed.set()
-        if why is not None and self.lease._lost is None:
-            self.lease._lost = self._lost_error(why)
         if self._task is not None:
             await self._task
         renewal = self._renewal
         if renewal is not None and not renewal.done() and why is None:
             while not renewal.done() and self.core.deadline > self.clock():
-                await asyncio.wait({renewal}, timeout=self._wait_cap or max(0.0, self.core.deadline - self.clock()))
+                await asyncio.wait({renewal}, timeout=min(self._wait_cap, max(0.0, self.core.deadline - self.clock())))
         if renewal is not None and not renewal.done():
             renewal.cancel()  # past the deadline its outcome no longer matters; its nonce is forgotten
             await asyncio.gather(renewal, return_exceptions=True)
-        logger.info("keep-alive stopped resource=%s token=%d lost=%s", self.lease.resource, self.lease.token, why)
+        logger.info(
+            "keep-alive stopped resource=%s token=%s lost=%s", self.lease._kept_name, self.lease._kept_token, why
+        )
         return self._lost_error(why) if why is not None else None
 
 
 class _AsyncKeeping(_Keeping):
     """What :meth:`AsyncLease.keep` returns: the sync context's checks, an asyncio runner."""
 
-    def __init__(self, lease: AsyncLease, keeper: _AsyncKeeper):
-        super().__init__(lease.lease, keeper)
+    def __init__(self, lease: AsyncLease | AsyncLeaseSet, keeper: _AsyncKeeper):
+        super().__init__(keeper.lease, keeper)
         self._async_lease = lease
 
     def __enter__(self) -> Lease:
         raise TypeError("use 'async with lease.keep():' for an AsyncLease")
 
-    async def __aenter__(self) -> AsyncLease:
+    async def __aenter__(self) -> Any:
         self._enter()
         self._keeper.start()
         return self._async_lease
@@ -568,7 +784,7 @@ class _AsyncKeeping(_Keeping):
         try:
             lost = await keeper.astop()
         finally:
-            self._lease._keeper = None
+            self._lease._attach(None)
         _raise_lost(lost, None if cancelled_by_us else exc)
 
 
@@ -611,3 +827,26 @@ class AsyncGuard:
 def _require_chain(chain: object) -> None:
     if not isinstance(chain, AsyncChain):
         raise InvalidInput(f"chain must be an AsyncChain, got {type(chain).__name__}")
+
+
+declare(
+    "aio.keep",
+    __name__,
+    {
+        End.EXPIRED: "the renewal that finds it loses it: on_lost once, the task in the block is cancelled, "
+        "leaving the block raises LeaseLost(why='expired') instead of CancelledError; check() raises it",
+        End.RELEASED: "released elsewhere: lost (why='released'); released by the task itself inside the block: "
+        "the keep-alive ends quietly and check() raises LeaseLost(why='released')",
+        End.COMPLETED: "a claimed item completed elsewhere: lost (why='completed'); completed by the task itself: "
+        "ends quietly",
+        End.SUPERSEDED: "a higher token whose acquisition says reacquired (or cannot be read): lost (why='superseded')",
+        End.REVOKED: "LeaseRevoked, or a successor acquired after the revoke: lost at once (why='revoked'), never retried",
+        End.GRANTED: "a successor whose acquisition says granted: lost (why='granted')",
+        End.ROLLED_BACK: "the registry no longer knows the token: lost (why='rolled_back')",
+        LocalEnd.DEADLINE: "no renewal confirmed by the safe deadline on the lease clock: lost (why='deadline'), "
+        "the task cancelled while the lease may still be live on-chain",
+        LocalEnd.ERROR: "the renewal task failed with an error that is not the chain's: lost (why='error')",
+    },
+    holds=True,
+    keeps_alive=True,
+)

@@ -59,7 +59,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import _events, _validate, _waiting
+from . import _events, _validate, _waiting, endings
+from .endings import End, LocalEnd, Refusal
 from .errors import InvalidInput, InvalidTtl, LeaseLost, TokenNotCurrent
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore
 from .lease import AcquireReason, LeaseInfo
@@ -70,9 +71,31 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Election", "Leader", "Leadership", "Watch"]
+__all__ = ["Election", "Leader", "Leadership", "TermEnded", "Watch"]
 
-_KINDS = (_events.Kind.ACQUIRED, _events.Kind.RELEASED, _events.Kind.RENEWED)
+#: The events an observer follows: every lease event of the resource that can end a term or start one.
+_KINDS = (
+    _events.Kind.ACQUIRED, _events.Kind.RELEASED, _events.Kind.RENEWED, _events.Kind.REVOKED,
+    _events.Kind.COMPLETED,
+)  # fmt: skip
+
+#: The words :func:`chainfence.endings.of_event` reads events by.
+_EVENT_WORDS = {
+    _events.Kind.ACQUIRED: "acquired", _events.Kind.RELEASED: "released", _events.Kind.REVOKED: "revoked",
+    _events.Kind.COMPLETED: "completed",
+}  # fmt: skip
+
+#: Whether the seat is empty after a term ends this way (observe() then yields None) or passes straight
+#: to the next term (a reacquisition, a grant: one transaction ended the term and began the next).
+_EMPTIES_THE_SEAT = {
+    End.EXPIRED: True,
+    End.RELEASED: True,
+    End.REVOKED: True,
+    End.COMPLETED: True,  # never a term's end: an election's resource is never a claimed work item
+    End.SUPERSEDED: False,
+    End.GRANTED: False,
+    End.ROLLED_BACK: False,  # the state read again follows at once
+}
 
 
 @dataclass(frozen=True)
@@ -91,6 +114,23 @@ class Leader:
     since: int
     expires_at: int
     block_number: int
+
+
+@dataclass(frozen=True)
+class TermEnded:
+    """How a term ended, as :meth:`Election.observe` reports it with ``ends=True``: in chain order, just
+    before the change it makes (None, or the next :class:`Leader`).
+
+    ``end`` is the model's word (:class:`chainfence.endings.End`): ``expired``, ``released``,
+    ``revoked``, ``granted`` (the namespace's admin gave the seat to another in the same transaction),
+    ``superseded`` (its holder campaigned again: a new token), or ``rolled_back`` (a reorganisation
+    took the term away). ``block_number`` is the block that showed it, None for an expiry judged by
+    chain time with no block stamped past it yet.
+    """
+
+    leader: Leader
+    end: End
+    block_number: int | None
 
 
 class Election:
@@ -157,8 +197,12 @@ class Election:
         Waits (no gas, following the resource's events and its expiry: see
         :meth:`Registry.acquire <chainfence.Registry.acquire>`) up to
         ``wait`` seconds, forever (a year) when ``wait`` is None; ``wait=0``
-        tries once. Raises :class:`~chainfence.errors.LeaseHeld` (the
-        leader, as read last) when the wait ends first. The term is kept
+        tries once. A namespace's lock-delay after an expired term is waited
+        out too, by chain time. Raises :class:`~chainfence.errors.LeaseHeld`
+        (the leader, as read last), or :class:`~chainfence.errors.LockDelayed`
+        within a lock-delay, when the wait ends first, and
+        :class:`~chainfence.errors.NotAdmitted` at once in a namespace that
+        does not admit this account (waiting cannot help). The term is kept
         alive from the moment it is won; when it is lost ``on_lost(error)``
         runs once in the renewer thread and the leadership's :meth:`check`
         raises :class:`~chainfence.errors.LeaseLost`. Use it as a context
@@ -224,7 +268,9 @@ class Election:
             return None
         return self._leader_of(info)
 
-    def observe(self, *, timeout: float | None = None, stop: threading.Event | None = None) -> Iterator[Leader | None]:
+    def observe(
+        self, *, timeout: float | None = None, stop: threading.Event | None = None, ends: bool = False
+    ) -> Iterator[Leader | None | TermEnded]:
         """Yield the leader now, then each change: a :class:`Leader` per new term, None when the seat empties.
 
         Ends after ``timeout`` seconds (None: never), with one last look at
@@ -235,23 +281,35 @@ class Election:
         Changes are reported at the head, as soon as a block shows them (not
         ``confirmations`` deep): a reorganisation may take one back, and is
         then reported as the change back.
+
+        Every way a term ends is reported in chain order, by the model's
+        name (:class:`chainfence.endings.End`): an expiry, a resignation
+        (release) and a revoke empty the seat (None); a reacquisition by its
+        holder and a grant (the namespace's admin revokes the term and issues
+        the seat to another in one transaction) pass it straight to the next
+        term. With ``ends=True`` a :class:`TermEnded` (the term, its end, the
+        block that showed it) comes just before each such change.
         """
         seconds = None if timeout is None else _validate.wait(timeout)
         if stop is not None and not callable(getattr(stop, "is_set", None)):
             raise InvalidInput(f"stop must be a threading.Event (something with is_set()), got {stop!r}")
-        return self._observe(seconds, stop)
+        if not isinstance(ends, bool):
+            raise InvalidInput(f"ends must be a bool, got {ends!r}")
+        return self._observe(seconds, stop, ends)
 
-    def watch(self, callback: Callable[[Leader | None], Any]) -> Watch:
+    def watch(self, callback: Callable[[Leader | None | TermEnded], Any], *, ends: bool = False) -> Watch:
         """Call ``callback(leader)`` for the leader now and each change, in a background thread.
 
         The callback form of :meth:`observe` (tooz's ``watch_elected_as_leader``
-        runs callbacks too). Returns a :class:`Watch`: ``stop()`` it, or use it
-        as a context manager. A chain error (or an exception of the callback)
-        ends the watch; ``stop()`` raises it.
+        runs callbacks too), with its ``ends``. Returns a :class:`Watch`:
+        ``stop()`` it, or use it as a context manager. A chain error (or an
+        exception of the callback) ends the watch; ``stop()`` raises it.
         """
         if not callable(callback):
             raise InvalidInput(f"callback must be callable, got {callback!r}")
-        watch = Watch(self, callback)
+        if not isinstance(ends, bool):
+            raise InvalidInput(f"ends must be a bool, got {ends!r}")
+        watch = Watch(self, callback, ends=ends)
         watch._thread.start()
         return watch
 
@@ -285,7 +343,9 @@ class Election:
             self._elected[token, holder] = known
         return known
 
-    def _observe(self, seconds: float | None, stop: threading.Event | None) -> Iterator[Leader | None]:
+    def _observe(
+        self, seconds: float | None, stop: threading.Event | None, ends: bool
+    ) -> Iterator[Leader | None | TermEnded]:
         registry = self.registry
         timer = registry._wait_timer
         pace = _waiting.pace(registry.chain)
@@ -303,7 +363,9 @@ class Election:
                         return
                 else:
                     timer.sleep(pause)
-            yield from observer.poll()
+            for change in observer.poll():
+                if ends or not isinstance(change, TermEnded):
+                    yield change
             if remaining <= 0:
                 return  # the timeout has passed: what changed until this last poll was reported
 
@@ -311,8 +373,15 @@ class Election:
         return f"<Election {self.name!r} ttl={self.ttl} as {self.registry.sender}>"
 
 
+Change = Leader | None | TermEnded
+
+
 class _Observer:
-    """Follows one election's events and chain time; :meth:`poll` returns the changes since the last poll."""
+    """Follows one election's events and chain time; :meth:`poll` returns the changes since the last poll.
+
+    Each term's end is named as :mod:`chainfence.endings` names it (:meth:`_end`); what it does to the
+    seat is :data:`_EMPTIES_THE_SEAT`.
+    """
 
     def __init__(self, election: Election, timer: _waiting.Timer, pace: _waiting.Pace):
         self._election = election
@@ -327,15 +396,81 @@ class _Observer:
         self.wake_at = math.inf
         self._read(self.head)
 
-    def _read(self, block: int) -> list[Leader | None]:
-        """Read the resource at ``block`` and judge it at chain time: the state to compare events with."""
+    def _read(self, block: int) -> list[Change]:
+        """Read the resource at ``block`` and judge it at chain time: the state to compare events with.
+
+        A term reported before that is no longer the resource's lease (after a reorganisation, or a gap
+        too long to read the events of) ended in a way :meth:`_lost_end` names.
+        """
         info = self._election.registry.last_lease(self._election.name, block=block)
+        current = self.current
+        changes: list[Change] = []
+        if current is not None:
+            if info is not None and (info.token, info.holder) == (current.token, current.holder):
+                end = endings.of_status(info.status)
+                if end is not None:  # the same term, ended meanwhile (a release, a revoke, an expiry)
+                    changes += self._end(current, end, block)
+            else:
+                changes += self._end(current, self._lost_end(current, block), block)
         self.last_token = info.token if info is not None else 0
         leader = self._election._leader_of(info) if info is not None and info.live else None
-        changes = self._set(leader)
+        emptied = bool(changes) and changes[-1] is None
+        changes += self._set(leader)
+        if changes and leader is None and not emptied and isinstance(changes[-1], TermEnded):
+            changes.append(None)  # a term taken away (rolled back, ...) and nobody leads now: the seat is empty
         return changes + self._judge_expiry(force=True)
 
-    def _set(self, leader: Leader | None) -> list[Leader | None]:
+    def _lost_end(self, term: Leader, head: int) -> End:
+        """How ``term``, no longer the resource's lease at ``head``, ended: ``rolled_back`` if its acquisition
+        is gone from the chain, else as the first event after it that ends it says (an expiry emits none)."""
+        chain, registry, resource_id = self._chain, self._election.registry, self._election._resource_id
+        start = min(term.block_number, head)
+        acquired = [
+            log for log in _events.fetch_all(
+                chain, registry.address, kinds=[_events.Kind.ACQUIRED], resource_id=resource_id, token=term.token,
+                from_block=start, to_block=head,
+            ) if log.holder == term.holder
+        ]  # fmt: skip
+        if not acquired:
+            return End.ROLLED_BACK
+        later = _events.fetch_all(
+            chain, registry.address, kinds=list(_KINDS), resource_id=resource_id, from_block=acquired[-1].block_number,
+            to_block=head,
+        )  # fmt: skip
+        for index, event in enumerate(later):
+            if event.kind is _events.Kind.ACQUIRED and event.previous_token == term.token:
+                return endings.of_event("acquired", reason=AcquireReason(event.reason))
+            if event.token == term.token and event.kind in (_events.Kind.RELEASED, _events.Kind.REVOKED):
+                if self._granted_over(event, later[index + 1] if index + 1 < len(later) else None):
+                    return End.GRANTED
+                return endings.of_event(_EVENT_WORDS[event.kind])  # type: ignore[return-value]
+        return End.EXPIRED  # no event ended it, and it is no longer the resource's live lease
+
+    @staticmethod
+    def _granted_over(event: _events.RegistryLog, following: _events.RegistryLog | None) -> bool:
+        """Whether ``event`` (a LeaseRevoked) is the first half of a grant over the live lease: the grant's
+        acquisition (reason granted, superseding that token) follows in the same transaction."""
+        return (
+            event.kind is _events.Kind.REVOKED
+            and following is not None
+            and following.kind is _events.Kind.ACQUIRED
+            and following.tx_hash == event.tx_hash
+            and following.previous_token == event.token
+            and following.reason == AcquireReason.GRANTED
+        )
+
+    def _end(self, term: Leader, end: End, block: int | None) -> list[Change]:
+        """``term`` ended as ``end`` (shown by ``block``): the TermEnded, and None if that empties the seat."""
+        logger.info(
+            "election=%s token=%d holder=%s ended: %s (block %s)", term.name, term.token, term.holder, end.value, block
+        )  # fmt: skip
+        changes: list[Change] = [TermEnded(term, end, block)]
+        self.current, self.wake_at = None, math.inf
+        if _EMPTIES_THE_SEAT[end]:
+            changes.append(None)
+        return changes
+
+    def _set(self, leader: Leader | None) -> list[Change]:
         current = self.current
         same = (leader is None and current is None) or (
             leader is not None
@@ -347,26 +482,23 @@ class _Observer:
             self.wake_at = math.inf
         return [] if same else [leader]
 
-    def _judge_expiry(self, *, force: bool = False) -> list[Leader | None]:
+    def _judge_expiry(self, *, force: bool = False) -> list[Change]:
         """At the local clock's estimate of the expiry (or when forced), ask the chain's time."""
         current = self.current
         if current is None or (not force and self._timer.now() < self.wake_at):
             return []
         now = self._chain.now()
         if now >= current.expires_at:
-            logger.info(
-                "election=%s token=%d expired at %d (no event)", current.name, current.token, current.expires_at
-            )
-            return self._set(None)
+            return self._end(current, End.EXPIRED, None)  # judged by chain time: no event says so
         self.wake_at = self._timer.now() + max(float(current.expires_at - now), self._pace.poll)
         return []
 
-    def poll(self) -> list[Leader | None]:
+    def poll(self) -> list[Change]:
         block = self._chain.rpc.block("latest")
         if block is None:  # pragma: no cover - every node has a latest block
             return []
         number, timestamp, block_hash = int(block["number"]), int(block["timestamp"]), bytes(block["hash"])
-        changes: list[Leader | None] = []
+        changes: list[Change] = []
         if number == self.head and block_hash == self.head_hash:
             return self._judge_expiry()
         if number <= self.head or number - self.head > _waiting.MAX_LOG_GAP or not self._extends(block):
@@ -376,13 +508,14 @@ class _Observer:
             return self._read(number)  # a reorganisation (or far behind): the state, not the history
         if number > self.head:
             first, self.head, self.head_hash = self.head + 1, number, block_hash
-            for event in _events.fetch_all(
+            events = _events.fetch_all(
                 self._chain, self._election.registry.address, kinds=_KINDS,
                 resource_id=self._election._resource_id, from_block=first, to_block=number,
-            ):  # fmt: skip
-                changes += self._apply(event)
+            )  # fmt: skip
+            for index, event in enumerate(events):
+                changes += self._apply(event, events[index + 1] if index + 1 < len(events) else None)
             if self.current is not None and timestamp >= self.current.expires_at:
-                changes += self._set(None)  # a block stamped at or after the expiry: the term is over
+                changes += self._end(self.current, End.EXPIRED, number)  # a block stamped at or after the expiry
             elif self.current is not None and timestamp >= self.current.expires_at - 1:
                 return changes + self._judge_expiry(force=True)  # a second before: the pending block may be past
         return changes + self._judge_expiry()
@@ -395,17 +528,22 @@ class _Observer:
         seen = self._chain.rpc.block(self.head)
         return seen is not None and bytes(seen["hash"]) == self.head_hash
 
-    def _apply(self, event: _events.RegistryLog) -> list[Leader | None]:
+    def _apply(self, event: _events.RegistryLog, following: _events.RegistryLog | None) -> list[Change]:
+        """One event of the resource (``following``: the next one, to tell a grant from a revoke)."""
         current = self.current
-        if event.kind is _events.Kind.ACQUIRED:
+        kind = event.kind
+        if kind is _events.Kind.ACQUIRED:
             if event.token <= self.last_token:
                 return []  # already in the state read
             self.last_token = event.token
-            changes: list[Leader | None] = []
-            if current is not None and (
-                event.reason == AcquireReason.EXPIRED or self._times(event.block_number) >= current.expires_at
-            ):
-                changes += self._set(None)  # the previous term ran out first
+            changes: list[Change] = []
+            if current is not None:
+                reason = AcquireReason(event.reason)
+                at = self._times(event.block_number)
+                if at >= current.expires_at:
+                    changes += self._end(current, End.EXPIRED, event.block_number)  # the term ran out first
+                else:  # a term taken live: by its holder again (superseded) or by a grant (granted)
+                    changes += self._end(current, endings.of_event("acquired", reason=reason), event.block_number)  # type: ignore[arg-type]
             since = self._times(event.block_number)
             self._election._elected[event.token, event.holder] = (event.block_number, since)
             leader = Leader(self._election.name, event.holder, event.token, since, event.expires_at, event.block_number)
@@ -413,15 +551,23 @@ class _Observer:
             self.wake_at = self._timer.now() + max(float(event.expires_at - since), self._pace.poll)
             return changes
         if current is None or (event.token, event.holder) != (current.token, current.holder):
-            return []
-        if event.kind is _events.Kind.RELEASED:
-            return self._set(None)
-        if event.kind is _events.Kind.RENEWED:  # not a change: the same term, longer
+            return []  # another token's event (older, or a term already reported as ended)
+        if kind is _events.Kind.RENEWED:  # not a change: the same term, longer
             self.current = dataclasses.replace(current, expires_at=event.expires_at)
             self.wake_at = self._timer.now() + max(
                 float(event.expires_at - self._times(event.block_number)), self._pace.poll
             )
-        return []
+            return []
+        if kind is _events.Kind.COMPLETED:
+            # A result recorded under the term's token: a plain lease's completion ends nothing (an election's
+            # resource is never a claimed work item, the one whose completion is its end).
+            assert endings.of_event("completed", claimed=False) is None
+            return []
+        if self._granted_over(event, following):
+            return self._end(current, End.GRANTED, event.block_number)  # its acquisition (next) elects the grantee
+        end = endings.of_event(_EVENT_WORDS[kind])  # released, revoked
+        assert end is not None
+        return self._end(current, end, event.block_number)
 
 
 class Leadership:
@@ -534,9 +680,10 @@ class Leadership:
 class Watch:
     """A background :meth:`Election.observe` calling a callback; see :meth:`Election.watch`."""
 
-    def __init__(self, election: Election, callback: Callable[[Leader | None], Any]):
+    def __init__(self, election: Election, callback: Callable[[Leader | None | TermEnded], Any], *, ends: bool = False):
         self._election = election
         self._callback = callback
+        self._ends = ends
         self._stop = threading.Event()
         #: The chain error (or the callback's exception) that ended the watch, if any.
         self.error: BaseException | None = None
@@ -544,7 +691,7 @@ class Watch:
 
     def _run(self) -> None:
         try:
-            for leader in self._election.observe(stop=self._stop):
+            for leader in self._election.observe(stop=self._stop, ends=self._ends):
                 if self._stop.is_set():
                     return
                 self._callback(leader)
@@ -572,3 +719,63 @@ class Watch:
             self.stop()
         else:
             self._stop.set()
+
+
+# ----------------------------------------------------------------------
+# What each part of an election does about every way a lease ends or is refused (chainfence.endings)
+# ----------------------------------------------------------------------
+
+endings.declare(
+    "election.campaign",
+    __name__,
+    {
+        Refusal.HELD: "waits (no gas) for the term to end, as acquire(wait=) does; LeaseHeld (the leader) when "
+        "the wait ends",
+        Refusal.LOCK_DELAYED: "waits out the namespace's lock-delay after an expired term, by chain time; "
+        "LockDelayed when the wait ends first",
+        Refusal.NOT_ADMITTED: "raises NotAdmitted at once: no Leadership, nothing sent",
+    },
+    waits=True,
+)
+
+endings.declare(
+    "election.leadership",
+    __name__,
+    {
+        End.EXPIRED: "the renewal after it is refused: LeaseLost(why='expired'), on_lost runs, check() raises",
+        End.RELEASED: "resign() stops the keep-alive first, then releases; released elsewhere (same key): "
+        "LeaseLost(why='released') at the next renewal",
+        End.COMPLETED: "never a term's end (a term is a plain lease): complete(result) records a result and "
+        "the term is kept",
+        End.SUPERSEDED: "the same account campaigned again elsewhere: LeaseLost(why='superseded') at the next "
+        "renewal; the new term fences the old one off",
+        End.REVOKED: "LeaseLost(why='revoked') at the next renewal (not retried until the deadline)",
+        End.GRANTED: "LeaseLost(why='granted') at the next renewal",
+        End.ROLLED_BACK: "LeaseLost(why='rolled_back') at the next renewal: the chain no longer has the term",
+        LocalEnd.DEADLINE: "no renewal confirmed before the safe deadline: LeaseLost(why='deadline') before the "
+        "term can end on-chain, so before a successor can be elected",
+        LocalEnd.ERROR: "a renewer failure that is not a chain error: LeaseLost(why='error') at once",
+    },
+    holds=True,
+    keeps_alive=True,
+)
+
+_OBSERVED = {
+    End.EXPIRED: "None (the seat is empty) at the first block stamped at or after the expiry, or by chain time "
+    "when no block comes; TermEnded(expired) first with ends=True",
+    End.RELEASED: "None at the release's block (a resignation); TermEnded(released) first",
+    End.COMPLETED: "no change: an election's resource is never a claimed work item, and a plain lease's "
+    "completion ends nothing",
+    End.SUPERSEDED: "the holder's new term at once (no None between); TermEnded(superseded) first",
+    End.REVOKED: "None at the revoke's block; TermEnded(revoked) first",
+    End.GRANTED: "the grantee's term at once, the revoke and the grant being one transaction (no None "
+    "between); TermEnded(granted) first",
+    End.ROLLED_BACK: "the state read again after the reorganisation (None or the term now there); "
+    "TermEnded(rolled_back) first",
+}
+
+endings.declare("election.observe", __name__, _OBSERVED, watches=True)
+endings.declare(
+    "election.watch", __name__, {end: f"the callback gets what observe() yields: {text}" for end, text in _OBSERVED.items()},
+    watches=True,
+)  # fmt: skip

@@ -159,8 +159,10 @@ def from_error(error: BaseException) -> End | None:
     """The end a refused lease operation (renew, release, complete, check) reveals, or None when the
     error says nothing about the lease (transient, or a bug: see :func:`loss_reason`).
 
-    A higher token (``StaleToken``, ``UnknownToken`` with a lower current, ``NotHolder``) is
-    :attr:`End.SUPERSEDED` here; :func:`of_successor` refines it once the successor's reason is read.
+    A higher token (``StaleToken``, ``NotHolder``) is :attr:`End.SUPERSEDED` here; :func:`of_successor`
+    refines it once the successor's reason is read. ``UnknownToken`` above the resource's latest token
+    is :attr:`End.ROLLED_BACK`: the holder was issued that token, so a chain that does not know it lost
+    the history that issued it (a dev node restarted, a deep reorg).
     ``LeaseCompleted`` (a done work item) is checked before ``LeaseReleased``, its base.
     """
     from .errors import LeaseCompleted
@@ -175,6 +177,8 @@ def from_error(error: BaseException) -> End | None:
         return End.RELEASED
     if isinstance(error, LeaseExpired):
         return End.EXPIRED
+    if isinstance(error, UnknownToken) and error.token > error.current_token:
+        return End.ROLLED_BACK  # the holder's token, above the resource's latest: the chain forgot issuing it
     if isinstance(error, (StaleToken, UnknownToken, NotHolder)):
         return End.SUPERSEDED
     if isinstance(error, ChainRolledBack):
@@ -333,4 +337,12 @@ def parts() -> dict[str, Part]:
 
 
 #: Where parts are declared: :func:`parts` imports them so that none is missed.
-_DECLARING_MODULES: tuple[str, ...] = ("chainfence._cli_lock",)
+_DECLARING_MODULES: tuple[str, ...] = (
+    "chainfence._waiting",
+    "chainfence.election",
+    "chainfence.tooz_driver",  # imports tooz (the [tooz] extra; in the dev extra the tests install)
+    "chainfence.lease",  # keep, lease_set
+    "chainfence.aio",  # aio.keep
+    "chainfence.registry",  # claims
+    "chainfence._cli_lock",  # lock
+)

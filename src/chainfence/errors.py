@@ -130,6 +130,7 @@ __all__ = [
     "LeaseLost",
     "LeaseReleased",
     "LeaseRevoked",
+    "LeaseSetLost",
     "LockDelayed",
     "MalformedRequest",
     "NamespaceError",
@@ -702,6 +703,7 @@ class LeaseReleased(TokenNotCurrent):
         return f"the lease of token {self.token} on {self._where()} was released"
 
 
+@_contract_error("FencingRegistryLeaseCompleted")
 class LeaseCompleted(LeaseReleased):
     """``token`` is the claimed work item's latest, but its claimant completed the item: done for good.
 
@@ -1071,6 +1073,25 @@ class LeaseLost(ChainfenceError):
         self.detail = detail
         message = f"lost the lease of token {token} on {resource!r} ({why})"
         super().__init__(message + (f": {detail}" if detail else ""))
+
+
+class LeaseSetLost(LeaseLost):
+    """A lease set (:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`) can no longer be
+    trusted to be held whole: ``resource``, ``token`` and ``why`` name the member that ended (for a
+    local end, ``deadline`` or ``error``, the first member: the whole set is given up).
+
+    ``ended`` maps each member known to have ended to how (a ``LeaseLost.why``); ``released`` names
+    the members :meth:`LeaseSet.release <chainfence.LeaseSet.release>` released after all (it
+    releases what it still can).
+    """
+
+    def __init__(
+        self, *, resource: str, token: int, why: str, detail: str = "", ended: dict[str, str] | None = None,
+        released: tuple[str, ...] = (),
+    ):  # fmt: skip
+        super().__init__(resource=resource, token=token, why=why, detail=detail)
+        self.ended = dict(ended) if ended is not None else {resource: why}
+        self.released = tuple(released)
 
 
 class FenceBroken(ChainfenceError, RuntimeError):

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .endings import loss_reason  # what a renewal's error means: the one model of how leases end
-from .errors import InvalidInput, LeaseLost
+from .errors import ChainfenceError, InvalidInput, LeaseLost
 
 if TYPE_CHECKING:
     from .lease import Lease
@@ -105,6 +105,13 @@ def _boot_clock() -> Callable[[], float]:
 lease_clock: Callable[[], float] = _boot_clock()
 
 
+#: Seconds a keep-alive on the lease clock waits at most before it reads the clock again. A wait
+#: (``threading.Condition.wait``, asyncio's timers) counts on CLOCK_MONOTONIC, which stops while the
+#: machine is suspended: after a resume the renewer must see the deadline that passed meanwhile
+#: within this long, not after the rest of a wait that began before the suspend.
+SUSPEND_RECHECK = 1.0
+
+
 @dataclass(frozen=True)
 class Step:
     """What the runner should do now: ``"renew"``, ``"wait"`` (until ``until``), ``"lost"`` (``why``) or ``"stop"``."""
@@ -114,15 +121,37 @@ class Step:
     why: str | None = None
 
 
+@dataclass
+class _Flight:
+    """A renewal sent and not yet answered: the keep-alive's own, or one the holder sent (``lease.renew()``)."""
+
+    sent: float
+    ttl: float
+    own: bool
+    due: float | None = None
+    #: Another renewal was in flight at some moment of this one's: which of them the chain mined last
+    #: (whose expiry stands) is unknown, so this one may only bring the deadline closer.
+    overlapped: bool = False
+
+
 class KeepAliveCore:
-    """The keep-alive's decisions, without I/O or threads; every method takes ``now`` (a monotonic time).
+    """The keep-alive's decisions, without I/O or threads; every method takes ``now`` (a clock reading).
 
     ``anchor`` is the time the acquisition (or the last confirmed renewal)
     was sent. The runner asks :meth:`step` what to do, reports
     :meth:`renewal_started`, then :meth:`renewal_confirmed` or
     :meth:`renewal_failed`, and :meth:`stop` once the protected work ends.
-    Those return warnings to log (late renewals). Not thread-safe: the runner
+    Those return warnings to log (late renewals). A renewal the holder sends
+    itself while the lease is kept (``lease.renew(ttl=...)``) is reported
+    with :meth:`external_started` and :meth:`external_confirmed` /
+    :meth:`external_failed`: its ttl becomes the keep-alive's (window,
+    interval, the ttl of the next renewals). Not thread-safe: the runner
     serialises calls.
+
+    Renewals that overlap (the holder's sent while the keep-alive's is in
+    flight) each may be the one the chain mined last; the deadline then
+    moves only to the earlier of what they allow, until a renewal with no
+    other in flight confirms.
     """
 
     def __init__(
@@ -135,44 +164,63 @@ class KeepAliveCore:
         block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
         retry_delay: float | None = None,
     ):
-        self.ttl = _seconds(ttl, "ttl", positive=True)
         self.latency_margin = _seconds(latency_margin, "latency_margin")
         self.block_time_margin = _seconds(block_time_margin, "block_time_margin")
         if isinstance(anchor, bool) or not isinstance(anchor, (int, float)) or anchor != anchor or abs(anchor) == float("inf"):
             raise InvalidInput(f"anchor must be a finite clock reading, got {anchor!r}")
+        self._interval_given = interval
+        self._retry_given = retry_delay
+        self.ttl, self.window, self.interval, self.retry_delay = self._tuning(ttl)
+        #: The send time the deadline counts from (the last confirmed renewal's, or the acquisition's).
         self.anchor = float(anchor)
-        #: Seconds from a send to its safe deadline.
-        self.window = self.ttl - self.latency_margin - self.block_time_margin
-        if self.window <= 0:
-            raise InvalidInput(
-                f"a ttl of {ttl} s leaves no safe time after the margins (latency {latency_margin} s + block time "
-                f"{block_time_margin} s): use a longer ttl or smaller margins"
-            )
-        if interval is None:
-            interval = self.ttl / 2 if self.ttl / 2 < self.window else self.window / 2
-        self.interval = _seconds(interval, "interval", positive=True)
-        if self.interval >= self.window:
-            raise InvalidInput(
-                f"interval {interval} s must be shorter than the safe window ({self.window:g} s = ttl - margins): "
-                "the first renewal would come after the deadline"
-            )
-        if retry_delay is None:
-            retry_delay = min(1.0, self.interval / 4)
-        self.retry_delay = _seconds(retry_delay, "retry_delay", positive=True)
+        #: The local safe deadline: the last confirmed send + ttl - margins.
+        self.deadline = self.anchor + self.window
         #: When the next renewal is due.
         self.due = self.anchor + self.interval
-        #: Send time of the renewal in flight, if any.
-        self.in_flight: float | None = None
-        self._due_of_flight: float | None = None
+        self._flights: dict[int, _Flight] = {}
+        self._own: int | None = None
+        self._next_flight = 0
         self.lost: str | None = None
         self.stopped = False
         self.renewals = 0
+        self.external_renewals = 0
         self.failures = 0
 
+    def _tuning(self, ttl: Any) -> tuple[Any, float, float, float]:
+        """(ttl, window, interval, retry delay) for ``ttl`` with this core's margins and options."""
+        seconds = _seconds(ttl, "ttl", positive=True)
+        if not isinstance(ttl, int):
+            ttl = seconds  # an int stays one: it is what a renewal asks the registry for
+        window = seconds - self.latency_margin - self.block_time_margin
+        if window <= 0:
+            raise InvalidInput(
+                f"a ttl of {ttl:g} s leaves no safe time after the margins (latency {self.latency_margin:g} s + block "
+                f"time {self.block_time_margin:g} s): use a longer ttl or smaller margins"
+            )
+        interval = self._interval_given
+        if interval is None:
+            interval = ttl / 2 if ttl / 2 < window else window / 2
+        interval = _seconds(interval, "interval", positive=True)
+        if interval >= window:
+            raise InvalidInput(
+                f"interval {interval:g} s must be shorter than the safe window ({window:g} s = ttl {ttl:g} - margins): "
+                "the first renewal would come after the deadline"
+            )
+        retry_delay = self._retry_given
+        if retry_delay is None:
+            retry_delay = min(1.0, interval / 4)
+        return ttl, window, interval, _seconds(retry_delay, "retry_delay", positive=True)
+
+    def check_ttl(self, ttl: object) -> None:
+        """Raise :class:`~chainfence.errors.InvalidInput` if a renewal with ``ttl`` could not be kept (its
+        window after the margins, the interval inside it): checked before such a renewal is sent."""
+        self._tuning(ttl)
+
     @property
-    def deadline(self) -> float:
-        """The local safe deadline: the last confirmed send + ttl - margins."""
-        return self.anchor + self.window
+    def in_flight(self) -> float | None:
+        """Send time of the keep-alive's own renewal in flight, if any."""
+        flight = self._flights.get(self._own) if self._own is not None else None
+        return flight.sent if flight is not None else None
 
     def safe_remaining(self, now: float) -> float:
         """Seconds left before the safe deadline (0 once lost)."""
@@ -192,16 +240,17 @@ class KeepAliveCore:
         why = self.check(now)
         if why is not None:
             return Step("lost", why=why)
-        if self.in_flight is None and now >= self.due:
+        if self._own is None and now >= self.due:
             return Step("renew")
-        until = self.deadline if self.in_flight is not None else min(self.due, self.deadline)
+        until = self.deadline if self._own is not None else min(self.due, self.deadline)
         return Step("wait", until=until)
 
+    # -- the keep-alive's own renewals -------------------------------------------------
+
     def renewal_started(self, now: float) -> list[str]:
-        if self.stopped or self.lost is not None or self.in_flight is not None:
+        if self.stopped or self.lost is not None or self._own is not None:
             raise RuntimeError("no renewal may start now")  # the runner asked step() first
-        self.in_flight = now
-        self._due_of_flight = self.due
+        self._own = self._open(_Flight(now, self.ttl, own=True, due=self.due))
         late = now - self.due
         if late > self._tolerance():
             return [
@@ -211,26 +260,15 @@ class KeepAliveCore:
         return []
 
     def renewal_confirmed(self, now: float) -> list[str]:
-        """The renewal started last is confirmed (its registry call returned)."""
-        sent, due = self.in_flight, self._due_of_flight
-        self.in_flight = self._due_of_flight = None
-        if sent is None or self.stopped or self.check(now) is not None:
-            return []  # too late to count: the work was stopped already
-        old_deadline = self.deadline
-        self.anchor = sent
-        self.due = sent + self.interval
-        self.renewals += 1
-        warnings = []
-        if due is not None and now - due > (old_deadline - due) / 2:
-            warnings.append(
-                f"renewal confirmed {now - due:.3f} s after it was due, {old_deadline - now:.3f} s before the "
-                f"safe deadline (it took {now - sent:.3f} s): more than half the safety window"
-            )
-        return warnings
+        """The keep-alive's renewal started last is confirmed (its registry call returned)."""
+        own, self._own = self._own, None
+        return self._confirm(own, now)
 
     def renewal_failed(self, now: float, why: str | None) -> None:
-        """The renewal started last failed: ``why`` a loss reason, or None for a transient failure."""
-        self.in_flight = self._due_of_flight = None
+        """The keep-alive's renewal started last failed: ``why`` a loss reason, or None for a transient failure."""
+        own, self._own = self._own, None
+        if own is not None:
+            self._flights.pop(own, None)
         if self.stopped or self.check(now) is not None:
             return
         self.failures += 1
@@ -239,54 +277,132 @@ class KeepAliveCore:
         else:
             self.due = now + self.retry_delay  # retried until the deadline passes
 
+    @property
+    def renewal_ttl(self) -> float:
+        """The ttl of the keep-alive's renewal in flight (the core's ttl when it started)."""
+        flight = self._flights.get(self._own) if self._own is not None else None
+        return flight.ttl if flight is not None else self.ttl
+
+    # -- renewals the holder sends itself while the lease is kept -------------------------
+
+    def external_started(self, sent: float, ttl: float) -> int:
+        """The holder sends a renewal for ``ttl`` (checked with :meth:`check_ttl`); returns its handle."""
+        return self._open(_Flight(sent, ttl, own=False))
+
+    def external_confirmed(self, handle: int, now: float) -> list[str]:
+        """The holder's renewal ``handle`` is confirmed: its ttl is the keep-alive's from now on."""
+        return self._confirm(handle, now)
+
+    def external_failed(self, handle: int, now: float, why: str | None) -> None:
+        """The holder's renewal ``handle`` failed: a loss reason loses the lease; a transient error changes nothing."""
+        self._flights.pop(handle, None)
+        if why is not None and not self.stopped and self.check(now) is None:
+            self.lost = why
+
+    # ------------------------------------------------------------------------------------
+
     def stop(self) -> None:
         """The protected work ended: never renew again."""
         self.stopped = True
+
+    def _open(self, flight: _Flight) -> int:
+        if self._flights:
+            flight.overlapped = True
+            for other in self._flights.values():
+                other.overlapped = True
+        handle = self._next_flight
+        self._next_flight += 1
+        self._flights[handle] = flight
+        return handle
+
+    def _confirm(self, handle: int | None, now: float) -> list[str]:
+        flight = self._flights.pop(handle, None) if handle is not None else None
+        if flight is None or self.stopped or self.check(now) is not None:
+            return []  # too late to count: the work was stopped already
+        old_deadline = self.deadline
+        if not flight.own and flight.ttl != self.ttl:
+            self.ttl, self.window, self.interval, self.retry_delay = self._tuning(flight.ttl)
+        reached = flight.sent + flight.ttl - self.latency_margin - self.block_time_margin
+        self.deadline = min(self.deadline, reached) if flight.overlapped else reached
+        self.anchor = self.deadline - self.window
+        self.due = self.anchor + self.interval
+        if not flight.own:
+            self.external_renewals += 1
+            return []
+        self.renewals += 1
+        due = flight.due
+        if due is not None and now - due > (old_deadline - due) / 2:
+            return [
+                f"renewal confirmed {now - due:.3f} s after it was due, {old_deadline - now:.3f} s before the "
+                f"safe deadline (it took {now - flight.sent:.3f} s): more than half the safety window"
+            ]
+        return []
 
     def _tolerance(self) -> float:
         return self.interval / 10
 
 
+def wait_cap(clock: Callable[[], float]) -> float:
+    """The longest a runner waits before reading ``clock`` again: a second on a system clock (a wait
+    does not count a suspend; see :data:`SUSPEND_RECHECK`), 20 ms on an injected one (a test may
+    move it without the wait noticing)."""
+    return SUSPEND_RECHECK if clock is lease_clock or clock is time.monotonic else 0.02
+
+
 class Keeper:
-    """Runs a :class:`KeepAliveCore` for a lease in a background thread (see :meth:`Lease.keep`).
+    """Runs a :class:`KeepAliveCore` for a lease (or a lease set) in a background thread (see :meth:`Lease.keep`).
 
     The renewer thread never blocks on the chain: each renewal runs in a
     worker thread of its own, so the deadline fires on time while a renewal
     hangs on a stalled node. ``on_lost(error)`` runs once, in the renewer
     thread, when the lease is lost; it should return promptly.
+
+    What is kept (``lease``: a :class:`~chainfence.Lease` or a
+    :class:`~chainfence.LeaseSet`) answers the keep-alive's few questions
+    through its ``_kept_*`` methods: how to renew, how it ended (reading the
+    successor's acquisition for a higher token), what a loss is called.
     """
 
     def __init__(
         self,
-        lease: Lease,
+        lease: Any,
         core: KeepAliveCore,
         *,
-        ttl: int,
+        ttl: int | None = None,
         clock: Callable[[], float],
         on_lost: Callable[[LeaseLost], Any] | None = None,
     ):
+        del ttl  # the core's: a renewal with a new ttl moves it
         self.lease = lease
         self.core = core
-        self.ttl = ttl
         self.clock = clock
         self.on_lost = on_lost
-        #: Called with the new safe deadline (on ``clock``) each time a confirmed renewal moves it, in the
-        #: thread that confirmed it; it should return promptly (``chainfence lock`` tells its sentinel).
+        #: Called with the new safe deadline (on ``clock``) each time a confirmed renewal (the keep-alive's or
+        #: the holder's) moves it, in the thread that confirmed it; it should return promptly
+        #: (``chainfence lock`` tells its sentinel).
         self.on_deadline: Callable[[float], Any] | None = None
         self.error: LeaseLost | None = None
         self._cause: BaseException | None = None
+        #: The member of a lease set whose end lost the set (None: the lease itself, or the whole set).
+        self._member: Any = None
+        #: "released" / "completed": the holder ended the lease itself inside the block (not a loss).
+        self.closed: str | None = None
         self._cond = threading.Condition()
         self._worker: threading.Thread | None = None
-        # An injected clock may move without the wait below noticing: re-read it often.
-        self._wait_cap = None if clock is time.monotonic else 0.02
-        self._thread = threading.Thread(target=self._run, name=f"chainfence-keep-{lease.resource}", daemon=True)
+        self._wait_cap = wait_cap(clock)
+        self._thread = threading.Thread(target=self._run, name=f"chainfence-keep-{lease._kept_name}", daemon=True)
         #: The clock reading of the renewer thread's latest decision (tests wait on it).
         self.evaluated_at: float | None = None
 
+    @property
+    def ttl(self) -> float:
+        """The ttl the next renewal asks for (the last renewal's: a renewal with a new ttl moves it)."""
+        return self.core.ttl
+
     def start(self) -> None:
         logger.info(
-            "keep-alive started resource=%s token=%d deadline_in=%.3f interval=%.3f",
-            self.lease.resource, self.lease.token, self.core.deadline - self.clock(), self.core.interval,
+            "keep-alive started resource=%s token=%s deadline_in=%.3f interval=%.3f",
+            self.lease._kept_name, self.lease._kept_token, self.core.deadline - self.clock(), self.core.interval,
         )  # fmt: skip
         self._thread.start()
 
@@ -297,14 +413,19 @@ class Keeper:
 
     def check(self) -> None:
         with self._cond:
-            why = self.core.check(self.clock())
+            closed = self.closed
+            why = self.core.check(self.clock()) if closed is None else None
             if why is not None and self.error is None:
                 self._cond.notify_all()  # the renewer thread reports it and runs on_lost
+        if closed is not None:
+            raise self.lease._kept_loss(closed, f"{closed} by this process", None, None)
         if why is not None:
             raise self._lost_error(why)
 
     def safe_remaining(self) -> float:
         with self._cond:
+            if self.closed is not None:
+                return 0.0
             return self.core.safe_remaining(self.clock())
 
     def stop(self) -> LeaseLost | None:
@@ -314,12 +435,7 @@ class Keeper:
         may be stalled; past the deadline its outcome no longer matters), so a
         release sent afterwards comes after it; no renewal starts after this.
         """
-        with self._cond:
-            why = self.core.check(self.clock())
-            self.core.stop()
-            self._cond.notify_all()
-            if why is not None and self.lease._lost is None:
-                self.lease._lost = self._lost_error(why)
+        why = self._stop_core()
         if threading.current_thread() is not self._thread:
             self._thread.join()
         worker = self._worker
@@ -329,8 +445,70 @@ class Keeper:
                     if self.core.deadline <= self.clock():
                         break
                 worker.join(0.02)
-        logger.info("keep-alive stopped resource=%s token=%d lost=%s", self.lease.resource, self.lease.token, why)
+        logger.info("keep-alive stopped resource=%s token=%s lost=%s", self.lease._kept_name, self.lease._kept_token, why)
         return self._lost_error(why) if why is not None else None
+
+    def _stop_core(self) -> str | None:
+        with self._cond:
+            why = self.core.check(self.clock()) if self.closed is None else None
+            self.core.stop()
+            self._cond.notify_all()
+            if why is not None:
+                self.lease._kept_lost(self._lost_error(why), self._member)
+        return why
+
+    # -- what the holder does inside the block --------------------------------------------
+
+    def holder_renewing(self, ttl: float) -> tuple[int, float]:
+        """The holder is about to send a renewal for ``ttl``: returns (handle, send time on the lease clock).
+
+        Raises :class:`~chainfence.errors.InvalidInput` (nothing sent) if that ttl could not be kept.
+        """
+        with self._cond:
+            self.core.check_ttl(ttl)
+            return self.core.external_started(self.clock(), ttl), lease_clock()
+
+    def holder_renewed(self, handle: int) -> None:
+        with self._cond:
+            before = self.core.deadline
+            for warning in self.core.external_confirmed(handle, self.clock()):
+                self._warn(warning)
+            deadline = self.core.deadline
+            self._cond.notify_all()
+        if deadline != before and self.on_deadline is not None:
+            self.on_deadline(deadline)
+
+    def holder_renewal_failed(self, handle: int, error: BaseException) -> None:
+        """The holder's renewal failed: an end of the lease loses it (the renewer reports it); anything else
+        changes nothing here (the holder has the error)."""
+        why = loss_reason(error) if isinstance(error, Exception) else None
+        if why == "error":
+            why = None  # the holder's own call failed: its error is raised to it, the lease may be fine
+        with self._cond:
+            if why is not None and self.core.lost is None:
+                self._cause = error
+                self._member = self.lease._kept_member_of(error)
+            self.core.external_failed(handle, self.clock(), why)
+            self._cond.notify_all()
+
+    def holder_closing(self) -> None:
+        """The holder releases (or completes) the lease: no renewal starts from now on."""
+        with self._cond:
+            self.core.stop()
+            self._cond.notify_all()
+
+    def holder_closed(self, end: str, error: BaseException | None = None) -> None:
+        """The holder's release or completion succeeded (``error`` None: the keep-alive ends quietly), or
+        failed with ``error`` (an end of the lease is recorded as its loss)."""
+        with self._cond:
+            if error is None:
+                self.closed = end
+                return
+            why = loss_reason(error) if isinstance(error, Exception) else None
+            if why is not None and why != "error" and self.core.lost is None:
+                self._cause = error
+                self._member = self.lease._kept_member_of(error)
+                self.core.lost = why
 
     # -- the renewer thread ---------------------------------------------------
 
@@ -341,57 +519,73 @@ class Keeper:
                 step = self.core.step(now)
                 self.evaluated_at = now
                 if step.action == "wait":
-                    timeout = step.until - now
-                    if self._wait_cap is not None:
-                        timeout = min(timeout, self._wait_cap)
+                    timeout = min(step.until - now, self._wait_cap)
                     self._cond.wait(timeout)
                     continue
                 if step.action == "renew":
                     for warning in self.core.renewal_started(now):
                         self._warn(warning)
                     self._worker = threading.Thread(
-                        target=self._renew, args=(now,), name=f"chainfence-renew-{self.lease.resource}", daemon=True
-                    )
+                        target=self._renew, args=(self.core.renewal_ttl,),
+                        name=f"chainfence-renew-{self.lease._kept_name}", daemon=True,
+                    )  # fmt: skip
                     self._worker.start()
                     continue
             if step.action == "lost":
                 self._report_lost(step.why)
             return  # lost or stopped: this thread never renews again
 
-    def _renew(self, sent: float) -> None:
-        sent_monotonic = time.monotonic()
+    def _renew(self, ttl: float) -> None:
+        sent = lease_clock()
         try:
-            lease = self.lease
-            # By id, not by name: a claimed work item's id is not the hash of its name.
-            expires_at = lease.registry._renew(lease.resource, lease.resource_id, lease.token, self.ttl, None, None)
+            expires_at = self.lease._kept_renew(ttl)
         except BaseException as error:  # noqa: BLE001 - every outcome is reported to the core
-            self._renewal_failed(error)
+            why, member = loss_reason(error), None
+            if why is not None and isinstance(error, Exception):
+                member = self.lease._kept_member_of(error)
+                if why == "superseded":
+                    why = self._successor_end(member)  # a higher token: its acquisition says how this one ended
+            self._renewal_failed(error, why, member)
             if not isinstance(error, Exception):
                 raise
             return
-        self._renewal_confirmed(expires_at, sent_monotonic)
+        self._renewal_confirmed(expires_at, sent, ttl)
+
+    def _successor_end(self, member: Any) -> str:
+        """How the lease (or the set's ``member``) ended when a renewal met a higher token: read from the
+        successor's acquisition (granted, revoked, expired, released, or superseded by the holder's own
+        reacquisition); ``superseded`` when it cannot be read."""
+        subject = member if member is not None else self.lease
+        successor_steps = getattr(subject, "_kept_successor_steps", None)
+        if successor_steps is None:
+            return "superseded"
+        try:
+            return str(subject.registry.chain._run(successor_steps()).value)
+        except ChainfenceError as unread:  # pragma: no cover - the steps fall back themselves
+            logger.info("could not read how token %s ended: %s", subject.token, unread)
+            return "superseded"
 
     # What a renewal's outcome does, whichever runner (this thread, or chainfence.aio's task) got it.
 
-    def _renewal_failed(self, error: BaseException) -> None:
-        why = loss_reason(error)
+    def _renewal_failed(self, error: BaseException, why: str | None = None, member: Any = None) -> None:
         with self._cond:
-            self._cause = error
+            if self.core.lost is None:
+                self._cause = error
+                self._member = member
             self.core.renewal_failed(self.clock(), why)
             self._cond.notify_all()
         if why is None:
             logger.info(
-                "renewal failed, retrying until the deadline resource=%s token=%d: %s: %s",
-                self.lease.resource, self.lease.token, type(error).__name__, error,
+                "renewal failed, retrying until the deadline resource=%s token=%s: %s: %s",
+                self.lease._kept_name, self.lease._kept_token, type(error).__name__, error,
             )  # fmt: skip
 
-    def _renewal_confirmed(self, expires_at: int, sent_monotonic: float) -> None:
+    def _renewal_confirmed(self, expires_at: int, sent: float, ttl: float) -> None:
         with self._cond:
             warnings = self.core.renewal_confirmed(self.clock())
             counted = not self.core.stopped and self.core.lost is None
             if counted:
-                self.lease.expires_at = expires_at
-                self.lease._sent_at = sent_monotonic
+                self.lease._kept_renewed(expires_at, sent, ttl)
             deadline = self.core.deadline
             self._cond.notify_all()
         if counted and self.on_deadline is not None:
@@ -400,7 +594,9 @@ class Keeper:
             self._warn(warning)
 
     def _warn(self, message: str) -> None:
-        logger.warning("late renewal resource=%s token=%d: %s", self.lease.resource, self.lease.token, message)
+        logger.warning(
+            "late renewal resource=%s token=%s: %s", self.lease._kept_name, self.lease._kept_token, message
+        )
 
     def _lost_error(self, why: str) -> LeaseLost:
         if self.error is None or self.error.why != why:
@@ -408,18 +604,18 @@ class Keeper:
             detail = {
                 "deadline": "no renewal confirmed before the local safe deadline",
             }.get(why, f"{type(cause).__name__}: {cause}" if cause is not None else "")
-            self.error = LeaseLost(resource=self.lease.resource, token=self.lease.token, why=why, detail=detail)
-            self.error.__cause__ = cause
-        error = LeaseLost(resource=self.error.resource, token=self.error.token, why=why, detail=self.error.detail)
-        error.__cause__ = self.error.__cause__
+            self.error = self.lease._kept_loss(why, detail, cause, self._member)
+        error = self.lease._kept_loss(why, self.error.detail, self.error.__cause__, self._member)
         return error
 
     def _report_lost(self, why: str) -> None:
         error = self._lost_error(why)
-        self.lease._lost = error
-        logger.warning("lost resource=%s token=%d why=%s: stopping the work", self.lease.resource, self.lease.token, why)
+        self.lease._kept_lost(error, self._member)
+        logger.warning(
+            "lost resource=%s token=%s why=%s: stopping the work", error.resource, error.token, why
+        )
         if self.on_lost is not None:
             try:
                 self.on_lost(error)
             except Exception:
-                logger.exception("on_lost callback failed resource=%s token=%d", self.lease.resource, self.lease.token)
+                logger.exception("on_lost callback failed resource=%s token=%s", error.resource, error.token)

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import ChainfenceError, InvalidInput, LeaseLost
+from . import keepalive as _keepalive
+from .endings import End, LocalEnd, declare
+from .errors import ChainfenceError, InvalidInput, LeaseLost, LeaseSetLost
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
 
 if TYPE_CHECKING:
@@ -135,8 +136,10 @@ class Lease:
         self.workset = workset
         self.item = item
         self.released = False
-        # time.monotonic() when the acquisition (or the last confirmed renewal) was sent, if this
-        # process sent it: where the local safe deadline counts from.
+        #: A claimed work item this process completed (the lease ended with it).
+        self.completed = False
+        # keepalive.lease_clock() (CLOCK_BOOTTIME: it counts a suspend) when the acquisition (or the
+        # last confirmed renewal) was sent, if this process sent it: where the local safe deadline counts from.
         self._sent_at: float | None = None
         self._lost: LeaseLost | None = None
         self._keeper: Keeper | None = None
@@ -155,20 +158,71 @@ class Lease:
         after :meth:`release`.
         """
         ttl = self.ttl if ttl is None else ttl
-        sent = time.monotonic()
-        self._renewed(ttl, sent, self.registry._renew(self.resource, self.resource_id, self.token, ttl, progress, None))
+        handle, sent = self._renewing(ttl)
+        try:
+            expires_at = self.registry._renew(self.resource, self.resource_id, self.token, ttl, progress, None)
+        except BaseException as error:
+            self._renew_failed(handle, error)
+            raise
+        self._renewed(ttl, sent, expires_at, handle)
         return self
 
-    def _renewed(self, ttl: int, sent: float, expires_at: int) -> None:
-        """A renewal sent at ``sent`` (monotonic) was confirmed (shared with the asyncio lease)."""
+    def _renewing(self, ttl: Any) -> tuple[int | None, float]:
+        """A renewal for ``ttl`` is about to be sent (shared with the asyncio lease): its handle in the
+        running keep-alive (None outside ``keep()``) and its send time on the lease clock.
+
+        Inside ``keep()`` a ttl the keep-alive could not keep is InvalidInput (nothing sent); a member of
+        a kept :class:`LeaseSet` is renewed with the set, never alone (its expiry would part from the set's).
+        """
+        keeper = self._keeper
+        if keeper is None:
+            return None, _keepalive.lease_clock()
+        if keeper.lease is not self:
+            raise InvalidInput(
+                f"{self.resource!r} is kept alive as a member of its lease set: renew the set (set.renew()), "
+                "not one member: their shared deadline counts on one expiry"
+            )
+        return keeper.holder_renewing(ttl)
+
+    def _renew_failed(self, handle: int | None, error: BaseException) -> None:
+        if handle is not None and self._keeper is not None:
+            self._keeper.holder_renewal_failed(handle, error)
+
+    def _renewed(self, ttl: int, sent: float, expires_at: int, handle: int | None = None) -> None:
+        """A renewal sent at ``sent`` (lease clock) was confirmed (shared with the asyncio lease); inside
+        ``keep()`` the keep-alive follows it (its ttl, window and interval are the renewal's)."""
         self.expires_at = expires_at
         self.ttl = ttl
         self._sent_at = sent
+        if handle is not None and self._keeper is not None:
+            self._keeper.holder_renewed(handle)
 
     def release(self) -> None:
-        """End this lease now. Never frees a newer lease: that would need its token."""
-        self.registry._release(self.resource, self.resource_id, self.token, None)
+        """End this lease now. Never frees a newer lease: that would need its token.
+
+        Inside ``keep()`` the keep-alive stops renewing first, and ends quietly (the lease was
+        released, not lost): ``check()`` then raises ``LeaseLost`` with ``why="released"``.
+        """
+        keeper = self._closing()
+        try:
+            self.registry._release(self.resource, self.resource_id, self.token, None)
+        except BaseException as error:
+            self._closed(keeper, End.RELEASED, error)
+            raise
         self.released = True
+        self._closed(keeper, End.RELEASED)
+
+    def _closing(self) -> Keeper | None:
+        """Before a release or a completion of this lease: its own keep-alive renews no more."""
+        keeper = self._keeper
+        if keeper is None or keeper.lease is not self:
+            return None
+        keeper.holder_closing()
+        return keeper
+
+    def _closed(self, keeper: Keeper | None, end: End, error: BaseException | None = None) -> None:
+        if keeper is not None:
+            keeper.holder_closed(end.value, error)
 
     def complete(self, result: bytes) -> bytes:
         """Record ``result`` (or its 32-byte digest) for this token, only while it is current.
@@ -181,8 +235,24 @@ class Lease:
         item done for good: no claim hands it out again, and a claimant that
         was superseded is refused (:class:`~chainfence.errors.StaleToken`,
         :class:`~chainfence.errors.LeaseExpired`, ...) and completes nothing.
+        Then ``completed`` is True, ``check()`` raises ``LeaseLost`` with
+        ``why="completed"``, leaving ``with lease:`` releases nothing, and a
+        ``keep()`` around it ends quietly (no renewal is sent after it).
         """
-        return self.registry._complete(self.resource, self.resource_id, self.token, result, None)
+        keeper = self._closing() if self.item is not None else None
+        try:
+            digest = self.registry._complete(self.resource, self.resource_id, self.token, result, None)
+        except BaseException as error:
+            self._closed(keeper, End.COMPLETED, error)
+            raise
+        self._completed()
+        self._closed(keeper, End.COMPLETED)
+        return digest
+
+    def _completed(self) -> None:
+        """A completion was confirmed (shared with the asyncio lease): a claimed item's lease ended with it."""
+        if self.item is not None:
+            self.completed = True
 
     def sign(
         self, payload: bytes, *, action: str, audience: str, key: Any = None, valid_for: int = 60
@@ -220,7 +290,7 @@ class Lease:
         interval: float | None = None,
         latency_margin: float = DEFAULT_LATENCY_MARGIN,
         block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         since: float | None = None,
     ) -> _Keeping:
         """``with lease.keep():`` renew in the background, and fail closed when renewals stop.
@@ -230,42 +300,43 @@ class Lease:
         acquisition) was sent, plus the ttl, minus ``latency_margin`` and
         ``block_time_margin`` (see :mod:`chainfence.keepalive`). Call
         :meth:`check` before each step of the work. When no renewal was
-        confirmed by the deadline, or a renewal finds the lease superseded,
-        expired or released, ``on_lost(error)`` runs (in the renewer thread),
-        :meth:`check` raises :class:`~chainfence.errors.LeaseLost`, and so does
-        leaving the ``with`` block. After the block no renewal is ever sent.
-        Renewals that run late log a WARNING. It does not release the lease:
-        ``with registry.acquire(...) as lease, lease.keep():`` does both.
+        confirmed by the deadline, or a renewal finds the lease ended
+        (expired, released, completed, superseded, revoked, granted, rolled
+        back: :mod:`chainfence.endings`), ``on_lost(error)`` runs once (in the
+        renewer thread), :meth:`check` raises :class:`~chainfence.errors.LeaseLost`
+        whose ``why`` names the end, and so does leaving the ``with`` block.
+        A renewal refused for a higher token reads the successor's acquisition
+        to tell a grant, a revoke, an expiry or a release from the holder's
+        own reacquisition (``superseded``). After the block no renewal is ever
+        sent. Renewals that run late log a WARNING. It does not release the
+        lease: ``with registry.acquire(...) as lease, lease.keep():`` does both.
+        Inside the block, ``lease.renew(ttl=...)`` moves the keep-alive to
+        that ttl (deadline, interval, later renewals), and ``lease.release()``
+        or, for a claimed item, ``lease.complete(...)`` ends it quietly.
 
-        ``clock`` is a monotonic clock in seconds (tests inject one);
-        ``since`` its reading when the acquisition or last renewal was sent
-        (default: the time this lease recorded, carried over to ``clock``).
+        ``clock`` is the clock the deadline counts on, in seconds (default
+        :data:`chainfence.keepalive.lease_clock`: CLOCK_BOOTTIME on Linux,
+        which keeps counting while the machine is suspended; tests inject
+        theirs); ``since`` its reading when the acquisition or last renewal
+        was sent (default: the time this lease recorded, carried over to
+        ``clock``).
         """
+        clock = _keepalive.lease_clock if clock is None else clock
         core = self._keep_core(
             on_lost=on_lost, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin,
             clock=clock, since=since,
         )  # fmt: skip
-        return _Keeping(self, Keeper(self, core, ttl=self.ttl, clock=clock, on_lost=on_lost))
+        return _Keeping(self, Keeper(self, core, clock=clock, on_lost=on_lost))
 
     def _keep_core(
         self, *, on_lost: Any, interval: float | None, latency_margin: float, block_time_margin: float,
         clock: Any, since: float | None,
     ) -> KeepAliveCore:  # fmt: skip
         """The keep-alive's core for :meth:`keep` (and the asyncio runner's), its arguments checked."""
-        if on_lost is not None and not callable(on_lost):
-            raise InvalidInput(f"on_lost must be callable, got {on_lost!r}")
-        if not callable(clock):
-            raise InvalidInput(f"clock must be callable, got {clock!r}")
-        if since is None:
-            if self._sent_at is None:
-                raise InvalidInput(
-                    f"this process did not send the acquisition of token {self.token} on {self.resource!r}: its "
-                    "send time, where the safe deadline counts from, is unknown; renew() it first or pass since="
-                )
-            since = self._sent_at if clock is time.monotonic else clock() - (time.monotonic() - self._sent_at)
-        return KeepAliveCore(
-            self.ttl, since, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin
-        )
+        return _keep_core(
+            f"token {self.token} on {self.resource!r}", self.ttl, self._sent_at, on_lost=on_lost, interval=interval,
+            latency_margin=latency_margin, block_time_margin=block_time_margin, clock=clock, since=since,
+        )  # fmt: skip
 
     @property
     def keeper(self) -> Keeper | None:
@@ -280,10 +351,10 @@ class Lease:
         """
         if self._keeper is not None:
             return self._keeper.safe_remaining()
-        if self._lost is not None or self.released or self._sent_at is None:
+        if self._lost is not None or self.released or self.completed or self._sent_at is None:
             return 0.0
         window = self.ttl - DEFAULT_LATENCY_MARGIN - DEFAULT_BLOCK_TIME_MARGIN
-        return max(0.0, self._sent_at + window - time.monotonic())
+        return max(0.0, self._sent_at + window - _keepalive.lease_clock())
 
     def check(self) -> None:
         """Raise :class:`~chainfence.errors.LeaseLost` unless the lease can still be trusted to be held.
@@ -297,15 +368,18 @@ class Lease:
         if self._lost is not None:
             lost = LeaseLost(resource=self.resource, token=self.token, why=self._lost.why, detail=self._lost.detail)
             raise lost from self._lost.__cause__
-        if self.released:
-            raise LeaseLost(resource=self.resource, token=self.token, why="released", detail="released by this process")
+        if self.released or self.completed:
+            why = End.RELEASED if self.released else End.COMPLETED
+            raise LeaseLost(resource=self.resource, token=self.token, why=why.value, detail=f"{why} by this process")
         if self.safe_remaining() <= 0:
             detail = "the acquisition's send time is unknown" if self._sent_at is None else "past the local safe deadline"
             raise LeaseLost(resource=self.resource, token=self.token, why="deadline", detail=detail)
 
     def is_current(self) -> bool:
         """Whether the chain still considers this token current (live, not superseded)."""
-        return self.registry.is_current(self.resource, self.token)
+        # By id: a claimed work item's id is not the hash of its display name.
+        registry = self.registry
+        return registry.chain._run(registry._is_current(self.resource, self.token, resource_id=self.resource_id))
 
     # Context manager: release on exit, like redis-py's Lock.
 
@@ -313,7 +387,7 @@ class Lease:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if self.released:
+        if self.released or self.completed:
             return
         try:
             self.release()
@@ -330,12 +404,70 @@ class Lease:
         logger.warning("release after error failed resource=%s token=%d: %s", self.resource, self.token, release_error)
         exc.add_note(f"chainfence: releasing {self.resource!r} token {self.token} also failed: {release_error}")
 
+    # What a keep-alive (keepalive.Keeper) asks of what it keeps: a lease here, a LeaseSet below.
+
+    @property
+    def _kept_name(self) -> str:
+        return self.resource
+
+    @property
+    def _kept_token(self) -> str:
+        return str(self.token)
+
+    def _kept_renew(self, ttl: Any) -> int:
+        # By id, not by name: a claimed work item's id is not the hash of its name.
+        return self.registry._renew(self.resource, self.resource_id, self.token, ttl, None, None)
+
+    def _kept_member_of(self, error: BaseException) -> None:
+        return None
+
+    def _kept_successor_steps(self) -> Any:
+        """Steps reading how this lease ended from its successor's acquisition (an :class:`End`)."""
+        return self.registry._successor_end_steps(self.resource_id, self.token, self.block_number)
+
+    def _kept_renewed(self, expires_at: int, sent: float, ttl: Any) -> None:
+        self.expires_at, self._sent_at, self.ttl = expires_at, sent, ttl
+
+    def _kept_lost(self, error: LeaseLost, member: Any) -> None:
+        self._lost = error
+
+    def _kept_loss(self, why: str, detail: str, cause: BaseException | None, member: Any) -> LeaseLost:
+        error = LeaseLost(resource=self.resource, token=self.token, why=why, detail=detail)
+        error.__cause__ = cause
+        return error
+
+    def _attach(self, keeper: Keeper | None) -> None:
+        self._keeper = keeper
+
     def __repr__(self) -> str:
-        state = " released" if self.released else (f" lost({self._lost.why})" if self._lost is not None else "")
+        state = (
+            " released" if self.released else " completed" if self.completed
+            else (f" lost({self._lost.why})" if self._lost is not None else "")
+        )  # fmt: skip
         return (
             f"<Lease {self.resource!r} token={self.token} holder={self.holder} "
             f"expires_at={self.expires_at}{state}>"
         )
+
+
+def _keep_core(
+    what: str, ttl: Any, sent_at: float | None, *, on_lost: Any, interval: float | None, latency_margin: float,
+    block_time_margin: float, clock: Any, since: float | None,
+) -> KeepAliveCore:  # fmt: skip
+    """A keep-alive's core for a lease or a set sent at ``sent_at`` (lease clock), its arguments checked."""
+    if on_lost is not None and not callable(on_lost):
+        raise InvalidInput(f"on_lost must be callable, got {on_lost!r}")
+    if not callable(clock):
+        raise InvalidInput(f"clock must be callable, got {clock!r}")
+    if since is None:
+        if sent_at is None:
+            raise InvalidInput(
+                f"this process did not send the acquisition of {what}: its send time, where the safe deadline "
+                "counts from, is unknown; renew() it first or pass since="
+            )
+        lease_clock = _keepalive.lease_clock
+        since = sent_at if clock is lease_clock else clock() - (lease_clock() - sent_at)
+    return KeepAliveCore(ttl, since, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin)
 
 
 class _Keeping:
@@ -355,22 +487,22 @@ class _Keeping:
         """Checks on entry (shared with the asyncio runner): not kept twice, not lost already."""
         lease = self._lease
         if self._entered or lease._keeper is not None:
-            raise InvalidInput(f"token {lease.token} on {lease.resource!r} is already being kept alive")
+            raise InvalidInput(f"{lease._kept_name!r} (token {lease._kept_token}) is already being kept alive")
         self._entered = True
-        if lease._lost is not None or lease.released:
+        if lease._lost is not None or lease.released or getattr(lease, "completed", False):
             lease.check()  # raises
         keeper = self._keeper
         why = keeper.core.check(keeper.clock())
         if why is not None:
             raise keeper._lost_error(why)
-        lease._keeper = keeper
+        lease._attach(keeper)
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         lease = self._lease
         try:
             lost = self._keeper.stop()
         finally:
-            lease._keeper = None
+            lease._attach(None)
         _raise_lost(lost, exc)
 
 
@@ -386,17 +518,24 @@ def _raise_lost(lost: LeaseLost | None, exc: BaseException | None) -> None:
 class LeaseSet:
     """Leases on several resources taken in one transaction, all or nothing
     (:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`): one token per resource,
-    consecutive, in the order the names were given.
+    consecutive, in the order the names were given. Each member is a :class:`Lease`.
 
-    :meth:`renew` and :meth:`release` act on the whole set in one transaction, all or
-    nothing: if any lease of the set is no longer current (expired, superseded,
-    revoked), nothing is renewed or released and the registry's refusal is raised.
+    :meth:`renew` acts on the whole set in one transaction, all or nothing:
+    if any member is no longer current (expired, superseded, revoked), nothing
+    is renewed and the registry's refusal (naming that member) is raised.
+    :meth:`release` releases what it still can: the whole set in one
+    transaction, or, when a member has ended, every member still live, and
+    then raises :class:`~chainfence.errors.LeaseSetLost` saying which members
+    ended and how. :meth:`keep` keeps the set alive on one shared deadline
+    (one ``renewMany`` per interval); its loss names the member and the way.
     Used as a context manager it releases the set on exit.
     """
 
     def __init__(self, leases: list[Lease]):
         self.leases = list(leases)
         self.released = False
+        self._lost: LeaseLost | None = None
+        self._keeper: Keeper | None = None
 
     @property
     def registry(self) -> Registry:
@@ -424,20 +563,190 @@ class LeaseSet:
         return self.leases[index]
 
     def renew(self, ttl: int | None = None) -> LeaseSet:
-        """Extend every lease of the set to ``now + ttl`` (default: the ttl they were acquired with)."""
+        """Extend every lease of the set to ``now + ttl`` (default: the ttl they were acquired with).
+
+        Inside :meth:`keep`, the keep-alive follows the new ttl.
+        """
         ttl = self.leases[0].ttl if ttl is None else ttl
-        sent = time.monotonic()
-        expires_at = self.registry._renew_many(self.leases, ttl)
-        for lease in self.leases:
-            lease._renewed(ttl, sent, expires_at)
+        handle, sent = self._renewing(ttl)
+        try:
+            expires_at = self.registry._renew_many(self.leases, ttl)
+        except BaseException as error:
+            if handle is not None and self._keeper is not None:
+                self._keeper.holder_renewal_failed(handle, error)
+            raise
+        self._renewed(ttl, sent, expires_at, handle)
         return self
 
-    def release(self) -> None:
-        """End every lease of the set now (only with their own tokens: never a newer lease)."""
-        self.registry._release_many(self.leases)
+    def _renewing(self, ttl: Any) -> tuple[int | None, float]:
+        if self._keeper is None:
+            return None, _keepalive.lease_clock()
+        return self._keeper.holder_renewing(ttl)
+
+    def _renewed(self, ttl: Any, sent: float, expires_at: int, handle: int | None) -> None:
         for lease in self.leases:
-            lease.released = True
+            lease.expires_at, lease.ttl, lease._sent_at = expires_at, ttl, sent
+        if handle is not None and self._keeper is not None:
+            self._keeper.holder_renewed(handle)
+
+    def release(self) -> None:
+        """End every lease of the set that is still this holder's (only with their own tokens: never a newer lease).
+
+        One ``releaseMany`` when the whole set is live. When a member has
+        ended (expired, released elsewhere, revoked, granted away,
+        superseded, rolled back), the registry refuses the whole transaction:
+        then every member's state is read, the members still live are
+        released in one transaction, and :class:`~chainfence.errors.LeaseSetLost`
+        is raised: ``ended`` maps each ended member to how it ended,
+        ``released`` names those released now. Members released are marked
+        ``released``; ended ones raise ``LeaseLost`` (their end) on ``check()``.
+        """
+        self.registry.chain._run(self._release_steps(self.registry))
+
+    def _release_steps(self, registry: Registry) -> Any:
+        """:meth:`release` as steps (``registry``'s: the asyncio set runs them over its driver)."""
+        keeper = self._keeper
+        if keeper is not None:
+            keeper.holder_closing()
+        try:
+            ended, released = yield from registry._release_what_remains_steps(self.leases)
+        except BaseException as error:
+            if keeper is not None:
+                keeper.holder_closed(End.RELEASED.value, error)
+            raise
+        for lease in self.leases:
+            if lease.resource in released:
+                lease.released = True
+        for lease, end in ended.items():
+            lease._lost = LeaseLost(resource=lease.resource, token=lease.token, why=end.value,
+                                    detail=f"found {end} when the set was released")  # fmt: skip
         self.released = True
+        if not ended:
+            if keeper is not None:
+                keeper.holder_closed(End.RELEASED.value)
+            return
+        first, end = next(iter(ended.items()))
+        lost = LeaseSetLost(
+            resource=first.resource, token=first.token, why=end.value,
+            detail="the set's members " + ", ".join(f"{lease.resource!r} ({why})" for lease, why in ended.items())
+            + " had ended; " + (f"released the others: {sorted(released)}" if released else "none was left to release"),
+            ended={lease.resource: why.value for lease, why in ended.items()}, released=tuple(released),
+        )  # fmt: skip
+        self._lost = lost
+        if keeper is not None:
+            keeper.holder_closed(End.RELEASED.value)
+            keeper._member = first
+        raise lost
+
+    def keep(
+        self,
+        *,
+        on_lost: Callable[[LeaseLost], Any] | None = None,
+        interval: float | None = None,
+        latency_margin: float = DEFAULT_LATENCY_MARGIN,
+        block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
+        clock: Callable[[], float] | None = None,
+        since: float | None = None,
+    ) -> _Keeping:
+        """``with lease_set.keep():`` :meth:`Lease.keep` for the whole set, on one shared deadline.
+
+        Renews every member in one ``renewMany`` per interval; the safe
+        deadline counts from the last confirmed one's send. The registry
+        refuses the whole renewal when one member has ended: the loss
+        (``on_lost``, :meth:`check`, leaving the block) is a
+        :class:`~chainfence.errors.LeaseSetLost` naming that member
+        (``resource``, ``token``) and the way it ended (``why``, read as for a
+        single lease). Leaving the block does not release the set: ``with
+        registry.acquire_many(...) as leases, leases.keep():`` does both, and
+        the release then releases the members still live.
+        """
+        clock = _keepalive.lease_clock if clock is None else clock
+        sent = [lease._sent_at for lease in self.leases]
+        core = _keep_core(
+            f"the set {self.resources}", self.leases[0].ttl, None if None in sent else min(sent),  # type: ignore[type-var]
+            on_lost=on_lost, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin,
+            clock=clock, since=since,
+        )  # fmt: skip
+        return _Keeping(self, Keeper(self, core, clock=clock, on_lost=on_lost))
+
+    @property
+    def keeper(self) -> Keeper | None:
+        """The running keep-alive (inside ``with lease_set.keep():``), else None."""
+        return self._keeper
+
+    def check(self) -> None:
+        """Raise :class:`~chainfence.errors.LeaseLost` unless every member can still be trusted to be held
+        (local only, as :meth:`Lease.check`)."""
+        if self._keeper is not None:
+            self._keeper.check()
+            return
+        if self._lost is not None:
+            raise self._kept_loss(self._lost.why, self._lost.detail, self._lost.__cause__, None, like=self._lost)
+        for lease in self.leases:
+            try:
+                lease.check()
+            except LeaseLost as lost:
+                raise self._kept_loss(lost.why, lost.detail, lost.__cause__, lease) from lost.__cause__
+
+    def safe_remaining(self) -> float:
+        """Seconds left before the set's local safe deadline (the earliest of its members')."""
+        if self._keeper is not None:
+            return self._keeper.safe_remaining()
+        if self._lost is not None:
+            return 0.0
+        return min(lease.safe_remaining() for lease in self.leases)
+
+    # What the keep-alive asks of a set (see Lease).
+
+    @property
+    def _kept_name(self) -> str:
+        return "+".join(self.resources)
+
+    @property
+    def _kept_token(self) -> str:
+        return ",".join(str(token) for token in self.tokens)
+
+    @property
+    def completed(self) -> bool:
+        return False  # a set's members are not work items
+
+    def _kept_renew(self, ttl: Any) -> int:
+        return self.registry._renew_many(self.leases, ttl)
+
+    def _kept_member_of(self, error: BaseException) -> Lease | None:
+        resource_id = getattr(error, "resource_id", None)
+        return next((lease for lease in self.leases if lease.resource_id == resource_id), None)
+
+    def _kept_renewed(self, expires_at: int, sent: float, ttl: Any) -> None:
+        for lease in self.leases:
+            lease._kept_renewed(expires_at, sent, ttl)
+
+    def _kept_lost(self, error: LeaseLost, member: Any) -> None:
+        self._lost = error
+        for lease in self.leases:
+            lease._lost = error if lease is member or member is None else lease._lost
+
+    def _kept_loss(
+        self, why: str, detail: str, cause: BaseException | None, member: Any, *, like: LeaseLost | None = None
+    ) -> LeaseSetLost:
+        if like is not None and isinstance(like, LeaseSetLost):
+            error = LeaseSetLost(resource=like.resource, token=like.token, why=why, detail=detail, ended=like.ended,
+                                 released=like.released)  # fmt: skip
+        elif member is not None:
+            error = LeaseSetLost(resource=member.resource, token=member.token, why=why, detail=detail,
+                                 ended={member.resource: why})  # fmt: skip
+        else:
+            first = self.leases[0]
+            error = LeaseSetLost(resource=first.resource, token=first.token, why=why,
+                                 detail=f"the set {self.resources}: {detail}" if detail else f"the set {self.resources}",
+                                 ended={lease.resource: why for lease in self.leases})  # fmt: skip
+        error.__cause__ = cause
+        return error
+
+    def _attach(self, keeper: Keeper | None) -> None:
+        self._keeper = keeper
+        for lease in self.leases:
+            lease._keeper = keeper
 
     def __enter__(self) -> LeaseSet:
         return self
@@ -451,6 +760,54 @@ class LeaseSet:
             if exc is None:
                 raise
             logger.warning("releasing the lease set %s failed: %s", self.resources, release_error)
+            exc.add_note(f"chainfence: releasing the lease set {self.resources} also failed: {release_error}")
 
     def __repr__(self) -> str:
         return f"<LeaseSet {self.resources!r} tokens={self.tokens}>"
+
+
+# The keep-alive and what it does about every way a lease ends (chainfence.endings).
+
+declare(
+    "keep",
+    __name__,
+    {
+        End.EXPIRED: "the renewal that finds it (LeaseExpired, or a successor acquired after the expiry) loses it: "
+        "on_lost once, check() and leaving keep() raise LeaseLost(why='expired')",
+        End.RELEASED: "released elsewhere: lost (why='released'); released by this process inside the block: "
+        "the keep-alive ends quietly and check() raises LeaseLost(why='released')",
+        End.COMPLETED: "a claimed item completed elsewhere: lost (why='completed'); completed by this process: "
+        "the keep-alive ends quietly and check() raises LeaseLost(why='completed')",
+        End.SUPERSEDED: "a higher token whose acquisition says reacquired (or cannot be read): lost (why='superseded')",
+        End.REVOKED: "LeaseRevoked, or a successor acquired after the revoke: lost at once (why='revoked'), "
+        "never retried",
+        End.GRANTED: "a successor whose acquisition says granted: lost (why='granted')",
+        End.ROLLED_BACK: "the registry no longer knows the token (or the SDK saw the chain lose history): "
+        "lost (why='rolled_back')",
+        LocalEnd.DEADLINE: "no renewal confirmed by the safe deadline on the lease clock (it counts a suspend): "
+        "lost (why='deadline') while the lease may still be live on-chain",
+        LocalEnd.ERROR: "the renewer failed with an error that is not the chain's: lost (why='error'), its cause kept",
+    },
+    holds=True,
+    keeps_alive=True,
+)
+
+declare(
+    "lease_set",
+    __name__,
+    {
+        End.EXPIRED: "a member expired: the set's keep-alive loses the set naming it (why='expired'); release() "
+        "releases the others and raises LeaseSetLost saying so",
+        End.RELEASED: "a member released elsewhere: lost naming it (why='released'); release() releases the others",
+        End.COMPLETED: "a set's members are not work items: completing one records a result and ends nothing "
+        "(the keep-alive goes on)",
+        End.SUPERSEDED: "a member reacquired: lost naming it (why='superseded'); release() releases the others",
+        End.REVOKED: "a member revoked: lost naming it (why='revoked'), never retried; release() releases the others",
+        End.GRANTED: "a member granted to another: lost naming it (why='granted'); release() releases the others",
+        End.ROLLED_BACK: "a member the registry no longer knows: lost naming it (why='rolled_back')",
+        LocalEnd.DEADLINE: "no renewMany confirmed by the shared safe deadline: the whole set is lost (why='deadline')",
+        LocalEnd.ERROR: "the renewer failed with an error that is not the chain's: the whole set is lost (why='error')",
+    },
+    holds=True,
+    keeps_alive=True,
+)

@@ -32,9 +32,8 @@ import functools
 import logging
 import os
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -42,17 +41,19 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import keccak, to_checksum_address
 
-from . import _artifacts, _events, _names, _validate, _waiting
-from ._effects import RPC, Steps
+from . import _artifacts, _events, _names, _sending, _validate, _waiting, endings
+from . import keepalive as _keepalive
+from ._effects import RPC, Shielded, Steps
 from .chain import Chain
+from .endings import End, LocalEnd
 from .errors import (
     ChainError,
+    ChainfenceError,
     ChainRolledBack,
     ContractNotFound,
     InvalidInput,
     InvalidMaxTtl,
     LeaseExpired,
-    LeaseHeld,
     NotConfirmed,
     TokenNotConfirmed,
     TokenNotCurrent,
@@ -203,13 +204,20 @@ class Registry:
     # ------------------------------------------------------------------
 
     def acquire(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> Lease:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> Lease:  # fmt: skip
         """Acquire ``resource`` for ``ttl`` seconds of chain time; return the :class:`Lease`.
 
         The lease carries a new fencing token, higher than every token the
         registry issued before. If the sender already holds the resource it
-        gets a new token too (its earlier incarnation is fenced off).
+        gets a new token too (its earlier incarnation is fenced off), unless
+        ``exclusive=True``: then the sender's own live lease refuses it like
+        anyone else's (:class:`~chainfence.errors.LeaseHeld` naming the sender
+        as holder; the registry's ``acquireExclusive``). Two processes
+        sharing one key use it to run one at a time: the second is refused
+        instead of fencing off the first. With ``wait=`` an exclusive
+        acquisition waits for the sender's own lease to end too.
 
         With ``confirmations`` (default: the chain's setting) it returns only
         once the acquiring transaction is that many blocks deep and the lease
@@ -249,46 +257,76 @@ class Registry:
         (:class:`~chainfence.errors.NodeUnreachable`, ...) in the read that
         checks, once it is deep enough, that the lease is still current.
         """
-        seconds, ttl, sender = self._acquire_args(resource, ttl, wait)
+        seconds, ttl, sender = self._acquire_args(resource, ttl, wait, exclusive)
         if not seconds:
-            return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
-        try:
-            return self.chain._run(self._acquire(resource, ttl, sender, confirmations))
-        except LeaseHeld as refused:  # by the preflight (nothing sent), or rarely mined and reverted: wait
-            first_refusal = refused
-        return self.chain._run(self._acquire_waiting(resource, ttl, sender, confirmations, seconds, first_refusal))
+            return self.chain._run(self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
+        return self.chain._run(
+            self._acquire_waiting(resource, ttl, sender, confirmations, seconds, exclusive=exclusive)
+        )
 
     def _acquire_waiting(
         self, resource: str, ttl: int, sender: str, confirmations: int | None, seconds: float,
-        first_refusal: LeaseHeld, timer: _waiting.Timer | None = None,
+        timer: _waiting.Timer | None = None, *, exclusive: bool = False,
     ) -> Steps[Lease]:  # fmt: skip
+        """acquire(wait=seconds) as steps: sent at once, then waited for while refused for now (``_waiting``)."""
         resource_id = _validate.resource_id(resource)
         timer = self._wait_timer if timer is None else timer
         pace = yield from _waiting.pace_steps(self.chain)
         return (yield from _waiting.acquire_waiting(
-            send=lambda: self._acquire(resource, ttl, sender, confirmations),
+            send=lambda: self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive),
+            ready=lambda: self.chain._sender.ready_steps(sender),
             read=lambda: self._lease_info(resource, resource_id),
-            free=lambda info: not info.live or info.holder == sender,
+            # An exclusive acquisition treats the sender's own live lease as held, like the registry.
+            free=lambda info: not info.live or (info.holder == sender and not exclusive),
             follower=lambda: _waiting.follow(self.chain, self.address, resource_id, timer, pace),
+            now=self.chain._now_steps,
             timer=timer,
             pace=pace,
             wait=seconds,
-            first_refusal=first_refusal,
+            turn=_waiting.turn_key(self.address, resource_id),
         ))  # fmt: skip
 
-    def _acquire_args(self, resource: str, ttl: int, wait: float | None) -> tuple[float, int, str]:
+    def _acquire_args(
+        self, resource: str, ttl: int, wait: float | None, exclusive: bool = False
+    ) -> tuple[float, int, str]:
         """acquire()'s arguments checked: (seconds to wait, ttl, sender). Nothing is sent."""
         _validate.publishable(resource)
+        if not isinstance(exclusive, bool):
+            raise InvalidInput(f"exclusive must be a bool, got {type(exclusive).__name__} {exclusive!r}")
         seconds = _validate.wait(wait)
         ttl = _validate.ttl(ttl, self.max_ttl)
         return seconds, ttl, self._require_sender()
 
-    def _acquire(self, resource: str, ttl: int, sender: str, confirmations: int | None) -> Steps[Lease]:
-        """One acquisition (validated arguments): preflight, send, confirm, check."""
-        data = self._encode("acquire", [resource, ttl])
+    def _acquire(
+        self, resource: str, ttl: int, sender: str, confirmations: int | None, *, exclusive: bool = False
+    ) -> Steps[Lease]:
+        """One acquisition (validated arguments): preflight, send, confirm, check. ``exclusive``: the
+        registry's ``acquireExclusive``, which the sender's own live lease refuses too.
+
+        An interrupt (``KeyboardInterrupt``, ``asyncio.CancelledError``) that lands once the
+        transaction may have reached the node is re-raised only after the transaction is settled
+        and the lease it acquired released (see :meth:`_after_interrupt`).
+        """
+        acquired: list[Lease] = []
+        try:
+            return (yield from self._acquire_once(resource, ttl, sender, confirmations, acquired, exclusive=exclusive))
+        except BaseException as interrupt:
+            if not _sending.interrupted(interrupt):
+                raise
+            yield from self._after_interrupt(
+                interrupt, f"the acquisition of {resource!r}", acquired,
+                lambda receipt: [self._lease_from_receipt(receipt, resource=resource, ttl=ttl)],
+            )  # fmt: skip
+            raise
+
+    def _acquire_once(
+        self, resource: str, ttl: int, sender: str, confirmations: int | None, acquired: list[Lease],
+        *, exclusive: bool = False,
+    ) -> Steps[Lease]:  # fmt: skip
+        data = self._encode("acquireExclusive" if exclusive else "acquire", [resource, ttl])
         seen = self._seen()
         before = seen.before(_validate.resource_id(resource))
-        sent = time.monotonic()  # where a keep-alive's safe deadline counts from: before the send
+        sent = _keepalive.lease_clock()  # where a keep-alive's safe deadline counts from: before the send
         try:
             receipt = yield from self.chain._transact_steps(
                 sender, self.address, data, resource=resource, confirmations=confirmations
@@ -308,6 +346,7 @@ class Registry:
         if lease is None:  # pragma: no cover - a successful acquire always logs LeaseAcquired
             raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
         lease._sent_at = sent
+        acquired.append(lease)
         k = self.chain.confirmations if confirmations is None else confirmations
         try:
             seen.lease(
@@ -366,7 +405,12 @@ class Registry:
         Gas grows with the items scanned before a free one: drop done items
         from the list when you can (``item_lease`` tells).
         """
-        from .errors import InvalidClaimItems, NothingToClaim
+        items, ttl, sender = self._claim_args(workset, items, ttl)
+        return self.chain._run(self._claim_steps(workset, items, ttl, sender, confirmations))
+
+    def _claim_args(self, workset: str, items: Sequence[str], ttl: int) -> tuple[list[str], int, str]:
+        """claim()'s arguments checked (for the asyncio registry): (items, ttl, sender). Nothing is sent."""
+        from .errors import InvalidClaimItems
 
         _validate.publishable(workset)
         if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
@@ -378,18 +422,47 @@ class Registry:
             _validate.publishable(item)
         if len(set(items)) != len(items):
             raise InvalidClaimItems(f"items must be distinct; {len(items) - len(set(items))} repeat")
-        ttl = _validate.ttl(ttl, self.max_ttl)
-        sender = self._require_sender()
+        return items, _validate.ttl(ttl, self.max_ttl), self._require_sender()
+
+    def _claim_steps(
+        self, workset: str, items: list[str], ttl: int, sender: str, confirmations: int | None
+    ) -> Steps[Lease | None]:
+        """One claim (validated arguments); an interrupt after the send releases what it claimed (see _acquire)."""
+        from .errors import NothingToClaim
+
         data = self._encode("claimNext", [workset, items, ttl])
+        claimed: list[Lease] = []
+        sent = _keepalive.lease_clock()  # where a keep-alive's safe deadline counts from: before the send
         try:
-            receipt = self.chain.transact(sender, self.address, data, resource=workset, confirmations=confirmations)
-        except NothingToClaim:
-            logger.info("nothing to claim workset=%s items=%d", workset, len(items))
-            return None
+            try:
+                receipt = yield from self.chain._transact_steps(
+                    sender, self.address, data, resource=workset, confirmations=confirmations
+                )
+            except NothingToClaim:
+                logger.info("nothing to claim workset=%s items=%d", workset, len(items))
+                return None
+            lease = self._claimed_lease(receipt, workset, items, ttl)
+            lease._sent_at = sent
+            claimed.append(lease)
+        except BaseException as interrupt:
+            if not _sending.interrupted(interrupt):
+                raise
+            yield from self._after_interrupt(
+                interrupt, f"the claim of an item of {workset!r}", claimed,
+                lambda receipt: [self._claimed_lease(receipt, workset, items, ttl)],
+            )  # fmt: skip
+            raise
+        logger.info(
+            "claimed workset=%s item=%s token=%d holder=%s expires_at=%d reason=%s tx=%s",
+            workset, lease.item, lease.token, lease.holder, lease.expires_at, lease.reason.name.lower(), lease.tx_hash,
+        )  # fmt: skip
+        return lease
+
+    def _claimed_lease(self, receipt: Any, workset: str, items: list[str], ttl: int) -> Lease:
         event = self._event(receipt, _events.Kind.ACQUIRED)
         by_id = {_names.item_id(workset, item): item for item in items}
         item = by_id[event.resource_id]
-        lease = Lease(
+        return Lease(
             self.connect(event.holder) if event.holder in self.chain.accounts else self,
             resource=f"{workset}/{item}",
             resource_id=event.resource_id,
@@ -404,11 +477,6 @@ class Registry:
             workset=workset,
             item=item,
         )
-        logger.info(
-            "claimed workset=%s item=%s token=%d holder=%s expires_at=%d reason=%s tx=%s",
-            workset, item, lease.token, lease.holder, lease.expires_at, lease.reason.name.lower(), lease.tx_hash,
-        )  # fmt: skip
-        return lease
 
     def item_lease(self, workset: str, item: str, *, block: str | int | None = None) -> LeaseInfo | None:
         """The latest claim of work item ``item`` of ``workset`` whatever its state (``status``
@@ -443,8 +511,8 @@ class Registry:
         if tx is None or receipt["status"] != 1 or tx.get("to") != self.address:
             return None
         data = bytes(tx["input"])
-        selector, types = _artifacts.functions("FencingRegistry")["acquire"]
-        if data[:4] != selector:
+        functions = _artifacts.functions("FencingRegistry")
+        if data[:4] not in (functions["acquire"][0], functions["acquireExclusive"][0]):  # the same arguments
             return None
         try:
             name, ttl = abi_decode(["bytes", "uint256"], data[4:])  # the name as bytes: it may not be UTF-8
@@ -573,18 +641,20 @@ class Registry:
 
     @contextmanager
     def lease(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None
-    ) -> Iterator[Lease]:
+        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        exclusive: bool = False,
+    ) -> Iterator[Lease]:  # fmt: skip
         """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
 
         Raises :class:`~chainfence.errors.LeaseHeld` (and the body does not
         run) if someone else holds it — after waiting up to ``wait`` seconds
-        for it to become free, as :meth:`acquire` does. On exit the lease is released; if it
+        for it to become free, as :meth:`acquire` does; with ``exclusive=True``
+        also while the sender itself holds it. On exit the lease is released; if it
         expired or was superseded while the body ran, that error is raised
         after a body that succeeded, and added as a note to the body's own
         exception otherwise.
         """
-        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait) as lease:
+        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive) as lease:
             yield lease
 
     # ------------------------------------------------------------------
@@ -647,9 +717,12 @@ class Registry:
         """Whether ``token`` is the current token of ``resource`` and its lease is live."""
         return self.chain._run(self._is_current(resource, token, block=block))
 
-    def _is_current(self, resource: str, token: int, *, block: str | int | None = None) -> Steps[bool]:
+    def _is_current(
+        self, resource: str, token: int, *, block: str | int | None = None, resource_id: bytes | None = None
+    ) -> Steps[bool]:
+        """:meth:`is_current`; ``resource_id`` for a claimed work item (its id is not its name's hash)."""
         try:
-            yield from self._check_current(resource, token, block=block)
+            yield from self._check_current(resource, token, block=block, resource_id=resource_id)
         except TokenNotCurrent:
             return False
         return True
@@ -671,9 +744,10 @@ class Registry:
         return self.chain._run(self._check_current(resource, token, block=block, confirmations=confirmations))
 
     def _check_current(
-        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
-    ) -> Steps[LeaseInfo]:
-        resource_id = _validate.resource_id(resource)
+        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0,
+        resource_id: bytes | None = None,
+    ) -> Steps[LeaseInfo]:  # fmt: skip
+        resource_id = _validate.resource_id(resource) if resource_id is None else resource_id
         token = _validate.token(token)
         k = _validate_confirmations(confirmations)
         info = yield from self._lease_info(resource, resource_id, block=block)
@@ -684,7 +758,7 @@ class Registry:
         return info
 
     def _raise_unless_current(self, resource: str, resource_id: bytes, token: int, info: LeaseInfo) -> None:
-        from .errors import LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
+        from .errors import LeaseCompleted, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
 
         if token == info.token and info.status is LeaseStatus.LIVE:
             return
@@ -692,7 +766,9 @@ class Registry:
             raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
         if token < info.token:
             raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-        if info.status in (LeaseStatus.RELEASED, LeaseStatus.DONE):  # a completed claim ended its lease
+        if info.status is LeaseStatus.DONE:  # a completed claim ended its lease, for good
+            raise LeaseCompleted(token=token, resource=resource, resource_id=resource_id)
+        if info.status is LeaseStatus.RELEASED:
             raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
         if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it
             raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
@@ -802,8 +878,15 @@ class Registry:
         naming that resource). 1 to 64 distinct names, else
         :class:`~chainfence.errors.InvalidClaimItems` /
         :class:`~chainfence.errors.DuplicateResource` and nothing is sent.
+        An interrupt after the send releases what the transaction acquired
+        before it is re-raised (see :meth:`acquire`).
         """
-        from .errors import DuplicateResource, InvalidClaimItems, LeaseError
+        names, ttl, sender = self._acquire_many_args(resources, ttl)
+        return self.chain._run(self._acquire_many_steps(names, ttl, sender, confirmations))
+
+    def _acquire_many_args(self, resources: Sequence[str], ttl: int) -> tuple[list[str], int, str]:
+        """acquire_many()'s arguments checked: (names, ttl, sender). Nothing is sent."""
+        from .errors import DuplicateResource, InvalidClaimItems
 
         if isinstance(resources, (str, bytes)) or not isinstance(resources, Sequence):
             raise InvalidClaimItems(f"resources must be a list of names, got {type(resources).__name__}")
@@ -818,32 +901,37 @@ class Registry:
             if name in seen:
                 raise DuplicateResource(resource=name, resource_id=_validate.resource_id(name))
             seen.add(name)
-        ttl = _validate.ttl(ttl, self.max_ttl)
-        sender = self._require_sender()
+        return names, _validate.ttl(ttl, self.max_ttl), self._require_sender()
+
+    def _acquire_many_steps(
+        self, names: list[str], ttl: int, sender: str, confirmations: int | None
+    ) -> Steps[LeaseSet]:
+        from .errors import DuplicateResource, LeaseError
+
         data = self._encode("acquireMany", [names, ttl])
         by_id = {_validate.resource_id(name): name for name in names}
+        acquired: list[Lease] = []
+        sent = _keepalive.lease_clock()  # where the set's keep-alive counts from: before the send
         try:
-            receipt = self.chain.transact(sender, self.address, data, confirmations=confirmations)
-        except (LeaseError, DuplicateResource) as refused:  # name the resource the registry refused
-            refused_id = getattr(refused, "resource_id", None)
-            if refused_id in by_id:
-                refused.resource = by_id[refused_id]
+            try:
+                receipt = yield from self.chain._transact_steps(sender, self.address, data, confirmations=confirmations)
+            except (LeaseError, DuplicateResource) as refused:  # name the resource the registry refused
+                refused_id = getattr(refused, "resource_id", None)
+                if refused_id in by_id:
+                    refused.resource = by_id[refused_id]
+                raise
+            leases = self._many_leases(receipt, by_id, ttl)
+            for lease in leases:
+                lease._sent_at = sent
+            acquired.extend(leases)
+        except BaseException as interrupt:
+            if not _sending.interrupted(interrupt):
+                raise
+            yield from self._after_interrupt(
+                interrupt, f"the acquisition of the set {names}", acquired,
+                lambda receipt: self._many_leases(receipt, by_id, ttl), many=True,
+            )  # fmt: skip
             raise
-        leases = []
-        for log in receipt["logs"]:
-            if log["address"] != self.address:
-                continue
-            event = _events.decode(log)
-            if event is None or event.kind is not _events.Kind.ACQUIRED:
-                continue
-            name = by_id[event.resource_id]
-            leases.append(Lease(
-                self.connect(event.holder) if event.holder in self.chain.accounts else self,
-                resource=name, resource_id=event.resource_id, token=event.token, holder=event.holder,
-                expires_at=event.expires_at, ttl=ttl, previous_token=event.previous_token,
-                reason=AcquireReason(event.reason), tx_hash=receipt["transactionHash"].to_0x_hex(),
-                block_number=receipt["blockNumber"],
-            ))  # fmt: skip
         if len(leases) != len(names):  # pragma: no cover - the contract logs one acquisition per name
             raise ChainError(f"acquireMany logged {len(leases)} acquisitions for {len(names)} names")
         logger.info(
@@ -852,30 +940,202 @@ class Registry:
         )  # fmt: skip
         return LeaseSet(leases)
 
+    def _many_leases(self, receipt: Any, by_id: dict[bytes, str], ttl: int) -> list[Lease]:
+        leases = []
+        for log in receipt["logs"]:
+            if log["address"] != self.address:
+                continue
+            event = _events.decode(log)
+            if event is None or event.kind is not _events.Kind.ACQUIRED or event.resource_id not in by_id:
+                continue
+            leases.append(Lease(
+                self.connect(event.holder) if event.holder in self.chain.accounts else self,
+                resource=by_id[event.resource_id], resource_id=event.resource_id, token=event.token,
+                holder=event.holder, expires_at=event.expires_at, ttl=ttl, previous_token=event.previous_token,
+                reason=AcquireReason(event.reason), tx_hash=receipt["transactionHash"].to_0x_hex(),
+                block_number=receipt["blockNumber"],
+            ))  # fmt: skip
+        return leases
+
     def _renew_many(self, leases: Sequence[Lease], ttl: int) -> int:
+        return self.chain._run(self._renew_many_steps(leases, ttl))
+
+    def _renew_many_steps(self, leases: Sequence[Lease], ttl: int) -> Steps[int]:
         ttl = _validate.ttl(ttl, self.max_ttl)
         ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
-        receipt = self._set_tx(leases, "renewMany", [ids, tokens, ttl])
+        receipt = yield from self._set_tx_steps(leases, "renewMany", [ids, tokens, ttl])
         expires_at = self._event(receipt, _events.Kind.RENEWED).expires_at
         logger.info("renewed set resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at)
         return expires_at
 
     def _release_many(self, leases: Sequence[Lease]) -> None:
+        self.chain._run(self._release_many_steps(leases))
+
+    def _release_many_steps(self, leases: Sequence[Lease]) -> Steps[None]:
         ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
-        self._set_tx(leases, "releaseMany", [ids, tokens])
+        yield from self._set_tx_steps(leases, "releaseMany", [ids, tokens])
         logger.info("released set resources=%s tokens=%s", [x.resource for x in leases], tokens)
 
-    def _set_tx(self, leases: Sequence[Lease], function: str, args: list[Any]) -> Any:
+    def _set_tx_steps(self, leases: Sequence[Lease], function: str, args: list[Any]) -> Steps[Any]:
         """Send a set operation; a refusal names the resource of the set it is about."""
         from .errors import LeaseError
 
         try:
-            return self.chain.transact(self._require_sender(), self.address, self._encode(function, args))
+            return (yield from self.chain._transact_steps(self._require_sender(), self.address, self._encode(function, args)))
         except LeaseError as refused:
             by_id = {lease.resource_id: lease.resource for lease in leases}
             if refused.resource_id in by_id:
                 refused.resource = by_id[refused.resource_id]
             raise
+
+    def _release_what_remains_steps(self, leases: Sequence[Lease]) -> Steps[tuple[dict[Lease, End], list[str]]]:
+        """Release every lease of ``leases`` still live; returns (the ended ones and how, the names released).
+
+        ``releaseMany`` is all or nothing: when the registry refuses it for a member that ended, every
+        member's state is read (:meth:`_end_of_steps`) and the live ones are released together.
+        """
+        from .errors import NotHolder, TokenNotCurrent
+
+        remaining = list(leases)
+        ended: dict[Lease, End] = {}
+        released: list[str] = []
+        while remaining:
+            try:
+                yield from self._release_many_steps(remaining)
+            except (TokenNotCurrent, NotHolder) as refused:
+                refusal: BaseException = refused
+            else:
+                released.extend(lease.resource for lease in remaining)
+                break
+            live = []
+            for lease in remaining:
+                end = yield from self._end_of_steps(lease)
+                if end is None:
+                    live.append(lease)
+                else:
+                    ended[lease] = end
+            if len(live) == len(remaining):
+                raise refusal  # every member reads live, yet the registry refuses: nothing learned, say so
+            remaining = live
+        return ended, released
+
+    def _end_of_steps(self, lease: Lease) -> Steps[End | None]:
+        """How ``lease`` ended, read from the chain now (:mod:`chainfence.endings`); None while it is live and its holder's."""
+        try:
+            info = yield from self._lease_info(lease.resource, lease.resource_id)
+        except ChainRolledBack:
+            return End.ROLLED_BACK
+        if info.token == lease.token:
+            return End.ROLLED_BACK if info.holder != lease.holder else endings.of_status(info.status)
+        if info.token < lease.token or info.status is LeaseStatus.UNHELD:
+            return End.ROLLED_BACK  # the registry never issued it, as far as this chain remembers
+        return (yield from self._successor_end_steps(lease.resource_id, lease.token, lease.block_number))
+
+    def _successor_end_steps(self, resource_id: bytes, token: int, from_block: int) -> Steps[End]:
+        """How the lease of ``token`` ended, told by its successor's acquisition (:func:`endings.of_successor`):
+        the ``LeaseAcquired`` of the resource whose previous token is ``token``, from ``from_block`` (the
+        lease's own block) on. :attr:`End.SUPERSEDED` when it cannot be read or is not there (yet)."""
+        try:
+            head = yield RPC.block_number()
+            logs = yield from _events.fetch_all_steps(
+                self.chain, self.address, kinds=[_events.Kind.ACQUIRED], resource_id=resource_id,
+                from_block=max(0, from_block), to_block=head,
+            )  # fmt: skip
+        except ChainfenceError as unread:
+            logger.info("could not read the successor of token %d: %s: %s", token, type(unread).__name__, unread)
+            return End.SUPERSEDED
+        for log in logs:
+            if log.previous_token == token and log.reason is not None:
+                try:
+                    return endings.of_successor(AcquireReason(log.reason))
+                except ValueError:  # a reason this SDK does not know
+                    return End.SUPERSEDED
+        return End.SUPERSEDED
+
+    # ------------------------------------------------------------------
+    # Interrupted acquisitions
+    # ------------------------------------------------------------------
+
+    def _after_interrupt(
+        self, interrupt: BaseException, what: str, acquired: list[Lease], leases_of: Callable[[Any], list[Lease]],
+        *, many: bool = False,
+    ) -> Steps[None]:
+        """An interrupt landed in ``what`` (an acquisition, a claim, an acquire_many): if its transaction
+        may have reached the node, settle it and release what it acquired, shielded from the caller's
+        further cancellations, then note on ``interrupt`` the hash and what became of it.
+
+        ``acquired``: the leases already known (the receipt was read); else the transaction the
+        interrupt carries (``_sending.in_flight``) is settled first (a cancellation with its nonce is
+        sent if it is not mined: whichever the chain mines decides) and ``leases_of(receipt)`` are its
+        leases. A lease that cannot be released is handed to the caller as the interrupt's ``lease``.
+        A second interrupt (a second Ctrl-C) stops the cleanup: the note then says what may be left
+        live and how to find it. The caller re-raises ``interrupt``; structured concurrency is kept
+        (a cancellation stays a cancellation).
+        """
+        flight = _sending.in_flight(interrupt)
+        if not acquired and flight is None:
+            return  # nothing reached the node
+        state = _Abandoned(what, flight, list(acquired) or None, many=many)
+        logger.warning(
+            "%s was interrupted (%s) after transaction %s reached the node: settling it and releasing what it "
+            "acquired before the interrupt goes on (interrupt again to leave it)", what, type(interrupt).__name__,
+            state.tx_hash,
+        )  # fmt: skip
+        try:
+            note = yield Shielded(self._abandon_steps(interrupt, state, leases_of))
+        except BaseException as again:  # noqa: BLE001 - a second interrupt, or a failure of the cleanup
+            note = state.left_undone(again)
+            if state.leases:
+                interrupt.lease = state.handed()  # type: ignore[attr-defined]
+            logger.error("%s", note)
+        else:
+            logger.warning("%s", note)
+        interrupt.add_note(f"chainfence: {note}")
+
+    def _abandon_steps(
+        self, interrupt: BaseException, state: _Abandoned, leases_of: Callable[[Any], list[Lease]]
+    ) -> Steps[str]:
+        from .errors import TokenNotCurrent
+
+        if state.leases is None:
+            flight = state.flight
+            assert flight is not None
+            try:
+                receipt = yield from self.chain._sender.abandon_steps(flight)
+            except ChainfenceError as unknown:
+                return (
+                    f"{state.what}: transaction {flight.tx_hash} (nonce {flight.nonce} of {flight.sender}) may hold "
+                    f"a lease: its outcome could not be established ({type(unknown).__name__}: {unknown}); look it up "
+                    "before acquiring again (chainfence reconcile) and release what it holds"
+                )
+            if receipt is None:
+                return f"{state.what}: transaction {flight.tx_hash} was cancelled (nonce {flight.nonce}): nothing was acquired"
+            if receipt["status"] != 1:
+                return f"{state.what}: transaction {flight.tx_hash} was mined reverted: nothing was acquired"
+            state.leases = [lease for lease in leases_of(receipt) if lease is not None]
+            if not state.leases:  # pragma: no cover - a successful acquisition always logs one
+                return f"{state.what}: transaction {flight.tx_hash} was mined but acquired nothing"
+        leases = state.leases
+        tokens = [lease.token for lease in leases]
+        try:
+            if len(leases) == 1:
+                lease = leases[0]
+                yield from self._release_steps(lease.resource, lease.resource_id, lease.token, None)
+                ended: dict[Lease, End] = {}
+            else:
+                ended, _released = yield from self._release_what_remains_steps(leases)
+        except TokenNotCurrent as gone:
+            return f"{state.what}: transaction {state.tx_hash} acquired token {tokens[0]}, which had ended ({gone})"
+        except ChainfenceError as failed:
+            interrupt.lease = state.handed()  # type: ignore[attr-defined]
+            return (
+                f"{state.what}: transaction {state.tx_hash} acquired token(s) {tokens}, which could not be released "
+                f"({type(failed).__name__}: {failed}): it is this exception's `lease`; release it"
+            )
+        for lease in leases:
+            lease.released = lease not in ended
+        gone = f" ({', '.join(f'{lease.resource!r} had ended: {end}' for lease, end in ended.items())})" if ended else ""
+        return f"{state.what}: transaction {state.tx_hash} acquired token(s) {tokens}; released again{gone}"
 
     # ------------------------------------------------------------------
     # Namespaces: admins, policies, revoke and grant
@@ -1021,6 +1281,62 @@ class Registry:
         )  # fmt: skip
         return lease
 
+    def revoke_item(self, workset: str, item: str, *, confirmations: int | None = None) -> int:
+        """:meth:`revoke` for work item ``item`` of ``workset`` (a claim), as the admin of the
+        workset name's namespace (items follow it); return the revoked token.
+
+        The claimant's token stops being current (its renew, release and
+        complete fail with :class:`~chainfence.errors.LeaseRevoked`); the item
+        is not done: the next :meth:`claim` may hand it out again (reason
+        ``revoked``). Raises :class:`~chainfence.errors.NotNamespaceAdmin`
+        outside the sender's namespaces and :class:`~chainfence.errors.NotLive`
+        when the item has no live claim (never claimed, released, expired or
+        done). ``revoke("workset/item")`` is not this: a name with a ``/``
+        is a plain resource, never a work item.
+        """
+        _validate.publishable(workset)
+        _validate.publishable(item)
+        name = f"{workset}/{item}"
+        receipt = self._namespace_tx(
+            _names.namespace_prefix(workset), "revokeItem", [workset, item], confirmations, resource=name
+        )
+        event = self._event(receipt, _events.Kind.REVOKED)
+        logger.info(
+            "revoked workset=%s item=%s token=%d holder=%s admin=%s tx=%s",
+            workset, item, event.token, event.holder, event.admin, event.tx_hash,
+        )  # fmt: skip
+        return event.token
+
+    def grant_item(
+        self, workset: str, item: str, holder: str, ttl: int, *, confirmations: int | None = None
+    ) -> Lease:
+        """:meth:`grant` for work item ``item`` of ``workset``, as the admin of the workset name's
+        namespace: ``holder`` gets it as a claim, with a new, higher token (a live claim is revoked
+        first, recorded), and may renew, release and :meth:`~chainfence.Lease.complete` it like
+        any claimant (completing marks the item done).
+
+        Raises what :meth:`grant` raises, and :class:`~chainfence.errors.LeaseCompleted` for an
+        item already done (no grant reopens it). Returns the :class:`Lease` (``lease.workset``,
+        ``lease.item``).
+        """
+        _validate.publishable(workset)
+        _validate.publishable(item)
+        holder = _validate.address(holder, "holder")
+        ttl = _validate.ttl(ttl, self.max_ttl)
+        name = f"{workset}/{item}"
+        receipt = self._namespace_tx(
+            _names.namespace_prefix(workset), "grantItem", [workset, item, holder, ttl], confirmations, resource=name
+        )
+        lease = self._lease_from_receipt(receipt, resource=name, ttl=ttl)
+        if lease is None:  # pragma: no cover - a grant always logs LeaseAcquired
+            raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
+        lease.workset, lease.item = workset, item
+        logger.info(
+            "granted workset=%s item=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
+            workset, item, lease.token, lease.holder, self.sender, lease.expires_at, lease.tx_hash,
+        )  # fmt: skip
+        return lease
+
     def _namespace_tx(
         self, prefix: str | None, function: str, args: list[Any], confirmations: int | None,
         *, resource: str | None = None,
@@ -1144,6 +1460,41 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"<Registry {self.address} chain_id={self.chain.chain_id} sender={self.sender}>"
+
+
+class _Abandoned:
+    """What an interrupted acquisition left, as its cleanup learns it (see Registry._after_interrupt)."""
+
+    def __init__(self, what: str, flight: _sending.InFlight | None, leases: list[Lease] | None, *, many: bool):
+        self.what = what
+        self.flight = flight
+        self.leases = leases
+        self.many = many
+
+    @property
+    def tx_hash(self) -> str:
+        return self.leases[0].tx_hash if self.leases else self.flight.tx_hash  # type: ignore[union-attr]
+
+    def handed(self) -> Lease | LeaseSet:
+        """What the caller is handed: the lease, or the set."""
+        assert self.leases
+        return LeaseSet(self.leases) if self.many else self.leases[0]
+
+    def left_undone(self, again: BaseException) -> str:
+        how = "interrupted again" if _sending.interrupted(again) else f"its cleanup failed ({type(again).__name__}: {again})"
+        if self.leases:
+            tokens = [lease.token for lease in self.leases]
+            return (
+                f"{self.what} was {how} while its lease(s) {tokens} (transaction {self.tx_hash}) were being released: "
+                "they may be live until they expire; this exception's `lease` is what was acquired: release it"
+            )
+        flight = self.flight
+        assert flight is not None
+        return (
+            f"{self.what} was {how} before transaction {flight.tx_hash} (nonce {flight.nonce} of {flight.sender}) "
+            "was settled: it may hold a lease until it expires; look it up before acquiring again "
+            f"(registry.lease_from_tx({flight.tx_hash!r}), chainfence reconcile) and release what it holds"
+        )
 
 
 class _Seen:
@@ -1276,3 +1627,28 @@ def _is_registry_code(code: bytes) -> bool:
             start, end = ref["start"], ref["start"] + ref["length"]
             found[start:end] = expected[start:end] = bytes(ref["length"])
     return found == expected
+
+
+endings.declare(
+    "claims",
+    __name__,
+    {
+        End.EXPIRED: "the claim expired: the item is free again for any claimant; the claimant's keep-alive "
+        "loses it (why='expired') and its complete() is refused (LeaseExpired / StaleToken): it completes nothing",
+        End.RELEASED: "released (by this claimant: check() says released; elsewhere: its keep-alive loses it): "
+        "the item is free again, not done",
+        End.COMPLETED: "completed: the item is done for good (no claim hands it out again); completed by this "
+        "claimant: its keep-alive ends quietly and check() raises LeaseLost(why='completed')",
+        End.SUPERSEDED: "the same claimant claimed it again (a restarted agent): the earlier incarnation's "
+        "keep-alive loses it (why='superseded') and its complete() is refused",
+        End.REVOKED: "the namespace's admin revoked the claim: lost at once (why='revoked'), never retried; "
+        "the item is free again",
+        End.GRANTED: "the admin granted the item to another claimant: lost (why='granted')",
+        End.ROLLED_BACK: "the chain forgot the claim: lost (why='rolled_back')",
+        LocalEnd.DEADLINE: "no renewal confirmed by the safe deadline: lost (why='deadline'), stop before the "
+        "claim can have expired on-chain",
+        LocalEnd.ERROR: "the renewer failed with an error that is not the chain's: lost (why='error')",
+    },
+    holds=True,
+    keeps_alive=True,
+)

@@ -62,13 +62,23 @@ Semantics (those of tooz's other drivers)
   waits, as the registry would refuse another account. The lock is not
   reentrant: a blocking second ``acquire`` in the holding thread waits for
   a release that thread will not make (give it a timeout).
+- A blocking ``acquire`` waits out a namespace's lock-delay after an
+  expiry too (by chain time); ``acquire(blocking=False)`` refused by a
+  lock-delay returns False like one refused by a live holder. A namespace
+  that does not admit the coordinator's account is a ``tooz.ToozError``
+  at once (``NotAdmitted``, its ``__cause__``): waiting cannot help.
 - ``release()`` returns True when it ended the lease, False when this lock
   did not hold it (never acquired, released already, held by another lock
-  object) or the lease had already ended (expired: it was lost).
+  object) or the lease had already ended (it was lost: ``lock.lost``).
 - ``coordinator.heartbeat()`` renews every lease the coordinator holds and
   returns ``timeout / 2``: tooz's heart then beats every quarter ttl or so.
-  A lease found lost (expired, superseded) is dropped with a WARNING; a
-  renewal made with less than half the ttl left logs a WARNING (late).
+  A lease found ended is dropped with a WARNING naming how it ended, and
+  ``lock.lost`` keeps that name (:class:`chainfence.endings.End`:
+  ``expired``, ``released``, ``superseded``, ``revoked``, ``granted``,
+  ``rolled_back``); a completion (``lock.lease.complete(result)``) ends
+  nothing, the lock is kept. A renewal made with less than half the ttl
+  left logs a WARNING (late); a chain error that says nothing about the
+  lease (the node did not answer) is raised, and the next beat retries.
 - ``lock.token`` is the fencing token of the lease held (None when not
   held): pass it downstream to a :class:`chainfence.Guard`. A lock that
   stopped heartbeating may have been taken over with a higher token.
@@ -100,9 +110,10 @@ import tooz.utils
 from eth_account import Account
 from eth_utils import keccak
 
-from . import _validate
+from . import _validate, endings
 from .chain import Chain
-from .errors import ChainfenceError, InvalidInput, LeaseHeld, NodeUnreachable, TokenNotCurrent
+from .endings import End, Refusal
+from .errors import ChainfenceError, InvalidInput, LeaseError, NodeUnreachable
 from .registry import Registry
 
 __all__ = ["ChainfenceDriver", "ChainfenceLock", "embedded_chain", "member_account"]
@@ -252,6 +263,9 @@ class ChainfenceLock(tooz.locking.Lock):
         self._op = threading.Lock()  # serialises this lock's renew and release
         self.lease: Any = None  # the chainfence Lease while held
         self.expires_at: int | None = None
+        #: How the last lease this lock held was found ended (``"revoked"``, ``"expired"``, ...: the
+        #: words of :class:`chainfence.endings.End`), None while held or after a release of its own.
+        self.lost: str | None = None
 
     @property
     def token(self) -> int | None:
@@ -277,7 +291,11 @@ class ChainfenceLock(tooz.locking.Lock):
                         self.resource, coordinator.timeout, wait=min(remaining, _WAIT_STEP) or None
                     )
                     break
-                except LeaseHeld:
+                except LeaseError as refused:
+                    kind = endings.refusal(refused)
+                    if kind is None or kind is Refusal.NOT_ADMITTED:
+                        raise  # not a refusal for now, or one only the namespace's admin can end: ToozError
+                    # held, lock_delayed: passes with chain time (waited out by the registry): try again
                     if deadline is not None and time.monotonic() >= deadline:
                         coordinator._unreserve(self)
                         return False
@@ -288,7 +306,7 @@ class ChainfenceLock(tooz.locking.Lock):
             coordinator._unreserve(self)
             raise
         with self._op:
-            self.lease, self.expires_at = lease, lease.expires_at
+            self.lease, self.expires_at, self.lost = lease, lease.expires_at, None
         return True
 
     def release(self) -> bool:
@@ -298,17 +316,15 @@ class ChainfenceLock(tooz.locking.Lock):
                 return False
             try:
                 self._coordinator._registry.release(self.resource, lease.token)
-            except TokenNotCurrent as lost:
-                logger.warning("release found the lease lost resource=%s token=%d: %s", self.resource, lease.token, lost)
-                self._drop()
-                return False
             except ChainfenceError as exc:
-                raise _tooz_error(exc, f"releasing {self.resource!r}") from exc
+                if not self._ended(lease, exc, "release"):
+                    raise _tooz_error(exc, f"releasing {self.resource!r}") from exc
+                return False
             self._drop()
             return True
 
     def heartbeat(self) -> bool:
-        """Renew the lease for the coordinator's timeout; False if not held (or found lost, then dropped)."""
+        """Renew the lease for the coordinator's timeout; False if not held (or found ended, then dropped)."""
         with self._op:
             lease = self.lease
             if lease is None:
@@ -316,14 +332,10 @@ class ChainfenceLock(tooz.locking.Lock):
             ttl, before = self._coordinator.timeout, self.expires_at
             try:
                 self.expires_at = self._coordinator._registry.renew(self.resource, lease.token, ttl)
-            except TokenNotCurrent as lost:
-                logger.warning(
-                    "heartbeat found the lease lost resource=%s token=%d: %s", self.resource, lease.token, lost
-                )
-                self._drop()
-                return False
             except ChainfenceError as exc:
-                raise _tooz_error(exc, f"renewing {self.resource!r}") from exc
+                if not self._ended(lease, exc, "heartbeat"):
+                    raise _tooz_error(exc, f"renewing {self.resource!r}") from exc
+                return False
             # Chain time of the renewal (its expiry less the ttl) against the expiry it extended: a heart
             # that beats on time (about four beats a ttl) renews with more than half the ttl left.
             left = before - (self.expires_at - ttl) if before is not None else ttl
@@ -366,6 +378,34 @@ class ChainfenceLock(tooz.locking.Lock):
         except ChainfenceError as exc:
             raise _tooz_error(exc, f"breaking {self.resource!r}") from exc
         logger.warning("broke resource=%s token=%d by moving chain time to its expiry", self.resource, live.token)
+        return True
+
+    def _ended(self, lease: Any, error: ChainfenceError, what: str) -> bool:
+        """Whether ``error`` (of a renewal or release of ``lease``) says the lease ended; if so, drop the lock
+        and name the end (:mod:`chainfence.endings`) in ``lost`` and a WARNING. A higher token is named by its
+        successor's acquisition (a grant, a revoke and then an acquisition, the holder's reacquisition, ...)."""
+        end = endings.from_error(error)
+        if end is None:
+            return False  # transient (the node did not answer, ...): the lease may still be ours
+        if end is End.SUPERSEDED:
+            registry = self._coordinator._registry
+            end = registry.chain._run(registry._successor_end_steps(lease.resource_id, lease.token, lease.block_number))
+        # Every way, by name: each ends this lock's hold; only the words differ.
+        reaction = {
+            End.EXPIRED: "it ran out on-chain (no renewal in time)",
+            End.RELEASED: "it was released elsewhere (another process of this account)",
+            End.COMPLETED: "its work item was completed",
+            End.SUPERSEDED: "this account acquired the resource again elsewhere",
+            End.REVOKED: "the namespace's admin revoked it",
+            End.GRANTED: "the namespace's admin granted the resource to another lease",
+            End.ROLLED_BACK: "the chain no longer has the block that issued it",
+        }[end]
+        logger.warning(
+            "%s found the lease lost resource=%s token=%d why=%s: %s (%s: %s)", what, self.resource, lease.token,
+            end.value, reaction, type(error).__name__, error,
+        )  # fmt: skip
+        self._drop()
+        self.lost = end.value
         return True
 
     def _drop(self) -> None:
@@ -518,3 +558,26 @@ class ChainfenceDriver(tooz.coordination.CoordinationDriver):
     def _owns(self, lock: ChainfenceLock) -> bool:
         with self._reserved:
             return self._owners.get(lock.resource) is lock
+
+
+endings.declare(
+    "tooz",
+    __name__,
+    {
+        End.EXPIRED: "heartbeat and release find it (LeaseExpired): the lock is dropped, lock.lost == 'expired', "
+        "a WARNING names it; the next holder's token is higher",
+        End.RELEASED: "released elsewhere by this account: dropped at the next heartbeat, lock.lost == 'released'",
+        End.COMPLETED: "a plain lease's completion (lock.lease.complete) ends nothing: the heartbeat keeps it",
+        End.SUPERSEDED: "this account acquired it again elsewhere: dropped, lock.lost == 'superseded'",
+        End.REVOKED: "dropped at the next heartbeat, lock.lost == 'revoked'",
+        End.GRANTED: "dropped at the next heartbeat, lock.lost == 'granted' (read off the grant's acquisition)",
+        End.ROLLED_BACK: "dropped at the next heartbeat, lock.lost == 'rolled_back' (the chain forgot its token)",
+        Refusal.HELD: "a blocking acquire waits (no gas) as acquire(wait=) does; blocking=False or a timeout "
+        "that passes returns False",
+        Refusal.LOCK_DELAYED: "a blocking acquire waits out the lock-delay by chain time; blocking=False or a "
+        "timeout that passes returns False",
+        Refusal.NOT_ADMITTED: "tooz.ToozError at once, naming NotAdmitted (its __cause__)",
+    },
+    holds=True,
+    waits=True,
+)

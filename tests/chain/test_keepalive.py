@@ -114,7 +114,8 @@ def test_exit_waits_for_a_renewal_in_flight_and_sends_none_after(alice, monkeypa
 
 def test_a_lease_superseded_by_another_account_is_noticed(alice, bob):
     """A's process is paused (its clock stands still) while its lease expires and B acquires: A's next
-    renewal finds a higher token, and A's work is stopped: callback, check(), exit."""
+    renewal finds a higher token, and A's work is stopped: callback, check(), exit. The loss says how the
+    lease ended, read from B's acquisition (reason expired), not just "superseded"."""
     chain = alice.chain
     lease = alice.acquire(RESOURCE, ttl=30)
     clock = SteppedClock()
@@ -130,7 +131,7 @@ def test_a_lease_superseded_by_another_account_is_noticed(alice, bob):
                 lease.check()
             assert lease.safe_remaining() == 0.0
     for error in (lost[0], checked.value, at_exit.value):
-        assert (error.resource, error.token, error.why) == (RESOURCE, lease.token, "superseded")
+        assert (error.resource, error.token, error.why) == (RESOURCE, lease.token, "expired")
         assert error.__cause__ is not None and type(error.__cause__).__name__ == "StaleToken"
     assert successor.is_current()
     with pytest.raises(LeaseLost):

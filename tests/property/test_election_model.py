@@ -2,12 +2,16 @@
 
 Hypothesis draws a sequence of steps on the embedded chain: a candidate
 acquires the seat (when free, or again when it already holds it: a new
-term), the holder resigns or renews, the term expires (a block stamped at
-its expiry, no event), a candidate takes the seat over in the block at the
-expiry (the term over, then the next: no block in between says so), and
-the observer polls. The model says which change
-each step makes; the observer's polls, concatenated, must be exactly that
-sequence, whether it polled after each step or once after many.
+term, the old one superseded), the holder resigns or renews, the term
+expires (a block stamped at its expiry, no event), a candidate takes the
+seat over in the block at the expiry (the term over, then the next: no
+block in between says so), the namespace's admin revokes the term or
+grants the seat to a candidate (over a live term: one transaction ends it
+and begins the next), and the observer polls. The model says which change
+each step makes, and how each term ended (the model's words,
+:class:`chainfence.endings.End`); the observer's polls, concatenated, must
+be exactly that sequence, whether it polled after each step or once after
+many.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from hypothesis import strategies as st
 
 from chainfence import Election
 from chainfence._waiting import pace
-from chainfence.election import _Observer
+from chainfence.election import TermEnded, _Observer
+from chainfence.endings import End
 from tests.conftest import isolated
 from tests.support.virtual_time import WaitClock
 
@@ -25,43 +30,72 @@ NAME = "model/leader"
 
 STEPS = st.lists(
     st.one_of(
-        st.tuples(st.sampled_from(["acquire", "take_over"]), st.integers(1, 3)),
-        st.tuples(st.sampled_from(["release", "renew", "expire", "poll"]), st.just(0)),
+        st.tuples(st.sampled_from(["acquire", "take_over", "grant"]), st.integers(1, 3)),
+        st.tuples(st.sampled_from(["release", "renew", "expire", "revoke", "poll"]), st.just(0)),
     ),
     max_size=12,
 )
+
+
+def described(change):
+    if isinstance(change, TermEnded):
+        return ("ended", change.end, change.leader.token)
+    return None if change is None else (change.holder, change.token)
 
 
 @given(steps=STEPS)
 def test_observe_reports_exactly_the_models_changes(embedded_session, steps):
     chain, registry = embedded_session
     with isolated(chain):
+        registry.claim_namespace("model")  # account 0 administers the seat's namespace: revokes, grants
         candidates = {i: registry.connect(chain.accounts[i]) for i in (1, 2, 3)}
         reader = registry.connect(chain.accounts[4])
         timer = WaitClock().install(reader)
         observer = _Observer(Election(reader, NAME, ttl=60), timer, pace(chain))
         seen = [observer.current]
-        expected: list[tuple[str, int] | None] = [None]
-        lease = None  # the model's current term
+        expected: list[object] = [None]
+        term = None  # the model's current term: (holder's registry, token, expires_at)
+
+        def begin(holder, token, expires_at):
+            nonlocal term
+            term = (holder, token, expires_at)
+            expected.append((holder.sender, token))
+
+        def end(how, *, empties=True):
+            nonlocal term
+            expected.append(("ended", how, term[1]))
+            if empties:
+                expected.append(None)
+            term = None
+
         for action, who in steps:
-            if action == "acquire" and (lease is None or lease.holder == candidates[who].sender):
+            if action == "acquire" and (term is None or term[0].sender == candidates[who].sender):
+                if term is not None:
+                    end(End.SUPERSEDED, empties=False)  # its holder again: a new term fences off the old
                 lease = candidates[who].acquire(NAME, ttl=60)
-                expected.append((lease.holder, lease.token))
-            elif action == "release" and lease is not None:
-                lease.release()
-                lease = None
-                expected.append(None)
-            elif action == "renew" and lease is not None:
-                lease.renew()  # the same term: no change
-            elif action == "take_over" and lease is not None:  # the first block past the expiry elects another
-                chain.set_next_block_time(lease.expires_at)
+                begin(candidates[who], lease.token, lease.expires_at)
+            elif action == "release" and term is not None:
+                term[0].release(NAME, term[1])
+                end(End.RELEASED)
+            elif action == "renew" and term is not None:
+                term = (term[0], term[1], term[0].renew(NAME, term[1], 60))  # the same term: no change
+            elif action == "take_over" and term is not None:  # the first block past the expiry elects another
+                chain.set_next_block_time(term[2])
+                end(End.EXPIRED)
                 lease = candidates[who].acquire(NAME, ttl=60)
-                expected += [None, (lease.holder, lease.token)]
-            elif action == "expire" and lease is not None:
-                chain.advance_time(lease.expires_at - chain.now())  # a block at the expiry, no event
-                lease = None
-                expected.append(None)
+                begin(candidates[who], lease.token, lease.expires_at)
+            elif action == "expire" and term is not None:
+                chain.advance_time(term[2] - chain.now())  # a block at the expiry, no event
+                end(End.EXPIRED)
+            elif action == "revoke" and term is not None:
+                registry.revoke(NAME)
+                end(End.REVOKED)
+            elif action == "grant":
+                if term is not None:
+                    end(End.GRANTED, empties=False)  # revoked and handed over in one transaction
+                lease = registry.grant(NAME, candidates[who].sender, 60)
+                begin(candidates[who], lease.token, lease.expires_at)
             elif action == "poll":
                 seen += observer.poll()
         seen += observer.poll()
-        assert [None if leader is None else (leader.holder, leader.token) for leader in seen] == expected
+        assert [described(change) for change in seen] == expected

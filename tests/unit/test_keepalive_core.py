@@ -130,7 +130,8 @@ def test_transient_failures_are_retried_until_the_deadline(error):
     ("error", "why"),
     [
         (StaleToken(token=1, current_token=2), "superseded"),
-        (UnknownToken(token=3, current_token=2), "superseded"),
+        (UnknownToken(token=3, current_token=2), "rolled_back"),  # the holder's token, unknown: history lost
+        (UnknownToken(token=0, current_token=2), "superseded"),
         (NotHolder(token=1, account="0x1", holder="0x2"), "superseded"),
         (LeaseExpired(token=1, expired_at=5), "expired"),
         (LeaseReleased(token=1), "released"),
