@@ -48,7 +48,7 @@ from typing import Any
 
 from . import endings
 from .endings import End, LocalEnd, Refusal
-from .errors import ChainfenceError, InvalidInput, LeaseLost
+from .errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock, wait_cap
 
 __all__ = ["FORWARDED", "Sentinel", "run"]
@@ -517,9 +517,18 @@ def run(
     try:
         signals.interrupting()
         try:
-            lease = registry.acquire(resource, ttl=ttl, confirmations=confirmations, wait=wait)
+            # Exclusive: the key's own live lease (a second `lock` of it) refuses too, unless taking over.
+            lease = registry.acquire(resource, ttl=ttl, confirmations=confirmations, wait=wait, exclusive=not take_over)
         except _Interrupted as stopped:
             return 128 + stopped.signum
+        except LeaseHeld as held:
+            if held.holder == registry.sender:
+                held.add_note(
+                    "held by this key: another `chainfence lock` of it, or another process with the same key; "
+                    "--wait S waits for it to end, --take-over fences it off (its command is stopped at its next "
+                    "renewal)"
+                )
+            raise
         try:
             code = _hold(lease, registry, list(command), signals, grace, keep_margins, url)
         except LeaseLost as error:

@@ -400,13 +400,17 @@ def _parser() -> argparse.ArgumentParser:
 
     lock = commands.add_parser(
         "lock", parents=[common], help="run a command while holding a lease, kept alive; stop it if the lease is lost",
-        usage="chainfence lock NAME [--ttl S] [--wait S] [--grace S] [options] -- CMD [ARGS...]",
-        description="Acquire NAME, run CMD with CHAINFENCE_RESOURCE, CHAINFENCE_TOKEN, CHAINFENCE_HOLDER, "
-        "CHAINFENCE_REGISTRY, CHAINFENCE_CHAIN_ID and CHAINFENCE_RPC_URL in its environment (the key stays in "
-        "CHAINFENCE_PRIVATE_KEY, inherited), renew the lease in the background, release it when CMD exits and exit "
-        "with CMD's code. If the lease is lost (no renewal confirmed before the safe deadline: ttl minus the "
-        "margins after the last confirmed send; or superseded, expired, released), CMD gets SIGTERM, then SIGKILL "
-        "after --grace seconds, and chainfence exits 7. SIGINT and SIGTERM sent to chainfence go to CMD.",
+        usage="chainfence lock NAME [--ttl S] [--wait S] [--take-over] [--grace S] [options] -- CMD [ARGS...]",
+        description="A mutex for commands. Acquire NAME (exclusively: while any lease on it is live, this key's "
+        "own included, exit 3, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
+        "CHAINFENCE_TOKEN, CHAINFENCE_HOLDER, CHAINFENCE_REGISTRY, CHAINFENCE_CHAIN_ID and CHAINFENCE_RPC_URL in "
+        "its environment (the key stays in CHAINFENCE_PRIVATE_KEY, inherited), renew the lease in the background, "
+        "and when CMD exits stop what is left of its session, release the lease and exit with CMD's code. If the "
+        "lease is lost (expired, released, superseded, revoked, granted away, rolled back, or no renewal confirmed "
+        "before the safe deadline), every process of CMD's session gets SIGTERM, then SIGKILL after --grace, and "
+        "chainfence exits 7 naming the end. If chainfence itself dies (any signal, SIGKILL included) or freezes, "
+        "a sentinel process stops CMD's session before the lease can end on-chain. SIGINT, SIGTERM, SIGHUP, "
+        "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     lock.add_argument("resource", help="the resource's name")
@@ -414,6 +418,11 @@ def _parser() -> argparse.ArgumentParser:
     lock.add_argument(
         "--wait", type=_wait_seconds, default=0.0,
         help="seconds to wait for a held resource to become free (default 0: fail at once with exit 3)",
+    )  # fmt: skip
+    lock.add_argument(
+        "--take-over", action="store_true",
+        help="acquire even while this key holds NAME live (another `chainfence lock` of it): a new token fences "
+        "the first off, whose command is stopped at its next renewal (default: exit 3, or wait with --wait)",
     )  # fmt: skip
     lock.add_argument(
         "--grace", type=_seconds, default=5.0, help="seconds between SIGTERM and SIGKILL when the lease is lost (default 5)"
@@ -899,7 +908,7 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return _cli_lock.run(
             registry, args.resource, command, ttl=args.ttl, wait=args.wait, grace=args.grace,
             latency_margin=args.latency_margin, block_time_margin=args.block_time_margin,
-            confirmations=args.confirmations, url=url, on_lost=on_lost,
+            confirmations=args.confirmations, take_over=args.take_over, url=url, on_lost=on_lost,
         )  # fmt: skip
     except _cli_lock.CommandNotRun as error:
         raise _Usage(str(error)) from None

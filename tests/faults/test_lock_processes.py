@@ -31,6 +31,7 @@ import pytest
 from chainfence import Chain, Registry, cli
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
+from tests.support.rpc_proxy import RpcProxy
 from tests.support.sequencer import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,24 +58,26 @@ def direct(node):
 
 
 class Lock:
-    """One `chainfence lock` process (the runner), its files and its command's."""
+    """One `chainfence lock` process (the runner), its files (``NAME.clock``, ``NAME.err``) and its command's."""
 
     def __init__(self, node, registry: Registry, tmp_path: Path, resource: str, *, naive: bool = False,
-                 command: list[str] | None = None, lock_args: tuple[str, ...] = (), runner_args: tuple[str, ...] = ()):  # fmt: skip
+                 command: list[str] | None = None, lock_args: tuple[str, ...] = (), runner_args: tuple[str, ...] = (),
+                 name: str = "lock", url: str | None = None, ttl: int = TTL):  # fmt: skip
         self.dir = tmp_path
+        self.name = name
         self.resource = resource
-        self.clock = tmp_path / "clock"
+        self.clock = tmp_path / f"{name}.clock"
         self.set_clock(0)
         if command is None:
             command = forking_command(tmp_path)
         env = {**os.environ, "CHAINFENCE_PRIVATE_KEY": dev_keys(4)[1], "PYTHONPATH": str(ROOT / "src")}
-        for name in ("CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY", "CHAINFENCE_DEPLOYMENT"):
-            env.pop(name, None)
-        self.out = open(tmp_path / "lock.out", "w")  # noqa: SIM115 - closed in finish()
-        self.err = open(tmp_path / "lock.err", "w")  # noqa: SIM115
+        for variable in ("CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY", "CHAINFENCE_DEPLOYMENT"):
+            env.pop(variable, None)
+        self.out = open(tmp_path / f"{name}.out", "w")  # noqa: SIM115 - closed in wait()
+        self.err = open(tmp_path / f"{name}.err", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, RUNNER, "--clock", str(self.clock), *(["--naive"] if naive else []), *runner_args, "--",
-             "lock", resource, "--rpc-url", node.url, "--registry", registry.address, "--ttl", str(TTL),
+             "lock", resource, "--rpc-url", url or node.url, "--registry", registry.address, "--ttl", str(ttl),
              "--grace", str(GRACE), *lock_args, "--", *command],
             env=env, stdout=self.out, stderr=self.err, cwd=ROOT, start_new_session=True,
         )  # fmt: skip
@@ -84,11 +87,18 @@ class Lock:
         temporary.write_text(repr(float(seconds)))
         temporary.replace(self.clock)
 
-    def writer(self) -> int:
-        """The writer's pid, once it has written its first line."""
-        wait_until(lambda: log(self.dir), "the writer wrote its first line")
-        token = log(self.dir)[0][0]
-        return int((self.dir / f"writer-{token}.pid").read_text())
+    def writer(self, *, besides: str | None = None) -> tuple[int, str]:
+        """(pid, token) of the writer, once it has written its first line (not the writer of token ``besides``)."""
+
+        def token() -> str | None:
+            return next((t for t, _ in log(self.dir) if t != besides), None)
+
+        wait_until(token, f"{self.name}'s writer wrote its first line")
+        mine = token()
+        assert mine is not None
+        path = self.dir / f"writer-{mine}.pid"
+        wait_until(path.exists, f"{self.name}'s writer's pid file")
+        return int(path.read_text()), mine
 
     def wait(self) -> int:
         code = self.proc.wait(timeout=120)
@@ -98,7 +108,7 @@ class Lock:
 
     @property
     def stderr(self) -> str:
-        return (self.dir / "lock.err").read_text()
+        return (self.dir / f"{self.name}.err").read_text()
 
 
 def forking_command(directory: Path, *writer_args: str) -> list[str]:
@@ -159,7 +169,7 @@ def test_a_loss_stops_the_writer_the_shell_forked_not_only_the_shell(node, direc
     chain, registry = direct
     resource = f"lock-proc/loss-{naive}"
     lock = Lock(node, registry, tmp_path, resource, naive=naive)
-    writer = lock.writer()
+    writer, _ = lock.writer()
     lease = registry.lease_of(resource)
     registry.connect(chain.accounts[1]).release(resource, lease.token)  # the holder's key, another process
     lock.set_clock(RENEWAL_DUE)  # the renewal falls due: it finds the lease released
@@ -177,6 +187,78 @@ def test_a_loss_stops_the_writer_the_shell_forked_not_only_the_shell(node, direc
 
 
 # ---------------------------------------------------------------------------
+# Two `lock`s with one key and one name: never both commands at once
+# ---------------------------------------------------------------------------
+
+
+def interleaved(directory: Path, first: str, second: str) -> bool:
+    """Whether the first holder wrote after the second's first line."""
+    return bool(after_successor(directory, first, second)) if any(t == second for t, _ in log(directory)) else False
+
+
+@pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])
+def test_a_second_lock_of_the_same_key_exits_3_naming_the_holder(node, direct, tmp_path, naive):
+    chain, registry = direct
+    resource = f"lock-proc/same-key-{naive}"
+    first = Lock(node, registry, tmp_path, resource, naive=naive, name="first")
+    writer, token = first.writer()
+    second = Lock(node, registry, tmp_path, resource, naive=naive, name="second")
+    try:
+        if naive:  # it re-acquires its own key's live lease: both commands write at once
+            other, new = second.writer(besides=token)
+            wait_until(lambda: interleaved(tmp_path, token, new), "the first writer writes after the second began")
+            stop(other)
+            return
+        assert second.wait() == cli.EXIT_HELD
+        assert f"is held by {chain.accounts[1]} with token {token}" in second.stderr
+        assert "held by this key" in second.stderr and "--take-over" in second.stderr
+        assert {t for t, _ in log(tmp_path)} == {token}, "the second command never ran"
+        assert registry.lease_of(resource).token == int(token)
+    finally:
+        for lock in (first, second):
+            lock.proc.kill()
+            lock.wait()
+        stop(writer)
+
+
+def test_a_second_lock_of_the_same_key_with_wait_runs_once_the_first_is_done(node, direct, tmp_path):
+    chain, registry = direct
+    resource = "lock-proc/same-key-wait"
+    first = Lock(node, registry, tmp_path, resource, name="first")
+    writer, token = first.writer()
+    with RpcProxy(node.url) as proxy:
+        second = Lock(node, registry, tmp_path, resource, name="second", url=proxy.url, lock_args=("--wait", "300"))
+        proxy.wait_completed("eth_estimateGas", 1)  # its first attempt's preflight: refused, LeaseHeld; it waits
+        assert {t for t, _ in log(tmp_path)} == {token}
+        first.proc.send_signal(signal.SIGTERM)  # forwarded: the command ends, the first `lock` releases
+        assert first.wait() == 128 + signal.SIGTERM
+        other, new = second.writer(besides=token)
+        assert not alive(writer)
+        assert int(new) > int(token) and after_successor(tmp_path, token, new) == []
+        second.proc.send_signal(signal.SIGTERM)
+        assert second.wait() == 128 + signal.SIGTERM
+    assert not alive(other)
+
+
+def test_take_over_fences_the_first_whose_command_is_stopped_at_its_next_renewal(node, direct, tmp_path):
+    chain, registry = direct
+    resource = "lock-proc/take-over"
+    first = Lock(node, registry, tmp_path, resource, name="first")
+    writer, token = first.writer()
+    second = Lock(node, registry, tmp_path, resource, name="second", lock_args=("--take-over",))
+    other, new = second.writer(besides=token)
+    assert int(new) > int(token)
+    first.set_clock(RENEWAL_DUE)  # the first's renewal meets the higher token: superseded
+    assert first.wait() == cli.EXIT_LOST
+    assert "(superseded)" in first.stderr
+    assert not alive(writer)
+    assert alive(other), "the second command runs on"
+    second.proc.send_signal(signal.SIGTERM)
+    assert second.wait() == 128 + signal.SIGTERM
+    assert registry.last_lease(resource).status is LeaseStatus.RELEASED
+
+
+# ---------------------------------------------------------------------------
 # `lock` dies: its sentinel stops the command before the lease can end on-chain
 # ---------------------------------------------------------------------------
 
@@ -189,7 +271,7 @@ def test_lock_killed_while_the_command_writes(node, direct, tmp_path, sig, naive
     chain, registry = direct
     resource = f"lock-proc/{sig.name}-{naive}"
     lock = Lock(node, registry, tmp_path, resource, naive=naive)
-    writer = lock.writer()
+    writer, _ = lock.writer()
     lease = registry.lease_of(resource)
     lock.proc.send_signal(sig)
     code = lock.wait()
@@ -225,7 +307,7 @@ def test_lock_killed_while_it_stops_a_stubborn_leftover(node, direct, tmp_path, 
     # The shell leaves once the writer has written (its handlers are set by then).
     script = f'"{sys.executable}" "{WRITER}" "$0" --ignore TERM & until [ -s "$0/log" ]; do sleep 0.01; done'
     lock = Lock(node, registry, tmp_path, resource, naive=naive, command=["sh", "-c", script, str(tmp_path)])
-    writer = lock.writer()
+    writer, _ = lock.writer()
     lease = registry.lease_of(resource)
     try:
         if naive:
@@ -258,7 +340,7 @@ def test_a_frozen_lock_s_sentinel_stops_the_command_at_the_safe_deadline(node, d
     chain, registry = direct
     resource = f"lock-proc/frozen-{naive}"
     lock = Lock(node, registry, tmp_path, resource, naive=naive)
-    writer = lock.writer()
+    writer, _ = lock.writer()
     lease = registry.lease_of(resource)
     try:
         lock.proc.send_signal(signal.SIGSTOP)
@@ -324,7 +406,7 @@ def test_control_the_naive_lock_deadlocks_on_a_sigterm_while_the_command_starts(
         if moment == "before-fork":
             assert not (tmp_path / "log").exists(), "the command never started"
         else:
-            writer = lock.writer()
+            writer, _ = lock.writer()
             assert not list(tmp_path.glob("signals-*")), "the command never got the SIGTERM"
     finally:
         lock.proc.kill()
@@ -339,7 +421,7 @@ def test_a_terminal_s_ctrl_c_reaches_the_command_once(node, direct, tmp_path):
     chain, registry = direct
     resource = "lock-proc/ctrl-c"
     lock = Lock(node, registry, tmp_path, resource, command=[sys.executable, WRITER, str(tmp_path), "--ignore", "INT"])
-    writer = lock.writer()
+    writer, _ = lock.writer()
     token = log(tmp_path)[0][0]
     signals = tmp_path / f"signals-{token}"
     os.killpg(lock.proc.pid, signal.SIGINT)  # the runner is its process group's leader, as a shell's job is
