@@ -618,7 +618,7 @@ def _supervise(
                 loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
                 if loss is not None and stop is None:
                     _say_err(
-                        f"chainfence lock: {loss} ({_describe(loss.why)}); stopping the command's session {sid} "
+                        f"chainfence lock: {_explain(loss)}; stopping the command's session {sid} "
                         f"(SIGTERM, SIGKILL after {grace:g} s)"
                     )
                     stop = SessionStop(sid, time.monotonic() + grace, group_safe=lambda: True, clock=time.monotonic)
@@ -672,13 +672,13 @@ def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
                      "chainfence lock died")  # fmt: skip
 
 
-def _describe(why: str) -> str:
-    for kind in (End, LocalEnd):
-        try:
-            return kind(why).describe
-        except ValueError:
-            continue
-    return why
+def _explain(loss: LeaseLost) -> str:
+    """The loss in one clause: which end, in the model's words, and what revealed it."""
+    try:
+        end = End(loss.why)
+    except ValueError:
+        return str(loss)  # a local end: its detail says it in prose
+    return f"{loss} ({end.describe})"
 
 
 def _release_quietly(lease: Any) -> None:

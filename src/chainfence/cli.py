@@ -899,8 +899,7 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = _connect(args, needs_key=True)
     url = _rpc_url(args, _deployment(args))
 
-    def on_lost(error: LeaseLost) -> None:
-        print(f"chainfence lock: {error}", file=sys.stderr)
+    def on_lost(error: LeaseLost) -> None:  # stderr said it when the command was stopped
         if args.json:
             print(json.dumps({**error.details(), "exit_code": EXIT_LOST}))
 

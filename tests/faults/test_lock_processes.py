@@ -32,11 +32,12 @@ from chainfence import Chain, Registry, cli
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
+from tests.support.lock_writer import WRITER, alive, forking_command, log
+from tests.support.lock_writer import writer as first_writer
 from tests.support.sequencer import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = str(ROOT / "tests" / "support" / "lock_runner.py")
-WRITER = str(ROOT / "tests" / "support" / "lock_writer.py")
 TTL = 30
 GRACE = 5
 #: The keep-alive's numbers for TTL and GRACE: a renewal is due at ttl/2; the safe deadline is
@@ -89,16 +90,10 @@ class Lock:
 
     def writer(self, *, besides: str | None = None) -> tuple[int, str]:
         """(pid, token) of the writer, once it has written its first line (not the writer of token ``besides``)."""
-
-        def token() -> str | None:
-            return next((t for t, _ in log(self.dir) if t != besides), None)
-
-        wait_until(token, f"{self.name}'s writer wrote its first line")
-        mine = token()
-        assert mine is not None
-        path = self.dir / f"writer-{mine}.pid"
-        wait_until(path.exists, f"{self.name}'s writer's pid file")
-        return int(path.read_text()), mine
+        wait_until(lambda: first_writer(self.dir, besides=besides), f"{self.name}'s writer wrote its first line")
+        found = first_writer(self.dir, besides=besides)
+        assert found is not None
+        return found
 
     def wait(self) -> int:
         code = self.proc.wait(timeout=120)
@@ -109,28 +104,6 @@ class Lock:
     @property
     def stderr(self) -> str:
         return (self.dir / f"{self.name}.err").read_text()
-
-
-def forking_command(directory: Path, *writer_args: str) -> list[str]:
-    """``sh -c 'writer; cleanup'``: the shell forks the writer and waits for it."""
-    script = f'"{sys.executable}" "{WRITER}" "$0" {" ".join(writer_args)}; echo cleanup $CHAINFENCE_TOKEN >> "$0/log"'
-    return ["sh", "-c", script, str(directory)]
-
-
-def log(directory: Path) -> list[tuple[str, str]]:
-    path = directory / "log"
-    if not path.exists():
-        return []
-    return [tuple(line.split(" ", 1)) for line in path.read_text().splitlines() if " " in line]  # type: ignore[misc]
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, dead but not reaped by its new parent, does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != b"Z"
 
 
 def successor_writes(chain: Chain, registry: Registry, lock: Lock, old_token: str, *, expire: bool) -> str:
