@@ -500,12 +500,15 @@ def run(
     take_over: bool = False,
     url: str | None = None,
     on_lost: Callable[[LeaseLost], Any] | None = None,
+    sentinel: Sentinel | None = None,
 ) -> int:
     """Acquire ``resource``, run ``command`` under it, and return the exit status ``lock`` exits with.
 
     Raises what the acquisition raises (``LeaseHeld``, ``NotAdmitted``, ...: nothing ran), and
     :class:`CommandNotRun`. A loss is returned as 7 after the whole session was stopped;
-    ``on_lost`` (for the CLI's message) is called with it first.
+    ``on_lost`` (for the CLI's message) is called with it first. ``sentinel``: one started already
+    (the CLI forks it first thing, while its process is small); else one is forked after the
+    acquisition, before any thread of `lock` starts. Either way it is closed on return.
     """
     from .cli import EXIT_LOST
 
@@ -530,7 +533,7 @@ def run(
                 )
             raise
         try:
-            code = _hold(lease, registry, list(command), signals, grace, keep_margins, url)
+            code = _hold(lease, registry, list(command), signals, grace, keep_margins, url, sentinel)
         except LeaseLost as error:
             _release_quietly(lease)
             if on_lost is not None:
@@ -546,18 +549,23 @@ def run(
         return code
     finally:
         signals.restore()
+        if sentinel is not None:
+            sentinel.close()
 
 
 def _hold(
     lease: Any, registry: Any, command: list[str], signals: _Signals, grace: float, keep_margins: dict[str, float],
-    url: str | None,
+    url: str | None, sentinel: Sentinel | None,
 ) -> int:  # fmt: skip
     """Run the command under ``lease``; its exit status, or LeaseLost once its session is stopped."""
     clock, sentinel_clock = _CLOCK, _SENTINEL_CLOCK
-    try:
-        sentinel = Sentinel.start(grace, clock=sentinel_clock)  # before any thread of ours
-    except _Interrupted as stopped:
-        return 128 + stopped.signum
+    if sentinel is None:
+        try:
+            sentinel = Sentinel.start(grace, clock=sentinel_clock)  # before any thread of ours
+        except _Interrupted as stopped:
+            return 128 + stopped.signum
+    else:
+        sentinel_clock = sentinel.clock
     try:
         try:
             signals.recording()

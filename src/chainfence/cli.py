@@ -896,21 +896,25 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         raise _Usage("no command to run: chainfence lock NAME [--ttl S] -- CMD [ARGS...]")
     # A ttl the margins leave no time in is refused before anything is sent.
     _cli_lock.check(args.ttl, args.grace, args.latency_margin, args.block_time_margin)
-    chain, registry = _connect(args, needs_key=True)
-    url = _rpc_url(args, _deployment(args))
-
-    def on_lost(error: LeaseLost) -> None:  # stderr said it when the command was stopped
-        if args.json:
-            print(json.dumps({**error.details(), "exit_code": EXIT_LOST}))
-
+    # Forked first, before web3 is imported and before any thread: a small copy, quick to fork.
+    sentinel = _cli_lock.Sentinel.start(args.grace)
     try:
+        chain, registry = _connect(args, needs_key=True)
+        url = _rpc_url(args, _deployment(args))
+
+        def on_lost(error: LeaseLost) -> None:  # stderr said it when the command was stopped
+            if args.json:
+                print(json.dumps({**error.details(), "exit_code": EXIT_LOST}))
+
         return _cli_lock.run(
             registry, args.resource, command, ttl=args.ttl, wait=args.wait, grace=args.grace,
             latency_margin=args.latency_margin, block_time_margin=args.block_time_margin,
-            confirmations=args.confirmations, take_over=args.take_over, url=url, on_lost=on_lost,
+            confirmations=args.confirmations, take_over=args.take_over, url=url, on_lost=on_lost, sentinel=sentinel,
         )  # fmt: skip
     except _cli_lock.CommandNotRun as error:
         raise _Usage(str(error)) from None
+    finally:
+        sentinel.close()
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {
