@@ -83,6 +83,7 @@ PART = endings.declare(
 FORWARDED: tuple[signal.Signals, ...] = (
     signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH,
 )  # fmt: skip
+_LOCAL_ENDS = frozenset(end.value for end in LocalEnd)
 #: The forwarded signals that, before the command has started, mean "do not start it".
 _TERMINATING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
 
@@ -535,7 +536,10 @@ def run(
         try:
             code = _hold(lease, registry, list(command), signals, grace, keep_margins, url, sentinel)
         except LeaseLost as error:
-            _release_quietly(lease)
+            if not getattr(error, "_said", False):  # found only as the keep-alive stopped
+                _say_err(f"chainfence lock: {_explain(error)}")
+            if error.why in _LOCAL_ENDS:  # given up locally: it may still be live on-chain, and nothing runs now
+                _release_quietly(lease)
             if on_lost is not None:
                 on_lost(error)
             return EXIT_LOST
@@ -629,6 +633,7 @@ def _supervise(
                         f"chainfence lock: {_explain(loss)}; stopping the command's session {sid} "
                         f"(SIGTERM, SIGKILL after {grace:g} s)"
                     )
+                    loss._said = True  # type: ignore[attr-defined]
                     stop = SessionStop(sid, time.monotonic() + grace, group_safe=lambda: True, clock=time.monotonic)
             if not exited:
                 exited = os.waitid(os.P_PID, sid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
@@ -654,6 +659,12 @@ def _supervise(
             while not final.poll():
                 time.sleep(_POLL)
         returncode = child.wait()  # only now: until it is reaped, the session's id cannot be reused
+    sentinel.close()  # nothing of the session is left to watch; its exit says whether it fired meanwhile
+    if loss is None:
+        loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
+        if loss is not None:
+            _say_err(f"chainfence lock: {_explain(loss)}; the command had ended")
+            loss._said = True  # type: ignore[attr-defined]
     if loss is not None:
         raise loss
     return exit_status(returncode)
@@ -669,7 +680,7 @@ def _forward(sid: int, sig: int) -> None:
 def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
     """A loss the sentinel's exit reveals: it fired at the deadline `lock` missed, or it died."""
     status = sentinel.exited()
-    if status is None:
+    if status is None or status == SENTINEL_DONE:
         return None
     if status == SENTINEL_DEADLINE:
         return LeaseLost(resource=lease.resource, token=lease.token, why=LocalEnd.DEADLINE.value,
@@ -681,12 +692,13 @@ def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
 
 
 def _explain(loss: LeaseLost) -> str:
-    """The loss in one clause: which end, in the model's words, and what revealed it."""
+    """The loss in one clause: which end, in the model's words, then what revealed it."""
     try:
-        end = End(loss.why)
+        end: End | LocalEnd = End(loss.why)
     except ValueError:
-        return str(loss)  # a local end: its detail says it in prose
-    return f"{loss} ({end.describe})"
+        end = LocalEnd(loss.why)
+    text = f"lost the lease of token {loss.token} on {loss.resource!r} ({loss.why}: {end.describe})"
+    return f"{text}; {loss.detail}" if loss.detail and isinstance(end, End) else text
 
 
 def _release_quietly(lease: Any) -> None:
