@@ -74,7 +74,7 @@ EXIT_HELD = 3  # someone else holds the lease
 EXIT_NOT_CURRENT = 4  # the token is stale, unknown, expired, released, unconfirmed, or not yours
 EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry there, no anvil
 EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
-EXIT_LOST = 7  # `lock`: the lease was lost while the command ran; the command was stopped
+EXIT_LOST = 7  # `lock`: the lease was lost while the command ran; the command's session was stopped
 EXIT_NOTHING_TO_CLAIM = 8  # `claim`: every item is done or held live by others
 EXIT_REFUSED = 9  # a namespace refused the caller: not its admin, already claimed, not admitted
 EXIT_LOCK_DELAY = 10  # the resource's lease expired and its namespace's lock-delay still runs
@@ -86,14 +86,15 @@ exit codes:
   0  success (verify: the token is current)
   1  other error
   2  usage or configuration error, bad input, a missing extra (nothing was sent)
-  3  lease held by someone else
+  3  lease held by someone else (`lock`: by anyone, this key included, unless --take-over)
   4  token not current: stale, unknown, expired, released, unconfirmed, or not yours
   5  connection problem: node unreachable, wrong chain, a chain that lost history (rolled back),
      no registry at the address, no anvil
   6  transaction timed out (cancelled: nothing happened) or outcome unknown (reconcile: chainfence tx HASH...);
      `chainfence tx`: not settled yet
-  7  `chainfence lock`: the lease was lost while the command ran (renewals unconfirmed before the safe
-     deadline, or superseded, expired, released): the command got SIGTERM, then SIGKILL after --grace
+  7  `chainfence lock`: the lease was lost while the command ran (expired, released, superseded, revoked,
+     granted, rolled back, or no renewal confirmed before the safe deadline: stderr says which); every process
+     of the command's session got SIGTERM, then SIGKILL after --grace
   `chainfence lock` otherwise exits with the command's code (128+N if a signal N ended it)
   8  `claim`: nothing left to claim (every item is done or held by another agent)
   9  refused by a namespace: not its admin (or not the pending one), already claimed, holder not admitted

@@ -375,6 +375,15 @@ def test_a_sigterm_while_the_command_starts_is_forwarded_once(node, direct, tmp_
         assert (tmp_path / f"signals-{last.token}").read_text().split() == ["TERM"]
 
 
+def test_a_sigterm_once_the_lease_is_held_but_before_the_command_starts_means_it_never_starts(node, direct, tmp_path):
+    chain, registry = direct
+    resource = "lock-proc/term-before-start"
+    lock = Lock(node, registry, tmp_path, resource, runner_args=("--sigterm-in-keep",))
+    assert lock.wait() == 128 + signal.SIGTERM, lock.stderr
+    assert not (tmp_path / "log").exists(), "the command never started"
+    assert registry.last_lease(resource).status is LeaseStatus.RELEASED
+
+
 @pytest.mark.parametrize("moment", ["before-fork", "after-start"])
 def test_control_the_naive_lock_deadlocks_on_a_sigterm_while_the_command_starts(node, direct, tmp_path, moment):
     """The naive handler takes the lock the main thread holds around Popen: the main thread waits on itself."""

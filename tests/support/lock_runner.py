@@ -7,7 +7,8 @@ rewrites it), so a renewal falls due, or a safe deadline passes, when the test s
 ``--naive``: run the naive `lock` of tests/support/naive_lock.py (the controls). ``--sigterm-in-popen``:
 `lock` sends itself SIGTERM as it starts the command (inside ``subprocess.Popen``, before the fork),
 the moment the naive version deadlocks at; with DIR, once the command has started and written
-DIR/writer-*.pid (tests/support/lock_writer.py: its handlers are set), before Popen returns. ``--dump FILE``: SIGUSR2 writes every thread's stack to FILE
+DIR/writer-*.pid (tests/support/lock_writer.py: its handlers are set), before Popen returns.
+``--sigterm-in-keep``: `lock` sends itself SIGTERM once it holds the lease, before the command starts. ``--dump FILE``: SIGUSR2 writes every thread's stack to FILE
 (faulthandler, which runs even while the main thread is stuck), so a test can see where it is stuck;
 FILE.ready appears once it does.
 """
@@ -66,6 +67,16 @@ def main(argv: list[str]) -> int:
             return child
 
         subprocess.Popen = popen  # type: ignore[misc]
+    if "--sigterm-in-keep" in options:  # once the lease is held, before the command starts
+        from chainfence.lease import Lease
+
+        keep = Lease.keep
+
+        def keep_signalled(self, **kwargs):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return keep(self, **kwargs)
+
+        Lease.keep = keep_signalled  # type: ignore[method-assign]
     if "--dump" in options:
         dump = open(options[options.index("--dump") + 1], "w")  # noqa: SIM115 - open until the process ends
         faulthandler.register(signal.SIGUSR2, file=dump, all_threads=True, chain=False)
