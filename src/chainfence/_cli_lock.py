@@ -59,13 +59,16 @@ PART = endings.declare(
     "lock",
     __name__,
     {
-        End.EXPIRED: f"found at the next renewal (LeaseExpired): {_STOPS} ('expired')",
-        End.RELEASED: f"found at the next renewal (the command or another process released it): {_STOPS} ('released')",
-        End.COMPLETED: f"found at the next renewal (the command completed it): {_STOPS} ('completed')",
-        End.SUPERSEDED: f"found at the next renewal (lock --take-over, or the key reacquired it): {_STOPS} ('superseded')",
-        End.REVOKED: f"found at the next renewal (LeaseRevoked): {_STOPS} ('revoked')",
-        End.GRANTED: f"found at the next renewal (a higher token, granted): {_STOPS} ('granted')",
-        End.ROLLED_BACK: f"found at the next renewal (ChainRolledBack): {_STOPS} ('rolled_back')",
+        End.EXPIRED: f"found at the next renewal (LeaseExpired, or a successor's acquisition saying so): {_STOPS}",
+        End.RELEASED: f"found at the next renewal (released by another process of the key, the command itself "
+        f"included): {_STOPS}",
+        End.COMPLETED: "ends nothing: lock holds a plain lease, and completing one (the command recording its result) "
+        "only records the result; the renewals go on and the command runs to its end",
+        End.SUPERSEDED: f"found at the next renewal (a higher token reacquired by the key: lock --take-over, or "
+        f"another process of it): {_STOPS}",
+        End.REVOKED: f"found at the next renewal (LeaseRevoked, or the successor's acquisition): {_STOPS}",
+        End.GRANTED: f"found at the next renewal (a higher token whose acquisition says granted): {_STOPS}",
+        End.ROLLED_BACK: f"found at the next renewal (the registry no longer knows the token): {_STOPS}",
         LocalEnd.DEADLINE: f"no renewal confirmed before the safe deadline: {_STOPS} ('deadline'); the sentinel does the "
         "same if lock itself is frozen or dead",
         LocalEnd.ERROR: f"the renewer failed (not a chain error), or the sentinel died: {_STOPS} ('error')",
@@ -614,6 +617,8 @@ def _supervise(
         )
     except OSError as exc:
         raise CommandNotRun(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+    except subprocess.SubprocessError:  # its preexec_fn could not tell the sentinel: it must not run unwatched
+        raise CommandNotRun(f"did not run {command[0]!r}: its sentinel could not be told of it") from None
     sid = child.pid
     for sig in before:
         _forward(sid, sig)
