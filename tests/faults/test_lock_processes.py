@@ -402,6 +402,7 @@ def test_control_the_naive_lock_deadlocks_on_a_sigterm_while_the_command_starts(
     writer = None
     try:
         wait_until(Path(f"{dump}.ready").exists, "the runner dumps stacks on SIGUSR2")
+        wait_until(Path(f"{dump}.sigterm").exists, "the runner sends itself SIGTERM")  # probe only from then on
         wait_until(stuck_in_forward, "a thread is inside the SIGTERM handler, under _cmd_lock")
         assert lock.proc.poll() is None
         if moment == "before-fork":

@@ -10,7 +10,7 @@ the moment the naive version deadlocks at; with DIR, once the command has starte
 DIR/writer-*.pid (tests/support/lock_writer.py: its handlers are set), before Popen returns.
 ``--sigterm-in-keep``: `lock` sends itself SIGTERM once it holds the lease, before the command starts. ``--dump FILE``: SIGUSR2 writes every thread's stack to FILE
 (faulthandler, which runs even while the main thread is stuck), so a test can see where it is stuck;
-FILE.ready appears once it does.
+FILE.ready appears once it does, FILE.sigterm just before the SIGTERM of ``--sigterm-in-popen``.
 """
 
 from __future__ import annotations
@@ -56,14 +56,19 @@ def main(argv: list[str]) -> int:
         after = options[options.index("--sigterm-in-popen") + 1 :][:1]
         started = Path(after[0]) if after and not after[0].startswith("--") else None
 
+        def sigterm() -> None:
+            if "--dump" in options:  # the test probes the stacks from now on
+                Path(options[options.index("--dump") + 1] + ".sigterm").touch()
+            os.kill(os.getpid(), signal.SIGTERM)
+
         def popen(*args, **kwargs):
             if started is None:
-                os.kill(os.getpid(), signal.SIGTERM)
+                sigterm()
             child = real(*args, **kwargs)
             if started is not None:
                 while not any(started.glob("writer-*.pid")):
                     time.sleep(0.005)
-                os.kill(os.getpid(), signal.SIGTERM)
+                sigterm()
             return child
 
         subprocess.Popen = popen  # type: ignore[misc]
