@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {IFencingRegistry} from "./IFencingRegistry.sol";
+import {IFencingRegistry, POLICY_ADMISSION, POLICY_LOCK_DELAY, POLICY_MAX_TTL} from "./IFencingRegistry.sol";
 
 /**
  * @title FencingRegistry
@@ -39,13 +39,34 @@ import {IFencingRegistry} from "./IFencingRegistry.sol";
  *   per renewal.
  * - No global owner, no upgrade path: nobody can mint a token, move a lease
  *   outside a namespace it administers, or rewrite history. {maxTtl} is
- *   immutable; namespace admins are set at deployment or claimed first come.
- * - Namespaces cost a namespace nobody administers no storage read: a 208-bit
- *   Bloom filter of administered namespaces lives in the counter's slot
+ *   immutable; namespace admins exist by construction only: the deployer's
+ *   assignments (constructor) and address namespaces (see {IFencingRegistry}).
+ *   Rejected: first-come claims of unassigned namespaces. A stranger who
+ *   claimed one that others already used (`reports/...`) could revoke their
+ *   live leases and lock them out, and its filter bit made every acquisition
+ *   in open namespaces that shared it pay a cold read (+2,198 gas measured,
+ *   over the +2,100 ceiling), forever. With power fixed before any lease
+ *   exists, nobody gains power over what others already hold.
+ * - A namespace nobody administers costs no storage read: a 208-bit Bloom
+ *   filter of the deployer's assigned namespaces lives in the counter's slot
  *   (`_counter`, read by every acquisition anyway). A clear bit proves the
  *   namespace has no admin; a set bit (its own, or a collision) costs one
- *   cold read of `_namespaces`. Squatters filling the filter cost everyone
- *   at most that one read.
+ *   cold read of `_namespaces`. Only the constructor sets bits: no
+ *   transaction after deployment can make another namespace's acquisitions
+ *   dearer (with n assignments, about n/208 of the open namespaces share a
+ *   bit: the deployer's choice, fixed at deployment).
+ * - Address namespaces ("0x" + 40 lowercase hex digits) never use the
+ *   filter: an acquisition whose prefix is 42 bytes starting "0x" reads the
+ *   namespace's slot (one cold read, 2,100 gas, paid by those names only,
+ *   measured in docs/benchmarks.md). The owner is recognised by hashing
+ *   "0x" + the caller's address in hex (`_addressNamespace`, ~400 gas, on
+ *   admin calls only), so an owner needs no storage until it sets a policy,
+ *   and strangers' policies on their own address namespaces touch no other
+ *   namespace's slot or bit.
+ * - {setNamespacePolicy} sets only the fields it names (a mask): the slot is
+ *   read by the admin check anyway, so merging there costs a few dozen gas
+ *   and no race, where a client that reads the policy and writes it back
+ *   whole could undo a concurrent change of another field.
  * - Renewals are held to a namespace's maxTtl once the resource was acquired
  *   while that maxTtl was set: that acquisition records the resource's
  *   namespace (`_namespaceOf`, written once per resource: 22,100 gas, one
@@ -54,7 +75,7 @@ import {IFencingRegistry} from "./IFencingRegistry.sol";
  *   (its namespace, the policy). A lease acquired before its namespace set a
  *   maxTtl renews under the registry's maxTtl until it ends (or the admin
  *   revokes it). Rejected: a namespace index in the lease slot (the token or
- *   expiry would have to shrink, and a squatter could exhaust the indexes).
+ *   expiry would have to shrink, and strangers could exhaust the indexes).
  * - No external calls, so no reentrancy surface.
  */
 contract FencingRegistry is IFencingRegistry {
@@ -81,18 +102,21 @@ contract FencingRegistry is IFencingRegistry {
      * The token counter and the namespace filter, one slot:
      *
      *   bits  0..47   the highest token issued; the next one is that + 1
-     *   bits 48..255  Bloom filter: bit 48 + (namespace % 208) is set when
-     *                 `namespace` gets an admin (never cleared)
+     *   bits 48..255  Bloom filter: bit 48 + (namespace % 208) is set when the
+     *                 constructor assigns `namespace` (never set after it, never cleared)
      */
     uint256 private _counter;
 
     /*
      * Each administered namespace, one packed slot:
      *
-     *   bits   0..159  admin              never 0 once claimed (no renounce)
+     *   bits   0..159  admin              an assigned namespace's: never 0 (no renounce);
+     *                                     an address namespace's: 0 (its address, by
+     *                                     construction) until a hand-over writes one
      *   bits 160..191  maxTtl             0: the registry's
      *   bits 192..223  lockDelay          seconds after an expiry
      *   bit  224       admissionRequired
+     *   bits 225..255  (zero)
      */
     mapping(bytes32 namespace => uint256 packedNamespace) private _namespaces;
 
@@ -132,6 +156,12 @@ contract FencingRegistry is IFencingRegistry {
     uint256 private constant _NS_ADMISSION = 1 << 224;
     /// @dev The maxTtl bits of a packed namespace: nonzero when the namespace caps ttls.
     uint256 private constant _NS_MAX_TTL = _UINT32_MASK << 160;
+    /// @dev {setNamespacePolicy}'s `fields`: every field there is.
+    uint256 private constant _POLICY_ALL = POLICY_MAX_TTL | POLICY_LOCK_DELAY | POLICY_ADMISSION;
+    /// @dev "0x" as the top two bytes of a word: an address namespace's prefix starts so.
+    uint256 private constant _HEX_PREFIX = 0x3078;
+    /// @dev Bytes in an address namespace's prefix: "0x" and 40 lowercase hex digits.
+    uint256 private constant _ADDRESS_PREFIX_LENGTH = 42;
     /// @dev Most names one {acquireMany} may list.
     uint256 private constant _MAX_MANY = 64;
 
@@ -146,7 +176,7 @@ contract FencingRegistry is IFencingRegistry {
     uint256 private constant _MAX_MAX_TTL = type(uint32).max;
 
     /// @param maxTtl_ The longest ttl a lease may ask for, 1 to 2**32 - 1 seconds.
-    /// @param prefixes Namespaces assigned at deployment (nobody can claim them first) ...
+    /// @param prefixes Namespaces assigned at deployment (not address namespaces: those are their address's) ...
     /// @param admins ... to these admins, one per prefix.
     constructor(uint256 maxTtl_, string[] memory prefixes, address[] memory admins) {
         if (maxTtl_ == 0 || maxTtl_ > _MAX_MAX_TTL) revert FencingRegistryInvalidMaxTtl(maxTtl_);
@@ -155,7 +185,7 @@ contract FencingRegistry is IFencingRegistry {
         if (prefixes.length != admins.length) revert FencingRegistryInvalidAssignments(prefixes.length, admins.length);
         for (uint256 i; i < prefixes.length; ++i) {
             if (admins[i] == address(0)) revert FencingRegistryInvalidHolder(address(0));
-            _claim(prefixes[i], admins[i]);
+            _assign(prefixes[i], admins[i]);
         }
     }
 
@@ -244,8 +274,10 @@ contract FencingRegistry is IFencingRegistry {
         uint256 previousExpiresAt = _expiresAtOf(previous);
         uint256 keep = previous & _RECORDED;
 
-        (bool inNamespace, bytes32 namespace) = _namespaceOfName(name);
-        if (inNamespace && _mayBeAdministered(counter, namespace)) {
+        // An address namespace's slot is read (one cold read, paid by its names only); any other
+        // namespace's only when the deployer's filter says it may have an admin.
+        (, bool read, bytes32 namespace) = _namespaceOfName(name, counter);
+        if (read) {
             uint256 ns = _namespaces[namespace];
             if (ns != 0) {
                 _applyPolicy(ns, namespace, msg.sender, ttl);
@@ -369,9 +401,10 @@ contract FencingRegistry is IFencingRegistry {
         bytes32 namespace;
         uint256 ns;
         {
-            bool inNamespace;
-            (inNamespace, namespace) = _namespaceOfMemory(bytes(workset));
-            if (inNamespace && _mayBeAdministered(counter, namespace)) ns = _namespaces[namespace];
+            // An address namespace's slot is read; any other's only when the deployer's filter says so.
+            (, bool read, bytes32 found) = _namespaceOfMemory(bytes(workset), counter);
+            namespace = found;
+            if (read) ns = _namespaces[namespace];
             if (ns != 0) _applyPolicy(ns, namespace, msg.sender, ttl);
         }
 
@@ -434,13 +467,12 @@ contract FencingRegistry is IFencingRegistry {
     // ------------------------------------------------------------------
 
     /// @inheritdoc IFencingRegistry
-    function claimNamespace(string calldata prefix) external returns (bytes32 namespace) {
-        return _claim(prefix, msg.sender);
-    }
-
-    /// @inheritdoc IFencingRegistry
     function transferNamespaceAdmin(bytes32 namespace, address newAdmin) external {
-        _requireAdmin(namespace);
+        uint256 ns = _requireAdmin(namespace);
+        // An address namespace's own address, admin by construction, is written down first, so that
+        // the hand-over's {NamespaceAdminTransferred} names it (the slot cannot: it holds no address
+        // until then). Policy bits are kept; the role is the same.
+        if (ns & _HOLDER_MASK == 0) _namespaces[namespace] = ns | uint256(uint160(msg.sender));
         _pendingAdmins[namespace] = newAdmin;
         emit NamespaceAdminTransferStarted(namespace, msg.sender, newAdmin);
     }
@@ -457,15 +489,39 @@ contract FencingRegistry is IFencingRegistry {
     }
 
     /// @inheritdoc IFencingRegistry
-    function setNamespacePolicy(bytes32 namespace, uint256 maxTtl_, uint256 lockDelay, bool admissionRequired)
-        external
-    {
+    function setNamespacePolicy(
+        bytes32 namespace,
+        uint256 maxTtl_,
+        uint256 lockDelay,
+        bool admissionRequired,
+        uint256 fields
+    ) external {
         uint256 ns = _requireAdmin(namespace);
-        if (maxTtl_ > _maxTtl || lockDelay > _maxTtl) revert FencingRegistryInvalidPolicy(maxTtl_, lockDelay, _maxTtl);
-        // Both fit 32 bits: bounded by _maxTtl <= 2**32 - 1.
-        _namespaces[namespace] = (ns & _HOLDER_MASK) | (maxTtl_ << _NS_MAX_TTL_SHIFT)
-            | (lockDelay << _NS_LOCK_DELAY_SHIFT) | (admissionRequired ? _NS_ADMISSION : 0);
-        emit NamespacePolicySet(namespace, msg.sender, maxTtl_, lockDelay, admissionRequired);
+        // Only the named fields: a value not named is ignored (and not checked), so that a caller
+        // changing one cannot reset the others by mistake, and two changes of different fields never
+        // undo each other (no read-modify-write in the caller; the slot is read here anyway).
+        if (fields == 0 || fields > _POLICY_ALL) revert FencingRegistryInvalidPolicy(maxTtl_, lockDelay, _maxTtl);
+        if (fields & POLICY_MAX_TTL != 0) {
+            if (maxTtl_ > _maxTtl) revert FencingRegistryInvalidPolicy(maxTtl_, lockDelay, _maxTtl);
+            // Fits 32 bits: bounded by _maxTtl <= 2**32 - 1.
+            ns = (ns & ~_NS_MAX_TTL) | (maxTtl_ << _NS_MAX_TTL_SHIFT);
+        }
+        if (fields & POLICY_LOCK_DELAY != 0) {
+            if (lockDelay > _maxTtl) revert FencingRegistryInvalidPolicy(maxTtl_, lockDelay, _maxTtl);
+            ns = (ns & ~(_UINT32_MASK << _NS_LOCK_DELAY_SHIFT)) | (lockDelay << _NS_LOCK_DELAY_SHIFT);
+        }
+        if (fields & POLICY_ADMISSION != 0) {
+            ns = admissionRequired ? ns | _NS_ADMISSION : ns & ~_NS_ADMISSION;
+        }
+        _namespaces[namespace] = ns;
+        // The whole policy as it now stands, so a reader needs no earlier event.
+        emit NamespacePolicySet(
+            namespace,
+            msg.sender,
+            (ns >> _NS_MAX_TTL_SHIFT) & _UINT32_MASK,
+            (ns >> _NS_LOCK_DELAY_SHIFT) & _UINT32_MASK,
+            ns & _NS_ADMISSION != 0
+        );
     }
 
     /// @inheritdoc IFencingRegistry
@@ -724,14 +780,27 @@ contract FencingRegistry is IFencingRegistry {
         return uint256(uint160(holder)) | (expiresAt << _EXPIRES_AT_SHIFT) | (token << _TOKEN_SHIFT);
     }
 
-    /// @dev `(true, keccak256(prefix))` if `name` has a `/` (prefix: its bytes before the
-    /// first one), else `(false, 0)`. 32 bytes a step, no loop over bytes: a word holds a `/`
-    /// iff one of its bytes XOR 0x2f is zero, marked exactly (bit 7 of that byte; no carry
-    /// between bytes) by `~(((x & 0x7f..) + 0x7f..) | x | 0x7f..)`. The first mark is then
-    /// smeared down to the word's last byte; the marked bytes, counted by one multiplication
-    /// (each byte adds its 1; 32 at most, so no carry reaches the top byte), are the bytes from
-    /// the first `/` on: 32 minus that count is its index in the word.
-    function _namespaceOfName(string calldata name) private pure returns (bool found, bytes32 namespace) {
+    /// @dev Find `name`'s namespace, and whether an acquisition must read its slot: `found` if `name`
+    /// has a `/` (the prefix: its bytes before the first one; `namespace` = keccak256(prefix)), and
+    /// `read` if then the prefix's bit in the deployer's filter (`counter`'s bits 48..255) is set, or
+    /// the prefix is address-shaped (42 bytes starting "0x": see {_requireAdmin}), which never uses
+    /// the filter. Pass `counter` 0 when only the namespace is wanted.
+    ///
+    /// 32 bytes a step, no loop over bytes: a word holds a `/` iff one of its bytes XOR 0x2f is
+    /// zero, marked exactly (bit 7 of that byte; no carry between bytes) by
+    /// `~(((x & 0x7f..) + 0x7f..) | x | 0x7f..)`. The first mark is then smeared down to the word's
+    /// last byte; the marked bytes, counted by one multiplication (each byte adds its 1; 32 at most,
+    /// so no carry reaches the top byte), are the bytes from the first `/` on: 32 minus that count
+    /// is its index in the word.
+    ///
+    /// All in one assembly block, the filter and the address test included: written as Solidity
+    /// around the block, the address test cost every acquisition 72 to 99 gas (the optimizer stopped
+    /// inlining this function); here it costs none measurable on an open name (docs/benchmarks.md).
+    function _namespaceOfName(string calldata name, uint256 counter)
+        private
+        pure
+        returns (bool found, bool read, bytes32 namespace)
+    {
         assembly ("memory-safe") {
             let start := name.offset
             let end := add(start, name.length)
@@ -754,30 +823,91 @@ contract FencingRegistry is IFencingRegistry {
                     calldatacopy(m, start, length)
                     namespace := keccak256(m, length)
                     found := 1
+                    // The filter: bit 48 + (namespace % 208) of the counter's slot (see `_counter`).
+                    read := and(shr(add(_BLOOM_SHIFT, mod(namespace, _BLOOM_BITS)), counter), 1)
+                    if iszero(read) {
+                        // Address-shaped: 42 bytes, then the name has 43+, so its first two are its own.
+                        read := and(eq(length, _ADDRESS_PREFIX_LENGTH), eq(shr(240, calldataload(start)), _HEX_PREFIX))
+                    }
                     break
                 }
             }
         }
     }
 
-    /// @dev {_namespaceOfName} for a name in memory.
-    function _namespaceOfMemory(bytes memory name) private pure returns (bool found, bytes32 namespace) {
+    /// @dev {_namespaceOfName} for a name in memory (a byte at a time: {claimNext} and deployment).
+    function _namespaceOfMemory(bytes memory name, uint256 counter)
+        private
+        pure
+        returns (bool found, bool read, bytes32 namespace)
+    {
         uint256 length = name.length;
         for (uint256 i; i < length; ++i) {
             if (name[i] == 0x2f) {
                 assembly ("memory-safe") {
                     namespace := keccak256(add(name, 32), i)
                 }
-                return (true, namespace);
+                // The address test only where the filter says no: the usual case pays for the filter only.
+                return (true, _mayBeAdministered(counter, namespace) || _isAddressShaped(name, i), namespace);
             }
         }
+    }
+
+    /// @dev Whether the first `length` bytes of `text` are address-shaped: 42 bytes starting "0x".
+    /// (Only "0x" and 40 lowercase hex digits can ever have an admin: see {_requireAdmin}.)
+    function _isAddressShaped(bytes memory text, uint256 length) private pure returns (bool) {
+        return length == _ADDRESS_PREFIX_LENGTH && text[0] == 0x30 && text[1] == 0x78;
     }
 
     /// @dev The namespace of `name`, which must have one (else no admin: revert).
     function _namespaceOfAdministered(string calldata name) private view returns (bytes32 namespace) {
         bool found;
-        (found, namespace) = _namespaceOfName(name);
+        (found,, namespace) = _namespaceOfName(name, 0);
         if (!found) revert FencingRegistryNotNamespaceAdmin(bytes32(0), msg.sender, address(0));
+    }
+
+    /// @dev `keccak256("0x" + 40 lowercase hex digits of account)`: the id of the namespace that
+    /// `account` administers by construction. The address's first 16 bytes give 32 digits, its last
+    /// 4 bytes 8 more ({_hexDigits}); written past the free memory pointer (scratch, never read
+    /// again). No loop over digits: a loop of 40 cost about 4,100 gas a call, this about 400.
+    function _addressNamespace(address account) private pure returns (bytes32 namespace) {
+        bytes32 high = _hexDigits(bytes16(bytes20(account)));
+        bytes32 low = _hexDigits(bytes16(bytes20(account) << 128));
+        assembly ("memory-safe") {
+            let m := mload(0x40)
+            mstore(add(m, 2), high) // digits 1-32 at bytes 2..33
+            mstore(add(m, 34), low) // digits 33-40 at bytes 34..41 (the rest is not hashed)
+            mstore8(m, 0x30) // "0"
+            mstore8(add(m, 1), 0x78) // "x"
+            namespace := keccak256(m, _ADDRESS_PREFIX_LENGTH)
+        }
+    }
+
+    /// @dev The 32 lowercase hex digits of `data`, one a byte, most significant first. The nibbles
+    /// are spread apart by halving steps (8 bytes, 4, 2, 1, then a nibble a byte: each step moves
+    /// the lower half of every group one group-width right, into the zero bytes the step before
+    /// made), then each nibble n becomes '0' + n, plus 39 more when n > 9 ('a' is '0' + 49): n + 6
+    /// carries into bit 4 exactly when n > 9, and 39 times that bit stays inside its byte (n < 16,
+    /// so no byte exceeds 0x66 and nothing carries into the next).
+    function _hexDigits(bytes16 data) private pure returns (bytes32 digits) {
+        digits = bytes32(data) & 0xFFFFFFFFFFFFFFFF000000000000000000000000000000000000000000000000
+            | (bytes32(data) & 0x0000000000000000FFFFFFFFFFFFFFFF00000000000000000000000000000000) >> 64;
+        digits = digits & 0xFFFFFFFF000000000000000000000000FFFFFFFF000000000000000000000000
+            | (digits & 0x00000000FFFFFFFF000000000000000000000000FFFFFFFF0000000000000000) >> 32;
+        digits = digits & 0xFFFF000000000000FFFF000000000000FFFF000000000000FFFF000000000000
+            | (digits & 0x0000FFFF000000000000FFFF000000000000FFFF000000000000FFFF00000000) >> 16;
+        digits = digits & 0xFF000000FF000000FF000000FF000000FF000000FF000000FF000000FF000000
+            | (digits & 0x00FF000000FF000000FF000000FF000000FF000000FF000000FF000000FF0000) >> 8;
+        digits = (digits & 0xF000F000F000F000F000F000F000F000F000F000F000F000F000F000F000F000) >> 4
+            | (digits & 0x0F000F000F000F000F000F000F000F000F000F000F000F000F000F000F000F00) >> 8;
+        // Cannot overflow: every byte is a nibble (0..15) here, and stays below 0x67 (see above).
+        unchecked {
+            digits = bytes32(
+                uint256(digits) + 0x3030303030303030303030303030303030303030303030303030303030303030
+                    + ((uint256(digits) + 0x0606060606060606060606060606060606060606060606060606060606060606) >> 4
+                        & 0x0101010101010101010101010101010101010101010101010101010101010101) * 39
+            );
+        }
     }
 
     /// @dev False proves `namespace` has no admin (its filter bit is clear); true: read `_namespaces`.
@@ -785,11 +915,14 @@ contract FencingRegistry is IFencingRegistry {
         return (counter >> (_BLOOM_SHIFT + uint256(namespace) % _BLOOM_BITS)) & 1 != 0;
     }
 
-    /// @dev Give the namespace `prefix` to `admin`, if nobody has it.
-    function _claim(string memory prefix, address admin) private returns (bytes32 namespace) {
+    /// @dev Deployment: give the namespace `prefix` to `admin`, and set its filter bit (the only
+    /// writer of the filter: nothing after the constructor can make another namespace's acquisitions
+    /// read a slot). Address-shaped prefixes are refused: those are their address's, and read their
+    /// slot without the filter.
+    function _assign(string memory prefix, address admin) private returns (bytes32 namespace) {
         uint256 length = bytes(prefix).length;
-        (bool slash,) = _namespaceOfMemory(bytes(prefix));
-        if (length == 0 || length >= _MAX_NAME_LENGTH || slash) {
+        (bool slash,,) = _namespaceOfMemory(bytes(prefix), 0);
+        if (length == 0 || length >= _MAX_NAME_LENGTH || slash || _isAddressShaped(bytes(prefix), length)) {
             revert FencingRegistryInvalidNamespace(length, _MAX_NAME_LENGTH - 1);
         }
         namespace = keccak256(bytes(prefix));
@@ -801,11 +934,19 @@ contract FencingRegistry is IFencingRegistry {
         emit NamespaceAdminTransferred(namespace, address(0), admin);
     }
 
-    /// @dev The packed namespace, after checking that the caller is its admin.
+    /// @dev The packed namespace, after checking that the caller is its admin: the admin the slot
+    /// names (the deployer's assignment, or whoever accepted a hand-over), or, while the slot names
+    /// none, the caller whose address namespace it is ("0x" + its 40 lowercase hex digits). A
+    /// namespace no assignment gave an admin and no address owns has none: every caller is refused.
+    /// Once a hand-over wrote an admin, the address itself is refused like anyone else.
     function _requireAdmin(bytes32 namespace) private view returns (uint256 ns) {
         ns = _namespaces[namespace];
         address admin = address(uint160(ns & _HOLDER_MASK));
-        if (admin != msg.sender || admin == address(0)) {
+        if (admin == address(0)) {
+            if (namespace != _addressNamespace(msg.sender)) {
+                revert FencingRegistryNotNamespaceAdmin(namespace, msg.sender, address(0));
+            }
+        } else if (admin != msg.sender) {
             revert FencingRegistryNotNamespaceAdmin(namespace, msg.sender, admin);
         }
     }

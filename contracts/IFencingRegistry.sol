@@ -1,6 +1,13 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
+/// @dev {IFencingRegistry.setNamespacePolicy}'s `fields`: set the maximum ttl ...
+uint256 constant POLICY_MAX_TTL = 1;
+/// @dev ... the lock-delay ...
+uint256 constant POLICY_LOCK_DELAY = 2;
+/// @dev ... whether holders must be admitted.
+uint256 constant POLICY_ADMISSION = 4;
+
 /**
  * @title IFencingRegistry
  * @notice Leases on named resources, each acquisition stamped with a fencing
@@ -43,27 +50,33 @@ pragma solidity 0.8.28;
  *
  * Namespaces: a name's namespace is its bytes before its first `/`
  * (`prod/db` is in namespace `prod`), identified by
- * `namespace = keccak256(bytes(prefix))`. A name without `/` is in no
- * namespace and always open. Claimed work items follow their workset name's
- * namespace. A namespace may have one admin: assigned by the deployer in the
- * constructor (nobody can front-run that), or else the first account to call
- * {claimNamespace}. The admin hands the role over in two steps
- * ({transferNamespaceAdmin}, then {acceptNamespaceAdmin} by the new admin);
- * there is no renounce (a namespace without an admin would be frozen, or
- * open to a stranger's claim) and no global owner: an admin acts only in
- * its own namespace. A namespace nobody administers behaves exactly as
- * before namespaces existed. The admin sets its policy ({setNamespacePolicy}:
- * an allowlist requirement, a maximum ttl, a lock-delay; {setAdmission} for
- * the allowlist), ends a live lease ({revoke}) and issues one to a holder it
- * names ({grant}). Every path that moves a lease issues a new, higher token
- * and records why ({AcquireReason}) and who ({LeaseRevoked}, {LeaseGranted}).
- * What a stranger who claims an open namespace first (a squatter) can do:
- * refuse newcomers (allowlist), shorten the ttl of future terms, delay
- * acquisitions after an expiry, revoke live leases (each recorded in
- * {LeaseRevoked}) and grant leases; it cannot touch another namespace or a
- * name without `/`, reuse or lower a token, or change history. A policy
- * never evicts a live holder by itself: only {revoke} or {grant} do, and both
- * are logged. Deployers who care assign their namespaces at deployment.
+ * `namespace = keccak256(bytes(prefix))`. A name without `/` is in no namespace
+ * and always open. Claimed work items follow their workset name's namespace.
+ * A namespace has an admin in exactly one of two ways, both fixed before any
+ * lease in it can exist, so nobody ever gains power over leases taken or names
+ * used before that power existed:
+ * - an ADDRESS NAMESPACE, whose prefix is "0x" and the 40 lowercase hex digits
+ *   of an address (`0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed/jobs`), belongs
+ *   to that address from the start: no claim, and no storage until it sets a
+ *   policy. Anyone may use names in it; its owner governs them, as the name
+ *   says. A prefix of 42 bytes starting "0x" that is not lowercase hex has no
+ *   admin, ever (open, like any unassigned namespace);
+ * - any other namespace has an admin only if the deployer assigned it in the
+ *   constructor (nothing can be mined before it). There is no claim of an
+ *   unassigned namespace: it stays open, exactly as before namespaces existed.
+ * The admin hands the role over in two steps ({transferNamespaceAdmin}, then
+ * {acceptNamespaceAdmin} by the new admin), policy and allowlist unchanged;
+ * the old admin (an address namespace's own address included) then has no
+ * power left. There is no renounce and no global owner: an admin acts only in
+ * its own namespace. The admin sets its policy ({setNamespacePolicy}: an
+ * allowlist requirement, a maximum ttl, a lock-delay, each field on its own;
+ * {setAdmission} for the allowlist), ends a live lease ({revoke},
+ * {revokeItem}) and issues one to a holder it names ({grant}, {grantItem}).
+ * Every path that moves a lease issues a new, higher token and records why
+ * ({AcquireReason}) and who ({LeaseRevoked}, {LeaseGranted}). An admin
+ * cannot touch another namespace or a name without `/`, reuse or lower a
+ * token, or change history. A policy never evicts a live holder by itself:
+ * only {revoke} or {grant} do, and both are logged.
  */
 interface IFencingRegistry {
     /// @notice Why a resource changed hands, recorded in {LeaseAcquired}.
@@ -152,14 +165,15 @@ interface IFencingRegistry {
     /// emitted right after that grant's {LeaseAcquired} (reason `Granted`).
     event LeaseGranted(bytes32 indexed resource, uint256 indexed token, address indexed holder, address admin);
 
-    /// @notice `namespace` is the hash of the prefix `name`; emitted once, when it gets its first admin.
-    /// @dev `name` is bytes a caller chose: untrusted.
+    /// @notice `namespace` is the hash of the prefix `name`; emitted once, when the deployer assigns it.
+    /// An address namespace is never named: its prefix is "0x" and its address in lowercase hex.
+    /// @dev `name` is bytes the deployer chose: untrusted.
     event NamespaceNamed(bytes32 indexed namespace, string name);
 
     /// @notice `admin` offered `namespace` to `pendingAdmin` (0: the offer withdrawn).
     event NamespaceAdminTransferStarted(bytes32 indexed namespace, address indexed admin, address indexed pendingAdmin);
 
-    /// @notice `newAdmin` became the admin of `namespace` (`previousAdmin` 0: its first admin).
+    /// @notice `newAdmin` became the admin of `namespace` (`previousAdmin` 0: assigned at deployment).
     event NamespaceAdminTransferred(bytes32 indexed namespace, address indexed previousAdmin, address indexed newAdmin);
 
     /// @notice `admin` set the policy of `namespace`: `maxTtl` (0: the registry's),
@@ -222,15 +236,16 @@ interface IFencingRegistry {
     /// hashes to `workset` is free: each is done or held live by someone else.
     error FencingRegistryNothingToClaim(bytes32 workset, uint256 count);
 
-    /// @notice A namespace prefix must be 1 to `maxLength` bytes with no `/`; `length` were given
-    /// (or the prefix contains `/`).
+    /// @notice Deployment: a namespace prefix must be 1 to `maxLength` bytes with no `/`, and not
+    /// address-shaped (42 bytes starting "0x": those belong to their address); `length` were given.
     error FencingRegistryInvalidNamespace(uint256 length, uint256 maxLength);
 
-    /// @notice `namespace` already has an admin, `admin`: it cannot be claimed.
+    /// @notice Deployment: `namespace` is assigned twice (first to `admin`).
     error FencingRegistryNamespaceTaken(bytes32 namespace, address admin);
 
-    /// @notice `account` is not the admin of `namespace` (`admin`; 0 when nobody administers it,
-    /// which includes names in no namespace).
+    /// @notice `account` is not the admin of `namespace` (`admin`; 0 when no admin is written:
+    /// nobody administers it, which includes names in no namespace, or it is an address namespace
+    /// whose role was never handed over and `account` is not its address).
     error FencingRegistryNotNamespaceAdmin(bytes32 namespace, address account, address admin);
 
     /// @notice `account` is not the pending admin of `namespace` (`pendingAdmin` is).
@@ -244,7 +259,7 @@ interface IFencingRegistry {
     error FencingRegistryLockDelay(bytes32 resource, address holder, uint256 until);
 
     /// @notice A namespace policy needs `maxTtl` 0 to the registry's maximum and `lockDelay`
-    /// 0 to the registry's maximum ttl.
+    /// 0 to the registry's maximum ttl (each checked when named), and names 1 to 3 of its fields.
     error FencingRegistryInvalidPolicy(uint256 maxTtl, uint256 lockDelay, uint256 registryMaxTtl);
 
     /// @notice {revoke}: `resource`'s latest lease (`token`) is not live: nothing to revoke.
@@ -398,27 +413,22 @@ interface IFencingRegistry {
     // Namespaces (see the header)
     // ------------------------------------------------------------------
 
-    /**
-     * @notice Become the admin of the namespace `prefix` (first come), if nobody is.
-     * @dev Reverts with {FencingRegistryNamespaceTaken} if it has an admin (assigned at
-     * deployment or claimed), {FencingRegistryInvalidNamespace} on a bad prefix.
-     * Emits {NamespaceNamed} and {NamespaceAdminTransferred} (from 0). Live leases in it
-     * are untouched; the policy (empty: open, registry max ttl, no lock-delay) applies
-     * to later acquisitions.
-     * @return namespace `keccak256(bytes(prefix))`.
-     */
-    function claimNamespace(string calldata prefix) external returns (bytes32 namespace);
-
     /// @notice Offer `namespace` to `newAdmin` (0 withdraws the offer); the admin stays in
-    /// charge until `newAdmin` calls {acceptNamespaceAdmin}. Admin only.
+    /// charge until `newAdmin` calls {acceptNamespaceAdmin}. Admin only. An address namespace's
+    /// own address is written down as its admin here (so the hand-over's event names it).
     function transferNamespaceAdmin(bytes32 namespace, address newAdmin) external;
 
-    /// @notice Take over `namespace` as its pending admin.
+    /// @notice Take over `namespace` as its pending admin, its policy and allowlist as they are;
+    /// the previous admin keeps no power (an address namespace's own address included).
     function acceptNamespaceAdmin(bytes32 namespace) external;
 
     /**
-     * @notice Set the policy of `namespace` (admin only). Applies to later acquisitions,
-     * grants and renewals; never evicts a live holder (use {revoke}).
+     * @notice Set the fields of the policy of `namespace` that `fields` names (admin only);
+     * the others keep their values. Applies to later acquisitions, grants and renewals; never
+     * evicts a live holder (use {revoke}). Emits {NamespacePolicySet} with the whole policy as
+     * it then stands.
+     * @param fields {POLICY_MAX_TTL}, {POLICY_LOCK_DELAY}, {POLICY_ADMISSION}, or'ed: the
+     * fields to set (1 to 7; else {FencingRegistryInvalidPolicy}). A value not named is ignored.
      * @param maxTtl Longest ttl of an acquisition, grant or renewal; 0: the registry's.
      * Renewals are held to it once their resource was acquired while a maxTtl was set (that
      * acquisition records the resource's namespace, once per resource); a lease acquired
@@ -428,8 +438,13 @@ interface IFencingRegistry {
      * @param admissionRequired Only allowlisted holders ({setAdmission}) may acquire or be
      * granted; holders already live keep their lease until it ends or is revoked.
      */
-    function setNamespacePolicy(bytes32 namespace, uint256 maxTtl, uint256 lockDelay, bool admissionRequired)
-        external;
+    function setNamespacePolicy(
+        bytes32 namespace,
+        uint256 maxTtl,
+        uint256 lockDelay,
+        bool admissionRequired,
+        uint256 fields
+    ) external;
 
     /// @notice Add `holders` to (`admitted`) or remove them from the allowlist of `namespace`
     /// (admin only); one {NamespaceAdmissionSet} per holder.
@@ -485,7 +500,9 @@ interface IFencingRegistry {
     // Views
     // ------------------------------------------------------------------
 
-    /// @notice The admin (0: none), pending admin and policy of `namespace`.
+    /// @notice The admin, pending admin and policy of `namespace`. `admin` is 0 when none is
+    /// written: nobody administers it, or it is an address namespace whose role was never
+    /// handed over (then its admin is its address, which the hash does not reveal).
     function namespacePolicy(bytes32 namespace)
         external
         view

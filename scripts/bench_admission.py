@@ -47,9 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     chain = Chain.embedded(accounts=3)
-    registry = Registry.deploy(chain)
+    registry = Registry.deploy(chain, namespaces={"prod": chain.accounts[1]})
     admin, holder = registry.connect(chain.accounts[1]), registry.connect(chain.accounts[2])
-    admin.claim_namespace("prod")
     admin.set_policy("prod", admission_required=True)
     admin.admit("prod", [holder.sender])
     token = holder.acquire(RESOURCE, ttl=3_600).token

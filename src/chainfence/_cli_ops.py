@@ -2,10 +2,11 @@
 
 ::
 
-    chainfence namespace claim PREFIX                   # become its admin (first come)
+    chainfence namespace mine                           # your address namespace ("0x" + your address, lowercase)
     chainfence namespace transfer PREFIX NEW_ADMIN      # offer it; NEW_ADMIN runs `namespace accept`
     chainfence namespace accept PREFIX
     chainfence namespace policy set PREFIX [--max-ttl S] [--lock-delay S] [--admission | --no-admission]
+                                                        # sets only the fields given
     chainfence namespace policy show PREFIX
     chainfence namespace admit PREFIX ADDRESS... [--remove]
     chainfence revoke NAME [--workset WS]               # as the namespace's admin: ends the live lease (claim)
@@ -28,11 +29,14 @@ __all__ = ["COMMANDS", "register"]
 
 def register(commands: Any, common: argparse.ArgumentParser, positive_int: Callable[[str], int]) -> None:
     """Add the operator commands to ``commands`` (the ``chainfence`` subparsers)."""
-    namespace = commands.add_parser("namespace", help="claim, hand over and set the policy of a namespace")
+    namespace = commands.add_parser("namespace", help="your namespace; hand over and set the policy of a namespace")
     ops = namespace.add_subparsers(dest="namespace_command", metavar="ACTION", help="what to do (each has --help)")
     ops.required = True
-    claim = ops.add_parser("claim", parents=[common], help="become the admin of a namespace nobody administers")
-    claim.add_argument("prefix", help="the part of resource names before their first '/'")
+    mine = ops.add_parser(
+        "mine", parents=[common],
+        help="the namespace your key administers by construction ('0x' + your address, lowercase) and its policy",
+    )  # fmt: skip
+    mine.add_argument("--address", help="another address's namespace (no key needed)")
     transfer = ops.add_parser("transfer", parents=[common], help="offer the namespace to a new admin (step 1 of 2)")
     transfer.add_argument("prefix", help="the namespace: the part of resource names before their first '/'")
     transfer.add_argument("new_admin", help="address that takes over when it runs `namespace accept`")
@@ -43,12 +47,15 @@ def register(commands: Any, common: argparse.ArgumentParser, positive_int: Calla
     policy_ops.required = True
     show = policy_ops.add_parser("show", parents=[common], help="admin, pending admin and policy")
     show.add_argument("prefix", help="the namespace")
-    set_ = policy_ops.add_parser("set", parents=[common], help="set the policy (admin only; replaces it whole)")
+    set_ = policy_ops.add_parser(
+        "set", parents=[common], help="set fields of the policy (admin only; the fields not given keep their values)"
+    )
     set_.add_argument("prefix", help="the namespace (you must be its admin)")
-    set_.add_argument("--max-ttl", type=_non_negative, default=0, help="longest lease, seconds (0: the registry's)")
-    set_.add_argument("--lock-delay", type=_non_negative, default=0, help="seconds after an expiry (default 0)")
-    set_.add_argument("--admission", action=argparse.BooleanOptionalAction, default=False,
-                      help="only admitted holders may acquire (default: anyone)")  # fmt: skip
+    set_.add_argument("--max-ttl", type=_non_negative, help="longest lease, seconds (0: the registry's)")
+    set_.add_argument("--lock-delay", type=_non_negative, help="seconds after an expiry during which only the "
+                      "expired holder may acquire (0: none)")  # fmt: skip
+    set_.add_argument("--admission", action=argparse.BooleanOptionalAction, default=None,
+                      help="only admitted holders may acquire (--no-admission: anyone)")  # fmt: skip
     admit = ops.add_parser("admit", parents=[common], help="add holders to the allowlist (admin only)")
     admit.add_argument("prefix", help="the namespace (you must be its admin)")
     admit.add_argument("holders", nargs="+", metavar="ADDRESS", help="accounts or contracts to admit")
@@ -69,19 +76,26 @@ def register(commands: Any, common: argparse.ArgumentParser, positive_int: Calla
     many.add_argument("--ttl", type=positive_int, required=True, help="lease length in seconds")
     for parser in (namespace, *ops.choices.values(), *policy_ops.choices.values(), revoke, grant, many):
         words = parser.prog.split(" ", 1)[1]  # "namespace policy set"
+        if words == "namespace mine":
+            parser.description = (
+                "An address namespace ('0x' and the 40 lowercase hex digits of an address) belongs to that "
+                "address from the start: no claim, no storage until you set a policy. Put your resources "
+                "under it (0x.../jobs) to govern them; other namespaces have an admin only if the deployer "
+                "assigned them."
+            )
         parser.epilog = f"example:\n  {EXAMPLES[words]}\n"
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 #: One example per operator command, shown at the end of its --help.
 EXAMPLES = {
-    "namespace": "chainfence namespace claim prod",
-    "namespace claim": "chainfence namespace claim prod",
+    "namespace": "chainfence namespace mine",
+    "namespace mine": "chainfence namespace mine --json",
     "namespace transfer": "chainfence namespace transfer prod 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF",
     "namespace accept": "chainfence namespace accept prod",
     "namespace policy": "chainfence namespace policy show prod --json",
     "namespace policy show": "chainfence namespace policy show prod --json",
-    "namespace policy set": "chainfence namespace policy set prod --max-ttl 300 --lock-delay 15 --admission",
+    "namespace policy set": "chainfence namespace policy set prod --lock-delay 15   # max ttl, admission unchanged",
     "namespace admit": "chainfence namespace admit prod 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF",
     "revoke": "chainfence revoke prod/db",
     "grant": "chainfence grant prod/db 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF --ttl 60",
@@ -107,12 +121,17 @@ def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     from .cli import EXIT_OK, _connect, _waiting
 
     action = args.namespace_command if args.namespace_command != "policy" else f"policy {args.policy_command}"
-    chain, registry = _connect(args, needs_key=action != "policy show")
-    if action == "policy show":
+    read_only = action == "policy show" or (action == "mine" and args.address is not None)
+    chain, registry = _connect(args, needs_key=not read_only)
+    if action in ("policy show", "mine"):
+        if action == "mine":
+            args.prefix = registry.namespace_of(args.address)
         policy = registry.namespace_policy(args.prefix)
         document = policy.to_dict()
         lines = [f"namespace {args.prefix!r} (0x{policy.namespace.hex()})"]
-        lines.append(f"  admin               {policy.admin or '- (nobody: open to all, first come may claim it)'}")
+        if action == "mine":
+            lines.append(f"  an address namespace: its address governs the resources named {args.prefix}/...")
+        lines.append(f"  admin               {policy.admin or '- (nobody: open to all; only the deployer assigns one)'}")
         lines.append(f"  pending admin       {policy.pending_admin or '-'}")
         lines.append(f"  max ttl             {policy.max_ttl or 'the registry maximum'}")
         lines.append(f"  lock-delay          {policy.lock_delay} s")
@@ -120,10 +139,7 @@ def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         _print(args, document, "\n".join(lines))
         return EXIT_OK
     with _waiting(chain, args, f"namespace {action} {args.prefix}"):
-        if action == "claim":
-            registry.claim_namespace(args.prefix, confirmations=args.confirmations)
-            document, text = {"admin": registry.sender}, f"claimed namespace {args.prefix!r}: admin {registry.sender}"
-        elif action == "transfer":
+        if action == "transfer":
             registry.transfer_namespace_admin(args.prefix, args.new_admin, confirmations=args.confirmations)
             document = {"pending_admin": args.new_admin}
             text = f"offered namespace {args.prefix!r} to {args.new_admin}: it takes over with `namespace accept`"
@@ -131,13 +147,16 @@ def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             registry.accept_namespace_admin(args.prefix, confirmations=args.confirmations)
             document, text = {"admin": registry.sender}, f"namespace {args.prefix!r}: admin is now {registry.sender}"
         elif action == "policy set":
-            registry.set_policy(
-                args.prefix, max_ttl=args.max_ttl, lock_delay=args.lock_delay, admission_required=args.admission,
-                confirmations=args.confirmations,
-            )  # fmt: skip
-            document = {"max_ttl": args.max_ttl, "lock_delay": args.lock_delay, "admission_required": args.admission}
-            text = (f"namespace {args.prefix!r}: max ttl {args.max_ttl or 'registry maximum'}, "
-                    f"lock-delay {args.lock_delay} s, admission {'required' if args.admission else 'open'}")
+            if args.max_ttl is None and args.lock_delay is None and args.admission is None:
+                parser.error("namespace policy set: give at least one of --max-ttl, --lock-delay, --admission")
+            # The event says the whole policy as it now stands: the fields not given kept their values.
+            policy = registry._set_policy(args.prefix, args.max_ttl, args.lock_delay, args.admission, args.confirmations)
+            document = {
+                "max_ttl": policy.max_ttl, "lock_delay": policy.lock_delay,
+                "admission_required": policy.admission_required,
+            }  # fmt: skip
+            text = (f"namespace {args.prefix!r}: max ttl {policy.max_ttl or 'registry maximum'}, "
+                    f"lock-delay {policy.lock_delay} s, admission {'required' if policy.admission_required else 'open'}")
         else:  # admit
             registry.admit(args.prefix, args.holders, admitted=not args.remove, confirmations=args.confirmations)
             document = {"holders": args.holders, "admitted": not args.remove}

@@ -172,4 +172,6 @@ async def _shielded(work: Awaitable[T]) -> T:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             if task.done():
-                raise
+                if task.cancelled():
+                    raise
+                return task.result()  # it ended as the caller was cancelled again: its result stands

@@ -9,7 +9,8 @@ Schema 3::
                     rolled_back (why the store stopped trusting the chain, once it did)
     marks           resource_id -> token (the mark), holder of that token, name (for people), when
     seen_requests   EIP-712 digest of each accepted fenced request -> its deadline
-    ended_leases    resource_id -> a token whose lease the follower saw end early (revoked), and why;
+    ended_leases    resource_id -> a token whose lease the follower saw end by an event (revoked,
+                    released, completed: chainfence.endings' words), and how;
                     a token at its mark with a row here is refused (added in place to schema 3
                     stores: older SDKs ignore the table, and never recorded a row)
 
@@ -60,7 +61,7 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS ended_leases (
         resource_id BLOB PRIMARY KEY,   -- keccak256(name bytes)
         token       INTEGER NOT NULL,   -- the token whose lease ended (only the latest is kept)
-        why         TEXT NOT NULL       -- "revoked": the namespace's admin ended it
+        why         TEXT NOT NULL       -- how (chainfence.endings): "revoked", "released", "completed"
     ) WITHOUT ROWID""",
 )
 

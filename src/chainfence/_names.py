@@ -10,7 +10,12 @@ suspicious of what it *reads*:
   no control, format (bidi overrides, zero-width characters), separator or
   surrogate characters, no whitespace but the plain space, and none at
   either end. Such names would let one resource pass for another in an audit
-  table (``prod/db`` vs ``prod/db`` + U+202E).
+  table (``prod/db`` vs ``prod/db`` + U+202E). And no prefix (the text
+  before the first ``/``) that looks like an address but is not an address
+  namespace's exact spelling (``0x`` and 40 *lowercase* hex digits): the
+  registry gives ``0x5aae.../jobs`` to address 0x5aAe..., but
+  ``0x5aAe.../jobs`` (checksummed) or ``0X5AAE.../jobs`` to nobody, so such a
+  name would look owned while it is open to all.
 - :func:`display` — a name read from the chain, whatever its bytes (anyone
   can call the contract directly: invalid UTF-8, control characters, bidi
   overrides), as text that is safe to print and unambiguous: every code
@@ -32,8 +37,9 @@ from eth_utils import keccak
 from .errors import InvalidResourceName
 
 __all__ = [
-    "MAX_NAME_LENGTH", "decode", "display", "display_text", "item_id", "namespace_id", "namespace_prefix",
-    "publishable", "resource_bytes", "resource_id",
+    "MAX_NAME_LENGTH", "address_namespace", "decode", "display", "display_text", "is_address_namespace",
+    "item_id", "looks_like_address", "namespace_id", "namespace_prefix", "publishable", "resource_bytes",
+    "resource_id",
 ]  # fmt: skip
 
 #: Longest resource name, in bytes of UTF-8; the contract enforces the same bound.
@@ -61,6 +67,30 @@ def namespace_prefix(name: object) -> str | None:
     if b"/" not in data:
         return None
     return data.split(b"/", 1)[0].decode("utf-8")
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+_LOWER_HEX = frozenset("0123456789abcdef")
+
+
+def address_namespace(address: str | bytes) -> str:
+    """The namespace that ``address`` administers by construction: ``"0x"`` and its 40 lowercase hex
+    digits (``address`` as a 0x-hex string, any case, or 20 bytes)."""
+    raw = bytes(address) if isinstance(address, (bytes, bytearray)) else bytes.fromhex(address[2:])
+    if len(raw) != 20:
+        raise ValueError(f"an address is 20 bytes, got {len(raw)}")
+    return "0x" + raw.hex()
+
+
+def looks_like_address(prefix: str) -> bool:
+    """Whether ``prefix`` reads as an address: ``0x`` or ``0X`` and 40 hex digits, in any case."""
+    return len(prefix) == 42 and prefix[0] == "0" and prefix[1] in "xX" and set(prefix[2:]) <= _HEX
+
+
+def is_address_namespace(prefix: str) -> bool:
+    """Whether ``prefix`` is an address namespace: exactly ``0x`` and 40 lowercase hex digits (the only
+    spelling the registry gives to an address; see :func:`address_namespace`)."""
+    return len(prefix) == 42 and prefix.startswith("0x") and set(prefix[2:]) <= _LOWER_HEX
 
 
 def namespace_id(prefix: str) -> bytes:
@@ -107,6 +137,13 @@ def publishable(name: object) -> bytes:
             )
     if name[0] == " " or name[-1] == " ":
         raise InvalidResourceName("resource name must not start or end with a space")
+    prefix = name.split("/", 1)[0]
+    if "/" in name and looks_like_address(prefix) and not is_address_namespace(prefix):
+        raise InvalidResourceName(
+            f"the namespace {prefix!r} looks like an address but is not an address namespace: only '0x' and "
+            f"40 lowercase hex digits ({address_namespace(prefix)!r}) belong to that address; as written it "
+            "belongs to nobody and anyone may use it. Write the prefix in lowercase"
+        )
     return data
 
 

@@ -14,7 +14,7 @@ from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
 from .errors import InvalidAddress, InvalidInput, InvalidProgress, InvalidToken, InvalidTtl, InvalidWait
 
 __all__ = [
-    "MAX_NAME_LENGTH", "MAX_TOKEN", "MAX_WAIT", "address", "namespace_prefix", "progress", "publishable", "resource_bytes", "resource_id",
+    "MAX_NAME_LENGTH", "MAX_TOKEN", "MAX_WAIT", "address", "assignable_prefix", "namespace_prefix", "progress", "publishable", "resource_bytes", "resource_id",
     "token", "ttl", "wait",
 ]  # fmt: skip
 
@@ -39,7 +39,9 @@ def ttl(value: object, max_ttl: int) -> int:
 
 
 def namespace_prefix(value: object) -> str:
-    """``value`` as a namespace prefix to claim or assign: a publishable name of 1 to 127 bytes with no ``/``."""
+    """``value`` as a namespace prefix to administer or read: a publishable name of 1 to 127 bytes with
+    no ``/`` that, if it looks like an address, is spelled as an address namespace (lowercase)."""
+    from ._names import address_namespace, is_address_namespace, looks_like_address
     from .errors import InvalidNamespace
 
     if not isinstance(value, str):
@@ -52,7 +54,27 @@ def namespace_prefix(value: object) -> str:
         raise InvalidNamespace(f"invalid namespace {value!r}: {bad}") from None
     if len(value.encode("utf-8")) > MAX_NAME_LENGTH - 1:
         raise InvalidNamespace(f"a namespace is at most {MAX_NAME_LENGTH - 1} bytes of UTF-8")
+    if looks_like_address(value) and not is_address_namespace(value):
+        raise InvalidNamespace(
+            f"{value!r} looks like an address but is not an address namespace: that is "
+            f"{address_namespace(value)!r} (lowercase); as written nobody administers it"
+        )
     return value
+
+
+def assignable_prefix(value: object) -> str:
+    """``value`` as a namespace the deployer may assign: :func:`namespace_prefix`, and not shaped like an
+    address (42 bytes starting ``0x``, which the registry refuses: those are their address's)."""
+    from .errors import InvalidNamespace
+
+    prefix = namespace_prefix(value)
+    if len(prefix.encode("utf-8")) == 42 and prefix.startswith("0x"):
+        raise InvalidNamespace(
+            f"{prefix!r} is shaped like an address namespace (42 bytes starting '0x'): an address namespace "
+            "belongs to its address from the start and cannot be assigned; assign another prefix, or let the "
+            "address hand it over (transfer_namespace_admin)"
+        )
+    return prefix
 
 
 def token(value: object) -> int:

@@ -9,7 +9,8 @@ block) refuses, sending nothing, when someone else got there first.
 What wakes it, without a tight loop:
 
 - **a new block that carries one of the registry's events for the
-  resource** (``LeaseReleased``, ``LeaseAcquired``, ``LeaseRenewed``): the
+  resource** (``LeaseReleased``, ``LeaseAcquired``, ``LeaseRenewed``,
+  ``LeaseRevoked``): the
   head is polled once per :attr:`Pace.poll` seconds (``eth_getBlockByNumber``
   "latest": one request whether or not a block came), and only a new head
   costs an ``eth_getLogs`` over the new blocks, filtered by the resource's
@@ -35,15 +36,26 @@ acquisition, sent after a random pause of up to a quarter block, lands in
 the next block or the one after. Dev chains mine a block per transaction:
 anvil is polled every 50 ms, the embedded chain every 20 ms.
 
+Refusals, by name (:class:`chainfence.endings.Refusal`): a resource
+*held* is waited for as above; a namespace's *lock-delay* after an expiry
+is waited out by chain time (the ``until`` the refusal carries, woken by a
+block stamped then or by the local clock counted from the chain time the
+refusal was judged at); *not admitted* stops the waiter at once.
+
 Fairness: none beyond the random pause. The registry keeps no queue: an
 acquisition succeeds whenever the resource is free, whoever sends it, so
 the first acquisition mined after a release wins (on a chain with a
 mempool, the one its block builder orders first). The pause spreads the
 waiters' sends over a fraction of a block so that they do not all arrive
-together; the losers' preflights then see the lease held and send
-nothing. Two waiters whose acquisitions land in the same block can still
-both send; the second reverts on-chain (it pays for a revert) and goes
-back to waiting.
+together. The waiters of one chain (one :class:`~chainfence.Chain`: its
+lock table) then send one at a time (the *turn*): a loser's preflight
+runs once the winner's acquisition has its receipt, sees the winner's
+lease, and sends nothing. Waiters of other processes are not in the
+turn: two of them whose preflights both run before either acquisition
+reaches the node both send, and the second reverts on-chain (it pays for
+a revert) and goes back to waiting; fetching the fee quote and the nonce
+before the preflight keeps that moment to signing and one request
+(``scripts/bench_wait_race.py``, ``docs/benchmarks.md``).
 
 Everything that waits takes a :class:`Timer` (clock, sleep, randomness):
 tests give it one that moves only when the test says.

@@ -53,7 +53,8 @@ from typing import TYPE_CHECKING, Any
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
-from . import _events, _names, _validate
+from . import _events, _names, _validate, endings
+from .endings import End
 from .errors import AuditIndexDiffers, AuditIndexMismatch, ChainError, InvalidInput
 from .lease import AcquireReason
 
@@ -66,7 +67,18 @@ __all__ = [
     "AuditIndex", "Completion", "IndexStatus", "LeaseRecord", "ResourceRecord", "SyncResult", "Takeover",
 ]  # fmt: skip
 
-_SCHEMA_VERSION = "1"
+_SCHEMA_VERSION = "2"
+
+#: Schema 1 recorded a grant over a live lease as that lease's revoke (its first half): read it as granted.
+_MIGRATE_1_TO_2 = """
+UPDATE leases SET ended = 'granted'
+WHERE ended = 'revoked' AND EXISTS (
+    SELECT 1 FROM events r JOIN events a
+        ON a.block = r.block AND a.tx_hash = r.tx_hash AND a.kind = 'LeaseAcquired' AND a.previous_token = r.token
+        AND a.reason = 5
+    WHERE r.kind = 'LeaseRevoked' AND r.token = leases.token
+)
+"""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -103,11 +115,20 @@ CREATE INDEX IF NOT EXISTS leases_time ON leases (acquired_at);
 CREATE INDEX IF NOT EXISTS leases_open ON leases (ended) WHERE ended IS NULL;
 """
 
-#: Ways a lease ends. ``expired`` and ``superseded`` are read off the next acquisition of its
-#: resource (or, for the latest lease, off the index's chain time); the others are events.
-ENDINGS = ("released", "expired", "superseded", "revoked", "completed")
+#: How a lease ended (``LeaseRecord.ended``), in the words of :class:`chainfence.endings.End`:
+#: ``released``, ``revoked`` and ``completed`` (a claimed item's) are events; ``granted`` is a revoke
+#: and the grant's acquisition in one transaction; ``expired`` and ``superseded`` are read off the
+#: next acquisition of its resource (a lease nobody ended reads ``status == "expired"`` once the
+#: index's chain time passes its expiry). ``rolled_back`` is never recorded: a sync that finds a
+#: reorganisation rewinds the index, and a lease whose acquisition the chain lost is no longer in it.
+ENDINGS = tuple(end.value for end in endings.End if end is not End.ROLLED_BACK)
 
 _LEASE_KINDS = {kind.value: kind for kind in _events.LEASE_KINDS}
+
+#: Ends recorded at the block of an event (the lease's own, or its successor's); ``expired`` is judged by time.
+_ENDED_AT_AN_EVENT = tuple(
+    end.value for end in (End.RELEASED, End.REVOKED, End.GRANTED, End.COMPLETED, End.SUPERSEDED)
+)
 
 
 # ---------------------------------------------------------------------------
@@ -287,6 +308,11 @@ class AuditIndex:
             raise AuditIndexMismatch(f"{self.path} is not an audit index: {exc}") from None
         if version is None:
             self._set_meta("schema", _SCHEMA_VERSION)
+        elif version == "1":
+            with self._write() as conn:
+                conn.execute(_MIGRATE_1_TO_2)
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (_SCHEMA_VERSION,))
+            logger.info("audit index %s: schema 1 -> 2 (grants over live leases read as granted)", self.path)
         elif version != _SCHEMA_VERSION:
             raise AuditIndexMismatch(f"{self.path} is an audit index of schema {version}, this is {_SCHEMA_VERSION}")
 
@@ -657,7 +683,7 @@ class AuditIndex:
             raise InvalidInput(f"block_time must be an int >= 0, got {block_time!r}")
         at_time = time if time is not None else (block_time if block_time is not None else self._time_of_block(value))
         # Ended by an event (released, revoked, completed) or by the next acquisition by then?
-        if lease.ended_block is not None and lease.ended in ("released", "revoked", "completed", "superseded"):
+        if lease.ended_block is not None and lease.ended in _ENDED_AT_AN_EVENT:
             ended_before = lease.ended_at <= value if time is not None else lease.ended_block <= value
             if ended_before:
                 return None
@@ -834,7 +860,7 @@ class AuditIndex:
                 drawn.append(TimelineLease(
                     label, lease.token, lease.holder, start=lease.acquired_at, end=end, end_reason=end_reason,
                     reason=reason, renewals=renewals, completion_digest=lease.last_digest, admin=admin,
-                    revoked_by=lease.ended_by if lease.ended == "revoked" else None,
+                    revoked_by=lease.ended_by if lease.ended in ("revoked", "granted") else None,
                 ))  # fmt: skip
         return drawn
 
@@ -961,21 +987,7 @@ def _apply_lease(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp
              entry.previous_token, entry.expires_at, entry.expires_at),
         )  # fmt: skip
         if entry.previous_token:
-            previous = conn.execute(
-                "SELECT expires_at, ended FROM leases WHERE token = ?", (entry.previous_token,)
-            ).fetchone()
-            if previous is not None:
-                conn.execute("UPDATE leases SET successor = ? WHERE token = ?", (token, entry.previous_token))
-                if previous[1] is None:
-                    expires_at = previous[0]
-                    if expires_at <= timestamp:
-                        end = ("expired", block, expires_at)
-                    else:
-                        end = ("superseded", block, timestamp)
-                    conn.execute(
-                        "UPDATE leases SET ended = ?, ended_block = ?, ended_at = ? WHERE token = ?",
-                        (*end, entry.previous_token),
-                    )
+            _end_by_successor(conn, entry, timestamp)
         return
     if kind is _events.Kind.RENEWED:
         marker = entry.progress if entry.progress and any(entry.progress) else None
@@ -1003,11 +1015,17 @@ def _apply_lease(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp
                 (block, timestamp, token),
             )
         return
-    ending = {_events.Kind.RELEASED: "released", _events.Kind.REVOKED: "revoked"}[kind]
-    conn.execute(
-        "UPDATE leases SET ended = ?, ended_block = ?, ended_at = ?, ended_by = ? WHERE token = ?",
-        (ending, block, timestamp, entry.admin, token),
-    )
+    if kind is _events.Kind.RELEASED or kind is _events.Kind.REVOKED:
+        # A revoke may be the first half of a grant: the grant's acquisition, next in the same transaction,
+        # turns it into "granted" (_end_by_successor).
+        ending = endings.of_event("released" if kind is _events.Kind.RELEASED else "revoked")
+        assert ending is not None
+        conn.execute(
+            "UPDATE leases SET ended = ?, ended_block = ?, ended_at = ?, ended_by = ? WHERE token = ?",
+            (ending.value, block, timestamp, entry.admin, token),
+        )
+        return
+    raise AssertionError(f"a lease event the index does not apply: {kind}")  # pragma: no cover - LEASE_KINDS
 
 
 def _replay(conn: sqlite3.Connection, token: int) -> None:
@@ -1035,15 +1053,39 @@ def _replay(conn: sqlite3.Connection, token: int) -> None:
 
 
 def _end_by_successor(conn: sqlite3.Connection, successor: _events.RegistryLog, timestamp: int) -> None:
-    previous = conn.execute("SELECT expires_at, ended FROM leases WHERE token = ?", (successor.previous_token,)).fetchone()
+    """What the acquisition ``successor`` says of the lease it followed (``previous_token``), by name:
+
+    - the previous lease had ended (released, revoked, completed): it stays so, except a revoke in this very
+      transaction before a grant, which was the grant's (``granted``: the model's one end for both events);
+    - it had not, and its expiry had passed: ``expired`` (at its expiry), whatever the reason says (a grant
+      over an expired lease revokes nothing);
+    - it was live: the reason names the end (:func:`chainfence.endings.of_successor`): ``superseded`` for a
+      reacquisition by its holder.
+    """
+    previous = conn.execute(
+        "SELECT expires_at, ended, ended_block FROM leases WHERE token = ?", (successor.previous_token,)
+    ).fetchone()
     if previous is None:
         return
+    expires_at, ended, _ended_block = previous
     conn.execute("UPDATE leases SET successor = ? WHERE token = ?", (successor.token, successor.previous_token))
-    if previous[1] is None:
-        end = ("expired", successor.block_number, previous[0]) if previous[0] <= timestamp else (
-            "superseded", successor.block_number, timestamp)
-        conn.execute("UPDATE leases SET ended = ?, ended_block = ?, ended_at = ? WHERE token = ?",
-                     (*end, successor.previous_token))  # fmt: skip
+    reason = _REASONS.get(successor.reason) if successor.reason is not None else None
+    if ended is not None:
+        if ended == End.REVOKED.value and reason is AcquireReason.GRANTED and conn.execute(
+            "SELECT 1 FROM events WHERE kind = 'LeaseRevoked' AND token = ? AND block = ? AND tx_hash = ?",
+            (successor.previous_token, successor.block_number, successor.tx_hash),
+        ).fetchone():  # fmt: skip
+            conn.execute("UPDATE leases SET ended = ? WHERE token = ?", (End.GRANTED.value, successor.previous_token))
+        return
+    if expires_at <= timestamp:
+        end = (End.EXPIRED.value, successor.block_number, expires_at)
+    else:
+        named = endings.of_successor(reason) if reason is not None else End.SUPERSEDED
+        if named not in (End.SUPERSEDED, End.GRANTED):  # a live lease is taken over only by these two
+            named = End.SUPERSEDED
+        end = (named.value, successor.block_number, timestamp)
+    conn.execute("UPDATE leases SET ended = ?, ended_block = ?, ended_at = ? WHERE token = ?",
+                 (*end, successor.previous_token))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------
@@ -1096,3 +1138,23 @@ def _range(
         where.append(f"{column} {op} ?")
         params.append(value)
     return where, params
+
+
+endings.declare(
+    "audit.index",
+    __name__,
+    {
+        End.EXPIRED: "ended 'expired' at its expiry, read off the next acquisition; until one comes, ended is "
+        "None and status 'expired' once the index's chain time passes the expiry",
+        End.RELEASED: "ended 'released' at the LeaseReleased's block",
+        End.COMPLETED: "ended 'completed' at the LeaseCompleted of a claimed item; a plain lease's completion "
+        "is counted (completions, last_digest) and ends nothing",
+        End.SUPERSEDED: "ended 'superseded' at the reacquisition that fenced it off (successor set)",
+        End.REVOKED: "ended 'revoked' at the LeaseRevoked, ended_by the admin",
+        End.GRANTED: "ended 'granted' (ended_by the admin) when the revoke and the grant's acquisition are one "
+        "transaction; a revoke followed later by a grant stays 'revoked'",
+        End.ROLLED_BACK: "sync rewinds to the fork point: a lease whose acquisition the chain lost is deleted, "
+        "one whose end it lost is replayed (live again), and the index goes on from there",
+    },
+    watches=True,
+)

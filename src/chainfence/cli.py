@@ -16,7 +16,7 @@
     chainfence lock NAME [--ttl S] [--wait S] [--grace S] -- CMD ARGS...   # run CMD holding the lease
     chainfence mcp [--http --port N]     # Model Context Protocol tools for agents (extra: chainfence[mcp])
     chainfence audit sync|verify|history|token|holder|at|current|takeovers|completions|resources ...
-    chainfence namespace claim|transfer|accept|policy set|policy show|admit ...   # see _cli_ops
+    chainfence namespace mine|transfer|accept|policy set|policy show|admit ...    # see _cli_ops
     chainfence revoke NAME | grant NAME HOLDER --ttl S | acquire-many NAME... --ttl S
     chainfence demo
 

@@ -35,8 +35,13 @@ while B does: two leaders. The token is the last line of defence either
 way: a guard refuses the deposed leader's writes.
 
 Observing: :meth:`Election.observe` follows the resource's registry events
-(``LeaseAcquired``: a new term; ``LeaseReleased``: a resignation) block by
-block, and judges expiry by chain time (an expiry emits no event): a term
+(``LeaseAcquired``: a new term; ``LeaseReleased``: a resignation;
+``LeaseRevoked``: the namespace's admin ended the term, or, followed in the
+same transaction by the grant's ``LeaseAcquired``, gave the seat to
+another; ``LeaseCompleted``: a result recorded, which ends nothing) block by
+block, names every end as :mod:`chainfence.endings` does (``ends=True``
+yields a :class:`TermEnded` before each change), and judges expiry by chain
+time (an expiry emits no event): a term
 is over once a block is stamped at or after its expiry, or
 :meth:`Chain.now <chainfence.Chain.now>` has passed it (asked when a block
 is stamped a second before the expiry, and when the local clock reaches
@@ -44,8 +49,10 @@ the expiry as counted from the chain time it was last judged at). It yields the
 leader at the start, then each change: a :class:`Leader` for each new term
 (a new token, even for the same holder), ``None`` when the seat becomes
 empty. A term that expired and was taken over yields ``None`` and then the
-successor. Renewals are not changes. A reorganisation is followed by
-reading the resource again.
+successor. A revoke empties the seat at its block; a grant and a
+reacquisition pass it straight to the next term. Renewals are not changes.
+A reorganisation is followed by reading the resource again (a term the
+chain no longer has ended ``rolled_back``).
 """
 
 from __future__ import annotations
@@ -454,7 +461,7 @@ class _Observer:
             event.kind is _events.Kind.REVOKED
             and following is not None
             and following.kind is _events.Kind.ACQUIRED
-            and following.tx_hash == event.tx_hash
+            and (following.block_number, following.tx_hash) == (event.block_number, event.tx_hash)
             and following.previous_token == event.token
             and following.reason == AcquireReason.GRANTED
         )

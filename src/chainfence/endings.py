@@ -341,6 +341,9 @@ _DECLARING_MODULES: tuple[str, ...] = (
     "chainfence._waiting",
     "chainfence.election",
     "chainfence.tooz_driver",  # imports tooz (the [tooz] extra; in the dev extra the tests install)
+    "chainfence.audit_index",
+    "chainfence.watchdog",
+    "chainfence.guard",  # guard.follower
     "chainfence.lease",  # keep, lease_set
     "chainfence.aio",  # aio.keep
     "chainfence.registry",  # claims

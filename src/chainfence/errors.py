@@ -11,8 +11,8 @@
     │   ├── InvalidWait                    acquire(wait=...): negative, not finite, not a number, too long
     │   ├── InvalidProgress                a progress marker that is not 1-32 bytes, an int or a str
     │   ├── InvalidClaimItems              claim: no items, too many, or duplicates
-    │   ├── InvalidNamespace               a namespace prefix: empty, too long, contains '/'
-    │   ├── InvalidPolicy                  a namespace policy: maxTtl or lockDelay above the registry's max
+    │   ├── InvalidNamespace               a namespace prefix: empty, too long, contains '/', a mis-cased address
+    │   ├── InvalidPolicy                  a namespace policy: maxTtl or lockDelay above the registry's max, no field
     │   ├── InvalidAssignments             deployment: namespaces and admins of different lengths
     │   ├── DuplicateResource              acquire_many / a LeaseSet lists a resource twice
     │   └── InvalidAddress                 not a 20-byte hex address
@@ -35,7 +35,7 @@
     │       └── TokenNotConfirmed          issued, but not yet deep enough in the chain to count
     ├── RegistryOverflow (OverflowError)   48-bit token or 40-bit time space exhausted
     ├── NamespaceError (PermissionError)   a namespace refused the caller
-    │   ├── NamespaceTaken                 claim: the namespace already has an admin
+    │   ├── NamespaceTaken                 deployment: a namespace assigned twice
     │   ├── NotNamespaceAdmin              only the namespace's admin may do that
     │   └── NotPendingAdmin                only the pending admin may accept the namespace
     ├── Unauthorized (PermissionError)     a contract refused the caller (example contracts)
@@ -61,6 +61,7 @@
     │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index
     │   └── AuditIndexDiffers              verify: the index and the chain disagree
     ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
+    │   └── LeaseSetLost                   a member of an acquire_many set ended (which, and how)
     ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     └── RequestRejected                    a holder-signed request failed verification
@@ -364,7 +365,9 @@ class InvalidClaimItems(InvalidInput):
 
 @_contract_error("FencingRegistryInvalidNamespace")
 class InvalidNamespace(InvalidInput):
-    """A namespace is a name's part before its first ``/``: 1 to 127 bytes, printable, no ``/``."""
+    """A namespace is a name's part before its first ``/``: 1 to 127 bytes, printable, no ``/``; one that
+    looks like an address must be an address namespace (lowercase), and the deployer cannot assign one
+    shaped like an address (42 bytes starting ``0x``: those are their address's)."""
 
     def __init__(self, message: str | None = None, *, length: int | None = None, max_length: int | None = None):
         self.length = length
@@ -376,7 +379,8 @@ class InvalidNamespace(InvalidInput):
 
 @_contract_error("FencingRegistryInvalidPolicy")
 class InvalidPolicy(InvalidInput):
-    """A namespace policy's ``max_ttl`` and ``lock_delay`` must be 0 to the registry's maximum ttl."""
+    """A namespace policy's ``max_ttl`` and ``lock_delay`` must be 0 to the registry's maximum ttl, and a
+    change must name at least one field."""
 
     def __init__(
         self, message: str | None = None, *, max_ttl: Any = None, lock_delay: Any = None,
@@ -908,7 +912,7 @@ class NamespaceError(ChainfenceError, PermissionError):
 
 @_contract_error("FencingRegistryNamespaceTaken")
 class NamespaceTaken(NamespaceError):
-    """The namespace already has an admin (``admin``): assigned at deployment or claimed first."""
+    """Deployment: the namespace is assigned twice (first to ``admin``)."""
 
     def __init__(self, message: str | None = None, *, namespace: bytes | None = None, admin: str | None = None):
         super().__init__(message, namespace=namespace, admin=admin)

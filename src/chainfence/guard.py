@@ -84,14 +84,23 @@ on-chain allowlist (:mod:`chainfence.admission`, and there how soon an
 on-chain removal takes effect in each mode). A holder refused gets
 :class:`~chainfence.errors.HolderNotAdmitted`; nothing is recorded.
 
-Revoked leases: when a namespace's admin revokes a lease (``LeaseRevoked``),
-a ``strict`` guard refuses its token at the next check (the chain says so);
-a ``follow`` guard's follower records the end in the store once the block is
-followed, and from then on every guard on that store, in every mode,
-refuses the token at its mark (:class:`~chainfence.errors.LeaseRevoked`).
-A ``mark`` guard on its own cannot know: it refuses the revoked holder once
-a successor's token reaches it, or at once if the revoked token was never
-its mark (a token above the mark is always asked of the chain).
+Ended leases: when a lease ends early by an event — its holder releases it
+(``LeaseReleased``), completes its claimed work item (``LeaseCompleted``),
+or a namespace's admin revokes it (``LeaseRevoked``, also the first half of
+a grant over a live lease) — a ``strict`` guard refuses its token at the
+next check (the chain says so); a ``follow`` guard's follower records the
+end in the store once the block is followed, and from then on every guard
+on that store, in every mode, refuses the token at its mark
+(:class:`~chainfence.errors.LeaseReleased`,
+:class:`~chainfence.errors.LeaseCompleted`,
+:class:`~chainfence.errors.LeaseRevoked`). An acquisition (a successor after
+an expiry, a reacquisition, a grant) raises the mark: the token before is
+stale. An expiry emits no event: a ``follow`` guard accepts an expired
+holder at its mark until a successor's acquisition is followed, as ``mark``
+mode does. A ``mark`` guard on its own cannot know of any end: it refuses
+the holder once a successor's token reaches it, or at once if the ended
+token was never its mark (a token above the mark is always asked of the
+chain).
 """
 
 from __future__ import annotations
@@ -108,9 +117,10 @@ from typing import TYPE_CHECKING, Any
 
 from eth_utils import keccak
 
-from . import _events, _names, _validate
+from . import _events, _names, _validate, endings
 from ._guard_store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
 from .admission import Admission
+from .endings import End
 from .errors import (
     ActionMismatch,
     AudienceMismatch,
@@ -122,6 +132,8 @@ from .errors import (
     HolderNotAdmitted,
     InvalidInput,
     InvalidSignature,
+    LeaseCompleted,
+    LeaseReleased,
     LeaseRevoked,
     MalformedRequest,
     NodeUnreachable,
@@ -142,6 +154,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["MODES", "FollowStatus", "Guard"]
+
+#: The error a token at its mark is refused with once the follower recorded how its lease ended.
+_ENDED_ERRORS: dict[str, type[TokenNotCurrent]] = {
+    End.RELEASED.value: LeaseReleased,
+    End.COMPLETED.value: LeaseCompleted,
+    End.REVOKED.value: LeaseRevoked,
+}
 
 #: The guard modes (see the module docstring).
 MODES = ("mark", "strict", "follow")
@@ -390,9 +409,9 @@ class Guard:
         if token < mark:
             raise StaleToken(token=token, current_token=mark, resource=resource, resource_id=resource_id)
         if token == mark and ended is not None:
-            # The follower saw this lease end early (revoked by the namespace's admin), in a confirmed block.
+            # The follower saw this lease end (released, completed, revoked), in a confirmed block.
             logger.info("guard rejected token resource=%s token=%d: %s", resource, token, ended)
-            raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
+            raise _ENDED_ERRORS.get(ended, LeaseRevoked)(token=token, resource=resource, resource_id=resource_id)
         if token == mark and self._trusts_marks():
             return _Verdict(resource, resource_id, token, mark, holder)
         # News (or strict, or a follower in trouble): the chain must vouch for the token.
@@ -729,15 +748,31 @@ class Guard:
             return head
         block = int(start)
         self._require_unchanged(block, GuardStore.meta(conn, "follow_hash"), head)
-        kinds = [_events.Kind.ACQUIRED, _events.Kind.NAMED, _events.Kind.REVOKED]
+        kinds = [
+            _events.Kind.ACQUIRED, _events.Kind.NAMED, _events.Kind.REVOKED, _events.Kind.RELEASED,
+            _events.Kind.COMPLETED,
+        ]  # fmt: skip
         if self.admission is not None and self.admission.holders is None:  # on-chain: follow the allowlists
             kinds += [_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED]
         for _first, last, logs in _events.fetch(
             chain, self.registry.address, kinds=kinds, from_block=block + 1, to_block=head,
         ):  # fmt: skip
-            self._apply(logs, last, self._block_hash(last))
+            self._apply(logs, last, self._block_hash(last), self._completed_claims(logs))
             block = last
         return block
+
+    def _completed_claims(self, logs: list[_events.RegistryLog]) -> set[tuple[bytes, int]]:
+        """The completions in ``logs`` that ended their lease: a claimed work item's (it reads done at that
+        block). A plain lease's completion records a result and ends nothing. One read per completion,
+        before the page is applied (no chain call inside the store's write transaction)."""
+        done: set[tuple[bytes, int]] = set()
+        for entry in logs:
+            if entry.kind is not _events.Kind.COMPLETED or entry.token is None:
+                continue
+            info = self.registry.last_lease_by_id(entry.resource_id, block=entry.block_number)
+            if info is not None and info.token == entry.token and endings.of_status(info.status) is End.COMPLETED:
+                done.add((entry.resource_id, entry.token))
+        return done
 
     def _block_hash(self, number: int) -> str:
         found = self.registry.chain.rpc.block(number)
@@ -760,16 +795,28 @@ class Guard:
             GuardStore.set_meta(conn, "follow_block", str(block))
             GuardStore.set_meta(conn, "follow_hash", block_hash)
 
-    def _apply(self, logs: list[_events.RegistryLog], last: int, last_hash: str) -> None:
-        """One page of events: raise marks, end revoked leases, learn names, and record the progress, atomically.
+    def _apply(
+        self, logs: list[_events.RegistryLog], last: int, last_hash: str, completed: set[tuple[bytes, int]]
+    ) -> None:
+        """One page of events: raise marks, record ended leases, learn names, and record the progress, atomically.
 
-        A ``LeaseRevoked`` ends its token's lease here: the mark is raised to that token if it was lower
-        (older tokens are fenced off as by an acquisition) and the end is recorded, so that the token is
-        refused at its mark by every guard on this store. Namespace events drop the cached on-chain
-        admission answers of their namespace.
+        Every way a lease ends, by name (:mod:`chainfence.endings`):
+
+        - an acquisition raises the mark: the lease it followed (superseded, expired, granted away, ...)
+          is fenced off, its token refused below the mark (``StaleToken``);
+        - a release, a revoke, and a claimed item's completion (``completed``: those that ended their
+          lease) end their token's lease here: the mark is raised to that token if it was lower (older
+          tokens are fenced off as by an acquisition) and the end is recorded, so that the token is
+          refused at its mark by every guard on this store (``LeaseReleased``, ``LeaseRevoked``,
+          ``LeaseCompleted``). A grant over a live lease is its revoke and the grantee's acquisition;
+        - a plain lease's completion ends nothing; an expiry emits nothing (it is known at the next
+          acquisition, or by the chain for a token above the mark);
+        - a rollback of a block this follower applied latches the store (:meth:`_require_unchanged`).
+
+        Namespace events drop the cached on-chain admission answers of their namespace.
         """
         raised: list[tuple[bytes, int, str | None]] = []
-        ended: list[tuple[bytes, int]] = []
+        ended: list[tuple[bytes, int, End]] = []
         namespaces: set[bytes] = set()
         # A name hashes to its resource: a log claiming otherwise is not believed.
         names = {
@@ -784,15 +831,27 @@ class Guard:
                 if entry.kind in (_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED):
                     namespaces.add(entry.resource_id)  # a namespace event's first topic is the namespace id
                     continue
-                if entry.kind not in (_events.Kind.ACQUIRED, _events.Kind.REVOKED) or entry.token is None:
+                if entry.token is None:
+                    continue
+                if entry.kind is _events.Kind.ACQUIRED:
+                    end = None  # a new lease: the mark rises, the one before is fenced off
+                elif entry.kind is _events.Kind.RELEASED:
+                    end = End.RELEASED
+                elif entry.kind is _events.Kind.REVOKED:
+                    end = End.REVOKED
+                elif entry.kind is _events.Kind.COMPLETED:
+                    if (entry.resource_id, entry.token) not in completed:
+                        continue  # a plain lease's completion: a result recorded, the lease goes on
+                    end = End.COMPLETED
+                else:
                     continue
                 current, _holder, _rolled, _ended = GuardStore.read_mark(conn, entry.resource_id)
                 if entry.token > current:
                     GuardStore.raise_mark(conn, entry.resource_id, entry.token, entry.holder, names.get(entry.resource_id))
                     raised.append((entry.resource_id, entry.token, entry.holder))
-                if entry.kind is _events.Kind.REVOKED and entry.token >= current:
-                    GuardStore.end_lease(conn, entry.resource_id, entry.token, "revoked")
-                    ended.append((entry.resource_id, entry.token))
+                if end is not None and entry.token >= current:
+                    GuardStore.end_lease(conn, entry.resource_id, entry.token, end.value)
+                    ended.append((entry.resource_id, entry.token, end))
             # Names of resources raised in this page whose ResourceNamed came earlier stay NULL
             # until a check names them: a name is for people, never needed to fence.
             GuardStore.set_meta(conn, "follow_block", str(last))
@@ -801,11 +860,11 @@ class Guard:
             if self.exclusive:
                 self._remember(resource_id, token, holder)
             logger.info("guard followed new token resource=0x%s token=%d", resource_id.hex()[:16], token)
-        for resource_id, token in ended:
+        for resource_id, token, end in ended:
             memo = self._memo.get(resource_id)
             if memo is not None and memo[0] == token:
                 self._memo.pop(resource_id, None)  # an exclusive guard must no longer answer it from memory
-            logger.info("guard followed revoked lease resource=0x%s token=%d", resource_id.hex()[:16], token)
+            logger.info("guard followed %s lease resource=0x%s token=%d", end.value, resource_id.hex()[:16], token)
         for namespace_id in namespaces:
             self._forget_admissions(namespace_id)
 
@@ -1008,3 +1067,25 @@ def _encode_bytes32_bytes(word: bytes, data: bytes) -> bytes:
     """ABI encoding of (bytes32, bytes): the arguments of isValidSignature."""
     padded = data + b"\0" * (-len(data) % 32)
     return word + (64).to_bytes(32, "big") + len(data).to_bytes(32, "big") + padded
+
+
+endings.declare(
+    "guard.follower",
+    __name__,
+    {
+        End.EXPIRED: "no event: the expired holder is accepted at its mark until a successor's acquisition is "
+        "followed (the mark rises: StaleToken); a token above the mark is asked of the chain (LeaseExpired)",
+        End.RELEASED: "the release's end is recorded: its token is refused at its mark (LeaseReleased) by every "
+        "guard on the store",
+        End.COMPLETED: "a claimed item's completion (it reads done at that block) is recorded against the item's "
+        "id (LeaseCompleted at its mark; a guard checks names, and an item is not reachable by its display "
+        "name); a plain lease's completion records a result and ends nothing: its token stays accepted",
+        End.SUPERSEDED: "the reacquisition raises the mark: the old token is StaleToken",
+        End.REVOKED: "the revoke's end is recorded: LeaseRevoked at its mark, by every guard on the store",
+        End.GRANTED: "the grant's revoke ends the old token and its acquisition raises the mark: the old token is "
+        "StaleToken, the grantee's accepted",
+        End.ROLLED_BACK: "a block the follower applied that the chain replaced latches the store: "
+        "ChainRolledBack from every check, in every process, until an operator starts a new store",
+    },
+    watches=True,
+)

@@ -706,10 +706,6 @@ class LeaseSet:
     def _kept_token(self) -> str:
         return ",".join(str(token) for token in self.tokens)
 
-    @property
-    def completed(self) -> bool:
-        return False  # a set's members are not work items
-
     def _kept_renew(self, ttl: Any) -> int:
         return self.registry._renew_many(self.leases, ttl)
 

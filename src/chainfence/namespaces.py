@@ -3,11 +3,15 @@
 A resource name's namespace is its text before the first ``/``
 (``prod/db`` is in ``prod``); a name without ``/`` is in no namespace and
 always open. On-chain a namespace is ``keccak256(prefix)``. A namespace
-nobody administers behaves as if namespaces did not exist. Its admin,
-assigned at deployment (``Registry.deploy(..., namespaces={"prod": admin})``)
-or first to :meth:`Registry.claim_namespace <chainfence.Registry.claim_namespace>`,
-sets its :class:`NamespacePolicy` and may revoke and grant leases in it,
-and in no other namespace.
+nobody administers behaves as if namespaces did not exist. A namespace has
+an admin by construction only: an *address namespace* (``"0x"`` and the 40
+lowercase hex digits of an address: :meth:`Registry.namespace_of
+<chainfence.Registry.namespace_of>`) is its address's from the start, and
+any other only if the deployer assigned it
+(``Registry.deploy(..., namespaces={"prod": admin})``). Nobody can claim an
+unassigned namespace, so nobody gains power over leases others already
+hold. The admin sets its :class:`NamespacePolicy` and may revoke and grant
+leases and work items in it, and in no other namespace.
 """
 
 from __future__ import annotations

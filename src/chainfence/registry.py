@@ -77,6 +77,9 @@ MAX_CLAIM_ITEMS = 512
 #: Most resources one acquire_many may list (the contract's bound).
 MAX_MANY = 64
 
+#: setNamespacePolicy's ``fields``: which fields of the policy a call sets (IFencingRegistry.sol).
+POLICY_MAX_TTL, POLICY_LOCK_DELAY, POLICY_ADMISSION = 1, 2, 4
+
 #: Default maximum lease length of a new registry: one day.
 DEFAULT_MAX_TTL = 86_400
 
@@ -111,9 +114,10 @@ class Registry:
         ``sender`` (default: the chain's first account) pays for deployment
         and is the default sender of the returned registry. It gains no
         privilege: the registry has no owner. ``namespaces`` assigns
-        namespaces to their admins at deployment (``{"prod": admin_address}``),
-        so nobody can claim them first; others are first come
-        (:meth:`claim_namespace`).
+        namespaces to their admins at deployment (``{"prod": admin_address}``):
+        the only way a namespace other than an address namespace
+        (:meth:`namespace_of`) ever has an admin. Address-shaped prefixes
+        cannot be assigned (:class:`~chainfence.errors.InvalidNamespace`).
         """
         return chain._run(cls._deploy_steps(chain, max_ttl=max_ttl, sender=sender, namespaces=namespaces))
 
@@ -231,25 +235,32 @@ class Registry:
         seconds of this machine's monotonic clock: the acquisition is sent
         once the resource reads free (released, expired by chain time, or
         never held), and ``LeaseHeld`` (the holder's lease, as read last) is
-        raised when the wait ends first. No gas is spent waiting: nothing is
-        sent while the resource reads held, and the send's preflight refuses
-        without sending when another waiter got there first (then it waits
-        again). The waiter polls the head once per poll interval (half the
-        block time; 50 ms on anvil), reads the registry's events for the
-        resource in each new block, and wakes at the lease's expiry; it
-        takes a released resource within about one block. ``wait=None`` or
-        ``0`` (the default) does not wait; anything but a number from 0 to a
-        year is :class:`~chainfence.errors.InvalidWait` (nothing sent).
+        raised when the wait ends first. A namespace's lock-delay after an
+        expiry is waited out too, by chain time (``LockDelayed`` when the
+        wait ends within it); a namespace that does not admit the sender
+        raises :class:`~chainfence.errors.NotAdmitted` at once. No gas is
+        spent waiting: nothing is sent while the resource reads held, and
+        the send's preflight refuses without sending when another waiter got
+        there first (then it waits again). The waiter polls the head once
+        per poll interval (half the block time; 50 ms on anvil), reads the
+        registry's events for the resource in each new block, and wakes at
+        the lease's expiry; it takes a released resource within about one
+        block. ``wait=None`` or ``0`` (the default) does not wait; anything
+        but a number from 0 to a year is
+        :class:`~chainfence.errors.InvalidWait` (nothing sent).
 
         Fairness: none beyond a random pause (up to a quarter block) before
-        sending, which keeps waiters from all sending at the same instant.
-        The registry keeps no queue: the first acquisition mined after a
-        release wins, so a waiter may lose to one that started waiting
-        later, and two acquisitions in the same block can still collide
-        (the second reverts, paying for it, and waits again). For
-        first-come-first-served, queue outside the registry (a ticket per
-        waiter from a table or a queue service; each acquires when its
-        ticket is next) and fence with the token as usual.
+        sending, which keeps waiters from sending at the same instant. The
+        registry keeps no queue: the first acquisition mined after a release
+        wins, so a waiter may lose to one that started waiting later. The
+        waiters of one :class:`~chainfence.Chain` send for a resource one at
+        a time, so they never send an acquisition another's made fail; two
+        waiters of different processes can still both pass their preflights
+        (the second reverts, paying for it, and waits again: measured in
+        ``docs/benchmarks.md``). For first-come-first-served, queue outside
+        the registry (a ticket per waiter from a table or a queue service;
+        each acquires when its ticket is next) and fence with the token as
+        usual.
 
         If the transaction was mined but did not reach its confirmations in
         time, :class:`~chainfence.errors.NotConfirmed` carries the ``lease``
@@ -1141,17 +1152,15 @@ class Registry:
     # Namespaces: admins, policies, revoke and grant
     # ------------------------------------------------------------------
 
-    def claim_namespace(self, prefix: str, *, confirmations: int | None = None) -> bytes:
-        """Become the admin of namespace ``prefix`` (first come); returns its id.
-
-        Raises :class:`~chainfence.errors.NamespaceTaken` if it has an admin
-        (assigned at deployment or claimed before) and
-        :class:`~chainfence.errors.InvalidNamespace` on a bad prefix (nothing sent).
-        """
-        prefix = _validate.namespace_prefix(prefix)
-        self._namespace_tx(prefix, "claimNamespace", [prefix], confirmations)
-        logger.info("claimed namespace=%s admin=%s", prefix, self.sender)
-        return _names.namespace_id(prefix)
+    def namespace_of(self, address: str | None = None) -> str:
+        """The address namespace of ``address`` (default: the sender): ``"0x"`` and its 40 lowercase hex
+        digits. It is that address's from the start, with no claim and no storage: names in it
+        (``f"{registry.namespace_of()}/jobs"``) are governed by that address (policy, revoke, grant),
+        and by nobody else until it hands the role over (:meth:`transfer_namespace_admin`).
+        Another namespace has an admin only if the deployer assigned it (:meth:`deploy`)."""
+        if address is None:
+            address = self._require_sender()
+        return _names.address_namespace(_validate.address(address, "address"))
 
     def transfer_namespace_admin(self, prefix: str, new_admin: str, *, confirmations: int | None = None) -> None:
         """Offer namespace ``prefix`` to ``new_admin`` (admin only); it takes over when it
@@ -1168,31 +1177,55 @@ class Registry:
         logger.info("accepted namespace=%s admin=%s", prefix, self.sender)
 
     def set_policy(
-        self, prefix: str, *, max_ttl: int = 0, lock_delay: int = 0, admission_required: bool = False,
-        confirmations: int | None = None,
+        self, prefix: str, *, max_ttl: int | None = None, lock_delay: int | None = None,
+        admission_required: bool | None = None, confirmations: int | None = None,
     ) -> None:  # fmt: skip
-        """Set the policy of namespace ``prefix`` (admin only): ``max_ttl`` (0: the registry's),
-        ``lock_delay`` seconds after an expiry, and whether only admitted holders may acquire.
+        """Set the fields of namespace ``prefix``'s policy that are given (admin only); the others
+        keep their values: ``max_ttl`` (0: the registry's), ``lock_delay`` seconds after an expiry,
+        ``admission_required`` (only admitted holders may acquire).
 
-        The policy applies to later acquisitions, grants and renewals; it
-        never evicts a live holder (:meth:`revoke` does).
+        The registry merges the fields itself (``setNamespacePolicy``'s mask), in the same
+        transaction: no read-then-write here, so two changes of different fields never undo each
+        other. The policy applies to later acquisitions, grants and renewals; it never evicts a
+        live holder (:meth:`revoke` does). Naming no field is :class:`~chainfence.errors.InvalidPolicy`
+        (nothing sent).
         """
+        self._set_policy(prefix, max_ttl, lock_delay, admission_required, confirmations)
+
+    def _set_policy(
+        self, prefix: str, max_ttl: int | None, lock_delay: int | None, admission_required: bool | None,
+        confirmations: int | None,
+    ) -> _events.RegistryLog:  # fmt: skip
+        """:meth:`set_policy`; returns its ``NamespacePolicySet`` event: the whole policy as it then stands."""
         from .errors import InvalidPolicy
 
         prefix = _validate.namespace_prefix(prefix)
+        given = {"max_ttl": max_ttl, "lock_delay": lock_delay, "admission_required": admission_required}
+        if all(value is None for value in given.values()):
+            raise InvalidPolicy("set_policy: name at least one of max_ttl, lock_delay, admission_required")
         for value in (max_ttl, lock_delay):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= self.max_ttl:
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= self.max_ttl
+            ):
                 raise InvalidPolicy(max_ttl=max_ttl, lock_delay=lock_delay, registry_max_ttl=self.max_ttl)
-        if not isinstance(admission_required, bool):
+        if admission_required is not None and not isinstance(admission_required, bool):
             raise InvalidInput(f"admission_required must be a bool, got {admission_required!r}")
-        self._namespace_tx(
-            prefix, "setNamespacePolicy", [_names.namespace_id(prefix), max_ttl, lock_delay, admission_required],
+        fields = (
+            (POLICY_MAX_TTL if max_ttl is not None else 0) | (POLICY_LOCK_DELAY if lock_delay is not None else 0)
+            | (POLICY_ADMISSION if admission_required is not None else 0)
+        )  # fmt: skip
+        receipt = self._namespace_tx(
+            prefix, "setNamespacePolicy",
+            [_names.namespace_id(prefix), max_ttl or 0, lock_delay or 0, bool(admission_required), fields],
             confirmations,
         )  # fmt: skip
+        event = self._event(receipt, _events.Kind.POLICY_SET)
         logger.info(
-            "policy namespace=%s max_ttl=%d lock_delay=%d admission_required=%s",
-            prefix, max_ttl, lock_delay, admission_required,
+            "policy namespace=%s set=%s max_ttl=%d lock_delay=%d admission_required=%s",
+            prefix, ",".join(k for k, v in given.items() if v is not None), event.max_ttl, event.lock_delay,
+            event.admission_required,
         )  # fmt: skip
+        return event
 
     def admit(
         self, prefix: str, holders: Sequence[str], *, admitted: bool = True, confirmations: int | None = None
@@ -1220,8 +1253,11 @@ class Registry:
             "namespacePolicy", [_names.namespace_id(prefix)],
             ["address", "address", "uint256", "uint256", "bool"], block=_at(block),
         ))  # fmt: skip
+        admin = _or_none(_checksum(admin))
+        if admin is None and _names.is_address_namespace(prefix):
+            admin = _checksum(prefix)  # an address namespace never handed over: its address, by construction
         return NamespacePolicy(
-            name=prefix, namespace=_names.namespace_id(prefix), admin=_or_none(_checksum(admin)),
+            name=prefix, namespace=_names.namespace_id(prefix), admin=admin,
             pending_admin=_or_none(_checksum(pending)), max_ttl=max_ttl, lock_delay=lock_delay,
             admission_required=required,
         )  # fmt: skip
@@ -1352,6 +1388,9 @@ class Registry:
         except NamespaceError as refused:
             if prefix is not None:
                 refused.with_namespace(prefix)
+                admin = getattr(refused, "admin", None)
+                if _names.is_address_namespace(prefix) and (admin is None or int(admin, 16) == 0):
+                    refused.admin = _checksum(prefix)  # the chain writes no admin for its own address
             raise
         except NotAdmitted as refused:
             refused.namespace_name = prefix
@@ -1604,7 +1643,7 @@ def _namespace_assignments(chain: Chain, namespaces: Mapping[str, str] | None) -
         raise InvalidInput(f"namespaces must be a mapping of prefix to admin address, got {type(namespaces).__name__}")
     prefixes, admins = [], []
     for prefix, admin in namespaces.items():
-        prefixes.append(_validate.namespace_prefix(prefix))
+        prefixes.append(_validate.assignable_prefix(prefix))
         admins.append(_validate.address(admin, f"admin of namespace {prefix!r}"))
     return prefixes, admins
 

@@ -46,7 +46,7 @@ from .errors import InvalidInput
 __all__ = ["END_REASONS", "ISSUE_REASONS", "Rejection", "TimelineLease", "render"]
 
 #: How a lease ended (``TimelineLease.end_reason``); ``"live"`` when it has not (``end`` is None).
-END_REASONS = ("released", "expired", "superseded", "revoked", "completed", "live")
+END_REASONS = ("released", "expired", "superseded", "revoked", "granted", "completed", "live")
 
 #: Why a token was issued (``TimelineLease.reason``): the registry's ``AcquireReason``, lower case.
 #: ``"unheld"``: first lease of the resource; ``"released"``/``"expired"``: the previous lease was
@@ -113,7 +113,8 @@ class TimelineLease:
       previous lease (``reason == "revoked"``) or granted this one
       (``reason == "granted"``); None when unknown or not applicable.
     - ``revoked_by``: the admin who revoked this lease (``end_reason ==
-      "revoked"``), or None.
+      "revoked"``, or ``"granted"``: revoked to grant the resource to
+      another lease in the same transaction), or None.
     """
 
     resource: str | bytes
@@ -762,10 +763,11 @@ def render(
                         + _attrs(data_kind="takeover-label", data_token=lease.token, data_resource=lane.name)
                         + f">{_esc(short)}</text>\n"
                     )
-            if lease.end_reason == "revoked":
+            if lease.end_reason in ("revoked", "granted"):  # a grant over a live lease revokes it first
                 x, top = bar.x + bar.width, lane.y + 2
                 by = f" by admin {_text(lease.revoked_by)}" if lease.revoked_by else ""
-                tip = f"{lane.name}: token {lease.token} revoked{by} at {format_time(bar.until)} UTC"
+                how = "revoked" if lease.end_reason == "revoked" else "revoked to grant the resource to another"
+                tip = f"{lane.name}: token {lease.token} {how}{by} at {format_time(bar.until)} UTC"
                 add(
                     f'<path d="M{_n(x - 4)},{_n(top)} L{_n(x + 4)},{_n(top + 10)} M{_n(x + 4)},{_n(top)}'
                     f' L{_n(x - 4)},{_n(top + 10)}" stroke="{REVOKE_COLOUR}" stroke-width="2" fill="none"'

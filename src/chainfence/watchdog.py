@@ -20,11 +20,17 @@ Only holders that report markers can be judged stuck: a plain renewal says
 nothing about progress, so after a holder's first marker it counts as one
 more renewal without progress, and before it the holder is not judged.
 
-Events are read through :mod:`chainfence._events` (paged from the registry's
+Every way a lease ends is handled by name (:mod:`chainfence.endings`): a
+released or revoked lease is neither stuck nor crashed; a grant or a
+reacquisition (superseded) starts the next token's record, and the old one is
+never listed; an expiry without a release or a completion is ``crashed``; a
+plain lease's completion records a result and ends nothing (a holder that
+keeps renewing without progress afterwards is still ``stuck``), a claimed
+item's completion ends it. Events are read through :mod:`chainfence._events` (paged from the registry's
 deployment block, within provider range limits); every finding is then
 checked against the registry's current state (one ``leaseOf`` call each), so
-a lease that changed hands after the last event read, or a claimed item that
-was completed, is never listed. Names are untrusted bytes from the chain:
+a lease that changed hands after the last event read, a claimed item that
+was completed, or a lease the chain rolled back is never listed. Names are untrusted bytes from the chain:
 ``resource`` is set only for a name the SDK would publish,
 ``resource_display`` is always safe to print.
 """
@@ -34,7 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import _events
+from . import _events, endings
+from .endings import End
 from .errors import InvalidInput
 from .lease import LeaseStatus
 
@@ -123,7 +130,8 @@ class _Track:
     renewals: int = 0
     unchanged: int = 0
     marker: bytes | None = None
-    ended: bool = False  # released or completed
+    ended: End | None = None  # released or revoked (by an event of its own token)
+    completed: bool = False  # a result recorded: not crashed; a claimed item's completion is its end (state DONE)
 
 
 def _positive(value: object, what: str, *, optional: bool = False) -> int | None:
@@ -186,16 +194,24 @@ def stuck(
                     track.marker, track.unchanged = marker, 0
                 elif track.marker is not None:
                     track.unchanged += 1
-            else:  # released, completed or revoked: the holder finished (or was stopped), it did not crash
-                track.ended = True
+            elif entry.kind is _events.Kind.COMPLETED:
+                # A plain lease's completion records a result and ends nothing: a holder that goes on renewing
+                # without progress is still stuck. A claimed item's completion ends it (its state reads DONE,
+                # never LIVE nor EXPIRED: the state check below drops it). Either way it did not crash.
+                track.completed = True
+            elif entry.kind is _events.Kind.RELEASED or entry.kind is _events.Kind.REVOKED:
+                # The holder finished, or the namespace's admin stopped it (a grant's revoke too: the grant's
+                # acquisition, next, starts the grantee's track): neither stuck nor crashed.
+                track.ended = endings.of_event("released" if entry.kind is _events.Kind.RELEASED else "revoked")
 
     now = chain.now()
     candidates: list[tuple[str, bytes, _Track]] = []
     for resource_id, track in tracks.items():
-        if track.ended:
+        if track.ended is not None:
             continue
         if track.expires_at <= now:
-            candidates.append(("crashed", resource_id, track))
+            if not track.completed:  # expired without a release or a completion: its holder died or stalled
+                candidates.append(("crashed", resource_id, track))
             continue
         if track.marker is not None and track.unchanged >= renewals:
             candidates.append(("stuck", resource_id, track))
@@ -240,3 +256,22 @@ def stuck(
             )
         )
     return report
+
+
+endings.declare(
+    "watchdog",
+    __name__,
+    {
+        End.EXPIRED: "listed as crashed (expired without a release or a completion), while the chain still "
+        "reads it expired; never stuck nor long_held",
+        End.RELEASED: "never listed: the holder finished",
+        End.COMPLETED: "a claimed item's completion ends it: never listed; a plain lease's completion ends "
+        "nothing: still judged stuck / long_held while live, never crashed",
+        End.SUPERSEDED: "the reacquisition starts the new token's record; the old token is never listed",
+        End.REVOKED: "never listed: the admin stopped it",
+        End.GRANTED: "the grant's revoke ends the old token's record (never listed); the grantee's starts",
+        End.ROLLED_BACK: "never listed: every finding is checked against the chain's current state, where a "
+        "rolled-back token is not the resource's",
+    },
+    watches=True,
+)

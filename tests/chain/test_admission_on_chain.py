@@ -1,15 +1,16 @@
 """Admission by the namespace's on-chain allowlist: the registry refuses a squatter, guards refuse a stranger's
 genuine token, and a removal from the allowlist takes effect as documented per mode. Both backends.
 
-Namespace ``prod`` is claimed by Carol (its admin), who requires admission and admits Alice. Bob is the
-stranger. ``open/...`` is a namespace nobody administers: the control, open to all as before.
+Namespace ``prod`` was assigned to Carol (its admin) by the deployer; she requires admission and admits
+Alice. Bob is the stranger. ``open/...`` is a namespace nobody administers: the control, open to all as
+before.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from chainfence import Admission, Guard
+from chainfence import Admission, Guard, Registry
 from chainfence.errors import HolderNotAdmitted, NotAdmitted
 from tests.chain.test_admission import AUDIENCE, make_app, post, sign, store_state
 
@@ -17,8 +18,13 @@ RESOURCE = "prod/db"
 
 
 @pytest.fixture
+def registry(chain, backend_registry):
+    """This module's registry: the deployer assigned 'prod' to Carol (account 3)."""
+    return Registry.deploy(chain, max_ttl=3_600, namespaces={"prod": chain.accounts[3]})
+
+
+@pytest.fixture
 def admin(carol, alice):
-    carol.claim_namespace("prod")
     carol.set_policy("prod", admission_required=True)
     carol.admit("prod", [alice.sender])
     return carol
@@ -45,7 +51,6 @@ def test_a_stranger_holding_from_before_the_policy_is_refused_by_guard_and_middl
     """Bob took prod/db while the namespace was open; the admin then required admission without him."""
     alice.release(RESOURCE, alice.acquire(RESOURCE, ttl=60).token)  # tokens above 1
     stranger = bob.acquire(RESOURCE, ttl=600)
-    carol.claim_namespace("prod")
     carol.set_policy("prod", admission_required=True)
     carol.admit("prod", [alice.sender])
     assert registry.lease_of(RESOURCE).holder == bob.sender  # a policy never evicts a live holder

@@ -145,18 +145,19 @@ def test_the_timeline_input_carries_each_lease_as_the_index_tells_it(chain, regi
 def test_revokes_and_grants_read_back_with_the_admin_who_did_them(chain, registry, alice, bob, carol, tmp_path):
     """An operator's acts are in the index as the chain recorded them: who revoked, who granted, and the
     lease each one ended or issued (issue 11's events, end to end through sync)."""
-    carol.claim_namespace("ops")
-    stuck = alice.acquire("ops/db", ttl=600)
-    carol.revoke("ops/db")
-    taken = bob.acquire("ops/db", ttl=600)
-    granted = carol.grant("ops/db", alice.sender, 60)  # takes over bob's live lease through the fenced path
+    name = f"{carol.namespace_of()}/db"  # carol's address namespace: hers by construction
+    stuck = alice.acquire(name, ttl=600)
+    carol.revoke(name)
+    taken = bob.acquire(name, ttl=600)
+    granted = carol.grant(name, alice.sender, 60)  # takes over bob's live lease through the fenced path
     index = AuditIndex(tmp_path / "audit.sqlite")
     index.sync(registry)
-    leases = {lease.token: lease for lease in index.history("ops/db")}
+    leases = {lease.token: lease for lease in index.history(name)}
     assert list(leases) == [stuck.token, taken.token, granted.token]
     assert (leases[stuck.token].ended, leases[stuck.token].ended_by) == ("revoked", carol.sender)
     assert leases[taken.token].reason is AcquireReason.REVOKED
-    assert (leases[taken.token].ended, leases[taken.token].ended_by) == ("revoked", carol.sender)
+    # the grant revoked bob's live lease and issued alice's in one transaction: one end, "granted"
+    assert (leases[taken.token].ended, leases[taken.token].ended_by) == ("granted", carol.sender)
     assert leases[granted.token].reason is AcquireReason.GRANTED and leases[granted.token].granted_by == carol.sender
     assert leases[granted.token].holder == alice.sender and leases[granted.token].status == "live"
-    assert [t.token for t in index.takeovers(resource="ops/db")] == [taken.token, granted.token]
+    assert [t.token for t in index.takeovers(resource=name)] == [taken.token, granted.token]

@@ -1,7 +1,7 @@
 """Every way a term of an election ends, staged on a real registry: shared by the observe and watch scenarios.
 
-Each scenario starts with alice leading ``billing/leader`` (namespace ``billing``, administered by account
-0, the registry's default sender), makes the term end one way, and says what an observer must report from
+Each scenario starts with alice leading ``billing/leader`` (namespace ``billing``, assigned at deployment to
+account 0, the registry's default sender), makes the term end one way, and says what an observer must report from
 then on, as :func:`described` writes changes: ``("ended", End, token)`` for a :class:`TermEnded`, None for
 an empty seat, ``(holder, token)`` for a new term.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chainfence import Election
+from chainfence import Election, Registry
 from chainfence.election import TermEnded
 from chainfence.endings import End
 from tests.support.virtual_time import SteppedClock
@@ -107,8 +107,12 @@ SCENARIOS: dict[End, Scenario] = {
 }
 
 
+def namespaced(chain) -> Registry:
+    """A registry whose deployer (account 0) assigned itself namespace ``billing``: the modules' ``registry``."""
+    return Registry.deploy(chain, max_ttl=3_600, namespaces={NAMESPACE: chain.accounts[0]})
+
+
 def stage(chain, registry, alice, bob) -> Stage:
-    """The namespace claimed, a snapshot taken, then alice elected."""
-    registry.claim_namespace(NAMESPACE)
+    """A snapshot taken, then alice elected (``registry``: :func:`namespaced`)."""
     snapshot = chain.snapshot()
     return Stage(chain, registry, alice, bob, election(alice).campaign(), snapshot)

@@ -12,11 +12,17 @@ import pytest
 from chainfence import AcquireReason
 from chainfence.endings import Refusal
 from chainfence.errors import LockDelayed, NotAdmitted
-from tests.endings.election_scenarios import NAME, NAMESPACE, election
+from tests.endings.election_scenarios import NAME, NAMESPACE, election, namespaced
 from tests.endings.matrix import covers
 from tests.support.virtual_time import WaitClock
 
 DELAY = 60
+
+
+@pytest.fixture
+def registry(chain, backend_registry):
+    """This module's registry: namespace ``billing`` assigned to account 0 at deployment (revokes, grants, policies)."""
+    return namespaced(chain)
 
 
 def spent(registry) -> int:
@@ -40,7 +46,6 @@ def test_a_candidate_waits_while_the_seat_is_held_and_is_elected_at_the_resignat
 
 @covers("election.campaign", Refusal.LOCK_DELAYED)
 def test_a_candidate_waits_out_the_lock_delay_after_the_leaders_term_expired(chain, registry, alice, bob):
-    registry.claim_namespace(NAMESPACE)
     registry.set_policy(NAMESPACE, lock_delay=DELAY)
     deposed = election(alice).campaign()  # its clock stands still: alice's process is paused
     try:
@@ -66,7 +71,6 @@ def test_a_candidate_waits_out_the_lock_delay_after_the_leaders_term_expired(cha
 
 @covers("election.campaign", Refusal.NOT_ADMITTED)
 def test_a_candidate_the_namespace_does_not_admit_is_refused_at_once(registry, alice, carol):
-    registry.claim_namespace(NAMESPACE)
     registry.set_policy(NAMESPACE, admission_required=True)
     registry.admit(NAMESPACE, [alice.sender])
     leader = election(alice).campaign()

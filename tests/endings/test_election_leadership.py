@@ -14,12 +14,18 @@ from chainfence import AcquireReason
 from chainfence import keepalive as keepalive_module
 from chainfence.endings import End, LocalEnd
 from chainfence.errors import LeaseLost, LeaseRevoked
-from tests.endings.election_scenarios import NAME, NAMESPACE, election
+from tests.endings.election_scenarios import NAME, NAMESPACE, election, namespaced
 from tests.endings.matrix import covers
 from tests.support.sequencer import wait_until
 from tests.support.virtual_time import SteppedClock
 
 INTERVAL = 15.0
+
+
+@pytest.fixture
+def registry(chain, backend_registry):
+    """This module's registry: namespace ``billing`` assigned to account 0 at deployment (revokes, grants, policies)."""
+    return namespaced(chain)
 
 
 class Term:
@@ -55,7 +61,7 @@ def term(alice):
 
 @pytest.fixture
 def namespace(registry):
-    registry.claim_namespace(NAMESPACE)
+    """The admin of namespace ``billing``: the deployer's view (account 0)."""
     return registry
 
 

@@ -16,9 +16,15 @@ import pytest
 from chainfence import Election
 from chainfence import election as election_module
 from chainfence.endings import End
-from tests.endings.election_scenarios import NAME, SCENARIOS, described, stage
+from tests.endings.election_scenarios import NAME, SCENARIOS, described, namespaced, stage
 from tests.endings.matrix import covers
 from tests.support.virtual_time import WaitClock
+
+
+@pytest.fixture
+def registry(chain, backend_registry):
+    """This module's registry: namespace ``billing`` assigned to account 0 at deployment (revokes, grants, policies)."""
+    return namespaced(chain)
 
 
 def observer(registry) -> Election:

@@ -12,9 +12,15 @@ import pytest
 
 from chainfence import Election
 from chainfence.endings import End
-from tests.endings.election_scenarios import NAME, SCENARIOS, described, stage
+from tests.endings.election_scenarios import NAME, SCENARIOS, described, namespaced, stage
 from tests.endings.matrix import covers
 from tests.support.sequencer import wait_until
+
+
+@pytest.fixture
+def registry(chain, backend_registry):
+    """This module's registry: namespace ``billing`` assigned to account 0 at deployment (revokes, grants, policies)."""
+    return namespaced(chain)
 
 
 def watch_the_end(chain, registry, alice, bob, end: End, *, ends: bool) -> tuple[list, list]:

@@ -17,6 +17,7 @@ import tooz
 import tooz.coordination as tooz_coordination
 
 from chainfence import Registry
+from chainfence._names import address_namespace
 from chainfence.endings import End, Refusal
 from chainfence.errors import NotAdmitted
 from chainfence.tooz_driver import embedded_chain
@@ -30,31 +31,24 @@ DELAY = 60
 
 @pytest.fixture(scope="module")
 def anvil_tooz(anvil_node, anvil_chain):
-    """A registry on the session's anvil and a funding key of the driver's own (its nonces are its own)."""
+    """A funding key of the driver's own on the session's anvil (its nonces are its own)."""
     from eth_account import Account
 
-    registry = Registry.deploy(anvil_chain, max_ttl=3_600)
     funder = Account.create()
     anvil_chain.rpc.request("anvil_setBalance", [funder.address, hex(10**20)])
-    return registry.address, funder.key.to_0x_hex()
+    return funder.key.to_0x_hex()
 
 
 class Backend:
-    def __init__(self, url, chain, address):
-        self.url, self.chain, self.address = url, chain, address
-        self.started: list = []
-        self.namespace = "ns" + uuid.uuid4().hex[:12]
-        self.name = f"{self.namespace}/lock".encode()
-        self.resource = self.name.decode()
+    """A coordinator URL, the test's chain and registry, and a namespace account 0 administers: on the embedded
+    chain (a chain of the test's own) account 0's address namespace; on anvil a namespace the deployer (account
+    0) assigned itself in a registry of the test's own (policies set here must not reach other tests)."""
 
-    def own_registry(self) -> None:
-        """Use a registry of this test's own from here on: a test that rolls the chain back leaves the
-        driver's process-wide Chain remembering tokens of it, as it should (the next acquisition that gets
-        one of those numbers again is a rollback); other tests must not meet them."""
-        if "registry=" in self.url:
-            fresh = Registry.deploy(self.chain, max_ttl=3_600)
-            self.url = self.url.replace(f"registry={self.address}", f"registry={fresh.address}")
-            self.address = fresh.address
+    def __init__(self, url, chain, address, namespace):
+        self.url, self.chain, self.address, self.namespace = url, chain, address, namespace
+        self.started: list = []
+        self.name = f"{namespace}/lock".encode()
+        self.resource = self.name.decode()
 
     def coordinator(self):
         coordinator = tooz_coordination.get_coordinator(self.url, uuid.uuid4().hex.encode())
@@ -63,11 +57,8 @@ class Backend:
         return coordinator
 
     def admin(self) -> Registry:
-        """The namespace's admin (claimed on first use)."""
-        admin = Registry.at(self.chain, self.address)
-        if admin.namespace_policy(self.namespace).admin is None:
-            admin.claim_namespace(self.namespace)
-        return admin
+        """The namespace's admin: account 0."""
+        return Registry.at(self.chain, self.address).connect(self.chain.accounts[0])
 
 
 @pytest.fixture(params=BACKENDS)
@@ -75,15 +66,19 @@ def backend(request, monkeypatch):
     if request.param == "embedded":
         name = f"endings-{uuid.uuid4().hex[:8]}"
         chain, registry = embedded_chain(name)
-        made = Backend(f"chainfence+embedded://{name}?timeout={TTL}", chain, registry.address)
+        made = Backend(
+            f"chainfence+embedded://{name}?timeout={TTL}", chain, registry.address, address_namespace(chain.accounts[0])
+        )  # fmt: skip
     else:
         node, chain = request.getfixturevalue("anvil_node"), request.getfixturevalue("anvil_chain")
-        address, key = request.getfixturevalue("anvil_tooz")
+        key = request.getfixturevalue("anvil_tooz")
         monkeypatch.setenv("CHAINFENCE_TOOZ_DRIVER_KEY", key)
+        namespace = "ns" + uuid.uuid4().hex[:12]
+        registry = Registry.deploy(chain, max_ttl=3_600, namespaces={namespace: chain.accounts[0]})
         host = node.url.split("://", 1)[1]
         made = Backend(
-            f"chainfence+http://{host}?registry={address}&key_env=CHAINFENCE_TOOZ_DRIVER_KEY&timeout={TTL}"
-            "&poll_latency=0.005", chain, address,
+            f"chainfence+http://{host}?registry={registry.address}&key_env=CHAINFENCE_TOOZ_DRIVER_KEY&timeout={TTL}"
+            "&poll_latency=0.005", chain, registry.address, namespace,
         )  # fmt: skip
     yield made
     for coordinator in made.started:
@@ -164,7 +159,6 @@ def test_a_lock_whose_resource_was_granted_to_another_is_found_lost_at_the_next_
 
 @covers("tooz", End.ROLLED_BACK)
 def test_a_lock_the_chain_forgot_is_found_lost_at_the_next_heartbeat(backend, caplog):
-    backend.own_registry()
     coordinator = backend.coordinator()
     snapshot = backend.chain.snapshot()
     lock = coordinator.get_lock(backend.name)

@@ -18,7 +18,7 @@ import threading
 
 import pytest
 
-from chainfence import AcquireReason
+from chainfence import AcquireReason, Registry
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.endings import Refusal
 from chainfence.errors import LeaseHeld, LockDelayed, NotAdmitted
@@ -46,9 +46,14 @@ def failed_sends(registry, since: int) -> int:
 
 
 @pytest.fixture
+def registry(chain, backend_registry):
+    """This module's registry: the deployer (account 0) assigned itself namespace ``jobs`` (policies, admission)."""
+    return Registry.deploy(chain, max_ttl=3_600, namespaces={NAMESPACE: chain.accounts[0]})
+
+
+@pytest.fixture
 def delayed(registry):
     """Namespace ``jobs`` (administered by account 0) with a lock-delay of 60 s after every expiry."""
-    registry.claim_namespace(NAMESPACE)
     registry.set_policy(NAMESPACE, lock_delay=DELAY)
     return registry
 
@@ -279,7 +284,6 @@ def test_an_asyncio_waiter_waits_out_the_lock_delay_too(chain, delayed, registry
 @pytest.fixture
 def admitting(registry, alice, bob):
     """Namespace ``jobs`` admits only its allowlist: alice and bob."""
-    registry.claim_namespace(NAMESPACE)
     registry.set_policy(NAMESPACE, admission_required=True)
     registry.admit(NAMESPACE, [alice.sender, bob.sender])
     return registry

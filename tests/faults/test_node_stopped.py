@@ -54,12 +54,20 @@ from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, Lease
 from chainfence._rpc import AsyncRpc, Rpc, connect_http
 from chainfence._validate import resource_id
 from chainfence.admission import Admission
-from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
+from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncLeaseSet, AsyncRegistry
 from chainfence.asgi import FencingMiddleware
 from chainfence.audit_index import AuditIndex
 from chainfence.deployment import Deployment, save
 from chainfence.election import Watch
-from chainfence.errors import ChainfenceError, LeaseLost, NodeUnreachable, NotConfirmed, NotSupported, OutcomeUnknown
+from chainfence.errors import (
+    ChainfenceError,
+    LeaseLost,
+    LeaseSetLost,
+    NodeUnreachable,
+    NotConfirmed,
+    NotSupported,
+    OutcomeUnknown,
+)
 from chainfence.fenced_requests import http_action
 from chainfence.outcomes import reconcile
 from chainfence.sql import fenced_transaction
@@ -272,6 +280,22 @@ def keep_until_lost(w: World) -> None:
         raise
 
 
+def set_keep_until_lost(w: World) -> None:
+    """``with lease_set.keep():`` while the node is down: each renewMany fails and is retried until the
+    shared safe deadline; then the set is lost (LeaseSetLost, caused by NodeUnreachable)."""
+    leases = LeaseSet([w.lease()])
+    clock = SteppedClock()
+    try:
+        with leases.keep(clock=clock, since=0.0):
+            clock.now = leases[0].ttl / 2
+            wait_until(lambda: leases.keeper.core.failures >= 1, "a renewal failed")
+            clock.now = float(leases[0].ttl)
+            wait_until(lambda: leases.keeper.core.lost, "the set was given up")
+    except LeaseSetLost as lost:
+        assert lost.why == "deadline" and isinstance(lost.__cause__, NodeUnreachable), lost.__cause__
+        raise
+
+
 def watch_until_it_fails(w: World) -> None:
     """``Election.watch``: the watch's thread meets the stopped node and ends; ``stop()`` raises its error."""
     watch = Election(w.registry(), RESOURCE, ttl=60).watch(lambda leader: None)
@@ -391,6 +415,25 @@ async def async_keep_until_lost(w: World, chain: AsyncChain, registry: AsyncRegi
         raise
 
 
+async def async_set_keep_until_lost(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
+    leases = AsyncLeaseSet(registry, LeaseSet([w.lease()]))
+    clock = SteppedClock()
+    try:
+        async with leases.keep(clock=clock, since=0.0):
+            clock.now = leases[0].ttl / 2
+            await async_wait_until(lambda: leases.keeper.core.failures >= 1, "a renewal failed")
+            clock.now = float(leases[0].ttl)
+            await asyncio.Event().wait()  # cancelled at the deadline
+    except LeaseSetLost as lost:
+        assert lost.why == "deadline" and isinstance(lost.__cause__, NodeUnreachable), lost.__cause__
+        raise
+
+
+async def async_exit_set(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
+    async with AsyncLeaseSet(registry, LeaseSet([w.lease()])):
+        pass
+
+
 def fresh_rpc(w: World) -> Rpc:
     """The layer over a provider that has asked nothing yet (nothing in web3's request cache)."""
     return Rpc(connect_http(w.url, timeout=TIMEOUT), embedded=False)
@@ -497,7 +540,6 @@ CALLS: list[Call] = [
         RESOURCE, holder=w.accounts[1], token=w.token, from_block=0, to_block=w.head)),
     Call("Registry.lease_from_tx", lambda w: w.registry().lease_from_tx(w.tx_hash)),
     Call("Registry.acquire_many", lambda w: w.cached().acquire_many([FREE, "ops/other"], 60)),
-    Call("Registry.claim_namespace", lambda w: w.cached().claim_namespace("ops")),
     Call("Registry.transfer_namespace_admin", lambda w: w.cached().transfer_namespace_admin("ops", w.accounts[2])),
     Call("Registry.accept_namespace_admin", lambda w: w.cached().accept_namespace_admin("ops")),
     Call("Registry.set_policy", lambda w: w.cached().set_policy("ops", max_ttl=60)),
@@ -507,6 +549,8 @@ CALLS: list[Call] = [
     Call("Registry.is_admitted", lambda w: w.registry().is_admitted("ops/x", w.accounts[2])),
     Call("Registry.revoke", lambda w: w.cached().revoke("ops/x")),
     Call("Registry.grant", lambda w: w.cached().grant("ops/x", w.accounts[2], 60)),
+    Call("Registry.revoke_item", lambda w: w.cached().revoke_item("batch", "a")),
+    Call("Registry.grant_item", lambda w: w.cached().grant_item("batch", "a", w.accounts[2], 60)),
     # -- Lease ---------------------------------------------------------------
     Call("Lease.renew", lambda w: w.lease().renew()),
     Call("Lease.renew[progress]", lambda w: w.lease().renew(progress=7)),
@@ -520,6 +564,7 @@ CALLS: list[Call] = [
     Call("LeaseSet.renew", lambda w: LeaseSet([w.lease()]).renew()),
     Call("LeaseSet.release", lambda w: LeaseSet([w.lease()]).release()),
     Call("LeaseSet[leaving the with block]", lambda w: LeaseSet([w.lease()]).__exit__(None, None, None)),
+    Call("LeaseSet.keep", set_keep_until_lost, raises=LeaseSetLost),
     # -- Election, Leadership ------------------------------------------------
     Call("Election.campaign", lambda w: Election(w.cached(), FREE, ttl=60).campaign()),
     Call("Election.campaign[wait, held]", lambda w: Election(
@@ -607,6 +652,8 @@ CALLS: list[Call] = [
     Call("AsyncRegistry.at", aio(lambda w, c, r: AsyncRegistry.at(c, w.address))),
     Call("AsyncRegistry.acquire", aio(lambda w, c, r: r.acquire(FREE, ttl=60))),
     Call("AsyncRegistry.acquire[wait, held]", aio(lambda w, c, r: r.connect(w.accounts[2]).acquire(RESOURCE, ttl=60, wait=5))),
+    Call("AsyncRegistry.claim", aio(lambda w, c, r: r.claim("batch", ["a", "b"], 60))),
+    Call("AsyncRegistry.acquire_many", aio(lambda w, c, r: r.acquire_many([FREE, "ops/other"], 60))),
     Call("AsyncRegistry.renew", aio(lambda w, c, r: r.renew(RESOURCE, w.token, 60))),
     Call("AsyncRegistry.release", aio(lambda w, c, r: r.release(RESOURCE, w.token))),
     Call("AsyncRegistry.complete", aio(lambda w, c, r: r.complete(RESOURCE, w.token, b"done"))),
@@ -624,6 +671,10 @@ CALLS: list[Call] = [
     Call("AsyncLease.is_current", aio(lambda w, c, r: AsyncLease(r, w.lease()).is_current())),
     Call("AsyncLease[leaving the async with block]", aio(async_exit_lease)),
     Call("AsyncLease.keep", aio(async_keep_until_lost), raises=LeaseLost),
+    Call("AsyncLeaseSet.renew", aio(lambda w, c, r: AsyncLeaseSet(r, LeaseSet([w.lease()])).renew())),
+    Call("AsyncLeaseSet.release", aio(lambda w, c, r: AsyncLeaseSet(r, LeaseSet([w.lease()])).release())),
+    Call("AsyncLeaseSet[leaving the async with block]", aio(async_exit_set)),
+    Call("AsyncLeaseSet.keep", aio(async_set_keep_until_lost), raises=LeaseSetLost),
     Call("AsyncGuard.check[strict]", lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).check(RESOURCE, w.token))),
     Call("AsyncGuard.check_request[strict]", lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).check_request(
         w.signed(w.token), PAYLOAD, action=ACTION))),
@@ -669,6 +720,7 @@ QUIET: list[Quiet] = [
     Quiet("Chain.key_of", lambda w: w.chain.key_of(w.accounts[1]), "looks the key up in memory"),
     Quiet("Chain.is_dev", lambda w: w.chain.is_dev, "decided at connect"),
     Quiet("Registry.connect", lambda w: w.cached().connect(w.accounts[2]), "a view of the same registry"),
+    Quiet("Registry.namespace_of", lambda w: w.cached().namespace_of(), "'0x' + the sender's address, lowercase"),
     Quiet("Lease.sign[domain read before]", lambda w: w.lease().sign(PAYLOAD, action=ACTION, audience=AUDIENCE),
           "signs locally once the registry's domain was read"),
     Quiet("Lease.check", lambda w: w.lease().check(), "a clock reading: the safe deadline has not passed"),
@@ -676,6 +728,9 @@ QUIET: list[Quiet] = [
     Quiet("Lease.keeper", lambda w: w.lease().keeper, "the running keep-alive, if any"),
     *(Quiet(f"LeaseSet.{name}", lambda w, name=name: getattr(LeaseSet([w.lease()]), name), "a field of the set")
       for name in ("registry", "tokens", "resources", "expires_at")),
+    Quiet("LeaseSet.check", lambda w: LeaseSet([w.lease()]).check(), "a clock reading: the safe deadline has not passed"),
+    Quiet("LeaseSet.safe_remaining", lambda w: LeaseSet([w.lease()]).safe_remaining(), "a clock reading"),
+    Quiet("LeaseSet.keeper", lambda w: LeaseSet([w.lease()]).keeper, "the running keep-alive, if any"),
     Quiet("Election.resign[never won]", lambda w: Election(w.registry(), LEADER, ttl=60).resign(),
           "this object holds no leadership: nothing to read or send"),
     Quiet("Election.leadership", lambda w: w.election.leadership, "the leadership this object won"),
@@ -730,7 +785,16 @@ QUIET: list[Quiet] = [
     *(Quiet(f"AsyncLease.{field_}", aio(lambda w, c, r, f=field_: _value(getattr(AsyncLease(r, w.lease()), f))),
             "a field of the lease, read when it was acquired")
       for field_ in ("resource", "resource_id", "token", "holder", "expires_at", "ttl", "previous_token", "reason",
-                     "tx_hash", "block_number", "released")),
+                     "tx_hash", "block_number", "released", "completed", "workset", "item")),
+    Quiet("AsyncLeaseSet.check", aio(lambda w, c, r: _value(AsyncLeaseSet(r, LeaseSet([w.lease()])).check())),
+          "a clock reading: the safe deadline has not passed"),
+    Quiet("AsyncLeaseSet.safe_remaining", aio(lambda w, c, r: _value(AsyncLeaseSet(r, LeaseSet([w.lease()])).safe_remaining())),
+          "a clock reading"),
+    Quiet("AsyncLeaseSet.keeper", aio(lambda w, c, r: _value(AsyncLeaseSet(r, LeaseSet([w.lease()])).keeper)),
+          "the running keep-alive"),
+    *(Quiet(f"AsyncLeaseSet.{field_}", aio(lambda w, c, r, f=field_: _value(getattr(AsyncLeaseSet(r, LeaseSet([w.lease()])), f))),
+            "a field of the set")
+      for field_ in ("leases", "tokens", "resources", "expires_at", "released")),
     Quiet("AsyncGuard.check[mark, at the mark]",
           lambda w: asyncio.run(AsyncGuard(w.guards["mark"]).check(RESOURCE, w.token)),
           "mark mode accepts the token at the mark from the store, in a worker thread"),

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from chainfence import FencedStore, Guard
+from chainfence import FencedStore, Guard, Registry
 from chainfence.errors import LeaseRevoked, StaleToken, TokenNotCurrent
 from chainfence.sql import fenced_transaction
 from tests.chain.test_admission import BODY, make_app, post, sign
@@ -102,8 +102,13 @@ def write_everywhere(fences: Fences, lease, follow_guard: Guard) -> dict[str, st
 
 
 @pytest.fixture
+def registry(chain, backend_registry):
+    """This module's registry: the deployer assigned namespace 'prod' to Carol (account 3)."""
+    return Registry.deploy(chain, max_ttl=3_600, namespaces={NAMESPACE: chain.accounts[3]})
+
+
+@pytest.fixture
 def admin(registry, carol):
-    carol.claim_namespace(NAMESPACE)
     return carol
 
 

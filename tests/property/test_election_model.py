@@ -20,13 +20,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainfence import Election
+from chainfence._names import address_namespace
 from chainfence._waiting import pace
 from chainfence.election import TermEnded, _Observer
 from chainfence.endings import End
 from tests.conftest import isolated
 from tests.support.virtual_time import WaitClock
-
-NAME = "model/leader"
 
 STEPS = st.lists(
     st.one_of(
@@ -47,11 +46,12 @@ def described(change):
 def test_observe_reports_exactly_the_models_changes(embedded_session, steps):
     chain, registry = embedded_session
     with isolated(chain):
-        registry.claim_namespace("model")  # account 0 administers the seat's namespace: revokes, grants
+        # The seat is in account 0's address namespace: account 0 (the registry's sender) revokes and grants.
+        name = f"{address_namespace(registry.sender)}/leader"
         candidates = {i: registry.connect(chain.accounts[i]) for i in (1, 2, 3)}
         reader = registry.connect(chain.accounts[4])
         timer = WaitClock().install(reader)
-        observer = _Observer(Election(reader, NAME, ttl=60), timer, pace(chain))
+        observer = _Observer(Election(reader, name, ttl=60), timer, pace(chain))
         seen = [observer.current]
         expected: list[object] = [None]
         term = None  # the model's current term: (holder's registry, token, expires_at)
@@ -72,28 +72,28 @@ def test_observe_reports_exactly_the_models_changes(embedded_session, steps):
             if action == "acquire" and (term is None or term[0].sender == candidates[who].sender):
                 if term is not None:
                     end(End.SUPERSEDED, empties=False)  # its holder again: a new term fences off the old
-                lease = candidates[who].acquire(NAME, ttl=60)
+                lease = candidates[who].acquire(name, ttl=60)
                 begin(candidates[who], lease.token, lease.expires_at)
             elif action == "release" and term is not None:
-                term[0].release(NAME, term[1])
+                term[0].release(name, term[1])
                 end(End.RELEASED)
             elif action == "renew" and term is not None:
-                term = (term[0], term[1], term[0].renew(NAME, term[1], 60))  # the same term: no change
+                term = (term[0], term[1], term[0].renew(name, term[1], 60))  # the same term: no change
             elif action == "take_over" and term is not None:  # the first block past the expiry elects another
                 chain.set_next_block_time(term[2])
                 end(End.EXPIRED)
-                lease = candidates[who].acquire(NAME, ttl=60)
+                lease = candidates[who].acquire(name, ttl=60)
                 begin(candidates[who], lease.token, lease.expires_at)
             elif action == "expire" and term is not None:
                 chain.advance_time(term[2] - chain.now())  # a block at the expiry, no event
                 end(End.EXPIRED)
             elif action == "revoke" and term is not None:
-                registry.revoke(NAME)
+                registry.revoke(name)
                 end(End.REVOKED)
             elif action == "grant":
                 if term is not None:
                     end(End.GRANTED, empties=False)  # revoked and handed over in one transaction
-                lease = registry.grant(NAME, candidates[who].sender, 60)
+                lease = registry.grant(name, candidates[who].sender, 60)
                 begin(candidates[who], lease.token, lease.expires_at)
             elif action == "poll":
                 seen += observer.poll()

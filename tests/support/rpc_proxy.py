@@ -7,6 +7,7 @@
         proxy.plan("eth_sendRawTransaction", "late_reply")   # forward it, answer only after the client gave up
         proxy.plan("eth_sendRawTransaction", "reply_then_down")  # answer it, then the node "dies"
         proxy.plan("eth_blockNumber", "close_after_reply")  # answer, then close the kept-alive connection
+        proxy.plan("eth_getTransactionReceipt", "hold_reply")  # forward it, hold the answer until let_go()
 
 ``RpcProxy(url, keep_alive=True)`` speaks HTTP/1.1 and keeps connections
 open between requests (the default answers HTTP/1.0: one request a
@@ -21,7 +22,10 @@ order planned. ``late_reply`` is sequenced by the client, not by a clock:
 the proxy forwards the request at once (the node acts on it), then holds
 the reply until the client closes the connection (its read timed out) and
 only then writes it — a reply that is late by construction, whatever the
-machine's speed.
+machine's speed. ``hold_reply`` also forwards at once and holds the reply,
+until the test calls ``let_go()`` or the client hangs up: ``wait_holding(n)``
+returns once ``n`` such replies are held, the moment a test knows the client
+is waiting on an answer the node already gave (to interrupt it there).
 
 Standing behaviours, set as attributes:
 
@@ -61,7 +65,7 @@ import urllib.request
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-FAULTS = ("drop_reply", "drop_request", "late_reply", "reply_then_down", "close_after_reply")
+FAULTS = ("drop_reply", "drop_request", "late_reply", "reply_then_down", "close_after_reply", "hold_reply")
 
 
 def time_out_only(w3, method: str, seconds: float, *, times: int = 1) -> None:
@@ -138,6 +142,8 @@ class RpcProxy:
         self.no_pending = False
         self.stalled = False
         self.held = 0
+        self.holding = 0
+        self._let_go = threading.Event()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -198,6 +204,15 @@ class RpcProxy:
                 if fault == "late_reply":
                     # Wait for the client to give up (its socket reads EOF), then answer anyway.
                     select.select([self.connection], [], [], 60)
+                    self.close_connection = True
+                if fault == "hold_reply":
+                    with proxy._lock:
+                        proxy.holding += 1
+                        proxy._changed.notify_all()
+                    # Until the test lets go, or the client hangs up (its socket reads EOF); 60 s safety net.
+                    for _ in range(3_000):
+                        if proxy._let_go.is_set() or select.select([self.connection], [], [], 0.02)[0]:
+                            break
                     self.close_connection = True
                 try:
                     self.send_response(200)
@@ -266,6 +281,16 @@ class RpcProxy:
             self.stalled = False
             self._changed.notify_all()
 
+    def wait_holding(self, count: int, timeout: float = 60.0) -> None:
+        """Block until ``count`` replies planned ``hold_reply`` are held (the node answered each)."""
+        with self._lock:
+            if not self._changed.wait_for(lambda: self.holding >= count, timeout=timeout):
+                raise AssertionError(f"the proxy never held {count} replies")
+
+    def let_go(self) -> None:
+        """Write every held reply (``hold_reply``), and each one held from now on at once."""
+        self._let_go.set()
+
     def wait_held(self, count: int, timeout: float = 60.0) -> None:
         """Block until ``count`` requests are being (or were) held by a stall."""
         with self._lock:
@@ -301,5 +326,6 @@ class RpcProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.resume()
+        self.let_go()
         self._server.shutdown()
         self._server.server_close()

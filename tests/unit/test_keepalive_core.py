@@ -197,3 +197,65 @@ def test_bad_parameters_are_invalid_input(options):
 def test_bad_anchor_is_invalid_input():
     with pytest.raises(InvalidInput):
         KeepAliveCore(30, float("inf"))
+
+
+# -- a renewal the holder sends itself (lease.renew(ttl=...) inside keep()) ------------------------
+
+
+def test_a_holder_renewal_with_a_new_ttl_moves_the_deadline_interval_and_next_renewal():
+    """The defect: renew(ttl=shorter) inside keep() left the keep-alive on the old ttl. Its confirmation
+    now retunes the core: the deadline counts from its send with its ttl, the interval is its ttl's."""
+    c = core()
+    handle = c.external_started(102.0, 10)
+    c.external_confirmed(handle, 102.5)
+    assert (c.ttl, c.window, c.interval, c.deadline, c.due) == (10, 7.0, 5.0, 109.0, 107.0)
+    assert renew(c, sent=107.0, confirmed=107.2) == [] and c.deadline == 114.0  # the next renewals ask for 10 s
+    assert c.check(113.9) is None and c.check(114.0) == "deadline"
+
+
+def test_a_holder_renewal_that_finds_the_lease_ended_loses_it():
+    c = core()
+    c.external_failed(c.external_started(102.0, 30), 102.5, "revoked")
+    assert c.step(102.5) == c.step(102.5) and c.step(102.5).why == "revoked"
+
+
+def test_a_transient_failure_of_a_holder_renewal_changes_nothing():
+    c = core()
+    c.external_failed(c.external_started(102.0, 10), 102.5, None)
+    assert (c.ttl, c.deadline, c.lost) == (30, 127.0, None)
+
+
+def test_overlapping_renewals_only_bring_the_deadline_closer():
+    """The keep-alive's renewal (ttl 5 after a retune) and the holder's (ttl 30) are in flight at once:
+    which the chain mined last is unknown, so neither may push the deadline past what the other allows."""
+    c = core()
+    c.external_confirmed(c.external_started(101.0, 10), 101.5)  # retuned to ttl 10: deadline 108, due 106
+    held = c.external_started(106.0, 30)  # the holder renews for 30 s ...
+    assert c.step(106.0).action == "renew"
+    c.renewal_started(106.0)  # ... while the keep-alive renews for 10 s: both in flight
+    c.renewal_confirmed(106.5)  # the keep-alive's: 106 + 7 = 113, but only min(108, 113)
+    assert c.deadline == 108.0
+    c.external_confirmed(held, 107.0)  # the holder's: 106 + 27 = 133, but only min(108, 133)
+    assert c.deadline == 108.0 and c.ttl == 30
+    assert c.step(107.5).action == "renew", "the deadline is near: renew now"
+    renew(c, sent=107.5, confirmed=107.6)
+    assert c.deadline == 134.5  # alone again: its own send and ttl
+
+
+def test_control_taking_each_confirmation_at_its_word_trusts_an_expiry_the_chain_may_not_have():
+    """The control: the rule before (the last confirmation sets the deadline). The holder's 30 s renewal
+    confirms after the keep-alive's 10 s one that the chain may have mined after it: the naive deadline
+    (133) is past the expiry the chain may hold (106 + 10 = 116)."""
+    sent_keeper, ttl_keeper, sent_holder, ttl_holder = 106.0, 10, 106.0, 30
+    chain_expiry_if_keeper_mined_last = sent_keeper + ttl_keeper
+    naive = sent_holder + ttl_holder - 3
+    assert naive > chain_expiry_if_keeper_mined_last
+
+
+def test_check_ttl_refuses_a_ttl_the_keep_alive_could_not_keep():
+    c = core(interval=10)
+    c.check_ttl(30)
+    for ttl in (3, 12):  # no window after the margins; an interval (10) past the window (9)
+        with pytest.raises(InvalidInput):
+            c.check_ttl(ttl)
+    assert c.ttl == 30

@@ -28,7 +28,7 @@ from chainfence import (
     watchdog,
 )  # fmt: skip
 from chainfence._rpc import AsyncRpc, Rpc
-from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncRegistry
+from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncLeaseSet, AsyncRegistry
 from chainfence.audit_index import AuditIndex
 from chainfence.deployment import Deployment
 from chainfence.election import Watch
@@ -37,7 +37,7 @@ from tests.faults.test_node_stopped import CALLS, QUIET
 #: The classes whose public methods must all be in the table.
 CLASSES = (
     Chain, Registry, Lease, LeaseSet, Guard, FencedStore, Rpc, Election, Leadership, Watch,
-    AsyncChain, AsyncRegistry, AsyncLease, AsyncGuard, AsyncRpc, AuditIndex,
+    AsyncChain, AsyncRegistry, AsyncLease, AsyncLeaseSet, AsyncGuard, AsyncRpc, AuditIndex,
 )  # fmt: skip
 
 #: Public methods that never touch the chain, and why. Each has a QUIET row that calls it with
@@ -49,7 +49,11 @@ NEVER_TOUCH_THE_CHAIN = {
     "Chain.key_of": "looks a key up in memory",
     "Chain.is_dev": "decided at connect",
     "Registry.connect": "a view of the same registry with another sender; shares what was read",
+    "Registry.namespace_of": "the sender's address, spelled as a namespace",
     **{f"LeaseSet.{name}": "a field of the set" for name in ("registry", "tokens", "resources", "expires_at")},
+    "LeaseSet.check": "a clock reading and the renewer's verdict",
+    "LeaseSet.safe_remaining": "a clock reading",
+    "LeaseSet.keeper": "the running keep-alive, if any",
     "Lease.check": "a clock reading and the renewer's verdict",
     "Lease.safe_remaining": "a clock reading",
     "Lease.keeper": "the running keep-alive, if any",
@@ -81,7 +85,11 @@ NEVER_TOUCH_THE_CHAIN = {
     "AsyncLease.keeper": "the running keep-alive, if any",
     **{f"AsyncLease.{name}": "a field of the lease" for name in (
         "resource", "resource_id", "token", "holder", "expires_at", "ttl", "previous_token", "reason", "tx_hash",
-        "block_number", "released")},
+        "block_number", "released", "completed", "workset", "item")},
+    "AsyncLeaseSet.check": "a clock reading and the renewer's verdict",
+    "AsyncLeaseSet.safe_remaining": "a clock reading",
+    "AsyncLeaseSet.keeper": "the running keep-alive, if any",
+    **{f"AsyncLeaseSet.{name}": "a field of the set" for name in ("leases", "tokens", "resources", "expires_at", "released")},
     "AsyncRpc.twin_of": "builds a provider that asks nothing until used",
     "AsyncRpc.close": "closes the HTTP session",
     **{f"AuditIndex.{name}": "reads (or closes) the index file" for name in (
