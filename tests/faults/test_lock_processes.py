@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from chainfence import Chain, Registry, cli
+from chainfence._cli_lock import session_members
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
@@ -287,6 +288,34 @@ def test_lock_killed_while_the_command_writes(node, direct, tmp_path, sig, naive
         assert after_successor(tmp_path, str(lease.token), new) == []
     finally:
         stop(writer)
+
+
+@pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])
+def test_lock_killed_the_moment_its_command_starts(node, direct, tmp_path, naive):
+    """SIGKILL between the command's fork and its exec (the command does it, in its preexec_fn): the command
+    told the sentinel its session before, so the sentinel stops it; the naive `lock`'s command runs on."""
+    chain, registry = direct
+    resource = f"lock-proc/killed-at-start-{naive}"
+    lock = Lock(node, registry, tmp_path, resource, naive=naive, runner_args=("--sigkill-in-preexec",))
+    assert lock.wait() == -signal.SIGKILL
+    lease = registry.last_lease(resource)
+    try:
+        if naive:
+            writer, token = lock.writer()
+            new = successor_writes(chain, registry, lock, token, expire=True)
+            wait_until(lambda: after_successor(tmp_path, token, new), "the old writer writes again")
+            stop(writer)
+            return
+        wait_until(lambda: "its sentinel stops the command (session" in lock.stderr, "the sentinel took over")
+        sid = int(lock.stderr.split("(session ", 1)[1].split(")", 1)[0])
+        wait_until(lambda: not session_members(sid), "no process of the command's session is left")
+        assert lease.live and lease.token == registry.last_lease(resource).token, "stopped while live on-chain"
+        new = successor_writes(chain, registry, lock, str(lease.token), expire=True)
+        assert after_successor(tmp_path, str(lease.token), new) == []
+    finally:
+        found = first_writer(tmp_path, besides=None)
+        if found is not None and found[1] == str(lease.token):
+            stop(found[0])
 
 
 @pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])

@@ -1,6 +1,7 @@
 """`chainfence lock` as a process of its own, with the clock the test moves: for tests that signal it.
 
-    python lock_runner.py [--clock FILE] [--naive] [--sigterm-in-popen [DIR]] [--dump FILE] -- lock NAME ... -- CMD
+    python lock_runner.py [--clock FILE] [--naive] [--sigterm-in-popen [DIR]] [--sigterm-in-keep]
+                          [--sigkill-in-preexec] [--dump FILE] -- lock NAME ... -- CMD
 
 ``--clock FILE``: `lock`'s keep-alive and its sentinel count on the number in FILE (seconds; the test
 rewrites it), so a renewal falls due, or a safe deadline passes, when the test says and not before.
@@ -8,7 +9,9 @@ rewrites it), so a renewal falls due, or a safe deadline passes, when the test s
 `lock` sends itself SIGTERM as it starts the command (inside ``subprocess.Popen``, before the fork),
 the moment the naive version deadlocks at; with DIR, once the command has started and written
 DIR/writer-*.pid (tests/support/lock_writer.py: its handlers are set), before Popen returns.
-``--sigterm-in-keep``: `lock` sends itself SIGTERM once it holds the lease, before the command starts. ``--dump FILE``: SIGUSR2 writes every thread's stack to FILE
+``--sigterm-in-keep``: `lock` sends itself SIGTERM once it holds the lease, before the command starts.
+``--sigkill-in-preexec``: the command, forked but not yet exec'd (after `lock`'s own preexec_fn, if any),
+SIGKILLs `lock`: `lock` dies the moment its command starts. ``--dump FILE``: SIGUSR2 writes every thread's stack to FILE
 (faulthandler, which runs even while the main thread is stuck), so a test can see where it is stuck;
 FILE.ready appears once it does, FILE.sigterm just before the SIGTERM of ``--sigterm-in-popen``.
 """
@@ -72,6 +75,20 @@ def main(argv: list[str]) -> int:
             return child
 
         subprocess.Popen = popen  # type: ignore[misc]
+    if "--sigkill-in-preexec" in options:  # the command, forked, not yet exec'd, kills `lock` (SIGKILL)
+        real_popen = subprocess.Popen
+
+        def popen_killing(*args, **kwargs):
+            before = kwargs.get("preexec_fn")
+
+            def preexec():
+                if before is not None:
+                    before()
+                os.kill(os.getppid(), signal.SIGKILL)
+
+            return real_popen(*args, **{**kwargs, "preexec_fn": preexec})
+
+        subprocess.Popen = popen_killing  # type: ignore[misc]
     if "--sigterm-in-keep" in options:  # once the lease is held, before the command starts
         from chainfence.lease import Lease
 
