@@ -19,10 +19,13 @@ with the lease's own failure modes closed::
 
 The sentinel stops CMD's session when the pipe closes (``lock`` died: any
 signal, SIGKILL included) or when the last safe deadline it was given passes
-with no newer one (``lock`` frozen by SIGSTOP or starved): SIGTERM at once,
-SIGKILL ``--grace`` seconds later and never later than the deadline plus
-``--grace``, which the safe deadline leaves room for (``--latency-margin``
-defaults to ``--grace`` + 1). Both processes count on
+with no newer one (``lock`` frozen by SIGSTOP or starved; it leaves ``lock``
+half a second to start the stop itself, which ``lock`` then tells it):
+SIGTERM, and SIGKILL ``--grace`` seconds later and never later than the
+deadline plus ``--grace``, which the safe deadline leaves room for
+(``--latency-margin`` defaults to ``--grace`` + 1). When ``lock`` is
+stopping the session itself, the sentinel only sees its SIGKILL through if
+``lock`` cannot. Both processes count on
 :data:`chainfence.keepalive.lease_clock` (CLOCK_BOOTTIME), a clock every
 process of the machine reads alike.
 
@@ -97,6 +100,11 @@ _SENTINEL_CLOCK: Callable[[], float] = lease_clock
 #: Seconds between two looks at a session that holds processes `lock` did not fork (nothing signals their exit).
 _POLL = 0.02
 
+#: Seconds past a safe deadline the sentinel waits for `lock` to start stopping the command itself (then
+#: `lock` tells it so, and it only sees the SIGKILL through); never more than --grace, so that its SIGKILL
+#: still comes by the deadline + --grace.
+_SENTINEL_LAG = 0.5
+
 #: The sentinel's exit codes.
 SENTINEL_DONE = 0  # told the work was over
 SENTINEL_DEADLINE = 3  # the last safe deadline passed with no newer one: it stopped the command
@@ -164,14 +172,17 @@ class SessionStop:
     pid is not free for reuse): then one ``killpg`` reaches even a process forked a moment ago.
     """
 
-    def __init__(self, sid: int, kill_at: float, *, group_safe: Callable[[], bool], clock: Callable[[], float]):
+    def __init__(
+        self, sid: int, kill_at: float, *, group_safe: Callable[[], bool], clock: Callable[[], float], term: bool = True
+    ):
         self.sid = sid
         self.kill_at = kill_at
         self.group_safe = group_safe
         self.clock = clock
         self.killed = False
-        self.signal(signal.SIGTERM)
-        self.signal(signal.SIGCONT)  # a stopped process acts on its SIGTERM only once continued
+        if term:
+            self.signal(signal.SIGTERM)
+            self.signal(signal.SIGCONT)  # a stopped process acts on its SIGTERM only once continued
 
     def signal(self, sig: int) -> bool:
         """Send ``sig`` to every process of the session; return whether any is left."""
@@ -260,6 +271,10 @@ class Sentinel:
         """The latest safe deadline, on the sentinel's clock."""
         self._send(b"d %r\n" % deadline)
 
+    def stopping(self, kill_at: float) -> None:
+        """`lock` is stopping the command's session (SIGTERM sent): SIGKILL is due at ``kill_at`` (sentinel's clock)."""
+        self._send(b"k %r\n" % kill_at)
+
     def announce(self) -> None:
         """The command's ``preexec_fn``: after setsid, before exec."""
         os.write(self.fd, b"s %d\n" % os.getpid())
@@ -310,12 +325,15 @@ def _sentinel_main(fd: int, grace: float, clock: Callable[[], float], lock_pid: 
     os.closerange(3, fd)
     os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65_536)
     cap = wait_cap(clock)  # a wait does not count a suspend, and an injected clock moves without waking us
+    lag = min(_SENTINEL_LAG, grace)  # at the deadline `lock` stops the command itself: let it, and say nothing
     sid: int | None = None
     leader: int | None = None  # a pidfd of the command's first process, while it lives
     deadline: float | None = None
+    kill_at: float | None = None  # `lock` is stopping the session: SIGKILL due then
     pending = b""
     while True:
-        timeout = cap if deadline is None else min(cap, max(0.0, deadline - clock()))
+        due = kill_at if kill_at is not None else (None if deadline is None else deadline + lag)
+        timeout = cap if due is None else min(cap, max(0.0, due - clock()))
         ready, _, _ = select.select([fd], [], [], timeout)
         if ready:
             chunk = os.read(fd, 4096)
@@ -330,6 +348,8 @@ def _sentinel_main(fd: int, grace: float, clock: Callable[[], float], lock_pid: 
                     return SENTINEL_DONE
                 if kind == b"d":
                     deadline = float(value)
+                elif kind == b"k":
+                    kill_at = float(value)
                 elif kind == b"s" and sid is None:
                     sid = int(value)
                     try:
@@ -337,20 +357,29 @@ def _sentinel_main(fd: int, grace: float, clock: Callable[[], float], lock_pid: 
                     except (AttributeError, OSError):
                         leader = None
             continue
-        if deadline is not None and clock() >= deadline:
-            why, code = f"chainfence lock (pid {lock_pid}) did not renew before its safe deadline (frozen?)", SENTINEL_DEADLINE
+        if due is not None and clock() >= due:
+            if kill_at is not None:
+                why = f"chainfence lock (pid {lock_pid}) did not finish stopping its command in --grace (frozen?)"
+            else:
+                why = f"chainfence lock (pid {lock_pid}) did not renew before its safe deadline (frozen?)"
+            code = SENTINEL_DEADLINE
             break
     if sid is None:
         return code  # the command never started: nothing to stop
-    now = clock()
-    kill_at = min(now, deadline if deadline is not None else now) + grace
+    if kill_at is None:  # SIGTERM now, SIGKILL --grace later and never later than the deadline + --grace
+        now = clock()
+        kill_at = min(now, deadline if deadline is not None else now) + grace
+        term = True
+    else:  # `lock` sent SIGTERM already: SIGKILL when it would have
+        term = False
 
     def group_safe() -> bool:
         # The leader alive: its pid, the group's id, cannot have been reused.
         return leader is not None and not select.select([leader], [], [], 0)[0]
 
-    _say(f"{why}: its sentinel stops the command (session {sid}): SIGTERM, SIGKILL after {grace:g} s")
-    stop = SessionStop(sid, kill_at, group_safe=group_safe, clock=clock)
+    _say(f"{why}: its sentinel stops the command (session {sid}): "
+         + (f"SIGTERM, SIGKILL after {grace:g} s" if term else "SIGKILL"))  # fmt: skip
+    stop = SessionStop(sid, kill_at, group_safe=group_safe, clock=clock, term=term)
     while not stop.poll():
         time.sleep(_POLL)
     return code
@@ -639,6 +668,7 @@ def _supervise(
                         f"(SIGTERM, SIGKILL after {grace:g} s)"
                     )
                     loss._said = True  # type: ignore[attr-defined]
+                    sentinel.stopping(sentinel.clock() + grace)
                     stop = SessionStop(sid, time.monotonic() + grace, group_safe=lambda: True, clock=time.monotonic)
             if not exited:
                 exited = os.waitid(os.P_PID, sid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
@@ -651,6 +681,7 @@ def _supervise(
                             f"({len(members)} process{'es' if len(members) > 1 else ''}: SIGTERM, SIGKILL after "
                             f"{grace:g} s) before releasing the lease"
                         )
+                        sentinel.stopping(sentinel.clock() + grace)
                         stop = SessionStop(sid, time.monotonic() + grace, group_safe=lambda: True, clock=time.monotonic)
                     else:
                         break

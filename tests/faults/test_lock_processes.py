@@ -365,7 +365,7 @@ def test_a_frozen_lock_s_sentinel_stops_the_command_at_the_safe_deadline(node, d
     lease = registry.lease_of(resource)
     try:
         lock.proc.send_signal(signal.SIGSTOP)
-        lock.set_clock(DEADLINE)  # the safe deadline passes; `lock` sleeps through it
+        lock.set_clock(DEADLINE + 1)  # the safe deadline passes (and the half second it leaves `lock`); frozen
         if naive:
             new = successor_writes(chain, registry, lock, str(lease.token), expire=True)
             wait_until(lambda: after_successor(tmp_path, str(lease.token), new), "the old writer writes again")
@@ -382,6 +382,22 @@ def test_a_frozen_lock_s_sentinel_stops_the_command_at_the_safe_deadline(node, d
         assert after_successor(tmp_path, str(lease.token), new) == []
     finally:
         stop(writer)
+
+
+def test_at_its_own_deadline_lock_stops_the_command_and_the_sentinel_stays_quiet(node, direct, tmp_path):
+    """No renewal gets through; the safe deadline passes by the clock both processes read. `lock` stops the
+    command and tells its sentinel, which would act only half a second later: one SIGTERM, one message."""
+    chain, registry = direct
+    resource = "lock-proc/deadline"
+    lock = Lock(node, registry, tmp_path, resource, runner_args=("--break-renewals",))
+    writer, token = lock.writer()
+    lock.set_clock(DEADLINE)
+    assert lock.wait() == cli.EXIT_LOST
+    assert "(deadline: no renewal was confirmed before the local safe deadline)" in lock.stderr
+    assert "sentinel" not in lock.stderr
+    assert (tmp_path / f"signals-{token}").read_text().split() == ["TERM"]
+    assert not alive(writer)
+    assert registry.last_lease(resource).status is LeaseStatus.RELEASED, "given up while live, then released"
 
 
 # ---------------------------------------------------------------------------

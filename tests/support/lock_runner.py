@@ -1,7 +1,7 @@
 """`chainfence lock` as a process of its own, with the clock the test moves: for tests that signal it.
 
     python lock_runner.py [--clock FILE] [--naive] [--sigterm-in-popen [DIR]] [--sigterm-in-keep]
-                          [--sigkill-in-preexec] [--dump FILE] -- lock NAME ... -- CMD
+                          [--sigkill-in-preexec] [--break-renewals] [--dump FILE] -- lock NAME ... -- CMD
 
 ``--clock FILE``: `lock`'s keep-alive and its sentinel count on the number in FILE (seconds; the test
 rewrites it), so a renewal falls due, or a safe deadline passes, when the test says and not before.
@@ -11,7 +11,8 @@ the moment the naive version deadlocks at; with DIR, once the command has starte
 DIR/writer-*.pid (tests/support/lock_writer.py: its handlers are set), before Popen returns.
 ``--sigterm-in-keep``: `lock` sends itself SIGTERM once it holds the lease, before the command starts.
 ``--sigkill-in-preexec``: the command, forked but not yet exec'd (after `lock`'s own preexec_fn, if any),
-SIGKILLs `lock`: `lock` dies the moment its command starts. ``--dump FILE``: SIGUSR2 writes every thread's stack to FILE
+SIGKILLs `lock`: `lock` dies the moment its command starts. ``--break-renewals``: every renewal
+fails as if the node did not answer. ``--dump FILE``: SIGUSR2 writes every thread's stack to FILE
 (faulthandler, which runs even while the main thread is stuck), so a test can see where it is stuck;
 FILE.ready appears once it does, FILE.sigterm just before the SIGTERM of ``--sigterm-in-popen``.
 """
@@ -89,6 +90,14 @@ def main(argv: list[str]) -> int:
             return real_popen(*args, **{**kwargs, "preexec_fn": preexec})
 
         subprocess.Popen = popen_killing  # type: ignore[misc]
+    if "--break-renewals" in options:  # every renewal meets a node that does not answer
+        from chainfence.errors import NodeUnreachable
+        from chainfence.lease import Lease
+
+        def broken(self, ttl):
+            raise NodeUnreachable("no node answers (lock_runner --break-renewals)")
+
+        Lease._kept_renew = broken  # type: ignore[method-assign]
     if "--sigterm-in-keep" in options:  # once the lease is held, before the command starts
         from chainfence.lease import Lease
 
