@@ -60,6 +60,21 @@ def direct(node):
     return chain, Registry.deploy(chain, max_ttl=3_600)
 
 
+#: Every `lock` process a test started: killed at its teardown if a failed assertion left it running (or stopped).
+STARTED: list[Lock] = []
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    yield
+    while STARTED:
+        lock = STARTED.pop()
+        if lock.proc.poll() is None:
+            lock.proc.send_signal(signal.SIGCONT)
+            lock.proc.kill()  # its sentinel then stops its command
+        lock.wait()
+
+
 class Lock:
     """One `chainfence lock` process (the runner), its files (``NAME.clock``, ``NAME.err``) and its command's."""
 
@@ -84,6 +99,7 @@ class Lock:
              "--grace", str(GRACE), *lock_args, "--", *command],
             env=env, stdout=self.out, stderr=self.err, cwd=ROOT, start_new_session=True,
         )  # fmt: skip
+        STARTED.append(self)
 
     def set_clock(self, seconds: float) -> None:
         temporary = self.clock.with_suffix(".tmp")
