@@ -39,8 +39,6 @@ import itertools
 import json
 import logging
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -76,7 +74,7 @@ EXIT_HELD = 3  # someone else holds the lease
 EXIT_NOT_CURRENT = 4  # the token is stale, unknown, expired, released, unconfirmed, or not yours
 EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry there, no anvil
 EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
-EXIT_LOST = 7  # `lock`: the lease was lost while the command ran; the command was stopped
+EXIT_LOST = 7  # `lock`: the lease was lost while the command ran; the command's session was stopped
 EXIT_NOTHING_TO_CLAIM = 8  # `claim`: every item is done or held live by others
 EXIT_REFUSED = 9  # a namespace refused the caller: not its admin, already claimed, not admitted
 EXIT_LOCK_DELAY = 10  # the resource's lease expired and its namespace's lock-delay still runs
@@ -88,14 +86,15 @@ exit codes:
   0  success (verify: the token is current)
   1  other error
   2  usage or configuration error, bad input, a missing extra (nothing was sent)
-  3  lease held by someone else
+  3  lease held by someone else (`lock`: by anyone, this key included, unless --take-over)
   4  token not current: stale, unknown, expired, released, unconfirmed, or not yours
   5  connection problem: node unreachable, wrong chain, a chain that lost history (rolled back),
      no registry at the address, no anvil
   6  transaction timed out (cancelled: nothing happened) or outcome unknown (reconcile: chainfence tx HASH...);
      `chainfence tx`: not settled yet
-  7  `chainfence lock`: the lease was lost while the command ran (renewals unconfirmed before the safe
-     deadline, or superseded, expired, released): the command got SIGTERM, then SIGKILL after --grace
+  7  `chainfence lock`: the lease was lost while the command ran (expired, released, superseded, revoked,
+     granted, rolled back, or no renewal confirmed before the safe deadline: stderr says which); every process
+     of the command's session got SIGTERM, then SIGKILL after --grace
   `chainfence lock` otherwise exits with the command's code (128+N if a signal N ended it)
   8  `claim`: nothing left to claim (every item is done or held by another agent)
   9  refused by a namespace: not its admin (or not the pending one), already claimed, holder not admitted
@@ -429,13 +428,17 @@ def _parser() -> argparse.ArgumentParser:
 
     lock = commands.add_parser(
         "lock", parents=[common], help="run a command while holding a lease, kept alive; stop it if the lease is lost",
-        usage="chainfence lock NAME [--ttl S] [--wait S] [--grace S] [options] -- CMD [ARGS...]",
-        description="Acquire NAME, run CMD with CHAINFENCE_RESOURCE, CHAINFENCE_TOKEN, CHAINFENCE_HOLDER, "
-        "CHAINFENCE_REGISTRY, CHAINFENCE_CHAIN_ID and CHAINFENCE_RPC_URL in its environment (the key stays in "
-        "CHAINFENCE_PRIVATE_KEY, inherited), renew the lease in the background, release it when CMD exits and exit "
-        "with CMD's code. If the lease is lost (no renewal confirmed before the safe deadline: ttl minus the "
-        "margins after the last confirmed send; or superseded, expired, released), CMD gets SIGTERM, then SIGKILL "
-        "after --grace seconds, and chainfence exits 7. SIGINT and SIGTERM sent to chainfence go to CMD.",
+        usage="chainfence lock NAME [--ttl S] [--wait S] [--take-over] [--grace S] [options] -- CMD [ARGS...]",
+        description="A mutex for commands. Acquire NAME (exclusively: while any lease on it is live, this key's "
+        "own included, exit 3, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
+        "CHAINFENCE_TOKEN, CHAINFENCE_HOLDER, CHAINFENCE_REGISTRY, CHAINFENCE_CHAIN_ID and CHAINFENCE_RPC_URL in "
+        "its environment (the key stays in CHAINFENCE_PRIVATE_KEY, inherited), renew the lease in the background, "
+        "and when CMD exits stop what is left of its session, release the lease and exit with CMD's code. If the "
+        "lease is lost (expired, released, superseded, revoked, granted away, rolled back, or no renewal confirmed "
+        "before the safe deadline), every process of CMD's session gets SIGTERM, then SIGKILL after --grace, and "
+        "chainfence exits 7 naming the end. If chainfence itself dies (any signal, SIGKILL included) or freezes, "
+        "a sentinel process stops CMD's session before the lease can end on-chain. SIGINT, SIGTERM, SIGHUP, "
+        "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     lock.add_argument("resource", help="the resource's name")
@@ -443,6 +446,11 @@ def _parser() -> argparse.ArgumentParser:
     lock.add_argument(
         "--wait", type=_wait_seconds, default=0.0,
         help="seconds to wait for a held resource to become free (default 0: fail at once with exit 3)",
+    )  # fmt: skip
+    lock.add_argument(
+        "--take-over", action="store_true",
+        help="acquire even while this key holds NAME live (another `chainfence lock` of it): a new token fences "
+        "the first off, whose command is stopped at its next renewal (default: exit 3, or wait with --wait)",
     )  # fmt: skip
     lock.add_argument(
         "--grace", type=_seconds, default=5.0, help="seconds between SIGTERM and SIGKILL when the lease is lost (default 5)"
@@ -931,109 +939,33 @@ def _cmd_mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return EXIT_OK
 
 
-#: The monotonic clock `lock` keeps its lease's safe deadline with (the tests substitute theirs).
-_CLOCK: Callable[[], float] = time.monotonic
-
-
-def _child_env(lease: Any, registry: Any, url: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        CHAINFENCE_RESOURCE=lease.resource,
-        CHAINFENCE_TOKEN=str(lease.token),
-        CHAINFENCE_HOLDER=lease.holder,
-        CHAINFENCE_REGISTRY=registry.address,
-        CHAINFENCE_CHAIN_ID=str(registry.chain.chain_id),
-        CHAINFENCE_RPC_URL=url,
-    )
-    return env
-
-
-def _exit_status(returncode: int) -> int:
-    """A child's exit code as a shell reports it: 128 + N when signal N ended it."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
 def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore
+    from . import _cli_lock  # the lock itself: sentinel, sessions, signals (see its docstring)
 
     command = args.cmd
     if not command:
         raise _Usage("no command to run: chainfence lock NAME [--ttl S] -- CMD [ARGS...]")
-    margins = {
-        # SIGKILL comes --grace after SIGTERM: the deadline leaves room for it, and a second for the kill.
-        "latency_margin": args.grace + DEFAULT_LATENCY_MARGIN if args.latency_margin is None else args.latency_margin,
-        "block_time_margin": DEFAULT_BLOCK_TIME_MARGIN if args.block_time_margin is None else args.block_time_margin,
-    }
-    KeepAliveCore(args.ttl, 0.0, **margins)  # a ttl the margins leave no time in is refused before acquiring
-    chain, registry = _connect(args, needs_key=True)
-    url = _rpc_url(args, _deployment(args))
-    lease = registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations, wait=args.wait)
-    state = threading.Lock()
-    child: subprocess.Popen[bytes] | None = None
-    lost: list[LeaseLost] = []
-    killer: list[threading.Timer] = []
-
-    def stop_child() -> None:  # with `state` held
-        if child is None or child.poll() is not None:
-            return
-        child.send_signal(signal.SIGTERM)
-        timer = threading.Timer(args.grace, lambda: child.poll() is None and child.kill())
-        timer.daemon = True
-        timer.start()
-        killer.append(timer)
-
-    def on_lost(error: LeaseLost) -> None:
-        with state:
-            lost.append(error)
-            print(f"chainfence lock: {error}; stopping the command (SIGTERM, SIGKILL after {args.grace:g} s)",
-                  file=sys.stderr, flush=True)  # fmt: skip
-            stop_child()
-
-    def forward(signum: int, frame: Any) -> None:
-        with state:
-            if child is not None and child.poll() is None:
-                child.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # A ttl the margins leave no time in is refused before anything is sent.
+    _cli_lock.check(args.ttl, args.grace, args.latency_margin, args.block_time_margin)
+    # Forked first, before web3 is imported and before any thread: a small copy, quick to fork.
+    sentinel = _cli_lock.Sentinel.start(args.grace)
     try:
-        try:
-            with lease.keep(on_lost=on_lost, clock=_CLOCK, **margins):
-                with state:
-                    try:
-                        child = subprocess.Popen(command, env=_child_env(lease, registry, url))
-                    except OSError as exc:
-                        raise _Usage(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-                    if lost:  # lost before the command even started
-                        stop_child()
-                returncode = child.wait()
-        finally:
-            for timer in killer:
-                timer.cancel()
-            if child is not None and child.poll() is None:  # chainfence itself failed: never leave it running
-                child.kill()
-                child.wait()
-    except LeaseLost as error:
-        _release_quietly(lease)
-        print(f"chainfence lock: {error}", file=sys.stderr)
-        return EXIT_LOST
-    except BaseException:
-        _release_quietly(lease)
-        raise
+        chain, registry = _connect(args, needs_key=True)
+        url = _rpc_url(args, _deployment(args))
+
+        def on_lost(error: LeaseLost) -> None:  # stderr said it when the command was stopped
+            if args.json:
+                print(json.dumps({**error.details(), "exit_code": EXIT_LOST}))
+
+        return _cli_lock.run(
+            registry, args.resource, command, ttl=args.ttl, wait=args.wait, grace=args.grace,
+            latency_margin=args.latency_margin, block_time_margin=args.block_time_margin,
+            confirmations=args.confirmations, take_over=args.take_over, url=url, on_lost=on_lost, sentinel=sentinel,
+        )  # fmt: skip
+    except _cli_lock.CommandNotRun as error:
+        raise _Usage(str(error)) from None
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    lease.release()
-    return _exit_status(returncode)
-
-
-def _release_quietly(lease: Any) -> None:
-    """Free a lease that may be gone already (lost, or the node failing): a refusal is not news."""
-    if lease.released:
-        return
-    try:
-        lease.release()
-    except ChainfenceError as error:
-        print(f"chainfence lock: releasing token {lease.token} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        sentinel.close()
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int]] = {

@@ -348,4 +348,5 @@ _DECLARING_MODULES: tuple[str, ...] = (
     "chainfence.aio",  # aio.keep
     "chainfence.registry",  # claims
     "chainfence.mcp_server",  # mcp
+    "chainfence._cli_lock",  # lock
 )

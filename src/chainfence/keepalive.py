@@ -385,6 +385,10 @@ class Keeper:
         self.core = core
         self.clock = clock
         self.on_lost = on_lost
+        #: Called with the new safe deadline (on ``clock``) each time a confirmed renewal (the keep-alive's or
+        #: the holder's) moves it, in the thread that confirmed it; it should return promptly
+        #: (``chainfence lock`` tells its sentinel).
+        self.on_deadline: Callable[[float], Any] | None = None
         self.error: LeaseLost | None = None
         self._cause: BaseException | None = None
         #: The member of a lease set whose end lost the set (None: the lease itself, or the whole set).
@@ -474,9 +478,13 @@ class Keeper:
 
     def holder_renewed(self, handle: int) -> None:
         with self._cond:
+            before = self.core.deadline
             for warning in self.core.external_confirmed(handle, self.clock()):
                 self._warn(warning)
+            deadline = self.core.deadline
             self._cond.notify_all()
+        if deadline != before and self.on_deadline is not None:
+            self.on_deadline(deadline)
 
     def holder_renewal_failed(self, handle: int, error: BaseException) -> None:
         """The holder's renewal failed: an end of the lease loses it (the renewer reports it); anything else
@@ -583,9 +591,13 @@ class Keeper:
     def _renewal_confirmed(self, expires_at: int, sent: float, ttl: float) -> None:
         with self._cond:
             warnings = self.core.renewal_confirmed(self.clock())
-            if not self.core.stopped and self.core.lost is None:
+            counted = not self.core.stopped and self.core.lost is None
+            if counted:
                 self.lease._kept_renewed(expires_at, sent, ttl)
+            deadline = self.core.deadline
             self._cond.notify_all()
+        if counted and self.on_deadline is not None:
+            self.on_deadline(deadline)
         for warning in warnings:
             self._warn(warning)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import Chain, Registry, cli
+from chainfence import Chain, Registry, _cli_lock, cli
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
@@ -156,7 +156,7 @@ def run_stalled(node, direct, tmp_path, monkeypatch, resource: str, *child_args:
     the keep-alive clock together, one second at a time, until the child reports its SIGTERM."""
     chain, registry = direct
     clock = WatchedClock()
-    monkeypatch.setattr(cli, "_CLOCK", clock)
+    monkeypatch.setattr(_cli_lock, "_CLOCK", clock)
     monkeypatch.setenv("CHAINFENCE_PRIVATE_KEY", dev_keys(4)[1])
     for name in ("CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY"):
         monkeypatch.delenv(name, raising=False)
