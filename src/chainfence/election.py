@@ -61,7 +61,6 @@ import dataclasses
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -147,7 +146,9 @@ class Election:
     renews it every ``interval`` (default half the ttl) and gives the term up
     at its local safe deadline, ``ttl - latency_margin - block_time_margin``
     after the last confirmed send (see :meth:`Lease.keep <chainfence.Lease.keep>`;
-    ``clock`` is its monotonic clock, injected by tests). Nothing here
+    ``clock`` is the clock it counts on, default
+    :data:`~chainfence.keepalive.lease_clock`, which counts a suspend; tests
+    inject one). Nothing here
     touches the chain: arguments are checked (``InvalidResourceName``,
     ``InvalidTtl``, ``InvalidInput``) and nothing is sent when they are bad.
     """
@@ -161,7 +162,7 @@ class Election:
         interval: float | None = None,
         latency_margin: float = DEFAULT_LATENCY_MARGIN,
         block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         confirmations: int | None = None,
     ):
         from .registry import Registry
@@ -173,7 +174,7 @@ class Election:
             raise InvalidTtl(f"ttl must be an int number of seconds, got {type(ttl).__name__} {ttl!r}", ttl=ttl)
         if ttl < 1:
             raise InvalidTtl(f"ttl must be at least 1 second, got {ttl!r}", ttl=ttl)
-        if not callable(clock):
+        if clock is not None and not callable(clock):
             raise InvalidInput(f"clock must be callable, got {clock!r}")
         if confirmations is not None and (
             isinstance(confirmations, bool) or not isinstance(confirmations, int) or confirmations < 0

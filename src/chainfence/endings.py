@@ -219,7 +219,9 @@ def of_status(status: LeaseStatus) -> End | None:
 
 def of_successor(reason: AcquireReason) -> End:
     """How a lease ended, told by the reason its successor (the acquisition whose ``previous_token``
-    is its token) was issued for."""
+    is its token) was issued for. ``granted`` means a grant revoked the lease in its own transaction;
+    a grant that came after the lease had ended (revoked, released, expired) says ``granted`` too,
+    so a reader that can see the lease's own end names that instead (``Registry.ending``)."""
     from .lease import AcquireReason
 
     return {

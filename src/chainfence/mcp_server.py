@@ -402,20 +402,7 @@ def _ended(registry: Registry, name: str, token: int, error: ChainfenceError | N
     if end is End.ROLLED_BACK:
         return end
     try:
-        info = registry.last_lease(name)
-        if info is None or info.token < token:
-            return end if end is not End.SUPERSEDED else None  # never issued here (UnknownToken)
-        if info.token == token:
-            # A done item is "completed"; a token still live has not ended (NotHolder: another's lease).
-            return endings.of_status(info.status) if not info.live else None
-        from .audit import EventKind
-
-        for event in registry.history(name):
-            if event.kind is EventKind.ACQUIRED and event.previous_token == token and event.reason is not None:
-                return endings.of_successor(event.reason)
-        return End.SUPERSEDED
-    except ChainRolledBack:
-        return End.ROLLED_BACK
+        return registry.ending(name, token)
     except ChainfenceError:
         return end  # the refusal's own word: the node failed the refinement
 

@@ -1020,6 +1020,27 @@ class Registry:
             remaining = live
         return ended, released
 
+    def ending(self, resource: str, token: int) -> End | None:
+        """How the lease of ``token`` on ``resource`` ended, in the words of :mod:`chainfence.endings`
+        (expired, released, completed, superseded, revoked, granted, rolled_back); None while it is
+        live, and for a token never issued for ``resource``. Reads the resource's lease, and its
+        successor's acquisition when a higher token was issued (the reason it was issued for)."""
+        resource_id = _validate.resource_id(resource)
+        token = _validate.token(token)
+        return self.chain._run(self._ending_steps(resource, resource_id, token))
+
+    def _ending_steps(self, resource: str | None, resource_id: bytes, token: int) -> Steps[End | None]:
+        try:
+            info = yield from self._lease_info(resource, resource_id)
+        except ChainRolledBack:
+            return End.ROLLED_BACK
+        if info.status is LeaseStatus.UNHELD or info.token < token:
+            return None  # never issued for it, as far as this chain knows
+        if info.token == token:
+            return endings.of_status(info.status)
+        identity = yield from self._identity_steps()
+        return (yield from self._successor_end_steps(resource_id, token, int(identity["deployment_block"])))
+
     def _end_of_steps(self, lease: Lease) -> Steps[End | None]:
         """How ``lease`` ended, read from the chain now (:mod:`chainfence.endings`); None while it is live and its holder's."""
         try:
@@ -1035,22 +1056,33 @@ class Registry:
     def _successor_end_steps(self, resource_id: bytes, token: int, from_block: int) -> Steps[End]:
         """How the lease of ``token`` ended, told by its successor's acquisition (:func:`endings.of_successor`):
         the ``LeaseAcquired`` of the resource whose previous token is ``token``, from ``from_block`` (the
-        lease's own block) on. :attr:`End.SUPERSEDED` when it cannot be read or is not there (yet)."""
+        lease's own block) on. A grant's reason is ``granted`` whatever came before it, so a grant is
+        ``granted`` only when it revoked the lease in its own transaction; a grant after a revoke, a
+        release or an expiry names that end. :attr:`End.SUPERSEDED` when the successor cannot be read
+        or is not there (yet)."""
         try:
             head = yield RPC.block_number()
             logs = yield from _events.fetch_all_steps(
-                self.chain, self.address, kinds=[_events.Kind.ACQUIRED], resource_id=resource_id,
-                from_block=max(0, from_block), to_block=head,
+                self.chain, self.address, kinds=[_events.Kind.ACQUIRED, _events.Kind.REVOKED, _events.Kind.RELEASED],
+                resource_id=resource_id, from_block=max(0, from_block), to_block=head,
             )  # fmt: skip
         except ChainfenceError as unread:
             logger.info("could not read the successor of token %d: %s: %s", token, type(unread).__name__, unread)
             return End.SUPERSEDED
+        ended_by = {log.kind: log for log in logs if log.kind is not _events.Kind.ACQUIRED and log.token == token}
         for log in logs:
-            if log.previous_token == token and log.reason is not None:
-                try:
-                    return endings.of_successor(AcquireReason(log.reason))
-                except ValueError:  # a reason this SDK does not know
-                    return End.SUPERSEDED
+            if log.kind is not _events.Kind.ACQUIRED or log.previous_token != token or log.reason is None:
+                continue
+            try:
+                reason = AcquireReason(log.reason)
+            except ValueError:  # a reason this SDK does not know
+                return End.SUPERSEDED
+            if reason is AcquireReason.GRANTED:
+                revoked = ended_by.get(_events.Kind.REVOKED)
+                if revoked is not None:
+                    return End.GRANTED if revoked.tx_hash == log.tx_hash else End.REVOKED
+                return End.RELEASED if _events.Kind.RELEASED in ended_by else End.EXPIRED
+            return endings.of_successor(reason)
         return End.SUPERSEDED
 
     # ------------------------------------------------------------------

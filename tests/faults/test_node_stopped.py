@@ -553,6 +553,7 @@ CALLS: list[Call] = [
     Call("Registry.grant", lambda w: w.cached().grant("ops/x", w.accounts[2], 60)),
     Call("Registry.revoke_item", lambda w: w.cached().revoke_item("ops/batch", "a")),
     Call("Registry.grant_item", lambda w: w.cached().grant_item("ops/batch", "a", w.accounts[2], 60)),
+    Call("Registry.ending", lambda w: w.registry().ending("jobs/a", 1)),
     # -- Lease ---------------------------------------------------------------
     Call("Lease.renew", lambda w: w.lease().renew()),
     Call("Lease.renew[progress]", lambda w: w.lease().renew(progress=7)),

@@ -124,3 +124,33 @@ def test_the_asyncio_keep_alive_counts_the_suspend_too(chain, alice, machine):
 
     lost, error, reached = asyncio.run(main())
     assert [e.why for e in lost] == ["deadline"] and error.why == "deadline" and reached == []
+
+
+def test_a_leader_that_slept_through_its_term_stops_leading(alice, machine):
+    """Election's keep-alive counts on the lease clock too (it passed time.monotonic before): after a
+    suspend through the term's expiry, the leadership is given up at once."""
+    from chainfence import Election
+
+    election = Election(alice, "laptop/leader", ttl=TTL)
+    lost: list[LeaseLost] = []
+    with pytest.raises(LeaseLost) as at_exit:
+        with election.campaign(on_lost=lost.append) as leadership:
+            machine.run(5)
+            leadership.check()
+            sleep_through_the_expiry(machine, alice.chain)
+            with pytest.raises(LeaseLost) as checked:
+                leadership.check()
+            wait_until(lambda: lost, "the leader's renewer saw the deadline that passed in the suspend")
+    assert checked.value.why == at_exit.value.why == lost[0].why == "deadline"
+
+
+def test_control_a_leader_on_the_monotonic_clock_believes_it_leads_after_the_suspend(alice, machine):
+    from chainfence import Election
+
+    election = Election(alice, "laptop/leader", ttl=TTL, clock=machine.monotonic)
+    with election.campaign() as leadership:
+        machine.run(5)
+        sleep_through_the_expiry(machine, alice.chain)
+        leadership.check()  # trusted
+        assert not leadership.is_current(), "...yet its term expired on-chain an hour ago"
+        leadership.lease.keeper.core.stop()
