@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from chainfence import Chain, Registry  # noqa: E402
 from chainfence.aio import AsyncChain, AsyncRegistry  # noqa: E402
-from chainfence.localnode import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "jobs/bench-aio"

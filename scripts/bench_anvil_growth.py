@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--blocks must be at least --step, and --step at least 1")
 
     from chainfence import Chain, Registry
-    from chainfence.localnode import AnvilProcess, dev_keys, find_anvil
+    from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
     etcd = bench.Etcd()
     nodes = []

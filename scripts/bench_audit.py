@@ -40,9 +40,10 @@ sys.path.insert(0, str(ROOT / "src"))
 from eth_account import Account  # noqa: E402
 from eth_utils import keccak  # noqa: E402
 
-from chainfence import Chain, Registry, _events  # noqa: E402
-from chainfence.audit_index import AuditIndex, _apply  # noqa: E402
-from chainfence.localnode import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence import Chain, Registry  # noqa: E402
+from chainfence._node import events as _events
+from chainfence.audit.index import AuditIndex, _apply  # noqa: E402
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
 
 
 def rpc(url: str, payload: object) -> object:

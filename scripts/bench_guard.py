@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from chainfence import Chain, Guard, Registry  # noqa: E402
 from chainfence._validate import resource_id  # noqa: E402
-from chainfence.localnode import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESOURCE = "reports/daily"

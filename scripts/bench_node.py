@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from eth_account import Account  # noqa: E402
 from web3 import Web3  # noqa: E402
 
-from chainfence import Chain, Registry, _artifacts  # noqa: E402
-from chainfence.localnode import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence import Chain, Registry  # noqa: E402
+from chainfence._node import artifacts as _artifacts
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
 
 POLL = 0.005
 ROOT = Path(__file__).resolve().parent.parent

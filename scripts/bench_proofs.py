@@ -43,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from chainfence import Chain, Registry  # noqa: E402
-from chainfence.localnode import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
 from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

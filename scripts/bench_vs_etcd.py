@@ -93,7 +93,7 @@ class Etcd:
     """A throwaway single-member etcd on loopback ports."""
 
     def __init__(self) -> None:
-        from chainfence.localnode import free_port
+        from chainfence.testing.anvil import free_port
 
         self.binary = shutil.which("etcd")
         if self.binary is None:
@@ -214,7 +214,7 @@ class Floor:
 def encode(function: str, args: list) -> bytes:
     from eth_abi import encode as abi_encode
 
-    from chainfence import _artifacts
+    from chainfence._node import artifacts as _artifacts
 
     selector, types = _artifacts.functions("FencingRegistry")[function]
     return selector + abi_encode(types, args)
@@ -227,7 +227,7 @@ def encode(function: str, args: list) -> bytes:
 
 def latency(url: str, anvil_port: int, etcd_port: int, registry_address: str, samples: int) -> dict:
     from chainfence import Chain, Registry, _names
-    from chainfence.localnode import dev_keys
+    from chainfence.testing.anvil import dev_keys
 
     keys = dev_keys(4)
     chain = Chain.connect(url, private_key=keys[1])
@@ -293,7 +293,7 @@ def _share(total: int, agents: int) -> list[int]:
 
 def sdk_threads(url: str, registry_address: str, total: int, agents: int, *, one_key: bool, tag: str) -> float:
     from chainfence import Chain, Registry
-    from chainfence.localnode import dev_keys
+    from chainfence.testing.anvil import dev_keys
 
     keys = dev_keys(agents + 4)[4:]
     chain = Chain.connect(url, private_keys=keys[:1] if one_key else keys)
@@ -323,7 +323,7 @@ def _process_agent(url: str, registry_address: str, key: str, count: int, tag: s
 
 
 def sdk_processes(url: str, registry_address: str, total: int, agents: int, tag: str) -> float:
-    from chainfence.localnode import dev_keys
+    from chainfence.testing.anvil import dev_keys
 
     keys = dev_keys(agents + 4)[4:]
     os.environ["PYTHONPATH"] = os.pathsep.join([str(SRC), str(ROOT / "scripts"), os.environ.get("PYTHONPATH", "")])
@@ -349,7 +349,7 @@ def sdk_processes(url: str, registry_address: str, total: int, agents: int, tag:
 
 def floor_threads(port: int, registry_address: str, chain_id: int, total: int, agents: int, tag: str) -> float:
     """The floor's throughput: pre-signed acquisitions, one key and one keep-alive connection per thread."""
-    from chainfence.localnode import dev_keys
+    from chainfence.testing.anvil import dev_keys
 
     floors = [Floor(port, key, registry_address, chain_id) for key in dev_keys(agents + 4)[4:]]
     signed = [[floor.sign(encode("acquire", [f"tp/{tag}/{i}/{n}", TTL])) for n in range(count)]
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     from chainfence import Chain, Registry
-    from chainfence.localnode import AnvilProcess, dev_keys, find_anvil
+    from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
     etcd = Etcd()
     try:

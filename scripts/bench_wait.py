@@ -37,9 +37,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry, _events, _waiting  # noqa: E402
+from chainfence import Chain, Registry, _waiting  # noqa: E402
+from chainfence._node import events as _events
 from chainfence._validate import resource_id  # noqa: E402
-from chainfence.localnode import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
 
 POLL = 0.005
 ROOT = Path(__file__).resolve().parent.parent

@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from chainfence import Chain, Registry, _waiting  # noqa: E402
-from chainfence.localnode import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "jobs/race"
@@ -127,7 +127,7 @@ def _reverted_acquisitions(chain: Chain, address: str, first: int, last: int, ac
 
 
 def run(url: str, way: str, waiters: int, rounds: int) -> dict[str, Any]:
-    from chainfence import _artifacts
+    from chainfence._node import artifacts as _artifacts
 
     keys = dev_keys(waiters + 1)
     holder_chain = Chain.connect(url, private_key=keys[0], poll_latency=POLL)

@@ -87,7 +87,7 @@ def transports(pairs: int) -> dict[str, float]:
     from bench_vs_etcd import TTL, Floor, encode
 
     from chainfence import Chain, Registry
-    from chainfence.localnode import AnvilProcess, dev_keys, find_anvil
+    from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
     ipc_path = Path(tempfile.mkdtemp(prefix="chainfence-ipc-")) / "anvil.ipc"
     with AnvilProcess(find_anvil(start=ROOT), accounts=4, extra_args=("--ipc", str(ipc_path))) as node:
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from chainfence import Chain, Registry
-    from chainfence.localnode import AnvilProcess, dev_keys, find_anvil
+    from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
     with AnvilProcess(find_anvil(start=ROOT), accounts=4) as node:
         deployer = Chain.connect(node.url, private_key=dev_keys(1)[0])

@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from . import _moved
+
 __all__ = [
     "AcquireReason",
     "Admission",
@@ -49,8 +51,8 @@ __version__ = "0.1.0"
 # asked for (PEP 562), so `chainfence --version` and `--help` stay fast.
 _LAZY = {
     "AcquireReason": ".lease",
-    "Admission": ".admission",
-    "AuditIndex": ".audit_index",
+    "Admission": ".guard.admission",
+    "AuditIndex": ".audit.index",
     "Chain": ".chain",
     "ChainfenceError": ".errors",
     "Election": ".election",
@@ -67,25 +69,25 @@ _LAZY = {
     "LeaseStatus": ".lease",
     "NamespacePolicy": ".namespaces",
     "Registry": ".registry",
-    "StuckLease": ".watchdog",
-    "StuckReport": ".watchdog",
+    "StuckLease": ".audit.watchdog",
+    "StuckReport": ".audit.watchdog",
     "TermEnded": ".election",
 }
 
 if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
-    from .admission import Admission
     from .audit import EventKind, LeaseEvent
-    from .audit_index import AuditIndex
+    from .audit.index import AuditIndex
+    from .audit.watchdog import StuckLease, StuckReport
     from .chain import Chain
     from .election import Election, Leader, Leadership, TermEnded
     from .errors import ChainfenceError
     from .fenced_requests import FencedRequest
     from .fenced_store import FencedStore
     from .guard import Guard
+    from .guard.admission import Admission
     from .lease import AcquireReason, Lease, LeaseInfo, LeaseSet, LeaseStatus
     from .namespaces import NamespacePolicy
     from .registry import Registry
-    from .watchdog import StuckLease, StuckReport
 
 
 def __getattr__(name: str) -> Any:
@@ -102,6 +104,9 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
+
+# Modules that moved into their family's folder keep their old import paths (chainfence.audit_index, ...).
+_moved.install()
 
 # A library never configures logging: only the CLI adds handlers.
 logging.getLogger(__name__).addHandler(logging.NullHandler())

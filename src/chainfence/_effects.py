@@ -9,9 +9,9 @@ effects* and receives their results; it never performs I/O itself::
     nonce = yield Locked(sender, sign_steps)    # run sub-steps under the sender's lock
     note = yield Shielded(cleanup_steps)        # run sub-steps to the end, whatever interrupts the caller
 
-A driver runs it: :func:`run` over the blocking :class:`~chainfence._rpc.Rpc`
+A driver runs it: :func:`run` over the blocking :class:`~chainfence._node.rpc.Rpc`
 (``time.sleep``, ``threading.Lock``), :func:`arun` over
-:class:`~chainfence._rpc.AsyncRpc` (``asyncio.sleep``, ``asyncio.Lock``).
+:class:`~chainfence._node.rpc.AsyncRpc` (``asyncio.sleep``, ``asyncio.Lock``).
 Both RPC layers have the same method names and share one error translation,
 so the core sees the same results and the same typed errors either way: a
 failure of an effect is thrown into the generator at its ``yield``, where

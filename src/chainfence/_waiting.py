@@ -78,7 +78,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from . import _events, endings
+from ._node import events as _events
+from . import endings
 from ._effects import RPC, Locked, Sleep, Steps, run
 from .endings import Refusal
 from .errors import LeaseError, LeaseHeld, LockDelayed

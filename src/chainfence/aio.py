@@ -17,8 +17,8 @@ chain is written once, as steps that yield requests
 one intent, reconciling late replies by hash, cancelling, confirming across
 reorgs), the chain's clock, the registry's transactions and views. A
 :class:`~chainfence.Chain` runs those steps over the blocking
-:class:`~chainfence._rpc.Rpc`; an :class:`AsyncChain` runs the very same
-steps over :class:`~chainfence._rpc.AsyncRpc`, which awaits ``AsyncWeb3`` and
+:class:`~chainfence._node.rpc.Rpc`; an :class:`AsyncChain` runs the very same
+steps over :class:`~chainfence._node.rpc.AsyncRpc`, which awaits ``AsyncWeb3`` and
 translates every failure with the same table into the same typed errors.
 No call here blocks the event loop on the chain.
 
@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 from . import _validate, _waiting
 from . import keepalive as _keepalive
 from ._effects import Steps, arun
-from ._rpc import AsyncRpc, connect_async_http, connect_http, redact_url, unreachable_message
+from ._node.rpc import AsyncRpc, connect_async_http, connect_http, redact_url, unreachable_message
 from .chain import DEFAULT_CONFIRMATIONS, Chain, _check_connect_args, _dev_name, _load_key
 from .endings import End, LocalEnd, declare, loss_reason
 from .errors import ChainfenceError, InvalidInput, LeaseLost, NodeUnreachable, WrongChain

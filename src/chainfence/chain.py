@@ -28,7 +28,7 @@ the clock and the machine's plays no part: anvil's pending block runs with
 real time from wherever the chain's clock stands; the embedded chain's
 clock is logical (blocks one second apart, ``advance_time`` to jump).
 
-Every JSON-RPC request goes through ``chain.rpc`` (:mod:`chainfence._rpc`),
+Every JSON-RPC request goes through ``chain.rpc`` (:mod:`chainfence._node.rpc`),
 which turns every failure into a chainfence error.
 """
 
@@ -45,8 +45,8 @@ from eth_account.signers.local import LocalAccount
 
 from . import _validate
 from ._effects import RPC, Steps
-from ._rpc import Rpc, connect_http, embedded_web3, redact_url, unreachable_message
-from ._sending import Sender
+from ._node.rpc import Rpc, connect_http, embedded_web3, redact_url, unreachable_message
+from ._node.sending import Sender
 from .errors import (
     ChainError,
     ChainfenceError,
@@ -203,7 +203,7 @@ class Chain:
         top of a transaction's block before it counts (default 0 on dev
         chains, :data:`DEFAULT_CONFIRMATIONS` elsewhere). ``receipt_timeout``:
         seconds to wait for inclusion before cancelling (see
-        :mod:`chainfence._sending`). ``unreachable_timeout``: seconds of
+        :mod:`chainfence._node.sending`). ``unreachable_timeout``: seconds of
         silence from the node after which a transaction in flight is reported
         as :class:`~chainfence.errors.OutcomeUnknown` (default
         ``min(receipt_timeout, 10)``). ``request_timeout``: seconds per
@@ -423,7 +423,7 @@ class Chain:
     ) -> Any:
         """Send ``data`` to ``to`` from ``sender``; return the receipt once it counts.
 
-        See :mod:`chainfence._sending` for the journey: preflight (a revert
+        See :mod:`chainfence._node.sending` for the journey: preflight (a revert
         raises its typed error and nothing is sent), local signing under a
         per-sender nonce lock, submission that reconciles lost replies by
         hash, a bounded wait that cancels on timeout, ``confirmations``

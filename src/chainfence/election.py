@@ -65,7 +65,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import _events, _validate, _waiting, endings
+from ._node import events as _events
+from . import _validate, _waiting, endings
 from .endings import End, LocalEnd, Refusal
 from .errors import InvalidInput, InvalidTtl, LeaseLost, TokenNotCurrent
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore

@@ -343,12 +343,12 @@ _DECLARING_MODULES: tuple[str, ...] = (
     "chainfence._waiting",
     "chainfence.election",
     "chainfence.tooz_driver",  # imports tooz (the [tooz] extra; in the dev extra the tests install)
-    "chainfence.audit_index",
-    "chainfence.watchdog",
+    "chainfence.audit.index",
+    "chainfence.audit.watchdog",
     "chainfence.guard",  # guard.follower
     "chainfence.lease",  # keep, lease_set
     "chainfence.aio",  # aio.keep
     "chainfence.registry",  # claims
     "chainfence.mcp_server",  # mcp
-    "chainfence._cli_lock",  # lock
+    "chainfence.cli.lock",  # lock
 )

@@ -86,7 +86,7 @@
         └── ReplayedRequest                seen before                          (HTTP 409)
 
 Errors raised by the contract (its custom errors) map one-to-one onto classes
-here through :func:`_contract_error`; :mod:`chainfence._reverts` decodes a
+here through :func:`_contract_error`; :mod:`chainfence._node.reverts` decodes a
 revert, whatever provider raised it, into one of them. Users never see raw
 web3 or eth-tester exceptions: those are chained as ``__cause__``.
 
@@ -1201,7 +1201,7 @@ class GuardStoreMismatch(GuardError):
 
 
 class AuditIndexError(ChainfenceError):
-    """The audit index (:mod:`chainfence.audit_index`) cannot answer."""
+    """The audit index (:mod:`chainfence.audit.index`) cannot answer."""
 
 
 class AuditIndexMismatch(AuditIndexError):

@@ -40,10 +40,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import _proofs
-from ._headers import HeaderSource, QuorumHeaders, TrustedHeaders, VerifiedHeader
-from ._jsonrpc import Endpoint, endpoint
-from ._rlp import keccak256
+from ._node import proofs as _proofs
+from ._node.headers import HeaderSource, QuorumHeaders, TrustedHeaders, VerifiedHeader
+from ._node.jsonrpc import Endpoint, endpoint
+from ._node.rlp import keccak256
 from .errors import ContractNotFound, InvalidAddress, InvalidInput, ProofInvalid, ProofsNotServed, RpcError
 from .lease import LeaseInfo
 

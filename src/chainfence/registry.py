@@ -41,7 +41,8 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import keccak, to_checksum_address
 
-from . import _artifacts, _events, _names, _sending, _validate, _waiting, endings
+from ._node import artifacts as _artifacts, events as _events, sending as _sending
+from . import _names, _validate, _waiting, endings
 from . import keepalive as _keepalive
 from ._effects import RPC, Shielded, Steps
 from .chain import Chain
@@ -570,7 +571,7 @@ class Registry:
 
         ``progress`` (optional) is a marker of how far the work has come,
         recorded on-chain in the ``LeaseRenewed`` event for a watchdog
-        (:func:`chainfence.watchdog.stuck`, ``chainfence stuck``) to tell a
+        (:func:`chainfence.audit.watchdog.stuck`, ``chainfence stuck``) to tell a
         holder that renews but no longer advances: ``bytes`` of 1 to 32 bytes
         (right-padded with zeros), an ``int`` counter (big-endian), or a
         ``str`` (its keccak256). Anything else, or a marker of all zeros, is
@@ -852,15 +853,15 @@ class Registry:
     def stuck(
         self, *, renewals: int = 3, longer_than: int | None = None, from_block: int | None = None, index: Any = None
     ) -> Any:
-        """Leases alive but stuck, crashed, or held too long: see :func:`chainfence.watchdog.stuck`
-        (``index``: an :class:`~chainfence.audit_index.AuditIndex` to read the events from)."""
-        from .watchdog import stuck
+        """Leases alive but stuck, crashed, or held too long: see :func:`chainfence.audit.watchdog.stuck`
+        (``index``: an :class:`~chainfence.audit.index.AuditIndex` to read the events from)."""
+        from .audit.watchdog import stuck
 
         return stuck(self, renewals=renewals, longer_than=longer_than, from_block=from_block, index=index)
 
     def history(self, resource: str | None = None, **filters: Any) -> list[Any]:
         """Lease events of this registry, oldest first; see :func:`chainfence.audit.history`
-        (``index=``: answered from an :class:`~chainfence.audit_index.AuditIndex`)."""
+        (``index=``: answered from an :class:`~chainfence.audit.index.AuditIndex`)."""
         from .audit import history
 
         return history(self, resource, **filters)

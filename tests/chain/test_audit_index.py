@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from chainfence import AcquireReason
-from chainfence.audit_index import AuditIndex
+from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexMismatch, InvalidInput, InvalidResourceName
 
 DAILY = "reports/daily"

@@ -185,7 +185,7 @@ def alice_id(name: str) -> bytes:
 
 def test_the_constructor_refuses_a_bad_max_ttl(chain, unchanged):
     """Deploying the bytecode directly with max ttl 0 reverts with InvalidMaxTtl."""
-    from chainfence import _artifacts
+    from chainfence._node import artifacts as _artifacts
 
     artifact = _artifacts.load()
     factory = chain.w3.eth.contract(abi=artifact["abi"], bytecode=artifact["bytecode"])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from chainfence import AcquireReason, EventKind, _events
+from chainfence import AcquireReason, EventKind
+from chainfence._node import events as _events
 
 
 def test_every_state_change_emits_one_event_in_order(alice, bob, chain, registry):

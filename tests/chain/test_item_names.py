@@ -14,10 +14,11 @@ import asyncio
 
 import pytest
 
-from chainfence import Guard, Registry, _names, timeline
+from chainfence import Guard, Registry, _names
+from chainfence.audit import timeline
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.audit import EventKind
-from chainfence.audit_index import AuditIndex
+from chainfence.audit.index import AuditIndex
 from chainfence.errors import InvalidResourceName, LeaseReleased, UnknownToken
 
 ADMINISTERED = "prod/db"
@@ -47,7 +48,7 @@ def _naive(raw: bytes) -> str:
 
 def test_control_the_named_bytes_of_the_item_and_of_the_administered_resource_are_the_same(registry, collision):
     """The control: displayed as the bytes ResourceNamed carried, the two are indistinguishable."""
-    from chainfence import _events
+    from chainfence._node import events as _events
 
     held, claimed = collision
     named = {
@@ -160,7 +161,7 @@ def test_no_plain_name_can_pass_for_an_item(registry, alice):
     # A name with » published by a direct call (the contract checks only lengths) displays escaped.
     from eth_abi import encode
 
-    from chainfence import _artifacts
+    from chainfence._node import artifacts as _artifacts
 
     selector, _ = _artifacts.functions("FencingRegistry")["acquire"]
     registry.chain.transact(alice.sender, registry.address, selector + encode(["bytes", "uint256"], ["prod»db".encode(), 10]))

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import AcquireReason, EventKind, LeaseStatus, Registry, _events
+from chainfence import AcquireReason, EventKind, LeaseStatus, Registry
+from chainfence._node import events as _events
 from chainfence._names import item_id
 from chainfence.errors import (
     LeaseCompleted,

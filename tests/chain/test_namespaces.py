@@ -14,7 +14,8 @@ import pytest
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
-from chainfence import AcquireReason, EventKind, LeaseStatus, Registry, _artifacts
+from chainfence import AcquireReason, EventKind, LeaseStatus, Registry
+from chainfence._node import artifacts as _artifacts
 from chainfence._names import namespace_id
 from chainfence.errors import (
     DuplicateResource,
@@ -281,7 +282,7 @@ def test_the_hand_over_takes_two_steps_and_passes_the_role_as_it_was(chain, gov)
 
 
 def _namespace_events(registry: Registry, prefix: str) -> list:
-    from chainfence import _events
+    from chainfence._node import events as _events
 
     logs = registry.chain.rpc.logs({"address": registry.address, "fromBlock": 0, "toBlock": "latest",
                                     "topics": [None, "0x" + namespace_id(prefix).hex()]})  # fmt: skip

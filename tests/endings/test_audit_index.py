@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from chainfence import AcquireReason, Registry
-from chainfence.audit_index import ENDINGS, AuditIndex
+from chainfence.audit.index import ENDINGS, AuditIndex
 from chainfence.endings import End
 from tests.endings.matrix import covers
 

@@ -217,7 +217,7 @@ def test_completing_a_claim_inside_keep_ends_it_quietly(w):
 def test_when_the_successor_cannot_be_read_the_loss_says_superseded(w, monkeypatch):
     """A grant, but the read of the successor's acquisition fails (a provider refusing eth_getLogs):
     the keep-alive still loses the lease at once, and says the one thing the refusal proves."""
-    from chainfence import _events
+    from chainfence._node import events as _events
     from chainfence.errors import RpcError
 
     def refused(*args, **kwargs):

@@ -1,6 +1,6 @@
 """``chainfence lock NAME -- CMD`` x every way a lease ends and every way an acquisition is refused, on both backends.
 
-Each scenario runs `lock` (``chainfence._cli_lock.run``, what the CLI calls
+Each scenario runs `lock` (``chainfence.cli.lock.run``, what the CLI calls
 once connected) in this process, on the test's chain, with the issue's
 forking command: ``sh -c 'writer; cleanup'`` (tests/support/lock_writer.py).
 `lock`'s keep-alive counts on a SteppedClock the test moves; its sentinel,
@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from chainfence import EventKind, _cli_lock, cli
+from chainfence import EventKind, cli
+from chainfence.cli import lock as _cli_lock
 from chainfence._validate import resource_id
 from chainfence.endings import End, LocalEnd, Refusal
 from chainfence.errors import LeaseHeld, LeaseLost, LockDelayed, NodeUnreachable, NotAdmitted

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from chainfence import Registry
-from chainfence.audit_index import AuditIndex
+from chainfence.audit.index import AuditIndex
 from chainfence.endings import End
 from tests.endings.matrix import covers
 

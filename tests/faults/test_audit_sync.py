@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from chainfence import Chain, Registry
-from chainfence.audit_index import AuditIndex
+from chainfence.audit.index import AuditIndex
 from tests.faults.test_hostile_names import HOSTILE, publish
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy

@@ -17,7 +17,8 @@ import unicodedata
 import pytest
 from eth_abi import encode as abi_encode
 
-from chainfence import Guard, _artifacts
+from chainfence import Guard
+from chainfence._node import artifacts as _artifacts
 from chainfence._names import display
 from chainfence.errors import InvalidResourceName
 

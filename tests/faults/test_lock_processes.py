@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from chainfence import Chain, Registry, cli
-from chainfence._cli_lock import session_members
+from chainfence.cli.lock import session_members
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy

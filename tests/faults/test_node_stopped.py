@@ -50,13 +50,14 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, LeaseSet, Registry, audit, watchdog
-from chainfence._rpc import AsyncRpc, Rpc, connect_http
+from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, LeaseSet, Registry, audit
+from chainfence.audit import watchdog
+from chainfence._node.rpc import AsyncRpc, Rpc, connect_http
 from chainfence._validate import resource_id
-from chainfence.admission import Admission
+from chainfence.guard.admission import Admission
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncLeaseSet, AsyncRegistry
 from chainfence.asgi import FencingMiddleware
-from chainfence.audit_index import AuditIndex
+from chainfence.audit.index import AuditIndex
 from chainfence.deployment import Deployment, save
 from chainfence.election import Watch
 from chainfence.errors import (

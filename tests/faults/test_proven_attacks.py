@@ -41,8 +41,8 @@ from chainfence.errors import (
 )
 from chainfence.lease import LeaseStatus
 from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders
-from chainfence._jsonrpc import HttpEndpoint
-from chainfence._rlp import keccak256
+from chainfence._node.jsonrpc import HttpEndpoint
+from chainfence._node.rlp import keccak256
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.forgery import ForgedWorld, read_slot_naively
 from tests.support.lying_proxy import LyingProxy

@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 
 from chainfence import FencedRequest, Guard
 from chainfence.asgi import FencingMiddleware
-from chainfence.localnode import free_port
+from chainfence.testing.anvil import free_port
 from tests.support.sequencer import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from chainfence import _cli_audit
+from chainfence.cli import audit as _cli_audit
 
 DAILY = "cli/daily"
 
@@ -142,7 +142,7 @@ def test_audit_timeline_draws_the_indexed_leases_with_rejections(anvil_node, pla
     labels = " ".join(node.text for node in page.kind("lane-label"))
     assert "\\u202e" in labels and "\u202e" not in labels, "the bidi override is drawn escaped"
     assert page.kind("takeover") and page.kind("completion") and page.kind("renewal") and page.kind("rejection")
-    from chainfence.audit_index import AuditIndex
+    from chainfence.audit.index import AuditIndex
 
     with AuditIndex(index) as opened:
         (drawn,) = [lease for lease in opened.timeline_leases([DAILY]) if lease.token == second.token]

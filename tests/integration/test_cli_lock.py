@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import Chain, Registry, _cli_lock, cli
+from chainfence import Chain, Registry, cli
+from chainfence.cli import lock as _cli_lock
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from chainfence import cli
-from chainfence.localnode import dev_keys, free_port
+from chainfence.testing.anvil import dev_keys, free_port
 from tests.support.sequencer import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -276,7 +276,7 @@ def test_node_killed_with_sigkill_restarts_from_its_last_saved_state(node):
 
 
 def test_node_without_anvil_says_how_to_get_it(tmp_path, monkeypatch, capsys):
-    from chainfence import localnode
+    from chainfence.testing import anvil as localnode
 
     monkeypatch.setattr(localnode, "_search_roots", lambda start: [tmp_path])
     monkeypatch.setenv("PATH", str(tmp_path))

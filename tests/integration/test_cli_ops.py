@@ -9,7 +9,7 @@ import json
 import pytest
 
 from chainfence import cli
-from chainfence.localnode import dev_keys, free_port
+from chainfence.testing.anvil import dev_keys, free_port
 from tests.integration.test_cli_node import Node, run
 
 

@@ -21,7 +21,8 @@ import pytest
 import tooz.coordination
 from mcp import Client
 
-from chainfence import Chain, _rpc, cli
+from chainfence import Chain, cli
+from chainfence._node import rpc as _rpc
 from chainfence.aio import AsyncChain
 from chainfence.errors import InvalidInput, InvalidUrl
 from chainfence.mcp_server import build_server

@@ -22,7 +22,7 @@ from mcp import Client, StdioServerParameters
 
 from chainfence import Registry, cli
 from chainfence.deployment import Deployment, save
-from chainfence.localnode import free_port, port_is_free
+from chainfence.testing.anvil import free_port, port_is_free
 from chainfence.mcp_server import MAX_WAIT, build_server
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy

@@ -29,7 +29,7 @@ def test_an_unreachable_node_is_a_typed_error_and_fast(monkeypatch):
     sleep in between (counted, not timed, so a loaded machine cannot make it pass or fail)."""
     import requests
 
-    from chainfence._rpc import _READ_ATTEMPTS
+    from chainfence._node.rpc import _READ_ATTEMPTS
 
     attempts: list[str] = []
     sleeps: list[float] = []

@@ -20,7 +20,7 @@ import pytest
 
 from chainfence import Chain, Guard, Registry
 from chainfence.errors import ChainRolledBack
-from chainfence.localnode import dev_keys, free_port
+from chainfence.testing.anvil import dev_keys, free_port
 from tests.integration.test_cli_node import Node, as_json, run
 
 

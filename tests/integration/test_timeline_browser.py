@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import timeline
-from chainfence.timeline import layout, render
+from chainfence.audit import timeline
+from chainfence.audit.timeline import layout, render
 from tests.support import png
 from tests.support import timeline_scenario as scenario
 from tests.support.svg_dom import ALLOWED, Page, tooltip

@@ -49,7 +49,7 @@ import time
 
 from chainfence import Chain, ChainfenceError, Guard, LeaseStatus, Registry
 from chainfence.errors import LeaseHeld, TokenNotCurrent
-from chainfence.localnode import dev_keys
+from chainfence.testing.anvil import dev_keys
 
 
 def emit(**fields) -> None:

@@ -21,7 +21,7 @@ import json
 import urllib.request
 from pathlib import Path
 
-from chainfence.localnode import AnvilProcess, dev_keys, find_anvil, free_port
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

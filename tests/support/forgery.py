@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import copy
 
-from chainfence._headers import header_hash
-from chainfence._proofs import decode_lease, lease_slot
-from chainfence._rlp import decode, encode, keccak256
+from chainfence._node.headers import header_hash
+from chainfence._node.proofs import decode_lease, lease_slot
+from chainfence._node.rlp import decode, encode, keccak256
 
 #: FencingRegistry.leaseOf(bytes32)'s selector.
 LEASE_OF = keccak256(b"leaseOf(bytes32)")[:4]

@@ -26,7 +26,7 @@ import threading
 import time
 
 from chainfence import Chain, Guard, Registry
-from chainfence._guard_store import GuardStore
+from chainfence.guard._store import GuardStore
 from chainfence.errors import StaleToken, TokenNotCurrent
 
 

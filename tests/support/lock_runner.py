@@ -44,7 +44,8 @@ class FileClock:
 def main(argv: list[str]) -> int:
     split = argv.index("--")
     options, rest = argv[:split], argv[split + 1 :]
-    from chainfence import _cli_lock, cli
+    from chainfence.cli import lock as _cli_lock
+    from chainfence import cli
 
     if "--clock" in options:
         clock = FileClock(options[options.index("--clock") + 1])

@@ -51,7 +51,7 @@ short timeout would also give up on ordinary requests a loaded machine
 answers slowly. ``time_out_only(w3, method, seconds)`` shortens the read
 timeout of the next request of one method (the one planned to be late) on
 a web3 HTTP provider, sync or asyncio, and on the SDK's own transport of a
-``Web3`` from ``connect_http`` (``chainfence._rpc.LeanHttp``, which carries
+``Web3`` from ``connect_http`` (``chainfence._node.rpc.LeanHttp``, which carries
 the hot requests), and leaves every other request at its (safety-net)
 timeout.
 """

@@ -100,7 +100,7 @@ def _emit(name: str | None, event: str, **fields: Any) -> None:
 def _agent(spec: dict[str, Any]) -> None:
     from chainfence import Chain, Registry
     from chainfence.errors import ChainfenceError, LeaseHeld, TokenNotCurrent
-    from chainfence.localnode import dev_keys
+    from chainfence.testing.anvil import dev_keys
     from chainfence.sql import fenced_transaction
 
     name, resource, ttl = spec["name"], spec["resource"], spec["ttl"]

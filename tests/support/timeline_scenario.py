@@ -8,7 +8,7 @@ rejections.
 
 from __future__ import annotations
 
-from chainfence.timeline import Rejection, TimelineLease
+from chainfence.audit.timeline import Rejection, TimelineLease
 
 ALICE = "0xA11CE00000000000000000000000000000000001"
 BOB = "0xB0B0000000000000000000000000000000000002"

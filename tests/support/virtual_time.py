@@ -1,6 +1,6 @@
 """A clock for the SDK's sender that moves only when the sender sleeps, for fault tests on a real node.
 
-The sender (chainfence._sending) waits for receipts and confirmations with an
+The sender (chainfence._node.sending) waits for receipts and confirmations with an
 injected clock and sleep. With the wall clock, a test that must act while the
 SDK waits ("mine once the cancellation is out", "reorganise while it
 confirms") races the SDK's deadline: a slow machine lets the deadline pass

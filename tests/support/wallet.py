@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from chainfence import Registry, _artifacts
+from chainfence import Registry
+from chainfence._node import artifacts as _artifacts
 
 
 class AgentWallet:

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from chainfence import _artifacts, errors
+from chainfence._node import artifacts as _artifacts
+from chainfence import errors
 from chainfence.errors import (
     CONTRACT_ERRORS,
     ChainfenceError,

@@ -10,8 +10,8 @@ from eth_abi import encode
 from eth_utils import keccak
 
 import chainfence
-from chainfence import _events
-from chainfence.audit_index import AuditIndex, _apply
+from chainfence._node import events as _events
+from chainfence.audit.index import AuditIndex, _apply
 
 RESOURCE = keccak(b"prod/db")
 NAMESPACE = keccak(b"prod")

@@ -19,10 +19,10 @@ import pytest
 import rlp as reference_rlp
 from trie import HexaryTrie
 
-from chainfence import _headers, _proofs
-from chainfence._headers import QuorumHeaders, TrustedHeaders, header_hash, header_rlp
-from chainfence._proofs import ProofMismatch, decode_lease, judge, lease_info, lease_slot, verify_account, verify_storage
-from chainfence._rlp import decode, keccak256
+from chainfence._node import headers as _headers, proofs as _proofs
+from chainfence._node.headers import QuorumHeaders, TrustedHeaders, header_hash, header_rlp
+from chainfence._node.proofs import ProofMismatch, decode_lease, judge, lease_info, lease_slot, verify_account, verify_storage
+from chainfence._node.rlp import decode, keccak256
 from chainfence.errors import (
     ContractNotFound,
     HeaderInvalid,
@@ -482,10 +482,10 @@ def test_bad_arguments_are_typed_and_ask_nothing():
 
 def test_the_proof_core_imports_no_eth_package():
     """The CLI's hot path will import these: no web3, eth-utils, eth-abi, eth-account or rlp.
-    (A URL endpoint loads chainfence._rpc, the SDK's lean transport, when it is built.)"""
+    (A URL endpoint loads chainfence._node.rpc, the SDK's lean transport, when it is built.)"""
     code = (
         "import sys\n"
-        "import chainfence.proofs, chainfence._headers, chainfence._proofs, chainfence._rlp, chainfence._jsonrpc\n"
+        "import chainfence.proofs, chainfence._node.headers, chainfence._node.proofs, chainfence._node.rlp, chainfence._node.jsonrpc\n"
         "heavy = {'web3', 'eth_utils', 'eth_abi', 'eth_account', 'rlp', 'eth_keys', 'hexbytes'}\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"
     )

@@ -13,23 +13,11 @@ import inspect
 
 import pytest
 
-from chainfence import (
-    Chain,
-    Election,
-    FencedStore,
-    Guard,
-    Leadership,
-    Lease,
-    LeaseSet,
-    Registry,
-    audit,
-    outcomes,
-    sql,
-    watchdog,
-)  # fmt: skip
-from chainfence._rpc import AsyncRpc, Rpc
+from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, LeaseSet, Registry, audit, outcomes, sql  # fmt: skip
+from chainfence.audit import watchdog
+from chainfence._node.rpc import AsyncRpc, Rpc
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncLeaseSet, AsyncRegistry
-from chainfence.audit_index import AuditIndex
+from chainfence.audit.index import AuditIndex
 from chainfence.deployment import Deployment
 from chainfence.election import Watch
 from tests.faults.test_node_stopped import CALLS, QUIET

@@ -8,8 +8,8 @@ from eth_tester.exceptions import TransactionFailed
 from eth_utils import keccak
 from web3.exceptions import ContractCustomError, ContractLogicError, ContractPanicError, Web3RPCError
 
-from chainfence import _artifacts
-from chainfence._reverts import decode, revert_data, translate
+from chainfence._node import artifacts as _artifacts
+from chainfence._node.reverts import decode, revert_data, translate
 from chainfence.errors import (
     CONTRACT_ERRORS,
     InvalidTtl,

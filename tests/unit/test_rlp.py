@@ -1,4 +1,4 @@
-"""chainfence._rlp: RLP as the yellow paper defines it, canonical only, checked against the rlp package."""
+"""chainfence._node.rlp: RLP as the yellow paper defines it, canonical only, checked against the rlp package."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import rlp as reference  # the ethereum/pyrlp package web3 installs: a second im
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chainfence._rlp import EMPTY_TRIE_ROOT, RLPError, decode, decode_int, encode, keccak256
+from chainfence._node.rlp import EMPTY_TRIE_ROOT, RLPError, decode, decode_int, encode, keccak256
 
 items = st.recursive(st.binary(max_size=80), lambda children: st.lists(children, max_size=6), max_leaves=30)
 

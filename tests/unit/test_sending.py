@@ -13,7 +13,7 @@ import pytest
 from eth_account import Account
 
 from chainfence._effects import arun
-from chainfence._sending import Sender
+from chainfence._node.sending import Sender
 from chainfence.errors import NodeUnreachable, OutcomeUnknown, RpcError
 
 

@@ -1,4 +1,4 @@
-"""The sender's own signing (chainfence._signing) makes exactly the bytes eth-account makes.
+"""The sender's own signing (chainfence._node.signing) makes exactly the bytes eth-account makes.
 
 The fast path encodes and signs by itself; a difference in one byte would be
 a different transaction hash, and the sender reconciles lost replies by hash.
@@ -11,7 +11,7 @@ from eth_account import Account
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chainfence._signing import sign
+from chainfence._node.signing import sign
 
 KEY = Account.from_key("0x" + "11" * 32)
 REGISTRY = "0x5FbDB2315678afecb367f032d93F642f64180aa3"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import timeline
+from chainfence.audit import timeline
 from chainfence._names import display, display_text
 from chainfence.errors import InvalidInput
-from chainfence.timeline import Rejection, TimelineLease, layout, render
+from chainfence.audit.timeline import Rejection, TimelineLease, layout, render
 from tests.support import timeline_scenario as scenario
 from tests.support.svg_dom import ALLOWED, Page, tooltip
 from tests.support.timeline_scenario import ALICE, BOB, CAROL, NOW, T
@@ -181,7 +181,7 @@ def test_the_module_is_pure():
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add(("." * node.level) + (node.module or ""))
-    assert imported <= {"__future__", "collections.abc", "dataclasses", ".errors", ".", "colorsys", "functools", "hashlib", "html",
+    assert imported <= {"__future__", "collections.abc", "dataclasses", "..errors", "..", "colorsys", "functools", "hashlib", "html",
                         "datetime"}, imported  # fmt: skip
 
 

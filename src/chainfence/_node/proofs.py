@@ -1,7 +1,7 @@
 """Merkle-Patricia proofs (EIP-1186 ``eth_getProof``) of the registry's lease slot, verified here.
 
 What a provider's proof is checked against is a state root the caller
-trusts (a header verified by :mod:`chainfence._headers`); nothing the
+trusts (a header verified by :mod:`chainfence._node.headers`); nothing the
 provider says is believed without its proof:
 
 1. the account proof, from the state root along ``keccak(address)``, ends in
@@ -23,7 +23,7 @@ provider says is believed without its proof:
 Every check that fails raises :class:`ProofMismatch` with the reason; the
 reader (:mod:`chainfence.proofs`) turns it into
 :class:`~chainfence.errors.ProofInvalid` naming the provider and block. No
-web3, eth-utils, eth-abi or rlp: only :mod:`chainfence._rlp`.
+web3, eth-utils, eth-abi or rlp: only :mod:`chainfence._node.rlp`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._rlp import EMPTY_TRIE_ROOT, RLPError, decode, decode_int, encode, keccak256
-from .lease import LeaseInfo, LeaseStatus
-from .lease import judge as lease_judge
+from .rlp import EMPTY_TRIE_ROOT, RLPError, decode, decode_int, encode, keccak256
+from ..lease import LeaseInfo, LeaseStatus
+from ..lease import judge as lease_judge
 
 __all__ = [
     "EMPTY_CODE_HASH", "Account", "ProofMismatch", "checksum_address", "decode_lease", "judge", "lease_info",

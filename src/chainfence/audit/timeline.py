@@ -5,7 +5,7 @@ external fonts, scripts or stylesheets; the SVG is inline). The audit
 turns its records into the input types below and calls :func:`render`;
 ``chainfence audit timeline NAME... --out FILE.html`` does exactly that. ::
 
-    from chainfence.timeline import TimelineLease, render
+    from chainfence.audit.timeline import TimelineLease, render
 
     page = render(
         [
@@ -41,7 +41,7 @@ import html
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 __all__ = ["END_REASONS", "ISSUE_REASONS", "Rejection", "TimelineLease", "render"]
 
@@ -418,7 +418,7 @@ def _name(resource: str | bytes | tuple[str | bytes, str | bytes]) -> str:
     which no two names share, so two resources never share a lane or a label. A claimed work item
     (a ``(workset, item)`` pair, or a str ``"workset»item"``) is drawn as its two parts so, joined by ``»``,
     which :func:`~chainfence._names.display` escapes in every plain name."""
-    from . import _names
+    from .. import _names
 
     if isinstance(resource, tuple):
         return _name(resource[0]) + _names.ITEM_SEPARATOR + _name(resource[1])
@@ -559,7 +559,7 @@ def _text(value: object) -> str:
 
 @functools.lru_cache(maxsize=8192)
 def _display_text(text: str) -> str:
-    from . import _names
+    from .. import _names
 
     return _names.display_text(text)
 

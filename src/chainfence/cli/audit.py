@@ -152,7 +152,7 @@ class _Progress:
 def _open(args: argparse.Namespace, *, live: bool):
     from pathlib import Path
 
-    from .audit_index import AuditIndex
+    from ..audit.index import AuditIndex
 
     if live:
         return AuditIndex(":memory:")
@@ -174,7 +174,7 @@ def _short(address: str | None) -> str:
 
 def run(args: argparse.Namespace, connect: Any, table: Any) -> int:
     """Run ``chainfence audit <command>``; returns the exit code."""
-    from .errors import AuditIndexDiffers
+    from ..errors import AuditIndexDiffers
 
     live = getattr(args, "live", False)
     _chain, registry = connect(args, needs_key=False)
@@ -232,8 +232,8 @@ def run(args: argparse.Namespace, connect: Any, table: Any) -> int:
 def _rejections(path: str | None) -> list[Any]:
     from pathlib import Path
 
-    from .errors import InvalidInput
-    from .timeline import Rejection
+    from ..errors import InvalidInput
+    from ..audit.timeline import Rejection
 
     if path is None:
         return []
@@ -256,8 +256,8 @@ def _rejections(path: str | None) -> list[Any]:
 def _timeline(index: Any, args: argparse.Namespace, status: Any) -> int:
     from pathlib import Path
 
-    from .errors import InvalidInput
-    from .timeline import render
+    from ..errors import InvalidInput
+    from ..audit.timeline import render
 
     leases = index.timeline_leases(args.names)
     page = render(leases, rejections=_rejections(args.rejections), title=args.title, now=status.as_of)

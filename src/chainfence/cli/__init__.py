@@ -47,8 +47,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .errors import (
+from .. import __version__
+from ..errors import (
     AnvilNotFound,
     ChainfenceError,
     ChainRolledBack,
@@ -113,7 +113,7 @@ def exit_code(error: ChainfenceError) -> int:
         return EXIT_USAGE
     if isinstance(error, LeaseLost):
         return EXIT_LOST
-    from .errors import LockDelayed, NamespaceError, NotAdmitted, NotLive
+    from ..errors import LockDelayed, NamespaceError, NotAdmitted, NotLive
 
     if isinstance(error, (NamespaceError, NotAdmitted)):
         return EXIT_REFUSED
@@ -129,7 +129,7 @@ def exit_code(error: ChainfenceError) -> int:
         return EXIT_CONNECTION
     if isinstance(error, (TransactionTimeout, OutcomeUnknown, NotConfirmed)):
         return EXIT_OUTCOME
-    from .errors import AuditIndexDiffers, AuditIndexMismatch
+    from ..errors import AuditIndexDiffers, AuditIndexMismatch
 
     if isinstance(error, AuditIndexMismatch):
         return EXIT_INDEX_MISMATCH
@@ -202,8 +202,8 @@ def _timeout(text: str) -> float:
 
 def _wait_seconds(text: str) -> float:
     """``--wait``: seconds, checked as ``acquire(wait=...)`` checks them."""
-    from . import _validate
-    from .errors import InvalidWait
+    from .. import _validate
+    from ..errors import InvalidWait
 
     try:
         return _validate.wait(float(text))
@@ -215,7 +215,7 @@ def _wait_seconds(text: str) -> float:
 
 def _progress(text: str) -> bytes | int | str:
     """A --progress marker: 0x-hex bytes, a decimal counter, or text (hashed by the SDK)."""
-    from . import _validate
+    from .. import _validate
 
     value: bytes | int | str = text
     if text.startswith("0x"):
@@ -464,12 +464,12 @@ def _parser() -> argparse.ArgumentParser:
         "--block-time-margin", type=_seconds, default=None,
         help="seconds a block's timestamp may lag its transaction's send, plus clock drift (default 2)",
     )  # fmt: skip
-    from . import _cli_audit  # argparse only: no web3
+    from . import audit as _cli_audit  # argparse only: no web3
 
     _cli_audit.register(commands, common, _int_at_least)
     # CMD and its arguments follow `--`: main() splits them off before parsing (argparse would read
     # CMD's options as chainfence's).
-    from . import _cli_ops  # no web3 there: --help stays light
+    from . import ops as _cli_ops  # no web3 there: --help stays light
 
     _cli_ops.register(commands, common, _positive_int)
 
@@ -500,7 +500,7 @@ def _deployment(args: argparse.Namespace, *, must_exist: bool = True):
     """The deployment file's record, or None when there is none at the default path. A file named
     explicitly (--deployment, $CHAINFENCE_DEPLOYMENT) must exist unless ``must_exist`` is False
     (`deploy` writes it)."""
-    from .deployment import default_path, load
+    from ..deployment import default_path, load
 
     named = args.deployment or os.environ.get("CHAINFENCE_DEPLOYMENT")
     path = Path(args.deployment) if args.deployment else default_path()
@@ -533,7 +533,7 @@ def _load_key(args: argparse.Namespace) -> str | bytes | None:
 
 
 def _rpc_url(args: argparse.Namespace, deployment: Any) -> str:
-    from . import _validate
+    from .. import _validate
 
     if args.rpc_url is not None:
         url, where = args.rpc_url, "--rpc-url"
@@ -549,8 +549,8 @@ def _rpc_url(args: argparse.Namespace, deployment: Any) -> str:
 def _connect(args: argparse.Namespace, *, needs_key: bool, needs_registry: bool = True, wants_key: bool = False):
     """The chain and registry the flags, environment and deployment file name. ``needs_key``: a command
     that signs (no key is a usage error); ``wants_key``: one that signs when a key is given (``mcp``)."""
-    from .chain import Chain
-    from .registry import Registry
+    from ..chain import Chain
+    from ..registry import Registry
 
     deployment = _deployment(args, must_exist=needs_registry)
     url = _rpc_url(args, deployment)
@@ -652,7 +652,7 @@ def _cmd_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _cmd_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .localnode import serve
+    from .node import serve
 
     serve(
         directory=Path(args.dir), port=args.port, max_ttl=args.max_ttl, anvil=args.anvil, as_json=args.json,
@@ -662,9 +662,9 @@ def _cmd_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _cmd_deploy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .deployment import Deployment, default_path, save
-    from .errors import ContractNotFound, WrongChain
-    from .registry import Registry
+    from ..deployment import Deployment, default_path, save
+    from ..errors import ContractNotFound, WrongChain
+    from ..registry import Registry
 
     path = Path(args.deployment) if args.deployment else default_path()
     chain, _ = _connect(args, needs_key=True, needs_registry=False)
@@ -736,7 +736,7 @@ def _cmd_release(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 def _target(args: argparse.Namespace) -> tuple[str, str]:
     """(name, display) of RESOURCE, or of work item RESOURCE of --workset (``workset»item``), checked
     before anything is asked of the node: a bad name is exit 2 with nothing sent."""
-    from . import _names, _validate
+    from .. import _names, _validate
 
     workset = getattr(args, "workset", None)
     name = args.resource if workset is None else _names.item_name(workset, args.resource)
@@ -799,7 +799,7 @@ def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     chain, registry = _connect(args, needs_key=False)
     index = None
     if args.index:
-        from .audit_index import AuditIndex
+        from ..audit.index import AuditIndex
 
         index = AuditIndex(args.index)
     report = registry.stuck(renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block,
@@ -823,7 +823,7 @@ def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 def _cmd_audit(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from . import _cli_audit
+    from . import audit as _cli_audit
 
     return _cli_audit.run(args, _connect, _table)
 
@@ -847,7 +847,7 @@ def _cmd_status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         else:
             print(_table([[k.replace("_", " "), str(v)] for k, v in info.items()], ["field", "value"]))
         return EXIT_OK
-    from . import _names, _validate
+    from .. import _names, _validate
 
     names = [name if args.workset is None else _names.item_name(args.workset, name) for name in args.resources]
     for name in names:  # every name checked before the first is read: a bad one is exit 2
@@ -905,7 +905,7 @@ def _cmd_verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def _cmd_tx(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .outcomes import reconcile
+    from ..outcomes import reconcile
 
     if not args.hashes and (args.nonce is None or args.account is None):
         raise _Usage("give transaction hashes, or --nonce and --account")
@@ -929,7 +929,7 @@ def _cmd_tx(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _cmd_mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
-        from .mcp_server import serve
+        from ..mcp_server import serve
     except ModuleNotFoundError as missing:
         if (missing.name or "").split(".")[0] != "mcp":
             raise
@@ -940,7 +940,7 @@ def _cmd_mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from . import _cli_lock  # the lock itself: sentinel, sessions, signals (see its docstring)
+    from . import lock as _cli_lock  # the lock itself: sentinel, sessions, signals (see its docstring)
 
     command = args.cmd
     if not command:
@@ -988,7 +988,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, argparse.ArgumentParser], int
 
 
 def _command(name: str) -> Callable[[argparse.Namespace, argparse.ArgumentParser], int]:
-    from . import _cli_ops
+    from . import ops as _cli_ops
 
     return _COMMANDS.get(name) or _cli_ops.COMMANDS[name]
 

@@ -6,7 +6,7 @@ what can go wrong in one place (as httpx maps transport errors)::
 
     refused, reset, timed out           -> NodeUnreachable (a ConnectionError),
                                            with ``maybe_delivered`` for sends
-    a revert (either provider's shape)  -> the contract error's class (chainfence._reverts)
+    a revert (either provider's shape)  -> the contract error's class (chainfence._node.reverts)
     a JSON-RPC error reply              -> RpcError(method, code, message);
                                            LogRangeRefused for a capped eth_getLogs
     an embedded dev control refusing    -> InvalidInput (a bad argument), else ChainError
@@ -21,7 +21,7 @@ is late, ``eth_sendRawTransaction`` included; for a fencing SDK that is a
 second acquisition nobody asked for. Its retries are switched off: a read
 is retried here once when the connection failed (a node restarting, a
 pooled connection the node had closed), a send never is — the sender
-(:mod:`chainfence._sending`) owns every resend and reconciles by hash.
+(:mod:`chainfence._node.sending`) owns every resend and reconciles by hash.
 
 Transport: over a URL (:func:`connect_http`) the hot requests (``eth_call``,
 ``eth_estimateGas``, ``eth_sendRawTransaction``, receipts, nonces, blocks)
@@ -49,8 +49,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from . import _reverts
-from .errors import (
+from . import reverts as _reverts
+from ..errors import (
     ChainError,
     ChainfenceError,
     InsufficientFunds,
@@ -984,7 +984,7 @@ class Rpc:
 
         ``raw``: the node's JSON as it came (hex strings), without web3's result formatters, which
         cost more than the request itself on a page of thousands of logs (the audit index's sync
-        reads them so; :func:`chainfence._events.decode` reads both shapes). The embedded chain
+        reads them so; :func:`chainfence._node.events.decode` reads both shapes). The embedded chain
         answers through web3 either way.
         """
         if raw and not self.embedded:

@@ -47,8 +47,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import _validate
-from .errors import InvalidInput
+from .. import _validate
+from ..errors import InvalidInput
 
 __all__ = ["Admission"]
 

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from eth_abi import decode as abi_decode
 from eth_utils import keccak, to_checksum_address
 
-from ._effects import RPC, Steps
-from .errors import ChainError, InvalidInput, RpcError
+from .._effects import RPC, Steps
+from ..errors import ChainError, InvalidInput, RpcError
 
 if TYPE_CHECKING:
-    from .chain import Chain
+    from ..chain import Chain
 
 logger = logging.getLogger(__name__)
 
@@ -407,7 +407,7 @@ class BlockTimes:
     """Block timestamps, fetched once per block (the audit shows chain time for every event).
 
     :meth:`prefetch` asks for many blocks at once (one batch where the node
-    takes batches: :meth:`Rpc.blocks <chainfence._rpc.Rpc.blocks>`).
+    takes batches: :meth:`Rpc.blocks <chainfence._node.rpc.Rpc.blocks>`).
     """
 
     def __init__(self, chain: Chain, *, limit: int = 65_536):

@@ -54,9 +54,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._jsonrpc import Endpoint, endpoint
-from ._rlp import RLPError, encode, keccak256
-from .errors import (
+from .jsonrpc import Endpoint, endpoint
+from .rlp import RLPError, encode, keccak256
+from ..errors import (
     BlockNotVouched,
     ChainfenceError,
     HeaderInvalid,

@@ -14,7 +14,7 @@ One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
    first one might still land: it asks the node for the first one's hash, and
    resends the identical signed bytes (same hash, so at most one can ever be
    mined). Nothing else resends: web3's provider retries are off
-   (:mod:`chainfence._rpc`). Whatever error the node answers — "nonce too
+   (:mod:`chainfence._node.rpc`). Whatever error the node answers — "nonce too
    low", "already known", a wording of its own — the SDK first asks whether
    our own hash is there; only a nonce taken by *another* transaction makes it
    re-sign, with the next nonce.
@@ -61,10 +61,10 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
-from ._effects import RPC, Locked, Sleep, Steps, run
-from ._rpc import Rpc
-from ._signing import sign
-from .errors import (
+from .._effects import RPC, Locked, Sleep, Steps, run
+from .rpc import Rpc
+from .signing import sign
+from ..errors import (
     ChainError,
     ChainfenceError,
     NodeUnreachable,
@@ -198,7 +198,7 @@ class Sender:
         return self.run(self.transact_steps(sender, call, gas=gas, resource=resource, confirmations=confirmations))
 
     def run(self, steps: Steps[Any]) -> Any:
-        """Run steps of this sender over the blocking :class:`~chainfence._rpc.Rpc` (the sync driver)."""
+        """Run steps of this sender over the blocking :class:`~chainfence._node.rpc.Rpc` (the sync driver)."""
         return run(steps, self.rpc, sleep=lambda seconds: self._sleep(seconds), lock=self._lock)
 
     def transact_steps(

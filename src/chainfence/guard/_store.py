@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import GuardError, GuardStoreMismatch
+from ..errors import GuardError, GuardStoreMismatch
 
 __all__ = ["GuardStore", "IDENTITY_KEYS", "SCHEMA_VERSION"]
 

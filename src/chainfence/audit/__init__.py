@@ -9,7 +9,7 @@ timestamp (chain time). ::
         print(event.block_timestamp, event.kind.value, event.token, event.holder, reason)
 
 Events are read from the registry's deployment block on, in pages of
-blocks that fit a provider's ``eth_getLogs`` limits (:mod:`chainfence._events`).
+blocks that fit a provider's ``eth_getLogs`` limits (:mod:`chainfence._node.events`).
 Names are untrusted: anyone can publish one by calling the contract, so
 ``resource`` is the name only when it is one the SDK would publish, and
 ``resource_display`` is always safe to print (escaped; never spoofable by
@@ -22,13 +22,14 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import _events, _names, _validate
-from .errors import InvalidInput
-from .lease import AcquireReason
+from .._node import events as _events
+from .. import _names, _validate
+from ..errors import InvalidInput
+from ..lease import AcquireReason
 
 if TYPE_CHECKING:
-    from .audit_index import AuditIndex
-    from .registry import Registry
+    from .index import AuditIndex
+    from ..registry import Registry
 
 __all__ = ["EventKind", "LeaseEvent", "history"]
 
@@ -103,7 +104,7 @@ def history(
     ``from_block`` defaults to the registry's deployment block. Names of
     resources are resolved from the registry's ``ResourceNamed`` events.
 
-    ``index`` (an :class:`~chainfence.audit_index.AuditIndex`): synced first
+    ``index`` (an :class:`~chainfence.audit.index.AuditIndex`): synced first
     (only the blocks it lacks are read), then answered from the file instead
     of every event since the deployment.
     """
@@ -161,7 +162,7 @@ def _history_from_index(
     registry: Registry, index: AuditIndex, resource_id: bytes | None, holder: str | None, token: int | None,
     from_block: int | None, to_block: int | str,
 ) -> list[LeaseEvent]:  # fmt: skip
-    from .audit_index import AuditIndex
+    from .index import AuditIndex
 
     if not isinstance(index, AuditIndex):
         raise InvalidInput(f"index must be an AuditIndex, got {type(index).__name__}")

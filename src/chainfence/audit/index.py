@@ -20,9 +20,9 @@ The store
     indexed.
 
 Sync (:meth:`AuditIndex.sync`)
-    Reads ``eth_getLogs`` page by page through :func:`chainfence._events.fetch`
+    Reads ``eth_getLogs`` page by page through :func:`chainfence._node.events.fetch`
     (bounded ranges, halved when a provider refuses), fetches the pages'
-    block headers in one batch (:meth:`Rpc.blocks <chainfence._rpc.Rpc.blocks>`),
+    block headers in one batch (:meth:`Rpc.blocks <chainfence._node.rpc.Rpc.blocks>`),
     and writes each page — its events, its leases' changes, its blocks and
     the cursor — in one SQLite transaction. A crash (a kill, a failed
     request) loses at most the page being written: the next sync resumes
@@ -52,13 +52,14 @@ from typing import TYPE_CHECKING, Any
 
 from eth_utils import keccak
 
-from . import _events, _names, _validate, endings
-from .endings import End
-from .errors import AuditIndexDiffers, AuditIndexMismatch, ChainError, InvalidInput
-from .lease import AcquireReason
+from .._node import events as _events
+from .. import _names, _validate, endings
+from ..endings import End
+from ..errors import AuditIndexDiffers, AuditIndexMismatch, ChainError, InvalidInput
+from ..lease import AcquireReason
 
 if TYPE_CHECKING:
-    from .registry import Registry
+    from ..registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -411,7 +412,7 @@ class AuditIndex:
         page. Raises ChainError subclasses when the node fails; what was
         committed stays, and the next sync resumes there.
         """
-        from .registry import Registry
+        from ..registry import Registry
 
         if not isinstance(registry, Registry):
             raise InvalidInput(f"registry must be a Registry, got {type(registry).__name__}")
@@ -835,7 +836,7 @@ class AuditIndex:
 
 
     def timeline_leases(self, resources: Iterable[str]) -> list[Any]:
-        """The leases of ``resources`` as :class:`chainfence.timeline.TimelineLease` (the picture's input).
+        """The leases of ``resources`` as :class:`chainfence.audit.timeline.TimelineLease` (the picture's input).
 
         A lease nobody ended is drawn to its expiry when that is before the
         index's chain time (``status().as_of``), else as live.

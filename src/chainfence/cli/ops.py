@@ -118,7 +118,7 @@ def _print(args: argparse.Namespace, document: dict[str, Any], text: str) -> Non
 
 
 def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .cli import EXIT_OK, _connect, _waiting
+    from . import EXIT_OK, _connect, _waiting
 
     action = args.namespace_command if args.namespace_command != "policy" else f"policy {args.policy_command}"
     read_only = action == "policy show" or (action == "mine" and args.address is not None)
@@ -166,9 +166,9 @@ def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
 
 
 def _cmd_revoke(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .cli import EXIT_OK, _connect, _waiting
+    from . import EXIT_OK, _connect, _waiting
 
-    from . import _names
+    from .. import _names
 
     name = args.resource if args.workset is None else _names.item_name(args.workset, args.resource)
     item = _names.split_item(name)  # checked before anything is asked of the node
@@ -183,9 +183,9 @@ def _cmd_revoke(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def _cmd_grant(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .cli import EXIT_OK, _connect, _lease_json, _waiting, _when
+    from . import EXIT_OK, _connect, _lease_json, _waiting, _when
 
-    from . import _names
+    from .. import _names
 
     name = args.resource if args.workset is None else _names.item_name(args.workset, args.resource)
     _names.split_item(name)  # checked before anything is asked of the node
@@ -200,7 +200,7 @@ def _cmd_grant(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 def _cmd_acquire_many(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .cli import EXIT_OK, _connect, _lease_json, _waiting, _when
+    from . import EXIT_OK, _connect, _lease_json, _waiting, _when
 
     chain, registry = _connect(args, needs_key=True)
     with _waiting(chain, args, f"acquire {len(args.resources)} resources"):

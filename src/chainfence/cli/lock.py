@@ -49,10 +49,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import endings
-from .endings import End, LocalEnd, Refusal
-from .errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost
-from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock, wait_cap
+from .. import endings
+from ..endings import End, LocalEnd, Refusal
+from ..errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost
+from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock, wait_cap
 
 __all__ = ["FORWARDED", "Sentinel", "run"]
 
@@ -543,7 +543,7 @@ def run(
     (the CLI forks it first thing, while its process is small); else one is forked after the
     acquisition, before any thread of `lock` starts. Either way it is closed on return.
     """
-    from .cli import EXIT_LOST
+    from . import EXIT_LOST
 
     if not command:
         raise InvalidInput("no command to run")

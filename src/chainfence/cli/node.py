@@ -33,208 +33,16 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import shutil
 import signal
-import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import TextIO
 
-from eth_account import Account
+from ..errors import ContractNotFound, NodeUnreachable, WrongChain
+from ..testing.anvil import ANVIL_VERSION, DEV_MNEMONIC, AnvilProcess, dev_keys, find_anvil, free_port, port_is_free
 
-from .errors import AnvilNotFound, ContractNotFound, NodeUnreachable, WrongChain
-
-__all__ = ["DEV_MNEMONIC", "AnvilProcess", "dev_keys", "find_anvil", "serve"]
-
-#: anvil's default mnemonic: its accounts are funded at genesis. Public test keys: never use them elsewhere.
-DEV_MNEMONIC = "test test test test test test test test test test test junk"
-
-#: The anvil version package.json pins.
-ANVIL_VERSION = "1.7.1"
-
-_HOW_TO_GET_ANVIL = (
-    "anvil not found. Get it with one of:\n"
-    "  npm install --no-save          (in a chainfence checkout: package.json pins @foundry-rs/anvil "
-    f"{ANVIL_VERSION})\n"
-    f"  npm install -E @foundry-rs/anvil@{ANVIL_VERSION}   (in this directory)\n"
-    "  foundryup                      (https://getfoundry.sh)\n"
-    "or point --anvil / CHAINFENCE_ANVIL at the binary."
-)
-
-
-def _platform_package() -> str:
-    system = {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}.get(platform.system(), "unknown")
-    machine = {"x86_64": "amd64", "AMD64": "amd64", "arm64": "arm64", "aarch64": "arm64"}.get(
-        platform.machine(), "unknown"
-    )
-    return f"anvil-{system}-{machine}"
-
-
-def _search_roots(start: Path | None) -> list[Path]:
-    """The working directory and its parents, then the package's own location and its parents
-    (a checkout installed with ``pip install -e .``)."""
-    roots: list[Path] = []
-    for origin in (start or Path.cwd(), Path(__file__).parent):
-        here = origin.resolve()
-        roots += [here, *here.parents]
-    return roots
-
-
-def find_anvil(explicit: str | None = None, *, start: Path | None = None) -> str:
-    """Path of an anvil executable (see the module docstring for the search order)."""
-    for candidate in (explicit, os.environ.get("CHAINFENCE_ANVIL")):
-        if candidate:
-            if Path(candidate).is_file() and os.access(candidate, os.X_OK):
-                return str(candidate)
-            raise AnvilNotFound(f"{candidate} is not an executable anvil binary")
-    name = "anvil.exe" if platform.system() == "Windows" else "anvil"
-    for directory in _search_roots(start):
-        binary = directory / "node_modules" / "@foundry-rs" / _platform_package() / "bin" / name
-        if binary.is_file():
-            return str(binary)
-    on_path = shutil.which("anvil")
-    if on_path:
-        return on_path
-    raise AnvilNotFound(_HOW_TO_GET_ANVIL)
-
-
-def dev_keys(count: int = 10) -> list[str]:
-    """Private keys of anvil's funded dev accounts (public knowledge: dev chains only)."""
-    Account.enable_unaudited_hdwallet_features()
-    return [
-        Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}").key.to_0x_hex() for i in range(count)
-    ]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_is_free(port: int) -> bool:
-    """Whether nothing listens on 127.0.0.1:``port`` (connections in TIME_WAIT do not count)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-class AnvilProcess:
-    """One anvil process on 127.0.0.1 (a free port unless ``port`` is given)."""
-
-    def __init__(
-        self,
-        binary: str | None = None,
-        *,
-        port: int | None = None,
-        state: Path | None = None,
-        state_interval: int = 1,
-        hardfork: str = "prague",
-        accounts: int = 10,
-        extra_args: tuple[str, ...] = (),
-        die_with_parent: bool = False,
-    ):
-        self.binary = binary or find_anvil()
-        #: Linux: anvil gets SIGKILL when the thread that started it dies (a crash of
-        #: `chainfence node` is then a crash of its chain, never an orphan on the port).
-        self.die_with_parent = die_with_parent
-        self.requested_port = port
-        self.port = port or 0
-        self.state = state
-        self.state_interval = state_interval
-        self.hardfork = hardfork
-        self.accounts = accounts
-        self.extra_args = list(extra_args)
-        self.process: subprocess.Popen[bytes] | None = None
-        self.stderr = ""
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _args(self) -> list[str]:
-        args = [
-            self.binary,
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
-            "--hardfork", self.hardfork,
-            "--accounts", str(self.accounts),
-            "--mnemonic", DEV_MNEMONIC,
-            "--silent",
-        ]  # fmt: skip
-        if self.state is not None:
-            args += ["--state", str(self.state), "--state-interval", str(self.state_interval)]
-        return args + self.extra_args
-
-    def start(self, timeout: float = 60.0) -> AnvilProcess:
-        attempts = 1 if self.requested_port else 5
-        for _attempt in range(attempts):
-            if not self.requested_port:
-                self.port = free_port()
-            elif not port_is_free(self.port):
-                raise NodeUnreachable(f"port {self.port} on 127.0.0.1 is in use: pick another with --port")
-            self.process = subprocess.Popen(
-                self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent if self.die_with_parent and platform.system() == "Linux" else None,
-            )  # fmt: skip
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    break  # exited: a port race, most likely
-                try:
-                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                        return self
-                except OSError:
-                    time.sleep(0.02)
-            self.stop()
-        raise NodeUnreachable(f"anvil did not start on 127.0.0.1: {self.stderr.strip()[-500:]}")
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def stop(self, timeout: float = 15.0) -> None:
-        """Stop anvil with SIGINT (it saves its state first), SIGKILL if it does not exit in time."""
-        if self.process is None:
-            return
-        process, self.process = self.process, None
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.stderr is not None:
-            with process.stderr:
-                self.stderr = process.stderr.read().decode(errors="replace")
-
-    def kill(self) -> None:
-        """SIGKILL: no chance to save state (what a crash looks like)."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            if self.process.stderr is not None:
-                self.process.stderr.close()
-            self.process = None
-
-    def __enter__(self) -> AnvilProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+__all__ = ["ANVIL_VERSION", "DEV_MNEMONIC", "AnvilProcess", "dev_keys", "find_anvil", "free_port", "port_is_free", "serve"]
 
 
 def serve(
@@ -249,9 +57,9 @@ def serve(
     state_interval: int = 1,
 ) -> None:
     """Run a local node until SIGINT/SIGTERM (or ``stop`` is set); see the module docstring."""
-    from .chain import Chain
-    from .deployment import Deployment, load, save
-    from .registry import Registry
+    from ..chain import Chain
+    from ..deployment import Deployment, load, save
+    from ..registry import Registry
 
     binary = find_anvil(anvil)
     directory.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ reacquisition (superseded) starts the next token's record, and the old one is
 never listed; an expiry without a release or a completion is ``crashed``; a
 plain lease's completion records a result and ends nothing (a holder that
 keeps renewing without progress afterwards is still ``stuck``), a claimed
-item's completion ends it. Events are read through :mod:`chainfence._events` (paged from the registry's
+item's completion ends it. Events are read through :mod:`chainfence._node.events` (paged from the registry's
 deployment block, within provider range limits); every finding is then
 checked against the registry's current state (one ``leaseOf`` call each), so
 a lease that changed hands after the last event read, a claimed item that
@@ -41,13 +41,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import _events, endings
-from .endings import End
-from .errors import InvalidInput
-from .lease import LeaseStatus
+from .._node import events as _events
+from .. import endings
+from ..endings import End
+from ..errors import InvalidInput
+from ..lease import LeaseStatus
 
 if TYPE_CHECKING:
-    from .registry import Registry
+    from ..registry import Registry
 
 __all__ = ["StuckLease", "StuckReport", "stuck"]
 
@@ -155,9 +156,9 @@ def stuck(
     marker), crashed (expired without release), and, with ``longer_than`` (seconds), held
     longer than that under one token. See the module docstring.
 
-    ``index`` (an :class:`~chainfence.audit_index.AuditIndex`): synced first, then
+    ``index`` (an :class:`~chainfence.audit.index.AuditIndex`): synced first, then
     the events are read from it instead of from the chain since the deployment."""
-    from .audit import _labels
+    from . import _labels
 
     renewals = _positive(renewals, "renewals")
     longer_than = _positive(longer_than, "longer_than", optional=True)
@@ -171,7 +172,7 @@ def stuck(
     kinds = [_events.Kind.ACQUIRED, _events.Kind.RENEWED, _events.Kind.RELEASED, _events.Kind.COMPLETED,
              _events.Kind.REVOKED]  # fmt: skip
     if index is not None:
-        from .audit_index import AuditIndex
+        from .index import AuditIndex
 
         if not isinstance(index, AuditIndex):
             raise InvalidInput(f"index must be an AuditIndex, got {type(index).__name__}")

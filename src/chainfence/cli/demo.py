@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from .audit import EventKind
-from .chain import Chain
-from .errors import ChainfenceError, TokenNotCurrent
-from .guard import Guard
-from .lease import AcquireReason
-from .registry import Registry
+from ..audit import EventKind
+from ..chain import Chain
+from ..errors import ChainfenceError, TokenNotCurrent
+from ..guard import Guard
+from ..lease import AcquireReason
+from ..registry import Registry
 
 RESOURCE = "reports/daily"
 

@@ -3,7 +3,7 @@
 ``LocalAccount.sign_transaction`` validates and converts every field through
 several layers before it signs (about 1 ms a transaction with coincurve on
 an idle core, more than anvil takes to mine one). The SDK only ever signs two
-shapes, both built by :mod:`chainfence._sending` from checked values: an
+shapes, both built by :mod:`chainfence._node.sending` from checked values: an
 EIP-1559 transaction (``maxFeePerGas``) or a legacy EIP-155 one
 (``gasPrice``), to a contract or to itself (a cancellation), or a creation.
 :func:`sign` encodes those with RLP and signs the hash with the account's

@@ -9,7 +9,7 @@ A service puts one line before every write it protects::
         storage.put("reports/daily", body)
 
 The guard keeps, per resource, the highest token it has accepted (the
-*mark*) in a SQLite file (:mod:`chainfence._guard_store`), with the holder
+*mark*) in a SQLite file (:mod:`chainfence.guard._store`), with the holder
 of that token. Three modes, chosen at construction:
 
 ``mark`` (default): local marks, the chain asked only about news.
@@ -80,7 +80,7 @@ Holder-signed requests (:meth:`Guard.check_request`): see
 
 Admission (``admission=``): a guard can also require that the token's holder
 be one the service accepts, from a local list or from the namespace's
-on-chain allowlist (:mod:`chainfence.admission`, and there how soon an
+on-chain allowlist (:mod:`chainfence.guard.admission`, and there how soon an
 on-chain removal takes effect in each mode). A holder refused gets
 :class:`~chainfence.errors.HolderNotAdmitted`; nothing is recorded.
 
@@ -117,11 +117,12 @@ from typing import TYPE_CHECKING, Any
 
 from eth_utils import keccak
 
-from . import _events, _names, _validate, endings
-from ._guard_store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
+from .._node import events as _events
+from .. import _names, _validate, endings
+from ._store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
 from .admission import Admission
-from .endings import End
-from .errors import (
+from ..endings import End
+from ..errors import (
     ActionMismatch,
     AudienceMismatch,
     ChainError,
@@ -148,8 +149,8 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .fenced_requests import EIP712Domain, FencedRequest
-    from .registry import Registry
+    from ..fenced_requests import EIP712Domain, FencedRequest
+    from ..registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -630,7 +631,7 @@ class Guard:
         (:class:`~chainfence.errors.ReplayedRequest`). The mark and the
         request are then recorded in one transaction.
         """
-        from .fenced_requests import FencedRequest
+        from ..fenced_requests import FencedRequest
 
         if not isinstance(request, FencedRequest):
             raise MalformedRequest(f"expected a FencedRequest, got {type(request).__name__}")

@@ -2,7 +2,7 @@
 
 An endpoint sends one JSON-RPC request and returns its result. It never
 resends and never falls back to another provider: which answers to believe
-is the header source's and the reader's business (:mod:`chainfence._headers`,
+is the header source's and the reader's business (:mod:`chainfence._node.headers`,
 :mod:`chainfence.proofs`), and a silent retry elsewhere would hide a
 provider that is down. Failures come out as chainfence errors that name the
 provider:
@@ -11,7 +11,7 @@ provider:
     a JSON-RPC error reply                   -> RpcError (code, message)
 
 Over a URL the request goes through the SDK's own lean transport
-(:class:`chainfence._rpc.LeanHttp`: persistent ``http.client`` connections,
+(:class:`chainfence._node.rpc.LeanHttp`: persistent ``http.client`` connections,
 no web3 on the way), imported when the first endpoint is built, not when
 this module is. Over a :class:`~chainfence.Chain` (the embedded eth-tester
 chain, or any chain the caller already has) it goes through the chain's own
@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol
 
-from .errors import ChainfenceError, NodeUnreachable, ProviderUnavailable, RpcError
+from ..errors import ChainfenceError, NodeUnreachable, ProviderUnavailable, RpcError
 
 __all__ = ["ChainEndpoint", "Endpoint", "HttpEndpoint", "endpoint", "name_of"]
 
@@ -67,16 +67,16 @@ class HttpEndpoint(_Counted):
 
     def __init__(self, url: str, *, timeout: float = 10.0, name: str | None = None):
         super().__init__()
-        from ._rpc import LeanHttp
+        from .rpc import LeanHttp
 
         if not isinstance(url, str):
-            from .errors import InvalidInput
+            from ..errors import InvalidInput
 
             raise InvalidInput(f"a provider is an http(s) URL, got {type(url).__name__}")
         try:
             self._http = LeanHttp(url, timeout=timeout)
         except ValueError as exc:
-            from .errors import InvalidInput
+            from ..errors import InvalidInput
 
             raise InvalidInput(str(exc)) from None
         self.name = name or name_of(url)
@@ -172,6 +172,6 @@ def endpoint(provider: Any, *, timeout: float = 10.0) -> Endpoint:
         return ChainEndpoint(provider)
     if callable(getattr(provider, "request", None)) and isinstance(getattr(provider, "name", None), str):
         return provider  # type: ignore[no-any-return]
-    from .errors import InvalidInput
+    from ..errors import InvalidInput
 
     raise InvalidInput(f"a provider is an http(s) URL or a Chain, got {type(provider).__name__}")
