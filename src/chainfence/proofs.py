@@ -45,7 +45,7 @@ from ._node.headers import HeaderSource, QuorumHeaders, TrustedHeaders, Verified
 from ._node.jsonrpc import Endpoint, endpoint
 from ._node.rlp import keccak256
 from .errors import ContractNotFound, InvalidAddress, InvalidInput, ProofInvalid, ProofsNotServed, RpcError
-from .lease import LeaseInfo
+from .lease import LeaseInfo, LeaseStatus, judge
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class ProvenReader:
             header = self.headers.current()
         packed = self._proven_slot(resource_id, header)
         judged_at = max(header.timestamp, int(self.clock()))
-        return _proofs.lease_info(name, resource_id, packed, block_time=header.timestamp, judged_at=judged_at)
+        return lease_info(name, resource_id, packed, block_time=header.timestamp, judged_at=judged_at)
 
     def check(self, resource: str | bytes, token: int, *, header: VerifiedHeader | None = None) -> LeaseInfo:
         """The live lease of ``token``; raises the :class:`~chainfence.errors.TokenNotCurrent` subclass
@@ -188,7 +188,7 @@ class ProvenReader:
         name, resource_id = _resource(resource)
         token = _token(token)
         info = self.lease_at(resource_id if name is None else name, header=header)
-        _proofs.judge(name, resource_id, token, info)
+        judge(info, token, resource=name, resource_id=resource_id)
         return info
 
     def is_current(self, resource: str | bytes, token: int, *, header: VerifiedHeader | None = None) -> bool:
@@ -261,3 +261,39 @@ def _list(value: Any) -> list[Any]:
         raise _proofs.ProofMismatch("a proof is a list of nodes")
     return value
 
+
+def lease_info(
+    resource: str | None, resource_id: bytes, packed: int, *, block_time: int, judged_at: int
+) -> LeaseInfo:
+    """The :class:`LeaseInfo` strict mode reads (``leaseOf`` at a block of time ``block_time``, judged
+    at chain time ``judged_at``): status as the contract's ``leaseOf`` computes it, then a lease the
+    block still shows live but whose expiry ``judged_at`` has passed is EXPIRED (``expired_unmined``)."""
+    lease = _proofs.decode_lease(packed)
+    if lease.token == 0:
+        status = LeaseStatus.UNHELD
+    elif lease.done:
+        status = LeaseStatus.DONE
+    elif lease.revoked:
+        status = LeaseStatus.REVOKED
+    elif lease.expires_at == 0:
+        status = LeaseStatus.RELEASED
+    elif lease.expires_at <= block_time:
+        status = LeaseStatus.EXPIRED
+    else:
+        status = LeaseStatus.LIVE
+    expired_unmined = False
+    judged: int | None = judged_at
+    if status is LeaseStatus.LIVE and lease.expires_at <= judged_at:
+        status, expired_unmined = LeaseStatus.EXPIRED, True
+    elif status is not LeaseStatus.LIVE:
+        judged = None
+    return LeaseInfo(
+        resource=resource,
+        resource_id=resource_id,
+        holder=lease.holder,
+        token=lease.token,
+        expires_at=lease.expires_at,
+        status=status,
+        judged_at=judged,
+        expired_unmined=expired_unmined,
+    )

@@ -21,7 +21,14 @@ from trie import HexaryTrie
 
 from chainfence._node import headers as _headers, proofs as _proofs
 from chainfence._node.headers import QuorumHeaders, TrustedHeaders, header_hash, header_rlp
-from chainfence._node.proofs import ProofMismatch, decode_lease, judge, lease_info, lease_slot, verify_account, verify_storage
+from chainfence import lease as _lease
+from chainfence._node.proofs import ProofMismatch, decode_lease, lease_slot, verify_account, verify_storage
+from chainfence.proofs import lease_info
+
+
+def judge(resource, resource_id, token, info):
+    """The proven mode's verdict: chainfence.lease.judge, the one strict views call too."""
+    _lease.judge(info, token, resource=resource, resource_id=resource_id)
 from chainfence._node.rlp import decode, keccak256
 from chainfence.errors import (
     ContractNotFound,

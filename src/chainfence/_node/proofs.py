@@ -32,12 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .rlp import EMPTY_TRIE_ROOT, RLPError, decode, decode_int, encode, keccak256
-from ..lease import LeaseInfo, LeaseStatus
-from ..lease import judge as lease_judge
 
 __all__ = [
-    "EMPTY_CODE_HASH", "Account", "ProofMismatch", "checksum_address", "decode_lease", "judge", "lease_info",
-    "lease_slot", "verify_account", "verify_proof", "verify_storage",
+    "EMPTY_CODE_HASH", "Account", "ProofMismatch", "checksum_address", "decode_lease", "lease_slot", "verify_account", "verify_proof", "verify_storage",
 ]  # fmt: skip
 
 #: keccak256 of empty code: an account with this code hash is not a contract.
@@ -263,46 +260,3 @@ def decode_lease(packed: int) -> PackedLease:
         recorded=bool(packed & _RECORDED),
         token=packed >> _TOKEN_SHIFT,
     )
-
-
-def lease_info(
-    resource: str | None, resource_id: bytes, packed: int, *, block_time: int, judged_at: int
-) -> LeaseInfo:
-    """The :class:`LeaseInfo` strict mode reads (``leaseOf`` at a block of time ``block_time``, judged
-    at chain time ``judged_at``): status as the contract's ``leaseOf`` computes it, then a lease the
-    block still shows live but whose expiry ``judged_at`` has passed is EXPIRED (``expired_unmined``)."""
-    lease = decode_lease(packed)
-    if lease.token == 0:
-        status = LeaseStatus.UNHELD
-    elif lease.done:
-        status = LeaseStatus.DONE
-    elif lease.revoked:
-        status = LeaseStatus.REVOKED
-    elif lease.expires_at == 0:
-        status = LeaseStatus.RELEASED
-    elif lease.expires_at <= block_time:
-        status = LeaseStatus.EXPIRED
-    else:
-        status = LeaseStatus.LIVE
-    expired_unmined = False
-    judged: int | None = judged_at
-    if status is LeaseStatus.LIVE and lease.expires_at <= judged_at:
-        status, expired_unmined = LeaseStatus.EXPIRED, True
-    elif status is not LeaseStatus.LIVE:
-        judged = None
-    return LeaseInfo(
-        resource=resource,
-        resource_id=resource_id,
-        holder=lease.holder,
-        token=lease.token,
-        expires_at=lease.expires_at,
-        status=status,
-        judged_at=judged,
-        expired_unmined=expired_unmined,
-    )
-
-
-def judge(resource: str | None, resource_id: bytes, token: int, info: LeaseInfo) -> None:
-    """Raise the :class:`~chainfence.errors.TokenNotCurrent` subclass strict mode raises for ``token``
-    against ``info``; return if it is the live token: strict mode's own verdict (:func:`chainfence.lease.judge`)."""
-    lease_judge(info, token, resource=resource, resource_id=resource_id)
