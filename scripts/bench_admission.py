@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Admission, Chain, Guard, Registry  # noqa: E402
+from chainfence import Admission, Chain, Guard, Registry
 
 RESOURCE = "prod/db"
 BATCH = 2_000
@@ -57,10 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as directory:
         for store in ("exclusive", "shared"):
             guards = {
-                name: Guard(registry, path=f"{directory}/{store}-{name}.sqlite", admission=policy,
-                            exclusive=store == "exclusive")
+                name: Guard(
+                    registry,
+                    path=f"{directory}/{store}-{name}.sqlite",
+                    admission=policy,
+                    exclusive=store == "exclusive",
+                )
                 for name, policy in policies.items()
-            }  # fmt: skip
+            }
             try:
                 for guard in guards.values():
                     guard.check(RESOURCE, token)  # the mark (and the on-chain answer, cached)

@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry  # noqa: E402
-from chainfence.aio import AsyncChain, AsyncRegistry  # noqa: E402
-from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence import Chain, Registry
+from chainfence.aio import AsyncChain, AsyncRegistry
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "jobs/bench-aio"
@@ -40,9 +40,23 @@ def percentile(values: list[float], q: float) -> float:
 
 def counting(rpc, counter: Counter) -> None:
     """Count each request of the core on ``rpc`` (an Rpc or an AsyncRpc) by wrapping its methods."""
-    for name in ("chain_id", "block_number", "block", "pending_timestamp", "call_and_pending_timestamp", "call",
-                 "estimate_gas", "code", "nonce", "logs", "send_raw", "transaction", "receipt", "gas_price",
-                 "max_priority_fee"):  # fmt: skip
+    for name in (
+        "chain_id",
+        "block_number",
+        "block",
+        "pending_timestamp",
+        "call_and_pending_timestamp",
+        "call",
+        "estimate_gas",
+        "code",
+        "nonce",
+        "logs",
+        "send_raw",
+        "transaction",
+        "receipt",
+        "gas_price",
+        "max_priority_fee",
+    ):
         method = getattr(rpc, name)
 
         def wrapped(*args, _method=method, _name=name, **kwargs):

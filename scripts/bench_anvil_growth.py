@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_vs_etcd as bench  # noqa: E402
+import bench_vs_etcd as bench
 
 #: anvil's options measured: as the suite and ``chainfence node`` start it, and keeping only the
 #: newest states in memory (``--prune-history``).
@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'blocks':<32}" + "".join(f"{f'{w}-{w + args.step}':>11}" for w in windows))
     for label, values in times.items():
         name = "etcd lock" if label == "etcd" else f"anvil floor, {label}"
-        print(f"  {name:<32}" + "".join(f"{statistics.median(values[w : w + args.step]) * 1e3:>11.2f}" for w in windows))
+        print(
+            f"  {name:<32}" + "".join(f"{statistics.median(values[w : w + args.step]) * 1e3:>11.2f}" for w in windows)
+        )
     return 0
 
 

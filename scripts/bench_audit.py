@@ -37,17 +37,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from eth_account import Account  # noqa: E402
-from eth_utils import keccak  # noqa: E402
+from eth_account import Account
+from eth_utils import keccak
 
-from chainfence import Chain, Registry  # noqa: E402
+from chainfence import Chain, Registry
 from chainfence._node import events as _events
-from chainfence.audit.index import AuditIndex, _apply  # noqa: E402
-from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence.audit.index import AuditIndex, _apply
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 
 def rpc(url: str, payload: object) -> object:
-    request = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=300) as response:
         return json.loads(response.read())
 
@@ -56,8 +58,15 @@ def generate(url: str, registry: Registry, txs: int, per_block: int) -> int:
     """Acquisitions of distinct names, ``per_block`` to a block, sent in batches: returns the events logged."""
     keys = dev_keys(10)[1:]
     accounts = [Account.from_key(key) for key in keys]
-    nonces = {a.address: int(rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionCount",
-                                      "params": [a.address, "pending"]})["result"], 16) for a in accounts}  # fmt: skip
+    nonces = {
+        a.address: int(
+            rpc(
+                url, {"jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionCount", "params": [a.address, "pending"]}
+            )["result"],
+            16,
+        )
+        for a in accounts
+    }
     rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [False]})
     sent = 0
     while sent < txs:
@@ -65,8 +74,16 @@ def generate(url: str, registry: Registry, txs: int, per_block: int) -> int:
         for i in range(min(per_block, txs - sent)):
             account = accounts[(sent + i) % len(accounts)]
             data = registry._encode("acquire", [f"bench/r-{sent + i:07d}", 3_600])
-            tx = {"to": registry.address, "data": data, "gas": 300_000, "maxFeePerGas": 10**11,
-                  "maxPriorityFeePerGas": 10**9, "nonce": nonces[account.address], "chainId": 31337, "value": 0}  # fmt: skip
+            tx = {
+                "to": registry.address,
+                "data": data,
+                "gas": 300_000,
+                "maxFeePerGas": 10**11,
+                "maxPriorityFeePerGas": 10**9,
+                "nonce": nonces[account.address],
+                "chainId": 31337,
+                "value": 0,
+            }
             nonces[account.address] += 1
             raw = account.sign_transaction(tx).raw_transaction
             batch.append({"jsonrpc": "2.0", "id": i, "method": "eth_sendRawTransaction", "params": ["0x" + raw.hex()]})
@@ -136,27 +153,52 @@ def synthetic(path: Path, events: int, resources: int, holders: int, seed: int =
                     reason, previous, holder = (1 if held[3] else 2), held[0], rng.choice(people)
                 token += 1
                 expires = now + rng.choice([1_800, 3_600, 7_200])
-                emit(conn, _events.Kind.ACQUIRED, r, token=token, holder=holder, expires_at=expires,
-                     previous_token=previous, reason=reason)  # fmt: skip
+                emit(
+                    conn,
+                    _events.Kind.ACQUIRED,
+                    r,
+                    token=token,
+                    holder=holder,
+                    expires_at=expires,
+                    previous_token=previous,
+                    reason=reason,
+                )
                 last[r] = [token, holder, expires, False]
                 tokens.append(token)
             elif choice < 0.6:
                 held[2] = now + 3_600
-                emit(conn, _events.Kind.RENEWED, r, token=held[0], holder=held[1], expires_at=held[2],
-                     progress=rng.randrange(1, 1_000).to_bytes(32, "big"))  # fmt: skip
+                emit(
+                    conn,
+                    _events.Kind.RENEWED,
+                    r,
+                    token=held[0],
+                    holder=held[1],
+                    expires_at=held[2],
+                    progress=rng.randrange(1, 1_000).to_bytes(32, "big"),
+                )
             elif choice < 0.7:
-                emit(conn, _events.Kind.COMPLETED, r, token=held[0], holder=held[1],
-                     result_digest=keccak(str(written).encode()))  # fmt: skip
+                emit(
+                    conn,
+                    _events.Kind.COMPLETED,
+                    r,
+                    token=held[0],
+                    holder=held[1],
+                    result_digest=keccak(str(written).encode()),
+                )
             else:
                 held[3] = True
                 emit(conn, _events.Kind.RELEASED, r, token=held[0], holder=held[1])
             if log_index >= 10:
-                conn.execute("INSERT OR REPLACE INTO blocks (number, hash, timestamp) VALUES (?, ?, ?)",
-                             (block, keccak(str(block).encode()), now))  # fmt: skip
+                conn.execute(
+                    "INSERT OR REPLACE INTO blocks (number, hash, timestamp) VALUES (?, ?, ?)",
+                    (block, keccak(str(block).encode()), now),
+                )
                 times.append(now)
                 block, now, log_index = block + 1, now + 2, 0
-        conn.execute("INSERT OR REPLACE INTO blocks (number, hash, timestamp) VALUES (?, ?, ?)",
-                     (block, keccak(str(block).encode()), now))  # fmt: skip
+        conn.execute(
+            "INSERT OR REPLACE INTO blocks (number, hash, timestamp) VALUES (?, ?, ?)",
+            (block, keccak(str(block).encode()), now),
+        )
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('synced_block', ?)", (str(block),))
     index.close()
     return {"names": names, "holders": people, "tokens": tokens, "times": times, "blocks": list(range(1, block + 1))}
@@ -173,8 +215,12 @@ def queries(path: Path, picks: dict[str, list], count: int, seed: int = 11) -> d
         "at(time)": lambda: index.holder_at(rng.choice(picks["names"]), time=rng.choice(picks["times"])),
         "at(block)": lambda: index.holder_at(rng.choice(picks["names"]), block=rng.choice(picks["blocks"])),
         "current(prefix)": lambda: index.current(prefix=rng.choice(prefixes)),
-        "takeovers(100 blocks)": lambda: index.takeovers(from_block=(b := rng.choice(picks["blocks"])), to_block=b + 99),
-        "completions(100 blocks)": lambda: index.completions(from_block=(b := rng.choice(picks["blocks"])), to_block=b + 99),
+        "takeovers(100 blocks)": lambda: index.takeovers(
+            from_block=(b := rng.choice(picks["blocks"])), to_block=b + 99
+        ),
+        "completions(100 blocks)": lambda: index.completions(
+            from_block=(b := rng.choice(picks["blocks"])), to_block=b + 99
+        ),
         "resources(prefix)": lambda: index.resources(rng.choice(prefixes)),
     }
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
@@ -187,8 +233,11 @@ def queries(path: Path, picks: dict[str, list], count: int, seed: int = 11) -> d
             sizes[kind].append(len(answer) if isinstance(answer, list) else int(answer is not None))
     index.close()
     return {
-        kind: {"p50_ms": statistics.median(values), "p99_ms": sorted(values)[int(0.99 * (len(values) - 1))],
-               "rows_median": statistics.median(sizes[kind])}  # fmt: skip
+        kind: {
+            "p50_ms": statistics.median(values),
+            "p99_ms": sorted(values)[int(0.99 * (len(values) - 1))],
+            "rows_median": statistics.median(sizes[kind]),
+        }
         for kind, values in samples.items()
     }
 
@@ -213,39 +262,57 @@ def main() -> None:
             registry = Registry.deploy(chain, max_ttl=86_400)
             started = time.perf_counter()
             logged = generate(node.url, registry, args.txs, args.per_block)
-            report["generated"] = {"events": logged, "blocks": chain.block_number(),
-                                   "seconds": time.perf_counter() - started}  # fmt: skip
+            report["generated"] = {
+                "events": logged,
+                "blocks": chain.block_number(),
+                "seconds": time.perf_counter() - started,
+            }
             rounds: dict[str, list[dict[str, float]]] = {"batched headers": [], "one request per block": []}
             for _ in range(args.rounds):
                 rounds["batched headers"].append(sync_round(registry, True, directory))
                 rounds["one request per block"].append(sync_round(registry, False, directory))
             report["sync"] = {
-                kind: {"events_per_s": [round(r["events_per_s"]) for r in results],
-                       "median_events_per_s": round(statistics.median(r["events_per_s"] for r in results)),
-                       "events": results[0]["events"], "pages": results[0]["pages"]}  # fmt: skip
+                kind: {
+                    "events_per_s": [round(r["events_per_s"]) for r in results],
+                    "median_events_per_s": round(statistics.median(r["events_per_s"] for r in results)),
+                    "events": results[0]["events"],
+                    "pages": results[0]["pages"],
+                }
                 for kind, results in rounds.items()
             }
         path = directory / "queries.sqlite"
         started = time.perf_counter()
         picks = synthetic(path, args.events, args.resources, args.holders)
-        report["query_index"] = {"events": args.events, "resources": args.resources, "holders": args.holders,
-                                 "build_seconds": time.perf_counter() - started,
-                                 "file_mb": path.stat().st_size / 1e6}  # fmt: skip
+        report["query_index"] = {
+            "events": args.events,
+            "resources": args.resources,
+            "holders": args.holders,
+            "build_seconds": time.perf_counter() - started,
+            "file_mb": path.stat().st_size / 1e6,
+        }
         report["queries"] = queries(path, picks, args.queries)
     if args.json:
         print(json.dumps(report, indent=2))
         return
     generated = report["generated"]
-    print(f"anvil: {generated['events']} events in {generated['blocks']} blocks (generated in {generated['seconds']:.1f} s)")
+    print(
+        f"anvil: {generated['events']} events in {generated['blocks']} blocks (generated in {generated['seconds']:.1f} s)"
+    )
     for kind, figures in report["sync"].items():  # type: ignore[union-attr]
-        print(f"sync, {kind:22s}: median {figures['median_events_per_s']:>7,} events/s  "
-              f"(rounds {', '.join(f'{v:,}' for v in figures['events_per_s'])}; {figures['pages']} pages)")  # fmt: skip
+        print(
+            f"sync, {kind:22s}: median {figures['median_events_per_s']:>7,} events/s  "
+            f"(rounds {', '.join(f'{v:,}' for v in figures['events_per_s'])}; {figures['pages']} pages)"
+        )
     q = report["query_index"]
-    print(f"query index: {q['events']:,} events, {q['resources']:,} resources, {q['holders']} holders, "
-          f"{q['file_mb']:.1f} MB (built in {q['build_seconds']:.1f} s)")  # fmt: skip
+    print(
+        f"query index: {q['events']:,} events, {q['resources']:,} resources, {q['holders']} holders, "
+        f"{q['file_mb']:.1f} MB (built in {q['build_seconds']:.1f} s)"
+    )
     for kind, figures in report["queries"].items():  # type: ignore[union-attr]
-        print(f"  {kind:24s} p50 {figures['p50_ms']:6.2f} ms  p99 {figures['p99_ms']:6.2f} ms  "
-              f"(median rows {figures['rows_median']:g})")  # fmt: skip
+        print(
+            f"  {kind:24s} p50 {figures['p50_ms']:6.2f} ms  p99 {figures['p99_ms']:6.2f} ms  "
+            f"(median rows {figures['rows_median']:g})"
+        )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry  # noqa: E402
-from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence import Chain, Registry
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 POLL = 0.005
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,9 +127,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     claims = [r["claims_per_second"] for r in results["claims"]]
     base = [r["acquisitions_per_second"] for r in results["baseline"]]
-    print(f"{args.agents} agents (threads, one key each) on anvil, {args.items} items a round, {args.rounds} rounds each, alternating")
-    print(f"  claim -> complete      {statistics.median(claims):6.1f} claims/s      (rounds: {', '.join(f'{c:.1f}' for c in claims)})")
-    print(f"  acquire -> complete    {statistics.median(base):6.1f} acquisitions/s (rounds: {', '.join(f'{b:.1f}' for b in base)})")
+    print(
+        f"{args.agents} agents (threads, one key each) on anvil, {args.items} items a round, {args.rounds} rounds each, alternating"
+    )
+    print(
+        f"  claim -> complete      {statistics.median(claims):6.1f} claims/s      (rounds: {', '.join(f'{c:.1f}' for c in claims)})"
+    )
+    print(
+        f"  acquire -> complete    {statistics.median(base):6.1f} acquisitions/s (rounds: {', '.join(f'{b:.1f}' for b in base)})"
+    )
     first = results["claims"][0]
     print(
         f"  claim gas: {first['gas_first_claim']:,} (first item) .. median {first['gas_median_claim']:,} .. "

@@ -36,9 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Guard, Registry  # noqa: E402
-from chainfence._validate import resource_id  # noqa: E402
-from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence import Chain, Guard, Registry
+from chainfence._validate import resource_id
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 ROOT = Path(__file__).resolve().parent.parent
 RESOURCE = "reports/daily"
@@ -209,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ex, sh, st, rq = (results[k] for k in ("mark_exclusive", "mark_shared_store", "strict", "signed_requests"))
     print("guard checks of the current token, per second")
-    print(f"  mark, exclusive store        {ex['guard_per_second']:>12,.0f}   bare dict+lock     {ex['dict_and_lock_per_second']:>12,.0f}")
+    print(
+        f"  mark, exclusive store        {ex['guard_per_second']:>12,.0f}   bare dict+lock     {ex['dict_and_lock_per_second']:>12,.0f}"
+    )
     print(
         f"  mark, {sh['processes']} processes, one file  {sh['guard_total_per_second']:>12,.0f}   "
         f"bare SQLite SELECT {sh['bare_select_total_per_second']:>12,.0f}   (per process: {sh['guard_per_process']} vs {sh['bare_select_per_process']})"

@@ -31,8 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, EventKind, Registry  # noqa: E402
-from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence import Chain, EventKind, Registry
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "jobs/bench-keepalive"
@@ -134,11 +134,15 @@ def main() -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"keep-alive on anvil: ttl {result['ttl']} s, renewal every {result['interval']:g} s, "
-          f"{result['hours']:g} h of chain time ({result['blocks']} blocks)")  # fmt: skip
+    print(
+        f"keep-alive on anvil: ttl {result['ttl']} s, renewal every {result['interval']:g} s, "
+        f"{result['hours']:g} h of chain time ({result['blocks']} blocks)"
+    )
     print(f"  renewals per lease-hour   {result['renewals_per_hour']:.0f}")
-    print(f"  requests per lease-hour   {result['requests_per_hour']:.0f}  "
-          f"({result['requests_per_renewal']:.2f} per renewal)")  # fmt: skip
+    print(
+        f"  requests per lease-hour   {result['requests_per_hour']:.0f}  "
+        f"({result['requests_per_renewal']:.2f} per renewal)"
+    )
     for method, count in result["requests_by_method"].items():
         print(f"    {method:<40} {count}")
     print(f"  gas per renewal           {', '.join(f'{g:,}' for g in result['gas_per_renewal'])}")

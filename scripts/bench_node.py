@@ -29,12 +29,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from eth_account import Account  # noqa: E402
-from web3 import Web3  # noqa: E402
+from eth_account import Account
+from web3 import Web3
 
-from chainfence import Chain, Registry  # noqa: E402
+from chainfence import Chain, Registry
 from chainfence._node import artifacts as _artifacts
-from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 POLL = 0.005
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,8 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         # running one kind first would favour it) and keep the better of each.
         rounds: dict[str, list[dict[str, float]]] = {"throughput_one_key": [], "throughput_many_keys": []}
         for round_ in range(args.rounds):
-            for key, one_key in (("throughput_one_key", True), ("throughput_many_keys", False))[:: 1 if round_ % 2 == 0 else -1]:
-                rounds[key].append(throughput(node.url, registry, args.total, args.threads, one_key=one_key, tag=f"{key}/{round_}"))
+            for key, one_key in (("throughput_one_key", True), ("throughput_many_keys", False))[
+                :: 1 if round_ % 2 == 0 else -1
+            ]:
+                rounds[key].append(
+                    throughput(node.url, registry, args.total, args.threads, one_key=one_key, tag=f"{key}/{round_}")
+                )
         for key, runs in rounds.items():
             results[key] = max(runs, key=lambda run: run["per_second"])
             results[key]["runs_per_second"] = [round(run["per_second"], 1) for run in runs]
@@ -147,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'SDK':<10} {lat['sdk_median_ms']:>7.2f}ms {lat['sdk_p99_ms']:>7.2f}ms")
     print(f"  {'raw web3':<10} {lat['raw_median_ms']:>7.2f}ms {lat['raw_p99_ms']:>7.2f}ms")
     print(f"  SDK overhead on the median: {lat['sdk_overhead_pct']:+.1f} %  (goal <= 10 %)")
-    for label, key in (("one key, pipelined nonces", "throughput_one_key"), ("one key per thread", "throughput_many_keys")):
+    for label, key in (
+        ("one key, pipelined nonces", "throughput_one_key"),
+        ("one key per thread", "throughput_many_keys"),
+    ):
         tp = results[key]
         print(
             f"throughput, {tp['threads']} threads, {label}: {tp['per_second']:.0f} acquisitions/s "

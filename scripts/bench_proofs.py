@@ -42,9 +42,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry  # noqa: E402
-from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
-from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders  # noqa: E402
+from chainfence import Chain, Registry
+from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "reports/daily"
@@ -112,7 +112,7 @@ def run(url: str, samples: int) -> dict[str, dict[str, float]]:
                 if confirmations == 2 and how != "cold":
                     continue
                 label = f"proven {n} provider{'s' if n > 1 else ''} conf={confirmations} {how}"
-                plans[label] = (lambda n=n, c=confirmations, h=how: proven(n, c, h))
+                plans[label] = lambda n=n, c=confirmations, h=how: proven(n, c, h)
     times: dict[str, list[float]] = {label: [] for label in plans}
     requests: dict[str, int] = {}
     for _ in range(samples):

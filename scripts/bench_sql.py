@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry, sql  # noqa: E402
+from chainfence import Chain, Registry, sql
 
 RESOURCE = "bench/rows"
 

@@ -106,13 +106,28 @@ class Etcd:
         client_url, peer_url = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{peer}"
         self.process = subprocess.Popen(
             [
-                self.binary, "--name", "bench", "--data-dir", self.dir,
-                "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
-                "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-                "--initial-cluster", f"bench={peer_url}", "--log-level", "error",
+                self.binary,
+                "--name",
+                "bench",
+                "--data-dir",
+                self.dir,
+                "--listen-client-urls",
+                client_url,
+                "--advertise-client-urls",
+                client_url,
+                "--listen-peer-urls",
+                peer_url,
+                "--initial-advertise-peer-urls",
+                peer_url,
+                "--initial-cluster",
+                f"bench={peer_url}",
+                "--log-level",
+                "error",
             ],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -152,10 +167,13 @@ class EtcdLock:
     def acquire(self, name: str) -> str:
         lease = self.http.post("/v3/lease/grant", {"TTL": TTL})["ID"]
         key = b64(name)
-        reply = self.http.post("/v3/kv/txn", {
-            "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
-            "success": [{"request_put": {"key": key, "value": b64("holder"), "lease": lease}}],
-        })  # fmt: skip
+        reply = self.http.post(
+            "/v3/kv/txn",
+            {
+                "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+                "success": [{"request_put": {"key": key, "value": b64("holder"), "lease": lease}}],
+            },
+        )
         if not reply.get("succeeded"):
             raise RuntimeError(f"etcd lock {name} is held")
         return lease
@@ -188,9 +206,15 @@ class Floor:
 
     def sign(self, data: bytes) -> bytes:
         tx = {
-            "to": self.registry, "data": data, "value": 0, "gas": 200_000, "nonce": self.nonce,
-            "chainId": self.chain_id, "maxFeePerGas": 100 * 10**9, "maxPriorityFeePerGas": 10**9,
-        }  # fmt: skip
+            "to": self.registry,
+            "data": data,
+            "value": 0,
+            "gas": 200_000,
+            "nonce": self.nonce,
+            "chainId": self.chain_id,
+            "maxFeePerGas": 100 * 10**9,
+            "maxPriorityFeePerGas": 10**9,
+        }
         self.nonce += 1
         return self.account.sign_transaction(tx).raw_transaction
 
@@ -234,7 +258,9 @@ def latency(url: str, anvil_port: int, etcd_port: int, registry_address: str, sa
     sdk = Registry.at(chain, registry_address)
     etcd = EtcdLock(etcd_port)
     floor = Floor(anvil_port, keys[2], registry_address, chain.chain_id)
-    times: dict[str, list[float]] = {f"{who}_{op}": [] for who in ("sdk", "etcd", "floor") for op in ("acquire", "release")}
+    times: dict[str, list[float]] = {
+        f"{who}_{op}": [] for who in ("sdk", "etcd", "floor") for op in ("acquire", "release")
+    }
 
     def sdk_sample(name: str, record: bool) -> None:
         start = time.perf_counter()
@@ -297,7 +323,9 @@ def sdk_threads(url: str, registry_address: str, total: int, agents: int, *, one
 
     keys = dev_keys(agents + 4)[4:]
     chain = Chain.connect(url, private_keys=keys[:1] if one_key else keys)
-    registries = [Registry.at(chain, registry_address).connect(chain.accounts[0 if one_key else i]) for i in range(agents)]
+    registries = [
+        Registry.at(chain, registry_address).connect(chain.accounts[0 if one_key else i]) for i in range(agents)
+    ]
     counts = _share(total, agents)
 
     def work(i: int) -> None:
@@ -330,9 +358,11 @@ def sdk_processes(url: str, registry_address: str, total: int, agents: int, tag:
     context = multiprocessing.get_context("spawn")
     ready, done, go = context.Semaphore(0), context.Semaphore(0), context.Event()
     procs = [
-        context.Process(target=_process_agent, args=(url, registry_address, keys[i], count, f"{tag}/{i}", ready, go, done))
+        context.Process(
+            target=_process_agent, args=(url, registry_address, keys[i], count, f"{tag}/{i}", ready, go, done)
+        )
         for i, count in enumerate(_share(total, agents))
-    ]  # fmt: skip
+    ]
     for proc in procs:
         proc.start()
     for _ in procs:
@@ -352,8 +382,10 @@ def floor_threads(port: int, registry_address: str, chain_id: int, total: int, a
     from chainfence.testing.anvil import dev_keys
 
     floors = [Floor(port, key, registry_address, chain_id) for key in dev_keys(agents + 4)[4:]]
-    signed = [[floor.sign(encode("acquire", [f"tp/{tag}/{i}/{n}", TTL])) for n in range(count)]
-              for i, (floor, count) in enumerate(zip(floors, _share(total, agents)))]  # fmt: skip
+    signed = [
+        [floor.sign(encode("acquire", [f"tp/{tag}/{i}/{n}", TTL])) for n in range(count)]
+        for i, (floor, count) in enumerate(zip(floors, _share(total, agents)))
+    ]
 
     def work(i: int) -> None:
         for raw in signed[i]:
@@ -409,12 +441,16 @@ def main(argv: list[str] | None = None) -> int:
             registry = Registry.deploy(client, max_ttl=3_600)
             anvil_version = client.rpc.client_version()
             results: dict = {
-                "etcd_version": etcd.version, "anvil": anvil_version,
+                "etcd_version": etcd.version,
+                "anvil": anvil_version,
                 "latency": latency(node.url, node.port, etcd.port, registry.address, args.samples),
-            }  # fmt: skip
+            }
             runs: dict[str, list[float]] = {
-                "sdk_8_threads_8_keys": [], "sdk_8_threads_1_key": [], "floor_8_threads_8_keys": [], "etcd_8_threads": [],
-            }  # fmt: skip
+                "sdk_8_threads_8_keys": [],
+                "sdk_8_threads_1_key": [],
+                "floor_8_threads_8_keys": [],
+                "etcd_8_threads": [],
+            }
             if not args.skip_processes:
                 runs["sdk_8_processes_8_keys"] = []
             for round_ in range(args.rounds):
@@ -432,7 +468,9 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         rate = etcd_threads(etcd.port, args.total, args.agents, tag)
                     runs[kind].append(rate)
-            results["throughput_per_second"] = {kind: {"best": max(rates), "runs": rates} for kind, rates in runs.items()}
+            results["throughput_per_second"] = {
+                kind: {"best": max(rates), "runs": rates} for kind, rates in runs.items()
+            }
     finally:
         etcd.close()
 
@@ -447,9 +485,7 @@ def main(argv: list[str] | None = None) -> int:
             row = lat[f"{who}_{op}"]
             print(f"  {op + ' ' + label:<22} {row['p50_ms']:>6.2f}ms {row['p99_ms']:>6.2f}ms")
         sdk, etcd_p50, floor = (lat[f"{who}_{op}"]["p50_ms"] for who in ("sdk", "etcd", "floor"))
-        print(
-            f"  {op}: SDK/etcd {sdk / etcd_p50:.2f}x (goal <= 0.8), SDK/floor {sdk / floor:.2f}x (goal <= 2)"
-        )
+        print(f"  {op}: SDK/etcd {sdk / etcd_p50:.2f}x (goal <= 0.8), SDK/floor {sdk / floor:.2f}x (goal <= 2)")
     print(f"throughput, {args.total} acquisitions of distinct names per run, {args.agents} agents (best of runs):")
     for kind, row in results["throughput_per_second"].items():
         runs_text = ", ".join(f"{rate:.0f}" for rate in row["runs"])

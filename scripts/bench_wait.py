@@ -37,10 +37,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry, _waiting  # noqa: E402
+from chainfence import Chain, Registry, _waiting
 from chainfence._node import events as _events
-from chainfence._validate import resource_id  # noqa: E402
-from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence._validate import resource_id
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 POLL = 0.005
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,9 +66,13 @@ class _Announcing(_waiting.Timer):
 
 def release_block(chain: Chain, registry: Registry, since: int) -> int:
     (event,) = _events.fetch_all(
-        chain, registry.address, kinds=[_events.Kind.RELEASED], resource_id=resource_id(NAME), from_block=since,
+        chain,
+        registry.address,
+        kinds=[_events.Kind.RELEASED],
+        resource_id=resource_id(NAME),
+        from_block=since,
         to_block=chain.block_number(),
-    )  # fmt: skip
+    )
     return event.block_number
 
 
@@ -80,7 +84,10 @@ def run(url: str, samples: int, tag: str) -> dict[str, object]:
     bob_chain = Chain.connect(url, private_key=keys[2], poll_latency=POLL)
     bob = Registry.at(bob_chain, registry.address)
     poll = _waiting.pace(bob_chain).poll
-    figures: dict[str, dict[str, list[float]]] = {"wait": {"ms": [], "blocks": []}, "baseline": {"ms": [], "blocks": []}}
+    figures: dict[str, dict[str, list[float]]] = {
+        "wait": {"ms": [], "blocks": []},
+        "baseline": {"ms": [], "blocks": []},
+    }
     for i in range(2 * samples):
         kind = ("wait", "baseline")[(i + (i // 2)) % 2]  # wait, baseline, baseline, wait, ...: neither always first
         held = alice.acquire(NAME, ttl=600)
@@ -129,7 +136,9 @@ def run(url: str, samples: int, tag: str) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=40, help="samples of each kind, automine (default 40)")
-    parser.add_argument("--block-samples", type=int, default=12, help="samples of each kind at --block-time 1 (default 12)")
+    parser.add_argument(
+        "--block-samples", type=int, default=12, help="samples of each kind at --block-time 1 (default 12)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
@@ -154,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
             f"(waiter polls every {r['poll_s'] * 1000:.0f} ms, random pause up to {r['jitter_max_s'] * 1000:.0f} ms)"
         )
         print(f"  {'':<32} {'p50':>9} {'p90':>9}   {'blocks p50':>10} {'p90':>4} {'max':>4}")
-        for kind, text in (("wait", "acquire(wait=60), already waiting"), ("baseline", "plain acquire after the release")):
+        for kind, text in (
+            ("wait", "acquire(wait=60), already waiting"),
+            ("baseline", "plain acquire after the release"),
+        ):
             f = r[kind]
             print(
                 f"  {text:<32} {f['p50_ms']:>7.1f}ms {f['p90_ms']:>7.1f}ms   {f['p50_blocks']:>10g} "

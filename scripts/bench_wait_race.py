@@ -44,8 +44,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry, _waiting  # noqa: E402
-from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil  # noqa: E402
+from chainfence import Chain, Registry, _waiting
+from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "jobs/race"
@@ -107,8 +107,9 @@ def _round(url: str, way: str, keys: list[str], holder: Registry, address: str, 
         worker.join(120)
 
 
-def _reverted_acquisitions(chain: Chain, address: str, first: int, last: int, acquire_selector: bytes,
-                           release_selector: bytes) -> list[int]:  # fmt: skip
+def _reverted_acquisitions(
+    chain: Chain, address: str, first: int, last: int, acquire_selector: bytes, release_selector: bytes
+) -> list[int]:
     """Per handover (a release of the registry's lease, in block order): the acquisitions mined after it
     (before the next release) that reverted."""
     per_handover: list[int] = []
@@ -140,9 +141,13 @@ def run(url: str, way: str, waiters: int, rounds: int) -> dict[str, Any]:
     print(file=sys.stderr)
     functions = _artifacts.functions("FencingRegistry")
     per_handover = _reverted_acquisitions(
-        holder_chain, registry.address, first, holder_chain.block_number(), functions["acquire"][0],
+        holder_chain,
+        registry.address,
+        first,
+        holder_chain.block_number(),
+        functions["acquire"][0],
         functions["release"][0],
-    )  # fmt: skip
+    )
     # The last release of each round hands over to nobody: only the releases that were followed by a waiter count.
     handovers = [count for index, count in enumerate(per_handover) if index % (waiters + 1) != waiters]
     return {
@@ -152,9 +157,7 @@ def run(url: str, way: str, waiters: int, rounds: int) -> dict[str, Any]:
         "handovers": len(handovers),
         "handovers_with_a_revert": sum(1 for count in handovers if count),
         "reverted_acquisitions": sum(handovers),
-        "per_round": [
-            sum(1 for count in handovers[r * waiters : (r + 1) * waiters] if count) for r in range(rounds)
-        ],
+        "per_round": [sum(1 for count in handovers[r * waiters : (r + 1) * waiters] if count) for r in range(rounds)],
         "poll_s": _waiting.pace(holder_chain).poll,
         "jitter_max_s": _waiting.pace(holder_chain).jitter,
     }
@@ -180,9 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results, indent=2))
         return 0
     mining = f"--block-time {args.block_time:g}" if args.block_time else "automine"
-    print(f"anvil, {mining}: {args.waiters} waiters, {args.rounds} rounds of {args.waiters} handovers each way "
-          f"(waiters poll every {results[0]['poll_s'] * 1000:.0f} ms, random pause up to "
-          f"{results[0]['jitter_max_s'] * 1000:.0f} ms)")  # fmt: skip
+    print(
+        f"anvil, {mining}: {args.waiters} waiters, {args.rounds} rounds of {args.waiters} handovers each way "
+        f"(waiters poll every {results[0]['poll_s'] * 1000:.0f} ms, random pause up to "
+        f"{results[0]['jitter_max_s'] * 1000:.0f} ms)"
+    )
     print(f"  {'waiters':<36} {'handovers with a revert':>24} {'reverted acquisitions':>22}   per round")
     labels = {
         "shared": "threads sharing one Chain",

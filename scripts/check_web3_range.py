@@ -59,7 +59,7 @@ TEST_TOOLS = ["pytest==9.2.0", "pytest-timeout==2.4.0", "hypothesis==6.170.15"]
 #: What a user of web3 7 might already have.
 PREINSTALLED_WEB3 = "7.16.0"
 
-SMOKE = r'''
+SMOKE = r"""
 import asyncio, importlib.util, json, sys
 sys.path.insert(0, sys.argv[1])
 import web3, eth_account, chainfence
@@ -91,7 +91,7 @@ if importlib.util.find_spec("eth_tester"):
     chain = Chain.embedded()
     seen["embedded_token"] = Registry.deploy(chain).connect(chain.accounts[1]).acquire("smoke/embedded", ttl=30).token
 print(json.dumps(seen))
-'''
+"""
 
 
 def lower_bounds() -> list[str]:
@@ -106,6 +106,7 @@ def lower_bounds() -> list[str]:
 
 def _same_version(a: str | None, b: str) -> bool:
     """7.3 and 7.3.0 are one version."""
+
     def key(text: str) -> list[str]:
         parts = text.split(".")
         while len(parts) > 1 and parts[-1] == "0":
@@ -130,7 +131,9 @@ def pip(venv: Path, log: Path, *args: str) -> None:
 
 
 def versions(venv: Path, log: Path) -> dict[str, str]:
-    out = run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"], log).stdout
+    out = run(
+        [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"], log
+    ).stdout
     return {n.lower().replace("_", "-"): v for n, _, v in (line.partition("==") for line in out.splitlines())}
 
 
@@ -156,7 +159,9 @@ def check(flavour: str, workdir: Path) -> str:
             if not _same_version(installed.get(name.lower()), low):
                 raise RuntimeError(f"{name} is {installed.get(name.lower())}, not the lower bound {low}")
     if flavour == "preinstalled" and installed["web3"] != PREINSTALLED_WEB3:
-        raise RuntimeError(f"installing chainfence replaced the user's web3 {PREINSTALLED_WEB3} with {installed['web3']}")
+        raise RuntimeError(
+            f"installing chainfence replaced the user's web3 {PREINSTALLED_WEB3} with {installed['web3']}"
+        )
     python = str(venv / "bin" / "python")
     smoke = run([python, "-c", SMOKE, str(ROOT)], log, cwd=workdir).stdout.strip().splitlines()[-1]
     pip(venv, log, *TEST_TOOLS)
@@ -168,7 +173,9 @@ def check(flavour: str, workdir: Path) -> str:
     quiet = ["-W", "ignore:websockets:DeprecationWarning"]
     tests = run([python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *quiet, *TESTS], log, cwd=ROOT, env=env)
     summary = tests.stdout.strip().splitlines()[-1]
-    pinned = " ".join(f"{n} {installed.get(n, '-')}" for n in ("web3", "eth-account", "eth-abi", "eth-utils", "eth-tester"))
+    pinned = " ".join(
+        f"{n} {installed.get(n, '-')}" for n in ("web3", "eth-account", "eth-abi", "eth-utils", "eth-tester")
+    )
     return f"{pinned} | smoke {smoke} | {summary}"
 
 
@@ -180,11 +187,15 @@ def ensure_anvil() -> bool:
 
     npm = shutil.which("npm")
     if npm is None:
-        print("check_web3_range: no anvil in node_modules and no npm to install it (apt-get install npm)", file=sys.stderr)
+        print(
+            "check_web3_range: no anvil in node_modules and no npm to install it (apt-get install npm)", file=sys.stderr
+        )
         return False
     print("check_web3_range: installing the pinned npm packages (anvil)", file=sys.stderr, flush=True)
     # Not `npm ci` (see scripts/_env.sh): the same pinned versions from the committed lock, never rewritten.
-    done = subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error"], cwd=ROOT, check=False)
+    done = subprocess.run(
+        [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error"], cwd=ROOT, check=False
+    )
     return done.returncode == 0 and (ROOT / "node_modules" / ".bin" / "anvil").exists()
 
 

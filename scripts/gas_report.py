@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from typing import Any  # noqa: E402
+from typing import Any
 
-from chainfence import Chain, FencedStore, Registry  # noqa: E402
+from chainfence import Chain, FencedStore, Registry
 
 #: Ceilings the project holds itself to (tests/chain/test_gas.py asserts them); figures must stay under.
 #: Namespaces (issue 11) raised the foundation's ceilings by their allowance of one cold read.
@@ -340,16 +340,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"FencingRegistry gas, receipt gasUsed, resource name {args.name!r} ({len(args.name.encode())} bytes)\n")
     width = max(len(operation) for operation in figures)
-    print(f"{'operation':<{width}} {'gas':>9} {'floor':>8} {'ceiling':>8}   (floor: counter + slot + event; ceiling: tests/chain/test_gas.py)")
+    print(
+        f"{'operation':<{width}} {'gas':>9} {'floor':>8} {'ceiling':>8}   (floor: counter + slot + event; ceiling: tests/chain/test_gas.py)"
+    )
     over = False
     for operation, gas in figures.items():
         floor = FLOORS.get(operation)
         ceiling = CEILINGS.get(operation)
         over |= ceiling is not None and gas > ceiling
         print(f"{operation:<{width}} {gas:>9,} {_num(floor):>8} {_num(ceiling):>8}".rstrip())
-    print("\nWhat namespaces added (target: +2,100 on a namespace nobody administers, +4,300 under a policy;"
-          f" asserted: +{UNADMINISTERED_ALLOWANCE:,}, +{POLICY_CEILING:,} with an allowlist,"
-          f" +{POLICY_ALLOWANCE:,} for acquisitions without one):")
+    print(
+        "\nWhat namespaces added (target: +2,100 on a namespace nobody administers, +4,300 under a policy;"
+        f" asserted: +{UNADMINISTERED_ALLOWANCE:,}, +{POLICY_CEILING:,} with an allowlist,"
+        f" +{POLICY_ALLOWANCE:,} for acquisitions without one):"
+    )
     print(f"{'':<38} {'before':>7} {'open namespace':>16} {'policy, every check':>21} {'policy, no allowlist':>21}")
     for operation, before in BEFORE_NAMESPACES.items():
         row = [figures[operation], figures["policy: " + operation], figures["no allowlist: " + operation]]

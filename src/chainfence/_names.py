@@ -57,10 +57,26 @@ from eth_utils import keccak
 from .errors import InvalidResourceName
 
 __all__ = [
-    "ITEM_SEPARATOR", "MAX_NAME_LENGTH", "address_namespace", "decode", "display", "display_name", "display_text",
-    "is_address_namespace", "item_id", "item_name", "item_parts", "label", "looks_like_address", "namespace_id",
-    "namespace_prefix", "publishable", "resource_bytes", "resource_id", "split_item",
-]  # fmt: skip
+    "ITEM_SEPARATOR",
+    "MAX_NAME_LENGTH",
+    "address_namespace",
+    "decode",
+    "display",
+    "display_name",
+    "display_text",
+    "is_address_namespace",
+    "item_id",
+    "item_name",
+    "item_parts",
+    "label",
+    "looks_like_address",
+    "namespace_id",
+    "namespace_prefix",
+    "publishable",
+    "resource_bytes",
+    "resource_id",
+    "split_item",
+]
 
 #: Longest resource name, in bytes of UTF-8; the contract enforces the same bound.
 MAX_NAME_LENGTH = 128
@@ -145,8 +161,10 @@ def display_name(name: str) -> str:
     (``"workset»item"``) the display of each part joined by ``»``."""
     parts = split_item(name)
     if parts is not None:
-        return display(parts[0].encode("utf-8", "surrogatepass")) + ITEM_SEPARATOR + display(
-            parts[1].encode("utf-8", "surrogatepass")
+        return (
+            display(parts[0].encode("utf-8", "surrogatepass"))
+            + ITEM_SEPARATOR
+            + display(parts[1].encode("utf-8", "surrogatepass"))
         )
     return display(name.encode("utf-8", "surrogatepass"))
 

@@ -15,9 +15,22 @@ from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
 from .errors import InvalidAddress, InvalidInput, InvalidProgress, InvalidToken, InvalidTtl, InvalidUrl, InvalidWait
 
 __all__ = [
-    "MAX_NAME_LENGTH", "MAX_TOKEN", "MAX_URL_LENGTH", "MAX_WAIT", "address", "assignable_prefix", "namespace_prefix",
-    "progress", "publishable", "resource_bytes", "resource_id", "rpc_url", "token", "ttl", "wait",
-]  # fmt: skip
+    "MAX_NAME_LENGTH",
+    "MAX_TOKEN",
+    "MAX_URL_LENGTH",
+    "MAX_WAIT",
+    "address",
+    "assignable_prefix",
+    "namespace_prefix",
+    "progress",
+    "publishable",
+    "resource_bytes",
+    "resource_id",
+    "rpc_url",
+    "token",
+    "ttl",
+    "wait",
+]
 
 #: Tokens are uint256 in the ABI.
 MAX_TOKEN = 2**256 - 1
@@ -191,9 +204,7 @@ def wait(value: object) -> float:
     if value is None:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidWait(
-            f"wait must be None or a number of seconds, got {type(value).__name__} {value!r}", wait=value
-        )
+        raise InvalidWait(f"wait must be None or a number of seconds, got {type(value).__name__} {value!r}", wait=value)
     if not 0 <= value <= MAX_WAIT:  # NaN compares false; inf and huge ints are above
         raise InvalidWait(wait=value)
     return float(value)

@@ -78,9 +78,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from ._node import events as _events
 from . import endings
 from ._effects import RPC, Locked, Sleep, Steps, run
+from ._node import events as _events
 from .endings import Refusal
 from .errors import LeaseError, LeaseHeld, LockDelayed
 
@@ -235,13 +235,15 @@ class Follower:
         if self._expires_at is not None and timestamp >= self._expires_at - 1:
             return True  # at or just before the expiry: the next block's time may pass it
         events = yield from _events.fetch_all_steps(
-            self._chain, self._address, kinds=_KINDS, resource_id=self._resource_id,
-            from_block=previous + 1, to_block=number,
-        )  # fmt: skip
+            self._chain,
+            self._address,
+            kinds=_KINDS,
+            resource_id=self._resource_id,
+            from_block=previous + 1,
+            to_block=number,
+        )
         if events:
-            logger.debug(
-                "waiting: %s in blocks %d..%d", ", ".join(e.kind.value for e in events), previous + 1, number
-            )
+            logger.debug("waiting: %s in blocks %d..%d", ", ".join(e.kind.value for e in events), previous + 1, number)
         return bool(events)
 
 
@@ -254,9 +256,12 @@ def follow(chain: Chain, address: str, resource_id: bytes, timer: Timer, pace: P
 def held(info: LeaseInfo) -> LeaseHeld:
     """The error a waiter whose wait ended raises for the lease ``info`` describes."""
     return LeaseHeld(
-        holder=info.holder, token=info.token, expires_at=info.expires_at, resource=info.resource,
+        holder=info.holder,
+        token=info.token,
+        expires_at=info.expires_at,
+        resource=info.resource,
         resource_id=info.resource_id,
-    )  # fmt: skip
+    )
 
 
 def turn_key(address: str, resource_id: bytes) -> str:
@@ -327,8 +332,11 @@ def acquire_waiting(
                 judged = yield from now()
                 logger.info(
                     "waiting out the lock-delay resource=%s until=%d (chain time now %d) wait=%gs",
-                    error.resource, error.until, judged, wait,
-                )  # fmt: skip
+                    error.resource,
+                    error.until,
+                    judged,
+                    wait,
+                )
                 watch.expect(error.until, judged)
             elif kind is Refusal.HELD:
                 assert isinstance(error, LeaseHeld)
@@ -339,8 +347,12 @@ def acquire_waiting(
                     info = yield from read()
                     logger.info(
                         "waiting resource=%s holder=%s token=%d expires_at=%d wait=%gs",
-                        info.resource, info.holder, info.token, info.expires_at, wait,
-                    )  # fmt: skip
+                        info.resource,
+                        info.holder,
+                        info.token,
+                        info.expires_at,
+                        wait,
+                    )
                     if free(info):
                         paused = True  # it ended since the refusal: send again (after the pause)
                         continue

@@ -116,10 +116,14 @@ class AsyncChain:
     ) -> AsyncChain:
         """:meth:`Chain.connect <chainfence.Chain.connect>` for asyncio: the same arguments, checks and errors."""
         _check_connect_args(
-            url, chain_id, request_timeout=request_timeout, receipt_timeout=receipt_timeout,
-            confirmation_timeout=confirmation_timeout, poll_latency=poll_latency,
+            url,
+            chain_id,
+            request_timeout=request_timeout,
+            receipt_timeout=receipt_timeout,
+            confirmation_timeout=confirmation_timeout,
+            poll_latency=poll_latency,
             unreachable_timeout=unreachable_timeout,
-        )  # fmt: skip
+        )
         if confirmations is not None and (
             isinstance(confirmations, bool) or not isinstance(confirmations, int) or not 0 <= confirmations <= 1_000
         ):
@@ -141,10 +145,15 @@ class AsyncChain:
             confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
         core = Chain(
             connect_http(url, timeout=request_timeout),  # for the dev controls only; asks nothing now
-            signers, dev=dev, confirmations=confirmations, receipt_timeout=receipt_timeout,
-            confirmation_timeout=confirmation_timeout, poll_latency=poll_latency,
-            unreachable_timeout=unreachable_timeout, chain_id=actual_chain_id,
-        )  # fmt: skip
+            signers,
+            dev=dev,
+            confirmations=confirmations,
+            receipt_timeout=receipt_timeout,
+            confirmation_timeout=confirmation_timeout,
+            poll_latency=poll_latency,
+            unreachable_timeout=unreachable_timeout,
+            chain_id=actual_chain_id,
+        )
         return cls(core, rpc)
 
     @classmethod
@@ -211,9 +220,15 @@ class AsyncChain:
         return int(await self._run(self.chain._confirmed_block_steps(confirmations)))
 
     async def transact(
-        self, sender: str, to: str | None, data: bytes, *, resource: str | None = None, gas: int | None = None,
+        self,
+        sender: str,
+        to: str | None,
+        data: bytes,
+        *,
+        resource: str | None = None,
+        gas: int | None = None,
         confirmations: int | None = None,
-    ) -> Any:  # fmt: skip
+    ) -> Any:
         """:meth:`Chain.transact <chainfence.Chain.transact>`, awaited: the same journey, one copy of it."""
         return await self._run(
             self.chain._transact_steps(sender, to, data, resource=resource, gas=gas, confirmations=confirmations)
@@ -265,9 +280,14 @@ class AsyncRegistry:
     # -- transactions -----------------------------------------------------------
 
     async def acquire(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        self,
+        resource: str,
+        ttl: int,
+        *,
+        confirmations: int | None = None,
+        wait: float | None = None,
         exclusive: bool = False,
-    ) -> AsyncLease:  # fmt: skip
+    ) -> AsyncLease:
         """:meth:`Registry.acquire <chainfence.Registry.acquire>`, awaited; ``wait=seconds`` waits for a
         held resource exactly as the sync one does (the same steps), sleeping with ``asyncio.sleep``;
         ``exclusive=True`` refuses (and waits out) the sender's own live lease too."""
@@ -278,9 +298,11 @@ class AsyncRegistry:
                 lease = await self.chain._run(core._acquire(resource, ttl, sender, confirmations, exclusive=exclusive))
             else:
                 timer = core._wait_timer if core._wait_timer is not _waiting.SYSTEM else _waiting.ASYNC_SYSTEM
-                lease = await self.chain._run(core._acquire_waiting(
-                    resource, ttl, sender, confirmations, seconds, timer=timer, exclusive=exclusive
-                ))  # fmt: skip
+                lease = await self.chain._run(
+                    core._acquire_waiting(
+                        resource, ttl, sender, confirmations, seconds, timer=timer, exclusive=exclusive
+                    )
+                )
         return AsyncLease(self, lease)
 
     async def claim(
@@ -351,9 +373,14 @@ class AsyncRegistry:
 
     @asynccontextmanager
     async def lease(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        self,
+        resource: str,
+        ttl: int,
+        *,
+        confirmations: int | None = None,
+        wait: float | None = None,
         exclusive: bool = False,
-    ) -> AsyncIterator[AsyncLease]:  # fmt: skip
+    ) -> AsyncIterator[AsyncLease]:
         """``async with registry.lease(name, ttl) as lease:`` acquire (waiting up to ``wait``; with
         ``exclusive=True`` refusing the sender's own live lease too), run the body, release."""
         async with await self.acquire(
@@ -502,9 +529,13 @@ class AsyncLease:
         """
         clock = _keepalive.lease_clock if clock is None else clock
         core = self.lease._keep_core(
-            on_lost=on_lost, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin,
-            clock=clock, since=since,
-        )  # fmt: skip
+            on_lost=on_lost,
+            interval=interval,
+            latency_margin=latency_margin,
+            block_time_margin=block_time_margin,
+            clock=clock,
+            since=since,
+        )
         registry = self.registry
         lease = self.lease
 
@@ -606,10 +637,16 @@ class AsyncLeaseSet:
         leases = self.lease_set
         sent = [lease._sent_at for lease in leases.leases]
         core = _keep_core(
-            f"the set {leases.resources}", leases.leases[0].ttl, None if None in sent else min(sent),  # type: ignore[type-var]
-            on_lost=on_lost, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin,
-            clock=clock, since=since,
-        )  # fmt: skip
+            f"the set {leases.resources}",
+            leases.leases[0].ttl,
+            None if None in sent else min(sent),  # type: ignore[type-var]
+            on_lost=on_lost,
+            interval=interval,
+            latency_margin=latency_margin,
+            block_time_margin=block_time_margin,
+            clock=clock,
+            since=since,
+        )
         registry = self.registry
 
         async def renew(ttl: Any) -> int:
@@ -639,9 +676,15 @@ class _AsyncKeeper(Keeper):
     """The keep-alive runner for asyncio: the thread :class:`Keeper`'s bookkeeping, a task instead of threads."""
 
     def __init__(
-        self, lease: Lease | LeaseSet, registry: AsyncRegistry, core: KeepAliveCore, *,
-        renew: Callable[[Any], Any], clock: Callable[[], float], on_lost: Callable[[LeaseLost], Any] | None,
-    ):  # fmt: skip
+        self,
+        lease: Lease | LeaseSet,
+        registry: AsyncRegistry,
+        core: KeepAliveCore,
+        *,
+        renew: Callable[[Any], Any],
+        clock: Callable[[], float],
+        on_lost: Callable[[LeaseLost], Any] | None,
+    ):
         super().__init__(lease, core, clock=clock, on_lost=on_lost)
         self._registry = registry
         self._renew_call = renew
@@ -657,8 +700,11 @@ class _AsyncKeeper(Keeper):
         self._in_body = True
         logger.info(
             "keep-alive started resource=%s token=%s deadline_in=%.3f interval=%.3f (asyncio)",
-            self.lease._kept_name, self.lease._kept_token, self.core.deadline - self.clock(), self.core.interval,
-        )  # fmt: skip
+            self.lease._kept_name,
+            self.lease._kept_token,
+            self.core.deadline - self.clock(),
+            self.core.interval,
+        )
         self._task = asyncio.get_running_loop().create_task(
             self._loop(), name=f"chainfence-keep-{self.lease._kept_name}"
         )
@@ -693,7 +739,7 @@ class _AsyncKeeper(Keeper):
         sent = _keepalive.lease_clock()
         try:
             expires_at = await self._renew_call(ttl)
-        except BaseException as error:  # noqa: BLE001 - every outcome is reported to the core
+        except BaseException as error:
             why, member = loss_reason(error), None
             if why is not None and isinstance(error, Exception):
                 member = self.lease._kept_member_of(error)
@@ -723,9 +769,11 @@ class _AsyncKeeper(Keeper):
         protected = self._protected
         if self._in_body and protected is not None and not protected.done():
             logger.warning(
-                "lost resource=%s token=%s: cancelling task %s", self.lease._kept_name, self.lease._kept_token,
+                "lost resource=%s token=%s: cancelling task %s",
+                self.lease._kept_name,
+                self.lease._kept_token,
                 protected.get_name(),
-            )  # fmt: skip
+            )
             self.cancelled_protected = True
             protected.cancel(f"chainfence: lease {self.lease._kept_name!r} token {self.lease._kept_token} lost ({why})")
 
@@ -811,9 +859,14 @@ class AsyncGuard:
         return int(await asyncio.to_thread(self.guard.check, resource, token))
 
     async def check_request(
-        self, request: FencedRequest, payload: bytes, *, action: str, audience: str | None = None,
+        self,
+        request: FencedRequest,
+        payload: bytes,
+        *,
+        action: str,
+        audience: str | None = None,
         resource: str | None = None,
-    ) -> FencedRequest:  # fmt: skip
+    ) -> FencedRequest:
         """:meth:`Guard.check_request <chainfence.Guard.check_request>`, awaited."""
         return await asyncio.to_thread(
             self.guard.check_request, request, payload, action=action, audience=audience, resource=resource

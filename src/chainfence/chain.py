@@ -173,9 +173,14 @@ class Chain:
         w3 = embedded_web3(tester)
         signers = [Account.from_key(k.to_bytes()) for k in keys]
         return cls(
-            w3, signers, dev="eth-tester", receipt_timeout=5.0, confirmation_timeout=5.0, poll_latency=0.01,
+            w3,
+            signers,
+            dev="eth-tester",
+            receipt_timeout=5.0,
+            confirmation_timeout=5.0,
+            poll_latency=0.01,
             eth_tester=tester,
-        )  # fmt: skip
+        )
 
     @classmethod
     def connect(
@@ -210,10 +215,14 @@ class Chain:
         JSON-RPC request; a late reply is never resent blindly.
         """
         _check_connect_args(
-            url, chain_id, request_timeout=request_timeout, receipt_timeout=receipt_timeout,
-            confirmation_timeout=confirmation_timeout, poll_latency=poll_latency,
+            url,
+            chain_id,
+            request_timeout=request_timeout,
+            receipt_timeout=receipt_timeout,
+            confirmation_timeout=confirmation_timeout,
+            poll_latency=poll_latency,
             unreachable_timeout=unreachable_timeout,
-        )  # fmt: skip
+        )
         keys = ([private_key] if private_key is not None else []) + list(private_keys)
         signers = [_load_key(k) for k in keys]
         w3 = connect_http(url, timeout=request_timeout)
@@ -431,7 +440,9 @@ class Chain:
         ``gas`` skips the preflight (tests use it to mine a failing
         transaction).
         """
-        return self._run(self._transact_steps(sender, to, data, resource=resource, gas=gas, confirmations=confirmations))
+        return self._run(
+            self._transact_steps(sender, to, data, resource=resource, gas=gas, confirmations=confirmations)
+        )
 
     def _transact_steps(
         self,

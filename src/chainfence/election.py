@@ -65,8 +65,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._node import events as _events
 from . import _validate, _waiting, endings
+from ._node import events as _events
 from .endings import End, LocalEnd, Refusal
 from .errors import InvalidInput, InvalidTtl, LeaseLost, TokenNotCurrent
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore
@@ -82,15 +82,20 @@ __all__ = ["Election", "Leader", "Leadership", "TermEnded", "Watch"]
 
 #: The events an observer follows: every lease event of the resource that can end a term or start one.
 _KINDS = (
-    _events.Kind.ACQUIRED, _events.Kind.RELEASED, _events.Kind.RENEWED, _events.Kind.REVOKED,
+    _events.Kind.ACQUIRED,
+    _events.Kind.RELEASED,
+    _events.Kind.RENEWED,
+    _events.Kind.REVOKED,
     _events.Kind.COMPLETED,
-)  # fmt: skip
+)
 
 #: The words :func:`chainfence.endings.of_event` reads events by.
 _EVENT_WORDS = {
-    _events.Kind.ACQUIRED: "acquired", _events.Kind.RELEASED: "released", _events.Kind.REVOKED: "revoked",
+    _events.Kind.ACQUIRED: "acquired",
+    _events.Kind.RELEASED: "released",
+    _events.Kind.REVOKED: "revoked",
     _events.Kind.COMPLETED: "completed",
-}  # fmt: skip
+}
 
 #: Whether the seat is empty after a term ends this way (observe() then yields None) or passes straight
 #: to the next term (a reacquisition, a grant: one transaction ended the term and began the next).
@@ -182,17 +187,17 @@ class Election:
         ):
             raise InvalidInput(f"confirmations must be None or an int >= 0, got {confirmations!r}")
         # The keep-alive's own checks (margins leave time in the ttl, interval within the window), now.
-        KeepAliveCore(
-            ttl, 0.0, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin
-        )  # fmt: skip
+        KeepAliveCore(ttl, 0.0, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin)
         self.registry = registry
         self.name = name
         self.ttl = ttl
         self.confirmations = confirmations
         self._keep_options: dict[str, Any] = {
-            "interval": interval, "latency_margin": latency_margin, "block_time_margin": block_time_margin,
+            "interval": interval,
+            "latency_margin": latency_margin,
+            "block_time_margin": block_time_margin,
             "clock": clock,
-        }  # fmt: skip
+        }
         self._resource_id = _validate.resource_id(name)
         self._leadership: Leadership | None = None
         # (token, holder) -> (block, chain time) of its acquisition; a reorganisation may reuse a token number
@@ -235,14 +240,18 @@ class Election:
         except LeaseLost:  # the term was past its safe deadline before its keep-alive could start
             try:
                 lease.release()
-            except Exception as release_error:  # noqa: BLE001 - the loss is what the caller must see
+            except Exception as release_error:
                 logger.warning("release of a term lost at election failed token=%d: %s", lease.token, release_error)
             raise
         self._leadership = leadership
         logger.info(
             "elected election=%s token=%d holder=%s expires_at=%d tx=%s",
-            self.name, lease.token, lease.holder, lease.expires_at, lease.tx_hash,
-        )  # fmt: skip
+            self.name,
+            lease.token,
+            lease.holder,
+            lease.expires_at,
+            lease.tx_hash,
+        )
         return leadership
 
     @property
@@ -279,7 +288,7 @@ class Election:
 
     def observe(
         self, *, timeout: float | None = None, stop: threading.Event | None = None, ends: bool = False
-    ) -> Iterator[Leader | None | TermEnded]:
+    ) -> Iterator[Leader | TermEnded | None]:
         """Yield the leader now, then each change: a :class:`Leader` per new term, None when the seat empties.
 
         Ends after ``timeout`` seconds (None: never), with one last look at
@@ -306,7 +315,7 @@ class Election:
             raise InvalidInput(f"ends must be a bool, got {ends!r}")
         return self._observe(seconds, stop, ends)
 
-    def watch(self, callback: Callable[[Leader | None | TermEnded], Any], *, ends: bool = False) -> Watch:
+    def watch(self, callback: Callable[[Leader | TermEnded | None], Any], *, ends: bool = False) -> Watch:
         """Call ``callback(leader)`` for the leader now and each change, in a background thread.
 
         The callback form of :meth:`observe` (tooz's ``watch_elected_as_leader``
@@ -339,9 +348,14 @@ class Election:
             while block is None and end >= first:
                 start = max(first, end - _events.DEFAULT_MAX_LOG_RANGE + 1)
                 logs = _events.fetch_all(
-                    chain, self.registry.address, kinds=[_events.Kind.ACQUIRED], resource_id=self._resource_id,
-                    token=token, from_block=start, to_block=end,
-                )  # fmt: skip
+                    chain,
+                    self.registry.address,
+                    kinds=[_events.Kind.ACQUIRED],
+                    resource_id=self._resource_id,
+                    token=token,
+                    from_block=start,
+                    to_block=end,
+                )
                 mine = [log for log in logs if log.holder == holder]
                 if mine:
                     block = mine[-1].block_number
@@ -354,7 +368,7 @@ class Election:
 
     def _observe(
         self, seconds: float | None, stop: threading.Event | None, ends: bool
-    ) -> Iterator[Leader | None | TermEnded]:
+    ) -> Iterator[Leader | TermEnded | None]:
         registry = self.registry
         timer = registry._wait_timer
         pace = _waiting.pace(registry.chain)
@@ -435,17 +449,28 @@ class _Observer:
         chain, registry, resource_id = self._chain, self._election.registry, self._election._resource_id
         start = min(term.block_number, head)
         acquired = [
-            log for log in _events.fetch_all(
-                chain, registry.address, kinds=[_events.Kind.ACQUIRED], resource_id=resource_id, token=term.token,
-                from_block=start, to_block=head,
-            ) if log.holder == term.holder
-        ]  # fmt: skip
+            log
+            for log in _events.fetch_all(
+                chain,
+                registry.address,
+                kinds=[_events.Kind.ACQUIRED],
+                resource_id=resource_id,
+                token=term.token,
+                from_block=start,
+                to_block=head,
+            )
+            if log.holder == term.holder
+        ]
         if not acquired:
             return End.ROLLED_BACK
         later = _events.fetch_all(
-            chain, registry.address, kinds=list(_KINDS), resource_id=resource_id, from_block=acquired[-1].block_number,
+            chain,
+            registry.address,
+            kinds=list(_KINDS),
+            resource_id=resource_id,
+            from_block=acquired[-1].block_number,
             to_block=head,
-        )  # fmt: skip
+        )
         for index, event in enumerate(later):
             if event.kind is _events.Kind.ACQUIRED and event.previous_token == term.token:
                 return endings.of_event("acquired", reason=AcquireReason(event.reason))
@@ -472,7 +497,7 @@ class _Observer:
         """``term`` ended as ``end`` (shown by ``block``): the TermEnded, and None if that empties the seat."""
         logger.info(
             "election=%s token=%d holder=%s ended: %s (block %s)", term.name, term.token, term.holder, end.value, block
-        )  # fmt: skip
+        )
         changes: list[Change] = [TermEnded(term, end, block)]
         self.current, self.wake_at = None, math.inf
         if _EMPTIES_THE_SEAT[end]:
@@ -511,16 +536,24 @@ class _Observer:
         if number == self.head and block_hash == self.head_hash:
             return self._judge_expiry()
         if number <= self.head or number - self.head > _waiting.MAX_LOG_GAP or not self._extends(block):
-            logger.debug("election=%s: the head moved from %d to %d off its chain; reading again", self._election.name,
-                         self.head, number)  # fmt: skip
+            logger.debug(
+                "election=%s: the head moved from %d to %d off its chain; reading again",
+                self._election.name,
+                self.head,
+                number,
+            )
             self.head, self.head_hash = number, block_hash
             return self._read(number)  # a reorganisation (or far behind): the state, not the history
         if number > self.head:
             first, self.head, self.head_hash = self.head + 1, number, block_hash
             events = _events.fetch_all(
-                self._chain, self._election.registry.address, kinds=_KINDS,
-                resource_id=self._election._resource_id, from_block=first, to_block=number,
-            )  # fmt: skip
+                self._chain,
+                self._election.registry.address,
+                kinds=_KINDS,
+                resource_id=self._election._resource_id,
+                from_block=first,
+                to_block=number,
+            )
             for index, event in enumerate(events):
                 changes += self._apply(event, events[index + 1] if index + 1 < len(events) else None)
             if self.current is not None and timestamp >= self.current.expires_at:
@@ -689,7 +722,7 @@ class Leadership:
 class Watch:
     """A background :meth:`Election.observe` calling a callback; see :meth:`Election.watch`."""
 
-    def __init__(self, election: Election, callback: Callable[[Leader | None | TermEnded], Any], *, ends: bool = False):
+    def __init__(self, election: Election, callback: Callable[[Leader | TermEnded | None], Any], *, ends: bool = False):
         self._election = election
         self._callback = callback
         self._ends = ends
@@ -704,7 +737,7 @@ class Watch:
                 if self._stop.is_set():
                     return
                 self._callback(leader)
-        except Exception as error:  # noqa: BLE001 - kept for stop() to raise
+        except Exception as error:
             logger.warning("watch of election=%s ended: %s: %s", self._election.name, type(error).__name__, error)
             self.error = error
 
@@ -785,6 +818,8 @@ _OBSERVED = {
 
 endings.declare("election.observe", __name__, _OBSERVED, watches=True)
 endings.declare(
-    "election.watch", __name__, {end: f"the callback gets what observe() yields: {text}" for end, text in _OBSERVED.items()},
+    "election.watch",
+    __name__,
+    {end: f"the callback gets what observe() yields: {text}" for end, text in _OBSERVED.items()},
     watches=True,
-)  # fmt: skip
+)

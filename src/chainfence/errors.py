@@ -370,7 +370,8 @@ class InvalidProgress(InvalidInput):
     def __init__(self, value: Any = None, *, why: str | None = None):
         self.value = value if isinstance(value, (int, str)) and not isinstance(value, bool) else repr(value)
         super().__init__(
-            why or "a progress marker is 1 to 32 bytes (not all zero), an int from 1 to 2**256 - 1, "
+            why
+            or "a progress marker is 1 to 32 bytes (not all zero), an int from 1 to 2**256 - 1, "
             f"or a str (hashed), got {type(value).__name__} {value!r:.80}"
         )
 
@@ -407,9 +408,13 @@ class InvalidPolicy(InvalidInput):
     change must name at least one field."""
 
     def __init__(
-        self, message: str | None = None, *, max_ttl: Any = None, lock_delay: Any = None,
+        self,
+        message: str | None = None,
+        *,
+        max_ttl: Any = None,
+        lock_delay: Any = None,
         registry_max_ttl: int | None = None,
-    ):  # fmt: skip
+    ):
         self.max_ttl = max_ttl
         self.lock_delay = lock_delay
         self.registry_max_ttl = registry_max_ttl
@@ -499,10 +504,7 @@ class LeaseHeld(LeaseError):
         super().__init__(resource=resource, resource_id=resource_id)
 
     def _message(self) -> str:
-        return (
-            f"{self._where()} is held by {self.holder} "
-            f"with token {self.token} until chain time {self.expires_at}"
-        )
+        return f"{self._where()} is held by {self.holder} with token {self.token} until chain time {self.expires_at}"
 
 
 @_contract_error("FencingRegistryNothingToClaim")
@@ -541,10 +543,7 @@ class NotHolder(LeaseError):
         super().__init__(resource=resource, resource_id=resource_id)
 
     def _message(self) -> str:
-        return (
-            f"{self.account} does not hold token {self.token} on "
-            f"{self._where()}: {self.holder} does"
-        )
+        return f"{self.account} does not hold token {self.token} on {self._where()}: {self.holder} does"
 
 
 @_contract_error("FencingRegistryNotAdmitted")
@@ -554,9 +553,14 @@ class NotAdmitted(LeaseError, PermissionError):
     that accepts only admitted holders."""
 
     def __init__(
-        self, *, holder: str, namespace: bytes | None = None, namespace_name: str | None = None,
-        resource: str | None = None, resource_id: bytes | None = None,
-    ):  # fmt: skip
+        self,
+        *,
+        holder: str,
+        namespace: bytes | None = None,
+        namespace_name: str | None = None,
+        resource: str | None = None,
+        resource_id: bytes | None = None,
+    ):
         self.holder = holder
         self.namespace = namespace
         self.namespace_name = namespace_name
@@ -589,15 +593,25 @@ class HolderNotAdmitted(NotAdmitted):
     status: ClassVar[int] = 403
 
     def __init__(
-        self, *, holder: str, token: int, admission: str, namespace: bytes | None = None,
-        namespace_name: str | None = None, resource: str | None = None, resource_id: bytes | None = None,
-    ):  # fmt: skip
+        self,
+        *,
+        holder: str,
+        token: int,
+        admission: str,
+        namespace: bytes | None = None,
+        namespace_name: str | None = None,
+        resource: str | None = None,
+        resource_id: bytes | None = None,
+    ):
         self.token = token
         self.admission = admission
         super().__init__(
-            holder=holder, namespace=namespace, namespace_name=namespace_name, resource=resource,
+            holder=holder,
+            namespace=namespace,
+            namespace_name=namespace_name,
+            resource=resource,
             resource_id=resource_id,
-        )  # fmt: skip
+        )
 
     def _message(self) -> str:
         if self.admission == "local":
@@ -670,10 +684,7 @@ class StaleToken(TokenNotCurrent):
     """
 
     def _message(self) -> str:
-        return (
-            f"token {self.token} for {self._where()} is stale: "
-            f"token {self.current_token} superseded it"
-        )
+        return f"token {self.token} for {self._where()} is stale: token {self.current_token} superseded it"
 
 
 @_contract_error("FencingRegistryUnknownToken")
@@ -681,10 +692,7 @@ class UnknownToken(TokenNotCurrent):
     """``token`` is 0 or above the resource's latest token: never issued for it (forged, or another resource's)."""
 
     def _message(self) -> str:
-        return (
-            f"token {self.token} was never issued for {self._where()} "
-            f"(its latest token is {self.current_token})"
-        )
+        return f"token {self.token} was never issued for {self._where()} (its latest token is {self.current_token})"
 
 
 @_contract_error("FencingRegistryLeaseExpired")
@@ -864,7 +872,9 @@ class InsufficientFunds(ChainError):
 class _TransactionOutcome(ChainError):
     """Base of the errors that describe a transaction in flight: its hashes and nonce."""
 
-    def __init__(self, message: str, *, tx_hashes: tuple[str, ...] = (), nonce: int | None = None, sender: str | None = None):
+    def __init__(
+        self, message: str, *, tx_hashes: tuple[str, ...] = (), nonce: int | None = None, sender: str | None = None
+    ):
         self.tx_hashes = tuple(tx_hashes)
         self.nonce = nonce
         self.sender = sender
@@ -951,9 +961,13 @@ class NotNamespaceAdmin(NamespaceError):
     administers it, which includes names without ``/``)."""
 
     def __init__(
-        self, message: str | None = None, *, namespace: bytes | None = None, account: str | None = None,
+        self,
+        message: str | None = None,
+        *,
+        namespace: bytes | None = None,
+        account: str | None = None,
         admin: str | None = None,
-    ):  # fmt: skip
+    ):
         super().__init__(message, namespace=namespace, account=account, admin=admin)
 
     def _message(self) -> str:
@@ -967,9 +981,13 @@ class NotPendingAdmin(NamespaceError):
     """``account`` may not accept the namespace: ``pending_admin`` (zero: no offer) may."""
 
     def __init__(
-        self, message: str | None = None, *, namespace: bytes | None = None, account: str | None = None,
+        self,
+        message: str | None = None,
+        *,
+        namespace: bytes | None = None,
+        account: str | None = None,
         pending_admin: str | None = None,
-    ):  # fmt: skip
+    ):
         super().__init__(message, namespace=namespace, account=account, pending_admin=pending_admin)
 
     def _message(self) -> str:
@@ -1012,9 +1030,15 @@ class ProviderUnavailable(NodeUnreachable):
     """
 
     def __init__(
-        self, message: str | None = None, *, provider: str | None = None, providers: tuple[str, ...] = (),
-        needed: int | None = None, answered: int | None = None, detail: str = "",
-    ):  # fmt: skip
+        self,
+        message: str | None = None,
+        *,
+        provider: str | None = None,
+        providers: tuple[str, ...] = (),
+        needed: int | None = None,
+        answered: int | None = None,
+        detail: str = "",
+    ):
         self.source = provider
         self.sources = tuple(providers) or ((provider,) if provider is not None else ())
         self.needed = needed
@@ -1023,8 +1047,7 @@ class ProviderUnavailable(NodeUnreachable):
         if message is None:
             if needed is not None:
                 message = (
-                    f"{answered} of the header providers answered, {needed} are needed; "
-                    f"down: {', '.join(self.sources)}"
+                    f"{answered} of the header providers answered, {needed} are needed; down: {', '.join(self.sources)}"
                 )
             else:
                 message = f"provider {provider} did not answer"
@@ -1040,9 +1063,13 @@ class ProofsNotServed(NotSupported):
     def __init__(self, message: str | None = None, *, provider: str | None = None, detail: str = ""):
         self.source = provider
         self.detail = detail
-        super().__init__(message or (
-            f"{provider} does not serve eth_getProof, which the proven mode needs" + (f": {detail}" if detail else "")
-        ))  # fmt: skip
+        super().__init__(
+            message
+            or (
+                f"{provider} does not serve eth_getProof, which the proven mode needs"
+                + (f": {detail}" if detail else "")
+            )
+        )
 
 
 class UnverifiedAnswer(ChainError):
@@ -1058,16 +1085,21 @@ class ProofInvalid(UnverifiedAnswer):
     ``reason`` says which check failed."""
 
     def __init__(
-        self, message: str | None = None, *, provider: str | None = None, block: int | None = None,
-        block_hash: str | None = None, reason: str = "",
-    ):  # fmt: skip
+        self,
+        message: str | None = None,
+        *,
+        provider: str | None = None,
+        block: int | None = None,
+        block_hash: str | None = None,
+        reason: str = "",
+    ):
         self.source = provider
         self.block = block
         self.block_hash = block_hash
         self.reason = reason
-        super().__init__(message or (
-            f"the proof {provider} served for block {block} ({block_hash}) does not verify: {reason}"
-        ))  # fmt: skip
+        super().__init__(
+            message or (f"the proof {provider} served for block {block} ({block_hash}) does not verify: {reason}")
+        )
 
 
 class HeaderInvalid(UnverifiedAnswer):
@@ -1075,8 +1107,13 @@ class HeaderInvalid(UnverifiedAnswer):
     (or not the block asked for). ``reason`` says which."""
 
     def __init__(
-        self, message: str | None = None, *, provider: str | None = None, block: int | None = None, reason: str = "",
-    ):  # fmt: skip
+        self,
+        message: str | None = None,
+        *,
+        provider: str | None = None,
+        block: int | None = None,
+        reason: str = "",
+    ):
         self.source = provider
         self.block = block
         self.reason = reason
@@ -1092,9 +1129,13 @@ class HeadersDisagree(UnverifiedAnswer):
     """
 
     def __init__(
-        self, message: str | None = None, *, block: int | None = None, needed: int | None = None,
+        self,
+        message: str | None = None,
+        *,
+        block: int | None = None,
+        needed: int | None = None,
         answers: dict[str, str] | None = None,
-    ):  # fmt: skip
+    ):
         self.block = block
         self.needed = needed
         self.answers = dict(answers or {})
@@ -1110,16 +1151,23 @@ class BlockNotVouched(UnverifiedAnswer):
     trusted head ``head``). A follower must not apply it."""
 
     def __init__(
-        self, message: str | None = None, *, block: int | None = None, block_hash: str | None = None,
-        vouched_hash: str | None = None, head: int | None = None,
-    ):  # fmt: skip
+        self,
+        message: str | None = None,
+        *,
+        block: int | None = None,
+        block_hash: str | None = None,
+        vouched_hash: str | None = None,
+        head: int | None = None,
+    ):
         self.block = block
         self.block_hash = block_hash
         self.vouched_hash = vouched_hash
         self.head = head
         if message is None:
             if vouched_hash is None:
-                message = f"block {block} ({block_hash}) is beyond the newest block the header source vouches for ({head})"
+                message = (
+                    f"block {block} ({block_hash}) is beyond the newest block the header source vouches for ({head})"
+                )
             else:
                 message = f"block {block} is {vouched_hash} by the header source, not {block_hash}"
         super().__init__(message)
@@ -1132,10 +1180,16 @@ class HeaderStale(UnverifiedAnswer):
     reported (number and timestamp), or why it reported none."""
 
     def __init__(
-        self, message: str | None = None, *, block: int | None = None, timestamp: int | None = None,
-        now: int | None = None, age: int | None = None, max_age: float | None = None,
+        self,
+        message: str | None = None,
+        *,
+        block: int | None = None,
+        timestamp: int | None = None,
+        now: int | None = None,
+        age: int | None = None,
+        max_age: float | None = None,
         heads: dict[str, str] | None = None,
-    ):  # fmt: skip
+    ):
         self.block = block
         self.timestamp = timestamp
         self.now = now
@@ -1160,8 +1214,10 @@ class ExtraNotInstalled(ChainfenceError, ImportError):
     """
 
     def __init__(self, extra: str, *, feature: str, missing: str | None = None):
-        super().__init__(f"{feature} needs the [{extra}] extra: pip install 'chainfence[{extra}]'"
-                         + (f" (no module {missing!r})" if missing else ""))  # fmt: skip
+        super().__init__(
+            f"{feature} needs the [{extra}] extra: pip install 'chainfence[{extra}]'"
+            + (f" (no module {missing!r})" if missing else "")
+        )
         self.extra = extra
         self.feature = feature
         self.missing = missing
@@ -1245,8 +1301,16 @@ class LeaseLost(ChainfenceError):
 
     #: Every ``why`` (``chainfence.endings.WHYS``; a test keeps the two equal).
     REASONS: ClassVar[tuple[str, ...]] = (
-        "expired", "released", "completed", "superseded", "revoked", "granted", "rolled_back", "deadline", "error",
-    )  # fmt: skip
+        "expired",
+        "released",
+        "completed",
+        "superseded",
+        "revoked",
+        "granted",
+        "rolled_back",
+        "deadline",
+        "error",
+    )
 
     def __init__(self, *, resource: str, token: int, why: str, detail: str = ""):
         self.resource = resource
@@ -1268,9 +1332,15 @@ class LeaseSetLost(LeaseLost):
     """
 
     def __init__(
-        self, *, resource: str, token: int, why: str, detail: str = "", ended: dict[str, str] | None = None,
+        self,
+        *,
+        resource: str,
+        token: int,
+        why: str,
+        detail: str = "",
+        ended: dict[str, str] | None = None,
         released: tuple[str, ...] = (),
-    ):  # fmt: skip
+    ):
         super().__init__(resource=resource, token=token, why=why, detail=detail)
         self.ended = dict(ended) if ended is not None else {resource: why}
         self.released = tuple(released)

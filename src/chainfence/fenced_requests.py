@@ -57,7 +57,7 @@ from eth_utils import keccak
 from . import _validate
 from .errors import InvalidAddress, InvalidInput, InvalidSignature, MalformedRequest
 
-__all__ = ["EIP712Domain", "FencedRequest", "HEADERS", "REQUEST_TYPE", "http_action"]
+__all__ = ["HEADERS", "REQUEST_TYPE", "EIP712Domain", "FencedRequest", "http_action"]
 
 _DOMAIN_TYPEHASH = keccak(text="EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")
 

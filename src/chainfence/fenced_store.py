@@ -20,8 +20,8 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import keccak, to_checksum_address
 
-from ._node import artifacts as _artifacts
 from . import _validate
+from ._node import artifacts as _artifacts
 from .errors import ContractNotFound, InvalidInput
 from .lease import Lease
 from .registry import Registry

@@ -69,8 +69,14 @@ from .errors import ChainfenceError, InvalidInput, LeaseLost
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "DEFAULT_BLOCK_TIME_MARGIN", "DEFAULT_LATENCY_MARGIN", "KeepAliveCore", "Keeper", "Step", "lease_clock", "loss_reason",
-]  # fmt: skip
+    "DEFAULT_BLOCK_TIME_MARGIN",
+    "DEFAULT_LATENCY_MARGIN",
+    "KeepAliveCore",
+    "Keeper",
+    "Step",
+    "lease_clock",
+    "loss_reason",
+]
 
 #: Seconds a block's timestamp may lag the send of its transaction, plus local clock drift over one ttl.
 DEFAULT_BLOCK_TIME_MARGIN = 2.0
@@ -79,9 +85,15 @@ DEFAULT_LATENCY_MARGIN = 1.0
 
 
 def _seconds(value: object, what: str, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
-        float("inf"),
-        float("-inf"),
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != value
+        or value
+        in (
+            float("inf"),
+            float("-inf"),
+        )
     ):
         raise InvalidInput(f"{what} must be a finite number of seconds, got {value!r}")
     if value < 0 or (positive and value == 0):
@@ -174,7 +186,12 @@ class KeepAliveCore:
     ):
         self.latency_margin = _seconds(latency_margin, "latency_margin")
         self.block_time_margin = _seconds(block_time_margin, "block_time_margin")
-        if isinstance(anchor, bool) or not isinstance(anchor, (int, float)) or anchor != anchor or abs(anchor) == float("inf"):
+        if (
+            isinstance(anchor, bool)
+            or not isinstance(anchor, (int, float))
+            or anchor != anchor
+            or abs(anchor) == float("inf")
+        ):
             raise InvalidInput(f"anchor must be a finite clock reading, got {anchor!r}")
         self._interval_given = interval
         self._retry_given = retry_delay
@@ -262,8 +279,10 @@ class KeepAliveCore:
         late = now - self.due
         if late > self._tolerance():
             return [
-                f"renewal sent {late:.3f} s after it was due ({self.deadline - now:.3f} s before the safe "
-                "deadline): the renewer woke late (CPU starvation?)"
+                (
+                    f"renewal sent {late:.3f} s after it was due ({self.deadline - now:.3f} s before the safe "
+                    "deadline): the renewer woke late (CPU starvation?)"
+                )
             ]
         return []
 
@@ -341,8 +360,10 @@ class KeepAliveCore:
         due = flight.due
         if due is not None and now - due > (old_deadline - due) / 2:
             return [
-                f"renewal confirmed {now - due:.3f} s after it was due, {old_deadline - now:.3f} s before the "
-                f"safe deadline (it took {now - flight.sent:.3f} s): more than half the safety window"
+                (
+                    f"renewal confirmed {now - due:.3f} s after it was due, {old_deadline - now:.3f} s before the "
+                    f"safe deadline (it took {now - flight.sent:.3f} s): more than half the safety window"
+                )
             ]
         return []
 
@@ -410,8 +431,11 @@ class Keeper:
     def start(self) -> None:
         logger.info(
             "keep-alive started resource=%s token=%s deadline_in=%.3f interval=%.3f",
-            self.lease._kept_name, self.lease._kept_token, self.core.deadline - self.clock(), self.core.interval,
-        )  # fmt: skip
+            self.lease._kept_name,
+            self.lease._kept_token,
+            self.core.deadline - self.clock(),
+            self.core.interval,
+        )
         self._thread.start()
 
     def wake(self) -> None:
@@ -453,7 +477,9 @@ class Keeper:
                     if self.core.deadline <= self.clock():
                         break
                 worker.join(0.02)
-        logger.info("keep-alive stopped resource=%s token=%s lost=%s", self.lease._kept_name, self.lease._kept_token, why)
+        logger.info(
+            "keep-alive stopped resource=%s token=%s lost=%s", self.lease._kept_name, self.lease._kept_token, why
+        )
         return self._lost_error(why) if why is not None else None
 
     def _stop_core(self) -> str | None:
@@ -534,9 +560,11 @@ class Keeper:
                     for warning in self.core.renewal_started(now):
                         self._warn(warning)
                     self._worker = threading.Thread(
-                        target=self._renew, args=(self.core.renewal_ttl,),
-                        name=f"chainfence-renew-{self.lease._kept_name}", daemon=True,
-                    )  # fmt: skip
+                        target=self._renew,
+                        args=(self.core.renewal_ttl,),
+                        name=f"chainfence-renew-{self.lease._kept_name}",
+                        daemon=True,
+                    )
                     self._worker.start()
                     continue
             if step.action == "lost":
@@ -547,7 +575,7 @@ class Keeper:
         sent = lease_clock()
         try:
             expires_at = self.lease._kept_renew(ttl)
-        except BaseException as error:  # noqa: BLE001 - every outcome is reported to the core
+        except BaseException as error:
             why, member = loss_reason(error), None
             if why is not None and isinstance(error, Exception):
                 member = self.lease._kept_member_of(error)
@@ -585,8 +613,11 @@ class Keeper:
         if why is None:
             logger.info(
                 "renewal failed, retrying until the deadline resource=%s token=%s: %s: %s",
-                self.lease._kept_name, self.lease._kept_token, type(error).__name__, error,
-            )  # fmt: skip
+                self.lease._kept_name,
+                self.lease._kept_token,
+                type(error).__name__,
+                error,
+            )
 
     def _renewal_confirmed(self, expires_at: int, sent: float, ttl: float) -> None:
         with self._cond:
@@ -602,9 +633,7 @@ class Keeper:
             self._warn(warning)
 
     def _warn(self, message: str) -> None:
-        logger.warning(
-            "late renewal resource=%s token=%s: %s", self.lease._kept_name, self.lease._kept_token, message
-        )
+        logger.warning("late renewal resource=%s token=%s: %s", self.lease._kept_name, self.lease._kept_token, message)
 
     def _lost_error(self, why: str) -> LeaseLost:
         if self.error is None or self.error.why != why:
@@ -619,9 +648,7 @@ class Keeper:
     def _report_lost(self, why: str) -> None:
         error = self._lost_error(why)
         self.lease._kept_lost(error, self._member)
-        logger.warning(
-            "lost resource=%s token=%s why=%s: stopping the work", error.resource, error.token, why
-        )
+        logger.warning("lost resource=%s token=%s why=%s: stopping the work", error.resource, error.token, why)
         if self.on_lost is not None:
             try:
                 self.on_lost(error)

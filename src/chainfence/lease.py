@@ -353,20 +353,37 @@ class Lease:
         """
         clock = _keepalive.lease_clock if clock is None else clock
         core = self._keep_core(
-            on_lost=on_lost, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin,
-            clock=clock, since=since,
-        )  # fmt: skip
+            on_lost=on_lost,
+            interval=interval,
+            latency_margin=latency_margin,
+            block_time_margin=block_time_margin,
+            clock=clock,
+            since=since,
+        )
         return _Keeping(self, Keeper(self, core, clock=clock, on_lost=on_lost))
 
     def _keep_core(
-        self, *, on_lost: Any, interval: float | None, latency_margin: float, block_time_margin: float,
-        clock: Any, since: float | None,
-    ) -> KeepAliveCore:  # fmt: skip
+        self,
+        *,
+        on_lost: Any,
+        interval: float | None,
+        latency_margin: float,
+        block_time_margin: float,
+        clock: Any,
+        since: float | None,
+    ) -> KeepAliveCore:
         """The keep-alive's core for :meth:`keep` (and the asyncio runner's), its arguments checked."""
         return _keep_core(
-            f"token {self.token} on {self.resource!r}", self.ttl, self._sent_at, on_lost=on_lost, interval=interval,
-            latency_margin=latency_margin, block_time_margin=block_time_margin, clock=clock, since=since,
-        )  # fmt: skip
+            f"token {self.token} on {self.resource!r}",
+            self.ttl,
+            self._sent_at,
+            on_lost=on_lost,
+            interval=interval,
+            latency_margin=latency_margin,
+            block_time_margin=block_time_margin,
+            clock=clock,
+            since=since,
+        )
 
     @property
     def keeper(self) -> Keeper | None:
@@ -402,7 +419,9 @@ class Lease:
             why = End.RELEASED if self.released else End.COMPLETED
             raise LeaseLost(resource=self.resource, token=self.token, why=why.value, detail=f"{why} by this process")
         if self.safe_remaining() <= 0:
-            detail = "the acquisition's send time is unknown" if self._sent_at is None else "past the local safe deadline"
+            detail = (
+                "the acquisition's send time is unknown" if self._sent_at is None else "past the local safe deadline"
+            )
             raise LeaseLost(resource=self.resource, token=self.token, why="deadline", detail=detail)
 
     def is_current(self) -> bool:
@@ -471,19 +490,27 @@ class Lease:
 
     def __repr__(self) -> str:
         state = (
-            " released" if self.released else " completed" if self.completed
+            " released"
+            if self.released
+            else " completed"
+            if self.completed
             else (f" lost({self._lost.why})" if self._lost is not None else "")
-        )  # fmt: skip
-        return (
-            f"<Lease {self.resource!r} token={self.token} holder={self.holder} "
-            f"expires_at={self.expires_at}{state}>"
         )
+        return f"<Lease {self.resource!r} token={self.token} holder={self.holder} expires_at={self.expires_at}{state}>"
 
 
 def _keep_core(
-    what: str, ttl: Any, sent_at: float | None, *, on_lost: Any, interval: float | None, latency_margin: float,
-    block_time_margin: float, clock: Any, since: float | None,
-) -> KeepAliveCore:  # fmt: skip
+    what: str,
+    ttl: Any,
+    sent_at: float | None,
+    *,
+    on_lost: Any,
+    interval: float | None,
+    latency_margin: float,
+    block_time_margin: float,
+    clock: Any,
+    since: float | None,
+) -> KeepAliveCore:
     """A keep-alive's core for a lease or a set sent at ``sent_at`` (lease clock), its arguments checked."""
     if on_lost is not None and not callable(on_lost):
         raise InvalidInput(f"on_lost must be callable, got {on_lost!r}")
@@ -497,7 +524,9 @@ def _keep_core(
             )
         lease_clock = _keepalive.lease_clock
         since = sent_at if clock is lease_clock else clock() - (lease_clock() - sent_at)
-    return KeepAliveCore(ttl, since, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin)
+    return KeepAliveCore(
+        ttl, since, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin
+    )
 
 
 class _Keeping:
@@ -648,8 +677,12 @@ class LeaseSet:
             if lease.resource in released:
                 lease.released = True
         for lease, end in ended.items():
-            lease._lost = LeaseLost(resource=lease.resource, token=lease.token, why=end.value,
-                                    detail=f"found {end} when the set was released")  # fmt: skip
+            lease._lost = LeaseLost(
+                resource=lease.resource,
+                token=lease.token,
+                why=end.value,
+                detail=f"found {end} when the set was released",
+            )
         self.released = True
         if not ended:
             if keeper is not None:
@@ -657,11 +690,16 @@ class LeaseSet:
             return
         first, end = next(iter(ended.items()))
         lost = LeaseSetLost(
-            resource=first.resource, token=first.token, why=end.value,
-            detail="the set's members " + ", ".join(f"{lease.resource!r} ({why})" for lease, why in ended.items())
-            + " had ended; " + (f"released the others: {sorted(released)}" if released else "none was left to release"),
-            ended={lease.resource: why.value for lease, why in ended.items()}, released=tuple(released),
-        )  # fmt: skip
+            resource=first.resource,
+            token=first.token,
+            why=end.value,
+            detail="the set's members "
+            + ", ".join(f"{lease.resource!r} ({why})" for lease, why in ended.items())
+            + " had ended; "
+            + (f"released the others: {sorted(released)}" if released else "none was left to release"),
+            ended={lease.resource: why.value for lease, why in ended.items()},
+            released=tuple(released),
+        )
         self._lost = lost
         if keeper is not None:
             keeper.holder_closed(End.RELEASED.value)
@@ -693,10 +731,16 @@ class LeaseSet:
         clock = _keepalive.lease_clock if clock is None else clock
         sent = [lease._sent_at for lease in self.leases]
         core = _keep_core(
-            f"the set {self.resources}", self.leases[0].ttl, None if None in sent else min(sent),  # type: ignore[type-var]
-            on_lost=on_lost, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin,
-            clock=clock, since=since,
-        )  # fmt: skip
+            f"the set {self.resources}",
+            self.leases[0].ttl,
+            None if None in sent else min(sent),  # type: ignore[type-var]
+            on_lost=on_lost,
+            interval=interval,
+            latency_margin=latency_margin,
+            block_time_margin=block_time_margin,
+            clock=clock,
+            since=since,
+        )
         return _Keeping(self, Keeper(self, core, clock=clock, on_lost=on_lost))
 
     @property
@@ -756,16 +800,27 @@ class LeaseSet:
         self, why: str, detail: str, cause: BaseException | None, member: Any, *, like: LeaseLost | None = None
     ) -> LeaseSetLost:
         if like is not None and isinstance(like, LeaseSetLost):
-            error = LeaseSetLost(resource=like.resource, token=like.token, why=why, detail=detail, ended=like.ended,
-                                 released=like.released)  # fmt: skip
+            error = LeaseSetLost(
+                resource=like.resource,
+                token=like.token,
+                why=why,
+                detail=detail,
+                ended=like.ended,
+                released=like.released,
+            )
         elif member is not None:
-            error = LeaseSetLost(resource=member.resource, token=member.token, why=why, detail=detail,
-                                 ended={member.resource: why})  # fmt: skip
+            error = LeaseSetLost(
+                resource=member.resource, token=member.token, why=why, detail=detail, ended={member.resource: why}
+            )
         else:
             first = self.leases[0]
-            error = LeaseSetLost(resource=first.resource, token=first.token, why=why,
-                                 detail=f"the set {self.resources}: {detail}" if detail else f"the set {self.resources}",
-                                 ended={lease.resource: why for lease in self.leases})  # fmt: skip
+            error = LeaseSetLost(
+                resource=first.resource,
+                token=first.token,
+                why=why,
+                detail=f"the set {self.resources}: {detail}" if detail else f"the set {self.resources}",
+                ended={lease.resource: why for lease in self.leases},
+            )
         error.__cause__ = cause
         return error
 

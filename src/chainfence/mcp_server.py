@@ -150,27 +150,32 @@ PlainResource = Annotated[str, Field(description=_NAME, min_length=1, max_length
 Token = Annotated[
     int,
     Field(
-        strict=True, ge=1, le=_validate.MAX_TOKEN,
+        strict=True,
+        ge=1,
+        le=_validate.MAX_TOKEN,
         description="The fencing token the lease was acquired (or claimed) with, as acquire or claim returned it.",
     ),
-]  # fmt: skip
+]
 Ttl = Annotated[
     int,
     Field(
-        strict=True, ge=1, le=2**32 - 1,
+        strict=True,
+        ge=1,
+        le=2**32 - 1,
         description="Lease length in seconds of chain time (at most the registry's max_ttl, see status). "
         "Choose more than your longest step between two calls of renew.",
     ),
-]  # fmt: skip
+]
 Workset = Annotated[
     str | None,
     Field(
         description="Only for a claimed work item given by its item name alone: the workset it was claimed "
         "from (`resource` is then the item). Leave it out when `resource` is the workset\u00bbitem name claim "
         "returned.",
-        min_length=1, max_length=_validate.MAX_NAME_LENGTH,
+        min_length=1,
+        max_length=_validate.MAX_NAME_LENGTH,
     ),
-]  # fmt: skip
+]
 
 #: Schema fields -> the chainfence error a bad value of that field is.
 _FIELD_ERRORS: dict[str, type[InvalidInput]] = {
@@ -193,8 +198,9 @@ _FIELD_ERRORS: dict[str, type[InvalidInput]] = {
 class LeaseResult(BaseModel):
     """A lease this server's account holds: what acquire and claim return."""
 
-    resource: str = Field(description="The resource, as to pass back to renew, release and complete "
-                          "(a claimed item: workset\u00bbitem).")
+    resource: str = Field(
+        description="The resource, as to pass back to renew, release and complete (a claimed item: workset\u00bbitem)."
+    )
     token: int = Field(description="The fencing token. " + _TOKEN_NOTE)
     holder: str = Field(description="The account holding the lease: this server's account.")
     expires_at: int = Field(description="Chain time (Unix seconds) the lease ends unless renewed.")
@@ -246,10 +252,13 @@ class VerifyResult(BaseModel):
     )
     message: str | None = Field(default=None, description="The reason in words.")
     current_token: int | None = Field(default=None, description="The resource's latest token, when known.")
-    ended: str | None = Field(default=None, description=(
-        "How the token's lease ended: expired, released, completed, superseded, revoked, granted or rolled_back "
-        "(null: current, or a token never issued for the resource)."
-    ))
+    ended: str | None = Field(
+        default=None,
+        description=(
+            "How the token's lease ended: expired, released, completed, superseded, revoked, granted or rolled_back "
+            "(null: current, or a token never issued for the resource)."
+        ),
+    )
 
 
 class ResourceState(BaseModel):
@@ -263,9 +272,10 @@ class ResourceState(BaseModel):
     expires_in: int | None = Field(description="Seconds of chain time left, for a live lease.")
     held_by_you: bool = Field(description="True when the live lease is this server's account's.")
     no_block_since: bool = Field(description="Expired by chain time although no block was mined since.")
-    ended: str | None = Field(default=None, description=(
-        "How the latest lease ended: expired, released, completed or revoked (null: live or never held)."
-    ))
+    ended: str | None = Field(
+        default=None,
+        description=("How the latest lease ended: expired, released, completed or revoked (null: live or never held)."),
+    )
 
 
 class StatusResult(BaseModel):
@@ -330,9 +340,9 @@ class _Server(MCPServer):
 
 
 def _invalid_arguments(tool: str, problem: ValidationError) -> InvalidInput:
-    fields = []
-    for error in problem.errors():
-        fields.append({"field": ".".join(str(part) for part in error["loc"]), "problem": error["msg"]})
+    fields = [
+        {"field": ".".join(str(part) for part in error["loc"]), "problem": error["msg"]} for error in problem.errors()
+    ]
     first = str(problem.errors()[0]["loc"][0]) if problem.errors() else ""
     cls = _FIELD_ERRORS.get(first, InvalidInput)
     summary = "; ".join(f"{f['field']}: {f['problem']}" for f in fields)
@@ -435,11 +445,19 @@ class _Session:
 
 def _lease_result(lease: Any, now: int) -> LeaseResult:
     return LeaseResult(
-        resource=lease.resource, token=lease.token, holder=lease.holder, expires_at=lease.expires_at,
-        expires_in=max(0, lease.expires_at - now), ttl=lease.ttl, reason=lease.reason.name.lower(),
-        previous_token=lease.previous_token, tx_hash=lease.tx_hash, block_number=lease.block_number,
-        workset=lease.workset, item=lease.item,
-    )  # fmt: skip
+        resource=lease.resource,
+        token=lease.token,
+        holder=lease.holder,
+        expires_at=lease.expires_at,
+        expires_in=max(0, lease.expires_at - now),
+        ttl=lease.ttl,
+        reason=lease.reason.name.lower(),
+        previous_token=lease.previous_token,
+        tx_hash=lease.tx_hash,
+        block_number=lease.block_number,
+        workset=lease.workset,
+        item=lease.item,
+    )
 
 
 def _progress(value: int | str | None) -> bytes | int | str | None:
@@ -473,55 +491,83 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-    @server.tool(name="acquire", annotations=writes, description=(
-        "Acquire the lease on a named resource before working on it, so that no other agent works on it at the "
-        "same time. Returns the lease: its fencing token, holder (you), and expiry (chain time). " + _TOKEN_NOTE +
-        " If another agent holds the resource, this fails with LeaseHeld (holder, token, expires_at): try "
-        "again later, or pass `wait` to wait up to that many seconds for it to become free. Acquiring a "
-        "resource you already hold gives you a new token and fences off the old one. If this call is "
-        "cancelled or times out, the acquisition may still have happened: call status to see."
-    ))  # fmt: skip
+    @server.tool(
+        name="acquire",
+        annotations=writes,
+        description=(
+            "Acquire the lease on a named resource before working on it, so that no other agent works on it at the "
+            "same time. Returns the lease: its fencing token, holder (you), and expiry (chain time). "
+            + _TOKEN_NOTE
+            + " If another agent holds the resource, this fails with LeaseHeld (holder, token, expires_at): try "
+            "again later, or pass `wait` to wait up to that many seconds for it to become free. Acquiring a "
+            "resource you already hold gives you a new token and fences off the old one. If this call is "
+            "cancelled or times out, the acquisition may still have happened: call status to see."
+        ),
+    )
     @_reported
     def acquire(
         resource: PlainResource,
         ttl: Ttl,
-        wait: Annotated[float, Field(strict=True, ge=0, le=MAX_WAIT, description=(
-            "Seconds to wait for the resource while another agent holds it (0: do not wait, fail at once "
-            f"with LeaseHeld). At most {MAX_WAIT}; keep it under your client's tool-call timeout."
-        ))] = 0,  # fmt: skip
+        wait: Annotated[
+            float,
+            Field(
+                strict=True,
+                ge=0,
+                le=MAX_WAIT,
+                description=(
+                    "Seconds to wait for the resource while another agent holds it (0: do not wait, fail at once "
+                    f"with LeaseHeld). At most {MAX_WAIT}; keep it under your client's tool-call timeout."
+                ),
+            ),
+        ] = 0,
     ) -> LeaseResult:
         session.sender()
         lease = registry.acquire(resource, ttl, wait=wait or None)
         return _lease_result(lease, chain.now())
 
-    @server.tool(name="renew", annotations=writes, description=(
-        "Extend a lease you hold to now + ttl, keeping the same token. Call it before expires_in runs out, "
-        "with a progress marker (a counter or a short text of where the work stands) so that a watchdog can "
-        "tell working from stuck. Fails with StaleToken, LeaseExpired or LeaseReleased when the token is no "
-        "longer current: then stop writing with it (acquire again, and redo the work the new token covers)."
-    ))  # fmt: skip
+    @server.tool(
+        name="renew",
+        annotations=writes,
+        description=(
+            "Extend a lease you hold to now + ttl, keeping the same token. Call it before expires_in runs out, "
+            "with a progress marker (a counter or a short text of where the work stands) so that a watchdog can "
+            "tell working from stuck. Fails with StaleToken, LeaseExpired or LeaseReleased when the token is no "
+            "longer current: then stop writing with it (acquire again, and redo the work the new token covers)."
+        ),
+    )
     @_reported
     def renew(
         resource: Resource,
         token: Token,
         ttl: Ttl,
-        progress: Annotated[Annotated[int, Field(strict=True)] | str | None, Field(description=(
-            "Optional progress marker recorded with the renewal: an integer counter (1 or more), 0x-hex "
-            "(1 to 32 bytes), or any text (its keccak256 is recorded). The same marker renewal after renewal "
-            "reads as stuck."
-        ))] = None,  # fmt: skip
+        progress: Annotated[
+            Annotated[int, Field(strict=True)] | str | None,
+            Field(
+                description=(
+                    "Optional progress marker recorded with the renewal: an integer counter (1 or more), 0x-hex "
+                    "(1 to 32 bytes), or any text (its keccak256 is recorded). The same marker renewal after renewal "
+                    "reads as stuck."
+                )
+            ),
+        ] = None,
         workset: Workset = None,
     ) -> RenewResult:
         session.sender()
         marker = _progress(progress)
         name = _name(resource, workset)
         expires_at = _lease_op(registry, name, token, lambda: registry.renew(name, token, ttl, progress=marker))
-        return RenewResult(resource=name, token=token, expires_at=expires_at, expires_in=max(0, expires_at - chain.now()))
+        return RenewResult(
+            resource=name, token=token, expires_at=expires_at, expires_in=max(0, expires_at - chain.now())
+        )
 
-    @server.tool(name="release", annotations=writes, description=(
-        "End a lease you hold, so that another agent can take the resource at once. Only this token's lease "
-        "ends: an old token never frees a newer lease. After releasing, make no more writes with the token."
-    ))  # fmt: skip
+    @server.tool(
+        name="release",
+        annotations=writes,
+        description=(
+            "End a lease you hold, so that another agent can take the resource at once. Only this token's lease "
+            "ends: an old token never frees a newer lease. After releasing, make no more writes with the token."
+        ),
+    )
     @_reported
     def release(resource: Resource, token: Token, workset: Workset = None) -> ReleaseResult:
         session.sender()
@@ -529,18 +575,28 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         _lease_op(registry, name, token, lambda: registry.release(name, token))
         return ReleaseResult(resource=name, token=token, released=True)
 
-    @server.tool(name="complete", annotations=writes, description=(
-        "Record the result of the work done under a lease you hold and end the lease. For an item from "
-        "claim, this marks the item done for good: no claim hands it out again. Refused (StaleToken, "
-        "LeaseExpired, ...) if the token is no longer current: then the result is not recorded."
-    ))  # fmt: skip
+    @server.tool(
+        name="complete",
+        annotations=writes,
+        description=(
+            "Record the result of the work done under a lease you hold and end the lease. For an item from "
+            "claim, this marks the item done for good: no claim hands it out again. Refused (StaleToken, "
+            "LeaseExpired, ...) if the token is no longer current: then the result is not recorded."
+        ),
+    )
     @_reported
     def complete(
         resource: Resource,
         token: Token,
-        result: Annotated[str, Field(max_length=100_000, description=(
-            "The result as text (a summary, a commit id, a file's hash): its keccak256 is recorded on-chain."
-        ))] = "",  # fmt: skip
+        result: Annotated[
+            str,
+            Field(
+                max_length=100_000,
+                description=(
+                    "The result as text (a summary, a commit id, a file's hash): its keccak256 is recorded on-chain."
+                ),
+            ),
+        ] = "",
         workset: Workset = None,
     ) -> CompleteResult:
         session.sender()
@@ -548,27 +604,42 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         try:
             data = result.encode("utf-8")
         except UnicodeEncodeError:
-            raise InvalidInput("complete: result is not valid UTF-8 text (a lone surrogate?); nothing was sent") from None
+            raise InvalidInput(
+                "complete: result is not valid UTF-8 text (a lone surrogate?); nothing was sent"
+            ) from None
         digest = _lease_op(registry, name, token, lambda: registry.complete(name, token, data))
         return CompleteResult(resource=name, token=token, result_digest="0x" + digest.hex(), done=True)
 
-    @server.tool(name="claim", annotations=writes, description=(
-        "Take the next item of a shared list of work (a workset) that no agent holds or has finished, in one "
-        "step: for splitting work between agents. Returns the item and its lease (" + _TOKEN_NOTE + ") or "
-        "claimed=false when nothing is left. Finish the item with complete (resource and token as returned); "
-        "renew it like any lease. An item you already hold comes back to you under a new token. An item whose "
-        "claimant stopped renewing is free again once its lease expires."
-    ))  # fmt: skip
+    @server.tool(
+        name="claim",
+        annotations=writes,
+        description=(
+            "Take the next item of a shared list of work (a workset) that no agent holds or has finished, in one "
+            "step: for splitting work between agents. Returns the item and its lease (" + _TOKEN_NOTE + ") or "
+            "claimed=false when nothing is left. Finish the item with complete (resource and token as returned); "
+            "renew it like any lease. An item you already hold comes back to you under a new token. An item whose "
+            "claimant stopped renewing is free again once its lease expires."
+        ),
+    )
     @_reported
     def claim(
-        workset: Annotated[str, Field(min_length=1, max_length=_validate.MAX_NAME_LENGTH, description=(
-            "The name of the set of work shared by the agents, e.g. 'migrate/tables'. " + _NAME
-        ))],  # fmt: skip
-        items: Annotated[list[Annotated[str, Field(min_length=1, max_length=_validate.MAX_NAME_LENGTH)]], Field(
-            min_length=1, max_length=MAX_CLAIM_ITEMS,
-            description=f"All the items of the workset (1 to {MAX_CLAIM_ITEMS} distinct names), in the order to "
-            "hand them out; every agent passes the same list.",
-        )],  # fmt: skip
+        workset: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=_validate.MAX_NAME_LENGTH,
+                description=("The name of the set of work shared by the agents, e.g. 'migrate/tables'. " + _NAME),
+            ),
+        ],
+        items: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=_validate.MAX_NAME_LENGTH)]],
+            Field(
+                min_length=1,
+                max_length=MAX_CLAIM_ITEMS,
+                description=f"All the items of the workset (1 to {MAX_CLAIM_ITEMS} distinct names), in the order to "
+                "hand them out; every agent passes the same list.",
+            ),
+        ],
         ttl: Ttl,
     ) -> ClaimResult:
         session.sender()
@@ -577,11 +648,15 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
             return ClaimResult(claimed=False, workset=workset, item=None, lease=None)
         return ClaimResult(claimed=True, workset=workset, item=lease.item, lease=_lease_result(lease, chain.now()))
 
-    @server.tool(name="verify", annotations=reads, description=(
-        "Check whether a fencing token is still the current one of its resource (its lease live, not "
-        "superseded, expired or released). Use it before an irreversible step, or to check a token another "
-        "agent handed you. current=false comes with the reason; it is an answer, not an error. Reads only."
-    ))  # fmt: skip
+    @server.tool(
+        name="verify",
+        annotations=reads,
+        description=(
+            "Check whether a fencing token is still the current one of its resource (its lease live, not "
+            "superseded, expired or released). Use it before an irreversible step, or to check a token another "
+            "agent handed you. current=false comes with the reason; it is an answer, not an error. Reads only."
+        ),
+    )
     @_reported
     def verify(resource: Resource, token: Token, workset: Workset = None) -> VerifyResult:
         name = _name(resource, workset)
@@ -590,27 +665,41 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         except errors.TokenNotCurrent as no:
             ended = _ended(registry, name, token, no)
             return VerifyResult(
-                resource=name, token=token, current=False, reason=type(no).__name__, message=str(no),
-                current_token=getattr(no, "current_token", None), ended=ended.value if ended else None,
-            )  # fmt: skip
+                resource=name,
+                token=token,
+                current=False,
+                reason=type(no).__name__,
+                message=str(no),
+                current_token=getattr(no, "current_token", None),
+                ended=ended.value if ended else None,
+            )
         except ChainRolledBack as no:
             raise _LeaseEnded(no, End.ROLLED_BACK) from no
         return VerifyResult(resource=name, token=token, current=True, holder=info.holder, expires_at=info.expires_at)
 
-    @server.tool(name="status", annotations=reads, description=(
-        "Show who holds each of the named resources (status, token, holder, expiry, whether it is yours), "
-        "the chain's time, this server's account and the registry's limits (max_ttl). With no resources, "
-        "only the registry. Reads only."
-    ))  # fmt: skip
+    @server.tool(
+        name="status",
+        annotations=reads,
+        description=(
+            "Show who holds each of the named resources (status, token, holder, expiry, whether it is yours), "
+            "the chain's time, this server's account and the registry's limits (max_ttl). With no resources, "
+            "only the registry. Reads only."
+        ),
+    )
     @_reported
     def status(
-        resources: Annotated[list[Resource], Field(
-            max_length=MAX_STATUS_RESOURCES, description=f"Resource names (0 to {MAX_STATUS_RESOURCES})."
-        )] = [],  # noqa: B006 - pydantic copies defaults
-        workset: Annotated[str | None, Field(
-            description="The names are work items of this workset (leave out for workset\u00bbitem names).",
-            min_length=1, max_length=_validate.MAX_NAME_LENGTH,
-        )] = None,  # fmt: skip
+        resources: Annotated[
+            list[Resource],
+            Field(max_length=MAX_STATUS_RESOURCES, description=f"Resource names (0 to {MAX_STATUS_RESOURCES})."),
+        ] = [],  # noqa: B006 - pydantic copies defaults
+        workset: Annotated[
+            str | None,
+            Field(
+                description="The names are work items of this workset (leave out for workset\u00bbitem names).",
+                min_length=1,
+                max_length=_validate.MAX_NAME_LENGTH,
+            ),
+        ] = None,
     ) -> StatusResult:
         names = [_name(resource, workset) for resource in resources]  # every name checked before any read
         now = chain.now()
@@ -619,59 +708,91 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
             last = registry.last_lease(resource)
             live = last is not None and last.live
             ended = endings.of_status(last.status) if last is not None else None
-            states.append(ResourceState(
-                resource=resource, ended=ended.value if ended else None,
-                status="unheld" if last is None else last.status.name.lower(),
-                token=last.token if last else 0,
-                holder=last.holder if last else None,
-                expires_at=last.expires_at if last else 0,
-                expires_in=max(0, last.expires_at - now) if live else None,
-                held_by_you=bool(live and last.holder == registry.sender),
-                no_block_since=bool(last and last.expired_unmined),
-            ))  # fmt: skip
+            states.append(
+                ResourceState(
+                    resource=resource,
+                    ended=ended.value if ended else None,
+                    status="unheld" if last is None else last.status.name.lower(),
+                    token=last.token if last else 0,
+                    holder=last.holder if last else None,
+                    expires_at=last.expires_at if last else 0,
+                    expires_in=max(0, last.expires_at - now) if live else None,
+                    held_by_you=bool(live and last.holder == registry.sender),
+                    no_block_since=bool(last and last.expired_unmined),
+                )
+            )
         return StatusResult(
-            registry=registry.address, chain_id=chain.chain_id, chain_time=now, account=registry.sender,
-            max_ttl=registry.max_ttl, latest_token=registry.latest_token(), resources=states,
-        )  # fmt: skip
+            registry=registry.address,
+            chain_id=chain.chain_id,
+            chain_time=now,
+            account=registry.sender,
+            max_ttl=registry.max_ttl,
+            latest_token=registry.latest_token(),
+            resources=states,
+        )
 
-    @server.tool(name="history", annotations=reads, description=(
-        "The lease history of a resource, from the registry's events: who acquired it with which token and "
-        "why (unheld, released, expired, reacquired), renewals with their progress markers, releases and "
-        "completions, with chain times. Use it to see what happened before you took over. Reads only."
-    ))  # fmt: skip
+    @server.tool(
+        name="history",
+        annotations=reads,
+        description=(
+            "The lease history of a resource, from the registry's events: who acquired it with which token and "
+            "why (unheld, released, expired, reacquired), renewals with their progress markers, releases and "
+            "completions, with chain times. Use it to see what happened before you took over. Reads only."
+        ),
+    )
     @_reported
     def history(
         resource: Resource,
-        limit: Annotated[int, Field(strict=True, ge=1, le=MAX_HISTORY, description=(
-            f"How many of the latest events to return (1 to {MAX_HISTORY})."
-        ))] = 50,  # fmt: skip
+        limit: Annotated[
+            int,
+            Field(
+                strict=True,
+                ge=1,
+                le=MAX_HISTORY,
+                description=(f"How many of the latest events to return (1 to {MAX_HISTORY})."),
+            ),
+        ] = 50,
         workset: Workset = None,
     ) -> HistoryResult:
         resource = _name(resource, workset)
         events = registry.history(resource)
         shown = [
             HistoryEvent(
-                kind=event.kind.value, token=event.token, holder=event.holder, expires_at=event.expires_at,
+                kind=event.kind.value,
+                token=event.token,
+                holder=event.holder,
+                expires_at=event.expires_at,
                 reason=event.reason.name.lower() if event.reason is not None else None,
                 previous_token=event.previous_token,
                 progress="0x" + event.progress.hex() if event.progress else None,
                 result_digest="0x" + event.result_digest.hex() if event.result_digest else None,
-                block_number=event.block_number, block_timestamp=event.block_timestamp, tx_hash=event.tx_hash,
+                block_number=event.block_number,
+                block_timestamp=event.block_timestamp,
+                tx_hash=event.tx_hash,
             )
             for event in events[-limit:]
-        ]  # fmt: skip
+        ]
         return HistoryResult(resource=resource, total=len(events), events=shown)
 
-    @server.tool(name="leader", annotations=reads, description=(
-        "Who leads an election: the holder of the live lease on the election's name, with its fencing token "
-        "for this term, or null when nobody leads. To run for leader, acquire the election's name (with wait "
-        "to wait for the seat) and renew it while you lead; release it to resign. Reads only."
-    ))  # fmt: skip
+    @server.tool(
+        name="leader",
+        annotations=reads,
+        description=(
+            "Who leads an election: the holder of the live lease on the election's name, with its fencing token "
+            "for this term, or null when nobody leads. To run for leader, acquire the election's name (with wait "
+            "to wait for the seat) and renew it while you lead; release it to resign. Reads only."
+        ),
+    )
     @_reported
     def leader(
-        election: Annotated[str, Field(min_length=1, max_length=_validate.MAX_NAME_LENGTH, description=(
-            "The election's name (a resource name), e.g. 'billing/leader'."
-        ))],  # fmt: skip
+        election: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=_validate.MAX_NAME_LENGTH,
+                description=("The election's name (a resource name), e.g. 'billing/leader'."),
+            ),
+        ],
     ) -> LeaderResult:
         from .election import Election
 
@@ -680,9 +801,12 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         if current is None:
             return LeaderResult(election=election, leader=None, held_by_you=False)
         info = LeaderInfo(
-            holder=current.holder, token=current.token, since=current.since, expires_at=current.expires_at,
+            holder=current.holder,
+            token=current.token,
+            since=current.since,
+            expires_at=current.expires_at,
             block_number=current.block_number,
-        )  # fmt: skip
+        )
         return LeaderResult(election=election, leader=info, held_by_you=current.holder == registry.sender)
 
     return server

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._node import artifacts as _artifacts
 from . import _validate
+from ._node import artifacts as _artifacts
 from .errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -78,14 +78,18 @@ class Reconciliation:
             "settled": self.settled,
             "summary": self.summary,
             "mined": self.mined.tx_hash if self.mined else None,
-            "lease": None if lease is None else {
-                "resource": lease.resource, "token": lease.token, "holder": lease.holder,
+            "lease": None
+            if lease is None
+            else {
+                "resource": lease.resource,
+                "token": lease.token,
+                "holder": lease.holder,
                 "expires_at": lease.expires_at,
             },
             "nonce_state": self.nonce_state,
             "confirmations_required": self.confirmations_required,
             "transactions": [tx.to_dict() for tx in self.transactions],
-        }  # fmt: skip
+        }
 
 
 _ACTIONS = {selector: name for name, (selector, _types) in _artifacts.functions("FencingRegistry").items()}
@@ -147,10 +151,15 @@ def reconcile(
         else:
             states.append(
                 TxState(
-                    tx_hash, "mined" if receipt["status"] == 1 else "failed", action, tx["from"], tx["nonce"],
-                    receipt["blockNumber"], head - receipt["blockNumber"],
+                    tx_hash,
+                    "mined" if receipt["status"] == 1 else "failed",
+                    action,
+                    tx["from"],
+                    tx["nonce"],
+                    receipt["blockNumber"],
+                    head - receipt["blockNumber"],
                 )
-            )  # fmt: skip
+            )
 
     nonce_state = None
     if sender is not None and nonce is not None:
@@ -169,10 +178,11 @@ def reconcile(
     deep_enough = mined is not None and (mined.confirmations or 0) >= k
     if mined is not None:
         what = {
-            "acquire": f"the acquisition was mined: token {lease.token} on {lease.resource!r}" if lease else
-            "the acquisition was mined",
+            "acquire": f"the acquisition was mined: token {lease.token} on {lease.resource!r}"
+            if lease
+            else "the acquisition was mined",
             "cancel": "the cancellation was mined: the original can never execute; nothing happened",
-        }.get(mined.action or "", f"{mined.action} was mined")  # fmt: skip
+        }.get(mined.action or "", f"{mined.action} was mined")
         if mined.state == "failed":
             what = f"{mined.action} was mined but reverted (status 0): it changed nothing"
         settled = deep_enough
@@ -197,6 +207,11 @@ def reconcile(
         settled = False
         summary = "the node knows none of these transactions; give --nonce and --account to decide"
     return Reconciliation(
-        transactions=tuple(states), mined=mined, lease=lease, nonce_state=nonce_state, settled=settled,
-        summary=summary, confirmations_required=k,
-    )  # fmt: skip
+        transactions=tuple(states),
+        mined=mined,
+        lease=lease,
+        nonce_state=nonce_state,
+        settled=settled,
+        summary=summary,
+        confirmations_required=k,
+    )

@@ -205,9 +205,7 @@ class ProvenReader:
     def _proven_slot(self, resource_id: bytes, header: VerifiedHeader) -> int:
         slot = _proofs.lease_slot(resource_id)
         try:
-            answer = self.endpoint.request(
-                "eth_getProof", [self.address, ["0x" + slot.hex()], hex(header.number)]
-            )
+            answer = self.endpoint.request("eth_getProof", [self.address, ["0x" + slot.hex()], hex(header.number)])
         except RpcError as exc:
             if _not_served(exc):
                 raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
@@ -215,9 +213,7 @@ class ProvenReader:
         try:
             return self._verify(answer, slot, header)
         except _proofs.ProofMismatch as bad:
-            logger.warning(
-                "proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad
-            )
+            logger.warning("proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad)
             raise ProofInvalid(
                 provider=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
             ) from None
@@ -235,7 +231,10 @@ class ProvenReader:
             raise _proofs.ProofMismatch("storageHash is not the proven account's storage root")
         if _hex_bytes(answer.get("codeHash"), "codeHash") != account.code_hash:
             raise _proofs.ProofMismatch("codeHash is not the proven account's code hash")
-        if _hex_int(answer.get("nonce"), "nonce") != account.nonce or _hex_int(answer.get("balance"), "balance") != account.balance:
+        if (
+            _hex_int(answer.get("nonce"), "nonce") != account.nonce
+            or _hex_int(answer.get("balance"), "balance") != account.balance
+        ):
             raise _proofs.ProofMismatch("nonce or balance is not the proven account's")
         entries = _list(answer.get("storageProof"))
         if len(entries) != 1 or not isinstance(entries[0], dict):
@@ -253,7 +252,9 @@ class ProvenReader:
 
 def _not_served(exc: RpcError) -> bool:
     message = exc.rpc_message.lower()
-    return exc.code == -32601 or "not implemented" in message or "not supported" in message or "does not exist" in message
+    return (
+        exc.code == -32601 or "not implemented" in message or "not supported" in message or "does not exist" in message
+    )
 
 
 def _list(value: Any) -> list[Any]:
@@ -262,9 +263,7 @@ def _list(value: Any) -> list[Any]:
     return value
 
 
-def lease_info(
-    resource: str | None, resource_id: bytes, packed: int, *, block_time: int, judged_at: int
-) -> LeaseInfo:
+def lease_info(resource: str | None, resource_id: bytes, packed: int, *, block_time: int, judged_at: int) -> LeaseInfo:
     """The :class:`LeaseInfo` strict mode reads (``leaseOf`` at a block of time ``block_time``, judged
     at chain time ``judged_at``): status as the contract's ``leaseOf`` computes it, then a lease the
     block still shows live but whose expiry ``judged_at`` has passed is EXPIRED (``expired_unmined``)."""

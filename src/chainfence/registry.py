@@ -41,10 +41,12 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import keccak, to_checksum_address
 
-from ._node import artifacts as _artifacts, events as _events, sending as _sending
 from . import _names, _validate, _waiting, endings
 from . import keepalive as _keepalive
 from ._effects import RPC, Shielded, Steps
+from ._node import artifacts as _artifacts
+from ._node import events as _events
+from ._node import sending as _sending
 from .chain import Chain
 from .endings import End, LocalEnd
 from .errors import (
@@ -54,7 +56,6 @@ from .errors import (
     ContractNotFound,
     InvalidInput,
     InvalidMaxTtl,
-    LeaseExpired,
     NotConfirmed,
     TokenNotConfirmed,
     TokenNotCurrent,
@@ -107,9 +108,13 @@ class Registry:
 
     @classmethod
     def deploy(
-        cls, chain: Chain, *, max_ttl: int = DEFAULT_MAX_TTL, sender: Any = None,
+        cls,
+        chain: Chain,
+        *,
+        max_ttl: int = DEFAULT_MAX_TTL,
+        sender: Any = None,
         namespaces: Mapping[str, str] | None = None,
-    ) -> Registry:  # fmt: skip
+    ) -> Registry:
         """Deploy a new FencingRegistry whose leases last at most ``max_ttl`` seconds.
 
         ``sender`` (default: the chain's first account) pays for deployment
@@ -209,9 +214,14 @@ class Registry:
     # ------------------------------------------------------------------
 
     def acquire(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        self,
+        resource: str,
+        ttl: int,
+        *,
+        confirmations: int | None = None,
+        wait: float | None = None,
         exclusive: bool = False,
-    ) -> Lease:  # fmt: skip
+    ) -> Lease:
         """Acquire ``resource`` for ``ttl`` seconds of chain time; return the :class:`Lease`.
 
         The lease carries a new fencing token, higher than every token the
@@ -277,26 +287,35 @@ class Registry:
         )
 
     def _acquire_waiting(
-        self, resource: str, ttl: int, sender: str, confirmations: int | None, seconds: float,
-        timer: _waiting.Timer | None = None, *, exclusive: bool = False,
-    ) -> Steps[Lease]:  # fmt: skip
+        self,
+        resource: str,
+        ttl: int,
+        sender: str,
+        confirmations: int | None,
+        seconds: float,
+        timer: _waiting.Timer | None = None,
+        *,
+        exclusive: bool = False,
+    ) -> Steps[Lease]:
         """acquire(wait=seconds) as steps: sent at once, then waited for while refused for now (``_waiting``)."""
         resource_id = _validate.resource_id(resource)
         timer = self._wait_timer if timer is None else timer
         pace = yield from _waiting.pace_steps(self.chain)
-        return (yield from _waiting.acquire_waiting(
-            send=lambda: self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive),
-            ready=lambda: self.chain._sender.ready_steps(sender),
-            read=lambda: self._lease_info(resource, resource_id),
-            # An exclusive acquisition treats the sender's own live lease as held, like the registry.
-            free=lambda info: not info.live or (info.holder == sender and not exclusive),
-            follower=lambda: _waiting.follow(self.chain, self.address, resource_id, timer, pace),
-            now=self.chain._now_steps,
-            timer=timer,
-            pace=pace,
-            wait=seconds,
-            turn=_waiting.turn_key(self.address, resource_id),
-        ))  # fmt: skip
+        return (
+            yield from _waiting.acquire_waiting(
+                send=lambda: self._acquire(resource, ttl, sender, confirmations, exclusive=exclusive),
+                ready=lambda: self.chain._sender.ready_steps(sender),
+                read=lambda: self._lease_info(resource, resource_id),
+                # An exclusive acquisition treats the sender's own live lease as held, like the registry.
+                free=lambda info: not info.live or (info.holder == sender and not exclusive),
+                follower=lambda: _waiting.follow(self.chain, self.address, resource_id, timer, pace),
+                now=self.chain._now_steps,
+                timer=timer,
+                pace=pace,
+                wait=seconds,
+                turn=_waiting.turn_key(self.address, resource_id),
+            )
+        )
 
     def _acquire_args(
         self, resource: str, ttl: int, wait: float | None, exclusive: bool = False
@@ -326,15 +345,23 @@ class Registry:
             if not _sending.interrupted(interrupt):
                 raise
             yield from self._after_interrupt(
-                interrupt, f"the acquisition of {resource!r}", acquired,
+                interrupt,
+                f"the acquisition of {resource!r}",
+                acquired,
                 lambda receipt: [self._lease_from_receipt(receipt, resource=resource, ttl=ttl)],
-            )  # fmt: skip
+            )
             raise
 
     def _acquire_once(
-        self, resource: str, ttl: int, sender: str, confirmations: int | None, acquired: list[Lease],
-        *, exclusive: bool = False,
-    ) -> Steps[Lease]:  # fmt: skip
+        self,
+        resource: str,
+        ttl: int,
+        sender: str,
+        confirmations: int | None,
+        acquired: list[Lease],
+        *,
+        exclusive: bool = False,
+    ) -> Steps[Lease]:
         data = self._encode("acquireExclusive" if exclusive else "acquire", [resource, ttl])
         seen = self._seen()
         before = seen.before(_validate.resource_id(resource))
@@ -362,9 +389,14 @@ class Registry:
         k = self.chain.confirmations if confirmations is None else confirmations
         try:
             seen.lease(
-                before, lease.resource_id, lease.token, lease.holder, resource, issued=True,
+                before,
+                lease.resource_id,
+                lease.token,
+                lease.holder,
+                resource,
+                issued=True,
                 record=k >= self.chain.confirmations,  # only what is as deep as this chain requires
-            )  # fmt: skip
+            )
         except ChainRolledBack as rolled_back:
             rolled_back.lease = lease  # it exists on this chain: never forget it
             raise
@@ -393,9 +425,7 @@ class Registry:
         )
         return lease
 
-    def claim(
-        self, workset: str, items: Sequence[str], ttl: int, *, confirmations: int | None = None
-    ) -> Lease | None:
+    def claim(self, workset: str, items: Sequence[str], ttl: int, *, confirmations: int | None = None) -> Lease | None:
         """Claim the first of ``items`` that is free and not done, in one transaction; None if none is.
 
         The shell-agent recipe without a janitor: an item is free when never
@@ -463,14 +493,22 @@ class Registry:
             if not _sending.interrupted(interrupt):
                 raise
             yield from self._after_interrupt(
-                interrupt, f"the claim of an item of {workset!r}", claimed,
+                interrupt,
+                f"the claim of an item of {workset!r}",
+                claimed,
                 lambda receipt: [self._claimed_lease(receipt, workset, items, ttl)],
-            )  # fmt: skip
+            )
             raise
         logger.info(
             "claimed workset=%s item=%s token=%d holder=%s expires_at=%d reason=%s tx=%s",
-            workset, lease.item, lease.token, lease.holder, lease.expires_at, lease.reason.name.lower(), lease.tx_hash,
-        )  # fmt: skip
+            workset,
+            lease.item,
+            lease.token,
+            lease.holder,
+            lease.expires_at,
+            lease.reason.name.lower(),
+            lease.tx_hash,
+        )
         return lease
 
     def _claimed_lease(self, receipt: Any, workset: str, items: list[str], ttl: int) -> Lease:
@@ -541,7 +579,9 @@ class Registry:
             name, ttl = abi_decode(["bytes", "uint256"], data[4:])  # the name as bytes: it may not be UTF-8
         except Exception:
             return None
-        return self._lease_from_receipt(receipt, resource=_names.decode(bytes(name)) or _names.display(bytes(name)), ttl=ttl)
+        return self._lease_from_receipt(
+            receipt, resource=_names.decode(bytes(name)) or _names.display(bytes(name)), ttl=ttl
+        )
 
     def _lease_from_receipt(self, receipt: Any, *, resource: str, ttl: int) -> Lease | None:
         try:
@@ -620,13 +660,9 @@ class Registry:
         receipt, _ = yield from self._lease_tx(
             "release", resource, [resource_id, token], _events.Kind.RELEASED, confirmations
         )
-        logger.info(
-            "released resource=%s token=%d tx=%s", resource, token, receipt["transactionHash"].to_0x_hex()
-        )
+        logger.info("released resource=%s token=%d tx=%s", resource, token, receipt["transactionHash"].to_0x_hex())
 
-    def complete(
-        self, resource: str, token: int, result: bytes, *, confirmations: int | None = None
-    ) -> bytes:
+    def complete(self, resource: str, token: int, result: bytes, *, confirmations: int | None = None) -> bytes:
         """Record the result of the work done under ``token``, only while ``token`` is current.
 
         ``result`` is the result itself (its keccak256 is recorded) or a
@@ -664,9 +700,14 @@ class Registry:
 
     @contextmanager
     def lease(
-        self, resource: str, ttl: int, *, confirmations: int | None = None, wait: float | None = None,
+        self,
+        resource: str,
+        ttl: int,
+        *,
+        confirmations: int | None = None,
+        wait: float | None = None,
         exclusive: bool = False,
-    ) -> Iterator[Lease]:  # fmt: skip
+    ) -> Iterator[Lease]:
         """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
 
         Raises :class:`~chainfence.errors.LeaseHeld` (and the body does not
@@ -767,9 +808,14 @@ class Registry:
         return self.chain._run(self._check_current(resource, token, block=block, confirmations=confirmations))
 
     def _check_current(
-        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0,
+        self,
+        resource: str,
+        token: int,
+        *,
+        block: str | int | None = None,
+        confirmations: int = 0,
         resource_id: bytes | None = None,
-    ) -> Steps[LeaseInfo]:  # fmt: skip
+    ) -> Steps[LeaseInfo]:
         resource_id = _validate.resource_id(resource) if resource_id is None else resource_id
         token = _validate.token(token)
         k = _validate_confirmations(confirmations)
@@ -808,10 +854,14 @@ class Registry:
 
         cached = self.__dict__.get("_eip712_domain")
         if cached is None:
-            fields, name, version, chain_id, verifying, _salt, _ext = self.chain._run(self._view(
-                "eip712Domain", [], ["bytes1", "string", "string", "uint256", "address", "bytes32", "uint256[]"],
-                block="latest",
-            ))  # fmt: skip
+            fields, name, version, chain_id, verifying, _salt, _ext = self.chain._run(
+                self._view(
+                    "eip712Domain",
+                    [],
+                    ["bytes1", "string", "string", "uint256", "address", "bytes32", "uint256[]"],
+                    block="latest",
+                )
+            )
             if fields != b"\x0f":
                 raise ContractNotFound(f"unexpected EIP-712 domain fields 0x{fields.hex()} at {self.address}")
             cached = EIP712Domain(name, version, chain_id, to_checksum_address(verifying))
@@ -894,8 +944,9 @@ class Registry:
             raise InvalidClaimItems(f"resources must be a list of names, got {type(resources).__name__}")
         names = list(resources)
         if not 1 <= len(names) <= MAX_MANY:
-            raise InvalidClaimItems(f"acquire_many takes 1 to {MAX_MANY} names, got {len(names)}",
-                                    count=len(names), max_count=MAX_MANY)  # fmt: skip
+            raise InvalidClaimItems(
+                f"acquire_many takes 1 to {MAX_MANY} names, got {len(names)}", count=len(names), max_count=MAX_MANY
+            )
         for name in names:
             _validate.publishable(name)
         seen: set[str] = set()
@@ -930,16 +981,23 @@ class Registry:
             if not _sending.interrupted(interrupt):
                 raise
             yield from self._after_interrupt(
-                interrupt, f"the acquisition of the set {names}", acquired,
-                lambda receipt: self._many_leases(receipt, by_id, ttl), many=True,
-            )  # fmt: skip
+                interrupt,
+                f"the acquisition of the set {names}",
+                acquired,
+                lambda receipt: self._many_leases(receipt, by_id, ttl),
+                many=True,
+            )
             raise
         if len(leases) != len(names):  # pragma: no cover - the contract logs one acquisition per name
             raise ChainError(f"acquireMany logged {len(leases)} acquisitions for {len(names)} names")
         logger.info(
             "acquired set resources=%s tokens=%s holder=%s expires_at=%d tx=%s",
-            names, [lease.token for lease in leases], leases[0].holder, leases[0].expires_at, leases[0].tx_hash,
-        )  # fmt: skip
+            names,
+            [lease.token for lease in leases],
+            leases[0].holder,
+            leases[0].expires_at,
+            leases[0].tx_hash,
+        )
         return LeaseSet(leases)
 
     def _many_leases(self, receipt: Any, by_id: dict[bytes, str], ttl: int) -> list[Lease]:
@@ -950,13 +1008,21 @@ class Registry:
             event = _events.decode(log)
             if event is None or event.kind is not _events.Kind.ACQUIRED or event.resource_id not in by_id:
                 continue
-            leases.append(Lease(
-                self.connect(event.holder) if event.holder in self.chain.accounts else self,
-                resource=by_id[event.resource_id], resource_id=event.resource_id, token=event.token,
-                holder=event.holder, expires_at=event.expires_at, ttl=ttl, previous_token=event.previous_token,
-                reason=AcquireReason(event.reason), tx_hash=receipt["transactionHash"].to_0x_hex(),
-                block_number=receipt["blockNumber"],
-            ))  # fmt: skip
+            leases.append(
+                Lease(
+                    self.connect(event.holder) if event.holder in self.chain.accounts else self,
+                    resource=by_id[event.resource_id],
+                    resource_id=event.resource_id,
+                    token=event.token,
+                    holder=event.holder,
+                    expires_at=event.expires_at,
+                    ttl=ttl,
+                    previous_token=event.previous_token,
+                    reason=AcquireReason(event.reason),
+                    tx_hash=receipt["transactionHash"].to_0x_hex(),
+                    block_number=receipt["blockNumber"],
+                )
+            )
         return leases
 
     def _renew_many(self, leases: Sequence[Lease], ttl: int) -> int:
@@ -967,7 +1033,9 @@ class Registry:
         ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
         receipt = yield from self._set_tx_steps(leases, "renewMany", [ids, tokens, ttl])
         expires_at = self._event(receipt, _events.Kind.RENEWED).expires_at
-        logger.info("renewed set resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at)
+        logger.info(
+            "renewed set resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at
+        )
         return expires_at
 
     def _release_many(self, leases: Sequence[Lease]) -> None:
@@ -983,7 +1051,11 @@ class Registry:
         from .errors import LeaseError
 
         try:
-            return (yield from self.chain._transact_steps(self._require_sender(), self.address, self._encode(function, args)))
+            return (
+                yield from self.chain._transact_steps(
+                    self._require_sender(), self.address, self._encode(function, args)
+                )
+            )
         except LeaseError as refused:
             by_id = {lease.resource_id: lease.resource for lease in leases}
             if refused.resource_id in by_id:
@@ -1064,9 +1136,13 @@ class Registry:
         try:
             head = yield RPC.block_number()
             logs = yield from _events.fetch_all_steps(
-                self.chain, self.address, kinds=[_events.Kind.ACQUIRED, _events.Kind.REVOKED, _events.Kind.RELEASED],
-                resource_id=resource_id, from_block=max(0, from_block), to_block=head,
-            )  # fmt: skip
+                self.chain,
+                self.address,
+                kinds=[_events.Kind.ACQUIRED, _events.Kind.REVOKED, _events.Kind.RELEASED],
+                resource_id=resource_id,
+                from_block=max(0, from_block),
+                to_block=head,
+            )
         except ChainfenceError as unread:
             logger.info("could not read the successor of token %d: %s: %s", token, type(unread).__name__, unread)
             return End.SUPERSEDED
@@ -1091,8 +1167,13 @@ class Registry:
     # ------------------------------------------------------------------
 
     def _after_interrupt(
-        self, interrupt: BaseException, what: str, acquired: list[Lease], leases_of: Callable[[Any], list[Lease]],
-        *, many: bool = False,
+        self,
+        interrupt: BaseException,
+        what: str,
+        acquired: list[Lease],
+        leases_of: Callable[[Any], list[Lease]],
+        *,
+        many: bool = False,
     ) -> Steps[None]:
         """An interrupt landed in ``what`` (an acquisition, a claim, an acquire_many): if its transaction
         may have reached the node, settle it and release what it acquired, shielded from the caller's
@@ -1112,12 +1193,14 @@ class Registry:
         state = _Abandoned(what, flight, list(acquired) or None, many=many)
         logger.warning(
             "%s was interrupted (%s) after transaction %s reached the node: settling it and releasing what it "
-            "acquired before the interrupt goes on (interrupt again to leave it)", what, type(interrupt).__name__,
+            "acquired before the interrupt goes on (interrupt again to leave it)",
+            what,
+            type(interrupt).__name__,
             state.tx_hash,
-        )  # fmt: skip
+        )
         try:
             note = yield Shielded(self._abandon_steps(interrupt, state, leases_of))
-        except BaseException as again:  # noqa: BLE001 - a second interrupt, or a failure of the cleanup
+        except BaseException as again:
             note = state.left_undone(again)
             if state.leases:
                 interrupt.lease = state.handed()  # type: ignore[attr-defined]
@@ -1168,7 +1251,9 @@ class Registry:
             )
         for lease in leases:
             lease.released = lease not in ended
-        gone = f" ({', '.join(f'{lease.resource!r} had ended: {end}' for lease, end in ended.items())})" if ended else ""
+        gone = (
+            f" ({', '.join(f'{lease.resource!r} had ended: {end}' for lease, end in ended.items())})" if ended else ""
+        )
         return f"{state.what}: transaction {state.tx_hash} acquired token(s) {tokens}; released again{gone}"
 
     # ------------------------------------------------------------------
@@ -1200,9 +1285,14 @@ class Registry:
         logger.info("accepted namespace=%s admin=%s", prefix, self.sender)
 
     def set_policy(
-        self, prefix: str, *, max_ttl: int | None = None, lock_delay: int | None = None,
-        admission_required: bool | None = None, confirmations: int | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        prefix: str,
+        *,
+        max_ttl: int | None = None,
+        lock_delay: int | None = None,
+        admission_required: bool | None = None,
+        confirmations: int | None = None,
+    ) -> None:
         """Set the fields of namespace ``prefix``'s policy that are given (admin only); the others
         keep their values: ``max_ttl`` (0: the registry's), ``lock_delay`` seconds after an expiry,
         ``admission_required`` (only admitted holders may acquire).
@@ -1216,9 +1306,13 @@ class Registry:
         self._set_policy(prefix, max_ttl, lock_delay, admission_required, confirmations)
 
     def _set_policy(
-        self, prefix: str, max_ttl: int | None, lock_delay: int | None, admission_required: bool | None,
+        self,
+        prefix: str,
+        max_ttl: int | None,
+        lock_delay: int | None,
+        admission_required: bool | None,
         confirmations: int | None,
-    ) -> _events.RegistryLog:  # fmt: skip
+    ) -> _events.RegistryLog:
         """:meth:`set_policy`; returns its ``NamespacePolicySet`` event: the whole policy as it then stands."""
         from .errors import InvalidPolicy
 
@@ -1234,20 +1328,25 @@ class Registry:
         if admission_required is not None and not isinstance(admission_required, bool):
             raise InvalidInput(f"admission_required must be a bool, got {admission_required!r}")
         fields = (
-            (POLICY_MAX_TTL if max_ttl is not None else 0) | (POLICY_LOCK_DELAY if lock_delay is not None else 0)
+            (POLICY_MAX_TTL if max_ttl is not None else 0)
+            | (POLICY_LOCK_DELAY if lock_delay is not None else 0)
             | (POLICY_ADMISSION if admission_required is not None else 0)
-        )  # fmt: skip
+        )
         receipt = self._namespace_tx(
-            prefix, "setNamespacePolicy",
+            prefix,
+            "setNamespacePolicy",
             [_names.namespace_id(prefix), max_ttl or 0, lock_delay or 0, bool(admission_required), fields],
             confirmations,
-        )  # fmt: skip
+        )
         event = self._event(receipt, _events.Kind.POLICY_SET)
         logger.info(
             "policy namespace=%s set=%s max_ttl=%d lock_delay=%d admission_required=%s",
-            prefix, ",".join(k for k, v in given.items() if v is not None), event.max_ttl, event.lock_delay,
+            prefix,
+            ",".join(k for k, v in given.items() if v is not None),
+            event.max_ttl,
+            event.lock_delay,
             event.admission_required,
-        )  # fmt: skip
+        )
         return event
 
     def admit(
@@ -1272,18 +1371,26 @@ class Registry:
         from .namespaces import NamespacePolicy, _or_none
 
         prefix = _validate.namespace_prefix(prefix)
-        admin, pending, max_ttl, lock_delay, required = self.chain._run(self._view(
-            "namespacePolicy", [_names.namespace_id(prefix)],
-            ["address", "address", "uint256", "uint256", "bool"], block=_at(block),
-        ))  # fmt: skip
+        admin, pending, max_ttl, lock_delay, required = self.chain._run(
+            self._view(
+                "namespacePolicy",
+                [_names.namespace_id(prefix)],
+                ["address", "address", "uint256", "uint256", "bool"],
+                block=_at(block),
+            )
+        )
         admin = _or_none(_checksum(admin))
         if admin is None and _names.is_address_namespace(prefix):
             admin = _checksum(prefix)  # an address namespace never handed over: its address, by construction
         return NamespacePolicy(
-            name=prefix, namespace=_names.namespace_id(prefix), admin=admin,
-            pending_admin=_or_none(_checksum(pending)), max_ttl=max_ttl, lock_delay=lock_delay,
+            name=prefix,
+            namespace=_names.namespace_id(prefix),
+            admin=admin,
+            pending_admin=_or_none(_checksum(pending)),
+            max_ttl=max_ttl,
+            lock_delay=lock_delay,
             admission_required=required,
-        )  # fmt: skip
+        )
 
     def is_admitted(self, resource: str, holder: str, *, block: str | int | None = None) -> bool:
         """Whether ``holder`` may hold ``resource`` as far as its namespace's allowlist goes: True
@@ -1318,8 +1425,12 @@ class Registry:
         event = self._event(receipt, _events.Kind.REVOKED)
         logger.info(
             "revoked resource=%s token=%d holder=%s admin=%s tx=%s",
-            resource, event.token, event.holder, event.admin, event.tx_hash,
-        )  # fmt: skip
+            resource,
+            event.token,
+            event.holder,
+            event.admin,
+            event.tx_hash,
+        )
         return event.token
 
     def grant(self, resource: str, holder: str, ttl: int, *, confirmations: int | None = None) -> Lease:
@@ -1344,8 +1455,13 @@ class Registry:
             raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no LeaseAcquired event")
         logger.info(
             "granted resource=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
-            resource, lease.token, lease.holder, self.sender, lease.expires_at, lease.tx_hash,
-        )  # fmt: skip
+            resource,
+            lease.token,
+            lease.holder,
+            self.sender,
+            lease.expires_at,
+            lease.tx_hash,
+        )
         return lease
 
     def revoke_item(self, workset: str, item: str, *, confirmations: int | None = None) -> int:
@@ -1368,13 +1484,16 @@ class Registry:
         event = self._event(receipt, _events.Kind.REVOKED)
         logger.info(
             "revoked workset=%s item=%s token=%d holder=%s admin=%s tx=%s",
-            workset, item, event.token, event.holder, event.admin, event.tx_hash,
-        )  # fmt: skip
+            workset,
+            item,
+            event.token,
+            event.holder,
+            event.admin,
+            event.tx_hash,
+        )
         return event.token
 
-    def grant_item(
-        self, workset: str, item: str, holder: str, ttl: int, *, confirmations: int | None = None
-    ) -> Lease:
+    def grant_item(self, workset: str, item: str, holder: str, ttl: int, *, confirmations: int | None = None) -> Lease:
         """:meth:`grant` for work item ``item`` of ``workset``, as the admin of the workset name's
         namespace: ``holder`` gets it as a claim, with a new, higher token (a live claim is revoked
         first, recorded), and may renew, release and :meth:`~chainfence.Lease.complete` it like
@@ -1396,22 +1515,36 @@ class Registry:
         lease.workset, lease.item = workset, item
         logger.info(
             "granted workset=%s item=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
-            workset, item, lease.token, lease.holder, self.sender, lease.expires_at, lease.tx_hash,
-        )  # fmt: skip
+            workset,
+            item,
+            lease.token,
+            lease.holder,
+            self.sender,
+            lease.expires_at,
+            lease.tx_hash,
+        )
         return lease
 
     def _namespace_tx(
-        self, prefix: str | None, function: str, args: list[Any], confirmations: int | None,
-        *, resource: str | None = None,
-    ) -> Any:  # fmt: skip
+        self,
+        prefix: str | None,
+        function: str,
+        args: list[Any],
+        confirmations: int | None,
+        *,
+        resource: str | None = None,
+    ) -> Any:
         """Send a namespace operation; a namespace refusal names the prefix."""
         from .errors import NamespaceError, NotAdmitted
 
         try:
             return self.chain.transact(
-                self._require_sender(), self.address, self._encode(function, args), resource=resource,
+                self._require_sender(),
+                self.address,
+                self._encode(function, args),
+                resource=resource,
                 confirmations=confirmations,
-            )  # fmt: skip
+            )
         except NamespaceError as refused:
             if prefix is not None:
                 refused.with_namespace(prefix)
@@ -1547,7 +1680,11 @@ class _Abandoned:
         return LeaseSet(self.leases) if self.many else self.leases[0]
 
     def left_undone(self, again: BaseException) -> str:
-        how = "interrupted again" if _sending.interrupted(again) else f"its cleanup failed ({type(again).__name__}: {again})"
+        how = (
+            "interrupted again"
+            if _sending.interrupted(again)
+            else f"its cleanup failed ({type(again).__name__}: {again})"
+        )
         if self.leases:
             tokens = [lease.token for lease in self.leases]
             return (
@@ -1609,9 +1746,16 @@ class _Seen:
             self._note(None, latest, None)
 
     def lease(
-        self, before: tuple[int, tuple[int, str] | None], resource_id: bytes, token: int, holder: str,
-        name: str | None, *, issued: bool = False, record: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        before: tuple[int, tuple[int, str] | None],
+        resource_id: bytes,
+        token: int,
+        holder: str,
+        name: str | None,
+        *,
+        issued: bool = False,
+        record: bool = True,
+    ) -> None:
         """A resource's latest lease, read (or, ``issued``, created by a transaction sent) after ``before``."""
         where = repr(name) if name is not None else "0x" + resource_id.hex()
         highest, previous = before

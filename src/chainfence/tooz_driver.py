@@ -127,10 +127,21 @@ __all__ = ["ChainfenceDriver", "ChainfenceLock", "ToozInvalidInput", "embedded_c
 logger = logging.getLogger(__name__)
 
 #: Options a URL (or ``get_coordinator``'s keyword arguments) may carry.
-OPTIONS = frozenset({
-    "registry", "key_env", "keystore", "password_env", "accounts", "fund", "timeout", "prefix", "chain_id",
-    "confirmations", "poll_latency",
-})  # fmt: skip
+OPTIONS = frozenset(
+    {
+        "registry",
+        "key_env",
+        "keystore",
+        "password_env",
+        "accounts",
+        "fund",
+        "timeout",
+        "prefix",
+        "chain_id",
+        "confirmations",
+        "poll_latency",
+    }
+)
 DEFAULT_TIMEOUT = 30
 DEFAULT_FUND = 10**16
 #: The longest single wait handed to the registry; an endless ``acquire()`` waits in such steps.
@@ -209,9 +220,13 @@ class _Config:
             raise InvalidInput(f"unknown option(s) in the tooz URL: {', '.join(unknown)} (known: {sorted(OPTIONS)})")
         self.embedded = scheme == "chainfence+embedded"
         self.name = parsed_url.netloc + parsed_url.path
-        self.node_url = None if self.embedded else _validate.rpc_url(urlunsplit(
-            (scheme.split("+", 1)[1], parsed_url.netloc, parsed_url.path, "", "")
-        ), "the tooz URL's node")  # fmt: skip
+        self.node_url = (
+            None
+            if self.embedded
+            else _validate.rpc_url(
+                urlunsplit((scheme.split("+", 1)[1], parsed_url.netloc, parsed_url.path, "", "")), "the tooz URL's node"
+            )
+        )
         if self.embedded and ("registry" in values or "key_env" in values or "keystore" in values):
             raise InvalidInput("chainfence+embedded:// deploys its own registry and signs with its dev accounts")
         self.registry = values.get("registry")
@@ -370,9 +385,12 @@ class ChainfenceLock(tooz.locking.Lock):
             left = before - (self.expires_at - ttl) if before is not None else ttl
             if left < ttl / 2:
                 logger.warning(
-                    "late renewal resource=%s token=%d: %d s of the %d s lease were left", self.resource,
-                    lease.token, left, ttl,
-                )  # fmt: skip
+                    "late renewal resource=%s token=%d: %d s of the %d s lease were left",
+                    self.resource,
+                    lease.token,
+                    left,
+                    ttl,
+                )
             return True
 
     def is_still_owner(self) -> bool:
@@ -430,9 +448,15 @@ class ChainfenceLock(tooz.locking.Lock):
             End.ROLLED_BACK: "the chain no longer has the block that issued it",
         }[end]
         logger.warning(
-            "%s found the lease lost resource=%s token=%d why=%s: %s (%s: %s)", what, self.resource, lease.token,
-            end.value, reaction, type(error).__name__, error,
-        )  # fmt: skip
+            "%s found the lease lost resource=%s token=%d why=%s: %s (%s: %s)",
+            what,
+            self.resource,
+            lease.token,
+            end.value,
+            reaction,
+            type(error).__name__,
+            error,
+        )
         self._drop()
         self.lost = end.value
         return True

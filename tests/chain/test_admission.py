@@ -96,8 +96,9 @@ def test_a_stranger_s_current_token_is_refused_and_moves_no_mark(registry, alice
     assert refused.value.status == 403 and isinstance(refused.value, PermissionError)
 
 
-def test_an_admitted_holder_passes_and_a_later_stranger_token_is_still_refused(registry, alice, bob, chain,
-                                                                              admitted_only_alice):
+def test_an_admitted_holder_passes_and_a_later_stranger_token_is_still_refused(
+    registry, alice, bob, chain, admitted_only_alice
+):
     guard = admitted_only_alice
     lease = alice.acquire(RESOURCE, ttl=5)
     assert guard.check(RESOURCE, lease.token) == lease.token
@@ -119,11 +120,18 @@ def test_control_without_admission_the_stranger_writes(registry, bob, tmp_path):
 
 
 @pytest.mark.parametrize("exclusive", [False, True], ids=["shared", "exclusive"])
-def test_a_stranger_whose_token_the_follower_made_the_mark_is_refused_at_the_mark(registry, alice, bob, tmp_path,
-                                                                                  exclusive):
+def test_a_stranger_whose_token_the_follower_made_the_mark_is_refused_at_the_mark(
+    registry, alice, bob, tmp_path, exclusive
+):
     """The follower raises marks for every acquisition; a check at such a mark still asks the admission."""
-    with Guard(registry, path=tmp_path / "f.sqlite", mode="follow", follow_interval=3_600, exclusive=exclusive,
-               admission=Admission.local([alice.sender])) as guard:  # fmt: skip
+    with Guard(
+        registry,
+        path=tmp_path / "f.sqlite",
+        mode="follow",
+        follow_interval=3_600,
+        exclusive=exclusive,
+        admission=Admission.local([alice.sender]),
+    ) as guard:
         alice.release(RESOURCE, alice.acquire(RESOURCE, ttl=60).token)
         stranger = bob.acquire(RESOURCE, ttl=60)
         guard.sync()
@@ -205,14 +213,16 @@ def test_a_contract_holder_is_admitted_by_its_own_address_not_its_owner_s(regist
     wallet = AgentWallet(registry, owner)
     lease = wallet.acquire(RESOURCE, ttl=60)
     request = lease.sign(BODY, action=ACTION, audience=AUDIENCE, key=chain.key_of(owner))
-    with Guard(registry, path=tmp_path / "owner.sqlite", audience=AUDIENCE,
-               admission=Admission.local([owner])) as guard:  # fmt: skip
+    with Guard(
+        registry, path=tmp_path / "owner.sqlite", audience=AUDIENCE, admission=Admission.local([owner])
+    ) as guard:
         with pytest.raises(HolderNotAdmitted) as refused:
             guard.check_request(request, BODY, action=ACTION)
         assert refused.value.holder == wallet.address
         assert guard.mark(RESOURCE) == 0
-    with Guard(registry, path=tmp_path / "wallet.sqlite", audience=AUDIENCE,
-               admission=Admission.local([wallet.address])) as guard:  # fmt: skip
+    with Guard(
+        registry, path=tmp_path / "wallet.sqlite", audience=AUDIENCE, admission=Admission.local([wallet.address])
+    ) as guard:
         assert guard.check_request(request, BODY, action=ACTION) == request
         forged = lease.sign(BODY, action=ACTION, audience=AUDIENCE, key=Account.create().key)
         with pytest.raises(Exception, match="does not accept"):  # the signature is judged before admission
@@ -226,10 +236,15 @@ def test_a_contract_holder_is_admitted_by_its_own_address_not_its_owner_s(regist
 
 @pytest.mark.parametrize(
     "holders, error",
-    [([], InvalidInput), (["0x1234"], InvalidAddress), ("0x" + "ab" * 20, InvalidInput), (None, InvalidInput),
-     (["0x" + "aB" * 20], InvalidAddress)],
+    [
+        ([], InvalidInput),
+        (["0x1234"], InvalidAddress),
+        ("0x" + "ab" * 20, InvalidInput),
+        (None, InvalidInput),
+        (["0x" + "aB" * 20], InvalidAddress),
+    ],
     ids=["empty", "short", "a bare string", "none", "bad checksum"],
-)  # fmt: skip
+)
 def test_a_malformed_local_list_is_refused(holders, error):
     with pytest.raises(error):
         Admission.local(holders)

@@ -31,8 +31,15 @@ def admin(carol, alice):
 
 
 def open_guard(registry, tmp_path, mode, **options) -> Guard:
-    return Guard(registry, path=tmp_path / f"{mode}.sqlite", mode=mode, follow_interval=3_600, audience=AUDIENCE,
-                 admission=Admission.on_chain(), **options)  # fmt: skip
+    return Guard(
+        registry,
+        path=tmp_path / f"{mode}.sqlite",
+        mode=mode,
+        follow_interval=3_600,
+        audience=AUDIENCE,
+        admission=Admission.on_chain(),
+        **options,
+    )
 
 
 def test_a_stranger_cannot_squat_a_free_resource_of_an_administered_namespace(registry, bob, admin):
@@ -46,8 +53,9 @@ def test_a_stranger_cannot_squat_a_free_resource_of_an_administered_namespace(re
 
 
 @pytest.mark.parametrize("mode", ["mark", "strict", "follow"])
-def test_a_stranger_holding_from_before_the_policy_is_refused_by_guard_and_middleware(registry, alice, bob, carol,
-                                                                                      tmp_path, mode):
+def test_a_stranger_holding_from_before_the_policy_is_refused_by_guard_and_middleware(
+    registry, alice, bob, carol, tmp_path, mode
+):
     """Bob took prod/db while the namespace was open; the admin then required admission without him."""
     alice.release(RESOURCE, alice.acquire(RESOURCE, ttl=60).token)  # tokens above 1
     stranger = bob.acquire(RESOURCE, ttl=600)
@@ -107,11 +115,17 @@ def test_a_removal_from_the_allowlist_takes_effect_as_documented_per_mode(regist
             return found
 
         # Before the follower's next poll: strict reads at every check; follow and mark answer from the cache.
-        assert verdicts() == ({"mark": "accepted", "strict": "refused", "follow": "accepted"} if removed
-                              else dict.fromkeys(guards, "accepted"))  # fmt: skip
+        assert verdicts() == (
+            {"mark": "accepted", "strict": "refused", "follow": "accepted"}
+            if removed
+            else dict.fromkeys(guards, "accepted")
+        )
         guards["follow"].sync()  # the poll applies NamespaceAdmissionSet: the namespace's answers are dropped
-        assert verdicts() == ({"mark": "accepted", "strict": "refused", "follow": "refused"} if removed
-                              else dict.fromkeys(guards, "accepted"))  # fmt: skip
+        assert verdicts() == (
+            {"mark": "accepted", "strict": "refused", "follow": "refused"}
+            if removed
+            else dict.fromkeys(guards, "accepted")
+        )
         if removed:  # re-admitted: a cached refusal is never trusted, the chain is asked again
             admin.admit("prod", [alice.sender])
             assert verdicts() == dict.fromkeys(guards, "accepted")
@@ -120,8 +134,9 @@ def test_a_removal_from_the_allowlist_takes_effect_as_documented_per_mode(regist
             guard.close()
 
 
-def test_an_answer_read_while_the_follower_drops_the_namespace_is_not_kept(registry, alice, admin, tmp_path,
-                                                                           monkeypatch):
+def test_an_answer_read_while_the_follower_drops_the_namespace_is_not_kept(
+    registry, alice, admin, tmp_path, monkeypatch
+):
     """Timeline: a check asks isAdmitted (the chain still says yes); the admin removes Alice; the follower
     applies it and drops the namespace's answers; the check's old 'yes' arrives. It admits that one check
     (it was true when read) but is not cached: the next check asks again and is refused."""

@@ -193,9 +193,7 @@ def test_an_async_guard_accepts_the_current_token_and_fences_off_the_old_one(cha
         guard.close()
 
 
-def test_an_async_renewal_carries_a_progress_marker_and_an_async_claim_completion_marks_the_item_done(
-    chain, registry
-):
+def test_an_async_renewal_carries_a_progress_marker_and_an_async_claim_completion_marks_the_item_done(chain, registry):
     """The asyncio lease renews with a progress marker (the same steps as the sync one), and an
     AsyncLease over a claimed work item renews and completes it by the item's id."""
     from chainfence import EventKind

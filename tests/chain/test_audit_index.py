@@ -41,9 +41,20 @@ def test_a_scripted_history_reads_back_exactly(chain, registry, alice, bob, tmp_
     daily = index.history(DAILY)
     assert [lease.token for lease in daily] == [first.token, second.token, third.token]
     a, b, c = daily
-    assert (a.holder, a.reason, a.renewals, a.markers, a.ended) == (alice.sender, AcquireReason.UNHELD, 2, 2, "released")
+    assert (a.holder, a.reason, a.renewals, a.markers, a.ended) == (
+        alice.sender,
+        AcquireReason.UNHELD,
+        2,
+        2,
+        "released",
+    )
     assert a.last_marker == (2).to_bytes(32, "big")
-    assert (b.holder, b.reason, b.ended, b.ended_at) == (bob.sender, AcquireReason.RELEASED, "expired", second.expires_at)
+    assert (b.holder, b.reason, b.ended, b.ended_at) == (
+        bob.sender,
+        AcquireReason.RELEASED,
+        "expired",
+        second.expires_at,
+    )
     assert (c.holder, c.reason, c.status, c.completions) == (alice.sender, AcquireReason.EXPIRED, "live", 1)
     assert c.resource == c.resource_display == DAILY
     w1, w2 = index.history(WEEKLY)
@@ -100,12 +111,20 @@ def test_bad_input_is_refused_and_changes_nothing(registry, alice, tmp_path):
     index.sync(registry)
     before = index.status()
     for call in (
-        lambda: index.history(""), lambda: index.lease(0), lambda: index.leases_of("0x12"),
-        lambda: index.holder_at(DAILY), lambda: index.holder_at(DAILY, time=1, block=1),
-        lambda: index.holder_at(DAILY, time=-1), lambda: index.takeovers(from_block=-1),
-        lambda: index.completions(since="now"), lambda: index.resources(b"x"), lambda: index.sync(registry, max_blocks=0),
-        lambda: index.sync("registry"), lambda: AuditIndex(""), lambda: AuditIndex(tmp_path / "no" / "such.sqlite"),
-    ):  # fmt: skip
+        lambda: index.history(""),
+        lambda: index.lease(0),
+        lambda: index.leases_of("0x12"),
+        lambda: index.holder_at(DAILY),
+        lambda: index.holder_at(DAILY, time=1, block=1),
+        lambda: index.holder_at(DAILY, time=-1),
+        lambda: index.takeovers(from_block=-1),
+        lambda: index.completions(since="now"),
+        lambda: index.resources(b"x"),
+        lambda: index.sync(registry, max_blocks=0),
+        lambda: index.sync("registry"),
+        lambda: AuditIndex(""),
+        lambda: AuditIndex(tmp_path / "no" / "such.sqlite"),
+    ):
         with pytest.raises(InvalidInput):
             call()
     with pytest.raises(InvalidResourceName):
@@ -132,9 +151,12 @@ def test_the_timeline_input_carries_each_lease_as_the_index_tells_it(chain, regi
     index.sync(registry)
     drawn = index.timeline_leases([DAILY, WEEKLY])
     assert [(lease.token, lease.end_reason, lease.reason) for lease in drawn] == [
-        (first.token, "released", "unheld"), (second.token, "expired", "released"), (third.token, "live", "expired"),
-        (weekly.token, "superseded", "unheld"), (again.token, "live", "reacquired"),
-    ]  # fmt: skip
+        (first.token, "released", "unheld"),
+        (second.token, "expired", "released"),
+        (third.token, "live", "expired"),
+        (weekly.token, "superseded", "unheld"),
+        (again.token, "live", "reacquired"),
+    ]
     assert [progress[-1] for _at, progress in drawn[0].renewals] == [1, 2]
     assert drawn[1].end == second.expires_at and drawn[2].completion_digest is not None
     assert drawn[0].resource == DAILY.encode(), "the name's bytes as logged: the picture escapes them"

@@ -194,8 +194,6 @@ def test_the_constructor_refuses_a_bad_max_ttl(chain, unchanged):
         chain.transact(chain.accounts[0], None, data)
 
 
-
-
 def test_time_travel_past_the_embedded_chain_limit_is_a_typed_error(embedded):
     """eth-tester stops at the year 3017 (anvil goes further: see tests/integration): a typed error,
     not a raw provider exception, and the chain does not move."""

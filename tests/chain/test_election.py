@@ -54,8 +54,10 @@ def test_campaign_when_free_elects_at_once_and_resigns_on_exit(alice, bob):
         seen = election(bob).leader()
         assert term(seen) == (alice.sender, leadership.token)
         assert (seen.since, seen.expires_at, seen.block_number) == (
-            leadership.since, leadership.expires_at, leadership.block_number,
-        )  # fmt: skip
+            leadership.since,
+            leadership.expires_at,
+            leadership.block_number,
+        )
         assert seen.expires_at == seen.since + 30
         assert leadership.is_current()
     assert leadership.resigned and candidate.leadership is None
@@ -189,9 +191,14 @@ def test_observe_yields_exactly_the_sequence_of_terms_including_none_after_an_ex
     a2 = election(alice).campaign()
     seen = [term(leader) for leader in changes]
     assert seen == [
-        (alice.sender, a.token), None, (bob.sender, b.token), None, (carol.sender, c.token), None,
+        (alice.sender, a.token),
+        None,
+        (bob.sender, b.token),
+        None,
+        (carol.sender, c.token),
+        None,
         (alice.sender, a2.token),
-    ]  # fmt: skip
+    ]
     a2.resign()
     b.resign()
 

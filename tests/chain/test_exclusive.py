@@ -158,7 +158,7 @@ def run(chain: Chain, body):
 def test_asyncio_exclusive_refuses_the_same_key_and_waits_for_its_release(chain, registry):
     async def body(achain):
         alice = (await AsyncRegistry.at(achain, registry.address)).connect(chain.accounts[1])
-        first = await alice.acquire(NAME, ttl=600, exclusive=True)
+        await alice.acquire(NAME, ttl=600, exclusive=True)
         nonce = chain.rpc.nonce(alice.sender, "latest")
         with pytest.raises(LeaseHeld) as held:
             await alice.acquire(NAME, ttl=600, exclusive=True)

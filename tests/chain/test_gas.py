@@ -11,7 +11,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
@@ -73,17 +72,24 @@ def test_admin_operations_and_sets_are_measured(figures):
     resource of acquireMany have exact figures, held to ceilings: an extra resource of a set costs less
     than a transaction of its own."""
     ceilings = {
-        "revoke": 34_000, "grant (after a revoke)": 45_000, "grant (taking over a live lease)": 47_000,
-        "revokeItem": 35_000, "grantItem (after a revoke)": 44_500, "grantItem (taking over a live claim)": 46_500,
-        "setNamespacePolicy (every field)": 31_500, "setNamespacePolicy (one field)": 28_500,
-        "setAdmission (one holder)": 51_000, "transferNamespaceAdmin": 50_000, "acceptNamespaceAdmin": 30_000,
+        "revoke": 34_000,
+        "grant (after a revoke)": 45_000,
+        "grant (taking over a live lease)": 47_000,
+        "revokeItem": 35_000,
+        "grantItem (after a revoke)": 44_500,
+        "grantItem (taking over a live claim)": 46_500,
+        "setNamespacePolicy (every field)": 31_500,
+        "setNamespacePolicy (one field)": 28_500,
+        "setAdmission (one holder)": 51_000,
+        "transferNamespaceAdmin": 50_000,
+        "acceptNamespaceAdmin": 30_000,
         "address namespace: setNamespacePolicy (first: writes its slot)": 49_000,
         "address namespace: setNamespacePolicy (again)": 32_000,
         "address namespace: revoke (by its address)": 35_000,
         "address namespace: transferNamespaceAdmin (writes the address down)": 53_500,
         "address namespace: acceptNamespaceAdmin": 30_000,
         "acquireMany: each extra resource (held before)": 10_500,
-    }  # fmt: skip
+    }
     for operation, ceiling in ceilings.items():
         assert figures[operation] <= ceiling, f"{operation}: {figures[operation]:,}"
     assert figures["acquireMany: each extra resource (held before)"] < figures["acquire (held before, after release)"]

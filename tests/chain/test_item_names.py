@@ -15,9 +15,8 @@ import asyncio
 import pytest
 
 from chainfence import Guard, Registry, _names
-from chainfence.audit import timeline
 from chainfence.aio import AsyncChain, AsyncRegistry
-from chainfence.audit import EventKind
+from chainfence.audit import EventKind, timeline
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import InvalidResourceName, LeaseReleased, UnknownToken
 
@@ -54,7 +53,10 @@ def test_control_the_named_bytes_of_the_item_and_of_the_administered_resource_ar
     named = {
         entry.resource_id: entry.name
         for entry in _events.fetch_all(
-            registry.chain, registry.address, kinds=[_events.Kind.NAMED], from_block=registry.deployment_block(),
+            registry.chain,
+            registry.address,
+            kinds=[_events.Kind.NAMED],
+            from_block=registry.deployment_block(),
             to_block=registry.chain.block_number(),
         )
     }
@@ -164,7 +166,9 @@ def test_no_plain_name_can_pass_for_an_item(registry, alice):
     from chainfence._node import artifacts as _artifacts
 
     selector, _ = _artifacts.functions("FencingRegistry")["acquire"]
-    registry.chain.transact(alice.sender, registry.address, selector + encode(["bytes", "uint256"], ["prod»db".encode(), 10]))
+    registry.chain.transact(
+        alice.sender, registry.address, selector + encode(["bytes", "uint256"], ["prod»db".encode(), 10])
+    )
     hostile = [e for e in registry.history() if e.resource_display.startswith("prod")]
     assert [e.resource_display for e in hostile] == ["prod\\u00bbdb"] and hostile[0].resource is None
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from chainfence import AcquireReason, EventKind, LeaseStatus, Registry
-from chainfence._node import events as _events
 from chainfence._names import item_id
+from chainfence._node import events as _events
 from chainfence.errors import (
     LeaseCompleted,
     LeaseReleased,
@@ -61,8 +61,11 @@ def test_the_admin_revokes_a_claim_by_workset_and_item(chain, ops):
     assert (again.item, again.reason, again.previous_token) == (claim.item, AcquireReason.REVOKED, claim.token)
     revoke = next(e for e in ops.history() if e.kind is EventKind.REVOKED)
     assert (revoke.resource_id, revoke.token, revoke.holder, revoke.admin) == (
-        item_id(WORKSET, claim.item), claim.token, bob.sender, ops.sender,
-    )  # fmt: skip
+        item_id(WORKSET, claim.item),
+        claim.token,
+        bob.sender,
+        ops.sender,
+    )
 
 
 def test_the_admin_grants_an_item_and_the_grantee_completes_it(chain, ops):
@@ -80,7 +83,9 @@ def test_the_admin_grants_an_item_and_the_grantee_completes_it(chain, ops):
         claim.renew()
     kinds = [(e.kind, e.token) for e in ops.history() if e.resource_id == granted.resource_id]
     assert kinds[-3:] == [
-        (EventKind.REVOKED, claim.token), (EventKind.ACQUIRED, granted.token), (EventKind.GRANTED, granted.token),
+        (EventKind.REVOKED, claim.token),
+        (EventKind.ACQUIRED, granted.token),
+        (EventKind.GRANTED, granted.token),
     ]
     granted.renew(120)
     granted.complete(b"done by the grantee")  # it carries the claimed flag: its completion marks it done

@@ -234,8 +234,14 @@ def test_acquire_keep_release_in_one_with(alice):
 
 @pytest.mark.parametrize(
     "options",
-    [{"interval": 40}, {"interval": 0}, {"latency_margin": 30}, {"block_time_margin": -1},
-     {"on_lost": "not callable"}, {"clock": 5}],  # fmt: skip
+    [
+        {"interval": 40},
+        {"interval": 0},
+        {"latency_margin": 30},
+        {"block_time_margin": -1},
+        {"on_lost": "not callable"},
+        {"clock": 5},
+    ],
 )
 def test_bad_keep_arguments_are_invalid_input_and_start_nothing(alice, options):
     lease = alice.acquire(RESOURCE, ttl=30)

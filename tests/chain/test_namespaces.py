@@ -15,8 +15,8 @@ from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
 from chainfence import AcquireReason, EventKind, LeaseStatus, Registry
-from chainfence._node import artifacts as _artifacts
 from chainfence._names import namespace_id
+from chainfence._node import artifacts as _artifacts
 from chainfence.errors import (
     DuplicateResource,
     InvalidNamespace,
@@ -151,11 +151,15 @@ def _every_admin_act_is_refused(chain, stranger: Registry, prefix: str, name: st
     assert chain.block_number() == block, "refused by the preflight: nothing mined"
     ns = namespace_id(prefix)
     raw = {
-        "setNamespacePolicy": [ns, 1, 600, True, 7], "setAdmission": [ns, [stranger.sender], True],
-        "transferNamespaceAdmin": [ns, stranger.sender], "revoke": [name], "grant": [name, stranger.sender, 60],
-        "revokeItem": [name, "item"], "grantItem": [name, "item", stranger.sender, 60],
+        "setNamespacePolicy": [ns, 1, 600, True, 7],
+        "setAdmission": [ns, [stranger.sender], True],
+        "transferNamespaceAdmin": [ns, stranger.sender],
+        "revoke": [name],
+        "grant": [name, stranger.sender, 60],
+        "revokeItem": [name, "item"],
+        "grantItem": [name, "item", stranger.sender, 60],
         "acceptNamespaceAdmin": [ns],
-    }  # fmt: skip
+    }
     for function, args in raw.items():
         with pytest.raises((NotNamespaceAdmin, NotPendingAdmin)):
             chain.transact(stranger.sender, stranger.address, stranger._encode(function, args), gas=300_000)
@@ -237,7 +241,9 @@ def test_a_namespace_assigned_twice_is_refused_at_deployment(chain, alice, bob):
     from chainfence.errors import NamespaceTaken
 
     bytecode = bytes.fromhex(_artifacts.load()["bytecode"][2:])
-    data = bytecode + abi_encode(["uint256", "string[]", "address[]"], [600, ["prod", "prod"], [alice.sender, bob.sender]])
+    data = bytecode + abi_encode(
+        ["uint256", "string[]", "address[]"], [600, ["prod", "prod"], [alice.sender, bob.sender]]
+    )
     with pytest.raises(NamespaceTaken):
         chain.transact(alice.sender, None, data, gas=4_000_000)
 
@@ -284,8 +290,14 @@ def test_the_hand_over_takes_two_steps_and_passes_the_role_as_it_was(chain, gov)
 def _namespace_events(registry: Registry, prefix: str) -> list:
     from chainfence._node import events as _events
 
-    logs = registry.chain.rpc.logs({"address": registry.address, "fromBlock": 0, "toBlock": "latest",
-                                    "topics": [None, "0x" + namespace_id(prefix).hex()]})  # fmt: skip
+    logs = registry.chain.rpc.logs(
+        {
+            "address": registry.address,
+            "fromBlock": 0,
+            "toBlock": "latest",
+            "topics": [None, "0x" + namespace_id(prefix).hex()],
+        }
+    )
     return [event for event in (_events.decode(log) for log in logs) if event is not None]
 
 
@@ -334,7 +346,9 @@ def test_two_policy_changes_of_different_fields_never_undo_each_other(chain, gov
     # Control: read, then the other change lands, then write the merged policy back.
     read = alice.namespace_policy(gov.prefix)
     alice.set_policy(gov.prefix, admission_required=True)  # the other writer
-    merged = alice._encode("setNamespacePolicy", [namespace_id(gov.prefix), read.max_ttl, 30, read.admission_required, 7])
+    merged = alice._encode(
+        "setNamespacePolicy", [namespace_id(gov.prefix), read.max_ttl, 30, read.admission_required, 7]
+    )
     chain.transact(alice.sender, alice.address, merged)
     assert alice.namespace_policy(gov.prefix).admission_required is False, "the merge undid the other change"
     # The mask: each names its own field, in whichever order they land.
@@ -416,7 +430,9 @@ def test_grant_takes_over_a_live_lease_through_the_fenced_path(chain, gov):
         old.renew()
     kinds = [(e.kind, e.token) for e in alice.history(gov.name("db"))]
     assert kinds[-3:] == [
-        (EventKind.REVOKED, old.token), (EventKind.ACQUIRED, granted.token), (EventKind.GRANTED, granted.token),
+        (EventKind.REVOKED, old.token),
+        (EventKind.ACQUIRED, granted.token),
+        (EventKind.GRANTED, granted.token),
     ]
     granted.renew()  # the grantee holds it like any lease
 

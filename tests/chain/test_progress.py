@@ -118,9 +118,16 @@ def test_long_holders_are_listed_only_when_asked_and_past_the_limit(chain, alice
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"renewals": 0}, {"renewals": True}, {"renewals": "3"}, {"longer_than": 0}, {"longer_than": 1.5},
-     {"from_block": -1}, {"from_block": "latest"}],
-)  # fmt: skip
+    [
+        {"renewals": 0},
+        {"renewals": True},
+        {"renewals": "3"},
+        {"longer_than": 0},
+        {"longer_than": 1.5},
+        {"from_block": -1},
+        {"from_block": "latest"},
+    ],
+)
 def test_bad_watchdog_arguments_are_typed_errors(registry, kwargs):
     with pytest.raises(InvalidInput):
         registry.stuck(**kwargs)

@@ -62,4 +62,9 @@ def every_state_is_judged_as_strict_mode_judges_it(registry, alice, bob):
     same(second.token)  # released
     info = reader.lease_at(name)
     strict = registry.last_lease(name)
-    assert (info.holder, info.token, info.expires_at, info.status) == (strict.holder, strict.token, strict.expires_at, strict.status)
+    assert (info.holder, info.token, info.expires_at, info.status) == (
+        strict.holder,
+        strict.token,
+        strict.expires_at,
+        strict.status,
+    )

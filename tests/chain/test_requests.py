@@ -31,8 +31,15 @@ AUDIENCE = "reports-service"
 
 def signed(guard, lease, agent, *, domain=None, **fields) -> FencedRequest:
     """A request signed with ``agent``'s key: by default for ``lease``, ``BODY``, in the guard's domain."""
-    fields = {"resource": lease.resource, "token": lease.token, "holder": lease.holder, "payload": BODY,
-              "action": ACTION, "audience": AUDIENCE, **fields}  # fmt: skip
+    fields = {
+        "resource": lease.resource,
+        "token": lease.token,
+        "holder": lease.holder,
+        "payload": BODY,
+        "action": ACTION,
+        "audience": AUDIENCE,
+        **fields,
+    }
     return FencedRequest.sign(domain or guard.domain(), key=agent.chain.key_of(agent.sender), **fields)
 
 
@@ -211,7 +218,9 @@ def test_requests_round_trip_through_http_headers(alice, guard):
         (ACTION, "billing-service", AudienceMismatch),  # another service fenced by the same resource
     ],
 )
-def test_a_request_is_accepted_only_for_the_action_and_audience_it_was_signed_for(alice, guard, action, audience, error):
+def test_a_request_is_accepted_only_for_the_action_and_audience_it_was_signed_for(
+    alice, guard, action, audience, error
+):
     lease = alice.acquire("reports/daily", ttl=60)
     request = sign(lease)
     with pytest.raises(error) as refused:
@@ -249,8 +258,12 @@ def test_a_request_is_never_accepted_twice_when_the_clock_steps_back(alice, guar
     later = (int(now) + 3_600) // 64 * 64 + 64  # a multiple of 64: this check prunes
     monkeypatch.setattr(guard_module.time, "time", lambda: later)
     check(guard, sign(lease, valid_for=60))  # signed "now": valid at `later`? sign with the faked clock
-    assert guard._conn().execute("SELECT COUNT(*) FROM seen_requests WHERE deadline = ?",
-                                 (request.deadline,)).fetchone()[0] == 0, "pruned"  # fmt: skip
+    assert (
+        guard._conn()
+        .execute("SELECT COUNT(*) FROM seen_requests WHERE deadline = ?", (request.deadline,))
+        .fetchone()[0]
+        == 0
+    ), "pruned"
     monkeypatch.setattr(guard_module.time, "time", lambda: now)  # the clock steps back
     with pytest.raises(RequestExpired, match="forgets"):
         check(guard, request)

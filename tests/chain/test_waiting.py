@@ -200,7 +200,8 @@ def test_two_waiters_racing_for_one_release_exactly_one_wins(alice, bob, carol):
 
 
 @pytest.mark.parametrize(
-    "wait", [-1, -0.001, math.nan, math.inf, -math.inf, MAX_WAIT + 1, 10**400, "5", b"5", True, [5]],
+    "wait",
+    [-1, -0.001, math.nan, math.inf, -math.inf, MAX_WAIT + 1, 10**400, "5", b"5", True, [5]],
     ids=repr,
 )
 def test_bad_wait_values_are_invalid_wait_and_send_nothing(alice, bob, wait):

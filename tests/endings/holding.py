@@ -102,7 +102,13 @@ def settle(kept: Any, clock: SteppedClock) -> None:
 
 
 def keep_until_lost(
-    kept: Any, way: enum.Enum, w: World, subject: Any, monkeypatch: pytest.MonkeyPatch, *, snapshot: Any = None,
+    kept: Any,
+    way: enum.Enum,
+    w: World,
+    subject: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    snapshot: Any = None,
     successor: bool = False,
 ) -> tuple[list[LeaseLost], LeaseLost, LeaseLost]:
     """``with kept.keep():`` (a Lease or a LeaseSet), end ``subject`` ``way``, let the renewal find it.

@@ -107,7 +107,7 @@ def test_claim_rolled_back(w, monkeypatch):
 
 @covers("claims", LocalEnd.DEADLINE)
 def test_claim_deadline(w, monkeypatch):
-    item = lose(w, LocalEnd.DEADLINE, monkeypatch)
+    lose(w, LocalEnd.DEADLINE, monkeypatch)
     assert w.registry.item_lease(WORKSET, ITEM).live, "given up while the claim is still live on-chain"
 
 

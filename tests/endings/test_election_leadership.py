@@ -14,7 +14,7 @@ from chainfence import AcquireReason
 from chainfence import keepalive as keepalive_module
 from chainfence.endings import End, LocalEnd
 from chainfence.errors import LeaseLost, LeaseRevoked
-from tests.endings.election_scenarios import NAME, NAMESPACE, election, namespaced
+from tests.endings.election_scenarios import NAME, election, namespaced
 from tests.endings.matrix import covers
 from tests.support.sequencer import wait_until
 from tests.support.virtual_time import SteppedClock

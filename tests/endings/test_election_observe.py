@@ -67,10 +67,14 @@ def test_control_an_observer_that_does_not_follow_revokes_reports_the_revoked_le
     """The naive observer (acquisitions, releases and renewals only, as observe() was) misses the revoke:
     nothing changes, alice still "leads" although her term was ended."""
     monkeypatch.setattr(
-        election_module, "_KINDS",
-        (election_module._events.Kind.ACQUIRED, election_module._events.Kind.RELEASED,
-         election_module._events.Kind.RENEWED),
-    )  # fmt: skip
+        election_module,
+        "_KINDS",
+        (
+            election_module._events.Kind.ACQUIRED,
+            election_module._events.Kind.RELEASED,
+            election_module._events.Kind.RENEWED,
+        ),
+    )
     seen, _expected = observe_the_end(chain, registry, alice, bob, End.REVOKED)
     assert seen == []
 
@@ -94,7 +98,9 @@ def test_a_revoke_then_a_later_acquisition_is_a_revoke_then_the_successor(chain,
         registry.revoke(NAME)
         successor = bob.acquire(NAME, ttl=30)
         assert [described(change) for change in changes] == [
-            ("ended", End.REVOKED, scene.leadership.token), None, (bob.sender, successor.token),
-        ]  # fmt: skip
+            ("ended", End.REVOKED, scene.leadership.token),
+            None,
+            (bob.sender, successor.token),
+        ]
     finally:
         scene.leadership._stop_keeping()

@@ -42,7 +42,7 @@ def refused(guard, token, error=None):
     """The verdict of ``guard`` on ``token``: "accepted" or the error's class name."""
     try:
         guard.check(NAME, token)
-    except Exception as exc:  # noqa: BLE001 - the verdict is its name
+    except Exception as exc:
         return type(exc).__name__
     return "accepted"
 
@@ -104,9 +104,11 @@ def test_a_completed_claim_is_recorded_ended_and_a_plain_completion_ends_nothing
     claim.complete(b"done")
     follow.sync()
     assert follow.check("ops/plain", plain.token) == plain.token, "a plain lease's completion ends nothing"
-    ended = follow._store.conn().execute(
-        "SELECT token, why FROM ended_leases WHERE resource_id = ?", (claim.resource_id,)
-    ).fetchone()
+    ended = (
+        follow._store.conn()
+        .execute("SELECT token, why FROM ended_leases WHERE resource_id = ?", (claim.resource_id,))
+        .fetchone()
+    )
     assert ended == (claim.token, "completed")
 
 

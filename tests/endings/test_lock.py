@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 
 from chainfence import EventKind, cli
-from chainfence.cli import lock as _cli_lock
 from chainfence._validate import resource_id
+from chainfence.cli import lock as _cli_lock
 from chainfence.endings import End, LocalEnd, Refusal
 from chainfence.errors import LeaseHeld, LeaseLost, LockDelayed, NodeUnreachable, NotAdmitted
 from chainfence.lease import Lease, LeaseStatus
@@ -56,8 +56,16 @@ def w(chain) -> World:
 class Run:
     """`lock` in this thread (the main thread: it takes signals), a driver thread beside it."""
 
-    def __init__(self, registry: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, wait: float = 0,
-                 take_over: bool = False, command: list[str] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        registry: Any,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        *,
+        wait: float = 0,
+        take_over: bool = False,
+        command: list[str] | None = None,
+    ):
         self.registry = registry
         self.dir = tmp_path
         self.clock = SteppedClock()
@@ -90,7 +98,7 @@ class Run:
         def driver() -> None:
             try:
                 drive(self)
-            except BaseException as error:  # noqa: BLE001 - reported by the test, after `lock` returned
+            except BaseException as error:
                 self.errors.append(error)
                 self.signal(signal.SIGTERM)  # never leave `lock` (and the test) hanging
 
@@ -98,9 +106,15 @@ class Run:
         thread.start()
         try:
             return _cli_lock.run(
-                self.registry, JOB, self.command, ttl=TTL, wait=self.wait, grace=GRACE, take_over=self.take_over,
+                self.registry,
+                JOB,
+                self.command,
+                ttl=TTL,
+                wait=self.wait,
+                grace=GRACE,
+                take_over=self.take_over,
                 on_lost=self.lost.append,
-            )  # fmt: skip
+            )
         finally:
             thread.join(120)
             assert not thread.is_alive()
@@ -185,7 +199,9 @@ def test_lock_a_completion_of_its_plain_lease_ends_nothing(w, tmp_path, monkeypa
         seen["pid"], token = run.writer()
         w.alice.complete(JOB, int(token), b"the report")
         run.at(DUE)
-        wait_until(lambda: any(e.kind is EventKind.RENEWED for e in w.registry.history(JOB)), "the renewal went through")
+        wait_until(
+            lambda: any(e.kind is EventKind.RENEWED for e in w.registry.history(JOB)), "the renewal went through"
+        )
         assert alive(seen["pid"])
         run.signal(signal.SIGTERM)  # done: forwarded to the command
 
@@ -236,7 +252,7 @@ def test_control_a_lock_that_takes_a_revoke_for_a_transient_error_blames_the_dea
 
 @covers("lock", End.GRANTED)
 def test_lock_granted_away_by_the_admin(w, tmp_path, monkeypatch):
-    run = lose(w, End.GRANTED, tmp_path, monkeypatch)
+    lose(w, End.GRANTED, tmp_path, monkeypatch)
     assert w.registry.lease_of(JOB).holder == w.bob.sender
 
 

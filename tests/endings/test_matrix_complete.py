@@ -59,7 +59,9 @@ def test_every_cell_of_the_matrix_has_a_test():
 def test_no_test_claims_a_cell_the_model_does_not_have():
     _import_scenarios()
     parts = endings.parts()
-    stray = [f"{name} x {way}" for (name, way) in matrix.COVERED if name not in parts or way not in parts[name].required()]
+    stray = [
+        f"{name} x {way}" for (name, way) in matrix.COVERED if name not in parts or way not in parts[name].required()
+    ]
     assert not stray, f"tests cover cells no part declares: {stray}"
 
 

@@ -21,7 +21,7 @@ from tests.integration.test_mcp import _call, drive
 @pytest.fixture
 def registry(chain, backend_registry):
     """A registry whose admin ways' namespaces are carol's (account 3), assigned at deployment."""
-    namespaces = {prefix: chain.accounts[3] for prefix in ("mcprev", "mcpgrant", "mcpdelay", "mcpadm", "mcpctl")}
+    namespaces = dict.fromkeys(("mcprev", "mcpgrant", "mcpdelay", "mcpadm", "mcpctl"), chain.accounts[3])
     return Registry.deploy(chain, max_ttl=3_600, namespaces=namespaces)
 
 

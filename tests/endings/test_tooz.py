@@ -68,7 +68,7 @@ def backend(request, monkeypatch):
         chain, registry = embedded_chain(name)
         made = Backend(
             f"chainfence+embedded://{name}?timeout={TTL}", chain, registry.address, address_namespace(chain.accounts[0])
-        )  # fmt: skip
+        )
     else:
         node, chain = request.getfixturevalue("anvil_node"), request.getfixturevalue("anvil_chain")
         key = request.getfixturevalue("anvil_tooz")
@@ -78,8 +78,11 @@ def backend(request, monkeypatch):
         host = node.url.split("://", 1)[1]
         made = Backend(
             f"chainfence+http://{host}?registry={registry.address}&key_env=CHAINFENCE_TOOZ_DRIVER_KEY&timeout={TTL}"
-            "&poll_latency=0.005", chain, registry.address, namespace,
-        )  # fmt: skip
+            "&poll_latency=0.005",
+            chain,
+            registry.address,
+            namespace,
+        )
     yield made
     for coordinator in made.started:
         if coordinator.is_started:

@@ -94,7 +94,7 @@ def test_a_plain_completion_ends_nothing_a_holder_renewing_without_progress_afte
 @covers("watchdog", End.SUPERSEDED)
 def test_a_stuck_lease_its_holder_acquired_again_is_not_listed_the_new_token_is_judged_afresh(alice, report):
     old = stuck_lease(alice)
-    new = alice.acquire(NAME, ttl=600)
+    alice.acquire(NAME, ttl=600)
     found = listed(report(alice, longer_than=1))
     assert found["stuck"] == [] and old.token not in found["long_held"] and found["crashed"] == []
 

@@ -84,8 +84,13 @@ def test_control_an_async_client_that_reads_a_timeout_as_failure_acquires_twice(
             time_out_only(w3, "eth_sendRawTransaction", 1.0)
             data = registry._encode("acquire", [RESOURCE, 60])
             nonce = await w3.eth.get_transaction_count(key.address, "pending")
-            base = {"to": registry.address, "data": data, "gas": 300_000, "chainId": await w3.eth.chain_id,
-                    "gasPrice": await w3.eth.gas_price}  # fmt: skip
+            base = {
+                "to": registry.address,
+                "data": data,
+                "gas": 300_000,
+                "chainId": await w3.eth.chain_id,
+                "gasPrice": await w3.eth.gas_price,
+            }
             proxy.plan("eth_sendRawTransaction", "late_reply")
             try:
                 await w3.eth.send_raw_transaction(key.sign_transaction(dict(base, nonce=nonce)).raw_transaction)

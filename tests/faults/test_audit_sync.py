@@ -28,7 +28,9 @@ CAP = 4
 
 
 def rows(index: AuditIndex) -> list[tuple]:
-    return index._conn.execute("SELECT block, log_index, kind, token, holder FROM events ORDER BY block, log_index").fetchall()
+    return index._conn.execute(
+        "SELECT block, log_index, kind, token, holder FROM events ORDER BY block, log_index"
+    ).fetchall()
 
 
 def fresh(registry, tmp_path, name="fresh.sqlite") -> AuditIndex:
@@ -128,7 +130,9 @@ def test_a_failure_between_writing_and_committing_a_page_loses_only_that_page(on
     resumed = AuditIndex(tmp_path / "audit.sqlite")
     resumed.sync(on_anvil, max_blocks=CAP)
     assert rows(resumed) == rows(fresh(on_anvil, tmp_path)), "no duplicate, no gap"
-    assert [lease.token for lease in resumed.leases_of(on_anvil.chain.accounts[1])][-6:] == [l.token for l in leases]
+    assert [lease.token for lease in resumed.leases_of(on_anvil.chain.accounts[1])][-6:] == [
+        lease.token for lease in leases
+    ]
 
 
 def test_a_sync_killed_mid_run_resumes_with_no_duplicate_and_no_gap(anvil_node, on_anvil, tmp_path):
@@ -137,10 +141,26 @@ def test_a_sync_killed_mid_run_resumes_with_no_duplicate_and_no_gap(anvil_node, 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
     with RpcProxy(anvil_node.url) as proxy:
         child = subprocess.Popen(
-            [sys.executable, "-m", "chainfence", "audit", "sync", "--index", str(path), "--max-blocks", str(CAP),
-             "--rpc-url", proxy.url, "--registry", on_anvil.address, "--json"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "chainfence",
+                "audit",
+                "sync",
+                "--index",
+                str(path),
+                "--max-blocks",
+                str(CAP),
+                "--rpc-url",
+                proxy.url,
+                "--registry",
+                on_anvil.address,
+                "--json",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
             wait_until(lambda: proxy.completed_count("eth_getLogs") >= 4, "the child read four pages")
             proxy.stall()
@@ -194,16 +214,47 @@ def test_hostile_names_are_stored_as_bytes_and_printed_escaped(anvil_node, on_an
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
     for args in (["resources"], ["current"], ["holder", bob.sender]):
         done = subprocess.run(
-            [sys.executable, "-m", "chainfence", "audit", *args, "--index", str(path), "--rpc-url", anvil_node.url,
-             "--registry", on_anvil.address], env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "chainfence",
+                "audit",
+                *args,
+                "--index",
+                str(path),
+                "--rpc-url",
+                anvil_node.url,
+                "--registry",
+                on_anvil.address,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         assert "\x1b" not in done.stdout and "\u202e" not in done.stdout and "\x00" not in done.stdout
         assert all(ch.isprintable() or ch == "\n" for ch in done.stdout)
     as_json = subprocess.run(
-        [sys.executable, "-m", "chainfence", "audit", "resources", "--json", "--index", str(path), "--rpc-url",
-         anvil_node.url, "--registry", on_anvil.address], env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "chainfence",
+            "audit",
+            "resources",
+            "--json",
+            "--index",
+            str(path),
+            "--rpc-url",
+            anvil_node.url,
+            "--registry",
+            on_anvil.address,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     names = {entry["resource_display"] for entry in json.loads(as_json.stdout)["result"]}
     assert names == set(shown)
 

@@ -69,7 +69,7 @@ class Campaign(threading.Thread):
     def run(self) -> None:
         try:
             self.leadership = self.election.campaign(wait=600)
-        except BaseException as error:  # noqa: BLE001 - reported to the test
+        except BaseException as error:
             self.error = error
 
 

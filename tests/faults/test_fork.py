@@ -31,7 +31,7 @@ def in_child(after_parent_moved, action) -> dict:
             os.read(go_read, 1)
             try:
                 outcome = {"accepted": action()}
-            except Exception as error:  # noqa: BLE001 - reported to the parent
+            except Exception as error:
                 outcome = {"error": type(error).__name__, "message": str(error)}
             os.write(result_write, json.dumps(outcome).encode())
         finally:

@@ -53,10 +53,22 @@ def test_random_kills_never_lose_a_mark_or_accept_a_lower_token(on_anvil, tmp_pa
     reported = 0
     for _round in range(10):
         worker = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.agent", "churn", on_anvil.chain.w3.provider.endpoint_uri,
-             on_anvil.address, "3", RESOURCE, str(store)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tests.support.agent",
+                "churn",
+                on_anvil.chain.w3.provider.endpoint_uri,
+                on_anvil.address,
+                "3",
+                RESOURCE,
+                str(store),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         seen = [read_accepted(worker) for _ in range(rng.randint(1, 4))]  # it is up and accepting
         time.sleep(rng.uniform(0.0, 0.3))  # where the kill lands: anywhere in the cycles that follow
         os.kill(worker.pid, signal.SIGKILL)

@@ -28,14 +28,23 @@ RESOURCE = "reports/daily"
 class Worker:
     def __init__(self, registry, store, *args: str):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.guard_worker", args[0], registry.chain.w3.provider.endpoint_uri,
-             registry.address, str(store), RESOURCE, *args[1:]],
+            [
+                sys.executable,
+                "-m",
+                "tests.support.guard_worker",
+                args[0],
+                registry.chain.w3.provider.endpoint_uri,
+                registry.address,
+                str(store),
+                RESOURCE,
+                *args[1:],
+            ],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
 
     def read(self, timeout: float = 60.0) -> dict:
         result: list[str] = []

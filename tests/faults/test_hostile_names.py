@@ -18,19 +18,19 @@ import pytest
 from eth_abi import encode as abi_encode
 
 from chainfence import Guard
-from chainfence._node import artifacts as _artifacts
 from chainfence._names import display
+from chainfence._node import artifacts as _artifacts
 from chainfence.errors import InvalidResourceName
 
 HOSTILE = [
-    b"\xff\xfe",                              # not UTF-8
-    "reports/\u202eyliad".encode(),           # RIGHT-TO-LEFT OVERRIDE: renders as "reports/daily"
-    "reports/daily\u200b".encode(),           # a zero-width space: looks exactly like "reports/daily"
-    b"\x1b[2J\x1b[31mOWNED",                  # terminal escapes (clear screen, red)
-    b"line\nbreak\r\x00nul",                  # newline, carriage return, NUL
-    b"\\xff\\xfe",                            # the text an escaped b"\xff\xfe" would show: must not collide
-    b"\xff" * 128,                            # the longest name, none of it UTF-8
-]  # fmt: skip
+    b"\xff\xfe",  # not UTF-8
+    "reports/\u202eyliad".encode(),  # RIGHT-TO-LEFT OVERRIDE: renders as "reports/daily"
+    "reports/daily\u200b".encode(),  # a zero-width space: looks exactly like "reports/daily"
+    b"\x1b[2J\x1b[31mOWNED",  # terminal escapes (clear screen, red)
+    b"line\nbreak\r\x00nul",  # newline, carriage return, NUL
+    b"\\xff\\xfe",  # the text an escaped b"\xff\xfe" would show: must not collide
+    b"\xff" * 128,  # the longest name, none of it UTF-8
+]
 
 
 def publish(registry, sender, name: bytes, ttl: int = 60):
@@ -88,7 +88,7 @@ def test_control_the_generic_decoder_chokes_on_a_name_that_is_not_utf8(registry,
     contract = registry.chain.w3.eth.contract(address=registry.address, abi=_artifacts.abi())
     named = contract.events.ResourceNamed()
     log = next(entry for entry in receipt["logs"] if bytes(entry["topics"][0]) == bytes.fromhex(named.topic[2:]))
-    with pytest.raises(Exception) as failure:  # noqa: PT011 - whatever web3 raises is the point
+    with pytest.raises(Exception) as failure:
         named.process_log(log)
     assert "utf" in repr(failure.value).lower() or "decod" in repr(failure.value).lower()
 

@@ -309,4 +309,3 @@ def test_a_lease_that_cannot_be_released_is_handed_to_the_caller(alice, monkeypa
     assert alice.lease_of("jobs/cut").token == handed.token
     handed.release()
     assert live(alice, "acquire") == []
-

@@ -77,8 +77,14 @@ def test_control_a_provider_that_resends_and_a_client_that_trusts_the_words_acqu
         data = registry._encode("acquire", [RESOURCE, 60])
         before = registry.latest_token()
         nonce = w3.eth.get_transaction_count(key.address, "pending")
-        base = {"to": registry.address, "data": data, "gas": 300_000, "chainId": w3.eth.chain_id,
-                "maxFeePerGas": 10 * 10**9, "maxPriorityFeePerGas": 10**9}  # fmt: skip
+        base = {
+            "to": registry.address,
+            "data": data,
+            "gas": 300_000,
+            "chainId": w3.eth.chain_id,
+            "maxFeePerGas": 10 * 10**9,
+            "maxPriorityFeePerGas": 10**9,
+        }
         proxy.plan("eth_sendRawTransaction", "late_reply")
         hashes = []
         for attempt in range(2):
@@ -87,7 +93,7 @@ def test_control_a_provider_that_resends_and_a_client_that_trusts_the_words_acqu
             try:
                 w3.eth.send_raw_transaction(signed.raw_transaction)
                 break
-            except Exception as refused:  # noqa: BLE001 - the naive client's reading of the answer
+            except Exception as refused:
                 assert any(word in str(refused).lower() for word in ("nonce", "known", "imported")), refused
                 continue  # "someone else used my nonce": sign again with the next one
         for tx_hash in hashes:

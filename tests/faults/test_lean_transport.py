@@ -42,8 +42,14 @@ def signed_acquire(agent, name: str, nonce_offset: int = 0) -> bytes:
     key = Account.from_key(dev_keys(10)[KEY])
     fees = agent.chain._sender.fees()
     nonce = agent.chain.rpc.nonce(key.address, "pending") + nonce_offset
-    tx = {"to": agent.address, "data": agent._encode("acquire", [name, 60]), "gas": 200_000, "nonce": nonce,
-          "chainId": agent.chain.chain_id, **fees}  # fmt: skip
+    tx = {
+        "to": agent.address,
+        "data": agent._encode("acquire", [name, 60]),
+        "gas": 200_000,
+        "nonce": nonce,
+        "chainId": agent.chain.chain_id,
+        **fees,
+    }
     return bytes(key.sign_transaction(tx).raw_transaction)
 
 

@@ -33,9 +33,9 @@ from chainfence import Chain, Registry, cli
 from chainfence.cli.lock import session_members
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
-from tests.support.rpc_proxy import RpcProxy
 from tests.support.lock_writer import WRITER, alive, forking_command, log
 from tests.support.lock_writer import writer as first_writer
+from tests.support.rpc_proxy import RpcProxy
 from tests.support.sequencer import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,9 +78,21 @@ def no_process_left_behind():
 class Lock:
     """One `chainfence lock` process (the runner), its files (``NAME.clock``, ``NAME.err``) and its command's."""
 
-    def __init__(self, node, registry: Registry, tmp_path: Path, resource: str, *, naive: bool = False,
-                 command: list[str] | None = None, lock_args: tuple[str, ...] = (), runner_args: tuple[str, ...] = (),
-                 name: str = "lock", url: str | None = None, ttl: int = TTL):  # fmt: skip
+    def __init__(
+        self,
+        node,
+        registry: Registry,
+        tmp_path: Path,
+        resource: str,
+        *,
+        naive: bool = False,
+        command: list[str] | None = None,
+        lock_args: tuple[str, ...] = (),
+        runner_args: tuple[str, ...] = (),
+        name: str = "lock",
+        url: str | None = None,
+        ttl: int = TTL,
+    ):
         self.dir = tmp_path
         self.name = name
         self.resource = resource
@@ -91,14 +103,37 @@ class Lock:
         env = {**os.environ, "CHAINFENCE_PRIVATE_KEY": dev_keys(4)[1], "PYTHONPATH": str(ROOT / "src")}
         for variable in ("CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY", "CHAINFENCE_DEPLOYMENT"):
             env.pop(variable, None)
-        self.out = open(tmp_path / f"{name}.out", "w")  # noqa: SIM115 - closed in wait()
-        self.err = open(tmp_path / f"{name}.err", "w")  # noqa: SIM115
+        self.out = open(tmp_path / f"{name}.out", "w")
+        self.err = open(tmp_path / f"{name}.err", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, RUNNER, "--clock", str(self.clock), *(["--naive"] if naive else []), *runner_args, "--",
-             "lock", resource, "--rpc-url", url or node.url, "--registry", registry.address, "--ttl", str(ttl),
-             "--grace", str(GRACE), *lock_args, "--", *command],
-            env=env, stdout=self.out, stderr=self.err, cwd=ROOT, start_new_session=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                RUNNER,
+                "--clock",
+                str(self.clock),
+                *(["--naive"] if naive else []),
+                *runner_args,
+                "--",
+                "lock",
+                resource,
+                "--rpc-url",
+                url or node.url,
+                "--registry",
+                registry.address,
+                "--ttl",
+                str(ttl),
+                "--grace",
+                str(GRACE),
+                *lock_args,
+                "--",
+                *command,
+            ],
+            env=env,
+            stdout=self.out,
+            stderr=self.err,
+            cwd=ROOT,
+            start_new_session=True,
+        )
         STARTED.append(self)
 
     def set_clock(self, seconds: float) -> None:
@@ -451,8 +486,15 @@ def test_control_the_naive_lock_deadlocks_on_a_sigterm_while_the_command_starts(
     chain, registry = direct
     dump = tmp_path / "stacks"
     when = ("--sigterm-in-popen",) + ((str(tmp_path),) if moment == "after-start" else ())
-    lock = Lock(node, registry, tmp_path, f"lock-proc/term-at-start-naive-{moment}", naive=True,
-                command=[sys.executable, WRITER, str(tmp_path)], runner_args=(*when, "--dump", str(dump)))  # fmt: skip
+    lock = Lock(
+        node,
+        registry,
+        tmp_path,
+        f"lock-proc/term-at-start-naive-{moment}",
+        naive=True,
+        command=[sys.executable, WRITER, str(tmp_path)],
+        runner_args=(*when, "--dump", str(dump)),
+    )
 
     def stuck_in_forward() -> bool:
         lock.proc.send_signal(signal.SIGUSR2)  # faulthandler: every thread's stack, even a blocked main thread's

@@ -51,12 +51,11 @@ import pytest
 from eth_account import Account
 
 from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, LeaseSet, Registry, audit
-from chainfence.audit import watchdog
 from chainfence._node.rpc import AsyncRpc, Rpc, connect_http
 from chainfence._validate import resource_id
-from chainfence.guard.admission import Admission
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncLeaseSet, AsyncRegistry
 from chainfence.asgi import FencingMiddleware
+from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.deployment import Deployment, save
 from chainfence.election import Watch
@@ -70,6 +69,7 @@ from chainfence.errors import (
     OutcomeUnknown,
 )
 from chainfence.fenced_requests import http_action
+from chainfence.guard.admission import Admission
 from chainfence.outcomes import reconcile
 from chainfence.sql import fenced_transaction
 from tests.support.anvil import Anvil, dev_keys
@@ -122,9 +122,13 @@ class World:
         self.deployment = save(Deployment.of(registry, rpc_url=url), directory / "deployment.json")
 
         self.chain = Chain.connect(
-            url, private_keys=keys, request_timeout=TIMEOUT, receipt_timeout=5, unreachable_timeout=0.3,
+            url,
+            private_keys=keys,
+            request_timeout=TIMEOUT,
+            receipt_timeout=5,
+            unreachable_timeout=0.3,
             poll_latency=0.01,
-        )  # fmt: skip
+        )
         self.accounts = self.chain.accounts
         self._cached = Registry.at(self.chain, self.address, sender=self.accounts[1])
         _ = self._cached.max_ttl, self._cached.identity()
@@ -189,9 +193,16 @@ class World:
     def signed(self, token: int) -> FencedRequest:
         """A request signed by the holder, locally (the domain was read while the node answered)."""
         return FencedRequest.sign(
-            self.domain, resource=RESOURCE, token=token, holder=self.accounts[1], action=ACTION, audience=AUDIENCE,
-            payload=PAYLOAD, key=self.keys[1], valid_for=3_000,
-        )  # fmt: skip
+            self.domain,
+            resource=RESOURCE,
+            token=token,
+            holder=self.accounts[1],
+            action=ACTION,
+            audience=AUDIENCE,
+            payload=PAYLOAD,
+            key=self.keys[1],
+            valid_for=3_000,
+        )
 
     def new_guard(self, mode: str, *, cached: bool = True, store: str | None = None) -> Guard:
         path = self.directory / (store or f"new-{os.urandom(4).hex()}.sqlite")
@@ -497,7 +508,10 @@ CALLS: list[Call] = [
     Call("Chain.set_next_block_time", lambda w: w.chain.set_next_block_time(w.next_time)),
     Call("Chain.call", lambda w: w.chain.call(w.address, w.cached()._encode("latestToken", []))),
     Call("Chain.transact", lambda w: w.chain.transact(w.accounts[1], w.address, acquire_data(w))),
-    Call("Chain.transact[gas=, no preflight]", lambda w: w.chain.transact(w.accounts[1], w.address, acquire_data(w), gas=200_000)),
+    Call(
+        "Chain.transact[gas=, no preflight]",
+        lambda w: w.chain.transact(w.accounts[1], w.address, acquire_data(w), gas=200_000),
+    ),
     # -- Registry ------------------------------------------------------------
     Call("Registry.deploy", lambda w: Registry.deploy(w.chain)),
     Call("Registry.at", lambda w: Registry.at(w.chain, w.address)),
@@ -526,7 +540,10 @@ CALLS: list[Call] = [
     Call("Registry.last_lease[block=]", lambda w: w.registry().last_lease(RESOURCE, block=w.head)),
     Call("Registry.is_current", lambda w: w.registry().is_current(RESOURCE, w.token)),
     Call("Registry.check_current", lambda w: w.registry().check_current(RESOURCE, w.token)),
-    Call("Registry.check_current[confirmations=2]", lambda w: w.registry().check_current(RESOURCE, w.token, confirmations=2)),
+    Call(
+        "Registry.check_current[confirmations=2]",
+        lambda w: w.registry().check_current(RESOURCE, w.token, confirmations=2),
+    ),
     Call("Registry.latest_token", lambda w: w.registry().latest_token()),
     Call("Registry.latest_token[block=latest]", lambda w: w.registry().latest_token(block="latest")),
     Call("Registry.max_ttl", lambda w: w.registry().max_ttl),
@@ -539,8 +556,10 @@ CALLS: list[Call] = [
     Call("Registry.history[holder]", lambda w: w.cached().history(holder=w.accounts[1])),
     Call("Registry.history[token]", lambda w: w.cached().history(token=w.token)),
     Call("Registry.history[from_block, to_block]", lambda w: w.cached().history(from_block=0, to_block=w.head)),
-    Call("Registry.history[every filter]", lambda w: w.cached().history(
-        RESOURCE, holder=w.accounts[1], token=w.token, from_block=0, to_block=w.head)),
+    Call(
+        "Registry.history[every filter]",
+        lambda w: w.cached().history(RESOURCE, holder=w.accounts[1], token=w.token, from_block=0, to_block=w.head),
+    ),
     Call("Registry.lease_from_tx", lambda w: w.registry().lease_from_tx(w.tx_hash)),
     Call("Registry.acquire_many", lambda w: w.cached().acquire_many([FREE, "ops/other"], 60)),
     Call("Registry.transfer_namespace_admin", lambda w: w.cached().transfer_namespace_admin("ops", w.accounts[2])),
@@ -571,8 +590,10 @@ CALLS: list[Call] = [
     Call("LeaseSet.keep", set_keep_until_lost, raises=LeaseSetLost),
     # -- Election, Leadership ------------------------------------------------
     Call("Election.campaign", lambda w: Election(w.cached(), FREE, ttl=60).campaign()),
-    Call("Election.campaign[wait, held]", lambda w: Election(
-        w.cached().connect(w.accounts[2]), RESOURCE, ttl=60).campaign(wait=5)),
+    Call(
+        "Election.campaign[wait, held]",
+        lambda w: Election(w.cached().connect(w.accounts[2]), RESOURCE, ttl=60).campaign(wait=5),
+    ),
     Call("Election.campaign[max_ttl uncached]", lambda w: Election(w.registry(), FREE, ttl=60).campaign(wait=0)),
     Call("Election.leader", lambda w: Election(w.registry(), RESOURCE, ttl=60).leader()),
     Call("Election.observe", lambda w: next(Election(w.registry(), RESOURCE, ttl=60).observe(timeout=5))),
@@ -591,16 +612,24 @@ CALLS: list[Call] = [
     Call("Guard.check[strict, above the mark]", lambda w: w.guards["strict"].check(RESOURCE, w.token + 1)),
     Call("Guard.check[follow, above the mark]", lambda w: w.guards["follow"].check(RESOURCE, w.token + 1)),
     Call("Guard.check[follow, at the mark, follower behind]", check_behind),
-    Call("Guard.check_request[mark, above the mark]", lambda w: w.guards["mark"].check_request(
-        w.signed(w.token + 1), PAYLOAD, action=ACTION)),
-    Call("Guard.check_request[strict]", lambda w: w.guards["strict"].check_request(
-        w.signed(w.token), PAYLOAD, action=ACTION)),
-    Call("Guard.check_request[domain unread]", lambda w: w.guards["domain-unread"].check_request(
-        w.signed(w.token), PAYLOAD, action=ACTION)),
+    Call(
+        "Guard.check_request[mark, above the mark]",
+        lambda w: w.guards["mark"].check_request(w.signed(w.token + 1), PAYLOAD, action=ACTION),
+    ),
+    Call(
+        "Guard.check_request[strict]",
+        lambda w: w.guards["strict"].check_request(w.signed(w.token), PAYLOAD, action=ACTION),
+    ),
+    Call(
+        "Guard.check_request[domain unread]",
+        lambda w: w.guards["domain-unread"].check_request(w.signed(w.token), PAYLOAD, action=ACTION),
+    ),
     Call("Guard.sync", lambda w: w.guards["follow-sync"].sync()),
     Call("Guard.domain", lambda w: w.guards["domain-unread"].domain()),
-    Call("Guard.check[on-chain admission, answer not cached]",
-         lambda w: w.guards["admission-unasked"].check(RESOURCE, w.token)),
+    Call(
+        "Guard.check[on-chain admission, answer not cached]",
+        lambda w: w.guards["admission-unasked"].check(RESOURCE, w.token),
+    ),
     # -- outcomes, FencedStore, sql --------------------------------------------
     Call("audit.history", lambda w: audit.history(w.registry(), RESOURCE)),
     Call("watchdog.stuck", lambda w: watchdog.stuck(w.cached(), renewals=1, longer_than=1)),
@@ -616,8 +645,10 @@ CALLS: list[Call] = [
     Call("FencedStore.deploy", lambda w: FencedStore.deploy(w.cached())),
     Call("FencedStore.at", lambda w: FencedStore.at(w.cached(), w.store_address)),
     Call("FencedStore.write", lambda w: FencedStore(w.cached(), w.store_address).write(w.lease(), b"v2")),
-    Call("FencedStore.write_raw", lambda w: FencedStore(w.cached(), w.store_address).write_raw(
-        w.accounts[1], RESOURCE, w.token, b"v2")),
+    Call(
+        "FencedStore.write_raw",
+        lambda w: FencedStore(w.cached(), w.store_address).write_raw(w.accounts[1], RESOURCE, w.token, b"v2"),
+    ),
     Call("FencedStore.read", lambda w: FencedStore(w.cached(), w.store_address).read(RESOURCE)),
     Call("FencedStore.history", lambda w: FencedStore(w.cached(), w.store_address).history()),
     Call("sql.fenced_transaction[above the mark]", fenced_sql),
@@ -633,10 +664,18 @@ CALLS: list[Call] = [
     Call("Rpc.blocks", lambda w: w.chain.rpc.blocks([1, 2, 3])),
     Call("Rpc.pending_timestamp", lambda w: w.chain.rpc.pending_timestamp()),
     Call("Rpc.call", lambda w: w.chain.rpc.call({"to": w.address, "data": w.cached()._encode("latestToken", [])})),
-    Call("Rpc.call_and_pending_timestamp",
-         lambda w: w.chain.rpc.call_and_pending_timestamp({"to": w.address, "data": w.cached()._encode("latestToken", [])})),
-    Call("Rpc.estimate_gas", lambda w: w.chain.rpc.estimate_gas(
-        {"from": w.accounts[1], "to": w.address, "data": acquire_data(w)}, "pending")),
+    Call(
+        "Rpc.call_and_pending_timestamp",
+        lambda w: w.chain.rpc.call_and_pending_timestamp(
+            {"to": w.address, "data": w.cached()._encode("latestToken", [])}
+        ),
+    ),
+    Call(
+        "Rpc.estimate_gas",
+        lambda w: w.chain.rpc.estimate_gas(
+            {"from": w.accounts[1], "to": w.address, "data": acquire_data(w)}, "pending"
+        ),
+    ),
     Call("Rpc.code", lambda w: w.chain.rpc.code(w.address)),
     Call("Rpc.nonce", lambda w: w.chain.rpc.nonce(w.accounts[1])),
     Call("Rpc.logs", lambda w: w.chain.rpc.logs({"address": w.address, "fromBlock": 0, "toBlock": w.head})),
@@ -655,7 +694,10 @@ CALLS: list[Call] = [
     Call("AsyncRegistry.deploy", aio(lambda w, c, r: AsyncRegistry.deploy(c))),
     Call("AsyncRegistry.at", aio(lambda w, c, r: AsyncRegistry.at(c, w.address))),
     Call("AsyncRegistry.acquire", aio(lambda w, c, r: r.acquire(FREE, ttl=60))),
-    Call("AsyncRegistry.acquire[wait, held]", aio(lambda w, c, r: r.connect(w.accounts[2]).acquire(RESOURCE, ttl=60, wait=5))),
+    Call(
+        "AsyncRegistry.acquire[wait, held]",
+        aio(lambda w, c, r: r.connect(w.accounts[2]).acquire(RESOURCE, ttl=60, wait=5)),
+    ),
     Call("AsyncRegistry.claim", aio(lambda w, c, r: r.claim("batch", ["a", "b"], 60))),
     Call("AsyncRegistry.acquire_many", aio(lambda w, c, r: r.acquire_many([FREE, "ops/other"], 60))),
     Call("AsyncRegistry.renew", aio(lambda w, c, r: r.renew(RESOURCE, w.token, 60))),
@@ -680,8 +722,10 @@ CALLS: list[Call] = [
     Call("AsyncLeaseSet[leaving the async with block]", aio(async_exit_set)),
     Call("AsyncLeaseSet.keep", aio(async_set_keep_until_lost), raises=LeaseSetLost),
     Call("AsyncGuard.check[strict]", lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).check(RESOURCE, w.token))),
-    Call("AsyncGuard.check_request[strict]", lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).check_request(
-        w.signed(w.token), PAYLOAD, action=ACTION))),
+    Call(
+        "AsyncGuard.check_request[strict]",
+        lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).check_request(w.signed(w.token), PAYLOAD, action=ACTION)),
+    ),
     Call("AsyncGuard.sync", lambda w: asyncio.run(AsyncGuard(w.guards["follow-sync"]).sync())),
     Call("AsyncRpc.chain_id", async_rpc("chain_id")),
     Call("AsyncRpc.client_version", async_rpc("client_version")),
@@ -689,11 +733,21 @@ CALLS: list[Call] = [
     Call("AsyncRpc.block", async_rpc("block", "latest")),
     Call("AsyncRpc.blocks", async_rpc("blocks", [1, 2, 3])),
     Call("AsyncRpc.pending_timestamp", async_rpc("pending_timestamp")),
-    Call("AsyncRpc.call", async_rpc("call", lambda w: {"to": w.address, "data": w.cached()._encode("latestToken", [])})),
-    Call("AsyncRpc.call_and_pending_timestamp", async_rpc(
-        "call_and_pending_timestamp", lambda w: {"to": w.address, "data": w.cached()._encode("latestToken", [])})),
-    Call("AsyncRpc.estimate_gas", async_rpc(
-        "estimate_gas", lambda w: {"from": w.accounts[1], "to": w.address, "data": acquire_data(w)}, "pending")),
+    Call(
+        "AsyncRpc.call", async_rpc("call", lambda w: {"to": w.address, "data": w.cached()._encode("latestToken", [])})
+    ),
+    Call(
+        "AsyncRpc.call_and_pending_timestamp",
+        async_rpc(
+            "call_and_pending_timestamp", lambda w: {"to": w.address, "data": w.cached()._encode("latestToken", [])}
+        ),
+    ),
+    Call(
+        "AsyncRpc.estimate_gas",
+        async_rpc(
+            "estimate_gas", lambda w: {"from": w.accounts[1], "to": w.address, "data": acquire_data(w)}, "pending"
+        ),
+    ),
     Call("AsyncRpc.code", async_rpc("code", lambda w: w.address)),
     Call("AsyncRpc.nonce", async_rpc("nonce", lambda w: w.accounts[1])),
     Call("AsyncRpc.logs", async_rpc("logs", lambda w: {"address": w.address, "fromBlock": 0, "toBlock": w.head})),
@@ -702,22 +756,34 @@ CALLS: list[Call] = [
     Call("AsyncRpc.receipt", async_rpc("receipt", lambda w: w.tx_hash)),
     Call("AsyncRpc.gas_price", async_rpc("gas_price")),
     Call("AsyncRpc.max_priority_fee", async_rpc("max_priority_fee")),
-]  # fmt: skip
+]
 
 NEW_KEY = "0x" + "42" * 32
 
 QUIET: list[Quiet] = [
-    *(Quiet(f"AuditIndex.{name}", (lambda call: lambda w: call(AuditIndex(w.audit_path), w))(call), "reads the index file")
-      for name, call in (
-          ("status", lambda i, w: i.status()), ("history", lambda i, w: i.history(RESOURCE)),
-          ("history_by_id", lambda i, w: i.history_by_id(resource_id(RESOURCE))), ("lease", lambda i, w: i.lease(w.token)),
-          ("leases_of", lambda i, w: i.leases_of(w.accounts[1])),
-          ("holder_at", lambda i, w: i.holder_at(RESOURCE, block=w.head)), ("current", lambda i, w: i.current()),
-          ("takeovers", lambda i, w: i.takeovers()), ("completions", lambda i, w: i.completions()),
-          ("resources", lambda i, w: i.resources("jobs/")), ("events", lambda i, w: i.events()),
-          ("label", lambda i, w: i.label(resource_id(RESOURCE))), ("close", lambda i, w: i.close()),
-          ("timeline_leases", lambda i, w: i.timeline_leases([RESOURCE])),
-      )),  # fmt: skip
+    *(
+        Quiet(
+            f"AuditIndex.{name}",
+            (lambda call: lambda w: call(AuditIndex(w.audit_path), w))(call),
+            "reads the index file",
+        )
+        for name, call in (
+            ("status", lambda i, w: i.status()),
+            ("history", lambda i, w: i.history(RESOURCE)),
+            ("history_by_id", lambda i, w: i.history_by_id(resource_id(RESOURCE))),
+            ("lease", lambda i, w: i.lease(w.token)),
+            ("leases_of", lambda i, w: i.leases_of(w.accounts[1])),
+            ("holder_at", lambda i, w: i.holder_at(RESOURCE, block=w.head)),
+            ("current", lambda i, w: i.current()),
+            ("takeovers", lambda i, w: i.takeovers()),
+            ("completions", lambda i, w: i.completions()),
+            ("resources", lambda i, w: i.resources("jobs/")),
+            ("events", lambda i, w: i.events()),
+            ("label", lambda i, w: i.label(resource_id(RESOURCE))),
+            ("close", lambda i, w: i.close()),
+            ("timeline_leases", lambda i, w: i.timeline_leases([RESOURCE])),
+        )
+    ),
     Quiet("Chain.embedded", lambda w: Chain.embedded(accounts=1), "an in-process chain: no node"),
     Quiet("Chain.add_account", lambda w: w.chain.add_account(NEW_KEY), "keeps a key in memory"),
     Quiet("Chain.signer", lambda w: w.chain.signer(w.accounts[1]), "looks the key up in memory"),
@@ -725,86 +791,172 @@ QUIET: list[Quiet] = [
     Quiet("Chain.is_dev", lambda w: w.chain.is_dev, "decided at connect"),
     Quiet("Registry.connect", lambda w: w.cached().connect(w.accounts[2]), "a view of the same registry"),
     Quiet("Registry.namespace_of", lambda w: w.cached().namespace_of(), "'0x' + the sender's address, lowercase"),
-    Quiet("Lease.sign[domain read before]", lambda w: w.lease().sign(PAYLOAD, action=ACTION, audience=AUDIENCE),
-          "signs locally once the registry's domain was read"),
+    Quiet(
+        "Lease.sign[domain read before]",
+        lambda w: w.lease().sign(PAYLOAD, action=ACTION, audience=AUDIENCE),
+        "signs locally once the registry's domain was read",
+    ),
     Quiet("Lease.check", lambda w: w.lease().check(), "a clock reading: the safe deadline has not passed"),
     Quiet("Lease.safe_remaining", lambda w: w.lease().safe_remaining(), "a clock reading"),
     Quiet("Lease.keeper", lambda w: w.lease().keeper, "the running keep-alive, if any"),
-    *(Quiet(f"LeaseSet.{name}", lambda w, name=name: getattr(LeaseSet([w.lease()]), name), "a field of the set")
-      for name in ("registry", "tokens", "resources", "expires_at")),
-    Quiet("LeaseSet.check", lambda w: LeaseSet([w.lease()]).check(), "a clock reading: the safe deadline has not passed"),
+    *(
+        Quiet(f"LeaseSet.{name}", lambda w, name=name: getattr(LeaseSet([w.lease()]), name), "a field of the set")
+        for name in ("registry", "tokens", "resources", "expires_at")
+    ),
+    Quiet(
+        "LeaseSet.check", lambda w: LeaseSet([w.lease()]).check(), "a clock reading: the safe deadline has not passed"
+    ),
     Quiet("LeaseSet.safe_remaining", lambda w: LeaseSet([w.lease()]).safe_remaining(), "a clock reading"),
     Quiet("LeaseSet.keeper", lambda w: LeaseSet([w.lease()]).keeper, "the running keep-alive, if any"),
-    Quiet("Election.resign[never won]", lambda w: Election(w.registry(), LEADER, ttl=60).resign(),
-          "this object holds no leadership: nothing to read or send"),
+    Quiet(
+        "Election.resign[never won]",
+        lambda w: Election(w.registry(), LEADER, ttl=60).resign(),
+        "this object holds no leadership: nothing to read or send",
+    ),
     Quiet("Election.leadership", lambda w: w.election.leadership, "the leadership this object won"),
     Quiet("Leadership.check", lambda w: w.leadership.check(), "a clock reading: the safe deadline has not passed"),
     Quiet("Leadership.safe_remaining", lambda w: w.leadership.safe_remaining(), "a clock reading"),
     Quiet("Leadership.lost", lambda w: w.leadership.lost, "the renewer's verdict"),
     Quiet("Leadership.expires_at", lambda w: w.leadership.expires_at, "as of the last confirmed renewal"),
-    Quiet("Watch.running", lambda w: Watch(Election(w.registry(), FREE, ttl=60), print).running,
-          "whether its thread runs"),
-    Quiet("Watch.stop", lambda w: Watch(Election(w.registry(), FREE, ttl=60), print).stop(),
-          "stops its thread (never started here)"),
-    Quiet("Guard[mark, fresh store]", lambda w: open_guard(w, "mark"),
-          "identity read before, no marks to check against the chain"),
-    Quiet("Guard[strict, fresh store]", lambda w: open_guard(w, "strict"),
-          "identity read before, no marks to check against the chain"),
-    Quiet("Guard[follow, fresh store]", follow_guard_starts_behind,
-          "its first sync fails and the follower retries; checks go on-chain meanwhile", asks=True),
-    Quiet("Guard.check[mark, at the mark]", lambda w: w.guards["mark"].check(RESOURCE, w.token),
-          "mark mode accepts the token at the mark from the store (its documented window)"),
-    Quiet("Guard.check[follow, at the mark, follower healthy]", lambda w: w.guards["follow"].check(RESOURCE, w.token),
-          "the follower synced within max_lag: the mark is trusted"),
-    Quiet("Guard.check_request[mark, at the mark]", lambda w: w.guards["mark"].check_request(
-        w.signed(w.token), PAYLOAD, action=ACTION), "mark mode, token at the mark, holder and domain known"),
+    Quiet(
+        "Watch.running", lambda w: Watch(Election(w.registry(), FREE, ttl=60), print).running, "whether its thread runs"
+    ),
+    Quiet(
+        "Watch.stop",
+        lambda w: Watch(Election(w.registry(), FREE, ttl=60), print).stop(),
+        "stops its thread (never started here)",
+    ),
+    Quiet(
+        "Guard[mark, fresh store]",
+        lambda w: open_guard(w, "mark"),
+        "identity read before, no marks to check against the chain",
+    ),
+    Quiet(
+        "Guard[strict, fresh store]",
+        lambda w: open_guard(w, "strict"),
+        "identity read before, no marks to check against the chain",
+    ),
+    Quiet(
+        "Guard[follow, fresh store]",
+        follow_guard_starts_behind,
+        "its first sync fails and the follower retries; checks go on-chain meanwhile",
+        asks=True,
+    ),
+    Quiet(
+        "Guard.check[mark, at the mark]",
+        lambda w: w.guards["mark"].check(RESOURCE, w.token),
+        "mark mode accepts the token at the mark from the store (its documented window)",
+    ),
+    Quiet(
+        "Guard.check[follow, at the mark, follower healthy]",
+        lambda w: w.guards["follow"].check(RESOURCE, w.token),
+        "the follower synced within max_lag: the mark is trusted",
+    ),
+    Quiet(
+        "Guard.check_request[mark, at the mark]",
+        lambda w: w.guards["mark"].check_request(w.signed(w.token), PAYLOAD, action=ACTION),
+        "mark mode, token at the mark, holder and domain known",
+    ),
     Quiet("Guard.mark", lambda w: w.guards["strict"].mark(RESOURCE), "reads the store"),
     Quiet("Guard.marks", lambda w: w.guards["strict"].marks(), "reads the store"),
     Quiet("Guard.staleness", lambda w: w.guards["follow"].staleness(), "a clock reading"),
     Quiet("Guard.follow_status", lambda w: w.guards["follow"].follow_status(), "the follower's last result"),
     Quiet("Guard.close", lambda w: w.new_guard("mark").close(), "closes the store"),
-    Quiet("Guard.check[on-chain admission, answer cached]",
-          lambda w: w.guards["admission-cached"].check(RESOURCE, w.token),
-          "mark mode at the mark; the namespace's answer for this holder cached by an earlier check"),
-    Quiet("Guard.check[local admission, at the mark]", lambda w: w.guards["admission-local"].check(RESOURCE, w.token),
-          "mark mode at the mark; the holder looked up in the local list"),
+    Quiet(
+        "Guard.check[on-chain admission, answer cached]",
+        lambda w: w.guards["admission-cached"].check(RESOURCE, w.token),
+        "mark mode at the mark; the namespace's answer for this holder cached by an earlier check",
+    ),
+    Quiet(
+        "Guard.check[local admission, at the mark]",
+        lambda w: w.guards["admission-local"].check(RESOURCE, w.token),
+        "mark mode at the mark; the holder looked up in the local list",
+    ),
     Quiet("Rpc.tester", refuses_dev_control, "the embedded chain's dev controls; a node's chain refuses them unasked"),
-    Quiet("Rpc.chain_id[asked before]", lambda w: w.chain.rpc.chain_id(),
-          "web3's request cache answers eth_chainId once asked (connect_http)"),
+    Quiet(
+        "Rpc.chain_id[asked before]",
+        lambda w: w.chain.rpc.chain_id(),
+        "web3's request cache answers eth_chainId once asked (connect_http)",
+    ),
     Quiet("AsyncChain.embedded", lambda w: AsyncChain.embedded(accounts=1), "an in-process chain: no node"),
-    Quiet("AsyncChain.over", aio(lambda w, c, r: asyncio.sleep(0)), "wraps the chain; builds a provider that asks nothing"),
+    Quiet(
+        "AsyncChain.over", aio(lambda w, c, r: asyncio.sleep(0)), "wraps the chain; builds a provider that asks nothing"
+    ),
     Quiet("AsyncChain.aclose", aio(lambda w, c, r: c.aclose()), "closes the HTTP session"),
     Quiet("AsyncChain.accounts", aio(lambda w, c, r: _value(c.accounts)), "the wrapped chain's keys"),
     Quiet("AsyncChain.chain_id", aio(lambda w, c, r: _value(c.chain_id)), "read at connect"),
     Quiet("AsyncChain.confirmations", aio(lambda w, c, r: _value(c.confirmations)), "a setting"),
-    Quiet("AsyncRegistry.connect", aio(lambda w, c, r: _value(r.connect(w.accounts[2]))), "a view of the same registry"),
+    Quiet(
+        "AsyncRegistry.connect", aio(lambda w, c, r: _value(r.connect(w.accounts[2]))), "a view of the same registry"
+    ),
     Quiet("AsyncRegistry.address", aio(lambda w, c, r: _value(r.address)), "a setting"),
     Quiet("AsyncRegistry.sender", aio(lambda w, c, r: _value(r.sender)), "a setting"),
     Quiet("AsyncRegistry.max_ttl", aio(lambda w, c, r: _value(r.max_ttl)), "read at at() or deploy()"),
-    Quiet("AsyncLease.check", aio(lambda w, c, r: _value(AsyncLease(r, w.lease()).check())),
-          "a clock reading: the safe deadline has not passed"),
-    Quiet("AsyncLease.safe_remaining", aio(lambda w, c, r: _value(AsyncLease(r, w.lease()).safe_remaining())),
-          "a clock reading"),
+    Quiet(
+        "AsyncLease.check",
+        aio(lambda w, c, r: _value(AsyncLease(r, w.lease()).check())),
+        "a clock reading: the safe deadline has not passed",
+    ),
+    Quiet(
+        "AsyncLease.safe_remaining",
+        aio(lambda w, c, r: _value(AsyncLease(r, w.lease()).safe_remaining())),
+        "a clock reading",
+    ),
     Quiet("AsyncLease.keeper", aio(lambda w, c, r: _value(AsyncLease(r, w.lease()).keeper)), "the running keep-alive"),
-    *(Quiet(f"AsyncLease.{field_}", aio(lambda w, c, r, f=field_: _value(getattr(AsyncLease(r, w.lease()), f))),
-            "a field of the lease, read when it was acquired")
-      for field_ in ("resource", "resource_id", "token", "holder", "expires_at", "ttl", "previous_token", "reason",
-                     "tx_hash", "block_number", "released", "completed", "workset", "item")),
-    Quiet("AsyncLeaseSet.check", aio(lambda w, c, r: _value(AsyncLeaseSet(r, LeaseSet([w.lease()])).check())),
-          "a clock reading: the safe deadline has not passed"),
-    Quiet("AsyncLeaseSet.safe_remaining", aio(lambda w, c, r: _value(AsyncLeaseSet(r, LeaseSet([w.lease()])).safe_remaining())),
-          "a clock reading"),
-    Quiet("AsyncLeaseSet.keeper", aio(lambda w, c, r: _value(AsyncLeaseSet(r, LeaseSet([w.lease()])).keeper)),
-          "the running keep-alive"),
-    *(Quiet(f"AsyncLeaseSet.{field_}", aio(lambda w, c, r, f=field_: _value(getattr(AsyncLeaseSet(r, LeaseSet([w.lease()])), f))),
-            "a field of the set")
-      for field_ in ("leases", "tokens", "resources", "expires_at", "released")),
-    Quiet("AsyncGuard.check[mark, at the mark]",
-          lambda w: asyncio.run(AsyncGuard(w.guards["mark"]).check(RESOURCE, w.token)),
-          "mark mode accepts the token at the mark from the store, in a worker thread"),
+    *(
+        Quiet(
+            f"AsyncLease.{field_}",
+            aio(lambda w, c, r, f=field_: _value(getattr(AsyncLease(r, w.lease()), f))),
+            "a field of the lease, read when it was acquired",
+        )
+        for field_ in (
+            "resource",
+            "resource_id",
+            "token",
+            "holder",
+            "expires_at",
+            "ttl",
+            "previous_token",
+            "reason",
+            "tx_hash",
+            "block_number",
+            "released",
+            "completed",
+            "workset",
+            "item",
+        )
+    ),
+    Quiet(
+        "AsyncLeaseSet.check",
+        aio(lambda w, c, r: _value(AsyncLeaseSet(r, LeaseSet([w.lease()])).check())),
+        "a clock reading: the safe deadline has not passed",
+    ),
+    Quiet(
+        "AsyncLeaseSet.safe_remaining",
+        aio(lambda w, c, r: _value(AsyncLeaseSet(r, LeaseSet([w.lease()])).safe_remaining())),
+        "a clock reading",
+    ),
+    Quiet(
+        "AsyncLeaseSet.keeper",
+        aio(lambda w, c, r: _value(AsyncLeaseSet(r, LeaseSet([w.lease()])).keeper)),
+        "the running keep-alive",
+    ),
+    *(
+        Quiet(
+            f"AsyncLeaseSet.{field_}",
+            aio(lambda w, c, r, f=field_: _value(getattr(AsyncLeaseSet(r, LeaseSet([w.lease()])), f))),
+            "a field of the set",
+        )
+        for field_ in ("leases", "tokens", "resources", "expires_at", "released")
+    ),
+    Quiet(
+        "AsyncGuard.check[mark, at the mark]",
+        lambda w: asyncio.run(AsyncGuard(w.guards["mark"]).check(RESOURCE, w.token)),
+        "mark mode accepts the token at the mark from the store, in a worker thread",
+    ),
     Quiet("AsyncRpc.twin_of", lambda w: AsyncRpc.twin_of(w.chain.rpc, timeout=TIMEOUT), "builds a provider"),
     Quiet("AsyncRpc.close", async_rpc("close"), "closes the HTTP session"),
-]  # fmt: skip
+]
 
 
 async def _value(value: Any) -> Any:
@@ -887,8 +1039,14 @@ def test_acquire_when_the_node_stops_after_taking_the_transaction_is_outcome_unk
         admin.rpc.request("evm_setAutomine", [False])  # the acquisition waits in the pool
         with RpcProxy(node.url) as proxy:
             url = proxy.url if mode == "proxy" else node.url
-            chain = Chain.connect(url, private_keys=dev_keys(3)[1:2], request_timeout=TIMEOUT, poll_latency=0.01,
-                                  receipt_timeout=30, unreachable_timeout=0.3)  # fmt: skip
+            chain = Chain.connect(
+                url,
+                private_keys=dev_keys(3)[1:2],
+                request_timeout=TIMEOUT,
+                poll_latency=0.01,
+                receipt_timeout=30,
+                unreachable_timeout=0.3,
+            )
             agent = Registry.at(chain, registry.address)
             _ = agent.max_ttl
 
@@ -926,8 +1084,15 @@ def test_acquire_when_the_node_stops_while_confirming_is_not_confirmed_with_the_
         admin = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
         registry = Registry.deploy(admin, max_ttl=3_600)
         with RpcProxy(node.url) as proxy:
-            chain = Chain.connect(proxy.url, private_keys=dev_keys(3)[1:2], request_timeout=TIMEOUT, poll_latency=0.01,
-                                  confirmations=1, confirmation_timeout=30, unreachable_timeout=0.3)  # fmt: skip
+            chain = Chain.connect(
+                proxy.url,
+                private_keys=dev_keys(3)[1:2],
+                request_timeout=TIMEOUT,
+                poll_latency=0.01,
+                confirmations=1,
+                confirmation_timeout=30,
+                unreachable_timeout=0.3,
+            )
             agent = Registry.at(chain, registry.address)
             _ = agent.max_ttl
             heads_before = proxy.completed_count("eth_blockNumber")
@@ -961,8 +1126,14 @@ def test_acquire_when_the_node_stops_after_the_confirmations_keeps_the_lease():
         admin = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
         registry = Registry.deploy(admin, max_ttl=3_600)
         with RpcProxy(node.url) as proxy:
-            chain = Chain.connect(proxy.url, private_keys=dev_keys(3)[1:2], request_timeout=TIMEOUT, poll_latency=0.01,
-                                  confirmations=1, confirmation_timeout=30)  # fmt: skip
+            chain = Chain.connect(
+                proxy.url,
+                private_keys=dev_keys(3)[1:2],
+                request_timeout=TIMEOUT,
+                poll_latency=0.01,
+                confirmations=1,
+                confirmation_timeout=30,
+            )
             agent = Registry.at(chain, registry.address)
             _ = agent.max_ttl
             # The first read after the send is the check: a JSON-RPC batch (the lease and the clock in one
@@ -1015,9 +1186,13 @@ def test_a_node_that_accepts_connections_and_never_answers_is_unreachable():
 async def _asgi(app, request: FencedRequest, body: bytes) -> tuple[int, dict]:
     headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.to_headers().items()]
     scope = {
-        "type": "http", "method": "POST", "path": "/reports", "raw_path": b"/reports", "query_string": b"",
+        "type": "http",
+        "method": "POST",
+        "path": "/reports",
+        "raw_path": b"/reports",
+        "query_string": b"",
         "headers": headers,
-    }  # fmt: skip
+    }
     incoming = [{"type": "http.request", "body": body, "more_body": False}]
     sent: list[dict] = []
 
@@ -1074,10 +1249,14 @@ def cli_runs(world):
     processes = {
         name: subprocess.Popen(
             [sys.executable, "-m", "chainfence.cli", *args, "--rpc-url", world.url, "--registry", world.address],
-            cwd=world.directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=world.directory,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for name, args in CLI.items()
-    }  # fmt: skip
+    }
     return {name: (p.wait(120), *p.communicate()) for name, p in processes.items()}
 
 

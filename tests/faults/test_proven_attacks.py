@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import pytest
 
 from chainfence import Chain, Registry
+from chainfence._node.jsonrpc import HttpEndpoint
+from chainfence._node.rlp import keccak256
 from chainfence.errors import (
     BlockNotVouched,
     HeadersDisagree,
@@ -41,8 +43,6 @@ from chainfence.errors import (
 )
 from chainfence.lease import LeaseStatus
 from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders
-from chainfence._node.jsonrpc import HttpEndpoint
-from chainfence._node.rlp import keccak256
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.forgery import ForgedWorld, read_slot_naively
 from tests.support.lying_proxy import LyingProxy
@@ -99,9 +99,12 @@ def proven(story: Story, headers, provider_url: str) -> ProvenReader:
 def forge_alice_live(story: Story, liar: LyingProxy, *, headers: bool = False, proofs: str = "state") -> ForgedWorld:
     """The liar's world: A is alice's, live for another hour."""
     world = ForgedWorld(
-        story.registry.address, RESOURCE_ID, holder=story.alice, token=story.stale,
+        story.registry.address,
+        RESOURCE_ID,
+        holder=story.alice,
+        token=story.stale,
         expires_at=story.registry.chain.now() + 3_600,
-    )  # fmt: skip
+    )
     world.install(liar, headers=headers, proofs=proofs)
     return world
 
@@ -113,8 +116,11 @@ def test_honest_providers_prove_the_same_verdicts_as_strict_mode(story, provider
     assert (info.holder, info.token, info.status) == (story.bob, story.current, LeaseStatus.LIVE)
     strict = story.registry.check_current(RESOURCE, story.current)
     assert (info.holder, info.token, info.expires_at, info.status) == (
-        strict.holder, strict.token, strict.expires_at, strict.status,
-    )  # fmt: skip
+        strict.holder,
+        strict.token,
+        strict.expires_at,
+        strict.status,
+    )
     with pytest.raises(StaleToken):
         reader.check(RESOURCE, story.stale)
     # The proof decodes to the same holder and token as eth_getStorageAt.
@@ -218,7 +224,9 @@ def test_a_withheld_head_fools_strict_mode_and_is_stale_for_the_proven_mode(stor
     assert strict_through(liar.url, story).check_current(RESOURCE, story.stale).live
     # One provider trusted for headers, lagging: stale by the verifier's clock, never judged.
     with pytest.raises(HeaderStale) as stale:
-        proven(story, TrustedHeaders(liar.url, clock=story.registry.chain.now, max_age=10), liar.url).check(RESOURCE, story.stale)
+        proven(story, TrustedHeaders(liar.url, clock=story.registry.chain.now, max_age=10), liar.url).check(
+            RESOURCE, story.stale
+        )
     assert stale.value.block == story.stale_block and stale.value.age >= 31
     # A quorum where the honest are k reads past the lagging minority.
     with pytest.raises(StaleToken):
@@ -245,7 +253,9 @@ def test_a_fork_served_by_one_provider_is_outvoted(story, providers, anvil_node)
     _, h2, h3 = providers
     fork_args = ("--fork-url", anvil_node.url, "--fork-block-number", str(story.stale_block))
     with Anvil(extra_args=fork_args) as fork:
-        on_fork = Registry.at(Chain.connect(fork.url, private_keys=dev_keys(3), poll_latency=0.01), story.registry.address)
+        on_fork = Registry.at(
+            Chain.connect(fork.url, private_keys=dev_keys(3), poll_latency=0.01), story.registry.address
+        )
         # The branch's clock stands where the chain stood then (alice's lease still live there).
         on_fork.chain._rpc("evm_setNextBlockTimestamp", [story.stale_expiry - 20])
         on_fork.connect(story.alice).renew(RESOURCE, story.stale, ttl=3_600)
@@ -263,13 +273,15 @@ def test_a_fork_served_by_one_provider_is_outvoted(story, providers, anvil_node)
             proven(story, headers, h2.url).check(RESOURCE, story.stale)
         # A follower reading the fork's logs (alice's renewal) refuses them: not a vouched block.
         renewal = on_fork.chain.rpc.request(
-            "eth_getLogs", [{"address": story.registry.address, "fromBlock": hex(story.stale_block + 1), "toBlock": "latest"}]
+            "eth_getLogs",
+            [{"address": story.registry.address, "fromBlock": hex(story.stale_block + 1), "toBlock": "latest"}],
         )[0]
         with pytest.raises(BlockNotVouched) as refused:
             headers.vouch(int(renewal["blockNumber"], 16), renewal["blockHash"], head=header)
-        assert refused.value.vouched_hash == story.registry.chain.rpc.request(
-            "eth_getBlockByNumber", [renewal["blockNumber"], False]
-        )["hash"]
+        assert (
+            refused.value.vouched_hash
+            == story.registry.chain.rpc.request("eth_getBlockByNumber", [renewal["blockNumber"], False])["hash"]
+        )
 
 
 def test_a_majority_of_colluding_liars_breaks_the_assumption_and_k_equal_n_refuses(story, providers):
@@ -279,14 +291,18 @@ def test_a_majority_of_colluding_liars_breaks_the_assumption_and_k_equal_n_refus
     l1, l2, honest = providers
     expiry = story.registry.chain.now() + 3_600
     for liar in (l1, l2):
-        ForgedWorld(story.registry.address, RESOURCE_ID, holder=story.alice, token=story.stale, expires_at=expiry).install(liar, headers=True)
+        ForgedWorld(
+            story.registry.address, RESOURCE_ID, holder=story.alice, token=story.stale, expires_at=expiry
+        ).install(liar, headers=True)
     fooled = proven(story, quorum(l1.url, l2.url, honest.url, story=story, k=2), l1.url).check(RESOURCE, story.stale)
     assert (fooled.holder, fooled.token) == (story.alice, story.stale)  # outside the assumption
     with pytest.raises(HeadersDisagree):
         proven(story, quorum(l1.url, l2.url, honest.url, story=story, k=3), honest.url).check(RESOURCE, story.stale)
     # Liars that do not agree with each other: no quorum at all.
     l2.honest()
-    ForgedWorld(story.registry.address, RESOURCE_ID, holder=story.alice, token=story.stale, expires_at=expiry + 1).install(l2, headers=True)
+    ForgedWorld(
+        story.registry.address, RESOURCE_ID, holder=story.alice, token=story.stale, expires_at=expiry + 1
+    ).install(l2, headers=True)
     with pytest.raises(HeadersDisagree):
         proven(story, quorum(l1.url, l2.url, honest.url, story=story, k=2), honest.url).check(RESOURCE, story.stale)
 

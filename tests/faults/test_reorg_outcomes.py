@@ -39,10 +39,16 @@ def run(anvil_node, anvil_chain, on_anvil, confirmations):
     Returns (what acquire returned or raised, the original's hash, the registry's latest token after)."""
     with RpcProxy(anvil_node.url) as proxy:
         agent = Registry.at(
-            Chain.connect(proxy.url, private_key=dev_keys(10)[7], poll_latency=0.02, receipt_timeout=0.3,
-                          confirmations=confirmations, confirmation_timeout=60),
+            Chain.connect(
+                proxy.url,
+                private_key=dev_keys(10)[7],
+                poll_latency=0.02,
+                receipt_timeout=0.3,
+                confirmations=confirmations,
+                confirmation_timeout=60,
+            ),
             on_anvil.address,
-        )  # fmt: skip
+        )
         sender = agent.chain._sender
         deciding = threading.Event()
         real_await_depth, real_settle = sender._await_depth, sender._settle

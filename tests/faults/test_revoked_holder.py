@@ -50,12 +50,14 @@ class Fences:
 def open_fences(registry, tmp_path) -> Fences:
     guards = {
         "strict": Guard(registry, path=tmp_path / "strict.sqlite", mode="strict", audience="db-service"),
-        "follow": Guard(registry, path=tmp_path / "follow.sqlite", mode="follow", follow_interval=3_600,
-                        audience="db-service"),
-        "follow-exclusive": Guard(registry, path=tmp_path / "follow-x.sqlite", mode="follow", exclusive=True,
-                                  follow_interval=3_600),
+        "follow": Guard(
+            registry, path=tmp_path / "follow.sqlite", mode="follow", follow_interval=3_600, audience="db-service"
+        ),
+        "follow-exclusive": Guard(
+            registry, path=tmp_path / "follow-x.sqlite", mode="follow", exclusive=True, follow_interval=3_600
+        ),
         "mark": Guard(registry, path=tmp_path / "mark.sqlite"),
-    }  # fmt: skip
+    }
     # A mark guard sharing the follow guard's store reads what its follower recorded.
     guards["mark-on-follow-store"] = Guard(registry, path=tmp_path / "follow.sqlite")
     sql = sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)
@@ -96,8 +98,9 @@ def write_everywhere(fences: Fences, lease, follow_guard: Guard) -> dict[str, st
     attempt("FencedStore", lambda: fences.store.write(lease, b"v" + lease.token.to_bytes(4, "big")))
     for mode, (app, _writes) in fences.apps.items():
         answer = post(app, sign(lease))
-        outcome[f"middleware[{mode}]"] = "accepted" if answer.status_code == 200 else (
-            f"{answer.status_code} {answer.json()['error']}")  # fmt: skip
+        outcome[f"middleware[{mode}]"] = (
+            "accepted" if answer.status_code == 200 else (f"{answer.status_code} {answer.json()['error']}")
+        )
     return outcome
 
 

@@ -33,7 +33,9 @@ def proxy(anvil_node, on_anvil):
 
 def agent_via(proxy, on_anvil, key_index=6, **options):
     # request_timeout: a safety net; every fault here hangs up at once, none waits for a timeout.
-    chain = Chain.connect(proxy.url, private_key=dev_keys(10)[key_index], poll_latency=0.01, request_timeout=60, **options)
+    chain = Chain.connect(
+        proxy.url, private_key=dev_keys(10)[key_index], poll_latency=0.01, request_timeout=60, **options
+    )
     return Registry.at(chain, on_anvil.address)
 
 
@@ -65,7 +67,14 @@ def test_control_a_naive_retry_after_a_lost_reply_acquires_twice(proxy, on_anvil
     fees = agent.chain._sender.fees()
     proxy.plan("eth_sendRawTransaction", "drop_reply")
     for attempt in range(2):
-        tx = {"to": agent.address, "data": data, "gas": 200_000, "nonce": nonce + attempt, "chainId": agent.chain.chain_id, **fees}
+        tx = {
+            "to": agent.address,
+            "data": data,
+            "gas": 200_000,
+            "nonce": nonce + attempt,
+            "chainId": agent.chain.chain_id,
+            **fees,
+        }
         try:
             w3.eth.send_raw_transaction(key.sign_transaction(tx).raw_transaction)
             break
@@ -174,7 +183,9 @@ def test_a_stuck_acquisition_that_lands_after_all_is_returned(proxy, on_anvil, a
     assert faults == [None, "drop_request"], "the original went through, the cancellation was lost"
 
 
-def test_neither_the_stuck_transaction_nor_its_cancellation_mined_is_outcome_unknown(on_anvil, anvil_node, automine_off):
+def test_neither_the_stuck_transaction_nor_its_cancellation_mined_is_outcome_unknown(
+    on_anvil, anvil_node, automine_off
+):
     agent = Registry.at(
         Chain.connect(anvil_node.url, private_key=dev_keys(10)[7], poll_latency=0.01, receipt_timeout=0.3),
         on_anvil.address,

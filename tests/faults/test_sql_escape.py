@@ -143,7 +143,7 @@ def fence_and_escape(conn, registry, token, escape, cur_or_conn="cursor") -> Bas
                 escape(conn, cur)
             with suppress(sqlite3.Error):
                 (cur if cur_or_conn == "cursor" else conn).execute(AFTER, ("after",))
-    except Exception as error:  # noqa: BLE001 - the test asserts on it
+    except Exception as error:
         return error
     return None
 
@@ -211,7 +211,7 @@ def test_a_stale_holder_cannot_write_after_its_successor_by_escaping_its_fence(e
                 with suppress(sqlite3.Error):
                     cur.execute("INSERT INTO log (body) VALUES ('A2')")
             outcome["a"] = None
-        except BaseException as error:  # noqa: BLE001 - reported to the test thread
+        except BaseException as error:
             outcome["a"] = error
         finally:
             conn.close()
@@ -318,7 +318,7 @@ def test_a_savepoint_cannot_reopen_a_transaction_after_an_escape(embedded, lease
             for statement, parameters in (("SAVEPOINT app", ()), (AFTER, ("after",)), ("RELEASE app", ())):
                 with suppress(sqlite3.Error):
                     conn.execute(statement, parameters)
-    except Exception as error:  # noqa: BLE001 - asserted below
+    except Exception as error:
         outcome = error
     conn.close()
     assert state(db) == before, "a statement of the broken fence took effect"
@@ -375,8 +375,14 @@ def test_after_a_broken_fence_the_connection_works_and_fences_again(embedded, le
 
 #: With Python 3.12's ``autocommit`` attribute, executescript() commits nothing first, and with
 #: autocommit=True commit() and rollback() do nothing: those are no escapes there.
-STATEMENT_ESCAPES = [insert_or_rollback, trigger_raise_rollback, commit_statement, end_statement,
-                     rollback_statement, commit_then_begin]  # fmt: skip
+STATEMENT_ESCAPES = [
+    insert_or_rollback,
+    trigger_raise_rollback,
+    commit_statement,
+    end_statement,
+    rollback_statement,
+    commit_then_begin,
+]
 AUTOCOMMIT_ESCAPES = [(True, escape) for escape in STATEMENT_ESCAPES] + [
     (False, escape) for escape in [*STATEMENT_ESCAPES, connection_commit, connection_rollback]
 ]
@@ -426,11 +432,23 @@ else:
                 "python3.12 and pyenv's versions): sqlite3's autocommit cannot be tested under 3.11"
             )
         result = subprocess.run(
-            [str(Path(venv) / "bin" / "python"), "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider",
-             "-k", "autocommit_attribute"],
-            cwd=Path(__file__).resolve().parents[2], env=dict(os.environ, CHAINFENCE_BACKENDS="embedded"),
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            [
+                str(Path(venv) / "bin" / "python"),
+                "-m",
+                "pytest",
+                __file__,
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-k",
+                "autocommit_attribute",
+            ],
+            cwd=Path(__file__).resolve().parents[2],
+            env=dict(os.environ, CHAINFENCE_BACKENDS="embedded"),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else result.stderr[-2000:]
         expected = len(AUTOCOMMIT_ESCAPES) + 2
         assert result.returncode == 0 and f"{expected} passed" in summary and "skipped" not in summary, (

@@ -73,9 +73,7 @@ def test_requests_while_waiting_are_bounded_per_poll_and_per_block(on_anvil, anv
     assert cuts[-1] - cuts[0] <= len(SCRIPT) + 2 * blocks
 
 
-@pytest.mark.parametrize(
-    ("block_time", "poll"), [(12.0, 6.0), (2.0, 1.0), (0.25, 0.25), (0.0, 0.25), (60.0, 6.0)]
-)
+@pytest.mark.parametrize(("block_time", "poll"), [(12.0, 6.0), (2.0, 1.0), (0.25, 0.25), (0.0, 0.25), (60.0, 6.0)])
 def test_on_a_chain_that_is_not_a_dev_chain_the_poll_interval_is_half_a_block_within_bounds(block_time, poll):
     blocks = {100: {"number": 100, "timestamp": 10_000}, 68: {"number": 68, "timestamp": int(10_000 - 32 * block_time)}}
 

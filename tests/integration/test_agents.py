@@ -43,10 +43,23 @@ def spawned() -> Iterator[list[subprocess.Popen[str]]]:
 
 def spawn(spawned, on_anvil, mode: str, key_index: int, *args: str) -> subprocess.Popen[str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.agent", mode, on_anvil.chain.w3.provider.endpoint_uri,
-         on_anvil.address, str(key_index), RESOURCE, *args],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tests.support.agent",
+            mode,
+            on_anvil.chain.w3.provider.endpoint_uri,
+            on_anvil.address,
+            str(key_index),
+            RESOURCE,
+            *args,
+        ],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     spawned.append(process)
     return process
 
@@ -87,7 +100,9 @@ def test_eight_contending_agents_keep_tokens_monotonic_leases_exclusive_and_lose
     agents, cycles = 8, 25
     guard_path = tmp_path / "guard.sqlite"
     Guard(on_anvil, path=guard_path).close()
-    counter = make_db(tmp_path / "counter.sqlite", "CREATE TABLE counter (value INTEGER)", "INSERT INTO counter VALUES (0)")
+    counter = make_db(
+        tmp_path / "counter.sqlite", "CREATE TABLE counter (value INTEGER)", "INSERT INTO counter VALUES (0)"
+    )
     first_block = on_anvil.chain.block_number() + 1
 
     processes = [
@@ -129,7 +144,9 @@ def test_eight_contending_agents_keep_tokens_monotonic_leases_exclusive_and_lose
 
 
 @pytest.mark.parametrize("fenced", [True, False], ids=["guard", "unfenced-control"])
-def test_a_holder_stopped_with_sigstop_past_its_lease_cannot_overwrite_its_successor(on_anvil, tmp_path, fenced, spawned):
+def test_a_holder_stopped_with_sigstop_past_its_lease_cannot_overwrite_its_successor(
+    on_anvil, tmp_path, fenced, spawned
+):
     """A real pause: the holder process is SIGSTOPped, chain time passes its expiry, another agent
     acquires and writes, SIGCONT, and the holder writes again with its old token. Behind the guard
     the stale write is rejected; the unfenced control shows it landing on top of the successor's.
@@ -138,8 +155,11 @@ def test_a_holder_stopped_with_sigstop_past_its_lease_cannot_overwrite_its_succe
     the line that lets it write again, and gets that line only after SIGCONT."""
     guard_path = tmp_path / "guard.sqlite"
     Guard(on_anvil, path=guard_path).close()
-    report = make_db(tmp_path / "report.sqlite", "CREATE TABLE report (content TEXT, token INTEGER)",
-                     "INSERT INTO report VALUES ('', 0)")  # fmt: skip
+    report = make_db(
+        tmp_path / "report.sqlite",
+        "CREATE TABLE report (content TEXT, token INTEGER)",
+        "INSERT INTO report VALUES ('', 0)",
+    )
     holder = spawn(spawned, on_anvil, "hold", 1, "5", str(guard_path) if fenced else "-", str(report))
     holding = read_line(holder)
     assert holding["event"] == "holding"
@@ -171,8 +191,11 @@ def test_a_holder_stopped_with_sigstop_past_its_lease_cannot_overwrite_its_succe
 
 
 def test_a_holder_killed_mid_lease_frees_the_resource_at_expiry_with_a_higher_token(on_anvil, tmp_path, spawned):
-    report = make_db(tmp_path / "report.sqlite", "CREATE TABLE report (content TEXT, token INTEGER)",
-                     "INSERT INTO report VALUES ('', 0)")  # fmt: skip
+    report = make_db(
+        tmp_path / "report.sqlite",
+        "CREATE TABLE report (content TEXT, token INTEGER)",
+        "INSERT INTO report VALUES ('', 0)",
+    )
     holder = spawn(spawned, on_anvil, "hold", 1, "20", "-", str(report))
     holding = read_line(holder)
     holder.kill()  # SIGKILL: no release, no goodbye

@@ -139,13 +139,27 @@ def test_refusals_have_the_documented_status(service, embedded, case, status, er
     elif case == "other-body":
         body = b"tampered"
     elif case == "foreign-signature":
-        headers = FencedRequest.sign(embedded.eip712_domain(), resource=RESOURCE, token=lease.token,
-                                     holder=lease.holder, action=ACTION, audience=AUDIENCE, payload=body,
-                                     key=chain.key_of(bob.sender)).to_headers()  # fmt: skip
+        headers = FencedRequest.sign(
+            embedded.eip712_domain(),
+            resource=RESOURCE,
+            token=lease.token,
+            holder=lease.holder,
+            action=ACTION,
+            audience=AUDIENCE,
+            payload=body,
+            key=chain.key_of(bob.sender),
+        ).to_headers()
     elif case == "non-holder":
-        headers = FencedRequest.sign(embedded.eip712_domain(), resource=RESOURCE, token=lease.token,
-                                     holder=bob.sender, action=ACTION, audience=AUDIENCE, payload=body,
-                                     key=chain.key_of(bob.sender)).to_headers()  # fmt: skip
+        headers = FencedRequest.sign(
+            embedded.eip712_domain(),
+            resource=RESOURCE,
+            token=lease.token,
+            holder=bob.sender,
+            action=ACTION,
+            audience=AUDIENCE,
+            payload=body,
+            key=chain.key_of(bob.sender),
+        ).to_headers()
     elif case == "other-resource":
         other = bob.acquire("reports/weekly", ttl=10)
         headers = sign(other, body).to_headers()
@@ -233,10 +247,24 @@ def test_real_agents_through_a_pause(on_anvil, tmp_path):
     app, store = make_app(guard)
     with Server(app) as server:
         agent = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.agent", "post", on_anvil.chain.w3.provider.endpoint_uri,
-             on_anvil.address, "1", RESOURCE, "5", server.url],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tests.support.agent",
+                "post",
+                on_anvil.chain.w3.provider.endpoint_uri,
+                on_anvil.address,
+                "1",
+                RESOURCE,
+                "5",
+                server.url,
+            ],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = agent.stdout.readline()
         assert line, agent.stderr.read()
         first = json.loads(line)

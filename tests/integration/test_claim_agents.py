@@ -34,10 +34,23 @@ def items() -> list[str]:
 
 def start(spawned, registry, mode: str, key_index: int, workset: str) -> subprocess.Popen[str]:  # noqa: F811
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.agent", mode, registry.chain.w3.provider.endpoint_uri,
-         registry.address, str(key_index), workset, str(ITEMS)],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tests.support.agent",
+            mode,
+            registry.chain.w3.provider.endpoint_uri,
+            registry.address,
+            str(key_index),
+            workset,
+            str(ITEMS),
+        ],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     spawned.append(process)
     assert read_line(process)["event"] == "ready"
     return process

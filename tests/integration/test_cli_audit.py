@@ -20,10 +20,25 @@ DAILY = "cli/daily"
 def audit(anvil_node, registry, index, *args, json_out=True):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
     done = subprocess.run(
-        [sys.executable, "-m", "chainfence", "audit", *args, "--index", str(index), "--rpc-url", anvil_node.url,
-         "--registry", registry.address, *(["--json"] if json_out else [])],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "chainfence",
+            "audit",
+            *args,
+            "--index",
+            str(index),
+            "--rpc-url",
+            anvil_node.url,
+            "--registry",
+            registry.address,
+            *(["--json"] if json_out else []),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done, (json.loads(done.stdout) if json_out and done.stdout.strip() else None)
 
 
@@ -48,7 +63,9 @@ def test_sync_then_every_query_answers_from_the_index(anvil_node, played, tmp_pa
     assert synced["status"]["behind"] == 0 and "sync [" not in done.stderr, "no progress bar off a terminal"
     done, history = audit(anvil_node, registry, index, "history", DAILY, "--no-sync")
     assert [(r["token"], r["holder"], r["reason"], r["status"]) for r in history["result"]] == [
-        (first.token, alice.sender, "unheld", "expired"), (second.token, bob.sender, "expired", "live")]
+        (first.token, alice.sender, "unheld", "expired"),
+        (second.token, bob.sender, "expired", "live"),
+    ]
     assert history["result"][0]["renewals"] == 1 and history["result"][0]["markers"] == 1
     _, token = audit(anvil_node, registry, index, "token", str(second.token))
     assert token["result"]["completions"] == 1
@@ -58,7 +75,8 @@ def test_sync_then_every_query_answers_from_the_index(anvil_node, played, tmp_pa
     assert [r["token"] for r in at_block["result"]] == [second.token]
     _, takeovers = audit(anvil_node, registry, index, "takeovers", "--since", str(first.expires_at))
     assert [(t["previous_holder"], t["holder"], t["reason"]) for t in takeovers["result"]] == [
-        (alice.sender, bob.sender, "expired")]
+        (alice.sender, bob.sender, "expired")
+    ]
     _, completions = audit(anvil_node, registry, index, "completions", DAILY)
     assert [c["token"] for c in completions["result"]] == [second.token]
     done, _ = audit(anvil_node, registry, index, "current", "--prefix", "cli/", json_out=False)
@@ -71,10 +89,29 @@ def test_sync_then_every_query_answers_from_the_index(anvil_node, played, tmp_pa
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
     held = alice.acquire("cli/long", ttl=600)
     chain.advance_time(5)
-    stuck = [subprocess.run(
-        [sys.executable, "-m", "chainfence", "stuck", *extra, "--longer-than", "1", "--json",
-         "--rpc-url", anvil_node.url, "--registry", registry.address], env=env, capture_output=True, text=True, timeout=120,
-    ) for extra in (["--index", str(index)], [])]  # fmt: skip
+    stuck = [
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "chainfence",
+                "stuck",
+                *extra,
+                "--longer-than",
+                "1",
+                "--json",
+                "--rpc-url",
+                anvil_node.url,
+                "--registry",
+                registry.address,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for extra in (["--index", str(index)], [])
+    ]
     assert all(done.returncode == 0 for done in stuck), stuck[0].stderr
     with_index, from_chain = (json.loads(done.stdout) for done in stuck)
     # bob's lease is live too: its completion (a plain lease's: a result recorded) did not end it
@@ -127,12 +164,24 @@ def test_audit_timeline_draws_the_indexed_leases_with_rejections(anvil_node, pla
     hostile = "evil\u202e<script>alert(1)</script>"
     publish(registry, bob.sender, hostile.encode())
     rejected = tmp_path / "rejections.json"
-    rejected.write_text(json.dumps([{"resource": DAILY, "time": first.expires_at + 1, "token": first.token,
-                                     "holder": alice.sender, "reason": "StaleToken"}]))  # fmt: skip
+    rejected.write_text(
+        json.dumps(
+            [
+                {
+                    "resource": DAILY,
+                    "time": first.expires_at + 1,
+                    "token": first.token,
+                    "holder": alice.sender,
+                    "reason": "StaleToken",
+                }
+            ]
+        )
+    )
     out = tmp_path / "timeline.html"
     index = tmp_path / "audit.sqlite"
-    done, answer = audit(anvil_node, registry, index, "timeline", DAILY, hostile, "--out", str(out),
-                         "--rejections", str(rejected))  # fmt: skip
+    done, answer = audit(
+        anvil_node, registry, index, "timeline", DAILY, hostile, "--out", str(out), "--rejections", str(rejected)
+    )
     assert done.returncode == 0, done.stderr
     assert answer["leases"] == 3
     page = Page(out.read_text())
@@ -147,6 +196,7 @@ def test_audit_timeline_draws_the_indexed_leases_with_rejections(anvil_node, pla
     with AuditIndex(index) as opened:
         (drawn,) = [lease for lease in opened.timeline_leases([DAILY]) if lease.token == second.token]
         assert drawn.end_reason == "live" and drawn.reason == "expired"
-    bad, _ = audit(anvil_node, registry, index, "timeline", DAILY, "--out", str(out), "--rejections", str(tmp_path),
-                   json_out=False)  # fmt: skip
+    bad, _ = audit(
+        anvil_node, registry, index, "timeline", DAILY, "--out", str(out), "--rejections", str(tmp_path), json_out=False
+    )
     assert bad.returncode == 2 and "cannot read rejections" in bad.stderr

@@ -20,8 +20,12 @@ def test_a_shell_agent_claims_completes_and_gets_exit_8_when_nothing_is_left(sha
     stale = run(workdir, "complete", "a", "--workset", "cli/batch", "--token", token, "--result", "x")
     assert stale.returncode == 4 and "StaleToken" in stale.stderr, "the superseded incarnation's completion is refused"
     token = again.stdout.split()[1]
-    assert run(workdir, "renew", "a", "--workset", "cli/batch", "--token", token, "--ttl", "60",
-               "--progress", "3").returncode == 0  # fmt: skip
+    assert (
+        run(
+            workdir, "renew", "a", "--workset", "cli/batch", "--token", token, "--ttl", "60", "--progress", "3"
+        ).returncode
+        == 0
+    )
     done = run(workdir, "complete", "a", "--workset", "cli/batch", "--token", token, "--result", "42", "--json")
     assert done.returncode == 0, done.stderr
     items = tmp_path / "items.txt"

@@ -41,8 +41,20 @@ def test_a_node_that_dies_after_the_send_gives_every_hash_and_the_nonce(shared_n
     url, registry = shared_node.info["rpc_url"], shared_node.info["registry"]
     with RpcProxy(url) as proxy:
         proxy.plan("eth_sendRawTransaction", "reply_then_down")
-        done = run(tmp_path, "acquire", "cli/dying", "--ttl", "60", "--json", "--timeout", "3",
-                   "--rpc-url", proxy.url, "--registry", registry)  # fmt: skip
+        done = run(
+            tmp_path,
+            "acquire",
+            "cli/dying",
+            "--ttl",
+            "60",
+            "--json",
+            "--timeout",
+            "3",
+            "--rpc-url",
+            proxy.url,
+            "--registry",
+            registry,
+        )
     assert done.returncode == cli.EXIT_OUTCOME, done.stderr
     error = json.loads(done.stdout)
     assert error["error"] == "OutcomeUnknown" and error["exit_code"] == cli.EXIT_OUTCOME
@@ -73,13 +85,25 @@ def test_tx_says_not_settled_while_the_transaction_is_pending(shared_node, tmp_p
         key = Account.from_key(dev_keys(10)[7])
         fees = {"maxFeePerGas": 10 * 10**9, "maxPriorityFeePerGas": 10**9}
         nonce = chain.rpc.nonce(key.address, "pending")
-        pending = key.sign_transaction({"to": key.address, "value": 0, "gas": 21_000, "nonce": nonce,
-                                        "chainId": chain.chain_id, **fees})  # fmt: skip
+        pending = key.sign_transaction(
+            {"to": key.address, "value": 0, "gas": 21_000, "nonce": nonce, "chainId": chain.chain_id, **fees}
+        )
         chain.rpc.send_raw(pending.raw_transaction)
         waiting = run(tmp_path, "tx", pending.hash.to_0x_hex(), "--rpc-url", url, "--registry", registry, key=None)
         assert waiting.returncode == cli.EXIT_OUTCOME and "NOT settled" in waiting.stdout
-        by_nonce = run(tmp_path, "tx", "--nonce", str(nonce), "--account", key.address, "--rpc-url", url,
-                       "--registry", registry, key=None)  # fmt: skip
+        by_nonce = run(
+            tmp_path,
+            "tx",
+            "--nonce",
+            str(nonce),
+            "--account",
+            key.address,
+            "--rpc-url",
+            url,
+            "--registry",
+            registry,
+            key=None,
+        )
         assert by_nonce.returncode == cli.EXIT_OUTCOME and "nonce: pending" in by_nonce.stdout
     finally:
         chain._dev_rpc("evm_setAutomine", [True])

@@ -51,10 +51,24 @@ def lock_process(url: str, registry: Registry, *args: str, key: str | None = Non
     for name in ("CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY", "CHAINFENCE_DEPLOYMENT"):
         env.pop(name, None)
     return subprocess.Popen(
-        [sys.executable, "-m", "chainfence", "lock", *args[:1], "--rpc-url", url, "--registry", registry.address,
-         *args[1:]],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "chainfence",
+            "lock",
+            *args[:1],
+            "--rpc-url",
+            url,
+            "--registry",
+            registry.address,
+            *args[1:],
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
 
 
 def read(path: Path) -> dict:
@@ -109,8 +123,9 @@ def test_wait_takes_the_resource_once_its_holder_releases_it(node, direct, tmp_p
     chain, registry = direct
     held = registry.connect(chain.accounts[2]).acquire("lock/wait", ttl=600)
     with RpcProxy(node.url) as proxy:
-        proc = lock_process(proxy.url, registry, "lock/wait", "--wait", "300", "--", sys.executable, CHILD,
-                            str(tmp_path))  # fmt: skip
+        proc = lock_process(
+            proxy.url, registry, "lock/wait", "--wait", "300", "--", sys.executable, CHILD, str(tmp_path)
+        )
         proxy.wait_completed("eth_estimateGas", 1)  # the first attempt's preflight: refused, LeaseHeld
         assert not (tmp_path / "started.json").exists()
         held.release()
@@ -191,10 +206,26 @@ def run_stalled(node, direct, tmp_path, monkeypatch, resource: str, *child_args:
 
         driver = threading.Thread(target=drive)
         driver.start()
-        code = cli.main([
-            "lock", resource, "--ttl", str(TTL), "--grace", grace, "--rpc-url", proxy.url,
-            "--registry", registry.address, "--", sys.executable, CHILD, str(tmp_path), node.url, *child_args,
-        ])  # fmt: skip
+        code = cli.main(
+            [
+                "lock",
+                resource,
+                "--ttl",
+                str(TTL),
+                "--grace",
+                grace,
+                "--rpc-url",
+                proxy.url,
+                "--registry",
+                registry.address,
+                "--",
+                sys.executable,
+                CHILD,
+                str(tmp_path),
+                node.url,
+                *child_args,
+            ]
+        )
         driver.join(120)
     return code, seen, json.loads(terminated.read_text())
 

@@ -32,8 +32,12 @@ class Node:
     def start(self) -> dict:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "chainfence", "node", "--port", str(self.port), "--json"],
-            cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        )  # fmt: skip
+            cwd=self.workdir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         line: list[str] = []
         reader = threading.Thread(target=lambda: line.append(self.process.stdout.readline()))
         reader.start()
@@ -78,7 +82,9 @@ def shared_node(tmp_path_factory):
     node.stop()
 
 
-def run(workdir: Path, *args: str, key: int | None = 1, extra_env: dict | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    workdir: Path, *args: str, key: int | None = 1, extra_env: dict | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
     if key is not None:
         env["CHAINFENCE_PRIVATE_KEY"] = dev_keys(10)[key]
@@ -155,7 +161,12 @@ def test_cli_human_output_is_a_table(shared_node):
         (["acquire", "r", "--ttl", "5", "--wait", "nan"], 1, cli.EXIT_USAGE, "wait must be None or a number"),
         (["acquire", "r", "--ttl", "5", "--wait", "soon"], 1, cli.EXIT_USAGE, "not a number of seconds"),
         (["verify", "never", "--token", "3"], None, cli.EXIT_NOT_CURRENT, "never issued"),
-        (["status", "--registry", "0x000000000000000000000000000000000000dEaD"], None, cli.EXIT_CONNECTION, "no contract code"),
+        (
+            ["status", "--registry", "0x000000000000000000000000000000000000dEaD"],
+            None,
+            cli.EXIT_CONNECTION,
+            "no contract code",
+        ),
         (["status", "--registry", "0x1234"], None, cli.EXIT_USAGE, "20-byte"),
     ],
 )
@@ -167,8 +178,15 @@ def test_cli_errors_have_distinct_exit_codes_and_clear_messages(shared_node, arg
 
 
 def test_cli_without_a_node_is_a_connection_error(tmp_path):
-    done = run(tmp_path, "status", "--rpc-url", f"http://127.0.0.1:{free_port()}", "--registry",
-               "0x000000000000000000000000000000000000dEaD", key=None)  # fmt: skip
+    done = run(
+        tmp_path,
+        "status",
+        "--rpc-url",
+        f"http://127.0.0.1:{free_port()}",
+        "--registry",
+        "0x000000000000000000000000000000000000dEaD",
+        key=None,
+    )
     assert done.returncode == cli.EXIT_CONNECTION and "NodeUnreachable" in done.stderr
 
 
@@ -180,7 +198,9 @@ def test_cli_without_any_configuration_says_what_to_do(tmp_path):
 def test_cli_deploy_writes_a_deployment_the_next_commands_use(shared_node, tmp_path):
     other = tmp_path / "elsewhere"
     other.mkdir()
-    deployed = run(other, "deploy", "--max-ttl", "600", "--json", extra_env={"CHAINFENCE_RPC_URL": shared_node.info["rpc_url"]})
+    deployed = run(
+        other, "deploy", "--max-ttl", "600", "--json", extra_env={"CHAINFENCE_RPC_URL": shared_node.info["rpc_url"]}
+    )
     assert deployed.returncode == 0, deployed.stderr
     record = as_json(deployed)
     assert record["registry"] != shared_node.info["registry"] and record["max_ttl"] == 600
@@ -193,12 +213,31 @@ def test_cli_reads_a_keystore_with_the_password_from_the_environment(shared_node
 
     keystore = tmp_path / "key.json"
     keystore.write_text(json.dumps(Account.encrypt(dev_keys(10)[3], "s3cret")))
-    ok = run(shared_node.workdir, "acquire", "ks", "--ttl", "60", "--keystore", str(keystore), "--json", key=None,
-             extra_env={"CHAINFENCE_KEYSTORE_PASSWORD": "s3cret"})  # fmt: skip
+    ok = run(
+        shared_node.workdir,
+        "acquire",
+        "ks",
+        "--ttl",
+        "60",
+        "--keystore",
+        str(keystore),
+        "--json",
+        key=None,
+        extra_env={"CHAINFENCE_KEYSTORE_PASSWORD": "s3cret"},
+    )
     assert ok.returncode == 0, ok.stderr
     assert as_json(ok)["holder"] == Account.from_key(dev_keys(10)[3]).address
-    wrong = run(shared_node.workdir, "acquire", "ks2", "--ttl", "60", "--keystore", str(keystore), key=None,
-                extra_env={"CHAINFENCE_KEYSTORE_PASSWORD": "nope"})  # fmt: skip
+    wrong = run(
+        shared_node.workdir,
+        "acquire",
+        "ks2",
+        "--ttl",
+        "60",
+        "--keystore",
+        str(keystore),
+        key=None,
+        extra_env={"CHAINFENCE_KEYSTORE_PASSWORD": "nope"},
+    )
     assert wrong.returncode == cli.EXIT_USAGE and "wrong password" in wrong.stderr
 
 
@@ -289,8 +328,13 @@ def test_node_without_anvil_says_how_to_get_it(tmp_path, monkeypatch, capsys):
 def test_node_refuses_a_port_in_use(shared_node, tmp_path):
     other = tmp_path / "second"
     other.mkdir()
-    done = subprocess.run([sys.executable, "-m", "chainfence", "node", "--port", str(shared_node.port)], cwd=other,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "chainfence", "node", "--port", str(shared_node.port)],
+        cwd=other,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == cli.EXIT_CONNECTION and "in use" in done.stderr
 
 
@@ -306,9 +350,25 @@ def test_cli_acquire_wait_takes_the_lease_once_the_holder_releases(shared_node):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
     env["CHAINFENCE_PRIVATE_KEY"] = dev_keys(10)[2]
     with subprocess.Popen(
-        [sys.executable, "-m", "chainfence", "-v", "acquire", "jobs/wait-cli", "--ttl", "60", "--wait", "600", "--json"],
-        cwd=wd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    ) as waiter:  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "chainfence",
+            "-v",
+            "acquire",
+            "jobs/wait-cli",
+            "--ttl",
+            "60",
+            "--wait",
+            "600",
+            "--json",
+        ],
+        cwd=wd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as waiter:
         try:
             waiting = threading.Event()
             errors: list[str] = []

@@ -36,8 +36,12 @@ def test_mine_policy_admit_revoke_grant_and_a_stranger_refused(ops_node):
     assert team == "0x" + address(1)[2:].lower() and mine["admin"] == address(1)
     other = json.loads(run(w, "namespace", "mine", "--address", address(2), "--json", key=None).stdout)
     assert other["namespace"] == "0x" + address(2)[2:].lower(), "another's, without a key"
-    assert run(w, "namespace", "policy", "set", team, "--max-ttl", "600", "--lock-delay", "30", "--admission",
-               key=1).returncode == 0  # fmt: skip
+    assert (
+        run(
+            w, "namespace", "policy", "set", team, "--max-ttl", "600", "--lock-delay", "30", "--admission", key=1
+        ).returncode
+        == 0
+    )
     only = json.loads(run(w, "namespace", "policy", "set", team, "--lock-delay", "45", "--json", key=1).stdout)
     assert (only["max_ttl"], only["lock_delay"], only["admission_required"]) == (600, 45, True), "the rest kept"
     shown = json.loads(run(w, "namespace", "policy", "show", team, "--json", key=None).stdout)
@@ -71,8 +75,9 @@ def test_revoke_and_grant_a_claimed_work_item(ops_node):
     assert plain.returncode != 0, "the item's display name is a plain resource nobody holds"
     revoked = json.loads(run(w, "revoke", claimed["item"], "--workset", workset, "--json", key=4).stdout)
     assert revoked["revoked_token"] == claimed["token"] and revoked["item"] == claimed["item"]
-    granted = json.loads(run(w, "grant", claimed["item"], address(3), "--ttl", "60", "--workset", workset,
-                             "--json", key=4).stdout)  # fmt: skip
+    granted = json.loads(
+        run(w, "grant", claimed["item"], address(3), "--ttl", "60", "--workset", workset, "--json", key=4).stdout
+    )
     assert (granted["workset"], granted["item"], granted["holder"]) == (workset, claimed["item"], address(3))
     done = run(w, "complete", claimed["item"], "--workset", workset, "--token", str(granted["token"]), key=3)
     assert done.returncode == 0, done.stderr

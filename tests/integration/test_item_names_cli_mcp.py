@@ -54,7 +54,10 @@ def test_the_cli_shows_and_reaches_an_item_by_workset_item(anvil_node, on_anvil,
     assert [lease["token"] for lease in answer["result"]] == [held.token]
 
     # The item's name, and --workset, everywhere a name is taken.
-    for argv in (["verify", "clip»db", "--token", str(token)], ["verify", "db", "--workset", "clip", "--token", str(token)]):
+    for argv in (
+        ["verify", "clip»db", "--token", str(token)],
+        ["verify", "db", "--workset", "clip", "--token", str(token)],
+    ):
         code, verdict, err = run(*argv, key=None)
         assert code == 0 and verdict["current"] is True and verdict["resource"] == "clip»db", err
     code, rows, _ = run("status", "clip»db", "clip/db", key=None)
@@ -74,7 +77,8 @@ def test_the_cli_shows_and_reaches_an_item_by_workset_item(anvil_node, on_anvil,
     assert code == 0 and [lease["token"] for lease in answer["result"]] == [token]
     code, answer, _ = run("audit", "resources", "clip", "--live", key=None)
     assert {(r["resource_display"], r["claimed_item"]) for r in answer["result"]} == {
-        ("clip/db", False), ("clip»db", True)
+        ("clip/db", False),
+        ("clip»db", True),
     }
     page = tmp_path / "t.html"
     code, drawn, err = run("audit", "timeline", "clip»db", "clip/db", "--out", str(page), "--live", key=None)

@@ -22,8 +22,8 @@ from mcp import Client, StdioServerParameters
 
 from chainfence import Registry, cli
 from chainfence.deployment import Deployment, save
-from chainfence.testing.anvil import free_port, port_is_free
 from chainfence.mcp_server import MAX_WAIT, build_server
+from chainfence.testing.anvil import free_port, port_is_free
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
 from tests.support.sequencer import wait_until
@@ -92,7 +92,11 @@ def test_a_second_agent_gets_lease_held_as_a_tool_error_with_holder_token_and_ex
         error, held = await _call(b, "acquire", {"resource": "mcp/report", "ttl": 600})
         assert error
         assert held["error"] == "LeaseHeld"
-        assert (held["holder"], held["token"], held["expires_at"]) == (alice.sender, lease["token"], lease["expires_at"])
+        assert (held["holder"], held["token"], held["expires_at"]) == (
+            alice.sender,
+            lease["token"],
+            lease["expires_at"],
+        )
         assert held["resource"] == "mcp/report" and "held by" in held["message"]
 
     drive(script, build_server(alice), build_server(bob))
@@ -102,7 +106,9 @@ def test_a_lease_is_renewed_verified_released_and_shows_in_history_by_its_token(
     async def script(a, b):
         _, lease = await _call(a, "acquire", {"resource": "mcp/job", "ttl": 60})
         token = lease["token"]
-        error, renewed = await _call(a, "renew", {"resource": "mcp/job", "token": token, "ttl": 120, "progress": "row 17"})
+        error, renewed = await _call(
+            a, "renew", {"resource": "mcp/job", "token": token, "ttl": 120, "progress": "row 17"}
+        )
         assert not error and renewed["token"] == token and renewed["expires_at"] > lease["expires_at"]
         _, verdict = await _call(b, "verify", {"resource": "mcp/job", "token": token})
         assert verdict["current"] is True and verdict["holder"] == alice.sender
@@ -119,7 +125,9 @@ def test_a_lease_is_renewed_verified_released_and_shows_in_history_by_its_token(
         assert error and late["error"] == "LeaseReleased"
         _, history = await _call(b, "history", {"resource": "mcp/job"})
         assert [(e["kind"], e["token"]) for e in history["events"]] == [
-            ("acquired", token), ("renewed", token), ("released", token)
+            ("acquired", token),
+            ("renewed", token),
+            ("released", token),
         ]
         assert history["events"][0]["reason"] == "unheld" and history["events"][1]["progress"].startswith("0x")
         _, last = await _call(b, "history", {"resource": "mcp/job", "limit": 1})
@@ -142,12 +150,18 @@ def test_agents_claim_items_renew_and_complete_them_until_nothing_is_left(alice,
         assert not error, renewed
         # Another session of the same agent names the item and its workset.
         error, renewed = await _call(
-            a_later, "renew", {"resource": "t1", "workset": "mcp/tables", "token": lease["token"], "ttl": 300, "progress": 2}
-        )  # fmt: skip
+            a_later,
+            "renew",
+            {"resource": "t1", "workset": "mcp/tables", "token": lease["token"], "ttl": 300, "progress": 2},
+        )
         assert not error, renewed
-        error, done = await _call(a, "complete", {"resource": lease["resource"], "token": lease["token"], "result": "42"})
+        error, done = await _call(
+            a, "complete", {"resource": lease["resource"], "token": lease["token"], "result": "42"}
+        )
         assert not error and done["result_digest"].startswith("0x") and len(done["result_digest"]) == 66
-        error, done = await _call(b, "complete", {"resource": "t2", "workset": "mcp/tables", "token": second["lease"]["token"]})
+        error, done = await _call(
+            b, "complete", {"resource": "t2", "workset": "mcp/tables", "token": second["lease"]["token"]}
+        )
         assert not error, done
         _, nothing = await _call(a, "claim", {"workset": "mcp/tables", "items": items, "ttl": 300})
         assert nothing == {"claimed": False, "workset": "mcp/tables", "item": None, "lease": None}
@@ -241,7 +255,10 @@ def test_a_stopped_node_is_node_unreachable_as_a_tool_error(anvil_node, anvil_se
         proxy.down = True
 
         async def script(client):
-            for tool, arguments in [("status", {"resources": ["mcp/down"]}), ("acquire", {"resource": "mcp/down", "ttl": 60})]:
+            for tool, arguments in [
+                ("status", {"resources": ["mcp/down"]}),
+                ("acquire", {"resource": "mcp/down", "ttl": 60}),
+            ]:
                 error, answer = await _call(client, tool, arguments)
                 assert error and answer["error"] == "NodeUnreachable", answer
 
@@ -256,9 +273,11 @@ def test_a_stopped_node_is_node_unreachable_as_a_tool_error(anvil_node, anvil_se
 
 def _stdio(workdir: Path, key: int) -> StdioServerParameters:
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "chainfence", "mcp"], cwd=workdir,
+        command=sys.executable,
+        args=["-m", "chainfence", "mcp"],
+        cwd=workdir,
         env={"CHAINFENCE_PRIVATE_KEY": dev_keys(10)[key]},
-    )  # fmt: skip
+    )
 
 
 def test_over_stdio_two_agents_acquire_collide_renew_release_and_claim(on_anvil, anvil_node, tmp_path):
@@ -275,7 +294,9 @@ def test_over_stdio_two_agents_acquire_collide_renew_release_and_claim(on_anvil,
             assert error and held["error"] == "LeaseHeld"
             assert (held["holder"], held["token"], held["expires_at"]) == (agent_a, lease["token"], lease["expires_at"])
             token = lease["token"]
-            error, renewed = await _call(a, "renew", {"resource": "stdio/report", "token": token, "ttl": 600, "progress": 1})
+            error, renewed = await _call(
+                a, "renew", {"resource": "stdio/report", "token": token, "ttl": 600, "progress": 1}
+            )
             assert not error and renewed["token"] == token
             _, verdict = await _call(b, "verify", {"resource": "stdio/report", "token": token})
             assert verdict["current"] is True
@@ -303,9 +324,10 @@ def test_the_readme_mcp_servers_entry_starts_a_working_server(on_anvil, anvil_no
     assert entry["command"] == "chainfence" and entry["args"] == ["mcp"]
     assert set(entry["env"]) == {"CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY", "CHAINFENCE_PRIVATE_KEY"}
     env = {
-        "CHAINFENCE_RPC_URL": anvil_node.url, "CHAINFENCE_REGISTRY": on_anvil.address,
+        "CHAINFENCE_RPC_URL": anvil_node.url,
+        "CHAINFENCE_REGISTRY": on_anvil.address,
         "CHAINFENCE_PRIVATE_KEY": dev_keys(10)[7],
-    }  # fmt: skip
+    }
     command = str(Path(sys.executable).parent / entry["command"])  # the venv's console script
 
     async def main():
@@ -328,16 +350,19 @@ def test_over_streamable_http_on_loopback(on_anvil, anvil_node, tmp_path):
     env["CHAINFENCE_PRIVATE_KEY"] = dev_keys(10)[9]
     log = (tmp_path / "server.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "chainfence", "mcp", "--http", "--port", str(port)], cwd=tmp_path, env=env,
-        stdout=subprocess.DEVNULL, stderr=log,
-    )  # fmt: skip
+        [sys.executable, "-m", "chainfence", "mcp", "--http", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     try:
         wait_until(lambda: not port_is_free(port) or server.poll() is not None, "the server listens", timeout=120)
         assert server.poll() is None, (tmp_path / "server.log").read_text()
         listening = subprocess.run(["ss", "-Htln", f"sport = :{port}"], capture_output=True, text=True).stdout
-        assert listening.split() and all(
-            line.split()[3].startswith("127.0.0.1:") for line in listening.splitlines()
-        ), listening  # fmt: skip
+        assert listening.split() and all(line.split()[3].startswith("127.0.0.1:") for line in listening.splitlines()), (
+            listening
+        )
 
         async def main():
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:
@@ -348,9 +373,11 @@ def test_over_streamable_http_on_loopback(on_anvil, anvil_node, tmp_path):
         anyio.run(main)
         # A web page that rebinds its own name to 127.0.0.1 sends its own Host: refused before any tool runs.
         rebound = httpx.post(
-            f"http://127.0.0.1:{port}/mcp", headers={"Host": "attacker.example", "Content-Type": "application/json"},
-            content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}), timeout=60,
-        )  # fmt: skip
+            f"http://127.0.0.1:{port}/mcp",
+            headers={"Host": "attacker.example", "Content-Type": "application/json"},
+            content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            timeout=60,
+        )
         assert rebound.status_code in (400, 403, 421), rebound.text
     finally:
         server.terminate()

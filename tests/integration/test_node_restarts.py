@@ -33,9 +33,23 @@ class SlowSavingNode(Node):
         import threading
 
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "chainfence", "node", "--port", str(self.port), "--json", "--state-interval", "3600"],
-            cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "chainfence",
+                "node",
+                "--port",
+                str(self.port),
+                "--json",
+                "--state-interval",
+                "3600",
+            ],
+            cwd=self.workdir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         line: list[str] = []
         reader = threading.Thread(target=lambda: line.append(self.process.stdout.readline()))
         reader.start()
@@ -74,6 +88,7 @@ def crashed(tmp_path):
     node.start()
     assert node.stop() == 0  # the save that the crash falls back to
     info = node.start()
+
     def party(key_index):  # each party in a process of its own: its own Chain, its own memory
         return Registry.at(
             Chain.connect(info["rpc_url"], private_key=dev_keys(3)[key_index], poll_latency=0.01), info["registry"]
@@ -92,8 +107,16 @@ def crashed(tmp_path):
     node.kill()
     restarted = node.start()
     try:
-        yield {"node": restarted, "registry": registry, "alice": alice, "bob": bob, "lost": lost,
-               "strict": strict, "marks": marks, "path": tmp_path}  # fmt: skip
+        yield {
+            "node": restarted,
+            "registry": registry,
+            "alice": alice,
+            "bob": bob,
+            "lost": lost,
+            "strict": strict,
+            "marks": marks,
+            "path": tmp_path,
+        }
     finally:
         strict.close()
         marks.close()
@@ -169,6 +192,7 @@ def test_control_anvil_refuses_to_start_on_a_torn_state_file(tmp_path):
 
     state = tmp_path / "anvil-state.json"
     state.write_bytes(b'{"block": {"number": "0x')
-    done = subprocess.run([anvil_binary(), "--port", str(free_port()), "--state", str(state)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [anvil_binary(), "--port", str(free_port()), "--state", str(state)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode != 0 and "state" in done.stderr

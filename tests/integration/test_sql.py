@@ -50,9 +50,12 @@ class Database:
 
     def setup(self):
         conn = self.connect()
-        statements = ["DROP TABLE IF EXISTS reports", "DROP TABLE IF EXISTS chainfence_marks",
-                      "CREATE TABLE reports (day TEXT PRIMARY KEY, body TEXT NOT NULL)",
-                      "INSERT INTO reports VALUES ('2026-11-21', 'empty')"]  # fmt: skip
+        statements = [
+            "DROP TABLE IF EXISTS reports",
+            "DROP TABLE IF EXISTS chainfence_marks",
+            "CREATE TABLE reports (day TEXT PRIMARY KEY, body TEXT NOT NULL)",
+            "INSERT INTO reports VALUES ('2026-11-21', 'empty')",
+        ]
         for statement in statements:
             conn.execute(statement)
         conn.commit()
@@ -389,7 +392,7 @@ def test_postgres_nothing_after_an_escape_takes_effect_and_the_fence_says_it_bro
                     escape(cur)
                 except psycopg.Error:  # the application catches what its statement raised
                     pass
-        except Exception as error:  # noqa: BLE001 - asserted below
+        except Exception as error:
             outcome = error
         status, settings = conn.info.transaction_status, (conn.autocommit, conn.read_only)
         conn.rollback()
@@ -424,7 +427,7 @@ def test_postgres_a_stale_holder_cannot_write_after_its_successor_by_committing_
                 except psycopg.Error:
                     pass
             outcome["a"] = None
-        except BaseException as error:  # noqa: BLE001 - reported to the test thread
+        except BaseException as error:
             outcome["a"] = error
         finally:
             conn.close()
@@ -454,8 +457,10 @@ def test_the_readme_sql_example_runs_on_sqlite3_and_psycopg(db, embedded):
     lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
     conn = db.connect()
     try:
-        exec(compile(block, "README.md", "exec"),
-             {"conn": conn, "registry": embedded, "lease": lease, "body": "from the README", "day": "2026-11-21"})  # fmt: skip
+        exec(
+            compile(block, "README.md", "exec"),
+            {"conn": conn, "registry": embedded, "lease": lease, "body": "from the README", "day": "2026-11-21"},
+        )
     finally:
         conn.close()
     assert (db.body(), db.mark()) == ("from the README", lease.token)

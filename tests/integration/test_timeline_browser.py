@@ -96,8 +96,16 @@ def test_the_browser_builds_the_drawn_dom(chromium, page, tmp_path):
         assert node.attrs["data-holder"] == lease.holder
         assert node.attrs["fill"] == geo.colours[lease.holder]
         assert node.attrs["data-end-reason"] == lease.end_reason and node.attrs["data-reason"] == lease.reason
-    assert len({bars["reports/daily", 1].attrs["fill"], bars["reports/daily", 2].attrs["fill"],
-                bars[scenario.HOSTILE_SHOWN, 1].attrs["fill"]}) == 3  # three holders, three colours  # fmt: skip
+    assert (
+        len(
+            {
+                bars["reports/daily", 1].attrs["fill"],
+                bars["reports/daily", 2].attrs["fill"],
+                bars[scenario.HOSTILE_SHOWN, 1].attrs["fill"],
+            }
+        )
+        == 3
+    )  # three holders, three colours
 
     labels = {(n.attrs["data-resource"], n.attrs["data-token"]): n.text for n in dom.kind("token-label")}
     assert labels == {key: str(key[1]) for key in [(r, str(t)) for r, t in expected]}
@@ -144,8 +152,12 @@ def test_the_screenshot_shows_each_bar_in_its_holders_colour(chromium, page, tmp
                 assert image.hex(x, y) != bar.colour, (bar.lease.token, bar.lease.resource, x, y)
         if bar.label is not None:  # the token is painted: pixels in its box that are not the bar's colour
             width = timeline.text_width(bar.label, timeline.TOKEN_FONT)
-            box = [(x, y) for x in range(int(bar.x) + 3, int(bar.x + 3 + width)) for y in range(int(bar.y) + 7, int(bar.y) + 16)]
-            assert sum(image.hex(x, y) != bar.colour for x, y in box) >= 5, bar.lease.token  # fmt: skip
+            box = [
+                (x, y)
+                for x in range(int(bar.x) + 3, int(bar.x + 3 + width))
+                for y in range(int(bar.y) + 7, int(bar.y) + 16)
+            ]
+            assert sum(image.hex(x, y) != bar.colour for x, y in box) >= 5, bar.lease.token
 
     # The lane labels are painted in the gutter.
     for lane in geo.lanes:

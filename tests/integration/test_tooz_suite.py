@@ -103,8 +103,12 @@ def _run_suite(url: str) -> dict:
     env = dict(os.environ, CHAINFENCE_TOOZ_KEY=dev_keys(10)[9], TOOZ_TEST_URL=url, PYTHONPATH=str(ROOT))
     child = subprocess.run(
         [sys.executable, "-m", "tests.support.tooz_suite"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SUITE_TIMEOUT,
+    )
     assert child.returncode == 0, child.stderr[-4000:]
     return json.loads(child.stdout.strip().splitlines()[-1])
 
@@ -156,10 +160,14 @@ EMBEDDED_LIMITS = {"test_get_lock_concurrency_locking_two_lock_process"}
 def test_tooz_suite_on_the_embedded_chain_holds_within_a_process():
     """The same suite on chainfence+embedded://: every lock test passes but the one that needs another
     process to see this process's chain, which fails, as declared."""
-    print("\nembedded:", _check(
-        _run_suite("chainfence+embedded://tooz-suite"),
-        must_pass=LOCK_TESTS - EMBEDDED_LIMITS, expected_failures=EMBEDDED_LIMITS,
-    ))  # fmt: skip
+    print(
+        "\nembedded:",
+        _check(
+            _run_suite("chainfence+embedded://tooz-suite"),
+            must_pass=LOCK_TESTS - EMBEDDED_LIMITS,
+            expected_failures=EMBEDDED_LIMITS,
+        ),
+    )
 
 
 def _tooz_version() -> str:

@@ -187,7 +187,9 @@ class Model:
         refused = self.require_admin(account, prefix)
         if refused:
             return refused
-        (self.allowed.setdefault(prefix, set()).add if admitted else self.allowed.setdefault(prefix, set()).discard)(holder)
+        (self.allowed.setdefault(prefix, set()).add if admitted else self.allowed.setdefault(prefix, set()).discard)(
+            holder
+        )
         return admitted
 
     def revoke(self, account: int, resource: str, now: int, *, prefix: str | None = None):
@@ -261,7 +263,7 @@ class Model:
         refused = self.policy_refusal(prefix, account, ttl)
         if refused:
             return refused
-        for index, item in enumerate(items):
+        for item in items:
             key = f"{WORKSET}/{item}"
             lease = self.leases.get(key)
             if lease is not None and lease.done:
@@ -366,10 +368,14 @@ prefixes = st.sampled_from(PREFIXES)
 #: (max_ttl, lock_delay, admission_required), each None (keep it) or a value, at least one given: small
 #: caps and delays so they bite within a run.
 policy_changes = st.tuples(
-    st.sampled_from([None, None, 0, 30, 90]), st.sampled_from([None, None, 0, 10, 60]), st.sampled_from([None, None, True, False])
+    st.sampled_from([None, None, 0, 30, 90]),
+    st.sampled_from([None, None, 0, 10, 60]),
+    st.sampled_from([None, None, True, False]),
 ).filter(lambda changes: any(value is not None for value in changes))
 #: Distinct names, in an order, for acquire_many (a name without '/' too: in no namespace).
-name_sets = st.permutations(RESOURCES + ["plain"]).flatmap(lambda order: st.integers(1, 3).map(lambda n: list(order[:n])))
+name_sets = st.permutations(RESOURCES + ["plain"]).flatmap(
+    lambda order: st.integers(1, 3).map(lambda n: list(order[:n]))
+)
 
 
 class RegistryMachine(RuleBasedStateMachine):
@@ -433,17 +439,18 @@ class RegistryMachine(RuleBasedStateMachine):
             token, expires_at, reason, previous = predicted
             self.issued[token] = resource
             assert (lease.token, lease.expires_at, lease.reason, lease.previous_token) == (
-                token, expires_at, reason, previous,
-            )  # fmt: skip
+                token,
+                expires_at,
+                reason,
+                previous,
+            )
             assert self.chain.latest_time() == at
 
     @rule(account=accounts, resource=resources, offset=token_offsets, ttl=ttls, marker=markers)
     def renew(self, account, resource, offset, ttl, marker):
         token = self.token_for(resource, offset)
         predicted = self.model.renew(account, resource, token, ttl, self.next_block_time())
-        expires_at = self.expect(
-            predicted, lambda: self.agents[account].renew(resource, token, ttl, progress=marker)
-        )
+        expires_at = self.expect(predicted, lambda: self.agents[account].renew(resource, token, ttl, progress=marker))
         if expires_at is not None:
             assert expires_at == predicted
 
@@ -466,8 +473,12 @@ class RegistryMachine(RuleBasedStateMachine):
         item, token, expires_at, reason, previous = predicted
         self.issued[token] = f"{WORKSET}/{item}"
         assert (lease.item, lease.token, lease.expires_at, lease.reason, lease.previous_token) == (
-            item, token, expires_at, reason, previous,
-        )  # fmt: skip
+            item,
+            token,
+            expires_at,
+            reason,
+            previous,
+        )
 
     @rule(account=accounts, item=items, offset=token_offsets, ttl=ttls, marker=markers)
     def renew_item(self, account, item, offset, ttl, marker):
@@ -475,7 +486,9 @@ class RegistryMachine(RuleBasedStateMachine):
         token = self.token_for(key, offset)
         predicted = self.model.renew(account, key, token, ttl, self.next_block_time())
         # An item's claim is renewed through its id (what Lease.renew and `chainfence renew --workset` do).
-        self.expect(predicted, lambda: self.agents[account]._renew(key, item_id(WORKSET, item), token, ttl, marker, None))
+        self.expect(
+            predicted, lambda: self.agents[account]._renew(key, item_id(WORKSET, item), token, ttl, marker, None)
+        )
 
     @rule(account=accounts, item=items, offset=token_offsets)
     def release_item(self, account, item, offset):
@@ -521,13 +534,19 @@ class RegistryMachine(RuleBasedStateMachine):
     def set_policy(self, account, prefix, changes):
         predicted = self.model.set_policy(account, prefix, changes)
         max_ttl, lock_delay, admission = changes
-        self.expect(predicted, lambda: self.agents[account].set_policy(
-            prefix, max_ttl=max_ttl, lock_delay=lock_delay, admission_required=admission))  # fmt: skip
+        self.expect(
+            predicted,
+            lambda: self.agents[account].set_policy(
+                prefix, max_ttl=max_ttl, lock_delay=lock_delay, admission_required=admission
+            ),
+        )
 
     @rule(account=accounts, prefix=prefixes, holder=accounts, admitted=st.booleans())
     def admit(self, account, prefix, holder, admitted):
         predicted = self.model.admit(account, prefix, holder, admitted)
-        self.expect(predicted, lambda: self.agents[account].admit(prefix, [self.agents[holder].sender], admitted=admitted))
+        self.expect(
+            predicted, lambda: self.agents[account].admit(prefix, [self.agents[holder].sender], admitted=admitted)
+        )
 
     @rule(account=accounts, resource=resources)
     def revoke(self, account, resource):
@@ -545,8 +564,12 @@ class RegistryMachine(RuleBasedStateMachine):
             token, expires_at, reason, previous = predicted
             self.issued[token] = resource
             assert (lease.token, lease.expires_at, lease.reason, lease.previous_token, lease.holder) == (
-                token, expires_at, reason, previous, self.agents[holder].sender,
-            )  # fmt: skip
+                token,
+                expires_at,
+                reason,
+                previous,
+                self.agents[holder].sender,
+            )
 
     @rule(account=accounts, item=items)
     def revoke_item(self, account, item):
@@ -568,8 +591,13 @@ class RegistryMachine(RuleBasedStateMachine):
             token, expires_at, reason, previous = predicted
             self.issued[token] = key
             assert (lease.item, lease.token, lease.expires_at, lease.reason, lease.previous_token, lease.holder) == (
-                item, token, expires_at, reason, previous, self.agents[holder].sender,
-            )  # fmt: skip
+                item,
+                token,
+                expires_at,
+                reason,
+                previous,
+                self.agents[holder].sender,
+            )
 
     @rule(account=accounts, resource=resources, ttl=ttls)
     def acquire_exclusive(self, account, resource, ttl):
@@ -580,8 +608,11 @@ class RegistryMachine(RuleBasedStateMachine):
             token, expires_at, reason, previous = predicted
             self.issued[token] = resource
             assert (lease.token, lease.expires_at, lease.reason, lease.previous_token) == (
-                token, expires_at, reason, previous,
-            )  # fmt: skip
+                token,
+                expires_at,
+                reason,
+                previous,
+            )
 
     @rule(account=accounts, names=name_sets, ttl=ttls)
     def acquire_many(self, account, names, ttl):
@@ -591,8 +622,12 @@ class RegistryMachine(RuleBasedStateMachine):
             for name, lease, (token, expires_at, reason, previous) in zip(names, leases, predicted):
                 self.issued[token] = name
                 assert (lease.resource, lease.token, lease.expires_at, lease.reason, lease.previous_token) == (
-                    name, token, expires_at, reason, previous,
-                )  # fmt: skip
+                    name,
+                    token,
+                    expires_at,
+                    reason,
+                    previous,
+                )
 
     @rule(account=accounts, offset=st.sampled_from([0, 1, 9, 30]), ttl=ttls)
     def acquire_just_after_expiry(self, account, offset, ttl):
@@ -664,8 +699,10 @@ class RegistryMachine(RuleBasedStateMachine):
                 assert info is None
                 continue
             assert (info.holder, info.token, info.status) == (
-                self.chain.accounts[expected.holder + 1], expected.token, expected.status(now),
-            )  # fmt: skip
+                self.chain.accounts[expected.holder + 1],
+                expected.token,
+                expected.status(now),
+            )
         # lease_of is last_lease filtered by liveness: asked of one resource per step, in turn.
         resource = RESOURCES[self.steps % len(RESOURCES)]
         self.steps += 1
@@ -688,13 +725,18 @@ class RegistryMachine(RuleBasedStateMachine):
                 None if pending is None else self.agents[pending].sender,
                 *self.model.policies.get(prefix, (0, 0, False)),
             )
-            assert (policy.admin, policy.pending_admin, policy.max_ttl, policy.lock_delay,
-                    policy.admission_required) == expected, prefix  # fmt: skip
+            assert (
+                policy.admin,
+                policy.pending_admin,
+                policy.max_ttl,
+                policy.lock_delay,
+                policy.admission_required,
+            ) == expected, prefix
 
     @invariant()
     def guard_marks_never_go_down(self):
         marks = self.guard.marks()
-        assert marks == {r: m for r, m in self.model.marks.items()}
+        assert marks == dict(self.model.marks.items())
         for resource, mark in marks.items():
             assert mark >= self.marks_seen.get(resource, 0)
         self.marks_seen = marks
@@ -727,8 +769,7 @@ class RegistryMachine(RuleBasedStateMachine):
                 if e.kind is EventKind.ACQUIRED:
                     if holder is not None and e.holder != holder:
                         assert end is not None and e.block_timestamp >= end, (
-                            f"{resource}: {e.holder} acquired at {e.block_timestamp} while {holder} "
-                            f"held it until {end}"
+                            f"{resource}: {e.holder} acquired at {e.block_timestamp} while {holder} held it until {end}"
                         )
                     holder, end = e.holder, e.expires_at
                 elif e.kind is EventKind.RENEWED:
@@ -766,7 +807,16 @@ def test_a_mutated_model_is_caught():
             self.model = _UnownedAddressModel()
 
     with pytest.raises(AssertionError):
-        run_state_machine_as_test(Mutant, settings=settings(
-            max_examples=20, stateful_step_count=30, deadline=None, database=None, derandomize=True,
-            phases=[Phase.generate], suppress_health_check=list(HealthCheck), print_blob=False,
-        ))  # fmt: skip
+        run_state_machine_as_test(
+            Mutant,
+            settings=settings(
+                max_examples=20,
+                stateful_step_count=30,
+                deadline=None,
+                database=None,
+                derandomize=True,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
+                print_blob=False,
+            ),
+        )

@@ -131,9 +131,14 @@ def post(registry: Registry, resource: str, ttl: int, service: str) -> None:
             body = f"part {part} from token {lease.token}".encode()
             signed = lease.sign(body, action=f"POST /{resource}", audience="reports-service")
             response = client.post("/" + resource, content=body, headers=signed.to_headers())
-            emit(event="posted", part=part, token=lease.token, status=response.status_code,
-                 error=response.json().get("error") if response.status_code != 200 else None,
-                 expires_at=lease.expires_at)  # fmt: skip
+            emit(
+                event="posted",
+                part=part,
+                token=lease.token,
+                status=response.status_code,
+                error=response.json().get("error") if response.status_code != 200 else None,
+                expires_at=lease.expires_at,
+            )
             if response.status_code != 200 or not sys.stdin.readline():
                 return
             part += 1

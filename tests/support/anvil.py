@@ -58,5 +58,5 @@ class _SuiteAnvil(AnvilProcess):
         return reply.get("result")
 
 
-def Anvil(**options) -> AnvilProcess:  # noqa: N802 - reads like the class it builds
+def Anvil(**options) -> AnvilProcess:
     return _SuiteAnvil(**options)

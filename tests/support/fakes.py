@@ -19,12 +19,13 @@ HOLDER = "0x" + "11" * 20
 
 
 class FakeRegistry:
-    def __init__(
-        self, address: str = "0x" + "ab" * 20, chain_id: int = 1337, deployment_hash: str = "0x" + "00" * 32
-    ):
+    def __init__(self, address: str = "0x" + "ab" * 20, chain_id: int = 1337, deployment_hash: str = "0x" + "00" * 32):
         self._identity = {
-            "chain_id": str(chain_id), "registry": address, "deployment_block": "1", "deployment_hash": deployment_hash,
-        }  # fmt: skip
+            "chain_id": str(chain_id),
+            "registry": address,
+            "deployment_block": "1",
+            "deployment_hash": deployment_hash,
+        }
         self.leases: dict[str, tuple[int, LeaseStatus]] = {}
         self.holders: dict[str, str] = {}
         self.reads = 0

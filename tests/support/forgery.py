@@ -110,12 +110,16 @@ class ForgedWorld:
 
         def call(params, forward):
             tx = params[0]
-            if str(tx.get("to", "")).lower() == self.registry.lower() and str(tx.get("data", tx.get("input", ""))).startswith("0x" + LEASE_OF.hex()):
+            if str(tx.get("to", "")).lower() == self.registry.lower() and str(
+                tx.get("data", tx.get("input", ""))
+            ).startswith("0x" + LEASE_OF.hex()):
                 return lease_result
             return forward()
 
         def storage_at(params, forward):
-            if str(params[0]).lower() == self.registry.lower() and int(params[1], 16) == int.from_bytes(self.slot, "big"):
+            if str(params[0]).lower() == self.registry.lower() and int(params[1], 16) == int.from_bytes(
+                self.slot, "big"
+            ):
                 return "0x" + self.value.to_bytes(32, "big").hex()
             return forward()
 

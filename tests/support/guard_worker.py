@@ -26,8 +26,8 @@ import threading
 import time
 
 from chainfence import Chain, Guard, Registry
-from chainfence.guard._store import GuardStore
 from chainfence.errors import StaleToken, TokenNotCurrent
+from chainfence.guard._store import GuardStore
 
 
 def emit(**fields) -> None:

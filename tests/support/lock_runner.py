@@ -44,8 +44,8 @@ class FileClock:
 def main(argv: list[str]) -> int:
     split = argv.index("--")
     options, rest = argv[:split], argv[split + 1 :]
-    from chainfence.cli import lock as _cli_lock
     from chainfence import cli
+    from chainfence.cli import lock as _cli_lock
 
     if "--clock" in options:
         clock = FileClock(options[options.index("--clock") + 1])
@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
 
         Lease.keep = keep_signalled  # type: ignore[method-assign]
     if "--dump" in options:
-        dump = open(options[options.index("--dump") + 1], "w")  # noqa: SIM115 - open until the process ends
+        dump = open(options[options.index("--dump") + 1], "w")
         faulthandler.register(signal.SIGUSR2, file=dump, all_threads=True, chain=False)
         Path(dump.name + ".ready").touch()  # SIGUSR2 dumps from now on (before, it would end the process)
     return cli.main(rest)

@@ -21,7 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-
 WRITER = str(Path(__file__).resolve())
 
 

@@ -47,7 +47,7 @@ def _exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:  # noqa: C901 - as it was
+def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from chainfence.keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore
 
     command = args.cmd
@@ -79,8 +79,11 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     def on_lost(error: LeaseLost) -> None:
         with state:
             lost.append(error)
-            print(f"chainfence lock: {error}; stopping the command (SIGTERM, SIGKILL after {args.grace:g} s)",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"chainfence lock: {error}; stopping the command (SIGTERM, SIGKILL after {args.grace:g} s)",
+                file=sys.stderr,
+                flush=True,
+            )
             stop_child()
 
     def forward(signum: int, frame: Any) -> None:
@@ -127,4 +130,6 @@ def _release_quietly(lease: Any) -> None:
     try:
         lease.release()
     except ChainfenceError as error:
-        print(f"chainfence lock: releasing token {lease.token} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        print(
+            f"chainfence lock: releasing token {lease.token} failed: {type(error).__name__}: {error}", file=sys.stderr
+        )

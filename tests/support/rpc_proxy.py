@@ -174,8 +174,10 @@ class RpcProxy:
                 method = request.get("method", "") if isinstance(request, dict) else "batch"
                 params = request.get("params", []) if isinstance(request, dict) else []
                 with proxy._lock:
-                    fault = "drop_request" if proxy.down else (
-                        proxy._faults[method].popleft() if proxy._faults[method] else None
+                    fault = (
+                        "drop_request"
+                        if proxy.down
+                        else (proxy._faults[method].popleft() if proxy._faults[method] else None)
                     )
                     proxy.log.append((method, params, fault))
                     if proxy.stalled and fault != "drop_request":
@@ -240,7 +242,9 @@ class RpcProxy:
             return json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "result": value}).encode()
 
         def error(code, message):
-            return json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "error": {"code": code, "message": message}}).encode()
+            return json.dumps(
+                {"jsonrpc": "2.0", "id": request.get("id"), "error": {"code": code, "message": message}}
+            ).encode()
 
         if method == "web3_clientVersion" and self.client_version is not None:
             return result(self.client_version)

@@ -100,8 +100,8 @@ def _emit(name: str | None, event: str, **fields: Any) -> None:
 def _agent(spec: dict[str, Any]) -> None:
     from chainfence import Chain, Registry
     from chainfence.errors import ChainfenceError, LeaseHeld, TokenNotCurrent
-    from chainfence.testing.anvil import dev_keys
     from chainfence.sql import fenced_transaction
+    from chainfence.testing.anvil import dev_keys
 
     name, resource, ttl = spec["name"], spec["resource"], spec["ttl"]
     chain = Chain.connect(spec["url"], private_key=dev_keys(10)[spec["key"]], poll_latency=0.005, receipt_timeout=60)
@@ -153,7 +153,7 @@ def _fork(spec: dict[str, Any]) -> int:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)  # the commands are the zygote's
         _agent(spec)
-    except BaseException as error:  # noqa: BLE001 - reported, then the child exits
+    except BaseException as error:
         traceback.print_exc()
         _emit(spec["name"], "crashed", error=repr(error))
         code = 1
@@ -244,8 +244,12 @@ class Run:
 
     def __init__(self, zygote: Zygote, registry: Any, db: Path, ttl: int):
         self._zygote = zygote
-        self._base = {"url": registry.chain.w3.provider.endpoint_uri, "registry": registry.address,
-                      "db": str(db), "ttl": ttl}  # fmt: skip
+        self._base = {
+            "url": registry.chain.w3.provider.endpoint_uri,
+            "registry": registry.address,
+            "db": str(db),
+            "ttl": ttl,
+        }
         self.log: list[dict[str, Any]] = []
         self.pids: dict[str, int] = {}
         self.exited: set[str] = set()
@@ -253,11 +257,28 @@ class Run:
     def position(self) -> int:
         return len(self.log)
 
-    def spawn(self, name: str, *, key: int, resource: str, mode: str = "fenced", seed: int = 0,
-              pause_before_write: bool = False) -> str:  # fmt: skip
+    def spawn(
+        self,
+        name: str,
+        *,
+        key: int,
+        resource: str,
+        mode: str = "fenced",
+        seed: int = 0,
+        pause_before_write: bool = False,
+    ) -> str:
         since = self.position()
-        self._zygote.send({**self._base, "name": name, "key": key, "resource": resource, "mode": mode,
-                           "seed": seed, "pause_before_write": pause_before_write})  # fmt: skip
+        self._zygote.send(
+            {
+                **self._base,
+                "name": name,
+                "key": key,
+                "resource": resource,
+                "mode": mode,
+                "seed": seed,
+                "pause_before_write": pause_before_write,
+            }
+        )
         self.pids[name] = self.wait_for(lambda e: e["agent"] == name and e["event"] == "spawned", since)["pid"]
         return name
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import html.parser
+from typing import ClassVar
 
 #: Every element the page may contain; anything else means markup leaked from the input.
 ALLOWED = {"html", "head", "meta", "title", "style", "body", "svg", "g", "rect", "text", "tspan", "line", "path"}
@@ -16,7 +17,7 @@ class Node:
 
 
 class Page(html.parser.HTMLParser):
-    VOID = {"meta"}  # in SVG, rect, line and path have children (their <title>) unless self-closed
+    VOID: ClassVar[set[str]] = {"meta"}  # in SVG, rect, line and path have children (their <title>) unless self-closed
 
     def __init__(self, source: str):
         super().__init__(convert_charrefs=True)

@@ -23,11 +23,11 @@ class _Collecting(unittest.TestResult):
         super().__init__()
         self.passed: list[str] = []
 
-    def addSuccess(self, test: unittest.TestCase) -> None:  # noqa: N802 - unittest's name
+    def addSuccess(self, test: unittest.TestCase) -> None:
         super().addSuccess(test)
         self.passed.append(test.id())
 
-    def startTest(self, test: unittest.TestCase) -> None:  # noqa: N802
+    def startTest(self, test: unittest.TestCase) -> None:
         super().startTest(test)
         print(f"running {test.id()}", file=sys.stderr, flush=True)
 

@@ -80,9 +80,7 @@ class WatchedClock:
 
 
 class WaitClock(Timer):
-    def __init__(
-        self, on_sleep: Callable[[int], None] | None = None, on_pause: Callable[[], None] | None = None
-    ):
+    def __init__(self, on_sleep: Callable[[int], None] | None = None, on_pause: Callable[[], None] | None = None):
         self.now_ = 0.0
         self.sleeps: list[float] = []
         self.pauses: list[float] = []

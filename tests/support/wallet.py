@@ -25,5 +25,7 @@ class AgentWallet:
 
     def acquire(self, resource: str, ttl: int):
         """Acquire ``resource`` with the wallet as the holder; returns the Lease."""
-        receipt = self.execute(self.registry.address, self.registry._encode("acquire", [resource, ttl]), resource=resource)
+        receipt = self.execute(
+            self.registry.address, self.registry._encode("acquire", [resource, ttl]), resource=resource
+        )
         return self.registry._lease_from_receipt(receipt, resource=resource, ttl=ttl)

@@ -86,7 +86,9 @@ def test_the_plain_abi_files_are_the_registry_artifacts_abi():
     repository = (ROOT / "abi" / "FencingRegistry.json").read_text(encoding="utf-8")
     from importlib import resources
 
-    packaged = resources.files("chainfence").joinpath("artifacts", "FencingRegistry.abi.json").read_text(encoding="utf-8")
+    packaged = (
+        resources.files("chainfence").joinpath("artifacts", "FencingRegistry.abi.json").read_text(encoding="utf-8")
+    )
     assert repository == packaged == expected
     abi = json.loads(repository)
     assert isinstance(abi, list) and {entry["type"] for entry in abi} >= {"constructor", "function", "event", "error"}

@@ -86,7 +86,9 @@ def test_verbose_logs_one_line_per_lease_change():
 
 
 def test_version():
-    done = subprocess.run([sys.executable, "-m", "chainfence", "--version"], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "chainfence", "--version"], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0 and "chainfence 0.1.0" in done.stdout
 
 

@@ -20,8 +20,13 @@ REGISTRY = "0x" + "00" * 19 + "01"
 
 
 def test_verbose_is_accepted_after_the_subcommand():
-    done = subprocess.run([sys.executable, "-m", "chainfence", "demo", "-v", "--ttl", "3", "--pause", "5"],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "chainfence", "demo", "-v", "--ttl", "3", "--pause", "5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert len([line for line in done.stderr.splitlines() if "acquired resource=reports/daily" in line]) == 4
     assert " DEBUG " not in done.stderr  # one -v: lease changes, not RPC
@@ -29,8 +34,15 @@ def test_verbose_is_accepted_after_the_subcommand():
 
 def test_verbose_before_and_after_the_subcommand_add_up():
     parser = cli._parser()
-    for argv, level in ((["status"], 0), (["-v", "status"], 1), (["status", "-v"], 1), (["-v", "status", "-v"], 2),
-                        (["status", "-vv"], 2), (["node", "-v"], 1), (["-v", "demo"], 1)):  # fmt: skip
+    for argv, level in (
+        (["status"], 0),
+        (["-v", "status"], 1),
+        (["status", "-v"], 1),
+        (["-v", "status", "-v"], 2),
+        (["status", "-vv"], 2),
+        (["node", "-v"], 1),
+        (["-v", "demo"], 1),
+    ):
         args = parser.parse_args(argv)
         assert args.verbose + args.verbose_after == level, argv
 
@@ -71,7 +83,10 @@ def test_an_explicit_deployment_file_that_does_not_exist_is_named(tmp_path, caps
     missing = tmp_path / "nope.json"
     monkeypatch.delenv("CHAINFENCE_RPC_URL", raising=False)
     assert main(["status", "--deployment", str(missing)]) == EXIT_USAGE
-    assert capsys.readouterr().err.strip() == f"chainfence status: deployment file {str(missing)!r} (--deployment) does not exist"
+    assert (
+        capsys.readouterr().err.strip()
+        == f"chainfence status: deployment file {str(missing)!r} (--deployment) does not exist"
+    )
     # Even with a node and a registry given: the file named explicitly is a mistake to report.
     assert main(["status", "--json", "--deployment", str(missing), "--rpc-url", NOBODY, "--registry", REGISTRY]) == 2
     document = json.loads(capsys.readouterr().out)
@@ -109,13 +124,20 @@ def test_every_subcommand_help_ends_with_an_example_and_describes_every_argument
         assert f"chainfence {name}" in example, (name, example)
         for action in command._actions:
             if not isinstance(action, argparse._HelpAction):
-                assert action.help and action.help is not argparse.SUPPRESS, f"chainfence {name}: {action.dest} has no help"
+                assert action.help and action.help is not argparse.SUPPRESS, (
+                    f"chainfence {name}: {action.dest} has no help"
+                )
 
 
 def test_every_subcommand_help_exits_zero():
     for name in _subcommands():
-        done = subprocess.run([sys.executable, "-m", "chainfence", *name.split(), "--help"], capture_output=True, text=True,
-                              timeout=120, check=False)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "chainfence", *name.split(), "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert done.returncode == 0 and "example:" in done.stdout, name
 
 
@@ -155,10 +177,14 @@ def test_transport_reasons_name_the_cause_not_the_library():
         outer.__cause__ = inner
         return outer
 
-    refused = chained(requests.exceptions.ConnectionError("HTTPConnectionPool(host='x', port=1): Max retries"),
-                      ConnectionRefusedError(111, "Connection refused"))  # fmt: skip
+    refused = chained(
+        requests.exceptions.ConnectionError("HTTPConnectionPool(host='x', port=1): Max retries"),
+        ConnectionRefusedError(111, "Connection refused"),
+    )
     assert transport_reason(refused) == "connection refused: nothing listens there"
     assert transport_reason(requests.exceptions.ReadTimeout("Read timed out. (read timeout=5)")) == "timed out"
-    unknown = requests.exceptions.ConnectionError("Failed to resolve 'x.invalid' ([Errno -2] Name or service not known)")
+    unknown = requests.exceptions.ConnectionError(
+        "Failed to resolve 'x.invalid' ([Errno -2] Name or service not known)"
+    )
     assert transport_reason(unknown) == "host name not found"
     assert transport_reason(OSError("something new")) == "OSError"

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from chainfence._node import artifacts as _artifacts
 from chainfence import errors
+from chainfence._node import artifacts as _artifacts
 from chainfence.errors import (
     CONTRACT_ERRORS,
     ChainfenceError,
@@ -21,7 +21,10 @@ from chainfence.errors import (
 )
 
 ABI_ERRORS = {
-    entry["name"]: entry for contract in _artifacts.SHIPPED for entry in _artifacts.abi(contract) if entry["type"] == "error"
+    entry["name"]: entry
+    for contract in _artifacts.SHIPPED
+    for entry in _artifacts.abi(contract)
+    if entry["type"] == "error"
 }
 REGISTRY_ERRORS = {entry["name"] for entry in _artifacts.abi("FencingRegistry") if entry["type"] == "error"}
 

@@ -30,41 +30,75 @@ def word(value) -> bytes:
 
 def log(signature: str, *topics, data: bytes = b"", block: int = 7, index: int = 0) -> dict:
     return {
-        "topics": [keccak(text=signature), *(word(t) for t in topics)], "data": data, "blockNumber": block,
-        "blockHash": b"\x01" * 32, "transactionHash": b"\x02" * 32, "logIndex": index,
-    }  # fmt: skip
+        "topics": [keccak(text=signature), *(word(t) for t in topics)],
+        "data": data,
+        "blockNumber": block,
+        "blockHash": b"\x01" * 32,
+        "transactionHash": b"\x02" * 32,
+        "logIndex": index,
+    }
 
 
 def test_revoked_and_granted_decode_with_their_admin():
-    revoked = _events.decode(log("LeaseRevoked(bytes32,uint256,address,address)", RESOURCE, 5, HOLDER,
-                                 data=encode(["address"], [ADMIN])))  # fmt: skip
+    revoked = _events.decode(
+        log("LeaseRevoked(bytes32,uint256,address,address)", RESOURCE, 5, HOLDER, data=encode(["address"], [ADMIN]))
+    )
     assert revoked.kind is _events.Kind.REVOKED and revoked.token == 5 and revoked.holder.lower() == HOLDER
     assert revoked.admin.lower() == ADMIN
-    granted = _events.decode(log("LeaseGranted(bytes32,uint256,address,address)", RESOURCE, 6, OTHER,
-                                 data=encode(["address"], [ADMIN])))  # fmt: skip
+    granted = _events.decode(
+        log("LeaseGranted(bytes32,uint256,address,address)", RESOURCE, 6, OTHER, data=encode(["address"], [ADMIN]))
+    )
     assert granted.kind is _events.Kind.GRANTED and granted.admin.lower() == ADMIN
 
 
 def test_namespace_events_decode():
     named = _events.decode(log("NamespaceNamed(bytes32,string)", NAMESPACE, data=encode(["bytes"], [b"\xffprod"])))
     assert named.kind is _events.Kind.NAMESPACE_NAMED and named.name == b"\xffprod", "any bytes, kept as bytes"
-    policy = _events.decode(log("NamespacePolicySet(bytes32,address,uint256,uint256,bool)", NAMESPACE, ADMIN,
-                                data=encode(["uint256", "uint256", "bool"], [600, 30, True])))  # fmt: skip
+    policy = _events.decode(
+        log(
+            "NamespacePolicySet(bytes32,address,uint256,uint256,bool)",
+            NAMESPACE,
+            ADMIN,
+            data=encode(["uint256", "uint256", "bool"], [600, 30, True]),
+        )
+    )
     assert (policy.max_ttl, policy.lock_delay, policy.admission_required) == (600, 30, True)
-    admission = _events.decode(log("NamespaceAdmissionSet(bytes32,address,bool,address)", NAMESPACE, HOLDER,
-                                   data=encode(["bool", "address"], [True, ADMIN])))  # fmt: skip
+    admission = _events.decode(
+        log(
+            "NamespaceAdmissionSet(bytes32,address,bool,address)",
+            NAMESPACE,
+            HOLDER,
+            data=encode(["bool", "address"], [True, ADMIN]),
+        )
+    )
     assert admission.admitted is True and admission.admin.lower() == ADMIN and admission.holder.lower() == HOLDER
     started = _events.decode(log("NamespaceAdminTransferStarted(bytes32,address,address)", NAMESPACE, ADMIN, OTHER))
     done = _events.decode(log("NamespaceAdminTransferred(bytes32,address,address)", NAMESPACE, ADMIN, OTHER))
-    assert (started.admin.lower(), started.new_admin.lower()) == (ADMIN, OTHER) == (done.admin.lower(), done.new_admin.lower())
+    assert (
+        (started.admin.lower(), started.new_admin.lower())
+        == (ADMIN, OTHER)
+        == (done.admin.lower(), done.new_admin.lower())
+    )
 
 
 def test_malformed_admin_events_are_skipped_not_raised():
-    assert _events.decode(log("LeaseRevoked(bytes32,uint256,address,address)", RESOURCE, 5, HOLDER, data=b"\x01")) is None
+    assert (
+        _events.decode(log("LeaseRevoked(bytes32,uint256,address,address)", RESOURCE, 5, HOLDER, data=b"\x01")) is None
+    )
     assert _events.decode(log("LeaseRevoked(bytes32,uint256,address,address)", RESOURCE, 5)) is None  # a topic short
     bad_address = "0x" + "ff" * 32
-    assert _events.decode(log("LeaseGranted(bytes32,uint256,address,address)", RESOURCE, 6, bad_address,
-                              data=encode(["address"], [ADMIN]))) is None  # fmt: skip
+    assert (
+        _events.decode(
+            log(
+                "LeaseGranted(bytes32,uint256,address,address)",
+                RESOURCE,
+                6,
+                bad_address,
+                data=encode(["address"], [ADMIN]),
+            )
+        )
+        is None
+    )
 
 
 def test_the_index_records_a_revoke_and_a_grant_with_the_admin():
@@ -72,11 +106,25 @@ def test_the_index_records_a_revoke_and_a_grant_with_the_admin():
     acquired = "LeaseAcquired(bytes32,uint256,address,uint256,uint256,uint8)"
     entries = [
         log(acquired, RESOURCE, 1, HOLDER, data=encode(["uint256"] * 3, [1_000, 0, 0]), block=1),
-        log("LeaseRevoked(bytes32,uint256,address,address)", RESOURCE, 1, HOLDER, data=encode(["address"], [ADMIN]), block=2),
+        log(
+            "LeaseRevoked(bytes32,uint256,address,address)",
+            RESOURCE,
+            1,
+            HOLDER,
+            data=encode(["address"], [ADMIN]),
+            block=2,
+        ),
         log(acquired, RESOURCE, 2, OTHER, data=encode(["uint256"] * 3, [2_000, 1, 5]), block=3),
-        log("LeaseGranted(bytes32,uint256,address,address)", RESOURCE, 2, OTHER, data=encode(["address"], [ADMIN]),
-            block=3, index=1),
-    ]  # fmt: skip
+        log(
+            "LeaseGranted(bytes32,uint256,address,address)",
+            RESOURCE,
+            2,
+            OTHER,
+            data=encode(["address"], [ADMIN]),
+            block=3,
+            index=1,
+        ),
+    ]
     with index._write() as conn:
         for number, entry in enumerate(entries):
             _apply(conn, _events.decode(entry), 100 + number)
@@ -95,8 +143,21 @@ def test_registry_logs_are_decoded_in_one_module():
         tree = ast.parse(text)
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                assert not node.value.startswith(("LeaseAcquired(", "LeaseRenewed(", "LeaseReleased(", "ResourceNamed(",
-                                                  "LeaseCompleted(", "LeaseRevoked(", "LeaseGranted(")), path.name  # fmt: skip
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Constant) and node.value.value == "topics":
+                assert not node.value.startswith(
+                    (
+                        "LeaseAcquired(",
+                        "LeaseRenewed(",
+                        "LeaseReleased(",
+                        "ResourceNamed(",
+                        "LeaseCompleted(",
+                        "LeaseRevoked(",
+                        "LeaseGranted(",
+                    )
+                ), path.name
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Constant)
+                and node.value.value == "topics"
+            ):
                 raise AssertionError(f"{path.name} reads a log's topics itself")
         assert '["topics"]' not in text, f"{path.name} reads a log's topics itself"

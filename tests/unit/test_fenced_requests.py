@@ -17,8 +17,16 @@ KEY = Account.from_key("0x" + "42" * 32)
 
 
 def request(**overrides) -> FencedRequest:
-    fields = {"resource": "reports/daily", "token": 7, "holder": KEY.address, "action": "POST /reports/daily",
-              "audience": "reports-service", "payload": b"body", "key": KEY, **overrides}  # fmt: skip
+    fields = {
+        "resource": "reports/daily",
+        "token": 7,
+        "holder": KEY.address,
+        "action": "POST /reports/daily",
+        "audience": "reports-service",
+        "payload": b"body",
+        "key": KEY,
+        **overrides,
+    }
     return FencedRequest.sign(DOMAIN, **fields)
 
 
@@ -27,18 +35,46 @@ def test_the_signature_is_standard_eip712_typed_data():
     ours = request(nonce=5, deadline=1_900_000_000)
     message = {
         "types": {
-            "EIP712Domain": [{"name": n, "type": t} for n, t in
-                             (("name", "string"), ("version", "string"), ("chainId", "uint256"), ("verifyingContract", "address"))],
-            "FencedRequest": [{"name": n, "type": t} for n, t in
-                              (("resource", "bytes32"), ("token", "uint256"), ("holder", "address"),
-                               ("action", "string"), ("audience", "string"),
-                               ("payloadDigest", "bytes32"), ("nonce", "uint256"), ("deadline", "uint256"))],
-        },  # fmt: skip
+            "EIP712Domain": [
+                {"name": n, "type": t}
+                for n, t in (
+                    ("name", "string"),
+                    ("version", "string"),
+                    ("chainId", "uint256"),
+                    ("verifyingContract", "address"),
+                )
+            ],
+            "FencedRequest": [
+                {"name": n, "type": t}
+                for n, t in (
+                    ("resource", "bytes32"),
+                    ("token", "uint256"),
+                    ("holder", "address"),
+                    ("action", "string"),
+                    ("audience", "string"),
+                    ("payloadDigest", "bytes32"),
+                    ("nonce", "uint256"),
+                    ("deadline", "uint256"),
+                )
+            ],
+        },
         "primaryType": "FencedRequest",
-        "domain": {"name": "FencingRegistry", "version": "2", "chainId": 31337, "verifyingContract": DOMAIN.verifying_contract},
-        "message": {"resource": keccak(b"reports/daily"), "token": 7, "holder": KEY.address,
-                    "action": "POST /reports/daily", "audience": "reports-service",
-                    "payloadDigest": keccak(b"body"), "nonce": 5, "deadline": 1_900_000_000},  # fmt: skip
+        "domain": {
+            "name": "FencingRegistry",
+            "version": "2",
+            "chainId": 31337,
+            "verifyingContract": DOMAIN.verifying_contract,
+        },
+        "message": {
+            "resource": keccak(b"reports/daily"),
+            "token": 7,
+            "holder": KEY.address,
+            "action": "POST /reports/daily",
+            "audience": "reports-service",
+            "payloadDigest": keccak(b"body"),
+            "nonce": 5,
+            "deadline": 1_900_000_000,
+        },
     }
     assert Account.sign_typed_data(KEY.key, full_message=message).signature == ours.signature
     assert ours.recover(DOMAIN) == KEY.address
@@ -47,16 +83,26 @@ def test_the_signature_is_standard_eip712_typed_data():
 def test_the_action_and_the_audience_are_signed():
     """A request re-labelled with another action or audience no longer recovers its signer."""
     signed = request()
-    for relabelled in (dataclasses.replace(signed, action="DELETE /reports/daily"),
-                       dataclasses.replace(signed, action="POST /reports/daily?all=1"),
-                       dataclasses.replace(signed, audience="billing-service")):  # fmt: skip
+    for relabelled in (
+        dataclasses.replace(signed, action="DELETE /reports/daily"),
+        dataclasses.replace(signed, action="POST /reports/daily?all=1"),
+        dataclasses.replace(signed, audience="billing-service"),
+    ):
         assert relabelled.recover(DOMAIN) != KEY.address
 
 
 def test_a_version_1_domain_is_refused_when_signing():
     with pytest.raises(InvalidInput, match="version 1"):
-        FencedRequest.sign(dataclasses.replace(DOMAIN, version="1"), resource="r", token=1, holder=KEY.address,
-                           action="a", audience="b", payload=b"", key=KEY)  # fmt: skip
+        FencedRequest.sign(
+            dataclasses.replace(DOMAIN, version="1"),
+            resource="r",
+            token=1,
+            holder=KEY.address,
+            action="a",
+            audience="b",
+            payload=b"",
+            key=KEY,
+        )
 
 
 def test_a_version_1_request_says_so():
@@ -66,17 +112,23 @@ def test_a_version_1_request_says_so():
         FencedRequest.from_headers(headers)
 
 
-@pytest.mark.parametrize(("method", "path", "query", "action"), [
-    ("post", "/reports/daily", b"", "POST /reports/daily"),
-    ("GET", "/r%2Fx", b"a=1&b=%20", "GET /r%2Fx?a=1&b=%20"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("method", "path", "query", "action"),
+    [
+        ("post", "/reports/daily", b"", "POST /reports/daily"),
+        ("GET", "/r%2Fx", b"a=1&b=%20", "GET /r%2Fx?a=1&b=%20"),
+    ],
+)
 def test_http_actions_are_method_path_and_query(method, path, query, action):
     assert http_action(method, path, query) == action
 
 
 def test_another_domain_recovers_someone_else():
     signed = request()
-    for other in (dataclasses.replace(DOMAIN, chain_id=1), dataclasses.replace(DOMAIN, verifying_contract="0x" + "11" * 20)):
+    for other in (
+        dataclasses.replace(DOMAIN, chain_id=1),
+        dataclasses.replace(DOMAIN, verifying_contract="0x" + "11" * 20),
+    ):
         assert signed.recover(other) != KEY.address
 
 
@@ -105,11 +157,21 @@ def test_a_missing_header_is_malformed(field):
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("token", "seven"), ("token", "0"), ("holder", "0x1234"), ("payload_digest", "0xabcd"),
-        ("payload_digest", "abcd" * 16), ("signature", "0x"), ("signature", "0x" + "00" * 2049), ("nonce", "zz"), ("deadline", "soon"),
-        ("resource", ""), ("resource", "%FF%FE"), ("action", "%FF"), ("audience", "x" * 3000),
+        ("token", "seven"),
+        ("token", "0"),
+        ("holder", "0x1234"),
+        ("payload_digest", "0xabcd"),
+        ("payload_digest", "abcd" * 16),
+        ("signature", "0x"),
+        ("signature", "0x" + "00" * 2049),
+        ("nonce", "zz"),
+        ("deadline", "soon"),
+        ("resource", ""),
+        ("resource", "%FF%FE"),
+        ("action", "%FF"),
+        ("audience", "x" * 3000),
     ],
-)  # fmt: skip
+)
 def test_a_bad_header_is_malformed(field, value):
     headers = request().to_headers()
     headers[HEADERS[field]] = value

@@ -286,7 +286,10 @@ def test_strict_mode_asks_the_chain_on_every_check(registry, tmp_path):
 def test_strict_mode_rejects_an_expired_holder_at_the_mark(registry, tmp_path):
     """Mark mode's window (an expired holder at its own mark is accepted) is closed by strict mode."""
     registry.issue("r", 3)
-    with Guard(registry, path=tmp_path / "mark.sqlite") as mark, Guard(registry, path=tmp_path / "strict.sqlite", mode="strict") as strict:
+    with (
+        Guard(registry, path=tmp_path / "mark.sqlite") as mark,
+        Guard(registry, path=tmp_path / "strict.sqlite", mode="strict") as strict,
+    ):
         mark.check("r", 3)
         strict.check("r", 3)
         registry.issue("r", 3, LeaseStatus.EXPIRED)
@@ -345,7 +348,12 @@ def test_a_store_of_the_previous_release_is_refused_with_the_reason(registry, tm
         "CREATE TABLE marks (resource_id BLOB PRIMARY KEY, name TEXT NOT NULL, token INTEGER NOT NULL, "
         "accepted_at REAL NOT NULL) WITHOUT ROWID"
     )
-    meta = {"schema_version": version, "chain_id": "1337", "genesis_hash": "0x" + "00" * 32, "registry": registry.address}
+    meta = {
+        "schema_version": version,
+        "chain_id": "1337",
+        "genesis_hash": "0x" + "00" * 32,
+        "registry": registry.address,
+    }
     db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
     db.commit()
     db.close()

@@ -107,8 +107,15 @@ def test_a_slightly_late_renewal_is_not_a_warning():
     assert renew(c, sent=116.0, confirmed=117.0) == []  # within a tenth of the interval
 
 
-@pytest.mark.parametrize("error", [NodeUnreachable("down"), OutcomeUnknown("?"), TransactionTimeout("slow"),
-                                   TokenNotConfirmed(token=1, confirmations=2)])  # fmt: skip
+@pytest.mark.parametrize(
+    "error",
+    [
+        NodeUnreachable("down"),
+        OutcomeUnknown("?"),
+        TransactionTimeout("slow"),
+        TokenNotConfirmed(token=1, confirmations=2),
+    ],
+)
 def test_transient_failures_are_retried_until_the_deadline(error):
     c = core()
     why = loss_reason(error)

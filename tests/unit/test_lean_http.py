@@ -19,20 +19,39 @@ from web3.datastructures import AttributeDict
 from chainfence._node.rpc import _Connection, format_block, format_receipt, format_transaction
 
 RECEIPT = {
-    "type": "0x2", "status": "0x1", "cumulativeGasUsed": "0x8b9e",
-    "logs": [{
-        "address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
-        "topics": ["0x" + "ab" * 32, "0x" + "cd" * 32, "0x" + "00" * 31 + "05",
-                   "0x000000000000000000000000f39fd6e51aad88f6f4ce6ab8827279cfffb92266"],
-        "data": "0x" + "00" * 96, "blockHash": "0x" + "11" * 32, "blockNumber": "0x10",
-        "blockTimestamp": "0x6560", "transactionHash": "0x" + "22" * 32, "transactionIndex": "0x0",
-        "logIndex": "0x0", "removed": False,
-    }],
-    "logsBloom": "0x" + "00" * 256, "transactionHash": "0x" + "22" * 32, "transactionIndex": "0x0",
-    "blockHash": "0x" + "11" * 32, "blockNumber": "0x10", "gasUsed": "0x8b9e", "effectiveGasPrice": "0x3b9aca07",
-    "from": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "to": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+    "type": "0x2",
+    "status": "0x1",
+    "cumulativeGasUsed": "0x8b9e",
+    "logs": [
+        {
+            "address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+            "topics": [
+                "0x" + "ab" * 32,
+                "0x" + "cd" * 32,
+                "0x" + "00" * 31 + "05",
+                "0x000000000000000000000000f39fd6e51aad88f6f4ce6ab8827279cfffb92266",
+            ],
+            "data": "0x" + "00" * 96,
+            "blockHash": "0x" + "11" * 32,
+            "blockNumber": "0x10",
+            "blockTimestamp": "0x6560",
+            "transactionHash": "0x" + "22" * 32,
+            "transactionIndex": "0x0",
+            "logIndex": "0x0",
+            "removed": False,
+        }
+    ],
+    "logsBloom": "0x" + "00" * 256,
+    "transactionHash": "0x" + "22" * 32,
+    "transactionIndex": "0x0",
+    "blockHash": "0x" + "11" * 32,
+    "blockNumber": "0x10",
+    "gasUsed": "0x8b9e",
+    "effectiveGasPrice": "0x3b9aca07",
+    "from": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+    "to": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
     "contractAddress": None,
-}  # fmt: skip
+}
 
 
 def test_a_receipt_reads_as_web3_formats_it():
@@ -53,29 +72,76 @@ def test_a_deployment_receipt_reads_as_web3_formats_it():
 
 
 TRANSACTION = {
-    "type": "0x2", "chainId": "0x7a69", "nonce": "0x3", "gas": "0x1c9c380", "maxFeePerGas": "0x77359400",
-    "maxPriorityFeePerGas": "0x1", "to": "0x5fbdb2315678afecb367f032d93f642f64180aa3", "value": "0x0",
+    "type": "0x2",
+    "chainId": "0x7a69",
+    "nonce": "0x3",
+    "gas": "0x1c9c380",
+    "maxFeePerGas": "0x77359400",
+    "maxPriorityFeePerGas": "0x1",
+    "to": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+    "value": "0x0",
     "accessList": [{"address": "0x5fbdb2315678afecb367f032d93f642f64180aa3", "storageKeys": ["0x" + "0a" * 32]}],
-    "input": "0xabcdef", "r": "0x" + "12" * 32, "s": "0x" + "34" * 31, "yParity": "0x1", "v": "0x1",
-    "hash": "0x" + "22" * 32, "blockHash": "0x" + "11" * 32, "blockNumber": "0x10", "transactionIndex": "0x0",
-    "from": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "gasPrice": "0x3b9aca07",
-    "blobVersionedHashes": ["0x01" + "ab" * 31], "maxFeePerBlobGas": "0x10",
-    "authorizationList": [{"chainId": "0x7a69", "address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
-                           "nonce": "0x0", "yParity": "0x0", "r": "0x" + "56" * 32, "s": "0x" + "78" * 32}],
-}  # fmt: skip
+    "input": "0xabcdef",
+    "r": "0x" + "12" * 32,
+    "s": "0x" + "34" * 31,
+    "yParity": "0x1",
+    "v": "0x1",
+    "hash": "0x" + "22" * 32,
+    "blockHash": "0x" + "11" * 32,
+    "blockNumber": "0x10",
+    "transactionIndex": "0x0",
+    "from": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+    "gasPrice": "0x3b9aca07",
+    "blobVersionedHashes": ["0x01" + "ab" * 31],
+    "maxFeePerBlobGas": "0x10",
+    "authorizationList": [
+        {
+            "chainId": "0x7a69",
+            "address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+            "nonce": "0x0",
+            "yParity": "0x0",
+            "r": "0x" + "56" * 32,
+            "s": "0x" + "78" * 32,
+        }
+    ],
+}
 
 BLOCK = {
-    "hash": "0x" + "11" * 32, "parentHash": "0x" + "33" * 32, "sha3Uncles": "0x" + "44" * 32,
-    "miner": "0x0000000000000000000000000000000000000000", "stateRoot": "0x" + "55" * 32,
-    "transactionsRoot": "0x" + "66" * 32, "receiptsRoot": "0x" + "77" * 32, "logsBloom": "0x" + "00" * 256,
-    "difficulty": "0x0", "number": "0x10", "gasLimit": "0x1c9c380", "gasUsed": "0x8b9e", "timestamp": "0x6560",
-    "extraData": "0x", "mixHash": "0x" + "88" * 32, "nonce": "0x0000000000000000", "baseFeePerGas": "0x3b9aca00",
-    "withdrawalsRoot": "0x" + "99" * 32, "blobGasUsed": "0x0", "excessBlobGas": "0x0",
-    "parentBeaconBlockRoot": "0x" + "aa" * 32, "requestsHash": "0x" + "bb" * 32, "totalDifficulty": "0x0",
-    "size": "0x261", "uncles": [], "transactions": ["0x" + "22" * 32],
-    "withdrawals": [{"index": "0x1", "validatorIndex": "0x2", "address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
-                     "amount": "0x3"}],
-}  # fmt: skip
+    "hash": "0x" + "11" * 32,
+    "parentHash": "0x" + "33" * 32,
+    "sha3Uncles": "0x" + "44" * 32,
+    "miner": "0x0000000000000000000000000000000000000000",
+    "stateRoot": "0x" + "55" * 32,
+    "transactionsRoot": "0x" + "66" * 32,
+    "receiptsRoot": "0x" + "77" * 32,
+    "logsBloom": "0x" + "00" * 256,
+    "difficulty": "0x0",
+    "number": "0x10",
+    "gasLimit": "0x1c9c380",
+    "gasUsed": "0x8b9e",
+    "timestamp": "0x6560",
+    "extraData": "0x",
+    "mixHash": "0x" + "88" * 32,
+    "nonce": "0x0000000000000000",
+    "baseFeePerGas": "0x3b9aca00",
+    "withdrawalsRoot": "0x" + "99" * 32,
+    "blobGasUsed": "0x0",
+    "excessBlobGas": "0x0",
+    "parentBeaconBlockRoot": "0x" + "aa" * 32,
+    "requestsHash": "0x" + "bb" * 32,
+    "totalDifficulty": "0x0",
+    "size": "0x261",
+    "uncles": [],
+    "transactions": ["0x" + "22" * 32],
+    "withdrawals": [
+        {
+            "index": "0x1",
+            "validatorIndex": "0x2",
+            "address": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+            "amount": "0x3",
+        }
+    ],
+}
 
 
 def _types(value):
@@ -88,7 +154,10 @@ def _types(value):
 
 def test_a_transaction_reads_as_web3_formats_it():
     """web3's private formatter is the oracle here only: the package never imports it (test_packaging)."""
-    ours, web3s = format_transaction(dict(TRANSACTION)), AttributeDict.recursive(transaction_result_formatter(dict(TRANSACTION)))
+    ours, web3s = (
+        format_transaction(dict(TRANSACTION)),
+        AttributeDict.recursive(transaction_result_formatter(dict(TRANSACTION))),
+    )
     assert ours == web3s and _types(ours) == _types(web3s)
     pending = dict(TRANSACTION, blockHash=None, blockNumber=None, transactionIndex=None, to=None)
     assert format_transaction(dict(pending)) == AttributeDict.recursive(transaction_result_formatter(dict(pending)))
@@ -114,12 +183,15 @@ def reply_of(wire: bytes) -> tuple[int, str, bool, bytes]:
 
 def test_a_content_length_reply_keeps_the_connection():
     assert reply_of(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\ncontent-type: application/json\r\n\r\n{}") == (
-        200, "OK", False, b"{}",
-    )  # fmt: skip
+        200,
+        "OK",
+        False,
+        b"{}",
+    )
 
 
 def test_a_chunked_reply_is_joined():
-    wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n5;x=y\r\n\":1}\n\r\n0\r\n\r\n"
+    wire = b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"a\r\n5;x=y\r\n":1}\n\r\n0\r\n\r\n'
     assert reply_of(wire) == (200, "OK", False, b'{"a":1}\n')
 
 
@@ -128,13 +200,17 @@ def test_an_interim_reply_is_skipped_and_close_is_honoured():
     assert reply_of(wire) == (200, "OK", True, b"[]")
 
 
-@pytest.mark.parametrize("wire", [
-    b"",
-    b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}",
-    b"HTTP/1.1 200 OK\r\nContent-Le",
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{}",
-    b"SSH-2.0-OpenSSH\r\n",
-], ids=["nothing", "short-body", "torn-headers", "torn-chunk", "not-http"])  # fmt: skip
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\nContent-Le",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{}",
+        b"SSH-2.0-OpenSSH\r\n",
+    ],
+    ids=["nothing", "short-body", "torn-headers", "torn-chunk", "not-http"],
+)
 def test_a_reply_that_breaks_off_is_a_connection_error(wire):
     """However the reply breaks off, it is a ConnectionError: the request went out (maybe delivered)."""
     with pytest.raises(ConnectionError):

@@ -45,18 +45,47 @@ BANNED_MODULES = {"http.client", "urllib.request"}
 #: Attribute names that only web3's API has (the layer's own methods have other names:
 #: send_raw, logs, block, code, receipt, transaction, nonce).
 WEB3_ATTRIBUTES = {
-    "eth", "_eth", "net", "geth", "manager", "provider", "middleware_onion",
-    "make_request", "make_batch_request", "request_blocking", "is_connected",
-    "send_raw_transaction", "send_transaction", "get_logs", "get_filter_logs", "get_block", "get_code",
-    "get_transaction", "get_transaction_receipt", "get_transaction_count", "get_balance", "get_storage_at",
-    "wait_for_transaction_receipt", "fee_history", "create_access_list", "get_proof",
-}  # fmt: skip
+    "eth",
+    "_eth",
+    "net",
+    "geth",
+    "manager",
+    "provider",
+    "middleware_onion",
+    "make_request",
+    "make_batch_request",
+    "request_blocking",
+    "is_connected",
+    "send_raw_transaction",
+    "send_transaction",
+    "get_logs",
+    "get_filter_logs",
+    "get_block",
+    "get_code",
+    "get_transaction",
+    "get_transaction_receipt",
+    "get_transaction_count",
+    "get_balance",
+    "get_storage_at",
+    "wait_for_transaction_receipt",
+    "fee_history",
+    "create_access_list",
+    "get_proof",
+}
 
 #: Names that build a way to a node.
 WEB3_NAMES = {
-    "Web3", "AsyncWeb3", "HTTPProvider", "AsyncHTTPProvider", "WebSocketProvider", "LegacyWebSocketProvider",
-    "IPCProvider", "AsyncIPCProvider", "EthereumTesterProvider", "AsyncEthereumTesterProvider",
-}  # fmt: skip
+    "Web3",
+    "AsyncWeb3",
+    "HTTPProvider",
+    "AsyncHTTPProvider",
+    "WebSocketProvider",
+    "LegacyWebSocketProvider",
+    "IPCProvider",
+    "AsyncIPCProvider",
+    "EthereumTesterProvider",
+    "AsyncEthereumTesterProvider",
+}
 
 
 @dataclass(frozen=True)
@@ -69,15 +98,17 @@ class Allowed:
 #: Each way around the layer that must stay, and why.
 ALLOWED: list[Allowed] = [
     Allowed(
-        "chain.py", "import eth_tester",
+        "chain.py",
+        "import eth_tester",
         "Chain.embedded builds the in-process backend (genesis state, dev keys, its logical clock): "
         "building sends nothing; every call on it goes through Rpc",
     ),
     Allowed(
-        "chain.py", "import eth_tester.backends.pyevm.main",
+        "chain.py",
+        "import eth_tester.backends.pyevm.main",
         "Chain.embedded reads eth-tester's dev keys to sign with (no call on a chain)",
     ),
-]  # fmt: skip
+]
 
 
 def _dotted(node: ast.AST) -> str | None:

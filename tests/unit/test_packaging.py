@@ -15,16 +15,34 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 #: Top-level modules a fast `chainfence --version` / `--help` must not import.
-HEAVY = ("web3", "eth_utils", "eth_abi", "eth_account", "eth_keys", "eth_typing", "eth_tester", "eth",
-         "hexbytes", "requests", "aiohttp", "pydantic", "coincurve", "chainfence.chain", "chainfence.registry")  # fmt: skip
+HEAVY = (
+    "web3",
+    "eth_utils",
+    "eth_abi",
+    "eth_account",
+    "eth_keys",
+    "eth_typing",
+    "eth_tester",
+    "eth",
+    "hexbytes",
+    "requests",
+    "aiohttp",
+    "pydantic",
+    "coincurve",
+    "chainfence.chain",
+    "chainfence.registry",
+)
 
 
 def _imported(argv: list[str]) -> set[str]:
     """Every module `python -X importtime -m chainfence ARGV` imported (the real entry point)."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "chainfence", *argv],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
 
@@ -86,7 +104,9 @@ def test_embedded_chain_without_the_tester_extra_raises_a_typed_error():
 
 def test_demo_without_the_tester_extra_says_how_to_install_it():
     code = _WITHOUT_TESTER + "from chainfence.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-    done = subprocess.run([sys.executable, "-c", code, "demo"], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code, "demo"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "chainfence demo: ExtraNotInstalled: the embedded chain needs the [tester] extra: "

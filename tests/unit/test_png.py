@@ -35,13 +35,17 @@ def encode(rows: list[bytes], width: int, channels: int, colour_type: int) -> by
         raw += bytes([kind]) + out
         previous = row
     header = struct.pack(">IIBBBBB", width, len(rows), 8, colour_type, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(bytes(raw))) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(bytes(raw))) + chunk(b"IEND", b"")
+    )
 
 
 @pytest.mark.parametrize("channels, colour_type", [(3, 2), (4, 6)])
 def test_every_filter_decodes_to_the_pixels_encoded(channels, colour_type):
     width, height = 7, 10
-    rows = [bytes((x * 37 + y * 91 + c * 53) % 256 for x in range(width) for c in range(channels)) for y in range(height)]
+    rows = [
+        bytes((x * 37 + y * 91 + c * 53) % 256 for x in range(width) for c in range(channels)) for y in range(height)
+    ]
     image = png.decode(encode(rows, width, channels, colour_type))
     for y in range(height):
         for x in range(width):

@@ -19,16 +19,11 @@ import pytest
 import rlp as reference_rlp
 from trie import HexaryTrie
 
-from chainfence._node import headers as _headers, proofs as _proofs
-from chainfence._node.headers import QuorumHeaders, TrustedHeaders, header_hash, header_rlp
 from chainfence import lease as _lease
+from chainfence._node import headers as _headers
+from chainfence._node import proofs as _proofs
+from chainfence._node.headers import QuorumHeaders, TrustedHeaders, header_hash, header_rlp
 from chainfence._node.proofs import ProofMismatch, decode_lease, lease_slot, verify_account, verify_storage
-from chainfence.proofs import lease_info
-
-
-def judge(resource, resource_id, token, info):
-    """The proven mode's verdict: chainfence.lease.judge, the one strict views call too."""
-    _lease.judge(info, token, resource=resource, resource_id=resource_id)
 from chainfence._node.rlp import decode, keccak256
 from chainfence.errors import (
     ContractNotFound,
@@ -43,8 +38,14 @@ from chainfence.errors import (
     TokenNotCurrent,
 )
 from chainfence.lease import LeaseInfo, LeaseStatus
-from chainfence.proofs import ProvenReader
+from chainfence.proofs import ProvenReader, lease_info
 from tests.unit.mainnet_headers import JSON_VECTORS, RLP_VECTORS
+
+
+def judge(resource, resource_id, token, info):
+    """The proven mode's verdict: chainfence.lease.judge, the one strict views call too."""
+    _lease.judge(info, token, resource=resource, resource_id=resource_id)
+
 
 ANVIL = json.loads((Path(__file__).parent / "data" / "anvil_proofs.json").read_text())
 RESOURCE_ID = keccak256(b"reports/daily")
@@ -102,7 +103,11 @@ def test_anvils_block_hashes_to_its_hash():
 def test_a_changed_field_changes_the_hash(field):
     block = dict(JSON_VECTORS[23094898])
     value = block[field]
-    block[field] = hex(int(value, 16) + 1) if _KINDS[field] == "q" else "0x" + ("ff" if value == "0x" else value[2:-2] + "00" if value[-2:] != "00" else value[2:-2] + "01")
+    block[field] = (
+        hex(int(value, 16) + 1)
+        if _KINDS[field] == "q"
+        else "0x" + ("ff" if value == "0x" else value[2:-2] + "00" if value[-2:] != "00" else value[2:-2] + "01")
+    )
     assert "0x" + header_hash(block).hex() != JSON_VECTORS[23094898]["hash"]
 
 
@@ -145,7 +150,9 @@ def test_the_trie_package_reads_the_same_values_from_the_same_proofs():
     """A second implementation (py-evm's trie) agrees on the account and the slot."""
     answer, state_root = _held()
     address_key = keccak256(bytes.fromhex(ANVIL["registry"][2:]))
-    theirs = HexaryTrie.get_from_proof(state_root, address_key, [reference_rlp.decode(n) for n in _nodes(answer["accountProof"])])
+    theirs = HexaryTrie.get_from_proof(
+        state_root, address_key, [reference_rlp.decode(n) for n in _nodes(answer["accountProof"])]
+    )
     assert _proofs.verify_proof(state_root, address_key, _nodes(answer["accountProof"])) == theirs
     storage_root = bytes.fromhex(answer["storageHash"][2:])
     slot_key = keccak256(lease_slot(RESOURCE_ID))
@@ -180,7 +187,7 @@ def test_every_byte_flipped_in_an_account_proof_node_fails():
     address = bytes.fromhex(ANVIL["registry"][2:])
     nodes = _nodes(answer["accountProof"])
     count = 0
-    for i, position, tampered in _every_byte_flipped(nodes):
+    for _i, _position, tampered in _every_byte_flipped(nodes):
         with pytest.raises(ProofMismatch):
             verify_account(state_root, address, tampered)
         count += 1
@@ -192,7 +199,7 @@ def test_every_byte_flipped_in_a_storage_proof_node_fails():
     storage_root = bytes.fromhex(answer["storageHash"][2:])
     slot = lease_slot(RESOURCE_ID)
     nodes = _nodes(answer["storageProof"][0]["proof"])
-    for i, position, tampered in _every_byte_flipped(nodes):
+    for _i, _position, tampered in _every_byte_flipped(nodes):
         with pytest.raises(ProofMismatch):
             verify_storage(storage_root, slot, tampered)
 
@@ -224,8 +231,13 @@ def test_the_packed_slot_decodes_every_field():
     lease = decode_lease(packed)
     assert lease.holder == "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"  # EIP-55, as web3 writes it
     assert (lease.expires_at, lease.claimed, lease.done, lease.revoked, lease.recorded, lease.token) == (
-        1_795_530_000, True, True, True, True, 2**48 - 1,
-    )  # fmt: skip
+        1_795_530_000,
+        True,
+        True,
+        True,
+        True,
+        2**48 - 1,
+    )
 
 
 # -- the verdict: exactly strict mode's -------------------------------------------------------
@@ -245,9 +257,15 @@ def test_the_verdict_is_registry_raise_unless_current(status, token, info_token,
     from chainfence.registry import Registry
 
     info = LeaseInfo(
-        resource="r", resource_id=RESOURCE_ID, holder="0x" + "11" * 20, token=info_token, expires_at=expires,
-        status=status, judged_at=150 if status is LeaseStatus.EXPIRED else None, expired_unmined=unmined,
-    )  # fmt: skip
+        resource="r",
+        resource_id=RESOURCE_ID,
+        holder="0x" + "11" * 20,
+        token=info_token,
+        expires_at=expires,
+        status=status,
+        judged_at=150 if status is LeaseStatus.EXPIRED else None,
+        expired_unmined=unmined,
+    )
 
     def outcome(fn):
         try:
@@ -270,8 +288,14 @@ def test_lease_info_reads_status_as_leaseof_and_judges_at_the_later_time():
     unmined = lease_info("r", RESOURCE_ID, live, block_time=100, judged_at=200)
     assert unmined.status is LeaseStatus.EXPIRED and unmined.expired_unmined and unmined.judged_at == 200
     assert lease_info("r", RESOURCE_ID, holder | (7 << 208), block_time=1, judged_at=1).status is LeaseStatus.RELEASED
-    assert lease_info("r", RESOURCE_ID, holder | (1 << 202) | (7 << 208), block_time=1, judged_at=1).status is LeaseStatus.REVOKED
-    assert lease_info("r", RESOURCE_ID, holder | (3 << 200) | (7 << 208), block_time=1, judged_at=1).status is LeaseStatus.DONE
+    assert (
+        lease_info("r", RESOURCE_ID, holder | (1 << 202) | (7 << 208), block_time=1, judged_at=1).status
+        is LeaseStatus.REVOKED
+    )
+    assert (
+        lease_info("r", RESOURCE_ID, holder | (3 << 200) | (7 << 208), block_time=1, judged_at=1).status
+        is LeaseStatus.DONE
+    )
     assert lease_info("r", RESOURCE_ID, 0, block_time=1, judged_at=1).status is LeaseStatus.UNHELD
 
 
@@ -315,7 +339,9 @@ class FakeProvider:
             return copy.deepcopy(self.blocks[number]) if number <= self.head else None
         if method == "eth_getProof":
             if self.proofs is None:
-                raise RpcError("not served", method=method, code=-32601, rpc_message="the method eth_getProof does not exist")
+                raise RpcError(
+                    "not served", method=method, code=-32601, rpc_message="the method eth_getProof does not exist"
+                )
             return copy.deepcopy(self.proofs)
         raise AssertionError(method)
 
@@ -344,12 +370,20 @@ def test_no_quorum_is_disagreement_never_a_pick():
     # k = n: one dissenter is enough to refuse.
     honest = _chain_of_blocks(10)
     with pytest.raises(HeadersDisagree):
-        _quorum([FakeProvider("a", honest), FakeProvider("b", honest), FakeProvider("c", _chain_of_blocks(10, salt=b"x"))], k=3).current()
+        _quorum(
+            [FakeProvider("a", honest), FakeProvider("b", honest), FakeProvider("c", _chain_of_blocks(10, salt=b"x"))],
+            k=3,
+        ).current()
 
 
 def test_two_quorums_when_k_is_a_minority_are_disagreement():
     honest, other = _chain_of_blocks(10), _chain_of_blocks(10, salt=b"x")
-    providers = [FakeProvider("a", honest), FakeProvider("b", honest), FakeProvider("c", other), FakeProvider("d", other)]
+    providers = [
+        FakeProvider("a", honest),
+        FakeProvider("b", honest),
+        FakeProvider("c", other),
+        FakeProvider("d", other),
+    ]
     with pytest.raises(HeadersDisagree):
         _quorum(providers, k=2).current()
 
@@ -419,7 +453,7 @@ def test_constructor_refuses_nonsense():
 
 
 def _reader_over_recorded_anvil(**answer_changes):
-    block = {k: v for k, v in ANVIL["block"].items()}
+    block = dict(ANVIL["block"].items())
     provider = FakeProvider("p", [None] * int(block["number"], 16) + [block])
     provider.proofs = copy.deepcopy(ANVIL["held"])
     for key, value in answer_changes.items():
@@ -439,7 +473,10 @@ def test_the_reader_proves_and_judges_the_recorded_lease():
 @pytest.mark.parametrize(
     ("change", "why"),
     [
-        (lambda a: a["storageProof"][0].update(value=hex(int(a["storageProof"][0]["value"], 16) + (1 << 208))), "value"),
+        (
+            lambda a: a["storageProof"][0].update(value=hex(int(a["storageProof"][0]["value"], 16) + (1 << 208))),
+            "value",
+        ),
         (lambda a: a.update(storageHash="0x" + "00" * 32), "storageHash"),
         (lambda a: a.update(codeHash="0x" + keccak256(b"other code").hex()), "codeHash"),
         (lambda a: a.update(balance="0x1"), "balance"),

@@ -21,7 +21,18 @@ def test_design_names_exist():
 
     for name in ("embedded", "connect", "advance_time"):
         assert callable(getattr(Chain, name))
-    for name in ("deploy", "at", "connect", "acquire", "renew", "release", "lease", "latest_token", "lease_of", "is_current"):
+    for name in (
+        "deploy",
+        "at",
+        "connect",
+        "acquire",
+        "renew",
+        "release",
+        "lease",
+        "latest_token",
+        "lease_of",
+        "is_current",
+    ):
         assert callable(getattr(Registry, name)), name
     for name in ("renew", "release", "__enter__", "__exit__"):
         assert callable(getattr(Lease, name))

@@ -13,10 +13,10 @@ import inspect
 
 import pytest
 
-from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, LeaseSet, Registry, audit, outcomes, sql  # fmt: skip
-from chainfence.audit import watchdog
+from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, LeaseSet, Registry, audit, outcomes, sql
 from chainfence._node.rpc import AsyncRpc, Rpc
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncLeaseSet, AsyncRegistry
+from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.deployment import Deployment
 from chainfence.election import Watch
@@ -24,9 +24,24 @@ from tests.faults.test_node_stopped import CALLS, QUIET
 
 #: The classes whose public methods must all be in the table.
 CLASSES = (
-    Chain, Registry, Lease, LeaseSet, Guard, FencedStore, Rpc, Election, Leadership, Watch,
-    AsyncChain, AsyncRegistry, AsyncLease, AsyncLeaseSet, AsyncGuard, AsyncRpc, AuditIndex,
-)  # fmt: skip
+    Chain,
+    Registry,
+    Lease,
+    LeaseSet,
+    Guard,
+    FencedStore,
+    Rpc,
+    Election,
+    Leadership,
+    Watch,
+    AsyncChain,
+    AsyncRegistry,
+    AsyncLease,
+    AsyncLeaseSet,
+    AsyncGuard,
+    AsyncRpc,
+    AuditIndex,
+)
 
 #: Public methods that never touch the chain, and why. Each has a QUIET row that calls it with
 #: the node down and checks, through the proxy, that it sends nothing.
@@ -71,30 +86,72 @@ NEVER_TOUCH_THE_CHAIN = {
     "AsyncLease.check": "a clock reading and the renewer's verdict",
     "AsyncLease.safe_remaining": "a clock reading",
     "AsyncLease.keeper": "the running keep-alive, if any",
-    **{f"AsyncLease.{name}": "a field of the lease" for name in (
-        "resource", "resource_id", "token", "holder", "expires_at", "ttl", "previous_token", "reason", "tx_hash",
-        "block_number", "released", "completed", "workset", "item")},
+    **{
+        f"AsyncLease.{name}": "a field of the lease"
+        for name in (
+            "resource",
+            "resource_id",
+            "token",
+            "holder",
+            "expires_at",
+            "ttl",
+            "previous_token",
+            "reason",
+            "tx_hash",
+            "block_number",
+            "released",
+            "completed",
+            "workset",
+            "item",
+        )
+    },
     "AsyncLeaseSet.check": "a clock reading and the renewer's verdict",
     "AsyncLeaseSet.safe_remaining": "a clock reading",
     "AsyncLeaseSet.keeper": "the running keep-alive, if any",
-    **{f"AsyncLeaseSet.{name}": "a field of the set" for name in ("leases", "tokens", "resources", "expires_at", "released")},
+    **{
+        f"AsyncLeaseSet.{name}": "a field of the set"
+        for name in ("leases", "tokens", "resources", "expires_at", "released")
+    },
     "AsyncRpc.twin_of": "builds a provider that asks nothing until used",
     "AsyncRpc.close": "closes the HTTP session",
-    **{f"AuditIndex.{name}": "reads (or closes) the index file" for name in (
-        "history", "history_by_id", "lease", "leases_of", "holder_at", "current", "takeovers", "completions",
-        "resources", "events", "label", "close", "timeline_leases")},
+    **{
+        f"AuditIndex.{name}": "reads (or closes) the index file"
+        for name in (
+            "history",
+            "history_by_id",
+            "lease",
+            "leases_of",
+            "holder_at",
+            "current",
+            "takeovers",
+            "completions",
+            "resources",
+            "events",
+            "label",
+            "close",
+            "timeline_leases",
+        )
+    },
 }
 
 #: Where a row's owner lives: a class, or a module for module-level functions.
-OWNERS = {cls.__name__: cls for cls in CLASSES} | {"Deployment": Deployment, "audit": audit, "outcomes": outcomes, "sql": sql,
-                                                    "watchdog": watchdog}
+OWNERS = {cls.__name__: cls for cls in CLASSES} | {
+    "Deployment": Deployment,
+    "audit": audit,
+    "outcomes": outcomes,
+    "sql": sql,
+    "watchdog": watchdog,
+}
 
 
 def public_methods(cls: type) -> set[str]:
     """``Class.name`` of every public method, classmethod, staticmethod and property of ``cls``."""
     kinds = (
-        staticmethod, classmethod, property, functools.cached_property,
-    )  # fmt: skip
+        staticmethod,
+        classmethod,
+        property,
+        functools.cached_property,
+    )
     names = set()
     for name in dir(cls):
         if name.startswith("_"):

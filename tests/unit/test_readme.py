@@ -101,12 +101,19 @@ def test_the_claims_and_progress_examples_run_after_the_main_one(tmp_path, monke
     blocks = python_blocks()
     namespace: dict = {}
     exec(compile(blocks[0], "README.md", "exec"), namespace)
-    for marker in ('alice.claim("backfill"', "lease.renew(progress=b\"step-1\")", 'AuditIndex("audit.sqlite")', 'prod = ops.namespace_of()'):
+    for marker in (
+        'alice.claim("backfill"',
+        'lease.renew(progress=b"step-1")',
+        'AuditIndex("audit.sqlite")',
+        "prod = ops.namespace_of()",
+    ):
         example = next(block for block in blocks if marker in block)
         exec(compile(example, "README.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "2026-11-01" in out
-    assert "refused:" in out and "no longer counts" in out and "lock-delay until" in out and out.rstrip().endswith("True")
+    assert (
+        "refused:" in out and "no longer counts" in out and "lock-delay until" in out and out.rstrip().endswith("True")
+    )
     assert "1 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF UNHELD 0 expired" in out, "the audit example ran"
 
 

@@ -42,7 +42,11 @@ SHAPES = {
     "node nested data dict": lambda d: ContractLogicError("execution reverted", data={"data": "0x" + d.hex()}),
     "raw JSON-RPC error": lambda d: Web3RPCError(
         "execution reverted",
-        rpc_response={"jsonrpc": "2.0", "id": 1, "error": {"code": 3, "message": "execution reverted", "data": "0x" + d.hex()}},
+        rpc_response={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {"code": 3, "message": "execution reverted", "data": "0x" + d.hex()},
+        },
     ),
 }
 
@@ -74,9 +78,7 @@ def test_eth_tester_message_with_quotes_and_backslashes_decodes():
 @pytest.mark.parametrize("name", sorted(CONTRACT_ERRORS))
 def test_every_abi_error_decodes_to_its_class(name):
     """Round-trip every custom error of the ABI through encode -> decode."""
-    entry = next(
-        e for c in _artifacts.SHIPPED for e in _artifacts.abi(c) if e["type"] == "error" and e["name"] == name
-    )
+    entry = next(e for c in _artifacts.SHIPPED for e in _artifacts.abi(c) if e["type"] == "error" and e["name"] == name)
     types = [i["type"] for i in entry["inputs"]]
     samples = {"bytes32": RESOURCE, "address": HOLDER, "uint256": 42}
     data = selector(f"{name}({','.join(types)})") + encode(types, [samples[t] for t in types])

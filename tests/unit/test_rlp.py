@@ -30,7 +30,10 @@ def _plain(item):
         (15, "0f"),
         (1024, "820400"),
         ([[], [[]], [[], [[]]]], "c7c0c1c0c3c0c1c0"),  # the set-theoretic three, from the yellow paper
-        (b"Lorem ipsum dolor sit amet, consectetur adipisicing elit", "b8384c6f72656d20697073756d20646f6c6f722073697420616d65742c20636f6e7365637465747572206164697069736963696e6720656c6974"),
+        (
+            b"Lorem ipsum dolor sit amet, consectetur adipisicing elit",
+            "b8384c6f72656d20697073756d20646f6c6f722073697420616d65742c20636f6e7365637465747572206164697069736963696e6720656c6974",
+        ),
     ],
 )
 def test_known_encodings(item, encoded):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from typing import ClassVar
 
 import pytest
 from eth_account import Account
@@ -53,7 +54,9 @@ class FakeRpc:
             error.maybe_delivered = True
             raise error
         if isinstance(answer, str):
-            raise RpcError(f"eth_sendRawTransaction failed: {answer}", method="eth_sendRawTransaction", rpc_message=answer)
+            raise RpcError(
+                f"eth_sendRawTransaction failed: {answer}", method="eth_sendRawTransaction", rpc_message=answer
+            )
         self.known.add(_hash(raw))
 
     def transaction(self, tx_hash):
@@ -116,13 +119,27 @@ KEY = Account.from_key("0x" + "42" * 32)
 
 def sender(base_fee, clock, rpc=None):
     return Sender(
-        rpc or FakeRpc(base_fee), {KEY.address: KEY}, 1, receipt_timeout=1, poll_latency=0.01,
-        confirmation_timeout=1, clock=clock, sleep=lambda s: None,
-    )  # fmt: skip
+        rpc or FakeRpc(base_fee),
+        {KEY.address: KEY},
+        1,
+        receipt_timeout=1,
+        poll_latency=0.01,
+        confirmation_timeout=1,
+        clock=clock,
+        sleep=lambda s: None,
+    )
 
 
-TX = {"from": KEY.address, "to": KEY.address, "data": b"", "value": 0, "gas": 21_000, "chainId": 1,
-      "maxFeePerGas": 10**9, "maxPriorityFeePerGas": 10**9}  # fmt: skip
+TX = {
+    "from": KEY.address,
+    "to": KEY.address,
+    "data": b"",
+    "value": 0,
+    "gas": 21_000,
+    "chainId": 1,
+    "maxFeePerGas": 10**9,
+    "maxPriorityFeePerGas": 10**9,
+}
 
 
 def test_eip1559_fees_where_the_chain_has_a_base_fee(drive):
@@ -161,8 +178,16 @@ def test_a_replacement_raises_every_fee_by_the_ten_percent_nodes_require():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("answer", ["nonce too low", "already known", "transaction already imported",
-                                    "replacement transaction underpriced", "some wording of its own"])  # fmt: skip
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "nonce too low",
+        "already known",
+        "transaction already imported",
+        "replacement transaction underpriced",
+        "some wording of its own",
+    ],
+)
 def test_a_refusal_of_bytes_the_node_already_has_is_success_not_a_new_nonce(answer, drive):
     """A copy of our bytes reached the node first (a late reply resent by anyone): whatever the node says
     to the second copy, the SDK finds its own hash and does not sign a second transaction."""
@@ -178,7 +203,7 @@ def test_a_nonce_taken_by_another_transaction_is_resigned_with_the_next(drive):
     """'nonce too low' for bytes the node does not have: another process used the nonce; re-sign."""
 
     class Busy(FakeRpc):
-        nonces = [7, 8]
+        nonces: ClassVar[list[int]] = [7, 8]
 
         def nonce(self, address, block="pending"):
             return self.nonces.pop(0)
@@ -256,8 +281,17 @@ def test_a_node_that_hangs_is_given_up_after_unreachable_timeout_not_after_every
             raise NodeUnreachable("read timed out")
 
     rpc = Hung(10**9)
-    s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=120, poll_latency=0.01, confirmation_timeout=1,
-               unreachable_timeout=10, clock=lambda: now[0], sleep=lambda seconds: None)  # fmt: skip
+    s = Sender(
+        rpc,
+        {KEY.address: KEY},
+        1,
+        receipt_timeout=120,
+        poll_latency=0.01,
+        confirmation_timeout=1,
+        unreachable_timeout=10,
+        clock=lambda: now[0],
+        sleep=lambda seconds: None,
+    )
     with pytest.raises(OutcomeUnknown):
         drive(s, s._sign_and_submit(KEY.address, dict(TX)))
     assert len(rpc.sent) == 1, "no resend into a node that has been silent for unreachable_timeout"
@@ -281,9 +315,13 @@ class Chainlike(FakeRpc):
 
         self.head += 1
         self.receipts[tx_hash] = {
-            "transactionHash": HexBytes(tx_hash), "blockNumber": self.head, "blockHash": HexBytes(b"\x01" * 32),
-            "status": 1, "gasUsed": 21_000, "logs": [],
-        }  # fmt: skip
+            "transactionHash": HexBytes(tx_hash),
+            "blockNumber": self.head,
+            "blockHash": HexBytes(b"\x01" * 32),
+            "status": 1,
+            "gasUsed": 21_000,
+            "logs": [],
+        }
 
     def receipt(self, tx_hash):
         return self.receipts.get(tx_hash)
@@ -312,8 +350,16 @@ def test_a_stuck_transaction_is_cancelled_and_the_mined_cancellation_means_nothi
         if len(rpc.sent) == 2 and _hash_of_send(rpc, 1) not in rpc.receipts:
             rpc.mine(_hash_of_send(rpc, 1))  # the cancellation is mined
 
-    s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=1, poll_latency=0.1, confirmation_timeout=1,
-               clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    s = Sender(
+        rpc,
+        {KEY.address: KEY},
+        1,
+        receipt_timeout=1,
+        poll_latency=0.1,
+        confirmation_timeout=1,
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
     with pytest.raises(TransactionTimeout) as timeout:
         drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False)
     assert timeout.value.nonce == 7 and len(timeout.value.tx_hashes) == 2
@@ -330,9 +376,19 @@ def test_a_stuck_transaction_mined_after_all_is_returned(drive):
         if len(rpc.sent) == 2 and not rpc.receipts:
             rpc.mine(_hash_of_send(rpc, 0))  # the original wins the nonce
 
-    s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=1, poll_latency=0.1, confirmation_timeout=1,
-               clock=lambda: now[0], sleep=sleep)  # fmt: skip
-    receipt = drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False)
+    s = Sender(
+        rpc,
+        {KEY.address: KEY},
+        1,
+        receipt_timeout=1,
+        poll_latency=0.1,
+        confirmation_timeout=1,
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
+    receipt = drive(
+        s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False
+    )
     assert receipt["transactionHash"].to_0x_hex() == _hash_of_send(rpc, 0)
 
 
@@ -383,7 +439,15 @@ def test_a_receipt_not_there_at_once_is_asked_again_after_a_millisecond_then_les
         if len(gaps) == 9:
             rpc.mine(_hash_of_send(rpc, 0))
 
-    s = Sender(rpc, {KEY.address: KEY}, 1, receipt_timeout=60, poll_latency=0.1, confirmation_timeout=1,
-               clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    s = Sender(
+        rpc,
+        {KEY.address: KEY},
+        1,
+        receipt_timeout=60,
+        poll_latency=0.1,
+        confirmation_timeout=1,
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
     drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False)
     assert gaps == [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.1, 0.1]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from chainfence.audit import timeline
 from chainfence._names import display, display_text
-from chainfence.errors import InvalidInput
+from chainfence.audit import timeline
 from chainfence.audit.timeline import Rejection, TimelineLease, layout, render
+from chainfence.errors import InvalidInput
 from tests.support import timeline_scenario as scenario
 from tests.support.svg_dom import ALLOWED, Page, tooltip
 from tests.support.timeline_scenario import ALICE, BOB, CAROL, NOW, T
@@ -123,8 +123,20 @@ def test_hostile_text_everywhere_renders_as_inert_text():
     leases, rejections = [], []
     for i, bad in enumerate(HOSTILE_TEXT):
         leases.append(
-            TimelineLease(bad, 1, f"0x{i:040x}{bad}", bad, T, T + 10, "revoked", "granted", renewals=[(T + 5, bad)],
-                          completion_digest=bad, admin=bad, revoked_by=bad)  # fmt: skip
+            TimelineLease(
+                bad,
+                1,
+                f"0x{i:040x}{bad}",
+                bad,
+                T,
+                T + 10,
+                "revoked",
+                "granted",
+                renewals=[(T + 5, bad)],
+                completion_digest=bad,
+                admin=bad,
+                revoked_by=bad,
+            )
         )
         rejections.append(Rejection(bad, T + 3, 1, bad, bad))
     page = render(leases, rejections=rejections, title=HOSTILE_TEXT[0], now=NOW)
@@ -181,8 +193,18 @@ def test_the_module_is_pure():
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add(("." * node.level) + (node.module or ""))
-    assert imported <= {"__future__", "collections.abc", "dataclasses", "..errors", "..", "colorsys", "functools", "hashlib", "html",
-                        "datetime"}, imported  # fmt: skip
+    assert imported <= {
+        "__future__",
+        "collections.abc",
+        "dataclasses",
+        "..errors",
+        "..",
+        "colorsys",
+        "functools",
+        "hashlib",
+        "html",
+        "datetime",
+    }, imported
 
 
 # ---------------------------------------------------------------------------
@@ -227,8 +249,9 @@ def test_labels_appear_exactly_when_they_fit():
     token = 123456
     need = timeline.text_width(str(token), timeline.TOKEN_FONT) + 6
     for seconds in range(1, 200):
-        geo = layout([lease(token=token, start=0, end=seconds), lease(token=1, resource="other", start=0, end=200)],
-                     width=1000)  # fmt: skip
+        geo = layout(
+            [lease(token=token, start=0, end=seconds), lease(token=1, resource="other", start=0, end=200)], width=1000
+        )
         bar = geo.bars[0]
         assert (bar.label is not None) == (bar.width >= need), seconds
 
@@ -269,9 +292,15 @@ def test_thousands_of_leases_each_get_a_bar_and_renewal_ticks_merge():
     """5,000 leases in one lane: 5,000 bars (none lost), labels only where they fit, and every renewal
     counted by a tick (merged ticks carry their count)."""
     records = [
-        lease(token=i, start=i * 10, end=i * 10 + 9, holder=f"0x{i % 7:040x}", renewals=[(i * 10 + k, None) for k in range(1, 9)])
+        lease(
+            token=i,
+            start=i * 10,
+            end=i * 10 + 9,
+            holder=f"0x{i % 7:040x}",
+            renewals=[(i * 10 + k, None) for k in range(1, 9)],
+        )
         for i in range(1, 5001)
-    ]  # fmt: skip
+    ]
     dom = Page(render(records))
     bars = dom.kind("bar")
     assert len(bars) == 5000 and {node.attrs["data-token"] for node in bars} == {str(i) for i in range(1, 5001)}
@@ -341,7 +370,9 @@ def test_every_mark_of_the_scenario_is_drawn_with_its_data():
         ("reports/daily", "4"): "granted",
         (scenario.HOSTILE_SHOWN, "3"): "reacquired",
     }
-    assert "token 1 (" in tooltip(takeovers["reports/daily", "2"]) and "superseded" in tooltip(takeovers["reports/daily", "2"])
+    assert "token 1 (" in tooltip(takeovers["reports/daily", "2"]) and "superseded" in tooltip(
+        takeovers["reports/daily", "2"]
+    )
     assert takeovers["reports/daily", "4"].attrs["data-admin"] == scenario.ADMIN
     [revoke] = dom.kind("revoke")
     assert revoke.attrs["data-token"] == "2" and revoke.attrs["data-admin"] == scenario.ADMIN

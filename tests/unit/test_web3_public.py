@@ -111,7 +111,8 @@ def test_the_range_script_installs_the_declared_floor_and_says_so():
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     declared = next(
-        requirement for requirement in tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+        requirement
+        for requirement in tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
         if requirement.startswith("web3")
     )
     floor = re.match(r"web3\s*>=\s*([\d.]+)", declared).group(1)

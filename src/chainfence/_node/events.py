@@ -76,13 +76,17 @@ class _Spec(NamedTuple):
 _SPECS = {
     Kind.NAMED: _Spec("ResourceNamed(bytes32,string)", (), ("bytes",), ("name",)),
     Kind.ACQUIRED: _Spec(
-        "LeaseAcquired(bytes32,uint256,address,uint256,uint256,uint8)", ("token", "holder"),
-        ("uint256", "uint256", "uint8"), ("expires_at", "previous_token", "reason"),
-    ),  # fmt: skip
+        "LeaseAcquired(bytes32,uint256,address,uint256,uint256,uint8)",
+        ("token", "holder"),
+        ("uint256", "uint256", "uint8"),
+        ("expires_at", "previous_token", "reason"),
+    ),
     Kind.RENEWED: _Spec(
-        "LeaseRenewed(bytes32,uint256,address,uint256,bytes32)", ("token", "holder"),
-        ("uint256", "bytes32"), ("expires_at", "progress"),
-    ),  # fmt: skip
+        "LeaseRenewed(bytes32,uint256,address,uint256,bytes32)",
+        ("token", "holder"),
+        ("uint256", "bytes32"),
+        ("expires_at", "progress"),
+    ),
     Kind.RELEASED: _Spec("LeaseReleased(bytes32,uint256,address)", ("token", "holder"), (), ()),
     Kind.COMPLETED: _Spec(
         "LeaseCompleted(bytes32,uint256,address,bytes32)", ("token", "holder"), ("bytes32",), ("result_digest",)
@@ -93,13 +97,13 @@ _SPECS = {
     Kind.ADMIN_TRANSFER_STARTED: _Spec(
         "NamespaceAdminTransferStarted(bytes32,address,address)", ("admin", "new_admin"), (), ()
     ),
-    Kind.ADMIN_TRANSFERRED: _Spec(
-        "NamespaceAdminTransferred(bytes32,address,address)", ("admin", "new_admin"), (), ()
-    ),
+    Kind.ADMIN_TRANSFERRED: _Spec("NamespaceAdminTransferred(bytes32,address,address)", ("admin", "new_admin"), (), ()),
     Kind.POLICY_SET: _Spec(
-        "NamespacePolicySet(bytes32,address,uint256,uint256,bool)", ("admin",),
-        ("uint256", "uint256", "bool"), ("max_ttl", "lock_delay", "admission_required"),
-    ),  # fmt: skip
+        "NamespacePolicySet(bytes32,address,uint256,uint256,bool)",
+        ("admin",),
+        ("uint256", "uint256", "bool"),
+        ("max_ttl", "lock_delay", "admission_required"),
+    ),
     Kind.ADMISSION_SET: _Spec(
         "NamespaceAdmissionSet(bytes32,address,bool,address)", ("holder",), ("bool", "address"), ("admitted", "admin")
     ),
@@ -246,10 +250,8 @@ def decode(log: Any) -> RegistryLog | None:
             log_index=_int(log["logIndex"]),
             **fields,
         )
-    except Exception as exc:  # noqa: BLE001 - content from the chain: skip it, never raise at the reader
-        logger.warning(
-            "skipped an undecodable %s log in block %s: %s", kind.value, log.get("blockNumber"), exc
-        )
+    except Exception as exc:
+        logger.warning("skipped an undecodable %s log in block %s: %s", kind.value, log.get("blockNumber"), exc)
         return None
 
 
@@ -375,9 +377,14 @@ def _topics(
 
 
 def fetch_all_steps(
-    chain: Chain, address: str, *, kinds: Sequence[Kind] | None = None, resource_id: bytes | None = None,
-    from_block: int, to_block: int,
-) -> Steps[list[RegistryLog]]:  # fmt: skip
+    chain: Chain,
+    address: str,
+    *,
+    kinds: Sequence[Kind] | None = None,
+    resource_id: bytes | None = None,
+    from_block: int,
+    to_block: int,
+) -> Steps[list[RegistryLog]]:
     """:func:`fetch_all` as steps, for a driver of either kind (a waiter's follower uses it)."""
     steps = _pages(chain, address, _topics(kinds, resource_id, None, None), from_block, to_block)
     found: list[RegistryLog] = []

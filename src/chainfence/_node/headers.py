@@ -54,8 +54,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .jsonrpc import Endpoint, endpoint
-from .rlp import RLPError, encode, keccak256
 from ..errors import (
     BlockNotVouched,
     ChainfenceError,
@@ -66,6 +64,8 @@ from ..errors import (
     ProviderUnavailable,
     RpcError,
 )
+from .jsonrpc import Endpoint, endpoint
+from .rlp import RLPError, encode, keccak256
 
 logger = logging.getLogger(__name__)
 
@@ -74,18 +74,31 @@ __all__ = ["HeaderSource", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader", 
 # (JSON-RPC name, kind) in RLP order. Kinds: h32 a 32-byte hash, a20 an address, b256 the bloom,
 # q a quantity (int), b bytes, n8 the 8-byte nonce.
 _BASE_FIELDS = (
-    ("parentHash", "h32"), ("sha3Uncles", "h32"), ("miner", "a20"), ("stateRoot", "h32"),
-    ("transactionsRoot", "h32"), ("receiptsRoot", "h32"), ("logsBloom", "b256"), ("difficulty", "q"),
-    ("number", "q"), ("gasLimit", "q"), ("gasUsed", "q"), ("timestamp", "q"), ("extraData", "b"),
-    ("mixHash", "h32"), ("nonce", "n8"),
-)  # fmt: skip
+    ("parentHash", "h32"),
+    ("sha3Uncles", "h32"),
+    ("miner", "a20"),
+    ("stateRoot", "h32"),
+    ("transactionsRoot", "h32"),
+    ("receiptsRoot", "h32"),
+    ("logsBloom", "b256"),
+    ("difficulty", "q"),
+    ("number", "q"),
+    ("gasLimit", "q"),
+    ("gasUsed", "q"),
+    ("timestamp", "q"),
+    ("extraData", "b"),
+    ("mixHash", "h32"),
+    ("nonce", "n8"),
+)
 #: Fields later forks append, in order: a header carries a prefix of them.
 _FORK_FIELDS = (
     ("baseFeePerGas", "q"),  # london
     ("withdrawalsRoot", "h32"),  # shanghai
-    ("blobGasUsed", "q"), ("excessBlobGas", "q"), ("parentBeaconBlockRoot", "h32"),  # cancun
+    ("blobGasUsed", "q"),
+    ("excessBlobGas", "q"),
+    ("parentBeaconBlockRoot", "h32"),  # cancun
     ("requestsHash", "h32"),  # prague
-)  # fmt: skip
+)
 _SIZES = {"h32": 32, "a20": 20, "b256": 256, "n8": 8}
 
 
@@ -183,9 +196,10 @@ def _verify(block: Any, provider: str, number: int | None) -> tuple[bytes, dict[
         raise HeaderInvalid(provider=provider, block=number, reason=f"it answered block {got_number}")
     if computed != claimed:
         raise HeaderInvalid(
-            provider=provider, block=got_number,
+            provider=provider,
+            block=got_number,
             reason=f"its fields hash to 0x{computed.hex()}, not to the hash it claims 0x{claimed.hex()}",
-        )  # fmt: skip
+        )
     return computed, block
 
 
@@ -290,7 +304,9 @@ class HeaderSource:
             except HeaderInvalid as bad:
                 said[e.name] = f"invalid header ({bad.reason})"
                 invalid.append(bad)
-                logger.warning("header provider %s served an invalid header for block %d: %s", e.name, number, bad.reason)
+                logger.warning(
+                    "header provider %s served an invalid header for block %d: %s", e.name, number, bad.reason
+                )
                 continue
             said[e.name] = "0x" + block_hash.hex()
             votes.setdefault(block_hash, []).append(e.name)
@@ -298,9 +314,11 @@ class HeaderSource:
         if len(winners) != 1:
             if not winners and len(self.endpoints) - len(down) < self.k:
                 raise ProviderUnavailable(
-                    providers=tuple(down), needed=self.k, answered=len(self.endpoints) - len(down),
+                    providers=tuple(down),
+                    needed=self.k,
+                    answered=len(self.endpoints) - len(down),
                     detail=f"block {number}",
-                )  # fmt: skip
+                )
             if len(self.endpoints) == 1 and invalid:
                 raise invalid[0]  # the one trusted endpoint served a header that does not hash to its hash
             raise HeadersDisagree(block=number, needed=self.k, answers=said)
@@ -308,7 +326,9 @@ class HeaderSource:
         block = next(answers[name] for name in vouched)
         dissent = {name: what for name, what in said.items() if name not in vouched}
         if dissent:
-            logger.warning("block %d: %d providers vouch for 0x%s; dissent: %s", number, len(vouched), block_hash.hex(), dissent)
+            logger.warning(
+                "block %d: %d providers vouch for 0x%s; dissent: %s", number, len(vouched), block_hash.hex(), dissent
+            )
         header = VerifiedHeader(
             number=number,
             hash=block_hash,
@@ -352,7 +372,10 @@ class HeaderSource:
                 reported[e.name] = f"no head ({head!r:.80})"
             else:
                 try:
-                    number, stamp = _quantity(head.get("number"), "number"), _quantity(head.get("timestamp"), "timestamp")
+                    number, stamp = (
+                        _quantity(head.get("number"), "number"),
+                        _quantity(head.get("timestamp"), "timestamp"),
+                    )
                 except ValueError as exc:
                     reported[e.name] = f"malformed head ({exc})"
                     continue
@@ -361,8 +384,11 @@ class HeaderSource:
         if len(numbered) < self.k:
             if len(self.endpoints) - len(down) < self.k:
                 raise ProviderUnavailable(
-                    providers=tuple(down), needed=self.k, answered=len(self.endpoints) - len(down), detail=f"{tag} head",
-                )  # fmt: skip
+                    providers=tuple(down),
+                    needed=self.k,
+                    answered=len(self.endpoints) - len(down),
+                    detail=f"{tag} head",
+                )
             raise HeadersDisagree(block=None, needed=self.k, answers=reported)
         numbered.sort(key=lambda item: item[0], reverse=True)
         kth = numbered[self.k - 1][0]
@@ -382,9 +408,13 @@ class HeaderSource:
         age = now - header.timestamp
         if age > self.max_age:
             raise HeaderStale(
-                block=header.number, timestamp=header.timestamp, now=int(now), age=int(age), max_age=self.max_age,
+                block=header.number,
+                timestamp=header.timestamp,
+                now=int(now),
+                age=int(age),
+                max_age=self.max_age,
                 heads=reported,
-            )  # fmt: skip
+            )
         return header
 
     def vouch(self, number: int, block_hash: str | bytes, *, head: VerifiedHeader | None = None) -> VerifiedHeader:

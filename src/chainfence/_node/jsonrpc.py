@@ -107,9 +107,11 @@ def _result(name: str, method: str, reply: Any) -> Any:
         code = error.get("code") if isinstance(error, dict) else None
         message = str(error.get("message", error)) if isinstance(error, dict) else str(error)
         raise RpcError(
-            f"{name} refused {method}: {message}", method=method,
-            code=code if isinstance(code, int) else None, rpc_message=message,
-        )  # fmt: skip
+            f"{name} refused {method}: {message}",
+            method=method,
+            code=code if isinstance(code, int) else None,
+            rpc_message=message,
+        )
     if "result" not in reply:
         raise ProviderUnavailable(provider=name, detail=f"{method}: the reply has neither a result nor an error")
     return reply["result"]

@@ -34,8 +34,16 @@ from typing import Any
 from .rlp import EMPTY_TRIE_ROOT, RLPError, decode, decode_int, encode, keccak256
 
 __all__ = [
-    "EMPTY_CODE_HASH", "Account", "ProofMismatch", "checksum_address", "decode_lease", "lease_slot", "verify_account", "verify_proof", "verify_storage",
-]  # fmt: skip
+    "EMPTY_CODE_HASH",
+    "Account",
+    "ProofMismatch",
+    "checksum_address",
+    "decode_lease",
+    "lease_slot",
+    "verify_account",
+    "verify_proof",
+    "verify_storage",
+]
 
 #: keccak256 of empty code: an account with this code hash is not a contract.
 EMPTY_CODE_HASH = keccak256(b"")

@@ -26,8 +26,8 @@ from typing import Any
 from eth_abi import decode as abi_decode
 from eth_utils import keccak, to_checksum_address
 
-from . import artifacts as _artifacts
 from ..errors import CONTRACT_ERRORS, ChainfenceError, UnknownRevert
+from . import artifacts as _artifacts
 
 _ERROR_STRING_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)
 _PANIC_SELECTOR = bytes.fromhex("4e487b71")  # Panic(uint256)

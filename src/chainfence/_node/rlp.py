@@ -15,13 +15,11 @@ module and must stay free of them. Items are ``bytes`` or lists of items;
 
 from __future__ import annotations
 
-from typing import Union
-
 from Crypto.Hash import keccak as _keccak
 
 __all__ = ["EMPTY_TRIE_ROOT", "RLPError", "decode", "decode_int", "encode", "keccak256"]
 
-Item = Union[bytes, list["Item"]]
+Item = bytes | list["Item"]
 
 
 class RLPError(ValueError):

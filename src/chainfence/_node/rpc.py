@@ -49,7 +49,6 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from . import reverts as _reverts
 from ..errors import (
     ChainError,
     ChainfenceError,
@@ -59,13 +58,22 @@ from ..errors import (
     NotSupported,
     RpcError,
 )
+from . import reverts as _reverts
 
 logger = logging.getLogger("chainfence.rpc")
 
 __all__ = [
-    "AsyncRpc", "LeanHttp", "LogRangeRefused", "NotDelivered", "Rpc", "connect_async_http", "connect_http", "embedded_async_web3", "embedded_web3",
+    "AsyncRpc",
+    "LeanHttp",
+    "LogRangeRefused",
+    "NotDelivered",
+    "Rpc",
+    "connect_async_http",
+    "connect_http",
+    "embedded_async_web3",
+    "embedded_web3",
     "is_transport_error",
-]  # fmt: skip
+]
 
 T = TypeVar("T")
 
@@ -442,8 +450,11 @@ class _Connection:
     def _line(self) -> bytes:
         line = self.reader.readline(65537)
         if not line.endswith(b"\n"):
-            raise ConnectionError("the node closed the connection in the middle of its reply" if line else
-                                  "the node closed the connection without a reply")  # fmt: skip
+            raise ConnectionError(
+                "the node closed the connection in the middle of its reply"
+                if line
+                else "the node closed the connection without a reply"
+            )
         return line
 
     def read_response(self) -> tuple[int, str, bool, bytes]:
@@ -509,6 +520,7 @@ def reply_result(method: str, reply: Any) -> Any:
 
 # -- the shapes web3 returns, built without its formatters ----------------------
 
+
 def _quantity(value: Any) -> Any:
     return int(value, 16) if isinstance(value, str) and value.startswith("0x") else value
 
@@ -530,10 +542,19 @@ def _hexbytes(value: Any) -> Any:
     return HexBytes(value) if isinstance(value, str) else value
 
 
-_RECEIPT_QUANTITIES = frozenset({
-    "blockNumber", "cumulativeGasUsed", "effectiveGasPrice", "gasUsed", "status", "transactionIndex", "type",
-    "blobGasUsed", "blobGasPrice",
-})  # fmt: skip
+_RECEIPT_QUANTITIES = frozenset(
+    {
+        "blockNumber",
+        "cumulativeGasUsed",
+        "effectiveGasPrice",
+        "gasUsed",
+        "status",
+        "transactionIndex",
+        "type",
+        "blobGasUsed",
+        "blobGasPrice",
+    }
+)
 _RECEIPT_BYTES = frozenset({"blockHash", "logsBloom", "transactionHash", "root"})
 _RECEIPT_ADDRESSES = frozenset({"contractAddress", "from", "to"})
 _LOG_QUANTITIES = frozenset({"blockNumber", "logIndex", "transactionIndex"})
@@ -598,33 +619,57 @@ def _fields(table: dict[str, Any]) -> Any:
 
         if not isinstance(raw, dict):
             return raw
-        return AttributeDict({
-            key: (table[key](value) if key in table and value is not None else value) for key, value in raw.items()
-        })  # fmt: skip
+        return AttributeDict(
+            {key: (table[key](value) if key in table and value is not None else value) for key, value in raw.items()}
+        )
 
     return format_object
 
 
 _ACCESS_LIST_ENTRY = _fields({"address": _address, "storageKeys": _each(_storage_key)})
-_AUTHORIZATION = _fields({
-    "chainId": _quantity, "address": _address, "nonce": _quantity, "yParity": _quantity, "r": _quantity, "s": _quantity,
-})  # fmt: skip
+_AUTHORIZATION = _fields(
+    {
+        "chainId": _quantity,
+        "address": _address,
+        "nonce": _quantity,
+        "yParity": _quantity,
+        "r": _quantity,
+        "s": _quantity,
+    }
+)
 _WITHDRAWAL = _fields({"index": _quantity, "validatorIndex": _quantity, "address": _address, "amount": _quantity})
 
 #: A transaction as web3's ``eth.get_transaction`` returns it (web3's TRANSACTION_RESULT_FORMATTERS, without
 #: importing web3's private module): ``tests/unit/test_lean_http.py`` holds it to web3's own formatter.
-format_transaction = _fields({
-    **dict.fromkeys(
-        ("blockNumber", "transactionIndex", "nonce", "gas", "gasPrice", "maxFeePerGas", "maxPriorityFeePerGas",
-         "value", "v", "yParity", "standardV", "type", "chainId", "maxFeePerBlobGas"), _quantity,
-    ),
-    **dict.fromkeys(("blockHash", "publicKey", "r", "s", "raw", "hash", "input", "data"), _hexbytes),
-    "from": _address,
-    "to": _address,
-    "accessList": _each(_ACCESS_LIST_ENTRY),
-    "blobVersionedHashes": _each(_hexbytes),
-    "authorizationList": _each(_AUTHORIZATION),
-})  # fmt: skip
+format_transaction = _fields(
+    {
+        **dict.fromkeys(
+            (
+                "blockNumber",
+                "transactionIndex",
+                "nonce",
+                "gas",
+                "gasPrice",
+                "maxFeePerGas",
+                "maxPriorityFeePerGas",
+                "value",
+                "v",
+                "yParity",
+                "standardV",
+                "type",
+                "chainId",
+                "maxFeePerBlobGas",
+            ),
+            _quantity,
+        ),
+        **dict.fromkeys(("blockHash", "publicKey", "r", "s", "raw", "hash", "input", "data"), _hexbytes),
+        "from": _address,
+        "to": _address,
+        "accessList": _each(_ACCESS_LIST_ENTRY),
+        "blobVersionedHashes": _each(_hexbytes),
+        "authorizationList": _each(_AUTHORIZATION),
+    }
+)
 
 
 def _transactions(values: list[Any]) -> list[Any]:
@@ -632,20 +677,47 @@ def _transactions(values: list[Any]) -> list[Any]:
 
 
 #: A block as web3's ``eth.get_block`` returns it (web3's BLOCK_RESULT_FORMATTERS, without its private module).
-format_block = _fields({
-    **dict.fromkeys(
-        ("baseFeePerGas", "gasLimit", "gasUsed", "size", "timestamp", "number", "difficulty", "totalDifficulty",
-         "blobGasUsed", "excessBlobGas"), _quantity,
-    ),
-    **dict.fromkeys(
-        ("extraData", "hash", "logsBloom", "mixHash", "nonce", "parentHash", "sha3Uncles", "receiptsRoot", "stateRoot",
-         "transactionsRoot", "withdrawalsRoot", "parentBeaconBlockRoot", "requestsHash"), _hexbytes,
-    ),
-    "miner": _address,
-    "uncles": _each(_hexbytes),
-    "transactions": _transactions,
-    "withdrawals": _each(_WITHDRAWAL),
-})  # fmt: skip
+format_block = _fields(
+    {
+        **dict.fromkeys(
+            (
+                "baseFeePerGas",
+                "gasLimit",
+                "gasUsed",
+                "size",
+                "timestamp",
+                "number",
+                "difficulty",
+                "totalDifficulty",
+                "blobGasUsed",
+                "excessBlobGas",
+            ),
+            _quantity,
+        ),
+        **dict.fromkeys(
+            (
+                "extraData",
+                "hash",
+                "logsBloom",
+                "mixHash",
+                "nonce",
+                "parentHash",
+                "sha3Uncles",
+                "receiptsRoot",
+                "stateRoot",
+                "transactionsRoot",
+                "withdrawalsRoot",
+                "parentBeaconBlockRoot",
+                "requestsHash",
+            ),
+            _hexbytes,
+        ),
+        "miner": _address,
+        "uncles": _each(_hexbytes),
+        "transactions": _transactions,
+        "withdrawals": _each(_WITHDRAWAL),
+    }
+)
 
 
 def _hex(value: Any) -> Any:
@@ -862,8 +934,10 @@ class Rpc:
                         for number in part:
                             batch.add(self._eth.get_block(number))
                         replies = batch.execute()
-                    found.extend(reply if hasattr(reply, "get") and reply.get("number") is not None else None
-                                 for reply in replies)  # fmt: skip
+                    found.extend(
+                        reply if hasattr(reply, "get") and reply.get("number") is not None else None
+                        for reply in replies
+                    )
                     continue
                 except BlockNotFound:
                     pass  # one of them is missing: ask one at a time, which says which
@@ -989,8 +1063,12 @@ class Rpc:
         """
         if raw and not self.embedded:
             params = _raw_filter(filter_params)
-            return list(self._read("eth_getLogs", lambda: _raw_result("eth_getLogs", self.w3.provider.make_request(
-                "eth_getLogs", [params]))))  # fmt: skip
+            return list(
+                self._read(
+                    "eth_getLogs",
+                    lambda: _raw_result("eth_getLogs", self.w3.provider.make_request("eth_getLogs", [params])),
+                )
+            )
         return list(self._read("eth_getLogs", lambda: self._eth.get_logs(filter_params)))
 
     # -- transactions ---------------------------------------------------------
@@ -1136,8 +1214,10 @@ class AsyncRpc:
                         for number in part:
                             batch.add(self._eth.get_block(number))
                         replies = await batch.async_execute()
-                    found.extend(reply if hasattr(reply, "get") and reply.get("number") is not None else None
-                                 for reply in replies)  # fmt: skip
+                    found.extend(
+                        reply if hasattr(reply, "get") and reply.get("number") is not None else None
+                        for reply in replies
+                    )
                     continue
                 except BlockNotFound:
                     pass
@@ -1196,9 +1276,7 @@ class AsyncRpc:
         return bytes(await self._read("eth_getCode", lambda: self._eth.get_code(address, block_identifier=block)))
 
     async def nonce(self, address: str, block: str | int = "pending") -> int:
-        return int(
-            await self._read("eth_getTransactionCount", lambda: self._eth.get_transaction_count(address, block))
-        )
+        return int(await self._read("eth_getTransactionCount", lambda: self._eth.get_transaction_count(address, block)))
 
     async def logs(self, filter_params: dict[str, Any], *, raw: bool = False) -> list[Any]:
         if raw and not self.embedded:

@@ -62,8 +62,6 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 
 from .._effects import RPC, Locked, Sleep, Steps, run
-from .rpc import Rpc
-from .signing import sign
 from ..errors import (
     ChainError,
     ChainfenceError,
@@ -74,6 +72,8 @@ from ..errors import (
     TransactionFailed,
     TransactionTimeout,
 )
+from .rpc import Rpc
+from .signing import sign
 
 logger = logging.getLogger("chainfence.chain")
 
@@ -139,8 +139,9 @@ def _mark(error: BaseException, flight: InFlight) -> None:
         try:
             setattr(error, IN_FLIGHT, flight)
         except AttributeError:  # pragma: no cover - an interrupt class without a __dict__
-            logger.warning("interrupted while tx=%s was in flight (nonce %d of %s)", flight.tx_hash, flight.nonce,
-                           flight.sender)  # fmt: skip
+            logger.warning(
+                "interrupted while tx=%s was in flight (nonce %d of %s)", flight.tx_hash, flight.nonce, flight.sender
+            )
 
 
 class _NonceTaken(Exception):
@@ -171,9 +172,7 @@ class Sender:
         self.poll_latency = poll_latency
         self.confirmation_timeout = confirmation_timeout
         #: Seconds without any answer from the node after which waiting stops (OutcomeUnknown).
-        self.unreachable_timeout = (
-            min(receipt_timeout, 10.0) if unreachable_timeout is None else unreachable_timeout
-        )
+        self.unreachable_timeout = min(receipt_timeout, 10.0) if unreachable_timeout is None else unreachable_timeout
         self._clock = clock
         self._sleep = sleep
         self._locks: dict[str, threading.Lock] = {}
@@ -359,8 +358,10 @@ class Sender:
                 delivered_maybe = delivered_maybe or getattr(exc, "maybe_delivered", True)
                 logger.warning(
                     "send of tx=%s nonce=%d failed in transit (%s); checking whether the node has it",
-                    tx_hash, nonce, exc,
-                )  # fmt: skip
+                    tx_hash,
+                    nonce,
+                    exc,
+                )
                 try:
                     if (yield from self._known(tx_hash)):
                         return
@@ -418,8 +419,10 @@ class Sender:
         if receipt is None:
             logger.warning(
                 "tx=%s nonce=%d not mined after %.1f s; sending a cancellation with the same nonce",
-                tx_hash, nonce, self.receipt_timeout,
-            )  # fmt: skip
+                tx_hash,
+                nonce,
+                self.receipt_timeout,
+            )
             cancel_hash = yield from self._send_cancel(sender, tx, nonce)
             if cancel_hash is not None:
                 candidates = (tx_hash, cancel_hash)
@@ -474,8 +477,10 @@ class Sender:
             raise OutcomeUnknown(
                 f"neither transaction {tx_hash} nor its cancellation was mined within {self.receipt_timeout:.0f} s; "
                 "one of them may still be",
-                tx_hashes=candidates, nonce=nonce, sender=sender,
-            )  # fmt: skip
+                tx_hashes=candidates,
+                nonce=nonce,
+                sender=sender,
+            )
         mined = receipt["transactionHash"].to_0x_hex()
         if mined != tx_hash:
             logger.info("tx=%s cancelled by %s (nonce %d)", tx_hash, mined, nonce)
@@ -541,9 +546,15 @@ class Sender:
         for _attempt in range(3):
             fees = {k: max(v, current.get(k, 0)) for k, v in self.bump(fees).items()}
             cancel = {
-                "from": sender, "to": sender, "value": 0, "data": b"", "gas": 21_000,
-                "nonce": nonce, "chainId": self.chain_id, **fees,
-            }  # fmt: skip
+                "from": sender,
+                "to": sender,
+                "value": 0,
+                "data": b"",
+                "gas": 21_000,
+                "nonce": nonce,
+                "chainId": self.chain_id,
+                **fees,
+            }
             signed = sign(self.signers[sender], cancel)
             cancel_hash = signed.hash
             try:
@@ -590,8 +601,9 @@ class Sender:
                         break
                 silent_since = None
             except NodeUnreachable as exc:
-                silent_since = self._silence_during_depth(silent_since, exc, candidates, last, confirmations,
-                                                          sender=sender, nonce=nonce)  # fmt: skip
+                silent_since = self._silence_during_depth(
+                    silent_since, exc, candidates, last, confirmations, sender=sender, nonce=nonce
+                )
                 found, head = None, -1
             else:
                 if found is None:
@@ -600,8 +612,10 @@ class Sender:
                     if found["blockHash"] != last["blockHash"]:
                         logger.warning(
                             "tx=%s moved from block %d to %d (reorg)",
-                            found["transactionHash"].to_0x_hex(), last["blockNumber"], found["blockNumber"],
-                        )  # fmt: skip
+                            found["transactionHash"].to_0x_hex(),
+                            last["blockNumber"],
+                            found["blockNumber"],
+                        )
                     last, vanished = found, False
                     if head - found["blockNumber"] >= confirmations:
                         return found
@@ -610,9 +624,16 @@ class Sender:
             yield Sleep(self.poll_latency)
 
     def _silence_during_depth(
-        self, since: float | None, exc: NodeUnreachable, candidates: tuple[str, ...], last: Any, confirmations: int,
-        *, sender: str, nonce: int,
-    ) -> float:  # fmt: skip
+        self,
+        since: float | None,
+        exc: NodeUnreachable,
+        candidates: tuple[str, ...],
+        last: Any,
+        confirmations: int,
+        *,
+        sender: str,
+        nonce: int,
+    ) -> float:
         now = self._clock()
         if since is None:
             logger.warning("the node stopped answering while confirming tx=%s: %s", candidates[0], exc)
@@ -624,9 +645,16 @@ class Sender:
         return since
 
     def _not_deep(
-        self, original: str, candidates: tuple[str, ...], last: Any, confirmations: int, vanished: bool,
-        *, sender: str, nonce: int,
-    ) -> ChainfenceError:  # fmt: skip
+        self,
+        original: str,
+        candidates: tuple[str, ...],
+        last: Any,
+        confirmations: int,
+        vanished: bool,
+        *,
+        sender: str,
+        nonce: int,
+    ) -> ChainfenceError:
         mined = last["transactionHash"].to_0x_hex()
         where = " (it was reorganised out of the chain)" if vanished else ""
         if mined == original:
@@ -635,15 +663,21 @@ class Sender:
             return NotConfirmed(
                 f"transaction {original} is not {confirmations} blocks deep after "
                 f"{self.confirmation_timeout:.0f} s{where}",
-                receipt=last, confirmations=confirmations, tx_hashes=candidates, nonce=nonce, sender=sender,
-            )  # fmt: skip
+                receipt=last,
+                confirmations=confirmations,
+                tx_hashes=candidates,
+                nonce=nonce,
+                sender=sender,
+            )
         self._forget_nonce(sender)
         return OutcomeUnknown(
             f"the cancellation {mined} of transaction {original} (nonce {nonce}) was mined but is not "
             f"{confirmations} blocks deep after {self.confirmation_timeout:.0f} s{where}: a reorg could still "
             "put the original in its place",
-            tx_hashes=candidates, nonce=nonce, sender=sender,
-        )  # fmt: skip
+            tx_hashes=candidates,
+            nonce=nonce,
+            sender=sender,
+        )
 
     # ------------------------------------------------------------------
     # Errors

@@ -108,9 +108,16 @@ def sign(account: Any, tx: dict[str, Any]) -> Signed:
     )
     if lean and keys_ <= _EIP1559_FIELDS and "maxFeePerGas" in tx and "maxPriorityFeePerGas" in tx:
         fields = [
-            tx["chainId"], tx["nonce"], tx["maxPriorityFeePerGas"], tx["maxFeePerGas"], tx["gas"],
-            _to(tx.get("to")), tx["value"], _data(tx.get("data")), [],
-        ]  # fmt: skip
+            tx["chainId"],
+            tx["nonce"],
+            tx["maxPriorityFeePerGas"],
+            tx["maxFeePerGas"],
+            tx["gas"],
+            _to(tx.get("to")),
+            tx["value"],
+            _data(tx.get("data")),
+            [],
+        ]
         if all(_plain_int(f) for f in (fields[2], fields[3])):
             v, r, s = _signer(bytes(account.key))(keccak(b"\x02" + _rlp(fields)))
             raw = b"\x02" + _rlp(fields + [v, r, s])

@@ -22,14 +22,14 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .._node import events as _events
 from .. import _names, _validate
+from .._node import events as _events
 from ..errors import InvalidInput
 from ..lease import AcquireReason
 
 if TYPE_CHECKING:
-    from .index import AuditIndex
     from ..registry import Registry
+    from .index import AuditIndex
 
 __all__ = ["EventKind", "LeaseEvent", "history"]
 
@@ -125,9 +125,15 @@ def history(
         raise InvalidInput(f"from_block must be an int >= 0, got {from_block!r}")
 
     logs = _events.fetch_all(
-        chain, registry.address, kinds=list(_KINDS), resource_id=resource_id, token=token, holder=holder,
-        from_block=first, to_block=last,
-    )  # fmt: skip
+        chain,
+        registry.address,
+        kinds=list(_KINDS),
+        resource_id=resource_id,
+        token=token,
+        holder=holder,
+        from_block=first,
+        to_block=last,
+    )
     labels = _labels(registry, {entry.resource_id for entry in logs}, last, known=(resource_id, resource))
     times = _events.BlockTimes(chain)
     times.prefetch(entry.block_number for entry in logs)  # one batch, not one request per block
@@ -159,9 +165,14 @@ def history(
 
 
 def _history_from_index(
-    registry: Registry, index: AuditIndex, resource_id: bytes | None, holder: str | None, token: int | None,
-    from_block: int | None, to_block: int | str,
-) -> list[LeaseEvent]:  # fmt: skip
+    registry: Registry,
+    index: AuditIndex,
+    resource_id: bytes | None,
+    holder: str | None,
+    token: int | None,
+    from_block: int | None,
+    to_block: int | str,
+) -> list[LeaseEvent]:
     from .index import AuditIndex
 
     if not isinstance(index, AuditIndex):
@@ -173,20 +184,34 @@ def _history_from_index(
     index.sync(registry, to_block=None if to_block == "latest" else to_block)
     result = []
     for entry, timestamp in index.events(
-        resource_id=resource_id, holder=holder, token=token, from_block=from_block,
+        resource_id=resource_id,
+        holder=holder,
+        token=token,
+        from_block=from_block,
         to_block=None if to_block == "latest" else to_block,
-    ):  # fmt: skip
+    ):
         kind = _KINDS[entry.kind]
         name, display = index.label(entry.resource_id)
         result.append(
             LeaseEvent(
-                kind=kind, resource=name, resource_id=entry.resource_id, token=entry.token, holder=entry.holder,
-                expires_at=entry.expires_at, previous_token=entry.previous_token,
-                reason=_reason(entry.reason) if kind is EventKind.ACQUIRED else None, block_number=entry.block_number,
-                block_timestamp=timestamp, tx_hash=entry.tx_hash, log_index=entry.log_index,
-                result_digest=entry.result_digest, resource_display=display, progress=entry.progress, admin=entry.admin,
+                kind=kind,
+                resource=name,
+                resource_id=entry.resource_id,
+                token=entry.token,
+                holder=entry.holder,
+                expires_at=entry.expires_at,
+                previous_token=entry.previous_token,
+                reason=_reason(entry.reason) if kind is EventKind.ACQUIRED else None,
+                block_number=entry.block_number,
+                block_timestamp=timestamp,
+                tx_hash=entry.tx_hash,
+                log_index=entry.log_index,
+                result_digest=entry.result_digest,
+                resource_display=display,
+                progress=entry.progress,
+                admin=entry.admin,
             )
-        )  # fmt: skip
+        )
     return result
 
 
@@ -212,9 +237,13 @@ def _labels(
         return labels
     only = next(iter(wanted)) if len(wanted) == 1 else None
     for entry in _events.fetch_all(
-        registry.chain, registry.address, kinds=[_events.Kind.NAMED], resource_id=only,
-        from_block=registry.deployment_block(), to_block=last,
-    ):  # fmt: skip
+        registry.chain,
+        registry.address,
+        kinds=[_events.Kind.NAMED],
+        resource_id=only,
+        from_block=registry.deployment_block(),
+        to_block=last,
+    ):
         if entry.resource_id in wanted and entry.name is not None and entry.resource_id not in labels:
             labels[entry.resource_id] = _names.label(entry.resource_id, entry.name)  # an item: workset»item
     return labels

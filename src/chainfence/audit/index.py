@@ -52,8 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 from eth_utils import keccak
 
-from .._node import events as _events
 from .. import _names, _validate, endings
+from .._node import events as _events
 from ..endings import End
 from ..errors import AuditIndexDiffers, AuditIndexMismatch, ChainError, InvalidInput
 from ..lease import AcquireReason
@@ -64,8 +64,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "AuditIndex", "Completion", "IndexStatus", "LeaseRecord", "ResourceRecord", "SyncResult", "Takeover",
-]  # fmt: skip
+    "AuditIndex",
+    "Completion",
+    "IndexStatus",
+    "LeaseRecord",
+    "ResourceRecord",
+    "SyncResult",
+    "Takeover",
+]
 
 _SCHEMA_VERSION = "2"
 
@@ -126,9 +132,7 @@ ENDINGS = tuple(end.value for end in endings.End if end is not End.ROLLED_BACK)
 _LEASE_KINDS = {kind.value: kind for kind in _events.LEASE_KINDS}
 
 #: Ends recorded at the block of an event (the lease's own, or its successor's); ``expired`` is judged by time.
-_ENDED_AT_AN_EVENT = tuple(
-    end.value for end in (End.RELEASED, End.REVOKED, End.GRANTED, End.COMPLETED, End.SUPERSEDED)
-)
+_ENDED_AT_AN_EVENT = tuple(end.value for end in (End.RELEASED, End.REVOKED, End.GRANTED, End.COMPLETED, End.SUPERSEDED))
 
 
 # ---------------------------------------------------------------------------
@@ -351,10 +355,15 @@ class AuditIndex:
             head = chain.block_number()
             behind = head - synced if synced is not None else None
         return IndexStatus(
-            chain_id=self._int_meta("chain_id"), registry=self._meta("registry"),
-            deployment_block=self._int_meta("deployment_block"), synced_block=synced, as_of=as_of, events=events,
-            head_block=head, behind=behind,
-        )  # fmt: skip
+            chain_id=self._int_meta("chain_id"),
+            registry=self._meta("registry"),
+            deployment_block=self._int_meta("deployment_block"),
+            synced_block=synced,
+            as_of=as_of,
+            events=events,
+            head_block=head,
+            behind=behind,
+        )
 
     def _bind(self, registry: Registry) -> int:
         """Bind the file to ``registry`` (first sync) or check it is bound to it; returns the deployment block."""
@@ -416,7 +425,9 @@ class AuditIndex:
 
         if not isinstance(registry, Registry):
             raise InvalidInput(f"registry must be a Registry, got {type(registry).__name__}")
-        if max_blocks is not None and (isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1):
+        if max_blocks is not None and (
+            isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1
+        ):
             raise InvalidInput(f"max_blocks must be an int >= 1, got {max_blocks!r}")
         if isinstance(confirmations, bool) or not isinstance(confirmations, int) or confirmations < 0:
             raise InvalidInput(f"confirmations must be an int >= 0, got {confirmations!r}")
@@ -465,9 +476,13 @@ class AuditIndex:
             raise _Reorg(f"block {number}, the last one indexed, is no longer the chain's")
 
     def _index_page(
-        self, chain: Any, first: int, last: int, logs: list[_events.RegistryLog],
+        self,
+        chain: Any,
+        first: int,
+        last: int,
+        logs: list[_events.RegistryLog],
         before_commit: Callable[[int], None] | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """One page: its events, leases, blocks and the cursor, in one transaction."""
         synced = self._int_meta("synced_block")
         numbers = sorted({entry.block_number for entry in logs} | {last} | ({synced} if synced is not None else set()))
@@ -504,21 +519,25 @@ class AuditIndex:
             part = rows[start : start + 64]
             found = chain.rpc.blocks([number for number, _ in part])
             match = next(
-                (number for (number, stored), block in zip(part, found, strict=True)
-                 if block is not None and bytes(block["hash"]) == bytes(stored)),
+                (
+                    number
+                    for (number, stored), block in zip(part, found, strict=True)
+                    if block is not None and bytes(block["hash"]) == bytes(stored)
+                ),
                 None,
-            )  # fmt: skip
+            )
             if match is not None:
                 fork = match
                 break
         with self._write() as conn:
             touched = {
-                token for (token,) in conn.execute(
+                token
+                for (token,) in conn.execute(
                     "SELECT token FROM events WHERE block > ? AND token IS NOT NULL "
                     "UNION SELECT previous_token FROM events WHERE block > ? AND kind = 'LeaseAcquired'",
                     (fork, fork),
                 )
-            }  # fmt: skip
+            }
             conn.execute("DELETE FROM events WHERE block > ?", (fork,))
             conn.execute("DELETE FROM blocks WHERE number > ?", (fork,))
             conn.execute("DELETE FROM leases WHERE acquired_block > ?", (fork,))
@@ -553,13 +572,17 @@ class AuditIndex:
                 "SELECT block, log_index, kind, resource_id, token, holder, admin, expires_at, previous_token, "
                 "reason, digest, progress, tx_hash FROM events"
             )
-        }  # fmt: skip
+        }
         seen = 0
         chain_logs: list[_events.RegistryLog] = []
         for _first, _last, logs in _events.fetch(
-            chain, registry.address, kinds=[*_events.LEASE_KINDS, _events.Kind.NAMED], from_block=deployment,
-            to_block=synced, max_range=max_blocks,
-        ):  # fmt: skip
+            chain,
+            registry.address,
+            kinds=[*_events.LEASE_KINDS, _events.Kind.NAMED],
+            from_block=deployment,
+            to_block=synced,
+            max_range=max_blocks,
+        ):
             chain_logs.extend(logs)
             for entry in logs:
                 if entry.kind is _events.Kind.NAMED:
@@ -567,8 +590,10 @@ class AuditIndex:
                 seen += 1
                 mine = stored.pop((entry.block_number, entry.log_index), None)
                 if mine is None:
-                    differences.append(f"missing from the index: {entry.kind.value} block {entry.block_number} "
-                                       f"log {entry.log_index} token {entry.token}")  # fmt: skip
+                    differences.append(
+                        f"missing from the index: {entry.kind.value} block {entry.block_number} "
+                        f"log {entry.log_index} token {entry.token}"
+                    )
                 elif tuple(mine) != _row(entry)[2:]:
                     differences.append(f"differs: {entry.kind.value} block {entry.block_number} log {entry.log_index}")
         for (block, log_index), row in sorted(stored.items()):
@@ -621,12 +646,16 @@ class AuditIndex:
         row = self._conn.execute("SELECT name FROM resources WHERE resource_id = ?", (resource_id,)).fetchone()
         return _label_of(resource_id, None if row is None or row[0] is None else bytes(row[0]))
 
-    def _leases(self, where: str, params: Iterable[Any], order: str = "acquired_block, acquired_log") -> list[LeaseRecord]:
+    def _leases(
+        self, where: str, params: Iterable[Any], order: str = "acquired_block, acquired_log"
+    ) -> list[LeaseRecord]:
         as_of = self._as_of()
         labels: dict[bytes, tuple[str | None, str]] = {}
         result = []
-        sql = (f"SELECT {_LEASE_COLUMNS}, (SELECT name FROM resources r WHERE r.resource_id = leases.resource_id) "
-               f"FROM leases WHERE {where} ORDER BY {order}")  # fmt: skip
+        sql = (
+            f"SELECT {_LEASE_COLUMNS}, (SELECT name FROM resources r WHERE r.resource_id = leases.resource_id) "
+            f"FROM leases WHERE {where} ORDER BY {order}"
+        )
         for row in self._conn.execute(sql, tuple(params)):
             resource_id = bytes(row[1])
             label = labels.get(resource_id)
@@ -675,14 +704,21 @@ class AuditIndex:
             raise InvalidInput("give exactly one of time= and block=")
         value = time if time is not None else block
         if isinstance(value, bool) or not isinstance(value, int) or not _fits(value):
-            raise InvalidInput(f"{'time' if time is not None else 'block'} must be an int from 0 to 2**63 - 1, got {value!r}")
+            raise InvalidInput(
+                f"{'time' if time is not None else 'block'} must be an int from 0 to 2**63 - 1, got {value!r}"
+            )
         column = "acquired_at" if time is not None else "acquired_block"
-        found = self._leases(f"resource_id = ? AND {column} <= ?", (resource_id, value),
-                             order=f"{column} DESC, acquired_block DESC, acquired_log DESC LIMIT 1")  # fmt: skip
+        found = self._leases(
+            f"resource_id = ? AND {column} <= ?",
+            (resource_id, value),
+            order=f"{column} DESC, acquired_block DESC, acquired_log DESC LIMIT 1",
+        )
         if not found:
             return None
         lease = found[0]
-        if block_time is not None and (isinstance(block_time, bool) or not isinstance(block_time, int) or not _fits(block_time)):
+        if block_time is not None and (
+            isinstance(block_time, bool) or not isinstance(block_time, int) or not _fits(block_time)
+        ):
             raise InvalidInput(f"block_time must be an int from 0 to 2**63 - 1, got {block_time!r}")
         at_time = time if time is not None else (block_time if block_time is not None else self._time_of_block(value))
         # Ended by an event (released, revoked, completed) or by the next acquisition by then?
@@ -718,19 +754,29 @@ class AuditIndex:
             return self._leases(where, params, order="resource_id")
         names, name_params, wanted = _name_range(prefix)
         # A resource's current lease can only be its latest: one index probe per resource named so.
-        where += (" AND token IN (SELECT (SELECT x.token FROM leases x WHERE x.resource_id = r.resource_id "
-                  f"ORDER BY x.acquired_block DESC, x.acquired_log DESC LIMIT 1) FROM resources r WHERE {names})")
+        where += (
+            " AND token IN (SELECT (SELECT x.token FROM leases x WHERE x.resource_id = r.resource_id "
+            f"ORDER BY x.acquired_block DESC, x.acquired_log DESC LIMIT 1) FROM resources r WHERE {names})"
+        )
         rows = self._conn.execute(
             f"SELECT resource_id, name, claimed FROM resources r WHERE {names}", name_params
         ).fetchall()
         shown = {bytes(rid) for rid, name, claimed in rows if _shown_with(bytes(rid), bytes(name), claimed, wanted)}
-        return [lease for lease in self._leases(where, [as_of, *name_params], order="resource_id")
-                if lease.resource_id in shown]  # fmt: skip
+        return [
+            lease
+            for lease in self._leases(where, [as_of, *name_params], order="resource_id")
+            if lease.resource_id in shown
+        ]
 
     def takeovers(
-        self, *, from_block: int | None = None, to_block: int | None = None, since: int | None = None,
-        until: int | None = None, resource: str | None = None,
-    ) -> list[Takeover]:  # fmt: skip
+        self,
+        *,
+        from_block: int | None = None,
+        to_block: int | None = None,
+        since: int | None = None,
+        until: int | None = None,
+        resource: str | None = None,
+    ) -> list[Takeover]:
         """Acquisitions that moved a resource to another holder, in a block range or a chain-time range."""
         where, params = _range("l.acquired_block", from_block, to_block, "l.acquired_at", since, until)
         where.append("l.previous_token > 0 AND p.holder != l.holder")
@@ -747,14 +793,33 @@ class AuditIndex:
         result = []
         for resource_id, token, holder, previous, previous_holder, ended, reason, block, at, tx_hash, named in rows:
             name, display = _label_of(bytes(resource_id), None if named is None else bytes(named))
-            result.append(Takeover(name, display, bytes(resource_id), token, holder, previous, previous_holder, ended,
-                                   _reason(reason), block, at, tx_hash))  # fmt: skip
+            result.append(
+                Takeover(
+                    name,
+                    display,
+                    bytes(resource_id),
+                    token,
+                    holder,
+                    previous,
+                    previous_holder,
+                    ended,
+                    _reason(reason),
+                    block,
+                    at,
+                    tx_hash,
+                )
+            )
         return result
 
     def completions(
-        self, *, resource: str | None = None, from_block: int | None = None, to_block: int | None = None,
-        since: int | None = None, until: int | None = None,
-    ) -> list[Completion]:  # fmt: skip
+        self,
+        *,
+        resource: str | None = None,
+        from_block: int | None = None,
+        to_block: int | None = None,
+        since: int | None = None,
+        until: int | None = None,
+    ) -> list[Completion]:
         """Every completion (its result digest), oldest first, optionally of one resource and in a range."""
         where, params = _range("block", from_block, to_block, "timestamp", since, until)
         where.append("kind = 'LeaseCompleted'")
@@ -770,7 +835,9 @@ class AuditIndex:
         result = []
         for resource_id, token, holder, digest, block, at, tx_hash, named in rows:
             name, display = _label_of(bytes(resource_id), None if named is None else bytes(named))
-            result.append(Completion(name, display, bytes(resource_id), token, holder, bytes(digest), block, at, tx_hash))
+            result.append(
+                Completion(name, display, bytes(resource_id), token, holder, bytes(digest), block, at, tx_hash)
+            )
         return result
 
     def resources(self, prefix: str = "") -> list[ResourceRecord]:
@@ -795,9 +862,15 @@ class AuditIndex:
         return result
 
     def events(
-        self, *, resource_id: bytes | None = None, holder: str | None = None, token: int | None = None,
-        from_block: int | None = None, to_block: int | None = None, kinds: Iterable[_events.Kind] | None = None,
-    ) -> list[tuple[_events.RegistryLog, int]]:  # fmt: skip
+        self,
+        *,
+        resource_id: bytes | None = None,
+        holder: str | None = None,
+        token: int | None = None,
+        from_block: int | None = None,
+        to_block: int | None = None,
+        kinds: Iterable[_events.Kind] | None = None,
+    ) -> list[tuple[_events.RegistryLog, int]]:
         """The indexed lease events as ``(RegistryLog, block timestamp)``, oldest first (for the SDK's views)."""
         where, params = _range("block", from_block, to_block, None, None, None)
         if resource_id is not None:
@@ -822,18 +895,27 @@ class AuditIndex:
         result = []
         for block, log_index, kind, rid, tok, hold, admin, expires, previous, reason, digest, progress, tx, at in rows:
             entry = _events.RegistryLog(
-                kind=_LEASE_KINDS[kind], resource_id=bytes(rid), block_number=block, block_hash=bytes(hashes.get(block, b"")),
-                tx_hash=tx, log_index=log_index, token=tok, holder=hold, expires_at=expires, previous_token=previous,
-                reason=reason, result_digest=None if digest is None else bytes(digest),
-                progress=None if progress is None else bytes(progress), admin=admin,
-            )  # fmt: skip
+                kind=_LEASE_KINDS[kind],
+                resource_id=bytes(rid),
+                block_number=block,
+                block_hash=bytes(hashes.get(block, b"")),
+                tx_hash=tx,
+                log_index=log_index,
+                token=tok,
+                holder=hold,
+                expires_at=expires,
+                previous_token=previous,
+                reason=reason,
+                result_digest=None if digest is None else bytes(digest),
+                progress=None if progress is None else bytes(progress),
+                admin=admin,
+            )
             result.append((entry, at))
         return result
 
     def label(self, resource_id: bytes) -> tuple[str | None, str]:
         """(name or None, safe display) of a resource id, from the names indexed."""
         return self._label(resource_id)
-
 
     def timeline_leases(self, resources: Iterable[str]) -> list[Any]:
         """The leases of ``resources`` as :class:`chainfence.audit.timeline.TimelineLease` (the picture's input).
@@ -873,11 +955,21 @@ class AuditIndex:
                 admin = lease.granted_by
                 if reason == "revoked" and lease.previous_token in by_token:
                     admin = by_token[lease.previous_token].ended_by
-                drawn.append(TimelineLease(
-                    label, lease.token, lease.holder, start=lease.acquired_at, end=end, end_reason=end_reason,
-                    reason=reason, renewals=renewals, completion_digest=lease.last_digest, admin=admin,
-                    revoked_by=lease.ended_by if lease.ended in ("revoked", "granted") else None,
-                ))  # fmt: skip
+                drawn.append(
+                    TimelineLease(
+                        label,
+                        lease.token,
+                        lease.holder,
+                        start=lease.acquired_at,
+                        end=end,
+                        end_reason=end_reason,
+                        reason=reason,
+                        renewals=renewals,
+                        completion_digest=lease.last_digest,
+                        admin=admin,
+                        revoked_by=lease.ended_by if lease.ended in ("revoked", "granted") else None,
+                    )
+                )
         return drawn
 
 
@@ -890,11 +982,31 @@ _ISSUE_REASONS = {0: "unheld", 1: "released", 2: "expired", 3: "reacquired", 4: 
 # ---------------------------------------------------------------------------
 
 _LEASE_FIELDS = (
-    "token", "resource_id", "holder", "acquired_block", "acquired_log", "acquired_at", "tx_hash", "reason",
-    "previous_token", "expires_at", "granted_by", "renewals", "last_renewed_block", "last_renewed_at", "markers",
-    "last_marker", "completions", "last_digest", "completed_at", "ended", "ended_block", "ended_at", "ended_by",
+    "token",
+    "resource_id",
+    "holder",
+    "acquired_block",
+    "acquired_log",
+    "acquired_at",
+    "tx_hash",
+    "reason",
+    "previous_token",
+    "expires_at",
+    "granted_by",
+    "renewals",
+    "last_renewed_block",
+    "last_renewed_at",
+    "markers",
+    "last_marker",
+    "completions",
+    "last_digest",
+    "completed_at",
+    "ended",
+    "ended_block",
+    "ended_at",
+    "ended_by",
     "successor",
-)  # fmt: skip
+)
 _LEASE_COLUMNS = ", ".join(_LEASE_FIELDS)
 
 
@@ -929,9 +1041,32 @@ _REASONS = {int(reason): reason for reason in AcquireReason}
 
 def _record(row: tuple[Any, ...], label: tuple[str | None, str], as_of: int | None) -> LeaseRecord:
     """A LeaseRecord from a row of ``_LEASE_COLUMNS`` (and the name, last)."""
-    (token, resource_id, holder, acquired_block, _acquired_log, acquired_at, tx_hash, reason, previous_token,
-     expires_at, granted_by, renewals, last_renewed_block, last_renewed_at, markers, last_marker, completions,
-     last_digest, completed_at, ended, ended_block, ended_at, ended_by, successor) = row[:24]  # fmt: skip
+    (
+        token,
+        resource_id,
+        holder,
+        acquired_block,
+        _acquired_log,
+        acquired_at,
+        tx_hash,
+        reason,
+        previous_token,
+        expires_at,
+        granted_by,
+        renewals,
+        last_renewed_block,
+        last_renewed_at,
+        markers,
+        last_marker,
+        completions,
+        last_digest,
+        completed_at,
+        ended,
+        ended_block,
+        ended_at,
+        ended_by,
+        successor,
+    ) = row[:24]
     if ended is not None:
         status = ended
     elif as_of is not None and expires_at <= as_of:
@@ -939,21 +1074,53 @@ def _record(row: tuple[Any, ...], label: tuple[str | None, str], as_of: int | No
     else:
         status = "live"
     return LeaseRecord(
-        token, label[0], label[1], bytes(resource_id), holder, _REASONS.get(reason, reason), previous_token,
-        acquired_block, acquired_at, tx_hash, expires_at, granted_by, renewals, last_renewed_block, last_renewed_at,
-        markers, None if last_marker is None else bytes(last_marker), completions,
-        None if last_digest is None else bytes(last_digest), completed_at, ended, ended_block, ended_at, ended_by,
-        successor, status,
-    )  # fmt: skip
+        token,
+        label[0],
+        label[1],
+        bytes(resource_id),
+        holder,
+        _REASONS.get(reason, reason),
+        previous_token,
+        acquired_block,
+        acquired_at,
+        tx_hash,
+        expires_at,
+        granted_by,
+        renewals,
+        last_renewed_block,
+        last_renewed_at,
+        markers,
+        None if last_marker is None else bytes(last_marker),
+        completions,
+        None if last_digest is None else bytes(last_digest),
+        completed_at,
+        ended,
+        ended_block,
+        ended_at,
+        ended_by,
+        successor,
+        status,
+    )
 
 
 def _row(entry: _events.RegistryLog) -> tuple[Any, ...]:
     """An event as stored (without its timestamp): block, log index, kind, fields..., tx hash."""
     progress = entry.progress if entry.progress and any(entry.progress) else None
     return (
-        entry.block_number, entry.log_index, entry.kind.value, entry.resource_id, entry.token, entry.holder,
-        entry.admin, entry.expires_at, entry.previous_token, entry.reason, entry.result_digest, progress, entry.tx_hash,
-    )  # fmt: skip
+        entry.block_number,
+        entry.log_index,
+        entry.kind.value,
+        entry.resource_id,
+        entry.token,
+        entry.holder,
+        entry.admin,
+        entry.expires_at,
+        entry.previous_token,
+        entry.reason,
+        entry.result_digest,
+        progress,
+        entry.tx_hash,
+    )
 
 
 def _item_name(name: bytes, resource_id: bytes) -> bool:
@@ -986,7 +1153,9 @@ def _apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int)
     if kind not in _events.LEASE_KINDS:
         return  # namespace events: decoded, not (yet) part of a lease's history
     if not all(_fits(v) for v in (entry.token, entry.expires_at, entry.previous_token)):
-        logger.warning("audit index: skipped a %s whose numbers do not fit 63 bits (block %d)", kind.value, entry.block_number)
+        logger.warning(
+            "audit index: skipped a %s whose numbers do not fit 63 bits (block %d)", kind.value, entry.block_number
+        )
         return
     inserted = conn.execute(
         "INSERT OR IGNORE INTO events (block, log_index, kind, resource_id, token, holder, admin, expires_at, "
@@ -1007,9 +1176,20 @@ def _apply_lease(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp
         conn.execute(
             "INSERT OR REPLACE INTO leases (token, resource_id, holder, acquired_block, acquired_log, acquired_at, "
             "tx_hash, reason, previous_token, first_expires_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (token, entry.resource_id, entry.holder, block, entry.log_index, timestamp, entry.tx_hash, entry.reason,
-             entry.previous_token, entry.expires_at, entry.expires_at),
-        )  # fmt: skip
+            (
+                token,
+                entry.resource_id,
+                entry.holder,
+                block,
+                entry.log_index,
+                timestamp,
+                entry.tx_hash,
+                entry.reason,
+                entry.previous_token,
+                entry.expires_at,
+                entry.expires_at,
+            ),
+        )
         if entry.previous_token:
             _end_by_successor(conn, entry, timestamp)
         return
@@ -1065,11 +1245,21 @@ def _replay(conn: sqlite3.Connection, token: int) -> None:
         return
     for block, log_index, kind, rid, tok, holder, admin, expires, previous, reason, digest, progress, tx, at in rows:
         entry = _events.RegistryLog(
-            kind=_LEASE_KINDS[kind], resource_id=bytes(rid), block_number=block, block_hash=b"", tx_hash=tx,
-            log_index=log_index, token=tok, holder=holder, expires_at=expires, previous_token=previous, reason=reason,
-            result_digest=None if digest is None else bytes(digest), progress=None if progress is None else bytes(progress),
+            kind=_LEASE_KINDS[kind],
+            resource_id=bytes(rid),
+            block_number=block,
+            block_hash=b"",
+            tx_hash=tx,
+            log_index=log_index,
+            token=tok,
+            holder=holder,
+            expires_at=expires,
+            previous_token=previous,
+            reason=reason,
+            result_digest=None if digest is None else bytes(digest),
+            progress=None if progress is None else bytes(progress),
             admin=admin,
-        )  # fmt: skip
+        )
         if tok != token:  # the successor's acquisition: only its effect on this lease
             _end_by_successor(conn, entry, at)
         else:
@@ -1095,10 +1285,14 @@ def _end_by_successor(conn: sqlite3.Connection, successor: _events.RegistryLog, 
     conn.execute("UPDATE leases SET successor = ? WHERE token = ?", (successor.token, successor.previous_token))
     reason = _REASONS.get(successor.reason) if successor.reason is not None else None
     if ended is not None:
-        if ended == End.REVOKED.value and reason is AcquireReason.GRANTED and conn.execute(
-            "SELECT 1 FROM events WHERE kind = 'LeaseRevoked' AND token = ? AND block = ? AND tx_hash = ?",
-            (successor.previous_token, successor.block_number, successor.tx_hash),
-        ).fetchone():  # fmt: skip
+        if (
+            ended == End.REVOKED.value
+            and reason is AcquireReason.GRANTED
+            and conn.execute(
+                "SELECT 1 FROM events WHERE kind = 'LeaseRevoked' AND token = ? AND block = ? AND tx_hash = ?",
+                (successor.previous_token, successor.block_number, successor.tx_hash),
+            ).fetchone()
+        ):
             conn.execute("UPDATE leases SET ended = ? WHERE token = ?", (End.GRANTED.value, successor.previous_token))
         return
     if expires_at <= timestamp:
@@ -1108,8 +1302,9 @@ def _end_by_successor(conn: sqlite3.Connection, successor: _events.RegistryLog, 
         if named not in (End.SUPERSEDED, End.GRANTED):  # a live lease is taken over only by these two
             named = End.SUPERSEDED
         end = (named.value, successor.block_number, timestamp)
-    conn.execute("UPDATE leases SET ended = ?, ended_block = ?, ended_at = ? WHERE token = ?",
-                 (*end, successor.previous_token))  # fmt: skip
+    conn.execute(
+        "UPDATE leases SET ended = ?, ended_block = ?, ended_at = ? WHERE token = ?", (*end, successor.previous_token)
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -1121,7 +1316,11 @@ def _prefix_bytes(prefix: object) -> bytes:
     if not isinstance(prefix, str):
         raise InvalidInput(f"prefix must be a str, got {type(prefix).__name__}")
     data = prefix.encode("utf-8", "surrogatepass")
-    longest = 2 * _names.MAX_NAME_LENGTH + len(_names.ITEM_SEPARATOR.encode()) if _names.ITEM_SEPARATOR in prefix else _names.MAX_NAME_LENGTH
+    longest = (
+        2 * _names.MAX_NAME_LENGTH + len(_names.ITEM_SEPARATOR.encode())
+        if _names.ITEM_SEPARATOR in prefix
+        else _names.MAX_NAME_LENGTH
+    )
     if len(data) > longest:
         raise InvalidInput(f"prefix is longer than a name can be ({len(data)} > {longest} bytes)")
     return data
@@ -1152,14 +1351,20 @@ def _successor(prefix: bytes) -> bytes | None:
 
 
 def _range(
-    block_column: str, from_block: int | None, to_block: int | None,
-    time_column: str | None, since: int | None, until: int | None,
-) -> tuple[list[str], list[Any]]:  # fmt: skip
+    block_column: str,
+    from_block: int | None,
+    to_block: int | None,
+    time_column: str | None,
+    since: int | None,
+    until: int | None,
+) -> tuple[list[str], list[Any]]:
     where, params = ["1 = 1"], []
     for column, value, op, what in (
-        (block_column, from_block, ">=", "from_block"), (block_column, to_block, "<=", "to_block"),
-        (time_column, since, ">=", "since"), (time_column, until, "<=", "until"),
-    ):  # fmt: skip
+        (block_column, from_block, ">=", "from_block"),
+        (block_column, to_block, "<=", "to_block"),
+        (time_column, since, ">=", "since"),
+        (time_column, until, "<=", "until"),
+    ):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not _fits(value):

@@ -40,6 +40,7 @@ import functools
 import html
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC
 
 from ..errors import InvalidInput
 
@@ -169,7 +170,7 @@ class TimelineLease:
             _check_time("renewal time", time)
             if time < self.start or (self.end is not None and time > self.end):
                 raise InvalidInput(f"token {self.token}: renewal at {time} is outside its lease")
-            if progress is not None and not isinstance(progress, (bytes, str, int)) or isinstance(progress, bool):
+            if (progress is not None and not isinstance(progress, (bytes, str, int))) or isinstance(progress, bool):
                 raise InvalidInput(f"token {self.token}: progress must be bytes, str, int or None, got {progress!r}")
             renewals.append((time, progress))
         object.__setattr__(self, "renewals", tuple(renewals))
@@ -238,9 +239,19 @@ LEGEND_COLUMN = 380
 
 #: Holder colours (Tableau 10 and two more); beyond twelve holders, hues spaced by the golden angle.
 PALETTE = (
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
-    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#2f4b7c", "#bcbd22",
-)  # fmt: skip
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+    "#2f4b7c",
+    "#bcbd22",
+)
 
 #: Marker colours by what happened.
 TAKEOVER_COLOURS = {"expired": "#555555", "reacquired": "#222222", "revoked": "#c62828", "granted": "#6a1b9a"}
@@ -251,10 +262,37 @@ COMPLETION_COLOUR = "#111111"
 #: Tick steps, in seconds, from one second to a century.
 _DAY = 86_400
 _TICK_STEPS = (
-    1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1_800, 3_600, 7_200, 10_800, 21_600, 43_200,
-    _DAY, 2 * _DAY, 7 * _DAY, 14 * _DAY, 30 * _DAY, 91 * _DAY, 365 * _DAY, 730 * _DAY, 1_825 * _DAY,
-    3_650 * _DAY, 7_300 * _DAY, 18_250 * _DAY, 36_500 * _DAY,
-)  # fmt: skip
+    1,
+    2,
+    5,
+    10,
+    15,
+    30,
+    60,
+    120,
+    300,
+    600,
+    900,
+    1_800,
+    3_600,
+    7_200,
+    10_800,
+    21_600,
+    43_200,
+    _DAY,
+    2 * _DAY,
+    7 * _DAY,
+    14 * _DAY,
+    30 * _DAY,
+    91 * _DAY,
+    365 * _DAY,
+    730 * _DAY,
+    1_825 * _DAY,
+    3_650 * _DAY,
+    7_300 * _DAY,
+    18_250 * _DAY,
+    36_500 * _DAY,
+)
 #: Fewest CSS px between two ticks (a date label is about 70 px wide).
 _TICK_SPACING = 110
 
@@ -299,7 +337,9 @@ def holder_colours(holders: Iterable[str]) -> dict[str, str]:
     overflow = 0
     for key in sorted(keys):
         if len(taken) < len(PALETTE):
-            slot = int.from_bytes(hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()[:4], "big") % len(PALETTE)
+            slot = int.from_bytes(hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()[:4], "big") % len(
+                PALETTE
+            )
             while slot in taken:
                 slot = (slot + 1) % len(PALETTE)
             taken[slot] = key
@@ -323,10 +363,10 @@ def ink_on(colour: str) -> str:
 @functools.lru_cache(maxsize=8192)
 def format_time(t: int, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
     """``t`` (unix s) in UTC; a time past the year 9999 as plain seconds."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
-        return datetime.fromtimestamp(t, tz=timezone.utc).strftime(fmt)
+        return datetime.fromtimestamp(t, tz=UTC).strftime(fmt)
     except (OverflowError, OSError, ValueError):
         return f"{t}s"
 
@@ -502,7 +542,17 @@ def layout(
             text = str(lease.token)
             fits = text_width(text, TOKEN_FONT) + 6 <= bar_width
             bars.append(
-                Bar(lease, lane, x0, bar_width, lane.y + MARKER_STRIP, float(BAR_HEIGHT), "", text if fits else None, until)
+                Bar(
+                    lease,
+                    lane,
+                    x0,
+                    bar_width,
+                    lane.y + MARKER_STRIP,
+                    float(BAR_HEIGHT),
+                    "",
+                    text if fits else None,
+                    until,
+                )
             )
 
     first_seen: dict[str, tuple[str, str | None]] = {}
@@ -511,9 +561,7 @@ def layout(
         if key not in first_seen or (first_seen[key][1] is None and lease.holder_label is not None):
             first_seen[key] = (first_seen.get(key, (lease.holder,))[0], lease.holder_label)
     colours = holder_colours(lease.holder for lease in leases)
-    bars = [
-        Bar(b.lease, b.lane, b.x, b.width, b.y, b.height, colours[b.lease.holder], b.label, b.until) for b in bars
-    ]
+    bars = [Bar(b.lease, b.lane, b.x, b.width, b.y, b.height, colours[b.lease.holder], b.label, b.until) for b in bars]
     holders = tuple(first_seen.values())
     legend_top = LANES_TOP + len(lanes) * LANE_HEIGHT + 28
     columns = max(1, int((plot_left + plot_width + RIGHT_MARGIN) // LEGEND_COLUMN))
@@ -573,7 +621,9 @@ def _n(value: float) -> str:
 
 
 def _attrs(**values: object) -> str:
-    return "".join(f' {key.replace("_", "-")}="{_esc(str(value))}"' for key, value in values.items() if value is not None)
+    return "".join(
+        f' {key.replace("_", "-")}="{_esc(str(value))}"' for key, value in values.items() if value is not None
+    )
 
 
 def _takeover_text(lease: TimelineLease, previous: TimelineLease | None, name: str) -> tuple[str, str]:
@@ -629,7 +679,7 @@ def render(
     safe_title = _esc(_text(title))
 
     add(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
         f"<title>{safe_title}</title><style>"
         "html,body{margin:0;padding:0;background:#fff}"
@@ -656,8 +706,10 @@ def render(
         )
 
     # The time axis: a grid line and a label per tick.
-    add(f'<g data-kind="axis"><line x1="{_n(geo.plot_left)}" y1="{LANES_TOP - 4}" x2="{_n(geo.plot_left + geo.plot_width)}"'
-        f' y2="{LANES_TOP - 4}" stroke="#444444"/>')  # fmt: skip
+    add(
+        f'<g data-kind="axis"><line x1="{_n(geo.plot_left)}" y1="{LANES_TOP - 4}" x2="{_n(geo.plot_left + geo.plot_width)}"'
+        f' y2="{LANES_TOP - 4}" stroke="#444444"/>'
+    )
     for tick in geo.ticks:
         add(
             f'<line x1="{_n(tick.x)}" y1="{LANES_TOP - 8}" x2="{_n(tick.x)}" y2="{lanes_bottom}" stroke="#dddddd"'
@@ -831,9 +883,11 @@ def render(
         x, top = geo.x(rejection.time), lane.y + MARKER_STRIP + BAR_HEIGHT + 3
         holder = _text(rejection.holder) if rejection.holder else None
         tip = (
-            f"{lane.name}: rejected token {rejection.token}" + (f" from {holder}" if holder else "")
-            + f" at {format_time(rejection.time)} UTC" + (f": {_text(rejection.reason)}" if rejection.reason else "")
-        )  # fmt: skip
+            f"{lane.name}: rejected token {rejection.token}"
+            + (f" from {holder}" if holder else "")
+            + f" at {format_time(rejection.time)} UTC"
+            + (f": {_text(rejection.reason)}" if rejection.reason else "")
+        )
         add(
             f'<path d="M{_n(x - 4)},{_n(top)} L{_n(x + 4)},{_n(top + 8)} M{_n(x + 4)},{_n(top)} L{_n(x - 4)},{_n(top + 8)}"'
             f' stroke="{REJECTION_COLOUR}" stroke-width="2.5" fill="none"'
@@ -862,15 +916,17 @@ def render(
     # Legend: a swatch per holder, then the key to the symbols.
     columns = geo.legend_columns
     label_chars = int((LEGEND_COLUMN - 30) // (LABEL_FONT * CHAR_ADVANCE))
-    add(f'<g data-kind="legend"><text x="12" y="{_n(geo.legend_top - 8)}" font-size="12" font-weight="bold">'
-        "Holders</text>\n")  # fmt: skip
+    add(
+        f'<g data-kind="legend"><text x="12" y="{_n(geo.legend_top - 8)}" font-size="12" font-weight="bold">'
+        "Holders</text>\n"
+    )
     for i, (holder, label) in enumerate(geo.holders):
         x = 12 + (i % columns) * LEGEND_COLUMN
         y = geo.legend_top + (i // columns) * LEGEND_ROW
         full = f"{_text(label)} ({_text(holder)})" if label else _text(holder)
         shown = f"{shorten(_text(label), 24)} · {_short_address(_text(holder))}" if label else _text(holder)
         add(
-            f'<g{_attrs(data_kind="legend-entry", data_holder=_text(holder), data_colour=geo.colours[holder])}>'
+            f"<g{_attrs(data_kind='legend-entry', data_holder=_text(holder), data_colour=geo.colours[holder])}>"
             f'<rect x="{x}" y="{_n(y)}" width="14" height="12" fill="{geo.colours[holder]}" data-kind="swatch"/>'
             f'<text x="{x + 20}" y="{_n(y + 10)}" font-size="{LABEL_FONT}">{_esc(shorten(shown, label_chars))}'
             f"<title>{_esc(full)}</title></text></g>\n"

@@ -41,8 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._node import events as _events
 from .. import endings
+from .._node import events as _events
 from ..endings import End
 from ..errors import InvalidInput
 from ..lease import LeaseStatus
@@ -169,15 +169,22 @@ def stuck(
     last = chain.block_number()
 
     tracks: dict[bytes, _Track] = {}
-    kinds = [_events.Kind.ACQUIRED, _events.Kind.RENEWED, _events.Kind.RELEASED, _events.Kind.COMPLETED,
-             _events.Kind.REVOKED]  # fmt: skip
+    kinds = [
+        _events.Kind.ACQUIRED,
+        _events.Kind.RENEWED,
+        _events.Kind.RELEASED,
+        _events.Kind.COMPLETED,
+        _events.Kind.REVOKED,
+    ]
     if index is not None:
         from .index import AuditIndex
 
         if not isinstance(index, AuditIndex):
             raise InvalidInput(f"index must be an AuditIndex, got {type(index).__name__}")
         index.sync(registry, to_block=last)
-        pages: Any = [(first, last, [entry for entry, _at in index.events(from_block=first, to_block=last, kinds=kinds)])]
+        pages: Any = [
+            (first, last, [entry for entry, _at in index.events(from_block=first, to_block=last, kinds=kinds)])
+        ]
     else:
         pages = _events.fetch(chain, registry.address, kinds=kinds, from_block=first, to_block=last)
     for _first, _last, page in pages:

@@ -41,7 +41,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -296,10 +295,16 @@ def _parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False, parents=[verbosity])
     common.add_argument("--rpc-url", help="JSON-RPC endpoint (default: $CHAINFENCE_RPC_URL, else the deployment file)")
     common.add_argument("--registry", help="registry address (default: $CHAINFENCE_REGISTRY, else the deployment file)")
-    common.add_argument("--deployment", help="deployment file (default: $CHAINFENCE_DEPLOYMENT or .chainfence/deployment.json)")
-    common.add_argument("--keystore", help="encrypted key file; password from $CHAINFENCE_KEYSTORE_PASSWORD or a prompt")
     common.add_argument(
-        "--confirmations", type=_non_negative_int, help="blocks on top before a transaction counts (default: 0 on dev chains, 3 elsewhere)"
+        "--deployment", help="deployment file (default: $CHAINFENCE_DEPLOYMENT or .chainfence/deployment.json)"
+    )
+    common.add_argument(
+        "--keystore", help="encrypted key file; password from $CHAINFENCE_KEYSTORE_PASSWORD or a prompt"
+    )
+    common.add_argument(
+        "--confirmations",
+        type=_non_negative_int,
+        help="blocks on top before a transaction counts (default: 0 on dev chains, 3 elsewhere)",
     )
     common.add_argument(
         "--timeout", type=_timeout, default=120.0, help="seconds to wait for a transaction to be mined (default 120)"
@@ -318,16 +323,20 @@ def _parser() -> argparse.ArgumentParser:
     commands.required = True
 
     demo = commands.add_parser(
-        "demo", parents=[verbosity],
+        "demo",
+        parents=[verbosity],
         help="run the paused-agent scenario on the embedded chain, with and without a guard",
         description="Agent A pauses past its lease, agent B takes over, A wakes and writes with its old "
         "token: once without fencing (B's write is lost), once behind a Guard (A is rejected).",
     )
     demo.add_argument("--ttl", type=_positive_int, default=30, help="lease length in seconds (default 30)")
-    demo.add_argument("--pause", type=_positive_int, default=45, help="agent A's pause in seconds; must exceed the ttl (default 45)")
+    demo.add_argument(
+        "--pause", type=_positive_int, default=45, help="agent A's pause in seconds; must exceed the ttl (default 45)"
+    )
 
     node = commands.add_parser(
-        "node", parents=[verbosity],
+        "node",
+        parents=[verbosity],
         help="run a local anvil node with the registry deployed; state persists across restarts",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -338,48 +347,61 @@ def _parser() -> argparse.ArgumentParser:
     node.add_argument("--anvil", help="anvil binary (default: $CHAINFENCE_ANVIL, node_modules, PATH)")
     node.add_argument("--json", action="store_true", help="print the node's details as one JSON line")
     node.add_argument(
-        "--state-interval", type=_positive_int, default=1,
+        "--state-interval",
+        type=_positive_int,
+        default=1,
         help="seconds between state saves (default 1); a crash loses what happened since the last one",
-    )  # fmt: skip
+    )
 
     deploy = commands.add_parser("deploy", parents=[common], help="deploy a new registry and write the deployment file")
     deploy.add_argument("--max-ttl", type=_positive_int, default=86_400, help="longest lease, seconds (default 86400)")
     deploy.add_argument("--no-write", action="store_true", help="do not write the deployment file")
     deploy.add_argument(
-        "--force", action="store_true",
+        "--force",
+        action="store_true",
         help="replace a deployment file whose registry is still on this chain (its users would start over at token 1)",
-    )  # fmt: skip
+    )
 
     acquire = commands.add_parser("acquire", parents=[common], help="acquire a lease; prints its fencing token")
     acquire.add_argument("resource", help="the resource's name (any text up to 256 bytes, e.g. reports/daily)")
     acquire.add_argument("--ttl", type=_positive_int, required=True, help="lease length in seconds")
     acquire.add_argument(
-        "--wait", type=_wait_seconds, default=0.0, metavar="S",
+        "--wait",
+        type=_wait_seconds,
+        default=0.0,
+        metavar="S",
         help="if the lease is held, wait up to S seconds for it to become free (default 0: exit 3 at once)",
-    )  # fmt: skip
+    )
 
     renew = commands.add_parser("renew", parents=[common], help="extend a live lease you hold")
-    renew.add_argument("resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
+    renew.add_argument(
+        "resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)"
+    )
     renew.add_argument("--token", type=_token, required=True, help="your lease's fencing token")
     renew.add_argument("--ttl", type=_positive_int, required=True, help="new lease length in seconds, from now")
     renew.add_argument("--workset", help="renew the claim on work item RESOURCE of this workset")
     renew.add_argument(
-        "--progress", type=_progress,
+        "--progress",
+        type=_progress,
         help="progress marker recorded with the renewal: 0x-hex (1-32 bytes), a decimal counter, or any text (hashed)",
-    )  # fmt: skip
+    )
 
     release = commands.add_parser("release", parents=[common], help="end a lease you hold")
-    release.add_argument("resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
+    release.add_argument(
+        "resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)"
+    )
     release.add_argument("--token", type=_token, required=True, help="your lease's fencing token")
     release.add_argument("--workset", help="release the claim on work item RESOURCE of this workset")
 
     claim = commands.add_parser(
-        "claim", parents=[common], help="claim the next free item of a set of work; prints the item and its token",
+        "claim",
+        parents=[common],
+        help="claim the next free item of a set of work; prints the item and its token",
         description="Claims, in one transaction, the first of the items that is free (never claimed, released, "
         "expired, or held by you: a restarted agent gets its own item back under a new token) and not done. "
         "Prints 'ITEM TOKEN' (for `read item token` in a shell); exit 8 when nothing is left to claim. "
         "Finish with `chainfence complete ITEM --workset WORKSET --token TOKEN`.",
-    )  # fmt: skip
+    )
     claim.add_argument("workset", help="the set of work's name")
     claim.add_argument("items", nargs="*", metavar="item", help="the items to choose from, in order")
     claim.add_argument("--items-file", help="read the items from this file, one per line ('-': stdin)")
@@ -395,39 +417,51 @@ def _parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", parents=[common], help="show resources' leases, or the registry")
     status.add_argument(
-        "resources", nargs="*", metavar="resource",
+        "resources",
+        nargs="*",
+        metavar="resource",
         help="resources to show, a claimed work item as WORKSET»ITEM (none: the registry itself)",
-    )  # fmt: skip
+    )
     status.add_argument("--workset", help="the names are work items of this workset")
 
     verify = commands.add_parser("verify", parents=[common], help="exit 0 only if the token is current")
-    verify.add_argument("resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)")
+    verify.add_argument(
+        "resource", help="the resource's name (a claimed work item: WORKSET»ITEM, or ITEM with --workset)"
+    )
     verify.add_argument("--token", type=_token, required=True, help="the fencing token to check")
     verify.add_argument("--workset", help="RESOURCE is a work item of this workset")
 
     stuck = commands.add_parser(
-        "stuck", parents=[common], help="list leases alive but stuck, crashed (expired unreleased), or held too long",
+        "stuck",
+        parents=[common],
+        help="list leases alive but stuck, crashed (expired unreleased), or held too long",
         description="Reads the registry's events: leases renewed --renewals times in a row with an unchanged "
         "progress marker (alive but stuck), latest leases that expired without a release or completion "
         "(crashed holders), and with --longer-than, leases held longer than that many seconds.",
-    )  # fmt: skip
+    )
     stuck.add_argument("--renewals", type=_positive_int, default=3, help="renewals without progress (default 3)")
     stuck.add_argument("--longer-than", type=_positive_int, help="also list leases held longer than this (seconds)")
     stuck.add_argument("--from-block", type=_non_negative_int, help="first block to read (default: the deployment's)")
     stuck.add_argument("--index", help="read the events from this audit index (synced first) instead of the chain")
 
     tx = commands.add_parser(
-        "tx", parents=[common], help="what became of transactions (after a timeout or an unknown outcome)",
+        "tx",
+        parents=[common],
+        help="what became of transactions (after a timeout or an unknown outcome)",
         description="Look up candidate transactions (a transaction and its cancellation share a nonce) and say "
         "whether one was mined, what it did (an acquisition: its lease), and whether that is final. Exit 0 "
         "when settled, 6 when not yet.",
-    )  # fmt: skip
-    tx.add_argument("hashes", nargs="*", type=_tx_hash, metavar="HASH", help="transaction hashes (0x and 64 hex digits)")
+    )
+    tx.add_argument(
+        "hashes", nargs="*", type=_tx_hash, metavar="HASH", help="transaction hashes (0x and 64 hex digits)"
+    )
     tx.add_argument("--nonce", type=_non_negative_int, help="the nonce the transactions used")
     tx.add_argument("--account", help="the account that sent them (default: the transactions' sender)")
 
     lock = commands.add_parser(
-        "lock", parents=[common], help="run a command while holding a lease, kept alive; stop it if the lease is lost",
+        "lock",
+        parents=[common],
+        help="run a command while holding a lease, kept alive; stop it if the lease is lost",
         usage="chainfence lock NAME [--ttl S] [--wait S] [--take-over] [--grace S] [options] -- CMD [ARGS...]",
         description="A mutex for commands. Acquire NAME (exclusively: while any lease on it is live, this key's "
         "own included, exit 3, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
@@ -439,31 +473,42 @@ def _parser() -> argparse.ArgumentParser:
         "chainfence exits 7 naming the end. If chainfence itself dies (any signal, SIGKILL included) or freezes, "
         "a sentinel process stops CMD's session before the lease can end on-chain. SIGINT, SIGTERM, SIGHUP, "
         "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     lock.add_argument("resource", help="the resource's name")
     lock.add_argument("--ttl", type=_positive_int, default=30, help="lease length in seconds (default 30)")
     lock.add_argument(
-        "--wait", type=_wait_seconds, default=0.0,
+        "--wait",
+        type=_wait_seconds,
+        default=0.0,
         help="seconds to wait for a held resource to become free (default 0: fail at once with exit 3)",
-    )  # fmt: skip
-    lock.add_argument(
-        "--take-over", action="store_true",
-        help="acquire even while this key holds NAME live (another `chainfence lock` of it): a new token fences "
-        "the first off, whose command is stopped at its next renewal (default: exit 3, or wait with --wait)",
-    )  # fmt: skip
-    lock.add_argument(
-        "--grace", type=_seconds, default=5.0, help="seconds between SIGTERM and SIGKILL when the lease is lost (default 5)"
     )
     lock.add_argument(
-        "--latency-margin", type=_seconds, default=None,
+        "--take-over",
+        action="store_true",
+        help="acquire even while this key holds NAME live (another `chainfence lock` of it): a new token fences "
+        "the first off, whose command is stopped at its next renewal (default: exit 3, or wait with --wait)",
+    )
+    lock.add_argument(
+        "--grace",
+        type=_seconds,
+        default=5.0,
+        help="seconds between SIGTERM and SIGKILL when the lease is lost (default 5)",
+    )
+    lock.add_argument(
+        "--latency-margin",
+        type=_seconds,
+        default=None,
         help="seconds taken off the safe deadline for CMD to stop (default: --grace + 1, so that even a CMD that "
         "ignores SIGTERM is killed before the lease can end on-chain)",
-    )  # fmt: skip
+    )
     lock.add_argument(
-        "--block-time-margin", type=_seconds, default=None,
+        "--block-time-margin",
+        type=_seconds,
+        default=None,
         help="seconds a block's timestamp may lag its transaction's send, plus clock drift (default 2)",
-    )  # fmt: skip
+    )
     from . import audit as _cli_audit  # argparse only: no web3
 
     _cli_audit.register(commands, common, _int_at_least)
@@ -474,13 +519,17 @@ def _parser() -> argparse.ArgumentParser:
     _cli_ops.register(commands, common, _positive_int)
 
     mcp = commands.add_parser(
-        "mcp", parents=[common], help="serve leases as Model Context Protocol tools for LLM agents (stdio)",
+        "mcp",
+        parents=[common],
+        help="serve leases as Model Context Protocol tools for LLM agents (stdio)",
         description="Serve the Model Context Protocol on stdin/stdout (for an MCP client's configuration: "
         "command `chainfence`, args `mcp`, the key in env CHAINFENCE_PRIVATE_KEY), or with --http on "
         "127.0.0.1:PORT/mcp. Tools: acquire, renew, release, complete, claim, verify, status, history, leader. "
         "Without a key only the reading tools work. Needs the extra: pip install 'chainfence[mcp]'.",
-    )  # fmt: skip
-    mcp.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 (loopback only) instead of stdio")
+    )
+    mcp.add_argument(
+        "--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 (loopback only) instead of stdio"
+    )
     mcp.add_argument("--port", type=_port, default=8000, help="port for --http (default 8000)")
 
     _finish_help(commands)
@@ -567,7 +616,9 @@ def _connect(args: argparse.Namespace, *, needs_key: bool, needs_registry: bool 
     elif deployment is not None:
         registry = Registry.from_deployment(chain, deployment)
     else:
-        raise _Usage("no registry: pass --registry, set CHAINFENCE_REGISTRY, or run `chainfence node` / `chainfence deploy`")
+        raise _Usage(
+            "no registry: pass --registry, set CHAINFENCE_REGISTRY, or run `chainfence node` / `chainfence deploy`"
+        )
     return chain, registry
 
 
@@ -655,9 +706,14 @@ def _cmd_node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .node import serve
 
     serve(
-        directory=Path(args.dir), port=args.port, max_ttl=args.max_ttl, anvil=args.anvil, as_json=args.json,
-        out=sys.stdout, state_interval=args.state_interval,
-    )  # fmt: skip
+        directory=Path(args.dir),
+        port=args.port,
+        max_ttl=args.max_ttl,
+        anvil=args.anvil,
+        as_json=args.json,
+        out=sys.stdout,
+        state_interval=args.state_interval,
+    )
     return EXIT_OK
 
 
@@ -687,7 +743,9 @@ def _cmd_deploy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.json:
         print(json.dumps({**record.__dict__, "deployment_file": str(written) if written else None}))
     else:
-        print(f"deployed registry {registry.address} on chain {chain.chain_id} in block {record.block} (max ttl {args.max_ttl} s)")
+        print(
+            f"deployed registry {registry.address} on chain {chain.chain_id} in block {record.block} (max ttl {args.max_ttl} s)"
+        )
         if written:
             print(f"wrote {written}")
     return EXIT_OK
@@ -713,7 +771,9 @@ def _cmd_renew(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     name, shown = _target(args)
     chain, registry = _connect(args, needs_key=True)
     with _waiting(chain, args, f"renew {shown}"):
-        expires_at = registry.renew(name, args.token, args.ttl, progress=args.progress, confirmations=args.confirmations)
+        expires_at = registry.renew(
+            name, args.token, args.ttl, progress=args.progress, confirmations=args.confirmations
+        )
     if args.json:
         print(json.dumps({"resource": name, "token": args.token, "expires_at": expires_at}))
     else:
@@ -796,14 +856,15 @@ def _utf8(text: str, what: str) -> bytes:
 
 
 def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    chain, registry = _connect(args, needs_key=False)
+    _chain, registry = _connect(args, needs_key=False)
     index = None
     if args.index:
         from ..audit.index import AuditIndex
 
         index = AuditIndex(args.index)
-    report = registry.stuck(renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block,
-                            index=index)  # fmt: skip
+    report = registry.stuck(
+        renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block, index=index
+    )
     if args.json:
         print(json.dumps(report.to_dict()))
         return EXIT_OK
@@ -816,7 +877,9 @@ def _cmd_stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         }[entry.kind]
         rows.append([entry.kind, entry.resource_display, str(entry.token), entry.holder, detail])
     if not rows:
-        print(f"nothing stuck, crashed{' or held too long' if args.longer_than else ''} (blocks {report.from_block}..{report.to_block})")
+        print(
+            f"nothing stuck, crashed{' or held too long' if args.longer_than else ''} (blocks {report.from_block}..{report.to_block})"
+        )
     else:
         print(_table(rows, ["finding", "resource", "token", "holder", "detail"]))
     return EXIT_OK
@@ -890,17 +953,37 @@ def _cmd_verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         lease = registry.check_current(name, args.token)
     except TokenNotCurrent as not_current:
         if args.json:
-            print(json.dumps({"resource": name, "token": args.token, "current": False,
-                              "reason": type(not_current).__name__, **not_current.details()}))  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "resource": name,
+                        "token": args.token,
+                        "current": False,
+                        "reason": type(not_current).__name__,
+                        **not_current.details(),
+                    }
+                )
+            )
         else:
             print(f"NOT current: {not_current}")
         return EXIT_NOT_CURRENT
     if args.json:
-        print(json.dumps({"resource": name, "token": args.token, "current": True,
-                          "holder": lease.holder, "expires_at": lease.expires_at}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "resource": name,
+                    "token": args.token,
+                    "current": True,
+                    "holder": lease.holder,
+                    "expires_at": lease.expires_at,
+                }
+            )
+        )
     else:
-        print(f"current: token {args.token} of {shown}, held by {lease.holder}, "
-              f"expires {_when(lease.expires_at, chain.now())}")  # fmt: skip
+        print(
+            f"current: token {args.token} of {shown}, held by {lease.holder}, "
+            f"expires {_when(lease.expires_at, chain.now())}"
+        )
     return EXIT_OK
 
 
@@ -909,16 +992,21 @@ def _cmd_tx(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     if not args.hashes and (args.nonce is None or args.account is None):
         raise _Usage("give transaction hashes, or --nonce and --account")
-    chain, registry = _connect(args, needs_key=False)
+    _chain, registry = _connect(args, needs_key=False)
     verdict = reconcile(registry, args.hashes, nonce=args.nonce, sender=args.account, confirmations=args.confirmations)
     if args.json:
         print(json.dumps(verdict.to_dict()))
     else:
         rows = [
-            [tx.tx_hash, tx.state, tx.action or "-", "-" if tx.nonce is None else str(tx.nonce),
-             "-" if tx.block_number is None else f"{tx.block_number} ({tx.confirmations} deep)"]
+            [
+                tx.tx_hash,
+                tx.state,
+                tx.action or "-",
+                "-" if tx.nonce is None else str(tx.nonce),
+                "-" if tx.block_number is None else f"{tx.block_number} ({tx.confirmations} deep)",
+            ]
             for tx in verdict.transactions
-        ]  # fmt: skip
+        ]
         if rows:
             print(_table(rows, ["transaction", "state", "action", "nonce", "block"]))
         if verdict.nonce_state is not None:
@@ -934,7 +1022,7 @@ def _cmd_mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if (missing.name or "").split(".")[0] != "mcp":
             raise
         raise _Usage("the MCP server needs the mcp extra: pip install 'chainfence[mcp]'") from None
-    chain, registry = _connect(args, needs_key=False, wants_key=True)  # without a key it only reads
+    _chain, registry = _connect(args, needs_key=False, wants_key=True)  # without a key it only reads
     serve(registry, transport="streamable-http" if args.http else "stdio", port=args.port)
     return EXIT_OK
 
@@ -950,7 +1038,7 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     # Forked first, before web3 is imported and before any thread: a small copy, quick to fork.
     sentinel = _cli_lock.Sentinel.start(args.grace)
     try:
-        chain, registry = _connect(args, needs_key=True)
+        _chain, registry = _connect(args, needs_key=True)
         url = _rpc_url(args, _deployment(args))
 
         def on_lost(error: LeaseLost) -> None:  # stderr said it when the command was stopped
@@ -958,10 +1046,20 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 print(json.dumps({**error.details(), "exit_code": EXIT_LOST}))
 
         return _cli_lock.run(
-            registry, args.resource, command, ttl=args.ttl, wait=args.wait, grace=args.grace,
-            latency_margin=args.latency_margin, block_time_margin=args.block_time_margin,
-            confirmations=args.confirmations, take_over=args.take_over, url=url, on_lost=on_lost, sentinel=sentinel,
-        )  # fmt: skip
+            registry,
+            args.resource,
+            command,
+            ttl=args.ttl,
+            wait=args.wait,
+            grace=args.grace,
+            latency_margin=args.latency_margin,
+            block_time_margin=args.block_time_margin,
+            confirmations=args.confirmations,
+            take_over=args.take_over,
+            url=url,
+            on_lost=on_lost,
+            sentinel=sentinel,
+        )
     except _cli_lock.CommandNotRun as error:
         raise _Usage(str(error)) from None
     finally:

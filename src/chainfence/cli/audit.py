@@ -37,19 +37,25 @@ QUERIES = ("history", "token", "holder", "at", "current", "takeovers", "completi
 def register(commands: Any, common: argparse.ArgumentParser, int_at_least: Any) -> None:
     """Add ``audit`` and its subcommands to the ``chainfence`` parser."""
     audit = commands.add_parser(
-        "audit", help="who held what, when and why: a local index of the registry's events, and queries over it",
+        "audit",
+        help="who held what, when and why: a local index of the registry's events, and queries over it",
         description="Copy the registry's events into a local SQLite index (audit sync) and ask it who held "
         "which resource, under which token, when, and why it changed hands.",
-    )  # fmt: skip
+    )
     sub = audit.add_subparsers(dest="audit_command", metavar="AUDIT_COMMAND", help="what to do (each has --help)")
     sub.required = True
     shared = argparse.ArgumentParser(add_help=False)
     shared.add_argument("--index", default=DEFAULT_INDEX, help=f"index file (default {DEFAULT_INDEX})")
-    shared.add_argument("--max-blocks", type=int_at_least(1), help="blocks per eth_getLogs request (default: 5000, "
-                        "halved when the provider refuses)")  # fmt: skip
+    shared.add_argument(
+        "--max-blocks",
+        type=int_at_least(1),
+        help="blocks per eth_getLogs request (default: 5000, halved when the provider refuses)",
+    )
     query = argparse.ArgumentParser(add_help=False)
     query.add_argument("--live", action="store_true", help="read the chain instead of the index")
-    query.add_argument("--no-sync", action="store_true", help="answer from the index as it is, without syncing it first")
+    query.add_argument(
+        "--no-sync", action="store_true", help="answer from the index as it is, without syncing it first"
+    )
     parents = [common, shared]
 
     sync = sub.add_parser("sync", parents=parents, help="bring the index up to the chain's head")
@@ -184,17 +190,24 @@ def run(args: argparse.Namespace, connect: Any, table: Any) -> int:
         if command == "sync":
             bar = _Progress(not args.json)
             try:
-                result = index.sync(registry, to_block=args.to_block, max_blocks=args.max_blocks, progress=bar,
-                                    confirmations=args.confirmations or 0)  # fmt: skip
+                result = index.sync(
+                    registry,
+                    to_block=args.to_block,
+                    max_blocks=args.max_blocks,
+                    progress=bar,
+                    confirmations=args.confirmations or 0,
+                )
             finally:
                 bar.close()
             status = index.status(registry.chain)
             if args.json:
                 print(json.dumps({**result.to_dict(), "status": status.to_dict()}))
             else:
-                print(f"indexed blocks {result.from_block}..{result.to_block}: {result.events} events in "
-                      f"{result.pages} pages" + (f"; rewound to block {result.rewound_to} after a reorg"
-                                                 if result.rewound_to is not None else ""))  # fmt: skip
+                print(
+                    f"indexed blocks {result.from_block}..{result.to_block}: {result.events} events in "
+                    f"{result.pages} pages"
+                    + (f"; rewound to block {result.rewound_to} after a reorg" if result.rewound_to is not None else "")
+                )
             return 0
         if command == "verify":
             try:
@@ -232,8 +245,8 @@ def run(args: argparse.Namespace, connect: Any, table: Any) -> int:
 def _rejections(path: str | None) -> list[Any]:
     from pathlib import Path
 
-    from ..errors import InvalidInput
     from ..audit.timeline import Rejection
+    from ..errors import InvalidInput
 
     if path is None:
         return []
@@ -256,8 +269,8 @@ def _rejections(path: str | None) -> list[Any]:
 def _timeline(index: Any, args: argparse.Namespace, status: Any) -> int:
     from pathlib import Path
 
-    from ..errors import InvalidInput
     from ..audit.timeline import render
+    from ..errors import InvalidInput
 
     leases = index.timeline_leases(args.names)
     page = render(leases, rejections=_rejections(args.rejections), title=args.title, now=status.as_of)
@@ -290,11 +303,17 @@ def _query(index: Any, args: argparse.Namespace, chain: Any = None) -> Any:
     if command == "current":
         return index.current(prefix=args.prefix)
     if command == "takeovers":
-        return index.takeovers(from_block=args.from_block, to_block=args.to_block, since=args.since,
-                               until=args.until, resource=args.resource)  # fmt: skip
+        return index.takeovers(
+            from_block=args.from_block,
+            to_block=args.to_block,
+            since=args.since,
+            until=args.until,
+            resource=args.resource,
+        )
     if command == "completions":
-        return index.completions(resource=args.name, from_block=args.from_block, to_block=args.to_block,
-                                 since=args.since, until=args.until)  # fmt: skip
+        return index.completions(
+            resource=args.name, from_block=args.from_block, to_block=args.to_block, since=args.since, until=args.until
+        )
     return index.resources(args.prefix)
 
 
@@ -333,18 +352,36 @@ def _print(answer: Any, args: argparse.Namespace, table: Any) -> None:
                 renewals += f", last {_when(lease.last_renewed_at)}"
             if lease.markers:
                 renewals += f", {lease.markers} markers (0x{lease.last_marker.hex()[:12]}..)"
-            rows.append([lease.resource_display, str(lease.token), lease.holder, _when(lease.acquired_at), reason,
-                         renewals, _ended(lease)])  # fmt: skip
+            rows.append(
+                [
+                    lease.resource_display,
+                    str(lease.token),
+                    lease.holder,
+                    _when(lease.acquired_at),
+                    reason,
+                    renewals,
+                    _ended(lease),
+                ]
+            )
         print(table(rows, ["resource", "token", "holder", "acquired", "reason", "renewals", "ended"]))
     elif command == "takeovers":
-        rows = [[t.resource_display, _when(t.at), f"{t.previous_holder} (#{t.previous_token}, {t.previous_ended or '-'})",
-                 f"{t.holder} (#{t.token})", t.reason.name.lower() if hasattr(t.reason, "name") else str(t.reason)]
-                for t in items]  # fmt: skip
+        rows = [
+            [
+                t.resource_display,
+                _when(t.at),
+                f"{t.previous_holder} (#{t.previous_token}, {t.previous_ended or '-'})",
+                f"{t.holder} (#{t.token})",
+                t.reason.name.lower() if hasattr(t.reason, "name") else str(t.reason),
+            ]
+            for t in items
+        ]
         print(table(rows, ["resource", "at", "from", "to", "reason"]))
     elif command == "completions":
         rows = [[c.resource_display, str(c.token), c.holder, _when(c.at), "0x" + c.digest.hex()] for c in items]
         print(table(rows, ["resource", "token", "holder", "at", "digest"]))
     else:
-        rows = [[r.resource_display, str(r.leases), str(r.latest_token or "-"), "item" if r.claimed_item else ""]
-                for r in items]  # fmt: skip
+        rows = [
+            [r.resource_display, str(r.leases), str(r.latest_token or "-"), "item" if r.claimed_item else ""]
+            for r in items
+        ]
         print(table(rows, ["resource", "leases", "latest token", ""]))

@@ -100,14 +100,22 @@ def _run(out: TextIO, *, fenced: bool, ttl: int, pause: int, store: Path) -> tup
 
     try:
         lease_a = agent_a.acquire(RESOURCE, ttl=ttl)
-        timeline.line("agent-A", f"acquire {RESOURCE} (ttl {ttl}s)", f"token {lease_a.token}, lease until t=+{lease_a.expires_at - timeline.start}s")
+        timeline.line(
+            "agent-A",
+            f"acquire {RESOURCE} (ttl {ttl}s)",
+            f"token {lease_a.token}, lease until t=+{lease_a.expires_at - timeline.start}s",
+        )
         ok, _ = service.write("agent-A", lease_a.token, "A: draft, part 1 of 2")
         timeline.line("agent-A", f'write "part 1 of 2" with token {lease_a.token}', "accepted" if ok else "REJECTED")
         timeline.line("agent-A", f"...paused for {pause}s (GC, sleep, slow model call)...")
 
         chain.advance_time(pause)
         gone = registry.lease_of(RESOURCE) is None
-        timeline.line("chain", f"agent-A's lease expired at t=+{lease_a.expires_at - timeline.start}s", "(resource is free)" if gone else "")
+        timeline.line(
+            "chain",
+            f"agent-A's lease expired at t=+{lease_a.expires_at - timeline.start}s",
+            "(resource is free)" if gone else "",
+        )
 
         lease_b = agent_b.acquire(RESOURCE, ttl=ttl)
         timeline.line(
@@ -116,7 +124,9 @@ def _run(out: TextIO, *, fenced: bool, ttl: int, pause: int, store: Path) -> tup
             f"token {lease_b.token} (previous token {lease_b.previous_token} {lease_b.reason.name.lower()})",
         )
         ok, _ = service.write("agent-B", lease_b.token, "B: complete report")
-        timeline.line("agent-B", f'write "complete report" with token {lease_b.token}', "accepted" if ok else "REJECTED")
+        timeline.line(
+            "agent-B", f'write "complete report" with token {lease_b.token}', "accepted" if ok else "REJECTED"
+        )
 
         timeline.line("agent-A", "wakes up, still believes it holds the lease")
         ok, why = service.write("agent-A", lease_a.token, "A: draft, part 2 of 2 (stale)")
@@ -128,7 +138,9 @@ def _run(out: TextIO, *, fenced: bool, ttl: int, pause: int, store: Path) -> tup
         try:
             lease_a.renew()
         except ChainfenceError as refused:
-            timeline.line("agent-A", f"renew token {lease_a.token}", f"refused by the registry: {type(refused).__name__}")
+            timeline.line(
+                "agent-A", f"renew token {lease_a.token}", f"refused by the registry: {type(refused).__name__}"
+            )
         else:  # pragma: no cover - the contract forbids it; the chain tests prove it
             raise AssertionError("the registry renewed a superseded lease")
 

@@ -87,8 +87,14 @@ PART = endings.declare(
 
 #: Signals ``lock`` passes on to the command's process group, once each.
 FORWARDED: tuple[signal.Signals, ...] = (
-    signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH,
-)  # fmt: skip
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGWINCH,
+)
 _LOCAL_ENDS = frozenset(end.value for end in LocalEnd)
 #: The forwarded signals that, before the command has started, mean "do not start it".
 _TERMINATING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
@@ -253,7 +259,7 @@ class Sentinel:
             try:
                 os.close(write_fd)
                 code = _sentinel_main(read_fd, grace, clock, parent)
-            except BaseException as error:  # noqa: BLE001 - say what broke, then stop
+            except BaseException as error:
                 _say(f"chainfence lock: its sentinel failed: {type(error).__name__}: {error}")
             finally:
                 os._exit(code)
@@ -313,8 +319,17 @@ def _say(message: str) -> None:
 
 
 def _sentinel_main(fd: int, grace: float, clock: Callable[[], float], lock_pid: int) -> int:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGTSTP, signal.SIGTTIN,
-                signal.SIGTTOU, signal.SIGUSR1, signal.SIGUSR2):  # fmt: skip
+    for sig in (
+        signal.SIGINT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+        signal.SIGTSTP,
+        signal.SIGTTIN,
+        signal.SIGTTOU,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+    ):
         signal.signal(sig, signal.SIG_IGN)  # only the pipe tells it what to do (and SIGKILL ends it)
     signal.set_wakeup_fd(-1)
     os.setsid()  # no terminal's signals, and a kill of `lock`'s process group does not reach it
@@ -377,8 +392,10 @@ def _sentinel_main(fd: int, grace: float, clock: Callable[[], float], lock_pid: 
         # The leader alive: its pid, the group's id, cannot have been reused.
         return leader is not None and not select.select([leader], [], [], 0)[0]
 
-    _say(f"{why}: its sentinel stops the command (session {sid}): "
-         + (f"SIGTERM, SIGKILL after {grace:g} s" if term else "SIGKILL"))  # fmt: skip
+    _say(
+        f"{why}: its sentinel stops the command (session {sid}): "
+        + (f"SIGTERM, SIGKILL after {grace:g} s" if term else "SIGKILL")
+    )
     stop = SessionStop(sid, kill_at, group_safe=group_safe, clock=clock, term=term)
     while not stop.poll():
         time.sleep(_POLL)
@@ -590,9 +607,15 @@ def run(
 
 
 def _hold(
-    lease: Any, registry: Any, command: list[str], signals: _Signals, grace: float, keep_margins: dict[str, float],
-    url: str | None, sentinel: Sentinel | None,
-) -> int:  # fmt: skip
+    lease: Any,
+    registry: Any,
+    command: list[str],
+    signals: _Signals,
+    grace: float,
+    keep_margins: dict[str, float],
+    url: str | None,
+    sentinel: Sentinel | None,
+) -> int:
     """Run the command under ``lease``; its exit status, or LeaseLost once its session is stopped."""
     clock, sentinel_clock = _CLOCK, _SENTINEL_CLOCK
     if sentinel is None:
@@ -628,9 +651,15 @@ def _hold(
 
 
 def _supervise(
-    lease: Any, registry: Any, command: list[str], signals: _Signals, sentinel: Sentinel, lost: list[LeaseLost],
-    grace: float, url: str | None,
-) -> int:  # fmt: skip
+    lease: Any,
+    registry: Any,
+    command: list[str],
+    signals: _Signals,
+    sentinel: Sentinel,
+    lost: list[LeaseLost],
+    grace: float,
+    url: str | None,
+) -> int:
     before = [sig for sig in signals.take() if sig != signal.SIGCHLD]
     stopping = [sig for sig in before if sig in _TERMINATING]
     if stopping:  # told to stop before the command started: it never starts
@@ -638,8 +667,12 @@ def _supervise(
     if lost:
         raise lost[0]
     if sentinel.exited() is not None:
-        raise LeaseLost(resource=lease.resource, token=lease.token, why=LocalEnd.ERROR.value,
-                        detail="its sentinel died before the command started")  # fmt: skip
+        raise LeaseLost(
+            resource=lease.resource,
+            token=lease.token,
+            why=LocalEnd.ERROR.value,
+            detail="its sentinel died before the command started",
+        )
     try:
         child = subprocess.Popen(
             command, env=child_env(lease, registry, url), start_new_session=True, preexec_fn=sentinel.announce
@@ -719,12 +752,18 @@ def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
     if status is None or status == SENTINEL_DONE:
         return None
     if status == SENTINEL_DEADLINE:
-        return LeaseLost(resource=lease.resource, token=lease.token, why=LocalEnd.DEADLINE.value,
-                         detail="chainfence lock did not renew before its safe deadline; its sentinel stopped the "
-                         "command")  # fmt: skip
-    return LeaseLost(resource=lease.resource, token=lease.token, why=LocalEnd.ERROR.value,
-                     detail=f"its sentinel died (exit status {status}): nothing would stop the command if "
-                     "chainfence lock died")  # fmt: skip
+        return LeaseLost(
+            resource=lease.resource,
+            token=lease.token,
+            why=LocalEnd.DEADLINE.value,
+            detail="chainfence lock did not renew before its safe deadline; its sentinel stopped the command",
+        )
+    return LeaseLost(
+        resource=lease.resource,
+        token=lease.token,
+        why=LocalEnd.ERROR.value,
+        detail=f"its sentinel died (exit status {status}): nothing would stop the command if chainfence lock died",
+    )
 
 
 def _explain(loss: LeaseLost) -> str:

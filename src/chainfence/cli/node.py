@@ -42,7 +42,16 @@ from typing import TextIO
 from ..errors import ContractNotFound, NodeUnreachable, WrongChain
 from ..testing.anvil import ANVIL_VERSION, DEV_MNEMONIC, AnvilProcess, dev_keys, find_anvil, free_port, port_is_free
 
-__all__ = ["ANVIL_VERSION", "DEV_MNEMONIC", "AnvilProcess", "dev_keys", "find_anvil", "free_port", "port_is_free", "serve"]
+__all__ = [
+    "ANVIL_VERSION",
+    "DEV_MNEMONIC",
+    "AnvilProcess",
+    "dev_keys",
+    "find_anvil",
+    "free_port",
+    "port_is_free",
+    "serve",
+]
 
 
 def serve(
@@ -86,8 +95,10 @@ def serve(
                 replaced = deployment_path.with_name(f"deployment.replaced-{int(time.time())}.json")
                 os.replace(deployment_path, replaced)
                 registry = None
-                notices.append(f"the registry in {deployment_path} is not on this node ({gone}); "
-                               f"deploying a new one (the old file is now {replaced.name})")  # fmt: skip
+                notices.append(
+                    f"the registry in {deployment_path} is not on this node ({gone}); "
+                    f"deploying a new one (the old file is now {replaced.name})"
+                )
         if registry is None:
             registry = Registry.deploy(chain, max_ttl=max_ttl)
             save(Deployment.of(registry, rpc_url=node.url), deployment_path)
@@ -232,7 +243,8 @@ def _announce(info: dict, *, as_json: bool, out: TextIO) -> None:
         print(json.dumps(info), file=out, flush=True)
         return
     how = "found in" if info["reused"] else "deployed, recorded in"
-    lines = [*info["notices"],
+    lines = [
+        *info["notices"],
         f"chainfence node: anvil on {info['rpc_url']} (chain {info['chain_id']})",
         f"registry {info['registry']} ({how} {info['deployment_file']}); latest token {info['latest_token']}",
     ]
@@ -243,8 +255,10 @@ def _announce(info: dict, *, as_json: bool, out: TextIO) -> None:
             "accepted them refuse with ChainRolledBack"
         )
     lines += [
-        f"state: {info['state_file']} (saved every {info['state_interval']} s and on stop; a crash loses what came after "
-        "the last save)",
+        (
+            f"state: {info['state_file']} (saved every {info['state_interval']} s and on stop; a crash loses what came after "
+            "the last save)"
+        ),
         "",
         "funded dev accounts (anvil's public test keys: never use them on a real chain):",
     ]

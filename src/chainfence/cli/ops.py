@@ -33,9 +33,10 @@ def register(commands: Any, common: argparse.ArgumentParser, positive_int: Calla
     ops = namespace.add_subparsers(dest="namespace_command", metavar="ACTION", help="what to do (each has --help)")
     ops.required = True
     mine = ops.add_parser(
-        "mine", parents=[common],
+        "mine",
+        parents=[common],
         help="the namespace your key administers by construction ('0x' + your address, lowercase) and its policy",
-    )  # fmt: skip
+    )
     mine.add_argument("--address", help="another address's namespace (no key needed)")
     transfer = ops.add_parser("transfer", parents=[common], help="offer the namespace to a new admin (step 1 of 2)")
     transfer.add_argument("prefix", help="the namespace: the part of resource names before their first '/'")
@@ -52,17 +53,26 @@ def register(commands: Any, common: argparse.ArgumentParser, positive_int: Calla
     )
     set_.add_argument("prefix", help="the namespace (you must be its admin)")
     set_.add_argument("--max-ttl", type=_non_negative, help="longest lease, seconds (0: the registry's)")
-    set_.add_argument("--lock-delay", type=_non_negative, help="seconds after an expiry during which only the "
-                      "expired holder may acquire (0: none)")  # fmt: skip
-    set_.add_argument("--admission", action=argparse.BooleanOptionalAction, default=None,
-                      help="only admitted holders may acquire (--no-admission: anyone)")  # fmt: skip
+    set_.add_argument(
+        "--lock-delay",
+        type=_non_negative,
+        help="seconds after an expiry during which only the expired holder may acquire (0: none)",
+    )
+    set_.add_argument(
+        "--admission",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="only admitted holders may acquire (--no-admission: anyone)",
+    )
     admit = ops.add_parser("admit", parents=[common], help="add holders to the allowlist (admin only)")
     admit.add_argument("prefix", help="the namespace (you must be its admin)")
     admit.add_argument("holders", nargs="+", metavar="ADDRESS", help="accounts or contracts to admit")
     admit.add_argument("--remove", action="store_true", help="remove them instead")
 
     revoke = commands.add_parser("revoke", parents=[common], help="end a live lease, as its namespace's admin")
-    revoke.add_argument("resource", help="the resource whose live lease ends (a claimed item: WORKSET»ITEM, or ITEM with --workset)")
+    revoke.add_argument(
+        "resource", help="the resource whose live lease ends (a claimed item: WORKSET»ITEM, or ITEM with --workset)"
+    )
     revoke.add_argument("--workset", help="RESOURCE is a work item of this workset: revoke its live claim")
     grant = commands.add_parser("grant", parents=[common], help="issue a lease to a holder, as its namespace's admin")
     grant.add_argument("resource", help="the resource to grant (a claimed item: WORKSET»ITEM, or ITEM with --workset)")
@@ -131,7 +141,9 @@ def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         lines = [f"namespace {args.prefix!r} (0x{policy.namespace.hex()})"]
         if action == "mine":
             lines.append(f"  an address namespace: its address governs the resources named {args.prefix}/...")
-        lines.append(f"  admin               {policy.admin or '- (nobody: open to all; only the deployer assigns one)'}")
+        lines.append(
+            f"  admin               {policy.admin or '- (nobody: open to all; only the deployer assigns one)'}"
+        )
         lines.append(f"  pending admin       {policy.pending_admin or '-'}")
         lines.append(f"  max ttl             {policy.max_ttl or 'the registry maximum'}")
         lines.append(f"  lock-delay          {policy.lock_delay} s")
@@ -150,13 +162,18 @@ def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             if args.max_ttl is None and args.lock_delay is None and args.admission is None:
                 parser.error("namespace policy set: give at least one of --max-ttl, --lock-delay, --admission")
             # The event says the whole policy as it now stands: the fields not given kept their values.
-            policy = registry._set_policy(args.prefix, args.max_ttl, args.lock_delay, args.admission, args.confirmations)
+            policy = registry._set_policy(
+                args.prefix, args.max_ttl, args.lock_delay, args.admission, args.confirmations
+            )
             document = {
-                "max_ttl": policy.max_ttl, "lock_delay": policy.lock_delay,
+                "max_ttl": policy.max_ttl,
+                "lock_delay": policy.lock_delay,
                 "admission_required": policy.admission_required,
-            }  # fmt: skip
-            text = (f"namespace {args.prefix!r}: max ttl {policy.max_ttl or 'registry maximum'}, "
-                    f"lock-delay {policy.lock_delay} s, admission {'required' if policy.admission_required else 'open'}")
+            }
+            text = (
+                f"namespace {args.prefix!r}: max ttl {policy.max_ttl or 'registry maximum'}, "
+                f"lock-delay {policy.lock_delay} s, admission {'required' if policy.admission_required else 'open'}"
+            )
         else:  # admit
             registry.admit(args.prefix, args.holders, admitted=not args.remove, confirmations=args.confirmations)
             document = {"holders": args.holders, "admitted": not args.remove}
@@ -166,9 +183,8 @@ def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
 
 
 def _cmd_revoke(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from . import EXIT_OK, _connect, _waiting
-
     from .. import _names
+    from . import EXIT_OK, _connect, _waiting
 
     name = args.resource if args.workset is None else _names.item_name(args.workset, args.resource)
     item = _names.split_item(name)  # checked before anything is asked of the node
@@ -183,19 +199,23 @@ def _cmd_revoke(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def _cmd_grant(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from . import EXIT_OK, _connect, _lease_json, _waiting, _when
-
     from .. import _names
+    from . import EXIT_OK, _connect, _lease_json, _waiting, _when
 
     name = args.resource if args.workset is None else _names.item_name(args.workset, args.resource)
     _names.split_item(name)  # checked before anything is asked of the node
     chain, registry = _connect(args, needs_key=True)
     with _waiting(chain, args, f"grant {_names.display_name(name)}"):
-        lease = registry.grant(name, args.holder, args.ttl, confirmations=args.confirmations)  # workset»item: grant_item
+        lease = registry.grant(
+            name, args.holder, args.ttl, confirmations=args.confirmations
+        )  # workset»item: grant_item
     extra = {} if lease.workset is None else {"workset": lease.workset, "item": lease.item}
-    _print(args, {**_lease_json(lease), **extra, "admin": registry.sender},
-           f"granted {_names.display_name(lease.resource)} to {lease.holder}: token {lease.token} (previous token "
-           f"{lease.previous_token}), expires {_when(lease.expires_at, chain.now())}")  # fmt: skip
+    _print(
+        args,
+        {**_lease_json(lease), **extra, "admin": registry.sender},
+        f"granted {_names.display_name(lease.resource)} to {lease.holder}: token {lease.token} (previous token "
+        f"{lease.previous_token}), expires {_when(lease.expires_at, chain.now())}",
+    )
     return EXIT_OK
 
 

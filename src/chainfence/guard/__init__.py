@@ -117,10 +117,8 @@ from typing import TYPE_CHECKING, Any
 
 from eth_utils import keccak
 
-from .._node import events as _events
 from .. import _names, _validate, endings
-from ._store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
-from .admission import Admission
+from .._node import events as _events
 from ..endings import End
 from ..errors import (
     ActionMismatch,
@@ -147,6 +145,8 @@ from ..errors import (
     TokenNotCurrent,
     UnknownToken,
 )
+from ._store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
+from .admission import Admission
 
 if TYPE_CHECKING:
     from ..fenced_requests import EIP712Domain, FencedRequest
@@ -262,7 +262,9 @@ class Guard:
         admission: Admission | None = None,
     ):
         if admission is not None and not isinstance(admission, Admission):
-            raise InvalidInput(f"admission must be an Admission (Admission.local or .on_chain) or None, got {admission!r}")
+            raise InvalidInput(
+                f"admission must be an Admission (Admission.local or .on_chain) or None, got {admission!r}"
+            )
         if not isinstance(path, (str, os.PathLike)) or str(path) in ("", ":memory:") or str(path).startswith("file:"):
             raise InvalidInput(f"a guard needs a file path (marks must survive restarts), got {path!r}")
         if mode not in MODES:
@@ -422,7 +424,9 @@ class Guard:
         info = self._verify_on_chain(resource, resource_id, token, mark, holder)
         return _Verdict(resource, resource_id, token, mark, info.holder, fresh=True)
 
-    def _verify_on_chain(self, resource: str, resource_id: bytes, token: int, mark: int, stored_holder: str | None) -> Any:
+    def _verify_on_chain(
+        self, resource: str, resource_id: bytes, token: int, mark: int, stored_holder: str | None
+    ) -> Any:
         registry = self.registry
         try:
             info = registry.check_current(resource, token, confirmations=self.confirmations)
@@ -431,8 +435,10 @@ class Guard:
             if chain_token is not None and chain_token < mark:
                 self._latch(
                     f"{resource!r} reads token {chain_token} on-chain, below the mark {mark} this store accepted",
-                    seen_token=mark, chain_token=chain_token, resource=resource,
-                )  # fmt: skip
+                    seen_token=mark,
+                    chain_token=chain_token,
+                    resource=resource,
+                )
             logger.info("guard rejected token resource=%s token=%d: %s", resource, token, type(refused).__name__)
             raise
         except ChainRolledBack as lost:
@@ -441,8 +447,10 @@ class Guard:
             self._latch(
                 f"token {token} of {resource!r} is held by {info.holder} on-chain, but this store accepted it "
                 f"from {stored_holder}: the number was issued twice",
-                seen_token=mark, chain_token=token, resource=resource,
-            )  # fmt: skip
+                seen_token=mark,
+                chain_token=token,
+                resource=resource,
+            )
         if token > mark:
             # A new epoch: also make sure the chain has not lost tokens this store accepted elsewhere.
             high = self._store.high_token()
@@ -450,8 +458,10 @@ class Guard:
             if latest < high:
                 self._latch(
                     f"the registry's latest token is {latest}, below token {high} this store accepted",
-                    seen_token=high, chain_token=latest, resource=resource,
-                )  # fmt: skip
+                    seen_token=high,
+                    chain_token=latest,
+                    resource=resource,
+                )
         return info
 
     # ------------------------------------------------------------------
@@ -527,13 +537,20 @@ class Guard:
     ) -> None:
         logger.info(
             "guard refused holder resource=%s token=%d holder=%s admission=%s",
-            verdict.resource, verdict.token, holder, admission,
-        )  # fmt: skip
+            verdict.resource,
+            verdict.token,
+            holder,
+            admission,
+        )
         raise HolderNotAdmitted(
-            holder=holder or "an unknown holder", token=verdict.token, admission=admission,
-            namespace=namespace[1] if namespace else None, namespace_name=namespace[0] if namespace else None,
-            resource=verdict.resource, resource_id=verdict.resource_id,
-        )  # fmt: skip
+            holder=holder or "an unknown holder",
+            token=verdict.token,
+            admission=admission,
+            namespace=namespace[1] if namespace else None,
+            namespace_name=namespace[0] if namespace else None,
+            resource=verdict.resource,
+            resource_id=verdict.resource_id,
+        )
 
     def _forget_admissions(self, namespace_id: bytes) -> None:
         """Drop the cached on-chain answers of one namespace (its admissions or policy changed)."""
@@ -554,12 +571,15 @@ class Guard:
             if verdict.token < current:
                 # Another thread or process recorded a newer token meanwhile.
                 raise StaleToken(
-                    token=verdict.token, current_token=current, resource=verdict.resource,
+                    token=verdict.token,
+                    current_token=current,
+                    resource=verdict.resource,
                     resource_id=verdict.resource_id,
-                )  # fmt: skip
+                )
             if verdict.token > current:
-                GuardStore.raise_mark(conn, verdict.resource_id, verdict.token, verdict.holder, _names.display_name(
-                    verdict.resource))  # fmt: skip
+                GuardStore.raise_mark(
+                    conn, verdict.resource_id, verdict.token, verdict.holder, _names.display_name(verdict.resource)
+                )
             if request is not None:
                 digest, deadline = request
                 now = int(time.time())
@@ -579,8 +599,10 @@ class Guard:
                 self._remember(verdict.resource_id, verdict.token, verdict.holder)
             logger.info(
                 "guard accepted new token resource=%s token=%d previous_mark=%d",
-                verdict.resource, verdict.token, verdict.mark,
-            )  # fmt: skip
+                verdict.resource,
+                verdict.token,
+                verdict.mark,
+            )
 
     def mark(self, resource: str) -> int:
         """The highest token accepted for ``resource`` (0 if none)."""
@@ -641,7 +663,9 @@ class Guard:
         if not isinstance(audience, str) or not audience:
             raise InvalidInput("check_request needs the audience: Guard(..., audience=...) or audience=")
         if resource is not None and request.resource != resource:
-            raise ResourceMismatch(f"this endpoint is fenced by {resource!r}; the request was signed for {request.resource!r}")
+            raise ResourceMismatch(
+                f"this endpoint is fenced by {resource!r}; the request was signed for {request.resource!r}"
+            )
         if request.action != action:
             raise ActionMismatch(f"the request was signed for {request.action!r}, not {action!r}")
         if request.audience != audience:
@@ -750,14 +774,21 @@ class Guard:
         block = int(start)
         self._require_unchanged(block, GuardStore.meta(conn, "follow_hash"), head)
         kinds = [
-            _events.Kind.ACQUIRED, _events.Kind.NAMED, _events.Kind.REVOKED, _events.Kind.RELEASED,
+            _events.Kind.ACQUIRED,
+            _events.Kind.NAMED,
+            _events.Kind.REVOKED,
+            _events.Kind.RELEASED,
             _events.Kind.COMPLETED,
-        ]  # fmt: skip
+        ]
         if self.admission is not None and self.admission.holders is None:  # on-chain: follow the allowlists
             kinds += [_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED]
         for _first, last, logs in _events.fetch(
-            chain, self.registry.address, kinds=kinds, from_block=block + 1, to_block=head,
-        ):  # fmt: skip
+            chain,
+            self.registry.address,
+            kinds=kinds,
+            from_block=block + 1,
+            to_block=head,
+        ):
             self._apply(logs, last, self._block_hash(last), self._completed_claims(logs))
             block = last
         return block
@@ -823,7 +854,8 @@ class Guard:
         names = {
             entry.resource_id: _names.label(entry.resource_id, entry.name)[1]
             for entry in logs
-            if entry.kind is _events.Kind.NAMED and entry.name is not None
+            if entry.kind is _events.Kind.NAMED
+            and entry.name is not None
             and (keccak(entry.name) == entry.resource_id or _names.item_parts(entry.name, entry.resource_id))
         }
         with self._store.write() as conn:
@@ -849,7 +881,9 @@ class Guard:
                     continue
                 current, _holder, _rolled, _ended = GuardStore.read_mark(conn, entry.resource_id)
                 if entry.token > current:
-                    GuardStore.raise_mark(conn, entry.resource_id, entry.token, entry.holder, names.get(entry.resource_id))
+                    GuardStore.raise_mark(
+                        conn, entry.resource_id, entry.token, entry.holder, names.get(entry.resource_id)
+                    )
                     raised.append((entry.resource_id, entry.token, entry.holder))
                 if end is not None and entry.token >= current:
                     GuardStore.end_lease(conn, entry.resource_id, entry.token, end.value)
@@ -935,8 +969,9 @@ class Guard:
             if latest < high:
                 self._latch(
                     f"the registry's latest token is {latest}, below token {high} this store accepted",
-                    seen_token=high, chain_token=latest,
-                )  # fmt: skip
+                    seen_token=high,
+                    chain_token=latest,
+                )
             for resource_id, name, token, holder in self._store.newest_marks(_MARKS_VERIFIED_AT_OPEN):
                 info = self.registry.last_lease_by_id(resource_id, block="latest")
                 chain_token, chain_holder = (info.token, info.holder) if info is not None else (0, None)
@@ -945,8 +980,10 @@ class Guard:
                     self._latch(
                         f"{where} reads token {chain_token} held by {chain_holder} on-chain; this store accepted "
                         f"token {token} from {holder}",
-                        seen_token=token, chain_token=chain_token, resource=name,
-                    )  # fmt: skip
+                        seen_token=token,
+                        chain_token=chain_token,
+                        resource=name,
+                    )
         except ChainRolledBack as lost:
             logger.error("guard %s: %s", self.path, lost)
 
@@ -1039,7 +1076,7 @@ class Guard:
         except ImportError:  # pragma: no cover - not POSIX: exclusivity is the caller's promise
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(f"{self.path}.lock", "a+")  # noqa: SIM115 - held until close()
+        self._lock_file = open(f"{self.path}.lock", "a+")
         try:
             fcntl.flock(self._lock_file.fileno(), (fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except BlockingIOError:

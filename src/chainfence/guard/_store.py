@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import GuardError, GuardStoreMismatch
 
-__all__ = ["GuardStore", "IDENTITY_KEYS", "SCHEMA_VERSION"]
+__all__ = ["IDENTITY_KEYS", "SCHEMA_VERSION", "GuardStore"]
 
 SCHEMA_VERSION = "3"
 
@@ -199,13 +199,18 @@ class GuardStore:
 
     def ended_at_mark(self) -> list[bytes]:
         """Resources whose mark's lease ended early."""
-        return [row[0] for row in self.conn().execute(
-            "SELECT m.resource_id FROM marks m JOIN ended_leases e ON e.resource_id = m.resource_id "
-            "AND e.token = m.token"
-        )]  # fmt: skip
+        return [
+            row[0]
+            for row in self.conn().execute(
+                "SELECT m.resource_id FROM marks m JOIN ended_leases e ON e.resource_id = m.resource_id "
+                "AND e.token = m.token"
+            )
+        ]
 
     @staticmethod
-    def raise_mark(conn: sqlite3.Connection, resource_id: bytes, token: int, holder: str | None, name: str | None) -> None:
+    def raise_mark(
+        conn: sqlite3.Connection, resource_id: bytes, token: int, holder: str | None, name: str | None
+    ) -> None:
         """Raise the resource's mark to ``token`` (never lowers it); call inside a write transaction."""
         conn.execute(
             "INSERT INTO marks (resource_id, token, holder, name, accepted_at) VALUES (?, ?, ?, ?, ?) "
@@ -229,9 +234,11 @@ class GuardStore:
 
     def newest_marks(self, count: int) -> list[tuple[bytes, str | None, int, str | None]]:
         """The ``count`` highest marks: (resource_id, name, token, holder)."""
-        return self.conn().execute(
-            "SELECT resource_id, name, token, holder FROM marks ORDER BY token DESC LIMIT ?", (count,)
-        ).fetchall()
+        return (
+            self.conn()
+            .execute("SELECT resource_id, name, token, holder FROM marks ORDER BY token DESC LIMIT ?", (count,))
+            .fetchall()
+        )
 
     # -- meta -------------------------------------------------------------------
 

@@ -150,13 +150,18 @@ class AnvilProcess:
     def _args(self) -> list[str]:
         args = [
             self.binary,
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
-            "--hardfork", self.hardfork,
-            "--accounts", str(self.accounts),
-            "--mnemonic", DEV_MNEMONIC,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--hardfork",
+            self.hardfork,
+            "--accounts",
+            str(self.accounts),
+            "--mnemonic",
+            DEV_MNEMONIC,
             "--silent",
-        ]  # fmt: skip
+        ]
         if self.state is not None:
             args += ["--state", str(self.state), "--state-interval", str(self.state_interval)]
         return args + self.extra_args
@@ -169,9 +174,12 @@ class AnvilProcess:
             elif not port_is_free(self.port):
                 raise NodeUnreachable(f"port {self.port} on 127.0.0.1 is in use: pick another with --port")
             self.process = subprocess.Popen(
-                self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                self._args(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent if self.die_with_parent and platform.system() == "Linux" else None,
-            )  # fmt: skip
+            )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
