@@ -57,7 +57,7 @@ logger = logging.getLogger("chainfence.guard")  # the guard's one logger, whiche
 __all__ = ["MODES", "Guard"]
 
 #: The error a token at its mark is refused with once the follower recorded how its lease ended.
-_ENDED_ERRORS: dict[str, type[TokenNotCurrent]] = {
+_ENDED_ERRORS: dict[str, type[LeaseReleased | LeaseRevoked]] = {
     End.RELEASED.value: LeaseReleased,
     End.COMPLETED.value: LeaseCompleted,
     End.REVOKED.value: LeaseRevoked,

@@ -207,7 +207,8 @@ class GuardStore:
         why the mark's lease ended early or None)."""
         row = conn.execute(READ_MARK, (resource_id,)).fetchone()
         if row is not None:
-            return row
+            mark, holder, rolled_back, ended = row
+            return mark, holder, rolled_back, ended
         latch = conn.execute(_READ_LATCH).fetchone()
         return 0, None, (latch[0] if latch is not None else None), None
 
