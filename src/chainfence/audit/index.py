@@ -17,7 +17,9 @@ The store
     the contract, never for another resource's id); ``blocks`` the hash and
     timestamp of every block an event came from, and of every page's last
     block; ``meta`` the registry, the chain, and the cursor: the last block
-    indexed.
+    indexed. How events become rows (and how a lease's end is named) is the
+    projection's (:mod:`chainfence.audit._projection`); this module holds the
+    file, the sync and the verification against the chain, and the queries.
 
 Sync (:meth:`AuditIndex.sync`)
     Reads ``eth_getLogs`` page by page through :func:`chainfence._node.events.fetch`
@@ -303,7 +305,7 @@ class AuditIndex:
         value = self._meta(key)
         return None if value is None else int(value)
 
-    def status(self, chain: Any = None) -> IndexStatus:
+    def status(self, chain: Chain | None = None) -> IndexStatus:
         """How far the index reaches; with ``chain``, also its head and how many blocks behind it is."""
         synced = self._int_meta("synced_block")
         as_of = None
@@ -428,7 +430,7 @@ class AuditIndex:
                 start = deployment if synced is None else synced + 1
         raise ChainError("the chain kept reorganising under the audit index sync")  # pragma: no cover
 
-    def _check_block(self, chain: Any, number: int) -> None:
+    def _check_block(self, chain: Chain, number: int) -> None:
         row = self._conn.execute("SELECT hash FROM blocks WHERE number = ?", (number,)).fetchone()
         if row is None:
             return
@@ -438,7 +440,7 @@ class AuditIndex:
 
     def _index_page(
         self,
-        chain: Any,
+        chain: Chain,
         first: int,
         last: int,
         logs: list[_events.RegistryLog],
@@ -472,7 +474,7 @@ class AuditIndex:
             if before_commit is not None:
                 before_commit(last)  # tests: a crash between writing a page and committing it
 
-    def _rewind(self, chain: Any, deployment: int) -> int:
+    def _rewind(self, chain: Chain, deployment: int) -> int:
         """Find the newest indexed block the chain still has, delete everything after it; return it."""
         fork = deployment - 1
         rows = self._conn.execute("SELECT number, hash FROM blocks ORDER BY number DESC").fetchall()
@@ -868,7 +870,7 @@ class AuditIndex:
         """(name or None, safe display) of a resource id, from the names indexed."""
         return self._label(resource_id)
 
-    def timeline_leases(self, resources: Iterable[str]) -> list[Any]:
+    def timeline_leases(self, resources: Iterable[str]) -> list[TimelineLease]:
         """The leases of ``resources`` as :class:`chainfence.audit.timeline.TimelineLease` (the picture's input).
 
         A lease nobody ended is drawn to its expiry when that is before the
