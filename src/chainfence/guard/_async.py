@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ..errors import InvalidInput
-from ..registry import Registry
 from ._follower import FollowStatus
 from ._guard import Guard
 
 if TYPE_CHECKING:
+    from ..registry import Registry
     from .admission import Admission
 
 __all__ = ["AsyncGuard"]
@@ -112,6 +112,9 @@ class AsyncGuard:
 
         Cancelled while opening, it leaves nothing open: a guard built after the cancellation is closed
         (its lock file released, its follower stopped) in the worker thread."""
+        # Here, not at the top: importing the guard need not load the SDK's transaction side (web3).
+        from ..registry import Registry
+
         sync = registry if isinstance(registry, Registry) else getattr(registry, "registry", None)
         if not isinstance(sync, Registry):
             raise InvalidInput(f"registry must be an AsyncRegistry or a Registry, got {type(registry).__name__}")
