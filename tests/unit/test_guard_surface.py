@@ -13,8 +13,9 @@ import inspect
 
 import pytest
 
-from chainfence import Guard
+from chainfence import Admission, Guard
 from chainfence.aio import AsyncGuard
+from chainfence.errors import ChainRolledBack, HolderNotAdmitted
 from tests.support.fakes import FakeRegistry
 
 #: Guard names whose twin has another name.
@@ -89,3 +90,24 @@ def test_this_test_can_fail(tmp_path):
         guard.new_setting = 1
         twins, async_names = surfaces(guard, AsyncGuard(guard))
     assert twins - async_names == {"brand_new", "new_setting"}
+
+
+def test_the_loop_accepts_only_what_the_guard_accepts_from_memory(tmp_path):
+    """AsyncGuard.check answers on the loop when the exclusive guard's memory says the token is its mark
+    (``Guard._remembers``, the condition ``Guard.check`` tests inline); in every other case the guard's
+    own check runs. Never a token the guard would not accept at once."""
+    registry = FakeRegistry()
+    registry.issue("r", 3)
+    with Guard(registry, tmp_path / "g.sqlite", exclusive=True) as guard:
+        assert not guard._remembers("r", 3), "never judged: the chain must vouch for it first"
+        guard.check("r", 3)
+        assert guard._remembers("r", 3)
+        assert not any(guard._remembers(*other) for other in (("r", 2), ("r", 4), ("other", 3), ("r", 3.0)))
+        with pytest.raises(ChainRolledBack):
+            guard._latch("a test's rollback")
+        assert not guard._remembers("r", 3), "a latched store trusts no mark"
+    stranger = Admission.local(["0x" + "22" * 20])
+    with Guard(registry, tmp_path / "h.sqlite", exclusive=True, admission=stranger) as guard:
+        with pytest.raises(HolderNotAdmitted):
+            guard.check("r", 3)
+        assert not guard._remembers("r", 3)
