@@ -42,7 +42,8 @@ from eth_utils import keccak
 
 from chainfence import Chain, Registry
 from chainfence._node import events as _events
-from chainfence.audit.index import AuditIndex, _apply
+from chainfence.audit._projection import apply as _apply
+from chainfence.audit.index import AuditIndex
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 

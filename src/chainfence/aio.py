@@ -38,9 +38,10 @@ cancels it) and leaving the block raises
 ``lease.check()`` raises it too. A renewal hangs only its own task: the
 deadline fires on time on a stalled node.
 
-Guards: :class:`AsyncGuard` runs a :class:`~chainfence.Guard`'s checks in
-a worker thread (the judgement is over a SQLite store as much as the chain;
-see the class).
+Guards: :class:`AsyncGuard` (defined in :mod:`chainfence.guard`) offers every
+operation of a :class:`~chainfence.Guard`, awaited; the guard's own code runs
+in a worker thread (its judgement is over a SQLite store as much as the
+chain; see the class).
 
 ``acquire(wait=...)`` runs the sync waiter's steps (:mod:`chainfence._waiting`)
 with an asyncio timer: the same reads, events, jitter and fairness.
@@ -53,7 +54,7 @@ import logging
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _validate, _waiting
 from . import keepalive as _keepalive
@@ -62,13 +63,10 @@ from ._node.rpc import AsyncRpc, connect_async_http, connect_http, redact_url, u
 from .chain import DEFAULT_CONFIRMATIONS, Chain, _check_connect_args, _dev_name, _load_key
 from .endings import End, LocalEnd, declare, loss_reason
 from .errors import ChainfenceError, InvalidInput, LeaseLost, NodeUnreachable, WrongChain
+from .guard import AsyncGuard  # the guard's asyncio face lives with the guard: re-exported here
 from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
 from .lease import AcquireReason, Lease, LeaseInfo, LeaseSet, _keep_core, _Keeping, _raise_lost
 from .registry import DEFAULT_MAX_TTL, Registry
-
-if TYPE_CHECKING:
-    from .fenced_requests import FencedRequest
-    from .guard import Guard
 
 logger = logging.getLogger(__name__)
 
@@ -834,47 +832,6 @@ class _AsyncKeeping(_Keeping):
         finally:
             self._lease._attach(None)
         _raise_lost(lost, None if cancelled_by_us else exc)
-
-
-class AsyncGuard:
-    """A :class:`~chainfence.Guard` for asyncio code: its checks run in a worker thread.
-
-    Not the core-sharing of the rest of this module, on purpose: a check is
-    a judgement over the guard's SQLite store (a write transaction that may
-    wait for another process's lock) as much as a chain read, and both are
-    blocking; ``asyncio.to_thread`` keeps them off the event loop and keeps
-    one copy of the judgement (the Guard is thread-safe, as
-    :class:`~chainfence.asgi.FencingMiddleware`, which does the same, relies on).
-    """
-
-    def __init__(self, guard: Guard):
-        from .guard import Guard
-
-        if not isinstance(guard, Guard):
-            raise InvalidInput(f"guard must be a chainfence Guard, got {type(guard).__name__}")
-        self.guard = guard
-
-    async def check(self, resource: str, token: int) -> int:
-        """:meth:`Guard.check <chainfence.Guard.check>`, awaited."""
-        return int(await asyncio.to_thread(self.guard.check, resource, token))
-
-    async def check_request(
-        self,
-        request: FencedRequest,
-        payload: bytes,
-        *,
-        action: str,
-        audience: str | None = None,
-        resource: str | None = None,
-    ) -> FencedRequest:
-        """:meth:`Guard.check_request <chainfence.Guard.check_request>`, awaited."""
-        return await asyncio.to_thread(
-            self.guard.check_request, request, payload, action=action, audience=audience, resource=resource
-        )
-
-    async def sync(self) -> int:
-        """:meth:`Guard.sync <chainfence.Guard.sync>`, awaited."""
-        return int(await asyncio.to_thread(self.guard.sync))
 
 
 def _require_chain(chain: object) -> None:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from eth_abi import decode as abi_decode
-from eth_abi import encode as abi_encode
-from eth_utils import keccak, to_checksum_address
+from eth_abi.abi import decode as abi_decode
+from eth_abi.abi import encode as abi_encode
+from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak
 
 from . import _validate
 from ._node import artifacts as _artifacts

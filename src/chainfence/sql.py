@@ -548,7 +548,7 @@ def _postgres_fenced(conn: Any, table: str, fence: _Fence) -> Iterator[Any]:
         mark, holder, xid = cursor.fetchone()
 
         def highest() -> int:
-            return cursor.execute(f"SELECT coalesce(max(token), 0) FROM {table}").fetchone()[0]
+            return int(cursor.execute(f"SELECT coalesce(max(token), 0) FROM {table}").fetchone()[0])
 
         admission = fence.admit(mark, holder, highest)
         if admission.write:

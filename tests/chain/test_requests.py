@@ -249,7 +249,7 @@ def test_a_request_signed_by_a_non_holder_moves_no_mark(alice, bob, guard):
 def test_a_request_is_never_accepted_twice_when_the_clock_steps_back(alice, guard, monkeypatch):
     """Accepted, then pruned once its deadline is long gone, then the verifier's clock steps back (an NTP
     step, a VM restored from a snapshot) to before the deadline: the replay is still refused."""
-    import chainfence.guard as guard_module
+    import chainfence.guard._requests as guard_module
 
     lease = alice.acquire("reports/daily", ttl=3_600)
     now = time.time()
@@ -270,7 +270,7 @@ def test_a_request_is_never_accepted_twice_when_the_clock_steps_back(alice, guar
 
 
 def test_control_pruning_without_a_horizon_accepts_the_replay(alice, guard, monkeypatch):
-    import chainfence.guard as guard_module
+    import chainfence.guard._requests as guard_module
 
     lease = alice.acquire("reports/daily", ttl=3_600)
     now = time.time()

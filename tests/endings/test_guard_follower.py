@@ -165,7 +165,7 @@ def test_a_block_the_follower_applied_that_the_chain_replaced_latches_the_store(
 
 
 def test_the_errors_a_follower_records_are_the_models_ends():
-    from chainfence.guard import _ENDED_ERRORS
+    from chainfence.guard._guard import _ENDED_ERRORS
 
     assert _ENDED_ERRORS == {"released": LeaseReleased, "completed": LeaseCompleted, "revoked": LeaseRevoked}
     assert StaleToken  # the ends an acquisition makes (superseded, granted, after an expiry)

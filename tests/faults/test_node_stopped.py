@@ -152,12 +152,20 @@ class World:
             ("follow-sync", "follow", True),
             ("follow-behind", "follow", True),
             ("domain-unread", "mark", False),
+            ("exclusive", "mark", True),
         ):
             registry_ = self._cached
             if not cache_domain:  # a registry object that read its identity, not its EIP-712 domain
                 registry_ = Registry(self.chain, self.address, sender=self.accounts[1])
                 registry_.identity()
-            guard = Guard(registry_, directory / f"{name}.sqlite", mode=mode_, audience=AUDIENCE, follow_interval=3_600)
+            guard = Guard(
+                registry_,
+                directory / f"{name}.sqlite",
+                mode=mode_,
+                audience=AUDIENCE,
+                follow_interval=3_600,
+                exclusive=name == "exclusive",
+            )
             guard.check(RESOURCE, self.token)  # the mark: this lease's token
             if cache_domain:
                 guard.domain()
@@ -409,6 +417,28 @@ async def async_enter_lease(w: World, chain: AsyncChain, registry: AsyncRegistry
 async def async_exit_lease(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
     async with AsyncLease(registry, w.lease()):
         pass
+
+
+async def async_open_guard(w: World, registry: AsyncRegistry, mode: str = "mark") -> None:
+    """``AsyncGuard.open`` on a fresh store, then closed (``async with``)."""
+    async with await AsyncGuard.open(registry, w.directory / f"new-{os.urandom(4).hex()}.sqlite", mode=mode):
+        pass
+
+
+#: The settings an AsyncGuard reads off its guard.
+GUARD_SETTINGS = (
+    "registry",
+    "mode",
+    "path",
+    "confirmations",
+    "exclusive",
+    "follow_interval",
+    "max_lag",
+    "audience",
+    "max_request_age",
+    "erc1271_gas",
+    "admission",
+)
 
 
 async def async_keep_until_lost(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
@@ -727,6 +757,11 @@ CALLS: list[Call] = [
         lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).check_request(w.signed(w.token), PAYLOAD, action=ACTION)),
     ),
     Call("AsyncGuard.sync", lambda w: asyncio.run(AsyncGuard(w.guards["follow-sync"]).sync())),
+    Call(
+        "AsyncGuard.open[mark, registry unread]",
+        aio(lambda w, c, r: async_open_guard(w, AsyncRegistry(c, w.registry()))),
+    ),
+    Call("AsyncGuard.domain", lambda w: asyncio.run(AsyncGuard(w.guards["domain-unread"]).domain())),
     Call("AsyncRpc.chain_id", async_rpc("chain_id")),
     Call("AsyncRpc.client_version", async_rpc("client_version")),
     Call("AsyncRpc.block_number", async_rpc("block_number")),
@@ -861,6 +896,7 @@ QUIET: list[Quiet] = [
     Quiet("Guard.marks", lambda w: w.guards["strict"].marks(), "reads the store"),
     Quiet("Guard.staleness", lambda w: w.guards["follow"].staleness(), "a clock reading"),
     Quiet("Guard.follow_status", lambda w: w.guards["follow"].follow_status(), "the follower's last result"),
+    Quiet("Guard.followed_block", lambda w: w.guards["follow"].followed_block, "the follower's progress"),
     Quiet("Guard.close", lambda w: w.new_guard("mark").close(), "closes the store"),
     Quiet(
         "Guard.check[on-chain admission, answer cached]",
@@ -953,6 +989,28 @@ QUIET: list[Quiet] = [
         "AsyncGuard.check[mark, at the mark]",
         lambda w: asyncio.run(AsyncGuard(w.guards["mark"]).check(RESOURCE, w.token)),
         "mark mode accepts the token at the mark from the store, in a worker thread",
+    ),
+    Quiet(
+        "AsyncGuard.check[exclusive, at the mark]",
+        lambda w: asyncio.run(AsyncGuard(w.guards["exclusive"]).check(RESOURCE, w.token)),
+        "an exclusive guard accepts the token at the mark from memory, on the loop",
+    ),
+    Quiet(
+        "AsyncGuard.open[mark, fresh store]",
+        aio(lambda w, c, r: async_open_guard(w, r)),
+        "identity read before, no marks to check against the chain",
+    ),
+    Quiet("AsyncGuard.mark", lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).mark(RESOURCE)), "reads the store"),
+    Quiet("AsyncGuard.marks", lambda w: asyncio.run(AsyncGuard(w.guards["strict"]).marks()), "reads the store"),
+    Quiet("AsyncGuard.staleness", lambda w: AsyncGuard(w.guards["follow"]).staleness(), "a clock reading"),
+    Quiet(
+        "AsyncGuard.follow_status", lambda w: AsyncGuard(w.guards["follow"]).follow_status(), "the follower's result"
+    ),
+    Quiet("AsyncGuard.followed_block", lambda w: AsyncGuard(w.guards["follow"]).followed_block, "the follower's"),
+    Quiet("AsyncGuard.close", lambda w: asyncio.run(AsyncGuard(w.new_guard("mark")).close()), "closes the store"),
+    *(
+        Quiet(f"AsyncGuard.{name}", lambda w, name=name: getattr(AsyncGuard(w.guards["mark"]), name), "a setting")
+        for name in GUARD_SETTINGS
     ),
     Quiet("AsyncRpc.twin_of", lambda w: AsyncRpc.twin_of(w.chain.rpc, timeout=TIMEOUT), "builds a provider"),
     Quiet("AsyncRpc.close", async_rpc("close"), "closes the HTTP session"),

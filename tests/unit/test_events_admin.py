@@ -11,7 +11,8 @@ from eth_utils import keccak
 
 import chainfence
 from chainfence._node import events as _events
-from chainfence.audit.index import AuditIndex, _apply
+from chainfence.audit._projection import apply as _apply
+from chainfence.audit.index import AuditIndex
 
 RESOURCE = keccak(b"prod/db")
 NAMESPACE = keccak(b"prod")

@@ -402,7 +402,7 @@ def test_every_cache_of_a_guard_is_bounded_and_a_miss_falls_back_to_the_store(re
     is still enforced from the store."""
     from types import SimpleNamespace
 
-    import chainfence.guard as guard_module
+    import chainfence.guard._guard as guard_module
 
     monkeypatch.setattr(guard_module, "_MAX_MEMO", 3)
     monkeypatch.setattr(guard_module, "_MAX_CONTRACT_HOLDERS", 3)
@@ -417,5 +417,5 @@ def test_every_cache_of_a_guard_is_bounded_and_a_miss_falls_back_to_the_store(re
         assert guard.check("r0", 5) == 5
         registry.chain.rpc = SimpleNamespace(code=lambda address: b"")
         for i in range(10):
-            guard._is_contract("0x" + f"{i:040x}")
-        assert len(guard._contract_holders) <= 3
+            guard._requests.is_contract("0x" + f"{i:040x}")
+        assert len(guard._requests.contract_holders) <= 3

@@ -17,7 +17,9 @@ The store
     the contract, never for another resource's id); ``blocks`` the hash and
     timestamp of every block an event came from, and of every page's last
     block; ``meta`` the registry, the chain, and the cursor: the last block
-    indexed.
+    indexed. How events become rows (and how a lease's end is named) is the
+    projection's (:mod:`chainfence.audit._projection`); this module holds the
+    file, the sync and the verification against the chain, and the queries.
 
 Sync (:meth:`AuditIndex.sync`)
     Reads ``eth_getLogs`` page by page through :func:`chainfence._node.events.fetch`
@@ -41,29 +43,30 @@ at the chain time of the index's last block (``as_of``).
 
 from __future__ import annotations
 
-import functools
 import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from eth_utils import keccak
+from eth_utils.crypto import keccak
 
 from .. import _names, _validate, endings
 from .._node import events as _events
+from ..chain import Chain
 from ..endings import End
 from ..errors import AuditIndexDiffers, AuditIndexMismatch, ChainError, InvalidInput
 from ..lease import AcquireReason
-
-if TYPE_CHECKING:
-    from ..registry import Registry
+from . import _projection
+from ._projection import ENDINGS
+from .timeline import TimelineLease
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ENDINGS",
     "AuditIndex",
     "Completion",
     "IndexStatus",
@@ -75,65 +78,11 @@ __all__ = [
 
 _SCHEMA_VERSION = "2"
 
-#: Schema 1 recorded a grant over a live lease as that lease's revoke (its first half): read it as granted.
-_MIGRATE_1_TO_2 = """
-UPDATE leases SET ended = 'granted'
-WHERE ended = 'revoked' AND EXISTS (
-    SELECT 1 FROM events r JOIN events a
-        ON a.block = r.block AND a.tx_hash = r.tx_hash AND a.kind = 'LeaseAcquired' AND a.previous_token = r.token
-        AND a.reason = 5
-    WHERE r.kind = 'LeaseRevoked' AND r.token = leases.token
-)
-"""
-
+#: The index's own tables; the projection's (events, resources, leases) are in _projection.SCHEMA.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blocks (number INTEGER PRIMARY KEY, hash BLOB NOT NULL, timestamp INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS events (
-    block INTEGER NOT NULL, log_index INTEGER NOT NULL, kind TEXT NOT NULL, resource_id BLOB NOT NULL,
-    token INTEGER, holder TEXT, admin TEXT, expires_at INTEGER, previous_token INTEGER, reason INTEGER,
-    digest BLOB, progress BLOB, tx_hash TEXT NOT NULL, timestamp INTEGER NOT NULL,
-    PRIMARY KEY (block, log_index)
-);
-CREATE INDEX IF NOT EXISTS events_token ON events (token);
-CREATE INDEX IF NOT EXISTS events_resource ON events (resource_id, block);
-CREATE INDEX IF NOT EXISTS events_holder ON events (holder, block);
-CREATE INDEX IF NOT EXISTS events_completed_time ON events (timestamp) WHERE kind = 'LeaseCompleted';
-CREATE TABLE IF NOT EXISTS resources (
-    resource_id BLOB PRIMARY KEY, name BLOB, claimed INTEGER NOT NULL DEFAULT 0, first_block INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS resources_name ON resources (name);
-CREATE TABLE IF NOT EXISTS leases (
-    token INTEGER PRIMARY KEY, resource_id BLOB NOT NULL, holder TEXT NOT NULL,
-    acquired_block INTEGER NOT NULL, acquired_log INTEGER NOT NULL, acquired_at INTEGER NOT NULL,
-    tx_hash TEXT NOT NULL, reason INTEGER NOT NULL, previous_token INTEGER NOT NULL,
-    first_expires_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, granted_by TEXT,
-    renewals INTEGER NOT NULL DEFAULT 0, last_renewed_block INTEGER, last_renewed_at INTEGER,
-    markers INTEGER NOT NULL DEFAULT 0, last_marker BLOB,
-    completions INTEGER NOT NULL DEFAULT 0, last_digest BLOB, completed_block INTEGER, completed_at INTEGER,
-    ended TEXT, ended_block INTEGER, ended_at INTEGER, ended_by TEXT, successor INTEGER
-);
-CREATE INDEX IF NOT EXISTS leases_resource ON leases (resource_id, acquired_block, acquired_log);
-CREATE INDEX IF NOT EXISTS leases_resource_time ON leases (resource_id, acquired_at);
-CREATE INDEX IF NOT EXISTS leases_holder ON leases (holder, acquired_block);
-CREATE INDEX IF NOT EXISTS leases_block ON leases (acquired_block);
-CREATE INDEX IF NOT EXISTS leases_time ON leases (acquired_at);
-CREATE INDEX IF NOT EXISTS leases_open ON leases (ended) WHERE ended IS NULL;
 """
-
-#: How a lease ended (``LeaseRecord.ended``), in the words of :class:`chainfence.endings.End`:
-#: ``released``, ``revoked`` and ``completed`` (a claimed item's) are events; ``granted`` is a revoke
-#: and the grant's acquisition in one transaction; ``expired`` and ``superseded`` are read off the
-#: next acquisition of its resource (a lease nobody ended reads ``status == "expired"`` once the
-#: index's chain time passes its expiry). ``rolled_back`` is never recorded: a sync that finds a
-#: reorganisation rewinds the index, and a lease whose acquisition the chain lost is no longer in it.
-ENDINGS = tuple(end.value for end in endings.End if end is not End.ROLLED_BACK)
-
-_LEASE_KINDS = {kind.value: kind for kind in _events.LEASE_KINDS}
-
-#: Ends recorded at the block of an event (the lease's own, or its successor's); ``expired`` is judged by time.
-_ENDED_AT_AN_EVENT = tuple(end.value for end in (End.RELEASED, End.REVOKED, End.GRANTED, End.COMPLETED, End.SUPERSEDED))
-
 
 # ---------------------------------------------------------------------------
 # Results
@@ -174,7 +123,7 @@ class LeaseRecord(_Record):
     resource_display: str
     resource_id: bytes
     holder: str
-    reason: AcquireReason
+    reason: AcquireReason | int  # its number when this SDK does not know it (a newer contract)
     previous_token: int
     acquired_block: int
     acquired_at: int
@@ -209,7 +158,7 @@ class Takeover(_Record):
     previous_token: int
     previous_holder: str
     previous_ended: str | None
-    reason: AcquireReason
+    reason: AcquireReason | int  # its number when this SDK does not know it (a newer contract)
     block: int
     at: int
     tx_hash: str
@@ -278,6 +227,19 @@ class SyncResult:
 # ---------------------------------------------------------------------------
 
 
+class Indexed(Protocol):
+    """What the index reads of a registry (a :class:`~chainfence.Registry`): its address, its chain,
+    and the block it was deployed in."""
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def chain(self) -> Chain: ...
+
+    def deployment_block(self) -> int: ...
+
+
 class _Reorg(Exception):
     """A block the index holds (or a page's log) is no longer the chain's."""
 
@@ -307,6 +269,7 @@ class AuditIndex:
             self._conn.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
+            self._conn.executescript(_projection.SCHEMA)
             version = self._meta("schema")
         except sqlite3.DatabaseError as exc:
             raise AuditIndexMismatch(f"{self.path} is not an audit index: {exc}") from None
@@ -314,7 +277,7 @@ class AuditIndex:
             self._set_meta("schema", _SCHEMA_VERSION)
         elif version == "1":
             with self._write() as conn:
-                conn.execute(_MIGRATE_1_TO_2)
+                conn.execute(_projection.MIGRATE_1_TO_2)
                 conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (_SCHEMA_VERSION,))
             logger.info("audit index %s: schema 1 -> 2 (grants over live leases read as granted)", self.path)
         elif version != _SCHEMA_VERSION:
@@ -342,7 +305,7 @@ class AuditIndex:
         value = self._meta(key)
         return None if value is None else int(value)
 
-    def status(self, chain: Any = None) -> IndexStatus:
+    def status(self, chain: Chain | None = None) -> IndexStatus:
         """How far the index reaches; with ``chain``, also its head and how many blocks behind it is."""
         synced = self._int_meta("synced_block")
         as_of = None
@@ -365,7 +328,7 @@ class AuditIndex:
             behind=behind,
         )
 
-    def _bind(self, registry: Registry) -> int:
+    def _bind(self, registry: Indexed) -> int:
         """Bind the file to ``registry`` (first sync) or check it is bound to it; returns the deployment block."""
         chain_id = registry.chain.chain_id
         known_registry, known_chain = self._meta("registry"), self._int_meta("chain_id")
@@ -405,7 +368,7 @@ class AuditIndex:
 
     def sync(
         self,
-        registry: Registry,
+        registry: Indexed,
         *,
         to_block: int | None = None,
         max_blocks: int | None = None,
@@ -421,9 +384,9 @@ class AuditIndex:
         page. Raises ChainError subclasses when the node fails; what was
         committed stays, and the next sync resumes there.
         """
-        from ..registry import Registry
-
-        if not isinstance(registry, Registry):
+        if not isinstance(getattr(registry, "chain", None), Chain) or not isinstance(
+            getattr(registry, "address", None), str
+        ):
             raise InvalidInput(f"registry must be a Registry, got {type(registry).__name__}")
         if max_blocks is not None and (
             isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1
@@ -467,7 +430,7 @@ class AuditIndex:
                 start = deployment if synced is None else synced + 1
         raise ChainError("the chain kept reorganising under the audit index sync")  # pragma: no cover
 
-    def _check_block(self, chain: Any, number: int) -> None:
+    def _check_block(self, chain: Chain, number: int) -> None:
         row = self._conn.execute("SELECT hash FROM blocks WHERE number = ?", (number,)).fetchone()
         if row is None:
             return
@@ -477,7 +440,7 @@ class AuditIndex:
 
     def _index_page(
         self,
-        chain: Any,
+        chain: Chain,
         first: int,
         last: int,
         logs: list[_events.RegistryLog],
@@ -506,12 +469,12 @@ class AuditIndex:
                 [(n, bytes(headers[n]["hash"]), times[n]) for n in numbers if n >= first],
             )
             for entry in logs:
-                _apply(conn, entry, times[entry.block_number])
+                _projection.apply(conn, entry, times[entry.block_number])
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('synced_block', ?)", (str(last),))
             if before_commit is not None:
                 before_commit(last)  # tests: a crash between writing a page and committing it
 
-    def _rewind(self, chain: Any, deployment: int) -> int:
+    def _rewind(self, chain: Chain, deployment: int) -> int:
         """Find the newest indexed block the chain still has, delete everything after it; return it."""
         fork = deployment - 1
         rows = self._conn.execute("SELECT number, hash FROM blocks ORDER BY number DESC").fetchall()
@@ -543,7 +506,7 @@ class AuditIndex:
             conn.execute("DELETE FROM leases WHERE acquired_block > ?", (fork,))
             conn.execute("DELETE FROM resources WHERE first_block > ?", (fork,))
             for token in touched:
-                _replay(conn, token)
+                _projection.replay(conn, token)
             if fork >= deployment:
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('synced_block', ?)", (str(fork),))
             else:
@@ -553,7 +516,7 @@ class AuditIndex:
 
     # -- verify -----------------------------------------------------------------
 
-    def verify(self, registry: Registry, *, max_blocks: int | None = None, limit: int = 20) -> int:
+    def verify(self, registry: Indexed, *, max_blocks: int | None = None, limit: int = 20) -> int:
         """Check the index against the chain: every event and block hash up to the synced block.
 
         Returns the number of events checked; raises
@@ -594,7 +557,7 @@ class AuditIndex:
                         f"missing from the index: {entry.kind.value} block {entry.block_number} "
                         f"log {entry.log_index} token {entry.token}"
                     )
-                elif tuple(mine) != _row(entry)[2:]:
+                elif tuple(mine) != _projection.event_row(entry)[2:]:
                     differences.append(f"differs: {entry.kind.value} block {entry.block_number} log {entry.log_index}")
         for (block, log_index), row in sorted(stored.items()):
             differences.append(f"not on the chain: {row[0]} block {block} log {log_index} token {row[2]}")
@@ -621,7 +584,7 @@ class AuditIndex:
         try:
             with scratch._write() as conn:
                 for entry in logs:
-                    _apply(conn, entry, times.get(entry.block_number, 0))
+                    _projection.apply(conn, entry, times.get(entry.block_number, 0))
             differences = []
             for table, key in (("leases", "token"), ("resources", "resource_id")):
                 mine = {row[0]: row for row in self._conn.execute(f"SELECT * FROM {table} ORDER BY {key}")}
@@ -644,7 +607,7 @@ class AuditIndex:
 
     def _label(self, resource_id: bytes) -> tuple[str | None, str]:
         row = self._conn.execute("SELECT name FROM resources WHERE resource_id = ?", (resource_id,)).fetchone()
-        return _label_of(resource_id, None if row is None or row[0] is None else bytes(row[0]))
+        return _projection.label_of(resource_id, None if row is None or row[0] is None else bytes(row[0]))
 
     def _leases(
         self, where: str, params: Iterable[Any], order: str = "acquired_block, acquired_log"
@@ -653,14 +616,16 @@ class AuditIndex:
         labels: dict[bytes, tuple[str | None, str]] = {}
         result = []
         sql = (
-            f"SELECT {_LEASE_COLUMNS}, (SELECT name FROM resources r WHERE r.resource_id = leases.resource_id) "
+            f"SELECT {_projection.LEASE_COLUMNS}, (SELECT name FROM resources r WHERE r.resource_id = leases.resource_id) "
             f"FROM leases WHERE {where} ORDER BY {order}"
         )
         for row in self._conn.execute(sql, tuple(params)):
             resource_id = bytes(row[1])
             label = labels.get(resource_id)
             if label is None:
-                label = labels[resource_id] = _label_of(resource_id, None if row[-1] is None else bytes(row[-1]))
+                label = labels[resource_id] = _projection.label_of(
+                    resource_id, None if row[-1] is None else bytes(row[-1])
+                )
             result.append(_record(row, label, as_of))
         return result
 
@@ -677,8 +642,8 @@ class AuditIndex:
     def lease(self, token: int) -> LeaseRecord | None:
         """The lease fencing token ``token`` belonged to (None: not in the index)."""
         token = _validate.token(token)
-        if not _fits(token):
-            return None  # the index holds no token that does not fit 63 bits (see _apply)
+        if not _projection.fits(token):
+            return None  # the index holds no token that does not fit 63 bits (see _projection.apply)
         found = self._leases("token = ?", (token,))
         return found[0] if found else None
 
@@ -703,7 +668,7 @@ class AuditIndex:
         if (time is None) == (block is None):
             raise InvalidInput("give exactly one of time= and block=")
         value = time if time is not None else block
-        if isinstance(value, bool) or not isinstance(value, int) or not _fits(value):
+        if isinstance(value, bool) or not isinstance(value, int) or not _projection.fits(value):
             raise InvalidInput(
                 f"{'time' if time is not None else 'block'} must be an int from 0 to 2**63 - 1, got {value!r}"
             )
@@ -717,12 +682,16 @@ class AuditIndex:
             return None
         lease = found[0]
         if block_time is not None and (
-            isinstance(block_time, bool) or not isinstance(block_time, int) or not _fits(block_time)
+            isinstance(block_time, bool) or not isinstance(block_time, int) or not _projection.fits(block_time)
         ):
             raise InvalidInput(f"block_time must be an int from 0 to 2**63 - 1, got {block_time!r}")
         at_time = time if time is not None else (block_time if block_time is not None else self._time_of_block(value))
         # Ended by an event (released, revoked, completed) or by the next acquisition by then?
-        if lease.ended_block is not None and lease.ended in _ENDED_AT_AN_EVENT:
+        if (
+            lease.ended_block is not None
+            and lease.ended_at is not None
+            and lease.ended in _projection.ENDED_AT_AN_EVENT
+        ):
             ended_before = lease.ended_at <= value if time is not None else lease.ended_block <= value
             if ended_before:
                 return None
@@ -752,7 +721,7 @@ class AuditIndex:
         where, params = "ended IS NULL AND expires_at > ?", [as_of]
         if prefix is None:
             return self._leases(where, params, order="resource_id")
-        names, name_params, wanted = _name_range(prefix)
+        names, name_params, wanted = _projection.name_range(prefix)
         # A resource's current lease can only be its latest: one index probe per resource named so.
         where += (
             " AND token IN (SELECT (SELECT x.token FROM leases x WHERE x.resource_id = r.resource_id "
@@ -761,7 +730,11 @@ class AuditIndex:
         rows = self._conn.execute(
             f"SELECT resource_id, name, claimed FROM resources r WHERE {names}", name_params
         ).fetchall()
-        shown = {bytes(rid) for rid, name, claimed in rows if _shown_with(bytes(rid), bytes(name), claimed, wanted)}
+        shown = {
+            bytes(rid)
+            for rid, name, claimed in rows
+            if _projection.shown_with(bytes(rid), bytes(name), claimed, wanted)
+        }
         return [
             lease
             for lease in self._leases(where, [as_of, *name_params], order="resource_id")
@@ -778,7 +751,7 @@ class AuditIndex:
         resource: str | None = None,
     ) -> list[Takeover]:
         """Acquisitions that moved a resource to another holder, in a block range or a chain-time range."""
-        where, params = _range("l.acquired_block", from_block, to_block, "l.acquired_at", since, until)
+        where, params = _projection.range_where("l.acquired_block", from_block, to_block, "l.acquired_at", since, until)
         where.append("l.previous_token > 0 AND p.holder != l.holder")
         if resource is not None:
             where.append("l.resource_id = ?")
@@ -792,7 +765,7 @@ class AuditIndex:
         ).fetchall()
         result = []
         for resource_id, token, holder, previous, previous_holder, ended, reason, block, at, tx_hash, named in rows:
-            name, display = _label_of(bytes(resource_id), None if named is None else bytes(named))
+            name, display = _projection.label_of(bytes(resource_id), None if named is None else bytes(named))
             result.append(
                 Takeover(
                     name,
@@ -803,7 +776,7 @@ class AuditIndex:
                     previous,
                     previous_holder,
                     ended,
-                    _reason(reason),
+                    _projection.reason(reason),
                     block,
                     at,
                     tx_hash,
@@ -821,7 +794,7 @@ class AuditIndex:
         until: int | None = None,
     ) -> list[Completion]:
         """Every completion (its result digest), oldest first, optionally of one resource and in a range."""
-        where, params = _range("block", from_block, to_block, "timestamp", since, until)
+        where, params = _projection.range_where("block", from_block, to_block, "timestamp", since, until)
         where.append("kind = 'LeaseCompleted'")
         if resource is not None:
             where.append("resource_id = ?")
@@ -834,7 +807,7 @@ class AuditIndex:
         ).fetchall()
         result = []
         for resource_id, token, holder, digest, block, at, tx_hash, named in rows:
-            name, display = _label_of(bytes(resource_id), None if named is None else bytes(named))
+            name, display = _projection.label_of(bytes(resource_id), None if named is None else bytes(named))
             result.append(
                 Completion(name, display, bytes(resource_id), token, holder, bytes(digest), block, at, tx_hash)
             )
@@ -845,7 +818,7 @@ class AuditIndex:
 
         A claimed work item's name is ``workset»item``: ``"backfill»"`` lists the items of workset
         ``backfill``, ``"prod/"`` the plain names under ``prod/`` (not the items of workset ``prod``)."""
-        names, params, wanted = _name_range(prefix)
+        names, params, wanted = _projection.name_range(prefix)
         rows = self._conn.execute(
             "SELECT r.resource_id, r.name, r.claimed, "
             "(SELECT count(*) FROM leases l WHERE l.resource_id = r.resource_id), "
@@ -855,9 +828,9 @@ class AuditIndex:
         ).fetchall()
         result = []
         for resource_id, name, claimed, count, latest in rows:
-            if not _shown_with(bytes(resource_id), bytes(name), claimed, wanted):
+            if not _projection.shown_with(bytes(resource_id), bytes(name), claimed, wanted):
                 continue
-            label = _label_of(bytes(resource_id), bytes(name))
+            label = _projection.label_of(bytes(resource_id), bytes(name))
             result.append(ResourceRecord(label[0], label[1], bytes(resource_id), bool(claimed), count, latest))
         return result
 
@@ -872,7 +845,7 @@ class AuditIndex:
         kinds: Iterable[_events.Kind] | None = None,
     ) -> list[tuple[_events.RegistryLog, int]]:
         """The indexed lease events as ``(RegistryLog, block timestamp)``, oldest first (for the SDK's views)."""
-        where, params = _range("block", from_block, to_block, None, None, None)
+        where, params = _projection.range_where("block", from_block, to_block, None, None, None)
         if resource_id is not None:
             where.append("resource_id = ?")
             params.append(resource_id)
@@ -887,44 +860,22 @@ class AuditIndex:
             where.append(f"kind IN ({', '.join('?' * len(names))})")
             params.extend(names)
         rows = self._conn.execute(
-            "SELECT block, log_index, kind, resource_id, token, holder, admin, expires_at, previous_token, reason, "
-            f"digest, progress, tx_hash, timestamp FROM events WHERE {' AND '.join(where)} ORDER BY block, log_index",
+            f"SELECT {_projection.EVENT_COLUMNS} FROM events WHERE {' AND '.join(where)} ORDER BY block, log_index",
             params,
         ).fetchall()
         hashes = dict(self._conn.execute("SELECT number, hash FROM blocks"))
-        result = []
-        for block, log_index, kind, rid, tok, hold, admin, expires, previous, reason, digest, progress, tx, at in rows:
-            entry = _events.RegistryLog(
-                kind=_LEASE_KINDS[kind],
-                resource_id=bytes(rid),
-                block_number=block,
-                block_hash=bytes(hashes.get(block, b"")),
-                tx_hash=tx,
-                log_index=log_index,
-                token=tok,
-                holder=hold,
-                expires_at=expires,
-                previous_token=previous,
-                reason=reason,
-                result_digest=None if digest is None else bytes(digest),
-                progress=None if progress is None else bytes(progress),
-                admin=admin,
-            )
-            result.append((entry, at))
-        return result
+        return [_projection.log_from_row(row, bytes(hashes.get(row[0], b""))) for row in rows]
 
     def label(self, resource_id: bytes) -> tuple[str | None, str]:
         """(name or None, safe display) of a resource id, from the names indexed."""
         return self._label(resource_id)
 
-    def timeline_leases(self, resources: Iterable[str]) -> list[Any]:
+    def timeline_leases(self, resources: Iterable[str]) -> list[TimelineLease]:
         """The leases of ``resources`` as :class:`chainfence.audit.timeline.TimelineLease` (the picture's input).
 
         A lease nobody ended is drawn to its expiry when that is before the
         index's chain time (``status().as_of``), else as live.
         """
-        from .timeline import TimelineLease
-
         names = list(resources) if not isinstance(resources, str) else [resources]
         if not names:
             raise InvalidInput("name at least one resource")
@@ -978,69 +929,12 @@ _ISSUE_REASONS = {0: "unheld", 1: "released", 2: "expired", 3: "reacquired", 4: 
 
 
 # ---------------------------------------------------------------------------
-# Applying events to the store (pure SQL over one connection, inside a transaction)
+# Rows into records
 # ---------------------------------------------------------------------------
-
-_LEASE_FIELDS = (
-    "token",
-    "resource_id",
-    "holder",
-    "acquired_block",
-    "acquired_log",
-    "acquired_at",
-    "tx_hash",
-    "reason",
-    "previous_token",
-    "expires_at",
-    "granted_by",
-    "renewals",
-    "last_renewed_block",
-    "last_renewed_at",
-    "markers",
-    "last_marker",
-    "completions",
-    "last_digest",
-    "completed_at",
-    "ended",
-    "ended_block",
-    "ended_at",
-    "ended_by",
-    "successor",
-)
-_LEASE_COLUMNS = ", ".join(_LEASE_FIELDS)
-
-
-@functools.lru_cache(maxsize=65_536)
-def _label_of(resource_id: bytes, name: bytes | None) -> tuple[str | None, str]:
-    """(name or None, safe display), a claimed item as ``workset»item`` (:func:`chainfence._names.label`):
-    names never change once indexed, so their checks are cached."""
-    return _names.label(resource_id, None if name is None else bytes(name))
-
-
-@functools.lru_cache(maxsize=65_536)
-def _shown_with(resource_id: bytes, name: bytes, claimed: int, prefix: bytes) -> bool:
-    """Whether the resource ``name`` (as indexed) is named with ``prefix``: a plain name as its bytes,
-    a claimed item as ``workset»item`` (a prefix with ``»`` names items only)."""
-    separator = _names.ITEM_SEPARATOR.encode()
-    if claimed:
-        parts = _names.item_parts(name, resource_id)
-        if parts is not None:
-            return (parts[0] + separator + parts[1]).startswith(prefix)
-    return separator not in prefix and name.startswith(prefix)
-
-
-def _reason(value: int) -> AcquireReason | int:
-    try:
-        return AcquireReason(value)
-    except ValueError:
-        return value  # a reason this SDK does not know yet (a newer contract): shown as its number
-
-
-_REASONS = {int(reason): reason for reason in AcquireReason}
 
 
 def _record(row: tuple[Any, ...], label: tuple[str | None, str], as_of: int | None) -> LeaseRecord:
-    """A LeaseRecord from a row of ``_LEASE_COLUMNS`` (and the name, last)."""
+    """A LeaseRecord from a row of ``_projection.LEASE_COLUMNS`` (and the name, last)."""
     (
         token,
         resource_id,
@@ -1079,7 +973,7 @@ def _record(row: tuple[Any, ...], label: tuple[str | None, str], as_of: int | No
         label[1],
         bytes(resource_id),
         holder,
-        _REASONS.get(reason, reason),
+        _projection.reason(reason),
         previous_token,
         acquired_block,
         acquired_at,
@@ -1101,277 +995,6 @@ def _record(row: tuple[Any, ...], label: tuple[str | None, str], as_of: int | No
         successor,
         status,
     )
-
-
-def _row(entry: _events.RegistryLog) -> tuple[Any, ...]:
-    """An event as stored (without its timestamp): block, log index, kind, fields..., tx hash."""
-    progress = entry.progress if entry.progress and any(entry.progress) else None
-    return (
-        entry.block_number,
-        entry.log_index,
-        entry.kind.value,
-        entry.resource_id,
-        entry.token,
-        entry.holder,
-        entry.admin,
-        entry.expires_at,
-        entry.previous_token,
-        entry.reason,
-        entry.result_digest,
-        progress,
-        entry.tx_hash,
-    )
-
-
-def _item_name(name: bytes, resource_id: bytes) -> bool:
-    """Whether ``name`` is ``workset/item`` of the claimed item ``resource_id`` (claimNext names items so)."""
-    return _names.item_parts(name, resource_id) is not None
-
-
-def _fits(value: int | None) -> bool:
-    return value is None or 0 <= value < 2**63
-
-
-def _apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) -> None:
-    """One event into the store: its row, and the lease (and resource) it changes."""
-    kind = entry.kind
-    if kind is _events.Kind.NAMED:
-        name = entry.name or b""
-        if keccak(name) == entry.resource_id:
-            claimed = 0
-        elif _item_name(name, entry.resource_id):
-            claimed = 1
-        else:
-            return  # a name that is not this resource's: anyone can log one by calling the contract
-        conn.execute(
-            "INSERT INTO resources (resource_id, name, claimed, first_block) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (resource_id) DO UPDATE SET name = coalesce(resources.name, excluded.name), "
-            "claimed = max(resources.claimed, excluded.claimed)",
-            (entry.resource_id, name, claimed, entry.block_number),
-        )
-        return
-    if kind not in _events.LEASE_KINDS:
-        return  # namespace events: decoded, not (yet) part of a lease's history
-    if not all(_fits(v) for v in (entry.token, entry.expires_at, entry.previous_token)):
-        logger.warning(
-            "audit index: skipped a %s whose numbers do not fit 63 bits (block %d)", kind.value, entry.block_number
-        )
-        return
-    inserted = conn.execute(
-        "INSERT OR IGNORE INTO events (block, log_index, kind, resource_id, token, holder, admin, expires_at, "
-        "previous_token, reason, digest, progress, tx_hash, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*_row(entry), timestamp),
-    ).rowcount
-    if inserted:  # an event already indexed never counts twice (a renewal, a completion)
-        _apply_lease(conn, entry, timestamp)
-
-
-def _apply_lease(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) -> None:
-    kind, token, block = entry.kind, entry.token, entry.block_number
-    if kind is _events.Kind.ACQUIRED:
-        conn.execute(
-            "INSERT OR IGNORE INTO resources (resource_id, name, claimed, first_block) VALUES (?, NULL, 0, ?)",
-            (entry.resource_id, block),
-        )
-        conn.execute(
-            "INSERT OR REPLACE INTO leases (token, resource_id, holder, acquired_block, acquired_log, acquired_at, "
-            "tx_hash, reason, previous_token, first_expires_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                token,
-                entry.resource_id,
-                entry.holder,
-                block,
-                entry.log_index,
-                timestamp,
-                entry.tx_hash,
-                entry.reason,
-                entry.previous_token,
-                entry.expires_at,
-                entry.expires_at,
-            ),
-        )
-        if entry.previous_token:
-            _end_by_successor(conn, entry, timestamp)
-        return
-    if kind is _events.Kind.RENEWED:
-        marker = entry.progress if entry.progress and any(entry.progress) else None
-        conn.execute(
-            "UPDATE leases SET renewals = renewals + 1, expires_at = :expires, last_renewed_block = :block, "
-            "last_renewed_at = :at, markers = markers + (CASE WHEN :marker IS NOT NULL AND "
-            "(last_marker IS NULL OR last_marker != :marker) THEN 1 ELSE 0 END), "
-            "last_marker = coalesce(:marker, last_marker) WHERE token = :token",
-            {"expires": entry.expires_at, "block": block, "at": timestamp, "marker": marker, "token": token},
-        )
-        return
-    if kind is _events.Kind.GRANTED:
-        conn.execute("UPDATE leases SET granted_by = ? WHERE token = ?", (entry.admin, token))
-        return
-    if kind is _events.Kind.COMPLETED:
-        conn.execute(
-            "UPDATE leases SET completions = completions + 1, last_digest = ?, completed_block = ?, completed_at = ? "
-            "WHERE token = ?",
-            (entry.result_digest, block, timestamp, token),
-        )
-        claimed = conn.execute("SELECT claimed FROM resources WHERE resource_id = ?", (entry.resource_id,)).fetchone()
-        if claimed is not None and claimed[0]:  # a claimed work item: done for good, its lease ended
-            conn.execute(
-                "UPDATE leases SET ended = 'completed', ended_block = ?, ended_at = ? WHERE token = ? AND ended IS NULL",
-                (block, timestamp, token),
-            )
-        return
-    if kind is _events.Kind.RELEASED or kind is _events.Kind.REVOKED:
-        # A revoke may be the first half of a grant: the grant's acquisition, next in the same transaction,
-        # turns it into "granted" (_end_by_successor).
-        ending = endings.of_event("released" if kind is _events.Kind.RELEASED else "revoked")
-        assert ending is not None
-        conn.execute(
-            "UPDATE leases SET ended = ?, ended_block = ?, ended_at = ?, ended_by = ? WHERE token = ?",
-            (ending.value, block, timestamp, entry.admin, token),
-        )
-        return
-    raise AssertionError(f"a lease event the index does not apply: {kind}")  # pragma: no cover - LEASE_KINDS
-
-
-def _replay(conn: sqlite3.Connection, token: int) -> None:
-    """Rebuild lease ``token`` from the events left after a rewind (nothing if its acquisition is gone)."""
-    rows = conn.execute(
-        "SELECT block, log_index, kind, resource_id, token, holder, admin, expires_at, previous_token, reason, digest, "
-        "progress, tx_hash, timestamp FROM events WHERE token = ? OR (kind = 'LeaseAcquired' AND previous_token = ?) "
-        "ORDER BY block, log_index",
-        (token, token),
-    ).fetchall()
-    conn.execute("DELETE FROM leases WHERE token = ?", (token,))
-    if not rows or rows[0][4] != token:
-        return
-    for block, log_index, kind, rid, tok, holder, admin, expires, previous, reason, digest, progress, tx, at in rows:
-        entry = _events.RegistryLog(
-            kind=_LEASE_KINDS[kind],
-            resource_id=bytes(rid),
-            block_number=block,
-            block_hash=b"",
-            tx_hash=tx,
-            log_index=log_index,
-            token=tok,
-            holder=holder,
-            expires_at=expires,
-            previous_token=previous,
-            reason=reason,
-            result_digest=None if digest is None else bytes(digest),
-            progress=None if progress is None else bytes(progress),
-            admin=admin,
-        )
-        if tok != token:  # the successor's acquisition: only its effect on this lease
-            _end_by_successor(conn, entry, at)
-        else:
-            _apply_lease(conn, entry, at)
-
-
-def _end_by_successor(conn: sqlite3.Connection, successor: _events.RegistryLog, timestamp: int) -> None:
-    """What the acquisition ``successor`` says of the lease it followed (``previous_token``), by name:
-
-    - the previous lease had ended (released, revoked, completed): it stays so, except a revoke in this very
-      transaction before a grant, which was the grant's (``granted``: the model's one end for both events);
-    - it had not, and its expiry had passed: ``expired`` (at its expiry), whatever the reason says (a grant
-      over an expired lease revokes nothing);
-    - it was live: the reason names the end (:func:`chainfence.endings.of_successor`): ``superseded`` for a
-      reacquisition by its holder.
-    """
-    previous = conn.execute(
-        "SELECT expires_at, ended, ended_block FROM leases WHERE token = ?", (successor.previous_token,)
-    ).fetchone()
-    if previous is None:
-        return
-    expires_at, ended, _ended_block = previous
-    conn.execute("UPDATE leases SET successor = ? WHERE token = ?", (successor.token, successor.previous_token))
-    reason = _REASONS.get(successor.reason) if successor.reason is not None else None
-    if ended is not None:
-        if (
-            ended == End.REVOKED.value
-            and reason is AcquireReason.GRANTED
-            and conn.execute(
-                "SELECT 1 FROM events WHERE kind = 'LeaseRevoked' AND token = ? AND block = ? AND tx_hash = ?",
-                (successor.previous_token, successor.block_number, successor.tx_hash),
-            ).fetchone()
-        ):
-            conn.execute("UPDATE leases SET ended = ? WHERE token = ?", (End.GRANTED.value, successor.previous_token))
-        return
-    if expires_at <= timestamp:
-        end = (End.EXPIRED.value, successor.block_number, expires_at)
-    else:
-        named = endings.of_successor(reason) if reason is not None else End.SUPERSEDED
-        if named not in (End.SUPERSEDED, End.GRANTED):  # a live lease is taken over only by these two
-            named = End.SUPERSEDED
-        end = (named.value, successor.block_number, timestamp)
-    conn.execute(
-        "UPDATE leases SET ended = ?, ended_block = ?, ended_at = ? WHERE token = ?", (*end, successor.previous_token)
-    )
-
-
-# ---------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------
-
-
-def _prefix_bytes(prefix: object) -> bytes:
-    if not isinstance(prefix, str):
-        raise InvalidInput(f"prefix must be a str, got {type(prefix).__name__}")
-    data = prefix.encode("utf-8", "surrogatepass")
-    longest = (
-        2 * _names.MAX_NAME_LENGTH + len(_names.ITEM_SEPARATOR.encode())
-        if _names.ITEM_SEPARATOR in prefix
-        else _names.MAX_NAME_LENGTH
-    )
-    if len(data) > longest:
-        raise InvalidInput(f"prefix is longer than a name can be ({len(data)} > {longest} bytes)")
-    return data
-
-
-def _name_range(prefix: object) -> tuple[str, list[Any], bytes]:
-    """A WHERE clause on ``name`` (indexed: a range of byte strings) for the names that may start with
-    ``prefix``, its parameters, and the prefix's bytes for :func:`_shown_with`, which decides. Items are
-    indexed as the contract names them (``workset/item``): a prefix ``workset»it`` is looked for as
-    ``workset/it``."""
-    wanted = _prefix_bytes(prefix)
-    stored = wanted.replace(_names.ITEM_SEPARATOR.encode(), b"/", 1)
-    upper = _successor(stored)
-    if upper is None:
-        return "name IS NOT NULL AND name >= ?", [stored], wanted
-    return "name >= ? AND name < ?", [stored, upper], wanted
-
-
-def _successor(prefix: bytes) -> bytes | None:
-    """The smallest byte string above every string that starts with ``prefix`` (None: no bound)."""
-    data = bytearray(prefix)
-    while data and data[-1] == 0xFF:
-        data.pop()
-    if not data:
-        return None
-    data[-1] += 1
-    return bytes(data)
-
-
-def _range(
-    block_column: str,
-    from_block: int | None,
-    to_block: int | None,
-    time_column: str | None,
-    since: int | None,
-    until: int | None,
-) -> tuple[list[str], list[Any]]:
-    where, params = ["1 = 1"], []
-    for column, value, op, what in (
-        (block_column, from_block, ">=", "from_block"),
-        (block_column, to_block, "<=", "to_block"),
-        (time_column, since, ">=", "since"),
-        (time_column, until, "<=", "until"),
-    ):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or not _fits(value):
-            raise InvalidInput(f"{what} must be an int from 0 to 2**63 - 1, got {value!r}")
-        where.append(f"{column} {op} ?")
-        params.append(value)
-    return where, params
 
 
 endings.declare(

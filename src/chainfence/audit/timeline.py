@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import functools
 import html
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC
 
+from .. import _names
 from ..errors import InvalidInput
 
 __all__ = ["END_REASONS", "ISSUE_REASONS", "Rejection", "TimelineLease", "render"]
@@ -65,7 +66,7 @@ def _is_int(value: object) -> bool:
 
 
 def _check_time(name: str, value: object) -> None:
-    if not _is_int(value) or value < 0:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InvalidInput(f"{name} must be an int number of unix seconds >= 0, got {value!r}")
 
 
@@ -90,7 +91,7 @@ def _check_resource(value: object) -> None:
 
 
 def _check_token(value: object) -> None:
-    if not _is_int(value) or value < 1:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise InvalidInput(f"token must be an int >= 1, got {value!r}")
 
 
@@ -383,7 +384,7 @@ class Tick:
     date: str | None
 
 
-def ticks(t0: int, t1: int, x_of, plot_width: float) -> list[Tick]:
+def ticks(t0: int, t1: int, x_of: Callable[[int], float], plot_width: float) -> list[Tick]:
     """Ticks at round multiples of the smallest step that keeps them ``_TICK_SPACING`` px apart."""
     span = max(1, t1 - t0)
     most = max(1, int(plot_width // _TICK_SPACING))
@@ -458,8 +459,6 @@ def _name(resource: str | bytes | tuple[str | bytes, str | bytes]) -> str:
     which no two names share, so two resources never share a lane or a label. A claimed work item
     (a ``(workset, item)`` pair, or a str ``"workset»item"``) is drawn as its two parts so, joined by ``»``,
     which :func:`~chainfence._names.display` escapes in every plain name."""
-    from .. import _names
-
     if isinstance(resource, tuple):
         return _name(resource[0]) + _names.ITEM_SEPARATOR + _name(resource[1])
     if isinstance(resource, str) and resource.count(_names.ITEM_SEPARATOR) == 1:
@@ -468,9 +467,9 @@ def _name(resource: str | bytes | tuple[str | bytes, str | bytes]) -> str:
             return _name(workset) + _names.ITEM_SEPARATOR + _name(item)
     if isinstance(resource, str):
         try:
-            resource = resource.encode("utf-8", "surrogateescape")
+            return _names.display(resource.encode("utf-8", "surrogateescape"))
         except UnicodeEncodeError:
-            resource = resource.encode("utf-8", "surrogatepass")
+            return _names.display(resource.encode("utf-8", "surrogatepass"))
     return _names.display(resource)
 
 
@@ -607,8 +606,6 @@ def _text(value: object) -> str:
 
 @functools.lru_cache(maxsize=8192)
 def _display_text(text: str) -> str:
-    from .. import _names
-
     return _names.display_text(text)
 
 
@@ -881,10 +878,10 @@ def render(
     for rejection in rejections:
         lane = lane_of[_name(rejection.resource)]
         x, top = geo.x(rejection.time), lane.y + MARKER_STRIP + BAR_HEIGHT + 3
-        holder = _text(rejection.holder) if rejection.holder else None
+        rejected_holder = _text(rejection.holder) if rejection.holder else None
         tip = (
             f"{lane.name}: rejected token {rejection.token}"
-            + (f" from {holder}" if holder else "")
+            + (f" from {rejected_holder}" if rejected_holder else "")
             + f" at {format_time(rejection.time)} UTC"
             + (f": {_text(rejection.reason)}" if rejection.reason else "")
         )
@@ -894,7 +891,7 @@ def render(
             + _attrs(
                 data_kind="rejection",
                 data_token=rejection.token,
-                data_holder=holder,
+                data_holder=rejected_holder,
                 data_resource=lane.name,
                 data_time=rejection.time,
             )

@@ -1,4 +1,5 @@
-"""A guard's durable state: one SQLite file of high-water marks, seen requests and follower progress.
+"""A guard's durable state: one SQLite file of high-water marks, seen requests and follower progress,
+and beside it the lock file through which a guard owns the store (``exclusive``) or shares it.
 
 Schema 3::
 
@@ -33,7 +34,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ..errors import GuardError, GuardStoreMismatch
 
@@ -92,6 +93,7 @@ class GuardStore:
         self._connections_lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
+        self._lock_file: TextIO | None = None
 
     # -- connections ---------------------------------------------------------
 
@@ -127,12 +129,35 @@ class GuardStore:
         return conn
 
     def close(self) -> None:
+        """Close the connections (of every thread; never a forked parent's) and release the lock file."""
         with self._connections_lock:
             self._closed = True
             if os.getpid() == self._pid:
                 for conn in self._connections:
                     conn.close()
             self._connections.clear()
+        if self._lock_file is not None:
+            self._lock_file.close()  # releases the flock (once no forked copy holds it either)
+            self._lock_file = None
+
+    def lock(self, *, exclusive: bool) -> None:
+        """Hold the store's lock file (flock) until :meth:`close`: exclusively for a guard that owns the
+        store, shared otherwise. Raises GuardError if it is taken the other way."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: exclusivity is the caller's promise
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(f"{self.path}.lock", "a+")  # held open for the store's life
+        try:
+            fcntl.flock(self._lock_file.fileno(), (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            self._lock_file = None
+            raise GuardError(
+                f"{str(self.path)!r} is in use by "
+                + ("another guard" if exclusive else "a guard that owns it (exclusive=True)")
+            ) from None
 
     def write(self) -> _WriteTransaction:
         return _WriteTransaction(self.conn())
@@ -182,7 +207,8 @@ class GuardStore:
         why the mark's lease ended early or None)."""
         row = conn.execute(READ_MARK, (resource_id,)).fetchone()
         if row is not None:
-            return row
+            mark, holder, rolled_back, ended = row
+            return mark, holder, rolled_back, ended
         latch = conn.execute(_READ_LATCH).fetchone()
         return 0, None, (latch[0] if latch is not None else None), None
 
@@ -275,12 +301,13 @@ class GuardStore:
             return False
         return True
 
-    def prune_requests(self, conn: sqlite3.Connection, horizon: int) -> None:
+    @staticmethod
+    def prune_requests(conn: sqlite3.Connection, horizon: int) -> None:
         """Forget requests whose deadline is at or below ``horizon``, and say so in the meta (the horizon
         only rises), so that none of them can be accepted again whatever the clock does later."""
-        current = int(self.meta(conn, "replay_horizon") or 0)
+        current = int(GuardStore.meta(conn, "replay_horizon") or 0)
         if horizon > current:
-            self.set_meta(conn, "replay_horizon", str(horizon))
+            GuardStore.set_meta(conn, "replay_horizon", str(horizon))
             conn.execute("DELETE FROM seen_requests WHERE deadline <= ?", (horizon,))
 
     @staticmethod

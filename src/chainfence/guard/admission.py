@@ -67,15 +67,16 @@ class Admission:
             raise InvalidInput(f"an admission is one of {', '.join(self.KINDS)}, got {kind!r}")
         if kind == "on-chain" and holders is not None:
             raise InvalidInput("an on-chain admission takes no holders: the namespace's admin lists them")
+        listed: frozenset[str] | None = None
         if kind == "local":
             if isinstance(holders, (str, bytes)) or not isinstance(holders, Iterable):
                 raise InvalidInput(f"holders must be a list of addresses, got {holders!r}")
-            holders = frozenset(_validate.address(holder, "admitted holder") for holder in holders)
-            if not holders:
+            listed = frozenset(_validate.address(holder, "admitted holder") for holder in holders)
+            if not listed:
                 raise InvalidInput("an empty admission list would refuse every holder; list at least one address")
         self.kind = kind
         #: The local list (checksum addresses), or None for ``"on-chain"``.
-        self.holders: frozenset[str] | None = holders
+        self.holders: frozenset[str] | None = listed
 
     @classmethod
     def local(cls, holders: Iterable[str]) -> Admission:

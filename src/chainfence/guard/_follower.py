@@ -1,0 +1,337 @@
+"""A guard's follow mode: marks raised from the registry's events, reorg checks, and the polling thread.
+
+:meth:`Follower.sync` reads the registry's events from the block after the
+one it applied last up to the confirmed head (``eth_getLogs`` in pages a
+provider accepts), and applies each page in one store transaction: marks
+raised by acquisitions, ends recorded for releases, revokes and claimed
+items' completions, names learned, the progress saved. Before reading on,
+it checks that the block it stopped at is still the chain's; if not, the
+guard latches (:class:`~chainfence.errors.ChainRolledBack`). A ``follow``
+guard runs it every ``follow_interval`` seconds in a thread
+(:meth:`Follower.start`); any guard may call ``Guard.sync()``. What a page
+changed that the guard keeps in memory (an exclusive guard's marks, cached
+admission answers) is handed back to it (``on_page``) once committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn, Protocol
+
+from eth_utils.crypto import keccak
+
+from .. import _names, endings
+from .._node import events as _events
+from ..endings import End
+from ..errors import ChainError, ChainfenceError, ChainRolledBack, GuardError
+from ._store import GuardStore
+
+if TYPE_CHECKING:
+    from ..registry import Registry
+
+logger = logging.getLogger("chainfence.guard")  # the guard's one logger, whichever module logs
+
+__all__ = ["FollowStatus", "Follower", "Page"]
+
+
+@dataclass(frozen=True)
+class FollowStatus:
+    """How far the follower of a ``follow`` guard has got, and whether checks rely on it."""
+
+    followed_block: int | None
+    staleness: float
+    healthy: bool
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class Page:
+    """What one applied page changed: marks raised (resource id, token, holder), leases ended
+    (resource id, token), namespaces whose policy or admissions changed."""
+
+    raised: list[tuple[bytes, int, str | None]]
+    ended: list[tuple[bytes, int]]
+    namespaces: set[bytes]
+
+
+class Latch(Protocol):
+    """The guard's rollback latch: record that the chain lost history, and raise ChainRolledBack."""
+
+    def __call__(
+        self, reason: str, *, seen_token: int | None = ..., chain_token: int | None = ..., resource: str | None = ...
+    ) -> NoReturn: ...
+
+
+class Follower:
+    """The follow state of one guard: the block it reached, when, the last error, and its thread.
+
+    ``follow_admissions``: also read the namespaces' policy and admission events (the guard admits
+    by the on-chain allowlists). ``max_lag``: seconds without a successful sync after which the
+    follower is no longer :meth:`up_to_date`.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        store: GuardStore,
+        *,
+        confirmations: int,
+        max_lag: float,
+        follow_admissions: bool,
+        latch: Latch,
+        on_page: Callable[[Page], None],
+    ):
+        self._registry = registry
+        self._store = store
+        self._confirmations = confirmations
+        self._max_lag = max_lag
+        self._follow_admissions = follow_admissions
+        self._latch = latch
+        self._on_page = on_page
+        self.followed_block: int | None = None
+        self._synced_at: float | None = None
+        self.last_error: str | None = None
+        #: Held through a sync (one at a time), and while a forked child adopts the guard.
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._thread_pid = os.getpid()
+
+    # -- progress -------------------------------------------------------------------------------
+
+    def sync(self) -> int:
+        """Bring the marks up to the confirmed head; returns that block (see ``Guard.sync``)."""
+        with self.lock:
+            try:
+                block = self._sync()
+            except ChainfenceError as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                raise
+            self.last_error = None
+            self._synced_at = time.monotonic()
+            self.followed_block = block
+            return block
+
+    def staleness(self) -> float:
+        """Seconds since the follower last brought the marks up to the confirmed head (inf if never)."""
+        return float("inf") if self._synced_at is None else time.monotonic() - self._synced_at
+
+    def up_to_date(self) -> bool:
+        """Whether the follower is up to date enough for checks at the mark to trust it."""
+        return self.last_error is None and self.staleness() <= self._max_lag
+
+    def status(self, *, following: bool) -> FollowStatus:
+        """The progress; ``healthy`` when the guard ``following`` (follow mode) relies on an up-to-date one."""
+        return FollowStatus(
+            followed_block=self.followed_block,
+            staleness=self.staleness(),
+            healthy=following and self.up_to_date(),
+            last_error=self.last_error,
+        )
+
+    # -- the thread -----------------------------------------------------------------------------
+
+    def start(self, interval: float, name: str) -> None:
+        """Sync every ``interval`` seconds in a daemon thread until :meth:`stop`."""
+        self._stop = threading.Event()
+        self._thread_pid = os.getpid()
+        self._thread = threading.Thread(target=self._follow, args=(interval,), name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it (not from itself, nor in a forked child, where it does not run)."""
+        self._stop.set()
+        thread = self._thread
+        if (
+            thread is not None
+            and thread is not threading.current_thread()
+            and thread.is_alive()
+            and os.getpid() == self._thread_pid
+        ):
+            thread.join()
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: no thread runs here, nothing was synced here yet (checks go on-chain)."""
+        self._thread = None
+        self._synced_at = None
+        self.lock = threading.Lock()
+
+    def _follow(self, interval: float) -> None:
+        stop = self._stop
+        while not stop.wait(interval):
+            try:
+                self.sync()
+            except ChainRolledBack as lost:
+                logger.error("guard follower stopped: %s", lost)
+                return
+            except GuardError:
+                return  # closed
+            except ChainfenceError as exc:  # the node hiccuped: checks go on-chain, the next poll retries
+                logger.warning("guard follower could not sync (staleness %.1f s): %s", self.staleness(), exc)
+
+    # -- one sync -------------------------------------------------------------------------------
+
+    def _sync(self) -> int:
+        chain = self._registry.chain
+        store = self._store
+        head = chain.confirmed_block(self._confirmations)
+        conn = store.conn()
+        start = GuardStore.meta(conn, "follow_block")
+        if start is None:
+            # First follow of this store: from the head on. Earlier tokens
+            # still reach the marks when presented, verified on-chain.
+            self._save_progress(head, self._block_hash(head))
+            return head
+        block = int(start)
+        self._require_unchanged(block, GuardStore.meta(conn, "follow_hash"), head)
+        kinds = [
+            _events.Kind.ACQUIRED,
+            _events.Kind.NAMED,
+            _events.Kind.REVOKED,
+            _events.Kind.RELEASED,
+            _events.Kind.COMPLETED,
+        ]
+        if self._follow_admissions:  # on-chain admission: follow the allowlists
+            kinds += [_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED]
+        for _first, last, logs in _events.fetch(
+            chain,
+            self._registry.address,
+            kinds=kinds,
+            from_block=block + 1,
+            to_block=head,
+        ):
+            self._apply(logs, last, self._block_hash(last), self._completed_claims(logs))
+            block = last
+        return block
+
+    def _completed_claims(self, logs: list[_events.RegistryLog]) -> set[tuple[bytes, int]]:
+        """The completions in ``logs`` that ended their lease: a claimed work item's (it reads done at that
+        block). A plain lease's completion records a result and ends nothing. One read per completion,
+        before the page is applied (no chain call inside the store's write transaction)."""
+        done: set[tuple[bytes, int]] = set()
+        for entry in logs:
+            if entry.kind is not _events.Kind.COMPLETED or entry.token is None:
+                continue
+            info = self._registry.last_lease_by_id(entry.resource_id, block=entry.block_number)
+            if info is not None and info.token == entry.token and endings.of_status(info.status) is End.COMPLETED:
+                done.add((entry.resource_id, entry.token))
+        return done
+
+    def _block_hash(self, number: int) -> str:
+        found = self._registry.chain.rpc.block(number)
+        if found is None:
+            raise ChainError(f"the node has no block {number}")
+        return "0x" + bytes(found["hash"]).hex()
+
+    def _require_unchanged(self, block: int, stored_hash: str | None, head: int) -> None:
+        """Latch the store if the block the follower stopped at is no longer the chain's."""
+        if block > head:
+            self._latch(f"the chain's confirmed head {head} is below block {block}, which the follower applied")
+        if stored_hash is not None and self._block_hash(block) != stored_hash:
+            self._latch(
+                f"block {block}, which the follower applied, was replaced on-chain "
+                f"(a reorg deeper than {self._confirmations} confirmations, or a node that lost its state)"
+            )
+
+    def _save_progress(self, block: int, block_hash: str) -> None:
+        with self._store.write() as conn:
+            GuardStore.set_meta(conn, "follow_block", str(block))
+            GuardStore.set_meta(conn, "follow_hash", block_hash)
+
+    def _apply(
+        self, logs: list[_events.RegistryLog], last: int, last_hash: str, completed: set[tuple[bytes, int]]
+    ) -> None:
+        """One page of events: raise marks, record ended leases, learn names, and record the progress, atomically.
+
+        Every way a lease ends, by name (:mod:`chainfence.endings`):
+
+        - an acquisition raises the mark: the lease it followed (superseded, expired, granted away, ...)
+          is fenced off, its token refused below the mark (``StaleToken``);
+        - a release, a revoke, and a claimed item's completion (``completed``: those that ended their
+          lease) end their token's lease here: the mark is raised to that token if it was lower (older
+          tokens are fenced off as by an acquisition) and the end is recorded, so that the token is
+          refused at its mark by every guard on this store (``LeaseReleased``, ``LeaseRevoked``,
+          ``LeaseCompleted``). A grant over a live lease is its revoke and the grantee's acquisition;
+        - a plain lease's completion ends nothing; an expiry emits nothing (it is known at the next
+          acquisition, or by the chain for a token above the mark);
+        - a rollback of a block this follower applied latches the store (:meth:`_require_unchanged`).
+
+        Namespace events drop the cached on-chain admission answers of their namespace (``on_page``).
+        """
+        raised: list[tuple[bytes, int, str | None]] = []
+        ended: list[tuple[bytes, int, End]] = []
+        namespaces: set[bytes] = set()
+        # A name hashes to its resource (a claimed item's, as workset»item): a log claiming otherwise is not believed.
+        names = {
+            entry.resource_id: _names.label(entry.resource_id, entry.name)[1]
+            for entry in logs
+            if entry.kind is _events.Kind.NAMED
+            and entry.name is not None
+            and (keccak(entry.name) == entry.resource_id or _names.item_parts(entry.name, entry.resource_id))
+        }
+        with self._store.write() as conn:
+            for resource_id, name in names.items():
+                GuardStore.name_resource(conn, resource_id, name)
+            for entry in logs:
+                if entry.kind in (_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED):
+                    namespaces.add(entry.resource_id)  # a namespace event's first topic is the namespace id
+                    continue
+                if entry.token is None:
+                    continue
+                if entry.kind is _events.Kind.ACQUIRED:
+                    end = None  # a new lease: the mark rises, the one before is fenced off
+                elif entry.kind is _events.Kind.RELEASED:
+                    end = End.RELEASED
+                elif entry.kind is _events.Kind.REVOKED:
+                    end = End.REVOKED
+                elif entry.kind is _events.Kind.COMPLETED:
+                    if (entry.resource_id, entry.token) not in completed:
+                        continue  # a plain lease's completion: a result recorded, the lease goes on
+                    end = End.COMPLETED
+                else:
+                    continue
+                current, _holder, _rolled, _ended = GuardStore.read_mark(conn, entry.resource_id)
+                if entry.token > current:
+                    GuardStore.raise_mark(
+                        conn, entry.resource_id, entry.token, entry.holder, names.get(entry.resource_id)
+                    )
+                    raised.append((entry.resource_id, entry.token, entry.holder))
+                if end is not None and entry.token >= current:
+                    GuardStore.end_lease(conn, entry.resource_id, entry.token, end.value)
+                    ended.append((entry.resource_id, entry.token, end))
+            # Names of resources raised in this page whose ResourceNamed came earlier stay NULL
+            # until a check names them: a name is for people, never needed to fence.
+            GuardStore.set_meta(conn, "follow_block", str(last))
+            GuardStore.set_meta(conn, "follow_hash", last_hash)
+        for resource_id, token, _holder in raised:
+            logger.info("guard followed new token resource=0x%s token=%d", resource_id.hex()[:16], token)
+        for resource_id, token, end in ended:
+            logger.info("guard followed %s lease resource=0x%s token=%d", end.value, resource_id.hex()[:16], token)
+        self._on_page(Page(raised, [(resource_id, token) for resource_id, token, _end in ended], namespaces))
+
+
+endings.declare(
+    "guard.follower",
+    __name__,
+    {
+        End.EXPIRED: "no event: the expired holder is accepted at its mark until a successor's acquisition is "
+        "followed (the mark rises: StaleToken); a token above the mark is asked of the chain (LeaseExpired)",
+        End.RELEASED: "the release's end is recorded: its token is refused at its mark (LeaseReleased) by every "
+        "guard on the store",
+        End.COMPLETED: "a claimed item's completion (it reads done at that block) is recorded against the item's "
+        "id (LeaseCompleted at its mark; a guard checks names, and an item is not reachable by its display "
+        "name); a plain lease's completion records a result and ends nothing: its token stays accepted",
+        End.SUPERSEDED: "the reacquisition raises the mark: the old token is StaleToken",
+        End.REVOKED: "the revoke's end is recorded: LeaseRevoked at its mark, by every guard on the store",
+        End.GRANTED: "the grant's revoke ends the old token and its acquisition raises the mark: the old token is "
+        "StaleToken, the grantee's accepted",
+        End.ROLLED_BACK: "a block the follower applied that the chain replaced latches the store: "
+        "ChainRolledBack from every check, in every process, until an operator starts a new store",
+    },
+    watches=True,
+)
