@@ -121,9 +121,6 @@ environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
 """
 
-#: A command's handler: the parsed arguments and the root parser (for ``parser.error``) -> the exit code.
-Handler = Callable[[argparse.Namespace, argparse.ArgumentParser], int]
-
 
 class UsageError(Exception):
     """A configuration problem found before talking to the chain (exit 2, nothing sent)."""

@@ -36,6 +36,9 @@ signal comes.
 
 The part ``"lock"`` of :mod:`chainfence.endings` is declared here: what
 ``lock`` does about every way its lease ends or its acquisition is refused.
+
+:func:`register` adds the command to ``chainfence``'s parser (its handler checks the arguments, forks
+the sentinel, connects, and calls :func:`run`); the rest of this module is the mechanism.
 """
 
 from __future__ import annotations
