@@ -227,3 +227,19 @@ def test_the_commands_print_through_the_one_output_function():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dumps"
         ]
         assert dumps == [], f"cli/{path.name} prints JSON itself at lines {dumps}: use _common.emit"
+
+
+def test_exit_codes_come_by_name_from_the_one_table():
+    """Every error's code is a row of _common.EXIT_CODES (the rest: success, any other error, and claim's
+    "nothing left", which is no error); no handler returns a number of its own."""
+    codes = {value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)}
+    rows = {code for _classes, code in _common.EXIT_CODES}
+    assert codes - rows == {_common.EXIT_OK, _common.EXIT_ERROR, _common.EXIT_NOTHING_TO_CLAIM}
+    for path in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        literal = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Constant) and type(node.value.value) is int
+        ]
+        assert literal == [], f"cli/{path.name} returns exit codes as numbers at lines {literal}"
