@@ -537,6 +537,12 @@ class _Keeping:
         self._keeper = keeper
         self._entered = False
 
+    @property
+    def keeper(self) -> Keeper:
+        """The keep-alive this block runs, before it starts too (``chainfence lock`` hands its sentinel
+        the safe deadline and sets :attr:`Keeper.on_deadline` before entering)."""
+        return self._keeper
+
     def __enter__(self) -> Lease:
         self._enter()
         self._keeper.start()

@@ -348,7 +348,7 @@ def _invalid_arguments(tool: str, problem: ValidationError) -> InvalidInput:
     summary = "; ".join(f"{f['field']}: {f['problem']}" for f in fields)
     error = cls.__new__(cls)
     InvalidInput.__init__(error, f"{tool}: invalid arguments (nothing was sent): {summary}")
-    error.fields = fields
+    vars(error)["fields"] = fields  # a detail of the error (ChainfenceError.details() lists its attributes)
     return error
 
 
@@ -706,7 +706,7 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         states = []
         for resource in names:
             last = registry.last_lease(resource)
-            live = last is not None and last.live
+            live = last if last is not None and last.live else None
             ended = endings.of_status(last.status) if last is not None else None
             states.append(
                 ResourceState(
@@ -716,8 +716,8 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
                     token=last.token if last else 0,
                     holder=last.holder if last else None,
                     expires_at=last.expires_at if last else 0,
-                    expires_in=max(0, last.expires_at - now) if live else None,
-                    held_by_you=bool(live and last.holder == registry.sender),
+                    expires_in=max(0, live.expires_at - now) if live is not None else None,
+                    held_by_you=live is not None and live.holder == registry.sender,
                     no_block_since=bool(last and last.expired_unmined),
                 )
             )

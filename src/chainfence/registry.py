@@ -1292,10 +1292,11 @@ class Registry:
         lock_delay: int | None = None,
         admission_required: bool | None = None,
         confirmations: int | None = None,
-    ) -> None:
+    ) -> NamespacePolicy:
         """Set the fields of namespace ``prefix``'s policy that are given (admin only); the others
         keep their values: ``max_ttl`` (0: the registry's), ``lock_delay`` seconds after an expiry,
-        ``admission_required`` (only admitted holders may acquire).
+        ``admission_required`` (only admitted holders may acquire). Returns the namespace's admin and
+        policy as they stood after the transaction (read at its block: the fields not given, too).
 
         The registry merges the fields itself (``setNamespacePolicy``'s mask), in the same
         transaction: no read-then-write here, so two changes of different fields never undo each
@@ -1303,7 +1304,8 @@ class Registry:
         live holder (:meth:`revoke` does). Naming no field is :class:`~chainfence.errors.InvalidPolicy`
         (nothing sent).
         """
-        self._set_policy(prefix, max_ttl, lock_delay, admission_required, confirmations)
+        event = self._set_policy(prefix, max_ttl, lock_delay, admission_required, confirmations)
+        return self.namespace_policy(prefix, block=event.block_number)
 
     def _set_policy(
         self,

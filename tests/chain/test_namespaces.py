@@ -338,6 +338,18 @@ def test_set_policy_changes_only_what_it_names(chain, gov):
     assert (policy.max_ttl, policy.admission_required) == (0, False), "the naive write resets the others"
 
 
+def test_set_policy_returns_the_policy_its_transaction_left(chain, gov):
+    """What `chainfence namespace policy set` prints (it called the private _set_policy for it): the
+    fields not named are the ones already set, read at the transaction's block."""
+    alice = gov.alice
+    first = alice.set_policy(gov.prefix, max_ttl=300, admission_required=True)
+    assert first == alice.namespace_policy(gov.prefix)
+    assert (first.name, first.admin, first.max_ttl, first.admission_required) == (gov.prefix, alice.sender, 300, True)
+    second = alice.set_policy(gov.prefix, lock_delay=60)
+    assert second == alice.namespace_policy(gov.prefix)
+    assert (second.max_ttl, second.lock_delay, second.admission_required) == (300, 60, True)
+
+
 def test_two_policy_changes_of_different_fields_never_undo_each_other(chain, gov):
     """Why a mask in the contract rather than a read-and-merge in the SDK: two writers (two operator
     scripts sharing the admin key) each change one field; a merge computed from a policy read before

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from chainfence.cli import audit as _cli_audit
+from chainfence.cli import _common
 
 DAILY = "cli/daily"
 
@@ -144,7 +144,7 @@ def test_the_progress_bar_draws_on_a_terminal_only(monkeypatch):
         err = io.StringIO()
         err.isatty = lambda tty=tty: tty  # type: ignore[method-assign]
         monkeypatch.setattr(sys, "stderr", err)
-        bar = _cli_audit._Progress(True)
+        bar = _common.Progress(True)
         bar(50, 1, 100)
         bar(100, 1, 100)
         bar.close()

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from chainfence import cli
+from chainfence.cli import _common, lock
 from chainfence.errors import ChainfenceError, LeaseLost
 
 
 def install() -> None:
-    cli._COMMANDS["lock"] = _cmd_lock
+    lock._lock = _cmd_lock  # what `chainfence lock` runs: bound when main() builds the parser
 
 
 #: The monotonic clock `lock` keeps its lease's safe deadline with (the tests substitute theirs).
@@ -52,15 +52,15 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     command = args.cmd
     if not command:
-        raise cli._Usage("no command to run: chainfence lock NAME [--ttl S] -- CMD [ARGS...]")
+        raise _common.UsageError("no command to run: chainfence lock NAME [--ttl S] -- CMD [ARGS...]")
     margins = {
         # SIGKILL comes --grace after SIGTERM: the deadline leaves room for it, and a second for the kill.
         "latency_margin": args.grace + DEFAULT_LATENCY_MARGIN if args.latency_margin is None else args.latency_margin,
         "block_time_margin": DEFAULT_BLOCK_TIME_MARGIN if args.block_time_margin is None else args.block_time_margin,
     }
     KeepAliveCore(args.ttl, 0.0, **margins)  # a ttl the margins leave no time in is refused before acquiring
-    chain, registry = cli._connect(args, needs_key=True)
-    url = cli._rpc_url(args, cli._deployment(args))
+    chain, registry = _common.connect(args, needs_key=True)
+    url = _common.rpc_url(args, _common.deployment(args))
     lease = registry.acquire(args.resource, ttl=args.ttl, confirmations=args.confirmations, wait=args.wait)
     state = threading.Lock()
     child: subprocess.Popen[bytes] | None = None
@@ -99,7 +99,7 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                     try:
                         child = subprocess.Popen(command, env=_child_env(lease, registry, url))
                     except OSError as exc:
-                        raise cli._Usage(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+                        raise _common.UsageError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
                     if lost:  # lost before the command even started
                         stop_child()
                 returncode = child.wait()
@@ -112,7 +112,7 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except LeaseLost as error:
         _release_quietly(lease)
         print(f"chainfence lock: {error}", file=sys.stderr)
-        return cli.EXIT_LOST
+        return _common.EXIT_LOST
     except BaseException:
         _release_quietly(lease)
         raise

@@ -97,11 +97,12 @@ def test_every_exit_code_is_in_the_readme_table_and_the_help():
     from pathlib import Path
 
     from chainfence import cli
+    from chainfence.cli import _common
     from chainfence.errors import LeaseLost
 
     codes = {value for name, value in vars(cli).items() if name.startswith("EXIT_")}
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     rows = {int(code) for code in re.findall(r"^\| (\d+) \|", readme, flags=re.M)}
-    helped = {int(code) for code in re.findall(r"^  (\d+)  ", cli._EPILOG, flags=re.M)}
+    helped = {int(code) for code in re.findall(r"^  (\d+)  ", _common.EPILOG, flags=re.M)}
     assert codes <= rows and codes <= helped
     assert cli.exit_code(LeaseLost(resource="r", token=1, why="deadline")) == cli.EXIT_LOST == 7

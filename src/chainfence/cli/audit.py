@@ -1,4 +1,4 @@
-"""``chainfence audit ...``: the audit index's commands (registered by :mod:`chainfence.cli`).
+"""``chainfence audit ...``: the audit index's commands.
 
 ::
 
@@ -25,8 +25,25 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+from ..errors import AuditIndexDiffers, InvalidInput
+from ._common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Progress,
+    add_command,
+    connect,
+    emit,
+    exit_code,
+    int_at_least,
+    report,
+    table,
+    when,
+)
 
 #: Where the index lives unless --index says otherwise.
 DEFAULT_INDEX = ".chainfence/audit.sqlite"
@@ -34,10 +51,12 @@ DEFAULT_INDEX = ".chainfence/audit.sqlite"
 QUERIES = ("history", "token", "holder", "at", "current", "takeovers", "completions", "resources")
 
 
-def register(commands: Any, common: argparse.ArgumentParser, int_at_least: Any) -> None:
-    """Add ``audit`` and its subcommands to the ``chainfence`` parser."""
-    audit = commands.add_parser(
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``audit`` and its subcommands."""
+    audit = add_command(
+        subparsers,
         "audit",
+        example="chainfence audit history reports/daily",
         help="who held what, when and why: a local index of the registry's events, and queries over it",
         description="Copy the registry's events into a local SQLite index (audit sync) and ask it who held "
         "which resource, under which token, when, and why it changed hands.",
@@ -57,36 +76,101 @@ def register(commands: Any, common: argparse.ArgumentParser, int_at_least: Any) 
         "--no-sync", action="store_true", help="answer from the index as it is, without syncing it first"
     )
     parents = [common, shared]
+    queries = [*parents, query]
 
-    sync = sub.add_parser("sync", parents=parents, help="bring the index up to the chain's head")
+    sync = add_command(
+        sub,
+        "sync",
+        parents=parents,
+        example="chainfence audit sync --max-blocks 2000",
+        help="bring the index up to the chain's head",
+    )
     sync.add_argument("--to-block", type=int_at_least(0), help="stop at this block (default: the head)")
-    sub.add_parser("verify", parents=parents, help="check the index against the chain (exit 12 when they differ)")
-    history = sub.add_parser("history", parents=[*parents, query], help="every lease of a resource")
+    sync.set_defaults(run=_sync)
+    verify = add_command(
+        sub,
+        "verify",
+        parents=parents,
+        example="chainfence audit verify || echo 'the index differs from the chain'",
+        help="check the index against the chain (exit 12 when they differ)",
+    )
+    verify.set_defaults(run=_verify)
+    history = add_command(
+        sub,
+        "history",
+        parents=queries,
+        example="chainfence audit history reports/daily --json",
+        help="every lease of a resource",
+    )
     history.add_argument("name", help="the resource's name")
-    token = sub.add_parser("token", parents=[*parents, query], help="the lease a fencing token belonged to")
+    token = add_command(
+        sub, "token", parents=queries, example="chainfence audit token 7", help="the lease a fencing token belonged to"
+    )
     token.add_argument("token", type=int_at_least(1), help="a fencing token")
-    holder = sub.add_parser("holder", parents=[*parents, query], help="every lease of a holder")
+    holder = add_command(
+        sub,
+        "holder",
+        parents=queries,
+        example="chainfence audit holder 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF",
+        help="every lease of a holder",
+    )
     holder.add_argument("address", help="the holder's account address (0x...)")
-    at = sub.add_parser("at", parents=[*parents, query], help="who held a resource at a time or a block")
+    at = add_command(
+        sub,
+        "at",
+        parents=queries,
+        example="chainfence audit at reports/daily --time 2026-11-22T12:03:07",
+        help="who held a resource at a time or a block",
+    )
     at.add_argument("name", help="the resource's name")
-    when = at.add_mutually_exclusive_group(required=True)
-    when.add_argument("--time", type=_time, help="chain time: unix seconds or ISO 8601 (UTC unless it says)")
-    when.add_argument("--block", type=int_at_least(0), help="a block number")
-    current = sub.add_parser("current", parents=[*parents, query], help="live leases, with names")
+    moment = at.add_mutually_exclusive_group(required=True)
+    moment.add_argument("--time", type=_time, help="chain time: unix seconds or ISO 8601 (UTC unless it says)")
+    moment.add_argument("--block", type=int_at_least(0), help="a block number")
+    current = add_command(
+        sub,
+        "current",
+        parents=queries,
+        example="chainfence audit current --prefix reports/",
+        help="live leases, with names",
+    )
     current.add_argument("--prefix", help="only resources whose name starts with this")
     ranges = argparse.ArgumentParser(add_help=False)
     ranges.add_argument("--from-block", type=int_at_least(0), help="first block of the range")
     ranges.add_argument("--to-block", type=int_at_least(0), help="last block of the range")
     ranges.add_argument("--since", type=_time, help="chain time: unix seconds or ISO 8601")
     ranges.add_argument("--until", type=_time, help="chain time: unix seconds or ISO 8601")
-    takeovers = sub.add_parser("takeovers", parents=[*parents, query, ranges], help="resources changing hands")
+    takeovers = add_command(
+        sub,
+        "takeovers",
+        parents=[*queries, ranges],
+        example="chainfence audit takeovers --since 2026-11-22T00:00:00 --json",
+        help="resources changing hands",
+    )
     takeovers.add_argument("--resource", help="only this resource")
-    completions = sub.add_parser("completions", parents=[*parents, query, ranges], help="completions and their digests")
+    completions = add_command(
+        sub,
+        "completions",
+        parents=[*queries, ranges],
+        example="chainfence audit completions backfill/2026-11-01",
+        help="completions and their digests",
+    )
     completions.add_argument("name", nargs="?", help="only this resource (default: all)")
-    resources = sub.add_parser("resources", parents=[*parents, query], help="resources by name prefix")
+    resources = add_command(
+        sub,
+        "resources",
+        parents=queries,
+        example="chainfence audit resources reports/",
+        help="resources by name prefix",
+    )
     resources.add_argument("prefix", nargs="?", default="", help="the names' prefix (default: all)")
-    timeline = sub.add_parser(
-        "timeline", parents=[*parents, query], help="draw the leases of resources over time (self-contained HTML)"
+    for name in QUERIES:
+        sub.choices[name].set_defaults(run=_query)
+    timeline = add_command(
+        sub,
+        "timeline",
+        parents=queries,
+        example="chainfence audit timeline reports/daily jobs/etl --out timeline.html",
+        help="draw the leases of resources over time (self-contained HTML)",
     )
     timeline.add_argument("names", nargs="+", metavar="NAME", help="the resources to draw, one lane each")
     timeline.add_argument("--out", required=True, help="the HTML file to write")
@@ -94,28 +178,11 @@ def register(commands: Any, common: argparse.ArgumentParser, int_at_least: Any) 
     timeline.add_argument(
         "--rejections", help="a guard's rejections to overlay: a JSON list of {resource, time, token, holder, reason}"
     )
-    for name, command in sub.choices.items():
-        command.epilog = f"example:\n  {EXAMPLES[name]}\n"
-        command.formatter_class = argparse.RawDescriptionHelpFormatter
-
-
-#: One example per ``chainfence audit`` subcommand, shown at the end of its --help.
-EXAMPLES = {
-    "sync": "chainfence audit sync --max-blocks 2000",
-    "verify": "chainfence audit verify || echo 'the index differs from the chain'",
-    "history": "chainfence audit history reports/daily --json",
-    "token": "chainfence audit token 7",
-    "holder": "chainfence audit holder 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF",
-    "at": "chainfence audit at reports/daily --time 2026-11-22T12:03:07",
-    "current": "chainfence audit current --prefix reports/",
-    "takeovers": "chainfence audit takeovers --since 2026-11-22T00:00:00 --json",
-    "completions": "chainfence audit completions backfill/2026-11-01",
-    "resources": "chainfence audit resources reports/",
-    "timeline": "chainfence audit timeline reports/daily jobs/etl --out timeline.html",
-}
+    timeline.set_defaults(run=_timeline)
 
 
 def _time(text: str) -> int:
+    """A chain time option: unix seconds, or ISO 8601 (UTC unless it says)."""
     if text.isascii() and text.isdigit():
         if len(text) > 18:  # above 2**63 - 1: no chain time, and more than SQLite holds
             raise argparse.ArgumentTypeError(f"not a chain time: {text[:40]}... (unix seconds)")
@@ -132,121 +199,111 @@ def _time(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a chain time: {text!r}") from None
 
 
-class _Progress:
-    """A progress bar on stderr, on a terminal only."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.drawn = False
-
-    def __call__(self, done: int, first: int, last: int) -> None:
-        if not self.enabled:
-            return
-        total = max(1, last - first + 1)
-        fraction = min(1.0, (done - first + 1) / total)
-        filled = int(fraction * 30)
-        sys.stderr.write(f"\rsync [{'#' * filled}{'.' * (30 - filled)}] {fraction:6.1%}  block {done}/{last}")
-        sys.stderr.flush()
-        self.drawn = True
-
-    def close(self) -> None:
-        if self.drawn:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
-def _open(args: argparse.Namespace, *, live: bool):
-    from pathlib import Path
-
+@contextmanager
+def _opened(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
+    """The registry and the index (--live: one in memory), closed after."""
     from ..audit.index import AuditIndex
 
-    if live:
-        return AuditIndex(":memory:")
-    path = Path(args.index)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return AuditIndex(path)
-
-
-def _when(stamp: int | None) -> str:
-    if stamp is None:
-        return "-"
-    return datetime.datetime.fromtimestamp(stamp, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _short(address: str | None) -> str:
-    return "-" if address is None else address
-
-
-def run(args: argparse.Namespace, connect: Any, table: Any) -> int:
-    """Run ``chainfence audit <command>``; returns the exit code."""
-    from ..errors import AuditIndexDiffers
-
-    live = getattr(args, "live", False)
     _chain, registry = connect(args, needs_key=False)
-    index = _open(args, live=live)
+    if getattr(args, "live", False):
+        index = AuditIndex(":memory:")
+    else:
+        path = Path(args.index)
+        if path.parent and not path.parent.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+        index = AuditIndex(path)
     try:
-        command = args.audit_command
-        if command == "sync":
-            bar = _Progress(not args.json)
-            try:
-                result = index.sync(
-                    registry,
-                    to_block=args.to_block,
-                    max_blocks=args.max_blocks,
-                    progress=bar,
-                    confirmations=args.confirmations or 0,
-                )
-            finally:
-                bar.close()
-            status = index.status(registry.chain)
-            if args.json:
-                print(json.dumps({**result.to_dict(), "status": status.to_dict()}))
-            else:
-                print(
-                    f"indexed blocks {result.from_block}..{result.to_block}: {result.events} events in "
-                    f"{result.pages} pages"
-                    + (f"; rewound to block {result.rewound_to} after a reorg" if result.rewound_to is not None else "")
-                )
-            return 0
-        if command == "verify":
-            try:
-                checked = index.verify(registry, max_blocks=args.max_blocks)
-            except AuditIndexDiffers as differs:
-                if args.json:
-                    print(json.dumps({**differs.details(), "exit_code": 12}))
-                print(f"chainfence audit verify: the index differs from the chain ({args.index}):", file=sys.stderr)
-                for line in differs.differences:
-                    print(f"  {line}", file=sys.stderr)
-                return 12
-            if args.json:
-                print(json.dumps({"checked": checked, "status": index.status(registry.chain).to_dict()}))
-            else:
-                print(f"the index matches the chain: {checked} events checked")
-            return 0
-        if live or not args.no_sync:
-            index.sync(registry, max_blocks=args.max_blocks)
-        status = index.status(registry.chain)
-        if command == "timeline":
-            return _timeline(index, args, status)
-        answer = _query(index, args, registry.chain)
-        if args.json:
-            print(json.dumps({"status": status.to_dict(), "result": _json(answer)}))
-            return 0
-        _print(answer, args, table)
-        behind = f"{status.behind} blocks behind the head ({status.head_block})" if status.behind else "at the head"
-        source = "the chain (--live)" if live else args.index
-        print(f"-- from {source}: blocks up to {status.synced_block}, {behind}", file=sys.stderr)
-        return 0 if answer is not None else 1
+        yield registry, index
     finally:
         index.close()
 
 
-def _rejections(path: str | None) -> list[Any]:
-    from pathlib import Path
+def _sync(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    with _opened(args) as (registry, index):
+        bar = Progress(not args.json)
+        try:
+            result = index.sync(
+                registry,
+                to_block=args.to_block,
+                max_blocks=args.max_blocks,
+                progress=bar,
+                confirmations=args.confirmations or 0,
+            )
+        finally:
+            bar.close()
+        status = index.status(registry.chain)
+        rewound = f"; rewound to block {result.rewound_to} after a reorg" if result.rewound_to is not None else ""
+        emit(
+            args,
+            {**result.to_dict(), "status": status.to_dict()},
+            f"indexed blocks {result.from_block}..{result.to_block}: {result.events} events in {result.pages} pages"
+            + rewound,
+        )
+    return EXIT_OK
 
+
+def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    with _opened(args) as (registry, index):
+        try:
+            checked = index.verify(registry, max_blocks=args.max_blocks)
+        except AuditIndexDiffers as differs:
+            code = exit_code(differs)
+            lines = [f"chainfence audit verify: the index differs from the chain ({args.index}):"]
+            report(
+                args, {**differs.details(), "exit_code": code}, lines + [f"  {line}" for line in differs.differences]
+            )
+            return code
+        emit(
+            args,
+            lambda: {"checked": checked, "status": index.status(registry.chain).to_dict()},
+            f"the index matches the chain: {checked} events checked",
+        )
+    return EXIT_OK
+
+
+def _query(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """history, token, holder, at, current, takeovers, completions, resources: from the index, synced first
+    (unless --no-sync), or from the chain (--live)."""
+    with _opened(args) as (registry, index):
+        if args.live or not args.no_sync:
+            index.sync(registry, max_blocks=args.max_blocks)
+        status = index.status(registry.chain)
+        answer = _answer(index, args, registry.chain)
+        behind = f"{status.behind} blocks behind the head ({status.head_block})" if status.behind else "at the head"
+        source = "the chain (--live)" if args.live else args.index
+        emit(
+            args,
+            {"status": status.to_dict(), "result": _document(answer)},
+            lambda: _text(answer, args),
+            note=f"-- from {source}: blocks up to {status.synced_block}, {behind}",
+        )
+    # A token the index does not hold: exit 1 for a person (--json says "result": null, and exits 0).
+    return EXIT_OK if answer is not None or args.json else EXIT_ERROR
+
+
+def _timeline(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ..audit.timeline import render
+
+    with _opened(args) as (registry, index):
+        if args.live or not args.no_sync:
+            index.sync(registry, max_blocks=args.max_blocks)
+        status = index.status(registry.chain)
+        leases = index.timeline_leases(args.names)
+        page = render(leases, rejections=_rejections(args.rejections), title=args.title, now=status.as_of)
+        try:
+            Path(args.out).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInput(f"cannot write {args.out}: {exc}") from None
+        emit(
+            args,
+            {"out": args.out, "leases": len(leases), "status": status.to_dict()},
+            f"{args.out}: {len(leases)} leases of {len(args.names)} resource(s)",
+        )
+    return EXIT_OK
+
+
+def _rejections(path: str | None) -> list[Any]:
     from ..audit.timeline import Rejection
-    from ..errors import InvalidInput
 
     if path is None:
         return []
@@ -266,26 +323,7 @@ def _rejections(path: str | None) -> list[Any]:
     return rejections
 
 
-def _timeline(index: Any, args: argparse.Namespace, status: Any) -> int:
-    from pathlib import Path
-
-    from ..audit.timeline import render
-    from ..errors import InvalidInput
-
-    leases = index.timeline_leases(args.names)
-    page = render(leases, rejections=_rejections(args.rejections), title=args.title, now=status.as_of)
-    try:
-        Path(args.out).write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInput(f"cannot write {args.out}: {exc}") from None
-    if args.json:
-        print(json.dumps({"out": args.out, "leases": len(leases), "status": status.to_dict()}))
-    else:
-        print(f"{args.out}: {len(leases)} leases of {len(args.names)} resource(s)")
-    return 0
-
-
-def _query(index: Any, args: argparse.Namespace, chain: Any = None) -> Any:
+def _answer(index: Any, args: argparse.Namespace, chain: Any) -> Any:
     command = args.audit_command
     if command == "history":
         return index.history(args.name)
@@ -295,7 +333,7 @@ def _query(index: Any, args: argparse.Namespace, chain: Any = None) -> Any:
         return index.leases_of(args.address)
     if command == "at":
         block_time = None
-        if args.block is not None and chain is not None:
+        if args.block is not None:
             found = chain.rpc.block(args.block)
             block_time = int(found["timestamp"]) if found is not None else None
         lease = index.holder_at(args.name, time=args.time, block=args.block, block_time=block_time)
@@ -317,7 +355,7 @@ def _query(index: Any, args: argparse.Namespace, chain: Any = None) -> Any:
     return index.resources(args.prefix)
 
 
-def _json(answer: Any) -> Any:
+def _document(answer: Any) -> Any:
     if answer is None:
         return None
     if isinstance(answer, list):
@@ -327,29 +365,31 @@ def _json(answer: Any) -> Any:
 
 def _ended(lease: Any) -> str:
     if lease.ended is None:
-        return f"{lease.status} (expires {_when(lease.expires_at)})"
+        return f"{lease.status} (expires {when(lease.expires_at)})"
     by = f" by {lease.ended_by}" if lease.ended_by else ""
-    return f"{lease.ended}{by} {_when(lease.ended_at)}"
+    return f"{lease.ended}{by} {when(lease.ended_at)}"
 
 
-def _print(answer: Any, args: argparse.Namespace, table: Any) -> None:
+def _reason(reason: Any) -> str:
+    return reason.name.lower() if hasattr(reason, "name") else str(reason)
+
+
+def _text(answer: Any, args: argparse.Namespace) -> str:
     command = args.audit_command
     if answer is None:
-        print(f"token {args.token} is not in the index")
-        return
+        return f"token {args.token} is not in the index"
     items = answer if isinstance(answer, list) else [answer]
     if not items:
-        print("nothing found")
-        return
+        return "nothing found"
     if command in ("history", "token", "holder", "at", "current"):
         rows = []
         for lease in items:
-            reason = lease.reason.name.lower() if hasattr(lease.reason, "name") else str(lease.reason)
+            reason = _reason(lease.reason)
             if lease.granted_by:
                 reason += f" (granted by {lease.granted_by})"
             renewals = str(lease.renewals)
             if lease.renewals:
-                renewals += f", last {_when(lease.last_renewed_at)}"
+                renewals += f", last {when(lease.last_renewed_at)}"
             if lease.markers:
                 renewals += f", {lease.markers} markers (0x{lease.last_marker.hex()[:12]}..)"
             rows.append(
@@ -357,31 +397,29 @@ def _print(answer: Any, args: argparse.Namespace, table: Any) -> None:
                     lease.resource_display,
                     str(lease.token),
                     lease.holder,
-                    _when(lease.acquired_at),
+                    when(lease.acquired_at),
                     reason,
                     renewals,
                     _ended(lease),
                 ]
             )
-        print(table(rows, ["resource", "token", "holder", "acquired", "reason", "renewals", "ended"]))
-    elif command == "takeovers":
+        return table(rows, ["resource", "token", "holder", "acquired", "reason", "renewals", "ended"])
+    if command == "takeovers":
         rows = [
             [
                 t.resource_display,
-                _when(t.at),
+                when(t.at),
                 f"{t.previous_holder} (#{t.previous_token}, {t.previous_ended or '-'})",
                 f"{t.holder} (#{t.token})",
-                t.reason.name.lower() if hasattr(t.reason, "name") else str(t.reason),
+                _reason(t.reason),
             ]
             for t in items
         ]
-        print(table(rows, ["resource", "at", "from", "to", "reason"]))
-    elif command == "completions":
-        rows = [[c.resource_display, str(c.token), c.holder, _when(c.at), "0x" + c.digest.hex()] for c in items]
-        print(table(rows, ["resource", "token", "holder", "at", "digest"]))
-    else:
-        rows = [
-            [r.resource_display, str(r.leases), str(r.latest_token or "-"), "item" if r.claimed_item else ""]
-            for r in items
-        ]
-        print(table(rows, ["resource", "leases", "latest token", ""]))
+        return table(rows, ["resource", "at", "from", "to", "reason"])
+    if command == "completions":
+        rows = [[c.resource_display, str(c.token), c.holder, when(c.at), "0x" + c.digest.hex()] for c in items]
+        return table(rows, ["resource", "token", "holder", "at", "digest"])
+    rows = [
+        [r.resource_display, str(r.leases), str(r.latest_token or "-"), "item" if r.claimed_item else ""] for r in items
+    ]
+    return table(rows, ["resource", "leases", "latest token", ""])

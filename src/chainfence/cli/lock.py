@@ -36,10 +36,14 @@ signal comes.
 
 The part ``"lock"`` of :mod:`chainfence.endings` is declared here: what
 ``lock`` does about every way its lease ends or its acquisition is refused.
+
+:func:`register` adds the command to ``chainfence``'s parser (its handler checks the arguments, forks
+the sentinel, connects, and calls :func:`run`); the rest of this module is the mechanism.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import select
 import signal
@@ -53,8 +57,21 @@ from .. import endings
 from ..endings import End, LocalEnd, Refusal
 from ..errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost
 from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock, wait_cap
+from ._common import (
+    EPILOG,
+    EXIT_LOST,
+    UsageError,
+    add_command,
+    connect,
+    deployment,
+    emit,
+    positive_int,
+    rpc_url,
+    seconds,
+    wait_seconds,
+)
 
-__all__ = ["FORWARDED", "Sentinel", "run"]
+__all__ = ["FORWARDED", "Sentinel", "register", "run"]
 
 _STOPS = "stops the command's whole session (SIGTERM, SIGKILL after --grace) and exits 7 naming the end"
 
@@ -115,6 +132,105 @@ _SENTINEL_LAG = 0.5
 SENTINEL_DONE = 0  # told the work was over
 SENTINEL_DEADLINE = 3  # the last safe deadline passed with no newer one: it stopped the command
 SENTINEL_ORPHANED = 4  # the pipe closed without a word: `lock` died; it stopped the command
+
+
+# ----------------------------------------------------------------------
+# The command: `chainfence lock NAME [options] -- CMD [ARGS...]`
+# ----------------------------------------------------------------------
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``lock``. CMD and its arguments follow ``--``: :func:`chainfence.cli.main` splits them off
+    before parsing (argparse would read CMD's options as chainfence's) into ``args.cmd``."""
+    lock = add_command(
+        subparsers,
+        "lock",
+        parents=[common],
+        example="chainfence lock reports/daily --ttl 30 -- ./make-report.sh",
+        help="run a command while holding a lease, kept alive; stop it if the lease is lost",
+        usage="chainfence lock NAME [--ttl S] [--wait S] [--take-over] [--grace S] [options] -- CMD [ARGS...]",
+        description="A mutex for commands. Acquire NAME (exclusively: while any lease on it is live, this key's "
+        "own included, exit 3, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
+        "CHAINFENCE_TOKEN, CHAINFENCE_HOLDER, CHAINFENCE_REGISTRY, CHAINFENCE_CHAIN_ID and CHAINFENCE_RPC_URL in "
+        "its environment (the key stays in CHAINFENCE_PRIVATE_KEY, inherited), renew the lease in the background, "
+        "and when CMD exits stop what is left of its session, release the lease and exit with CMD's code. If the "
+        "lease is lost (expired, released, superseded, revoked, granted away, rolled back, or no renewal confirmed "
+        "before the safe deadline), every process of CMD's session gets SIGTERM, then SIGKILL after --grace, and "
+        "chainfence exits 7 naming the end. If chainfence itself dies (any signal, SIGKILL included) or freezes, "
+        "a sentinel process stops CMD's session before the lease can end on-chain. SIGINT, SIGTERM, SIGHUP, "
+        "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each.",
+        epilog=EPILOG,
+    )
+    lock.add_argument("resource", help="the resource's name")
+    lock.add_argument("--ttl", type=positive_int, default=30, help="lease length in seconds (default 30)")
+    lock.add_argument(
+        "--wait",
+        type=wait_seconds,
+        default=0.0,
+        help="seconds to wait for a held resource to become free (default 0: fail at once with exit 3)",
+    )
+    lock.add_argument(
+        "--take-over",
+        action="store_true",
+        help="acquire even while this key holds NAME live (another `chainfence lock` of it): a new token fences "
+        "the first off, whose command is stopped at its next renewal (default: exit 3, or wait with --wait)",
+    )
+    lock.add_argument(
+        "--grace",
+        type=seconds,
+        default=5.0,
+        help="seconds between SIGTERM and SIGKILL when the lease is lost (default 5)",
+    )
+    lock.add_argument(
+        "--latency-margin",
+        type=seconds,
+        default=None,
+        help="seconds taken off the safe deadline for CMD to stop (default: --grace + 1, so that even a CMD that "
+        "ignores SIGTERM is killed before the lease can end on-chain)",
+    )
+    lock.add_argument(
+        "--block-time-margin",
+        type=seconds,
+        default=None,
+        help="seconds a block's timestamp may lag its transaction's send, plus clock drift (default 2)",
+    )
+    lock.set_defaults(run=_lock)
+
+
+def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    command = args.cmd
+    if not command:
+        raise UsageError("no command to run: chainfence lock NAME [--ttl S] -- CMD [ARGS...]")
+    # A ttl the margins leave no time in is refused before anything is sent.
+    check(args.ttl, args.grace, args.latency_margin, args.block_time_margin)
+    # Forked first, before web3 is imported and before any thread: a small copy, quick to fork.
+    sentinel = Sentinel.start(args.grace)
+    try:
+        _chain, registry = connect(args, needs_key=True)
+        url = rpc_url(args, deployment(args))
+
+        def on_lost(error: LeaseLost) -> None:  # stderr said it when the command was stopped
+            emit(args, {**error.details(), "exit_code": EXIT_LOST}, None)
+
+        return run(
+            registry,
+            args.resource,
+            command,
+            ttl=args.ttl,
+            wait=args.wait,
+            grace=args.grace,
+            latency_margin=args.latency_margin,
+            block_time_margin=args.block_time_margin,
+            confirmations=args.confirmations,
+            take_over=args.take_over,
+            url=url,
+            on_lost=on_lost,
+            sentinel=sentinel,
+        )
+    except CommandNotRun as error:
+        raise UsageError(str(error)) from None
+    finally:
+        sentinel.close()
 
 
 # ----------------------------------------------------------------------
@@ -560,13 +676,12 @@ def run(
     (the CLI forks it first thing, while its process is small); else one is forked after the
     acquisition, before any thread of `lock` starts. Either way it is closed on return.
     """
-    from . import EXIT_LOST
-
     if not command:
         raise InvalidInput("no command to run")
     keep_margins = margins(grace, latency_margin, block_time_margin)
     KeepAliveCore(ttl, 0.0, **keep_margins)
     signals = _Signals()
+    said: list[LeaseLost] = []  # the losses stderr was told of already (as the command was stopped)
     try:
         signals.interrupting()
         try:
@@ -583,9 +698,9 @@ def run(
                 )
             raise
         try:
-            code = _hold(lease, registry, list(command), signals, grace, keep_margins, url, sentinel)
+            code = _hold(lease, registry, list(command), signals, grace, keep_margins, url, sentinel, said)
         except LeaseLost as error:
-            if not getattr(error, "_said", False):  # found only as the keep-alive stopped
+            if not any(error is loss for loss in said):  # found only as the keep-alive stopped
                 _say_err(f"chainfence lock: {_explain(error)}")
             if error.why in _LOCAL_ENDS:  # given up locally: it may still be live on-chain, and nothing runs now
                 _release_quietly(lease)
@@ -615,8 +730,10 @@ def _hold(
     keep_margins: dict[str, float],
     url: str | None,
     sentinel: Sentinel | None,
+    said: list[LeaseLost],
 ) -> int:
-    """Run the command under ``lease``; its exit status, or LeaseLost once its session is stopped."""
+    """Run the command under ``lease``; its exit status, or LeaseLost once its session is stopped (a loss
+    said on stderr is added to ``said``)."""
     clock, sentinel_clock = _CLOCK, _SENTINEL_CLOCK
     if sentinel is None:
         try:
@@ -640,11 +757,11 @@ def _hold(
             return deadline if clock is sentinel_clock else sentinel_clock() + (deadline - clock())
 
         keeping = lease.keep(on_lost=on_lost, clock=clock, **keep_margins)
-        keeper = keeping._keeper
+        keeper = keeping.keeper
         sentinel.deadline(to_sentinel(keeper.core.deadline))
         keeper.on_deadline = lambda deadline: sentinel.deadline(to_sentinel(deadline))
         with keeping:
-            code = _supervise(lease, registry, command, signals, sentinel, lost, grace, url)
+            code = _supervise(lease, registry, command, signals, sentinel, lost, grace, url, said)
         return code
     finally:
         sentinel.close()
@@ -659,6 +776,7 @@ def _supervise(
     lost: list[LeaseLost],
     grace: float,
     url: str | None,
+    said: list[LeaseLost],
 ) -> int:
     before = [sig for sig in signals.take() if sig != signal.SIGCHLD]
     stopping = [sig for sig in before if sig in _TERMINATING]
@@ -700,7 +818,7 @@ def _supervise(
                         f"chainfence lock: {_explain(loss)}; stopping the command's session {sid} "
                         f"(SIGTERM, SIGKILL after {grace:g} s)"
                     )
-                    loss._said = True  # type: ignore[attr-defined]
+                    said.append(loss)
                     sentinel.stopping(sentinel.clock() + grace)
                     stop = SessionStop(sid, time.monotonic() + grace, group_safe=lambda: True, clock=time.monotonic)
             if not exited:
@@ -733,7 +851,7 @@ def _supervise(
         loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
         if loss is not None:
             _say_err(f"chainfence lock: {_explain(loss)}; the command had ended")
-            loss._said = True  # type: ignore[attr-defined]
+            said.append(loss)
     if loss is not None:
         raise loss
     return exit_status(returncode)

@@ -37,7 +37,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..errors import ContractNotFound, NodeUnreachable, WrongChain
 from ..testing.anvil import ANVIL_VERSION, DEV_MNEMONIC, AnvilProcess, dev_keys, find_anvil, free_port, port_is_free
@@ -238,7 +238,7 @@ class _Journal:
         os.replace(tmp, self.path)
 
 
-def _announce(info: dict, *, as_json: bool, out: TextIO) -> None:
+def _announce(info: dict[str, Any], *, as_json: bool, out: TextIO) -> None:
     if as_json:
         print(json.dumps(info), file=out, flush=True)
         return
