@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from eth_abi import decode as abi_decode
 from eth_utils import keccak, to_checksum_address
@@ -33,8 +33,13 @@ from eth_utils import keccak, to_checksum_address
 from .._effects import RPC, Steps
 from ..errors import ChainError, InvalidInput, RpcError
 
-if TYPE_CHECKING:
-    from ..chain import Chain
+
+class Chain(Protocol):
+    """What reading events needs of a chain: its RPC layer (:class:`~chainfence._node.rpc.Rpc`; a chain
+    may also say how many blocks one eth_getLogs may span, ``max_log_range``)."""
+
+    rpc: Any
+
 
 logger = logging.getLogger(__name__)
 
@@ -342,7 +347,7 @@ class _Page(NamedTuple):
 
 def _pages(
     chain: Chain, address: str, topics: list[Any], from_block: int, to_block: int, max_range: int | None = None
-) -> Iterator[Any]:
+) -> Steps[None]:
     """The paging loop: yields RPC requests (their results sent back in) and :class:`_Page` markers."""
     span = _span_of(chain)
     start = from_block
