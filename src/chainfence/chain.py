@@ -331,7 +331,7 @@ class Chain:
         """Whether this chain supports time travel and snapshots (eth-tester, anvil, hardhat)."""
         return self._dev is not None
 
-    def _run(self, steps: Steps[Any]) -> Any:
+    def _run(self, steps: Steps[T]) -> T:
         """Run core steps over this chain's blocking RPC layer (the sync driver)."""
         return self._sender.run(steps)
 
@@ -544,7 +544,8 @@ class Chain:
         tx: dict[str, Any] = {"to": to, "data": data}
         if gas is not None:
             tx["gas"] = gas
-        return (yield from _named(resource, _one(RPC.call(tx, block))))
+        raw: bytes = yield from _named(resource, _one(RPC.call(tx, block)))
+        return raw
 
     def block_number(self) -> int:
         """The latest block's number."""
@@ -556,7 +557,8 @@ class Chain:
 
     def _confirmed_block_steps(self, confirmations: int | None = None) -> Steps[int]:
         k = self.confirmations if confirmations is None else _confirmations(confirmations)
-        return max(0, (yield RPC.block_number()) - k)
+        head: int = yield RPC.block_number()
+        return max(0, head - k)
 
     def __repr__(self) -> str:
         kind = self._dev or "node"
@@ -717,7 +719,8 @@ def _load_key(key: object) -> LocalAccount:
     if isinstance(key, LocalAccount):
         return key
     try:
-        return Account.from_key(key)
+        account: LocalAccount = Account.from_key(key)
+        return account
     except Exception:
         # Never echo the key itself.
         raise InvalidInput("private_key is not a valid secp256k1 private key (32 bytes, hex)") from None

@@ -27,11 +27,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from eth_abi import decode as abi_decode
-from eth_utils import keccak, to_checksum_address
+from eth_abi.abi import decode as abi_decode
+from eth_utils.address import to_checksum_address
 
 from .._effects import RPC, Steps
 from ..errors import ChainError, InvalidInput, RpcError
+from .rlp import keccak256
 
 
 class Chain(Protocol):
@@ -113,7 +114,7 @@ _SPECS = {
         "NamespaceAdmissionSet(bytes32,address,bool,address)", ("holder",), ("bool", "address"), ("admitted", "admin")
     ),
 }
-_TOPICS = {kind: keccak(text=spec.signature) for kind, spec in _SPECS.items()}
+_TOPICS = {kind: keccak256(spec.signature.encode()) for kind, spec in _SPECS.items()}
 _KINDS = {t: kind for kind, t in _TOPICS.items()}
 
 #: Events about a namespace, not a resource (``resource_id`` is the namespace id).

@@ -55,7 +55,7 @@ def _quantity(value: Any) -> Any:
 
 @functools.lru_cache(maxsize=1024)
 def _checksum(address: str) -> str:
-    from eth_utils import to_checksum_address
+    from eth_utils.address import to_checksum_address
 
     return to_checksum_address(address)
 

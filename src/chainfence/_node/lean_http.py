@@ -205,7 +205,7 @@ class _Connection:
             self.sock.close()
 
     def _line(self) -> bytes:
-        line = self.reader.readline(65537)
+        line: bytes = self.reader.readline(65537)
         if not line.endswith(b"\n"):
             raise ConnectionError(
                 "the node closed the connection in the middle of its reply"
@@ -251,7 +251,7 @@ class _Connection:
         return status, reason, will_close, self._exactly(int(length))
 
     def _exactly(self, size: int) -> bytes:
-        data = self.reader.read(size)
+        data: bytes = self.reader.read(size)
         if len(data) != size:
             raise ConnectionError(f"the node's reply broke off after {len(data)} of {size} bytes")
         return data

@@ -41,10 +41,11 @@ def _signature(entry: dict[str, Any]) -> str:
 
 
 def _canonical_type(param: dict[str, Any]) -> str:
-    if param["type"].startswith("tuple"):  # pragma: no cover - the registry's errors use no tuples
+    kind = str(param["type"])
+    if kind.startswith("tuple"):  # pragma: no cover - the registry's errors use no tuples
         inner = ",".join(_canonical_type(c) for c in param["components"])
-        return f"({inner}){param['type'][5:]}"
-    return param["type"]
+        return f"({inner}){kind[5:]}"
+    return kind
 
 
 @functools.cache
@@ -69,8 +70,8 @@ def error_table() -> dict[bytes, tuple[type[ChainfenceError], dict[str, Any]]]:
 def decode(data: bytes) -> ChainfenceError:
     """The chainfence error for revert ``data`` (:class:`UnknownRevert` if none fits)."""
     # eth-abi and eth-utils are loaded when a revert is decoded, not when a request is made.
-    from eth_abi import decode as abi_decode
-    from eth_utils import to_checksum_address
+    from eth_abi.abi import decode as abi_decode
+    from eth_utils.address import to_checksum_address
 
     selector, payload = data[:4], data[4:]
     known = error_table().get(selector)

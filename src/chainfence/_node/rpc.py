@@ -86,7 +86,10 @@ def _awaiting(
     return _named(method, steps)
 
 
-def _named(method: Any, steps: Callable[..., Any]) -> Any:
+M = TypeVar("M", bound=Callable[..., Any])
+
+
+def _named(method: M, steps: Callable[..., Any]) -> M:
     method.__name__ = steps.__name__.removesuffix("_steps")
     method.__qualname__ = method.__name__
     method.__doc__ = steps.__doc__

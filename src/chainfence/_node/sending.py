@@ -57,7 +57,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._effects import RPC, Locked, Sleep, Steps, run
 from ..errors import (
@@ -77,6 +77,8 @@ if TYPE_CHECKING:  # a type only: signing needs the key, not eth-account
     from eth_account.signers.local import LocalAccount
 
 logger = logging.getLogger("chainfence.chain")
+
+T = TypeVar("T")
 
 #: Gas headroom over the estimate: covers state that moves between estimate
 #: and inclusion (e.g. a resource's first acquisition racing another).
@@ -189,7 +191,7 @@ class Sender:
         """:meth:`transact_steps` over the blocking RPC layer."""
         return self.run(self.transact_steps(sender, call, gas=gas, confirmations=confirmations))
 
-    def run(self, steps: Steps[Any]) -> Any:
+    def run(self, steps: Steps[T]) -> T:
         """Run steps of this sender over the blocking :class:`~chainfence._node.rpc.Rpc` (the sync driver)."""
         return run(steps, self.rpc, sleep=lambda seconds: self._sleep(seconds), lock=self._lock)
 
@@ -224,7 +226,7 @@ class Sender:
         if self.embedded:
             yield RPC.call(call, "pending")
             return EMBEDDED_GAS_LIMIT
-        estimate = yield RPC.estimate_gas(call, "pending")
+        estimate: int = yield RPC.estimate_gas(call, "pending")
         return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN
 
     # ------------------------------------------------------------------
@@ -524,7 +526,9 @@ class Sender:
 
     def _send_cancel(self, sender: str, original: dict[str, Any], nonce: int) -> Steps[str | None]:
         """Send a replacement that does nothing; returns its hash (None if the nonce is already mined)."""
-        fees = {k: original[k] for k in ("maxFeePerGas", "maxPriorityFeePerGas", "gasPrice") if k in original}
+        fees: dict[str, int] = {
+            k: original[k] for k in ("maxFeePerGas", "maxPriorityFeePerGas", "gasPrice") if k in original
+        }
         try:
             current = yield from self._fresh_fees()
         except ChainfenceError:
