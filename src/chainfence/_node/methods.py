@@ -19,10 +19,11 @@ results and the same errors, and neither holds a copy of the other.
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
+from .._effects import Steps
 from ..errors import ChainError, ChainfenceError, NodeUnreachable, NotSupported, RpcError
 from .failures import TESTER_CONTROLS
 from .formats import (
@@ -39,12 +40,6 @@ from .formats import (
 )
 
 logger = logging.getLogger("chainfence.rpc")
-
-T = TypeVar("T")
-
-#: A method: yields transport requests, receives their results, returns a T.
-Steps = Generator[Any, Any, T]
-
 
 class Request(NamedTuple):
     """One JSON-RPC request; its result comes back (a failure is thrown in, translated).
