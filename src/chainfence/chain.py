@@ -30,28 +30,42 @@ clock is logical (blocks one second apart, ``advance_time`` to jump).
 
 Every JSON-RPC request goes through ``chain.rpc`` (:mod:`chainfence._node.rpc`),
 which turns every failure into a chainfence error.
+
+:class:`AsyncChain` is the same chain for asyncio (re-exported by
+:mod:`chainfence.aio`): it wraps a :class:`Chain` (keys, nonces, settings) and
+runs the same steps over the asyncio twin of its transport. Both are built
+from one statement of ``connect``'s parameters (:func:`_connection`) and one
+conversation with the node (:meth:`_Connection.identify_steps`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import logging
-import os
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from . import _validate
-from ._effects import RPC, Steps
-from ._node.rpc import Rpc, connect_http, embedded_web3, redact_url, unreachable_message
+from ._effects import RPC, Steps, arun, run
+from ._node.embedded import embedded_chain
+from ._node.failures import unreachable_message
+from ._node.rpc import AsyncRpc, Rpc, connect_http
 from ._node.sending import Sender
+from ._node.transports import redact_url
+from ._node.web3_providers import connect_async_http
 from .errors import (
     ChainError,
     ChainfenceError,
-    ExtraNotInstalled,
     InvalidInput,
+    LeaseError,
     NodeUnreachable,
     NotSupported,
     UnknownAccount,
@@ -60,11 +74,133 @@ from .errors import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Chain"]
+__all__ = ["AsyncChain", "Chain"]
+
+P = ParamSpec("P")
+C = TypeVar("C")
+R = TypeVar("R")
+T = TypeVar("T")
 
 #: Confirmations of a chain that is not a dev chain, unless told otherwise:
 #: enough to ride out the common one- and two-block reorgs. See the README.
 DEFAULT_CONFIRMATIONS = 3
+
+
+@dataclass(frozen=True)
+class _Connection:
+    """What :meth:`Chain.connect` and :meth:`AsyncChain.connect` were asked for, checked: both build from it."""
+
+    url: str
+    signers: list[LocalAccount]
+    chain_id: int | None
+    confirmations: int | None
+    request_timeout: float
+    receipt_timeout: float
+    confirmation_timeout: float
+    poll_latency: float
+    unreachable_timeout: float | None
+
+    def identify_steps(self) -> Steps[tuple[str | None, int]]:
+        """Ask the node who it is: (the dev chain it names, or None; its chain id)."""
+        try:
+            client = yield RPC.client_version()
+            actual_chain_id = yield RPC.chain_id()
+        except ChainfenceError as exc:
+            raise NodeUnreachable(unreachable_message(self.url, exc)) from exc
+        if self.chain_id is not None and actual_chain_id != self.chain_id:
+            raise WrongChain(
+                f"the node at {redact_url(self.url)} serves chain {actual_chain_id}, not chain {self.chain_id}"
+            )
+        return _dev_name(client), actual_chain_id
+
+    def chain(self, rpc: Rpc, dev: str | None, chain_id: int) -> Chain:
+        """The :class:`Chain` over ``rpc`` to the node that said it is ``dev`` on ``chain_id``."""
+        confirmations = self.confirmations
+        if confirmations is None:
+            confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
+        return Chain(
+            rpc,
+            self.signers,
+            dev=dev,
+            confirmations=confirmations,
+            receipt_timeout=self.receipt_timeout,
+            confirmation_timeout=self.confirmation_timeout,
+            poll_latency=self.poll_latency,
+            unreachable_timeout=self.unreachable_timeout,
+            chain_id=chain_id,
+        )
+
+
+def _connection(
+    url: str,
+    private_key: str | bytes | None = None,
+    *,
+    private_keys: Sequence[str | bytes] = (),
+    chain_id: int | None = None,
+    confirmations: int | None = None,
+    request_timeout: float = 10.0,
+    receipt_timeout: float = 120.0,
+    confirmation_timeout: float = 600.0,
+    poll_latency: float = 0.1,
+    unreachable_timeout: float | None = None,
+) -> _Connection:
+    """The parameters of :meth:`Chain.connect` and :meth:`AsyncChain.connect`, stated once and checked
+    before anything is asked (keys loaded, never echoed)."""
+    _check_connect_args(
+        url,
+        chain_id,
+        request_timeout=request_timeout,
+        receipt_timeout=receipt_timeout,
+        confirmation_timeout=confirmation_timeout,
+        poll_latency=poll_latency,
+        unreachable_timeout=unreachable_timeout,
+    )
+    if confirmations is not None:
+        _confirmations(confirmations)
+    keys = ([private_key] if private_key is not None else []) + list(private_keys)
+    return _Connection(
+        url=url,
+        signers=[_load_key(k) for k in keys],
+        chain_id=chain_id,
+        confirmations=confirmations,
+        request_timeout=request_timeout,
+        receipt_timeout=receipt_timeout,
+        confirmation_timeout=confirmation_timeout,
+        poll_latency=poll_latency,
+        unreachable_timeout=unreachable_timeout,
+    )
+
+
+def _parameters_of(
+    spec: Callable[P, Any],
+) -> Callable[[Callable[Concatenate[C, ...], R]], Callable[Concatenate[C, P], R]]:
+    """Give a method that takes ``(cls, *args, **kwargs)`` the parameters of ``spec``: for type checkers
+    and for :func:`inspect.signature` (help, IDEs), so a parameter is declared in one place."""
+
+    def adopt(method: Callable[Concatenate[C, ...], R]) -> Callable[Concatenate[C, P], R]:
+        own = inspect.signature(method)
+        first = next(iter(own.parameters.values()))
+        method.__signature__ = own.replace(  # type: ignore[attr-defined]
+            parameters=[first, *inspect.signature(spec).parameters.values()]
+        )
+        return method
+
+    return adopt
+
+
+def _named(resource: str | None, steps: Steps[T]) -> Steps[T]:
+    """``steps``, with the resource's name on a lease error they raise (the chain knows only its hash)."""
+    try:
+        return (yield from steps)
+    except LeaseError as error:
+        if resource is not None and error.resource is None:
+            error.with_resource(resource)
+        raise
+
+
+def _one(request: Any) -> Steps[Any]:
+    """One request to the RPC layer, as steps."""
+    return (yield request)
 
 
 class Chain:
@@ -74,7 +210,7 @@ class Chain:
 
     Attributes:
         w3: the underlying :class:`web3.Web3`, for anything the SDK does not wrap.
-        rpc: the SDK's own JSON-RPC layer over ``w3`` (typed errors, no hidden resends).
+        rpc: the SDK's own JSON-RPC layer (typed errors, no hidden resends).
         accounts: the addresses this chain can sign for, in the order given.
         chain_id: the chain's EIP-155 id.
         clock: the verifier's own clock (seconds since the epoch), taken into
@@ -83,7 +219,7 @@ class Chain:
 
     def __init__(
         self,
-        w3: Any,
+        rpc: Rpc,
         keys: Iterable[LocalAccount],
         *,
         dev: str | None,
@@ -92,21 +228,18 @@ class Chain:
         confirmation_timeout: float = 600.0,
         poll_latency: float = 0.1,
         unreachable_timeout: float | None = None,
-        eth_tester: Any = None,
         clock: Callable[[], float] = time.time,
-        rpc: Any = None,
         chain_id: int | None = None,
     ):
-        # ``rpc`` and ``chain_id``: an asyncio chain (chainfence.aio) builds its core here over an
-        # AsyncRpc, having asked the chain id itself; the core's steps then run over that layer.
-        self.w3 = w3
-        self.rpc = rpc if rpc is not None else Rpc(w3, embedded=eth_tester is not None, tester=eth_tester)
+        self.rpc = rpc
+        self.w3: Any = rpc.w3
+        #: The embedded chain's EthereumTester (None on a node).
+        self._eth_tester: Any = getattr(rpc.transport, "tester", None) if rpc.embedded else None
         self._signers: dict[str, LocalAccount] = {}
         self.accounts: list[str] = []
         for key in keys:
             self._add(key)
         self._dev = dev
-        self._eth_tester = eth_tester
         self.clock = clock
         self._pending_supported = True
         self._pending_misses = 0
@@ -134,70 +267,22 @@ class Chain:
         the previous one, whatever the wall clock says; :meth:`advance_time`
         jumps ahead. Nothing leaves the process.
         """
-        try:
-            from eth_tester import EthereumTester, PyEVMBackend
-            from eth_tester.backends.pyevm.main import get_default_account_keys
-        except ImportError as missing:  # eth-tester and py-evm are the [tester] extra
-            raise ExtraNotInstalled("tester", feature="the embedded chain", missing=missing.name) from missing
-
-        class LogicalClockBackend(PyEVMBackend):
-            """py-evm stamps each new block max(parent + 1, wall clock), taken when the
-            previous block is mined or a snapshot restored: chain time would jump to
-            the wall clock after a revert or a slow test. Restamp the block being
-            built to parent + 1 so time moves only by blocks and by advance_time."""
-
-            def mine_blocks(self, num_blocks=1, coinbase=None):  # type: ignore[override]
-                mined: list[bytes] = []
-                for _ in range(num_blocks):
-                    mined.extend(super().mine_blocks(1) if coinbase is None else super().mine_blocks(1, coinbase))
-                    self._restamp()
-                return tuple(mined)
-
-            def revert_to_snapshot(self, snapshot):  # type: ignore[override]
-                super().revert_to_snapshot(snapshot)
-                self._restamp()
-
-            def _restamp(self) -> None:
-                parent = self.chain.get_canonical_head()
-                self.chain.header = self.chain.header.copy(timestamp=parent.timestamp + 1)
-
-        if isinstance(accounts, bool) or not isinstance(accounts, int) or not 1 <= accounts <= 100:
-            raise InvalidInput(f"accounts must be an int from 1 to 100, got {accounts!r}")
-        keys = list(get_default_account_keys(accounts))
-        state = PyEVMBackend.generate_genesis_state(num_accounts=accounts)
-        # A random extra_data makes every embedded chain's genesis hash unique
-        # (otherwise two chains started in the same second are identical), so
-        # state tied to a chain, like a guard's store, can tell them apart.
-        params = PyEVMBackend.generate_genesis_params(overrides={"extra_data": os.urandom(32)})
-        tester = EthereumTester(LogicalClockBackend(genesis_parameters=params, genesis_state=state))
-        w3 = embedded_web3(tester)
-        signers = [Account.from_key(k.to_bytes()) for k in keys]
+        chain = embedded_chain(accounts)
         return cls(
-            w3,
-            signers,
+            Rpc(chain.transport),
+            [Account.from_key(key) for key in chain.keys],
             dev="eth-tester",
             receipt_timeout=5.0,
             confirmation_timeout=5.0,
             poll_latency=0.01,
-            eth_tester=tester,
         )
 
     @classmethod
-    def connect(
-        cls,
-        url: str,
-        private_key: str | bytes | None = None,
-        *,
-        private_keys: Sequence[str | bytes] = (),
-        chain_id: int | None = None,
-        confirmations: int | None = None,
-        request_timeout: float = 10.0,
-        receipt_timeout: float = 120.0,
-        confirmation_timeout: float = 600.0,
-        poll_latency: float = 0.1,
-        unreachable_timeout: float | None = None,
-    ) -> Chain:
-        """Connect to an EVM JSON-RPC node over HTTP(S).
+    @_parameters_of(_connection)
+    def connect(cls, *args: Any, **kwargs: Any) -> Chain:
+        """Connect to an EVM JSON-RPC node over HTTP(S): ``connect(url, private_key=None, *,
+        private_keys=(), chain_id=None, confirmations=None, request_timeout=10.0, receipt_timeout=120.0,
+        confirmation_timeout=600.0, poll_latency=0.1, unreachable_timeout=None)``.
 
         Transactions are signed locally with ``private_key`` (and any
         ``private_keys``); the node's own unlocked accounts are never used.
@@ -214,39 +299,16 @@ class Chain:
         ``min(receipt_timeout, 10)``). ``request_timeout``: seconds per
         JSON-RPC request; a late reply is never resent blindly.
         """
-        _check_connect_args(
-            url,
-            chain_id,
-            request_timeout=request_timeout,
-            receipt_timeout=receipt_timeout,
-            confirmation_timeout=confirmation_timeout,
-            poll_latency=poll_latency,
-            unreachable_timeout=unreachable_timeout,
-        )
-        keys = ([private_key] if private_key is not None else []) + list(private_keys)
-        signers = [_load_key(k) for k in keys]
-        w3 = connect_http(url, timeout=request_timeout)
-        probe = Rpc(w3, embedded=False)
+        asked = _connection(*args, **kwargs)
+        rpc = Rpc(connect_http(asked.url, timeout=asked.request_timeout))
         try:
-            client = probe.client_version()
-            actual_chain_id = probe.chain_id()
-        except ChainfenceError as exc:
-            raise NodeUnreachable(unreachable_message(url, exc)) from exc
-        if chain_id is not None and actual_chain_id != chain_id:
-            raise WrongChain(f"the node at {redact_url(url)} serves chain {actual_chain_id}, not chain {chain_id}")
-        dev = _dev_name(client)
-        if confirmations is None:
-            confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
-        return cls(
-            w3,
-            signers,
-            dev=dev,
-            confirmations=confirmations,
-            receipt_timeout=receipt_timeout,
-            confirmation_timeout=confirmation_timeout,
-            poll_latency=poll_latency,
-            unreachable_timeout=unreachable_timeout,
-        )
+            dev, chain_id = run(
+                asked.identify_steps(), rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext()
+            )
+        except BaseException:
+            rpc.close()
+            raise
+        return asked.chain(rpc, dev, chain_id)
 
     def _add(self, key: LocalAccount) -> str:
         address = key.address
@@ -269,7 +331,7 @@ class Chain:
         """Whether this chain supports time travel and snapshots (eth-tester, anvil, hardhat)."""
         return self._dev is not None
 
-    def _run(self, steps: Steps[Any]) -> Any:
+    def _run(self, steps: Steps[T]) -> T:
         """Run core steps over this chain's blocking RPC layer (the sync driver)."""
         return self._sender.run(steps)
 
@@ -300,14 +362,18 @@ class Chain:
         return max(pending, int(self.clock()))
 
     def call_now(self, to: str, data: bytes, *, resource: str | None = None) -> tuple[bytes, int]:
-        """``eth_call`` at the latest block, and :meth:`now`: in one round trip where the node allows."""
+        """``eth_call`` at the latest block, and :meth:`now`: in one round trip where the node allows.
+        ``resource``: named in a lease error the call reverts with."""
         return self._run(self._call_now_steps(to, data, resource=resource))
 
     def _call_now_steps(self, to: str, data: bytes, *, resource: str | None = None) -> Steps[tuple[bytes, int]]:
+        return (yield from _named(resource, self._unnamed_call_now_steps(to, data)))
+
+    def _unnamed_call_now_steps(self, to: str, data: bytes) -> Steps[tuple[bytes, int]]:
         if not self._pending_supported:
-            raw = yield RPC.call({"to": to, "data": data}, "latest", resource=resource)
+            raw = yield RPC.call({"to": to, "data": data}, "latest")
             return raw, (yield from self._now(None))
-        raw, pending = yield RPC.call_and_pending_timestamp({"to": to, "data": data}, resource=resource)
+        raw, pending = yield RPC.call_and_pending_timestamp({"to": to, "data": data})
         return raw, (yield from self._now(pending))
 
     def latest_time(self) -> int:
@@ -328,7 +394,7 @@ class Chain:
         """
         if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0:
             raise InvalidInput(f"seconds must be an int >= 0, got {seconds!r}")
-        if self._eth_tester is not None:
+        if self.rpc.embedded:
             if seconds > 0:
                 # now() is the next block's time; eth-tester's time_travel(T) mines a
                 # block at T - 1 and makes the next one T: now() becomes now() + seconds.
@@ -352,7 +418,7 @@ class Chain:
         latest = self.latest_time()
         if timestamp <= latest:
             raise InvalidInput(f"timestamp {timestamp} is not after the latest block's ({latest})")
-        if self._eth_tester is not None:
+        if self.rpc.embedded:
             if timestamp > latest + 1:  # latest + 1 is what eth-tester mines next anyway
                 self._time_travel(timestamp)
             return
@@ -366,7 +432,7 @@ class Chain:
         """Mine ``blocks`` empty blocks (dev chains only)."""
         if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
             raise InvalidInput(f"blocks must be an int >= 0, got {blocks!r}")
-        if self._eth_tester is not None:
+        if self.rpc.embedded:
             self.rpc.tester("mine_blocks", blocks)
             return
         self._require_dev("mine")
@@ -375,7 +441,7 @@ class Chain:
 
     def snapshot(self) -> Any:
         """Save the chain state (dev chains only); restore it with :meth:`revert`."""
-        if self._eth_tester is not None:
+        if self.rpc.embedded:
             return self.rpc.tester("take_snapshot")
         self._require_dev("snapshot")
         return self._dev_rpc("evm_snapshot", [])
@@ -383,7 +449,7 @@ class Chain:
     def revert(self, snapshot: Any) -> None:
         """Restore a :meth:`snapshot`. Forgets cached nonces, which the revert rewinds, and the tokens
         seen from registries on this chain (a deliberate rollback is not a lost history)."""
-        if self._eth_tester is not None:
+        if self.rpc.embedded:
             self.rpc.tester("revert_to_snapshot", snapshot)
         else:
             self._require_dev("revert")
@@ -459,7 +525,7 @@ class Chain:
         call: dict[str, Any] = {"from": sender, "data": data, "value": 0}
         if to is not None:  # None: contract creation
             call["to"] = to
-        return (yield from self._sender.transact_steps(sender, call, gas=gas, resource=resource, confirmations=k))
+        return (yield from _named(resource, self._sender.transact_steps(sender, call, gas=gas, confirmations=k)))
 
     def call(
         self, to: str, data: bytes, *, block: str | int = "latest", resource: str | None = None, gas: int | None = None
@@ -469,10 +535,17 @@ class Chain:
         ``gas`` caps the gas the call may burn (for calls into code nobody
         vetted, such as an ERC-1271 holder's).
         """
+        return self._run(self._call_steps(to, data, block=block, resource=resource, gas=gas))
+
+    def _call_steps(
+        self, to: str, data: bytes, *, block: str | int = "latest", resource: str | None = None, gas: int | None = None
+    ) -> Steps[bytes]:
+        """:meth:`call` as steps (a registry's view at a block, by name)."""
         tx: dict[str, Any] = {"to": to, "data": data}
         if gas is not None:
             tx["gas"] = gas
-        return self.rpc.call(tx, block, resource=resource)
+        raw: bytes = yield from _named(resource, _one(RPC.call(tx, block)))
+        return raw
 
     def block_number(self) -> int:
         """The latest block's number."""
@@ -484,17 +557,143 @@ class Chain:
 
     def _confirmed_block_steps(self, confirmations: int | None = None) -> Steps[int]:
         k = self.confirmations if confirmations is None else _confirmations(confirmations)
-        return max(0, (yield RPC.block_number()) - k)
+        head: int = yield RPC.block_number()
+        return max(0, head - k)
 
     def __repr__(self) -> str:
         kind = self._dev or "node"
         return f"<Chain {kind} chain_id={self.chain_id} accounts={len(self.accounts)}>"
 
 
+class AsyncChain:
+    """An EVM chain for asyncio code: :class:`Chain`'s state, driven over an asyncio transport.
+
+    Build with :meth:`connect`, :meth:`embedded` or :meth:`over`; close with
+    ``await chain.aclose()`` or ``async with``. The operations are :class:`Chain`'s
+    own steps (:mod:`chainfence._effects`), run over :class:`~chainfence._node.rpc.AsyncRpc`.
+
+    Attributes:
+        chain: the :class:`Chain` holding the keys, nonces and settings.
+        rpc: the asyncio RPC layer (typed errors, no hidden resends).
+    """
+
+    def __init__(self, chain: Chain, rpc: AsyncRpc):
+        self.chain = chain
+        self.rpc = rpc
+        #: The sleep the sender polls with (tests inject their own).
+        self._sleep: Callable[[float], Any] = asyncio.sleep
+        # One table of per-account asyncio locks per event loop, kept with the chain's sender: every
+        # AsyncChain view of one Chain takes the same lock for an account.
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+            chain._sender.__dict__.setdefault("_async_locks", weakref.WeakKeyDictionary())
+        )
+
+    # -- construction ---------------------------------------------------------
+
+    @classmethod
+    @_parameters_of(_connection)
+    async def connect(cls, *args: Any, **kwargs: Any) -> AsyncChain:
+        """:meth:`Chain.connect` for asyncio: the same arguments, checks and errors."""
+        asked = _connection(*args, **kwargs)
+        rpc = AsyncRpc(connect_async_http(asked.url, timeout=asked.request_timeout))
+        try:
+            dev, chain_id = await arun(asked.identify_steps(), rpc, sleep=asyncio.sleep, lock=_no_lock)
+        except BaseException:
+            await rpc.close()
+            raise
+        # The chain the steps and the dev controls keep their state in; it asks nothing now.
+        core = asked.chain(Rpc(connect_http(asked.url, timeout=asked.request_timeout)), dev, chain_id)
+        return cls(core, rpc)
+
+    @classmethod
+    def embedded(cls, *, accounts: int = 10) -> AsyncChain:
+        """A fresh in-process chain (:meth:`Chain.embedded`), driven through the asyncio layer."""
+        return cls.over(Chain.embedded(accounts=accounts))
+
+    @classmethod
+    def over(cls, chain: Chain, *, request_timeout: float = 10.0) -> AsyncChain:
+        """An asyncio view of ``chain``: its keys, nonce counters, settings and seen tokens, over the
+        asyncio twin of its transport (the same node's URL, or the same in-process chain)."""
+        if not isinstance(chain, Chain):
+            raise InvalidInput(f"chain must be a chainfence Chain, got {type(chain).__name__}")
+        if isinstance(request_timeout, bool) or not isinstance(request_timeout, (int, float)) or request_timeout <= 0:
+            raise InvalidInput(f"request_timeout must be a positive number of seconds, got {request_timeout!r}")
+        return cls(chain, AsyncRpc.twin_of(chain.rpc, timeout=request_timeout))
+
+    async def aclose(self) -> None:
+        """Close the HTTP session (the sync chain it wraps stays usable)."""
+        await self.rpc.close()
+
+    async def __aenter__(self) -> AsyncChain:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- the driver -----------------------------------------------------------
+
+    async def _run(self, steps: Steps[Any]) -> Any:
+        """Run core steps over the asyncio RPC layer."""
+        return await arun(steps, self.rpc, sleep=self._sleep, lock=self._lock)
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()  # an asyncio.Lock belongs to one loop: one table per loop
+        return self._locks.setdefault(loop, {}).setdefault(key, asyncio.Lock())
+
+    # -- what Chain offers, awaited ---------------------------------------------
+
+    @property
+    def accounts(self) -> list[str]:
+        return self.chain.accounts
+
+    @property
+    def chain_id(self) -> int:
+        return self.chain.chain_id
+
+    @property
+    def confirmations(self) -> int:
+        return self.chain.confirmations
+
+    async def now(self) -> int:
+        """:meth:`Chain.now`: chain time as a verifier counts it."""
+        return int(await self._run(self.chain._now_steps()))
+
+    async def latest_time(self) -> int:
+        return int(await self._run(self.chain._latest_time_steps()))
+
+    async def block_number(self) -> int:
+        return int(await self.rpc.block_number())
+
+    async def confirmed_block(self, confirmations: int | None = None) -> int:
+        return int(await self._run(self.chain._confirmed_block_steps(confirmations)))
+
+    async def transact(
+        self,
+        sender: str,
+        to: str | None,
+        data: bytes,
+        *,
+        resource: str | None = None,
+        gas: int | None = None,
+        confirmations: int | None = None,
+    ) -> Any:
+        """:meth:`Chain.transact`, awaited: the same journey, one copy of it."""
+        return await self._run(
+            self.chain._transact_steps(sender, to, data, resource=resource, gas=gas, confirmations=confirmations)
+        )
+
+    def __repr__(self) -> str:
+        return f"<AsyncChain over {self.chain!r}>"
+
+
+@contextlib.asynccontextmanager
+async def _no_lock(key: str) -> Any:
+    """No lock: asking a node who it is sends nothing that needs one."""
+    yield
+
+
 def _check_connect_args(url: object, chain_id: object, **timeouts: object) -> None:
     """:meth:`Chain.connect`'s arguments (and :meth:`AsyncChain.connect`'s), checked before anything is asked."""
-    from . import _validate
-
     _validate.rpc_url(url)
     if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
         raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
@@ -520,7 +719,8 @@ def _load_key(key: object) -> LocalAccount:
     if isinstance(key, LocalAccount):
         return key
     try:
-        return Account.from_key(key)
+        account: LocalAccount = Account.from_key(key)
+        return account
     except Exception:
         # Never echo the key itself.
         raise InvalidInput("private_key is not a valid secp256k1 private key (32 bytes, hex)") from None

@@ -532,7 +532,7 @@ class ChainfenceDriver(tooz.coordination.CoordinationDriver):
             return
         # A plain value transfer through the SDK's one sending path (preflight, nonce lock, no blind resend).
         call = {"from": funder, "to": member, "data": b"", "value": want - balance}
-        chain._sender.transact(funder, call, gas=None, resource=None, confirmations=chain.confirmations)
+        chain._sender.transact(funder, call, gas=None, confirmations=chain.confirmations)
         logger.info("funded member account=%s wei=%d from=%s", member, want - balance, funder)
 
     def _stop(self) -> None:

@@ -1,4 +1,4 @@
-"""The SDK's own keep-alive transport (``chainfence._node.rpc.LeanHttp``) under broken connections.
+"""The SDK's own keep-alive transport (``chainfence._node.lean_http.LeanHttp``) under broken connections.
 
 Keeping connections open is what makes a request cheap, and what opens two
 doubts: a connection the node closed while it sat idle (the request must not
@@ -16,7 +16,9 @@ from eth_account import Account
 from eth_utils import keccak
 
 from chainfence import AcquireReason, Chain, Registry
-from chainfence._node.rpc import LeanHttp, NotDelivered, Rpc, connect_http
+from chainfence._node.lean_http import LeanHttp
+from chainfence._node.rpc import Rpc, connect_http
+from chainfence._node.transports import NotDelivered
 from chainfence.errors import NodeUnreachable
 from chainfence.testing.anvil import free_port
 from tests.support.anvil import dev_keys
@@ -83,7 +85,7 @@ def test_control_reusing_the_closed_connection_unchecked_leaves_the_send_in_doub
     proxy.plan("eth_blockNumber", "close_after_reply")
     agent.chain.rpc.block_number()
     proxy.wait_closed(closed + 1)
-    monkeypatch.setattr("chainfence._node.rpc.select.select", lambda r, w, x, timeout=None: ([], [], []))
+    monkeypatch.setattr("chainfence._node.lean_http.select.select", lambda r, w, x, timeout=None: ([], [], []))
     with pytest.raises(NodeUnreachable) as raised:
         agent.chain.rpc.send_raw(raw)
     assert raised.value.maybe_delivered is True

@@ -375,6 +375,11 @@ def refuses_dev_control(w: World) -> None:
         w.chain.rpc.tester("mine_blocks", 1)
 
 
+def refuses_async_dev_control(w: World) -> None:
+    with pytest.raises(NotSupported):
+        async_rpc("tester", "mine_blocks", 1)(w)
+
+
 def aio(body: Callable[..., Any]) -> Callable[[World], Any]:
     """A row for chainfence.aio: ``body(w, chain, registry)`` awaited in a fresh event loop, over an
     asyncio view of the world's client chain and its cached registry."""
@@ -762,6 +767,7 @@ CALLS: list[Call] = [
         aio(lambda w, c, r: async_open_guard(w, AsyncRegistry(c, w.registry()))),
     ),
     Call("AsyncGuard.domain", lambda w: asyncio.run(AsyncGuard(w.guards["domain-unread"]).domain())),
+    Call("AsyncRpc.request", async_rpc("request", "evm_mine", [])),
     Call("AsyncRpc.chain_id", async_rpc("chain_id")),
     Call("AsyncRpc.client_version", async_rpc("client_version")),
     Call("AsyncRpc.block_number", async_rpc("block_number")),
@@ -1014,6 +1020,8 @@ QUIET: list[Quiet] = [
     ),
     Quiet("AsyncRpc.twin_of", lambda w: AsyncRpc.twin_of(w.chain.rpc, timeout=TIMEOUT), "builds a provider"),
     Quiet("AsyncRpc.close", async_rpc("close"), "closes the HTTP session"),
+    Quiet("AsyncRpc.tester", refuses_async_dev_control, "the embedded chain's dev controls; refused unasked"),
+    Quiet("Rpc.close", lambda w: fresh_rpc(w).close(), "closes the idle connections"),
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from chainfence import Chain, Guard, Registry
-from chainfence._node.rpc import LogRangeRefused
+from chainfence._node.failures import LogRangeRefused
 from chainfence.errors import StaleToken
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy

@@ -22,7 +22,8 @@ import tooz.coordination
 from mcp import Client
 
 from chainfence import Chain, cli
-from chainfence._node import rpc as _rpc
+from chainfence._node import lean_http as _lean_http
+from chainfence._node import transports as _transports
 from chainfence.aio import AsyncChain
 from chainfence.errors import InvalidInput, InvalidUrl
 from chainfence.mcp_server import build_server
@@ -82,8 +83,8 @@ def test_control_the_old_check_let_them_through_to_an_untyped_value_error():
     for url in HOSTILE_URLS:
         try:
             _naive_check(url)
-            _rpc.LeanHttp(url, timeout=1.0)
-            _rpc.redact_url(url)
+            _lean_http.LeanHttp(url, timeout=1.0)
+            _transports.redact_url(url)
         except InvalidInput:
             continue
         except ValueError as raw:

@@ -27,17 +27,17 @@ def test_connect_signs_locally_with_the_given_keys(anvil_node, on_anvil):
 def test_an_unreachable_node_is_a_typed_error_and_fast(monkeypatch):
     """Refused connections are not retried with backoff: at most the SDK's one read retry, and no
     sleep in between (counted, not timed, so a loaded machine cannot make it pass or fail)."""
-    import requests
+    import socket
 
     from chainfence._node.rpc import _READ_ATTEMPTS
 
-    attempts: list[str] = []
+    attempts: list[tuple[str, int]] = []
     sleeps: list[float] = []
-    send = requests.adapters.HTTPAdapter.send
+    connect = socket.create_connection  # how the SDK's transport opens each connection it tries
 
-    def counted_send(self, request, *args, **kwargs):
-        attempts.append(request.url)
-        return send(self, request, *args, **kwargs)
+    def counted_connect(address, *args, **kwargs):
+        attempts.append(address)
+        return connect(address, *args, **kwargs)
 
     real_sleep = time.sleep
 
@@ -45,7 +45,7 @@ def test_an_unreachable_node_is_a_typed_error_and_fast(monkeypatch):
         sleeps.append(seconds)
         real_sleep(seconds)
 
-    monkeypatch.setattr(requests.adapters.HTTPAdapter, "send", counted_send)
+    monkeypatch.setattr(socket, "create_connection", counted_connect)
     monkeypatch.setattr(time, "sleep", recorded_sleep)
     with pytest.raises(NodeUnreachable, match="127.0.0.1"):
         Chain.connect(f"http://127.0.0.1:{free_port()}", request_timeout=2)

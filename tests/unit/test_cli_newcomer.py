@@ -171,7 +171,7 @@ def test_an_unreachable_node_under_json(capsys):
 def test_transport_reasons_name_the_cause_not_the_library():
     import requests
 
-    from chainfence._node.rpc import transport_reason
+    from chainfence._node.failures import transport_reason
 
     def chained(outer: BaseException, inner: BaseException) -> BaseException:
         outer.__cause__ = inner

@@ -1,6 +1,6 @@
 """The lean transport's pieces, without a node: web3's result shapes, and HTTP replies however framed.
 
-``chainfence._node.rpc.format_receipt`` replaces web3's receipt formatter on the
+``chainfence._node.formats.format_receipt`` replaces web3's receipt formatter on the
 hot path; the SDK (and users, through ``Lease`` and errors) read receipts as
 web3 returns them, so the two must agree field for field. ``_Connection``
 parses replies itself: Content-Length and chunked bodies, and a reply that
@@ -16,7 +16,8 @@ import pytest
 from web3._utils.method_formatters import block_result_formatter, receipt_formatter, transaction_result_formatter
 from web3.datastructures import AttributeDict
 
-from chainfence._node.rpc import _Connection, format_block, format_receipt, format_transaction
+from chainfence._node.formats import format_block, format_receipt, format_transaction
+from chainfence._node.lean_http import _Connection
 
 RECEIPT = {
     "type": "0x2",

@@ -1,8 +1,9 @@
 """One layer talks to the chain: nothing outside the chainfence/_node/ package reaches web3, a provider or an HTTP client.
 
-:mod:`chainfence._node` is the layer; its :mod:`~chainfence._node.rpc` is where every failure of a request becomes a
-chainfence error (its ``translate``) and where the retry rule lives (reads
-once more, sends never). A module that called ``w3.eth`` or a provider
+:mod:`chainfence._node` is the layer; its :mod:`~chainfence._node.rpc` is where every request goes through a
+transport, where every failure of one becomes a chainfence error (once, through
+:func:`chainfence._node.failures.translating`) and where the retry rule lives
+(reads once more, sends never). A module that called ``w3.eth`` or a provider
 itself would bypass both: a raw ``requests`` exception could reach a user, a
 send could be resent. This test reads every module with :mod:`ast` and fails
 on any way around the layer:
@@ -16,9 +17,10 @@ on any way around the layer:
 - calling the embedded chain's eth-tester (``<...>eth_tester.<method>``) or
   importing eth_tester: its dev controls raise their own exceptions too.
 
-The asyncio layer (``AsyncRpc``) lives in the same module and shares its
-``translate``; the tests at the end check that every request the core yields
-(``RPC.<method>``, :mod:`chainfence._effects`) is answered by both layers.
+The asyncio layer (``AsyncRpc``) lives in the same module and runs the same
+methods (:mod:`chainfence._node.methods`); the tests at the end check that every
+request the core yields (``RPC.<method>``, :mod:`chainfence._effects`) is
+answered by both layers, and that both have every method, dev controls included.
 
 Nothing is allowed silently: :data:`ALLOWED` lists each exception with its
 reason, and an entry that no longer matches anything fails the test too.
@@ -95,20 +97,9 @@ class Allowed:
     why: str
 
 
-#: Each way around the layer that must stay, and why.
-ALLOWED: list[Allowed] = [
-    Allowed(
-        "chain.py",
-        "import eth_tester",
-        "Chain.embedded builds the in-process backend (genesis state, dev keys, its logical clock): "
-        "building sends nothing; every call on it goes through Rpc",
-    ),
-    Allowed(
-        "chain.py",
-        "import eth_tester.backends.pyevm.main",
-        "Chain.embedded reads eth-tester's dev keys to sign with (no call on a chain)",
-    ),
-]
+#: Each way around the layer that must stay, and why. None: the embedded chain's backend is built
+#: in the layer too (chainfence._node.embedded).
+ALLOWED: list[Allowed] = []
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -237,13 +228,34 @@ def test_every_request_of_the_core_is_answered_by_both_layers():
         assert inspect.iscoroutinefunction(getattr(AsyncRpc, name, None)), f"AsyncRpc has no coroutine {name}"
 
 
-def test_the_async_layer_has_every_method_of_the_sync_one_but_the_dev_controls():
+def test_the_async_layer_has_every_method_of_the_sync_one_dev_controls_included():
     from chainfence._node.rpc import AsyncRpc, Rpc
 
     def public(cls):
         return {name for name in vars(cls) if not name.startswith("_")}
 
-    assert public(Rpc) - {"request", "tester"} == public(AsyncRpc) - {"twin_of", "close"}
+    assert public(Rpc) == public(AsyncRpc) - {"twin_of"}
+    assert {"request", "tester", "close"} <= public(AsyncRpc)
+
+
+def test_both_layers_run_every_method_written_once():
+    """Each method of either layer is one of chainfence._node.methods' steps, and each of those is a
+    method of both: neither layer holds a copy of its own."""
+    import inspect
+
+    from chainfence._node import methods
+    from chainfence._node.rpc import AsyncRpc, Rpc
+
+    written = {
+        name.removesuffix("_steps")
+        for name, function in inspect.getmembers(methods, inspect.isfunction)
+        if name.endswith("_steps") and not name.startswith("_") and function.__module__ == methods.__name__
+    }
+    for cls in (Rpc, AsyncRpc):
+        run = {name for name in vars(cls) if not name.startswith("_") and name not in ("close", "twin_of")}
+        assert run == written, cls.__name__
+        for name in run:
+            assert getattr(cls, name).__doc__ == getattr(methods, f"{name}_steps").__doc__
 
 
 def test_both_layers_turn_a_refused_connection_into_the_same_typed_error():
@@ -252,7 +264,8 @@ def test_both_layers_turn_a_refused_connection_into_the_same_typed_error():
     import asyncio
     import socket
 
-    from chainfence._node.rpc import AsyncRpc, Rpc, connect_async_http, connect_http
+    from chainfence._node.rpc import AsyncRpc, Rpc, connect_http
+    from chainfence._node.web3_providers import connect_async_http
     from chainfence.errors import NodeUnreachable
 
     with socket.socket() as probe:

@@ -137,6 +137,8 @@ NEVER_TOUCH_THE_CHAIN = {
     },
     "AsyncRpc.twin_of": "builds a provider that asks nothing until used",
     "AsyncRpc.close": "closes the HTTP session",
+    "AsyncRpc.tester": "eth-tester's dev controls, in-process; a node's chain refuses them without a request",
+    "Rpc.close": "closes the transport's idle connections",
     **{
         f"AuditIndex.{name}": "reads (or closes) the index file"
         for name in (

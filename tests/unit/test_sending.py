@@ -361,7 +361,7 @@ def test_a_stuck_transaction_is_cancelled_and_the_mined_cancellation_means_nothi
         sleep=sleep,
     )
     with pytest.raises(TransactionTimeout) as timeout:
-        drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False)
+        drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, confirmations=0), locked=False)
     assert timeout.value.nonce == 7 and len(timeout.value.tx_hashes) == 2
     assert len(rpc.sent) == 2 and rpc.sent[0] != rpc.sent[1], "the original, then its cancellation"
 
@@ -386,9 +386,7 @@ def test_a_stuck_transaction_mined_after_all_is_returned(drive):
         clock=lambda: now[0],
         sleep=sleep,
     )
-    receipt = drive(
-        s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False
-    )
+    receipt = drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, confirmations=0), locked=False)
     assert receipt["transactionHash"].to_0x_hex() == _hash_of_send(rpc, 0)
 
 
@@ -449,5 +447,5 @@ def test_a_receipt_not_there_at_once_is_asked_again_after_a_millisecond_then_les
         clock=lambda: now[0],
         sleep=sleep,
     )
-    drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, resource=None, confirmations=0), locked=False)
+    drive(s, s.transact_steps(KEY.address, dict(TX), gas=21_000, confirmations=0), locked=False)
     assert gaps == [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.1, 0.1]

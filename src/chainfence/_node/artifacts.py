@@ -18,11 +18,13 @@ SHIPPED = ("FencingRegistry", "FencedStore", "AgentWallet")
 def load(name: str = "FencingRegistry") -> dict[str, Any]:
     """The artifact of contract ``name``: abi, bytecode, deployedBytecode, compiler, sourcesHash."""
     text = resources.files("chainfence").joinpath("artifacts", f"{name}.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    artifact: dict[str, Any] = json.loads(text)
+    return artifact
 
 
 def abi(name: str = "FencingRegistry") -> list[dict[str, Any]]:
-    return load(name)["abi"]
+    entries: list[dict[str, Any]] = load(name)["abi"]
+    return entries
 
 
 @functools.cache
@@ -42,6 +44,7 @@ def functions(name: str = "FencingRegistry") -> dict[str, tuple[bytes, tuple[str
 
 
 def _canonical(param: dict[str, Any]) -> str:
-    if param["type"].startswith("tuple"):  # pragma: no cover - no tuple arguments in these contracts
-        return "(" + ",".join(_canonical(c) for c in param["components"]) + ")" + param["type"][5:]
-    return param["type"]
+    kind = str(param["type"])
+    if kind.startswith("tuple"):  # pragma: no cover - no tuple arguments in these contracts
+        return "(" + ",".join(_canonical(c) for c in param["components"]) + ")" + kind[5:]
+    return kind

@@ -170,7 +170,7 @@ def _reference(child: Any) -> bytes | list[Any]:
         return child
     if len(child) != 32:
         raise ProofMismatch(f"a child reference of {len(child)} bytes (a hash is 32)")
-    return child
+    return bytes(child)
 
 
 def _finish(value: bytes | None, used: int, proof: list[bytes]) -> bytes | None:

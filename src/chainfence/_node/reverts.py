@@ -23,11 +23,9 @@ import functools
 import re
 from typing import Any
 
-from eth_abi import decode as abi_decode
-from eth_utils import keccak, to_checksum_address
-
 from ..errors import CONTRACT_ERRORS, ChainfenceError, UnknownRevert
 from . import artifacts as _artifacts
+from .rlp import keccak256
 
 _ERROR_STRING_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)
 _PANIC_SELECTOR = bytes.fromhex("4e487b71")  # Panic(uint256)
@@ -43,10 +41,11 @@ def _signature(entry: dict[str, Any]) -> str:
 
 
 def _canonical_type(param: dict[str, Any]) -> str:
-    if param["type"].startswith("tuple"):  # pragma: no cover - the registry's errors use no tuples
+    kind = str(param["type"])
+    if kind.startswith("tuple"):  # pragma: no cover - the registry's errors use no tuples
         inner = ",".join(_canonical_type(c) for c in param["components"])
-        return f"({inner}){param['type'][5:]}"
-    return param["type"]
+        return f"({inner}){kind[5:]}"
+    return kind
 
 
 @functools.cache
@@ -64,12 +63,16 @@ def error_table() -> dict[bytes, tuple[type[ChainfenceError], dict[str, Any]]]:
             cls = CONTRACT_ERRORS.get(entry["name"])
             if cls is None:
                 raise RuntimeError(f"contract error {entry['name']} has no Python class in chainfence.errors")
-            table[keccak(text=_signature(entry))[:4]] = (cls, entry)
+            table[keccak256(_signature(entry).encode())[:4]] = (cls, entry)
     return table
 
 
 def decode(data: bytes) -> ChainfenceError:
     """The chainfence error for revert ``data`` (:class:`UnknownRevert` if none fits)."""
+    # eth-abi and eth-utils are loaded when a revert is decoded, not when a request is made.
+    from eth_abi.abi import decode as abi_decode
+    from eth_utils.address import to_checksum_address
+
     selector, payload = data[:4], data[4:]
     known = error_table().get(selector)
     if known is not None:
@@ -166,7 +169,8 @@ def translate(exc: BaseException, *, resource: str | None = None) -> ChainfenceE
     """The chainfence error for a provider exception that is a revert, else None.
 
     ``resource`` (the name the caller used) is attached to lease errors, whose
-    revert data only carries the hash.
+    revert data only carries the hash (the node layer passes none: the SDK
+    names the resource on the way up, :class:`~chainfence.Chain`).
     """
     if isinstance(exc, ChainfenceError):
         return exc

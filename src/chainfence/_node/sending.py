@@ -57,9 +57,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from eth_account.signers.local import LocalAccount
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._effects import RPC, Locked, Sleep, Steps, run
 from ..errors import (
@@ -75,7 +73,12 @@ from ..errors import (
 from .rpc import Rpc
 from .signing import sign
 
+if TYPE_CHECKING:  # a type only: signing needs the key, not eth-account
+    from eth_account.signers.local import LocalAccount
+
 logger = logging.getLogger("chainfence.chain")
+
+T = TypeVar("T")
 
 #: Gas headroom over the estimate: covers state that moves between estimate
 #: and inclusion (e.g. a resource's first acquisition racing another).
@@ -184,34 +187,19 @@ class Sender:
     # The whole journey
     # ------------------------------------------------------------------
 
-    def transact(
-        self,
-        sender: str,
-        call: dict[str, Any],
-        *,
-        gas: int | None,
-        resource: str | None,
-        confirmations: int,
-    ) -> Any:
+    def transact(self, sender: str, call: dict[str, Any], *, gas: int | None, confirmations: int) -> Any:
         """:meth:`transact_steps` over the blocking RPC layer."""
-        return self.run(self.transact_steps(sender, call, gas=gas, resource=resource, confirmations=confirmations))
+        return self.run(self.transact_steps(sender, call, gas=gas, confirmations=confirmations))
 
-    def run(self, steps: Steps[Any]) -> Any:
+    def run(self, steps: Steps[T]) -> T:
         """Run steps of this sender over the blocking :class:`~chainfence._node.rpc.Rpc` (the sync driver)."""
         return run(steps, self.rpc, sleep=lambda seconds: self._sleep(seconds), lock=self._lock)
 
-    def transact_steps(
-        self,
-        sender: str,
-        call: dict[str, Any],
-        *,
-        gas: int | None,
-        resource: str | None,
-        confirmations: int,
-    ) -> Steps[Any]:
-        """The whole journey of one transaction (see the module docstring); returns its receipt."""
+    def transact_steps(self, sender: str, call: dict[str, Any], *, gas: int | None, confirmations: int) -> Steps[Any]:
+        """The whole journey of one transaction (see the module docstring); returns its receipt. Errors
+        name the account and the transaction, never a resource: the caller that knows it adds it."""
         if gas is None:
-            gas = yield from self.preflight(call, resource)
+            gas = yield from self.preflight(call)
         fees = yield from self.fees_steps()
         tx = dict(call, gas=gas, chainId=self.chain_id, **fees)
         tx_hash, nonce = yield Locked(sender, self._sign_and_submit(sender, tx))
@@ -223,10 +211,10 @@ class Sender:
             _mark(error, InFlight(sender, tx, tx_hash, nonce, delivered=True))
             raise
         if receipt["status"] != 1:
-            raise (yield from self.failure(call, receipt, resource))
+            raise (yield from self.failure(call, receipt))
         return receipt
 
-    def preflight(self, call: dict[str, Any], resource: str | None) -> Steps[int]:
+    def preflight(self, call: dict[str, Any]) -> Steps[int]:
         """Run ``call`` on the block being built; raise its decoded revert, else return a gas limit.
 
         On JSON-RPC nodes this is ``eth_estimateGas`` at ``pending``: the
@@ -236,9 +224,9 @@ class Sender:
         an ``eth_call`` at ``pending`` and the gas limit a fixed ceiling.
         """
         if self.embedded:
-            yield RPC.call(call, "pending", resource=resource)
+            yield RPC.call(call, "pending")
             return EMBEDDED_GAS_LIMIT
-        estimate = yield RPC.estimate_gas(call, "pending", resource=resource)
+        estimate: int = yield RPC.estimate_gas(call, "pending")
         return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN
 
     # ------------------------------------------------------------------
@@ -538,7 +526,9 @@ class Sender:
 
     def _send_cancel(self, sender: str, original: dict[str, Any], nonce: int) -> Steps[str | None]:
         """Send a replacement that does nothing; returns its hash (None if the nonce is already mined)."""
-        fees = {k: original[k] for k in ("maxFeePerGas", "maxPriorityFeePerGas", "gasPrice") if k in original}
+        fees: dict[str, int] = {
+            k: original[k] for k in ("maxFeePerGas", "maxPriorityFeePerGas", "gasPrice") if k in original
+        }
         try:
             current = yield from self._fresh_fees()
         except ChainfenceError:
@@ -683,7 +673,7 @@ class Sender:
     # Errors
     # ------------------------------------------------------------------
 
-    def failure(self, call: dict[str, Any], receipt: Any, resource: str | None) -> Steps[ChainfenceError]:
+    def failure(self, call: dict[str, Any], receipt: Any) -> Steps[ChainfenceError]:
         """The error for a transaction mined with status 0."""
         tx_hash = receipt["transactionHash"].to_0x_hex()
         # Replay the call to recover the reason: on the parent block's state
@@ -691,7 +681,7 @@ class Sender:
         # the same block is what made a preflight-approved call revert).
         for block in (receipt["blockNumber"] - 1, receipt["blockNumber"]):
             try:
-                yield RPC.call(call, block, resource=resource)
+                yield RPC.call(call, block)
             except (NodeUnreachable, RpcError):
                 continue  # the node cannot replay at that block (pruned state): try the next
             except ChainfenceError as error:

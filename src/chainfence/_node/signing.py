@@ -16,9 +16,10 @@ eth-account.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from eth_utils import keccak
+from .rlp import keccak256 as keccak
 
 __all__ = ["Signed", "sign"]
 
@@ -38,11 +39,10 @@ def _rlp(item: Any) -> bytes:
     if isinstance(item, list):
         payload = b"".join(_rlp(x) for x in item)
         return _length(len(payload), 0xC0) + payload
-    if isinstance(item, int):
-        item = item.to_bytes((item.bit_length() + 7) // 8, "big")
-    if len(item) == 1 and item[0] < 0x80:
-        return bytes(item)
-    return _length(len(item), 0x80) + item
+    data = item.to_bytes((item.bit_length() + 7) // 8, "big") if isinstance(item, int) else bytes(item)
+    if len(data) == 1 and data[0] < 0x80:
+        return data
+    return _length(len(data), 0x80) + data
 
 
 def _length(length: int, offset: int) -> bytes:
@@ -53,26 +53,30 @@ def _length(length: int, offset: int) -> bytes:
 
 
 @functools.lru_cache(maxsize=64)
-def _signer(key: bytes) -> Any:
+def _signer(key: bytes) -> Callable[[bytes], tuple[int, int, int]]:
     """A signing function for ``key``: coincurve's (libsecp256k1) where installed, else eth-keys'."""
     try:
         import coincurve
     except ImportError:  # pragma: no cover - coincurve is a dependency
-        from eth_keys import keys
-
-        private = keys.PrivateKey(key)
-
-        def sign_hash(digest: bytes) -> tuple[int, int, int]:
-            signature = private.sign_msg_hash(digest)
-            return signature.v, signature.r, signature.s
-
-        return sign_hash
+        return _eth_keys_signer(key)
     private = coincurve.PrivateKey(key)
 
     def sign_hash(digest: bytes) -> tuple[int, int, int]:
         # 65 bytes: r, s (libsecp256k1 makes s low), recovery id. RFC 6979 nonces: deterministic.
         signature = private.sign_recoverable(digest, hasher=None)
         return signature[64], int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:64], "big")
+
+    return sign_hash
+
+
+def _eth_keys_signer(key: bytes) -> Callable[[bytes], tuple[int, int, int]]:  # pragma: no cover - without coincurve
+    from eth_keys.datatypes import PrivateKey
+
+    private = PrivateKey(key)
+
+    def sign_hash(digest: bytes) -> tuple[int, int, int]:
+        signature = private.sign_msg_hash(digest)
+        return signature.v, signature.r, signature.s
 
     return sign_hash
 

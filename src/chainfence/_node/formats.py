@@ -1,0 +1,296 @@
+"""JSON-RPC values to and from the shapes the SDK works with, written once for every transport.
+
+Results come back as web3 returns them (``AttributeDict`` blocks, receipts,
+transactions and logs; ints; ``HexBytes`` hashes; checksum addresses), built
+here without web3's formatters, which cost more than anvil takes to mine and
+whose module is private (``tests/unit/test_lean_http.py`` holds these to
+web3's own formatters; ``tests/unit/test_transports.py`` holds the embedded
+chain's answers to them). They read a node's JSON (hex strings) and the
+in-process chain's answers (eth-tester's ints and hex strings) alike.
+
+Parameters go out in JSON-RPC form: :func:`call_object`, :func:`block_id`,
+:func:`hash_id`, :func:`log_filter`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+__all__ = [
+    "block_id",
+    "call_object",
+    "data",
+    "format_block",
+    "format_log",
+    "format_receipt",
+    "format_transaction",
+    "hash_id",
+    "log_filter",
+    "quantity",
+]
+
+
+def quantity(value: Any) -> int:
+    """A JSON-RPC quantity (``"0x1a"``; the in-process chain answers with ints) as an int."""
+    if isinstance(value, str):
+        return int(value, 16)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"not a quantity: {value!r}")
+
+
+def data(value: Any) -> bytes:
+    """JSON-RPC data (``"0x..."``) as bytes."""
+    if isinstance(value, str):
+        return bytes.fromhex(value[2:] if value.startswith("0x") else value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    raise ValueError(f"not data: {value!r}")
+
+
+def _quantity(value: Any) -> Any:
+    return int(value, 16) if isinstance(value, str) and value.startswith("0x") else value
+
+
+@functools.lru_cache(maxsize=1024)
+def _checksum(address: str) -> str:
+    from eth_utils.address import to_checksum_address
+
+    return to_checksum_address(address)
+
+
+def _address(value: Any) -> Any:
+    return _checksum(value.lower()) if isinstance(value, str) and len(value) == 42 else value
+
+
+def _hexbytes(value: Any) -> Any:
+    """0x-hex as ``HexBytes`` (the in-process chain gives a bloom, ``r`` and ``s`` as ints: as web3 reads them)."""
+    from hexbytes import HexBytes
+
+    if isinstance(value, (str, bytes, bytearray)) or (isinstance(value, int) and not isinstance(value, bool)):
+        return HexBytes(value)
+    return value
+
+
+_RECEIPT_QUANTITIES = frozenset(
+    {
+        "blockNumber",
+        "cumulativeGasUsed",
+        "effectiveGasPrice",
+        "gasUsed",
+        "status",
+        "transactionIndex",
+        "type",
+        "blobGasUsed",
+        "blobGasPrice",
+    }
+)
+_RECEIPT_BYTES = frozenset({"blockHash", "logsBloom", "transactionHash", "root"})
+_RECEIPT_ADDRESSES = frozenset({"contractAddress", "from", "to"})
+_LOG_QUANTITIES = frozenset({"blockNumber", "logIndex", "transactionIndex"})
+_LOG_BYTES = frozenset({"blockHash", "data", "transactionHash"})
+
+
+def _log_entry(log: dict[str, Any]) -> Any:
+    from web3.datastructures import AttributeDict
+
+    out: dict[str, Any] = {}
+    for key, value in log.items():
+        if key in _LOG_QUANTITIES:
+            value = _quantity(value)
+        elif key in _LOG_BYTES:
+            value = _hexbytes(value)
+        elif key == "topics":
+            value = [_hexbytes(topic) for topic in value]
+        elif key == "address":
+            value = _address(value)
+        out[key] = value
+    return AttributeDict(out)
+
+
+def format_receipt(raw: dict[str, Any] | None) -> Any | None:
+    """A receipt as web3's ``eth.get_transaction_receipt`` returns it (``AttributeDict``, ints,
+    ``HexBytes``, checksum addresses), from the node's JSON; ``tests/unit/test_lean_http.py`` holds it
+    to web3's own formatter."""
+    if raw is None:
+        return None
+    from web3.datastructures import AttributeDict
+
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in _RECEIPT_QUANTITIES:
+            value = _quantity(value)
+        elif key in _RECEIPT_BYTES:
+            value = _hexbytes(value)
+        elif key in _RECEIPT_ADDRESSES:
+            value = _address(value)
+        elif key == "logs":
+            value = [_log_entry(log) for log in value]
+        out[key] = value
+    return AttributeDict(out)
+
+
+def _storage_key(value: Any) -> Any:
+    """A storage key as web3 returns it in an access list: 0x and 64 lower-case hex digits."""
+    if isinstance(value, str) and value.startswith("0x"):
+        return "0x" + value[2:].lower().rjust(64, "0")
+    return value
+
+
+def _each(formatter: Any) -> Any:
+    return lambda values: values if values is None else [formatter(value) for value in values]
+
+
+def _fields(table: dict[str, Any]) -> Any:
+    """A formatter of a JSON object: each field its table's function (None stays None), the rest as is."""
+
+    def format_object(raw: Any) -> Any:
+        from web3.datastructures import AttributeDict
+
+        if not isinstance(raw, dict):
+            return raw
+        return AttributeDict(
+            {key: (table[key](value) if key in table and value is not None else value) for key, value in raw.items()}
+        )
+
+    return format_object
+
+
+_ACCESS_LIST_ENTRY = _fields({"address": _address, "storageKeys": _each(_storage_key)})
+_AUTHORIZATION = _fields(
+    {
+        "chainId": _quantity,
+        "address": _address,
+        "nonce": _quantity,
+        "yParity": _quantity,
+        "r": _quantity,
+        "s": _quantity,
+    }
+)
+_WITHDRAWAL = _fields({"index": _quantity, "validatorIndex": _quantity, "address": _address, "amount": _quantity})
+
+#: A transaction as web3's ``eth.get_transaction`` returns it (web3's TRANSACTION_RESULT_FORMATTERS, without
+#: importing web3's private module): ``tests/unit/test_lean_http.py`` holds it to web3's own formatter.
+format_transaction = _fields(
+    {
+        **dict.fromkeys(
+            (
+                "blockNumber",
+                "transactionIndex",
+                "nonce",
+                "gas",
+                "gasPrice",
+                "maxFeePerGas",
+                "maxPriorityFeePerGas",
+                "value",
+                "v",
+                "yParity",
+                "standardV",
+                "type",
+                "chainId",
+                "maxFeePerBlobGas",
+            ),
+            _quantity,
+        ),
+        **dict.fromkeys(("blockHash", "publicKey", "r", "s", "raw", "hash", "input", "data"), _hexbytes),
+        "from": _address,
+        "to": _address,
+        "accessList": _each(_ACCESS_LIST_ENTRY),
+        "blobVersionedHashes": _each(_hexbytes),
+        "authorizationList": _each(_AUTHORIZATION),
+    }
+)
+
+
+def _transactions(values: list[Any]) -> list[Any]:
+    return [format_transaction(value) if isinstance(value, dict) else _hexbytes(value) for value in values]
+
+
+#: A block as web3's ``eth.get_block`` returns it (web3's BLOCK_RESULT_FORMATTERS, without its private module).
+format_block = _fields(
+    {
+        **dict.fromkeys(
+            (
+                "baseFeePerGas",
+                "gasLimit",
+                "gasUsed",
+                "size",
+                "timestamp",
+                "number",
+                "difficulty",
+                "totalDifficulty",
+                "blobGasUsed",
+                "excessBlobGas",
+            ),
+            _quantity,
+        ),
+        **dict.fromkeys(
+            (
+                "extraData",
+                "hash",
+                "logsBloom",
+                "mixHash",
+                "nonce",
+                "parentHash",
+                "sha3Uncles",
+                "receiptsRoot",
+                "stateRoot",
+                "transactionsRoot",
+                "withdrawalsRoot",
+                "parentBeaconBlockRoot",
+                "requestsHash",
+            ),
+            _hexbytes,
+        ),
+        "miner": _address,
+        "uncles": _each(_hexbytes),
+        "transactions": _transactions,
+        "withdrawals": _each(_WITHDRAWAL),
+    }
+)
+
+
+def format_log(raw: Any) -> Any:
+    """A log as web3's ``eth.get_logs`` returns it, from the node's JSON."""
+    return _log_entry(raw) if isinstance(raw, dict) else raw
+
+
+def _hex(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return "0x" + bytes(value).hex()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return hex(value)
+    return value
+
+
+def call_object(tx: dict[str, Any]) -> dict[str, Any]:
+    """An eth_call / eth_estimateGas transaction object in JSON-RPC form."""
+    return {key: _hex(value) for key, value in tx.items() if value is not None}
+
+
+def hash_id(value: Any) -> str:
+    """A transaction or block hash (0x-hex, bytes or ``HexBytes``) as JSON-RPC wants it."""
+    if isinstance(value, (bytes, bytearray)):
+        return "0x" + bytes(value).hex()
+    text = str(value)
+    return text if text.startswith("0x") else "0x" + text
+
+
+def block_id(block: str | int) -> str:
+    """A block number or tag (``"latest"``, ``"pending"`` ...) as JSON-RPC wants it."""
+    return hex(block) if isinstance(block, int) and not isinstance(block, bool) else str(block)
+
+
+def log_filter(filter_params: dict[str, Any]) -> dict[str, Any]:
+    """An eth_getLogs filter as JSON-RPC wants it (block numbers in hex, topics and bytes as 0x-hex)."""
+    params = dict(filter_params)
+    for key in ("fromBlock", "toBlock"):
+        if isinstance(params.get(key), int):
+            params[key] = hex(params[key])
+    if isinstance(params.get("topics"), (list, tuple)):
+        params["topics"] = [
+            [_hex(one) for one in topic] if isinstance(topic, (list, tuple)) else _hex(topic)
+            for topic in params["topics"]
+        ]
+    return params
