@@ -162,8 +162,10 @@ def _cmd_namespace(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             if args.max_ttl is None and args.lock_delay is None and args.admission is None:
                 parser.error("namespace policy set: give at least one of --max-ttl, --lock-delay, --admission")
             # The event says the whole policy as it now stands: the fields not given kept their values.
-            policy = registry._set_policy(
-                args.prefix, args.max_ttl, args.lock_delay, args.admission, args.confirmations
+            policy = registry._drive(
+                registry._policy_set_steps(
+                    args.prefix, args.max_ttl, args.lock_delay, args.admission, args.confirmations
+                )
             )
             document = {
                 "max_ttl": policy.max_ttl,
