@@ -561,6 +561,8 @@ class AsyncElection(AsyncFace[Election], core=Election):
     def _from_core(cls, core: Election, driver: AsyncDriver) -> AsyncElection:
         face = cls.__new__(cls)
         face.registry, face.election, face._face = twin_of(core.registry, driver), core, None
+        if core.leadership is not None:
+            face._face = AsyncLeadership(face, core.leadership)
         return face
 
     name = mirrored("name")
@@ -682,9 +684,11 @@ class AsyncLeadership(AsyncFace[Leadership], core=Leadership):
         leadership = self.leadership
         if not leadership._kept:
             return
-        leadership._kept = False
         keeping = leadership._keeping
-        assert isinstance(keeping, AsyncKeeping)
+        if not isinstance(keeping, AsyncKeeping):
+            leadership._stop_keeping()  # a term won through the sync face: its renewer is a thread
+            return
+        leadership._kept = False
         try:
             await keeping.__aexit__(None, None, None)
         except LeaseLost as lost:
