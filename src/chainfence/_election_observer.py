@@ -209,8 +209,11 @@ class Observer:
         self.last_token = 0
         self.wake_at = math.inf
 
-    def start_steps(self, head: Any) -> Steps[None]:
-        """Read the resource at ``head`` (the latest block): the state the first poll compares with."""
+    def start_steps(self, head: Any = None) -> Steps[None]:
+        """Read the resource at ``head`` (the latest block, read now if not given): the state the first poll
+        compares with."""
+        if head is None:
+            head = yield RPC.block("latest")
         self.head, self.head_hash = int(head["number"]), bytes(head["hash"])
         yield from self._read_steps(self.head)
 
