@@ -65,7 +65,7 @@ _LAZY = {
     "Lease": ".lease",
     "LeaseEvent": ".audit",
     "LeaseInfo": ".lease",
-    "LeaseSet": ".lease",
+    "LeaseSet": ".lease_set",
     "LeaseStatus": ".lease",
     "NamespacePolicy": ".namespaces",
     "Registry": ".registry",
@@ -85,7 +85,8 @@ if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
     from .fenced_store import FencedStore
     from .guard import Guard
     from .guard.admission import Admission
-    from .lease import AcquireReason, Lease, LeaseInfo, LeaseSet, LeaseStatus
+    from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
+    from .lease_set import LeaseSet
     from .namespaces import NamespacePolicy
     from .registry import Registry
 

@@ -8,10 +8,18 @@ effects* and receives their results; it never performs I/O itself::
     yield Sleep(0.1)                            # a pause between polls
     nonce = yield Locked(sender, sign_steps)    # run sub-steps under the sender's lock
     note = yield Shielded(cleanup_steps)        # run sub-steps to the end, whatever interrupts the caller
+    done = yield Blocking(index.sync)           # a blocking call that is not the chain's (a SQLite file)
+    yield Emit(page)                            # hand a value out while the steps go on (a page of logs)
 
 A driver runs it: :func:`run` over the blocking :class:`~chainfence._node.rpc.Rpc`
 (``time.sleep``, ``threading.Lock``), :func:`arun` over
 :class:`~chainfence._node.rpc.AsyncRpc` (``asyncio.sleep``, ``asyncio.Lock``).
+Steps that emit are streamed: :func:`stream` is a generator of what they emit
+(a blocking driver), :func:`astream` an async generator; inside other steps,
+:func:`collect_steps` gathers what they emit. Naming: a function or method
+whose name ends in ``_steps`` returns such a generator, and nothing else
+does; the public methods of the SDK are derived from them
+(:mod:`chainfence._faces`).
 Both RPC layers have the same method names and share one error translation,
 so the core sees the same results and the same typed errors either way: a
 failure of an effect is thrown into the generator at its ``yield``, where
@@ -30,11 +38,26 @@ directly; only waiting is, since blocking and asyncio wait differently.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["RPC", "Call", "Locked", "Shielded", "Sleep", "Steps", "arun", "run"]
+__all__ = [
+    "RPC",
+    "Blocking",
+    "Call",
+    "Emit",
+    "Locked",
+    "Shielded",
+    "Sleep",
+    "Steps",
+    "arun",
+    "astream",
+    "collect_steps",
+    "primed_steps",
+    "run",
+    "stream",
+]
 
 T = TypeVar("T")
 
@@ -78,6 +101,20 @@ class Shielded(NamedTuple):
     steps: Steps[Any]
 
 
+class Blocking(NamedTuple):
+    """Call ``function()``, which blocks on something that is not the chain (an audit index's SQLite file,
+    a deployment file): in line on the blocking driver, in a worker thread on asyncio."""
+
+    function: Callable[[], Any]
+
+
+class Emit(NamedTuple):
+    """Hand ``value`` out and go on: :func:`stream` yields it to its caller (a page of logs, an election's
+    change), :func:`collect_steps` gathers it. The steps receive None."""
+
+    value: Any
+
+
 class _RpcRequests:
     """``RPC.block_number()`` is ``Call("block_number", (), {})``: the core's requests read like calls."""
 
@@ -116,6 +153,8 @@ def run(
                     value = run(effect.steps, rpc, sleep=sleep, lock=lock)
             elif type(effect) is Shielded:
                 value = run(effect.steps, rpc, sleep=sleep, lock=lock)
+            elif type(effect) is Blocking:
+                value = effect.function()
             else:
                 raise TypeError(f"not an effect: {effect!r}")
         except BaseException as exc:  # handed to the core at its yield, as a direct call would raise it
@@ -150,6 +189,10 @@ async def arun(
                     value = await arun(effect.steps, rpc, sleep=sleep, lock=lock)
             elif type(effect) is Shielded:
                 value = await _shielded(arun(effect.steps, rpc, sleep=sleep, lock=lock))
+            elif type(effect) is Blocking:
+                import asyncio
+
+                value = await asyncio.to_thread(effect.function)
             else:
                 raise TypeError(f"not an effect: {effect!r}")
         except BaseException as exc:  # CancelledError too: the core's cleanup runs, then it propagates
@@ -175,3 +218,96 @@ async def _shielded(work: Awaitable[T]) -> T:
                 if task.cancelled():
                     raise
                 return task.result()  # it ended as the caller was cancelled again: its result stands
+
+
+# ----------------------------------------------------------------------
+# Steps that hand values out as they go (Emit): streamed by a driver, or gathered by other steps
+# ----------------------------------------------------------------------
+
+
+def _until_emit_steps(steps: Steps[T], pending: Any = None) -> Steps[tuple[bool, Any]]:
+    """Forward ``steps``' effects to the driver until they emit (``(True, value)``) or return
+    (``(False, result)``); ``pending``: an effect they yielded already and that still has to run.
+
+    The one delegation loop besides the drivers': ``yield from`` cannot stop at an :class:`Emit`.
+    """
+    value: Any = None
+    error: BaseException | None = None
+    effect = pending
+    while True:
+        if effect is None:
+            try:
+                effect = steps.send(value) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return False, done.value
+        if type(effect) is Emit:
+            return True, effect.value
+        value, error = None, None
+        try:
+            value = yield effect
+        except BaseException as exc:  # handed to the steps at their yield, as the driver hands it here
+            error = exc
+        effect = None
+
+
+def collect_steps(steps: Steps[Any]) -> Steps[list[Any]]:
+    """Run ``steps`` inside other steps; return what they emitted, in order (their own result is dropped)."""
+    emitted: list[Any] = []
+    while True:
+        more, value = yield from _until_emit_steps(steps)
+        if not more:
+            return emitted
+        emitted.append(value)
+
+
+def primed_steps(steps: Steps[T]) -> Steps[T]:
+    """``steps`` run up to their first effect now (no I/O: effects are only yielded), so that the checks
+    before it raise at the call; the returned steps go on from there. What :func:`stream` and
+    :func:`astream` are handed, so that a bad argument raises where the generator is made, not where
+    it is first iterated."""
+    try:
+        first = steps.send(None)
+    except StopIteration as done:
+        return _returning_steps(done.value)
+    return _going_on_steps(steps, first)
+
+
+def _returning_steps(value: T) -> Steps[T]:
+    return value
+    yield  # pragma: no cover - makes this a generator
+
+
+def _going_on_steps(steps: Steps[T], first: Any) -> Steps[T]:
+    while True:
+        more, value = yield from _until_emit_steps(steps, first)
+        if not more:
+            return value  # type: ignore[no-any-return]
+        yield Emit(value)
+        first = None
+
+
+def stream(steps: Steps[Any], drive: Callable[[Steps[Any]], Any]) -> Iterator[Any]:
+    """What ``steps`` emit, one at a time; ``drive`` (a blocking driver: :func:`run` over an RPC layer,
+    ``Chain._run``) runs them between two of them. Leaving the loop early closes the steps (their
+    ``finally`` clauses run)."""
+    try:
+        while True:
+            more, value = drive(_until_emit_steps(steps))
+            if not more:
+                return
+            yield value
+    finally:
+        steps.close()
+
+
+async def astream(steps: Steps[Any], drive: Callable[[Steps[Any]], Awaitable[Any]]) -> AsyncIterator[Any]:
+    """:func:`stream` for asyncio: an async generator of what ``steps`` emit, ``drive`` an asyncio driver
+    (:func:`arun` over an RPC layer, ``AsyncChain._run``)."""
+    try:
+        while True:
+            more, value = await drive(_until_emit_steps(steps))
+            if not more:
+                return
+            yield value
+    finally:
+        steps.close()

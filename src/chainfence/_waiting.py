@@ -61,9 +61,9 @@ Everything that waits takes a :class:`Timer` (clock, sleep, randomness):
 tests give it one that moves only when the test says.
 
 The waiting is written once, as steps (:mod:`chainfence._effects`): the
-sync :class:`~chainfence.Registry` runs them over the blocking RPC layer
-with :data:`SYSTEM`, :mod:`chainfence.aio` over the asyncio one with
-:data:`ASYNC_SYSTEM` (whose sleeps are coroutines).
+sync :class:`~chainfence.Registry` runs them over the blocking RPC layer,
+:mod:`chainfence.aio` over the asyncio one; with the system timer
+(:data:`SYSTEM`) each pauses with its driver's own sleep (:func:`sleep`).
 """
 
 from __future__ import annotations
@@ -141,6 +141,15 @@ class AsyncTimer(Timer):
 ASYNC_SYSTEM = AsyncTimer()
 
 
+def sleep(timer: Timer, seconds: float, *, before_send: bool = False) -> Sleep:
+    """The effect of pausing ``seconds`` on ``timer``: the system timers pause with the driver's own sleep
+    (``time.sleep`` or ``asyncio.sleep``: the same steps run on either), another timer (a test's) with its
+    own (``pause_before_send`` for the random pause before a send)."""
+    if timer is SYSTEM or timer is ASYNC_SYSTEM:
+        return Sleep(seconds)
+    return Sleep(seconds, using=timer.pause_before_send if before_send else timer.sleep)
+
+
 @dataclass(frozen=True)
 class Pace:
     """How often a waiter polls the head, and the longest random pause before it sends."""
@@ -164,14 +173,14 @@ def pace_steps(chain: Chain) -> Steps[Pace]:
     elif chain.is_dev:
         result = Pace(poll=0.05, jitter=0.025)
     else:
-        block_time = yield from _block_time(chain)
+        block_time = yield from _block_time_steps(chain)
         poll = min(6.0, max(0.25, block_time / 2))
         result = Pace(poll=poll, jitter=poll / 2)
     chain.__dict__["_wait_pace"] = result
     return result
 
 
-def _block_time(chain: Chain) -> Steps[float]:
+def _block_time_steps(chain: Chain) -> Steps[float]:
     """Seconds per block over the last blocks (2 requests; 2.0 on a young chain)."""
     latest = yield RPC.block("latest")
     number = int(latest["number"]) if latest is not None else 0
@@ -207,13 +216,13 @@ class Follower:
         else:
             self._expiry_wake = self._timer.now() + max(float(expires_at - judged_at), self._pace.poll)
 
-    def wait(self, remaining: float) -> Steps[bool]:
+    def wait_steps(self, remaining: float) -> Steps[bool]:
         """Sleep at most one poll (never past ``remaining`` seconds), look at the head; True when the
         lease should be read again (an event for the resource, its expiry, a reorganisation)."""
         now = self._timer.now()
         pause = min(self._pace.poll, remaining, max(0.0, self._expiry_wake - now))
         if pause > 0:
-            yield Sleep(pause, using=self._timer.sleep)
+            yield sleep(self._timer, pause)
         if self._timer.now() >= self._expiry_wake:
             self._expiry_wake = math.inf
             logger.debug("waiting: the lease's expiry (chain time %s) is due by the local clock", self._expires_at)
@@ -247,7 +256,7 @@ class Follower:
         return bool(events)
 
 
-def follow(chain: Chain, address: str, resource_id: bytes, timer: Timer, pace: Pace) -> Steps[Follower]:
+def follow_steps(chain: Chain, address: str, resource_id: bytes, timer: Timer, pace: Pace) -> Steps[Follower]:
     """A :class:`Follower` from the current head."""
     head = yield RPC.block("latest")
     return Follower(chain, address, resource_id, timer, pace, int(head["number"]) if head is not None else 0)
@@ -269,7 +278,7 @@ def turn_key(address: str, resource_id: bytes) -> str:
     return f"waiting-turn:{address.lower()}:{resource_id.hex()}"
 
 
-def acquire_waiting(
+def acquire_waiting_steps(
     *,
     send: Callable[[], Steps[T]],
     ready: Callable[[], Steps[None]],
@@ -314,7 +323,7 @@ def acquire_waiting(
         if paused:
             pause = timer.jitter(pace.jitter)
             if pause > 0:
-                yield Sleep(pause, using=timer.pause_before_send)
+                yield sleep(timer, pause, before_send=True)
             yield from ready()  # the fee quote and the nonce now: the preflight is then the last read before the send
         try:
             return (yield Locked(turn, send()))
@@ -364,7 +373,7 @@ def acquire_waiting(
             if remaining <= 0:
                 refusal.add_note(f"waited {wait:g} s (the wait= given) for the resource to become free")
                 raise refusal
-            if not (yield from watch.wait(remaining)):
+            if not (yield from watch.wait_steps(remaining)):
                 continue
             info = yield from read()
             if free(info):

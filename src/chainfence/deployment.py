@@ -21,17 +21,26 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from . import _validate
 from .errors import InvalidInput
 
-if TYPE_CHECKING:
-    from .registry import Registry
-
 __all__ = ["DEFAULT_PATH", "Deployment", "default_path", "load", "save"]
 
 DEFAULT_PATH = Path(".chainfence") / "deployment.json"
+
+
+class _Deployed(Protocol):
+    """What a deployment record is made from: a :class:`~chainfence.Registry` (this module sits below it)."""
+
+    chain: Any
+    address: str
+
+    @property
+    def max_ttl(self) -> int: ...
+
+    def identity(self) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,7 @@ class Deployment:
     rpc_url: str | None = None
 
     @classmethod
-    def of(cls, registry: Registry, *, rpc_url: str | None) -> Deployment:
+    def of(cls, registry: _Deployed, *, rpc_url: str | None) -> Deployment:
         """The record of ``registry`` as the chain reports it, reachable at ``rpc_url``."""
         identity = registry.identity()
         return cls(

@@ -53,99 +53,67 @@ successor. A revoke empties the seat at its block; a grant and a
 reacquisition pass it straight to the next term. Renewals are not changes.
 A reorganisation is followed by reading the resource again (a term the
 chain no longer has ended ``rolled_back``).
+
+asyncio: :class:`AsyncElection` (:mod:`chainfence.aio`) over an
+``AsyncRegistry``: ``await election.campaign()`` returns an
+:class:`AsyncLeadership` kept alive in a task, ``election.observe()`` is an
+async generator of the same changes (the same steps:
+:mod:`chainfence._election_observer`), ``election.watch(callback)`` runs it
+in a task.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 import logging
-import math
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from . import _validate, _waiting, endings
-from ._node import events as _events
+from . import _validate, endings
+from . import keepalive as _keepalive
+from ._effects import Steps
+from ._election_observer import Leader, Seat, TermEnded, observe_steps
+from ._faces import (
+    AsyncDriver,
+    AsyncFace,
+    SyncFace,
+    astreaming,
+    awaiting,
+    local,
+    mirrored,
+    operation,
+    streaming,
+    twin_of,
+)
 from .endings import End, LocalEnd, Refusal
 from .errors import InvalidInput, InvalidTtl, LeaseLost, TokenNotCurrent
-from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore
-from .lease import AcquireReason, LeaseInfo
-
-if TYPE_CHECKING:
-    from .lease import Lease
-    from .registry import Registry
+from .keepalive import (
+    DEFAULT_BLOCK_TIME_MARGIN,
+    DEFAULT_LATENCY_MARGIN,
+    AsyncKeeper,
+    AsyncKeeping,
+    KeepAliveCore,
+    Keeping,
+)
+from .lease import Lease
+from .registry import AsyncRegistry, Registry
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Election", "Leader", "Leadership", "TermEnded", "Watch"]
-
-#: The events an observer follows: every lease event of the resource that can end a term or start one.
-_KINDS = (
-    _events.Kind.ACQUIRED,
-    _events.Kind.RELEASED,
-    _events.Kind.RENEWED,
-    _events.Kind.REVOKED,
-    _events.Kind.COMPLETED,
-)
-
-#: The words :func:`chainfence.endings.of_event` reads events by.
-_EVENT_WORDS = {
-    _events.Kind.ACQUIRED: "acquired",
-    _events.Kind.RELEASED: "released",
-    _events.Kind.REVOKED: "revoked",
-    _events.Kind.COMPLETED: "completed",
-}
-
-#: Whether the seat is empty after a term ends this way (observe() then yields None) or passes straight
-#: to the next term (a reacquisition, a grant: one transaction ended the term and began the next).
-_EMPTIES_THE_SEAT = {
-    End.EXPIRED: True,
-    End.RELEASED: True,
-    End.REVOKED: True,
-    End.COMPLETED: True,  # never a term's end: an election's resource is never a claimed work item
-    End.SUPERSEDED: False,
-    End.GRANTED: False,
-    End.ROLLED_BACK: False,  # the state read again follows at once
-}
+__all__ = [
+    "AsyncElection",
+    "AsyncLeadership",
+    "AsyncWatch",
+    "Election",
+    "Leader",
+    "Leadership",
+    "TermEnded",
+    "Watch",
+]
 
 
-@dataclass(frozen=True)
-class Leader:
-    """A term of an election: who leads (``holder``) with which fencing ``token``.
-
-    ``since`` is the chain time of the block that elected it (``block_number``);
-    ``expires_at`` the chain time its term ends unless renewed, as last read.
-    Two terms are the same term when their tokens (and holders: a
-    reorganisation may give a token number to another holder) are equal.
-    """
-
-    name: str
-    holder: str
-    token: int
-    since: int
-    expires_at: int
-    block_number: int
-
-
-@dataclass(frozen=True)
-class TermEnded:
-    """How a term ended, as :meth:`Election.observe` reports it with ``ends=True``: in chain order, just
-    before the change it makes (None, or the next :class:`Leader`).
-
-    ``end`` is the model's word (:class:`chainfence.endings.End`): ``expired``, ``released``,
-    ``revoked``, ``granted`` (the namespace's admin gave the seat to another in the same transaction),
-    ``superseded`` (its holder campaigned again: a new token), or ``rolled_back`` (a reorganisation
-    took the term away). ``block_number`` is the block that showed it, None for an expiry judged by
-    chain time with no block stamped past it yet.
-    """
-
-    leader: Leader
-    end: End
-    block_number: int | None
-
-
-class Election:
+class Election(SyncFace):
     """Leader election over the registry resource ``name``, as ``registry``'s sender.
 
     ``ttl`` (seconds of chain time) is each term's lease; the keep-alive
@@ -171,8 +139,6 @@ class Election:
         clock: Callable[[], float] | None = None,
         confirmations: int | None = None,
     ):
-        from .registry import Registry
-
         if not isinstance(registry, Registry):
             raise InvalidInput(f"registry must be a chainfence Registry, got {type(registry).__name__}")
         _validate.publishable(name)
@@ -199,9 +165,11 @@ class Election:
             "clock": clock,
         }
         self._resource_id = _validate.resource_id(name)
+        self._seat = Seat(registry, name, self._resource_id)
         self._leadership: Leadership | None = None
-        # (token, holder) -> (block, chain time) of its acquisition; a reorganisation may reuse a token number
-        self._elected: dict[tuple[int, str], tuple[int, int]] = {}
+
+    def _drive(self, steps: Steps[Any]) -> Any:
+        return self.registry._drive(steps)
 
     # -- campaigning -----------------------------------------------------------
 
@@ -223,27 +191,46 @@ class Election:
         manager: leaving it resigns. Campaigning while this account already
         leads starts a new term (a new token) that fences off the old one.
         """
+        seconds, previous = self._campaign_args(wait, on_lost)
+        if previous is not None:
+            previous._stop_keeping()  # lost: never renewed again; the new term fences it off
+        lease = self._drive(self._term_steps(seconds))
+        return self._elected(lease, lambda: Leadership(self, lease, on_lost=on_lost))
+
+    def _campaign_args(self, wait: float | None, on_lost: Any) -> tuple[float, Leadership | None]:
+        """campaign()'s arguments checked (both faces): the seconds to wait, and a lost leadership of this
+        object to stop keeping first. Nothing is sent."""
         if on_lost is not None and not callable(on_lost):
             raise InvalidInput(f"on_lost must be callable, got {on_lost!r}")
         seconds = _validate.MAX_WAIT if wait is None else _validate.wait(wait)
         previous = self.leadership
-        if previous is not None:
-            if previous.lost is None:
-                raise InvalidInput(
-                    f"this Election already leads {self.name!r} (token {previous.token}): resign() first, "
-                    "or campaign from another Election object to fence it off"
-                )
-            previous._stop_keeping()  # lost: never renewed again; the new term fences it off
-        lease = self.registry.acquire(self.name, self.ttl, confirmations=self.confirmations, wait=seconds or None)
+        if previous is not None and previous.lost is None:
+            raise InvalidInput(
+                f"this Election already leads {self.name!r} (token {previous.token}): resign() first, "
+                "or campaign from another Election object to fence it off"
+            )
+        return seconds, previous
+
+    def _term_steps(self, seconds: float) -> Steps[Lease]:
+        """Wait for the seat (no gas, as ``acquire(wait=)`` waits) and take it: the term's lease."""
+        return self.registry._acquire_steps(self.name, self.ttl, confirmations=self.confirmations, wait=seconds or None)
+
+    def _elected(self, lease: Lease, leading: Callable[[], Leadership]) -> Leadership:
+        """The term just won, kept alive by ``leading()``; a term already past its safe deadline is released."""
         try:
-            leadership = Leadership(self, lease, on_lost=on_lost)
+            leadership = leading()
         except LeaseLost:  # the term was past its safe deadline before its keep-alive could start
             try:
                 lease.release()
             except Exception as release_error:
                 logger.warning("release of a term lost at election failed token=%d: %s", lease.token, release_error)
             raise
+        self._won(leadership)
+        return leadership
+
+    def _won(self, leadership: Leadership) -> None:
         self._leadership = leadership
+        lease = leadership.lease
         logger.info(
             "elected election=%s token=%d holder=%s expires_at=%d tx=%s",
             self.name,
@@ -252,7 +239,6 @@ class Election:
             lease.expires_at,
             lease.tx_hash,
         )
-        return leadership
 
     @property
     def leadership(self) -> Leadership | None:
@@ -274,21 +260,21 @@ class Election:
 
     # -- reading -----------------------------------------------------------------
 
-    def leader(self) -> Leader | None:
+    def _leader_steps(self) -> Steps[Leader | None]:
         """The current leader, judged at :meth:`Chain.now <chainfence.Chain.now>` as views judge, or None.
 
         One read of the resource (and, the first time a term is seen, its
         election's block: ``eth_getLogs`` filtered by token, searching back
         from the head a page of blocks at a time, and that block's time).
         """
-        info = self.registry.last_lease(self.name)
+        info = yield from self.registry._last_lease_steps(self.name)
         if info is None or not info.live:
             return None
-        return self._leader_of(info)
+        return (yield from self._seat.leader_of_steps(info))
 
-    def observe(
-        self, *, timeout: float | None = None, stop: threading.Event | None = None, ends: bool = False
-    ) -> Iterator[Leader | TermEnded | None]:
+    leader = operation(_leader_steps)
+
+    def _observe_steps(self, *, timeout: float | None = None, stop: Any = None, ends: bool = False) -> Steps[None]:
         """Yield the leader now, then each change: a :class:`Leader` per new term, None when the seat empties.
 
         Ends after ``timeout`` seconds (None: never), with one last look at
@@ -313,7 +299,9 @@ class Election:
             raise InvalidInput(f"stop must be a threading.Event (something with is_set()), got {stop!r}")
         if not isinstance(ends, bool):
             raise InvalidInput(f"ends must be a bool, got {ends!r}")
-        return self._observe(seconds, stop, ends)
+        yield from observe_steps(self._seat, self.registry._wait_timer, seconds, stop, ends)
+
+    observe = streaming(_observe_steps)
 
     def watch(self, callback: Callable[[Leader | TermEnded | None], Any], *, ends: bool = False) -> Watch:
         """Call ``callback(leader)`` for the leader now and each change, in a background thread.
@@ -323,296 +311,23 @@ class Election:
         ``stop()`` it, or use it as a context manager. A chain error (or an
         exception of the callback) ends the watch; ``stop()`` raises it.
         """
-        if not callable(callback):
-            raise InvalidInput(f"callback must be callable, got {callback!r}")
-        if not isinstance(ends, bool):
-            raise InvalidInput(f"ends must be a bool, got {ends!r}")
+        _watch_args(callback, ends)
         watch = Watch(self, callback, ends=ends)
         watch._thread.start()
         return watch
-
-    # -- internal --------------------------------------------------------------------
-
-    def _leader_of(self, info: LeaseInfo) -> Leader:
-        block, since = self._election_of(info.token, info.holder)
-        return Leader(self.name, info.holder, info.token, since, info.expires_at, block)
-
-    def _election_of(self, token: int, holder: str) -> tuple[int, int]:
-        """(block, chain time) of the acquisition of ``token``: searched backwards from the head, one page
-        of blocks at a time (a live term was usually won recently), down to the registry's deployment."""
-        known = self._elected.get((token, holder))
-        if known is None:
-            chain = self.registry.chain
-            first, end = self.registry.deployment_block(), chain.block_number()
-            block = None
-            while block is None and end >= first:
-                start = max(first, end - _events.DEFAULT_MAX_LOG_RANGE + 1)
-                logs = _events.fetch_all(
-                    chain,
-                    self.registry.address,
-                    kinds=[_events.Kind.ACQUIRED],
-                    resource_id=self._resource_id,
-                    token=token,
-                    from_block=start,
-                    to_block=end,
-                )
-                mine = [log for log in logs if log.holder == holder]
-                if mine:
-                    block = mine[-1].block_number
-                end = start - 1
-            if block is None:  # pragma: no cover - a live token always has its LeaseAcquired
-                return 0, 0
-            known = (block, _events.BlockTimes(chain)(block))
-            self._elected[token, holder] = known
-        return known
-
-    def _observe(
-        self, seconds: float | None, stop: threading.Event | None, ends: bool
-    ) -> Iterator[Leader | TermEnded | None]:
-        registry = self.registry
-        timer = registry._wait_timer
-        pace = _waiting.pace(registry.chain)
-        deadline = math.inf if seconds is None else timer.now() + seconds
-        observer = _Observer(self, timer, pace)
-        yield observer.current
-        while True:
-            if stop is not None and stop.is_set():
-                return
-            remaining = deadline - timer.now()
-            pause = min(pace.poll, remaining, max(0.0, observer.wake_at - timer.now()))
-            if pause > 0:
-                if stop is not None and timer is _waiting.SYSTEM:
-                    if stop.wait(pause):
-                        return
-                else:
-                    timer.sleep(pause)
-            for change in observer.poll():
-                if ends or not isinstance(change, TermEnded):
-                    yield change
-            if remaining <= 0:
-                return  # the timeout has passed: what changed until this last poll was reported
 
     def __repr__(self) -> str:
         return f"<Election {self.name!r} ttl={self.ttl} as {self.registry.sender}>"
 
 
-Change = Leader | None | TermEnded
+def _watch_args(callback: Any, ends: Any) -> None:
+    if not callable(callback):
+        raise InvalidInput(f"callback must be callable, got {callback!r}")
+    if not isinstance(ends, bool):
+        raise InvalidInput(f"ends must be a bool, got {ends!r}")
 
 
-class _Observer:
-    """Follows one election's events and chain time; :meth:`poll` returns the changes since the last poll.
-
-    Each term's end is named as :mod:`chainfence.endings` names it (:meth:`_end`); what it does to the
-    seat is :data:`_EMPTIES_THE_SEAT`.
-    """
-
-    def __init__(self, election: Election, timer: _waiting.Timer, pace: _waiting.Pace):
-        self._election = election
-        self._chain = election.registry.chain
-        self._timer = timer
-        self._pace = pace
-        self._times = _events.BlockTimes(self._chain)
-        head = self._chain.rpc.block("latest")
-        self.head, self.head_hash = int(head["number"]), bytes(head["hash"])
-        self.current: Leader | None = None
-        self.last_token = 0
-        self.wake_at = math.inf
-        self._read(self.head)
-
-    def _read(self, block: int) -> list[Change]:
-        """Read the resource at ``block`` and judge it at chain time: the state to compare events with.
-
-        A term reported before that is no longer the resource's lease (after a reorganisation, or a gap
-        too long to read the events of) ended in a way :meth:`_lost_end` names.
-        """
-        info = self._election.registry.last_lease(self._election.name, block=block)
-        current = self.current
-        changes: list[Change] = []
-        if current is not None:
-            if info is not None and (info.token, info.holder) == (current.token, current.holder):
-                end = endings.of_status(info.status)
-                if end is not None:  # the same term, ended meanwhile (a release, a revoke, an expiry)
-                    changes += self._end(current, end, block)
-            else:
-                changes += self._end(current, self._lost_end(current, block), block)
-        self.last_token = info.token if info is not None else 0
-        leader = self._election._leader_of(info) if info is not None and info.live else None
-        emptied = bool(changes) and changes[-1] is None
-        changes += self._set(leader)
-        if changes and leader is None and not emptied and isinstance(changes[-1], TermEnded):
-            changes.append(None)  # a term taken away (rolled back, ...) and nobody leads now: the seat is empty
-        return changes + self._judge_expiry(force=True)
-
-    def _lost_end(self, term: Leader, head: int) -> End:
-        """How ``term``, no longer the resource's lease at ``head``, ended: ``rolled_back`` if its acquisition
-        is gone from the chain, else as the first event after it that ends it says (an expiry emits none)."""
-        chain, registry, resource_id = self._chain, self._election.registry, self._election._resource_id
-        start = min(term.block_number, head)
-        acquired = [
-            log
-            for log in _events.fetch_all(
-                chain,
-                registry.address,
-                kinds=[_events.Kind.ACQUIRED],
-                resource_id=resource_id,
-                token=term.token,
-                from_block=start,
-                to_block=head,
-            )
-            if log.holder == term.holder
-        ]
-        if not acquired:
-            return End.ROLLED_BACK
-        later = _events.fetch_all(
-            chain,
-            registry.address,
-            kinds=list(_KINDS),
-            resource_id=resource_id,
-            from_block=acquired[-1].block_number,
-            to_block=head,
-        )
-        for index, event in enumerate(later):
-            if event.kind is _events.Kind.ACQUIRED and event.previous_token == term.token:
-                return endings.of_event("acquired", reason=AcquireReason(event.reason))
-            if event.token == term.token and event.kind in (_events.Kind.RELEASED, _events.Kind.REVOKED):
-                if self._granted_over(event, later[index + 1] if index + 1 < len(later) else None):
-                    return End.GRANTED
-                return endings.of_event(_EVENT_WORDS[event.kind])  # type: ignore[return-value]
-        return End.EXPIRED  # no event ended it, and it is no longer the resource's live lease
-
-    @staticmethod
-    def _granted_over(event: _events.RegistryLog, following: _events.RegistryLog | None) -> bool:
-        """Whether ``event`` (a LeaseRevoked) is the first half of a grant over the live lease: the grant's
-        acquisition (reason granted, superseding that token) follows in the same transaction."""
-        return (
-            event.kind is _events.Kind.REVOKED
-            and following is not None
-            and following.kind is _events.Kind.ACQUIRED
-            and (following.block_number, following.tx_hash) == (event.block_number, event.tx_hash)
-            and following.previous_token == event.token
-            and following.reason == AcquireReason.GRANTED
-        )
-
-    def _end(self, term: Leader, end: End, block: int | None) -> list[Change]:
-        """``term`` ended as ``end`` (shown by ``block``): the TermEnded, and None if that empties the seat."""
-        logger.info(
-            "election=%s token=%d holder=%s ended: %s (block %s)", term.name, term.token, term.holder, end.value, block
-        )
-        changes: list[Change] = [TermEnded(term, end, block)]
-        self.current, self.wake_at = None, math.inf
-        if _EMPTIES_THE_SEAT[end]:
-            changes.append(None)
-        return changes
-
-    def _set(self, leader: Leader | None) -> list[Change]:
-        current = self.current
-        same = (leader is None and current is None) or (
-            leader is not None
-            and current is not None
-            and (leader.token, leader.holder) == (current.token, current.holder)
-        )  # after a reorganisation another holder may have the same token number: another term
-        self.current = leader
-        if leader is None:
-            self.wake_at = math.inf
-        return [] if same else [leader]
-
-    def _judge_expiry(self, *, force: bool = False) -> list[Change]:
-        """At the local clock's estimate of the expiry (or when forced), ask the chain's time."""
-        current = self.current
-        if current is None or (not force and self._timer.now() < self.wake_at):
-            return []
-        now = self._chain.now()
-        if now >= current.expires_at:
-            return self._end(current, End.EXPIRED, None)  # judged by chain time: no event says so
-        self.wake_at = self._timer.now() + max(float(current.expires_at - now), self._pace.poll)
-        return []
-
-    def poll(self) -> list[Change]:
-        block = self._chain.rpc.block("latest")
-        if block is None:  # pragma: no cover - every node has a latest block
-            return []
-        number, timestamp, block_hash = int(block["number"]), int(block["timestamp"]), bytes(block["hash"])
-        changes: list[Change] = []
-        if number == self.head and block_hash == self.head_hash:
-            return self._judge_expiry()
-        if number <= self.head or number - self.head > _waiting.MAX_LOG_GAP or not self._extends(block):
-            logger.debug(
-                "election=%s: the head moved from %d to %d off its chain; reading again",
-                self._election.name,
-                self.head,
-                number,
-            )
-            self.head, self.head_hash = number, block_hash
-            return self._read(number)  # a reorganisation (or far behind): the state, not the history
-        if number > self.head:
-            first, self.head, self.head_hash = self.head + 1, number, block_hash
-            events = _events.fetch_all(
-                self._chain,
-                self._election.registry.address,
-                kinds=_KINDS,
-                resource_id=self._election._resource_id,
-                from_block=first,
-                to_block=number,
-            )
-            for index, event in enumerate(events):
-                changes += self._apply(event, events[index + 1] if index + 1 < len(events) else None)
-            if self.current is not None and timestamp >= self.current.expires_at:
-                changes += self._end(self.current, End.EXPIRED, number)  # a block stamped at or after the expiry
-            elif self.current is not None and timestamp >= self.current.expires_at - 1:
-                return changes + self._judge_expiry(force=True)  # a second before: the pending block may be past
-        return changes + self._judge_expiry()
-
-    def _extends(self, block: Any) -> bool:
-        """Whether ``block`` (above the head) descends from the head this observer saw last."""
-        number = int(block["number"])
-        if number == self.head + 1:
-            return bytes(block["parentHash"]) == self.head_hash
-        seen = self._chain.rpc.block(self.head)
-        return seen is not None and bytes(seen["hash"]) == self.head_hash
-
-    def _apply(self, event: _events.RegistryLog, following: _events.RegistryLog | None) -> list[Change]:
-        """One event of the resource (``following``: the next one, to tell a grant from a revoke)."""
-        current = self.current
-        kind = event.kind
-        if kind is _events.Kind.ACQUIRED:
-            if event.token <= self.last_token:
-                return []  # already in the state read
-            self.last_token = event.token
-            changes: list[Change] = []
-            if current is not None:
-                reason = AcquireReason(event.reason)
-                at = self._times(event.block_number)
-                if at >= current.expires_at:
-                    changes += self._end(current, End.EXPIRED, event.block_number)  # the term ran out first
-                else:  # a term taken live: by its holder again (superseded) or by a grant (granted)
-                    changes += self._end(current, endings.of_event("acquired", reason=reason), event.block_number)  # type: ignore[arg-type]
-            since = self._times(event.block_number)
-            self._election._elected[event.token, event.holder] = (event.block_number, since)
-            leader = Leader(self._election.name, event.holder, event.token, since, event.expires_at, event.block_number)
-            changes += self._set(leader)
-            self.wake_at = self._timer.now() + max(float(event.expires_at - since), self._pace.poll)
-            return changes
-        if current is None or (event.token, event.holder) != (current.token, current.holder):
-            return []  # another token's event (older, or a term already reported as ended)
-        if kind is _events.Kind.RENEWED:  # not a change: the same term, longer
-            self.current = dataclasses.replace(current, expires_at=event.expires_at)
-            self.wake_at = self._timer.now() + max(
-                float(event.expires_at - self._times(event.block_number)), self._pace.poll
-            )
-            return []
-        if kind is _events.Kind.COMPLETED:
-            # A result recorded under the term's token: a plain lease's completion ends nothing (an election's
-            # resource is never a claimed work item, the one whose completion is its end).
-            assert endings.of_event("completed", claimed=False) is None
-            return []
-        if self._granted_over(event, following):
-            return self._end(current, End.GRANTED, event.block_number)  # its acquisition (next) elects the grantee
-        end = endings.of_event(_EVENT_WORDS[kind])  # released, revoked
-        assert end is not None
-        return self._end(current, end, event.block_number)
-
-
-class Leadership:
+class Leadership(SyncFace):
     """A term won by :meth:`Election.campaign`: kept alive in the background until resigned or lost.
 
     ``token`` fences the leader's writes (carry it to a
@@ -624,7 +339,14 @@ class Leadership:
     raises ``LeaseLost`` (the body's writes may have been fenced off).
     """
 
-    def __init__(self, election: Election, lease: Lease, *, on_lost: Callable[[LeaseLost], Any] | None):
+    def __init__(
+        self,
+        election: Election,
+        lease: Lease,
+        *,
+        on_lost: Callable[[LeaseLost], Any] | None,
+        keeping: Keeping | None = None,
+    ):
         self.election = election
         self.lease = lease
         self.name = election.name
@@ -635,9 +357,14 @@ class Leadership:
         self.block_number = lease.block_number
         self.resigned = False
         self._lost: LeaseLost | None = None
-        self._keeping = lease.keep(on_lost=on_lost, **election._keep_options)
-        self._keeping.__enter__()
+        if keeping is None:  # the thread keep-alive (an asyncio leadership hands over its task's, entered)
+            keeping = lease.keep(on_lost=on_lost, **election._keep_options)
+            keeping.__enter__()
+        self._keeping = keeping
         self._kept = True
+
+    def _drive(self, steps: Steps[Any]) -> Any:
+        return self.lease._drive(steps)
 
     @property
     def expires_at(self) -> int:
@@ -657,9 +384,11 @@ class Leadership:
         """Why the term was lost, once it was (local: no chain call)."""
         return self._lost or self.lease._lost
 
-    def is_current(self) -> bool:
+    def _is_current_steps(self) -> Steps[bool]:
         """Whether the chain still considers this term current (a chain read)."""
-        return self.lease.is_current()
+        return (yield from self.lease._is_current_steps())
+
+    is_current = operation(_is_current_steps)
 
     def resign(self) -> bool:
         """Step down: stop the keep-alive for good, then release the term so a successor can be elected.
@@ -673,8 +402,12 @@ class Leadership:
         if self.resigned:
             return False
         self._stop_keeping()
+        return bool(self._drive(self._release_term_steps()))
+
+    def _release_term_steps(self) -> Steps[bool]:
+        """Release the term (its keep-alive stopped): True when it ended it, False when it had ended."""
         try:
-            self.lease.release()
+            yield from self.lease._release_steps()
         except TokenNotCurrent as ended:
             logger.info("resign election=%s token=%d: the term had already ended (%s)", self.name, self.token, ended)
             self.resigned = True
@@ -702,21 +435,30 @@ class Leadership:
             if not self.resigned:
                 self.resign()
         except Exception as resign_error:
-            if exc is None and lost is None:
-                raise
-            logger.warning("resign after leaving failed election=%s token=%d: %s", self.name, self.token, resign_error)
-            (exc or lost).add_note(
-                f"chainfence: resigning {self.name!r} token {self.token} also failed: {resign_error}"
-            )
-        if lost is None or isinstance(exc, LeaseLost):
-            return
-        if exc is None or isinstance(exc, Exception):
-            raise lost
-        exc.add_note(f"chainfence: {lost}")
+            self._resign_failed(resign_error, exc, lost)
+        _leave(lost, exc)
+
+    def _resign_failed(self, resign_error: Exception, exc: BaseException | None, lost: LeaseLost | None) -> None:
+        """Leaving the block: resigning failed (both faces)."""
+        if exc is None and lost is None:
+            raise resign_error
+        logger.warning("resign after leaving failed election=%s token=%d: %s", self.name, self.token, resign_error)
+        (exc or lost).add_note(  # type: ignore[union-attr]
+            f"chainfence: resigning {self.name!r} token {self.token} also failed: {resign_error}"
+        )
 
     def __repr__(self) -> str:
         state = " resigned" if self.resigned else (f" lost({self._lost.why})" if self._lost is not None else "")
         return f"<Leadership {self.name!r} token={self.token} holder={self.holder}{state}>"
+
+
+def _leave(lost: LeaseLost | None, exc: BaseException | None) -> None:
+    """Leaving a leadership's block: raise its loss, unless the body's own exception already says it."""
+    if lost is None or isinstance(exc, LeaseLost):
+        return
+    if exc is None or isinstance(exc, Exception):
+        raise lost
+    exc.add_note(f"chainfence: {lost}")
 
 
 class Watch:
@@ -759,6 +501,265 @@ class Watch:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None:
             self.stop()
+        else:
+            self._stop.set()
+
+
+# ----------------------------------------------------------------------
+# asyncio: the same election, campaigned and observed from a task
+# ----------------------------------------------------------------------
+
+
+class AsyncElection(AsyncFace[Election], core=Election):
+    """:class:`Election` for asyncio, over an :class:`~chainfence.aio.AsyncRegistry`: the same checks,
+    steps and errors, awaited.
+
+    ``await election.campaign()`` returns an :class:`AsyncLeadership` whose term is kept alive in a task
+    (a loss runs ``on_lost`` and makes ``check()`` raise; it cancels nothing); ``election.observe()`` is an
+    async generator (its ``stop`` an :class:`asyncio.Event`); ``election.watch(callback)`` runs it in a task
+    (``callback`` may be a coroutine function).
+    """
+
+    def __init__(
+        self,
+        registry: AsyncRegistry,
+        name: str,
+        *,
+        ttl: int,
+        interval: float | None = None,
+        latency_margin: float = DEFAULT_LATENCY_MARGIN,
+        block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
+        clock: Callable[[], float] | None = None,
+        confirmations: int | None = None,
+    ):
+        if not isinstance(registry, AsyncRegistry):
+            raise InvalidInput(f"registry must be a chainfence AsyncRegistry, got {type(registry).__name__}")
+        #: The :class:`~chainfence.aio.AsyncRegistry` the election campaigns through.
+        self.registry = registry
+        #: The election's state (its seat, the leadership won), shared with the sync core.
+        self.election = Election(
+            registry.registry,
+            name,
+            ttl=ttl,
+            interval=interval,
+            latency_margin=latency_margin,
+            block_time_margin=block_time_margin,
+            clock=clock,
+            confirmations=confirmations,
+        )
+        self._face: AsyncLeadership | None = None
+
+    @property
+    def _core(self) -> Election:
+        return self.election
+
+    @property
+    def _driver(self) -> AsyncDriver:
+        return self.registry._driver
+
+    @classmethod
+    def _from_core(cls, core: Election, driver: AsyncDriver) -> AsyncElection:
+        face = cls.__new__(cls)
+        face.registry, face.election, face._face = twin_of(core.registry, driver), core, None
+        if core.leadership is not None:
+            face._face = AsyncLeadership(face, core.leadership)
+        return face
+
+    name = mirrored("name")
+    ttl = mirrored("ttl")
+    confirmations = mirrored("confirmations")
+
+    leader = awaiting(Election.leader)
+    observe = astreaming(Election.observe)
+
+    async def campaign(
+        self, *, wait: float | None = None, on_lost: Callable[[LeaseLost], Any] | None = None
+    ) -> AsyncLeadership:
+        """:meth:`Election.campaign`, awaited: waits (no gas) until elected; the term is kept alive in a task.
+
+        ``on_lost(error)`` runs once (in the keep-alive's task) when the term is lost; the leadership's
+        :meth:`~AsyncLeadership.check` raises :class:`~chainfence.errors.LeaseLost` from then on. Use it
+        as ``async with``: leaving it resigns.
+        """
+        election = self.election
+        seconds, previous = election._campaign_args(wait, on_lost)
+        if previous is not None:
+            face = self._face
+            if face is not None and face.leadership is previous:
+                await face._stop_keeping()
+            else:
+                previous._stop_keeping()
+        lease = await self._drive(election._term_steps(seconds))
+        keeping = self._keeping(lease, on_lost)
+        try:
+            await keeping.__aenter__()
+        except LeaseLost:  # the term was past its safe deadline before its keep-alive could start
+            try:
+                await twin_of(lease, self._driver).release()
+            except Exception as release_error:
+                logger.warning("release of a term lost at election failed token=%d: %s", lease.token, release_error)
+            raise
+        leadership = Leadership(election, lease, on_lost=on_lost, keeping=keeping)
+        election._won(leadership)
+        self._face = AsyncLeadership(self, leadership)
+        return self._face
+
+    def _keeping(self, lease: Lease, on_lost: Callable[[LeaseLost], Any] | None) -> AsyncKeeping:
+        """The term's keep-alive in a task, reporting a loss without cancelling anything."""
+        options = dict(self.election._keep_options)
+        clock = options.pop("clock") or _keepalive.lease_clock
+        core = lease._keep_core(on_lost=on_lost, clock=clock, since=None, **options)
+        keeper = AsyncKeeper(lease, core, drive=self._drive, clock=clock, on_lost=on_lost, protect=False)
+        return AsyncKeeping(lease, keeper)
+
+    @property
+    def leadership(self) -> AsyncLeadership | None:
+        """The leadership this object won and has not resigned, else None (local: no chain call)."""
+        face = self._face
+        won = self.election.leadership
+        return face if face is not None and won is face.leadership else None
+
+    async def resign(self) -> bool:
+        """:meth:`Election.resign`, awaited: resign the leadership this object won (False when it holds none)."""
+        face = self.leadership
+        if face is None:
+            return False
+        return await face.resign()
+
+    def watch(self, callback: Callable[[Leader | TermEnded | None], Any], *, ends: bool = False) -> AsyncWatch:
+        """:meth:`Election.watch` in a task: ``callback(leader)`` (a function or a coroutine function) for the
+        leader now and each change. Returns an :class:`AsyncWatch`: ``await stop()`` it, or ``async with``."""
+        _watch_args(callback, ends)
+        return AsyncWatch(self, callback, ends=ends)
+
+    def __repr__(self) -> str:
+        return "<Async" + repr(self.election)[1:]
+
+
+class AsyncLeadership(AsyncFace[Leadership], core=Leadership):
+    """A term won by :meth:`AsyncElection.campaign`: the :class:`Leadership`'s fields and checks, its term
+    kept alive in a task; ``await resign()``, or ``async with`` (leaving it resigns)."""
+
+    def __init__(self, election: AsyncElection, leadership: Leadership):
+        #: The :class:`AsyncElection` it was won through.
+        self.election = election
+        #: The term's state, shared with its keep-alive.
+        self.leadership = leadership
+
+    @property
+    def _core(self) -> Leadership:
+        return self.leadership
+
+    @property
+    def _driver(self) -> AsyncDriver:
+        return self.election._driver
+
+    @classmethod
+    def _from_core(cls, core: Leadership, driver: AsyncDriver) -> AsyncLeadership:
+        return cls(twin_of(core.election, driver), core)
+
+    lease = mirrored("lease", "The term's lease, an AsyncLease.")
+    name = mirrored("name")
+    token = mirrored("token")
+    holder = mirrored("holder")
+    since = mirrored("since")
+    block_number = mirrored("block_number")
+    resigned = mirrored("resigned")
+    expires_at = mirrored("expires_at")
+    lost = mirrored("lost")
+
+    check = local(Leadership.check)
+    safe_remaining = local(Leadership.safe_remaining)
+    is_current = awaiting(Leadership.is_current)
+
+    async def resign(self) -> bool:
+        """:meth:`Leadership.resign`, awaited: stop the keep-alive for good, then release the term."""
+        leadership = self.leadership
+        if leadership.resigned:
+            return False
+        await self._stop_keeping()
+        return bool(await self._drive(leadership._release_term_steps()))
+
+    async def _stop_keeping(self) -> None:
+        leadership = self.leadership
+        if not leadership._kept:
+            return
+        keeping = leadership._keeping
+        if not isinstance(keeping, AsyncKeeping):
+            leadership._stop_keeping()  # a term won through the sync face: its renewer is a thread
+            return
+        leadership._kept = False
+        try:
+            await keeping.__aexit__(None, None, None)
+        except LeaseLost as lost:
+            leadership._lost = lost
+
+    async def __aenter__(self) -> AsyncLeadership:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        leadership = self.leadership
+        await self._stop_keeping()
+        lost = leadership._lost
+        try:
+            if not leadership.resigned:
+                await self.resign()
+        except Exception as resign_error:
+            leadership._resign_failed(resign_error, exc, lost)
+        _leave(lost, exc)
+
+    def __repr__(self) -> str:
+        return "<Async" + repr(self.leadership)[1:]
+
+
+class AsyncWatch:
+    """A background :meth:`AsyncElection.observe` calling a callback, in a task; see :meth:`AsyncElection.watch`."""
+
+    def __init__(
+        self,
+        election: AsyncElection,
+        callback: Callable[[Leader | TermEnded | None], Any],
+        *,
+        ends: bool = False,
+    ):
+        self._election = election
+        self._callback = callback
+        self._ends = ends
+        self._stop = asyncio.Event()
+        #: The chain error (or the callback's exception) that ended the watch, if any.
+        self.error: BaseException | None = None
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"chainfence-watch-{election.name}")
+
+    async def _run(self) -> None:
+        try:
+            async for leader in self._election.observe(stop=self._stop, ends=self._ends):
+                if self._stop.is_set():
+                    return
+                called = self._callback(leader)
+                if isinstance(called, Awaitable):
+                    await called
+        except Exception as error:
+            logger.warning("watch of election=%s ended: %s: %s", self._election.name, type(error).__name__, error)
+            self.error = error
+
+    @property
+    def running(self) -> bool:
+        return not self._task.done()
+
+    async def stop(self, timeout: float | None = None) -> None:
+        """Stop watching (no callback runs after this returns); raise the error that ended it, if any."""
+        self._stop.set()
+        if asyncio.current_task() is not self._task:
+            await asyncio.wait({self._task}, timeout=timeout)
+        if self.error is not None:
+            raise self.error
+
+    async def __aenter__(self) -> AsyncWatch:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
+            await self.stop()
         else:
             self._stop.set()
 

@@ -45,13 +45,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from ._lease_state import AcquireReason, LeaseStatus
 from .errors import (
     ChainfenceError,
     ChainRolledBack,
     ContractNotFound,
     InvalidInput,
+    LeaseCompleted,
     LeaseExpired,
     LeaseHeld,
     LeaseReleased,
@@ -64,9 +65,6 @@ from .errors import (
     UnknownToken,
     WrongChain,
 )
-
-if TYPE_CHECKING:
-    from .lease import AcquireReason, LeaseStatus
 
 __all__ = [
     "End",
@@ -165,8 +163,6 @@ def from_error(error: BaseException) -> End | None:
     the history that issued it (a dev node restarted, a deep reorg).
     ``LeaseCompleted`` (a done work item) is checked before ``LeaseReleased``, its base.
     """
-    from .errors import LeaseCompleted
-
     if isinstance(error, TokenNotConfirmed):
         return None
     if isinstance(error, LeaseRevoked):
@@ -207,8 +203,6 @@ def of_status(status: LeaseStatus) -> End | None:
 
     ``EXPIRED`` includes a lease whose expiry passed with no block since (``expired_unmined``).
     """
-    from .lease import LeaseStatus
-
     return {
         LeaseStatus.EXPIRED: End.EXPIRED,
         LeaseStatus.RELEASED: End.RELEASED,
@@ -222,8 +216,6 @@ def of_successor(reason: AcquireReason) -> End:
     is its token) was issued for. ``granted`` means a grant revoked the lease in its own transaction;
     a grant that came after the lease had ended (revoked, released, expired) says ``granted`` too,
     so a reader that can see the lease's own end names that instead (``Registry.ending``)."""
-    from .lease import AcquireReason
-
     return {
         AcquireReason.RELEASED: End.RELEASED,
         AcquireReason.EXPIRED: End.EXPIRED,
@@ -344,11 +336,11 @@ _DECLARING_MODULES: tuple[str, ...] = (
     "chainfence.election",
     "chainfence.tooz_driver",  # imports tooz (the [tooz] extra; in the dev extra the tests install)
     "chainfence.audit.index",
-    "chainfence.audit.watchdog",
+    "chainfence._stuck",  # watchdog
     "chainfence.guard",  # guard.follower
-    "chainfence.lease",  # keep, lease_set
-    "chainfence.aio",  # aio.keep
-    "chainfence.registry",  # claims
+    "chainfence.keepalive",  # keep, aio.keep
+    "chainfence.lease_set",  # lease_set
+    "chainfence.claims",  # claims
     "chainfence.mcp_server",  # mcp
     "chainfence.cli.lock",  # lock
 )

@@ -48,22 +48,26 @@ reacquisition). A renewal the holder sends itself inside the block
 
 This module holds the decision logic as a sans-IO core, :class:`KeepAliveCore`:
 it is fed clock readings and renewal outcomes and answers when to renew,
-what the safe deadline is, and whether the lease is lost. :class:`Keeper`
-runs it in a thread, for a lease or an ``acquire_many`` set;
-:mod:`chainfence.aio` runs the same core in an asyncio task
-(``AsyncLease.keep()``), which cancels the protected task on a loss.
+what the safe deadline is, and whether the lease is lost. Two runners drive
+it, for a lease or an ``acquire_many`` set: :class:`Keeper` in a thread
+(``with lease.keep():``, the context :class:`Keeping`) and
+:class:`AsyncKeeper` in an asyncio task (``async with lease.keep():``,
+:class:`AsyncKeeping`), which cancels the protected task on a loss. Both
+renew by running the kept object's renewal steps, each over its own driver.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .endings import loss_reason  # what a renewal's error means: the one model of how leases end
+from ._effects import Steps
+from .endings import End, LocalEnd, declare, loss_reason  # what a renewal's error means: the one model
 from .errors import ChainfenceError, InvalidInput, LeaseLost
 
 logger = logging.getLogger(__name__)
@@ -71,9 +75,13 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "DEFAULT_BLOCK_TIME_MARGIN",
     "DEFAULT_LATENCY_MARGIN",
+    "AsyncKeeper",
+    "AsyncKeeping",
     "KeepAliveCore",
     "Keeper",
+    "Keeping",
     "Step",
+    "keep_core",
     "lease_clock",
     "loss_reason",
 ]
@@ -388,8 +396,10 @@ class Keeper:
 
     What is kept (``lease``: a :class:`~chainfence.Lease` or a
     :class:`~chainfence.LeaseSet`) answers the keep-alive's few questions
-    through its ``_kept_*`` methods: how to renew, how it ended (reading the
+    through its ``_kept_*`` methods: how to renew (steps this thread runs over the
+    kept object's blocking driver, ``_drive``), how it ended (reading the
     successor's acquisition for a higher token), what a loss is called.
+    :class:`AsyncKeeper` runs the same bookkeeping in an asyncio task.
     """
 
     def __init__(
@@ -574,7 +584,7 @@ class Keeper:
     def _renew(self, ttl: float) -> None:
         sent = lease_clock()
         try:
-            expires_at = self.lease._kept_renew(ttl)
+            expires_at = self.lease._drive(self.lease._kept_renew_steps(ttl))
         except BaseException as error:
             why, member = loss_reason(error), None
             if why is not None and isinstance(error, Exception):
@@ -596,7 +606,7 @@ class Keeper:
         if successor_steps is None:
             return "superseded"
         try:
-            return str(subject.registry.chain._run(successor_steps()).value)
+            return str(subject._drive(successor_steps()).value)
         except ChainfenceError as unread:  # pragma: no cover - the steps fall back themselves
             logger.info("could not read how token %s ended: %s", subject.token, unread)
             return "superseded"
@@ -654,3 +664,315 @@ class Keeper:
                 self.on_lost(error)
             except Exception:
                 logger.exception("on_lost callback failed resource=%s token=%s", error.resource, error.token)
+
+
+# ----------------------------------------------------------------------
+# The runner for asyncio, and the context managers ``keep()`` returns
+# ----------------------------------------------------------------------
+
+
+class AsyncKeeper(Keeper):
+    """The keep-alive runner for asyncio: the thread :class:`Keeper`'s bookkeeping, a task instead of threads.
+
+    Each renewal runs the kept object's renewal steps over ``drive`` (the asyncio face's driver) in a
+    task of its own, so the deadline fires on time while a renewal hangs on a stalled node. With
+    ``protect`` the task that entered ``async with ...keep():`` is cancelled on a loss (as
+    ``asyncio.timeout`` cancels it); without (a :class:`~chainfence.aio.AsyncLeadership`'s term) the loss
+    is reported only (``on_lost``, ``check()``).
+    """
+
+    def __init__(
+        self,
+        lease: Any,
+        core: KeepAliveCore,
+        *,
+        drive: Callable[[Steps[Any]], Awaitable[Any]],
+        clock: Callable[[], float],
+        on_lost: Callable[[LeaseLost], Any] | None,
+        protect: bool = True,
+    ):
+        super().__init__(lease, core, clock=clock, on_lost=on_lost)
+        self._drive = drive
+        self._protect = protect
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._renewal: asyncio.Task[None] | None = None
+        self._protected: asyncio.Task[Any] | None = None
+        self._in_body = False
+        self.cancelled_protected = False
+
+    async def _renew_call(self, ttl: Any) -> Any:
+        """One renewal: the kept object's renewal steps over the asyncio driver (tests replace it)."""
+        return await self._drive(self.lease._kept_renew_steps(ttl))
+
+    def start(self) -> None:
+        self._protected = asyncio.current_task() if self._protect else None
+        self._in_body = True
+        logger.info(
+            "keep-alive started resource=%s token=%s deadline_in=%.3f interval=%.3f (asyncio)",
+            self.lease._kept_name,
+            self.lease._kept_token,
+            self.core.deadline - self.clock(),
+            self.core.interval,
+        )
+        self._task = asyncio.get_running_loop().create_task(
+            self._loop(), name=f"chainfence-keep-{self.lease._kept_name}"
+        )
+
+    def wake(self) -> None:
+        self._changed.set()
+
+    async def _loop(self) -> None:
+        while True:
+            now = self.clock()
+            step = self.core.step(now)
+            self.evaluated_at = now
+            if step.action == "wait":
+                assert step.until is not None
+                # The loop's timers count on CLOCK_MONOTONIC (no suspend): re-read the clock at least this often.
+                timeout = min(step.until - now, self._wait_cap)
+                self._changed.clear()
+                try:
+                    await asyncio.wait_for(self._changed.wait(), max(0.0, timeout))
+                except TimeoutError:
+                    pass
+                continue
+            if step.action == "renew":
+                for warning in self.core.renewal_started(now):
+                    self._warn(warning)
+                self._renewal = asyncio.get_running_loop().create_task(self._renew_async(self.core.renewal_ttl))
+                continue
+            if step.action == "lost":
+                assert step.why is not None
+                self._report_lost(step.why)
+            return
+
+    async def _renew_async(self, ttl: Any) -> None:
+        sent = lease_clock()
+        try:
+            expires_at = await self._renew_call(ttl)
+        except BaseException as error:
+            why, member = loss_reason(error), None
+            if why is not None and isinstance(error, Exception):
+                member = self.lease._kept_member_of(error)
+                if why == End.SUPERSEDED.value:
+                    why = await self._successor_end_async(member)
+            self._renewal_failed(error, why, member)
+            self._changed.set()
+            if not isinstance(error, Exception):
+                raise
+            return
+        self._renewal_confirmed(expires_at, sent, ttl)
+        self._changed.set()
+
+    async def _successor_end_async(self, member: Any) -> str:
+        """:meth:`Keeper._successor_end`, awaited: the same steps over the asyncio driver."""
+        subject = member if member is not None else self.lease
+        successor_steps = getattr(subject, "_kept_successor_steps", None)
+        if successor_steps is None:
+            return End.SUPERSEDED.value
+        try:
+            return str((await self._drive(successor_steps())).value)
+        except ChainfenceError:  # pragma: no cover - the steps fall back themselves
+            return End.SUPERSEDED.value
+
+    def _report_lost(self, why: str) -> None:
+        super()._report_lost(why)
+        protected = self._protected
+        if self._in_body and protected is not None and not protected.done():
+            logger.warning(
+                "lost resource=%s token=%s: cancelling task %s",
+                self.lease._kept_name,
+                self.lease._kept_token,
+                protected.get_name(),
+            )
+            self.cancelled_protected = True
+            protected.cancel(f"chainfence: lease {self.lease._kept_name!r} token {self.lease._kept_token} lost ({why})")
+
+    def holder_renewal_failed(self, handle: int, error: BaseException) -> None:
+        super().holder_renewal_failed(handle, error)
+        self._changed.set()
+
+    def holder_renewed(self, handle: int) -> None:
+        super().holder_renewed(handle)
+        self._changed.set()
+
+    def holder_closing(self) -> None:
+        super().holder_closing()
+        self._changed.set()
+
+    async def astop(self) -> LeaseLost | None:
+        """:meth:`Keeper.stop`, awaited: a renewal in flight is waited for up to the safe deadline."""
+        self._in_body = False
+        why = self._stop_core()
+        self._changed.set()
+        if self._task is not None:
+            await self._task
+        renewal = self._renewal
+        if renewal is not None and not renewal.done() and why is None:
+            while not renewal.done() and self.core.deadline > self.clock():
+                await asyncio.wait({renewal}, timeout=min(self._wait_cap, max(0.0, self.core.deadline - self.clock())))
+        if renewal is not None and not renewal.done():
+            renewal.cancel()  # past the deadline its outcome no longer matters; its nonce is forgotten
+            await asyncio.gather(renewal, return_exceptions=True)
+        logger.info(
+            "keep-alive stopped resource=%s token=%s lost=%s", self.lease._kept_name, self.lease._kept_token, why
+        )
+        return self._lost_error(why) if why is not None else None
+
+
+def keep_core(
+    what: str,
+    ttl: Any,
+    sent_at: float | None,
+    *,
+    on_lost: Any,
+    interval: float | None,
+    latency_margin: float,
+    block_time_margin: float,
+    clock: Any,
+    since: float | None,
+) -> KeepAliveCore:
+    """A keep-alive's core for a lease or a set sent at ``sent_at`` (lease clock), its arguments checked."""
+    if on_lost is not None and not callable(on_lost):
+        raise InvalidInput(f"on_lost must be callable, got {on_lost!r}")
+    if not callable(clock):
+        raise InvalidInput(f"clock must be callable, got {clock!r}")
+    if since is None:
+        if sent_at is None:
+            raise InvalidInput(
+                f"this process did not send the acquisition of {what}: its send time, where the safe deadline "
+                "counts from, is unknown; renew() it first or pass since="
+            )
+        since = sent_at if clock is lease_clock else clock() - (lease_clock() - sent_at)
+    return KeepAliveCore(
+        ttl, since, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin
+    )
+
+
+class Keeping:
+    """What ``keep()`` returns: ``with`` starts the renewer thread on entry and stops it on exit, and gives
+    back ``face`` (the lease or the set kept); ``async with`` does the same with an :class:`AsyncKeeper`
+    (see :class:`AsyncKeeping`)."""
+
+    def __init__(self, lease: Any, keeper: Keeper, face: Any = None):
+        self._lease = lease
+        self._keeper = keeper
+        self._face = lease if face is None else face
+        self._entered = False
+
+    @property
+    def keeper(self) -> Keeper:
+        """The keep-alive this block runs, before it starts too (``chainfence lock`` hands its sentinel
+        the safe deadline and sets :attr:`Keeper.on_deadline` before entering)."""
+        return self._keeper
+
+    def __enter__(self) -> Any:
+        self._enter()
+        self._keeper.start()
+        return self._face
+
+    def _enter(self) -> None:
+        """Checks on entry (shared by both runners): not kept twice, not lost already."""
+        lease = self._lease
+        if self._entered or lease._keeper is not None:
+            raise InvalidInput(f"{lease._kept_name!r} (token {lease._kept_token}) is already being kept alive")
+        self._entered = True
+        if lease._lost is not None or lease.released or getattr(lease, "completed", False):
+            lease.check()  # raises
+        keeper = self._keeper
+        why = keeper.core.check(keeper.clock())
+        if why is not None:
+            raise keeper._lost_error(why)
+        lease._attach(keeper)
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        lease = self._lease
+        try:
+            lost = self._keeper.stop()
+        finally:
+            lease._attach(None)
+        raise_lost(lost, exc)
+
+
+class AsyncKeeping(Keeping):
+    """What an asyncio face's ``keep()`` returns: the same checks, an :class:`AsyncKeeper` in a task."""
+
+    _keeper: AsyncKeeper
+
+    def __enter__(self) -> Any:
+        raise TypeError("use 'async with lease.keep():' for an asyncio lease")
+
+    async def __aenter__(self) -> Any:
+        self._enter()
+        self._keeper.start()
+        return self._face
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        keeper = self._keeper
+        cancelled_by_us = keeper.cancelled_protected and isinstance(exc, asyncio.CancelledError)
+        if keeper.cancelled_protected and keeper._protected is not None:
+            keeper._protected.uncancel()  # our cancellation, turned into LeaseLost below (as asyncio.timeout does)
+        try:
+            lost = await keeper.astop()
+        finally:
+            self._lease._attach(None)
+        raise_lost(lost, None if cancelled_by_us else exc)
+
+
+def raise_lost(lost: LeaseLost | None, exc: BaseException | None) -> None:
+    """Leaving a keep-alive: raise the loss, unless the body's own exception already says it."""
+    if lost is None or isinstance(exc, LeaseLost):
+        return
+    if exc is None or isinstance(exc, Exception):
+        raise lost  # the body's own exception (likely a consequence) is its __context__
+    exc.add_note(f"chainfence: {lost}")  # KeyboardInterrupt, SystemExit: never masked
+
+
+# The keep-alives and what they do about every way a lease ends (chainfence.endings).
+
+declare(
+    "keep",
+    __name__,
+    {
+        End.EXPIRED: "the renewal that finds it (LeaseExpired, or a successor acquired after the expiry) loses it: "
+        "on_lost once, check() and leaving keep() raise LeaseLost(why='expired')",
+        End.RELEASED: "released elsewhere: lost (why='released'); released by this process inside the block: "
+        "the keep-alive ends quietly and check() raises LeaseLost(why='released')",
+        End.COMPLETED: "a claimed item completed elsewhere: lost (why='completed'); completed by this process: "
+        "the keep-alive ends quietly and check() raises LeaseLost(why='completed')",
+        End.SUPERSEDED: "a higher token whose acquisition says reacquired (or cannot be read): lost (why='superseded')",
+        End.REVOKED: "LeaseRevoked, or a successor acquired after the revoke: lost at once (why='revoked'), "
+        "never retried",
+        End.GRANTED: "a successor whose acquisition says granted: lost (why='granted')",
+        End.ROLLED_BACK: "the registry no longer knows the token (or the SDK saw the chain lose history): "
+        "lost (why='rolled_back')",
+        LocalEnd.DEADLINE: "no renewal confirmed by the safe deadline on the lease clock (it counts a suspend): "
+        "lost (why='deadline') while the lease may still be live on-chain",
+        LocalEnd.ERROR: "the renewer failed with an error that is not the chain's: lost (why='error'), its cause kept",
+    },
+    holds=True,
+    keeps_alive=True,
+)
+
+declare(
+    "aio.keep",
+    __name__,
+    {
+        End.EXPIRED: "the renewal that finds it loses it: on_lost once, the task in the block is cancelled, "
+        "leaving the block raises LeaseLost(why='expired') instead of CancelledError; check() raises it",
+        End.RELEASED: "released elsewhere: lost (why='released'); released by the task itself inside the block: "
+        "the keep-alive ends quietly and check() raises LeaseLost(why='released')",
+        End.COMPLETED: "a claimed item completed elsewhere: lost (why='completed'); completed by the task itself: "
+        "ends quietly",
+        End.SUPERSEDED: "a higher token whose acquisition says reacquired (or cannot be read): lost (why='superseded')",
+        End.REVOKED: "LeaseRevoked, or a successor acquired after the revoke: lost at once (why='revoked'), never retried",
+        End.GRANTED: "a successor whose acquisition says granted: lost (why='granted')",
+        End.ROLLED_BACK: "the registry no longer knows the token: lost (why='rolled_back')",
+        LocalEnd.DEADLINE: "no renewal confirmed by the safe deadline on the lease clock: lost (why='deadline'), "
+        "the task cancelled while the lease may still be live on-chain",
+        LocalEnd.ERROR: "the renewal task failed with an error that is not the chain's: lost (why='error')",
+    },
+    holds=True,
+    keeps_alive=True,
+)

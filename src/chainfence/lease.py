@@ -15,115 +15,77 @@ Two ways for a lease to end, told apart as trio tells "you closed it" from
 "it broke under you": :class:`~chainfence.errors.LeaseReleased` (you
 released it) and :class:`~chainfence.errors.LeaseExpired` /
 :class:`~chainfence.errors.StaleToken` (you lost it).
+
+A :class:`Lease`'s operations are written once, as steps; ``AsyncLease`` (its
+asyncio twin, :mod:`chainfence.aio`) runs the same steps over asyncio. Sets
+of leases taken in one transaction are :mod:`chainfence.lease_set`'s; the
+lease's state (:class:`LeaseStatus`, :class:`LeaseInfo`, :func:`judge`) is
+re-exported here.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import keepalive as _keepalive
-from .endings import End, LocalEnd, declare
-from .errors import ChainfenceError, InvalidInput, LeaseLost, LeaseSetLost
-from .keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, Keeper
-
-if TYPE_CHECKING:
-    from .fenced_requests import FencedRequest
-    from .registry import Registry
+from ._effects import Steps
+from ._faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation, twin_of
+from ._lease_state import AcquireReason, LeaseInfo, LeaseStatus, judge
+from ._node.events import RegistryLog
+from .endings import End
+from .errors import ChainfenceError, InvalidInput, LeaseLost
+from .fenced_requests import EIP712Domain, FencedRequest
+from .keepalive import (
+    DEFAULT_BLOCK_TIME_MARGIN,
+    DEFAULT_LATENCY_MARGIN,
+    AsyncKeeper,
+    AsyncKeeping,
+    KeepAliveCore,
+    Keeper,
+    Keeping,
+    keep_core,
+)
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AcquireReason", "Lease", "LeaseInfo", "LeaseSet", "LeaseStatus"]
+__all__ = ["AcquireReason", "AsyncLease", "Lease", "LeaseInfo", "LeaseStatus", "judge"]
 
 
-class LeaseStatus(enum.IntEnum):
-    """State of a resource's latest lease (``IFencingRegistry.LeaseStatus``)."""
-
-    UNHELD = 0
-    LIVE = 1
-    EXPIRED = 2
-    RELEASED = 3
-    #: A claimed work item its claimant completed: never claimed again.
-    DONE = 4
-    #: The namespace's admin revoked it (:meth:`Registry.revoke <chainfence.Registry.revoke>`).
-    REVOKED = 5
-
-
-class AcquireReason(enum.IntEnum):
-    """Why a resource changed hands (``IFencingRegistry.AcquireReason``)."""
-
-    #: The resource had never been held.
-    UNHELD = 0
-    #: The previous holder released it.
-    RELEASED = 1
-    #: The previous lease had expired.
-    EXPIRED = 2
-    #: The holder of a live lease acquired again, fencing off its past self.
-    REACQUIRED = 3
-    #: The namespace's admin had revoked the previous lease.
-    REVOKED = 4
-    #: The namespace's admin granted this lease (a live previous lease was revoked first).
-    GRANTED = 5
-
-
-@dataclass(frozen=True)
-class LeaseInfo:
-    """What the registry records for a resource's latest lease, read at one block.
-
-    ``expires_at`` is chain time; it reads 0 for a released lease.
-    ``judged_at`` is the chain time (:meth:`Chain.now <chainfence.Chain.now>`)
-    a live-looking lease was judged at, None for a view at a given block;
-    ``expired_unmined`` says the lease has expired by that time although the
-    latest block still shows it live (no block was mined since it ran out).
-    """
-
-    resource: str | None
-    resource_id: bytes
-    holder: str
-    token: int
-    expires_at: int
-    status: LeaseStatus
-    judged_at: int | None = None
-    expired_unmined: bool = False
+class LeaseRegistry(Protocol):
+    """What a lease asks of the registry it was acquired from (:class:`~chainfence.Registry`): the steps
+    of the contract calls on one token, and the chain they run on."""
 
     @property
-    def live(self) -> bool:
-        return self.status is LeaseStatus.LIVE
+    def chain(self) -> Any: ...
+
+    def connect(self, account: Any) -> Any: ...
+
+    def _drive(self, steps: Steps[Any]) -> Any: ...
+
+    def _renew_by_id_steps(
+        self, resource: str, resource_id: bytes, token: int, ttl: int, progress: Any, confirmations: int | None
+    ) -> Steps[int]: ...
+
+    def _release_by_id_steps(
+        self, resource: str, resource_id: bytes, token: int, confirmations: int | None
+    ) -> Steps[None]: ...
+
+    def _complete_by_id_steps(
+        self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None
+    ) -> Steps[bytes]: ...
+
+    def _token_is_current_steps(
+        self, resource: str, token: int, *, block: str | int | None = None, resource_id: bytes | None = None
+    ) -> Steps[bool]: ...
+
+    def _successor_end_steps(self, resource_id: bytes, token: int, from_block: int) -> Steps[End]: ...
+
+    def _eip712_domain_steps(self) -> Steps[EIP712Domain]: ...
 
 
-def judge(info: LeaseInfo, token: int, *, resource: str | None, resource_id: bytes) -> None:
-    """Return if ``token`` is the live token of the lease ``info`` describes; else raise the
-    :class:`~chainfence.errors.TokenNotCurrent` subclass that says how it is not (never issued,
-    superseded, completed, released, revoked, expired). The one verdict: strict views
-    (``Registry.check_current``) and the proven mode (:mod:`chainfence.proofs`) both call it."""
-    from .errors import LeaseCompleted, LeaseExpired, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
-
-    if token == info.token and info.status is LeaseStatus.LIVE:
-        return
-    if token > info.token or info.status is LeaseStatus.UNHELD:
-        raise UnknownToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-    if token < info.token:
-        raise StaleToken(token=token, current_token=info.token, resource=resource, resource_id=resource_id)
-    if info.status is LeaseStatus.DONE:  # a completed claim ended its lease, for good
-        raise LeaseCompleted(token=token, resource=resource, resource_id=resource_id)
-    if info.status is LeaseStatus.RELEASED:
-        raise LeaseReleased(token=token, resource=resource, resource_id=resource_id)
-    if info.status is LeaseStatus.REVOKED:  # the namespace's admin ended it
-        raise LeaseRevoked(token=token, resource=resource, resource_id=resource_id)
-    raise LeaseExpired(
-        token=token,
-        expired_at=info.expires_at,
-        resource=resource,
-        resource_id=resource_id,
-        judged_at=info.judged_at,
-        no_block_since=info.expired_unmined,
-    )
-
-
-class Lease:
+class Lease(SyncFace):
     """A lease you acquired: ``resource``, ``token``, ``holder``, ``expires_at``.
 
     Returned by :meth:`Registry.acquire <chainfence.Registry.acquire>`.
@@ -134,7 +96,7 @@ class Lease:
 
     def __init__(
         self,
-        registry: Registry,
+        registry: Any,
         *,
         resource: str,
         resource_id: bytes,
@@ -149,6 +111,7 @@ class Lease:
         workset: str | None = None,
         item: str | None = None,
     ):
+        #: The :class:`~chainfence.Registry` it was acquired from (sending as its holder, when the chain holds its key).
         self.registry = registry
         self.resource = resource
         self.resource_id = resource_id
@@ -174,13 +137,57 @@ class Lease:
         self._lost: LeaseLost | None = None
         self._keeper: Keeper | None = None
 
-    def renew(self, ttl: int | None = None, *, progress: Any = None) -> Lease:
+    @classmethod
+    def _from_event(
+        cls,
+        registry: LeaseRegistry,
+        event: RegistryLog,
+        receipt: Any,
+        *,
+        resource: str,
+        ttl: int,
+        workset: str | None = None,
+        item: str | None = None,
+    ) -> Lease:
+        """The lease a ``LeaseAcquired`` ``event`` of ``receipt`` records (every acquisition, claim, grant
+        and set member is built here), held through ``registry`` sending as its holder when the chain
+        holds the holder's key."""
+        holder = event.holder
+        assert holder is not None and event.token is not None and event.expires_at is not None
+        owner = registry.connect(holder) if holder in registry.chain.accounts else registry
+        return cls(
+            owner,
+            resource=resource,
+            resource_id=event.resource_id,
+            token=event.token,
+            holder=holder,
+            expires_at=event.expires_at,
+            ttl=ttl,
+            previous_token=event.previous_token or 0,
+            reason=AcquireReason(event.reason),
+            tx_hash=receipt["transactionHash"].to_0x_hex(),
+            block_number=receipt["blockNumber"],
+            workset=workset,
+            item=item,
+        )
+
+    @property
+    def _issuer(self) -> LeaseRegistry:
+        return self.registry  # type: ignore[no-any-return]
+
+    def _drive(self, steps: Steps[Any]) -> Any:
+        return self._issuer._drive(steps)
+
+    # -- operations (steps, and the methods derived from them) --------------------------------
+
+    def _renew_steps(self, ttl: int | None = None, *, progress: Any = None) -> Steps[Lease]:
         """Extend this lease to ``now + ttl`` (default: the ttl it was acquired with).
 
         ``progress`` reports how far the work has come (bytes of 1 to 32, an
         int counter, or a str, hashed; see :meth:`Registry.renew
         <chainfence.Registry.renew>`): a watchdog reading the markers tells a
-        holder that renews but is stuck from one that advances.
+        holder that renews but is stuck from one that advances. Inside
+        ``keep()`` the keep-alive follows the new ttl.
 
         Raises :class:`~chainfence.errors.LeaseExpired` once it has expired
         (acquire again: you get a new token), :class:`~chainfence.errors.StaleToken`
@@ -190,19 +197,27 @@ class Lease:
         ttl = self.ttl if ttl is None else ttl
         handle, sent = self._renewing(ttl)
         try:
-            expires_at = self.registry._renew(self.resource, self.resource_id, self.token, ttl, progress, None)
+            expires_at = yield from self._issuer._renew_by_id_steps(
+                self.resource, self.resource_id, self.token, ttl, progress, None
+            )
         except BaseException as error:
-            self._renew_failed(handle, error)
+            if handle is not None and self._keeper is not None:
+                self._keeper.holder_renewal_failed(handle, error)
             raise
-        self._renewed(ttl, sent, expires_at, handle)
+        self.expires_at, self.ttl, self._sent_at = expires_at, ttl, sent
+        if handle is not None and self._keeper is not None:
+            self._keeper.holder_renewed(handle)  # the keep-alive follows it: its ttl, window and interval
         return self
 
+    renew = operation(_renew_steps)
+
     def _renewing(self, ttl: Any) -> tuple[int | None, float]:
-        """A renewal for ``ttl`` is about to be sent (shared with the asyncio lease): its handle in the
-        running keep-alive (None outside ``keep()``) and its send time on the lease clock.
+        """A renewal for ``ttl`` is about to be sent: its handle in the running keep-alive (None outside
+        ``keep()``) and its send time on the lease clock.
 
         Inside ``keep()`` a ttl the keep-alive could not keep is InvalidInput (nothing sent); a member of
-        a kept :class:`LeaseSet` is renewed with the set, never alone (its expiry would part from the set's).
+        a kept :class:`~chainfence.LeaseSet` is renewed with the set, never alone (its expiry would part
+        from the set's).
         """
         keeper = self._keeper
         if keeper is None:
@@ -214,20 +229,7 @@ class Lease:
             )
         return keeper.holder_renewing(ttl)
 
-    def _renew_failed(self, handle: int | None, error: BaseException) -> None:
-        if handle is not None and self._keeper is not None:
-            self._keeper.holder_renewal_failed(handle, error)
-
-    def _renewed(self, ttl: int, sent: float, expires_at: int, handle: int | None = None) -> None:
-        """A renewal sent at ``sent`` (lease clock) was confirmed (shared with the asyncio lease); inside
-        ``keep()`` the keep-alive follows it (its ttl, window and interval are the renewal's)."""
-        self.expires_at = expires_at
-        self.ttl = ttl
-        self._sent_at = sent
-        if handle is not None and self._keeper is not None:
-            self._keeper.holder_renewed(handle)
-
-    def release(self) -> None:
+    def _release_steps(self) -> Steps[None]:
         """End this lease now. Never frees a newer lease: that would need its token.
 
         Inside ``keep()`` the keep-alive stops renewing first, and ends quietly (the lease was
@@ -235,12 +237,14 @@ class Lease:
         """
         keeper = self._closing()
         try:
-            self.registry._release(self.resource, self.resource_id, self.token, None)
+            yield from self._issuer._release_by_id_steps(self.resource, self.resource_id, self.token, None)
         except BaseException as error:
             self._closed(keeper, End.RELEASED, error)
             raise
         self.released = True
         self._closed(keeper, End.RELEASED)
+
+    release = operation(_release_steps)
 
     def _closing(self) -> Keeper | None:
         """Before a release or a completion of this lease: its own keep-alive renews no more."""
@@ -254,7 +258,7 @@ class Lease:
         if keeper is not None:
             keeper.holder_closed(end.value, error)
 
-    def complete(self, result: bytes) -> bytes:
+    def _complete_steps(self, result: bytes) -> Steps[bytes]:
         """Record ``result`` (or its 32-byte digest) for this token, only while it is current.
 
         "Complete this job only if the epoch still matches": a holder that
@@ -271,22 +275,22 @@ class Lease:
         """
         keeper = self._closing() if self.item is not None else None
         try:
-            digest = self.registry._complete(self.resource, self.resource_id, self.token, result, None)
+            digest = yield from self._issuer._complete_by_id_steps(
+                self.resource, self.resource_id, self.token, result, None
+            )
         except BaseException as error:
             self._closed(keeper, End.COMPLETED, error)
             raise
-        self._completed()
+        if self.item is not None:
+            self.completed = True  # a claimed item's lease ended with it
         self._closed(keeper, End.COMPLETED)
         return digest
 
-    def _completed(self) -> None:
-        """A completion was confirmed (shared with the asyncio lease): a claimed item's lease ended with it."""
-        if self.item is not None:
-            self.completed = True
+    complete = operation(_complete_steps)
 
-    def sign(
+    def _sign_steps(
         self, payload: bytes, *, action: str, audience: str, key: Any = None, valid_for: int = 60
-    ) -> FencedRequest:
+    ) -> Steps[FencedRequest]:
         """A :class:`~chainfence.FencedRequest` for ``payload``, signed as this lease's holder.
 
         ``action`` is what the request does (an HTTP request's
@@ -295,14 +299,14 @@ class Lease:
         worthless for any other. ``key`` defaults to the holder's key on the
         chain; for a contract holder (ERC-1271), pass the key the contract
         accepts. The request is valid for ``valid_for`` seconds of the
-        verifier's clock.
+        verifier's clock. Reads the registry's EIP-712 domain once (then
+        signs locally).
         """
-        from .fenced_requests import FencedRequest
-
         if key is None:
-            key = self.registry.chain.key_of(self.holder)
+            key = self._issuer.chain.key_of(self.holder)
+        domain = yield from self._issuer._eip712_domain_steps()
         return FencedRequest.sign(
-            self.registry.eip712_domain(),
+            domain,
             resource=self.resource,
             token=self.token,
             holder=self.holder,
@@ -313,6 +317,19 @@ class Lease:
             valid_for=valid_for,
         )
 
+    sign = operation(_sign_steps)
+
+    def _is_current_steps(self) -> Steps[bool]:
+        """Whether the chain still considers this token current (live, not superseded)."""
+        # By id: a claimed work item's id is not the hash of its display name.
+        return (
+            yield from self._issuer._token_is_current_steps(self.resource, self.token, resource_id=self.resource_id)
+        )
+
+    is_current = operation(_is_current_steps)
+
+    # -- the keep-alive ---------------------------------------------------------------------------
+
     def keep(
         self,
         *,
@@ -322,7 +339,7 @@ class Lease:
         block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
         clock: Callable[[], float] | None = None,
         since: float | None = None,
-    ) -> _Keeping:
+    ) -> Keeping:
         """``with lease.keep():`` renew in the background, and fail closed when renewals stop.
 
         Renews every ``interval`` seconds (default: half the ttl) and keeps a
@@ -360,7 +377,7 @@ class Lease:
             clock=clock,
             since=since,
         )
-        return _Keeping(self, Keeper(self, core, clock=clock, on_lost=on_lost))
+        return Keeping(self, Keeper(self, core, clock=clock, on_lost=on_lost))
 
     def _keep_core(
         self,
@@ -372,8 +389,8 @@ class Lease:
         clock: Any,
         since: float | None,
     ) -> KeepAliveCore:
-        """The keep-alive's core for :meth:`keep` (and the asyncio runner's), its arguments checked."""
-        return _keep_core(
+        """The keep-alive's core for :meth:`keep` (both runners'), its arguments checked."""
+        return keep_core(
             f"token {self.token} on {self.resource!r}",
             self.ttl,
             self._sent_at,
@@ -424,12 +441,6 @@ class Lease:
             )
             raise LeaseLost(resource=self.resource, token=self.token, why="deadline", detail=detail)
 
-    def is_current(self) -> bool:
-        """Whether the chain still considers this token current (live, not superseded)."""
-        # By id: a claimed work item's id is not the hash of its display name.
-        registry = self.registry
-        return registry.chain._run(registry._is_current(self.resource, self.token, resource_id=self.resource_id))
-
     # Context manager: release on exit, like redis-py's Lock.
 
     def __enter__(self) -> Lease:
@@ -453,7 +464,7 @@ class Lease:
         logger.warning("release after error failed resource=%s token=%d: %s", self.resource, self.token, release_error)
         exc.add_note(f"chainfence: releasing {self.resource!r} token {self.token} also failed: {release_error}")
 
-    # What a keep-alive (keepalive.Keeper) asks of what it keeps: a lease here, a LeaseSet below.
+    # What a keep-alive (keepalive.Keeper, AsyncKeeper) asks of what it keeps: a lease here, a LeaseSet there.
 
     @property
     def _kept_name(self) -> str:
@@ -463,16 +474,16 @@ class Lease:
     def _kept_token(self) -> str:
         return str(self.token)
 
-    def _kept_renew(self, ttl: Any) -> int:
+    def _kept_renew_steps(self, ttl: Any) -> Steps[int]:
         # By id, not by name: a claimed work item's id is not the hash of its name.
-        return self.registry._renew(self.resource, self.resource_id, self.token, ttl, None, None)
+        return self._issuer._renew_by_id_steps(self.resource, self.resource_id, self.token, ttl, None, None)
 
     def _kept_member_of(self, error: BaseException) -> None:
         return None
 
-    def _kept_successor_steps(self) -> Any:
-        """Steps reading how this lease ended from its successor's acquisition (an :class:`End`)."""
-        return self.registry._successor_end_steps(self.resource_id, self.token, self.block_number)
+    def _kept_successor_steps(self) -> Steps[End]:
+        """How this lease ended, read from its successor's acquisition (an :class:`End`)."""
+        return self._issuer._successor_end_steps(self.resource_id, self.token, self.block_number)
 
     def _kept_renewed(self, expires_at: int, sent: float, ttl: Any) -> None:
         self.expires_at, self._sent_at, self.ttl = expires_at, sent, ttl
@@ -499,218 +510,56 @@ class Lease:
         return f"<Lease {self.resource!r} token={self.token} holder={self.holder} expires_at={self.expires_at}{state}>"
 
 
-def _keep_core(
-    what: str,
-    ttl: Any,
-    sent_at: float | None,
-    *,
-    on_lost: Any,
-    interval: float | None,
-    latency_margin: float,
-    block_time_margin: float,
-    clock: Any,
-    since: float | None,
-) -> KeepAliveCore:
-    """A keep-alive's core for a lease or a set sent at ``sent_at`` (lease clock), its arguments checked."""
-    if on_lost is not None and not callable(on_lost):
-        raise InvalidInput(f"on_lost must be callable, got {on_lost!r}")
-    if not callable(clock):
-        raise InvalidInput(f"clock must be callable, got {clock!r}")
-    if since is None:
-        if sent_at is None:
-            raise InvalidInput(
-                f"this process did not send the acquisition of {what}: its send time, where the safe deadline "
-                "counts from, is unknown; renew() it first or pass since="
-            )
-        lease_clock = _keepalive.lease_clock
-        since = sent_at if clock is lease_clock else clock() - (lease_clock() - sent_at)
-    return KeepAliveCore(
-        ttl, since, interval=interval, latency_margin=latency_margin, block_time_margin=block_time_margin
-    )
+class AsyncLease(AsyncFace[Lease], core=Lease):
+    """A lease acquired through an :class:`~chainfence.aio.AsyncRegistry`: the :class:`Lease`'s fields
+    (``resource``, ``token``, ``holder``, ``expires_at``, ...) and its operations, awaited: the same
+    steps, run over asyncio.
 
-
-class _Keeping:
-    """The context manager :meth:`Lease.keep` returns: starts the renewer on entry, stops it on exit."""
-
-    def __init__(self, lease: Lease, keeper: Keeper):
-        self._lease = lease
-        self._keeper = keeper
-        self._entered = False
-
-    @property
-    def keeper(self) -> Keeper:
-        """The keep-alive this block runs, before it starts too (``chainfence lock`` hands its sentinel
-        the safe deadline and sets :attr:`Keeper.on_deadline` before entering)."""
-        return self._keeper
-
-    def __enter__(self) -> Lease:
-        self._enter()
-        self._keeper.start()
-        return self._lease
-
-    def _enter(self) -> None:
-        """Checks on entry (shared with the asyncio runner): not kept twice, not lost already."""
-        lease = self._lease
-        if self._entered or lease._keeper is not None:
-            raise InvalidInput(f"{lease._kept_name!r} (token {lease._kept_token}) is already being kept alive")
-        self._entered = True
-        if lease._lost is not None or lease.released or getattr(lease, "completed", False):
-            lease.check()  # raises
-        keeper = self._keeper
-        why = keeper.core.check(keeper.clock())
-        if why is not None:
-            raise keeper._lost_error(why)
-        lease._attach(keeper)
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        lease = self._lease
-        try:
-            lost = self._keeper.stop()
-        finally:
-            lease._attach(None)
-        _raise_lost(lost, exc)
-
-
-def _raise_lost(lost: LeaseLost | None, exc: BaseException | None) -> None:
-    """Leaving a keep-alive: raise the loss, unless the body's own exception already says it."""
-    if lost is None or isinstance(exc, LeaseLost):
-        return
-    if exc is None or isinstance(exc, Exception):
-        raise lost  # the body's own exception (likely a consequence) is its __context__
-    exc.add_note(f"chainfence: {lost}")  # KeyboardInterrupt, SystemExit: never masked
-
-
-class LeaseSet:
-    """Leases on several resources taken in one transaction, all or nothing
-    (:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`): one token per resource,
-    consecutive, in the order the names were given. Each member is a :class:`Lease`.
-
-    :meth:`renew` acts on the whole set in one transaction, all or nothing:
-    if any member is no longer current (expired, superseded, revoked), nothing
-    is renewed and the registry's refusal (naming that member) is raised.
-    :meth:`release` releases what it still can: the whole set in one
-    transaction, or, when a member has ended, every member still live, and
-    then raises :class:`~chainfence.errors.LeaseSetLost` saying which members
-    ended and how. :meth:`keep` keeps the set alive on one shared deadline
-    (one ``renewMany`` per interval); its loss names the member and the way.
-    Used as a context manager it releases the set on exit.
+    ``async with lease:`` releases on exit, as ``with lease:`` does; ``async with lease.keep():`` keeps
+    it alive in a task and cancels the task that entered the block on a loss.
     """
 
-    def __init__(self, leases: list[Lease]):
-        self.leases = list(leases)
-        self.released = False
-        self._lost: LeaseLost | None = None
-        self._keeper: Keeper | None = None
+    def __init__(self, registry: Any, lease: Lease):
+        #: The :class:`~chainfence.aio.AsyncRegistry` it is held through.
+        self.registry = registry
+        #: The lease's state (token, expiry, last confirmed send, loss): shared with the keep-alive core.
+        self.lease = lease
 
     @property
-    def registry(self) -> Registry:
-        return self.leases[0].registry
+    def _core(self) -> Lease:
+        return self.lease
 
     @property
-    def tokens(self) -> list[int]:
-        return [lease.token for lease in self.leases]
+    def _driver(self) -> AsyncDriver:
+        return self.registry.chain  # type: ignore[no-any-return]
 
-    @property
-    def resources(self) -> list[str]:
-        return [lease.resource for lease in self.leases]
+    @classmethod
+    def _from_core(cls, core: Lease, driver: AsyncDriver) -> AsyncLease:
+        return cls(twin_of(core.registry, driver), core)
 
-    @property
-    def expires_at(self) -> int:
-        return min(lease.expires_at for lease in self.leases)
+    resource = mirrored("resource")
+    resource_id = mirrored("resource_id")
+    token = mirrored("token")
+    holder = mirrored("holder")
+    expires_at = mirrored("expires_at")
+    ttl = mirrored("ttl")
+    previous_token = mirrored("previous_token")
+    reason = mirrored("reason")
+    tx_hash = mirrored("tx_hash")
+    block_number = mirrored("block_number")
+    workset = mirrored("workset")
+    item = mirrored("item")
+    released = mirrored("released")
+    completed = mirrored("completed")
+    keeper = mirrored("keeper")
 
-    def __iter__(self):
-        return iter(self.leases)
-
-    def __len__(self) -> int:
-        return len(self.leases)
-
-    def __getitem__(self, index: int) -> Lease:
-        return self.leases[index]
-
-    def renew(self, ttl: int | None = None) -> LeaseSet:
-        """Extend every lease of the set to ``now + ttl`` (default: the ttl they were acquired with).
-
-        Inside :meth:`keep`, the keep-alive follows the new ttl.
-        """
-        ttl = self.leases[0].ttl if ttl is None else ttl
-        handle, sent = self._renewing(ttl)
-        try:
-            expires_at = self.registry._renew_many(self.leases, ttl)
-        except BaseException as error:
-            if handle is not None and self._keeper is not None:
-                self._keeper.holder_renewal_failed(handle, error)
-            raise
-        self._renewed(ttl, sent, expires_at, handle)
-        return self
-
-    def _renewing(self, ttl: Any) -> tuple[int | None, float]:
-        if self._keeper is None:
-            return None, _keepalive.lease_clock()
-        return self._keeper.holder_renewing(ttl)
-
-    def _renewed(self, ttl: Any, sent: float, expires_at: int, handle: int | None) -> None:
-        for lease in self.leases:
-            lease.expires_at, lease.ttl, lease._sent_at = expires_at, ttl, sent
-        if handle is not None and self._keeper is not None:
-            self._keeper.holder_renewed(handle)
-
-    def release(self) -> None:
-        """End every lease of the set that is still this holder's (only with their own tokens: never a newer lease).
-
-        One ``releaseMany`` when the whole set is live. When a member has
-        ended (expired, released elsewhere, revoked, granted away,
-        superseded, rolled back), the registry refuses the whole transaction:
-        then every member's state is read, the members still live are
-        released in one transaction, and :class:`~chainfence.errors.LeaseSetLost`
-        is raised: ``ended`` maps each ended member to how it ended,
-        ``released`` names those released now. Members released are marked
-        ``released``; ended ones raise ``LeaseLost`` (their end) on ``check()``.
-        """
-        self.registry.chain._run(self._release_steps(self.registry))
-
-    def _release_steps(self, registry: Registry) -> Any:
-        """:meth:`release` as steps (``registry``'s: the asyncio set runs them over its driver)."""
-        keeper = self._keeper
-        if keeper is not None:
-            keeper.holder_closing()
-        try:
-            ended, released = yield from registry._release_what_remains_steps(self.leases)
-        except BaseException as error:
-            if keeper is not None:
-                keeper.holder_closed(End.RELEASED.value, error)
-            raise
-        for lease in self.leases:
-            if lease.resource in released:
-                lease.released = True
-        for lease, end in ended.items():
-            lease._lost = LeaseLost(
-                resource=lease.resource,
-                token=lease.token,
-                why=end.value,
-                detail=f"found {end} when the set was released",
-            )
-        self.released = True
-        if not ended:
-            if keeper is not None:
-                keeper.holder_closed(End.RELEASED.value)
-            return
-        first, end = next(iter(ended.items()))
-        lost = LeaseSetLost(
-            resource=first.resource,
-            token=first.token,
-            why=end.value,
-            detail="the set's members "
-            + ", ".join(f"{lease.resource!r} ({why})" for lease, why in ended.items())
-            + " had ended; "
-            + (f"released the others: {sorted(released)}" if released else "none was left to release"),
-            ended={lease.resource: why.value for lease, why in ended.items()},
-            released=tuple(released),
-        )
-        self._lost = lost
-        if keeper is not None:
-            keeper.holder_closed(End.RELEASED.value)
-            keeper._member = first
-        raise lost
+    renew = awaiting(Lease.renew, "self")
+    release = awaiting(Lease.release)
+    complete = awaiting(Lease.complete)
+    sign = awaiting(Lease.sign)
+    is_current = awaiting(Lease.is_current)
+    check = local(Lease.check)
+    safe_remaining = local(Lease.safe_remaining)
 
     def keep(
         self,
@@ -721,25 +570,18 @@ class LeaseSet:
         block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
         clock: Callable[[], float] | None = None,
         since: float | None = None,
-    ) -> _Keeping:
-        """``with lease_set.keep():`` :meth:`Lease.keep` for the whole set, on one shared deadline.
+    ) -> AsyncKeeping:
+        """``async with lease.keep():`` :meth:`Lease.keep` in a task.
 
-        Renews every member in one ``renewMany`` per interval; the safe
-        deadline counts from the last confirmed one's send. The registry
-        refuses the whole renewal when one member has ended: the loss
-        (``on_lost``, :meth:`check`, leaving the block) is a
-        :class:`~chainfence.errors.LeaseSetLost` naming that member
-        (``resource``, ``token``) and the way it ended (``why``, read as for a
-        single lease). Leaving the block does not release the set: ``with
-        registry.acquire_many(...) as leases, leases.keep():`` does both, and
-        the release then releases the members still live.
+        On a loss, ``on_lost(error)`` runs (in the keep-alive's task), the
+        task that entered the block is cancelled, and leaving the block
+        raises :class:`~chainfence.errors.LeaseLost` whose ``why`` names the
+        end, as the sync keep-alive's does. ``clock`` defaults to
+        :data:`chainfence.keepalive.lease_clock` (it counts a suspend).
         """
+        lease = self.lease
         clock = _keepalive.lease_clock if clock is None else clock
-        sent = [lease._sent_at for lease in self.leases]
-        core = _keep_core(
-            f"the set {self.resources}",
-            self.leases[0].ttl,
-            None if None in sent else min(sent),  # type: ignore[type-var]
+        core = lease._keep_core(
             on_lost=on_lost,
             interval=interval,
             latency_margin=latency_margin,
@@ -747,154 +589,19 @@ class LeaseSet:
             clock=clock,
             since=since,
         )
-        return _Keeping(self, Keeper(self, core, clock=clock, on_lost=on_lost))
+        keeper = AsyncKeeper(lease, core, drive=self._drive, clock=clock, on_lost=on_lost)
+        return AsyncKeeping(lease, keeper, face=self)
 
-    @property
-    def keeper(self) -> Keeper | None:
-        """The running keep-alive (inside ``with lease_set.keep():``), else None."""
-        return self._keeper
-
-    def check(self) -> None:
-        """Raise :class:`~chainfence.errors.LeaseLost` unless every member can still be trusted to be held
-        (local only, as :meth:`Lease.check`)."""
-        if self._keeper is not None:
-            self._keeper.check()
-            return
-        if self._lost is not None:
-            raise self._kept_loss(self._lost.why, self._lost.detail, self._lost.__cause__, None, like=self._lost)
-        for lease in self.leases:
-            try:
-                lease.check()
-            except LeaseLost as lost:
-                raise self._kept_loss(lost.why, lost.detail, lost.__cause__, lease) from lost.__cause__
-
-    def safe_remaining(self) -> float:
-        """Seconds left before the set's local safe deadline (the earliest of its members')."""
-        if self._keeper is not None:
-            return self._keeper.safe_remaining()
-        if self._lost is not None:
-            return 0.0
-        return min(lease.safe_remaining() for lease in self.leases)
-
-    # What the keep-alive asks of a set (see Lease).
-
-    @property
-    def _kept_name(self) -> str:
-        return "+".join(self.resources)
-
-    @property
-    def _kept_token(self) -> str:
-        return ",".join(str(token) for token in self.tokens)
-
-    def _kept_renew(self, ttl: Any) -> int:
-        return self.registry._renew_many(self.leases, ttl)
-
-    def _kept_member_of(self, error: BaseException) -> Lease | None:
-        resource_id = getattr(error, "resource_id", None)
-        return next((lease for lease in self.leases if lease.resource_id == resource_id), None)
-
-    def _kept_renewed(self, expires_at: int, sent: float, ttl: Any) -> None:
-        for lease in self.leases:
-            lease._kept_renewed(expires_at, sent, ttl)
-
-    def _kept_lost(self, error: LeaseLost, member: Any) -> None:
-        self._lost = error
-        for lease in self.leases:
-            lease._lost = error if lease is member or member is None else lease._lost
-
-    def _kept_loss(
-        self, why: str, detail: str, cause: BaseException | None, member: Any, *, like: LeaseLost | None = None
-    ) -> LeaseSetLost:
-        if like is not None and isinstance(like, LeaseSetLost):
-            error = LeaseSetLost(
-                resource=like.resource,
-                token=like.token,
-                why=why,
-                detail=detail,
-                ended=like.ended,
-                released=like.released,
-            )
-        elif member is not None:
-            error = LeaseSetLost(
-                resource=member.resource, token=member.token, why=why, detail=detail, ended={member.resource: why}
-            )
-        else:
-            first = self.leases[0]
-            error = LeaseSetLost(
-                resource=first.resource,
-                token=first.token,
-                why=why,
-                detail=f"the set {self.resources}: {detail}" if detail else f"the set {self.resources}",
-                ended={lease.resource: why for lease in self.leases},
-            )
-        error.__cause__ = cause
-        return error
-
-    def _attach(self, keeper: Keeper | None) -> None:
-        self._keeper = keeper
-        for lease in self.leases:
-            lease._keeper = keeper
-
-    def __enter__(self) -> LeaseSet:
+    async def __aenter__(self) -> AsyncLease:
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if self.released:
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.lease.released or self.lease.completed:
             return
         try:
-            self.release()
+            await self.release()
         except ChainfenceError as release_error:
-            if exc is None:
-                raise
-            logger.warning("releasing the lease set %s failed: %s", self.resources, release_error)
-            exc.add_note(f"chainfence: releasing the lease set {self.resources} also failed: {release_error}")
+            self.lease._release_failed(release_error, exc)
 
     def __repr__(self) -> str:
-        return f"<LeaseSet {self.resources!r} tokens={self.tokens}>"
-
-
-# The keep-alive and what it does about every way a lease ends (chainfence.endings).
-
-declare(
-    "keep",
-    __name__,
-    {
-        End.EXPIRED: "the renewal that finds it (LeaseExpired, or a successor acquired after the expiry) loses it: "
-        "on_lost once, check() and leaving keep() raise LeaseLost(why='expired')",
-        End.RELEASED: "released elsewhere: lost (why='released'); released by this process inside the block: "
-        "the keep-alive ends quietly and check() raises LeaseLost(why='released')",
-        End.COMPLETED: "a claimed item completed elsewhere: lost (why='completed'); completed by this process: "
-        "the keep-alive ends quietly and check() raises LeaseLost(why='completed')",
-        End.SUPERSEDED: "a higher token whose acquisition says reacquired (or cannot be read): lost (why='superseded')",
-        End.REVOKED: "LeaseRevoked, or a successor acquired after the revoke: lost at once (why='revoked'), "
-        "never retried",
-        End.GRANTED: "a successor whose acquisition says granted: lost (why='granted')",
-        End.ROLLED_BACK: "the registry no longer knows the token (or the SDK saw the chain lose history): "
-        "lost (why='rolled_back')",
-        LocalEnd.DEADLINE: "no renewal confirmed by the safe deadline on the lease clock (it counts a suspend): "
-        "lost (why='deadline') while the lease may still be live on-chain",
-        LocalEnd.ERROR: "the renewer failed with an error that is not the chain's: lost (why='error'), its cause kept",
-    },
-    holds=True,
-    keeps_alive=True,
-)
-
-declare(
-    "lease_set",
-    __name__,
-    {
-        End.EXPIRED: "a member expired: the set's keep-alive loses the set naming it (why='expired'); release() "
-        "releases the others and raises LeaseSetLost saying so",
-        End.RELEASED: "a member released elsewhere: lost naming it (why='released'); release() releases the others",
-        End.COMPLETED: "a set's members are not work items: completing one records a result and ends nothing "
-        "(the keep-alive goes on)",
-        End.SUPERSEDED: "a member reacquired: lost naming it (why='superseded'); release() releases the others",
-        End.REVOKED: "a member revoked: lost naming it (why='revoked'), never retried; release() releases the others",
-        End.GRANTED: "a member granted to another: lost naming it (why='granted'); release() releases the others",
-        End.ROLLED_BACK: "a member the registry no longer knows: lost naming it (why='rolled_back')",
-        LocalEnd.DEADLINE: "no renewMany confirmed by the shared safe deadline: the whole set is lost (why='deadline')",
-        LocalEnd.ERROR: "the renewer failed with an error that is not the chain's: the whole set is lost (why='error')",
-    },
-    holds=True,
-    keeps_alive=True,
-)
+        return "<Async" + repr(self.lease)[1:]

@@ -40,12 +40,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ._lease_state import LeaseInfo, LeaseStatus, judge
 from ._node import proofs as _proofs
 from ._node.headers import HeaderSource, QuorumHeaders, TrustedHeaders, VerifiedHeader
 from ._node.jsonrpc import Endpoint, endpoint
 from ._node.rlp import keccak256
 from .errors import ContractNotFound, InvalidAddress, InvalidInput, ProofInvalid, ProofsNotServed, RpcError
-from .lease import LeaseInfo, LeaseStatus, judge
 
 logger = logging.getLogger(__name__)
 

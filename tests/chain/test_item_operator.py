@@ -131,7 +131,7 @@ def test_check_current_of_a_done_item_raises_lease_completed_on_chain_and_in_the
     claim.complete(b"result")
     with pytest.raises(LeaseCompleted):
         chain.call(ops.address, ops._encode("checkCurrent", [claim.resource_id, claim.token]))
-    info = ops.chain._run(ops._lease_info(claim.resource, claim.resource_id))
+    info = ops.chain._run(ops._lease_info_steps(claim.resource, claim.resource_id))
     with pytest.raises(LeaseCompleted):
         ops._raise_unless_current(claim.resource, claim.resource_id, claim.token, info)
 

@@ -83,14 +83,14 @@ def test_exit_waits_for_a_renewal_in_flight_and_sends_none_after(alice, monkeypa
     lease = alice.acquire(RESOURCE, ttl=30)
     clock = SteppedClock()
     entered, go_on = threading.Event(), threading.Event()
-    renew = lease.registry._renew
+    renew = lease.registry._renew_by_id_steps
 
     def slow_renew(*args, **kwargs):
         entered.set()
         assert go_on.wait(60)
         return renew(*args, **kwargs)
 
-    monkeypatch.setattr(lease.registry, "_renew", slow_renew)
+    monkeypatch.setattr(lease.registry, "_renew_by_id_steps", slow_renew)
     exited = threading.Event()
 
     def leave():
@@ -107,7 +107,7 @@ def test_exit_waits_for_a_renewal_in_flight_and_sends_none_after(alice, monkeypa
     go_on.set()
     body.join(60)
     assert exited.is_set()
-    monkeypatch.setattr(lease.registry, "_renew", renew)
+    monkeypatch.setattr(lease.registry, "_renew_by_id_steps", renew)
     lease.release()
     assert len(renewals(alice)) == 1
 
@@ -167,7 +167,7 @@ def test_renewals_that_never_get_through_stop_the_work_before_the_lease_ends_on_
         attempts.append(args)
         raise NodeUnreachable("no node answers")
 
-    monkeypatch.setattr(lease.registry, "_renew", unreachable)
+    monkeypatch.setattr(lease.registry, "_renew_by_id_steps", unreachable)
     clock = SteppedClock()
     lost: list[LeaseLost] = []
     with pytest.raises(LeaseLost) as at_exit:

@@ -165,7 +165,7 @@ def _every_admin_act_is_refused(chain, stranger: Registry, prefix: str, name: st
             chain.transact(stranger.sender, stranger.address, stranger._encode(function, args), gas=300_000)
     policy = stranger.namespace_policy(prefix)
     assert (policy.max_ttl, policy.lock_delay, policy.admission_required, policy.pending_admin) == (0, 0, False, None)
-    assert not stranger.chain._run(stranger._view("isListed", [ns, stranger.sender], ["bool"], block="latest"))[0]
+    assert not stranger.chain._run(stranger._view_steps("isListed", [ns, stranger.sender], ["bool"], block="latest"))[0]
 
 
 def test_a_stranger_has_no_power_over_an_address_namespace_or_an_assigned_one(chain, gov):

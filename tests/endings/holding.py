@@ -59,9 +59,11 @@ def end(way: enum.Enum, w: World, lease: Any, *, snapshot: Any = None) -> None:
     if way is End.EXPIRED:
         w.chain.advance_time(TTL + 1)
     elif way is End.RELEASED:  # another process of the same holder
-        w.alice._release(lease.resource, lease.resource_id, lease.token, None)
+        w.alice._drive(w.alice._release_by_id_steps(lease.resource, lease.resource_id, lease.token, None))
     elif way is End.COMPLETED:  # another process of the same claimant
-        w.alice._complete(lease.resource, lease.resource_id, lease.token, b"done elsewhere", None)
+        w.alice._drive(
+            w.alice._complete_by_id_steps(lease.resource, lease.resource_id, lease.token, b"done elsewhere", None)
+        )
     elif way is End.SUPERSEDED:  # the holder acquires again (a restarted agent): its past self is fenced off
         if lease.item is not None:
             w.alice.claim(lease.workset, [lease.item], TTL)
@@ -125,7 +127,7 @@ def keep_until_lost(
                 def broken(ttl: Any) -> int:
                     raise error
 
-                monkeypatch.setattr(kept, "_kept_renew", broken)
+                monkeypatch.setattr(kept, "_kept_renew_steps", broken)
             else:
                 end(way, w, subject, snapshot=snapshot)
                 if successor:

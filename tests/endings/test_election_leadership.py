@@ -179,7 +179,7 @@ def test_a_renewer_that_fails_with_a_bug_gives_the_term_up_at_once(term, monkeyp
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the renewal path")
 
-    monkeypatch.setattr(term.leadership.lease.registry, "_renew", broken)
+    monkeypatch.setattr(term.leadership.lease.registry, "_renew_by_id_steps", broken)
     term.renew()
     lost = term.loss()
     assert lost.why == "error" and isinstance(lost.__cause__, RuntimeError)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from chainfence import Election
-from chainfence import election as election_module
+from chainfence import _election_observer as election_module  # the observer behind Election.observe
 from chainfence.endings import End
 from tests.endings.election_scenarios import NAME, SCENARIOS, described, namespaced, stage
 from tests.endings.matrix import covers
@@ -84,7 +84,7 @@ def test_control_reading_a_grant_as_a_revoke_then_an_acquisition_reports_an_empt
 ):
     """Without telling the grant's two events apart from a revoke followed by an acquisition, an observer
     reports a revoke and an empty seat: the model says the seat went straight from alice to bob."""
-    monkeypatch.setattr(election_module._Observer, "_granted_over", staticmethod(lambda event, following: False))
+    monkeypatch.setattr(election_module.Observer, "_granted_over", staticmethod(lambda event, following: False))
     seen, expected = observe_the_end(chain, registry, alice, bob, End.GRANTED)
     assert seen == [("ended", End.REVOKED, expected[0][2]), None, expected[1]]
 

@@ -168,7 +168,7 @@ def test_control_release_many_all_or_nothing_leaves_the_live_members_behind(w):
     leases = w.alice.acquire_many([A, B], ttl=TTL)
     w.carol.revoke(B)
     with pytest.raises(LeaseRevoked):
-        w.alice._release_many(leases.leases)
+        w.alice._drive(w.alice._release_many_steps(leases.leases))
     assert live(w, A)
     with pytest.raises(LeaseHeld):
         w.bob.acquire(A, ttl=TTL)

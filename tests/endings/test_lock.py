@@ -271,7 +271,7 @@ def break_renewals(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> Non
     def broken(self: Lease, ttl: Any) -> int:
         raise error
 
-    monkeypatch.setattr(Lease, "_kept_renew", broken)
+    monkeypatch.setattr(Lease, "_kept_renew_steps", broken)
 
 
 @covers("lock", LocalEnd.DEADLINE)

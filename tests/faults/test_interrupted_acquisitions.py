@@ -53,7 +53,7 @@ def acquiring(registry: Registry, path: str, *, guarded: bool = True):
     """The sync call of ``path``; unguarded: the steps as they ran before (no cleanup on an interrupt)."""
     if path == "acquire":
         if not guarded:
-            return lambda: registry.chain._run(registry._acquire_once("jobs/cut", TTL, registry.sender, None, []))
+            return lambda: registry.chain._run(registry._acquire_once_steps("jobs/cut", TTL, registry.sender, None, []))
         return lambda: registry.acquire("jobs/cut", ttl=TTL)
     if path == "claim":
         return lambda: registry.claim("batch", ["x"], TTL)

@@ -53,7 +53,15 @@ from eth_account import Account
 from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, LeaseSet, Registry, audit
 from chainfence._node.rpc import AsyncRpc, Rpc, connect_http
 from chainfence._validate import resource_id
-from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncLeaseSet, AsyncRegistry
+from chainfence.aio import (
+    AsyncChain,
+    AsyncElection,
+    AsyncGuard,
+    AsyncLeadership,
+    AsyncLease,
+    AsyncLeaseSet,
+    AsyncRegistry,
+)
 from chainfence.asgi import FencingMiddleware
 from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
@@ -481,6 +489,31 @@ async def async_exit_set(w: World, chain: AsyncChain, registry: AsyncRegistry) -
         pass
 
 
+def async_won(w: World, chain: AsyncChain) -> AsyncElection:
+    """The world's election (won while the node answered), seen through asyncio."""
+    return AsyncElection._from_core(w.election, chain)
+
+
+async def async_watch_until_it_fails(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
+    """``AsyncElection.watch``: the watch's task meets the stopped node and ends; ``stop()`` raises its error."""
+    watch = AsyncElection(AsyncRegistry(chain, w.registry()), RESOURCE, ttl=60).watch(lambda leader: None)
+    await async_wait_until(lambda: not watch.running, "the watch ended")
+    await watch.stop()
+
+
+async def async_leave_leadership(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
+    """Leaving ``async with leadership:`` resigns: a resignation that fails after a clean body is raised."""
+    async with AsyncLeadership(async_won(w, chain), w.leadership):
+        pass
+
+
+async def async_unstarted_watch(w: World, chain: AsyncChain, registry: AsyncRegistry, what: str) -> Any:
+    watch = AsyncElection(AsyncRegistry(chain, w.registry()), FREE, ttl=60).watch(print)
+    watch._task.cancel()  # never runs: nothing is asked of the node
+    await asyncio.gather(watch._task, return_exceptions=True)
+    return watch.running if what == "running" else await watch.stop()
+
+
 def fresh_rpc(w: World) -> Rpc:
     """The layer over a provider that has asked nothing yet (nothing in web3's request cache)."""
     return Rpc(connect_http(w.url, timeout=TIMEOUT), embedded=False)
@@ -746,6 +779,61 @@ CALLS: list[Call] = [
     Call("AsyncRegistry.is_current", aio(lambda w, c, r: r.is_current(RESOURCE, w.token))),
     Call("AsyncRegistry.check_current", aio(lambda w, c, r: r.check_current(RESOURCE, w.token))),
     Call("AsyncRegistry.identity", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).identity())),
+    Call("AsyncRegistry.from_deployment", aio(lambda w, c, r: AsyncRegistry.from_deployment(c, w.deployment))),
+    Call("AsyncRegistry.stuck", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).stuck(longer_than=1))),
+    Call("AsyncRegistry.history", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).history())),
+    Call("AsyncRegistry.history[resource]", aio(lambda w, c, r: r.history(RESOURCE))),
+    Call("AsyncRegistry.ending", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).ending("jobs/a", 1))),
+    Call("AsyncRegistry.item_lease", aio(lambda w, c, r: r.item_lease("batch", "a"))),
+    Call("AsyncRegistry.complete_item", aio(lambda w, c, r: r.complete_item("batch", "a", w.token, b"done"))),
+    Call("AsyncRegistry.renew_item", aio(lambda w, c, r: r.renew_item("batch", "a", w.token, 30))),
+    Call("AsyncRegistry.release_item", aio(lambda w, c, r: r.release_item("batch", "a", w.token))),
+    Call("AsyncRegistry.last_lease_by_id", aio(lambda w, c, r: r.last_lease_by_id(resource_id(RESOURCE)))),
+    Call("AsyncRegistry.eip712_domain", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).eip712_domain())),
+    Call("AsyncRegistry.deployment_block", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).deployment_block())),
+    Call(
+        "AsyncRegistry.transfer_namespace_admin",
+        aio(lambda w, c, r: r.transfer_namespace_admin("ops", w.accounts[2])),
+    ),
+    Call("AsyncRegistry.accept_namespace_admin", aio(lambda w, c, r: r.accept_namespace_admin("ops"))),
+    Call("AsyncRegistry.set_policy", aio(lambda w, c, r: r.set_policy("ops", max_ttl=60))),
+    Call(
+        "AsyncRegistry.set_policy[max_ttl uncached]",
+        aio(lambda w, c, r: AsyncRegistry(c, w.registry()).set_policy("ops", lock_delay=5)),
+    ),
+    Call("AsyncRegistry.admit", aio(lambda w, c, r: r.admit("ops", [w.accounts[2]]))),
+    Call("AsyncRegistry.namespace_policy", aio(lambda w, c, r: r.namespace_policy("ops"))),
+    Call("AsyncRegistry.is_admitted", aio(lambda w, c, r: r.is_admitted("ops/x", w.accounts[2]))),
+    Call("AsyncRegistry.revoke", aio(lambda w, c, r: r.revoke("ops/x"))),
+    Call("AsyncRegistry.grant", aio(lambda w, c, r: r.grant("ops/x", w.accounts[2], 60))),
+    Call("AsyncRegistry.revoke_item", aio(lambda w, c, r: r.revoke_item("ops/batch", "a"))),
+    Call("AsyncRegistry.grant_item", aio(lambda w, c, r: r.grant_item("ops/batch", "a", w.accounts[2], 60))),
+    Call(
+        "AsyncLease.sign",
+        aio(
+            lambda w, c, r: AsyncLease(AsyncRegistry(c, w.registry()), w.lease(cached=False)).sign(
+                PAYLOAD, action=ACTION, audience=AUDIENCE
+            )
+        ),
+    ),
+    Call("AsyncElection.campaign", aio(lambda w, c, r: AsyncElection(r, FREE, ttl=60).campaign())),
+    Call(
+        "AsyncElection.campaign[wait, held]",
+        aio(lambda w, c, r: AsyncElection(r.connect(w.accounts[2]), RESOURCE, ttl=60).campaign(wait=5)),
+    ),
+    Call("AsyncElection.leader", aio(lambda w, c, r: AsyncElection(r, RESOURCE, ttl=60).leader())),
+    Call(
+        "AsyncElection.observe",
+        aio(lambda w, c, r: anext(AsyncElection(AsyncRegistry(c, w.registry()), RESOURCE, ttl=60).observe(timeout=5))),
+    ),
+    Call("AsyncElection.watch", aio(async_watch_until_it_fails)),
+    Call("AsyncElection.resign", aio(lambda w, c, r: async_won(w, c).resign())),
+    Call("AsyncLeadership.resign", aio(lambda w, c, r: AsyncLeadership(async_won(w, c), w.leadership).resign())),
+    Call(
+        "AsyncLeadership.is_current",
+        aio(lambda w, c, r: AsyncLeadership(async_won(w, c), w.leadership).is_current()),
+    ),
+    Call("AsyncLeadership[leaving the async with block]", aio(async_leave_leadership)),
     Call("AsyncLease.renew", aio(lambda w, c, r: AsyncLease(r, w.lease()).renew())),
     Call("AsyncLease.release", aio(lambda w, c, r: AsyncLease(r, w.lease()).release())),
     Call("AsyncLease.complete", aio(lambda w, c, r: AsyncLease(r, w.lease()).complete(b"done"))),
@@ -934,6 +1022,55 @@ QUIET: list[Quiet] = [
     Quiet("AsyncRegistry.address", aio(lambda w, c, r: _value(r.address)), "a setting"),
     Quiet("AsyncRegistry.sender", aio(lambda w, c, r: _value(r.sender)), "a setting"),
     Quiet("AsyncRegistry.max_ttl", aio(lambda w, c, r: _value(r.max_ttl)), "read at at() or deploy()"),
+    Quiet("AsyncRegistry.namespace_of", aio(lambda w, c, r: _value(r.namespace_of())), "the sender's namespace"),
+    Quiet("AsyncRegistry.deployed_block", aio(lambda w, c, r: _value(r.deployed_block)), "known if it deployed"),
+    *(
+        Quiet(
+            f"AsyncElection.{field_}",
+            aio(lambda w, c, r, f=field_: _value(getattr(AsyncElection(r, FREE, ttl=60), f))),
+            "a setting of the election, or the leadership it won",
+        )
+        for field_ in ("name", "ttl", "confirmations", "leadership")
+    ),
+    Quiet(
+        "AsyncElection.resign[never won]",
+        aio(lambda w, c, r: AsyncElection(r, LEADER, ttl=60).resign()),
+        "this object holds no leadership: nothing to read or send",
+    ),
+    Quiet(
+        "AsyncLeadership.check",
+        aio(lambda w, c, r: _value(AsyncLeadership(async_won(w, c), w.leadership).check())),
+        "a clock reading: the safe deadline has not passed",
+    ),
+    *(
+        Quiet(
+            f"AsyncLeadership.{field_}",
+            aio(lambda w, c, r, f=field_: _value(getattr(AsyncLeadership(async_won(w, c), w.leadership), f))),
+            "a field of the term, a clock reading, or the renewer's verdict",
+        )
+        for field_ in (
+            "safe_remaining",
+            "lost",
+            "expires_at",
+            "lease",
+            "name",
+            "token",
+            "holder",
+            "since",
+            "block_number",
+            "resigned",
+        )
+    ),
+    Quiet(
+        "AsyncWatch.running",
+        aio(lambda w, c, r: async_unstarted_watch(w, c, r, "running")),
+        "whether its task runs",
+    ),
+    Quiet(
+        "AsyncWatch.stop",
+        aio(lambda w, c, r: async_unstarted_watch(w, c, r, "stop")),
+        "stops its task (cancelled before it asked anything here)",
+    ),
     Quiet(
         "AsyncLease.check",
         aio(lambda w, c, r: _value(AsyncLease(r, w.lease()).check())),

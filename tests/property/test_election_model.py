@@ -20,9 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainfence import Election
+from chainfence._election_observer import Observer
 from chainfence._names import address_namespace
 from chainfence._waiting import pace
-from chainfence.election import TermEnded, _Observer
+from chainfence.election import TermEnded
 from chainfence.endings import End
 from tests.conftest import isolated
 from tests.support.virtual_time import WaitClock
@@ -51,7 +52,8 @@ def test_observe_reports_exactly_the_models_changes(embedded_session, steps):
         candidates = {i: registry.connect(chain.accounts[i]) for i in (1, 2, 3)}
         reader = registry.connect(chain.accounts[4])
         timer = WaitClock().install(reader)
-        observer = _Observer(Election(reader, name, ttl=60), timer, pace(chain))
+        observer = Observer(Election(reader, name, ttl=60)._seat, timer, pace(chain))
+        reader._drive(observer.start_steps())
         seen = [observer.current]
         expected: list[object] = [None]
         term = None  # the model's current term: (holder's registry, token, expires_at)
@@ -96,6 +98,6 @@ def test_observe_reports_exactly_the_models_changes(embedded_session, steps):
                 lease = registry.grant(name, candidates[who].sender, 60)
                 begin(candidates[who], lease.token, lease.expires_at)
             elif action == "poll":
-                seen += observer.poll()
-        seen += observer.poll()
+                seen += reader._drive(observer.poll_steps())
+        seen += reader._drive(observer.poll_steps())
         assert [described(change) for change in seen] == expected

@@ -487,7 +487,10 @@ class RegistryMachine(RuleBasedStateMachine):
         predicted = self.model.renew(account, key, token, ttl, self.next_block_time())
         # An item's claim is renewed through its id (what Lease.renew and `chainfence renew --workset` do).
         self.expect(
-            predicted, lambda: self.agents[account]._renew(key, item_id(WORKSET, item), token, ttl, marker, None)
+            predicted,
+            lambda: self.agents[account]._drive(
+                self.agents[account]._renew_by_id_steps(key, item_id(WORKSET, item), token, ttl, marker, None)
+            ),
         )
 
     @rule(account=accounts, item=items, offset=token_offsets)
@@ -495,7 +498,12 @@ class RegistryMachine(RuleBasedStateMachine):
         key = f"{WORKSET}/{item}"
         token = self.token_for(key, offset)
         predicted = self.model.release(account, key, token, self.next_block_time())
-        self.expect(predicted, lambda: self.agents[account]._release(key, item_id(WORKSET, item), token, None))
+        self.expect(
+            predicted,
+            lambda: self.agents[account]._drive(
+                self.agents[account]._release_by_id_steps(key, item_id(WORKSET, item), token, None)
+            ),
+        )
 
     @rule(account=accounts, item=items, offset=token_offsets)
     def complete_item(self, account, item, offset):

@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
         def broken(self, ttl):
             raise NodeUnreachable("no node answers (lock_runner --break-renewals)")
 
-        Lease._kept_renew = broken  # type: ignore[method-assign]
+        Lease._kept_renew_steps = broken  # type: ignore[method-assign]
     if "--sigterm-in-keep" in options:  # once the lease is held, before the command starts
         from chainfence.lease import Lease
 

@@ -15,7 +15,16 @@ import pytest
 
 from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, LeaseSet, Registry, audit, outcomes, sql
 from chainfence._node.rpc import AsyncRpc, Rpc
-from chainfence.aio import AsyncChain, AsyncGuard, AsyncLease, AsyncLeaseSet, AsyncRegistry
+from chainfence.aio import (
+    AsyncChain,
+    AsyncElection,
+    AsyncGuard,
+    AsyncLeadership,
+    AsyncLease,
+    AsyncLeaseSet,
+    AsyncRegistry,
+    AsyncWatch,
+)
 from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.deployment import Deployment
@@ -40,6 +49,9 @@ CLASSES = (
     AsyncLeaseSet,
     AsyncGuard,
     AsyncRpc,
+    AsyncElection,
+    AsyncLeadership,
+    AsyncWatch,
     AuditIndex,
 )
 
@@ -106,6 +118,30 @@ NEVER_TOUCH_THE_CHAIN = {
     "AsyncRegistry.address": "a setting",
     "AsyncRegistry.sender": "a setting",
     "AsyncRegistry.max_ttl": "read by at() and deploy(), never on access",
+    "AsyncRegistry.namespace_of": "the sender's address, spelled as a namespace",
+    "AsyncRegistry.deployed_block": "known when this object deployed the registry",
+    **{
+        f"AsyncElection.{name}": "a setting, or the leadership this object won"
+        for name in ("name", "ttl", "confirmations", "leadership")
+    },
+    "AsyncLeadership.check": "a clock reading and the renewer's verdict",
+    **{
+        f"AsyncLeadership.{name}": "a field of the term, a clock reading, or the renewer's verdict"
+        for name in (
+            "safe_remaining",
+            "lost",
+            "expires_at",
+            "lease",
+            "name",
+            "token",
+            "holder",
+            "since",
+            "block_number",
+            "resigned",
+        )
+    },
+    "AsyncWatch.running": "whether the watch's task runs",
+    "AsyncWatch.stop": "stops the watch's task; raises the error that ended it, if any",
     "AsyncLease.check": "a clock reading and the renewer's verdict",
     "AsyncLease.safe_remaining": "a clock reading",
     "AsyncLease.keeper": "the running keep-alive, if any",

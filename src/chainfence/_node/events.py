@@ -19,28 +19,24 @@ successes.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from eth_abi.abi import decode as abi_decode
-from eth_utils.address import to_checksum_address
+from eth_abi import decode as abi_decode
+from eth_utils import keccak, to_checksum_address
 
-from .._effects import RPC, Steps
+from .._effects import RPC, Emit, Steps, collect_steps, run, stream
 from ..errors import ChainError, InvalidInput, RpcError
-from .rlp import keccak256
 
-
-class Chain(Protocol):
-    """What reading events needs of a chain: its RPC layer (:class:`~chainfence._node.rpc.Rpc`; a chain
-    may also say how many blocks one eth_getLogs may span, ``max_log_range``)."""
-
-    rpc: Any
-
+if TYPE_CHECKING:
+    from ..chain import Chain
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +110,7 @@ _SPECS = {
         "NamespaceAdmissionSet(bytes32,address,bool,address)", ("holder",), ("bool", "address"), ("admitted", "admin")
     ),
 }
-_TOPICS = {kind: keccak256(spec.signature.encode()) for kind, spec in _SPECS.items()}
+_TOPICS = {kind: keccak(text=spec.signature) for kind, spec in _SPECS.items()}
 _KINDS = {t: kind for kind, t in _TOPICS.items()}
 
 #: Events about a namespace, not a resource (``resource_id`` is the namespace id).
@@ -320,24 +316,11 @@ def fetch(
     if max_range is not None and (isinstance(max_range, bool) or not isinstance(max_range, int) or max_range < 1):
         raise InvalidInput(f"max_range must be an int >= 1, got {max_range!r}")
     topics = _topics(kinds, resource_id, token, holder)
-    # The paging loop is written once, as steps (chainfence._effects) that also hand out pages:
-    # run here over the blocking layer, one page at a time; fetch_all_steps runs it for asyncio too.
-    steps = _pages(chain, address, topics, from_block, to_block, max_range)
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            item = steps.send(value) if error is None else steps.throw(error)
-        except StopIteration:
-            return
-        value, error = None, None
-        if isinstance(item, _Page):
-            yield item.first, item.last, item.logs
-            continue
-        try:
-            value = getattr(chain.rpc, item.method)(*item.args, **item.kwargs)
-        except Exception as exc:  # handed to the loop at its yield
-            error = exc
+    # The paging loop is written once, as steps (chainfence._effects) that emit each page: streamed here
+    # over the blocking layer, one page at a time; fetch_all_steps gathers them for a driver of either kind.
+    drive = functools.partial(run, rpc=chain.rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext())
+    for page in stream(_pages_steps(chain, address, topics, from_block, to_block, max_range), drive):
+        yield page.first, page.last, page.logs
 
 
 class _Page(NamedTuple):
@@ -346,10 +329,10 @@ class _Page(NamedTuple):
     logs: list[RegistryLog]
 
 
-def _pages(
+def _pages_steps(
     chain: Chain, address: str, topics: list[Any], from_block: int, to_block: int, max_range: int | None = None
 ) -> Steps[None]:
-    """The paging loop: yields RPC requests (their results sent back in) and :class:`_Page` markers."""
+    """The paging loop: yields RPC requests (their results sent back in) and emits a :class:`_Page` per page."""
     span = _span_of(chain)
     start = from_block
     while start <= to_block:
@@ -366,7 +349,7 @@ def _pages(
         span.succeeded()
         decoded = [entry for entry in (decode(log) for log in raw) if entry is not None]
         decoded.sort(key=lambda entry: (entry.block_number, entry.log_index))
-        yield _Page(start, end, decoded)
+        yield Emit(_Page(start, end, decoded))
         start = end + 1
 
 
@@ -388,27 +371,15 @@ def fetch_all_steps(
     *,
     kinds: Sequence[Kind] | None = None,
     resource_id: bytes | None = None,
+    token: int | None = None,
+    holder: str | None = None,
     from_block: int,
     to_block: int,
 ) -> Steps[list[RegistryLog]]:
     """:func:`fetch_all` as steps, for a driver of either kind (a waiter's follower uses it)."""
-    steps = _pages(chain, address, _topics(kinds, resource_id, None, None), from_block, to_block)
-    found: list[RegistryLog] = []
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            item = steps.send(value) if error is None else steps.throw(error)
-        except StopIteration:
-            return found
-        value, error = None, None
-        if isinstance(item, _Page):
-            found.extend(item.logs)
-            continue
-        try:
-            value = yield item  # the request goes on to this steps' own driver
-        except BaseException as exc:
-            error = exc
+    steps = _pages_steps(chain, address, _topics(kinds, resource_id, token, holder), from_block, to_block)
+    pages = yield from collect_steps(steps)
+    return [entry for page in pages for entry in page.logs]
 
 
 def fetch_all(chain: Chain, address: str, **query: Any) -> list[RegistryLog]:

@@ -41,6 +41,7 @@ from .formats import (
 
 logger = logging.getLogger("chainfence.rpc")
 
+
 class Request(NamedTuple):
     """One JSON-RPC request; its result comes back (a failure is thrown in, translated).
 
