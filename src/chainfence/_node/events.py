@@ -27,16 +27,21 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from eth_abi import decode as abi_decode
-from eth_utils import keccak, to_checksum_address
+from eth_abi.abi import decode as abi_decode
+from eth_utils.address import to_checksum_address
 
 from .._effects import RPC, Emit, Steps, collect_steps, run, stream
 from ..errors import ChainError, InvalidInput, RpcError
+from .rlp import keccak256
 
-if TYPE_CHECKING:
-    from ..chain import Chain
+
+class Chain(Protocol):
+    """What reading events needs of a chain: its RPC layer (:class:`~chainfence._node.rpc.Rpc`; a chain
+    may also say how many blocks one eth_getLogs may span, ``max_log_range``)."""
+
+    rpc: Any
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +115,7 @@ _SPECS = {
         "NamespaceAdmissionSet(bytes32,address,bool,address)", ("holder",), ("bool", "address"), ("admitted", "admin")
     ),
 }
-_TOPICS = {kind: keccak(text=spec.signature) for kind, spec in _SPECS.items()}
+_TOPICS = {kind: keccak256(spec.signature.encode()) for kind, spec in _SPECS.items()}
 _KINDS = {t: kind for kind, t in _TOPICS.items()}
 
 #: Events about a namespace, not a resource (``resource_id`` is the namespace id).
