@@ -17,9 +17,10 @@ import functools
 import logging
 from typing import Any
 
-from eth_abi import decode as abi_decode
-from eth_abi import encode as abi_encode
-from eth_utils import keccak, to_checksum_address
+from eth_abi.abi import decode as abi_decode
+from eth_abi.abi import encode as abi_encode
+from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak
 
 from . import _validate, _waiting, endings
 from ._effects import RPC, Steps
@@ -142,7 +143,7 @@ class RegistryContract(SyncFace):
                 raise ContractNotFound(f"unexpected EIP-712 domain fields 0x{fields.hex()} at {self.address}")
             cached = EIP712Domain(name, version, chain_id, to_checksum_address(verifying))
             self.__dict__["_eip712_domain"] = cached
-        return cached  # type: ignore[no-any-return]
+        return cached
 
     # -- a resource's lease, read ------------------------------------------------------------------
 

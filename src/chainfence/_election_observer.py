@@ -18,7 +18,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from . import _waiting, endings
 from ._block_times import BlockTimes
@@ -273,7 +273,7 @@ class Observer:
         )
         for index, event in enumerate(later):
             if event.kind is _events.Kind.ACQUIRED and event.previous_token == term.token:
-                return endings.of_event("acquired", reason=AcquireReason(event.reason))
+                return cast(End, endings.of_event("acquired", reason=AcquireReason(cast(int, event.reason))))
             if event.token == term.token and event.kind in (_events.Kind.RELEASED, _events.Kind.REVOKED):
                 if self._granted_over(event, later[index + 1] if index + 1 < len(later) else None):
                     return End.GRANTED
@@ -381,30 +381,34 @@ class Observer:
         """One event of the resource (``following``: the next one, to tell a grant from a revoke)."""
         current = self.current
         kind = event.kind
+        # A lease's events carry these (RegistryLog leaves them None only for namespace events).
+        token, holder, expires_at = cast(int, event.token), cast(str, event.holder), cast(int, event.expires_at)
         if kind is _events.Kind.ACQUIRED:
-            if event.token <= self.last_token:
+            if token <= self.last_token:
                 return []  # already in the state read
-            self.last_token = event.token
+            self.last_token = token
             changes: list[Change] = []
             if current is not None:
-                reason = AcquireReason(event.reason)
+                reason = AcquireReason(cast(int, event.reason))
                 at = yield from self._times.at_steps(event.block_number)
                 if at >= current.expires_at:
                     changes += self._end(current, End.EXPIRED, event.block_number)  # the term ran out first
                 else:  # a term taken live: by its holder again (superseded) or by a grant (granted)
-                    changes += self._end(current, endings.of_event("acquired", reason=reason), event.block_number)  # type: ignore[arg-type]
+                    changes += self._end(
+                        current, cast(End, endings.of_event("acquired", reason=reason)), event.block_number
+                    )
             since = yield from self._times.at_steps(event.block_number)
-            self._seat.elected[event.token, event.holder] = (event.block_number, since)
-            leader = Leader(self._seat.name, event.holder, event.token, since, event.expires_at, event.block_number)
+            self._seat.elected[token, holder] = (event.block_number, since)
+            leader = Leader(self._seat.name, holder, token, since, expires_at, event.block_number)
             changes += self._set(leader)
-            self.wake_at = self._timer.now() + max(float(event.expires_at - since), self._pace.poll)
+            self.wake_at = self._timer.now() + max(float(expires_at - since), self._pace.poll)
             return changes
-        if current is None or (event.token, event.holder) != (current.token, current.holder):
+        if current is None or (token, holder) != (current.token, current.holder):
             return []  # another token's event (older, or a term already reported as ended)
         if kind is _events.Kind.RENEWED:  # not a change: the same term, longer
-            self.current = dataclasses.replace(current, expires_at=event.expires_at)
+            self.current = dataclasses.replace(current, expires_at=expires_at)
             renewed_at = yield from self._times.at_steps(event.block_number)
-            self.wake_at = self._timer.now() + max(float(event.expires_at - renewed_at), self._pace.poll)
+            self.wake_at = self._timer.now() + max(float(expires_at - renewed_at), self._pace.poll)
             return []
         if kind is _events.Kind.COMPLETED:
             # A result recorded under the term's token: a plain lease's completion ends nothing (an election's

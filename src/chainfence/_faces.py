@@ -75,13 +75,8 @@ def require_driver(chain: object) -> AsyncDriver:
     """``chain`` if it is an asyncio chain (an ``AsyncChain``), else :class:`~chainfence.errors.InvalidInput`."""
     from .errors import InvalidInput
 
-    if (
-        not callable(getattr(chain, "_run", None))
-        or not inspect.iscoroutinefunction(chain._run)
-        or not hasattr(  # type: ignore[attr-defined]
-            chain, "chain"
-        )
-    ):
+    run = getattr(chain, "_run", None)
+    if not callable(run) or not inspect.iscoroutinefunction(run) or not hasattr(chain, "chain"):
         raise InvalidInput(f"chain must be an AsyncChain, got {type(chain).__name__}")
     return chain  # type: ignore[return-value]
 
@@ -171,10 +166,11 @@ def _handed_over(error: BaseException, driver: AsyncDriver) -> None:
 def operation(steps: Callable[Concatenate[C, P], Steps[R]]) -> Callable[Concatenate[C, P], R]:
     """The blocking method that runs ``steps`` (a ``*_steps`` method) over the object's chain."""
 
-    def method(self: SyncFace, *args: Any, **kwargs: Any) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         return self._drive(steps(self, *args, **kwargs))
 
-    return _dressed(method, steps, "operation", returns=_result_of(steps))
+    dressed: Callable[Concatenate[C, P], R] = _dressed(method, steps, "operation", returns=_result_of(steps))
+    return dressed
 
 
 def constructor(steps: Callable[..., Steps[R]]) -> Any:
@@ -191,10 +187,11 @@ def streaming(steps: Callable[Concatenate[C, P], Steps[Any]]) -> Callable[Concat
     """A method returning a generator of what ``steps`` emit, each run over the blocking driver. The
     checks before the steps' first effect raise at the call."""
 
-    def method(self: SyncFace, *args: Any, **kwargs: Any) -> Iterator[Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
         return stream(primed_steps(steps(self, *args, **kwargs)), self._drive)
 
-    return _dressed(method, steps, "stream", returns="Iterator[Any]")
+    dressed: Callable[Concatenate[C, P], Iterator[Any]] = _dressed(method, steps, "stream", returns="Iterator[Any]")
+    return dressed
 
 
 @overload
@@ -258,7 +255,10 @@ def astreaming(op: Callable[Concatenate[Any, P], Any]) -> Callable[Concatenate[A
         emitted = astream(primed_steps(steps(self._core, *args, **kwargs)), self._drive)
         return _twins_of(emitted, self)
 
-    return _dressed(method, op, "astream", returns="AsyncIterator[Any]")
+    dressed: Callable[Concatenate[Any, P], AsyncIterator[Any]] = _dressed(
+        method, op, "astream", returns="AsyncIterator[Any]"
+    )
+    return dressed
 
 
 async def _twins_of(emitted: AsyncIterator[Any], face: AsyncFace[Any]) -> AsyncIterator[Any]:
@@ -276,7 +276,8 @@ def local(op: Callable[Concatenate[Any, P], Any]) -> Callable[Concatenate[Any, P
     def method(self: AsyncFace[Any], *args: Any, **kwargs: Any) -> Any:
         return self._twin(op(self._core, *args, **kwargs))
 
-    return _dressed(method, op, "local", returns=None)
+    dressed: Callable[Concatenate[Any, P], Any] = _dressed(method, op, "local", returns=None)
+    return dressed
 
 
 def mirrored(name: str, doc: str | None = None) -> Any:

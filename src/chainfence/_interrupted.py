@@ -167,5 +167,5 @@ def _abandon_steps(
         )
     for lease in leases:
         lease.released = lease not in ended
-    gone = f" ({', '.join(f'{lease.resource!r} had ended: {end}' for lease, end in ended.items())})" if ended else ""
-    return f"{state.what}: transaction {state.tx_hash} acquired token(s) {tokens}; released again{gone}"
+    ends = f" ({', '.join(f'{lease.resource!r} had ended: {end}' for lease, end in ended.items())})" if ended else ""
+    return f"{state.what}: transaction {state.tx_hash} acquired token(s) {tokens}; released again{ends}"

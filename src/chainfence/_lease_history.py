@@ -139,11 +139,10 @@ def history_steps(
             isinstance(from_block, bool) or not isinstance(from_block, int) or from_block < 0
         ):
             raise InvalidInput(f"from_block must be an int >= 0, got {from_block!r}")
-        return (
-            yield Blocking(
-                lambda: _history_from_index(registry, index, resource_id, holder, token, from_block, to_block)
-            )
+        found: list[LeaseEvent] = yield Blocking(
+            lambda: _history_from_index(registry, index, resource_id, holder, token, from_block, to_block)
         )
+        return found
     chain = registry.chain
     first = (yield from registry._deployment_block_steps()) if from_block is None else from_block
     if to_block == "latest":

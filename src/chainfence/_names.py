@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from eth_utils import keccak
+from eth_utils.crypto import keccak
 
 from .errors import InvalidResourceName
 
@@ -94,7 +94,7 @@ def item_id(workset: object, item: object) -> bytes:
 
     At least 192 bytes are hashed, so no resource name (at most 128 bytes) has this id.
     """
-    from eth_abi import encode
+    from eth_abi.abi import encode
 
     return keccak(encode(["bytes", "bytes"], [resource_bytes(workset), resource_bytes(item)]))
 
@@ -126,7 +126,7 @@ def split_item(name: object) -> tuple[str, str] | None:
 def item_parts(raw: bytes, resource_id: bytes) -> tuple[bytes, bytes] | None:
     """``(workset, item)`` bytes if ``raw`` is the ``ResourceNamed`` name ``workset/item`` of the claimed
     item ``resource_id`` (the one split at a ``/`` whose ``abi.encode`` hashes to it), else None."""
-    from eth_abi import encode
+    from eth_abi.abi import encode
 
     start = 0
     while (index := raw.find(b"/", start)) >= 0:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 from .errors import ChainRolledBack
 
@@ -45,7 +45,7 @@ class Seen:
         seen = table.get(address)
         if seen is None:
             seen = table.setdefault(address, cls())
-        return seen
+        return cast(Seen, seen)
 
     def before(self, resource_id: bytes | None = None) -> tuple[int, tuple[int, str] | None]:
         """What was seen before a read or a transaction is sent."""

@@ -43,7 +43,7 @@ asyncio twin run them; :mod:`chainfence.audit.watchdog` re-exports
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from . import endings
 from ._block_times import BlockTimes
@@ -177,7 +177,7 @@ def stuck_steps(
     index: Any = None,
 ) -> Steps[StuckReport]:
     """:func:`stuck` as steps (either driver; an index is synced and read in a worker thread on asyncio)."""
-    renewals = _positive(renewals, "renewals")
+    renewals = cast(int, _positive(renewals, "renewals"))
     longer_than = _positive(longer_than, "longer_than", optional=True)
     if from_block is not None and (isinstance(from_block, bool) or not isinstance(from_block, int) or from_block < 0):
         raise InvalidInput(f"from_block must be an int >= 0, got {from_block!r}")
@@ -254,7 +254,7 @@ def stuck_steps(
     for kind, resource_id, track in candidates:
         acquired_at = yield from times.at_steps(track.block)
         held_for = max(0, min(now, track.expires_at) - acquired_at)
-        if kind == "long_held" and held_for < longer_than:  # type: ignore[operator]
+        if kind == "long_held" and held_for < cast(int, longer_than):
             continue
         if resource_id not in current:
             info = yield from registry._lease_info_steps(None, resource_id)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import re
 
-from eth_utils import is_checksum_address, is_hex_address, keccak, to_checksum_address
+from eth_utils.address import is_checksum_address, is_hex_address, to_checksum_address
+from eth_utils.crypto import keccak
 
 from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
 from .errors import InvalidAddress, InvalidInput, InvalidProgress, InvalidToken, InvalidTtl, InvalidUrl, InvalidWait

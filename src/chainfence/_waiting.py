@@ -76,7 +76,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from . import endings
 from ._effects import RPC, Locked, Sleep, Steps, run
@@ -167,7 +167,7 @@ def pace_steps(chain: Chain) -> Steps[Pace]:
     """:func:`pace` as steps (either driver)."""
     cached = chain.__dict__.get("_wait_pace")
     if cached is not None:
-        return cached
+        return cast(Pace, cached)
     if chain.rpc.embedded:
         result = Pace(poll=0.02, jitter=0.01)
     elif chain.is_dev:
@@ -326,7 +326,7 @@ def acquire_waiting_steps(
                 yield sleep(timer, pause, before_send=True)
             yield from ready()  # the fee quote and the nonce now: the preflight is then the last read before the send
         try:
-            return (yield Locked(turn, send()))
+            return cast(T, (yield Locked(turn, send())))
         except LeaseError as error:
             refusal: LeaseError = error
             kind = endings.refusal(error)

@@ -65,6 +65,7 @@ in a task.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -803,7 +804,7 @@ endings.declare(
     keeps_alive=True,
 )
 
-_OBSERVED = {
+_OBSERVED: dict[enum.Enum, str] = {
     End.EXPIRED: "None (the seat is empty) at the first block stamped at or after the expiry, or by chain time "
     "when no block comes; TermEnded(expired) first with ends=True",
     End.RELEASED: "None at the release's block (a resignation); TermEnded(released) first",

@@ -98,7 +98,8 @@ NotAdmitted`` when its guard has an admission policy
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 __all__ = [
     "ActionMismatch",
@@ -185,11 +186,13 @@ __all__ = [
     "WrongChain",
 ]
 
+E = TypeVar("E", bound="ChainfenceError")
+
 #: Solidity custom error name -> the class it raises as. Filled by @_contract_error.
 CONTRACT_ERRORS: dict[str, type[ChainfenceError]] = {}
 
 
-def _contract_error(solidity_name: str, *also: str):
+def _contract_error(solidity_name: str, *also: str) -> Callable[[type[E]], type[E]]:
     """Register ``cls`` as the Python side of the contract's ``solidity_name`` error
     (and of the example contracts' errors ``also`` that mean the same thing).
 
@@ -198,7 +201,7 @@ def _contract_error(solidity_name: str, *also: str):
     ``resource`` argument renamed ``resource_id``.
     """
 
-    def register(cls: type[ChainfenceError]) -> type[ChainfenceError]:
+    def register(cls: type[E]) -> type[E]:
         for name in (solidity_name, *also):
             if name in CONTRACT_ERRORS:
                 raise RuntimeError(f"{name} is mapped twice")
@@ -240,7 +243,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _rebuild(cls: type[ChainfenceError], args: tuple, state: dict) -> ChainfenceError:
+def _rebuild(cls: type[ChainfenceError], args: tuple[Any, ...], state: dict[str, Any]) -> ChainfenceError:
     error = cls.__new__(cls)
     Exception.__init__(error, *args)
     error.__dict__.update(state)
@@ -275,7 +278,7 @@ class ChainfenceError(Exception):
             fields["notes"] = list(self.__notes__)
         return fields
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only constructors do not survive the default pickling
         # (Exception pickles ``args`` only); errors cross process boundaries.
         return (_rebuild, (type(self), self.args, self.__dict__.copy()))
@@ -800,6 +803,9 @@ class RegistryOverflow(ChainfenceError, OverflowError):
 class ChainError(ChainfenceError):
     """Talking to the chain failed, or it answered something we cannot use."""
 
+    #: Set when an acquisition landed but a step after it failed: the lease, never to be forgotten.
+    lease: Any
+
 
 class NodeUnreachable(ChainError, ConnectionError):
     """No JSON-RPC node answers at the URL (or it stopped answering)."""
@@ -948,6 +954,8 @@ class NamespaceError(ChainfenceError, PermissionError):
 class NamespaceTaken(NamespaceError):
     """Deployment: the namespace is assigned twice (first to ``admin``)."""
 
+    admin: str | None
+
     def __init__(self, message: str | None = None, *, namespace: bytes | None = None, admin: str | None = None):
         super().__init__(message, namespace=namespace, admin=admin)
 
@@ -959,6 +967,9 @@ class NamespaceTaken(NamespaceError):
 class NotNamespaceAdmin(NamespaceError):
     """``account`` is not the admin of the namespace (``admin``; the zero address when nobody
     administers it, which includes names without ``/``)."""
+
+    account: str | None
+    admin: str | None
 
     def __init__(
         self,
@@ -979,6 +990,9 @@ class NotNamespaceAdmin(NamespaceError):
 @_contract_error("FencingRegistryNotPendingAdmin")
 class NotPendingAdmin(NamespaceError):
     """``account`` may not accept the namespace: ``pending_admin`` (zero: no offer) may."""
+
+    account: str | None
+    pending_admin: str | None
 
     def __init__(
         self,

@@ -51,8 +51,8 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from eth_account import Account
-from eth_keys import keys
-from eth_utils import keccak
+from eth_keys.datatypes import Signature
+from eth_utils.crypto import keccak
 
 from . import _validate
 from .errors import InvalidAddress, InvalidInput, InvalidSignature, MalformedRequest
@@ -243,7 +243,7 @@ class FencedRequest:
         if v not in (0, 1) or r <= 0 or not 0 < s <= _HALF_ORDER:
             raise InvalidSignature("malformed or malleable signature")
         try:
-            public_key = keys.Signature(vrs=(v, r, s)).recover_public_key_from_msg_hash(digest or self.digest(domain))
+            public_key = Signature(vrs=(v, r, s)).recover_public_key_from_msg_hash(digest or self.digest(domain))
         except Exception as exc:
             raise InvalidSignature(f"signature does not recover a key: {exc}") from None
         return public_key.to_checksum_address()

@@ -64,7 +64,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ._effects import Steps
 from .endings import End, LocalEnd, declare, loss_reason  # what a renewal's error means: the one model
@@ -436,7 +436,7 @@ class Keeper:
     @property
     def ttl(self) -> float:
         """The ttl the next renewal asks for (the last renewal's: a renewal with a new ttl moves it)."""
-        return self.core.ttl
+        return float(self.core.ttl)
 
     def start(self) -> None:
         logger.info(
@@ -563,7 +563,7 @@ class Keeper:
                 step = self.core.step(now)
                 self.evaluated_at = now
                 if step.action == "wait":
-                    timeout = min(step.until - now, self._wait_cap)
+                    timeout = min(cast(float, step.until) - now, self._wait_cap)
                     self._cond.wait(timeout)
                     continue
                 if step.action == "renew":
@@ -578,7 +578,7 @@ class Keeper:
                     self._worker.start()
                     continue
             if step.action == "lost":
-                self._report_lost(step.why)
+                self._report_lost(cast(str, step.why))
             return  # lost or stopped: this thread never renews again
 
     def _renew(self, ttl: float) -> None:
@@ -652,7 +652,7 @@ class Keeper:
                 "deadline": "no renewal confirmed before the local safe deadline",
             }.get(why, f"{type(cause).__name__}: {cause}" if cause is not None else "")
             self.error = self.lease._kept_loss(why, detail, cause, self._member)
-        error = self.lease._kept_loss(why, self.error.detail, self.error.__cause__, self._member)
+        error: LeaseLost = self.lease._kept_loss(why, self.error.detail, self.error.__cause__, self._member)
         return error
 
     def _report_lost(self, why: str) -> None:

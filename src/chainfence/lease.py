@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from . import keepalive as _keepalive
 from ._effects import Steps
@@ -164,7 +164,7 @@ class Lease(SyncFace):
             expires_at=event.expires_at,
             ttl=ttl,
             previous_token=event.previous_token or 0,
-            reason=AcquireReason(event.reason),
+            reason=AcquireReason(cast(int, event.reason)),
             tx_hash=receipt["transactionHash"].to_0x_hex(),
             block_number=receipt["blockNumber"],
             workset=workset,

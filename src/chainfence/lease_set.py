@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from . import _validate
 from . import keepalive as _keepalive
@@ -535,7 +535,7 @@ class LeaseSetOperations(RegistryContract):
         logger.info(
             "renewed set resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at
         )
-        return expires_at
+        return cast(int, expires_at)
 
     def _release_many_steps(self, leases: Sequence[Lease]) -> Steps[None]:
         ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]

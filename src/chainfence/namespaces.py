@@ -237,7 +237,7 @@ class NamespaceOperations(RegistryContract):
         until it ends or is revoked."""
         prefix = _validate.namespace_prefix(prefix)
         if isinstance(holders, (str, bytes)) or not isinstance(holders, Sequence):
-            holders = [holders]  # type: ignore[list-item]
+            holders = [holders]
         addresses = [_validate.address(holder, "holder") for holder in holders]
         if not 1 <= len(addresses) <= MAX_CLAIM_ITEMS:
             raise InvalidInput(f"admit takes 1 to {MAX_CLAIM_ITEMS} holders, got {len(addresses)}")
@@ -406,7 +406,7 @@ class NamespaceOperations(RegistryContract):
                 refused.with_namespace(prefix)
                 admin = getattr(refused, "admin", None)
                 if _names.is_address_namespace(prefix) and (admin is None or int(admin, 16) == 0):
-                    refused.admin = checksum(prefix)  # the chain writes no admin for its own address
+                    refused.admin = checksum(prefix)  # type: ignore[attr-defined]  # the chain writes no admin for its own address
             raise
         except NotAdmitted as refused:
             refused.namespace_name = prefix

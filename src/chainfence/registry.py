@@ -40,10 +40,10 @@ import logging
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Self
+from typing import Any, Self, cast
 
-from eth_abi import decode as abi_decode
-from eth_abi import encode as abi_encode
+from eth_abi.abi import decode as abi_decode
+from eth_abi.abi import encode as abi_encode
 
 from . import _names, _validate, _waiting, endings
 from . import keepalive as _keepalive
@@ -331,7 +331,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
                 interrupt,
                 f"the acquisition of {resource!r}",
                 acquired,
-                lambda receipt: [self._lease_from_receipt(receipt, resource=resource, ttl=ttl)],
+                lambda receipt: [cast(Lease, self._lease_from_receipt(receipt, resource=resource, ttl=ttl))],
             )
             raise
 
@@ -755,7 +755,7 @@ def _namespace_assignments(chain: Any, namespaces: Mapping[str, str] | None) -> 
 def _first_account(chain: Any) -> str:
     if not chain.accounts:
         raise UnknownAccount("the chain holds no keys: pass private_key= to Chain.connect")
-    return chain.accounts[0]
+    return str(chain.accounts[0])
 
 
 def _is_registry_code(code: bytes) -> bool:

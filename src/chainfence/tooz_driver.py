@@ -106,7 +106,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlunsplit
 
 import tooz
@@ -114,7 +114,7 @@ import tooz.coordination
 import tooz.locking
 import tooz.utils
 from eth_account import Account
-from eth_utils import keccak
+from eth_utils.crypto import keccak
 
 from . import _validate, endings
 from .chain import Chain
@@ -240,7 +240,7 @@ class _Config:
             raise InvalidInput(f"accounts must be 'member' or 'key', got {self.accounts!r}")
         # The embedded chain's preflight reserves a fixed 30M gas ceiling: 0.03 ETH at its 1 gwei.
         self.fund = self._int(values, "fund", 10**18 if self.embedded else DEFAULT_FUND, low=0)
-        self.timeout = self._int(values, "timeout", DEFAULT_TIMEOUT, low=1)
+        self.timeout: int = cast(int, self._int(values, "timeout", DEFAULT_TIMEOUT, low=1))
         self.prefix = values.get("prefix", "")
         self.chain_id = self._int(values, "chain_id", None, low=1)
         self.confirmations = self._int(values, "confirmations", None, low=0)
@@ -382,7 +382,7 @@ class ChainfenceLock(tooz.locking.Lock):
                 return False
             # Chain time of the renewal (its expiry less the ttl) against the expiry it extended: a heart
             # that beats on time (about four beats a ttl) renews with more than half the ttl left.
-            left = before - (self.expires_at - ttl) if before is not None else ttl
+            left = before - (cast(int, self.expires_at) - ttl) if before is not None else ttl
             if left < ttl / 2:
                 logger.warning(
                     "late renewal resource=%s token=%d: %d s of the %d s lease were left",
@@ -469,7 +469,7 @@ class ChainfenceLock(tooz.locking.Lock):
 class ChainfenceDriver(tooz.coordination.CoordinationDriver):
     """tooz coordinator over a chainfence registry: locks only (see the module docstring)."""
 
-    CHARACTERISTICS = (
+    CHARACTERISTICS: tuple[Any, ...] = (
         tooz.coordination.Characteristics.DISTRIBUTED_ACROSS_THREADS,
         tooz.coordination.Characteristics.DISTRIBUTED_ACROSS_PROCESSES,
         tooz.coordination.Characteristics.DISTRIBUTED_ACROSS_HOSTS,
@@ -499,7 +499,9 @@ class ChainfenceDriver(tooz.coordination.CoordinationDriver):
                 key = chain.key_of(chain.accounts[0])
             else:
                 # The node first: an unreachable one is the error to report, whatever else is missing.
-                chain = _connected(config.node_url, config.chain_id, config.confirmations, config.poll_latency)
+                chain = _connected(
+                    cast(str, config.node_url), config.chain_id, config.confirmations, config.poll_latency
+                )
                 key = config.key()
                 address = config.registry or os.environ.get("CHAINFENCE_REGISTRY")
                 if not address:

@@ -43,6 +43,7 @@ class Chain(Protocol):
 
     rpc: Any
 
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MAX_LOG_RANGE", "LEASE_KINDS", "NAMESPACE_KINDS", "Kind", "RegistryLog", "decode", "fetch", "topic"]

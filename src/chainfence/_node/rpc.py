@@ -33,11 +33,12 @@ import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from .._effects import Steps
 from ..errors import ChainfenceError
 from . import methods as _methods
 from .failures import is_transport_error, translate, translating
 from .lean_http import LeanHttp
-from .methods import Batch, InProcess, Node, Request, Steps
+from .methods import Batch, InProcess, Node, Request
 from .transports import AsyncTransport, Transport, reply_result
 from .web3_providers import AsyncProviderTransport, ProviderTransport, http_web3
 

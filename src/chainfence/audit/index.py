@@ -449,7 +449,7 @@ class AuditIndex:
         """One page: its events, leases, blocks and the cursor, in one transaction."""
         synced = self._int_meta("synced_block")
         numbers = sorted({entry.block_number for entry in logs} | {last} | ({synced} if synced is not None else set()))
-        headers = dict(zip(numbers, chain.rpc.blocks(numbers), strict=True))
+        headers: dict[int, Any] = dict(zip(numbers, chain.rpc.blocks(numbers), strict=True))
         for number, header in headers.items():
             if header is None:
                 raise _Reorg(f"the node has no block {number} any more")

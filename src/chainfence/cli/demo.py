@@ -184,6 +184,7 @@ def _history(out: TextIO, registry: Registry, start: int) -> list[tuple[str, int
             }[event.reason]
             detail = f"until t=+{event.expires_at - start}s; {why}"
         elif event.kind is EventKind.RENEWED:
+            assert event.expires_at is not None
             detail = f"until t=+{event.expires_at - start}s"
         else:
             detail = ""

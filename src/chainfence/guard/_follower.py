@@ -186,7 +186,7 @@ class Follower:
             # First follow of this store: from the head on. Earlier tokens
             # still reach the marks when presented, verified on-chain.
             self._save_progress(head, self._block_hash(head))
-            return head
+            return int(head)
         block = int(start)
         self._require_unchanged(block, GuardStore.meta(conn, "follow_hash"), head)
         kinds = [

@@ -94,7 +94,7 @@ def dev_keys(count: int = 10) -> list[str]:
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def port_is_free(port: int) -> bool:
