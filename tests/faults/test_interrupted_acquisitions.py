@@ -64,7 +64,7 @@ async def aacquire(registry: AsyncRegistry, path: str, *, guarded: bool = True) 
     if path == "acquire":
         if not guarded:
             core = registry.registry
-            return await registry.chain._run(core._acquire_once("jobs/cut", TTL, core.sender, None, []))
+            return await registry.chain._run(core._acquire_once_steps("jobs/cut", TTL, core.sender, None, []))
         return await registry.acquire("jobs/cut", ttl=TTL)
     if path == "claim":
         return await registry.claim("batch", ["x"], TTL)
@@ -300,7 +300,7 @@ def test_a_lease_that_cannot_be_released_is_handed_to_the_caller(alice, monkeypa
         raise NodeUnreachable("no node answers")
         yield  # pragma: no cover
 
-    monkeypatch.setattr(alice, "_release_steps", refuse)
+    monkeypatch.setattr(alice, "_release_by_id_steps", refuse)
     with pytest.raises(KeyboardInterrupt) as interrupt:
         alice.acquire("jobs/cut", ttl=TTL)
     handed = interrupt.value.lease
