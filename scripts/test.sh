@@ -4,9 +4,11 @@
 # timeline's browser test, and a Python >= 3.12 venv for the tests of 3.12-only behaviour
 # when one is on the machine) and run the full suite.
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -x
+# The suite runs in two pytest-xdist workers (a 2-core machine's CPUs);
+# CHAINFENCE_TEST_WORKERS=0 runs it in one process.
 source "$(dirname "$0")/_env.sh"
 setup_python dev -e ".[dev]"
 setup_node
 setup_chromium
 setup_python312
-exec "$VENV/bin/python" -m pytest "$@"
+exec "$VENV/bin/python" -m pytest -n "${CHAINFENCE_TEST_WORKERS:-2}" "$@"
