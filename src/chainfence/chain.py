@@ -682,6 +682,37 @@ class AsyncChain:
             self.chain._transact_steps(sender, to, data, resource=resource, gas=gas, confirmations=confirmations)
         )
 
+    async def call(
+        self, to: str, data: bytes, *, block: str | int = "latest", resource: str | None = None, gas: int | None = None
+    ) -> bytes:
+        """:meth:`Chain.call`, awaited: ``eth_call`` of ``data`` at ``block``, reverts decoded."""
+        return bytes(await self._run(self.chain._call_steps(to, data, block=block, resource=resource, gas=gas)))
+
+    async def call_now(self, to: str, data: bytes, *, resource: str | None = None) -> tuple[bytes, int]:
+        """:meth:`Chain.call_now`, awaited: the call at the latest block and :meth:`now`."""
+        raw, now = await self._run(self.chain._call_now_steps(to, data, resource=resource))
+        return bytes(raw), int(now)
+
+    # The keys are the wrapped chain's, held in memory: nothing here is awaited.
+
+    def add_account(self, private_key: str | bytes | LocalAccount) -> str:
+        """:meth:`Chain.add_account`: hold a further key; returns its address."""
+        return self.chain.add_account(private_key)
+
+    def signer(self, account: object) -> str:
+        """:meth:`Chain.signer`: the checksummed address of an account this chain holds a key for."""
+        return self.chain.signer(account)
+
+    def key_of(self, account: object) -> LocalAccount:
+        """:meth:`Chain.key_of`: the key held for ``account`` (to sign fenced requests as it)."""
+        return self.chain.key_of(account)
+
+    @property
+    def is_dev(self) -> bool:
+        """:attr:`Chain.is_dev`: whether the chain offers dev controls. Those (``mine``, ``snapshot``,
+        ``revert``, ``advance_time``, ``set_next_block_time``) are the wrapped chain's, blocking: for tests."""
+        return self.chain.is_dev
+
     def __repr__(self) -> str:
         return f"<AsyncChain over {self.chain!r}>"
 

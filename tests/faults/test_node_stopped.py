@@ -758,6 +758,8 @@ CALLS: list[Call] = [
     Call("AsyncChain.latest_time", aio(lambda w, c, r: c.latest_time())),
     Call("AsyncChain.block_number", aio(lambda w, c, r: c.block_number())),
     Call("AsyncChain.confirmed_block", aio(lambda w, c, r: c.confirmed_block())),
+    Call("AsyncChain.call", aio(lambda w, c, r: c.call(w.address, w.cached()._encode("latestToken", [])))),
+    Call("AsyncChain.call_now", aio(lambda w, c, r: c.call_now(w.address, bytes.fromhex("bc1c8b9b")))),
     Call("AsyncChain.transact", aio(lambda w, c, r: c.transact(w.accounts[1], w.address, acquire_data(w)))),
     Call("AsyncRegistry.deploy", aio(lambda w, c, r: AsyncRegistry.deploy(c))),
     Call("AsyncRegistry.at", aio(lambda w, c, r: AsyncRegistry.at(c, w.address))),
@@ -1016,6 +1018,10 @@ QUIET: list[Quiet] = [
     Quiet("AsyncChain.accounts", aio(lambda w, c, r: _value(c.accounts)), "the wrapped chain's keys"),
     Quiet("AsyncChain.chain_id", aio(lambda w, c, r: _value(c.chain_id)), "read at connect"),
     Quiet("AsyncChain.confirmations", aio(lambda w, c, r: _value(c.confirmations)), "a setting"),
+    Quiet("AsyncChain.add_account", aio(lambda w, c, r: _value(c.add_account(NEW_KEY))), "keeps a key in memory"),
+    Quiet("AsyncChain.signer", aio(lambda w, c, r: _value(c.signer(w.accounts[1]))), "looks the key up in memory"),
+    Quiet("AsyncChain.key_of", aio(lambda w, c, r: _value(c.key_of(w.accounts[1]))), "looks the key up in memory"),
+    Quiet("AsyncChain.is_dev", aio(lambda w, c, r: _value(c.is_dev)), "decided at connect"),
     Quiet(
         "AsyncRegistry.connect", aio(lambda w, c, r: _value(r.connect(w.accounts[2]))), "a view of the same registry"
     ),
