@@ -38,6 +38,8 @@ endpoint is built).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ._lease_state import LeaseInfo, LeaseStatus, judge
@@ -49,9 +51,23 @@ from .errors import ContractNotFound, InvalidAddress, InvalidInput, ProofInvalid
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HeaderSource", "ProvenReader", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader"]
+__all__ = ["HeaderSource", "ProvenLeases", "ProvenReader", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader"]
 
 _MAX_NAME_LENGTH = 128  # the contract's bound (chainfence._names.MAX_NAME_LENGTH)
+
+#: The registry's ``_counter`` slot (its second state variable): bits 0..47 the highest token issued.
+_COUNTER_SLOT = (1).to_bytes(32, "big")
+_TOKEN_MASK = (1 << 48) - 1
+
+
+@dataclass(frozen=True)
+class ProvenLeases:
+    """What one proof showed at ``header``: the leases asked for (in the order asked), and the
+    registry's latest token (the highest it issued, whatever the resource)."""
+
+    header: VerifiedHeader
+    leases: tuple[LeaseInfo, ...]
+    latest_token: int
 
 
 def _resource(resource: str | bytes) -> tuple[str | None, bytes]:
@@ -140,6 +156,12 @@ class ProvenReader:
         self.clock = clock or headers.clock
         self._proofs_served = False
 
+    def require_proofs(self) -> None:
+        """Raise :class:`~chainfence.errors.ProofsNotServed` if the provider does not serve
+        ``eth_getProof`` (eth-tester does not). Asked once per reader (the first check asks it before any
+        header): a guard asks it when it opens."""
+        self._require_proofs()
+
     def _require_proofs(self) -> None:
         """Once per reader, before any header is asked for: does the provider serve eth_getProof at
         all? (eth-tester does not: ProofsNotServed, not a header error further on.)"""
@@ -178,6 +200,30 @@ class ProvenReader:
         judged_at = max(header.timestamp, int(self.clock()))
         return lease_info(name, resource_id, packed, block_time=header.timestamp, judged_at=judged_at)
 
+    def leases(self, resources: Sequence[str | bytes], *, header: VerifiedHeader | None = None) -> ProvenLeases:
+        """Every lease of ``resources`` (names or 32-byte ids) and the registry's latest token, proven by
+        one ``eth_getProof`` at ``header`` (default: the header source's current one), each judged at
+        ``max(header time, clock)`` as :meth:`lease_at` judges it. What a guard proves at a new epoch
+        (the lease, and that the registry did not go back below what the guard accepted) and what a
+        follower proves of a page of logs."""
+        parsed = [_resource(resource) for resource in resources]
+        self._require_proofs()
+        if header is None:
+            header = self.headers.current()
+        slots = [_proofs.lease_slot(resource_id) for _, resource_id in parsed]
+        values = self._proven_slots([*slots, _COUNTER_SLOT], header)
+        judged_at = max(header.timestamp, int(self.clock()))
+        leases = tuple(
+            lease_info(name, resource_id, packed, block_time=header.timestamp, judged_at=judged_at)
+            for (name, resource_id), packed in zip(parsed, values)
+        )
+        return ProvenLeases(header=header, leases=leases, latest_token=values[-1] & _TOKEN_MASK)
+
+    def latest_token(self, *, header: VerifiedHeader | None = None) -> int:
+        """The registry's latest token (the highest it issued), proven at ``header`` (default: the
+        header source's current one)."""
+        return self.leases([], header=header).latest_token
+
     def check(self, resource: str | bytes, token: int, *, header: VerifiedHeader | None = None) -> LeaseInfo:
         """The live lease of ``token``; raises the :class:`~chainfence.errors.TokenNotCurrent` subclass
         strict mode's ``check_current`` raises if it is not (StaleToken, UnknownToken, LeaseExpired,
@@ -203,22 +249,27 @@ class ProvenReader:
     # -- the proof ------------------------------------------------------------
 
     def _proven_slot(self, resource_id: bytes, header: VerifiedHeader) -> int:
-        slot = _proofs.lease_slot(resource_id)
+        return self._proven_slots([_proofs.lease_slot(resource_id)], header)[0]
+
+    def _proven_slots(self, slots: list[bytes], header: VerifiedHeader) -> list[int]:
+        """The values of ``slots`` of the registry's storage at ``header``, from one ``eth_getProof``."""
         try:
-            answer = self.endpoint.request("eth_getProof", [self.address, ["0x" + slot.hex()], hex(header.number)])
+            answer = self.endpoint.request(
+                "eth_getProof", [self.address, ["0x" + slot.hex() for slot in slots], hex(header.number)]
+            )
         except RpcError as exc:
             if _not_served(exc):
                 raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
             raise
         try:
-            return self._verify(answer, slot, header)
+            return self._verify(answer, slots, header)
         except _proofs.ProofMismatch as bad:
             logger.warning("proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad)
             raise ProofInvalid(
                 provider=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
             ) from None
 
-    def _verify(self, answer: Any, slot: bytes, header: VerifiedHeader) -> int:
+    def _verify(self, answer: Any, slots: list[bytes], header: VerifiedHeader) -> list[int]:
         if not isinstance(answer, dict):
             raise _proofs.ProofMismatch("the answer is not an eth_getProof object")
         account_proof = [_hex_bytes(node, "an account proof node") for node in _list(answer.get("accountProof"))]
@@ -237,17 +288,19 @@ class ProvenReader:
         ):
             raise _proofs.ProofMismatch("nonce or balance is not the proven account's")
         entries = _list(answer.get("storageProof"))
-        if len(entries) != 1 or not isinstance(entries[0], dict):
-            raise _proofs.ProofMismatch("storageProof must hold exactly the one slot asked for")
-        entry = entries[0]
-        key = _hex_bytes(entry.get("key"), "the storage key")
-        if key.rjust(32, b"\x00") != slot or len(key) > 32:
-            raise _proofs.ProofMismatch("the storage proof is for another slot")
-        storage_proof = [_hex_bytes(node, "a storage proof node") for node in _list(entry.get("proof"))]
-        value = _proofs.verify_storage(account.storage_root, slot, storage_proof)
-        if _hex_int(entry.get("value"), "the storage value") != value:
-            raise _proofs.ProofMismatch("the value it states is not the value its proof proves")
-        return value
+        if len(entries) != len(slots) or not all(isinstance(entry, dict) for entry in entries):
+            raise _proofs.ProofMismatch(f"storageProof must hold exactly the {len(slots)} slot(s) asked for")
+        values = []
+        for slot, entry in zip(slots, entries):
+            key = _hex_bytes(entry.get("key"), "the storage key")
+            if key.rjust(32, b"\x00") != slot or len(key) > 32:
+                raise _proofs.ProofMismatch("the storage proof is for another slot")
+            storage_proof = [_hex_bytes(node, "a storage proof node") for node in _list(entry.get("proof"))]
+            value = _proofs.verify_storage(account.storage_root, slot, storage_proof)
+            if _hex_int(entry.get("value"), "the storage value") != value:
+                raise _proofs.ProofMismatch("the value it states is not the value its proof proves")
+            values.append(value)
+        return values
 
 
 def _not_served(exc: RpcError) -> bool:
