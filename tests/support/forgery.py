@@ -152,6 +152,8 @@ class ForgedWorld:
             if number not in self.forged_headers:
                 # Build the forged world for this block: prove the slot there, then forge the header.
                 real = liar.node("eth_getProof", [self.registry, ["0x" + self.slot.hex()], number])
+                if int(real["storageProof"][0]["value"], 16) == 0:
+                    return answer  # before the lease existed (the deployment's block): nothing to forge there
                 _, state_root = forge_proof(real, self.value, up_to="state", slot=self.slot)
                 self.forged_headers[number] = forge_header(answer, state_root)
             return {**answer, **self.forged_headers[number]}
