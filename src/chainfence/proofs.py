@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["HeaderSource", "ProvenLeases", "ProvenReader", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader"]
 
 _MAX_NAME_LENGTH = 128  # the contract's bound (chainfence._names.MAX_NAME_LENGTH)
+_ITEM_SEPARATOR = "\u00bb"  # chainfence._names.ITEM_SEPARATOR: "workset»item" names a claimed work item
 
 #: The registry's ``_counter`` slot (its second state variable): bits 0..47 the highest token issued.
 _COUNTER_SLOT = (1).to_bytes(32, "big")
@@ -71,7 +72,8 @@ class ProvenLeases:
 
 
 def _resource(resource: str | bytes) -> tuple[str | None, bytes]:
-    """(name or None, id) of a resource given by name or by its 32-byte id."""
+    """(name or None, id) of a resource given by name or by its 32-byte id. A claimed work item's name
+    (``"workset»item"``) has the item's id, as :func:`chainfence._names.resource_id` computes it."""
     if isinstance(resource, (bytes, bytearray)):
         if len(resource) != 32:
             raise InvalidInput(f"a resource id is 32 bytes, got {len(resource)}")
@@ -80,15 +82,39 @@ def _resource(resource: str | bytes) -> tuple[str | None, bytes]:
 
     if not isinstance(resource, str):
         raise InvalidResourceName(f"resource name must be a str, got {type(resource).__name__}")
+    if _ITEM_SEPARATOR in resource:
+        workset, _, item = resource.partition(_ITEM_SEPARATOR)
+        if not workset or not item or _ITEM_SEPARATOR in item:
+            raise InvalidResourceName(
+                f"{resource[:80]!r}: '{_ITEM_SEPARATOR}' names a claimed work item, as workset{_ITEM_SEPARATOR}item"
+            )
+        return resource, _item_id(_name_bytes(workset), _name_bytes(item))
+    return resource, keccak256(_name_bytes(resource))
+
+
+def _name_bytes(name: str) -> bytes:
+    from .errors import InvalidResourceName
+
     try:
-        data = resource.encode("utf-8")
+        data = name.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidResourceName(f"resource name is not valid UTF-8: {exc.reason}") from None
     if not data:
         raise InvalidResourceName("resource name must not be empty", length=0, max_length=_MAX_NAME_LENGTH)
     if len(data) > _MAX_NAME_LENGTH:
         raise InvalidResourceName(length=len(data), max_length=_MAX_NAME_LENGTH)
-    return resource, keccak256(data)
+    return data
+
+
+def _item_id(workset: bytes, item: bytes) -> bytes:
+    """``keccak256(abi.encode(workset, item))``: a claimed work item's id (without eth-abi)."""
+
+    def tail(data: bytes) -> bytes:
+        return len(data).to_bytes(32, "big") + data + b"\x00" * (-len(data) % 32)
+
+    first, second = tail(workset), tail(item)
+    head = (64).to_bytes(32, "big") + (64 + len(first)).to_bytes(32, "big")
+    return keccak256(head + first + second)
 
 
 def _token(value: object) -> int:
@@ -236,6 +262,29 @@ class ProvenReader:
         info = self.lease_at(resource_id if name is None else name, header=header)
         judge(info, token, resource=name, resource_id=resource_id)
         return info
+
+    def require_confirmed(
+        self, resource: str | bytes, token: int, holder: str, *, header: VerifiedHeader, confirmations: int
+    ) -> None:
+        """Strict mode's :class:`~chainfence.errors.TokenNotConfirmed`, proven: the lease at the block
+        ``confirmations`` below ``header`` (verified by the header source) carries ``token`` and
+        ``holder``, so a reorg shallower than that cannot take the token back. (A guard's and a fenced
+        transaction's ``confirmations``, counted from the header the check was judged at.)"""
+        from .errors import TokenNotConfirmed
+
+        name, resource_id = _resource(resource)
+        number = header.number - confirmations
+        confirmed = None
+        if confirmations and number >= 0:
+            try:
+                confirmed = self.lease_at(resource_id, header=self.headers.at(number))
+            except ContractNotFound:
+                confirmed = None  # the confirmed block predates the registry: nothing is confirmed yet
+        elif not confirmations:
+            return
+        if confirmed is None or confirmed.token != token or confirmed.holder != holder:
+            logger.info("unconfirmed token resource=%s token=%d confirmations=%d", name, token, confirmations)
+            raise TokenNotConfirmed(token=token, confirmations=confirmations, resource=name, resource_id=resource_id)
 
     def is_current(self, resource: str | bytes, token: int, *, header: VerifiedHeader | None = None) -> bool:
         from .errors import TokenNotCurrent

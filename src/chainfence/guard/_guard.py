@@ -29,7 +29,6 @@ from ..endings import End
 from ..errors import (
     ChainfenceError,
     ChainRolledBack,
-    ContractNotFound,
     GuardForked,
     HeaderBehind,
     InvalidInput,
@@ -37,7 +36,6 @@ from ..errors import (
     LeaseReleased,
     LeaseRevoked,
     StaleToken,
-    TokenNotConfirmed,
     TokenNotCurrent,
     UnknownToken,
 )
@@ -445,28 +443,8 @@ class Guard:
                     resource=resource,
                 )
         if self.confirmations:
-            self._require_proven_confirmed(resource, resource_id, token, info.holder, header)
+            reader.require_confirmed(resource, token, info.holder, header=header, confirmations=self.confirmations)
         return info, header.number
-
-    def _require_proven_confirmed(
-        self, resource: str, resource_id: bytes, token: int, holder: str, header: VerifiedHeader
-    ) -> None:
-        """Strict mode's TokenNotConfirmed, proven: the lease at the block ``confirmations`` below
-        ``header`` carries ``token`` and ``holder``."""
-        reader = self._reader
-        assert reader is not None
-        number = header.number - self.confirmations
-        confirmed = None
-        if number >= 0:
-            try:
-                confirmed = reader.lease_at(resource_id, header=reader.headers.at(number))
-            except ContractNotFound:
-                confirmed = None  # the confirmed block predates the registry: nothing is confirmed yet
-        if confirmed is None or confirmed.token != token or confirmed.holder != holder:
-            logger.info("unconfirmed token resource=%s token=%d confirmations=%d", resource, token, self.confirmations)
-            raise TokenNotConfirmed(
-                token=token, confirmations=self.confirmations, resource=resource, resource_id=resource_id
-            )
 
     def _proven_floor(self) -> int:
         """The highest trusted header's block at which this store raised a mark from a proof (0: none)."""
