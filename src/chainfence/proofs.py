@@ -319,23 +319,10 @@ class ProvenReader:
             ) from None
 
     def _verify(self, answer: Any, slots: list[bytes], header: VerifiedHeader) -> list[int]:
-        if not isinstance(answer, dict):
-            raise _proofs.ProofMismatch("the answer is not an eth_getProof object")
-        account_proof = [_hex_bytes(node, "an account proof node") for node in _list(answer.get("accountProof"))]
-        account = _proofs.verify_account(header.state_root, self._address, account_proof)
+        account = self._verify_account(answer, self._address, header)
         if account is None or account.code_hash == _proofs.EMPTY_CODE_HASH:
             # Proven: no contract at this address at this block. Strict mode says the same.
             raise ContractNotFound(f"no contract at {self.address} in block {header.number} (proven)")
-        # What the provider claims beside its proof must be what the proof proves.
-        if _hex_bytes(answer.get("storageHash"), "storageHash") != account.storage_root:
-            raise _proofs.ProofMismatch("storageHash is not the proven account's storage root")
-        if _hex_bytes(answer.get("codeHash"), "codeHash") != account.code_hash:
-            raise _proofs.ProofMismatch("codeHash is not the proven account's code hash")
-        if (
-            _hex_int(answer.get("nonce"), "nonce") != account.nonce
-            or _hex_int(answer.get("balance"), "balance") != account.balance
-        ):
-            raise _proofs.ProofMismatch("nonce or balance is not the proven account's")
         entries = _list(answer.get("storageProof"))
         if len(entries) != len(slots) or not all(isinstance(entry, dict) for entry in entries):
             raise _proofs.ProofMismatch(f"storageProof must hold exactly the {len(slots)} slot(s) asked for")
@@ -350,6 +337,52 @@ class ProvenReader:
                 raise _proofs.ProofMismatch("the value it states is not the value its proof proves")
             values.append(value)
         return values
+
+    @staticmethod
+    def _verify_account(answer: Any, address: bytes, header: VerifiedHeader) -> _proofs.Account | None:
+        """The account ``answer`` proves at ``address`` against the header's state root (None: absent),
+        after checking that what the answer states beside the proof is what the proof proves."""
+        if not isinstance(answer, dict):
+            raise _proofs.ProofMismatch("the answer is not an eth_getProof object")
+        account_proof = [_hex_bytes(node, "an account proof node") for node in _list(answer.get("accountProof"))]
+        account = _proofs.verify_account(header.state_root, address, account_proof)
+        if account is None:
+            return None
+        # What the provider claims beside its proof must be what the proof proves.
+        if _hex_bytes(answer.get("storageHash"), "storageHash") != account.storage_root:
+            raise _proofs.ProofMismatch("storageHash is not the proven account's storage root")
+        if _hex_bytes(answer.get("codeHash"), "codeHash") != account.code_hash:
+            raise _proofs.ProofMismatch("codeHash is not the proven account's code hash")
+        if (
+            _hex_int(answer.get("nonce"), "nonce") != account.nonce
+            or _hex_int(answer.get("balance"), "balance") != account.balance
+        ):
+            raise _proofs.ProofMismatch("nonce or balance is not the proven account's")
+        return account
+
+    def is_contract(self, address: str, *, header: VerifiedHeader | None = None) -> bool:
+        """Whether ``address`` holds code at ``header`` (default: the header source's current one), proven
+        by its account proof: a guard asks it of a holder whose request was not signed by its own key,
+        before it believes any contract signature (ERC-1271) on its behalf."""
+        raw = _address(address)
+        self._require_proofs()
+        if header is None:
+            header = self.headers.current()
+        name = _proofs.checksum_address(raw)
+        try:
+            answer = self.endpoint.request("eth_getProof", [name, [], hex(header.number)])
+        except RpcError as exc:
+            if _not_served(exc):
+                raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
+            raise
+        try:
+            account = self._verify_account(answer, raw, header)
+        except _proofs.ProofMismatch as bad:
+            logger.warning("proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad)
+            raise ProofInvalid(
+                provider=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
+            ) from None
+        return account is not None and account.code_hash != _proofs.EMPTY_CODE_HASH
 
 
 def _not_served(exc: RpcError) -> bool:

@@ -4,6 +4,8 @@
 
     chainfence status [NAME ...]                        # leases, or the registry itself
     chainfence verify NAME --token T                    # exit 0 only if T is current
+    chainfence verify NAME --token T --proven --header-rpc URL1,URL2,URL3 --quorum 2
+                                                        # ... proven: believing no single provider
     chainfence stuck [--renewals N] [--longer-than S]   # stuck, crashed and long holders
     chainfence tx HASH... [--nonce N --account A]       # what became of a transaction
 
@@ -29,6 +31,7 @@ from ._common import (
     positive_int,
     table,
     target,
+    timeout,
     token,
     when,
 )
@@ -64,6 +67,44 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     verify.add_argument("--token", type=token, required=True, help="the fencing token to check")
     verify.add_argument("--workset", help="RESOURCE is a work item of this workset")
+    proven = verify.add_argument_group(
+        "proven mode",
+        "judge the token by the registry's lease slot proven with eth_getProof against a header that no single "
+        "provider controls: k of the --header-rpc providers agreeing on it, or the one --trusted-headers endpoint "
+        "(a light client such as Helios, your own node). Exit 13 when the answers do not verify (a provider "
+        "lied or lags: its proof or header does not verify, the header providers disagree, or the header they "
+        "vouch for is stale); 5 when too few providers answer. Never a fall back to one provider.",
+    )
+    proven.add_argument("--proven", action="store_true", help="believe no single provider (needs a header source)")
+    proven.add_argument(
+        "--header-rpc",
+        action="append",
+        metavar="URL[,URL...]",
+        help="a header provider for the quorum (repeat it, or give a comma-separated list)",
+    )
+    proven.add_argument(
+        "--quorum", type=positive_int, metavar="K", help="header providers that must agree (default: a majority)"
+    )
+    proven.add_argument("--trusted-headers", metavar="URL", help="one endpoint trusted for headers (a light client)")
+    proven.add_argument(
+        "--proof-rpc",
+        metavar="URL",
+        help="where eth_getProof is asked (default: the node of --rpc-url; need not be honest)",
+    )
+    proven.add_argument(
+        "--header-depth",
+        type=_depth,
+        default=0,
+        metavar="N|finalized",
+        help="judge at the k-th highest head less N blocks, or at the finalized block (default 0)",
+    )
+    proven.add_argument(
+        "--max-age",
+        type=timeout,
+        metavar="S",
+        help="refuse a header older than S seconds by this machine's clock (default 60 + 12 per block of depth; "
+        "1800 with finalized; on a dev chain the clock is the node's)",
+    )
     verify.set_defaults(run=_verify)
 
     stuck = add_command(
@@ -159,36 +200,132 @@ def _status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return EXIT_OK
 
 
+def _depth(text: str) -> int | str:
+    if text == "finalized":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of blocks >= 0 or 'finalized', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a number of blocks >= 0 or 'finalized', got {text!r}")
+    return value
+
+
+def _header_urls(args: argparse.Namespace) -> list[str]:
+    """The --header-rpc URLs (repeated, or comma lists), checked; a usage error before anything is sent."""
+    from .. import _validate
+
+    urls = [url.strip() for given in args.header_rpc or [] for url in given.split(",") if url.strip()]
+    for url in urls:
+        _validate.rpc_url(url, "--header-rpc")
+    if len(set(urls)) != len(urls):
+        raise UsageError("--header-rpc lists a provider twice: one provider is one vote")
+    return urls
+
+
+def _proven_options(args: argparse.Namespace) -> tuple[list[str], str | None] | None:
+    """(the quorum's URLs, the trusted endpoint) of a proven verify, or None for a plain one; every mistake
+    in them is a usage error (exit 2), never a verify that quietly believes one provider."""
+    given = [
+        flag
+        for flag, value in (
+            ("--header-rpc", args.header_rpc),
+            ("--quorum", args.quorum),
+            ("--trusted-headers", args.trusted_headers),
+            ("--proof-rpc", args.proof_rpc),
+            ("--max-age", args.max_age),
+        )
+        if value is not None
+    ] + (["--header-depth"] if args.header_depth != 0 else [])
+    if not args.proven:
+        if given:
+            raise UsageError(f"{', '.join(given)} configure the proven mode: add --proven")
+        return None
+    urls = _header_urls(args)
+    if args.trusted_headers is not None:
+        from .. import _validate
+
+        _validate.rpc_url(args.trusted_headers, "--trusted-headers")
+        if urls or args.quorum is not None:
+            raise UsageError("--trusted-headers is one endpoint trusted for headers: not with --header-rpc or --quorum")
+        return [], args.trusted_headers
+    if not urls:
+        raise UsageError(
+            "--proven needs a header source: --header-rpc URL (repeated, k of them agreeing: --quorum K) "
+            "or --trusted-headers URL"
+        )
+    if args.quorum is not None and args.quorum > len(urls):
+        raise UsageError(f"--quorum {args.quorum} is more than the {len(urls)} --header-rpc providers")
+    return urls, None
+
+
 def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     name, shown = target(args)
+    proven = _proven_options(args)
     chain, registry = connect(args, needs_key=False)
+    header = None
     try:
-        lease = registry.check_current(name, args.token)
+        if proven is None:
+            lease = registry.check_current(name, args.token)
+        else:
+            lease, header = _proven_check(args, chain, registry, name, *proven)
     except TokenNotCurrent as not_current:
-        document = {
+        refusal = {
             "resource": name,
             "token": args.token,
             "current": False,
             "reason": type(not_current).__name__,
             **not_current.details(),
         }
-        emit(args, document, f"NOT current: {not_current}")
+        emit(args, refusal, f"NOT current: {not_current}")
         return EXIT_NOT_CURRENT
+    document: dict[str, Any] = {
+        "resource": name,
+        "token": args.token,
+        "current": True,
+        "holder": lease.holder,
+        "expires_at": lease.expires_at,
+    }
+    proof = ""
+    if header is not None:
+        document["proven"] = {"block": header.number, "hash": header.hash_hex, "vouched_by": list(header.vouched_by)}
+        proof = (
+            f"\nproven at block {header.number} ({header.hash_hex}), header vouched by {', '.join(header.vouched_by)}"
+        )
     emit(
         args,
-        {
-            "resource": name,
-            "token": args.token,
-            "current": True,
-            "holder": lease.holder,
-            "expires_at": lease.expires_at,
-        },
+        document,
         lambda: (
             f"current: token {args.token} of {shown}, held by {lease.holder}, "
-            f"expires {when(lease.expires_at, chain.now())}"
+            f"expires {when(lease.expires_at, chain.now())}" + proof
         ),
     )
     return EXIT_OK
+
+
+def _proven_check(
+    args: argparse.Namespace, chain: Any, registry: Any, name: str, urls: list[str], trusted: str | None
+) -> tuple[Any, Any]:
+    """The token judged by a proof against a header from the configured source: (the lease, the header)."""
+    import time
+
+    from ..proofs import ProvenReader, QuorumHeaders, TrustedHeaders
+
+    # The verifier's clock: this machine's, but a dev chain's time is the node's (tests move it by hand).
+    clock = chain.now if chain.is_dev else time.time
+    options: dict[str, Any] = {"confirmations": args.header_depth, "clock": clock}
+    if args.max_age is not None:
+        options["max_age"] = args.max_age
+    headers = (
+        TrustedHeaders(trusted, **options) if trusted is not None else QuorumHeaders(urls, k=args.quorum, **options)
+    )
+    try:
+        reader = ProvenReader(registry.address, headers=headers, provider=args.proof_rpc or chain)
+        header = reader.header()
+        return reader.check(name, args.token, header=header), header
+    finally:
+        headers.close()
 
 
 def _stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

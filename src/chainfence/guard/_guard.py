@@ -205,7 +205,7 @@ class Guard:
             on_page=self._followed,
             proven=self._reader,
         )
-        self._requests = RequestVerifier(registry, max_contract_holders=_MAX_CONTRACT_HOLDERS)
+        self._requests = RequestVerifier(registry, max_contract_holders=_MAX_CONTRACT_HOLDERS, proven=self._reader)
         self._admission_cache = AdmissionCache(registry, admission, max_answers=_MAX_ADMISSIONS, max_names=_MAX_IDS)
         # Memory: names -> ids, and an exclusive guard's marks: resource id -> (mark, holder),
         # mirroring the store (LRU-bounded).
