@@ -377,3 +377,31 @@ def test_proven_mode_needs_headers_and_strict_mode_refuses_them(story, providers
         Guard(registry, tmp_path / "b.sqlite", mode="strict", headers=quorum(p1.url, story=story))
     with pytest.raises(InvalidInput, match="headers"):
         Guard(registry, tmp_path / "c.sqlite", mode="mark", proof_provider=p1.url)
+
+
+def test_a_mark_guard_with_headers_proves_news_and_answers_at_the_mark_without_asking(story, providers, tmp_path):
+    """A liar says token 999 is the resource's live token. The control, a mark guard on its word, takes
+    999 as the mark: bob, the real holder, is refused from then on. With headers the news is proven:
+    999 was never issued (UnknownToken), the mark does not move; bob's token is accepted, and at its
+    mark answered from the store alone, as mark mode does."""
+    liar, h2, h3 = providers
+    chain = story.registry.chain
+    ForgedWorld(
+        story.registry.address, RESOURCE_ID, holder=story.alice, token=999, expires_at=chain.now() + 3_600
+    ).install(liar)
+    liar.handlers.pop("eth_getProof")
+    registry = through(liar, story)
+    with Guard(registry, tmp_path / "control.sqlite", mode="mark") as fooled:
+        assert fooled.check(RESOURCE, 999) == 999
+        with pytest.raises(StaleToken):
+            fooled.check(RESOURCE, story.current)
+    path = tmp_path / "proven.sqlite"
+    with Guard(registry, path, mode="mark", headers=quorum(liar.url, h2.url, h3.url, story=story)) as guard:
+        before = dump(path)
+        with pytest.raises(UnknownToken):
+            guard.check(RESOURCE, 999)
+        assert dump(path) == before
+        assert guard.check(RESOURCE, story.current) == story.current
+        proofs = liar.count("eth_getProof")
+        assert guard.check(RESOURCE, story.current) == story.current  # at the mark: the store's answer
+        assert liar.count("eth_getProof") == proofs
