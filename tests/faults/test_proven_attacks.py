@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import Chain, Registry
 from chainfence._node.jsonrpc import HttpEndpoint
 from chainfence.errors import (
     BlockNotVouched,
@@ -43,12 +42,12 @@ from chainfence.errors import (
 )
 from chainfence.lease import LeaseStatus
 from chainfence.proofs import TrustedHeaders
-from tests.support.anvil import Anvil, dev_keys
 from tests.support.forgery import ForgedWorld, read_slot_naively
 from tests.support.proven import (
     RESOURCE,
     RESOURCE_ID,
     forge_alice_live,
+    fork_where_alice_renewed,
     proven,
     quorum,
     serve_the_past,
@@ -178,17 +177,7 @@ def test_a_fork_served_by_one_provider_is_outvoted(story, providers, anvil_node)
     """A second node forked from the chain before bob's takeover: on its branch alice renewed. It is a
     real chain, every header hashes right; only the quorum's hash tells it apart."""
     _, h2, h3 = providers
-    fork_args = ("--fork-url", anvil_node.url, "--fork-block-number", str(story.stale_block))
-    with Anvil(extra_args=fork_args) as fork:
-        on_fork = Registry.at(
-            Chain.connect(fork.url, private_keys=dev_keys(3), poll_latency=0.01), story.registry.address
-        )
-        # The branch's clock stands where the chain stood then (alice's lease still live there).
-        on_fork.chain._rpc("evm_setNextBlockTimestamp", [story.stale_expiry - 20])
-        on_fork.connect(story.alice).renew(RESOURCE, story.stale, ttl=3_600)
-        head = story.registry.chain.block_number()
-        while on_fork.chain.block_number() < head:
-            on_fork.chain.mine(1)
+    with fork_where_alice_renewed(story, anvil_node) as (fork, on_fork):
         # Control: strict mode through the fork's provider accepts alice's token.
         assert strict_through(fork.url, story).check_current(RESOURCE, story.stale).live
         headers = quorum(fork.url, h2.url, h3.url, story=story, k=2)

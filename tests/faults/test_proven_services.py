@@ -206,13 +206,15 @@ def test_the_middleware_over_a_proven_guard_answers_503_with_the_reason(story, p
 
 
 @pytest.fixture
-def verify(monkeypatch, tmp_path, capsys):
+def verify(monkeypatch, tmp_path, capsys, anvil_node):
     """``chainfence verify`` in process: (exit code, the --json document)."""
     for name in ("CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY", "CHAINFENCE_DEPLOYMENT", "CHAINFENCE_PRIVATE_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
 
     def run(story, rpc_url, token, *flags):
+        if "--proven" in flags:  # the verifier's clock: the honest node's (the suite's anvil runs a logical clock)
+            flags = (*flags, "--clock-rpc", anvil_node.url)
         capsys.readouterr()
         code = cli.main(
             ["verify", RESOURCE, "--token", str(token), "--rpc-url", rpc_url, "--registry", story.registry.address]

@@ -16,6 +16,8 @@ The fixtures (``story``, ``providers``) are registered for the whole suite by te
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -24,6 +26,7 @@ from chainfence import Chain, Registry
 from chainfence._node.rlp import keccak256
 from chainfence.errors import StaleToken
 from chainfence.proofs import ProvenReader, QuorumHeaders
+from tests.support.anvil import Anvil, dev_keys
 from tests.support.forgery import ForgedWorld
 from tests.support.lying_proxy import LyingProxy
 
@@ -107,3 +110,22 @@ def serve_the_past(liar: LyingProxy, block: int) -> None:
     liar.on("eth_getProof", at_old(2))
     liar.on("eth_getBlockByNumber", at_old(0))
     liar.on("eth_blockNumber", lambda params, forward: old)
+
+
+@contextlib.contextmanager
+def fork_where_alice_renewed(story: Story, anvil_node) -> Iterator[tuple[Anvil, Registry]]:
+    """A second node forked from the chain before bob's takeover: on its branch alice renewed (her
+    token A live for an hour), and it grew to the honest chain's height. A real chain: every header
+    hashes right; only the hash k independent providers vouch for tells it apart."""
+    fork_args = ("--fork-url", anvil_node.url, "--fork-block-number", str(story.stale_block))
+    with Anvil(extra_args=fork_args) as fork:
+        on_fork = Registry.at(
+            Chain.connect(fork.url, private_keys=dev_keys(3), poll_latency=0.01), story.registry.address
+        )
+        # The branch's clock stands where the chain stood then (alice's lease still live there).
+        on_fork.chain._rpc("evm_setNextBlockTimestamp", [story.stale_expiry - 20])
+        on_fork.connect(story.alice).renew(RESOURCE, story.stale, ttl=3_600)
+        head = story.registry.chain.block_number()
+        while on_fork.chain.block_number() < head:
+            on_fork.chain.mine(1)
+        yield fork, on_fork

@@ -102,8 +102,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "--max-age",
         type=timeout,
         metavar="S",
-        help="refuse a header older than S seconds by this machine's clock (default 60 + 12 per block of depth; "
-        "1800 with finalized; on a dev chain the clock is the node's)",
+        help="refuse a header older than S seconds by the verifier's clock (default 60 + 12 per block of depth; "
+        "1800 with finalized)",
+    )
+    proven.add_argument(
+        "--clock-rpc",
+        metavar="URL",
+        help="the verifier's clock: this node's pending block time, for a dev chain whose time is moved by hand "
+        "(default: this machine's clock; never a provider's, which could hold its time back with its head)",
     )
     verify.set_defaults(run=_verify)
 
@@ -235,6 +241,7 @@ def _proven_options(args: argparse.Namespace) -> tuple[list[str], str | None] | 
             ("--trusted-headers", args.trusted_headers),
             ("--proof-rpc", args.proof_rpc),
             ("--max-age", args.max_age),
+            ("--clock-rpc", args.clock_rpc),
         )
         if value is not None
     ] + (["--header-depth"] if args.header_depth != 0 else [])
@@ -243,9 +250,11 @@ def _proven_options(args: argparse.Namespace) -> tuple[list[str], str | None] | 
             raise UsageError(f"{', '.join(given)} configure the proven mode: add --proven")
         return None
     urls = _header_urls(args)
-    if args.trusted_headers is not None:
-        from .. import _validate
+    from .. import _validate
 
+    if args.clock_rpc is not None:
+        _validate.rpc_url(args.clock_rpc, "--clock-rpc")
+    if args.trusted_headers is not None:
         _validate.rpc_url(args.trusted_headers, "--trusted-headers")
         if urls or args.quorum is not None:
             raise UsageError("--trusted-headers is one endpoint trusted for headers: not with --header-rpc or --quorum")
@@ -312,8 +321,13 @@ def _proven_check(
 
     from ..proofs import ProvenReader, QuorumHeaders, TrustedHeaders
 
-    # The verifier's clock: this machine's, but a dev chain's time is the node's (tests move it by hand).
-    clock = chain.now if chain.is_dev else time.time
+    # The verifier's clock: this machine's, never the (untrusted) provider's: a provider that withholds
+    # its head would hold its time back with it. A dev chain whose time is moved by hand: --clock-rpc.
+    clock: Any = time.time
+    if args.clock_rpc is not None:
+        from ..chain import Chain
+
+        clock = Chain.connect(args.clock_rpc).now
     options: dict[str, Any] = {"confirmations": args.header_depth, "clock": clock}
     if args.max_age is not None:
         options["max_age"] = args.max_age
