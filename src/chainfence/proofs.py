@@ -30,6 +30,16 @@ lease that ran out after the proven block, even with no block since, is
 mode, and a header held back by the providers can only make leases look
 older, never younger.
 
+Where services use it: ``Guard(..., mode="proven", headers=...)`` (and
+``headers=`` in ``mark`` and ``follow`` modes), ``AsyncGuard``,
+``fenced_transaction(..., headers=...)``, ``FencingMiddleware`` over a proven
+guard and ``chainfence verify --proven``. What they ask of a reader:
+:meth:`ProvenReader.check` and :meth:`~ProvenReader.lease_at`;
+:meth:`~ProvenReader.leases` (several leases and the registry's latest token
+in one proof: a new epoch, a follower's page, a guard opening);
+:meth:`~ProvenReader.require_confirmed` (strict mode's confirmations,
+proven); :meth:`~ProvenReader.is_contract` (a signed request's holder).
+
 This module imports neither web3 nor eth-utils, eth-abi, eth-account or rlp
 (the HTTP transport loads the SDK's lean ``_rpc`` layer when the first URL
 endpoint is built).

@@ -593,7 +593,11 @@ class Guard:
         through ``eth_getLogs`` within the provider's limits; each page is
         applied and recorded in one transaction, so a crash resumes where it
         stopped. Raises :class:`~chainfence.errors.ChainRolledBack` (and
-        latches the store) if a block it applied was replaced.
+        latches the store) if a block it applied was replaced. With
+        ``headers``, up to the header source's head, and a page is applied
+        only once its blocks are vouched for and its marks proven
+        (:class:`~chainfence.errors.BlockNotVouched`,
+        :class:`~chainfence.errors.ProofInvalid` otherwise, nothing written).
         """
         self._require_usable()
         return self._follower.sync()
