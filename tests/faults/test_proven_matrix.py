@@ -212,7 +212,7 @@ class Surfaces:
             if setup.trusted is not None:
                 flags += ["--trusted-headers", setup.trusted]
             else:
-                flags += ["--header-rpc", ",".join(setup.header_urls)]
+                flags += ["--headers", *setup.header_urls]
                 if setup.k is not None:
                     flags += ["--quorum", str(setup.k)]
             if setup.proof_url is not None:

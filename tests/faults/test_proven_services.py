@@ -231,7 +231,7 @@ def test_verify_proven_through_liars(story, providers, verify):
     forge_alice_live(story, liar)
     # The control: plain verify through the liar says alice's stale token is current.
     assert verify(story, liar.url, story.stale)[0] == cli.EXIT_OK
-    quorum_flags = ["--proven", "--header-rpc", f"{liar.url},{h2.url}", "--header-rpc", h3.url, "--quorum", "2"]
+    quorum_flags = ["--proven", "--headers", f"{liar.url},{h2.url}", "--headers", h3.url, "--quorum", "2"]
     code, document = verify(story, liar.url, story.stale, *quorum_flags)
     assert code == cli.EXIT_UNVERIFIED == 13
     assert document["error"] == "ProofInvalid" and document["source"] == liar.url
@@ -261,11 +261,11 @@ def test_verify_proven_refuses_a_half_configured_header_source(story, providers,
     p1, p2, _ = providers
     for flags in (
         ["--proven"],  # no header source: never a silent downgrade to the one --rpc-url
-        ["--header-rpc", p1.url],  # a header source without --proven
-        ["--proven", "--header-rpc", p1.url, "--quorum", "2"],  # k above n
-        ["--proven", "--header-rpc", f"{p1.url},{p1.url}"],  # one provider, two votes
-        ["--proven", "--trusted-headers", p1.url, "--header-rpc", p2.url],
-        ["--proven", "--header-rpc", "not a url"],
+        ["--headers", p1.url],  # a header source without --proven
+        ["--proven", "--headers", p1.url, "--quorum", "2"],  # k above n
+        ["--proven", "--headers", f"{p1.url},{p1.url}"],  # one provider, two votes
+        ["--proven", "--trusted-headers", p1.url, "--headers", p2.url],
+        ["--proven", "--headers", "not a url"],
     ):
         code, document = verify(story, p1.url, story.current, *flags)
         assert code == cli.EXIT_USAGE, flags

@@ -4,7 +4,7 @@
 
     chainfence status [NAME ...]                        # leases, or the registry itself
     chainfence verify NAME --token T                    # exit 0 only if T is current
-    chainfence verify NAME --token T --proven --header-rpc URL1,URL2,URL3 --quorum 2
+    chainfence verify NAME --token T --proven --headers URL1 URL2 URL3 --quorum 2
                                                         # ... proven: believing no single provider
     chainfence stuck [--renewals N] [--longer-than S]   # stuck, crashed and long holders
     chainfence tx HASH... [--nonce N --account A]       # what became of a transaction
@@ -16,6 +16,7 @@ here imports web3 at module level.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from ..errors import TokenNotCurrent
@@ -70,17 +71,19 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     proven = verify.add_argument_group(
         "proven mode",
         "judge the token by the registry's lease slot proven with eth_getProof against a header that no single "
-        "provider controls: k of the --header-rpc providers agreeing on it, or the one --trusted-headers endpoint "
+        "provider controls: k of the --headers providers agreeing on it, or the one --trusted-headers endpoint "
         "(a light client such as Helios, your own node). Exit 13 when the answers do not verify (a provider "
         "lied or lags: its proof or header does not verify, the header providers disagree, or the header they "
         "vouch for is stale); 5 when too few providers answer. Never a fall back to one provider.",
     )
     proven.add_argument("--proven", action="store_true", help="believe no single provider (needs a header source)")
     proven.add_argument(
-        "--header-rpc",
-        action="append",
-        metavar="URL[,URL...]",
-        help="a header provider for the quorum (repeat it, or give a comma-separated list)",
+        "--headers",
+        nargs="+",
+        action="extend",
+        metavar="URL",
+        help="header providers for the quorum, independent operators (URL URL ..., a comma-separated list, or "
+        "the option repeated)",
     )
     proven.add_argument(
         "--quorum", type=positive_int, metavar="K", help="header providers that must agree (default: a majority)"
@@ -218,15 +221,21 @@ def _depth(text: str) -> int | str:
     return value
 
 
+#: A comma that starts another URL (a comma inside a URL's path or query stays in it): the same rule as
+#: the CLI's other endpoint lists.
+_URL_LIST = re.compile(r",\s*(?=https?://)", re.IGNORECASE)
+
+
 def _header_urls(args: argparse.Namespace) -> list[str]:
-    """The --header-rpc URLs (repeated, or comma lists), checked; a usage error before anything is sent."""
+    """The --headers URLs (several, comma lists, or the option repeated), checked; a usage error before
+    anything is sent."""
     from .. import _validate
 
-    urls = [url.strip() for given in args.header_rpc or [] for url in given.split(",") if url.strip()]
+    urls = [url.strip() for given in args.headers or [] for url in _URL_LIST.split(given.strip()) if url.strip()]
     for url in urls:
-        _validate.rpc_url(url, "--header-rpc")
+        _validate.rpc_url(url, "--headers")
     if len(set(urls)) != len(urls):
-        raise UsageError("--header-rpc lists a provider twice: one provider is one vote")
+        raise UsageError("--headers lists a provider twice: one provider is one vote")
     return urls
 
 
@@ -236,7 +245,7 @@ def _proven_options(args: argparse.Namespace) -> tuple[list[str], str | None] | 
     given = [
         flag
         for flag, value in (
-            ("--header-rpc", args.header_rpc),
+            ("--headers", args.headers),
             ("--quorum", args.quorum),
             ("--trusted-headers", args.trusted_headers),
             ("--proof-rpc", args.proof_rpc),
@@ -257,15 +266,15 @@ def _proven_options(args: argparse.Namespace) -> tuple[list[str], str | None] | 
     if args.trusted_headers is not None:
         _validate.rpc_url(args.trusted_headers, "--trusted-headers")
         if urls or args.quorum is not None:
-            raise UsageError("--trusted-headers is one endpoint trusted for headers: not with --header-rpc or --quorum")
+            raise UsageError("--trusted-headers is one endpoint trusted for headers: not with --headers or --quorum")
         return [], args.trusted_headers
     if not urls:
         raise UsageError(
-            "--proven needs a header source: --header-rpc URL (repeated, k of them agreeing: --quorum K) "
+            "--proven needs a header source: --headers URL URL URL (k of them agreeing: --quorum K) "
             "or --trusted-headers URL"
         )
     if args.quorum is not None and args.quorum > len(urls):
-        raise UsageError(f"--quorum {args.quorum} is more than the {len(urls)} --header-rpc providers")
+        raise UsageError(f"--quorum {args.quorum} is more than the {len(urls)} --headers providers")
     return urls, None
 
 
