@@ -405,3 +405,48 @@ def test_a_mark_guard_with_headers_proves_news_and_answers_at_the_mark_without_a
         proofs = liar.count("eth_getProof")
         assert guard.check(RESOURCE, story.current) == story.current  # at the mark: the store's answer
         assert liar.count("eth_getProof") == proofs
+
+
+def test_a_provider_cannot_pass_an_account_off_as_a_contract_that_accepts_any_signature(story, providers, tmp_path):
+    """Carol signs a request naming bob (an account) as its holder. A liar says bob has code and that
+    his code accepts the signature (ERC-1271). The control, a strict guard through the liar, accepts
+    carol's request as bob's. A proven guard proves bob's account first: no code, so only bob's own
+    key could have signed (InvalidSignature), and nothing is recorded."""
+    from chainfence import FencedRequest
+    from chainfence.errors import InvalidSignature
+
+    liar, h2, h3 = providers
+    chain = story.registry.chain
+    carol = chain.accounts[3]
+
+    def code(params, forward):
+        return "0x60806040" if params[0].lower() == story.bob.lower() else forward()
+
+    def call(params, forward):
+        if str(params[0].get("to", "")).lower() == story.bob.lower():
+            return "0x1626ba7e" + "00" * 28  # isValidSignature's magic value
+        return forward()
+
+    liar.on("eth_getCode", code)
+    liar.on("eth_call", call)
+    body = b"report"
+    request = FencedRequest.sign(
+        story.registry.eip712_domain(),
+        resource=RESOURCE,
+        token=story.current,
+        holder=story.bob,
+        action="write",
+        audience="reports",
+        payload=body,
+        key=chain.key_of(carol),
+    )
+    registry = through(liar, story)
+    with Guard(registry, tmp_path / "strict.sqlite", mode="strict", audience="reports") as fooled:
+        assert fooled.check_request(request, body, action="write") == request
+    path = tmp_path / "proven.sqlite"
+    headers = quorum(liar.url, h2.url, h3.url, story=story)
+    with Guard(registry, path, mode="proven", headers=headers, audience="reports") as guard:
+        before = dump(path)
+        with pytest.raises(InvalidSignature):
+            guard.check_request(request, body, action="write")
+        assert dump(path) == before
