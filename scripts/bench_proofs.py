@@ -22,7 +22,11 @@ machine load:
     header serving every check at that block: the proof alone);
 
   each with ``confirmations`` 0 (the heads are the header) and 2 (one more
-  request per provider, cold only).
+  request per provider, cold only);
+- the same through a guard: ``Guard(mode="strict")`` beside
+  ``Guard(mode="proven", headers=...)`` with 1 and 3 providers, cold and
+  cached (a check at the mark: the guard proves it every time, as strict
+  mode asks every time; its store read and bookkeeping included).
 
 The three "providers" are three connections to the same anvil (the point is
 the requests and their verification, not network distance; over the
@@ -42,7 +46,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry
+import tempfile
+
+from chainfence import Chain, Guard, Registry
 from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
@@ -105,6 +111,33 @@ def run(url: str, samples: int) -> dict[str, dict[str, float]]:
         used = reader.headers.requests() + reader.endpoint.requests - before
         return used, used
 
+    tmp = Path(tempfile.mkdtemp(prefix="bench-proofs-"))
+    strict_guard = Guard(registry, tmp / "strict.sqlite", mode="strict")
+    strict_guard.check(NAME, token)
+    proven_guards = {}
+    for n in (1, 3):
+        for how in ("cold", "cached"):
+            guard = Guard(
+                registry, tmp / f"proven-{n}-{how}.sqlite", mode="proven", headers=source(n, 0), proof_provider=url
+            )
+            guard.check(NAME, token)  # the mark, the reader's probe, warm connections
+            proven_guards[(n, how)] = guard
+
+    def guard_strict():
+        before = trips["n"], trips["requests"]
+        strict_guard.check(NAME, token)
+        return trips["n"] - before[0], trips["requests"] - before[1]
+
+    def guard_proven(n: int, how: str):
+        guard = proven_guards[(n, how)]
+        reader = guard._reader
+        if how == "cold":
+            reader.headers._cache.clear()
+        before = reader.headers.requests() + reader.endpoint.requests
+        guard.check(NAME, token)
+        used = reader.headers.requests() + reader.endpoint.requests - before
+        return used, used
+
     plans = {"strict": strict}
     for n in (1, 3):
         for confirmations in (0, 2):
@@ -113,6 +146,10 @@ def run(url: str, samples: int) -> dict[str, dict[str, float]]:
                     continue
                 label = f"proven {n} provider{'s' if n > 1 else ''} conf={confirmations} {how}"
                 plans[label] = lambda n=n, c=confirmations, h=how: proven(n, c, h)
+    plans["guard strict"] = guard_strict
+    for n in (1, 3):
+        for how in ("cold", "cached"):
+            plans[f"guard proven {n} provider{'s' if n > 1 else ''} {how}"] = lambda n=n, h=how: guard_proven(n, h)
     times: dict[str, list[float]] = {label: [] for label in plans}
     requests: dict[str, int] = {}
     for _ in range(samples):
@@ -125,6 +162,8 @@ def run(url: str, samples: int) -> dict[str, dict[str, float]]:
     for label in plans:
         configs[label]["p50_ms"] = round(p50(times[label]), 2)
         configs[label]["requests"] = requests[label]
+    for guard in [strict_guard, *proven_guards.values()]:
+        guard.close()
     return configs
 
 
@@ -139,9 +178,9 @@ def main() -> None:
         print(json.dumps(configs, indent=1))
         return
     print(f"checks of a live token on anvil, {args.samples} samples each (p50 ms, JSON-RPC requests)")
-    strict = configs["strict"]["p50_ms"]
     for label, figures in configs.items():
-        ratio = "" if label == "strict" else f"  x{figures['p50_ms'] / strict:.1f} strict"
+        base = "guard strict" if label.startswith("guard") else "strict"
+        ratio = "" if label == base else f"  x{figures['p50_ms'] / configs[base]['p50_ms']:.1f} {base}"
         print(f"  {label:38} {figures['p50_ms']:7.2f} ms  {figures['requests']} requests{ratio}")
 
 

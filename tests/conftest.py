@@ -32,6 +32,10 @@ from hypothesis import HealthCheck, settings
 from chainfence import Chain, Registry
 from tests.support.anvil import Anvil, dev_keys
 
+#: The proven mode's attack story (``story``) and lying providers (``providers``), for every test file
+#: that attacks a surface of the proven mode.
+pytest_plugins = ["tests.support.proven"]
+
 
 def _temproot() -> Path:
     """A root for this checkout's temporary directories, apart from every other pytest session's.

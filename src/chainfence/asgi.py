@@ -33,8 +33,24 @@ to the verified request. Otherwise it answers with a JSON
       replayed request
 413   a body larger than ``max_body``
 503   the chain could not be asked, or no longer holds history the guard
-      relied on (fail closed)
+      relied on (fail closed); with a proven guard, also every answer that
+      could not be verified (below)
 ====  ==========================================================================
+
+A guard in ``proven`` mode (``Guard(..., mode="proven", headers=...)``)
+believes no provider; when it cannot prove a verdict, the request is refused
+with 503 and a JSON body that says why, never let through on one
+provider's word: ``ProofInvalid`` (a proof that does not verify against the
+trusted header: ``provider`` names who served it, ``block`` the block),
+``HeaderInvalid`` (likewise, a header), ``HeadersDisagree`` (no k header
+providers agree), ``HeaderStale`` (the newest header they vouch for is
+older than the source's ``max_age``: withheld heads), ``HeaderBehind`` (the
+header source's head moved back below what the guard accepted),
+``BlockNotVouched``, ``ProviderUnavailable`` (too few providers answered:
+``providers`` names those down) and ``ProofsNotServed`` (the proof provider
+serves no ``eth_getProof``). Providers are named as the proven mode names
+them: scheme, host and port, never a URL's path or query (where hosted
+providers put their keys).
 """
 
 from __future__ import annotations
@@ -46,7 +62,17 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
-from .errors import ChainError, ChainfenceError, HolderNotAdmitted, InvalidInput, RequestRejected, TokenNotCurrent
+from .errors import (
+    ChainError,
+    ChainfenceError,
+    HolderNotAdmitted,
+    InvalidInput,
+    ProofsNotServed,
+    ProviderUnavailable,
+    RequestRejected,
+    TokenNotCurrent,
+    UnverifiedAnswer,
+)
 from .fenced_requests import FencedRequest, http_action
 from .guard import Guard
 
@@ -109,6 +135,12 @@ class FencingMiddleware:
         except TokenNotCurrent as stale:
             await _respond(send, 409, type(stale).__name__, str(stale))
             return
+        except (UnverifiedAnswer, ProviderUnavailable, ProofsNotServed) as unproven:
+            # The proven mode could not prove a verdict: fail closed, and say why (its messages name
+            # providers by scheme, host and port only).
+            logger.warning("fenced request refused, nothing could be proven: %s", unproven)
+            await _respond(send, 503, type(unproven).__name__, _unproven(unproven), **_unproven_fields(unproven))
+            return
         except ChainError as unavailable:
             # The details stay in the log: they quote the transport, and with it the node's URL
             # (a hosted provider's carries its API key).
@@ -152,8 +184,36 @@ class FencingMiddleware:
                 return b"".join(chunks), True
 
 
-async def _respond(send: Send, status: int, error: str, message: str) -> None:
-    body = json.dumps({"error": error, "message": message}).encode()
+def _unproven(error: ChainfenceError) -> str:
+    """Why a proven guard could not judge, for the client (no transport detail: that stays in the log)."""
+    if isinstance(error, ProviderUnavailable):
+        if error.needed is not None:
+            return (
+                f"the proven mode could not judge: {error.answered} of the header providers answered, "
+                f"{error.needed} are needed (down: {', '.join(error.sources)})"
+            )
+        return f"the proven mode could not judge: provider {error.source} did not answer"
+    if isinstance(error, ProofsNotServed):
+        return f"the proven mode could not judge: {error.source} does not serve eth_getProof"
+    return f"the proven mode refused to judge: {error}"
+
+
+def _unproven_fields(error: ChainfenceError) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    source = getattr(error, "source", None)
+    if source is not None:
+        fields["provider"] = source
+    sources = getattr(error, "sources", ())
+    if sources:
+        fields["providers"] = list(sources)
+    block = getattr(error, "block", None)
+    if isinstance(block, int):
+        fields["block"] = block
+    return fields
+
+
+async def _respond(send: Send, status: int, error: str, message: str, **fields: Any) -> None:
+    body = json.dumps({"error": error, "message": message, **fields}).encode()
     await send(
         {
             "type": "http.response.start",

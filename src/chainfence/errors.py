@@ -62,7 +62,8 @@
     │       ├── HeaderInvalid              a header whose fields do not hash to its hash
     │       ├── HeadersDisagree            no k of the n header providers agree on the block's hash
     │       ├── BlockNotVouched            a log's block is not the one the header source vouches for
-    │       └── HeaderStale                the vouched-for header is older than max_age: a withheld head
+    │       ├── HeaderStale                the vouched-for header is older than max_age: a withheld head
+    │       └── HeaderBehind               the proven state is older than a mark already accepted at a later block
     ├── GuardError                         the guard's store is unusable
     │   ├── GuardStoreMismatch             the store belongs to another registry
     │   └── GuardForked                    an exclusive guard used in a process forked from its owner
@@ -119,6 +120,7 @@ __all__ = [
     "GuardError",
     "GuardForked",
     "GuardStoreMismatch",
+    "HeaderBehind",
     "HeaderInvalid",
     "HeaderStale",
     "HeadersDisagree",
@@ -1216,6 +1218,47 @@ class HeaderStale(UnverifiedAnswer):
                 f"the newest header the providers vouch for (block {block}, chain time {timestamp}) is {age} s "
                 f"old at {now}, more than max_age {max_age} s" + (f"; heads: {said}" if said else "")
             )
+        super().__init__(message)
+
+
+class HeaderBehind(UnverifiedAnswer):
+    """The proven state at block ``block`` reads token ``chain_token`` for ``resource``, below the mark
+    ``mark`` accepted earlier, but the header source's block is older than block ``floor``, at which
+    that mark (or another of the store's) was proven: a header source whose head moved back (a
+    provider that fell behind or went down changed which head is the k-th highest) is not evidence
+    that the chain lost history. Nothing was judged and nothing recorded; retry. (``floor`` is None
+    when the store cannot tell at which block its mark was proven: a fenced SQL table. Then a real
+    rollback reads the same, and stays refused.)"""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        block: int | None = None,
+        floor: int | None = None,
+        chain_token: int | None = None,
+        mark: int | None = None,
+        resource: str | None = None,
+    ):
+        self.block = block
+        self.floor = floor
+        self.chain_token = chain_token
+        self.mark = mark
+        self.resource = resource
+        if message is None:
+            where = f" of {resource!r}" if resource is not None else ""
+            if floor is not None:
+                message = (
+                    f"block {block}, the header source's, reads token {chain_token}{where}, below the mark {mark}; "
+                    f"it is older than block {floor}, at which this store proved its marks: the source's head moved "
+                    "back (a provider behind or down); nothing judged, retry"
+                )
+            else:
+                message = (
+                    f"block {block}, the header source's, reads token {chain_token}{where}, below the mark {mark} "
+                    "this table accepted: the source's head is behind the block that mark was proven at (a "
+                    "provider behind or down), or the chain rolled back; nothing judged or written"
+                )
         super().__init__(message)
 
 

@@ -30,6 +30,16 @@ lease that ran out after the proven block, even with no block since, is
 mode, and a header held back by the providers can only make leases look
 older, never younger.
 
+Where services use it: ``Guard(..., mode="proven", headers=...)`` (and
+``headers=`` in ``mark`` and ``follow`` modes), ``AsyncGuard``,
+``fenced_transaction(..., headers=...)``, ``FencingMiddleware`` over a proven
+guard and ``chainfence verify --proven``. What they ask of a reader:
+:meth:`ProvenReader.check` and :meth:`~ProvenReader.lease_at`;
+:meth:`~ProvenReader.leases` (several leases and the registry's latest token
+in one proof: a new epoch, a follower's page, a guard opening);
+:meth:`~ProvenReader.require_confirmed` (strict mode's confirmations,
+proven); :meth:`~ProvenReader.is_contract` (a signed request's holder).
+
 This module imports neither web3 nor eth-utils, eth-abi, eth-account or rlp
 (the HTTP transport loads the SDK's lean ``_rpc`` layer when the first URL
 endpoint is built).
@@ -38,6 +48,8 @@ endpoint is built).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ._lease_state import LeaseInfo, LeaseStatus, judge
@@ -49,13 +61,29 @@ from .errors import ContractNotFound, InvalidAddress, InvalidInput, ProofInvalid
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HeaderSource", "ProvenReader", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader"]
+__all__ = ["HeaderSource", "ProvenLeases", "ProvenReader", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader"]
 
 _MAX_NAME_LENGTH = 128  # the contract's bound (chainfence._names.MAX_NAME_LENGTH)
+_ITEM_SEPARATOR = "\u00bb"  # chainfence._names.ITEM_SEPARATOR: "workset»item" names a claimed work item
+
+#: The registry's ``_counter`` slot (its second state variable): bits 0..47 the highest token issued.
+_COUNTER_SLOT = (1).to_bytes(32, "big")
+_TOKEN_MASK = (1 << 48) - 1
+
+
+@dataclass(frozen=True)
+class ProvenLeases:
+    """What one proof showed at ``header``: the leases asked for (in the order asked), and the
+    registry's latest token (the highest it issued, whatever the resource)."""
+
+    header: VerifiedHeader
+    leases: tuple[LeaseInfo, ...]
+    latest_token: int
 
 
 def _resource(resource: str | bytes) -> tuple[str | None, bytes]:
-    """(name or None, id) of a resource given by name or by its 32-byte id."""
+    """(name or None, id) of a resource given by name or by its 32-byte id. A claimed work item's name
+    (``"workset»item"``) has the item's id, as :func:`chainfence._names.resource_id` computes it."""
     if isinstance(resource, (bytes, bytearray)):
         if len(resource) != 32:
             raise InvalidInput(f"a resource id is 32 bytes, got {len(resource)}")
@@ -64,15 +92,39 @@ def _resource(resource: str | bytes) -> tuple[str | None, bytes]:
 
     if not isinstance(resource, str):
         raise InvalidResourceName(f"resource name must be a str, got {type(resource).__name__}")
+    if _ITEM_SEPARATOR in resource:
+        workset, _, item = resource.partition(_ITEM_SEPARATOR)
+        if not workset or not item or _ITEM_SEPARATOR in item:
+            raise InvalidResourceName(
+                f"{resource[:80]!r}: '{_ITEM_SEPARATOR}' names a claimed work item, as workset{_ITEM_SEPARATOR}item"
+            )
+        return resource, _item_id(_name_bytes(workset), _name_bytes(item))
+    return resource, keccak256(_name_bytes(resource))
+
+
+def _name_bytes(name: str) -> bytes:
+    from .errors import InvalidResourceName
+
     try:
-        data = resource.encode("utf-8")
+        data = name.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidResourceName(f"resource name is not valid UTF-8: {exc.reason}") from None
     if not data:
         raise InvalidResourceName("resource name must not be empty", length=0, max_length=_MAX_NAME_LENGTH)
     if len(data) > _MAX_NAME_LENGTH:
         raise InvalidResourceName(length=len(data), max_length=_MAX_NAME_LENGTH)
-    return resource, keccak256(data)
+    return data
+
+
+def _item_id(workset: bytes, item: bytes) -> bytes:
+    """``keccak256(abi.encode(workset, item))``: a claimed work item's id (without eth-abi)."""
+
+    def tail(data: bytes) -> bytes:
+        return len(data).to_bytes(32, "big") + data + b"\x00" * (-len(data) % 32)
+
+    first, second = tail(workset), tail(item)
+    head = (64).to_bytes(32, "big") + (64 + len(first)).to_bytes(32, "big")
+    return keccak256(head + first + second)
 
 
 def _token(value: object) -> int:
@@ -140,6 +192,12 @@ class ProvenReader:
         self.clock = clock or headers.clock
         self._proofs_served = False
 
+    def require_proofs(self) -> None:
+        """Raise :class:`~chainfence.errors.ProofsNotServed` if the provider does not serve
+        ``eth_getProof`` (eth-tester does not). Asked once per reader (the first check asks it before any
+        header): a guard asks it when it opens."""
+        self._require_proofs()
+
     def _require_proofs(self) -> None:
         """Once per reader, before any header is asked for: does the provider serve eth_getProof at
         all? (eth-tester does not: ProofsNotServed, not a header error further on.)"""
@@ -178,6 +236,30 @@ class ProvenReader:
         judged_at = max(header.timestamp, int(self.clock()))
         return lease_info(name, resource_id, packed, block_time=header.timestamp, judged_at=judged_at)
 
+    def leases(self, resources: Sequence[str | bytes], *, header: VerifiedHeader | None = None) -> ProvenLeases:
+        """Every lease of ``resources`` (names or 32-byte ids) and the registry's latest token, proven by
+        one ``eth_getProof`` at ``header`` (default: the header source's current one), each judged at
+        ``max(header time, clock)`` as :meth:`lease_at` judges it. What a guard proves at a new epoch
+        (the lease, and that the registry did not go back below what the guard accepted) and what a
+        follower proves of a page of logs."""
+        parsed = [_resource(resource) for resource in resources]
+        self._require_proofs()
+        if header is None:
+            header = self.headers.current()
+        slots = [_proofs.lease_slot(resource_id) for _, resource_id in parsed]
+        values = self._proven_slots([*slots, _COUNTER_SLOT], header)
+        judged_at = max(header.timestamp, int(self.clock()))
+        leases = tuple(
+            lease_info(name, resource_id, packed, block_time=header.timestamp, judged_at=judged_at)
+            for (name, resource_id), packed in zip(parsed, values)
+        )
+        return ProvenLeases(header=header, leases=leases, latest_token=values[-1] & _TOKEN_MASK)
+
+    def latest_token(self, *, header: VerifiedHeader | None = None) -> int:
+        """The registry's latest token (the highest it issued), proven at ``header`` (default: the
+        header source's current one)."""
+        return self.leases([], header=header).latest_token
+
     def check(self, resource: str | bytes, token: int, *, header: VerifiedHeader | None = None) -> LeaseInfo:
         """The live lease of ``token``; raises the :class:`~chainfence.errors.TokenNotCurrent` subclass
         strict mode's ``check_current`` raises if it is not (StaleToken, UnknownToken, LeaseExpired,
@@ -191,6 +273,29 @@ class ProvenReader:
         judge(info, token, resource=name, resource_id=resource_id)
         return info
 
+    def require_confirmed(
+        self, resource: str | bytes, token: int, holder: str, *, header: VerifiedHeader, confirmations: int
+    ) -> None:
+        """Strict mode's :class:`~chainfence.errors.TokenNotConfirmed`, proven: the lease at the block
+        ``confirmations`` below ``header`` (verified by the header source) carries ``token`` and
+        ``holder``, so a reorg shallower than that cannot take the token back. (A guard's and a fenced
+        transaction's ``confirmations``, counted from the header the check was judged at.)"""
+        from .errors import TokenNotConfirmed
+
+        name, resource_id = _resource(resource)
+        number = header.number - confirmations
+        confirmed = None
+        if confirmations and number >= 0:
+            try:
+                confirmed = self.lease_at(resource_id, header=self.headers.at(number))
+            except ContractNotFound:
+                confirmed = None  # the confirmed block predates the registry: nothing is confirmed yet
+        elif not confirmations:
+            return
+        if confirmed is None or confirmed.token != token or confirmed.holder != holder:
+            logger.info("unconfirmed token resource=%s token=%d confirmations=%d", name, token, confirmations)
+            raise TokenNotConfirmed(token=token, confirmations=confirmations, resource=name, resource_id=resource_id)
+
     def is_current(self, resource: str | bytes, token: int, *, header: VerifiedHeader | None = None) -> bool:
         from .errors import TokenNotCurrent
 
@@ -203,29 +308,56 @@ class ProvenReader:
     # -- the proof ------------------------------------------------------------
 
     def _proven_slot(self, resource_id: bytes, header: VerifiedHeader) -> int:
-        slot = _proofs.lease_slot(resource_id)
+        return self._proven_slots([_proofs.lease_slot(resource_id)], header)[0]
+
+    def _proven_slots(self, slots: list[bytes], header: VerifiedHeader) -> list[int]:
+        """The values of ``slots`` of the registry's storage at ``header``, from one ``eth_getProof``."""
         try:
-            answer = self.endpoint.request("eth_getProof", [self.address, ["0x" + slot.hex()], hex(header.number)])
+            answer = self.endpoint.request(
+                "eth_getProof", [self.address, ["0x" + slot.hex() for slot in slots], hex(header.number)]
+            )
         except RpcError as exc:
             if _not_served(exc):
                 raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
             raise
         try:
-            return self._verify(answer, slot, header)
+            return self._verify(answer, slots, header)
         except _proofs.ProofMismatch as bad:
             logger.warning("proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad)
             raise ProofInvalid(
                 provider=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
             ) from None
 
-    def _verify(self, answer: Any, slot: bytes, header: VerifiedHeader) -> int:
-        if not isinstance(answer, dict):
-            raise _proofs.ProofMismatch("the answer is not an eth_getProof object")
-        account_proof = [_hex_bytes(node, "an account proof node") for node in _list(answer.get("accountProof"))]
-        account = _proofs.verify_account(header.state_root, self._address, account_proof)
+    def _verify(self, answer: Any, slots: list[bytes], header: VerifiedHeader) -> list[int]:
+        account = self._verify_account(answer, self._address, header)
         if account is None or account.code_hash == _proofs.EMPTY_CODE_HASH:
             # Proven: no contract at this address at this block. Strict mode says the same.
             raise ContractNotFound(f"no contract at {self.address} in block {header.number} (proven)")
+        entries = _list(answer.get("storageProof"))
+        if len(entries) != len(slots) or not all(isinstance(entry, dict) for entry in entries):
+            raise _proofs.ProofMismatch(f"storageProof must hold exactly the {len(slots)} slot(s) asked for")
+        values = []
+        for slot, entry in zip(slots, entries):
+            key = _hex_bytes(entry.get("key"), "the storage key")
+            if key.rjust(32, b"\x00") != slot or len(key) > 32:
+                raise _proofs.ProofMismatch("the storage proof is for another slot")
+            storage_proof = [_hex_bytes(node, "a storage proof node") for node in _list(entry.get("proof"))]
+            value = _proofs.verify_storage(account.storage_root, slot, storage_proof)
+            if _hex_int(entry.get("value"), "the storage value") != value:
+                raise _proofs.ProofMismatch("the value it states is not the value its proof proves")
+            values.append(value)
+        return values
+
+    @staticmethod
+    def _verify_account(answer: Any, address: bytes, header: VerifiedHeader) -> _proofs.Account | None:
+        """The account ``answer`` proves at ``address`` against the header's state root (None: absent),
+        after checking that what the answer states beside the proof is what the proof proves."""
+        if not isinstance(answer, dict):
+            raise _proofs.ProofMismatch("the answer is not an eth_getProof object")
+        account_proof = [_hex_bytes(node, "an account proof node") for node in _list(answer.get("accountProof"))]
+        account = _proofs.verify_account(header.state_root, address, account_proof)
+        if account is None:
+            return None
         # What the provider claims beside its proof must be what the proof proves.
         if _hex_bytes(answer.get("storageHash"), "storageHash") != account.storage_root:
             raise _proofs.ProofMismatch("storageHash is not the proven account's storage root")
@@ -236,18 +368,31 @@ class ProvenReader:
             or _hex_int(answer.get("balance"), "balance") != account.balance
         ):
             raise _proofs.ProofMismatch("nonce or balance is not the proven account's")
-        entries = _list(answer.get("storageProof"))
-        if len(entries) != 1 or not isinstance(entries[0], dict):
-            raise _proofs.ProofMismatch("storageProof must hold exactly the one slot asked for")
-        entry = entries[0]
-        key = _hex_bytes(entry.get("key"), "the storage key")
-        if key.rjust(32, b"\x00") != slot or len(key) > 32:
-            raise _proofs.ProofMismatch("the storage proof is for another slot")
-        storage_proof = [_hex_bytes(node, "a storage proof node") for node in _list(entry.get("proof"))]
-        value = _proofs.verify_storage(account.storage_root, slot, storage_proof)
-        if _hex_int(entry.get("value"), "the storage value") != value:
-            raise _proofs.ProofMismatch("the value it states is not the value its proof proves")
-        return value
+        return account
+
+    def is_contract(self, address: str, *, header: VerifiedHeader | None = None) -> bool:
+        """Whether ``address`` holds code at ``header`` (default: the header source's current one), proven
+        by its account proof: a guard asks it of a holder whose request was not signed by its own key,
+        before it believes any contract signature (ERC-1271) on its behalf."""
+        raw = _address(address)
+        self._require_proofs()
+        if header is None:
+            header = self.headers.current()
+        name = _proofs.checksum_address(raw)
+        try:
+            answer = self.endpoint.request("eth_getProof", [name, [], hex(header.number)])
+        except RpcError as exc:
+            if _not_served(exc):
+                raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
+            raise
+        try:
+            account = self._verify_account(answer, raw, header)
+        except _proofs.ProofMismatch as bad:
+            logger.warning("proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad)
+            raise ProofInvalid(
+                provider=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
+            ) from None
+        return account is not None and account.code_hash != _proofs.EMPTY_CODE_HASH
 
 
 def _not_served(exc: RpcError) -> bool:

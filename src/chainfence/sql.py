@@ -67,6 +67,31 @@ Assumptions, and where it stops
 - The fenced transaction is the only thing the connection does while the
   block runs (no other thread on it).
 
+Believing no provider: ``headers=``
+-----------------------------------
+
+Everything above believes the JSON-RPC provider the registry talks to. With
+``headers=QuorumHeaders([...], k=...)`` (or ``TrustedHeaders(url)``) every
+chain read of the fence is a proof instead (:mod:`chainfence.proofs`): the
+resource's lease slot proven with ``eth_getProof`` (from ``proof_provider``,
+default the registry's own node, which need not be honest) against a header
+the header source vouches for, judged as strict mode judges it, and with
+``confirmations=k`` the same token and holder proven ``k`` blocks below that
+header. Combine with ``strict=True`` to prove every transaction, not only a
+new epoch. An answer that does not verify raises before anything is written
+(:class:`~chainfence.errors.ProofInvalid` naming the provider,
+:class:`~chainfence.errors.HeadersDisagree`,
+:class:`~chainfence.errors.HeaderStale`,
+:class:`~chainfence.errors.ProviderUnavailable`,
+:class:`~chainfence.errors.ProofsNotServed`); never a fall back to
+believing one provider. The rollback checks change: the proven token below
+the mark is :class:`~chainfence.errors.HeaderBehind` (the marks table does
+not record at which block a mark was proven, so a header source whose head
+moved back cannot be told from a rollback: refused either way, nothing
+written); the same token number proven with another holder than the mark's
+is :class:`~chainfence.errors.ChainRolledBack`; the registry-wide latest
+token is not read.
+
 Statements that end the transaction early
 -----------------------------------------
 
@@ -118,19 +143,27 @@ import contextlib
 import logging
 import re
 import sqlite3
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _validate
+from ._lease_state import judge
 from .errors import (
     ChainRolledBack,
     FenceBroken,
+    HeaderBehind,
     InvalidInput,
     StaleToken,
     TokenNotCurrent,
 )
 from .lease import LeaseInfo
+
+if TYPE_CHECKING:
+    from ._node.headers import HeaderSource
+    from .proofs import ProvenReader
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +186,8 @@ def fenced_transaction(
     verify: Callable[[str, int], Any] | None = None,
     confirmations: int | None = None,
     strict: bool = False,
+    headers: HeaderSource | None = None,
+    proof_provider: Any = None,
 ) -> Iterator[Any]:
     """A cursor inside a transaction that commits only if ``token`` may write to ``resource``.
 
@@ -173,6 +208,11 @@ def fenced_transaction(
         confirmations: blocks on top of the issuing block before a token may
             raise the mark (default: the chain's setting).
         strict: ask the chain on every transaction, not only for a new epoch.
+        headers: believe no provider (module docstring, "Believing no provider"): every chain read
+            of the fence proven against a header this source vouches for
+            (:class:`~chainfence.proofs.QuorumHeaders`, :class:`~chainfence.proofs.TrustedHeaders`).
+        proof_provider: where proofs come from with ``headers`` (a URL or a Chain; default: the
+            registry's chain).
 
     Raises (and writes nothing): :class:`~chainfence.errors.StaleToken` below
     the mark; the chain's verdict for a token it asks about
@@ -182,7 +222,10 @@ def fenced_transaction(
     what the table has seen; :class:`~chainfence.errors.FenceBroken` on exit
     if a statement ended the transaction early (module docstring);
     :class:`~chainfence.errors.InvalidInput` for bad arguments, before
-    touching the database.
+    touching the database; with ``headers``, the proven mode's refusals
+    (:class:`~chainfence.errors.UnverifiedAnswer` subclasses,
+    :class:`~chainfence.errors.ProviderUnavailable`,
+    :class:`~chainfence.errors.ProofsNotServed`).
     """
     resource_id = _validate.resource_id(resource)
     token = _validate.token(token)
@@ -200,12 +243,34 @@ def fenced_transaction(
         or not 0 <= confirmations <= _MAX_CONFIRMATIONS
     ):
         raise InvalidInput(f"confirmations must be an int from 0 to {_MAX_CONFIRMATIONS}, got {confirmations!r}")
+    if proof_provider is not None and headers is None:
+        raise InvalidInput("proof_provider needs headers= (the proven mode's header source)")
+    reader = None if headers is None else _reader(registry, headers, proof_provider)
     dialect = _dialect(conn)
-    fence = _Fence(registry, resource, resource_id, token, verify, confirmations, strict)
+    fence = _Fence(registry, resource, resource_id, token, verify, confirmations, strict, reader)
     if dialect == "sqlite":
         yield from _sqlite(conn, table, fence)
     else:
         yield from _postgres(conn, table, fence)
+
+
+#: One proof reader per (header source, registry, proof provider): a reader asks its provider once
+#: whether it serves eth_getProof at all; a transaction should not ask again.
+_READERS: weakref.WeakKeyDictionary[Any, dict[tuple[str, Any], ProvenReader]] = weakref.WeakKeyDictionary()
+_READERS_LOCK = threading.Lock()
+
+
+def _reader(registry: Any, headers: HeaderSource, proof_provider: Any) -> ProvenReader:
+    from .proofs import ProvenReader
+
+    provider = registry.chain if proof_provider is None else proof_provider
+    key = (registry.address, provider if isinstance(provider, str) else id(provider))
+    with _READERS_LOCK:
+        readers = _READERS.setdefault(headers, {})
+        reader = readers.get(key)
+        if reader is None:
+            reader = readers[key] = ProvenReader(registry.address, headers=headers, provider=provider)
+        return reader
 
 
 def _dialect(conn: Any) -> str:
@@ -239,6 +304,7 @@ class _Fence(NamedTuple):
     verify: Callable[[str, int], Any] | None
     confirmations: int
     strict: bool
+    reader: ProvenReader | None = None
 
     def admit(self, mark: int, holder: str | None, highest: Callable[[], int]) -> _Admission:
         """Whether and how the marks row changes; raises if the token may not write.
@@ -256,7 +322,7 @@ class _Fence(NamedTuple):
                 # store read; a follow guard's store knows a revoked lease, a strict guard asks the chain).
                 self.verify(self.resource, token)
             return _Admission(False, holder)  # the same epoch writing again: no chain call of the fence's own
-        info = self._ask_chain(mark, holder, highest)
+        info = self._ask_chain(mark, holder, highest) if self.reader is None else self._ask_proven(mark, holder)
         chain_holder = info.holder if info is not None and info.token == token else None
         if token > mark:
             logger.info("fence admitted new token resource=%s token=%d previous_mark=%d", self.resource, token, mark)
@@ -307,6 +373,37 @@ class _Fence(NamedTuple):
             self.verify(resource, token)
             if self.confirmations:
                 registry.check_current(resource, token, confirmations=self.confirmations)
+        return info
+
+    def _ask_proven(self, mark: int, holder: str | None) -> LeaseInfo:
+        """:meth:`_ask_chain` believing no provider (module docstring): the lease proven at the header
+        source's current header, judged as strict mode judges it."""
+        reader, resource, token = self.reader, self.resource, self.token
+        assert reader is not None
+        header = reader.headers.current()
+        info = reader.lease_at(self.resource_id, header=header)
+        if info.token < mark:
+            logger.warning(
+                "fence refused resource=%s token=%d: block %d reads token %d, below the mark %d",
+                resource,
+                token,
+                header.number,
+                info.token,
+                mark,
+            )
+            raise HeaderBehind(block=header.number, chain_token=info.token, mark=mark, resource=resource)
+        if token == mark and holder is not None and info.token == token and info.holder != holder:
+            raise self._rolled_back(
+                f"token {token} of {resource!r} is held by {info.holder} at block {header.number} (proven), but was "
+                f"{holder}'s when it became the mark: the number was issued again",
+                mark,
+                info.token,
+            )
+        judge(info, token, resource=resource, resource_id=self.resource_id)
+        if self.verify is not None:
+            self.verify(resource, token)
+        if self.confirmations:
+            reader.require_confirmed(resource, token, info.holder, header=header, confirmations=self.confirmations)
         return info
 
     def _rolled_back(self, what: str, seen: int, chain: int) -> ChainRolledBack:

@@ -451,6 +451,8 @@ GUARD_SETTINGS = (
     "max_request_age",
     "erc1271_gas",
     "admission",
+    "headers",
+    "proof_provider",
 )
 
 

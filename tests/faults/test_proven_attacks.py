@@ -21,17 +21,16 @@ on purpose. ``docs/guarantees.md`` lists each attack beside its test.
 Clock: the verifier's clock is the session anvil's chain time read directly
 (``chain.now`` through the honest connection): the suite's anvil runs a
 logical clock (tests/support/anvil.py), so the wall clock would say nothing.
+The story, the providers and the lies are shared with the tests that attack
+the guard, the fenced SQL transaction, the middleware and the CLI
+(tests/support/proven.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
-from chainfence import Chain, Registry
 from chainfence._node.jsonrpc import HttpEndpoint
-from chainfence._node.rlp import keccak256
 from chainfence.errors import (
     BlockNotVouched,
     HeadersDisagree,
@@ -42,71 +41,18 @@ from chainfence.errors import (
     StaleToken,
 )
 from chainfence.lease import LeaseStatus
-from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders
-from tests.support.anvil import Anvil, dev_keys
+from chainfence.proofs import TrustedHeaders
 from tests.support.forgery import ForgedWorld, read_slot_naively
-from tests.support.lying_proxy import LyingProxy
-
-RESOURCE = "reports/daily"
-RESOURCE_ID = keccak256(RESOURCE.encode())
-
-
-@dataclass
-class Story:
-    registry: Registry  # the honest view (direct connection to anvil)
-    alice: str
-    bob: str
-    stale: int  # alice's token A
-    current: int  # bob's token B
-    stale_block: int  # the block where A was live
-    stale_expiry: int
-
-
-@pytest.fixture
-def story(on_anvil) -> Story:
-    chain = on_anvil.chain
-    alice, bob = chain.accounts[1], chain.accounts[2]
-    lease_a = on_anvil.connect(alice).acquire(RESOURCE, ttl=30)
-    stale_block = chain.block_number()
-    chain.advance_time(31)
-    lease_b = on_anvil.connect(bob).acquire(RESOURCE, ttl=600)
-    with pytest.raises(StaleToken):  # the truth: A is stale
-        on_anvil.check_current(RESOURCE, lease_a.token)
-    return Story(on_anvil, alice, bob, lease_a.token, lease_b.token, stale_block, lease_a.expires_at)
-
-
-@pytest.fixture
-def providers(anvil_node):
-    """Three providers in front of the session's anvil, honest until told otherwise."""
-    with LyingProxy(anvil_node.url) as p1, LyingProxy(anvil_node.url) as p2, LyingProxy(anvil_node.url) as p3:
-        yield p1, p2, p3
-
-
-def strict_through(provider_url: str, story: Story) -> Registry:
-    """Strict mode through one provider: what a service checks with today."""
-    return Registry.at(Chain.connect(provider_url, poll_latency=0.01), story.registry.address)
-
-
-def quorum(*urls, story: Story, **options) -> QuorumHeaders:
-    options.setdefault("max_age", 60)
-    return QuorumHeaders(list(urls), clock=story.registry.chain.now, **options)
-
-
-def proven(story: Story, headers, provider_url: str) -> ProvenReader:
-    return ProvenReader(story.registry.address, headers=headers, provider=provider_url)
-
-
-def forge_alice_live(story: Story, liar: LyingProxy, *, headers: bool = False, proofs: str = "state") -> ForgedWorld:
-    """The liar's world: A is alice's, live for another hour."""
-    world = ForgedWorld(
-        story.registry.address,
-        RESOURCE_ID,
-        holder=story.alice,
-        token=story.stale,
-        expires_at=story.registry.chain.now() + 3_600,
-    )
-    world.install(liar, headers=headers, proofs=proofs)
-    return world
+from tests.support.proven import (
+    RESOURCE,
+    RESOURCE_ID,
+    forge_alice_live,
+    fork_where_alice_renewed,
+    proven,
+    quorum,
+    serve_the_past,
+    strict_through,
+)
 
 
 def test_honest_providers_prove_the_same_verdicts_as_strict_mode(story, providers):
@@ -197,26 +143,6 @@ def test_a_forged_header_with_a_matching_proof_fools_one_trusted_provider_not_a_
     assert set(split.value.answers) == {liar.url, h2.url, h3.url}
 
 
-def serve_the_past(liar: LyingProxy, block: int) -> None:
-    """A lagging (or head-withholding) provider: every 'latest' and 'pending' is ``block``."""
-    old = hex(block)
-
-    def at_old(position):
-        def handler(params, forward):
-            params = list(params)
-            if len(params) > position and params[position] in ("latest", "pending", "safe", "finalized"):
-                params[position] = old
-            return forward(params)
-
-        return handler
-
-    liar.on("eth_call", at_old(1))
-    liar.on("eth_getStorageAt", at_old(2))
-    liar.on("eth_getProof", at_old(2))
-    liar.on("eth_getBlockByNumber", at_old(0))
-    liar.on("eth_blockNumber", lambda params, forward: old)
-
-
 def test_a_withheld_head_fools_strict_mode_and_is_stale_for_the_proven_mode(story, providers):
     liar, h2, h3 = providers
     serve_the_past(liar, story.stale_block)
@@ -251,17 +177,7 @@ def test_a_fork_served_by_one_provider_is_outvoted(story, providers, anvil_node)
     """A second node forked from the chain before bob's takeover: on its branch alice renewed. It is a
     real chain, every header hashes right; only the quorum's hash tells it apart."""
     _, h2, h3 = providers
-    fork_args = ("--fork-url", anvil_node.url, "--fork-block-number", str(story.stale_block))
-    with Anvil(extra_args=fork_args) as fork:
-        on_fork = Registry.at(
-            Chain.connect(fork.url, private_keys=dev_keys(3), poll_latency=0.01), story.registry.address
-        )
-        # The branch's clock stands where the chain stood then (alice's lease still live there).
-        on_fork.chain._rpc("evm_setNextBlockTimestamp", [story.stale_expiry - 20])
-        on_fork.connect(story.alice).renew(RESOURCE, story.stale, ttl=3_600)
-        head = story.registry.chain.block_number()
-        while on_fork.chain.block_number() < head:
-            on_fork.chain.mine(1)
+    with fork_where_alice_renewed(story, anvil_node) as (fork, on_fork):
         # Control: strict mode through the fork's provider accepts alice's token.
         assert strict_through(fork.url, story).check_current(RESOURCE, story.stale).live
         headers = quorum(fork.url, h2.url, h3.url, story=story, k=2)

@@ -31,9 +31,10 @@ def lease_of_result(holder: str, token: int, expires_at: int, status: int = 1) -
     return "0x" + "".join(word.to_bytes(32, "big").hex() for word in words)
 
 
-def _rehash_path(nodes: list[bytes], leaf_value: bytes) -> tuple[list[bytes], bytes]:
+def _rehash_path(nodes: list[bytes], leaf_value: bytes, renamed: dict | None = None) -> tuple[list[bytes], bytes]:
     """``nodes`` (root first, ending in a leaf) with the leaf's value replaced and every parent's
-    reference updated: (the new nodes, the new root)."""
+    reference updated: (the new nodes, the new root). ``renamed`` collects old node -> new node, for
+    the proofs of other keys that share nodes with this path (one eth_getProof of several slots)."""
     new = list(nodes)
     leaf = decode(new[-1])
     assert isinstance(leaf, list) and len(leaf) == 2, "the path ends in a leaf"
@@ -45,6 +46,8 @@ def _rehash_path(nodes: list[bytes], leaf_value: bytes) -> tuple[list[bytes], by
         assert replaced != node, "the parent references its child by hash"
         old_hash = keccak256(new[i])
         new[i] = encode(replaced)
+    if renamed is not None:
+        renamed.update((old, changed) for old, changed in zip(nodes, new) if old != changed)
     return new, keccak256(new[0])
 
 
@@ -56,13 +59,17 @@ def _hexes(nodes: list[bytes]) -> list[str]:
     return ["0x" + n.hex() for n in nodes]
 
 
-def forge_proof(answer: dict, value: int, *, up_to: str = "state") -> tuple[dict, bytes]:
+def forge_proof(answer: dict, value: int, *, up_to: str = "state", slot: bytes | None = None) -> tuple[dict, bytes]:
     """An eth_getProof answer whose slot reads ``value``: ``up_to="value"`` changes only the stated
     value; ``"leaf"`` rewrites the storage leaf too (the hashes above it no longer match);
     ``"storage"`` re-hashes the storage path to a new storage root (the account no longer matches);
     ``"state"`` re-hashes the account path too, to a new state root. Returns (answer, state root)."""
     forged = copy.deepcopy(answer)
-    entry = forged["storageProof"][0]
+    entries = forged["storageProof"]
+    entry = entries[0]
+    if slot is not None:  # several slots asked for at once: forge the one, keep the others consistent
+        entry = next(e for e in entries if int(e["key"], 16) == int.from_bytes(slot, "big"))
+    others = [e for e in entries if e is not entry]
     entry["value"] = hex(value)
     storage_nodes = _nodes(entry["proof"])
     if up_to == "value":
@@ -72,8 +79,11 @@ def forge_proof(answer: dict, value: int, *, up_to: str = "state") -> tuple[dict
         storage_nodes[-1] = encode([leaf[0], encode(value)])
         entry["proof"] = _hexes(storage_nodes)
         return forged, b""
-    storage_nodes, storage_root = _rehash_path(storage_nodes, encode(value))
+    renamed: dict[bytes, bytes] = {}
+    storage_nodes, storage_root = _rehash_path(storage_nodes, encode(value), renamed)
     entry["proof"] = _hexes(storage_nodes)
+    for other in others:  # nodes shared with the forged path are the forged path's now
+        other["proof"] = _hexes([renamed.get(node, node) for node in _nodes(other["proof"])])
     forged["storageHash"] = "0x" + storage_root.hex()
     if up_to == "storage":
         return forged, b""
@@ -125,9 +135,10 @@ class ForgedWorld:
 
         def get_proof(params, forward):
             answer = forward()
-            if not params[1]:  # no slot asked for (a reader's "do you serve proofs?"): nothing to forge
+            asked = [int(key, 16) for key in params[1]]
+            if int.from_bytes(self.slot, "big") not in asked:  # not the lease (a reader's probe, another slot)
                 return answer
-            forged, state_root = forge_proof(answer, self.value, up_to=proofs)
+            forged, state_root = forge_proof(answer, self.value, up_to=proofs, slot=self.slot)
             if headers and proofs == "state":
                 block = liar.node("eth_getBlockByNumber", [params[2], False])
                 self.forged_headers[block["number"]] = forge_header(block, state_root)
@@ -141,7 +152,9 @@ class ForgedWorld:
             if number not in self.forged_headers:
                 # Build the forged world for this block: prove the slot there, then forge the header.
                 real = liar.node("eth_getProof", [self.registry, ["0x" + self.slot.hex()], number])
-                _, state_root = forge_proof(real, self.value, up_to="state")
+                if int(real["storageProof"][0]["value"], 16) == 0:
+                    return answer  # before the lease existed (the deployment's block): nothing to forge there
+                _, state_root = forge_proof(real, self.value, up_to="state", slot=self.slot)
                 self.forged_headers[number] = forge_header(answer, state_root)
             return {**answer, **self.forged_headers[number]}
 

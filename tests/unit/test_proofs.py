@@ -569,3 +569,13 @@ def test_a_reorg_at_the_head_is_verified_again_not_served_from_the_cache():
     assert source.current().hash_hex == before[9]["hash"]
     a.blocks = b.blocks = after  # both providers moved to the other branch at the same height
     assert source.current().hash_hex == after[9]["hash"]
+
+
+@pytest.mark.parametrize("name", ["batch\u00bbitem-7", "w\u00bbx", "\u00fcber\u00bb" + "i" * 120, "reports/daily"])
+def test_a_claimed_items_name_is_read_at_the_items_slot(name):
+    """A claimed work item's id is keccak(abi.encode(workset, item)), not the hash of its name: the
+    proven mode reads that item's slot (computed without eth-abi), as the SDK's views do."""
+    from chainfence import _names
+    from chainfence.proofs import _resource
+
+    assert _resource(name) == (name, _names.resource_id(name))

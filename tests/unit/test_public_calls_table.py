@@ -105,6 +105,8 @@ NEVER_TOUCH_THE_CHAIN = {
             "max_request_age",
             "erc1271_gas",
             "admission",
+            "headers",
+            "proof_provider",
         )
     },
     "Rpc.tester": "eth-tester's dev controls, in-process; a node's chain refuses them without a request",

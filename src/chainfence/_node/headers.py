@@ -269,11 +269,14 @@ class HeaderSource:
 
     # -- the header at a number ------------------------------------------------------
 
-    def at(self, number: int, *, _answers: dict[str, Any] | None = None) -> VerifiedHeader:
-        """The verified header of block ``number``: k providers vouch for its hash (cached)."""
+    def at(self, number: int, *, fresh: bool = False, _answers: dict[str, Any] | None = None) -> VerifiedHeader:
+        """The verified header of block ``number``: k providers vouch for its hash (cached; ``fresh``:
+        asked again, as a follower does of the block it stopped at, to see a reorg below the head)."""
         if isinstance(number, bool) or not isinstance(number, int) or number < 0:
             raise InvalidInput(f"a block number is an int >= 0, got {number!r}")
         with self._lock:
+            if fresh:
+                self._cache.pop(number, None)
             cached = self._cache.get(number)
             if cached is not None:
                 self._cache.move_to_end(number)

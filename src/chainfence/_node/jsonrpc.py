@@ -29,7 +29,7 @@ from .lean_http import LeanHttp
 from .rpc import Rpc
 from .transports import redact_url
 
-__all__ = ["ChainEndpoint", "Endpoint", "HttpEndpoint", "endpoint", "name_of"]
+__all__ = ["ChainEndpoint", "Endpoint", "HttpEndpoint", "endpoint", "name_of", "name_of_chain"]
 
 
 class Endpoint(Protocol):
@@ -88,12 +88,30 @@ class HttpEndpoint(_RpcEndpoint):
         self._rpc.close()
 
 
+def name_of_chain(chain: Any) -> str:
+    """How errors name the node a :class:`~chainfence.Chain` talks to: its URL's scheme, host and port
+    (``"embedded"`` for the in-process chain, ``"chain"`` when the transport does not say)."""
+    rpc = getattr(chain, "rpc", None)
+    if getattr(rpc, "embedded", False):
+        return "embedded"
+    transport = getattr(rpc, "transport", None)
+    for holder in (
+        transport,
+        getattr(transport, "provider", None),
+        getattr(getattr(rpc, "w3", None), "provider", None),
+    ):
+        url = getattr(holder, "url", None) or getattr(holder, "endpoint_uri", None)
+        if isinstance(url, str) and url:
+            return name_of(url)
+    return "chain"
+
+
 class ChainEndpoint(_RpcEndpoint):
-    """A provider reached through a :class:`~chainfence.Chain` (its ``rpc`` layer)."""
+    """A provider reached through a :class:`~chainfence.Chain` (its ``rpc`` layer), named after its node."""
 
     def __init__(self, chain: Any, *, name: str | None = None):
         embedded = bool(getattr(chain.rpc, "embedded", False))
-        super().__init__(chain.rpc, name or ("embedded" if embedded else "chain"))
+        super().__init__(chain.rpc, name or name_of_chain(chain))
         self._embedded = embedded
 
     def request(self, method: str, params: list[Any]) -> Any:

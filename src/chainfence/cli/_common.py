@@ -48,8 +48,10 @@ from ..errors import (
     NotHolder,
     NotLive,
     OutcomeUnknown,
+    ProofsNotServed,
     TokenNotCurrent,
     TransactionTimeout,
+    UnverifiedAnswer,
     WrongChain,
 )
 
@@ -70,6 +72,7 @@ EXIT_REFUSED = 9  # a namespace refused the caller: not its admin, already claim
 EXIT_LOCK_DELAY = 10  # the resource's lease expired and its namespace's lock-delay still runs
 EXIT_INDEX_MISMATCH = 11  # `audit`: the index file belongs to another registry, or is not an index
 EXIT_INDEX_DIFFERS = 12  # `audit verify`: the index and the chain differ
+EXIT_UNVERIFIED = 13  # the proven mode: an answer did not verify (a lying or lagging provider), or no proofs
 
 #: Errors -> exit codes: the first row whose classes the error is an instance of decides (a LockDelayed
 #: is a refusal of its own before it is a held lease); any other chainfence error is EXIT_ERROR.
@@ -84,6 +87,7 @@ EXIT_CODES: tuple[tuple[tuple[type[ChainfenceError], ...], int], ...] = (
     ((TransactionTimeout, OutcomeUnknown, NotConfirmed), EXIT_OUTCOME),
     ((AuditIndexMismatch,), EXIT_INDEX_MISMATCH),
     ((AuditIndexDiffers,), EXIT_INDEX_DIFFERS),
+    ((UnverifiedAnswer, ProofsNotServed), EXIT_UNVERIFIED),
 )
 
 
@@ -116,6 +120,9 @@ exit codes:
   10  lock-delay: the lease expired and only its holder may acquire until the delay ends (retry after it)
   11  `audit`: the index file belongs to another registry (or is not an audit index)
   12  `audit verify`: the index and the chain differ (what differs is listed on stderr)
+  13  `verify --proven`: an answer did not verify: a provider's proof or header does not (stderr names it:
+      a lying or lagging provider), the header providers disagree, the header they vouch for is stale or
+      behind, or the proof provider serves no eth_getProof; nothing was judged (too few answering: 5)
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL

@@ -4,6 +4,8 @@
 
     chainfence status [NAME ...]                        # leases, or the registry itself
     chainfence verify NAME --token T                    # exit 0 only if T is current
+    chainfence verify NAME --token T --proven --headers URL1 URL2 URL3 --quorum 2
+                                                        # ... proven: believing no single provider
     chainfence stuck [--renewals N] [--longer-than S]   # stuck, crashed and long holders
     chainfence tx HASH... [--nonce N --account A]       # what became of a transaction
 
@@ -14,6 +16,7 @@ here imports web3 at module level.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from ..errors import TokenNotCurrent
@@ -29,6 +32,7 @@ from ._common import (
     positive_int,
     table,
     target,
+    timeout,
     token,
     when,
 )
@@ -64,6 +68,52 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     verify.add_argument("--token", type=token, required=True, help="the fencing token to check")
     verify.add_argument("--workset", help="RESOURCE is a work item of this workset")
+    proven = verify.add_argument_group(
+        "proven mode",
+        "judge the token by the registry's lease slot proven with eth_getProof against a header that no single "
+        "provider controls: k of the --headers providers agreeing on it, or the one --trusted-headers endpoint "
+        "(a light client such as Helios, your own node). Exit 13 when the answers do not verify (a provider "
+        "lied or lags: its proof or header does not verify, the header providers disagree, or the header they "
+        "vouch for is stale); 5 when too few providers answer. Never a fall back to one provider.",
+    )
+    proven.add_argument("--proven", action="store_true", help="believe no single provider (needs a header source)")
+    proven.add_argument(
+        "--headers",
+        nargs="+",
+        action="extend",
+        metavar="URL",
+        help="header providers for the quorum, independent operators (URL URL ..., a comma-separated list, or "
+        "the option repeated)",
+    )
+    proven.add_argument(
+        "--quorum", type=positive_int, metavar="K", help="header providers that must agree (default: a majority)"
+    )
+    proven.add_argument("--trusted-headers", metavar="URL", help="one endpoint trusted for headers (a light client)")
+    proven.add_argument(
+        "--proof-rpc",
+        metavar="URL",
+        help="where eth_getProof is asked (default: the node of --rpc-url; need not be honest)",
+    )
+    proven.add_argument(
+        "--header-depth",
+        type=_depth,
+        default=0,
+        metavar="N|finalized",
+        help="judge at the k-th highest head less N blocks, or at the finalized block (default 0)",
+    )
+    proven.add_argument(
+        "--max-age",
+        type=timeout,
+        metavar="S",
+        help="refuse a header older than S seconds by the verifier's clock (default 60 + 12 per block of depth; "
+        "1800 with finalized)",
+    )
+    proven.add_argument(
+        "--clock-rpc",
+        metavar="URL",
+        help="the verifier's clock: this node's pending block time, for a dev chain whose time is moved by hand "
+        "(default: this machine's clock; never a provider's, which could hold its time back with its head)",
+    )
     verify.set_defaults(run=_verify)
 
     stuck = add_command(
@@ -159,36 +209,146 @@ def _status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return EXIT_OK
 
 
+def _depth(text: str) -> int | str:
+    if text == "finalized":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of blocks >= 0 or 'finalized', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a number of blocks >= 0 or 'finalized', got {text!r}")
+    return value
+
+
+#: A comma that starts another URL (a comma inside a URL's path or query stays in it): the same rule as
+#: the CLI's other endpoint lists.
+_URL_LIST = re.compile(r",\s*(?=https?://)", re.IGNORECASE)
+
+
+def _header_urls(args: argparse.Namespace) -> list[str]:
+    """The --headers URLs (several, comma lists, or the option repeated), checked; a usage error before
+    anything is sent."""
+    from .. import _validate
+
+    urls = [url.strip() for given in args.headers or [] for url in _URL_LIST.split(given.strip()) if url.strip()]
+    for url in urls:
+        _validate.rpc_url(url, "--headers")
+    if len(set(urls)) != len(urls):
+        raise UsageError("--headers lists a provider twice: one provider is one vote")
+    return urls
+
+
+def _proven_options(args: argparse.Namespace) -> tuple[list[str], str | None] | None:
+    """(the quorum's URLs, the trusted endpoint) of a proven verify, or None for a plain one; every mistake
+    in them is a usage error (exit 2), never a verify that quietly believes one provider."""
+    given = [
+        flag
+        for flag, value in (
+            ("--headers", args.headers),
+            ("--quorum", args.quorum),
+            ("--trusted-headers", args.trusted_headers),
+            ("--proof-rpc", args.proof_rpc),
+            ("--max-age", args.max_age),
+            ("--clock-rpc", args.clock_rpc),
+        )
+        if value is not None
+    ] + (["--header-depth"] if args.header_depth != 0 else [])
+    if not args.proven:
+        if given:
+            raise UsageError(f"{', '.join(given)} configure the proven mode: add --proven")
+        return None
+    urls = _header_urls(args)
+    from .. import _validate
+
+    if args.clock_rpc is not None:
+        _validate.rpc_url(args.clock_rpc, "--clock-rpc")
+    if args.trusted_headers is not None:
+        _validate.rpc_url(args.trusted_headers, "--trusted-headers")
+        if urls or args.quorum is not None:
+            raise UsageError("--trusted-headers is one endpoint trusted for headers: not with --headers or --quorum")
+        return [], args.trusted_headers
+    if not urls:
+        raise UsageError(
+            "--proven needs a header source: --headers URL URL URL (k of them agreeing: --quorum K) "
+            "or --trusted-headers URL"
+        )
+    if args.quorum is not None and args.quorum > len(urls):
+        raise UsageError(f"--quorum {args.quorum} is more than the {len(urls)} --headers providers")
+    return urls, None
+
+
 def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     name, shown = target(args)
+    proven = _proven_options(args)
     chain, registry = connect(args, needs_key=False)
+    header = None
     try:
-        lease = registry.check_current(name, args.token)
+        if proven is None:
+            lease = registry.check_current(name, args.token)
+        else:
+            lease, header = _proven_check(args, chain, registry, name, *proven)
     except TokenNotCurrent as not_current:
-        document = {
+        refusal = {
             "resource": name,
             "token": args.token,
             "current": False,
             "reason": type(not_current).__name__,
             **not_current.details(),
         }
-        emit(args, document, f"NOT current: {not_current}")
+        emit(args, refusal, f"NOT current: {not_current}")
         return EXIT_NOT_CURRENT
+    document: dict[str, Any] = {
+        "resource": name,
+        "token": args.token,
+        "current": True,
+        "holder": lease.holder,
+        "expires_at": lease.expires_at,
+    }
+    proof = ""
+    if header is not None:
+        document["proven"] = {"block": header.number, "hash": header.hash_hex, "vouched_by": list(header.vouched_by)}
+        proof = (
+            f"\nproven at block {header.number} ({header.hash_hex}), header vouched by {', '.join(header.vouched_by)}"
+        )
     emit(
         args,
-        {
-            "resource": name,
-            "token": args.token,
-            "current": True,
-            "holder": lease.holder,
-            "expires_at": lease.expires_at,
-        },
+        document,
         lambda: (
             f"current: token {args.token} of {shown}, held by {lease.holder}, "
-            f"expires {when(lease.expires_at, chain.now())}"
+            f"expires {when(lease.expires_at, chain.now())}" + proof
         ),
     )
     return EXIT_OK
+
+
+def _proven_check(
+    args: argparse.Namespace, chain: Any, registry: Any, name: str, urls: list[str], trusted: str | None
+) -> tuple[Any, Any]:
+    """The token judged by a proof against a header from the configured source: (the lease, the header)."""
+    import time
+
+    from ..proofs import ProvenReader, QuorumHeaders, TrustedHeaders
+
+    # The verifier's clock: this machine's, never the (untrusted) provider's: a provider that withholds
+    # its head would hold its time back with it. A dev chain whose time is moved by hand: --clock-rpc.
+    clock: Any = time.time
+    if args.clock_rpc is not None:
+        from ..chain import Chain
+
+        clock = Chain.connect(args.clock_rpc).now
+    options: dict[str, Any] = {"confirmations": args.header_depth, "clock": clock}
+    if args.max_age is not None:
+        options["max_age"] = args.max_age
+    headers = (
+        TrustedHeaders(trusted, **options) if trusted is not None else QuorumHeaders(urls, k=args.quorum, **options)
+    )
+    try:
+        reader = ProvenReader(registry.address, headers=headers, provider=args.proof_rpc or chain)
+        header = reader.header()
+        return reader.check(name, args.token, header=header), header
+    finally:
+        headers.close()
 
 
 def _stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -10,7 +10,7 @@ A service puts one line before every write it protects::
 
 The guard keeps, per resource, the highest token it has accepted (the
 *mark*) in a SQLite file (:mod:`chainfence.guard._store`), with the holder
-of that token. Three modes, chosen at construction:
+of that token. Four modes, chosen at construction:
 
 ``mark`` (default): local marks, the chain asked only about news.
     ``token == mark``: accepted, no chain call (same epoch, more writes).
@@ -41,6 +41,26 @@ of that token. Three modes, chosen at construction:
     checks at the mark are verified on-chain as in ``strict`` mode, so a
     follower in trouble never silently becomes ``mark`` mode; ``staleness()``
     and ``follow_status()`` report it.
+
+``proven``: ``strict``, believing no provider. ``Guard(registry, path,
+    mode="proven", headers=QuorumHeaders([...], k=...))`` (or
+    ``TrustedHeaders(url)``, one endpoint trusted for headers): every check
+    proves the resource's lease slot with ``eth_getProof`` (from
+    ``proof_provider``, default the registry's node; it need not be honest)
+    against the header the source vouches for, and judges it as ``strict``
+    does (:mod:`chainfence.proofs`). An answer that does not verify is a
+    typed refusal that names the provider and moves no mark
+    (:class:`~chainfence.errors.ProofInvalid`,
+    :class:`~chainfence.errors.HeadersDisagree`,
+    :class:`~chainfence.errors.HeaderStale`,
+    :class:`~chainfence.errors.HeaderBehind`,
+    :class:`~chainfence.errors.ProviderUnavailable`); eth-tester, which
+    serves no proofs, is :class:`~chainfence.errors.ProofsNotServed` when
+    the guard opens. ``headers=`` also works with ``mark`` and ``follow``:
+    their chain reads are proven, and the follower follows the source's head,
+    refuses logs from blocks it does not vouch for and proves a page before
+    writing it (:mod:`chainfence.guard._follower`). Cost: each provider's
+    head and one ``eth_getProof`` per check (``docs/benchmarks.md``).
 
 Guarantees in every mode (each has a test that tries to break it):
 

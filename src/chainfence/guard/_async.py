@@ -18,6 +18,7 @@ from ._follower import FollowStatus
 from ._guard import Guard
 
 if TYPE_CHECKING:
+    from .._node.headers import HeaderSource
     from ..registry import Registry
     from .admission import Admission
 
@@ -79,7 +80,9 @@ class AsyncGuard:
     :class:`~chainfence.aio.AsyncChain` wraps. A worker thread waits on a stalled node as long as the
     chain's request timeout, never the event loop. The one thing answered on the loop: an ``exclusive``
     guard's check at the mark it holds in memory (dict lookups, no I/O), as :meth:`Guard.check
-    <chainfence.Guard.check>` answers it. A ``follow`` guard's follower is the guard's thread.
+    <chainfence.Guard.check>` answers it. A ``follow`` guard's follower is the guard's thread. A
+    ``proven`` guard's header source asks its providers from that worker thread too (its own pool runs
+    the providers in parallel), so a slow or silent header provider never blocks the loop.
     """
 
     def __init__(self, guard: Guard):
@@ -105,6 +108,8 @@ class AsyncGuard:
         erc1271_gas: int = 200_000,
         timeout: float = 30.0,
         admission: Admission | None = None,
+        headers: HeaderSource | None = None,
+        proof_provider: Any = None,
     ) -> AsyncGuard:
         """``Guard(registry, path, ...)`` for asyncio: the same arguments, checks and errors, opened (and
         first synced, in ``follow`` mode) in a worker thread. ``registry`` is an
@@ -134,6 +139,8 @@ class AsyncGuard:
                 erc1271_gas=erc1271_gas,
                 timeout=timeout,
                 admission=admission,
+                headers=headers,
+                proof_provider=proof_provider,
             )
             return opening.deliver(guard)
 
@@ -240,6 +247,14 @@ class AsyncGuard:
     @property
     def admission(self) -> Admission | None:
         return self.guard.admission
+
+    @property
+    def headers(self) -> HeaderSource | None:
+        return self.guard.headers
+
+    @property
+    def proof_provider(self) -> Any:
+        return self.guard.proof_provider
 
 
 class _Opening:

@@ -11,6 +11,23 @@ guard runs it every ``follow_interval`` seconds in a thread
 (:meth:`Follower.start`); any guard may call ``Guard.sync()``. What a page
 changed that the guard keeps in memory (an exclusive guard's marks, cached
 admission answers) is handed back to it (``on_page``) once committed.
+
+With a header source (``Guard(..., headers=...)``: ``proven``), the follower
+believes its provider's logs no more than the proven mode believes views:
+the head it follows to is the header source's, every block hash it records
+or compares is one the source vouches for, every log's block must be the
+block the source vouches for at that height
+(:meth:`~chainfence.proofs.QuorumHeaders.vouch`:
+:class:`~chainfence.errors.BlockNotVouched` otherwise), and what a page
+would write is proven first: one ``eth_getProof`` of every resource the page
+raises or ends, at the page's last block, must show a token at least as high
+as each acquisition logged (the same holder where it is the same token) and
+each end logged as that lease's state, or a later lease
+(:class:`~chainfence.errors.ProofInvalid` naming the log provider
+otherwise). A page that fails any of it is not applied: the store is
+untouched, the follower reports the error and checks at the mark are proven
+meanwhile. A provider can still withhold logs (a receipts proof is not
+built): that delays marks, as a lagging follower does, and plants none.
 """
 
 from __future__ import annotations
@@ -26,12 +43,23 @@ from typing import TYPE_CHECKING, NoReturn, Protocol
 from eth_utils.crypto import keccak
 
 from .. import _names, endings
+from .._lease_state import LeaseStatus
 from .._node import events as _events
 from ..endings import End
-from ..errors import ChainError, ChainfenceError, ChainRolledBack, GuardError
+from ..errors import (
+    ChainError,
+    ChainfenceError,
+    ChainRolledBack,
+    ContractNotFound,
+    GuardError,
+    HeaderBehind,
+    ProofInvalid,
+)
 from ._store import GuardStore
 
 if TYPE_CHECKING:
+    from .._node.headers import VerifiedHeader
+    from ..proofs import ProvenReader
     from ..registry import Registry
 
 logger = logging.getLogger("chainfence.guard")  # the guard's one logger, whichever module logs
@@ -72,7 +100,8 @@ class Follower:
 
     ``follow_admissions``: also read the namespaces' policy and admission events (the guard admits
     by the on-chain allowlists). ``max_lag``: seconds without a successful sync after which the
-    follower is no longer :meth:`up_to_date`.
+    follower is no longer :meth:`up_to_date`. ``proven``: the guard's proof reader, whose header
+    source vouches for every block the follower applies (see the module docstring).
     """
 
     def __init__(
@@ -85,8 +114,10 @@ class Follower:
         follow_admissions: bool,
         latch: Latch,
         on_page: Callable[[Page], None],
+        proven: ProvenReader | None = None,
     ):
         self._registry = registry
+        self._proven = proven
         self._store = store
         self._confirmations = confirmations
         self._max_lag = max_lag
@@ -179,7 +210,12 @@ class Follower:
     def _sync(self) -> int:
         chain = self._registry.chain
         store = self._store
-        head = chain.confirmed_block(self._confirmations)
+        trusted: VerifiedHeader | None = None
+        if self._proven is not None:
+            trusted = self._proven.headers.current()  # the newest block the header source vouches for
+            head = trusted.number - self._confirmations
+        else:
+            head = chain.confirmed_block(self._confirmations)
         conn = store.conn()
         start = GuardStore.meta(conn, "follow_block")
         if start is None:
@@ -205,24 +241,101 @@ class Follower:
             from_block=block + 1,
             to_block=head,
         ):
-            self._apply(logs, last, self._block_hash(last), self._completed_claims(logs))
+            completed = self._completed_claims(logs)
+            if trusted is not None:
+                self._prove_page(logs, last, trusted, completed)
+            self._apply(logs, last, self._block_hash(last), completed)
             block = last
         return block
 
     def _completed_claims(self, logs: list[_events.RegistryLog]) -> set[tuple[bytes, int]]:
         """The completions in ``logs`` that ended their lease: a claimed work item's (it reads done at that
         block). A plain lease's completion records a result and ends nothing. One read per completion,
-        before the page is applied (no chain call inside the store's write transaction)."""
+        before the page is applied (no chain call inside the store's write transaction); proven at the
+        completion's block when the follower has a header source."""
         done: set[tuple[bytes, int]] = set()
         for entry in logs:
             if entry.kind is not _events.Kind.COMPLETED or entry.token is None:
                 continue
-            info = self._registry.last_lease_by_id(entry.resource_id, block=entry.block_number)
+            if self._proven is not None:
+                try:
+                    proven = self._proven.lease_at(
+                        entry.resource_id, header=self._proven.headers.at(entry.block_number)
+                    )
+                except ContractNotFound:
+                    continue
+                info = None if proven.status is LeaseStatus.UNHELD else proven
+            else:
+                info = self._registry.last_lease_by_id(entry.resource_id, block=entry.block_number)
             if info is not None and info.token == entry.token and endings.of_status(info.status) is End.COMPLETED:
                 done.add((entry.resource_id, entry.token))
         return done
 
-    def _block_hash(self, number: int) -> str:
+    def _prove_page(
+        self,
+        logs: list[_events.RegistryLog],
+        last: int,
+        trusted: VerifiedHeader,
+        completed: set[tuple[bytes, int]],
+    ) -> None:
+        """Refuse a page the header source and the proofs do not bear out (see the module docstring):
+        every log's block vouched for, and what the page would write proven at its last block."""
+        proven = self._proven
+        assert proven is not None
+        headers = proven.headers
+        for number, block_hash in sorted({(entry.block_number, entry.block_hash) for entry in logs}):
+            headers.vouch(number, block_hash, head=trusted)  # BlockNotVouched: a block of another history
+        claims: dict[bytes, list[_events.RegistryLog]] = {}
+        for entry in logs:
+            if entry.token is None:
+                continue
+            ends = entry.kind in (_events.Kind.RELEASED, _events.Kind.REVOKED) or (
+                entry.kind is _events.Kind.COMPLETED and (entry.resource_id, entry.token) in completed
+            )
+            if entry.kind is _events.Kind.ACQUIRED or ends:
+                claims.setdefault(entry.resource_id, []).append(entry)
+        if not claims:
+            return
+        at = headers.at(last)
+        state = proven.leases(list(claims), header=at)
+        expected = {
+            _events.Kind.RELEASED: LeaseStatus.RELEASED,
+            _events.Kind.REVOKED: LeaseStatus.REVOKED,
+            _events.Kind.COMPLETED: LeaseStatus.DONE,
+        }
+        for (resource_id, entries), lease in zip(claims.items(), state.leases):
+            for entry in entries:
+                token = entry.token
+                assert token is not None
+                if lease.token < token:
+                    why = f"token {token}, but the proven lease holds token {lease.token}"
+                elif lease.token > token:
+                    continue  # a later lease: it fences this one off, whatever the log says of it
+                elif entry.kind is _events.Kind.ACQUIRED:
+                    if entry.holder is None or entry.holder.lower() == lease.holder.lower():
+                        continue
+                    why = f"token {token} acquired by {entry.holder}, but the proven holder is {lease.holder}"
+                elif lease.status is expected[entry.kind]:
+                    continue
+                else:
+                    why = (
+                        f"token {token} ended ({entry.kind.name.lower()}), but the proven lease is {lease.status.name}"
+                    )
+                reason = (
+                    f"a log in block {entry.block_number} (tx {entry.tx_hash}) says of resource "
+                    f"0x{resource_id.hex()} {why} at block {last}"
+                )
+                logger.warning("guard follower refused a page: %s", reason)
+                raise ProofInvalid(provider=self._log_provider(), block=last, block_hash=at.hash_hex, reason=reason)
+
+    def _log_provider(self) -> str:
+        from .._node.jsonrpc import name_of_chain
+
+        return name_of_chain(self._registry.chain)
+
+    def _block_hash(self, number: int, *, fresh: bool = False) -> str:
+        if self._proven is not None:
+            return self._proven.headers.at(number, fresh=fresh).hash_hex
         found = self._registry.chain.rpc.block(number)
         if found is None:
             raise ChainError(f"the node has no block {number}")
@@ -231,8 +344,16 @@ class Follower:
     def _require_unchanged(self, block: int, stored_hash: str | None, head: int) -> None:
         """Latch the store if the block the follower stopped at is no longer the chain's."""
         if block > head:
+            if self._proven is not None:
+                # The header source's head is behind the block applied (a provider behind or down): wait.
+                raise HeaderBehind(
+                    f"the header source's head less {self._confirmations} confirmations is block {head}, below "
+                    f"block {block}, which the follower applied: a provider behind or down; the follower waits",
+                    block=head,
+                    floor=block,
+                )
             self._latch(f"the chain's confirmed head {head} is below block {block}, which the follower applied")
-        if stored_hash is not None and self._block_hash(block) != stored_hash:
+        if stored_hash is not None and self._block_hash(block, fresh=True) != stored_hash:
             self._latch(
                 f"block {block}, which the follower applied, was replaced on-chain "
                 f"(a reorg deeper than {self._confirmations} confirmations, or a node that lost its state)"
@@ -308,6 +429,8 @@ class Follower:
             # until a check names them: a name is for people, never needed to fence.
             GuardStore.set_meta(conn, "follow_block", str(last))
             GuardStore.set_meta(conn, "follow_hash", last_hash)
+            if self._proven is not None and raised:
+                GuardStore.raise_proven_block(conn, last)  # these marks were proven at block `last`
         for resource_id, token, _holder in raised:
             logger.info("guard followed new token resource=0x%s token=%d", resource_id.hex()[:16], token)
         for resource_id, token, end in ended:

@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import _names, _validate
+from .._lease_state import LeaseStatus, judge
 from ..endings import End
 from ..errors import (
     ChainfenceError,
     ChainRolledBack,
     GuardForked,
+    HeaderBehind,
     InvalidInput,
     LeaseCompleted,
     LeaseReleased,
@@ -48,8 +50,10 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable
 
+    from .._node.headers import HeaderSource, VerifiedHeader
     from ..fenced_requests import EIP712Domain, FencedRequest
     from ..lease import LeaseInfo
+    from ..proofs import ProvenReader
     from ..registry import Registry
 
 logger = logging.getLogger("chainfence.guard")  # the guard's one logger, whichever module logs
@@ -64,7 +68,7 @@ _ENDED_ERRORS: dict[str, type[LeaseReleased | LeaseRevoked]] = {
 }
 
 #: The guard modes (see :mod:`chainfence.guard`).
-MODES = ("mark", "strict", "follow")
+MODES = ("mark", "strict", "follow", "proven")
 
 #: Bounds of the in-memory caches (LRU): names -> ids, exclusive marks, contract holders, admission answers.
 _MAX_IDS = 100_000
@@ -86,7 +90,7 @@ class Guard:
         registry: the registry whose tokens this guard judges.
         path: the store file; created if missing. Several processes may share
             it, unless one of them opened it ``exclusive``.
-        mode: ``"mark"``, ``"strict"`` or ``"follow"`` (:mod:`chainfence.guard`).
+        mode: ``"mark"``, ``"strict"``, ``"follow"`` or ``"proven"`` (:mod:`chainfence.guard`).
         confirmations: blocks on top of an issuing block before its token may
             become a mark (default: the chain's setting).
         exclusive: this guard owns the store (no other guard, in any process,
@@ -104,6 +108,13 @@ class Guard:
         admission: whom to accept as a token's holder
             (:class:`~chainfence.Admission`): ``Admission.local([...])``,
             ``Admission.on_chain()``, or None (default: any holder).
+        headers: where trusted headers come from (:class:`~chainfence.proofs.QuorumHeaders`, k of n
+            providers, or :class:`~chainfence.proofs.TrustedHeaders`, one endpoint trusted for
+            headers). Required by ``proven`` mode; with ``mark`` or ``follow`` it makes their chain
+            reads proven too (a token above the mark, the follower's logs and blocks). Not with
+            ``strict`` (which believes its provider: use ``proven``).
+        proof_provider: where ``eth_getProof`` answers come from (a URL, or a
+            :class:`~chainfence.Chain`; default: the registry's chain). It need not be trusted.
 
     The arguments are kept as attributes of the same names (settings: read, not changed).
 
@@ -126,6 +137,8 @@ class Guard:
         erc1271_gas: int = 200_000,
         timeout: float = 30.0,
         admission: Admission | None = None,
+        headers: HeaderSource | None = None,
+        proof_provider: Any = None,
     ):
         if admission is not None and not isinstance(admission, Admission):
             raise InvalidInput(
@@ -135,6 +148,14 @@ class Guard:
             raise InvalidInput(f"a guard needs a file path (marks must survive restarts), got {path!r}")
         if mode not in MODES:
             raise InvalidInput(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode == "proven" and headers is None:
+            raise InvalidInput(
+                "proven mode needs a header source: headers=QuorumHeaders([...], k=...) or TrustedHeaders(url)"
+            )
+        if mode == "strict" and headers is not None:
+            raise InvalidInput("strict mode believes its provider; to judge every check by proofs, use mode='proven'")
+        if proof_provider is not None and headers is None:
+            raise InvalidInput("proof_provider needs headers= (the proven mode's header source)")
         for name, value in (("timeout", timeout), ("follow_interval", follow_interval), ("max_lag", max_lag)):
             if value is None and name == "max_lag":
                 continue
@@ -161,7 +182,18 @@ class Guard:
         self.max_request_age = max_request_age
         self.erc1271_gas = erc1271_gas
         self.admission = admission
+        self.headers = headers
+        self.proof_provider = proof_provider
         # Collaborators.
+        self._reader: ProvenReader | None = None
+        if headers is not None:
+            from ..proofs import ProvenReader  # here: a guard without headers never loads the proof code
+
+            self._reader = ProvenReader(
+                registry.address,
+                headers=headers,
+                provider=registry.chain if proof_provider is None else proof_provider,
+            )
         self._store = GuardStore(self.path, timeout=float(timeout))
         self._follower = Follower(
             registry,
@@ -171,8 +203,9 @@ class Guard:
             follow_admissions=admission is not None and admission.holders is None,
             latch=self._latch,
             on_page=self._followed,
+            proven=self._reader,
         )
-        self._requests = RequestVerifier(registry, max_contract_holders=_MAX_CONTRACT_HOLDERS)
+        self._requests = RequestVerifier(registry, max_contract_holders=_MAX_CONTRACT_HOLDERS, proven=self._reader)
         self._admission_cache = AdmissionCache(registry, admission, max_answers=_MAX_ADMISSIONS, max_names=_MAX_IDS)
         # Memory: names -> ids, and an exclusive guard's marks: resource id -> (mark, holder),
         # mirroring the store (LRU-bounded).
@@ -191,6 +224,8 @@ class Guard:
         """Take the store (lock file, schema, identity), load an exclusive guard's memory, check that the
         chain still reaches what the store accepted, and start following."""
         try:
+            if self._reader is not None:
+                self._reader.require_proofs()  # ProofsNotServed (eth-tester) before anything else
             self._store.lock(exclusive=self.exclusive)
             identity = {key: value for key, value in self.registry.identity().items() if key in IDENTITY_KEYS}
             self._store.bind(identity)
@@ -278,7 +313,7 @@ class Guard:
         """Whether a token at its mark may be accepted without asking the chain."""
         if self._forked:
             self._adopt_fork()
-        if self.mode == "strict" or self._rolled_back is not None:
+        if self.mode in ("strict", "proven") or self._rolled_back is not None:
             return False
         if self.mode == "follow":
             return self._follower.up_to_date()
@@ -307,6 +342,9 @@ class Guard:
         if token > MAX_STORED_TOKEN:
             # No registry token is this large (tokens are 48-bit on-chain): never issued.
             raise UnknownToken(token=token, current_token=0, resource=resource, resource_id=resource_id)
+        if self._reader is not None:
+            info, block = self._verify_proven(resource, resource_id, token, mark, holder)
+            return Verdict(resource, resource_id, token, mark, info.holder, fresh=True, block=block)
         info = self._verify_on_chain(resource, resource_id, token, mark, holder)
         return Verdict(resource, resource_id, token, mark, info.holder, fresh=True)
 
@@ -350,6 +388,81 @@ class Guard:
                 )
         return info
 
+    def _verify_proven(
+        self, resource: str, resource_id: bytes, token: int, mark: int, stored_holder: str | None
+    ) -> tuple[LeaseInfo, int]:
+        """:meth:`_verify_on_chain` with nothing believed from a provider: the resource's lease slot
+        (and, for a new epoch, the registry's latest token) proven at the header source's current
+        header, judged as strict mode judges it; with ``confirmations=k``, the same token and holder
+        proven at the block ``k`` below that header. Returns (the lease, the header's block).
+
+        An answer that does not verify raises before anything is judged (UnverifiedAnswer,
+        ProviderUnavailable, ProofsNotServed): nothing recorded. Evidence of a rollback (the proven
+        token below the mark; the registry's latest below the store's highest mark) latches the store
+        only when proven at a header no older than the one at which the store last raised a mark from
+        a proof (``GuardStore.proven_block``): a header source whose k-th highest head moved back is
+        :class:`~chainfence.errors.HeaderBehind`, refused, not a rollback. The same token number with
+        another holder latches at any header (two histories)."""
+        reader = self._reader
+        assert reader is not None
+        header = reader.headers.current()
+        if token > mark:
+            proven = reader.leases([resource_id], header=header)
+            info, latest = proven.leases[0], proven.latest_token
+        else:
+            info, latest = reader.lease_at(resource_id, header=header), None
+        vouched = f"block {header.number} (proven; header vouched by {', '.join(header.vouched_by)})"
+        try:
+            judge(info, token, resource=resource, resource_id=resource_id)
+        except TokenNotCurrent as refused:
+            if info.token < mark:
+                self._latch_if_proven_after(
+                    header,
+                    f"{resource!r} reads token {info.token} at {vouched}, below the mark {mark} this store accepted",
+                    seen_token=mark,
+                    chain_token=info.token,
+                    resource=resource,
+                )
+            logger.info("guard rejected token resource=%s token=%d: %s", resource, token, type(refused).__name__)
+            raise
+        if token == mark and stored_holder is not None and info.holder != stored_holder:
+            self._latch(
+                f"token {token} of {resource!r} is held by {info.holder} at {vouched}, but this store accepted it "
+                f"from {stored_holder}: the number was issued twice",
+                seen_token=mark,
+                chain_token=token,
+                resource=resource,
+            )
+        if latest is not None:
+            high = self._store.high_token()
+            if latest < high and header.number >= self._proven_floor():
+                self._latch(
+                    f"the registry's latest token is {latest} at {vouched}, below token {high} this store accepted",
+                    seen_token=high,
+                    chain_token=latest,
+                    resource=resource,
+                )
+        if self.confirmations:
+            reader.require_confirmed(resource, token, info.holder, header=header, confirmations=self.confirmations)
+        return info, header.number
+
+    def _proven_floor(self) -> int:
+        """The highest trusted header's block at which this store raised a mark from a proof (0: none)."""
+        return GuardStore.proven_block(self._store.conn())
+
+    def _latch_if_proven_after(
+        self, header: VerifiedHeader, reason: str, *, seen_token: int, chain_token: int, resource: str | None
+    ) -> None:
+        """Latch on evidence proven at ``header`` if it is no older than the store's proven marks; else
+        raise HeaderBehind (the header source's head moved back: no evidence of anything)."""
+        floor = self._proven_floor()
+        if header.number >= floor:
+            self._latch(reason, seen_token=seen_token, chain_token=chain_token, resource=resource)
+        logger.warning("guard %s: %s, at a header older than block %d: refused, not latched", self.path, reason, floor)
+        raise HeaderBehind(
+            block=header.number, floor=floor, chain_token=chain_token, mark=seen_token, resource=resource
+        )
+
     def _record(self, verdict: Verdict, also: Callable[[sqlite3.Connection], None] | None = None) -> None:
         """Record the verdict (raise the mark), and run ``also`` (a request's replay record) in the same
         transaction: both, or nothing."""
@@ -371,6 +484,8 @@ class Guard:
                 GuardStore.raise_mark(
                     conn, verdict.resource_id, verdict.token, verdict.holder, _names.display_name(verdict.resource)
                 )
+                if verdict.block is not None:
+                    GuardStore.raise_proven_block(conn, verdict.block)
             if also is not None:
                 also(conn)
         if verdict.raises:
@@ -478,7 +593,11 @@ class Guard:
         through ``eth_getLogs`` within the provider's limits; each page is
         applied and recorded in one transaction, so a crash resumes where it
         stopped. Raises :class:`~chainfence.errors.ChainRolledBack` (and
-        latches the store) if a block it applied was replaced.
+        latches the store) if a block it applied was replaced. With
+        ``headers``, up to the header source's head, and a page is applied
+        only once its blocks are vouched for and its marks proven
+        (:class:`~chainfence.errors.BlockNotVouched`,
+        :class:`~chainfence.errors.ProofInvalid` otherwise, nothing written).
         """
         self._require_usable()
         return self._follower.sync()
@@ -525,6 +644,9 @@ class Guard:
         high = self._store.high_token()
         if not high or self._store.meta(self._store.conn(), "rolled_back") is not None:
             return
+        if self._reader is not None:
+            self._check_proven_continuity_at_open(high)
+            return
         try:
             latest = self.registry.latest_token(block="latest")
             if latest < high:
@@ -540,6 +662,41 @@ class Guard:
                 if chain_token < token or (chain_token == token and holder is not None and chain_holder != holder):
                     self._latch(
                         f"{where} reads token {chain_token} held by {chain_holder} on-chain; this store accepted "
+                        f"token {token} from {holder}",
+                        seen_token=token,
+                        chain_token=chain_token,
+                        resource=name,
+                    )
+        except ChainRolledBack as lost:
+            logger.error("guard %s: %s", self.path, lost)
+
+    def _check_proven_continuity_at_open(self, high: int) -> None:
+        """:meth:`_check_continuity_at_open`, proven: the newest marks and the registry's latest token in
+        one proof at the header source's current header. A header older than the store's proven marks
+        says nothing of them (no latch); the same token with another holder latches at any header."""
+        reader = self._reader
+        assert reader is not None
+        newest = self._store.newest_marks(_MARKS_VERIFIED_AT_OPEN)
+        try:
+            proven = reader.leases([resource_id for resource_id, *_ in newest])
+            header = proven.header
+            recent = header.number >= self._proven_floor()
+            at = f"block {header.number} (proven)"
+            if recent and proven.latest_token < high:
+                self._latch(
+                    f"the registry's latest token is {proven.latest_token} at {at}, below token {high} this store "
+                    "accepted",
+                    seen_token=high,
+                    chain_token=proven.latest_token,
+                )
+            for (resource_id, name, token, holder), info in zip(newest, proven.leases):
+                unheld = info.status is LeaseStatus.UNHELD
+                chain_token, chain_holder = (0, None) if unheld else (info.token, info.holder)
+                where = name or "0x" + resource_id.hex()
+                issued_twice = chain_token == token and holder is not None and chain_holder != holder
+                if issued_twice or (recent and chain_token < token):
+                    self._latch(
+                        f"{where} reads token {chain_token} held by {chain_holder} at {at}; this store accepted "
                         f"token {token} from {holder}",
                         seen_token=token,
                         chain_token=chain_token,

@@ -39,6 +39,7 @@ from ._verdict import Verdict
 
 if TYPE_CHECKING:
     from ..fenced_requests import EIP712Domain, FencedRequest
+    from ..proofs import ProvenReader
     from ..registry import Registry
 
 __all__ = ["RequestVerifier", "SignedRequest", "remember_once"]
@@ -62,8 +63,9 @@ class RequestVerifier:
     """The request checks of one guard: its registry's EIP-712 domain (read once) and which holders are
     contracts (LRU-bounded by ``max_contract_holders``)."""
 
-    def __init__(self, registry: Registry, *, max_contract_holders: int):
+    def __init__(self, registry: Registry, *, max_contract_holders: int, proven: ProvenReader | None = None):
         self._registry = registry
+        self._proven = proven  # the proven mode: whether a holder has code is proven, not asked
         self._domain: EIP712Domain | None = None
         self._max_contract_holders = max_contract_holders
         self.contract_holders: OrderedDict[str, bool] = OrderedDict()
@@ -137,7 +139,10 @@ class RequestVerifier:
         """Whether ``address`` has code (remembered: a holder's code does not come and go)."""
         known = self.contract_holders.get(address)
         if known is None:
-            known = bool(self._registry.chain.rpc.code(address))
+            if self._proven is not None:
+                known = self._proven.is_contract(address)
+            else:
+                known = bool(self._registry.chain.rpc.code(address))
             self.contract_holders[address] = known
             if len(self.contract_holders) > self._max_contract_holders:
                 self.contract_holders.popitem(last=False)

@@ -284,6 +284,18 @@ class GuardStore:
     def high_token(self) -> int:
         return int(self.meta(self.conn(), "high_token") or 0)
 
+    @staticmethod
+    def proven_block(conn: sqlite3.Connection) -> int:
+        """The highest trusted header's block at which a mark was raised from a proof (0: none): the
+        proven mode's evidence of a rollback counts only at a header no older than it."""
+        return int(GuardStore.meta(conn, "proven_block") or 0)
+
+    @staticmethod
+    def raise_proven_block(conn: sqlite3.Connection, block: int) -> None:
+        """Record that a mark was raised from a proof at ``block``; call inside a write transaction."""
+        if GuardStore.proven_block(conn) < block:
+            GuardStore.set_meta(conn, "proven_block", str(block))
+
     def latch_rollback(self, reason: str) -> None:
         """Record, durably, that the chain lost history this store relied on (first reason wins)."""
         with self.write() as conn:
