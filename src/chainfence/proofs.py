@@ -41,6 +41,7 @@ import logging
 from typing import Any
 
 from ._lease_state import LeaseInfo, LeaseStatus, judge
+from ._limits import MAX_NAME_LENGTH
 from ._node import proofs as _proofs
 from ._node.headers import HeaderSource, QuorumHeaders, TrustedHeaders, VerifiedHeader
 from ._node.jsonrpc import Endpoint, endpoint
@@ -50,8 +51,6 @@ from .errors import ContractNotFound, InvalidAddress, InvalidInput, ProofInvalid
 logger = logging.getLogger(__name__)
 
 __all__ = ["HeaderSource", "ProvenReader", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader"]
-
-_MAX_NAME_LENGTH = 128  # the contract's bound (chainfence._names.MAX_NAME_LENGTH)
 
 
 def _resource(resource: str | bytes) -> tuple[str | None, bytes]:
@@ -69,9 +68,9 @@ def _resource(resource: str | bytes) -> tuple[str | None, bytes]:
     except UnicodeEncodeError as exc:
         raise InvalidResourceName(f"resource name is not valid UTF-8: {exc.reason}") from None
     if not data:
-        raise InvalidResourceName("resource name must not be empty", length=0, max_length=_MAX_NAME_LENGTH)
-    if len(data) > _MAX_NAME_LENGTH:
-        raise InvalidResourceName(length=len(data), max_length=_MAX_NAME_LENGTH)
+        raise InvalidResourceName("resource name must not be empty", length=0, max_length=MAX_NAME_LENGTH)
+    if len(data) > MAX_NAME_LENGTH:
+        raise InvalidResourceName(length=len(data), max_length=MAX_NAME_LENGTH)
     return resource, keccak256(data)
 
 

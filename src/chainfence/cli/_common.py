@@ -17,7 +17,6 @@ them when a command runs.
 from __future__ import annotations
 
 import argparse
-import datetime
 import getpass
 import itertools
 import json
@@ -32,6 +31,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
+from .._limits import MAX_NAME_LENGTH
+from .._times import chain_time as show_time
 from ..errors import (
     AnvilNotFound,
     AuditIndexDiffers,
@@ -218,6 +219,11 @@ def add_command(
     )
     EXAMPLES[parser.prog.split(" ", 1)[1]] = example  # "chainfence namespace policy set" -> "namespace policy set"
     return parser
+
+
+#: What a resource name may be, as the commands' help says it: the bound is the contract's
+#: (:data:`chainfence._limits.MAX_NAME_LENGTH`), the rest what ``acquire`` publishes (``_names.publishable``).
+NAME_RULES = f"1 to {MAX_NAME_LENGTH} bytes of UTF-8, printable, no whitespace at either end"
 
 
 #: The largest integer an option takes (a block number, a time, a count, a ttl): what a node's u64 and
@@ -541,6 +547,16 @@ def target(args: argparse.Namespace) -> tuple[str, str]:
     return name, _names.display_name(name)
 
 
+def publishable(*names: str) -> None:
+    """Check names a command would publish (``acquire``, ``lock``, ``acquire-many``) before anything is asked
+    of the node: a name with whitespace at an end, a control character or over the length bound is exit 2
+    with the SDK's message, with no node needed and nothing sent."""
+    from .. import _names
+
+    for name in names:
+        _names.publishable(name)
+
+
 def utf8(text: str, what: str) -> bytes:
     """``text`` from the command line as UTF-8 (bytes the terminal sent that are not UTF-8 reach Python
     as lone surrogates: refused, exit 2)."""
@@ -599,7 +615,7 @@ def when(chain_time: int | None, now: int | None = None) -> str:
     """A chain time (Unix seconds) in UTC, and how far it is from ``now`` when given; "-" for none (0)."""
     if not chain_time:
         return "-"
-    stamp = datetime.datetime.fromtimestamp(chain_time, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    stamp = show_time(chain_time)
     if now is None:
         return stamp
     delta = chain_time - now

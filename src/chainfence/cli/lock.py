@@ -60,12 +60,14 @@ from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepA
 from ._common import (
     EPILOG,
     EXIT_LOST,
+    NAME_RULES,
     UsageError,
     add_command,
     connect,
     deployment,
     emit,
     positive_int,
+    publishable,
     rpc_url,
     seconds,
     wait_seconds,
@@ -164,7 +166,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each.",
         epilog=EPILOG,
     )
-    lock.add_argument("resource", help="the resource's name")
+    lock.add_argument("resource", help=f"the resource's name ({NAME_RULES})")
     lock.add_argument("--ttl", type=positive_int, default=30, help="lease length in seconds (default 30)")
     lock.add_argument(
         "--wait",
@@ -204,8 +206,9 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     command = args.cmd
     if not command:
         raise UsageError("no command to run: chainfence lock NAME [--ttl S] [--] CMD [ARGS...]")
-    # A ttl the margins leave no time in is refused before anything is sent.
+    # A ttl the margins leave no time in, or a name acquire would refuse, is refused before anything is sent.
     check(args.ttl, args.grace, args.latency_margin, args.block_time_margin)
+    publishable(args.resource)
     # Forked first, before web3 is imported and before any thread: a small copy, quick to fork.
     sentinel = Sentinel.start(args.grace)
     try:
