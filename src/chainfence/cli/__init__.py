@@ -5,7 +5,7 @@
     chainfence demo | node | deploy | mcp                             # start something          (start.py)
     chainfence acquire | renew | release | claim | complete            # hold leases, claim work (leases.py)
     chainfence status | verify | stuck | tx                            # read only                (reads.py)
-    chainfence lock NAME [--ttl S] [--wait S] [--grace S] -- CMD ARGS...   # CMD under a lease (lock.py)
+    chainfence lock NAME [--ttl S] [--wait S] [--grace S] [--] CMD ARGS... # CMD under a lease (lock.py)
     chainfence audit sync|verify|history|token|holder|at|current|takeovers|completions|resources|timeline ...
                                                                        # the audit index          (audit.py)
     chainfence namespace mine|transfer|accept|policy set|policy show|admit ...
@@ -18,10 +18,12 @@ the command: :func:`main`.
 
 Configuration, flags first, then the environment, then the deployment file
 (``--deployment``, ``$CHAINFENCE_DEPLOYMENT`` or ``.chainfence/deployment.json``):
-``--rpc-url`` / ``CHAINFENCE_RPC_URL``, ``--registry`` / ``CHAINFENCE_REGISTRY``.
+``--rpc-url`` / ``--endpoints`` / ``CHAINFENCE_RPC_URL`` (one URL, or a comma list for the commands
+that send no transaction: :data:`._common.ENDPOINTS_HELP`), ``--registry`` / ``CHAINFENCE_REGISTRY``.
 The signing key comes only from ``CHAINFENCE_PRIVATE_KEY`` or a keystore file
 (``--keystore``, password from ``CHAINFENCE_KEYSTORE_PASSWORD`` or a prompt),
-never from the command line. ``--json`` prints one JSON document for scripts.
+never from the command line. ``--json`` (or ``-w json``, ``-o json``) prints one JSON document for scripts.
+An argument a subcommand does not know is reported with that subcommand's usage (:class:`._common.Parser`).
 
 Only this module configures logging handlers.
 """

@@ -124,6 +124,12 @@ exit codes:
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
+  CHAINFENCE_RPC_URL is the node for every command (`node` listens on its port); a comma list
+  (or --endpoints a,b,c) is for the commands that send no transaction (status, verify, stuck, tx,
+  audit, namespace mine, namespace policy show): they use the first endpoint that answers. The
+  others refuse a list (exit 2).
+
+output: --json, -w json or -o json print one JSON document (etcdctl -w, consul -format)
 """
 
 
@@ -205,11 +211,16 @@ def add_command(
     **options: Any,
 ) -> argparse.ArgumentParser:
     """Add command ``name`` to ``subparsers`` (a ``add_subparsers()``), its ``example`` recorded in
-    :data:`EXAMPLES` and shown first in its epilog; ``options`` go to ``add_parser`` (a ``description``
-    wrapped to the terminal: the epilog's layout is kept as written, so argparse wraps neither)."""
-    if options.get("description"):
+    :data:`EXAMPLES` and shown first in its epilog; ``options`` go to ``add_parser``. Its ``--help`` opens
+    with its ``description``, else with its one-line ``help`` (what the list of commands says of it),
+    wrapped to the terminal (the epilog's layout is kept as written, so argparse wraps neither)."""
+    description = options.get("description") or options.get("help")
+    if description:
         width = min(100, shutil.get_terminal_size().columns - 2)
-        options["description"] = textwrap.fill(options["description"], width=max(40, width))
+        described = description[0].upper() + description[1:]
+        options["description"] = textwrap.fill(
+            described if described.endswith(".") else described + ".", width=max(40, width)
+        )
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name,
         parents=list(parents),

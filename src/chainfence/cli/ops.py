@@ -184,7 +184,7 @@ def _show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``namespace mine`` and ``namespace policy show``: the admin and policy of a namespace."""
     mine = args.namespace_command == "mine"
     # Another address's namespace, or any namespace's policy, is read without the key.
-    _chain, registry = connect(args, needs_key=mine and args.address is None)
+    _chain, registry = connect(args, needs_key=mine and args.address is None, failover=True)  # sends nothing
     prefix = registry.namespace_of(args.address) if mine else args.prefix
     policy = registry.namespace_policy(prefix)
     lines = [f"namespace {prefix!r} (0x{policy.namespace.hex()})"]
