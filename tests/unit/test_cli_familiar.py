@@ -359,7 +359,8 @@ def test_endpoints_flag_and_rpc_url_flag(capsys, monkeypatch):
     [
         ("http://a:1", ["http://a:1"]),
         ("http://a:1,http://b:2", ["http://a:1", "http://b:2"]),
-        (" http://a:1 , HTTPS://b/rpc ", ["http://a:1", "HTTPS://b/rpc"]),
+        ("http://a:1, HTTPS://b/rpc", ["http://a:1", "HTTPS://b/rpc"]),
+        ("http://a:1\n", ["http://a:1\n"]),  # whitespace is kept, for the URL check to refuse
         ("https://rpc.example/v3/key?chains=1,2", ["https://rpc.example/v3/key?chains=1,2"]),  # a URL's own comma
         ("http://a:1,b:2", ["http://a:1,b:2"]),  # not a list: one malformed URL (InvalidUrl names its host)
     ],

@@ -447,9 +447,10 @@ _LIST = re.compile(r",\s*(?=https?://)", re.IGNORECASE)
 
 
 def split_endpoints(text: str) -> list[str]:
-    """``a,b,c`` as its endpoints: each starts with ``http://`` or ``https://``; a comma elsewhere (in a
-    path or a query) belongs to the URL it is in."""
-    return [part.strip() for part in _LIST.split(text.strip())]
+    """``a,b,c`` (or ``a, b, c``) as its endpoints: each starts with ``http://`` or ``https://``; a comma
+    elsewhere (in a path or a query) belongs to the URL it is in. Nothing else is stripped: whitespace
+    anywhere else stays in the URL, which the URL check then refuses."""
+    return _LIST.split(text)
 
 
 def endpoints(args: argparse.Namespace, record: Any) -> tuple[list[str], str]:
