@@ -512,3 +512,18 @@ def test_a_name_with_whitespace_at_an_end_says_so_before_anything_is_asked(name,
         document = json.loads(capsys.readouterr().out)
         assert document["error"] == "InvalidResourceName" and said in document["message"]
         assert "may not start or end with whitespace; strip it" in document["message"]
+
+
+def test_lock_checks_the_name_before_connecting(tmp_path):
+    """As acquire does (lock forks its sentinel first: run as a process)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "chainfence", "lock", "--json", "jobs/a ", "--rpc-url", NOBODY, "true"],
+        env={**__import__("os").environ, "CHAINFENCE_PRIVATE_KEY": dev_keys(2)[1], "PYTHONPATH": str(ROOT / "src")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert "'jobs/a ' ends with whitespace" in json.loads(done.stdout)["message"]

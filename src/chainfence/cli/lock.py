@@ -148,14 +148,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         subparsers,
         "lock",
         parents=[common],
-        example="chainfence lock reports/daily --ttl 30 -- ./make-report.sh",
+        example="chainfence lock reports/daily --ttl 30 ./make-report.sh --day today",
         help="run a command while holding a lease, kept alive; stop it if the lease is lost",
         usage="chainfence lock NAME [--ttl S] [--wait S] [--take-over] [--grace S] [options] [--] CMD [ARGS...]",
         description="A mutex for commands, as etcdctl lock and consul lock. CMD follows NAME and chainfence's "
         "options: the first argument after NAME that does not start with '-' begins CMD, and everything from "
         "there on is CMD's (`chainfence lock jobs/a --ttl 60 grep -v x` runs `grep -v x`); after '--', "
-        "everything is CMD's, even an argument starting with '-'. Acquire NAME (exclusively: while any lease on it is live, this key's "
-        "own included, exit 3, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
+        "everything is CMD's, even an argument starting with '-'. Acquire NAME (exclusively: while any lease "
+        "on it is live, this key's own included, exit 3, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
         "CHAINFENCE_TOKEN, CHAINFENCE_HOLDER, CHAINFENCE_REGISTRY, CHAINFENCE_CHAIN_ID and CHAINFENCE_RPC_URL in "
         "its environment (the key stays in CHAINFENCE_PRIVATE_KEY, inherited), renew the lease in the background, "
         "and when CMD exits stop what is left of its session, release the lease and exit with CMD's code. If the "
@@ -206,12 +206,12 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     command = args.cmd
     if not command:
         raise UsageError("no command to run: chainfence lock NAME [--ttl S] [--] CMD [ARGS...]")
-    # A ttl the margins leave no time in, or a name acquire would refuse, is refused before anything is sent.
+    # A ttl the margins leave no time in is refused before anything is sent.
     check(args.ttl, args.grace, args.latency_margin, args.block_time_margin)
-    publishable(args.resource)
     # Forked first, before web3 is imported and before any thread: a small copy, quick to fork.
     sentinel = Sentinel.start(args.grace)
     try:
+        publishable(args.resource)  # a name acquire would refuse: exit 2 before connecting
         _chain, registry = connect(args, needs_key=True)
         url = rpc_url(args, deployment(args))
 
