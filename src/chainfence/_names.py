@@ -54,6 +54,7 @@ import unicodedata
 
 from eth_utils.crypto import keccak
 
+from ._limits import MAX_NAME_LENGTH  # longest resource name, in bytes of UTF-8 (the contract's bound)
 from .errors import InvalidResourceName
 
 __all__ = [
@@ -78,8 +79,6 @@ __all__ = [
     "split_item",
 ]
 
-#: Longest resource name, in bytes of UTF-8; the contract enforces the same bound.
-MAX_NAME_LENGTH = 128
 
 #: What joins a claimed work item's workset and item in its name and display: ``backfill»2026-11-01``.
 #: Never in a plain name (:func:`publishable` refuses it; :func:`display` escapes it).
@@ -242,18 +241,35 @@ def _unsafe(char: str) -> bool:
     return category in _UNSAFE_CATEGORIES or category == "Zs"
 
 
+#: How a character a name may not hold is named in a message (controls have no Unicode name).
+_CHARACTER_NAMES = {"\t": "a tab", "\n": "a newline", "\r": "a carriage return", " ": "a space"}
+
+
+def _character(char: str) -> str:
+    """``char`` as a message names it: ``U+0009 (a tab)``, ``U+200B (ZERO WIDTH SPACE)``."""
+    return f"U+{ord(char):04X} ({_CHARACTER_NAMES.get(char) or unicodedata.name(char, 'a control character')})"
+
+
 def publishable(name: object) -> bytes:
     """``name`` as UTF-8, after checking it is fit to publish on-chain (see the module docstring)."""
     data = resource_bytes(name)
     assert isinstance(name, str)
+    ends = [
+        f"{side} with whitespace, {_character(char)}"
+        for side, char in (("starts", name[0]), ("ends", name[-1]))
+        if char.isspace()
+    ]
+    if ends:
+        raise InvalidResourceName(
+            f"resource name {name!r} {' and '.join(ends)}: a name may not start or end with whitespace; strip it "
+            "(a shell variable or a line read from a file often brings a trailing space or newline)"
+        )
     for position, char in enumerate(name):
         if _unsafe(char):
             raise InvalidResourceName(
-                f"resource name contains U+{ord(char):04X} ({unicodedata.name(char, 'unnamed')}) at position "
-                f"{position}: names are printable text, spaces inside only"
+                f"resource name {name!r} contains {_character(char)} at position {position}: names are "
+                "printable text, spaces inside only"
             )
-    if name[0] == " " or name[-1] == " ":
-        raise InvalidResourceName("resource name must not start or end with a space")
     prefix = name.split("/", 1)[0]
     if "/" in name and looks_like_address(prefix) and not is_address_namespace(prefix):
         raise InvalidResourceName(

@@ -102,6 +102,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
+from ._times import chain_time
+
 __all__ = [
     "ActionMismatch",
     "AnvilNotFound",
@@ -509,7 +511,7 @@ class LeaseHeld(LeaseError):
         super().__init__(resource=resource, resource_id=resource_id)
 
     def _message(self) -> str:
-        return f"{self._where()} is held by {self.holder} with token {self.token} until chain time {self.expires_at}"
+        return f"{self._where()} is held by {self.holder} with token {self.token} until {chain_time(self.expires_at)}"
 
 
 @_contract_error("FencingRegistryNothingToClaim")
@@ -638,7 +640,7 @@ class LockDelayed(LeaseError):
 
     def _message(self) -> str:
         return (
-            f"{self._where()} is in its lock-delay until chain time {self.until} "
+            f"{self._where()} is in its lock-delay until {chain_time(self.until)} "
             f"(the lease of {self.holder} expired; only it may acquire before then)"
         )
 
@@ -727,9 +729,11 @@ class LeaseExpired(TokenNotCurrent):
         super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
 
     def _message(self) -> str:
-        message = f"the lease of token {self.token} on {self._where()} expired at chain time {self.expired_at}"
+        message = f"the lease of token {self.token} on {self._where()} expired at {chain_time(self.expired_at)}"
         if self.no_block_since:
-            message += f"; no block since (chain time now {self.judged_at}, the latest block still shows it live)"
+            message += (
+                f"; no block since (chain time now {chain_time(self.judged_at)}, the latest block still shows it live)"
+            )
         return message
 
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
-from . import _validate
+from . import _names, _validate
 from . import keepalive as _keepalive
 from ._contract import MAX_MANY, RegistryContract
 from ._effects import Steps
@@ -35,6 +35,7 @@ from .errors import (
     LeaseError,
     LeaseLost,
     LeaseSetLost,
+    NotAdmitted,
     NotHolder,
     TokenNotCurrent,
 )
@@ -466,6 +467,15 @@ class LeaseSetOperations(RegistryContract):
                 refused_id = getattr(refused, "resource_id", None)
                 if refused_id in by_id:
                     refused.resource = by_id[refused_id]
+                if isinstance(refused, NotAdmitted) and refused.resource is None:
+                    # The registry names the namespace by its hash: name it by its prefix, and its first
+                    # resource of the set (one refusal names one namespace, whichever of the set's it met first).
+                    for name in names:
+                        prefix = _names.namespace_prefix(name)
+                        if prefix is not None and _names.namespace_id(prefix) == refused.namespace:
+                            refused.with_resource(name)
+                            refused.namespace_name = prefix
+                            break
                 raise
             leases = self._many_leases(receipt, by_id, ttl)
             for lease in leases:

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._lease_state import LeaseInfo, LeaseStatus, judge
+from ._limits import MAX_NAME_LENGTH
 from ._node import proofs as _proofs
 from ._node.headers import HeaderSource, QuorumHeaders, TrustedHeaders, VerifiedHeader
 from ._node.jsonrpc import Endpoint, endpoint
@@ -63,7 +64,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["HeaderSource", "ProvenLeases", "ProvenReader", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader"]
 
-_MAX_NAME_LENGTH = 128  # the contract's bound (chainfence._names.MAX_NAME_LENGTH)
 _ITEM_SEPARATOR = "\u00bb"  # chainfence._names.ITEM_SEPARATOR: "workset»item" names a claimed work item
 
 #: The registry's ``_counter`` slot (its second state variable): bits 0..47 the highest token issued.
@@ -110,9 +110,9 @@ def _name_bytes(name: str) -> bytes:
     except UnicodeEncodeError as exc:
         raise InvalidResourceName(f"resource name is not valid UTF-8: {exc.reason}") from None
     if not data:
-        raise InvalidResourceName("resource name must not be empty", length=0, max_length=_MAX_NAME_LENGTH)
-    if len(data) > _MAX_NAME_LENGTH:
-        raise InvalidResourceName(length=len(data), max_length=_MAX_NAME_LENGTH)
+        raise InvalidResourceName("resource name must not be empty", length=0, max_length=MAX_NAME_LENGTH)
+    if len(data) > MAX_NAME_LENGTH:
+        raise InvalidResourceName(length=len(data), max_length=MAX_NAME_LENGTH)
     return data
 
 

@@ -108,6 +108,11 @@ def test_the_cli_exits_2_naming_invalid_url_for_every_command_and_source(url, mo
         assert code == cli.EXIT_USAGE, (argv, err)
         assert json.loads(out)["error"] == "InvalidUrl" and "Traceback" not in err
     monkeypatch.setenv("CHAINFENCE_RPC_URL", url)
+    if ",http://" in url:  # in the variable, a comma list of URLs is a list of endpoints (issue 19): refused by
+        # a command that talks to one node; a comma inside one URL (http://a,b:8545) is still a malformed URL
+        code, _, err = _cli("acquire", "x", "--ttl", "1", "--registry", registry)
+        assert code == cli.EXIT_USAGE and "$CHAINFENCE_RPC_URL names 2 endpoints" in err
+        return
     code, _, err = _cli("status", "--registry", registry)
     assert code == cli.EXIT_USAGE and "$CHAINFENCE_RPC_URL" in err
 

@@ -85,9 +85,11 @@ def test_messages_name_the_resource_once_it_is_known():
 
 
 def test_expired_carries_when():
+    """The time for programs (``expired_at``, ``details()``); a date for people, as ``status`` prints it."""
     error = LeaseExpired(token=3, expired_at=1234, resource="r")
     assert error.current_token == 3
-    assert "1234" in str(error)
+    assert error.expired_at == error.details()["expired_at"] == 1234
+    assert "expired at 1970-01-01 00:20:34 UTC" in str(error)
 
 
 def test_the_exceptions_module_imports_no_web3():

@@ -36,7 +36,9 @@ def test_the_main_example_runs(tmp_path, monkeypatch, capsys):
     assert [row[-1] for row in history if row[0] == "acquired"][:2] == ["unheld", "expired"]  # names, not numbers
 
 
-@pytest.mark.parametrize("marker", ['path="guard.sqlite"', 'path="billing-guard.sqlite"', 'path="service.sqlite"'])
+@pytest.mark.parametrize(
+    "marker", ['path="guard.sqlite"', 'path="billing-guard.sqlite"', 'path="service.sqlite"', 'path="admitted.sqlite"']
+)
 def test_the_examples_that_create_a_guard_file_run_twice(marker, tmp_path, monkeypatch, capsys):
     """Each run starts a new embedded chain; the example starts its guard store anew rather than
     meet the last run's (a guard refuses another registry's store: GuardStoreMismatch)."""
@@ -123,3 +125,99 @@ def test_the_tooz_example_runs(capsys):
     exec(compile(example, "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("worker-1 holds it with fencing token ") and out[1] == "worker-2 got it: True"
+
+
+# ---------------------------------------------------------------------------
+# What a newcomer tripped on (issue 19): the exit-code table, the tooz extras, the MCP command, cast
+# ---------------------------------------------------------------------------
+
+
+def test_the_exit_code_table_is_one_table_with_every_code_in_order():
+    """Its rows follow each other (a blank line inside split it in two before), one per documented code."""
+    from chainfence.cli import _common
+
+    lines = README.read_text(encoding="utf-8").splitlines()
+    start = lines.index("| exit | meaning |")
+    table = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        table.append(int(line.split("|")[1]))
+    everywhere = [int(line.split("|")[1]) for line in lines if re.match(r"^\| \d+ \|", line)]
+    codes = sorted(
+        value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)
+    )
+    assert table == everywhere == codes == list(range(13))
+
+
+def test_the_help_epilog_lists_every_exit_code_in_order():
+    from chainfence.cli import _common
+
+    listed = [int(m) for m in re.findall(r"^  (\d+)  ", _common.EPILOG, flags=re.M)]
+    assert listed == list(range(13))
+
+
+def test_the_tooz_example_says_it_needs_the_tester_extra_too():
+    text = README.read_text(encoding="utf-8")
+    section = text.split("### tooz (OpenStack's coordination API)", 1)[1].split("```python", 1)[0]
+    assert "pip install 'chainfence[tooz,tester]'" in section
+    example = next(block for block in python_blocks() if "tooz.coordination.get_coordinator" in block)
+    assert "chainfence+embedded://" in example
+
+
+def test_without_the_tester_extra_the_tooz_example_says_which_extra(tmp_path):
+    """What the README says happens without [tester]: start() raises tooz's ToozError, ExtraNotInstalled
+    naming the extra its __cause__."""
+    import subprocess
+    import sys
+
+    example = next(block for block in python_blocks() if "tooz.coordination.get_coordinator" in block)
+    code = (
+        "import sys\nsys.modules['eth_tester'] = None\nimport tooz\n"
+        f"try:\n    exec(compile({example!r}, 'README.md', 'exec'), {{}})\n"
+        "except tooz.ToozError as error:\n"
+        "    print(type(error.__cause__).__name__, error.__cause__.extra)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.strip() == "ExtraNotInstalled tester", done.stderr
+
+
+def test_the_mcp_configuration_gives_the_full_path_and_says_why():
+    import json
+
+    text = README.read_text(encoding="utf-8")
+    section = text.split("### Agents: the MCP server", 1)[1]
+    config = json.loads(re.search(r"```json\n(.*?)```", section, flags=re.S).group(1))
+    command = config["mcpServers"]["chainfence"]["command"]
+    assert command.startswith("/") and command.endswith("/.venv/bin/chainfence")
+    said = " ".join(section.split("```sh\ncast", 1)[0].split())
+    assert "`command` is the full path of the venv's `chainfence`" in said
+    assert "command -v chainfence" in said and "desktop host" in said
+
+
+def test_the_cast_example_calls_functions_the_shipped_abi_has():
+    """cast itself is not installed by the suite: each `cast call ADDRESS "f(in)(out)"` of the README is
+    checked against abi/FencingRegistry.json (the name, the argument types, the answer types, a view)."""
+    import json
+
+    from eth_utils import keccak
+
+    from chainfence import _names
+
+    text = README.read_text(encoding="utf-8")
+    abi = json.loads((README.parent / "abi" / "FencingRegistry.json").read_text(encoding="utf-8"))
+    functions = {
+        (f["name"], tuple(i["type"] for i in f["inputs"]), tuple(o["type"] for o in f["outputs"])): f
+        for f in abi
+        if f.get("type") == "function"
+    }
+    calls = re.findall(r'cast call "\$CHAINFENCE_REGISTRY" "(\w+)\(([^)]*)\)\(([^)]*)\)"', text)
+    assert len(calls) >= 2
+    for name, inputs, outputs in calls:
+        key = (name, tuple(filter(None, inputs.split(","))), tuple(filter(None, outputs.split(","))))
+        assert key in functions, key
+        assert functions[key]["stateMutability"] in ("view", "pure")
+    assert "cast interface abi/FencingRegistry.json" in text
+    # The id the example hashes is the SDK's: keccak256 of the name's UTF-8 bytes.
+    assert 'id=$(cast keccak "$(cast from-utf8 reports/daily)")' in text
+    assert _names.resource_id("reports/daily") == keccak(b"reports/daily")

@@ -5,7 +5,7 @@
     chainfence demo | node | deploy | mcp                             # start something          (start.py)
     chainfence acquire | renew | release | claim | complete            # hold leases, claim work (leases.py)
     chainfence status | verify | stuck | tx                            # read only                (reads.py)
-    chainfence lock NAME [--ttl S] [--wait S] [--grace S] -- CMD ARGS...   # CMD under a lease (lock.py)
+    chainfence lock NAME [--ttl S] [--wait S] [--grace S] [--] CMD ARGS... # CMD under a lease (lock.py)
     chainfence audit sync|verify|history|token|holder|at|current|takeovers|completions|resources|timeline ...
                                                                        # the audit index          (audit.py)
     chainfence namespace mine|transfer|accept|policy set|policy show|admit ...
@@ -18,10 +18,12 @@ the command: :func:`main`.
 
 Configuration, flags first, then the environment, then the deployment file
 (``--deployment``, ``$CHAINFENCE_DEPLOYMENT`` or ``.chainfence/deployment.json``):
-``--rpc-url`` / ``CHAINFENCE_RPC_URL``, ``--registry`` / ``CHAINFENCE_REGISTRY``.
+``--rpc-url`` / ``--endpoints`` / ``CHAINFENCE_RPC_URL`` (one URL, or a comma list for the commands
+that send no transaction: :data:`._common.ENDPOINTS_HELP`), ``--registry`` / ``CHAINFENCE_REGISTRY``.
 The signing key comes only from ``CHAINFENCE_PRIVATE_KEY`` or a keystore file
 (``--keystore``, password from ``CHAINFENCE_KEYSTORE_PASSWORD`` or a prompt),
-never from the command line. ``--json`` prints one JSON document for scripts.
+never from the command line. ``--json`` (or ``-w json``, ``-o json``) prints one JSON document for scripts.
+An argument a subcommand does not know is reported with that subcommand's usage (:class:`._common.Parser`).
 
 Only this module configures logging handlers.
 """
@@ -57,8 +59,10 @@ from ._common import (
     UsageError,
     common_options,
     exit_code,
+    output_format,
     report,
     usage_document,
+    wants_json,
 )
 
 __all__ = [
@@ -84,7 +88,7 @@ __all__ = [
 GROUPS = (start, leases, reads, lock, audit, ops)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> Parser:
     parser = Parser(
         prog="chainfence",
         description="Fencing tokens issued on-chain: leases on named resources, guards that reject stale holders.",
@@ -101,17 +105,52 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def split_lock(argv: list[str], lock: Parser) -> tuple[list[str], list[str]]:
+    """``argv`` of ``chainfence [-v] lock ...`` as (chainfence's arguments, CMD and its arguments).
+
+    ``lock [OPTIONS] NAME [OPTIONS] [--] CMD [ARGS...]``, as etcdctl's ``lock NAME cmd args``: after
+    ``lock``, the options (those that take a value with it: ``--ttl 30``) and NAME are chainfence's;
+    the first argument after NAME that does not start with ``-`` begins CMD, and everything from there
+    on is CMD's, ``--`` and options included (``lock jobs/a grep -v x`` runs ``grep -v x``). A ``--``
+    before CMD ends chainfence's arguments: what follows it is CMD, even when it starts with ``-``.
+    """
+    position = argv.index("lock") + 1
+    named = False
+    while position < len(argv):
+        token = argv[position]
+        if token == "--":
+            return argv[:position], argv[position + 1 :]
+        if token.startswith("-") and token != "-":
+            position += 2 if lock.takes_value(token) else 1
+        elif not named:
+            named, position = True, position + 1
+        else:
+            return argv[:position], argv[position:]
+    return argv, []
+
+
+def _command_word(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names: its first argument that is no top-level option (none takes a value)."""
+    for token in argv:
+        if token == "--":
+            return None
+        if not token.startswith("-"):
+            return token
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    # `chainfence lock NAME [options] -- CMD ARGS...`: everything after the first `--` is the command.
-    split = argv.index("--") if "--" in argv else len(argv)
-    Parser.json_errors = "--json" in argv[:split]  # usage errors print JSON too
-    args = parser.parse_args(argv[:split]) if "lock" in argv[:split] else parser.parse_args(argv)
+    if _command_word(argv) == "lock":
+        ours, command = split_lock(argv, parser.subcommand("lock"))
+    else:
+        ours, command = argv, []
+    # Usage errors print JSON too when JSON was asked for (in chainfence's arguments, not CMD's).
+    Parser.json_errors = wants_json(ours[: ours.index("--")] if "--" in ours else ours)
+    args = parser.parse_args(ours)
     if args.command == "lock":
-        args.cmd = argv[split + 1 :]
-    elif split < len(argv) and "lock" in argv[:split]:
-        args = parser.parse_args(argv)  # `lock` was an argument of another command
+        args.cmd = command
     args.verbose += getattr(args, "verbose_after", 0)
     if args.verbose:
         logging.basicConfig(
@@ -120,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             stream=sys.stderr,
         )
     try:
+        output_format(args)
         code: int = args.run(args, parser)
         return code
     except UsageError as problem:

@@ -17,18 +17,22 @@ them when a command runs.
 from __future__ import annotations
 
 import argparse
-import datetime
 import getpass
 import itertools
 import json
 import os
+import re
+import shutil
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
+from .._limits import MAX_NAME_LENGTH
+from .._times import chain_time as show_time
 from ..errors import (
     AnvilNotFound,
     AuditIndexDiffers,
@@ -38,6 +42,7 @@ from ..errors import (
     ContractNotFound,
     ExtraNotInstalled,
     InvalidInput,
+    InvalidUrl,
     LeaseHeld,
     LeaseLost,
     LockDelayed,
@@ -126,6 +131,12 @@ exit codes:
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
+  CHAINFENCE_RPC_URL is the node for every command (`node` listens on its port); a comma list
+  (or --endpoints a,b,c) is for the commands that send no transaction (status, verify, stuck, tx,
+  audit, namespace mine, namespace policy show): they use the first endpoint that answers. The
+  others refuse a list (exit 2).
+
+output: --json, -w json or -o json print one JSON document (etcdctl -w, consul -format)
 """
 
 
@@ -144,15 +155,52 @@ def usage_document(message: str) -> dict[str, Any]:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error also prints one JSON document on stdout when --json was given."""
+    """argparse, but a usage error also prints one JSON document on stdout when --json (or ``-w json``)
+    was given, and an argument a subcommand does not know is that subcommand's error: its usage is
+    printed (``chainfence status --bogus`` shows ``usage: chainfence status ...``), not the top level's."""
 
-    #: Set by :func:`chainfence.cli.main`: whether the command line asks for --json.
+    #: Set by :func:`chainfence.cli.main`: whether the command line asks for JSON.
     json_errors: ClassVar[bool] = False
 
     def error(self, message: str) -> NoReturn:
         if Parser.json_errors:
             print(json.dumps(usage_document(f"{self.prog}: {message}")))
         super().error(message)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's, except that arguments left over are this parser's error. argparse hands a subcommand
+        what follows its name and lets the top level report what the subcommand did not know, with the top
+        level's usage; here the subcommand that was given them reports them, with its own."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+    def subcommand(self, name: str) -> Parser:
+        """This parser's subcommand ``name``."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                found: Parser = action.choices[name]
+                return found
+        raise KeyError(name)
+
+    def takes_value(self, token: str) -> bool:
+        """Whether ``token``, one of this parser's options as written on a command line, takes the next
+        argument as its value (``--ttl`` 30, ``-w`` json) rather than none (``--json``, ``-vv``) or one
+        of its own (``--ttl=30``, ``-wjson``). Abbreviations count as argparse reads them; an option this
+        parser does not know takes none (argparse then reports it)."""
+        actions = self._option_string_actions
+        if token.startswith("--"):
+            if "=" in token:
+                return False
+            if token in actions:
+                return actions[token].nargs != 0
+            matches = {id(action): action for option, action in actions.items() if option.startswith(token)}
+            return len(matches) == 1 and next(iter(matches.values())).nargs != 0
+        action = actions.get(token[:2])
+        return action is not None and action.nargs != 0 and len(token) == 2
 
 
 #: One example per command, by the words that name it ("acquire", "namespace policy set", "audit history"):
@@ -170,7 +218,16 @@ def add_command(
     **options: Any,
 ) -> argparse.ArgumentParser:
     """Add command ``name`` to ``subparsers`` (a ``add_subparsers()``), its ``example`` recorded in
-    :data:`EXAMPLES` and shown first in its epilog; ``options`` go to ``add_parser``."""
+    :data:`EXAMPLES` and shown first in its epilog; ``options`` go to ``add_parser``. Its ``--help`` opens
+    with its ``description``, else with its one-line ``help`` (what the list of commands says of it),
+    wrapped to the terminal (the epilog's layout is kept as written, so argparse wraps neither)."""
+    description = options.get("description") or options.get("help")
+    if description:
+        width = min(100, shutil.get_terminal_size().columns - 2)
+        described = description[0].upper() + description[1:]
+        options["description"] = textwrap.fill(
+            described if described.endswith(".") else described + ".", width=max(40, width)
+        )
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name,
         parents=list(parents),
@@ -180,6 +237,11 @@ def add_command(
     )
     EXAMPLES[parser.prog.split(" ", 1)[1]] = example  # "chainfence namespace policy set" -> "namespace policy set"
     return parser
+
+
+#: What a resource name may be, as the commands' help says it: the bound is the contract's
+#: (:data:`chainfence._limits.MAX_NAME_LENGTH`), the rest what ``acquire`` publishes (``_names.publishable``).
+NAME_RULES = f"1 to {MAX_NAME_LENGTH} bytes of UTF-8, printable, no whitespace at either end"
 
 
 #: The largest integer an option takes (a block number, a time, a count, a ttl): what a node's u64 and
@@ -255,10 +317,75 @@ def verbosity_options() -> argparse.ArgumentParser:
     return parent
 
 
+#: The output formats ``-w``/``--write-out`` and ``-o``/``--output`` take (etcdctl's ``-w json``, consul's
+#: ``-format=json``): ``json`` is ``--json``, ``text`` the default.
+OUTPUT_FORMATS = ("json", "text")
+
+
+def output_options(parser: argparse.ArgumentParser, json_help: str = "print one JSON document") -> None:
+    """Add ``--json`` and its spellings ``-w/--write-out FORMAT`` and ``-o/--output FORMAT`` to ``parser``:
+    every command with ``--json`` has all of them (:func:`output_format` reads them)."""
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument(
+        "-w",
+        "--write-out",
+        "-o",
+        "--output",
+        dest="output",
+        choices=OUTPUT_FORMATS,
+        metavar="FORMAT",
+        help="output format: json (the same as --json) or text (the default), as etcdctl -w and consul -format",
+    )
+
+
+def output_format(args: argparse.Namespace) -> None:
+    """Settle ``args.json`` from ``--json`` and ``-w``/``-o`` (a usage error when they disagree)."""
+    output = getattr(args, "output", None)
+    if output is None:
+        return
+    if args.json and output != "json":
+        raise UsageError(f"--json and --output {output} disagree: give one of them")
+    args.json = output == "json"
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether a command line (chainfence's part of it) asks for JSON: ``--json``, ``-w json``,
+    ``-o json``, ``--write-out=json``, ``-ojson``, ...; read before parsing, so that a usage error is a
+    JSON document too."""
+    for position, token in enumerate(argv):
+        if token == "--json":
+            return True
+        option, equals, value = token.partition("=")
+        if token in ("-w", "-o", "--write-out", "--output"):
+            value = argv[position + 1] if position + 1 < len(argv) else ""
+        elif equals and option in ("--write-out", "--output"):
+            pass
+        elif token[:2] in ("-w", "-o") and not token.startswith("--"):
+            value = token[2:]
+        else:
+            continue
+        if value == "json":
+            return True
+    return False
+
+
+#: What several endpoints are for. A command that sends no transaction (``status``, ``verify``, ``stuck``,
+#: ``tx``, ``audit ...``, ``namespace policy show``, ``namespace mine``) connects to the first endpoint of
+#: the list that answers, in order (failover when it starts; a node that fails later is not replaced).
+#: Every other command talks to one node and refuses a list (:class:`~chainfence.errors.InvalidUrl`,
+#: exit 2): a transaction is followed, cancelled and reconciled on the node it was sent to.
+ENDPOINTS_HELP = (
+    "several JSON-RPC endpoints, comma-separated (default: $CHAINFENCE_RPC_URL, which may be such a list): "
+    "commands that send no transaction use the first that answers; the others refuse a list"
+)
+
+
 def common_options() -> argparse.ArgumentParser:
     """The parent parser of every command that talks to a registry: where it is, the key, --json."""
     common = Parser(add_help=False, parents=[verbosity_options()])
-    common.add_argument("--rpc-url", help="JSON-RPC endpoint (default: $CHAINFENCE_RPC_URL, else the deployment file)")
+    node = common.add_mutually_exclusive_group()
+    node.add_argument("--rpc-url", help="JSON-RPC endpoint (default: $CHAINFENCE_RPC_URL, else the deployment file)")
+    node.add_argument("--endpoints", metavar="URL,URL,...", help=ENDPOINTS_HELP)
     common.add_argument("--registry", help="registry address (default: $CHAINFENCE_REGISTRY, else the deployment file)")
     common.add_argument(
         "--deployment", help="deployment file (default: $CHAINFENCE_DEPLOYMENT or .chainfence/deployment.json)"
@@ -274,7 +401,7 @@ def common_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--timeout", type=timeout, default=120.0, help="seconds to wait for a transaction to be mined (default 120)"
     )
-    common.add_argument("--json", action="store_true", help="print one JSON document")
+    output_options(common)
     return common
 
 
@@ -321,39 +448,99 @@ def load_key(args: argparse.Namespace) -> str | bytes | None:
     return os.environ.get("CHAINFENCE_PRIVATE_KEY") or None
 
 
-def rpc_url(args: argparse.Namespace, record: Any) -> str:
-    """The node's URL: --rpc-url, $CHAINFENCE_RPC_URL, or the deployment file's (``record``)."""
+#: Where one endpoint of a list ends and the next begins: a comma before the next ``http(s)://`` (a comma
+#: inside one URL's path or query is the URL's own).
+_LIST = re.compile(r",\s*(?=https?://)", re.IGNORECASE)
+
+
+def split_endpoints(text: str) -> list[str]:
+    """``a,b,c`` (or ``a, b, c``) as its endpoints: each starts with ``http://`` or ``https://``; a comma
+    elsewhere (in a path or a query) belongs to the URL it is in. Nothing else is stripped: whitespace
+    anywhere else stays in the URL, which the URL check then refuses."""
+    return _LIST.split(text)
+
+
+def endpoints(args: argparse.Namespace, record: Any) -> tuple[list[str], str]:
+    """The node URLs the command line names, and where they came from: --rpc-url (one), --endpoints (a
+    list), $CHAINFENCE_RPC_URL (one or a list), or the deployment file's (``record``), each checked."""
     from .. import _validate
 
+    listed = getattr(args, "endpoints", None)
     if args.rpc_url is not None:
-        url, where = args.rpc_url, "--rpc-url"
+        urls, where = [args.rpc_url], "--rpc-url"
+    elif listed is not None:
+        urls, where = split_endpoints(listed), "--endpoints"
     elif os.environ.get("CHAINFENCE_RPC_URL"):
-        url, where = os.environ["CHAINFENCE_RPC_URL"], "$CHAINFENCE_RPC_URL"
+        urls, where = split_endpoints(os.environ["CHAINFENCE_RPC_URL"]), "$CHAINFENCE_RPC_URL"
+    elif record is not None and record.rpc_url:
+        urls, where = [record.rpc_url], "the deployment file's rpc_url"
     else:
-        url, where = (record.rpc_url if record else None), "the deployment file's rpc_url"
-    if not url:
         raise UsageError("no node: pass --rpc-url, set CHAINFENCE_RPC_URL, or run `chainfence node`")
-    return _validate.rpc_url(url, where)
+    if len(urls) == 1:
+        return [_validate.rpc_url(urls[0], where)], where
+    return [_validate.rpc_url(url, f"{where} (endpoint {n} of {len(urls)})") for n, url in enumerate(urls, 1)], where
+
+
+def rpc_url(args: argparse.Namespace, record: Any) -> str:
+    """The node's URL, for a command that talks to one node: --rpc-url, $CHAINFENCE_RPC_URL, or the
+    deployment file's (``record``). A list of endpoints is :class:`~chainfence.errors.InvalidUrl` (exit 2)."""
+    urls, where = endpoints(args, record)
+    if len(urls) > 1:
+        raise one_node_only(len(urls), where)
+    return urls[0]
+
+
+def one_node_only(count: int, where: str) -> InvalidUrl:
+    """The error of a command that talks to one node, given ``count`` endpoints (never their URLs)."""
+    return InvalidUrl(
+        f"{where} names {count} endpoints, but this command talks to one node (a transaction is followed and "
+        "reconciled on the node it was sent to; a node or a server runs against one): give one with --rpc-url. "
+        "Several endpoints are for the commands that send no transaction (status, verify, stuck, tx, audit, "
+        "namespace policy show): they use the first that answers"
+    )
 
 
 def connect(
-    args: argparse.Namespace, *, needs_key: bool, needs_registry: bool = True, wants_key: bool = False
+    args: argparse.Namespace,
+    *,
+    needs_key: bool,
+    needs_registry: bool = True,
+    wants_key: bool = False,
+    failover: bool | None = None,
 ) -> tuple[Any, Any]:
     """The chain and registry (None without ``needs_registry``) the flags, environment and deployment file
     name. ``needs_key``: a command that signs (no key is a usage error); ``wants_key``: one that signs when a
-    key is given (``mcp``)."""
+    key is given (``mcp``). ``failover``: whether several endpoints may be given, the first that answers
+    used (default: when the command signs nothing; see :data:`ENDPOINTS_HELP`)."""
     from ..chain import Chain
     from ..registry import Registry
 
     record = deployment(args, must_exist=needs_registry)
-    url = rpc_url(args, record)
+    urls, where = endpoints(args, record)
+    if failover is None:
+        failover = not (needs_key or wants_key)  # a command that sends no transaction
+    if len(urls) > 1 and not failover:
+        raise one_node_only(len(urls), where)
     # Read-only commands never read the key: a malformed CHAINFENCE_PRIVATE_KEY cannot break `status`.
     key = load_key(args) if needs_key or wants_key else None
     if needs_key and key is None:
         raise UsageError(
             "no signing key: set CHAINFENCE_PRIVATE_KEY or pass --keystore (never a key on the command line)"
         )
-    chain = Chain.connect(url, private_key=key, confirmations=args.confirmations, receipt_timeout=args.timeout)
+    unreachable: list[NodeUnreachable] = []
+    for url in urls:  # the first that answers (one, unless this command may fail over)
+        try:
+            chain = Chain.connect(url, private_key=key, confirmations=args.confirmations, receipt_timeout=args.timeout)
+            break
+        except NodeUnreachable as silent:
+            unreachable.append(silent)
+    else:
+        if len(unreachable) == 1:
+            raise unreachable[0]
+        raise NodeUnreachable(
+            f"none of the {len(urls)} endpoints of {where} answers: "
+            + "; ".join(f"{n}: {error}" for n, error in enumerate(unreachable, 1))
+        )
     if not needs_registry:
         return chain, None
     address = args.registry or os.environ.get("CHAINFENCE_REGISTRY")
@@ -377,6 +564,16 @@ def target(args: argparse.Namespace) -> tuple[str, str]:
     name = args.resource if workset is None else _names.item_name(workset, args.resource)
     _validate.resource_id(name)
     return name, _names.display_name(name)
+
+
+def publishable(*names: str) -> None:
+    """Check names a command would publish (``acquire``, ``lock``, ``acquire-many``) before anything is asked
+    of the node: a name with whitespace at an end, a control character or over the length bound is exit 2
+    with the SDK's message, with no node needed and nothing sent."""
+    from .. import _names
+
+    for name in names:
+        _names.publishable(name)
 
 
 def utf8(text: str, what: str) -> bytes:
@@ -437,7 +634,7 @@ def when(chain_time: int | None, now: int | None = None) -> str:
     """A chain time (Unix seconds) in UTC, and how far it is from ``now`` when given; "-" for none (0)."""
     if not chain_time:
         return "-"
-    stamp = datetime.datetime.fromtimestamp(chain_time, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    stamp = show_time(chain_time)
     if now is None:
         return stamp
     delta = chain_time - now

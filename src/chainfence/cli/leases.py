@@ -23,12 +23,14 @@ from ..errors import InvalidInput
 from ._common import (
     EXIT_NOTHING_TO_CLAIM,
     EXIT_OK,
+    NAME_RULES,
     UsageError,
     add_command,
     connect,
     emit,
     lease_document,
     positive_int,
+    publishable,
     target,
     token,
     utf8,
@@ -49,7 +51,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         example="chainfence acquire reports/daily --ttl 30 --wait 60 --json",
         help="acquire a lease; prints its fencing token",
     )
-    acquire.add_argument("resource", help="the resource's name (any text up to 256 bytes, e.g. reports/daily)")
+    acquire.add_argument("resource", help=f"the resource's name ({NAME_RULES}), e.g. reports/daily")
     acquire.add_argument("--ttl", type=positive_int, required=True, help="lease length in seconds")
     acquire.add_argument(
         "--wait",
@@ -141,6 +143,7 @@ def _progress(text: str) -> bytes | int | str:
 
 
 def _acquire(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    publishable(args.resource)
     chain, registry = connect(args, needs_key=True)
     what = f"acquire {args.resource}" + (f" (waiting up to {args.wait:g} s while it is held)" if args.wait else "")
     with waiting(chain, args, what):

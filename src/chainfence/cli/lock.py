@@ -60,12 +60,14 @@ from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepA
 from ._common import (
     EPILOG,
     EXIT_LOST,
+    NAME_RULES,
     UsageError,
     add_command,
     connect,
     deployment,
     emit,
     positive_int,
+    publishable,
     rpc_url,
     seconds,
     wait_seconds,
@@ -140,17 +142,20 @@ SENTINEL_ORPHANED = 4  # the pipe closed without a word: `lock` died; it stopped
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    """Add ``lock``. CMD and its arguments follow ``--``: :func:`chainfence.cli.main` splits them off
-    before parsing (argparse would read CMD's options as chainfence's) into ``args.cmd``."""
+    """Add ``lock``. CMD and its arguments follow NAME (or ``--``): :func:`chainfence.cli.split_lock`
+    splits them off before parsing (argparse would read CMD's options as chainfence's) into ``args.cmd``."""
     lock = add_command(
         subparsers,
         "lock",
         parents=[common],
-        example="chainfence lock reports/daily --ttl 30 -- ./make-report.sh",
+        example="chainfence lock reports/daily --ttl 30 ./make-report.sh --day today",
         help="run a command while holding a lease, kept alive; stop it if the lease is lost",
-        usage="chainfence lock NAME [--ttl S] [--wait S] [--take-over] [--grace S] [options] -- CMD [ARGS...]",
-        description="A mutex for commands. Acquire NAME (exclusively: while any lease on it is live, this key's "
-        "own included, exit 3, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
+        usage="chainfence lock NAME [--ttl S] [--wait S] [--take-over] [--grace S] [options] [--] CMD [ARGS...]",
+        description="A mutex for commands, as etcdctl lock and consul lock. CMD follows NAME and chainfence's "
+        "options: the first argument after NAME that does not start with '-' begins CMD, and everything from "
+        "there on is CMD's (`chainfence lock jobs/a --ttl 60 grep -v x` runs `grep -v x`); after '--', "
+        "everything is CMD's, even an argument starting with '-'. Acquire NAME (exclusively: while any lease "
+        "on it is live, this key's own included, exit 3, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
         "CHAINFENCE_TOKEN, CHAINFENCE_HOLDER, CHAINFENCE_REGISTRY, CHAINFENCE_CHAIN_ID and CHAINFENCE_RPC_URL in "
         "its environment (the key stays in CHAINFENCE_PRIVATE_KEY, inherited), renew the lease in the background, "
         "and when CMD exits stop what is left of its session, release the lease and exit with CMD's code. If the "
@@ -161,7 +166,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each.",
         epilog=EPILOG,
     )
-    lock.add_argument("resource", help="the resource's name")
+    lock.add_argument("resource", help=f"the resource's name ({NAME_RULES})")
     lock.add_argument("--ttl", type=positive_int, default=30, help="lease length in seconds (default 30)")
     lock.add_argument(
         "--wait",
@@ -200,12 +205,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     command = args.cmd
     if not command:
-        raise UsageError("no command to run: chainfence lock NAME [--ttl S] -- CMD [ARGS...]")
+        raise UsageError("no command to run: chainfence lock NAME [--ttl S] [--] CMD [ARGS...]")
     # A ttl the margins leave no time in is refused before anything is sent.
     check(args.ttl, args.grace, args.latency_margin, args.block_time_margin)
     # Forked first, before web3 is imported and before any thread: a small copy, quick to fork.
     sentinel = Sentinel.start(args.grace)
     try:
+        publishable(args.resource)  # a name acquire would refuse: exit 2 before connecting
         _chain, registry = connect(args, needs_key=True)
         url = rpc_url(args, deployment(args))
 

@@ -23,12 +23,14 @@ from typing import Any
 
 from ._common import (
     EXIT_OK,
+    NAME_RULES,
     add_command,
     connect,
     emit,
     lease_document,
     non_negative_int,
     positive_int,
+    publishable,
     waiting,
     when,
 )
@@ -161,7 +163,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         example="chainfence acquire-many prod/db prod/cache --ttl 30 --json",
         help="acquire several resources in one transaction, all or nothing",
     )
-    many.add_argument("resources", nargs="+", metavar="NAME", help="the resources, each held with its own token")
+    many.add_argument(
+        "resources", nargs="+", metavar="NAME", help=f"the resources, each held with its own token ({NAME_RULES})"
+    )
     many.add_argument("--ttl", type=positive_int, required=True, help="lease length in seconds")
     many.set_defaults(run=_acquire_many)
 
@@ -180,7 +184,7 @@ def _show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``namespace mine`` and ``namespace policy show``: the admin and policy of a namespace."""
     mine = args.namespace_command == "mine"
     # Another address's namespace, or any namespace's policy, is read without the key.
-    _chain, registry = connect(args, needs_key=mine and args.address is None)
+    _chain, registry = connect(args, needs_key=mine and args.address is None, failover=True)  # sends nothing
     prefix = registry.namespace_of(args.address) if mine else args.prefix
     policy = registry.namespace_policy(prefix)
     lines = [f"namespace {prefix!r} (0x{policy.namespace.hex()})"]
@@ -294,6 +298,7 @@ def _grant(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def _acquire_many(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    publishable(*args.resources)
     chain, registry = connect(args, needs_key=True)
     with waiting(chain, args, f"acquire {len(args.resources)} resources"):
         leases = registry.acquire_many(args.resources, args.ttl, confirmations=args.confirmations)

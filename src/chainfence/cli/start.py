@@ -14,6 +14,7 @@ anvil's helpers and the MCP SDK import web3, pydantic or both).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,10 @@ from ._common import (
     deployment,
     emit,
     int_at_least,
+    output_options,
     positive_int,
     rpc_url,
+    split_endpoints,
     verbosity_options,
     waiting,
 )
@@ -61,13 +64,26 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         parents=[verbosity],
         example="chainfence node --port 8545 --dir .chainfence",
         help="run a local anvil node with the registry deployed; state persists across restarts",
+        description="Run anvil on 127.0.0.1 with the registry deployed, and write the deployment file "
+        "(DIR/deployment.json) that every other command reads: start it, export one of the dev keys it "
+        "prints as CHAINFENCE_PRIVATE_KEY, and run `chainfence acquire NAME --ttl 60` in another terminal. "
+        "Leases, tokens and the registry survive restarts (state saved every --state-interval seconds and "
+        "on Ctrl-C; a SIGKILL loses what came after the last save, and the next start says so). Its port "
+        "comes from --port, else from $CHAINFENCE_RPC_URL when that names http://127.0.0.1:PORT or "
+        "http://localhost:PORT (so the same variable points every command at it), else 8545. Needs anvil: "
+        "--anvil, $CHAINFENCE_ANVIL, the project's node_modules (npm install), or anvil on PATH.",
         epilog=EPILOG,
     )
-    node.add_argument("--port", type=_port, default=8545, help="loopback port (default 8545)")
+    node.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="loopback port (default: $CHAINFENCE_RPC_URL's when it names this machine, else 8545)",
+    )
     node.add_argument("--dir", default=".chainfence", help="state and deployment files (default .chainfence)")
     node.add_argument("--max-ttl", type=positive_int, default=86_400, help="max ttl of a new registry (default 86400)")
     node.add_argument("--anvil", help="anvil binary (default: $CHAINFENCE_ANVIL, node_modules, PATH)")
-    node.add_argument("--json", action="store_true", help="print the node's details as one JSON line")
+    output_options(node, json_help="print the node's details as one JSON line")
     node.add_argument(
         "--state-interval",
         type=positive_int,
@@ -119,12 +135,58 @@ def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return EXIT_OK if result.fenced.b_write_survived and not result.unfenced.b_write_survived else EXIT_ERROR
 
 
+#: The hosts ``chainfence node`` can serve a URL of: anvil listens on 127.0.0.1.
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _node_port(args: argparse.Namespace) -> int:
+    """``node``'s port: --port, else $CHAINFENCE_RPC_URL's when it names this machine's anvil
+    (``http://127.0.0.1:PORT``, ``http://localhost:PORT``), else 8545. A variable naming something the node
+    cannot be (a list, another host, https, a path) is a usage error: the other commands would go there,
+    not to this node. With --port given, a variable naming another node only gets a warning."""
+    from urllib.parse import urlsplit
+
+    from .. import _validate
+
+    variable = os.environ.get("CHAINFENCE_RPC_URL")
+    if not variable:
+        return 8545 if args.port is None else int(args.port)
+    urls = split_endpoints(variable)
+    problem = None
+    if len(urls) > 1:
+        problem = f"names {len(urls)} endpoints; a node is one"
+    else:
+        parts = urlsplit(_validate.rpc_url(urls[0], "$CHAINFENCE_RPC_URL"))
+        if parts.scheme != "http" or parts.hostname not in _LOOPBACK:
+            problem = "names a node that is not this machine's plain http (anvil serves http://127.0.0.1:PORT)"
+        elif parts.port is None:
+            problem = "names no port"
+        elif parts.path not in ("", "/") or parts.query:
+            problem = "has a path or a query (anvil serves http://127.0.0.1:PORT/)"
+        elif args.port is None or args.port == parts.port:
+            return int(parts.port)
+        else:
+            problem = f"names port {parts.port}"
+    if args.port is None:
+        raise UsageError(
+            f"$CHAINFENCE_RPC_URL {problem}: the commands using it would not reach this node. Pass --port, "
+            "or unset CHAINFENCE_RPC_URL (or point it at http://127.0.0.1:PORT)"
+        )
+    print(
+        f"chainfence node: warning: $CHAINFENCE_RPC_URL {problem}: commands using it will not reach this node "
+        f"(http://127.0.0.1:{args.port}); export the URL printed below",
+        file=sys.stderr,
+    )
+    return int(args.port)
+
+
 def _node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .node import serve
 
+    port = _node_port(args)
     serve(
         directory=Path(args.dir),
-        port=args.port,
+        port=port,
         max_ttl=args.max_ttl,
         anvil=args.anvil,
         as_json=args.json,
