@@ -155,6 +155,15 @@ class RegistryLog:
     lock_delay: int | None = None
     admission_required: bool | None = None
     admitted: bool | None = None  # NamespaceAdmissionSet
+    #: The transaction's position in its block (``transactionIndex``; None if the node left it out). With
+    #: ``tx_hash`` and ``log_index`` it names the log whichever way the node numbers ``logIndex``: per block
+    #: (the spec) or per transaction (some nodes do).
+    tx_index: int | None = None
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        """Where the log is in the chain: (block, transaction, log), right under either numbering."""
+        return (self.block_number, -1 if self.tx_index is None else self.tx_index, self.log_index)
 
 
 def _bytes(value: Any) -> bytes:
@@ -250,6 +259,7 @@ def decode(log: Any) -> RegistryLog | None:
             block_hash=_bytes(log["blockHash"]),
             tx_hash="0x" + _bytes(log["transactionHash"]).hex(),
             log_index=_int(log["logIndex"]),
+            tx_index=None if log.get("transactionIndex") is None else _int(log["transactionIndex"]),
             **fields,
         )
     except Exception as exc:
@@ -303,7 +313,7 @@ def fetch(
     """The registry's logs from ``from_block`` to ``to_block`` (inclusive), page by page.
 
     Yields ``(first, last, logs)`` for each page of blocks, in block order;
-    ``logs`` are decoded and sorted by (block, log index). Filters: the
+    ``logs`` are decoded and sorted by :attr:`RegistryLog.order` (block, transaction, log index). Filters: the
     event ``kinds`` (default all) and the indexed fields. ``max_range``
     bounds the blocks of one request below the chain's own bound. Raises
     :class:`~chainfence.errors.ChainError` subclasses when the node fails or
@@ -348,7 +358,7 @@ def _pages_steps(
             continue
         span.succeeded()
         decoded = [entry for entry in (decode(log) for log in raw) if entry is not None]
-        decoded.sort(key=lambda entry: (entry.block_number, entry.log_index))
+        decoded.sort(key=lambda entry: entry.order)
         yield Emit(_Page(start, end, decoded))
         start = end + 1
 
