@@ -259,7 +259,7 @@ def registry_logs(receipts_: Sequence[Any], header: Any, address: str) -> list[_
     """The registry's events in the receipts of the block ``header``, decoded as ``eth_getLogs`` answers are,
     in block order (each with its transaction's index)."""
     registry = bytes.fromhex(address[2:])
-    out = []
+    out: list[_events.RegistryLog] = []
     for position, receipt in enumerate(receipts_):
         for log in receipt["logs"]:
             if _bytes(log["address"]) != registry:

@@ -544,10 +544,11 @@ class AuditIndex:
         numbers = list(range(first, last + 1))
         if synced is not None and synced < first:
             numbers.insert(0, synced)
-        headers = dict(zip(numbers, chain.rpc.blocks(numbers), strict=True))
-        for number, header in headers.items():
-            if header is None:
+        headers: dict[int, Any] = {}
+        for number, found in zip(numbers, chain.rpc.blocks(numbers), strict=True):
+            if found is None:
                 raise _Reorg(f"the node has no block {number} any more")
+            headers[number] = found
         if synced is not None and synced in headers:
             stored = self._conn.execute("SELECT hash FROM blocks WHERE number = ?", (synced,)).fetchone()
             if stored is not None and bytes(headers[synced]["hash"]) != bytes(stored[0]):
@@ -713,8 +714,8 @@ class AuditIndex:
                 differences.append(f"blocks: block {number} timestamp {stored_time}, its header says {times[number]}")
         if synced not in times and not any(number == synced for number, _, _ in hashes):
             differences.append(f"block {synced}, the last one indexed, has no stored header")
-        for block, tx_hash, log_index, kind, token, at in self._conn.execute(
-            "SELECT block, tx_hash, log_index, kind, token, timestamp FROM events ORDER BY block, tx_index, log_index"
+        for block, log_index, kind, token, at in self._conn.execute(
+            "SELECT block, log_index, kind, token, timestamp FROM events ORDER BY block, tx_index, log_index"
         ):
             if block in times and at != times[block]:
                 differences.append(
