@@ -165,7 +165,7 @@ def encode_receipt(receipt: Any) -> bytes:
 
 
 def _nibbles(key: bytes) -> list[int]:
-    out = []
+    out: list[int] = []
     for byte in key:
         out.extend((byte >> 4, byte & 0x0F))
     return out
