@@ -40,7 +40,17 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MAX_LOG_RANGE", "LEASE_KINDS", "NAMESPACE_KINDS", "Kind", "RegistryLog", "decode", "fetch", "topic"]
+__all__ = [
+    "DEFAULT_MAX_LOG_RANGE",
+    "LEASE_KINDS",
+    "NAMESPACE_KINDS",
+    "Kind",
+    "RegistryLog",
+    "decode",
+    "fetch",
+    "topic",
+    "topics_of",
+]
 
 #: Blocks per eth_getLogs request unless the chain says otherwise.
 DEFAULT_MAX_LOG_RANGE = 5_000
@@ -164,6 +174,19 @@ class RegistryLog:
     def order(self) -> tuple[int, int, int]:
         """Where the log is in the chain: (block, transaction, log), right under either numbering."""
         return (self.block_number, -1 if self.tx_index is None else self.tx_index, self.log_index)
+
+
+def topics_of(entry: RegistryLog) -> list[bytes]:
+    """The topics ``entry`` was logged with (topic0, the resource or namespace id, the indexed fields), as a
+    block's ``logsBloom`` holds them."""
+    words = [_TOPICS[entry.kind], entry.resource_id]
+    for field_name in _SPECS[entry.kind].indexed:
+        value = getattr(entry, field_name)
+        if field_name == "token":
+            words.append(int(value).to_bytes(32, "big"))
+        else:
+            words.append(bytes.fromhex(str(value)[2:]).rjust(32, b"\0"))
+    return words
 
 
 def _bytes(value: Any) -> bytes:

@@ -9,7 +9,8 @@ logs). The audit index uses both before it moves its cursor past a block:
 
 :func:`doubt`
     The cheap check, on every block of a page: the answer's logs must all be
-    in the bloom (a log the bloom rules out is not this block's), and where
+    in the bloom, address and every topic (a log the bloom rules out is not
+    this block's: a forged holder, token or resource shows so), and where
     the bloom says the registry's address and one of its event topics may be
     present, the answer must hold a registry log with that topic in that
     block. A block that fails is *in doubt*.
@@ -118,9 +119,12 @@ def doubt(header: Any, address: str, answered: Sequence[_events.RegistryLog]) ->
     answered_topics = {bytes.fromhex(_events.topic(entry.kind)[2:]) for entry in answered}
     if answered and not bloom_has(bloom, registry):
         return "logs were answered that the block's bloom rules out (not the registry's in this block)"
-    for topic0 in answered_topics:
-        if not bloom_has(bloom, topic0):
-            return "logs were answered that the block's bloom rules out (their event is not in this block)"
+    for entry in answered:
+        if not all(bloom_has(bloom, word) for word in _events.topics_of(entry)):
+            return (
+                f"a {entry.kind.value} was answered (log {entry.log_index}) that the block's bloom rules out: "
+                "one of its topics is not in this block"
+            )
     if not bloom_has(bloom, registry):
         return None
     for topic0 in _registry_topics():
