@@ -291,6 +291,8 @@ def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
     for where in ("block_number", "block_hash", "tx_hash", "log_index", "tx_index"):
         fields.pop(where)
     fields["kind"] = entry.kind.value
+    if fields.get("progress") is not None and not any(fields["progress"]):
+        fields["progress"] = None  # a renewal without a marker: zeros as logged, None as indexed
     return tuple(sorted((key, repr(value)) for key, value in fields.items()))
 
 

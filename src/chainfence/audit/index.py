@@ -562,11 +562,12 @@ class AuditIndex:
         held: tuple[int, str] | None = None
         for number in range(first, last + 1):
             answered = by_block.get(number, [])
-            if _completeness.doubt(headers[number], address, answered) is None:
+            doubt = _completeness.doubt(headers[number], address, answered)
+            if doubt is None:
                 continue
             why = _completeness.settle(chain, headers[number], address, answered)
             if why is not None:
-                held = (number, f"the node's eth_getLogs answer may lack logs of block {number}: {why}")
+                held = (number, f"block {number}: {doubt}; {why}")
                 break
         end = last if held is None else held[0] - 1
         if end < first:
