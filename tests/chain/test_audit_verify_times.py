@@ -119,7 +119,10 @@ def test_a_file_of_schema_2_is_migrated_when_opened_and_verifies(chain, registry
                 "reason, digest, progress, tx_hash, timestamp FROM events"
             ),
         )
-        conn.executemany("INSERT INTO resources VALUES (?, ?, ?, ?)", index._conn.execute("SELECT * FROM resources"))
+        conn.executemany(
+            "INSERT INTO resources VALUES (?, ?, ?, ?)",
+            index._conn.execute("SELECT resource_id, name, claimed, first_block FROM resources"),
+        )
         conn.executemany(
             "INSERT INTO leases (token, resource_id, holder, acquired_block, acquired_log, acquired_at, tx_hash, "
             "reason, previous_token, first_expires_at, expires_at, granted_by, renewals, last_renewed_block, "
@@ -141,6 +144,8 @@ def test_a_file_of_schema_2_is_migrated_when_opened_and_verifies(chain, registry
             (second.token, None),
         ]
         assert {row[0] for row in migrated._conn.execute("SELECT tx_index FROM events")} == {None}
+        assert [(r.leases, r.latest_token) for r in migrated.resources(NAME)] == [(2, second.token)]
+        assert migrated.status().events == 3
         assert migrated.verify(registry) == 3
         third = alice.acquire("verify/after", ttl=600)
         migrated.sync(registry)

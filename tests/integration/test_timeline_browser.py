@@ -172,6 +172,6 @@ def test_the_screenshot_shows_each_bar_in_its_holders_colour(chromium, page, tmp
     # Each rejection is a red cross centred under its lane's bars.
     for rejection in scenario.rejections():
         x = round(geo.x(rejection.time))
-        y = round(geo.lanes[0].y + timeline.MARKER_STRIP + timeline.BAR_HEIGHT + 3 + 4)
+        y = round(geo.lanes[0].y + timeline.REJECTION_TOP + 4)
         near = [image.rgb(x + dx, y + dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1)]
         assert any(r > 180 and g < 80 and b < 80 for r, g, b in near), (rejection.time, near)

@@ -50,9 +50,11 @@ __all__ = [
     "MIGRATE_1_TO_2",
     "MIGRATE_EVENTS_2_TO_3",
     "MIGRATE_LEASES_2_TO_3",
+    "MIGRATE_RESOURCES_2_TO_3",
     "ORDER",
     "SCHEMA",
     "apply",
+    "count_leases",
     "event_row",
     "fits",
     "label_of",
@@ -79,7 +81,8 @@ CREATE INDEX IF NOT EXISTS events_holder ON events (holder, block, tx_index, log
 CREATE INDEX IF NOT EXISTS events_completed ON events (block, tx_index, log_index) WHERE kind = 'LeaseCompleted';
 CREATE INDEX IF NOT EXISTS events_completed_time ON events (timestamp) WHERE kind = 'LeaseCompleted';
 CREATE TABLE IF NOT EXISTS resources (
-    resource_id BLOB PRIMARY KEY, name BLOB, claimed INTEGER NOT NULL DEFAULT 0, first_block INTEGER NOT NULL
+    resource_id BLOB PRIMARY KEY, name BLOB, claimed INTEGER NOT NULL DEFAULT 0, first_block INTEGER NOT NULL,
+    leases INTEGER NOT NULL DEFAULT 0, latest_token INTEGER
 );
 CREATE INDEX IF NOT EXISTS resources_name ON resources (name);
 CREATE TABLE IF NOT EXISTS leases (
@@ -128,6 +131,15 @@ DROP INDEX IF EXISTS leases_resource;
 DROP INDEX IF EXISTS leases_holder;
 DROP INDEX IF EXISTS leases_block;
 DROP INDEX IF EXISTS leases_open;
+"""
+
+#: Schema 3's resources count their leases and name their latest token (a resource's list reads no lease).
+MIGRATE_RESOURCES_2_TO_3 = """
+ALTER TABLE resources ADD COLUMN leases INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE resources ADD COLUMN latest_token INTEGER;
+UPDATE resources SET
+    leases = (SELECT count(*) FROM leases l WHERE l.resource_id = resources.resource_id),
+    latest_token = (SELECT max(token) FROM leases l WHERE l.resource_id = resources.resource_id);
 """
 
 #: Schema 1 recorded a grant over a live lease as that lease's revoke (its first half): read it as granted.
@@ -201,8 +213,9 @@ _REASONS = {int(reason): reason for reason in AcquireReason}
 # ---------------------------------------------------------------------------
 
 
-def apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) -> None:
-    """One event into the store: its row, and the lease (and resource) it changes."""
+def apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) -> bool:
+    """One event into the store: its row, and the lease (and resource) it changes. True when it was a lease
+    event not stored yet (a name, a namespace event or an event stored before: False)."""
     kind = entry.kind
     if kind is _events.Kind.NAMED:
         name = entry.name or b""
@@ -211,21 +224,21 @@ def apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) 
         elif _names.item_parts(name, entry.resource_id) is not None:
             claimed = 1  # workset/item of the claimed item resource_id (claimNext names items so)
         else:
-            return  # a name that is not this resource's: anyone can log one by calling the contract
+            return False  # a name that is not this resource's: anyone can log one by calling the contract
         conn.execute(
             "INSERT INTO resources (resource_id, name, claimed, first_block) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (resource_id) DO UPDATE SET name = coalesce(resources.name, excluded.name), "
             "claimed = max(resources.claimed, excluded.claimed)",
             (entry.resource_id, name, claimed, entry.block_number),
         )
-        return
+        return False
     if kind not in _events.LEASE_KINDS:
-        return  # namespace events: decoded, not (yet) part of a lease's history
+        return False  # namespace events: decoded, not (yet) part of a lease's history
     if not all(fits(v) for v in (entry.token, entry.expires_at, entry.previous_token)):
         logger.warning(
             "audit index: skipped a %s whose numbers do not fit 63 bits (block %d)", kind.value, entry.block_number
         )
-        return
+        return False
     inserted = conn.execute(
         "INSERT OR IGNORE INTO events (block, log_index, kind, resource_id, token, holder, admin, expires_at, "
         "previous_token, reason, digest, progress, tx_hash, tx_index, timestamp) "
@@ -234,6 +247,23 @@ def apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) 
     ).rowcount
     if inserted:  # an event already indexed never counts twice (a renewal, a completion)
         _apply_lease(conn, entry, timestamp)
+        if kind is _events.Kind.ACQUIRED:
+            conn.execute(
+                "UPDATE resources SET leases = leases + 1, latest_token = max(coalesce(latest_token, 0), ?) "
+                "WHERE resource_id = ?",
+                (entry.token, entry.resource_id),
+            )
+    return bool(inserted)
+
+
+def count_leases(conn: sqlite3.Connection, resource_ids: set[bytes]) -> None:
+    """Count the leases of ``resource_ids`` again and name their latest token (after a rewind deleted some)."""
+    conn.executemany(
+        "UPDATE resources SET leases = (SELECT count(*) FROM leases l WHERE l.resource_id = resources.resource_id), "
+        "latest_token = (SELECT max(token) FROM leases l WHERE l.resource_id = resources.resource_id) "
+        "WHERE resource_id = ?",
+        [(resource_id,) for resource_id in resource_ids],
+    )
 
 
 def replay(conn: sqlite3.Connection, token: int) -> None:
