@@ -363,3 +363,26 @@ def test_plain_audit_sync_on_a_chain_that_is_not_a_dev_chain_stops_three_blocks_
     assert synced["status"]["synced_block"] == chain.block_number() - 3, "head less the chain's default 3"
     done, _ = cli(anvil_node.url, on_anvil, tmp_path / "dev.sqlite", "sync")
     assert AuditIndex(tmp_path / "dev.sqlite").status().synced_block == chain.block_number(), "control: anvil, 0"
+
+
+def test_asyncio_history_from_an_index_answers_as_of_the_chains_confirmations(on_anvil, anvil_node, tmp_path):
+    import asyncio
+
+    from chainfence.aio import AsyncChain, AsyncRegistry
+
+    chain = on_anvil.chain
+    alice = on_anvil.connect(chain.accounts[1])
+    deep = alice.acquire("conf/aio-deep", ttl=600)
+    chain.mine(3)
+    shallow = alice.acquire("conf/aio-shallow", ttl=600)
+    index = AuditIndex(tmp_path / "audit.sqlite")
+    index.sync(on_anvil)  # at the head: holds the shallow lease
+
+    async def read() -> set[int]:
+        async with AsyncChain.over(Chain.connect(anvil_node.url, confirmations=3)) as achain:
+            registry = await AsyncRegistry.at(achain, on_anvil.address)
+            return {event.token for event in await registry.history(index=index)}
+
+    seen = asyncio.run(asyncio.wait_for(read(), 120))
+    assert deep.token in seen and shallow.token not in seen, "as of head - 3, on asyncio too"
+    assert index.lease(shallow.token) is None
