@@ -130,7 +130,7 @@ def generate_sparse(url: str, registry: Registry, txs: int) -> int:
     while sent < txs:
         batch = []
         for i in range(min(200, txs - sent)):
-            data = registry._encode("renew", ["bench/sparse", lease.token, 86_400])
+            data = registry._encode("renew", [keccak(b"bench/sparse"), lease.token, 86_400])
             batch.append(
                 {
                     "jsonrpc": "2.0",
