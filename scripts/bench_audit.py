@@ -126,26 +126,25 @@ def generate_sparse(url: str, registry: Registry, txs: int) -> int:
     holder = Account.from_key(dev_keys(10)[9])
     lease = registry.connect(holder.address).acquire("bench/sparse", ttl=86_400)
     nonce = _nonce(url, holder.address)
+    rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [False]})
     sent = 0
     while sent < txs:
-        batch = []
-        for i in range(min(200, txs - sent)):
+        batch: list[dict] = []
+        for i in range(min(100, txs - sent)):  # each renewal, then a block: one event a block
             data = registry._encode("renew", [keccak(b"bench/sparse"), lease.token, 86_400])
-            batch.append(
-                {
-                    "jsonrpc": "2.0",
-                    "id": i,
-                    "method": "eth_sendRawTransaction",
-                    "params": [_signed(holder, nonce, registry.address, data)],
-                }
-            )
+            raw = _signed(holder, nonce, registry.address, data)
+            batch.append({"jsonrpc": "2.0", "id": 2 * i, "method": "eth_sendRawTransaction", "params": [raw]})
+            batch.append({"jsonrpc": "2.0", "id": 2 * i + 1, "method": "evm_mine", "params": []})
             nonce += 1
         _send_batch(url, batch)
-        sent += len(batch)
+        sent += len(batch) // 2
+    rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [True]})
     return txs
 
 
-def sync_round(registry: Registry, batched: bool, directory: Path, first_block: int = 0) -> dict[str, float]:
+def sync_round(
+    registry: Registry, batched: bool, directory: Path, first_block: int = 0, last_block: int | None = None
+) -> dict[str, float]:
     chain = registry.chain
     chain.rpc._batches = batched
     path = directory / f"sync-{time.monotonic_ns()}.sqlite"
@@ -154,7 +153,7 @@ def sync_round(registry: Registry, batched: bool, directory: Path, first_block: 
         index._bind(registry)
         index._set_meta("synced_block", first_block - 1)
     started = time.perf_counter()
-    result = index.sync(registry)
+    result = index.sync(registry, to_block=last_block)
     elapsed = time.perf_counter() - started
     index.close()
     chain.rpc._batches = True
@@ -500,8 +499,8 @@ def main() -> None:
                     "sparse, batched headers": [],
                 }
                 for _ in range(args.rounds):
-                    rounds["dense, batched headers"].append(sync_round(registry, True, directory))
-                    rounds["dense, one request per block"].append(sync_round(registry, False, directory))
+                    rounds["dense, batched headers"].append(sync_round(registry, True, directory, 0, dense_top))
+                    rounds["dense, one request per block"].append(sync_round(registry, False, directory, 0, dense_top))
                     rounds["sparse, batched headers"].append(sync_round(registry, True, directory, dense_top + 1))
                 report["sync"] = {
                     kind: {
