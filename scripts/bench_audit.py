@@ -20,7 +20,7 @@ sync uses (``_projection.apply``), since anvil cannot mine 100,000 blocks in rea
 slows down as the chain grows: 1,000 empty blocks took 3 s, the next 1,000 6 s, here): ``dense``, ten events a
 block (10,000 blocks), and ``sparse``, one event a block (100,000 blocks). Both hold ``--resources`` resources
 and ``--holders`` holders (acquisitions, renewals with progress markers, releases, completions, expiries and
-takeovers) and one hot resource, ``hot/one``, acquired every 100th event (1,000 leases). Each query kind then
+takeovers) and one hot resource, ``hot/one``, acquired about every 100th event (1,000 leases). Each query kind then
 runs ``--queries`` times with random arguments, kinds interleaved; p50 and p99 of wall time per kind, and
 the p50 of the CPU time the querying thread spent (``time.thread_time``: what the query cost, apart from
 waiting for a core on a shared machine; for ``sdk history(index=)`` the loopback node's thread is not in it). ``sdk history(index=)``
@@ -64,6 +64,7 @@ from chainfence.audit.timeline import render
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 HOT = "hot/one"
+HOT_LEASES = 1_000
 
 
 def rpc(url: str, payload: object) -> object:
@@ -176,8 +177,8 @@ def synthetic(path: Path, events: int, resources: int, holders: int, per_block: 
 
     Each step picks a resource. A free one (never held, released, or expired) is acquired by a random
     holder (``ResourceNamed`` first if it was never held); a live one is renewed with a progress marker
-    (60%), completed (10%), released (20%), or re-acquired by its own holder (10%). Every 100th step is an
-    acquisition of the hot resource (a takeover when it is live). Two seconds a block, leases of 30 minutes
+    (60%), completed (10%), released (20%), or re-acquired by its own holder (10%). Every 100th event or so is
+    an acquisition of the hot resource (a takeover when it is live): 1,000 leases, spread over the history. Two seconds a block, leases of 30 minutes
     to 2 hours, renewals for an hour.
     """
     rng = random.Random(seed)
@@ -227,8 +228,11 @@ def synthetic(path: Path, events: int, resources: int, holders: int, per_block: 
         tokens.append(token)
 
     with index._write() as conn:
+        hot_done = 0
         while written < events:
-            r = hot if written % 100 == 0 else rng.randrange(resources)
+            due = hot_done < HOT_LEASES and written >= hot_done * (events // HOT_LEASES)
+            r = hot if due else rng.randrange(resources)
+            hot_done += int(due)
             held = last.get(r)
             live = held is not None and not held[3] and held[2] > now
             choice = rng.random()
