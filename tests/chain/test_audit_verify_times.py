@@ -44,9 +44,7 @@ def test_an_acquisition_moved_earlier_fails_verify_naming_the_lease(chain, regis
     fooled = index.holder_at(NAME, time=acquired_at - 1_000)
     assert fooled is not None and fooled.holder == alice.sender, "control: the tamper names her 30 min early"
     found = differences(index, registry)
-    assert any(d.startswith(f"leases: token {lease.token}: acquired_at {acquired_at - 1800}") for d in found), (
-        found
-    )
+    assert any(d.startswith(f"leases: token {lease.token}: acquired_at {acquired_at - 1800}") for d in found), found
     assert any(
         f"LeaseAcquired block {lease.block_number}" in d and f"timestamp {acquired_at - 1800}" in d for d in found
     ), found
