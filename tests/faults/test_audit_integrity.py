@@ -386,3 +386,24 @@ def test_asyncio_history_from_an_index_answers_as_of_the_chains_confirmations(on
     seen = asyncio.run(asyncio.wait_for(read(), 120))
     assert deep.token in seen and shallow.token not in seen, "as of head - 3, on asyncio too"
     assert index.lease(shallow.token) is None
+
+
+def test_the_cli_verifies_with_proofs_against_a_header_quorum(anvil_node, on_anvil, liar, tmp_path):
+    chain = on_anvil.chain
+    lease = on_anvil.connect(chain.accounts[1]).acquire("cli/proven", ttl=600)
+    index = tmp_path / "audit.sqlite"
+    assert cli(anvil_node.url, on_anvil, index, "sync")[0].returncode == 0
+    with LyingProxy(anvil_node.url) as b, LyingProxy(anvil_node.url) as c:
+        headers = ["--headers", anvil_node.url, b.url, c.url, "--quorum", "2"]
+        done, answer = cli(anvil_node.url, on_anvil, index, "verify", "--proofs", *headers)
+        assert done.returncode == 0, done.stderr
+        assert answer["proofs"] is True and answer["checked"] >= 1
+        import sqlite3
+
+        with sqlite3.connect(index) as conn:
+            conn.execute("UPDATE leases SET expires_at = expires_at + 60 WHERE token = ?", (lease.token,))
+        done, report = cli(anvil_node.url, on_anvil, index, "verify", "--proofs", *headers)
+        assert done.returncode == 12 and "cli/proven: token" in done.stderr, done.stderr
+    for args in (["verify", "--proofs"], ["verify", "--headers", anvil_node.url], ["verify", "--quorum", "2"]):
+        done, _ = cli(anvil_node.url, on_anvil, index, *args)
+        assert done.returncode == 2, (args, done.stderr)
