@@ -49,6 +49,8 @@ from .._node import rlp as _rlp
 from ..errors import ChainError, RpcError
 
 __all__ = [
+    "block_hash",
+    "block_time",
     "bloom_has",
     "bloom_of",
     "content",
@@ -75,6 +77,16 @@ def _int(value: Any) -> int:
     if isinstance(value, str):
         return int(value, 16) if value.startswith(("0x", "0X")) else int(value)
     return int(value)
+
+
+def block_hash(header: Any) -> bytes:
+    """A block's hash, from the node's raw JSON or web3's shape."""
+    return _bytes(header["hash"])
+
+
+def block_time(header: Any) -> int:
+    """A block's timestamp, from the node's raw JSON or web3's shape."""
+    return _int(header["timestamp"])
 
 
 @functools.lru_cache(maxsize=1024)

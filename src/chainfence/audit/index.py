@@ -567,19 +567,19 @@ class AuditIndex:
         numbers = list(range(first, last + 1))
         if synced is not None and synced < first:
             numbers.insert(0, synced)
-        headers: dict[int, Any] = {}
-        for number, found in zip(numbers, chain.rpc.blocks(numbers), strict=True):
+        headers: dict[int, Any] = {}  # as the node sent them: a header per block, unformatted
+        for number, found in zip(numbers, chain.rpc.blocks(numbers, raw=True), strict=True):
             if found is None:
                 raise _Reorg(f"the node has no block {number} any more")
             headers[number] = found
+        hashes = {number: _completeness.block_hash(header) for number, header in headers.items()}
         if synced is not None and synced in headers:
             stored = self._conn.execute("SELECT hash FROM blocks WHERE number = ?", (synced,)).fetchone()
-            if stored is not None and bytes(headers[synced]["hash"]) != bytes(stored[0]):
+            if stored is not None and hashes[synced] != bytes(stored[0]):
                 raise _Reorg(f"block {synced}, the last one indexed, was replaced")
         by_block: dict[int, list[_events.RegistryLog]] = {}
         for entry in logs:
-            header = headers.get(entry.block_number)
-            if header is None or entry.block_hash != bytes(header["hash"]):
+            if entry.block_number not in hashes or entry.block_hash != hashes[entry.block_number]:
                 raise _Reorg(f"block {entry.block_number} changed while its logs were read")
             by_block.setdefault(entry.block_number, []).append(entry)
         held: tuple[int, str] | None = None
@@ -602,10 +602,10 @@ class AuditIndex:
                 raise _Moved(f"another sync moved the cursor past block {synced}")
             conn.executemany(
                 "INSERT OR REPLACE INTO blocks (number, hash, timestamp) VALUES (?, ?, ?)",
-                [(n, bytes(headers[n]["hash"]), int(headers[n]["timestamp"])) for n in stored_blocks],
+                [(n, hashes[n], _completeness.block_time(headers[n])) for n in stored_blocks],
             )
             for entry in kept:
-                _projection.apply(conn, entry, int(headers[entry.block_number]["timestamp"]))
+                _projection.apply(conn, entry, _completeness.block_time(headers[entry.block_number]))
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('synced_block', ?)", (str(end),))
             if before_commit is not None:
                 before_commit(end)  # tests: a crash between writing a page and committing it
