@@ -6,13 +6,14 @@ index file's other tables, so it runs as well on an in-memory database of
 hand-made events.
 
 ``events``
-    every lease event as logged (one row per log: block, log index, fields, the
-    block's timestamp); :func:`apply` inserts it once.
+    every lease event as logged (one row per log: block, transaction, log index,
+    fields, the block's timestamp), keyed by (block, transaction hash, log
+    index) and read in :data:`ORDER`; :func:`apply` inserts it once.
 ``resources``
     names, as the bytes logged, and only a name that hashes to its resource id
     (or names it as a claimed item, ``workset/item``): anyone can log a
     ``ResourceNamed`` for any bytes by calling the contract, never for another
-    resource's id.
+    resource's id; and each resource's lease count and latest token.
 ``leases``
     one row per fencing token, kept up to date by the events that change it:
     who, since when, why, its renewals and progress markers, its completions,

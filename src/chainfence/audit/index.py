@@ -9,32 +9,56 @@
     index.holder_at("reports/daily", time=1_763_800_987)   # who held it at 12:03:07?
 
 The store
-    ``events`` is every registry event as logged (one row per log: block,
-    log index, fields); ``leases`` is one row per fencing token, kept up to
-    date in the same transaction as the events it comes from; ``resources``
-    holds names (as the bytes logged, and only a name that hashes to its
-    resource id: anyone can log a ``ResourceNamed`` for any bytes by calling
-    the contract, never for another resource's id); ``blocks`` the hash and
+    ``events`` is every registry event as logged (one row per log, keyed by
+    block, transaction hash and log index: unique whether the node numbers
+    ``logIndex`` per block or per transaction; ordered by block, transaction
+    index and log index); ``leases`` is one row per fencing token, kept up
+    to date in the same transaction as the events it comes from;
+    ``resources`` holds names (as the bytes logged, and only a name that
+    hashes to its resource id: anyone can log a ``ResourceNamed`` for any
+    bytes by calling the contract, never for another resource's id), each
+    resource's lease count and latest token; ``blocks`` the hash and
     timestamp of every block an event came from, and of every page's last
-    block; ``meta`` the registry, the chain, and the cursor: the last block
-    indexed. How events become rows (and how a lease's end is named) is the
-    projection's (:mod:`chainfence.audit._projection`); this module holds the
-    file, the sync and the verification against the chain, and the queries.
+    block; ``meta`` the registry, the chain, the events count and the
+    cursor: the last block indexed. How events become rows (and how a
+    lease's end is named) is the projection's
+    (:mod:`chainfence.audit._projection`); this module holds the file, the
+    sync and the verification against the chain, and the queries. Every
+    query reads by an index: nothing it does grows with the file for the
+    same answer (``tests/unit/test_audit_plans.py``).
 
 Sync (:meth:`AuditIndex.sync`)
     Reads ``eth_getLogs`` page by page through :func:`chainfence._node.events.fetch`
-    (bounded ranges, halved when a provider refuses), fetches the pages'
-    block headers in one batch (:meth:`Rpc.blocks <chainfence._node.rpc.Rpc.blocks>`),
-    and writes each page — its events, its leases' changes, its blocks and
-    the cursor — in one SQLite transaction. A crash (a kill, a failed
-    request) loses at most the page being written: the next sync resumes
-    after the cursor, with no duplicate and no gap.
+    (bounded ranges, halved when a provider refuses), fetches the header of
+    every block of the page in batches (:meth:`Rpc.blocks <chainfence._node.rpc.Rpc.blocks>`),
+    checks each block's answer for completeness against its header
+    (:mod:`chainfence.audit._completeness`: ``logsBloom``, then the receipts
+    against ``receiptsRoot``) and stops before the first block whose logs
+    the answer may lack (a lagging or withholding log backend delays the
+    index, never holes it), and writes each page — its events, its leases'
+    changes, its blocks and the cursor — in one SQLite transaction. A crash
+    (a kill, a failed request) loses at most the page being written: the
+    next sync resumes after the cursor, with no duplicate and no gap.
+
+    Confirmations: the target is the head less the chain's confirmations
+    (0 on dev chains, 3 elsewhere) unless told; blocks a sync with fewer
+    confirmations took are withdrawn (rewound) first, so every answer is as
+    of a confirmed block.
 
     Reorgs: before each page the cursor block's hash is compared with the
     chain's, and every log's block hash with its header's. On a mismatch the
     index rewinds to the newest block it holds whose hash the chain still
     has (the fork point), deletes everything after it, replays the leases it
     touched, and indexes again from there.
+
+Verify (:meth:`AuditIndex.verify`)
+    Every event against the chain's logs, every block's hash and timestamp
+    and every event's time against the headers, every lease and name
+    against what the chain's events make at the headers' times; with
+    ``proofs=`` (a :class:`chainfence.proofs.ProvenReader`), against headers
+    no single provider controls: vouched blocks, their receipts against the
+    vouched ``receiptsRoot``, and every resource's latest lease against its
+    proven storage slot.
 
 Queries read the file only; each result says how far it reaches
 (:meth:`AuditIndex.status`). ``expired`` for a lease nobody ended is judged
