@@ -1,25 +1,37 @@
 #!/usr/bin/env python3
-"""The audit index: events synced per second from anvil, and query latency over 100,000 events.
+"""The audit index: events synced per second from anvil, and every query's latency over 100,000 events.
 
-    python scripts/bench_audit.py                      # 10,000 acquisitions (20,000 events in 500 blocks), 3 rounds
-    python scripts/bench_audit.py --txs 20000 --rounds 5 --json
+    python scripts/bench_audit.py                      # both shapes, 300 queries of each kind
+    python scripts/bench_audit.py --queries 100 --json
+    python scripts/bench_audit.py --skip-sync --skip-before   # queries only
 
-Sync (one fresh anvil from the project's node_modules): ``--txs``
-acquisitions of distinct names (each logs ``ResourceNamed`` and
-``LeaseAcquired``: two events) are signed locally and sent in JSON-RPC
-batches with anvil's automine off, ``--per-block`` to a block; then
-``AuditIndex.sync`` copies them into a fresh index file, in alternating
-rounds: block headers batched (the default: one batch of up to 200 headers
-per page) and one ``eth_getBlockByNumber`` per block (the layer's fallback
-for nodes that refuse batches). Events per second = events indexed / wall
-time of the sync, page commits and header fetches included.
+Sync (one fresh anvil from the project's node_modules), two shapes:
 
-Queries: an index of ``--events`` (100,000) events is built in a file from a
-synthetic history (``--resources`` resources, ``--holders`` holders;
-acquisitions, renewals with progress markers, releases, completions,
-expiries and takeovers, ten events a block: see ``synthetic``), written through the same code
-a sync uses (``_apply``). Each query kind then runs ``--queries`` times with
-random arguments, kinds interleaved; p50 and p99 latency per kind.
+- dense: ``--txs`` acquisitions of distinct names (each logs ``ResourceNamed`` and ``LeaseAcquired``: two
+  events), signed locally and sent in JSON-RPC batches with anvil's automine off, ``--per-block`` to a block;
+- sparse: ``--sparse-txs`` renewals of one lease, one a block (automine on): one event a block.
+
+``AuditIndex.sync`` then copies each into a fresh index file, rounds alternating. The sync reads every
+block's header (its ``logsBloom``: no block is passed whose logs the answer may lack), so the sparse shape
+costs a header per event. Events per second = events indexed / wall time of the sync.
+
+Queries: two indexes of ``--events`` (100,000) events, built synthetically in files through the projection a
+sync uses (``_projection.apply``), since anvil cannot mine 100,000 blocks in reasonable time (``anvil_mine``
+slows down as the chain grows: 1,000 empty blocks took 3 s, the next 1,000 6 s, here): ``dense``, ten events a
+block (10,000 blocks), and ``sparse``, one event a block (100,000 blocks). Both hold ``--resources`` resources
+and ``--holders`` holders (acquisitions, renewals with progress markers, releases, completions, expiries and
+takeovers) and one hot resource, ``hot/one``, acquired about every 100th event (1,000 leases). Each query kind then
+runs ``--queries`` times with random arguments, kinds interleaved; p50 and p99 of wall time per kind, and
+the p50 of the CPU time the querying thread spent (``time.thread_time``: what the query cost, apart from
+waiting for a core on a shared machine; for ``sdk history(index=)`` the loopback node's thread is not in it). ``sdk history(index=)``
+is ``Registry.history(name, index=index)``: its sync against a node on loopback (a proxy in front of the bench's
+anvil, which holds the registry, that answers for the synthetic chain's head and headers: the sync finds the
+index current, two requests), then the read. ``timeline(hot/one)`` is ``timeline_leases`` and ``render`` of the
+hot resource's 1,000 leases (``--timelines`` samples).
+
+``--skip-before`` leaves out the rows marked ``(before)``: the code before issue 20, run in the same process on
+the same files, alternating with the new one: ``events()`` read every block's hash for each call, and the
+timeline called it once per lease.
 """
 
 from __future__ import annotations
@@ -27,11 +39,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,9 +57,14 @@ from eth_utils import keccak
 
 from chainfence import Chain, Registry
 from chainfence._node import events as _events
+from chainfence.audit import _projection
 from chainfence.audit._projection import apply as _apply
 from chainfence.audit.index import AuditIndex
+from chainfence.audit.timeline import render
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
+
+HOT = "hot/one"
+HOT_LEASES = 1_000
 
 
 def rpc(url: str, payload: object) -> object:
@@ -55,19 +75,36 @@ def rpc(url: str, payload: object) -> object:
         return json.loads(response.read())
 
 
+def _send_batch(url: str, batch: list[dict]) -> None:
+    replies = rpc(url, batch)
+    errors = [r["error"] for r in replies if "error" in r]  # type: ignore[union-attr]
+    if errors:
+        raise SystemExit(f"anvil refused a transaction: {errors[0]}")
+
+
+def _signed(account, nonce: int, to: str, data: bytes) -> str:
+    tx = {
+        "to": to,
+        "data": data,
+        "gas": 300_000,
+        "maxFeePerGas": 10**11,
+        "maxPriorityFeePerGas": 10**9,
+        "nonce": nonce,
+        "chainId": 31337,
+        "value": 0,
+    }
+    return "0x" + account.sign_transaction(tx).raw_transaction.hex()
+
+
+def _nonce(url: str, address: str) -> int:
+    reply = rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionCount", "params": [address, "pending"]})
+    return int(reply["result"], 16)  # type: ignore[index]
+
+
 def generate(url: str, registry: Registry, txs: int, per_block: int) -> int:
     """Acquisitions of distinct names, ``per_block`` to a block, sent in batches: returns the events logged."""
-    keys = dev_keys(10)[1:]
-    accounts = [Account.from_key(key) for key in keys]
-    nonces = {
-        a.address: int(
-            rpc(
-                url, {"jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionCount", "params": [a.address, "pending"]}
-            )["result"],
-            16,
-        )
-        for a in accounts
-    }
+    accounts = [Account.from_key(key) for key in dev_keys(10)[1:]]
+    nonces = {a.address: _nonce(url, a.address) for a in accounts}
     rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [False]})
     sent = 0
     while sent < txs:
@@ -75,53 +112,79 @@ def generate(url: str, registry: Registry, txs: int, per_block: int) -> int:
         for i in range(min(per_block, txs - sent)):
             account = accounts[(sent + i) % len(accounts)]
             data = registry._encode("acquire", [f"bench/r-{sent + i:07d}", 3_600])
-            tx = {
-                "to": registry.address,
-                "data": data,
-                "gas": 300_000,
-                "maxFeePerGas": 10**11,
-                "maxPriorityFeePerGas": 10**9,
-                "nonce": nonces[account.address],
-                "chainId": 31337,
-                "value": 0,
-            }
+            raw = _signed(account, nonces[account.address], registry.address, data)
             nonces[account.address] += 1
-            raw = account.sign_transaction(tx).raw_transaction
-            batch.append({"jsonrpc": "2.0", "id": i, "method": "eth_sendRawTransaction", "params": ["0x" + raw.hex()]})
-        replies = rpc(url, batch)
-        errors = [r["error"] for r in replies if "error" in r]  # type: ignore[union-attr]
-        if errors:
-            raise SystemExit(f"anvil refused a transaction: {errors[0]}")
+            batch.append({"jsonrpc": "2.0", "id": i, "method": "eth_sendRawTransaction", "params": [raw]})
+        _send_batch(url, batch)
         rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_mine", "params": []})
         sent += len(batch)
     rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [True]})
     return 2 * txs
 
 
-def sync_round(registry: Registry, batched: bool, directory: Path) -> dict[str, float]:
+def generate_sparse(url: str, registry: Registry, txs: int) -> int:
+    """One lease renewed ``txs`` times, one renewal a block (automine): one event a block. Returns the events."""
+    holder = Account.from_key(dev_keys(10)[9])
+    lease = registry.connect(holder.address).acquire("bench/sparse", ttl=86_400)
+    nonce = _nonce(url, holder.address)
+    rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [False]})
+    sent = 0
+    while sent < txs:
+        batch: list[dict] = []
+        for i in range(min(100, txs - sent)):  # each renewal, then a block: one event a block
+            data = registry._encode("renew", [keccak(b"bench/sparse"), lease.token, 86_400])
+            raw = _signed(holder, nonce, registry.address, data)
+            batch.append({"jsonrpc": "2.0", "id": 2 * i, "method": "eth_sendRawTransaction", "params": [raw]})
+            batch.append({"jsonrpc": "2.0", "id": 2 * i + 1, "method": "evm_mine", "params": []})
+            nonce += 1
+        _send_batch(url, batch)
+        sent += len(batch) // 2
+    rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [True]})
+    return txs
+
+
+def sync_round(
+    registry: Registry, batched: bool, directory: Path, first_block: int = 0, last_block: int | None = None
+) -> dict[str, float]:
     chain = registry.chain
     chain.rpc._batches = batched
     path = directory / f"sync-{time.monotonic_ns()}.sqlite"
     index = AuditIndex(path)
+    if first_block:  # only this shape's blocks: start the cursor just before them
+        index._bind(registry)
+        index._set_meta("synced_block", first_block - 1)
     started = time.perf_counter()
-    result = index.sync(registry)
+    result = index.sync(registry, to_block=last_block)
     elapsed = time.perf_counter() - started
     index.close()
     chain.rpc._batches = True
-    return {"events": result.events, "seconds": elapsed, "events_per_s": result.events / elapsed, "pages": result.pages}
+    return {
+        "events": result.events,
+        "blocks": result.to_block - result.from_block + 1,
+        "seconds": elapsed,
+        "events_per_s": result.events / elapsed,
+        "pages": result.pages,
+    }
 
 
-def synthetic(path: Path, events: int, resources: int, holders: int, seed: int = 7) -> dict[str, list]:
-    """A synthetic history of ``events`` events in ``path``; returns what the queries pick from.
+# ---------------------------------------------------------------------------
+# The synthetic query indexes
+# ---------------------------------------------------------------------------
+
+
+def synthetic(path: Path, events: int, resources: int, holders: int, per_block: int, seed: int = 7) -> dict[str, list]:
+    """A synthetic history of ``events`` events, ``per_block`` a block, in ``path``; returns what the queries pick from.
 
     Each step picks a resource. A free one (never held, released, or expired) is acquired by a random
     holder (``ResourceNamed`` first if it was never held); a live one is renewed with a progress marker
-    (60%), completed (10%), released (20%), or re-acquired by its own holder (10%). Ten events a block,
-    two seconds a block, leases of 30 minutes to 2 hours, renewals for an hour.
+    (60%), completed (10%), released (20%), or re-acquired by its own holder (10%). Every 100th event or so is
+    an acquisition of the hot resource (a takeover when it is live): 1,000 leases, spread over the history. Two seconds a block, leases of 30 minutes
+    to 2 hours, renewals for an hour.
     """
     rng = random.Random(seed)
-    names = [f"svc-{i % 40:02d}/job-{i:05d}" for i in range(resources)]
+    names = [f"svc-{i % 40:02d}/job-{i:05d}" for i in range(resources)] + [HOT]
     ids = [keccak(name.encode()) for name in names]
+    hot = len(names) - 1
     people = [Account.from_key(keccak(f"holder {i}".encode())).address for i in range(holders)]
     last: dict[int, list] = {}  # resource -> [token, holder, expires_at, released]
     token, now, block, written, log_index = 0, 1_800_000_000, 1, 0, 0
@@ -133,39 +196,48 @@ def synthetic(path: Path, events: int, resources: int, holders: int, seed: int =
 
     def emit(conn, kind, r, **fields):
         nonlocal written, log_index
-        entry = _events.RegistryLog(kind, ids[r], block, b"\0" * 32, "0x" + "22" * 32, log_index, **fields)
+        entry = _events.RegistryLog(
+            kind, ids[r], block, b"\0" * 32, "0x" + block.to_bytes(32, "big").hex(), log_index, tx_index=0, **fields
+        )
         _apply(conn, entry, now)
         written += 1
         log_index += 1
 
+    def acquire(conn, r, held, live):
+        nonlocal token
+        if held is None:
+            emit(conn, _events.Kind.NAMED, r, name=names[r].encode())
+            reason, previous, holder = 0, 0, rng.choice(people)
+        elif live:
+            reason, previous, holder = 3, held[0], held[1]
+        else:
+            reason, previous, holder = (1 if held[3] else 2), held[0], rng.choice(people)
+        token += 1
+        expires = now + rng.choice([1_800, 3_600, 7_200])
+        emit(
+            conn,
+            _events.Kind.ACQUIRED,
+            r,
+            token=token,
+            holder=holder,
+            expires_at=expires,
+            previous_token=previous,
+            reason=reason,
+        )
+        last[r] = [token, holder, expires, False]
+        tokens.append(token)
+
     with index._write() as conn:
+        hot_done = 0
         while written < events:
-            r = rng.randrange(resources)
+            due = hot_done < HOT_LEASES and written >= hot_done * (events // HOT_LEASES)
+            r = hot if due else rng.randrange(resources)
+            hot_done += int(due)
             held = last.get(r)
             live = held is not None and not held[3] and held[2] > now
             choice = rng.random()
-            if not live or choice >= 0.9:
-                if held is None:
-                    emit(conn, _events.Kind.NAMED, r, name=names[r].encode())
-                    reason, previous, holder = 0, 0, rng.choice(people)
-                elif live:
-                    reason, previous, holder = 3, held[0], held[1]
-                else:
-                    reason, previous, holder = (1 if held[3] else 2), held[0], rng.choice(people)
-                token += 1
-                expires = now + rng.choice([1_800, 3_600, 7_200])
-                emit(
-                    conn,
-                    _events.Kind.ACQUIRED,
-                    r,
-                    token=token,
-                    holder=holder,
-                    expires_at=expires,
-                    previous_token=previous,
-                    reason=reason,
-                )
-                last[r] = [token, holder, expires, False]
-                tokens.append(token)
+            if r == hot or not live or choice >= 0.9:
+                acquire(conn, r, held, live)
             elif choice < 0.6:
                 held[2] = now + 3_600
                 emit(
@@ -189,7 +261,7 @@ def synthetic(path: Path, events: int, resources: int, holders: int, seed: int =
             else:
                 held[3] = True
                 emit(conn, _events.Kind.RELEASED, r, token=held[0], holder=held[1])
-            if log_index >= 10:
+            if log_index >= per_block:
                 conn.execute(
                     "INSERT OR REPLACE INTO blocks (number, hash, timestamp) VALUES (?, ?, ?)",
                     (block, keccak(str(block).encode()), now),
@@ -202,42 +274,190 @@ def synthetic(path: Path, events: int, resources: int, holders: int, seed: int =
         )
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('synced_block', ?)", (str(block),))
     index.close()
-    return {"names": names, "holders": people, "tokens": tokens, "times": times, "blocks": list(range(1, block + 1))}
+    return {
+        "names": names[:-1],
+        "holders": people,
+        "tokens": tokens,
+        "times": times,
+        "blocks": list(range(1, block + 1)),
+        "head": [block],
+    }
 
 
-def queries(path: Path, picks: dict[str, list], count: int, seed: int = 11) -> dict[str, dict[str, float]]:
+class HeadProxy:
+    """A loopback node for the SDK's ``history(index=)``: a proxy in front of anvil (which holds the registry)
+    that answers ``eth_blockNumber`` with the synthetic chain's head and ``eth_getBlockByNumber`` of a
+    synthetic block with its stored hash and timestamp; everything else goes to anvil."""
+
+    def __init__(self, upstream: str, index_path: Path):
+        import sqlite3
+
+        conn = sqlite3.connect(index_path)
+        self.head = int(conn.execute("SELECT value FROM meta WHERE key = 'synced_block'").fetchone()[0])
+        self.blocks = {n: (bytes(h), t) for n, h, t in conn.execute("SELECT number, hash, timestamp FROM blocks")}
+        conn.close()
+        proxy = self
+
+        class Http(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                # Headers and body go out as two writes: without this, Nagle's algorithm holds the body
+                # until the client's delayed ACK (40 ms a request on Linux), which would be the proxy's cost.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                replies = (
+                    [proxy.answer(upstream, r) for r in body]
+                    if isinstance(body, list)
+                    else proxy.answer(upstream, body)
+                )
+                data = json.dumps(replies).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Http)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, upstream: str, request: dict) -> dict:
+        method, params = request.get("method"), request.get("params", [])
+        result: object
+        if method == "eth_blockNumber":
+            result = hex(self.head)
+        elif method == "eth_getBlockByNumber" and isinstance(params[0], str) and params[0].startswith("0x"):
+            number = int(params[0], 16)
+            found = self.blocks.get(number)
+            if found is None:
+                return {"jsonrpc": "2.0", "id": request.get("id"), **rpc(upstream, request)}  # type: ignore[dict-item]
+            result = {
+                "number": hex(number),
+                "hash": "0x" + found[0].hex(),
+                "parentHash": "0x" + "00" * 32,
+                "timestamp": hex(found[1]),
+                "transactions": [],
+            }
+        else:
+            return rpc(upstream, request)  # type: ignore[return-value]
+        return {"jsonrpc": "2.0", "id": request.get("id"), "result": result}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def bind(path: Path, registry: Registry) -> None:
+    """Bind a synthetic index to a real registry (for the SDK's history(index=) through HeadProxy)."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'registry'", (registry.address,))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'chain_id'", (str(registry.chain.chain_id),))
+    conn.commit()
+    conn.close()
+
+
+# ---------------------------------------------------------------------------
+# The code before issue 20, for the (before) rows
+# ---------------------------------------------------------------------------
+
+
+def events_before(index: AuditIndex, **where) -> list:
+    """events() as it was: the rows, then every block's hash read into a dict (whatever the answer)."""
+    clauses, params = ["1 = 1"], []
+    for column, value in where.items():
+        clauses.append(f"{column} = ?")
+        params.append(value)
+    rows = index._conn.execute(
+        f"SELECT {_projection.EVENT_COLUMNS} FROM events WHERE {' AND '.join(clauses)} ORDER BY block, log_index",
+        params,
+    ).fetchall()
+    hashes = dict(index._conn.execute("SELECT number, hash FROM blocks"))
+    return [_projection.log_from_row(row, bytes(hashes.get(row[0], b""))) for row in rows]
+
+
+def timeline_before(index: AuditIndex, name: str) -> int:
+    """timeline_leases' reads as they were: the history, then one events() call per lease (its renewals)."""
+    leases = index.history(name)
+    for lease in leases:
+        events_before(index, token=lease.token, kind="LeaseRenewed")
+    return len(leases)
+
+
+# ---------------------------------------------------------------------------
+# Queries
+# ---------------------------------------------------------------------------
+
+
+def queries(
+    path: Path, picks: dict[str, list], count: int, timelines: int, sdk: Registry | None, before: bool, seed: int = 11
+) -> dict[str, dict[str, float]]:
     rng = random.Random(seed)
     index = AuditIndex(path)
     prefixes = sorted({name.split("/")[0] + "/" for name in picks["names"]})
+    blocks, times = picks["blocks"], picks["times"]
     kinds = {
         "history": lambda: index.history(rng.choice(picks["names"])),
         "token": lambda: index.lease(rng.choice(picks["tokens"])),
         "holder": lambda: index.leases_of(rng.choice(picks["holders"])),
-        "at(time)": lambda: index.holder_at(rng.choice(picks["names"]), time=rng.choice(picks["times"])),
-        "at(block)": lambda: index.holder_at(rng.choice(picks["names"]), block=rng.choice(picks["blocks"])),
+        "at(time)": lambda: index.holder_at(rng.choice(picks["names"]), time=rng.choice(times)),
+        "at(block)": lambda: index.holder_at(rng.choice(picks["names"]), block=rng.choice(blocks)),
+        "current()": lambda: index.current(),
         "current(prefix)": lambda: index.current(prefix=rng.choice(prefixes)),
-        "takeovers(100 blocks)": lambda: index.takeovers(
-            from_block=(b := rng.choice(picks["blocks"])), to_block=b + 99
-        ),
-        "completions(100 blocks)": lambda: index.completions(
-            from_block=(b := rng.choice(picks["blocks"])), to_block=b + 99
-        ),
+        "takeovers(100 blocks)": lambda: index.takeovers(from_block=(b := rng.choice(blocks)), to_block=b + 99),
+        "takeovers(1 hour)": lambda: index.takeovers(since=(t := rng.choice(times)), until=t + 3_600),
+        "takeovers(resource)": lambda: index.takeovers(resource=rng.choice(picks["names"])),
+        "completions(100 blocks)": lambda: index.completions(from_block=(b := rng.choice(blocks)), to_block=b + 99),
+        "completions(resource)": lambda: index.completions(resource=rng.choice(picks["names"])),
         "resources(prefix)": lambda: index.resources(rng.choice(prefixes)),
+        "events(resource)": lambda: index.events(resource_id=keccak(rng.choice(picks["names"]).encode())),
+        "events(token)": lambda: index.events(token=rng.choice(picks["tokens"])),
     }
+    if sdk is not None:
+        kinds["sdk history(index=)"] = lambda: sdk.history(rng.choice(picks["names"]), index=index)
+    if before:
+        kinds["events(resource) (before)"] = lambda: events_before(
+            index, resource_id=keccak(rng.choice(picks["names"]).encode())
+        )
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
+    cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
     sizes: dict[str, list[int]] = {kind: [] for kind in kinds}
+
+    def timed(kind: str, run) -> object:
+        started, on_cpu = time.perf_counter(), time.thread_time()
+        answer = run()
+        samples.setdefault(kind, []).append((time.perf_counter() - started) * 1000)
+        cpu.setdefault(kind, []).append((time.thread_time() - on_cpu) * 1000)
+        return answer
+
     for _ in range(count):
         for kind, run in kinds.items():  # interleaved: no kind gets a warmer cache by going first
-            started = time.perf_counter()
-            answer = run()
-            samples[kind].append((time.perf_counter() - started) * 1000)
+            answer = timed(kind, run)
             sizes[kind].append(len(answer) if isinstance(answer, list) else int(answer is not None))
+    for sample in range(timelines):
+        page = timed("timeline(hot/one)", lambda: render(index.timeline_leases([HOT]), now=picks["times"][-1]))
+        sizes["timeline(hot/one)"] = [str(page).count('data-kind="bar"')]
+        if before and sample == 0:  # one sample: about 40 s on the sparse index
+            sizes["timeline(hot/one) (before)"] = [
+                int(timed("timeline(hot/one) (before)", lambda: timeline_before(index, HOT)))
+            ]  # type: ignore[call-overload]
     index.close()
     return {
         kind: {
             "p50_ms": statistics.median(values),
             "p99_ms": sorted(values)[int(0.99 * (len(values) - 1))],
+            "cpu_p50_ms": statistics.median(cpu[kind]),
             "rows_median": statistics.median(sizes[kind]),
+            "samples": len(values),
         }
         for kind, values in samples.items()
     }
@@ -245,13 +465,17 @@ def queries(path: Path, picks: dict[str, list], count: int, seed: int = 11) -> d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--txs", type=int, default=10_000, help="acquisitions on anvil (two events each)")
-    parser.add_argument("--per-block", type=int, default=20, help="acquisitions a block (default 20: 500 blocks)")
+    parser.add_argument("--txs", type=int, default=10_000, help="dense sync: acquisitions on anvil (two events each)")
+    parser.add_argument("--per-block", type=int, default=20, help="dense sync: acquisitions a block (500 blocks)")
+    parser.add_argument("--sparse-txs", type=int, default=2_000, help="sparse sync: renewals, one a block")
     parser.add_argument("--rounds", type=int, default=3, help="sync rounds of each kind, alternating")
-    parser.add_argument("--events", type=int, default=100_000, help="events in the query index")
+    parser.add_argument("--events", type=int, default=100_000, help="events in each query index")
     parser.add_argument("--resources", type=int, default=5_000)
     parser.add_argument("--holders", type=int, default=500)
     parser.add_argument("--queries", type=int, default=300, help="queries of each kind")
+    parser.add_argument("--timelines", type=int, default=5, help="timelines of the 1,000-lease resource")
+    parser.add_argument("--skip-sync", action="store_true", help="no sync rounds (queries only)")
+    parser.add_argument("--skip-before", action="store_true", help="no (before) rows")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -259,61 +483,87 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
         with AnvilProcess(find_anvil(start=ROOT), extra_args=("--gas-limit", "100000000")) as node:
-            chain = Chain.connect(node.url, private_keys=dev_keys(1), poll_latency=0.005)
+            chain = Chain.connect(node.url, private_keys=dev_keys(10), poll_latency=0.005)
             registry = Registry.deploy(chain, max_ttl=86_400)
-            started = time.perf_counter()
-            logged = generate(node.url, registry, args.txs, args.per_block)
-            report["generated"] = {
-                "events": logged,
-                "blocks": chain.block_number(),
-                "seconds": time.perf_counter() - started,
-            }
-            rounds: dict[str, list[dict[str, float]]] = {"batched headers": [], "one request per block": []}
-            for _ in range(args.rounds):
-                rounds["batched headers"].append(sync_round(registry, True, directory))
-                rounds["one request per block"].append(sync_round(registry, False, directory))
-            report["sync"] = {
-                kind: {
-                    "events_per_s": [round(r["events_per_s"]) for r in results],
-                    "median_events_per_s": round(statistics.median(r["events_per_s"] for r in results)),
-                    "events": results[0]["events"],
-                    "pages": results[0]["pages"],
+            if not args.skip_sync:
+                started = time.perf_counter()
+                logged = generate(node.url, registry, args.txs, args.per_block)
+                dense_top = chain.block_number()
+                sparse_logged = generate_sparse(node.url, registry, args.sparse_txs)
+                report["generated"] = {
+                    "dense_events": logged,
+                    "dense_blocks": dense_top,
+                    "sparse_events": sparse_logged,
+                    "sparse_blocks": chain.block_number() - dense_top,
+                    "seconds": time.perf_counter() - started,
                 }
-                for kind, results in rounds.items()
-            }
-        path = directory / "queries.sqlite"
-        started = time.perf_counter()
-        picks = synthetic(path, args.events, args.resources, args.holders)
-        report["query_index"] = {
-            "events": args.events,
-            "resources": args.resources,
-            "holders": args.holders,
-            "build_seconds": time.perf_counter() - started,
-            "file_mb": path.stat().st_size / 1e6,
-        }
-        report["queries"] = queries(path, picks, args.queries)
+                rounds: dict[str, list[dict[str, float]]] = {
+                    "dense, batched headers": [],
+                    "dense, one request per block": [],
+                    "sparse, batched headers": [],
+                }
+                for _ in range(args.rounds):
+                    rounds["dense, batched headers"].append(sync_round(registry, True, directory, 0, dense_top))
+                    rounds["dense, one request per block"].append(sync_round(registry, False, directory, 0, dense_top))
+                    rounds["sparse, batched headers"].append(sync_round(registry, True, directory, dense_top + 1))
+                report["sync"] = {
+                    kind: {
+                        "events_per_s": [round(r["events_per_s"]) for r in results],
+                        "median_events_per_s": round(statistics.median(r["events_per_s"] for r in results)),
+                        "events": results[0]["events"],
+                        "blocks": results[0]["blocks"],
+                        "pages": results[0]["pages"],
+                    }
+                    for kind, results in rounds.items()
+                }
+            report["queries"] = {}
+            for shape, per_block in (("dense", 10), ("sparse", 1)):
+                path = directory / f"queries-{shape}.sqlite"
+                started = time.perf_counter()
+                picks = synthetic(path, args.events, args.resources, args.holders, per_block)
+                built = time.perf_counter() - started
+                bind(path, registry)
+                proxy = HeadProxy(node.url, path)
+                try:
+                    sdk = Registry.at(Chain.connect(proxy.url, poll_latency=0.005), registry.address)
+                    figures = queries(path, picks, args.queries, args.timelines, sdk, not args.skip_before)
+                finally:
+                    proxy.close()
+                report["queries"][shape] = {  # type: ignore[index]
+                    "events": args.events,
+                    "blocks": picks["head"][0],
+                    "resources": args.resources + 1,
+                    "holders": args.holders,
+                    "build_seconds": built,
+                    "file_mb": path.stat().st_size / 1e6,
+                    "figures": figures,
+                }
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    generated = report["generated"]
-    print(
-        f"anvil: {generated['events']} events in {generated['blocks']} blocks (generated in {generated['seconds']:.1f} s)"
-    )
-    for kind, figures in report["sync"].items():  # type: ignore[union-attr]
+    if "generated" in report:
+        g = report["generated"]
         print(
-            f"sync, {kind:22s}: median {figures['median_events_per_s']:>7,} events/s  "
-            f"(rounds {', '.join(f'{v:,}' for v in figures['events_per_s'])}; {figures['pages']} pages)"
+            f"anvil: dense {g['dense_events']} events in {g['dense_blocks']} blocks, sparse {g['sparse_events']} events "  # type: ignore[index]
+            f"in {g['sparse_blocks']} blocks (generated in {g['seconds']:.1f} s)"  # type: ignore[index]
         )
-    q = report["query_index"]
-    print(
-        f"query index: {q['events']:,} events, {q['resources']:,} resources, {q['holders']} holders, "
-        f"{q['file_mb']:.1f} MB (built in {q['build_seconds']:.1f} s)"
-    )
-    for kind, figures in report["queries"].items():  # type: ignore[union-attr]
+        for kind, figures in report["sync"].items():  # type: ignore[union-attr]
+            print(
+                f"sync, {kind:30s}: median {figures['median_events_per_s']:>7,} events/s  "
+                f"(rounds {', '.join(f'{v:,}' for v in figures['events_per_s'])}; {figures['blocks']} blocks, "
+                f"{figures['pages']} pages)"
+            )
+    for shape, q in report["queries"].items():  # type: ignore[union-attr]
         print(
-            f"  {kind:24s} p50 {figures['p50_ms']:6.2f} ms  p99 {figures['p99_ms']:6.2f} ms  "
-            f"(median rows {figures['rows_median']:g})"
+            f"query index, {shape}: {q['events']:,} events in {q['blocks']:,} blocks, {q['resources']:,} resources, "
+            f"{q['holders']} holders, {q['file_mb']:.1f} MB (built in {q['build_seconds']:.1f} s)"
         )
+        for kind, figures in q["figures"].items():
+            print(
+                f"  {kind:28s} p50 {figures['p50_ms']:9.2f} ms  p99 {figures['p99_ms']:9.2f} ms  "
+                f"cpu p50 {figures['cpu_p50_ms']:8.2f} ms  (median rows {figures['rows_median']:g}, "
+                f"{figures['samples']} samples)"
+            )
 
 
 if __name__ == "__main__":

@@ -212,8 +212,9 @@ def _history_from_index(
     from_block: int | None,
     to_block: int | str,
 ) -> list[LeaseEvent]:
-    index.sync(registry, to_block=None if to_block == "latest" else to_block)
+    index.sync(registry, to_block=None if to_block == "latest" else to_block)  # the chain's confirmations
     result = []
+    labels: dict[bytes, tuple[str | None, str]] = {}  # this answer's: one lookup per resource, not per event
     for entry, timestamp in index.events(
         resource_id=resource_id,
         holder=holder,
@@ -222,7 +223,10 @@ def _history_from_index(
         to_block=None if to_block == "latest" else to_block,
     ):
         kind = _KINDS[entry.kind]
-        name, display = index.label(entry.resource_id)
+        label = labels.get(entry.resource_id)
+        if label is None:
+            label = labels[entry.resource_id] = index.label(entry.resource_id)
+        name, display = label
         result.append(
             LeaseEvent(
                 kind=kind,

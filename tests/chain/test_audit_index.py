@@ -164,6 +164,22 @@ def test_the_timeline_input_carries_each_lease_as_the_index_tells_it(chain, regi
         index.timeline_leases([])
 
 
+def test_the_timeline_input_carries_each_completion_at_its_own_time(chain, registry, alice, tmp_path):
+    """A plain lease completes, then is released later: the completion is drawn when it happened, not at
+    the release (issue #20: it was drawn at the lease's end)."""
+    held = alice.acquire(DAILY, ttl=3_600)
+    chain.advance_time(500)
+    alice.complete(DAILY, held.token, b"rows: 42")
+    chain.advance_time(500)
+    alice.release(DAILY, held.token)
+    index = AuditIndex(tmp_path / "audit.sqlite")
+    index.sync(registry)
+    [completion] = index.completions(resource=DAILY)
+    [drawn] = index.timeline_leases([DAILY])
+    assert drawn.end_reason == "released" and drawn.end >= completion.at + 500
+    assert drawn.completions == ((completion.at, completion.digest),)
+
+
 def test_revokes_and_grants_read_back_with_the_admin_who_did_them(chain, registry, alice, bob, carol, tmp_path):
     """An operator's acts are in the index as the chain recorded them: who revoked, who granted, and the
     lease each one ended or issued (issue 11's events, end to end through sync)."""

@@ -200,3 +200,22 @@ def test_audit_timeline_draws_the_indexed_leases_with_rejections(anvil_node, pla
         anvil_node, registry, index, "timeline", DAILY, "--out", str(out), "--rejections", str(tmp_path), json_out=False
     )
     assert bad.returncode == 2 and "cannot read rejections" in bad.stderr
+
+
+def test_verify_exits_12_naming_a_tampered_time(anvil_node, played, tmp_path):
+    """A lease's acquisition moved 30 minutes earlier, or the last block's timestamp a day ahead: exit 12,
+    the tampered row named (issue #20; before, both passed with exit 0)."""
+    registry, alice, bob, first, second = played
+    index = tmp_path / "audit.sqlite"
+    assert audit(anvil_node, registry, index, "sync")[0].returncode == 0
+    with sqlite3.connect(index) as conn:
+        conn.execute("UPDATE leases SET acquired_at = acquired_at - 1800 WHERE token = ?", (second.token,))
+    bad, report = audit(anvil_node, registry, index, "verify")
+    assert bad.returncode == 12 and report["error"] == "AuditIndexDiffers"
+    assert f"leases: token {second.token}: acquired_at" in bad.stderr
+    with sqlite3.connect(index) as conn:
+        conn.execute("UPDATE leases SET acquired_at = acquired_at + 1800 WHERE token = ?", (second.token,))
+        (synced,) = conn.execute("SELECT value FROM meta WHERE key = 'synced_block'").fetchone()
+        conn.execute("UPDATE blocks SET timestamp = timestamp + 86400 WHERE number = ?", (int(synced),))
+    bad, report = audit(anvil_node, registry, index, "verify")
+    assert bad.returncode == 12 and f"blocks: block {synced} timestamp" in bad.stderr

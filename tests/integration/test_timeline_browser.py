@@ -172,6 +172,47 @@ def test_the_screenshot_shows_each_bar_in_its_holders_colour(chromium, page, tmp
     # Each rejection is a red cross centred under its lane's bars.
     for rejection in scenario.rejections():
         x = round(geo.x(rejection.time))
-        y = round(geo.lanes[0].y + timeline.MARKER_STRIP + timeline.BAR_HEIGHT + 3 + 4)
+        y = round(geo.lanes[0].y + timeline.REJECTION_TOP + 4)
         near = [image.rgb(x + dx, y + dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1)]
         assert any(r > 180 and g < 80 and b < 80 for r, g, b in near), (rejection.time, near)
+
+
+def test_a_grant_and_the_revoke_it_made_are_both_painted(chromium, tmp_path):
+    """A grant over a live lease: the revoke of alice's lease and bob's grant happen at one moment. Chromium
+    paints the grant's triangle in its colour and the revoke's cross in red, each in its own row at that x,
+    and the "revoked by" label over alice's bar, not bob's (issue #20: the cross was under the triangle)."""
+    from chainfence.audit.timeline import TimelineLease
+
+    t = scenario.T
+    leases = [
+        TimelineLease("ops/db", 1, scenario.ALICE, "alice", t, t + 600, "granted", "unheld", revoked_by=scenario.ADMIN),
+        TimelineLease("ops/db", 2, scenario.BOB, "bob", t + 600, None, "live", "granted", admin=scenario.ADMIN),
+    ]
+    out = tmp_path / "grant.html"
+    out.write_text(render(leases, now=t + 900, width=WIDTH), encoding="utf-8")
+    geo = layout(leases, now=t + 900, width=WIDTH)
+    shot = tmp_path / "grant.png"
+    size = f"--window-size={math.ceil(geo.width)},{math.ceil(geo.height)}"
+    run_chromium(chromium, tmp_path / "profile", size, f"--screenshot={shot}", out.as_uri())
+    image = png.decode(shot.read_bytes())
+    marks = {mark.kind: mark for mark in geo.marks}
+    takeover, revoke = marks["takeover"], marks["revoke"]
+    assert round(takeover.x) == round(revoke.x)
+
+    def painted(x: float, y: float, colour: str) -> bool:
+        want = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        near = [image.rgb(round(x) + dx, round(y) + dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1)]
+        return any(all(abs(a - b) < 40 for a, b in zip(pixel, want, strict=True)) for pixel in near)
+
+    assert painted(takeover.x, takeover.top + 3, timeline.TAKEOVER_COLOURS["granted"]), "the grant's triangle"
+    assert painted(revoke.x, revoke.top + 5, timeline.REVOKE_COLOUR), "the revoke's cross, not hidden"
+    alice_bar = geo.bars[0]
+    label_left = revoke.label_x - timeline.text_width(revoke.label, 10)
+    ink = [
+        (x, y)
+        for x in range(int(label_left), int(revoke.label_x))
+        for y in range(int(revoke.top), int(revoke.top + 10))
+        if max(image.rgb(x, y)) > 150 and image.rgb(x, y)[0] > 150 and image.rgb(x, y)[1] < 120
+    ]
+    assert len(ink) >= 20, "the label is painted in red"
+    assert all(alice_bar.x <= x <= alice_bar.x + alice_bar.width for x, _ in ink), "over alice's lease"

@@ -55,6 +55,11 @@ def lease(**changes) -> TimelineLease:
         {"renewals": [(15, 1.5)]},
         {"renewals": "oops"},
         {"completion_digest": 12},
+        {"completions": [(5, None)]},  # before start
+        {"completions": [(25, None)]},  # after end
+        {"completions": [(15, 3)]},
+        {"completions": [(15,)]},
+        {"completions": "oops"},
         {"admin": ""},
         {"revoked_by": 3},
     ],
@@ -393,3 +398,122 @@ def test_an_empty_picture_says_so():
     assert dom.kind("empty") and not dom.kind("bar")
     only_rejections = Page(render([], rejections=[Rejection("r", T, 3)]))
     assert [n.attrs["data-resource"] for n in only_rejections.kind("lane")] == ["r"]
+
+
+# ---------------------------------------------------------------------------
+# Every event at its own time; no mark hides another (issue #20)
+# ---------------------------------------------------------------------------
+
+ADMIN = scenario.ADMIN
+
+
+def granted_over_live() -> list[TimelineLease]:
+    """alice's live lease, revoked by the admin to grant the resource to bob, in one transaction (one moment)."""
+    return [
+        lease(token=1, start=T, end=T + 600, end_reason="granted", revoked_by=ADMIN, renewals=[(T + 100, None)]),
+        lease(token=2, holder=BOB, start=T + 600, end=None, end_reason="live", reason="granted", admin=ADMIN),
+    ]
+
+
+def overlapping(marks) -> list[tuple]:
+    pairs = []
+    for i, a in enumerate(marks):
+        for b in marks[i + 1 :]:
+            (l1, t1, r1, b1), (l2, t2, r2, b2) = a.box, b.box
+            if a.lane == b.lane and l1 < r2 and l2 < r1 and t1 < b2 and t2 < b1:
+                pairs.append((a.kind, a.times, b.kind, b.times))
+    return pairs
+
+
+def test_a_completion_is_drawn_when_it_happened_not_at_the_release():
+    done = lease(start=T, end=T + 800, completions=[(T + 300, "0x" + "ab" * 32)], completion_digest="0x" + "ab" * 32)
+    geo = layout([done], width=900)
+    [mark] = [m for m in geo.marks if m.kind == "completion"]
+    assert mark.x == pytest.approx(geo.x(T + 300)) and mark.times == (T + 300,)
+    [node] = Page(render([done], width=900)).kind("completion")
+    assert node.attrs["data-time"] == str(T + 300)
+    assert timeline.format_time(T + 300) in tooltip(node)
+
+
+def test_control_a_completion_without_its_time_is_drawn_at_the_end():
+    """What the timeline had before it knew completion times: the mark at the lease's end (its release)."""
+    done = lease(start=T, end=T + 800, completion_digest="0x" + "ab" * 32)
+    geo = layout([done], width=900)
+    [mark] = [m for m in geo.marks if m.kind == "completion"]
+    assert mark.times == (T + 800,)
+
+
+def test_a_plain_lease_draws_each_of_its_completions():
+    done = lease(start=T, end=T + 800, completions=[(T + 100, b"\1"), (T + 500, b"\2")])
+    marks = [m for m in layout([done], width=900).marks if m.kind == "completion"]
+    assert [m.times for m in marks] == [(T + 100,), (T + 500,)]
+
+
+def test_a_grants_takeover_never_hides_the_revoke_it_made():
+    geo = layout(granted_over_live(), width=900)
+    kinds = {m.kind: m for m in geo.marks}
+    assert kinds["revoke"].x == kinds["takeover"].x == pytest.approx(geo.x(T + 600)), "one moment, one x"
+    assert overlapping(geo.marks) == []
+    assert kinds["revoke"].top >= geo.bars[0].y + geo.bars[0].height, "below the bars, in its own row"
+
+
+def test_revoked_by_is_written_over_the_revoked_lease_not_the_next_one():
+    geo = layout(granted_over_live(), width=900)
+    revoked_bar = geo.bars[0]
+    [revoke] = [m for m in geo.marks if m.kind == "revoke"]
+    assert revoke.label == "revoked by " + ADMIN[:6] + "…" + ADMIN[-4:]
+    left = revoke.label_x - timeline.text_width(revoke.label, 10)
+    assert revoked_bar.x <= left and revoke.label_x <= revoked_bar.x + revoked_bar.width
+    dom = Page(render(granted_over_live(), width=900))
+    assert [n.attrs["data-token"] for n in dom.kind("revoke-label")] == ["1"]
+    assert all("revoked" not in n.text for n in dom.kind("takeover-label"))
+    after_revoke = [
+        lease(token=1, start=T, end=T + 600, end_reason="revoked", revoked_by=ADMIN),
+        lease(token=2, holder=BOB, start=T + 650, end=None, end_reason="live", reason="revoked", admin=ADMIN),
+    ]
+    page = Page(render(after_revoke, now=T + 1_200, width=900))
+    labels = {n.attrs["data-token"]: n.text for n in page.kind("takeover-label")}
+    assert labels == {"2": "after revoke"}, "the next holder's bar says what happened to it, not who revoked"
+
+
+def test_no_mark_overlaps_another_and_every_event_is_counted():
+    """The scenario, a grant over a live lease, and a crowded lane of short leases with completions, revokes
+    and rejections at close times: no two drawn marks overlap, and each event is in exactly one mark."""
+    crowded = []
+    for i in range(1, 301):
+        start = T + 10 * i
+        crowded.append(
+            lease(
+                resource="busy",
+                token=i,
+                holder=[ALICE, BOB, CAROL][i % 3],
+                start=start,
+                end=start + 10,
+                end_reason="revoked" if i % 4 == 0 else "superseded",
+                reason="revoked" if i % 4 == 1 and i > 1 else "reacquired",
+                revoked_by=ADMIN if i % 4 == 0 else None,
+                completions=[(start + 2, None), (start + 3, None)] if i % 5 == 0 else [],
+            )
+        )
+    rejections = [Rejection("busy", T + 10 * i + 5, i) for i in range(1, 301, 2)]
+    for leases_, rejected in (
+        (scenario.leases(), scenario.rejections()),
+        (granted_over_live(), []),
+        (crowded, rejections),
+    ):
+        geo = layout(leases_, rejected, width=1_200)
+        assert overlapping(geo.marks) == []
+        counted = {kind: sum(len(m.times) for m in geo.marks if m.kind == kind) for kind in MARK_KINDS}
+        assert counted["takeover"] == sum(1 for x in leases_ if x.reason in timeline.TAKEOVER_REASONS)
+        assert counted["revoke"] == sum(1 for x in leases_ if x.end_reason in ("revoked", "granted"))
+        assert counted["rejection"] == len(rejected)
+        assert counted["completion"] == sum(
+            len(x.completions) or int(x.completion_digest is not None or x.end_reason == "completed") for x in leases_
+        )
+    merged = [m for m in layout(crowded, rejections, width=1_200).marks if len(m.times) > 1]
+    assert merged, "a crowded lane merges close marks of one kind"
+    dom = Page(render(crowded, rejections=rejections, width=1_200))
+    assert all(int(n.attrs.get("data-count", "1")) >= 1 for n in dom.kind("takeover"))
+
+
+MARK_KINDS = ("takeover", "completion", "revoke", "rejection")

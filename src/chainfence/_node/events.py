@@ -46,7 +46,17 @@ class Chain(Protocol):
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MAX_LOG_RANGE", "LEASE_KINDS", "NAMESPACE_KINDS", "Kind", "RegistryLog", "decode", "fetch", "topic"]
+__all__ = [
+    "DEFAULT_MAX_LOG_RANGE",
+    "LEASE_KINDS",
+    "NAMESPACE_KINDS",
+    "Kind",
+    "RegistryLog",
+    "decode",
+    "fetch",
+    "topic",
+    "topics_of",
+]
 
 #: Blocks per eth_getLogs request unless the chain says otherwise.
 DEFAULT_MAX_LOG_RANGE = 5_000
@@ -161,6 +171,28 @@ class RegistryLog:
     lock_delay: int | None = None
     admission_required: bool | None = None
     admitted: bool | None = None  # NamespaceAdmissionSet
+    #: The transaction's position in its block (``transactionIndex``; None if the node left it out). With
+    #: ``tx_hash`` and ``log_index`` it names the log whichever way the node numbers ``logIndex``: per block
+    #: (the spec) or per transaction (some nodes do).
+    tx_index: int | None = None
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        """Where the log is in the chain: (block, transaction, log), right under either numbering."""
+        return (self.block_number, -1 if self.tx_index is None else self.tx_index, self.log_index)
+
+
+def topics_of(entry: RegistryLog) -> list[bytes]:
+    """The topics ``entry`` was logged with (topic0, the resource or namespace id, the indexed fields), as a
+    block's ``logsBloom`` holds them."""
+    words = [_TOPICS[entry.kind], entry.resource_id]
+    for field_name in _SPECS[entry.kind].indexed:
+        value = getattr(entry, field_name)
+        if field_name == "token":
+            words.append(int(value).to_bytes(32, "big"))
+        else:
+            words.append(bytes.fromhex(str(value)[2:]).rjust(32, b"\0"))
+    return words
 
 
 def _bytes(value: Any) -> bytes:
@@ -256,6 +288,7 @@ def decode(log: Any) -> RegistryLog | None:
             block_hash=_bytes(log["blockHash"]),
             tx_hash="0x" + _bytes(log["transactionHash"]).hex(),
             log_index=_int(log["logIndex"]),
+            tx_index=None if log.get("transactionIndex") is None else _int(log["transactionIndex"]),
             **fields,
         )
     except Exception as exc:
@@ -309,7 +342,7 @@ def fetch(
     """The registry's logs from ``from_block`` to ``to_block`` (inclusive), page by page.
 
     Yields ``(first, last, logs)`` for each page of blocks, in block order;
-    ``logs`` are decoded and sorted by (block, log index). Filters: the
+    ``logs`` are decoded and sorted by :attr:`RegistryLog.order` (block, transaction, log index). Filters: the
     event ``kinds`` (default all) and the indexed fields. ``max_range``
     bounds the blocks of one request below the chain's own bound. Raises
     :class:`~chainfence.errors.ChainError` subclasses when the node fails or
@@ -354,7 +387,7 @@ def _pages_steps(
             continue
         span.succeeded()
         decoded = [entry for entry in (decode(log) for log in raw) if entry is not None]
-        decoded.sort(key=lambda entry: (entry.block_number, entry.log_index))
+        decoded.sort(key=lambda entry: entry.order)
         yield Emit(_Page(start, end, decoded))
         start = end + 1
 

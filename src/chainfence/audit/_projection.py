@@ -6,13 +6,14 @@ index file's other tables, so it runs as well on an in-memory database of
 hand-made events.
 
 ``events``
-    every lease event as logged (one row per log: block, log index, fields, the
-    block's timestamp); :func:`apply` inserts it once.
+    every lease event as logged (one row per log: block, transaction, log index,
+    fields, the block's timestamp), keyed by (block, transaction hash, log
+    index) and read in :data:`ORDER`; :func:`apply` inserts it once.
 ``resources``
     names, as the bytes logged, and only a name that hashes to its resource id
     (or names it as a claimed item, ``workset/item``): anyone can log a
     ``ResourceNamed`` for any bytes by calling the contract, never for another
-    resource's id.
+    resource's id; and each resource's lease count and latest token.
 ``leases``
     one row per fencing token, kept up to date by the events that change it:
     who, since when, why, its renewals and progress markers, its completions,
@@ -48,8 +49,13 @@ __all__ = [
     "EVENT_COLUMNS",
     "LEASE_COLUMNS",
     "MIGRATE_1_TO_2",
+    "MIGRATE_EVENTS_2_TO_3",
+    "MIGRATE_LEASES_2_TO_3",
+    "MIGRATE_RESOURCES_2_TO_3",
+    "ORDER",
     "SCHEMA",
     "apply",
+    "count_leases",
     "event_row",
     "fits",
     "label_of",
@@ -64,17 +70,20 @@ __all__ = [
 #: The tables the projection writes (the index adds its own: meta, blocks).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
-    block INTEGER NOT NULL, log_index INTEGER NOT NULL, kind TEXT NOT NULL, resource_id BLOB NOT NULL,
-    token INTEGER, holder TEXT, admin TEXT, expires_at INTEGER, previous_token INTEGER, reason INTEGER,
-    digest BLOB, progress BLOB, tx_hash TEXT NOT NULL, timestamp INTEGER NOT NULL,
-    PRIMARY KEY (block, log_index)
+    block INTEGER NOT NULL, tx_index INTEGER, log_index INTEGER NOT NULL, kind TEXT NOT NULL,
+    resource_id BLOB NOT NULL, token INTEGER, holder TEXT, admin TEXT, expires_at INTEGER, previous_token INTEGER,
+    reason INTEGER, digest BLOB, progress BLOB, tx_hash TEXT NOT NULL, timestamp INTEGER NOT NULL,
+    PRIMARY KEY (block, tx_hash, log_index)
 );
-CREATE INDEX IF NOT EXISTS events_token ON events (token);
-CREATE INDEX IF NOT EXISTS events_resource ON events (resource_id, block);
-CREATE INDEX IF NOT EXISTS events_holder ON events (holder, block);
+CREATE INDEX IF NOT EXISTS events_order ON events (block, tx_index, log_index);
+CREATE INDEX IF NOT EXISTS events_token ON events (token, block, tx_index, log_index);
+CREATE INDEX IF NOT EXISTS events_resource ON events (resource_id, block, tx_index, log_index);
+CREATE INDEX IF NOT EXISTS events_holder ON events (holder, block, tx_index, log_index);
+CREATE INDEX IF NOT EXISTS events_completed ON events (block, tx_index, log_index) WHERE kind = 'LeaseCompleted';
 CREATE INDEX IF NOT EXISTS events_completed_time ON events (timestamp) WHERE kind = 'LeaseCompleted';
 CREATE TABLE IF NOT EXISTS resources (
-    resource_id BLOB PRIMARY KEY, name BLOB, claimed INTEGER NOT NULL DEFAULT 0, first_block INTEGER NOT NULL
+    resource_id BLOB PRIMARY KEY, name BLOB, claimed INTEGER NOT NULL DEFAULT 0, first_block INTEGER NOT NULL,
+    leases INTEGER NOT NULL DEFAULT 0, latest_token INTEGER
 );
 CREATE INDEX IF NOT EXISTS resources_name ON resources (name);
 CREATE TABLE IF NOT EXISTS leases (
@@ -85,14 +94,53 @@ CREATE TABLE IF NOT EXISTS leases (
     renewals INTEGER NOT NULL DEFAULT 0, last_renewed_block INTEGER, last_renewed_at INTEGER,
     markers INTEGER NOT NULL DEFAULT 0, last_marker BLOB,
     completions INTEGER NOT NULL DEFAULT 0, last_digest BLOB, completed_block INTEGER, completed_at INTEGER,
-    ended TEXT, ended_block INTEGER, ended_at INTEGER, ended_by TEXT, successor INTEGER
+    ended TEXT, ended_block INTEGER, ended_at INTEGER, ended_by TEXT, successor INTEGER, acquired_tx INTEGER
 );
-CREATE INDEX IF NOT EXISTS leases_resource ON leases (resource_id, acquired_block, acquired_log);
+CREATE INDEX IF NOT EXISTS leases_resource ON leases (resource_id, acquired_block, acquired_tx, acquired_log);
 CREATE INDEX IF NOT EXISTS leases_resource_time ON leases (resource_id, acquired_at);
-CREATE INDEX IF NOT EXISTS leases_holder ON leases (holder, acquired_block);
-CREATE INDEX IF NOT EXISTS leases_block ON leases (acquired_block);
+CREATE INDEX IF NOT EXISTS leases_holder ON leases (holder, acquired_block, acquired_tx, acquired_log);
+CREATE INDEX IF NOT EXISTS leases_block ON leases (acquired_block, acquired_tx, acquired_log);
 CREATE INDEX IF NOT EXISTS leases_time ON leases (acquired_at);
-CREATE INDEX IF NOT EXISTS leases_open ON leases (ended) WHERE ended IS NULL;
+CREATE INDEX IF NOT EXISTS leases_open ON leases (expires_at) WHERE ended IS NULL;
+"""
+
+#: Schema 2 keyed an event by (block, log index): a node that numbers ``logIndex`` per transaction (against
+#: the spec) gives two logs of one block the same key, and the second was dropped as a duplicate. Schema 3
+#: keys it by (block, transaction hash, log index), unique under either numbering, and orders by (block,
+#: transaction index, log index). Rows of schema 2 keep their order (their log indexes were the block's) and
+#: get no transaction index (NULL: not recorded; ``verify`` does not hold it against them).
+MIGRATE_EVENTS_2_TO_3 = """
+CREATE TABLE events_3 (
+    block INTEGER NOT NULL, tx_index INTEGER, log_index INTEGER NOT NULL, kind TEXT NOT NULL,
+    resource_id BLOB NOT NULL, token INTEGER, holder TEXT, admin TEXT, expires_at INTEGER, previous_token INTEGER,
+    reason INTEGER, digest BLOB, progress BLOB, tx_hash TEXT NOT NULL, timestamp INTEGER NOT NULL,
+    PRIMARY KEY (block, tx_hash, log_index)
+);
+INSERT INTO events_3 (block, tx_index, log_index, kind, resource_id, token, holder, admin, expires_at, previous_token,
+    reason, digest, progress, tx_hash, timestamp)
+SELECT block, NULL, log_index, kind, resource_id, token, holder, admin, expires_at, previous_token, reason, digest,
+    progress, tx_hash, timestamp FROM events;
+DROP TABLE events;
+ALTER TABLE events_3 RENAME TO events;
+"""
+
+#: Schema 3's leases: their acquisition's transaction index (NULL for rows of schema 2), and the indexes
+#: that order by it.
+MIGRATE_LEASES_2_TO_3 = """
+ALTER TABLE leases ADD COLUMN acquired_tx INTEGER;
+DROP INDEX IF EXISTS leases_resource;
+DROP INDEX IF EXISTS leases_holder;
+DROP INDEX IF EXISTS leases_block;
+DROP INDEX IF EXISTS leases_open;
+"""
+
+#: Schema 3's resources count their leases and name their latest token (a resource's list reads no lease).
+MIGRATE_RESOURCES_2_TO_3 = """
+ALTER TABLE resources ADD COLUMN leases INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE resources ADD COLUMN latest_token INTEGER;
+UPDATE resources SET
+    leases = (SELECT count(*) FROM leases l WHERE l.resource_id = resources.resource_id),
+    latest_token = (SELECT max(token) FROM leases l WHERE l.resource_id = resources.resource_id);
 """
 
 #: Schema 1 recorded a grant over a live lease as that lease's revoke (its first half): read it as granted.
@@ -151,8 +199,12 @@ LEASE_COLUMNS = ", ".join(_LEASE_FIELDS)
 #: The columns of an event row, in the order :func:`log_from_row` reads.
 EVENT_COLUMNS = (
     "block, log_index, kind, resource_id, token, holder, admin, expires_at, previous_token, reason, digest, "
-    "progress, tx_hash, timestamp"
+    "progress, tx_hash, tx_index, timestamp"
 )
+
+#: The events in chain order (an ORDER BY): right whether the node numbered ``logIndex`` per block or per
+#: transaction.
+ORDER = "block, tx_index, log_index"
 
 _REASONS = {int(reason): reason for reason in AcquireReason}
 
@@ -162,8 +214,9 @@ _REASONS = {int(reason): reason for reason in AcquireReason}
 # ---------------------------------------------------------------------------
 
 
-def apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) -> None:
-    """One event into the store: its row, and the lease (and resource) it changes."""
+def apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) -> bool:
+    """One event into the store: its row, and the lease (and resource) it changes. True when it was a lease
+    event not stored yet (a name, a namespace event or an event stored before: False)."""
     kind = entry.kind
     if kind is _events.Kind.NAMED:
         name = entry.name or b""
@@ -172,35 +225,53 @@ def apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) 
         elif _names.item_parts(name, entry.resource_id) is not None:
             claimed = 1  # workset/item of the claimed item resource_id (claimNext names items so)
         else:
-            return  # a name that is not this resource's: anyone can log one by calling the contract
+            return False  # a name that is not this resource's: anyone can log one by calling the contract
         conn.execute(
             "INSERT INTO resources (resource_id, name, claimed, first_block) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (resource_id) DO UPDATE SET name = coalesce(resources.name, excluded.name), "
             "claimed = max(resources.claimed, excluded.claimed)",
             (entry.resource_id, name, claimed, entry.block_number),
         )
-        return
+        return False
     if kind not in _events.LEASE_KINDS:
-        return  # namespace events: decoded, not (yet) part of a lease's history
+        return False  # namespace events: decoded, not (yet) part of a lease's history
     if not all(fits(v) for v in (entry.token, entry.expires_at, entry.previous_token)):
         logger.warning(
             "audit index: skipped a %s whose numbers do not fit 63 bits (block %d)", kind.value, entry.block_number
         )
-        return
+        return False
     inserted = conn.execute(
         "INSERT OR IGNORE INTO events (block, log_index, kind, resource_id, token, holder, admin, expires_at, "
-        "previous_token, reason, digest, progress, tx_hash, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "previous_token, reason, digest, progress, tx_hash, tx_index, timestamp) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (*event_row(entry), timestamp),
     ).rowcount
     if inserted:  # an event already indexed never counts twice (a renewal, a completion)
         _apply_lease(conn, entry, timestamp)
+        if kind is _events.Kind.ACQUIRED:
+            conn.execute(
+                "UPDATE resources SET leases = leases + 1, latest_token = max(coalesce(latest_token, 0), ?) "
+                "WHERE resource_id = ?",
+                (entry.token, entry.resource_id),
+            )
+    return bool(inserted)
+
+
+def count_leases(conn: sqlite3.Connection, resource_ids: set[bytes]) -> None:
+    """Count the leases of ``resource_ids`` again and name their latest token (after a rewind deleted some)."""
+    conn.executemany(
+        "UPDATE resources SET leases = (SELECT count(*) FROM leases l WHERE l.resource_id = resources.resource_id), "
+        "latest_token = (SELECT max(token) FROM leases l WHERE l.resource_id = resources.resource_id) "
+        "WHERE resource_id = ?",
+        [(resource_id,) for resource_id in resource_ids],
+    )
 
 
 def replay(conn: sqlite3.Connection, token: int) -> None:
     """Rebuild lease ``token`` from the events left after a rewind (nothing if its acquisition is gone)."""
     rows = conn.execute(
         f"SELECT {EVENT_COLUMNS} FROM events WHERE token = ? OR (kind = 'LeaseAcquired' AND previous_token = ?) "
-        "ORDER BY block, log_index",
+        f"ORDER BY {ORDER}",
         (token, token),
     ).fetchall()
     conn.execute("DELETE FROM leases WHERE token = ?", (token,))
@@ -215,7 +286,7 @@ def replay(conn: sqlite3.Connection, token: int) -> None:
 
 
 def event_row(entry: _events.RegistryLog) -> tuple[Any, ...]:
-    """An event as stored (without its timestamp): block, log index, kind, fields..., tx hash."""
+    """An event as stored (without its timestamp): block, log index, kind, fields..., tx hash, tx index."""
     progress = entry.progress if entry.progress and any(entry.progress) else None
     return (
         entry.block_number,
@@ -231,12 +302,29 @@ def event_row(entry: _events.RegistryLog) -> tuple[Any, ...]:
         entry.result_digest,
         progress,
         entry.tx_hash,
+        entry.tx_index,
     )
 
 
 def log_from_row(row: tuple[Any, ...], block_hash: bytes = b"") -> tuple[_events.RegistryLog, int]:
     """An event row (:data:`EVENT_COLUMNS`) as the log it was, and its block's timestamp."""
-    block, log_index, kind, rid, token, holder, admin, expires, previous, reason_, digest, progress, tx, at = row
+    (
+        block,
+        log_index,
+        kind,
+        rid,
+        token,
+        holder,
+        admin,
+        expires,
+        previous,
+        reason_,
+        digest,
+        progress,
+        tx,
+        tx_index,
+        at,
+    ) = row
     entry = _events.RegistryLog(
         kind=_LEASE_KINDS[kind],
         resource_id=bytes(rid),
@@ -244,6 +332,7 @@ def log_from_row(row: tuple[Any, ...], block_hash: bytes = b"") -> tuple[_events
         block_hash=block_hash,
         tx_hash=tx,
         log_index=log_index,
+        tx_index=tx_index,
         token=token,
         holder=holder,
         expires_at=expires,
@@ -269,13 +358,15 @@ def _apply_lease(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp
             (entry.resource_id, block),
         )
         conn.execute(
-            "INSERT OR REPLACE INTO leases (token, resource_id, holder, acquired_block, acquired_log, acquired_at, "
-            "tx_hash, reason, previous_token, first_expires_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO leases (token, resource_id, holder, acquired_block, acquired_tx, acquired_log, "
+            "acquired_at, tx_hash, reason, previous_token, first_expires_at, expires_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 token,
                 entry.resource_id,
                 entry.holder,
                 block,
+                entry.tx_index,
                 entry.log_index,
                 timestamp,
                 entry.tx_hash,

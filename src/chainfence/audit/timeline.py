@@ -121,9 +121,13 @@ class TimelineLease:
     - ``reason``: why the token was issued, one of :data:`ISSUE_REASONS`.
     - ``renewals``: ``(time, progress)`` pairs, progress a marker (bytes, str
       or int) or None; times within ``[start, end]``. Stored as a tuple.
-    - ``completion_digest``: the digest the holder published on completion
-      (hex str, or bytes shown as 0x-hex), or None. A completion is drawn
-      at ``end`` (at ``now`` while live).
+    - ``completions``: ``(time, digest)`` pairs, one per completion the
+      holder recorded (a plain lease may record several; a claimed item's
+      one ends it), digest a hex str, bytes (shown as 0x-hex) or None; times
+      within ``[start, end]``. Each is drawn at its own time.
+    - ``completion_digest``: the latest digest, for callers that know no
+      time: drawn at ``end`` (at ``now`` while live) when ``completions`` is
+      empty, and so is a lease that ended ``"completed"`` without them.
     - ``admin``: about how this lease was issued: the admin who revoked the
       previous lease (``reason == "revoked"``) or granted this one
       (``reason == "granted"``); None when unknown or not applicable.
@@ -144,6 +148,7 @@ class TimelineLease:
     completion_digest: str | bytes | None = None
     admin: str | None = None
     revoked_by: str | None = None
+    completions: tuple[tuple[int, str | bytes | None], ...] = field(default=())
 
     def __post_init__(self) -> None:
         _check_resource(self.resource)
@@ -177,6 +182,20 @@ class TimelineLease:
         object.__setattr__(self, "renewals", tuple(renewals))
         if self.completion_digest is not None and not isinstance(self.completion_digest, (str, bytes)):
             raise InvalidInput(f"completion_digest must be a str, bytes or None, got {self.completion_digest!r}")
+        if isinstance(self.completions, (str, bytes)) or not isinstance(self.completions, Iterable):
+            raise InvalidInput(f"completions must be a sequence of (time, digest) pairs, got {self.completions!r}")
+        completions = []
+        for pair in self.completions:
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise InvalidInput(f"token {self.token}: a completion is a (time, digest) pair, got {pair!r}")
+            time, digest = pair
+            _check_time("completion time", time)
+            if time < self.start or (self.end is not None and time > self.end):
+                raise InvalidInput(f"token {self.token}: completion at {time} is outside its lease")
+            if digest is not None and not isinstance(digest, (str, bytes)):
+                raise InvalidInput(f"token {self.token}: a completion's digest must be a str, bytes or None")
+            completions.append((time, digest))
+        object.__setattr__(self, "completions", tuple(completions))
         _check_text("admin", self.admin, optional=True)
         _check_text("revoked_by", self.revoked_by, optional=True)
 
@@ -215,10 +234,20 @@ LABEL_WIDTH = 230
 RIGHT_MARGIN = 40
 #: The lanes start below the title and the axis labels.
 LANES_TOP = 72
-#: A lane: a 16 px strip for takeover/revoke markers, the 22 px bar, a 16 px strip for rejections.
-LANE_HEIGHT = 58
+#: A lane, top to bottom: a 16 px strip for takeovers (at the start of the lease that took over), the 22 px
+#: bar (renewal ticks on it), then a row each for completions, revokes (at the end of the revoked lease, its
+#: "revoked by" label to the left, over that lease) and a guard's rejections. One row per kind of mark:
+#: two events at the same moment never draw one mark over the other.
 MARKER_STRIP = 16
 BAR_HEIGHT = 22
+MARK_ROW = 14
+COMPLETION_TOP = MARKER_STRIP + BAR_HEIGHT + 2
+REVOKE_TOP = COMPLETION_TOP + MARK_ROW
+REJECTION_TOP = REVOKE_TOP + MARK_ROW
+LANE_HEIGHT = REJECTION_TOP + MARK_ROW + 4
+#: Half the width of each kind of mark (px): marks of one kind closer than their width merge into one
+#: (``data-count``, and every event in its tooltip), as renewal ticks do.
+MARK_HALF = {"takeover": 5.0, "completion": 5.0, "revoke": 4.0, "rejection": 4.0}
 #: Default plot width: grows with the busiest lane (px per lease), within these bounds.
 MIN_PLOT_WIDTH = 960
 MAX_PLOT_WIDTH = 16_000
@@ -430,6 +459,37 @@ class Bar:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """An event drawn on a lane: a takeover, a completion, a revoke or a rejection, in its kind's row.
+
+    ``x`` is the event's time (the first one's, for a merged mark); ``top`` and ``height`` its row;
+    ``half`` half its width. ``leases`` are the leases it stands for (a takeover: the lease that took over;
+    a revoke: the revoked lease; a completion: the completed one), ``rejections`` a rejection mark's;
+    more than one when events of one kind closer than the mark's width merged. ``times`` each event's
+    time. ``label`` is the short text drawn beside it when it fits (``label_x``, anchored at its start
+    for a takeover, at its end for a revoke), else None (the tooltip says it). ``digests``: a
+    completion's."""
+
+    kind: str
+    lane: Lane
+    x: float
+    top: float
+    height: float
+    half: float
+    times: tuple[int, ...]
+    leases: tuple[TimelineLease, ...] = ()
+    rejections: tuple[Rejection, ...] = ()
+    digests: tuple[str | bytes | None, ...] = ()
+    label: str | None = None
+    label_x: float | None = None
+
+    @property
+    def box(self) -> tuple[float, float, float, float]:
+        """(left, top, right, bottom) of the mark itself (its label apart)."""
+        return (self.x - self.half, self.top, self.x + self.half, self.top + self.height)
+
+
+@dataclass(frozen=True)
 class Layout:
     """Everything :func:`render` draws, positioned (CSS px; the page's top-left is the SVG's origin)."""
 
@@ -448,6 +508,8 @@ class Layout:
     holders: tuple[tuple[str, str | None], ...]
     legend_top: float
     legend_columns: int
+    #: Every takeover, completion, revoke and rejection, lane by lane, each kind in its own row.
+    marks: tuple[Mark, ...] = ()
 
     def x(self, t: int) -> float:
         """The x of time ``t``."""
@@ -562,6 +624,7 @@ def layout(
     colours = holder_colours(lease.holder for lease in leases)
     bars = [Bar(b.lease, b.lane, b.x, b.width, b.y, b.height, colours[b.lease.holder], b.label, b.until) for b in bars]
     holders = tuple(first_seen.values())
+    marks = _marks(lanes, bars, rejections, x_of, plot_left + plot_width)
     legend_top = LANES_TOP + len(lanes) * LANE_HEIGHT + 28
     columns = max(1, int((plot_left + plot_width + RIGHT_MARGIN) // LEGEND_COLUMN))
     legend_rows = -(-len(holders) // columns) + 4  # holders, then the key to the symbols and the notes
@@ -580,7 +643,109 @@ def layout(
         holders=holders,
         legend_top=float(legend_top),
         legend_columns=columns,
+        marks=tuple(marks),
     )
+
+
+#: An event to mark: (time, order among its kind, the lease's bar or None, the digest or the rejection).
+_Event = tuple[int, int, "Bar | None", "Rejection | str | bytes | None"]
+
+
+def _marks(
+    lanes: list[Lane],
+    bars: list[Bar],
+    rejections: list[Rejection],
+    x_of: Callable[[int], float],
+    right: float,
+) -> list[Mark]:
+    """Each event at its own time in its kind's row; marks of one kind closer than their width merged."""
+    events: dict[tuple[int, str], list[_Event]] = {}
+    lane_of = {lane.name: lane for lane in lanes}
+    for bar in bars:
+        lease = bar.lease
+        key = bar.lane.index
+        if lease.reason in TAKEOVER_REASONS:
+            events.setdefault((key, "takeover"), []).append((lease.start, lease.token, bar, None))
+        if lease.end_reason in ("revoked", "granted"):  # a grant over a live lease revokes it first
+            events.setdefault((key, "revoke"), []).append((bar.until, lease.token, bar, None))
+        completed = list(lease.completions)
+        if not completed and (lease.completion_digest is not None or lease.end_reason == "completed"):
+            completed = [(bar.until, lease.completion_digest)]  # no time given: at the end, as before
+        for at, digest in completed:
+            events.setdefault((key, "completion"), []).append((at, lease.token, bar, digest))
+    for number, rejection in enumerate(rejections):
+        lane = lane_of[_name(rejection.resource)]
+        events.setdefault((lane.index, "rejection"), []).append((rejection.time, number, None, rejection))
+    tops = {"takeover": 2.0, "completion": float(COMPLETION_TOP), "revoke": float(REVOKE_TOP)}
+    tops["rejection"] = float(REJECTION_TOP)
+    heights = {"takeover": 11.0, "completion": 10.0, "revoke": 10.0, "rejection": 8.0}
+    marks: list[Mark] = []
+    for (index, kind), found in sorted(events.items(), key=lambda item: item[0]):
+        lane, half = lanes[index], MARK_HALF[kind]
+        groups: list[list[_Event]] = []
+        for event in sorted(found, key=lambda item: (item[0], item[1])):
+            if groups and x_of(event[0]) - x_of(groups[-1][0][0]) < 2 * half + 1:
+                groups[-1].append(event)
+            else:
+                groups.append([event])
+        row = [
+            Mark(
+                kind,
+                lane,
+                x_of(group[0][0]),
+                lane.y + tops[kind],
+                heights[kind],
+                half,
+                tuple(event[0] for event in group),
+                leases=tuple(event[2].lease for event in group if event[2] is not None),
+                rejections=tuple(event[3] for event in group if isinstance(event[3], Rejection)),
+                digests=tuple(event[3] for event in group if not isinstance(event[3], Rejection))
+                if kind == "completion"
+                else (),
+            )
+            for group in groups
+        ]
+        marks.extend(_labelled(row, bars, right))
+    return marks
+
+
+def _labelled(row: list[Mark], bars: list[Bar], right: float) -> list[Mark]:
+    """A row's marks with the labels that fit: a takeover's to its right, up to the next mark; a revoke's
+    ("revoked by ...") to its left, over the revoked lease's own bar and after the previous mark's box."""
+    out = []
+    for i, mark in enumerate(row):
+        label = label_x = None
+        if mark.kind == "takeover" and len(mark.leases) == 1:
+            text = _takeover_label(mark.leases[0])
+            limit = row[i + 1].box[0] if i + 1 < len(row) else right + RIGHT_MARGIN
+            start = mark.x + mark.half + 3
+            if start + text_width(text, 10) + 2 <= limit:
+                label, label_x = text, start
+        elif mark.kind == "revoke" and len(mark.leases) == 1:
+            lease = mark.leases[0]
+            text = "revoked" + (f" by {_short_address(_text(lease.revoked_by))}" if lease.revoked_by else "")
+            bar = next(b for b in bars if b.lease is lease)
+            end = mark.x - mark.half - 3
+            limit = max(bar.x, row[i - 1].box[2] + 2 if i > 0 else bar.x)
+            if end - text_width(text, 10) >= limit:
+                label, label_x = text, end
+        out.append(
+            Mark(
+                mark.kind,
+                mark.lane,
+                mark.x,
+                mark.top,
+                mark.height,
+                mark.half,
+                mark.times,
+                mark.leases,
+                mark.rejections,
+                mark.digests,
+                label,
+                label_x,
+            )
+        )
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -623,24 +788,144 @@ def _attrs(**values: object) -> str:
     )
 
 
-def _takeover_text(lease: TimelineLease, previous: TimelineLease | None, name: str) -> tuple[str, str]:
-    """The short label and the tooltip of a takeover marker."""
+def _takeover_label(lease: TimelineLease) -> str:
+    """The short label of a takeover marker, about the lease that took over: who revoked the previous lease
+    is said on that lease's own revoke mark, never here."""
+    if lease.reason == "expired":
+        return "after expiry"
+    if lease.reason == "reacquired":
+        return "reacquired"
+    if lease.reason == "revoked":
+        return "after revoke"
+    admin = _text(lease.admin) if lease.admin else None
+    return f"granted by {_short_address(admin)}" if admin else "granted"
+
+
+def _takeover_text(lease: TimelineLease, previous: TimelineLease | None, name: str) -> str:
+    """The tooltip of a takeover marker."""
     admin = _text(lease.admin) if lease.admin else None
     before = f"token {previous.token} ({_text(previous.holder)})" if previous else "the previous lease"
     if lease.reason == "expired":
-        short = "after expiry"
         long = f"{before} had expired: token {lease.token} superseded it"
     elif lease.reason == "reacquired":
-        short = "reacquired"
         long = f"its live holder acquired again: {before} is fenced off by token {lease.token}"
     elif lease.reason == "revoked":
-        short = f"revoked by {_short_address(admin)}" if admin else "after revoke"
         long = f"{before} was revoked{f' by admin {admin}' if admin else ''}; token {lease.token} issued after it"
     else:
-        short = f"granted by {_short_address(admin)}" if admin else "granted"
         long = f"token {lease.token} granted{f' by admin {admin}' if admin else ''} to {_text(lease.holder)}"
     when = format_time(lease.start)
-    return short, f"{name}: takeover at {when} UTC ({lease.reason}): {long}"
+    return f"{name}: takeover at {when} UTC ({lease.reason}): {long}"
+
+
+def _draw_mark(mark: Mark, previous_of: dict[int, TimelineLease]) -> str:
+    """One mark's SVG (its label too), with a tooltip naming every event it stands for."""
+    name, x, top = mark.lane.name, mark.x, mark.top
+    count = len(mark.times)
+    out: list[str] = []
+    if mark.kind == "takeover":
+        lease = mark.leases[0]
+        colour = TAKEOVER_COLOURS[lease.reason]
+        tips = [_takeover_text(each, previous_of.get(each.token), name) for each in mark.leases]
+        previous = previous_of.get(lease.token)
+        out.append(
+            f'<path d="M{_n(x - 5)},{_n(top)} L{_n(x + 5)},{_n(top)} L{_n(x)},{_n(top + 11)} Z" fill="{colour}"'
+            + _attrs(
+                data_kind="takeover",
+                data_token=lease.token,
+                data_holder=_text(lease.holder),
+                data_resource=name,
+                data_reason=lease.reason,
+                data_previous_token=previous.token if previous else None,
+                data_admin=_text(lease.admin) if lease.admin else None,
+                data_time=mark.times[0],
+                data_count=count if count > 1 else None,
+                data_tokens=" ".join(str(each.token) for each in mark.leases) if count > 1 else None,
+            )
+            + f"><title>{_esc(chr(10).join(tips))}</title></path>\n"
+        )
+        if mark.label is not None and mark.label_x is not None:
+            out.append(
+                f'<text x="{_n(mark.label_x)}" y="{_n(top + 10)}" font-size="10" fill="{colour}"'
+                + _attrs(data_kind="takeover-label", data_token=lease.token, data_resource=name)
+                + f">{_esc(mark.label)}</text>\n"
+            )
+    elif mark.kind == "revoke":
+        lease = mark.leases[0]
+        tips = []
+        for each, at in zip(mark.leases, mark.times, strict=True):
+            by = f" by admin {_text(each.revoked_by)}" if each.revoked_by else ""
+            how = "revoked" if each.end_reason == "revoked" else "revoked to grant the resource to another"
+            tips.append(f"{name}: token {each.token} ({_text(each.holder)}) {how}{by} at {format_time(at)} UTC")
+        out.append(
+            f'<path d="M{_n(x - 4)},{_n(top)} L{_n(x + 4)},{_n(top + 10)} M{_n(x + 4)},{_n(top)}'
+            f' L{_n(x - 4)},{_n(top + 10)}" stroke="{REVOKE_COLOUR}" stroke-width="2" fill="none"'
+            + _attrs(
+                data_kind="revoke",
+                data_token=lease.token,
+                data_holder=_text(lease.holder),
+                data_resource=name,
+                data_admin=_text(lease.revoked_by) if lease.revoked_by else None,
+                data_time=mark.times[0],
+                data_count=count if count > 1 else None,
+                data_tokens=" ".join(str(each.token) for each in mark.leases) if count > 1 else None,
+            )
+            + f"><title>{_esc(chr(10).join(tips))}</title></path>\n"
+        )
+        if mark.label is not None and mark.label_x is not None:
+            out.append(
+                f'<text x="{_n(mark.label_x)}" y="{_n(top + 9)}" font-size="10" fill="{REVOKE_COLOUR}"'
+                ' text-anchor="end"'
+                + _attrs(data_kind="revoke-label", data_token=lease.token, data_resource=name)
+                + f">{_esc(mark.label)}</text>\n"
+            )
+    elif mark.kind == "completion":
+        lease = mark.leases[0]
+        digest = _text(mark.digests[0]) if mark.digests[0] is not None else None
+        tips = [
+            f"{name}: token {each.token} completed at {format_time(at)} UTC"
+            + (f"\ndigest {_text(d)}" if d is not None else "")
+            for each, at, d in zip(mark.leases, mark.times, mark.digests, strict=True)
+        ]
+        mid = top + mark.height / 2
+        out.append(
+            f'<path d="M{_n(x)},{_n(mid - 5)} L{_n(x + 5)},{_n(mid)} L{_n(x)},{_n(mid + 5)} L{_n(x - 5)},{_n(mid)} Z"'
+            f' fill="{COMPLETION_COLOUR}" stroke="#ffffff" stroke-width="1"'
+            + _attrs(
+                data_kind="completion",
+                data_token=lease.token,
+                data_holder=_text(lease.holder),
+                data_resource=name,
+                data_digest=digest,
+                data_time=mark.times[0],
+                data_count=count if count > 1 else None,
+                data_tokens=" ".join(str(each.token) for each in mark.leases) if count > 1 else None,
+            )
+            + f"><title>{_esc(chr(10).join(tips))}</title></path>\n"
+        )
+    else:
+        rejection = mark.rejections[0]
+        rejected_holder = _text(rejection.holder) if rejection.holder else None
+        tips = [
+            f"{name}: rejected token {each.token}"
+            + (f" from {_text(each.holder)}" if each.holder else "")
+            + f" at {format_time(each.time)} UTC"
+            + (f": {_text(each.reason)}" if each.reason else "")
+            for each in mark.rejections
+        ]
+        out.append(
+            f'<path d="M{_n(x - 4)},{_n(top)} L{_n(x + 4)},{_n(top + 8)} M{_n(x + 4)},{_n(top)} L{_n(x - 4)},{_n(top + 8)}"'
+            f' stroke="{REJECTION_COLOUR}" stroke-width="2.5" fill="none"'
+            + _attrs(
+                data_kind="rejection",
+                data_token=rejection.token,
+                data_holder=rejected_holder,
+                data_resource=name,
+                data_time=rejection.time,
+                data_count=count if count > 1 else None,
+            )
+            + f"><title>{_esc(chr(10).join(tips))}</title></path>\n"
+        )
+    return "".join(out)
 
 
 def render(
@@ -725,6 +1010,7 @@ def render(
     by_lane: dict[int, list[Bar]] = {}
     for bar in geo.bars:
         by_lane.setdefault(bar.lane.index, []).append(bar)
+    marks_of_lane: dict[int, list[Bar]] = {}
     for lane in geo.lanes:
         lane_bars = by_lane.get(lane.index, [])
         add(f'<g data-kind="leases"{_attrs(data_resource=lane.name)}>\n')
@@ -801,105 +1087,25 @@ def render(
                     + _attrs(data_kind="token-label", data_token=bar.lease.token, data_resource=lane.name)
                     + f">{_esc(bar.label)}</text>\n"
                 )
-        # Takeovers (at the start of the lease that took over), revokes (at the end of the revoked lease),
-        # completions (at the end of the completed lease).
-        previous: TimelineLease | None = None
-        takeovers = [bar for bar in lane_bars if bar.lease.reason in TAKEOVER_REASONS]
-        takeover_xs = [bar.x for bar in takeovers] + [geo.plot_left + geo.plot_width + RIGHT_MARGIN]
-        next_x = {id(bar): takeover_xs[i + 1] for i, bar in enumerate(takeovers)}
-        for bar in lane_bars:
-            lease = bar.lease
-            if lease.reason in TAKEOVER_REASONS:
-                short, tip = _takeover_text(lease, previous, lane.name)
-                colour = TAKEOVER_COLOURS[lease.reason]
-                x, top = bar.x, lane.y + 2
-                add(
-                    f'<path d="M{_n(x - 5)},{_n(top)} L{_n(x + 5)},{_n(top)} L{_n(x)},{_n(top + 11)} Z"'
-                    f' fill="{colour}"'
-                    + _attrs(
-                        data_kind="takeover",
-                        data_token=lease.token,
-                        data_holder=_text(lease.holder),
-                        data_resource=lane.name,
-                        data_reason=lease.reason,
-                        data_previous_token=previous.token if previous else None,
-                        data_admin=_text(lease.admin) if lease.admin else None,
-                    )
-                    + f"><title>{_esc(tip)}</title></path>\n"
-                )
-                if x + 8 + text_width(short, 10) + 4 <= next_x[id(bar)]:
-                    add(
-                        f'<text x="{_n(x + 8)}" y="{_n(top + 10)}" font-size="10" fill="{colour}"'
-                        + _attrs(data_kind="takeover-label", data_token=lease.token, data_resource=lane.name)
-                        + f">{_esc(short)}</text>\n"
-                    )
-            if lease.end_reason in ("revoked", "granted"):  # a grant over a live lease revokes it first
-                x, top = bar.x + bar.width, lane.y + 2
-                by = f" by admin {_text(lease.revoked_by)}" if lease.revoked_by else ""
-                how = "revoked" if lease.end_reason == "revoked" else "revoked to grant the resource to another"
-                tip = f"{lane.name}: token {lease.token} {how}{by} at {format_time(bar.until)} UTC"
-                add(
-                    f'<path d="M{_n(x - 4)},{_n(top)} L{_n(x + 4)},{_n(top + 10)} M{_n(x + 4)},{_n(top)}'
-                    f' L{_n(x - 4)},{_n(top + 10)}" stroke="{REVOKE_COLOUR}" stroke-width="2" fill="none"'
-                    + _attrs(
-                        data_kind="revoke",
-                        data_token=lease.token,
-                        data_holder=_text(lease.holder),
-                        data_resource=lane.name,
-                        data_admin=_text(lease.revoked_by) if lease.revoked_by else None,
-                    )
-                    + f"><title>{_esc(tip)}</title></path>\n"
-                )
-            if lease.completion_digest is not None or lease.end_reason == "completed":
-                x, mid = bar.x + bar.width, bar.y + bar.height / 2
-                digest = _text(lease.completion_digest) if lease.completion_digest is not None else None
-                tip = f"{lane.name}: token {lease.token} completed at {format_time(bar.until)} UTC" + (
-                    f"\ndigest {digest}" if digest else ""
-                )
-                add(
-                    f'<path d="M{_n(x)},{_n(mid - 7)} L{_n(x + 6)},{_n(mid)} L{_n(x)},{_n(mid + 7)}'
-                    f' L{_n(x - 6)},{_n(mid)} Z" fill="{COMPLETION_COLOUR}" stroke="#ffffff" stroke-width="1"'
-                    + _attrs(
-                        data_kind="completion",
-                        data_token=lease.token,
-                        data_holder=_text(lease.holder),
-                        data_resource=lane.name,
-                        data_digest=digest,
-                    )
-                    + f"><title>{_esc(tip)}</title></path>\n"
-                )
-            previous = lease
+        marks_of_lane[lane.index] = lane_bars
         add("</g>\n")
 
-    # The guard's rejections, in the strip under each lane's bars.
-    lane_of = {lane.name: lane for lane in geo.lanes}
-    if rejections:
-        add('<g data-kind="rejections">\n')
-    for rejection in rejections:
-        lane = lane_of[_name(rejection.resource)]
-        x, top = geo.x(rejection.time), lane.y + MARKER_STRIP + BAR_HEIGHT + 3
-        rejected_holder = _text(rejection.holder) if rejection.holder else None
-        tip = (
-            f"{lane.name}: rejected token {rejection.token}"
-            + (f" from {rejected_holder}" if rejected_holder else "")
-            + f" at {format_time(rejection.time)} UTC"
-            + (f": {_text(rejection.reason)}" if rejection.reason else "")
-        )
-        add(
-            f'<path d="M{_n(x - 4)},{_n(top)} L{_n(x + 4)},{_n(top + 8)} M{_n(x + 4)},{_n(top)} L{_n(x - 4)},{_n(top + 8)}"'
-            f' stroke="{REJECTION_COLOUR}" stroke-width="2.5" fill="none"'
-            + _attrs(
-                data_kind="rejection",
-                data_token=rejection.token,
-                data_holder=rejected_holder,
-                data_resource=lane.name,
-                data_time=rejection.time,
-            )
-            + f"><title>{_esc(tip)}</title></path>\n"
-        )
-    if rejections:
+    # Takeovers, completions, revokes and rejections: each at its own time, each kind in its own row.
+    lane_marks: dict[int, list[Mark]] = {}
+    for mark in geo.marks:
+        lane_marks.setdefault(mark.lane.index, []).append(mark)
+    for lane in geo.lanes:
+        previous_of = {}
+        ordered = sorted(marks_of_lane.get(lane.index, []), key=lambda bar: bar.lease.token)
+        for before, after in zip(ordered, ordered[1:]):
+            previous_of[after.lease.token] = before.lease
+        found = lane_marks.get(lane.index, [])
+        if not found:
+            continue
+        add(f'<g data-kind="marks"{_attrs(data_resource=lane.name)}>\n')
+        for mark in found:
+            add(_draw_mark(mark, previous_of))
         add("</g>\n")
-
     if geo.lanes:
         x = geo.x(geo.now)
         add(

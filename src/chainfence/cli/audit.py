@@ -11,12 +11,14 @@
     chainfence audit takeovers [--from-block B] [--to-block B] [--since T] [--until T]
     chainfence audit completions [NAME] [range]
     chainfence audit resources [PREFIX]
-    chainfence audit verify                # exit 12 when the index and the chain differ
+    chainfence audit verify [--proofs --headers URL...]   # exit 12 when the index and the chain differ
     chainfence audit timeline NAME... --out FILE.html [--rejections FILE.json]   # a picture of the leases
 
-Queries read the index (default ``.chainfence/audit.sqlite``) and say how far
-behind the head it is; ``--live`` reads the chain instead (an index in memory,
-synced from the deployment for this one answer). Imports stay inside the
+Queries read the index (default ``.chainfence/audit.sqlite``), synced first to
+the newest block with ``--confirmations`` on top (default: 0 on dev chains, 3
+elsewhere; blocks an earlier sync took with fewer are withdrawn, ``--no-sync``
+included), and say how far behind the head it is; ``--live`` reads the chain
+instead (an index in memory, synced from the deployment for this one answer). Imports stay inside the
 functions: ``chainfence --help`` must not import web3.
 """
 
@@ -83,9 +85,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "sync",
         parents=parents,
         example="chainfence audit sync --max-blocks 2000",
-        help="bring the index up to the chain's head",
+        help="bring the index up to the newest confirmed block",
     )
-    sync.add_argument("--to-block", type=int_at_least(0), help="stop at this block (default: the head)")
+    sync.add_argument(
+        "--to-block",
+        type=int_at_least(0),
+        help="stop at this block (default: the head less --confirmations: 0 on dev chains, 3 elsewhere)",
+    )
     sync.set_defaults(run=_sync)
     verify = add_command(
         sub,
@@ -93,6 +99,23 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         parents=parents,
         example="chainfence audit verify || echo 'the index differs from the chain'",
         help="check the index against the chain (exit 12 when they differ)",
+    )
+    verify.add_argument(
+        "--proofs",
+        action="store_true",
+        help="also check the index against headers no single provider controls: each indexed block vouched for "
+        "and its receipts against the vouched receiptsRoot, every resource's latest lease proven with "
+        "eth_getProof (needs --headers or --trusted-headers)",
+    )
+    verify.add_argument(
+        "--headers",
+        nargs="+",
+        metavar="URL",
+        help="--proofs: header providers, k of which must agree on each block's hash (independent operators)",
+    )
+    verify.add_argument("--quorum", type=int_at_least(1), help="--proofs: k for --headers (default: a majority)")
+    verify.add_argument(
+        "--trusted-headers", metavar="URL", help="--proofs: one endpoint you trust for headers (a light client)"
     )
     verify.set_defaults(run=_verify)
     history = add_command(
@@ -222,30 +245,70 @@ def _sync(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     with _opened(args) as (registry, index):
         bar = Progress(not args.json)
         try:
-            result = index.sync(
-                registry,
-                to_block=args.to_block,
-                max_blocks=args.max_blocks,
-                progress=bar,
-                confirmations=args.confirmations or 0,
-            )
+            # Confirmations: --confirmations, else the chain's (0 on dev chains, 3 elsewhere).
+            result = index.sync(registry, to_block=args.to_block, max_blocks=args.max_blocks, progress=bar)
         finally:
             bar.close()
         status = index.status(registry.chain)
         rewound = f"; rewound to block {result.rewound_to} after a reorg" if result.rewound_to is not None else ""
+        held = (
+            f"; not past block {result.held_at} yet ({result.held_because}): the next sync takes it up"
+            if result.held_at is not None
+            else ""
+        )
         emit(
             args,
             {**result.to_dict(), "status": status.to_dict()},
             f"indexed blocks {result.from_block}..{result.to_block}: {result.events} events in {result.pages} pages"
-            + rewound,
+            + rewound
+            + held,
         )
     return EXIT_OK
 
 
+def _bring_up(index: Any, registry: Any, args: argparse.Namespace) -> Any:
+    """Before a query: sync (unless --no-sync) to the newest block with the confirmations asked for; with
+    --no-sync, read no new block, but still withdraw blocks with fewer confirmations (every read honours them)."""
+    if args.live or not args.no_sync:
+        return index.sync(registry, max_blocks=args.max_blocks)
+    synced = index.status().synced_block
+    if synced is not None:
+        return index.sync(registry, to_block=synced, max_blocks=args.max_blocks)
+    return None
+
+
+def _header_source(args: argparse.Namespace) -> Any:
+    """--proofs: the header source the flags name (a typed usage error when none or both)."""
+    from ..proofs import QuorumHeaders, TrustedHeaders
+    from ._common import UsageError
+
+    if args.headers and args.trusted_headers:
+        raise UsageError("--proofs: give --headers (a quorum) or --trusted-headers (one endpoint), not both")
+    if args.trusted_headers:
+        if args.quorum is not None:
+            raise UsageError("--quorum goes with --headers")
+        return TrustedHeaders(args.trusted_headers)
+    if args.headers:
+        return QuorumHeaders(args.headers, k=args.quorum)
+    raise UsageError(
+        "--proofs needs a header source no single provider controls: --headers URL URL URL [--quorum K] "
+        "or --trusted-headers URL"
+    )
+
+
 def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ._common import UsageError
+
+    if not args.proofs and (args.headers or args.trusted_headers or args.quorum is not None):
+        raise UsageError("--headers, --quorum and --trusted-headers go with --proofs")
     with _opened(args) as (registry, index):
+        reader = None
+        if args.proofs:
+            from ..proofs import ProvenReader
+
+            reader = ProvenReader(registry.address, headers=_header_source(args), provider=registry.chain)
         try:
-            checked = index.verify(registry, max_blocks=args.max_blocks)
+            checked = index.verify(registry, max_blocks=args.max_blocks, proofs=reader)
         except AuditIndexDiffers as differs:
             code = exit_code(differs)
             lines = [f"chainfence audit verify: the index differs from the chain ({args.index}):"]
@@ -253,10 +316,18 @@ def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 args, {**differs.details(), "exit_code": code}, lines + [f"  {line}" for line in differs.differences]
             )
             return code
+        finally:
+            if reader is not None:
+                reader.headers.close()
+        proven = " (and the header source's headers, receipts and proofs)" if reader is not None else ""
         emit(
             args,
-            lambda: {"checked": checked, "status": index.status(registry.chain).to_dict()},
-            f"the index matches the chain: {checked} events checked",
+            lambda: {
+                "checked": checked,
+                "proofs": reader is not None,
+                "status": index.status(registry.chain).to_dict(),
+            },
+            f"the index matches the chain{proven}: {checked} events checked",
         )
     return EXIT_OK
 
@@ -265,11 +336,15 @@ def _query(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """history, token, holder, at, current, takeovers, completions, resources: from the index, synced first
     (unless --no-sync), or from the chain (--live)."""
     with _opened(args) as (registry, index):
-        if args.live or not args.no_sync:
-            index.sync(registry, max_blocks=args.max_blocks)
+        result = _bring_up(index, registry, args)
         status = index.status(registry.chain)
         answer = _answer(index, args, registry.chain)
         behind = f"{status.behind} blocks behind the head ({status.head_block})" if status.behind else "at the head"
+        confirmations = registry.chain.confirmations
+        if confirmations:
+            behind += f", {confirmations} confirmations asked"
+        if result is not None and result.held_at is not None:
+            behind += f"; the node's logs of block {result.held_at} are not all served yet"
         source = "the chain (--live)" if args.live else args.index
         emit(
             args,
@@ -285,8 +360,7 @@ def _timeline(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from ..audit.timeline import render
 
     with _opened(args) as (registry, index):
-        if args.live or not args.no_sync:
-            index.sync(registry, max_blocks=args.max_blocks)
+        _bring_up(index, registry, args)
         status = index.status(registry.chain)
         leases = index.timeline_leases(args.names)
         page = render(leases, rejections=_rejections(args.rejections), title=args.title, now=status.as_of)

@@ -1,0 +1,113 @@
+"""The audit's completeness checks on plain data (no chain): blooms, the receipts trie, when a block is in doubt.
+
+The trie root is held to py-trie's (the reference implementation py-evm builds its roots with); the bloom
+to the yellow paper's definition through a log of known bits; ``doubt`` to each way an answer can miss or
+misstate a block's registry logs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from eth_utils import keccak
+
+from chainfence._node import events as _events
+from chainfence._node.rlp import encode as rlp_encode
+from chainfence.audit import _completeness, _projection
+
+REGISTRY = "0x" + "5f" * 20
+OTHER = "0x" + "aa" * 20
+RESOURCE = keccak(b"jobs/a")
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 16, 17, 130, 300])
+def test_the_ordered_trie_root_is_py_tries(count):
+    from trie import HexaryTrie
+
+    values = [keccak(str(i).encode()) * (1 + i % 5) for i in range(count)]
+    reference = HexaryTrie({})
+    for i, value in enumerate(values):
+        reference[rlp_encode(i)] = value
+    assert _completeness.trie_root(values) == reference.root_hash
+
+
+def acquired(token: int, holder: str = "0x" + "11" * 20, log_index: int = 0) -> _events.RegistryLog:
+    return _events.RegistryLog(
+        _events.Kind.ACQUIRED,
+        RESOURCE,
+        7,
+        b"\1" * 32,
+        "0x" + "22" * 32,
+        log_index,
+        token=token,
+        holder=holder,
+        expires_at=100,
+        previous_token=0,
+        reason=0,
+        tx_index=0,
+    )
+
+
+def header_with(*logs: _events.RegistryLog, extra: tuple[tuple[bytes, list[bytes]], ...] = ()) -> dict:
+    parts = [(bytes.fromhex(REGISTRY[2:]), _events.topics_of(entry), b"") for entry in logs]
+    parts += [(address, topics, b"") for address, topics in extra]
+    return {"logsBloom": "0x" + _completeness.bloom_of(parts).hex()}
+
+
+def test_a_bloom_holds_every_address_and_topic_of_its_logs():
+    entry = acquired(5)
+    bloom = bytes.fromhex(header_with(entry)["logsBloom"][2:])
+    assert all(_completeness.bloom_has(bloom, word) for word in _events.topics_of(entry))
+    assert _completeness.bloom_has(bloom, bytes.fromhex(REGISTRY[2:]))
+    assert not _completeness.bloom_has(bytes(256), keccak(b"anything"))
+
+
+def test_a_complete_answer_is_not_in_doubt():
+    entry = acquired(5)
+    assert _completeness.doubt(header_with(entry), REGISTRY, [entry]) is None
+    assert _completeness.doubt(header_with(), REGISTRY, []) is None, "a block without the registry's logs"
+
+
+def test_an_answer_without_the_blocks_registry_logs_is_in_doubt():
+    assert "LeaseAcquired" in _completeness.doubt(header_with(acquired(5)), REGISTRY, [])
+
+
+def test_a_log_the_bloom_rules_out_is_in_doubt():
+    entry, forged = acquired(5), acquired(5, holder="0x" + "99" * 20)
+    assert "rules out" in _completeness.doubt(header_with(entry), REGISTRY, [forged])
+
+
+def test_another_contracts_event_of_the_same_signature_only_costs_a_receipts_check():
+    """The registry's address is in the bloom (one of its events) and so is another event's topic0, logged by
+    another contract: the block is in doubt (settled by its receipts, which hold no such registry log)."""
+    entry = acquired(5)
+    released_topic = bytes.fromhex(_events.topic(_events.Kind.RELEASED)[2:])
+    header = header_with(entry, extra=((bytes.fromhex(OTHER[2:]), [released_topic]),))
+    assert "LeaseReleased" in _completeness.doubt(header, REGISTRY, [entry])
+
+
+def test_events_of_two_transactions_with_the_same_log_index_are_both_kept():
+    """A node that numbers logIndex per transaction: (block, log index) repeats; the store keeps both."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.executescript(_projection.SCHEMA)
+    first = acquired(1)
+    second = _events.RegistryLog(
+        _events.Kind.ACQUIRED,
+        keccak(b"jobs/b"),
+        7,
+        b"\1" * 32,
+        "0x" + "33" * 32,
+        0,
+        token=2,
+        holder="0x" + "11" * 20,
+        expires_at=100,
+        previous_token=0,
+        reason=0,
+        tx_index=1,
+    )
+    for entry in (second, first):  # applied out of order: read back in chain order
+        _projection.apply(conn, entry, 50)
+    rows = conn.execute(f"SELECT token, tx_index FROM events ORDER BY {_projection.ORDER}").fetchall()
+    assert rows == [(1, 0), (2, 1)]
+    assert conn.execute("SELECT count(*) FROM leases").fetchone() == (2,)
