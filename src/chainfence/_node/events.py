@@ -66,6 +66,8 @@ class Kind(enum.Enum):
     ADMIN_TRANSFERRED = "NamespaceAdminTransferred"
     POLICY_SET = "NamespacePolicySet"
     ADMISSION_SET = "NamespaceAdmissionSet"
+    #: An operation of a ``batchCalls`` was refused (``index``; ``refusal``: the lone call's revert data).
+    REFUSED = "BatchOpRefused"
 
 
 class _Spec(NamedTuple):
@@ -108,6 +110,9 @@ _SPECS = {
     ),
     Kind.ADMISSION_SET: _Spec(
         "NamespaceAdmissionSet(bytes32,address,bool,address)", ("holder",), ("bool", "address"), ("admitted", "admin")
+    ),
+    Kind.REFUSED: _Spec(
+        "BatchOpRefused(bytes32,address,uint256,bytes)", ("holder",), ("uint256", "bytes"), ("index", "refusal")
     ),
 }
 _TOPICS = {kind: keccak(text=spec.signature) for kind, spec in _SPECS.items()}
@@ -155,6 +160,8 @@ class RegistryLog:
     lock_delay: int | None = None
     admission_required: bool | None = None
     admitted: bool | None = None  # NamespaceAdmissionSet
+    index: int | None = None  # BatchOpRefused: the operation's place in its batch (``holder``: the caller)
+    refusal: bytes | None = None  # BatchOpRefused: the revert data of the lone call (a registry error), untrusted
 
 
 def _bytes(value: Any) -> bytes:
