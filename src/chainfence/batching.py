@@ -132,7 +132,7 @@ _QUEUED, _SENT, _DONE, _WITHDRAWN = "queued", "sent", "done", "withdrawn"
 class _Op:
     """One caller's operation: what it asks, and the signal its outcome is set on."""
 
-    __slots__ = ("kind", "name", "queued_at", "resource", "resource_id", "signal", "state", "token", "ttl")
+    __slots__ = ("kind", "name", "queued_at", "resource", "resource_id", "signal", "since", "state", "token", "ttl")
 
     def __init__(self, kind: _Kind, resource: str, resource_id: bytes, token: int, ttl: int):
         self.kind = kind
@@ -147,6 +147,8 @@ class _Op:
         #: keepalive.lease_clock() when queued: no later than the send, so a keep-alive's safe deadline
         #: counted from it is never late.
         self.queued_at = _keepalive.lease_clock()
+        #: The batcher's ``batches`` when this was queued (its wait, in transactions, is counted from it).
+        self.since = 0
 
     @property
     def acquires(self) -> bool:
@@ -206,6 +208,7 @@ class Batcher(SyncFace):
         self.batches = 0
         self.operations = 0
         self.largest = 0
+        self._waited: dict[int, int] = {}
 
     # -- what a lease asks of what it was acquired through (chainfence.lease.LeaseRegistry) ----------
 
@@ -315,6 +318,15 @@ class Batcher(SyncFace):
         with self._mutex:
             return len(self._queue)
 
+    @property
+    def waited(self) -> dict[int, int]:
+        """How many transactions each operation waited for, its own included (1: it went out in the next
+        one; 2: one was in flight when it was queued), as ``{transactions: operations}``: the latency of
+        group commit in blocks' worth, counted by the batcher itself (operations whose transaction failed
+        as a whole are not counted)."""
+        with self._mutex:
+            return dict(sorted(self._waited.items()))
+
     # -- a caller: queue, wait, and what an interrupt leaves --------------------------------------
 
     def _submit_steps(self, op: _Op) -> Steps[Any]:
@@ -334,6 +346,7 @@ class Batcher(SyncFace):
     def _enqueue(self, op: _Op) -> bool:
         """Queue ``op``; True when no worker runs and the caller must start one."""
         with self._mutex:
+            op.since = self.batches
             self._queue.append(op)
             if self._working:
                 return False
@@ -440,6 +453,10 @@ class Batcher(SyncFace):
             if _sending.interrupted(failed):
                 raise
             return
+        with self._mutex:
+            for op in batch:
+                waited = self.batches - op.since
+                self._waited[waited] = self._waited.get(waited, 0) + 1
         for op, (value, error) in zip(batch, outcomes, strict=True):
             op.settle(value, error)
 
@@ -621,6 +638,7 @@ class AsyncBatcher(AsyncFace[Batcher], core=Batcher):
     batches = mirrored("batches")
     operations = mirrored("operations")
     largest = mirrored("largest")
+    waited = mirrored("waited")
 
     acquire = awaiting(Batcher.acquire, AsyncLease)
     renew = awaiting(Batcher.renew)

@@ -233,7 +233,7 @@ def test_64_threads_acquire_renew_and_release_each_exactly_once(chain, registry,
     acquired, one renewed, one released event per resource; tokens unique; nothing left held."""
     batcher = alice.batched()
     gate = SendGate(monkeypatch, chain.rpc, alice.sender)
-    before, operations = registry.latest_token(), batcher.operations
+    before, operations, waited = registry.latest_token(), batcher.operations, batcher.waited
     barrier = threading.Barrier(64)
 
     def agent(i: int) -> Lease:
@@ -256,6 +256,9 @@ def test_64_threads_acquire_renew_and_release_each_exactly_once(chain, registry,
         assert kinds == ["acquired", "renewed", "released"], (i, kinds)
     assert all(registry.lease_of(f"t/{i}") is None for i in range(64))
     assert registry.latest_token() == before + 65
+    grew = {n: batcher.waited.get(n, 0) - waited.get(n, 0) for n in batcher.waited}
+    assert grew.get(2, 0) >= 64, "the 64 acquisitions waited for the pilot's transaction, then went in their own"
+    assert max(n for n, count in grew.items() if count) <= 2, "no operation waited for more than two transactions"
 
 
 # ---------------------------------------------------------------------------

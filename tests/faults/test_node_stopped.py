@@ -951,6 +951,7 @@ QUIET: list[Quiet] = [
     Quiet("Batcher.connect", lambda w: w.cached().batched().connect(w.accounts[2]), "a view of its registry"),
     Quiet("Batcher.chain", lambda w: w.cached().batched().chain, "its registry's chain"),
     Quiet("Batcher.queued", lambda w: w.cached().batched().queued, "its queue's length"),
+    Quiet("Batcher.waited", lambda w: w.cached().batched().waited, "its figures"),
     Quiet("AsyncRegistry.batched", aio(lambda w, c, r: _value(r.batched())), "finds or makes the sender's batcher"),
     *(
         Quiet(
@@ -958,7 +959,7 @@ QUIET: list[Quiet] = [
             aio(lambda w, c, r, name=name: _value(getattr(r.batched(), name))),
             "a setting, its queue's length, or its figures",
         )
-        for name in ("sender", "max_items", "window", "queued", "batches", "operations", "largest")
+        for name in ("sender", "max_items", "window", "queued", "batches", "operations", "largest", "waited")
     ),
     Quiet("Registry.namespace_of", lambda w: w.cached().namespace_of(), "'0x' + the sender's address, lowercase"),
     Quiet(

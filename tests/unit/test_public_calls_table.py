@@ -72,10 +72,11 @@ NEVER_TOUCH_THE_CHAIN = {
     "Batcher.connect": "a view of its registry with another sender",
     "Batcher.chain": "its registry's chain",
     "Batcher.queued": "the length of its queue",
+    "Batcher.waited": "its figures",
     "AsyncRegistry.batched": "finds or makes the sender's batcher",
     **{
         f"AsyncBatcher.{name}": "a setting, the length of its queue, or its figures"
-        for name in ("sender", "max_items", "window", "queued", "batches", "operations", "largest")
+        for name in ("sender", "max_items", "window", "queued", "batches", "operations", "largest", "waited")
     },
     **{f"LeaseSet.{name}": "a field of the set" for name in ("registry", "tokens", "resources", "expires_at")},
     "LeaseSet.check": "a clock reading and the renewer's verdict",
