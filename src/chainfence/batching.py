@@ -408,7 +408,9 @@ class Batcher(SyncFace):
     def _work_steps(self) -> Steps[None]:
         try:
             while True:
-                if self.window and self.queued < self.max_items:
+                if self.queued < self.max_items:
+                    # The window, or a bare yield: the callers just settled run once before the next batch
+                    # is taken, so that one that calls again at once joins it instead of the one after.
                     yield Sleep(self.window)
                 batch = self._take()
                 if not batch:
