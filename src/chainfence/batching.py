@@ -516,8 +516,12 @@ class Batcher(SyncFace):
         k = self.chain.confirmations
         for index, (op, (value, error)) in enumerate(zip(batch, outcomes, strict=True)):
             if not isinstance(value, Lease):
-                if unconfirmed is not None and error is None:
-                    outcomes[index] = (None, _own_copy(unconfirmed, op, len(batch)))
+                if unconfirmed is not None:  # not final yet, a refusal neither: a reorg may mine it otherwise
+                    own = _own_copy(unconfirmed, op, len(batch))
+                    if error is not None:
+                        own.__cause__ = error
+                        own.add_note(f"chainfence: {op.what()} was refused as the transaction was mined: {error}")
+                    outcomes[index] = (None, own)
                 continue
             value._sent_at = op.queued_at
             value._via = self

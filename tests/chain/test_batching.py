@@ -375,3 +375,63 @@ def test_a_renewal_of_an_expired_batched_lease_is_refused_for_its_caller_only(ch
         thread.join(120)
     assert isinstance(results["short"], LeaseExpired) and results["short"].resource == "w/short"
     assert results["long"] is long and long.expires_at > chain.now() + 500
+
+
+# ---------------------------------------------------------------------------
+# Confirmations: a batch counts once it is deep enough, as a lone call does
+# ---------------------------------------------------------------------------
+
+
+def confirming(chain, monkeypatch, *, mine: bool) -> SteppedClock:
+    """The chain asks for one confirmation; the sender's clock moves only when it sleeps (SteppedClock), and at
+    each of its pauses a block is mined (``mine``) or none is (the confirmation never comes)."""
+    clock = SteppedClock(on_sleep=(lambda: chain.mine()) if mine else None)
+    monkeypatch.setattr(chain, "confirmations", 1)
+    monkeypatch.setattr(chain._sender, "_clock", clock)
+    monkeypatch.setattr(chain._sender, "_sleep", clock.sleep)
+    monkeypatch.setattr(chain._sender, "confirmation_timeout", 0.5)  # of the stepped clock: some 50-100 polls
+    return clock
+
+
+def test_a_batch_one_block_deep_gives_each_caller_its_checked_lease(chain, registry, alice, bob, monkeypatch):
+    bob.acquire("d/held", ttl=600)
+    batcher = alice.batched()
+    confirming(chain, monkeypatch, mine=True)
+    results = {}
+    for name in ("d/free", "d/held"):
+        try:
+            results[name] = batcher.acquire(name, ttl=600)
+        except LeaseHeld as held:
+            results[name] = held
+    assert isinstance(results["d/free"], Lease) and chain.block_number() > results["d/free"].block_number
+    assert isinstance(results["d/held"], LeaseHeld)
+
+
+def test_a_batch_not_deep_enough_in_time_hands_each_acquisition_its_lease_with_not_confirmed(
+    chain, registry, alice, bob, monkeypatch
+):
+    """NotConfirmed (the batch was mined, no block came on top in time) carries each caller's own lease, never
+    forgotten, as a lone acquisition's does; a refused operation's caller gets NotConfirmed too (its refusal is
+    not final until the batch is deep enough)."""
+    from chainfence.errors import NotConfirmed
+
+    bob.acquire("d/held", ttl=600)
+    batcher = alice.batched()
+    gate = SendGate(monkeypatch, chain.rpc, alice.sender)
+    confirming(chain, monkeypatch, mine=False)
+    results = gathered(
+        batcher,
+        {
+            "pilot": lambda: batcher.acquire("d/pilot", ttl=600),
+            "free": lambda: batcher.acquire("d/free", ttl=600),
+            "held": lambda: batcher.acquire("d/held", ttl=600),
+        },
+        gate,
+    )
+    assert all(isinstance(error, NotConfirmed) for error in results.values()), results
+    assert (
+        results["free"].lease.holder == alice.sender
+        and registry.lease_of("d/free").token == results["free"].lease.token
+    )
+    assert results["held"].lease is None and results["pilot"].lease.resource == "d/pilot"
+    assert results["free"].tx_hash == results["held"].tx_hash != results["pilot"].tx_hash
