@@ -123,3 +123,20 @@ def test_the_tooz_example_runs(capsys):
     exec(compile(example, "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("worker-1 holds it with fencing token ") and out[1] == "worker-2 got it: True"
+
+
+def test_the_group_commit_example_runs(capsys):
+    """Nine agents behind one account: eight acquire, keep and release through the batcher, each with its own
+    token; the ninth, on a resource someone else holds, is refused alone."""
+    example = next(block for block in python_blocks() if ".batched()" in block)
+    exec(compile(example, "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    tokens = [int(line.split()[2]) for line in out if " token " in line]
+    assert (
+        len(tokens) == 8
+        and len(set(tokens)) == 8
+        and all(" reason unheld" in line for line in out[:-1] if "token" in line)
+    )
+    assert sum(line.startswith("jobs/busy held by 0x") for line in out) == 1
+    operations, _, batches, _ = out[-1].split(maxsplit=3)
+    assert int(operations) == 17 and 1 <= int(batches) <= 17, out[-1]  # 9 acquisitions, 8 releases
