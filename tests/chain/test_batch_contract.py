@@ -242,3 +242,12 @@ def test_control_acquire_many_is_all_or_nothing_on_the_same_held_resource(chain,
     )
     assert [e.kind for e in logs_of(registry, receipt)][-2:] == [_events.Kind.ACQUIRED, _events.Kind.REFUSED]
     assert registry.lease_of("c/free").holder == alice.sender
+
+
+def test_an_operation_of_no_known_kind_reverts_the_whole_batch(chain, registry, alice):
+    """Malformed input (a kind past Release) is refused by the ABI decoder: the whole batch reverts, nothing done."""
+    before = registry.latest_token()
+    ops = [op(ACQUIRE, name="k/first", ttl=60), (4, "", bytes(32), 0, 0)]
+    with pytest.raises((TransactionFailed, UnknownRevert)):
+        send_batch(chain, registry, alice.sender, ops)
+    assert registry.latest_token() == before and registry.lease_of("k/first") is None
