@@ -44,3 +44,14 @@ def test_the_gas_bound_is_each_operation_at_its_dearest():
     assert gas_bound([]) == GAS_BASE
     kinds = [("acquire", 13), ("renew", 0), ("release", 0)]
     assert gas_bound(kinds) == GAS_BASE + sum(GAS_PER_OPERATION.values()) + 13 * GAS_PER_NAME_BYTE
+
+
+def test_the_asyncio_batcher_offers_every_operation_and_figure_of_the_batcher():
+    """AsyncBatcher mirrors Batcher name by name; only what serves the leases it hands out (their registry's
+    chain and connect) and the wrapped registry stay the sync object's."""
+    from chainfence.batching import AsyncBatcher, Batcher
+
+    plumbing = {"chain", "connect", "registry"}
+    fields = {"sender", "max_items", "window", "batches", "operations", "largest"}
+    sync = {name for name in dir(Batcher) if not name.startswith("_")} | fields
+    assert sync - plumbing <= {name for name in dir(AsyncBatcher) if not name.startswith("_")}
