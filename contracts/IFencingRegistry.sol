@@ -115,6 +115,29 @@ interface IFencingRegistry {
         Revoked
     }
 
+    /// @notice What one operation of a {batchCalls} does: the lone call it stands for.
+    enum BatchKind {
+        /// {acquire} `name` for `ttl` seconds.
+        Acquire,
+        /// {acquireExclusive} `name` for `ttl` seconds.
+        AcquireExclusive,
+        /// {renew} `resource` with `token` for `ttl` seconds.
+        Renew,
+        /// {release} `resource` with `token`.
+        Release
+    }
+
+    /// @notice One operation of a {batchCalls}: its kind and the arguments of the lone call it stands for
+    /// (`name` and `ttl` for an acquisition; `resource`, `token` and, for a renewal, `ttl` for the
+    /// others). Fields the kind does not use are ignored: pass 0 and "".
+    struct BatchOp {
+        BatchKind kind;
+        string name;
+        bytes32 resource;
+        uint256 token;
+        uint256 ttl;
+    }
+
     // ------------------------------------------------------------------
     // Events: emitted right after the state change they describe. Together
     // with {leaseOf} they are the on-chain record of the holder of every
@@ -184,6 +207,13 @@ interface IFencingRegistry {
 
     /// @notice `admin` added `holder` to (`admitted`) or removed it from the allowlist of `namespace`.
     event NamespaceAdmissionSet(bytes32 indexed namespace, address indexed holder, bool admitted, address admin);
+
+    /// @notice Operation `index` of a {batchCalls} sent by `caller` on `resource` was refused and did
+    /// nothing: `reason` is, byte for byte, the revert data the lone call would have reverted with
+    /// (a FencingRegistry error: {FencingRegistryLeaseHeld}, {FencingRegistryLockDelay},
+    /// {FencingRegistryNotAdmitted}, {FencingRegistryStaleToken}, ...). For an acquisition
+    /// `resource` is `keccak256(bytes(name))`.
+    event BatchOpRefused(bytes32 indexed resource, address indexed caller, uint256 index, bytes reason);
 
     /// @notice ERC-5267. Never emitted: the EIP-712 domain of a registry is fixed.
     event EIP712DomainChanged();
@@ -408,6 +438,25 @@ interface IFencingRegistry {
 
     /// @notice {release} each `resources[i]` with `tokens[i]`, all or nothing.
     function releaseMany(bytes32[] calldata resources, uint256[] calldata tokens) external;
+
+    /**
+     * @notice Run 1 to 64 lease operations of the caller in one transaction, each on its own: an
+     * operation the lone call would refuse is skipped and logged ({BatchOpRefused}, with that
+     * call's revert data), and the others go on. Group commit for many agents behind one account.
+     * @dev Each operation runs exactly as its lone call would at that point of the transaction
+     * (the same checks, policy, admission, lock-delay, events and reasons; tokens issued in order),
+     * as if the lone calls had been mined one after another in one block, except that a refusal
+     * does not revert: the batch is never all or nothing. The caller (`msg.sender`) is the holder
+     * and the actor of every operation: a batch cannot act for another account. A resource listed
+     * twice is acted on twice, in order (a second acquisition by the same caller re-acquires it:
+     * reason `Reacquired`, the first token fenced off). Reverts only with
+     * {FencingRegistryInvalidItems} (0 or more than 64 operations) or when the whole transaction
+     * cannot run (out of gas, a token past 48 bits), and then nothing is done.
+     * @return refused Bit `i` set when operation `i` was refused.
+     * @return firstToken The token of the first acquisition that succeeded (0 if none did): the
+     * acquisitions that succeeded hold consecutive tokens from it, in operation order.
+     */
+    function batchCalls(BatchOp[] calldata ops) external returns (uint256 refused, uint256 firstToken);
 
     // ------------------------------------------------------------------
     // Namespaces (see the header)

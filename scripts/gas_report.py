@@ -140,6 +140,7 @@ def measure(chain: Chain, name: str = NAME, *, with_store: bool = True) -> dict[
     alice.claim("gas/workset", items, ttl=60)
     figures["claimNext (2nd of 3, expired: after a done item)"] = _gas(chain)
     figures.update(measure_namespaces(chain, registry, name))
+    figures.update(measure_batches(chain))
     return figures
 
 
@@ -324,6 +325,100 @@ def _lease_cycle(chain: Chain, lease, alice: Registry, bob: Registry, resource: 
     return figures
 
 
+#: Group commit (issue 19): what an item of a ``batchCalls`` costs, all of the transaction's costs shared
+#: ("per item, batch of n") and each item over the first ("each extra"); a lone acquisition pays the 21,000
+#: of a transaction's intrinsic cost by itself. tests/chain/test_gas.py holds them to these ceilings.
+BATCH_CEILINGS = {
+    "batchCalls: per acquisition, batch of 8 (held before, after release)": 18_500,
+    "batchCalls: per acquisition, batch of 64 (held before, after release)": 15_000,
+    "batchCalls: each extra acquisition (held before, after release)": 14_500,
+    "batchCalls: each extra renewal": 11_000,
+    "batchCalls: each extra release": 10_000,
+    "batchCalls: each extra refused acquisition (held by another)": 11_000,
+}
+
+#: Batch sizes measured (the benchmark's fleets: 8 and 64 agents).
+BATCH_SIZES = (1, 8, 64)
+
+
+def measure_batches(chain: Chain) -> dict[str, int]:
+    """``batchCalls`` (group commit): acquisitions, renewals and releases of 1, 8 and 64 resources in one
+    transaction each, on a registry of its own; a refused item's cost; and the dearest item of each kind
+    (a resource's first acquisition under a policy with every check on and a 128-byte name; a renewal
+    that reads its namespace's maxTtl) beside the gas limit the SDK sends a batch with
+    (:func:`chainfence.batching.gas_bound`)."""
+    from chainfence import _names
+    from chainfence.batching import gas_bound
+
+    figures: dict[str, int] = {}
+    # "fleet" is assigned for the dearest items (its filter bit is not "reports"'s): names, and so the resource
+    # ids in a renewal's calldata, are the same on every backend (an address namespace's prefix is not).
+    registry = Registry.deploy(chain, max_ttl=3_600, namespaces={"fleet": chain.accounts[3]})
+    alice = registry.connect(chain.accounts[1])
+    bob = registry.connect(chain.accounts[2])
+    alice.acquire("warm-up/counter", ttl=60)
+
+    def send(ops: list[tuple[int, str, bytes, int, int]]) -> int:
+        kinds = [
+            ("acquire" if kind < 2 else ("renew" if kind == 2 else "release"), len(name.encode()))
+            for kind, name, *_ in ops
+        ]
+        chain.transact(alice.sender, registry.address, registry._encode("batchCalls", [ops]), gas=gas_bound(kinds))
+        return _gas(chain)
+
+    def acquisitions(names: list[str]) -> list[tuple[int, str, bytes, int, int]]:
+        return [(0, name, bytes(32), 0, 30) for name in names]
+
+    def on_tokens(kind: int, names: list[str], tokens: list[int], ttl: int) -> list[tuple[int, str, bytes, int, int]]:
+        return [(kind, "", _names.resource_id(name), token, ttl) for name, token in zip(names, tokens)]
+
+    measured: dict[str, dict[int, int]] = {"acquire": {}, "renew": {}, "release": {}}
+    for count in BATCH_SIZES:
+        names = [f"reports/batch{count}-{i}" for i in range(count)]
+        send(acquisitions(names))  # first acquisitions: each resource's slot and name, once
+        tokens = [alice.lease_of(name).token for name in names]
+        send(on_tokens(3, names, tokens, 0))
+        measured["acquire"][count] = send(acquisitions(names))  # held before, after release
+        tokens = [alice.lease_of(name).token for name in names]
+        chain.advance_time(5)  # the expiry really changes
+        measured["renew"][count] = send(on_tokens(2, names, tokens, 60))
+        measured["release"][count] = send(on_tokens(3, names, tokens, 0))
+    for count in BATCH_SIZES[1:]:
+        figures[f"batchCalls: per acquisition, batch of {count} (held before, after release)"] = (
+            measured["acquire"][count] // count
+        )
+    first, last = BATCH_SIZES[0], BATCH_SIZES[-1]
+    for kind, label in (
+        ("acquire", "acquisition (held before, after release)"),
+        ("renew", "renewal"),
+        ("release", "release"),
+    ):
+        figures[f"batchCalls: 1 {label}"] = measured[kind][first]
+        figures[f"batchCalls: each extra {label}"] = (measured[kind][last] - measured[kind][first]) // (last - first)
+
+    held = [f"reports/held-{i}" for i in range(8)]
+    for name in held:
+        bob.acquire(name, ttl=600)
+    one = send(acquisitions(held[:1]))
+    figures["batchCalls: each extra refused acquisition (held by another)"] = (send(acquisitions(held)) - one) // 7
+
+    # The dearest item of each kind, beside the SDK's gas limit for it.
+    owner = registry.connect(chain.accounts[3])
+    prefix = "fleet"
+    owner.set_policy(prefix, max_ttl=600, lock_delay=5, admission_required=True)
+    owner.admit(prefix, [alice.sender])
+    long_names = [f"{prefix}/" + f"{i}".rjust(128 - len(prefix) - 1, "w") for i in range(3)]
+    one = send(acquisitions(long_names[:1]))
+    figures["batchCalls: dearest acquisition alone (first, 128 bytes, every policy check, records the namespace)"] = one
+    figures["batchCalls: dearest acquisition, each extra"] = send(acquisitions(long_names[1:])) - one
+    tokens = [alice.lease_of(name).token for name in long_names]
+    chain.advance_time(5)
+    one = send(on_tokens(2, long_names[:1], tokens[:1], 60))
+    figures["batchCalls: dearest renewal alone (reads its namespace's maxTtl)"] = one
+    figures["batchCalls: dearest renewal, each extra"] = send(on_tokens(2, long_names[1:], tokens[1:], 60)) - one
+    return figures
+
+
 def _num(value: int | None) -> str:
     return "" if value is None else f"{value:,}"
 
@@ -346,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     over = False
     for operation, gas in figures.items():
         floor = FLOORS.get(operation)
-        ceiling = CEILINGS.get(operation)
+        ceiling = CEILINGS.get(operation, BATCH_CEILINGS.get(operation))
         over |= ceiling is not None and gas > ceiling
         print(f"{operation:<{width}} {gas:>9,} {_num(floor):>8} {_num(ceiling):>8}".rstrip())
     print(
@@ -361,7 +456,17 @@ def main(argv: list[str] | None = None) -> int:
         over |= row[0] - before > UNADMINISTERED_ALLOWANCE or row[1] - before > POLICY_CEILING
         if operation.startswith("acquire"):
             over |= row[2] - before > POLICY_ALLOWANCE
+    lone = figures["acquire (held before, after release)"]
+    print(
+        f"\nGroup commit: an acquisition in a batch of 8 costs {figures[_PER_8]:,} gas, of 64 {figures[_PER_64]:,} "
+        f"({figures[_PER_64] / lone:.0%} of a lone one's {lone:,}: the 21,000 of a transaction's intrinsic cost is "
+        "shared); the SDK's gas limit (chainfence.batching.gas_bound) covers the dearest item of each kind."
+    )
     return 1 if over else 0
+
+
+_PER_8 = "batchCalls: per acquisition, batch of 8 (held before, after release)"
+_PER_64 = "batchCalls: per acquisition, batch of 64 (held before, after release)"
 
 
 if __name__ == "__main__":

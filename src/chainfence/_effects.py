@@ -10,6 +10,8 @@ effects* and receives their results; it never performs I/O itself::
     note = yield Shielded(cleanup_steps)        # run sub-steps to the end, whatever interrupts the caller
     done = yield Blocking(index.sync)           # a blocking call that is not the chain's (a SQLite file)
     yield Emit(page)                            # hand a value out while the steps go on (a page of logs)
+    result = yield Until(signal)                # wait for another thread or task to set a Signal
+    worker = yield Spawn(work_steps)            # run other steps beside these (a thread; an asyncio task)
 
 A driver runs it: :func:`run` over the blocking :class:`~chainfence._node.rpc.Rpc`
 (``time.sleep``, ``threading.Lock``), :func:`arun` over
@@ -38,6 +40,7 @@ directly; only waiting is, since blocking and asyncio wait differently.
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, NamedTuple, TypeVar
@@ -49,8 +52,11 @@ __all__ = [
     "Emit",
     "Locked",
     "Shielded",
+    "Signal",
     "Sleep",
+    "Spawn",
     "Steps",
+    "Until",
     "arun",
     "astream",
     "collect_steps",
@@ -115,6 +121,88 @@ class Emit(NamedTuple):
     value: Any
 
 
+class Signal:
+    """A one-shot outcome that one thread or task sets (:meth:`set`) and steps wait for (:class:`Until`):
+    a blocking driver waits on a ``threading.Event``, an asyncio driver awaits a future of its own loop
+    (resolved through ``call_soon_threadsafe``, so the setter may run in any thread or loop)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self._outcome: tuple[Any, BaseException | None] | None = None
+        self._waiters: list[tuple[Any, Any]] = []  # (loop, future) of asyncio waiters
+
+    def set(self, value: Any = None, error: BaseException | None = None) -> bool:
+        """Set the outcome (``error``: raised at each wait); False if it was set already (nothing changes)."""
+        with self._lock:
+            if self._outcome is not None:
+                return False
+            self._outcome = (value, error)
+            waiters, self._waiters = self._waiters, []
+        self._event.set()
+        for loop, future in waiters:
+            try:
+                loop.call_soon_threadsafe(_wake, future)
+            except RuntimeError:  # its loop is closed: nobody waits there any more
+                pass
+        return True
+
+    @property
+    def is_set(self) -> bool:
+        return self._outcome is not None
+
+    def result(self) -> Any:
+        """The outcome, once set: its value, or its error raised."""
+        assert self._outcome is not None, "the signal is not set"
+        value, error = self._outcome
+        if error is not None:
+            raise error
+        return value
+
+    def wait(self) -> Any:
+        """Block until set (an interrupt, ``KeyboardInterrupt``, lands here); then :meth:`result`."""
+        self._event.wait()
+        return self.result()
+
+    async def wait_async(self) -> Any:
+        """Await until set (a cancellation lands here and leaves nothing behind); then :meth:`result`."""
+        import asyncio
+
+        with self._lock:
+            future = None
+            if self._outcome is None:
+                loop = asyncio.get_running_loop()
+                future = loop.create_future()
+                self._waiters.append((loop, future))
+        if future is not None:
+            try:
+                await future
+            finally:
+                with self._lock:
+                    self._waiters = [(lp, f) for lp, f in self._waiters if f is not future]
+        return self.result()
+
+
+def _wake(future: Any) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class Until(NamedTuple):
+    """Wait until ``signal`` is set by another thread or task; receive its value (its error is raised)."""
+
+    signal: Signal
+
+
+class Spawn(NamedTuple):
+    """Run ``steps`` beside the current ones, over the same RPC layer: in a daemon thread on the blocking
+    driver, in a task of the running loop on asyncio. Receives the thread or the task; what the steps
+    return is dropped (they report through what they share, a :class:`Signal`)."""
+
+    steps: Steps[Any]
+    name: str = "chainfence-steps"
+
+
 class _RpcRequests:
     """``RPC.block_number()`` is ``Call("block_number", (), {})``: the core's requests read like calls."""
 
@@ -155,6 +243,17 @@ def run(
                 value = run(effect.steps, rpc, sleep=sleep, lock=lock)
             elif type(effect) is Blocking:
                 value = effect.function()
+            elif type(effect) is Until:
+                value = effect.signal.wait()
+            elif type(effect) is Spawn:
+                value = threading.Thread(
+                    target=run,
+                    args=(effect.steps, rpc),
+                    kwargs={"sleep": sleep, "lock": lock},
+                    name=effect.name,
+                    daemon=True,
+                )
+                value.start()
             else:
                 raise TypeError(f"not an effect: {effect!r}")
         except BaseException as exc:  # handed to the core at its yield, as a direct call would raise it
@@ -193,6 +292,12 @@ async def arun(
                 import asyncio
 
                 value = await asyncio.to_thread(effect.function)
+            elif type(effect) is Until:
+                value = await effect.signal.wait_async()
+            elif type(effect) is Spawn:
+                import asyncio
+
+                value = asyncio.ensure_future(arun(effect.steps, rpc, sleep=sleep, lock=lock))
             else:
                 raise TypeError(f"not an effect: {effect!r}")
         except BaseException as exc:  # CancelledError too: the core's cleanup runs, then it propagates

@@ -340,6 +340,7 @@ _DECLARING_MODULES: tuple[str, ...] = (
     "chainfence.guard",  # guard.follower
     "chainfence.keepalive",  # keep, aio.keep
     "chainfence.lease_set",  # lease_set
+    "chainfence.batching",  # batching
     "chainfence.claims",  # claims
     "chainfence.mcp_server",  # mcp
     "chainfence.cli.lock",  # lock

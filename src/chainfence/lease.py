@@ -136,6 +136,10 @@ class Lease(SyncFace):
         self._sent_at: float | None = None
         self._lost: LeaseLost | None = None
         self._keeper: Keeper | None = None
+        #: What this lease's operations go through when not straight to its registry: the
+        #: :class:`~chainfence.batching.Batcher` that acquired it (its renewals and release share
+        #: transactions with other agents'; everything else is the registry's).
+        self._via: LeaseRegistry | None = None
 
     @classmethod
     def _from_event(
@@ -173,7 +177,7 @@ class Lease(SyncFace):
 
     @property
     def _issuer(self) -> LeaseRegistry:
-        return self.registry  # type: ignore[no-any-return]
+        return self.registry if self._via is None else self._via
 
     def _drive(self, steps: Steps[Any]) -> Any:
         return self._issuer._drive(steps)

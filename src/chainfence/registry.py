@@ -65,6 +65,7 @@ from ._lease_state import LeaseInfo, LeaseStatus
 from ._node import artifacts as _artifacts
 from ._node import sending as _sending
 from ._stuck import StuckReport, stuck_steps
+from .batching import MAX_ITEMS, Batcher, batcher_of
 from .claims import ClaimOperations
 from .deployment import Deployment, load
 from .endings import End
@@ -193,6 +194,18 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
     def connect(self, account: Any) -> Self:
         """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""
         return super().connect(account)  # type: ignore[no-any-return]
+
+    def batched(self, *, max_items: int = MAX_ITEMS, window: float = 0.0) -> Batcher:
+        """Group commit for the sender's calls: the :class:`~chainfence.batching.Batcher` that gathers
+        the acquisitions, renewals and releases its agents (threads) make at the same time into one
+        transaction, each with its own outcome (not all or nothing). One per sender and settings,
+        shared: every call of ``registry.batched()`` on this chain returns the same batcher.
+
+        Opt-in: the registry's own methods still send each call alone. ``max_items`` (1 to 64)
+        bounds a transaction; ``window`` (seconds, default 0) pauses before each send to gather
+        more: by default a batch goes out as soon as the previous one settled. Needs no chain.
+        """
+        return batcher_of(self, max_items=max_items, window=window)
 
     # ------------------------------------------------------------------
     # Lease operations (transactions)
@@ -667,6 +680,7 @@ class AsyncRegistry(AsyncFace[Registry], core=Registry):
     at = aconstructor(Registry.at)
     from_deployment = aconstructor(Registry.from_deployment)
     connect = local(Registry.connect)
+    batched = local(Registry.batched)
 
     address = mirrored("address")
     sender = mirrored("sender")

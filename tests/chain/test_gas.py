@@ -276,3 +276,46 @@ def test_control_a_deployers_assignment_on_the_same_bit_costs_open_names_a_cold_
             assert shared[operation] - clean[operation] >= 2_100, operation
             over[operation] = shared[operation] - gas_report.BEFORE_NAMESPACES[operation]
     assert max(over.values()) > gas_report.UNADMINISTERED_ALLOWANCE, over
+
+
+# ---------------------------------------------------------------------------
+# Group commit (issue 19): batchCalls
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("operation", sorted(gas_report.BATCH_CEILINGS))
+def test_an_item_of_a_batch_stays_under_its_ceiling(figures, operation):
+    """Each item of a batchCalls (acquisition, renewal, release, refusal) has an exact figure, held to a ceiling."""
+    assert figures[operation] <= gas_report.BATCH_CEILINGS[operation], f"{operation}: {figures[operation]:,} gas"
+
+
+def test_an_acquisition_in_a_batch_costs_well_below_a_lone_one(figures):
+    """A lone acquisition pays a transaction's 21,000 intrinsic gas by itself; in a batch of 8 or 64 it is shared:
+    each acquisition costs less than half a lone one, and each extra one less than the intrinsic cost alone.
+    Renewals and releases too."""
+    lone = figures["acquire (held before, after release)"]
+    for size in (8, 64):
+        per_item = figures[f"batchCalls: per acquisition, batch of {size} (held before, after release)"]
+        assert per_item < lone / 2, f"batch of {size}: {per_item:,} gas an acquisition, lone {lone:,}"
+    assert figures["batchCalls: each extra acquisition (held before, after release)"] < 21_000
+    assert figures["batchCalls: each extra renewal"] < figures["renew"] - 19_000
+    assert figures["batchCalls: each extra release"] < figures["release"] - 19_000
+
+
+def test_the_sdks_gas_limit_covers_the_dearest_item_of_each_kind(figures):
+    """The SDK sends a batch without a preflight, with the gas limit of chainfence.batching.gas_bound: every item
+    at its dearest. The dearest acquisition (a resource's first, a 128-byte name, every policy check, its
+    namespace recorded) and renewal (reading its namespace's maxTtl) stay under it, alone and as extras."""
+    from chainfence.batching import GAS_PER_NAME_BYTE, GAS_PER_OPERATION, gas_bound
+
+    dearest = figures[
+        "batchCalls: dearest acquisition alone (first, 128 bytes, every policy check, records the namespace)"
+    ]
+    assert dearest <= gas_bound([("acquire", 128)])
+    extra = figures["batchCalls: dearest acquisition, each extra"]
+    assert extra <= GAS_PER_OPERATION["acquire"] + 128 * GAS_PER_NAME_BYTE
+    assert figures["batchCalls: dearest renewal alone (reads its namespace's maxTtl)"] <= gas_bound([("renew", 0)])
+    assert figures["batchCalls: dearest renewal, each extra"] <= GAS_PER_OPERATION["renew"]
+    assert figures["batchCalls: 1 release"] <= gas_bound([("release", 0)])
+    assert figures["batchCalls: each extra release"] <= GAS_PER_OPERATION["release"]
+    assert gas_bound([("acquire", 128)] * 64) < 30_000_000, "a full batch at its dearest fits a block"

@@ -21,6 +21,7 @@ PROMISED_PARTS = frozenset(
         "election.watch",
         "claims",
         "lease_set",
+        "batching",  # registry.batched(): group commit
         "waiting",
         "tooz",
         "mcp",

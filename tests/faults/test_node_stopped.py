@@ -388,6 +388,22 @@ def refuses_async_dev_control(w: World) -> None:
         async_rpc("tester", "mine_blocks", 1)(w)
 
 
+def enter_batched_lease(w: World) -> None:
+    with w.cached().batched().lease(FREE, ttl=60):
+        raise AssertionError("the body ran without a lease")
+
+
+async def async_enter_batched_lease(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
+    async with registry.batched().lease(FREE, ttl=60):
+        raise AssertionError("the body ran without a lease")
+
+
+def batched(lease: Any, w: World) -> Any:
+    """``lease`` as the batcher hands it out: its renewals and release go through the batcher."""
+    lease._via = w.cached().batched()
+    return lease
+
+
 def aio(body: Callable[..., Any]) -> Callable[[World], Any]:
     """A row for chainfence.aio: ``body(w, chain, registry)`` awaited in a fresh event loop, over an
     asyncio view of the world's client chain and its cached registry."""
@@ -644,6 +660,18 @@ CALLS: list[Call] = [
     Call("Registry.revoke_item", lambda w: w.cached().revoke_item("ops/batch", "a")),
     Call("Registry.grant_item", lambda w: w.cached().grant_item("ops/batch", "a", w.accounts[2], 60)),
     Call("Registry.ending", lambda w: w.registry().ending("jobs/a", 1)),
+    # -- Batcher (registry.batched(): group commit) -----------------------------
+    Call("Batcher.acquire", lambda w: w.cached().batched().acquire(FREE, ttl=60)),
+    Call("Batcher.acquire[exclusive]", lambda w: w.cached().batched().acquire(FREE, ttl=60, exclusive=True)),
+    Call("Batcher.renew", lambda w: w.cached().batched().renew(RESOURCE, w.token, 60)),
+    Call("Batcher.release", lambda w: w.cached().batched().release(RESOURCE, w.token)),
+    Call("Batcher.lease", enter_batched_lease),
+    Call("Lease.renew[through a batcher]", lambda w: batched(w.lease(), w).renew()),
+    Call("Lease.release[through a batcher]", lambda w: batched(w.lease(), w).release()),
+    Call("AsyncBatcher.acquire", aio(lambda w, c, r: r.batched().acquire(FREE, ttl=60))),
+    Call("AsyncBatcher.renew", aio(lambda w, c, r: r.batched().renew(RESOURCE, w.token, 60))),
+    Call("AsyncBatcher.release", aio(lambda w, c, r: r.batched().release(RESOURCE, w.token))),
+    Call("AsyncBatcher.lease", aio(async_enter_batched_lease)),
     # -- Lease ---------------------------------------------------------------
     Call("Lease.renew", lambda w: w.lease().renew()),
     Call("Lease.renew[progress]", lambda w: w.lease().renew(progress=7)),
@@ -923,6 +951,20 @@ QUIET: list[Quiet] = [
     Quiet("Chain.key_of", lambda w: w.chain.key_of(w.accounts[1]), "looks the key up in memory"),
     Quiet("Chain.is_dev", lambda w: w.chain.is_dev, "decided at connect"),
     Quiet("Registry.connect", lambda w: w.cached().connect(w.accounts[2]), "a view of the same registry"),
+    Quiet("Registry.batched", lambda w: w.cached().batched(), "finds or makes the sender's batcher; asks nothing"),
+    Quiet("Batcher.connect", lambda w: w.cached().batched().connect(w.accounts[2]), "a view of its registry"),
+    Quiet("Batcher.chain", lambda w: w.cached().batched().chain, "its registry's chain"),
+    Quiet("Batcher.queued", lambda w: w.cached().batched().queued, "its queue's length"),
+    Quiet("Batcher.waited", lambda w: w.cached().batched().waited, "its figures"),
+    Quiet("AsyncRegistry.batched", aio(lambda w, c, r: _value(r.batched())), "finds or makes the sender's batcher"),
+    *(
+        Quiet(
+            f"AsyncBatcher.{name}",
+            aio(lambda w, c, r, name=name: _value(getattr(r.batched(), name))),
+            "a setting, its queue's length, or its figures",
+        )
+        for name in ("sender", "max_items", "window", "queued", "batches", "operations", "largest", "waited")
+    ),
     Quiet("Registry.namespace_of", lambda w: w.cached().namespace_of(), "'0x' + the sender's address, lowercase"),
     Quiet(
         "Lease.sign[domain read before]",

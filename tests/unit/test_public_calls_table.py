@@ -27,6 +27,7 @@ from chainfence.aio import (
 )
 from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
+from chainfence.batching import AsyncBatcher, Batcher
 from chainfence.deployment import Deployment
 from chainfence.election import Watch
 from tests.faults.test_node_stopped import CALLS, QUIET
@@ -53,6 +54,8 @@ CLASSES = (
     AsyncLeadership,
     AsyncWatch,
     AuditIndex,
+    Batcher,
+    AsyncBatcher,
 )
 
 #: Public methods that never touch the chain, and why. Each has a QUIET row that calls it with
@@ -65,6 +68,16 @@ NEVER_TOUCH_THE_CHAIN = {
     "Chain.is_dev": "decided at connect",
     "Registry.connect": "a view of the same registry with another sender; shares what was read",
     "Registry.namespace_of": "the sender's address, spelled as a namespace",
+    "Registry.batched": "finds or makes the sender's batcher (group commit); it asks nothing until a call is made",
+    "Batcher.connect": "a view of its registry with another sender",
+    "Batcher.chain": "its registry's chain",
+    "Batcher.queued": "the length of its queue",
+    "Batcher.waited": "its figures",
+    "AsyncRegistry.batched": "finds or makes the sender's batcher",
+    **{
+        f"AsyncBatcher.{name}": "a setting, the length of its queue, or its figures"
+        for name in ("sender", "max_items", "window", "queued", "batches", "operations", "largest", "waited")
+    },
     **{f"LeaseSet.{name}": "a field of the set" for name in ("registry", "tokens", "resources", "expires_at")},
     "LeaseSet.check": "a clock reading and the renewer's verdict",
     "LeaseSet.safe_remaining": "a clock reading",

@@ -224,3 +224,20 @@ def test_the_cast_example_calls_functions_the_shipped_abi_has():
     # The id the example hashes is the SDK's: keccak256 of the name's UTF-8 bytes.
     assert 'id=$(cast keccak "$(cast from-utf8 reports/daily)")' in text
     assert _names.resource_id("reports/daily") == keccak(b"reports/daily")
+
+
+def test_the_group_commit_example_runs(capsys):
+    """Nine agents behind one account: eight acquire, keep and release through the batcher, each with its own
+    token; the ninth, on a resource someone else holds, is refused alone."""
+    example = next(block for block in python_blocks() if ".batched()" in block)
+    exec(compile(example, "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    tokens = [int(line.split()[2]) for line in out if " token " in line]
+    assert (
+        len(tokens) == 8
+        and len(set(tokens)) == 8
+        and all(" reason unheld" in line for line in out[:-1] if "token" in line)
+    )
+    assert sum(line.startswith("jobs/busy held by 0x") for line in out) == 1
+    words = out[-1].split()  # "17 operations in 3 transactions"
+    assert int(words[0]) == 17 and 1 <= int(words[3]) <= 17, out[-1]  # 9 acquisitions, 8 releases

@@ -82,6 +82,8 @@ class Kind(enum.Enum):
     ADMIN_TRANSFERRED = "NamespaceAdminTransferred"
     POLICY_SET = "NamespacePolicySet"
     ADMISSION_SET = "NamespaceAdmissionSet"
+    #: An operation of a ``batchCalls`` was refused (``index``; ``refusal``: the lone call's revert data).
+    REFUSED = "BatchOpRefused"
 
 
 class _Spec(NamedTuple):
@@ -124,6 +126,9 @@ _SPECS = {
     ),
     Kind.ADMISSION_SET: _Spec(
         "NamespaceAdmissionSet(bytes32,address,bool,address)", ("holder",), ("bool", "address"), ("admitted", "admin")
+    ),
+    Kind.REFUSED: _Spec(
+        "BatchOpRefused(bytes32,address,uint256,bytes)", ("holder",), ("uint256", "bytes"), ("index", "refusal")
     ),
 }
 _TOPICS = {kind: keccak256(spec.signature.encode()) for kind, spec in _SPECS.items()}
@@ -171,6 +176,8 @@ class RegistryLog:
     lock_delay: int | None = None
     admission_required: bool | None = None
     admitted: bool | None = None  # NamespaceAdmissionSet
+    index: int | None = None  # BatchOpRefused: the operation's place in its batch (``holder``: the caller)
+    refusal: bytes | None = None  # BatchOpRefused: the revert data of the lone call (a registry error), untrusted
     #: The transaction's position in its block (``transactionIndex``; None if the node left it out). With
     #: ``tx_hash`` and ``log_index`` it names the log whichever way the node numbers ``logIndex``: per block
     #: (the spec) or per transaction (some nodes do).

@@ -1,0 +1,719 @@
+"""Group commit for fleets: many agents in one process acquire, renew and release through shared transactions.
+
+::
+
+    batcher = registry.batched()                  # one per (registry, sender): every agent of the process
+    lease = batcher.acquire("jobs/a", ttl=30)     # from any thread (or task: AsyncRegistry.batched())
+    with batcher.lease("jobs/b", ttl=30) as lease, lease.keep():
+        ...                                       # its renewals and its release are batched too
+
+Concurrent calls are gathered into one ``batchCalls`` transaction of the registry
+(``contracts/IFencingRegistry.sol``), each with its own outcome: an acquisition
+gets its own :class:`~chainfence.Lease` (its token, holder, ``LeaseAcquired``
+event and reason), a renewal its expiry, a release its ``LeaseReleased``; an
+operation the lone call would refuse raises, for that caller only, the very
+error the lone call raises (:class:`~chainfence.errors.LeaseHeld`,
+:class:`~chainfence.errors.LockDelayed`, :class:`~chainfence.errors.NotAdmitted`,
+:class:`~chainfence.errors.StaleToken`, ...): the others go on.
+
+Design (the answers; ``docs/guarantees.md`` holds the promises beside their tests):
+
+- **Group commit, not a timer.** The first call into an idle batcher starts a
+  worker (a daemon thread on the blocking face, a task on asyncio: the
+  :class:`~chainfence._effects.Spawn` effect), which sends what is queued at
+  once. While a transaction is in flight, new calls queue; when it settles,
+  the worker sends everything queued (up to ``max_items``, the registry's 64)
+  as the next one. An agent therefore waits for at most the transaction in
+  flight and its own: two blocks' worth. ``window=`` adds a pause before each
+  send, to gather more where blocks are rare; the default (0) never waits on
+  a clock.
+- **Whose holder.** The registry's ``msg.sender`` is the holder of every
+  operation in a batch: a batch groups the calls of *one sender*
+  (``registry.batched()`` batches the calls of ``registry.sender``). Agents
+  holding different keys get one batcher each; a batch never acts for
+  another account (no delegation is designed: it would let one key hold
+  leases in another's name).
+- **Not all or nothing.** Each operation runs as its lone call would at that
+  point of the transaction, in the order queued; one the lone call would
+  refuse is skipped and logged (``BatchOpRefused``, carrying the lone call's
+  revert data, decoded here into the same typed error). The same resource
+  twice in one batch is acted on twice, in order (a second acquisition by
+  the sender re-acquires it, as two lone calls would).
+- **Never twice, never silently.** Each call is taken from the queue once,
+  under a lock, into exactly one transaction, sent through the chain's
+  never-twice sender (:mod:`chainfence._node.sending`: late replies
+  reconciled by hash, a cancellation on timeout, confirmations followed).
+  When the transaction fails as a whole (mined with status 0, never mined,
+  its outcome unknown, the node unreachable), every caller in it gets its own
+  copy of that typed error, naming the transaction; nothing is resent.
+- **No preflight, a gas bound instead.** A batch never reverts for an
+  operation's sake, so a preflight could refuse only what the local checks
+  already refuse; it would also underestimate the gas of operations that are
+  refused at the estimate and go through when mined. The gas limit is
+  :func:`gas_bound` of the operations (each kind's worst case, asserted in
+  ``tests/chain/test_gas.py``); the sender pays for what is used. A refused
+  operation costs its ``BatchOpRefused`` log (a lone call refused at its
+  preflight costs nothing).
+- **Interrupted callers.** A caller interrupted (``asyncio`` cancellation,
+  ``KeyboardInterrupt``) while its operation is still queued withdraws it:
+  nothing is sent for it. Once its transaction is on its way, the worker
+  carries on (the other operations are not abandoned); the caller waits for
+  the outcome, shielded, and releases a lease it acquired
+  (:mod:`chainfence._interrupted`, as an interrupted lone acquisition does),
+  then its interrupt goes on with a note naming what became of it.
+- **Leases as any other.** A batched acquisition returns a plain
+  :class:`~chainfence.Lease` whose renewals and release go through the
+  batcher (``renew(progress=...)`` and ``complete`` are sent alone): ``keep()``,
+  ``check()``, ``with lease:``, the guard and the audit see the very events a
+  lone call logs.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import logging
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from . import _validate
+from . import keepalive as _keepalive
+from ._contract import MAX_MANY, RegistryContract
+from ._effects import Shielded, Signal, Sleep, Spawn, Steps, Until
+from ._faces import AsyncDriver, AsyncFace, SyncFace, awaiting, mirrored, operation
+from ._interrupted import settle_steps
+from ._node import artifacts as _artifacts
+from ._node import events as _events
+from ._node import reverts as _reverts
+from ._node import sending as _sending
+from ._node.rlp import keccak256
+from .endings import End, Refusal, declare
+from .errors import (
+    ChainError,
+    ChainRolledBack,
+    InvalidInput,
+    LeaseError,
+    NotConfirmed,
+    TokenNotCurrent,
+)
+from .lease import AsyncLease, Lease
+
+logger = logging.getLogger("chainfence.registry")
+
+__all__ = ["MAX_ITEMS", "AsyncBatcher", "Batcher", "encode_batch", "gas_bound"]
+
+#: Most operations one batch transaction carries (the registry's bound).
+MAX_ITEMS = MAX_MANY
+
+#: Gas limit of a batch: the transaction's own cost (21,000 intrinsic, the dispatcher, the loop, the
+#: counter's write) plus each operation's worst case (:func:`gas_bound`). tests/chain/test_gas.py
+#: measures the dearest operation of each kind and asserts it stays under these.
+GAS_BASE = 60_000
+GAS_PER_OPERATION = {"acquire": 110_000, "renew": 45_000, "release": 35_000}
+#: What each byte of a name may add to an acquisition: calldata (16), its first ``ResourceNamed`` log
+#: (8), hashing it twice, copying it and scanning it for its namespace.
+GAS_PER_NAME_BYTE = 96
+
+
+class _Kind(enum.IntEnum):
+    """``IFencingRegistry.BatchKind``."""
+
+    ACQUIRE = 0
+    ACQUIRE_EXCLUSIVE = 1
+    RENEW = 2
+    RELEASE = 3
+
+
+_QUEUED, _SENT, _DONE, _WITHDRAWN = "queued", "sent", "done", "withdrawn"
+
+
+class _Op:
+    """One caller's operation: what it asks, and the signal its outcome is set on."""
+
+    __slots__ = ("kind", "name", "queued_at", "resource", "resource_id", "signal", "since", "state", "token", "ttl")
+
+    def __init__(self, kind: _Kind, resource: str, resource_id: bytes, token: int, ttl: int):
+        self.kind = kind
+        self.resource = resource
+        self.resource_id = resource_id
+        self.token = token
+        self.ttl = ttl
+        #: The name sent to the registry (acquisitions only).
+        self.name = resource if kind in (_Kind.ACQUIRE, _Kind.ACQUIRE_EXCLUSIVE) else ""
+        self.signal = Signal()
+        self.state = _QUEUED
+        #: keepalive.lease_clock() when queued: no later than the send, so a keep-alive's safe deadline
+        #: counted from it is never late.
+        self.queued_at = _keepalive.lease_clock()
+        #: The batcher's ``batches`` when this was queued (its wait, in transactions, is counted from it).
+        self.since = 0
+
+    @property
+    def acquires(self) -> bool:
+        return self.kind in (_Kind.ACQUIRE, _Kind.ACQUIRE_EXCLUSIVE)
+
+    def what(self) -> str:
+        if self.acquires:
+            return f"the acquisition of {self.resource!r}"
+        verb = "renewal" if self.kind is _Kind.RENEW else "release"
+        return f"the {verb} of {self.resource!r} (token {self.token})"
+
+    def encoded(self) -> tuple[int, str, bytes, int, int]:
+        """``IFencingRegistry.BatchOp``: (kind, name, resource, token, ttl)."""
+        if self.acquires:
+            return int(self.kind), self.name, b"\0" * 32, 0, self.ttl
+        return int(self.kind), "", self.resource_id, self.token, self.ttl if self.kind is _Kind.RENEW else 0
+
+    def settle(self, value: Any, error: BaseException | None) -> None:
+        self.state = _DONE
+        self.signal.set(value, error)
+
+
+def encode_batch(ops: list[tuple[int, str, bytes, int, int]]) -> bytes:
+    """The calldata of ``batchCalls(ops)``, each op ``(kind, name, resource, token, ttl)``, encoded by hand
+    (byte for byte eth_abi's: tests/unit/test_batching.py): eth_abi's generic encoder took about 0.4 ms
+    an operation, most of a batch's own time in the client. Arguments are checked by the caller."""
+    selector = _artifacts.functions("FencingRegistry")["batchCalls"][0]
+    heads: list[bytes] = []
+    tails: list[bytes] = []
+    offset = 32 * len(ops)  # element offsets count from the start of the array's contents (after its length)
+    for kind, name, resource, token, ttl in ops:
+        data = name.encode()
+        element = b"".join(
+            (
+                kind.to_bytes(32, "big"),
+                _TUPLE_HEAD.to_bytes(32, "big"),  # the name's offset within the element: after its five words
+                bytes(resource).rjust(32, b"\0"),
+                token.to_bytes(32, "big"),
+                ttl.to_bytes(32, "big"),
+                len(data).to_bytes(32, "big"),
+                data,
+                bytes(-len(data) % 32),
+            )
+        )
+        heads.append(offset.to_bytes(32, "big"))
+        tails.append(element)
+        offset += len(element)
+    return b"".join((selector, (32).to_bytes(32, "big"), len(ops).to_bytes(32, "big"), *heads, *tails))
+
+
+#: Bytes of a BatchOp's head: kind, the name's offset, resource, token, ttl.
+_TUPLE_HEAD = 5 * 32
+
+
+def gas_bound(kinds_and_names: list[tuple[str, int]]) -> int:
+    """The gas limit of a batch of operations, each ``(kind, name length in bytes)`` ("acquire", "renew",
+    "release"): every operation at its dearest, so that no state reached between the send and the
+    block can make the batch run out of gas."""
+    return GAS_BASE + sum(GAS_PER_OPERATION[kind] + GAS_PER_NAME_BYTE * length for kind, length in kinds_and_names)
+
+
+class Batcher(SyncFace):
+    """Group commit for the calls of one sender (see the module docstring): get it with
+    :meth:`Registry.batched <chainfence.Registry.batched>`, share it between the agents (threads)
+    that send as that account.
+
+    :meth:`acquire`, :meth:`renew` and :meth:`release` take the arguments of the registry's lone
+    calls and give each caller the lone call's result or typed error; the leases they return
+    renew and release through the batcher.
+    """
+
+    def __init__(self, registry: RegistryContract, *, max_items: int = MAX_ITEMS, window: float = 0.0):
+        if isinstance(max_items, bool) or not isinstance(max_items, int) or not 1 <= max_items <= MAX_ITEMS:
+            raise InvalidInput(f"max_items must be an int from 1 to {MAX_ITEMS}, got {max_items!r}")
+        if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0 <= window <= 10:
+            raise InvalidInput(f"window must be 0 to 10 seconds, got {window!r}")
+        #: The registry, sending as the account whose calls this batcher groups.
+        self.registry = registry
+        #: The account every operation is sent as, and the holder of every lease acquired.
+        self.sender = registry._require_sender()
+        self.max_items = max_items
+        self.window = float(window)
+        self._mutex = threading.Lock()
+        self._queue: deque[_Op] = deque()
+        self._working = False
+        self._worker: Any = None
+        #: Batch transactions settled, operations they carried, the largest batch: figures for a
+        #: benchmark or a test (``batches`` counts blocks' worth: each batch is one transaction).
+        self.batches = 0
+        self.operations = 0
+        self.largest = 0
+        self._waited: dict[int, int] = {}
+
+    # -- what a lease asks of what it was acquired through (chainfence.lease.LeaseRegistry) ----------
+
+    @property
+    def chain(self) -> Any:
+        return self.registry.chain
+
+    def _drive(self, steps: Steps[Any]) -> Any:
+        return self.registry._drive(steps)
+
+    def connect(self, account: Any) -> Any:
+        return self.registry.connect(account)
+
+    def _renew_by_id_steps(
+        self, resource: str, resource_id: bytes, token: int, ttl: int, progress: Any, confirmations: int | None
+    ) -> Steps[int]:
+        if progress is not None or confirmations is not None:  # a marker, or a depth of its own: sent alone
+            return (
+                yield from self.registry._renew_by_id_steps(resource, resource_id, token, ttl, progress, confirmations)
+            )
+        token = _validate.token(token)
+        ttl = _validate.ttl(ttl, (yield from self.registry._max_ttl_steps()))
+        return (yield from self._submit_steps(_Op(_Kind.RENEW, resource, resource_id, token, ttl)))  # type: ignore[no-any-return]
+
+    def _release_by_id_steps(
+        self, resource: str, resource_id: bytes, token: int, confirmations: int | None
+    ) -> Steps[None]:
+        if confirmations is not None:
+            yield from self.registry._release_by_id_steps(resource, resource_id, token, confirmations)
+            return
+        token = _validate.token(token)
+        yield from self._submit_steps(_Op(_Kind.RELEASE, resource, resource_id, token, 0))
+
+    def _complete_by_id_steps(
+        self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None
+    ) -> Steps[bytes]:
+        return (yield from self.registry._complete_by_id_steps(resource, resource_id, token, result, confirmations))
+
+    def _token_is_current_steps(
+        self, resource: str, token: int, *, block: str | int | None = None, resource_id: bytes | None = None
+    ) -> Steps[bool]:
+        return (yield from self.registry._token_is_current_steps(resource, token, block=block, resource_id=resource_id))
+
+    def _successor_end_steps(self, resource_id: bytes, token: int, from_block: int) -> Steps[End]:
+        return (yield from self.registry._successor_end_steps(resource_id, token, from_block))
+
+    def _eip712_domain_steps(self) -> Any:
+        return (yield from self.registry._eip712_domain_steps())
+
+    # -- the operations ------------------------------------------------------------------------------
+
+    def _acquire_steps(self, resource: str, ttl: int, *, exclusive: bool = False) -> Steps[Lease]:
+        """:meth:`Registry.acquire <chainfence.Registry.acquire>`, in a transaction shared with the other
+        calls queued meanwhile: the lease (its own token, holder, event and reason), or the typed
+        error the lone call raises (:class:`~chainfence.errors.LeaseHeld`,
+        :class:`~chainfence.errors.LockDelayed`, :class:`~chainfence.errors.NotAdmitted`, ...) for
+        this call only. ``exclusive=True``: the sender's own live lease refuses it too. Bad input
+        raises at once (nothing queued). The lease renews and releases through this batcher.
+        """
+        name = _validate.publishable(resource)
+        if not isinstance(exclusive, bool):
+            raise InvalidInput(f"exclusive must be a bool, got {type(exclusive).__name__} {exclusive!r}")
+        ttl = _validate.ttl(ttl, (yield from self.registry._max_ttl_steps()))
+        kind = _Kind.ACQUIRE_EXCLUSIVE if exclusive else _Kind.ACQUIRE
+        lease: Lease = yield from self._submit_steps(_Op(kind, resource, keccak256(name), 0, ttl))
+        logger.info(
+            "acquired resource=%s token=%d holder=%s expires_at=%d reason=%s tx=%s (batched)",
+            resource,
+            lease.token,
+            lease.holder,
+            lease.expires_at,
+            lease.reason.name.lower(),
+            lease.tx_hash,
+        )
+        return lease
+
+    acquire = operation(_acquire_steps)
+
+    def _renew_steps(self, resource: str, token: int, ttl: int) -> Steps[int]:
+        """:meth:`Registry.renew <chainfence.Registry.renew>` (without a progress marker), batched: the
+        new expiry, or the lone call's typed error for this call only."""
+        resource_id = _validate.resource_id(resource)
+        expires_at: int = yield from self._renew_by_id_steps(resource, resource_id, token, ttl, None, None)
+        logger.info("renewed resource=%s token=%d expires_at=%d (batched)", resource, token, expires_at)
+        return expires_at
+
+    renew = operation(_renew_steps)
+
+    def _release_steps(self, resource: str, token: int) -> Steps[None]:
+        """:meth:`Registry.release <chainfence.Registry.release>`, batched: an old token never frees a
+        newer lease; the lone call's typed error for this call only."""
+        resource_id = _validate.resource_id(resource)
+        yield from self._release_by_id_steps(resource, resource_id, token, None)
+        logger.info("released resource=%s token=%d (batched)", resource, token)
+
+    release = operation(_release_steps)
+
+    @contextmanager
+    def lease(self, resource: str, ttl: int, *, exclusive: bool = False) -> Iterator[Lease]:
+        """``with batcher.lease(name, ttl) as lease:`` acquire (batched), run the body, release (batched)."""
+        with self.acquire(resource, ttl, exclusive=exclusive) as lease:
+            yield lease
+
+    @property
+    def queued(self) -> int:
+        """Operations waiting for the next transaction (not yet sent)."""
+        with self._mutex:
+            return len(self._queue)
+
+    @property
+    def waited(self) -> dict[int, int]:
+        """How many transactions each operation waited for, its own included (1: it went out in the next
+        one; 2: one was in flight when it was queued), as ``{transactions: operations}``: the latency of
+        group commit in blocks' worth, counted by the batcher itself (operations whose transaction failed
+        as a whole are not counted)."""
+        with self._mutex:
+            return dict(sorted(self._waited.items()))
+
+    # -- a caller: queue, wait, and what an interrupt leaves --------------------------------------
+
+    def _submit_steps(self, op: _Op) -> Steps[Any]:
+        if self._enqueue(op):
+            try:
+                self._worker = yield Spawn(self._work_steps(), f"chainfence-batcher-{self.sender}")
+            except BaseException as failed:
+                self._not_started(failed)
+                raise
+        try:
+            return (yield Until(op.signal))
+        except BaseException as interrupt:
+            if _sending.interrupted(interrupt):
+                yield from self._interrupted_steps(op, interrupt)
+            raise
+
+    def _enqueue(self, op: _Op) -> bool:
+        """Queue ``op``; True when no worker runs and the caller must start one."""
+        with self._mutex:
+            op.since = self.batches
+            self._queue.append(op)
+            if self._working:
+                return False
+            self._working = True
+            return True
+
+    def _not_started(self, failed: BaseException) -> None:
+        """The worker could not be started: what is queued is failed (nothing was sent for it)."""
+        with self._mutex:
+            self._working = False
+            orphans = list(self._queue)
+            self._queue.clear()
+        for op in orphans:
+            error = ChainError(
+                f"{op.what()}: the batcher's worker could not start ({type(failed).__name__}): nothing was sent"
+            )
+            op.settle(None, error)
+
+    def _withdraw(self, op: _Op) -> bool:
+        """Take ``op`` back if no transaction carries it yet (True: nothing will be sent for it)."""
+        with self._mutex:
+            if op.state != _QUEUED:
+                return False
+            self._queue.remove(op)
+            op.state = _WITHDRAWN
+            return True
+
+    def _interrupted_steps(self, op: _Op, interrupt: BaseException) -> Steps[None]:
+        """``op``'s caller was interrupted: withdraw it, or wait (shielded) for its transaction's outcome
+        and release what it acquired; a note on ``interrupt`` says what became of it."""
+        what = op.what()
+        if self._withdraw(op):
+            interrupt.add_note(f"chainfence: {what} was interrupted before its batch was sent: nothing was sent for it")
+            return
+        try:
+            value, error = yield Shielded(_outcome_steps(op))
+        except BaseException as again:
+            note = (
+                f"{what} was interrupted again ({type(again).__name__}) while its batch transaction was in "
+                "flight: the batcher settles it for the other operations"
+                + (
+                    "; it may hold a lease until it expires: look it up (registry.lease_of, chainfence status) "
+                    "and release it"
+                    if op.acquires
+                    else ""
+                )
+            )
+            logger.error("%s", note)
+            interrupt.add_note(f"chainfence: {note}")
+            return
+        if isinstance(value, Lease):
+            yield from settle_steps(self.registry, interrupt, what, [value], lambda _receipt: [])
+            return
+        outcome = f"it was refused ({type(error).__name__}: {error})" if error is not None else "it went through"
+        interrupt.add_note(f"chainfence: {what} was interrupted after its batch transaction was sent: {outcome}")
+
+    # -- the worker: take what is queued, send it as one transaction, settle every caller -------------
+
+    def _work_steps(self) -> Steps[None]:
+        try:
+            while True:
+                if self.queued < self.max_items:
+                    # The window, or a bare yield: the callers just settled run once before the next batch
+                    # is taken, so that one that calls again at once joins it instead of the one after.
+                    yield Sleep(self.window)
+                batch = self._take()
+                if not batch:
+                    return
+                yield from self._commit_steps(batch)
+        except BaseException as stopped:
+            self._stopped(stopped)
+            raise
+
+    def _take(self) -> list[_Op]:
+        """The next batch: up to ``max_items`` queued operations, in order (none: the worker stops)."""
+        with self._mutex:
+            batch: list[_Op] = []
+            while self._queue and len(batch) < self.max_items:
+                op = self._queue.popleft()
+                op.state = _SENT
+                batch.append(op)
+            if not batch:
+                self._working = False
+            return batch
+
+    def _stopped(self, stopped: BaseException) -> None:
+        """The worker was stopped (its loop shut down): what is still queued is failed, nothing sent."""
+        with self._mutex:
+            self._working = False
+            left = list(self._queue)
+            self._queue.clear()
+        for op in left:
+            error = ChainError(
+                f"{op.what()}: the batcher's worker was stopped ({type(stopped).__name__}): nothing was sent"
+            )
+            op.settle(None, error)
+
+    def _commit_steps(self, batch: list[_Op]) -> Steps[None]:
+        """Send ``batch`` and settle each caller; shielded, so that a stopped worker (asyncio's loop
+        shutting down) still settles the transaction it sent for everyone in it."""
+        try:
+            outcomes = yield Shielded(self._send_steps(batch))
+        except BaseException as failed:  # the transaction as a whole: each caller its own copy
+            for op in batch:
+                op.settle(None, _own_copy(failed, op, len(batch)))
+            if _sending.interrupted(failed):
+                raise
+            return
+        with self._mutex:
+            for op in batch:
+                waited = self.batches - op.since
+                self._waited[waited] = self._waited.get(waited, 0) + 1
+        for op, (value, error) in zip(batch, outcomes, strict=True):
+            op.settle(value, error)
+
+    def _send_steps(self, batch: list[_Op]) -> Steps[list[tuple[Any, BaseException | None]]]:
+        registry = self.registry
+        seen = registry._seen()
+        before = {id(op): seen.before(op.resource_id) for op in batch if op.acquires}
+        data = encode_batch([op.encoded() for op in batch])
+        gas = gas_bound([("acquire" if op.acquires else op.kind.name.lower(), len(op.name.encode())) for op in batch])
+        unconfirmed: NotConfirmed | None = None
+        try:
+            receipt = yield from registry.chain._transact_steps(self.sender, registry.address, data, gas=gas)
+        except NotConfirmed as shallow:  # mined, not deep enough in time: each caller learns it, with its lease
+            if shallow.receipt is None or shallow.receipt["status"] != 1:
+                raise
+            receipt, unconfirmed = shallow.receipt, shallow
+        outcomes = self._outcomes(batch, receipt)
+        with self._mutex:
+            self.batches += 1
+            self.operations += len(batch)
+            self.largest = max(self.largest, len(batch))
+        k = self.chain.confirmations
+        for index, (op, (value, error)) in enumerate(zip(batch, outcomes, strict=True)):
+            if not isinstance(value, Lease):
+                if unconfirmed is not None:  # not final yet, a refusal neither: a reorg may mine it otherwise
+                    own = _own_copy(unconfirmed, op, len(batch))
+                    if error is not None:
+                        own.__cause__ = error
+                        own.add_note(f"chainfence: {op.what()} was refused as the transaction was mined: {error}")
+                    outcomes[index] = (None, own)
+                continue
+            value._sent_at = op.queued_at
+            value._via = self
+            if unconfirmed is not None:
+                own = _own_copy(unconfirmed, op, len(batch))
+                own.lease = value  # type: ignore[attr-defined]
+                outcomes[index] = (None, own)
+                continue
+            try:
+                seen.lease(
+                    before[id(op)], value.resource_id, value.token, value.holder, op.resource, issued=True, record=True
+                )
+            except ChainRolledBack as rolled_back:
+                rolled_back.lease = value
+                outcomes[index] = (None, rolled_back)
+                continue
+            if k:  # as a lone acquisition: the lease may have ended while the batch got deep enough
+                try:
+                    yield from registry._check_token_steps(op.resource, value.token)
+                except TokenNotCurrent as lost:
+                    lost.add_note(f"acquired in block {value.block_number}, lost before {k} confirmations")
+                    outcomes[index] = (None, lost)
+                except ChainError as unchecked:
+                    unchecked.lease = value
+                    unchecked.add_note(
+                        f"token {value.token} was acquired (tx {value.tx_hash}) but could not be checked afterwards; "
+                        "the error's `lease` is it: release it or use it"
+                    )
+                    outcomes[index] = (None, unchecked)
+        return outcomes
+
+    def _outcomes(self, batch: list[_Op], receipt: Any) -> list[tuple[Any, BaseException | None]]:
+        """Each operation's outcome, read from the logs in order: its lone call's events, or its
+        ``BatchOpRefused`` decoded into the lone call's error."""
+        tx_hash = receipt["transactionHash"].to_0x_hex()
+        logs = [
+            entry
+            for entry in (_events.decode(log) for log in receipt["logs"] if log["address"] == self.registry.address)
+            if entry is not None
+        ]
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        position = 0
+
+        def take(kind: _events.Kind, op: _Op) -> _events.RegistryLog:
+            nonlocal position
+            entry = logs[position] if position < len(logs) else None
+            if entry is None or entry.kind is not kind or entry.resource_id != op.resource_id:
+                raise ChainError(
+                    f"batch transaction {tx_hash} logged events that do not match its operations (at {op.what()}): "
+                    "look it up before acting again"
+                )
+            position += 1
+            return entry
+
+        for index, op in enumerate(batch):
+            entry = logs[position] if position < len(logs) else None
+            if entry is not None and entry.kind is _events.Kind.REFUSED and entry.index == index:
+                take(_events.Kind.REFUSED, op)
+                error = _reverts.decode(entry.refusal or b"")
+                if isinstance(error, LeaseError):
+                    error.with_resource(op.resource)
+                outcomes.append((None, error))
+            elif op.acquires:
+                if entry is not None and entry.kind is _events.Kind.NAMED:
+                    take(_events.Kind.NAMED, op)
+                acquired = take(_events.Kind.ACQUIRED, op)
+                if acquired.holder != self.sender:
+                    raise ChainError(f"batch transaction {tx_hash} acquired {op.resource!r} for {acquired.holder}")
+                lease = Lease._from_event(self.registry, acquired, receipt, resource=op.resource, ttl=op.ttl)
+                outcomes.append((lease, None))
+            elif op.kind is _Kind.RENEW:
+                outcomes.append((take(_events.Kind.RENEWED, op).expires_at, None))
+            else:
+                take(_events.Kind.RELEASED, op)
+                outcomes.append((None, None))
+        if position != len(logs):
+            raise ChainError(f"batch transaction {tx_hash} logged more events than its operations account for")
+        return outcomes
+
+    def __repr__(self) -> str:
+        return f"<Batcher {self.registry.address} sender={self.sender} queued={self.queued} batches={self.batches}>"
+
+
+def _outcome_steps(op: _Op) -> Steps[tuple[Any, BaseException | None]]:
+    """Wait for ``op``'s outcome: (value, None), or (None, its error) without raising it."""
+    try:
+        value = yield Until(op.signal)
+    except Exception as error:
+        return None, error
+    return value, None
+
+
+def _own_copy(error: BaseException, op: _Op, count: int) -> BaseException:
+    """A copy of ``error`` (the whole transaction's) for one caller of a batch of ``count``, noted so."""
+    try:
+        own = copy.copy(error)
+    except Exception:  # an exception class that cannot be copied: the one instance, shared
+        own = error
+    else:
+        own.__cause__, own.__context__ = error.__cause__, error.__context__
+        own.__traceback__ = error.__traceback__
+        notes = getattr(error, "__notes__", None)
+        if notes is not None:
+            own.__notes__ = list(notes)
+    if count > 1:
+        own.add_note(f"chainfence: {op.what()} was one of {count} operations of one batch transaction: its outcome")
+    return own
+
+
+# ----------------------------------------------------------------------
+# One batcher per (chain, registry, sender, settings): every agent of the process shares it
+# ----------------------------------------------------------------------
+
+_SHARED_LOCK = threading.Lock()
+
+
+def batcher_of(registry: RegistryContract, *, max_items: int = MAX_ITEMS, window: float = 0.0) -> Batcher:
+    """The batcher of ``registry``'s sender with these settings (made on first use, then shared)."""
+    batcher = Batcher(registry, max_items=max_items, window=window)  # checks the arguments first
+    key = (registry.address, batcher.sender, batcher.max_items, batcher.window)
+    with _SHARED_LOCK:
+        table: dict[Any, Batcher] = registry.chain.__dict__.setdefault("_batchers", {})
+        return table.setdefault(key, batcher)
+
+
+class AsyncBatcher(AsyncFace[Batcher], core=Batcher):
+    """:class:`Batcher` for asyncio tasks (:meth:`AsyncRegistry.batched
+    <chainfence.aio.AsyncRegistry.batched>`): the same steps, awaited; leases come back as
+    :class:`~chainfence.aio.AsyncLease`."""
+
+    def __init__(self, chain: Any, batcher: Batcher):
+        #: The :class:`~chainfence.aio.AsyncChain` the steps run over.
+        self.chain = chain
+        #: The batcher whose queue, worker and figures this face shares.
+        self.batcher = batcher
+
+    @property
+    def _core(self) -> Batcher:
+        return self.batcher
+
+    @property
+    def _driver(self) -> AsyncDriver:
+        return self.chain  # type: ignore[no-any-return]
+
+    @classmethod
+    def _from_core(cls, core: Batcher, driver: AsyncDriver) -> AsyncBatcher:
+        return cls(driver, core)
+
+    sender = mirrored("sender")
+    max_items = mirrored("max_items")
+    window = mirrored("window")
+    queued = mirrored("queued")
+    batches = mirrored("batches")
+    operations = mirrored("operations")
+    largest = mirrored("largest")
+    waited = mirrored("waited")
+
+    acquire = awaiting(Batcher.acquire, AsyncLease)
+    renew = awaiting(Batcher.renew)
+    release = awaiting(Batcher.release)
+
+    @asynccontextmanager
+    async def lease(self, resource: str, ttl: int, *, exclusive: bool = False) -> AsyncIterator[AsyncLease]:
+        """``async with batcher.lease(name, ttl) as lease:`` acquire (batched), run the body, release (batched)."""
+        async with await self.acquire(resource, ttl, exclusive=exclusive) as lease:
+            yield lease
+
+    def __repr__(self) -> str:
+        return "<Async" + repr(self.batcher)[1:]
+
+
+declare(
+    "batching",
+    __name__,
+    {
+        Refusal.HELD: "a batched acquisition of a resource someone else holds live (or, exclusive, the sender "
+        "itself): that caller alone gets LeaseHeld, the lone call's error; the others in its transaction go on",
+        Refusal.LOCK_DELAYED: "an expired lease's lock-delay still runs: that caller alone gets LockDelayed "
+        "(its `until`); no wait, the batcher never retries",
+        Refusal.NOT_ADMITTED: "the namespace does not admit the sender: that caller alone gets NotAdmitted",
+        End.EXPIRED: "a batched renewal or release of an expired lease: that caller gets LeaseExpired "
+        "(from_error: expired); a kept lease's keep-alive loses it (why='expired')",
+        End.RELEASED: "released already (by this holder or through the lone path): LeaseReleased for that caller",
+        End.COMPLETED: "a completed work item's lease: LeaseCompleted for that caller",
+        End.SUPERSEDED: "the sender re-acquired the resource (a higher token): StaleToken for the old token's "
+        "caller; an earlier operation of the same batch can be the one that re-acquired it",
+        End.REVOKED: "the namespace's admin revoked it: LeaseRevoked for that caller",
+        End.GRANTED: "the admin granted the resource to another: StaleToken for that caller (Registry.ending "
+        "and the keep-alive name it granted)",
+        End.ROLLED_BACK: "the chain forgot the token: UnknownToken above the resource's latest for that caller "
+        "(from_error: rolled_back)",
+    },
+    holds=True,
+    waits=True,
+)

@@ -1,0 +1,270 @@
+"""Group commit under interrupts: a cancelled caller never leaves a lease nobody knows, and never takes the
+others down with it. Both backends; asyncio cancellations and Ctrl-C (SIGINT to the main thread).
+
+- Cancelled while its operation is still queued: it is withdrawn, nothing is sent for it.
+- Cancelled once its batch transaction is on its way: the transaction is not abandoned (the other callers'
+  operations are in it); the cancelled caller waits for its outcome, shielded, releases the lease it got
+  (the interrupted-acquisition treatment of chainfence._interrupted), and its interrupt goes on with a
+  note; the others keep theirs.
+- The batcher's worker stopped (its loop shutting down) before sending: the queued callers get a typed
+  error saying nothing was sent.
+
+Every moment is sequenced by the SDK's own calls (the worker's receipt request, the caller's cleanup), not
+by a clock. The control: a caller without the cleanup leaves the lease live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from typing import Any
+
+import pytest
+
+from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
+from chainfence.batching import Batcher
+from chainfence.errors import ChainError
+from tests.support.gates import AsyncSendGate, SendGate
+from tests.support.sequencer import async_wait_until, wait_until
+
+
+def notes(error: BaseException) -> str:
+    return "\n".join(getattr(error, "__notes__", []))
+
+
+def run(chain, body):
+    async def main():
+        async with AsyncChain.over(chain) as achain:
+            return await asyncio.wait_for(body(achain), 120)
+
+    return asyncio.run(main())
+
+
+async def async_batcher(achain: AsyncChain, registry, index: int = 1):
+    areg = (await AsyncRegistry.at(achain, registry.address)).connect(achain.accounts[index])
+    return areg.batched()
+
+
+def on_receipt_of_the_nth_transaction(monkeypatch, rpc, n: int, act) -> None:
+    """Call ``act()`` at the first receipt request for the ``n``-th distinct transaction hash (asyncio rpc)."""
+    seen: list[str] = []
+    receipt = rpc.receipt
+
+    async def watched(tx_hash: Any) -> Any:
+        key = str(tx_hash)
+        if key not in seen:
+            seen.append(key)
+            if len(seen) == n:
+                await act()
+        return await receipt(tx_hash)
+
+    monkeypatch.setattr(rpc, "receipt", watched)
+
+
+def test_a_task_cancelled_while_queued_is_withdrawn_and_nothing_is_sent_for_it(chain, registry, alice, monkeypatch):
+    async def body(achain):
+        batcher = await async_batcher(achain, registry)
+        operations = batcher.operations
+        gate = AsyncSendGate(monkeypatch, achain.rpc, alice.sender)
+        pilot = asyncio.ensure_future(batcher.acquire("q/pilot", ttl=600))
+        await asyncio.wait_for(gate.sent.wait(), 60)
+        queued = asyncio.ensure_future(batcher.acquire("q/withdrawn", ttl=600))
+        await async_wait_until(lambda: batcher.queued == 1, "queued behind the pilot")
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError) as interrupt:
+            await queued
+        assert batcher.queued == 0
+        gate.open.set()
+        await pilot
+        return interrupt.value, batcher.operations - operations
+
+    interrupt, sent = run(chain, body)
+    assert "before its batch was sent: nothing was sent for it" in notes(interrupt)
+    assert sent == 1, "only the pilot's operation was ever sent"
+    assert registry.lease_of("q/withdrawn") is None and registry.lease_of("q/pilot").holder == alice.sender
+
+
+def test_a_task_cancelled_in_flight_gets_its_lease_released_and_the_others_keep_theirs(
+    chain, registry, alice, monkeypatch
+):
+    """X and Y share a transaction (tasks created together: the worker starts after both queued). X is
+    cancelled at the worker's first receipt request for it: the transaction goes on, Y gets its lease,
+    X's is released again and its cancellation says so."""
+
+    async def body(achain):
+        batcher = await async_batcher(achain, registry)
+        tasks: dict[str, asyncio.Task[Any]] = {}
+
+        async def cancel_x() -> None:
+            tasks["x"].cancel()
+            await asyncio.sleep(0)
+
+        on_receipt_of_the_nth_transaction(monkeypatch, achain.rpc, 1, cancel_x)
+        tasks["x"] = asyncio.ensure_future(batcher.acquire("c/x", ttl=600))
+        tasks["y"] = asyncio.ensure_future(batcher.acquire("c/y", ttl=600))
+        with pytest.raises(asyncio.CancelledError) as interrupt:
+            await tasks["x"]
+        assert tasks["x"].cancelled()
+        return interrupt.value, await tasks["y"]
+
+    interrupt, y = run(chain, body)
+    said = notes(interrupt)
+    assert "released again" in said and "the acquisition of 'c/x'" in said, said
+    assert registry.lease_of("c/x") is None, "X's lease was released"
+    assert isinstance(y, AsyncLease) and registry.lease_of("c/y").token == y.token, "Y keeps its lease"
+    x_events = registry.history("c/x")
+    assert [e.kind.value for e in x_events] == ["acquired", "released"] and x_events[0].tx_hash == y.tx_hash
+
+
+def test_control_a_caller_without_the_cleanup_leaves_its_lease_live(chain, registry, alice, monkeypatch):
+    """The same cancellation with the cleanup taken out (a bare cancellation, as a naive batcher would let
+    go): the transaction lands X's lease and nobody in the program knows it."""
+
+    def bare(self, op, interrupt):
+        return
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(Batcher, "_interrupted_steps", bare)
+
+    async def body(achain):
+        batcher = await async_batcher(achain, registry)
+        tasks: dict[str, asyncio.Task[Any]] = {}
+
+        async def cancel_x() -> None:
+            tasks["x"].cancel()
+            await asyncio.sleep(0)
+
+        on_receipt_of_the_nth_transaction(monkeypatch, achain.rpc, 1, cancel_x)
+        tasks["x"] = asyncio.ensure_future(batcher.acquire("n/x", ttl=600))
+        tasks["y"] = asyncio.ensure_future(batcher.acquire("n/y", ttl=600))
+        with pytest.raises(asyncio.CancelledError) as interrupt:
+            await tasks["x"]
+        await tasks["y"]
+        return interrupt.value
+
+    interrupt = run(chain, body)
+    assert notes(interrupt) == ""
+    assert registry.lease_of("n/x").holder == alice.sender, "live for 600 s, unknown to the program"
+
+
+def interrupt_main_thread_on_the_nth_send_receipt(monkeypatch, chain, n: int) -> threading.Event:
+    """At the first receipt request for the ``n``-th transaction (asked by the worker thread), Ctrl-C the main
+    thread, and hold the receipt until the main thread is in its cleanup (so the interrupt lands while it
+    waits for the outcome, never after)."""
+    cleaning = threading.Event()
+    interrupted_steps = Batcher._interrupted_steps
+
+    def watched_cleanup(self, op, interrupt):
+        cleaning.set()
+        return (yield from interrupted_steps(self, op, interrupt))
+
+    monkeypatch.setattr(Batcher, "_interrupted_steps", watched_cleanup)
+    seen: list[str] = []
+    receipt = chain.rpc.receipt
+    main = threading.main_thread().ident
+
+    def watched(tx_hash: Any) -> Any:
+        key = str(tx_hash)
+        if threading.current_thread().ident != main and key not in seen:
+            seen.append(key)
+            if len(seen) == n:
+                signal.pthread_kill(main, signal.SIGINT)
+                if not cleaning.wait(60):
+                    raise AssertionError("the main thread never began its cleanup")
+        return receipt(tx_hash)
+
+    monkeypatch.setattr(chain.rpc, "receipt", watched)
+    return cleaning
+
+
+def test_ctrl_c_in_flight_releases_the_callers_lease_and_the_others_keep_theirs(chain, registry, alice, monkeypatch):
+    """The main thread and another share a transaction behind a pilot's; Ctrl-C lands in the main thread while
+    the worker waits for their receipt. The worker carries on; the main thread waits for its outcome,
+    releases its lease, and its KeyboardInterrupt goes on with the note."""
+    batcher = alice.batched()
+    gate = SendGate(monkeypatch, chain.rpc, alice.sender)
+    interrupt_main_thread_on_the_nth_send_receipt(monkeypatch, chain, 2)
+    other: dict[str, Any] = {}
+    pilot = threading.Thread(target=lambda: other.__setitem__("pilot", batcher.acquire("k/pilot", ttl=600)))
+    pilot.start()
+    gate.wait_sent()
+    mate = threading.Thread(target=lambda: other.__setitem__("mate", batcher.acquire("k/mate", ttl=600)))
+    mate.start()
+
+    def open_when_both_queued() -> None:
+        wait_until(lambda: batcher.queued == 2, "the main thread and its mate queued")
+        gate.open.set()
+
+    opener = threading.Thread(target=open_when_both_queued)
+    opener.start()
+    with pytest.raises(KeyboardInterrupt) as interrupt:
+        batcher.acquire("k/main", ttl=600)
+    for thread in (pilot, mate, opener):
+        thread.join(120)
+    said = notes(interrupt.value)
+    assert "released again" in said and "the acquisition of 'k/main'" in said, said
+    assert registry.lease_of("k/main") is None
+    assert registry.lease_of("k/mate").token == other["mate"].token
+    assert [e.kind.value for e in registry.history("k/main")] == ["acquired", "released"]
+
+
+def test_ctrl_c_while_queued_withdraws_and_sends_nothing(chain, registry, alice, monkeypatch):
+    batcher = alice.batched()
+    gate = SendGate(monkeypatch, chain.rpc, alice.sender)
+    cleaning = threading.Event()
+    interrupted_steps = Batcher._interrupted_steps
+
+    def watched_cleanup(self, op, interrupt):
+        result = yield from interrupted_steps(self, op, interrupt)
+        cleaning.set()
+        return result
+
+    monkeypatch.setattr(Batcher, "_interrupted_steps", watched_cleanup)
+    pilot = threading.Thread(target=lambda: batcher.acquire("w/pilot", ttl=600))
+    pilot.start()
+    gate.wait_sent()
+    main = threading.main_thread().ident
+
+    def interrupt_when_queued() -> None:
+        wait_until(lambda: batcher.queued == 1, "the main thread queued")
+        signal.pthread_kill(main, signal.SIGINT)
+        cleaning.wait(60)
+        gate.open.set()
+
+    helper = threading.Thread(target=interrupt_when_queued)
+    helper.start()
+    operations = batcher.operations
+    with pytest.raises(KeyboardInterrupt) as interrupt:
+        batcher.acquire("w/main", ttl=600)
+    helper.join(120)
+    pilot.join(120)
+    assert "nothing was sent for it" in notes(interrupt.value)
+    assert batcher.operations - operations == 1 and registry.lease_of("w/main") is None
+
+
+def test_a_worker_stopped_before_sending_fails_what_is_queued_and_sends_nothing(chain, registry, alice):
+    """A batcher with a window: the worker pauses before sending (a pause the test holds open); its task is
+    cancelled there (its loop shutting down). The queued caller gets a typed error: nothing was sent."""
+
+    async def body(achain):
+        paused = asyncio.Event()
+        forever = asyncio.Event()
+
+        async def held_sleep(seconds: float) -> None:
+            paused.set()
+            await forever.wait()
+
+        achain._sleep = held_sleep
+        areg = (await AsyncRegistry.at(achain, registry.address)).connect(achain.accounts[1])
+        batcher = areg.batched(window=0.5)
+        caller = asyncio.ensure_future(batcher.acquire("s/stopped", ttl=600))
+        await asyncio.wait_for(paused.wait(), 60)
+        batcher.batcher._worker.cancel()
+        with pytest.raises(ChainError) as stopped:
+            await caller
+        return stopped.value, batcher.batcher
+
+    stopped, core = run(chain, body)
+    assert "worker was stopped" in str(stopped) and "nothing was sent" in str(stopped)
+    assert registry.lease_of("s/stopped") is None and core.queued == 0 and not core._working
