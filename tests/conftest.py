@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from chainfence import Chain, Registry
-from tests.support.anvil import Anvil, dev_keys
+from tests.support.anvil import Anvil, dev_keys, ipc_path
 
 
 def _temproot() -> Path:
@@ -77,8 +77,9 @@ BACKENDS = _backends()
 
 @pytest.fixture(scope="session")
 def anvil_node() -> Iterator[Anvil]:
-    """A real anvil node on 127.0.0.1, for the whole session, on a logical clock."""
-    with Anvil(logical_clock=True) as node:
+    """A real anvil node on 127.0.0.1, for the whole session, on a logical clock; it answers on an IPC
+    socket too (``node.ipc_path``)."""
+    with Anvil(logical_clock=True, ipc=ipc_path()) as node:
         yield node
 
 
