@@ -114,12 +114,21 @@ def transports(pairs: int) -> dict[str, float]:
 
             kinds["websocket"] = (floor, ws_send)
         times: dict[str, list[float]] = {name: [] for name in kinds}
+        from chainfence._node.ipc import LeanIpc
+        from chainfence._node.lean_http import LeanHttp
+
+        plain = {"request, LeanHttp": LeanHttp(node.url, timeout=10), "request, LeanIpc": LeanIpc(ipc_path, timeout=10)}
+        times.update({name: [] for name in plain})
         try:
             for i in range(pairs):
                 for name, (signer, send) in kinds.items():
                     raw = signer.sign(encode("acquire", [f"floor/{name}/{i}", TTL]))
                     start = time.perf_counter()
                     send(raw)
+                    times[name].append(time.perf_counter() - start)
+                for name, transport in plain.items():  # the SDK's transports, one trivial request
+                    start = time.perf_counter()
+                    transport.request("eth_blockNumber", [])
                     times[name].append(time.perf_counter() - start)
         finally:
             stack.close()
@@ -201,9 +210,12 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
 
     if args.transports:
-        print(f"floor (pre-signed acquire: send + receipt), {args.pairs} samples of each in turn, median ms:")
+        print(
+            f"floor (pre-signed acquire: send + receipt) and one eth_blockNumber through the SDK's transports, "
+            f"{args.pairs} samples of each in turn, median ms:"
+        )
         for name, ms in transports(args.pairs).items():
-            print(f"  {name:<16} {ms:6.2f}")
+            print(f"  {name:<18} {ms:6.3f}")
     return 0
 
 

@@ -6,6 +6,7 @@
         proxy.plan("eth_sendRawTransaction", "drop_request") # hang up without forwarding
         proxy.plan("eth_sendRawTransaction", "late_reply")   # forward it, answer only after the client gave up
         proxy.plan("eth_sendRawTransaction", "reply_then_down")  # answer it, then the node "dies"
+        proxy.plan("eth_sendRawTransaction", "drop_reply_then_down")  # forward it, then "die" before answering
         proxy.plan("eth_blockNumber", "close_after_reply")  # answer, then close the kept-alive connection
         proxy.plan("eth_getTransactionReceipt", "hold_reply")  # forward it, hold the answer until let_go()
 
@@ -77,7 +78,15 @@ import urllib.request
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-FAULTS = ("drop_reply", "drop_request", "late_reply", "reply_then_down", "close_after_reply", "hold_reply")
+FAULTS = (
+    "drop_reply",
+    "drop_request",
+    "late_reply",
+    "reply_then_down",
+    "drop_reply_then_down",
+    "close_after_reply",
+    "hold_reply",
+)
 
 
 #: A plan or query for the key also matches these methods (the same request under another name).
@@ -225,10 +234,10 @@ class RpcProxy:
                         reply = response.read()
                 with proxy._lock:
                     proxy.completed.append((method, params))
-                    if fault == "reply_then_down":
+                    if fault in ("reply_then_down", "drop_reply_then_down"):
                         proxy.down = True  # from the next request on, nothing gets through
                     proxy._changed.notify_all()
-                if fault == "drop_reply":
+                if fault in ("drop_reply", "drop_reply_then_down"):
                     self.close_connection = True
                     return
                 if fault == "late_reply":
