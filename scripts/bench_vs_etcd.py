@@ -12,10 +12,11 @@ in a temporary directory, on a free loopback port (anvil with the settings
 etcd a single member on free loopback ports; both are stopped at the end.
 
 Latency, alternating one sample of each kind, in rotating order (nobody always
-goes first), each sample a new resource name (so the registry's state grows
-as a real one does); every sample mines 8 blocks, so 200 samples are 1,600
-blocks and show how anvil slows as its chain grows (the p50 of each quarter of
-the run is printed):
+goes first), each sample a new resource name (so the registry's state grows:
+anvil 1.7.1's time per block grows with it; ``--names N`` cycles N names per
+kind instead, as a service with a fixed set of resources does); every sample
+mines 8 blocks, so 200 samples are 1,600 blocks and show how anvil slows as
+its chain grows (the p50 of each quarter of the run is printed):
 
 - **SDK over IPC** and **SDK over HTTP**: ``registry.acquire(name, ttl=60)``
   then ``registry.release(name, token)`` on ``Chain.connect(ipc_path)`` and
@@ -326,7 +327,7 @@ class Node:
 KINDS = ("sdk_ipc", "sdk_http", "etcd", "floor_ipc", "floor_http")
 
 
-def latency(node: Node, etcd_port: int, samples: int) -> dict:
+def latency(node: Node, etcd_port: int, samples: int, names: int = 0) -> dict:
     from chainfence import Chain, Registry, _names
 
     registry_address = node.info["registry"]
@@ -376,7 +377,7 @@ def latency(node: Node, etcd_port: int, samples: int) -> dict:
     for i in range(samples):
         rotated = kinds[i % len(kinds) :] + kinds[: i % len(kinds)]
         for kind in rotated:
-            sample(kind, f"lat/{kind}/{i}", True)
+            sample(kind, f"lat/{kind}/{i % names if names else i}", True)
     blocks = http_chain.block_number() - first_block
     quarter = max(1, samples // 4)
     return {
@@ -511,6 +512,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--samples", type=int, default=200, help="latency samples of each kind (default 200: 1,600+ blocks)"
     )
+    parser.add_argument(
+        "--names",
+        type=int,
+        default=0,
+        help="cycle through this many resource names per kind (default 0: a new name each sample, so the "
+        "registry's state grows as the run goes)",
+    )
     parser.add_argument("--total", type=int, default=400, help="acquisitions per throughput run (default 400)")
     parser.add_argument("--agents", type=int, default=8)
     parser.add_argument(
@@ -543,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
             "anvil": client.rpc.client_version(),
             "node": {key: node.info.get(key) for key in ("rpc_url", "ipc_path", "registry")},
             "load_average_before": os.getloadavg(),
-            "latency": latency(node, etcd.port, args.samples),
+            "latency": latency(node, etcd.port, args.samples, args.names),
             "load_average_after": os.getloadavg(),
         }
         runs: dict[str, list[float]] = {
@@ -591,9 +599,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     lat = results["latency"]
     rows = lat["summary"]
+    names = f"cycling {args.names} names per kind" if args.names else "a new name each"
     print(
         f"etcd {results['etcd_version']} vs {results['anvil']} as `chainfence node` starts it; {args.samples} "
-        f"alternating samples of each, {lat['blocks']} blocks mined (head {lat['head']}); load average "
+        f"alternating samples of each ({names}), {lat['blocks']} blocks mined (head {lat['head']}); load average "
         + " -> ".join(
             f"{before:.1f}" for before in (results["load_average_before"][0], results["load_average_after"][0])
         )

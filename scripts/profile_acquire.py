@@ -3,14 +3,16 @@
 in Python beside the time on the node, and a cProfile of the loop.
 
     python scripts/profile_acquire.py                  # 200 acquire+release pairs over IPC and over HTTP
-    python scripts/profile_acquire.py --pairs 500 --top 40 --transports
+    python scripts/profile_acquire.py --pairs 500 --top 40 --transports --levers
 
 For each transport (the node's IPC socket, HTTP): the JSON-RPC requests one
 acquire and one release send, counted at the transport (a batch counts once,
 under its methods joined by ``+``); then, without a profiler, the p50 of a
 call and of its time outside the transport (Python: building, signing and
 decoding, the step driver), one transport after the other, alternating;
-then a cProfile of the IPC loop. ``--transports`` also times the floor (a
+then a cProfile of the IPC loop. ``--levers``: the SDK with each lever
+taken away in turn (the sync send, the receipt poll's first pause, the
+eth_call preflight, IPC), alternating. ``--transports`` also times the floor (a
 pre-signed acquire: the send, then the receipt asked again at once until it
 is there; or ``eth_sendRawTransactionSync``, EIP-7966, the send that returns
 the receipt) over HTTP keep-alive, IPC (a Unix socket) and WebSocket (if the
@@ -135,11 +137,62 @@ def transports(pairs: int) -> dict[str, float]:
     return {name: statistics.median(values) * 1e3 for name, values in times.items()}
 
 
+def levers(node, ipc_path: str, address: str, pairs: int) -> dict[str, dict[str, float]]:
+    """What each lever buys: the SDK's acquire and release over IPC with the levers taken away one at a time
+    (private switches of the sender, for this measurement only), one sample of each in turn: p50 ms.
+
+    - ``all levers``: the SDK as it ships (eth_call preflight batched with anvil_getAutomine, the send
+      that returns the receipt);
+    - ``no sync send``: the same preflight, then eth_sendRawTransaction and the receipt asked for
+      (at once, then after 1 ms, doubling: the receipt wait);
+    - ``no sync, 0.2 ms poll``: the same, the first pause 0.2 ms instead of 1 ms;
+    - ``estimateGas preflight``: as it was before (eth_estimateGas at pending, send, receipt polls);
+    - ``... over HTTP``: as it was before, over HTTP.
+    """
+    from chainfence import Chain, Registry
+    from chainfence._node import sending
+    from chainfence.testing.anvil import dev_keys
+
+    def agent(url: str, key: int, *, sync: bool = True, probe: bool = True, gap: float | None = None):
+        registry = Registry.at(Chain.connect(url, private_key=dev_keys(10)[key]), address)
+        sender = registry.chain._sender
+        sender._sync_refused = not sync
+        if not probe:
+            sender._automine_probe = None
+        return registry, gap
+
+    variants = {
+        "all levers (IPC)": agent(ipc_path, 4),
+        "no sync send (IPC)": agent(ipc_path, 5, sync=False),
+        "no sync, 0.2 ms poll (IPC)": agent(ipc_path, 6, sync=False, gap=0.0002),
+        "estimateGas preflight (IPC)": agent(ipc_path, 7, sync=False, probe=False),
+        "estimateGas preflight (HTTP)": agent(node.url, 8, sync=False, probe=False),
+    }
+    times: dict[str, dict[str, list[float]]] = {name: {"acquire": [], "release": []} for name in variants}
+    default_gap = sending._FIRST_POLL_GAP
+    try:
+        for i in range(pairs + 10):
+            for name, (registry, gap) in variants.items():
+                sending._FIRST_POLL_GAP = default_gap if gap is None else gap
+                start = time.perf_counter()
+                lease = registry.acquire(f"lever/{name}/{i}", ttl=60)
+                middle = time.perf_counter()
+                registry.release(lease.resource, lease.token)
+                end = time.perf_counter()
+                if i >= 10:
+                    times[name]["acquire"].append(middle - start)
+                    times[name]["release"].append(end - middle)
+    finally:
+        sending._FIRST_POLL_GAP = default_gap
+    return {name: {op: statistics.median(values) * 1e3 for op, values in ops.items()} for name, ops in times.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--transports", action="store_true")
+    parser.add_argument("--levers", action="store_true", help="the SDK with each lever taken away, alternating")
     args = parser.parse_args(argv)
 
     from chainfence import Chain, Registry
@@ -195,6 +248,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\np50 of {args.pairs} calls of each, alternating (load average {os.getloadavg()[0]:.1f}):")
         for key, values in calls.items():
             print(f"  {key:<45} {statistics.median(values) * 1e3:6.3f} ms")
+
+        if args.levers:
+            print(f"\nwhat each lever buys: SDK p50 ms over {args.pairs} samples of each, in turn (later: more blocks)")
+            for name, ops in levers(node, ipc_path, address, args.pairs).items():
+                print(f"  {name:<32} acquire {ops['acquire']:6.3f}   release {ops['release']:6.3f}")
 
         registry = agents["ipc"]
         profile = cProfile.Profile()
