@@ -3,7 +3,7 @@
 in Python beside the time on the node, and a cProfile of the loop.
 
     python scripts/profile_acquire.py                  # 200 acquire+release pairs over IPC and over HTTP
-    python scripts/profile_acquire.py --pairs 500 --top 40 --transports --levers
+    python scripts/profile_acquire.py --pairs 500 --top 40 --transports --levers --python
 
 For each transport (the node's IPC socket, HTTP): the JSON-RPC requests one
 acquire and one release send, counted at the transport (a batch counts once,
@@ -12,7 +12,9 @@ call and of its time outside the transport (Python: building, signing and
 decoding, the step driver), one transport after the other, alternating;
 then a cProfile of the IPC loop. ``--levers``: the SDK with each lever
 taken away in turn (the sync send, the receipt poll's first pause, the
-eth_call preflight, IPC), alternating. ``--transports`` also times the floor (a
+eth_call preflight, IPC), alternating. ``--python``: the SDK's own time per
+pair with no I/O (one pair's exchanges with the node replayed), and its
+costliest stages. ``--transports`` also times the floor (a
 pre-signed acquire: the send, then the receipt asked again at once until it
 is there; or ``eth_sendRawTransactionSync``, EIP-7966, the send that returns
 the receipt) over HTTP keep-alive, IPC (a Unix socket) and WebSocket (if the
@@ -190,12 +192,91 @@ def levers(node, ipc_path: str, address: str, pairs: int) -> dict[str, dict[str,
     return {name: {op: statistics.median(values) * 1e3 for op, values in ops.items()} for name, ops in times.items()}
 
 
+def python_only(registry, pairs: int) -> dict[str, float]:
+    """The SDK's own time per acquire+release pair with no I/O at all: one real pair's exchanges with the
+    node are recorded, then replayed to the transport (each send's receipt given the new transaction's
+    hash); the stages that cost most are timed apart. ms per pair."""
+    import functools
+
+    from chainfence import _contract, _validate
+    from chainfence._node import events, methods, rlp, sending
+
+    chain = registry.chain
+    transport = chain.rpc.transport
+    exchange = transport.exchange
+    recorded: list[tuple[object, object]] = []
+
+    def recording(body, **kwargs):
+        reply = exchange(body, **kwargs)
+        recorded.append((body, reply))
+        return reply
+
+    transport.exchange = recording
+    lease = registry.acquire("python/only", ttl=60)
+    registry.release(lease.resource, lease.token)
+    served = iter(range(1 << 62))
+
+    def replay(body, **kwargs):
+        _sent, reply = recorded[next(served) % len(recorded)]
+        if isinstance(body, list):
+            return [dict(answer, id=request["id"]) for answer, request in zip(reply, body, strict=True)]
+        reply = dict(reply, id=body["id"])
+        if body["method"] == "eth_sendRawTransactionSync":
+            tx_hash = "0x" + rlp.keccak256(bytes.fromhex(body["params"][0][2:])).hex()
+            reply["result"] = dict(reply["result"], transactionHash=tx_hash)
+        return reply
+
+    spent: collections.Counter = collections.Counter()
+    patched: list[tuple[object, str, object]] = []
+
+    def timed(module, name: str) -> None:
+        function = getattr(module, name)
+        patched.append((module, name, function))
+
+        @functools.wraps(function)
+        def measured(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - start
+
+        setattr(module, name, measured)
+
+    quote, nonce = sending._FEE_QUOTE_SECONDS, dict(chain._sender._next_nonce)
+    transport.exchange = replay
+    sending._FEE_QUOTE_SECONDS = float("inf")  # the recorded pair asked for no fee quote
+    for module, name in (
+        (sending, "sign"),
+        (methods, "format_receipt"),
+        (events, "decode"),
+        (_contract, "abi_encode"),
+        (_validate, "resource_id"),
+    ):
+        timed(module, name)
+    try:
+        start = time.perf_counter()
+        for _ in range(pairs):
+            chain.__dict__.pop("_seen_tokens", None)  # the replayed token is the same each time
+            chain._sender._next_nonce.update(nonce)
+            lease = registry.acquire("python/only", ttl=60)
+            registry.release(lease.resource, lease.token)
+        total = time.perf_counter() - start
+    finally:
+        transport.exchange = exchange
+        sending._FEE_QUOTE_SECONDS = quote
+        for module, name, function in patched:
+            setattr(module, name, function)
+    return {"total": total / pairs * 1e3, **{name: seconds / pairs * 1e3 for name, seconds in spent.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--transports", action="store_true")
     parser.add_argument("--levers", action="store_true", help="the SDK with each lever taken away, alternating")
+    parser.add_argument("--python", action="store_true", help="the SDK's own time, the node's answers replayed")
     args = parser.parse_args(argv)
 
     from chainfence import Chain, Registry
@@ -270,6 +351,12 @@ def main(argv: list[str] | None = None) -> int:
             f"\n{args.pairs} acquire+release pairs over IPC under cProfile: {elapsed / args.pairs * 1e3:.2f} ms a pair"
         )
         pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
+
+        if args.python:
+            stages = python_only(agents["ipc"], max(args.pairs, 1000))
+            print("\nthe SDK's own time per acquire+release pair, the node's answers replayed (no I/O):")
+            for name, ms in stages.items():
+                print(f"  {name:<16} {ms:6.3f} ms")
 
     if args.transports:
         print(

@@ -233,9 +233,9 @@ def dev_preflight_steps(node: Node, tx: dict[str, Any], probe: str | None) -> St
     One JSON-RPC batch where the transport takes batches; elsewhere the call alone (and False).
     Never retried, as a preflight is not: the caller's next step is a send.
     """
-    call = ["eth_call", [call_object(tx), "pending"]]
+    params: list[Any] = [call_object(tx), "pending"]
     if probe is not None and node.batches:
-        replies = yield from _batch(node, [(call[0], call[1]), (probe, [])], retry=False)
+        replies = yield from _batch(node, [("eth_call", params), (probe, [])], retry=False)
         if replies is not None:
             result, automine = replies
             if isinstance(result, ChainfenceError):
@@ -243,7 +243,7 @@ def dev_preflight_steps(node: Node, tx: dict[str, Any], probe: str | None) -> St
             if isinstance(automine, NodeUnreachable):
                 raise automine
             return automine is True
-    yield Request("eth_call", call[1], retry=False, sender=tx.get("from"))
+    yield Request("eth_call", params, retry=False, sender=tx.get("from"))
     return False
 
 

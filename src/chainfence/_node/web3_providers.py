@@ -116,7 +116,7 @@ def ipc_web3(path: str, *, timeout: float) -> Any:
     wrap; the SDK's own requests go through :class:`~chainfence._node.ipc.LeanIpc`)."""
     from web3 import Web3
 
-    return Web3(Web3.IPCProvider(path, timeout=timeout))
+    return Web3(Web3.IPCProvider(path, timeout=max(1, round(timeout))))  # whole seconds
 
 
 def connect_async_http(url: str, *, timeout: float) -> Any:
