@@ -146,7 +146,7 @@ def levers(node, ipc_path: str, address: str, pairs: int) -> dict[str, dict[str,
     """What each lever buys: the SDK's acquire and release over IPC with the levers taken away one at a time
     (private switches of the sender, for this measurement only), one sample of each in turn: p50 ms.
 
-    - ``all levers``: the SDK as it ships (eth_call preflight batched with anvil_getAutomine, the send
+    - ``all levers``: the SDK as it ships (eth_call preflight batched with anvil_getAutomine and the balance, the send
       that returns the receipt);
     - ``no sync send``: the same preflight, then eth_sendRawTransaction and the receipt asked for
       (at once, then after 1 ms, doubling: the receipt wait);

@@ -3,7 +3,8 @@ benchmark.
 
 On anvil's automine, over HTTP and over its IPC socket, sync and asyncio, an
 acquisition and a release take two round trips each: the preflight (an
-``eth_call`` at ``pending``, in one JSON-RPC batch with ``anvil_getAutomine``)
+``eth_call`` at ``pending``, in one JSON-RPC batch with ``anvil_getAutomine`` and the sender's
+balance)
 and the send, answered once the transaction is mined, receipt included
 (``eth_sendRawTransactionSync``, EIP-7966). Before: ``eth_estimateGas``,
 ``eth_sendRawTransaction``, then ``eth_getTransactionReceipt`` until it is
@@ -22,18 +23,20 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from eth_account import Account
 
 from chainfence import Chain, Registry
 from chainfence._node import sending
 from chainfence.aio import AsyncChain, AsyncRegistry
+from chainfence.errors import InsufficientFunds
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
 
 NAME = "jobs/round-trips"
 KEY = 9  # a dev key no other test of this module's neighbours sends from
 
-ANVIL_ACQUIRE = ["eth_call+anvil_getAutomine", "eth_sendRawTransactionSync"]
-ANVIL_RELEASE = ["eth_call+anvil_getAutomine", "eth_sendRawTransactionSync"]
+ANVIL_ACQUIRE = ["eth_call+anvil_getAutomine+eth_getBalance", "eth_sendRawTransactionSync"]
+ANVIL_RELEASE = ["eth_call+anvil_getAutomine+eth_getBalance", "eth_sendRawTransactionSync"]
 
 
 @pytest.fixture(autouse=True)
@@ -141,3 +144,30 @@ def test_control_on_a_node_that_is_not_a_dev_chain_the_receipt_is_asked_apart(an
         acquired = round_trips(seen, lambda: agent.acquire(NAME, ttl=60))
     assert acquired[:2] == ["eth_estimateGas", "eth_sendRawTransaction"]
     assert acquired[2:] and set(acquired[2:]) == {"eth_getTransactionReceipt"}, acquired
+
+
+def test_a_sender_funded_for_a_few_transactions_gets_the_estimate_and_acquires(anvil_node, on_anvil, monkeypatch):
+    """The gas ceiling costs nothing on a dev node, but a sender must hold ceiling x fee: one funded with
+    0.001 ETH (5,000,000 gas at 1 gwei is 0.005) is given the estimate, as on any node, one round trip more."""
+    poor = Account.create()
+    on_anvil.chain.rpc.request("anvil_setBalance", [poor.address, hex(10**15)])
+    agent = Registry.at(Chain.connect(anvil_node.url, private_key=poor.key), on_anvil.address)
+    seen = counting(agent.chain.rpc.transport, monkeypatch)
+    lease = agent.acquire(NAME, ttl=60)
+    assert lease.holder == poor.address and on_anvil.lease_of(NAME).token == lease.token
+    assert "eth_estimateGas" in seen and "eth_sendRawTransactionSync" in seen, seen
+
+
+def test_control_the_ceiling_for_a_sender_who_cannot_pay_for_it_is_refused(anvil_node, on_anvil, monkeypatch):
+    """The control: the same sender given the ceiling (as if it held enough) is refused by the node."""
+    poor = Account.create()
+    on_anvil.chain.rpc.request("anvil_setBalance", [poor.address, hex(10**15)])
+    agent = Registry.at(Chain.connect(anvil_node.url, private_key=poor.key), on_anvil.address)
+    real = agent.chain.rpc.dev_preflight
+    monkeypatch.setattr(
+        agent.chain.rpc, "dev_preflight", lambda call, probe: real(call, probe)._replace(balance=10**30)
+    )
+    before = on_anvil.latest_token()
+    with pytest.raises(InsufficientFunds):
+        agent.acquire(NAME, ttl=60)
+    assert on_anvil.latest_token() == before

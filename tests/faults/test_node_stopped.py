@@ -1219,7 +1219,7 @@ def test_a_call_that_needs_no_chain_answers_while_the_node_is_down(world, call):
         ("a read", lambda w: w.chain.rpc.block_number(), 2),
         ("eth_sendRawTransaction", lambda w: w.chain.rpc.send_raw(signed_cancel(w)), 1),
         (
-            "the preflight (eth_estimateGas; on anvil eth_call+anvil_getAutomine)",
+            "the preflight (eth_estimateGas; on anvil eth_call+anvil_getAutomine+eth_getBalance)",
             lambda w: w.cached().acquire(FREE, ttl=60),
             1,
         ),
@@ -1361,7 +1361,7 @@ def test_acquire_when_the_node_stops_after_the_confirmations_keeps_the_lease():
             _ = agent.max_ttl
             # The first read after the send is the check: a JSON-RPC batch (the lease and the clock in one
             # round trip), or a plain eth_call where batches are refused. Lose either, and its retry. (The
-            # preflight is a batch too, eth_call+anvil_getAutomine: it goes through.)
+            # preflight is a batch too, eth_call+anvil_getAutomine+eth_getBalance: it goes through.)
             proxy.plan("eth_call+eth_getBlockByNumber", "drop_request", "drop_request")
             proxy.plan("eth_call", "drop_request", "drop_request")
 

@@ -48,7 +48,7 @@ again in ``completed`` once the node's reply came back, so tests can wait
 for "the node has it" rather than for "the proxy saw it".
 
 Names: a JSON-RPC batch is one request, recorded under its methods joined by
-``+`` (the SDK's preflight on anvil is ``eth_call+anvil_getAutomine``). A
+``+`` (the SDK's preflight on anvil is ``eth_call+anvil_getAutomine+eth_getBalance``). A
 query (``sent``, ``wait_completed``, ``completed_count``) for one of its
 methods matches it; a fault is planned for a batch under its joined name, or
 under ``"batch"`` for whichever batch comes next (a fault planned for

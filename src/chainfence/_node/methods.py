@@ -225,26 +225,42 @@ def estimate_gas_steps(node: Node, tx: dict[str, Any], block: str | int) -> Step
 AUTOMINE_PROBES = {"anvil": "anvil_getAutomine"}
 
 
-def dev_preflight_steps(node: Node, tx: dict[str, Any], probe: str | None) -> Steps[bool]:
+class DevPreflight(NamedTuple):
+    """What a dev chain's preflight learned besides "no revert" (:func:`dev_preflight_steps`)."""
+
+    #: The node said it mines each transaction the moment it arrives.
+    automine: bool
+    #: The sender's balance at ``pending`` (None where it was not asked: no batch).
+    balance: int | None
+
+
+def dev_preflight_steps(node: Node, tx: dict[str, Any], probe: str | None) -> Steps[DevPreflight]:
     """A dev chain's preflight: ``eth_call`` of ``tx`` at ``pending`` (a revert raises the contract
     error's class; nothing is sent) and, in the same round trip, whether the node mines each
-    transaction on arrival (``probe``, one of :data:`AUTOMINE_PROBES`; True only if the node said so).
+    transaction on arrival (``probe``, one of :data:`AUTOMINE_PROBES`; True only if the node said so)
+    and the sender's balance (``tx["from"]``'s, at ``pending``: whether it can pay for a gas ceiling).
 
-    One JSON-RPC batch where the transport takes batches; elsewhere the call alone (and False).
-    Never retried, as a preflight is not: the caller's next step is a send.
+    One JSON-RPC batch where the transport takes batches; elsewhere the call alone (automine False,
+    balance None). Never retried, as a preflight is not: the caller's next step is a send.
     """
     params: list[Any] = [call_object(tx), "pending"]
+    sender = tx.get("from")
     if probe is not None and node.batches:
-        replies = yield from _batch(node, [("eth_call", params), (probe, [])], retry=False)
+        calls: list[tuple[str, list[Any]]] = [("eth_call", params), (probe, [])]
+        if sender is not None:
+            calls.append(("eth_getBalance", [sender, "pending"]))
+        replies = yield from _batch(node, calls, retry=False)
         if replies is not None:
-            result, automine = replies
+            result, automine, *balance = replies
             if isinstance(result, ChainfenceError):
                 raise result  # the call's own answer (a revert raises its contract error)
-            if isinstance(automine, NodeUnreachable):
-                raise automine
-            return automine is True
-    yield Request("eth_call", params, retry=False, sender=tx.get("from"))
-    return False
+            for reply in (automine, *balance):
+                if isinstance(reply, NodeUnreachable):
+                    raise reply
+            funds = balance[0] if balance and not isinstance(balance[0], ChainfenceError) else None
+            return DevPreflight(automine is True, None if funds is None else quantity(funds))
+    yield Request("eth_call", params, retry=False, sender=sender)
+    return DevPreflight(False, None)
 
 
 def code_steps(node: Node, address: str, block: str | int = "latest") -> Steps[bytes]:

@@ -220,13 +220,12 @@ class Sender:
     def transact_steps(self, sender: str, call: dict[str, Any], *, gas: int | None, confirmations: int) -> Steps[Any]:
         """The whole journey of one transaction (see the module docstring); returns its receipt. Errors
         name the account and the transaction, never a resource: the caller that knows it adds it."""
-        sync = ceiling = False
+        sync = False
         if gas is None:
             gas, sync = yield from self._preflight(call)
-            ceiling = self._automine_probe is not None  # DEV_GAS_LIMIT, not an estimate
         fees = yield from self.fees_steps()
-        if ceiling and self._block_gas_limit:
-            gas = min(gas, self._block_gas_limit)
+        if gas == DEV_GAS_LIMIT and self._automine_probe is not None and self._block_gas_limit:
+            gas = min(gas, self._block_gas_limit)  # the ceiling, within the block's gas limit
         tx = dict(call, gas=gas, chainId=self.chain_id, **fees)
         tx_hash, nonce, mined = yield Locked(sender, self._sign_and_send(sender, tx, sync=sync))
         logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash, sender, nonce, gas)
@@ -248,10 +247,11 @@ class Sender:
         ``pending`` and its ``latest`` estimate runs on a fresh header stamped
         with the wall clock (not the chain's clock), so there the preflight is
         an ``eth_call`` at ``pending`` and the gas limit a fixed ceiling. So it
-        is on anvil, where gas is free too and a call costs half an estimate
-        (0.14 against 0.32 ms over IPC, ``docs/benchmarks.md``): the ceiling
-        is :data:`DEV_GAS_LIMIT`, and the same round trip asks whether the node
-        mines on arrival (:meth:`_preflight`).
+        is on anvil, where gas is free too and a call costs less than an
+        estimate (``docs/benchmarks.md``): the ceiling is :data:`DEV_GAS_LIMIT`,
+        and the same round trip asks whether the node mines on arrival and what
+        the sender holds; a sender that cannot pay for the ceiling gets the
+        estimate, as on any node (:meth:`_preflight`).
         """
         gas, _sync = yield from self._preflight(call)
         return gas
@@ -265,9 +265,18 @@ class Sender:
             yield RPC.call(call, "pending")
             return EMBEDDED_GAS_LIMIT, False
         if self._automine_probe is not None:
-            automine = yield RPC.dev_preflight(call, None if self._sync_refused else self._automine_probe)
-            return DEV_GAS_LIMIT, bool(automine) and not self._sync_refused
-        estimate: int = yield RPC.estimate_gas(call, "pending")
+            found = yield RPC.dev_preflight(call, None if self._sync_refused else self._automine_probe)
+            sync = found.automine and not self._sync_refused
+            fees = yield from self.fees_steps()  # the quote the transaction will carry (cached)
+            ceiling = min(DEV_GAS_LIMIT, self._block_gas_limit or DEV_GAS_LIMIT)
+            price = fees.get("maxFeePerGas", fees.get("gasPrice", 0))
+            if found.balance is not None and found.balance >= ceiling * price + int(call.get("value") or 0):
+                return DEV_GAS_LIMIT, sync
+            # A sender that cannot pay for the ceiling (an account funded for a few transactions):
+            # the gas the call needs, as on any node (one round trip more).
+            estimate: int = yield RPC.estimate_gas(call, "pending")
+            return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN, sync
+        estimate = yield RPC.estimate_gas(call, "pending")
         return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN, False
 
     # ------------------------------------------------------------------
