@@ -156,10 +156,11 @@ class _Connection:
             self.sock.close()
 
     def read_reply(self, wanted: Any) -> Any:
-        """The next JSON value the node writes (a notification for another id is skipped)."""
+        """The next reply the node writes to request ``wanted`` (a notification, or a reply to another
+        id, is skipped)."""
         while True:
             reply = self._value()
-            if not isinstance(reply, dict) or wanted is None or reply.get("id") in (wanted, None):
+            if _answers(reply, wanted):
                 return reply
 
     def _value(self) -> Any:
@@ -186,6 +187,17 @@ class _Connection:
                 return json.loads(data)
             except ValueError:
                 continue  # not the whole value yet
+
+
+def _answers(reply: Any, wanted: Any) -> bool:
+    """Whether ``reply`` answers the request whose id is ``wanted`` (None: a batch, answered by a list or
+    by one error object). A subscription's notification (a ``method``, no ``id``) answers nothing; an
+    error with a null id answers the request that could not be read."""
+    if not isinstance(reply, dict) or wanted is None:
+        return True
+    if "method" in reply and "id" not in reply:
+        return False
+    return reply.get("id") in (wanted, None)
 
 
 def _batch_body(calls: Sequence[BatchCall], ids: list[int]) -> list[dict[str, Any]]:
@@ -246,12 +258,17 @@ class AsyncLeanIpc(AsyncTransport):
         reader, writer = await self._take()
         try:
             writer.write(payload)
-            reply = await asyncio.wait_for(self._read(reader, wanted), timeout=self.timeout)
+            reply = await asyncio.wait_for(self._drain_and_read(reader, writer, wanted), timeout=self.timeout)
         except BaseException:
             writer.close()
             raise
         self._idle.append((asyncio.get_running_loop(), reader, writer))
         return reply
+
+    @classmethod
+    async def _drain_and_read(cls, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, wanted: Any) -> Any:
+        await writer.drain()
+        return await cls._read(reader, wanted)
 
     @staticmethod
     async def _read(reader: asyncio.StreamReader, wanted: Any) -> Any:
@@ -278,7 +295,7 @@ class AsyncLeanIpc(AsyncTransport):
                 reply = json.loads(data)
             except ValueError:
                 continue
-            if not isinstance(reply, dict) or wanted is None or reply.get("id") in (wanted, None):
+            if _answers(reply, wanted):
                 return reply
             data = b""
 
