@@ -125,6 +125,9 @@ def test_a_send_on_a_connection_that_breaks_is_never_resent_by_the_transport(pro
         getattr(agent.chain.rpc, method)(raw)
     assert raised.value.maybe_delivered is True
     assert len(proxy.sent("eth_sendRawTransaction")) == 1
+    # The node took it: mined before the test's snapshot is reverted (a transaction still in the pool
+    # then would be mined on the reverted chain, into the next test).
+    wait_until(lambda: agent.chain.rpc.receipt("0x" + keccak(raw).hex()) is not None, "the send is mined")
 
 
 def test_a_reply_lost_mid_acquisition_yields_exactly_one_lease(proxy, on_anvil):
