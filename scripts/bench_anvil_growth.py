@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
-"""How anvil's own time per acquisition grows with its chain, beside etcd's lock, in one run.
+"""How anvil's own time per acquisition grows with its chain, under the settings `chainfence node` could give
+it, beside etcd's lock, in one run.
 
-    python scripts/bench_anvil_growth.py                    # 900 blocks, reported per 150
-    python scripts/bench_anvil_growth.py --blocks 1500 --step 300
+    python scripts/bench_anvil_growth.py                     # 1,500 blocks per anvil, reported per 250
+    python scripts/bench_anvil_growth.py --blocks 3000 --step 500 --same-name
 
 The "anvil floor" of ``scripts/bench_vs_etcd.py`` (a pre-signed acquisition:
 ``eth_sendRawTransaction``, then ``eth_getTransactionReceipt`` until it is
-there, on one keep-alive connection, no client work) is measured on fresh
-anvils started with different options, one sample of each in turn, each
+there, over the node's IPC socket, no client work) is measured on fresh
+anvils started with different settings, one sample of each in turn, each
 acquisition a new block (automine), interleaved with one etcd lease + txn lock
-(``etcd`` on PATH: ``apt-get install etcd-server``) so that both see the same
-machine at the same moment. The median of each window of blocks shows how much
-of a chainfence acquisition on a local node is the node's, and how it moves as
-the chain grows: the same name is acquired each time (the state does not grow;
-the chain does).
+(``etcd`` on PATH: ``apt-get install etcd-server``) so that all see the same
+machine at the same moment. Each acquisition is of a new name (the registry's
+state grows, as a registry in use does), or of the same one (``--same-name``:
+only the chain grows). Every anvil saves its state to a file every second, as
+`chainfence node` has it do. The median of each window of blocks shows how
+each setting's time moves as the chain grows; the last column is anvil's
+resident memory at the end.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,37 +32,67 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_vs_etcd as bench
 
-#: anvil's options measured: as the suite and ``chainfence node`` start it, and keeping only the
-#: newest states in memory (``--prune-history``).
-OPTIONS = {"default": (), "--prune-history 8": ("--prune-history", "8")}
+#: (hardfork, options) measured. "before": `chainfence node` as it was (the suite's settings and a state
+#: file); the others change one thing at a time.
+SETTINGS = {
+    "prague (before)": ("prague", ()),
+    "cancun": ("cancun", ()),
+    "cancun --max-persisted-states 0": ("cancun", ("--max-persisted-states", "0")),
+    "cancun --prune-history 256": ("cancun", ("--prune-history", "256")),
+    "prague --prune-history 256": ("prague", ("--prune-history", "256")),
+}
+
+
+def resident_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--blocks", type=int, default=900, help="acquisitions (blocks) per anvil (default 900)")
-    parser.add_argument("--step", type=int, default=150, help="blocks per reported window (default 150)")
+    parser.add_argument("--blocks", type=int, default=1500, help="acquisitions (blocks) per anvil (default 1500)")
+    parser.add_argument("--step", type=int, default=250, help="blocks per reported window (default 250)")
+    parser.add_argument("--same-name", action="store_true", help="acquire one name again and again")
+    parser.add_argument("--only", help="comma-separated settings to run (default: all)")
     args = parser.parse_args(argv)
     if args.blocks < args.step or args.step < 1:
         parser.error("--blocks must be at least --step, and --step at least 1")
+    settings = SETTINGS
+    if args.only:
+        settings = {label: SETTINGS[label] for label in args.only.split(",")}
 
     from chainfence import Chain, Registry
     from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
     etcd = bench.Etcd()
-    nodes = []
+    nodes = {}
+    work = Path(tempfile.mkdtemp(prefix="chainfence-growth-"))
     try:
         floors = {}
-        for label, options in OPTIONS.items():
-            node = AnvilProcess(find_anvil(start=bench.ROOT), accounts=4, extra_args=options).start()
-            nodes.append(node)
+        for n, (label, (hardfork, options)) in enumerate(settings.items()):
+            node = AnvilProcess(
+                find_anvil(start=bench.ROOT),
+                accounts=4,
+                hardfork=hardfork,
+                extra_args=options,
+                state=work / f"state-{n}.json",
+                ipc=str(work / f"{n}.ipc"),
+            ).start()
+            nodes[label] = node
             client = Chain.connect(node.url, private_key=dev_keys(1)[0])
             registry = Registry.deploy(client, max_ttl=3_600)
-            floors[label] = bench.Floor(node.port, dev_keys(3)[2], registry.address, client.chain_id)
+            floors[label] = bench.IpcFloor(node.ipc_path, dev_keys(3)[2], registry.address, client.chain_id)
         lock = bench.EtcdLock(etcd.port)
         times: dict[str, list[float]] = {label: [] for label in [*floors, "etcd"]}
         for i in range(args.blocks):
+            name = "growth/same" if args.same_name else f"growth/{i}"
             for label, floor in floors.items():
-                raw = floor.sign(bench.encode("acquire", ["growth/same", bench.TTL]))
+                raw = floor.sign(bench.encode("acquire", [name, bench.TTL]))
                 start = time.perf_counter()
                 floor.send(raw)
                 times[label].append(time.perf_counter() - start)
@@ -66,18 +100,27 @@ def main(argv: list[str] | None = None) -> int:
             lease = lock.acquire(f"growth/{i}")
             times["etcd"].append(time.perf_counter() - start)
             lock.release(f"growth/{i}", lease)
+        memory = {label: resident_mib(node.process.pid) for label, node in nodes.items()}
     finally:
-        for node in nodes:
+        for node in nodes.values():
             node.stop()
         etcd.close()
 
     windows = range(0, args.blocks - args.step + 1, args.step)
-    print(f"acquisition p50 (ms) per window of blocks; anvil floor vs etcd {etcd.version} lease+txn, alternating")
-    print(f"  {'blocks':<32}" + "".join(f"{f'{w}-{w + args.step}':>11}" for w in windows))
+    names = "the same name" if args.same_name else "a new name each"
+    print(
+        f"acquisition p50 (ms) per window of blocks, {names}; anvil floor over IPC vs etcd {etcd.version} "
+        "lease+txn, alternating"
+    )
+    width = max(len(label) for label in times) + 14
+    print(f"  {'blocks':<{width}}" + "".join(f"{f'{w}-{w + args.step}':>11}" for w in windows) + "    RSS MiB")
     for label, values in times.items():
         name = "etcd lock" if label == "etcd" else f"anvil floor, {label}"
+        rss = f"{memory[label]:>11.0f}" if label in memory else ""
         print(
-            f"  {name:<32}" + "".join(f"{statistics.median(values[w : w + args.step]) * 1e3:>11.2f}" for w in windows)
+            f"  {name:<{width}}"
+            + "".join(f"{statistics.median(values[w : w + args.step]) * 1e3:>11.2f}" for w in windows)
+            + rss
         )
     return 0
 

@@ -1,32 +1,44 @@
 #!/usr/bin/env python3
-"""chainfence's SDK on anvil beside etcd's lease + txn lock and the anvil floor, in one run.
+"""chainfence's SDK on the node `chainfence node` starts, beside etcd's lease + txn lock and the anvil floor, in one run.
 
-    python scripts/bench_vs_etcd.py                  # 200 alternating samples, 400 acquisitions per throughput run
-    python scripts/bench_vs_etcd.py --samples 500 --json
+    python scripts/bench_vs_etcd.py                  # 200 alternating samples (1,600+ blocks), then throughput
+    python scripts/bench_vs_etcd.py --samples 300 --rounds 0 --json
 
 Needs ``etcd`` on PATH (Debian/Ubuntu: ``apt-get install etcd-server``) and
-this checkout's anvil (``scripts/test.sh`` installs it into node_modules).
-Both run on free loopback ports with their data in temporary directories.
+this checkout's anvil (``scripts/test.sh`` installs it into node_modules, or
+``npm install --no-save``). The node is ``python -m chainfence node --json``
+in a temporary directory, on a free loopback port (anvil with the settings
+``chainfence node`` gives it, its IPC socket, its state saved every second),
+etcd a single member on free loopback ports; both are stopped at the end.
 
-Latency, alternating one sample of each in rotating order:
+Latency, alternating one sample of each kind, in rotating order (nobody always
+goes first), each sample a new resource name (so the registry's state grows:
+anvil 1.7.1's time per block grows with it; ``--names N`` cycles N names per
+kind instead, as a service with a fixed set of resources does); every sample
+mines 8 blocks, so 200 samples are 1,600 blocks and show how anvil slows as
+its chain grows (the p50 of each quarter of the run is printed):
 
-- **SDK**: ``registry.acquire(name, ttl=60)`` then ``registry.release(...)``
-  on a ``Chain.connect(url, private_key=...)`` with its defaults (preflight,
-  typed errors, the never-twice sending rules, confirmations 0 on a dev
-  chain: the receipt is the confirmation);
+- **SDK over IPC** and **SDK over HTTP**: ``registry.acquire(name, ttl=60)``
+  then ``registry.release(name, token)`` on ``Chain.connect(ipc_path)`` and
+  ``Chain.connect(rpc_url)`` with their defaults (preflight, typed errors, the
+  never-twice sending rules, confirmations 0 on a dev chain: the receipt is the
+  confirmation);
 - **etcd** (3.4's HTTP/JSON gateway, ``/v3/...``, one keep-alive
   ``http.client`` connection): acquire = ``lease/grant`` + ``kv/txn``
   (put-if-create-revision-is-0 with the lease), release = ``kv/deleterange`` +
   ``lease/revoke``: two requests each, as a lock in a Python client does;
-- **anvil floor**: the same acquire and release transactions signed before
-  the clock starts, sent on one keep-alive connection with
-  ``eth_sendRawTransaction``, then ``eth_getTransactionReceipt`` (no
-  preflight, no web3, nothing else).
+- **anvil floor** over IPC and over HTTP: the same acquire and release
+  transactions signed before the clock starts, ``eth_sendRawTransaction``, then
+  ``eth_getTransactionReceipt`` asked again at once until it is there, on one
+  kept connection (no preflight, no web3, nothing else).
 
-Throughput: acquisitions of distinct names per second, 8 agents with 8 keys
-(threads in this process; and processes, one per agent), and 8 threads
-sharing one key (the SDK pipelines its nonces); etcd with 8 threads beside
-them.
+The ratios: each SDK transport against etcd (goal <= 0.8) and against the
+floor on the same transport (goal <= 1.3).
+
+Throughput (``--rounds``, default 1; 0 skips it): acquisitions of distinct
+names per second over HTTP, 8 agents with 8 keys (threads in this process;
+and processes, one per agent), and 8 threads sharing one key (the SDK
+pipelines its nonces); etcd with 8 threads beside them.
 """
 
 from __future__ import annotations
@@ -249,63 +261,135 @@ def encode(function: str, args: list) -> bytes:
 # ----------------------------------------------------------------------------------------------
 
 
-def latency(url: str, anvil_port: int, etcd_port: int, registry_address: str, samples: int) -> dict:
+class IpcFloor(Floor):
+    """:class:`Floor` over the node's IPC socket: one JSON request a line, one reply a line."""
+
+    def __init__(self, path: str, key: str, registry: str, chain_id: int):
+        import socket
+
+        from eth_account import Account
+
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.reader = self.sock.makefile("rb")
+        self.account = Account.from_key(key)
+        self.registry = registry
+        self.chain_id = chain_id
+        self.nonce = int(self.rpc("eth_getTransactionCount", [self.account.address, "pending"]), 16)
+
+    def rpc(self, method: str, params: list) -> object:
+        self.sock.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode() + b"\n")
+        reply = json.loads(self.reader.readline())
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply["result"]
+
+
+class Node:
+    """``python -m chainfence node --json`` in a temporary directory: the node users start."""
+
+    def __init__(self) -> None:
+        from chainfence.testing.anvil import free_port
+
+        self.dir = tempfile.mkdtemp(prefix="chainfence-bench-node-")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "chainfence", "node", "--dir", self.dir, "--port", str(free_port()), "--json"],
+            cwd=self.dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"chainfence node did not start: {self.process.stderr.read()[-2000:]}")
+        self.info = json.loads(line)
+        self.url = self.info["rpc_url"]
+        self.port = int(self.url.rsplit(":", 1)[1])
+        self.ipc_path = self.info.get("ipc_path")  # None before the node had an IPC socket
+        self.keys = [account["private_key"] for account in self.info["accounts"]]
+
+    def close(self) -> None:
+        import signal
+
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+#: The kinds of latency sample, in the order of the first sample.
+KINDS = ("sdk_ipc", "sdk_http", "etcd", "floor_ipc", "floor_http")
+
+
+def latency(node: Node, etcd_port: int, samples: int, names: int = 0) -> dict:
     from chainfence import Chain, Registry, _names
-    from chainfence.testing.anvil import dev_keys
 
-    keys = dev_keys(4)
-    chain = Chain.connect(url, private_key=keys[1])
-    sdk = Registry.at(chain, registry_address)
+    registry_address = node.info["registry"]
+    http_chain = Chain.connect(node.url, private_key=node.keys[1])
+    sdk = {"sdk_http": Registry.at(http_chain, registry_address)}
+    floors = {"floor_http": Floor(node.port, node.keys[2], registry_address, http_chain.chain_id)}
+    if node.ipc_path:
+        sdk["sdk_ipc"] = Registry.at(Chain.connect(node.ipc_path, private_key=node.keys[3]), registry_address)
+        floors["floor_ipc"] = IpcFloor(node.ipc_path, node.keys[4], registry_address, http_chain.chain_id)
     etcd = EtcdLock(etcd_port)
-    floor = Floor(anvil_port, keys[2], registry_address, chain.chain_id)
-    times: dict[str, list[float]] = {
-        f"{who}_{op}": [] for who in ("sdk", "etcd", "floor") for op in ("acquire", "release")
-    }
+    kinds = [kind for kind in KINDS if kind in sdk or kind in floors or kind == "etcd"]
+    times: dict[str, list[float]] = {f"{kind}_{op}": [] for kind in kinds for op in ("acquire", "release")}
 
-    def sdk_sample(name: str, record: bool) -> None:
-        start = time.perf_counter()
-        lease = sdk.acquire(name, ttl=TTL)
-        middle = time.perf_counter()
-        sdk.release(name, lease.token)
-        end = time.perf_counter()
+    def sample(kind: str, name: str, record: bool) -> None:
+        if kind in sdk:
+            registry = sdk[kind]
+            start = time.perf_counter()
+            lease = registry.acquire(name, ttl=TTL)
+            middle = time.perf_counter()
+            registry.release(name, lease.token)
+            acquire, release = middle - start, time.perf_counter() - middle
+        elif kind == "etcd":
+            start = time.perf_counter()
+            lease_id = etcd.acquire(name)
+            middle = time.perf_counter()
+            etcd.release(name, lease_id)
+            acquire, release = middle - start, time.perf_counter() - middle
+        else:  # the floor: signed before its clock starts
+            floor = floors[kind]
+            raw = floor.sign(encode("acquire", [name, TTL]))
+            start = time.perf_counter()
+            receipt = floor.send(raw)
+            acquire = time.perf_counter() - start
+            acquired = next(log for log in receipt["logs"] if len(log["topics"]) >= 3)
+            raw = floor.sign(encode("release", [_names.resource_id(name), int(acquired["topics"][2], 16)]))
+            start = time.perf_counter()
+            floor.send(raw)
+            release = time.perf_counter() - start
         if record:
-            times["sdk_acquire"].append(middle - start)
-            times["sdk_release"].append(end - middle)
+            times[f"{kind}_acquire"].append(acquire)
+            times[f"{kind}_release"].append(release)
 
-    def etcd_sample(name: str, record: bool) -> None:
-        start = time.perf_counter()
-        lease = etcd.acquire(name)
-        middle = time.perf_counter()
-        etcd.release(name, lease)
-        end = time.perf_counter()
-        if record:
-            times["etcd_acquire"].append(middle - start)
-            times["etcd_release"].append(end - middle)
-
-    def floor_sample(name: str, record: bool) -> None:
-        raw = floor.sign(encode("acquire", [name, TTL]))
-        start = time.perf_counter()
-        receipt = floor.send(raw)
-        end = time.perf_counter()
-        acquired = next(log for log in receipt["logs"] if len(log["topics"]) >= 3)
-        token = int(acquired["topics"][2], 16)
-        raw = floor.sign(encode("release", [_names.resource_id(name), token]))
-        start2 = time.perf_counter()
-        floor.send(raw)
-        end2 = time.perf_counter()
-        if record:
-            times["floor_acquire"].append(end - start)
-            times["floor_release"].append(end2 - start2)
-
-    kinds = [("sdk", sdk_sample), ("etcd", etcd_sample), ("floor", floor_sample)]
-    for i in range(10):  # warm up connections and caches
-        for who, sample in kinds:
-            sample(f"warm/{who}/{i}", False)
+    first_block = http_chain.block_number()
+    for i in range(10):  # warm up connections, nonces and fee quotes
+        for kind in kinds:
+            sample(kind, f"warm/{kind}/{i}", False)
     for i in range(samples):
-        rotated = kinds[i % 3 :] + kinds[: i % 3]  # rotate the order: nobody always goes first
-        for who, sample in rotated:
-            sample(f"lat/{who}/{i}", True)
-    return {key: summary(values) for key, values in times.items()}
+        rotated = kinds[i % len(kinds) :] + kinds[: i % len(kinds)]
+        for kind in rotated:
+            sample(kind, f"lat/{kind}/{i % names if names else i}", True)
+    blocks = http_chain.block_number() - first_block
+    quarter = max(1, samples // 4)
+    return {
+        "blocks": blocks,
+        "head": http_chain.block_number(),
+        "summary": {key: summary(values) for key, values in times.items()},
+        "quarters_p50_ms": {
+            key: [statistics.median(values[q : q + quarter]) * 1e3 for q in range(0, quarter * 4, quarter)]
+            for key, values in times.items()
+            if len(values) >= 4
+        },
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -414,15 +498,37 @@ def etcd_threads(port: int, total: int, agents: int, tag: str) -> float:
 # ----------------------------------------------------------------------------------------------
 
 
+LABELS = {
+    "sdk_ipc": "chainfence SDK, IPC",
+    "sdk_http": "chainfence SDK, HTTP",
+    "etcd": "etcd lease+txn",
+    "floor_ipc": "anvil floor, IPC",
+    "floor_http": "anvil floor, HTTP",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--samples", type=int, default=200, help="latency samples of each kind (default 200)")
+    parser.add_argument(
+        "--samples", type=int, default=200, help="latency samples of each kind (default 200: 1,600+ blocks)"
+    )
+    parser.add_argument(
+        "--names",
+        type=int,
+        default=0,
+        help="cycle through this many resource names per kind (default 0: a new name each sample, so the "
+        "registry's state grows as the run goes)",
+    )
     parser.add_argument("--total", type=int, default=400, help="acquisitions per throughput run (default 400)")
     parser.add_argument("--agents", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=2, help="throughput rounds, alternating the order (default 2)")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="throughput rounds, alternating the order (default 1; 0: none)"
+    )
     parser.add_argument("--skip-processes", action="store_true", help="no throughput run with one process per agent")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.samples < 4:
+        parser.error("--samples must be at least 4")
 
     if shutil.which("etcd") is None:
         print(
@@ -431,65 +537,98 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from chainfence import Chain, Registry
-    from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
+    from chainfence import Chain
+    from chainfence.testing.anvil import find_anvil
 
+    find_anvil(start=ROOT)  # says how to get anvil if there is none
     etcd = Etcd()
+    node = None
     try:
-        with AnvilProcess(find_anvil(start=ROOT), accounts=args.agents + 4) as node:
-            client = Chain.connect(node.url, private_key=dev_keys(1)[0])
-            registry = Registry.deploy(client, max_ttl=3_600)
-            anvil_version = client.rpc.client_version()
-            results: dict = {
-                "etcd_version": etcd.version,
-                "anvil": anvil_version,
-                "latency": latency(node.url, node.port, etcd.port, registry.address, args.samples),
-            }
-            runs: dict[str, list[float]] = {
-                "sdk_8_threads_8_keys": [],
-                "sdk_8_threads_1_key": [],
-                "floor_8_threads_8_keys": [],
-                "etcd_8_threads": [],
-            }
-            if not args.skip_processes:
-                runs["sdk_8_processes_8_keys"] = []
-            for round_ in range(args.rounds):
-                order = list(runs)
-                for kind in order if round_ % 2 == 0 else order[::-1]:
-                    tag = f"{kind}/{round_}"
-                    if kind == "sdk_8_threads_8_keys":
-                        rate = sdk_threads(node.url, registry.address, args.total, args.agents, one_key=False, tag=tag)
-                    elif kind == "sdk_8_threads_1_key":
-                        rate = sdk_threads(node.url, registry.address, args.total, args.agents, one_key=True, tag=tag)
-                    elif kind == "floor_8_threads_8_keys":
-                        rate = floor_threads(node.port, registry.address, client.chain_id, args.total, args.agents, tag)
-                    elif kind == "sdk_8_processes_8_keys":
-                        rate = sdk_processes(node.url, registry.address, args.total, args.agents, tag)
-                    else:
-                        rate = etcd_threads(etcd.port, args.total, args.agents, tag)
-                    runs[kind].append(rate)
+        node = Node()
+        client = Chain.connect(node.url, private_key=node.keys[0])
+        results: dict = {
+            "etcd_version": etcd.version,
+            "anvil": client.rpc.client_version(),
+            "node": {key: node.info.get(key) for key in ("rpc_url", "ipc_path", "registry")},
+            "load_average_before": os.getloadavg(),
+            "latency": latency(node, etcd.port, args.samples, args.names),
+            "load_average_after": os.getloadavg(),
+        }
+        runs: dict[str, list[float]] = {
+            "sdk_8_threads_8_keys": [],
+            "sdk_8_threads_1_key": [],
+            "floor_8_threads_8_keys": [],
+            "etcd_8_threads": [],
+        }
+        if not args.skip_processes:
+            runs["sdk_8_processes_8_keys"] = []
+        registry_address = node.info["registry"]
+        if args.rounds:
+            from eth_account import Account
+
+            from chainfence.testing.anvil import dev_keys
+
+            for key in dev_keys(args.agents + 4)[4:]:  # the throughput agents' keys: funded, past anvil's 10
+                client.rpc.request("anvil_setBalance", [Account.from_key(key).address, hex(10**22)])
+        for round_ in range(args.rounds):
+            order = list(runs)
+            for kind in order if round_ % 2 == 0 else order[::-1]:
+                tag = f"{kind}/{round_}"
+                if kind == "sdk_8_threads_8_keys":
+                    rate = sdk_threads(node.url, registry_address, args.total, args.agents, one_key=False, tag=tag)
+                elif kind == "sdk_8_threads_1_key":
+                    rate = sdk_threads(node.url, registry_address, args.total, args.agents, one_key=True, tag=tag)
+                elif kind == "floor_8_threads_8_keys":
+                    rate = floor_threads(node.port, registry_address, client.chain_id, args.total, args.agents, tag)
+                elif kind == "sdk_8_processes_8_keys":
+                    rate = sdk_processes(node.url, registry_address, args.total, args.agents, tag)
+                else:
+                    rate = etcd_threads(etcd.port, args.total, args.agents, tag)
+                runs[kind].append(rate)
+        if args.rounds:
             results["throughput_per_second"] = {
                 kind: {"best": max(rates), "runs": rates} for kind, rates in runs.items()
             }
     finally:
+        if node is not None:
+            node.close()
         etcd.close()
 
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
     lat = results["latency"]
-    print(f"etcd {results['etcd_version']} vs {results['anvil']}; {args.samples} alternating samples of each")
-    print(f"  {'':<22} {'p50':>8} {'p99':>8}")
+    rows = lat["summary"]
+    names = f"cycling {args.names} names per kind" if args.names else "a new name each"
+    print(
+        f"etcd {results['etcd_version']} vs {results['anvil']} as `chainfence node` starts it; {args.samples} "
+        f"alternating samples of each ({names}), {lat['blocks']} blocks mined (head {lat['head']}); load average "
+        + " -> ".join(
+            f"{before:.1f}" for before in (results["load_average_before"][0], results["load_average_after"][0])
+        )
+    )
+    print(f"  {'':<30} {'p50':>8} {'p99':>8}   p50 per quarter of the run")
     for op in ("acquire", "release"):
-        for who, label in (("sdk", "chainfence SDK"), ("etcd", "etcd lease+txn"), ("floor", "anvil floor")):
-            row = lat[f"{who}_{op}"]
-            print(f"  {op + ' ' + label:<22} {row['p50_ms']:>6.2f}ms {row['p99_ms']:>6.2f}ms")
-        sdk, etcd_p50, floor = (lat[f"{who}_{op}"]["p50_ms"] for who in ("sdk", "etcd", "floor"))
-        print(f"  {op}: SDK/etcd {sdk / etcd_p50:.2f}x (goal <= 0.8), SDK/floor {sdk / floor:.2f}x (goal <= 2)")
-    print(f"throughput, {args.total} acquisitions of distinct names per run, {args.agents} agents (best of runs):")
-    for kind, row in results["throughput_per_second"].items():
-        runs_text = ", ".join(f"{rate:.0f}" for rate in row["runs"])
-        print(f"  {kind:<24} {row['best']:>6.0f}/s  (runs: {runs_text})")
+        for kind, label in LABELS.items():
+            row = rows.get(f"{kind}_{op}")
+            if row is None:
+                continue
+            quarters = " ".join(f"{ms:5.2f}" for ms in lat["quarters_p50_ms"].get(f"{kind}_{op}", []))
+            print(f"  {op + ' ' + label:<30} {row['p50_ms']:>6.2f}ms {row['p99_ms']:>6.2f}ms   {quarters}")
+        etcd_p50 = rows[f"etcd_{op}"]["p50_ms"]
+        for transport in ("ipc", "http"):
+            sdk, floor = rows.get(f"sdk_{transport}_{op}"), rows.get(f"floor_{transport}_{op}")
+            if sdk is None or floor is None:
+                continue
+            print(
+                f"  {op} over {transport.upper()}: SDK/etcd {sdk['p50_ms'] / etcd_p50:.2f}x (goal <= 0.8), "
+                f"SDK/floor {sdk['p50_ms'] / floor['p50_ms']:.2f}x (goal <= 1.3)"
+            )
+    if "throughput_per_second" in results:
+        print(f"throughput over HTTP, {args.total} acquisitions of distinct names per run, {args.agents} agents:")
+        for kind, row in results["throughput_per_second"].items():
+            runs_text = ", ".join(f"{rate:.0f}" for rate in row["runs"])
+            print(f"  {kind:<24} {row['best']:>6.0f}/s  (runs: {runs_text})")
     return 0
 
 

@@ -1,13 +1,24 @@
 #!/usr/bin/env python3
-"""Where an SDK acquisition's time goes, on a fresh anvil: RPCs per call, and a cProfile of the loop.
+"""Where an SDK acquisition's time goes, on anvil as `chainfence node` runs it: requests per call, the time
+in Python beside the time on the node, and a cProfile of the loop.
 
-    python scripts/profile_acquire.py                # 200 acquire+release pairs, top 25 functions by own time
-    python scripts/profile_acquire.py --pairs 500 --top 40 --transports
+    python scripts/profile_acquire.py                  # 200 acquire+release pairs over IPC and over HTTP
+    python scripts/profile_acquire.py --pairs 500 --top 40 --transports --levers --python
 
-``--transports`` also times the floor (a pre-signed acquire: send, then the
-receipt) over anvil's three transports: HTTP keep-alive, IPC (a Unix socket)
-and WebSocket (if the ``websockets`` package is importable); and, over HTTP,
-``eth_sendRawTransactionSync`` (EIP-7966: the send returns the receipt).
+For each transport (the node's IPC socket, HTTP): the JSON-RPC requests one
+acquire and one release send, counted at the transport (a batch counts once,
+under its methods joined by ``+``); then, without a profiler, the p50 of a
+call and of its time outside the transport (Python: building, signing and
+decoding, the step driver), one transport after the other, alternating;
+then a cProfile of the IPC loop. ``--levers``: the SDK with each lever
+taken away in turn (the sync send, the receipt poll's first pause, the
+eth_call preflight, IPC), alternating. ``--python``: the SDK's own time per
+pair with no I/O (one pair's exchanges with the node replayed), and its
+costliest stages. ``--transports`` also times the floor (a
+pre-signed acquire: the send, then the receipt asked again at once until it
+is there; or ``eth_sendRawTransactionSync``, EIP-7966, the send that returns
+the receipt) over HTTP keep-alive, IPC (a Unix socket) and WebSocket (if the
+``websockets`` package is importable), one sample of each in turn.
 """
 
 from __future__ import annotations
@@ -19,7 +30,6 @@ import cProfile
 import json
 import os
 import pstats
-import socket
 import statistics
 import sys
 import tempfile
@@ -27,103 +37,76 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Resource names each loop cycles through: the registry's state stays small, so anvil's time per block
+#: (which grows with it, docs/benchmarks.md) does not drift under what is measured here.
+NAMES = 32
 sys.path.insert(0, str(Path(os.environ.get("CHAINFENCE_SRC") or ROOT / "src")))  # as in bench_vs_etcd.py
 sys.path.insert(0, str(ROOT / "scripts"))
 
 
-def count_rpcs(chain, registry, pairs: int) -> collections.Counter:
-    """JSON-RPC methods sent per acquire and per release, over whichever transport the chain uses."""
-    seen: collections.Counter = collections.Counter()
-    current = ["acquire"]
-    provider_class = type(chain.w3.provider)
-    make_request = provider_class.make_request
+def counting(transport, seen: collections.Counter, phase: list[str]) -> None:
+    """Count every request ``transport`` carries under ``phase[0]`` (a batch once, as its methods joined by +)."""
+    request, batch = transport.request, transport.batch
 
-    def counting(self, method, params):
-        seen[current[0] + " " + str(method)] += 1
-        return make_request(self, method, params)
+    def counted_request(method, params, **kwargs):
+        seen[f"{phase[0]} {method}"] += 1
+        return request(method, params, **kwargs)
 
-    provider_class.make_request = counting
-    from web3._utils.http_session_manager import HTTPSessionManager  # web3's own HTTP path, under its onion
+    def counted_batch(calls):
+        seen[f"{phase[0]} " + "+".join(method for method, _ in calls)] += 1
+        return batch(calls)
 
-    post = HTTPSessionManager.make_post_request
+    transport.request, transport.batch = counted_request, counted_batch
 
-    def counting_post(self, endpoint_uri, data, **kwargs):
-        body = json.loads(data)
-        for request in body if isinstance(body, list) else [body]:
-            seen[current[0] + " " + request.get("method", "?")] += 1
-        return post(self, endpoint_uri, data, **kwargs)
 
-    HTTPSessionManager.make_post_request = counting_post
-    lean = getattr(chain.rpc, "_lean", None)
-    if lean is not None:
-        lean_request, lean_batch = lean.request, lean.batch
+def outside(transport, spent: list[float]) -> None:
+    """Add the time of every exchange ``transport`` makes to ``spent[0]`` (the rest of a call is Python)."""
+    exchange = transport.exchange
 
-        def counting_lean(method, params):
-            seen[current[0] + " " + method] += 1
-            return lean_request(method, params)
+    def timed(body, **kwargs):
+        start = time.perf_counter()
+        try:
+            return exchange(body, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - start
 
-        def counting_batch(calls):
-            seen[current[0] + " batch[" + "+".join(method for method, _ in calls) + "]"] += 1
-            return lean_batch(calls)
-
-        lean.request, lean.batch = counting_lean, counting_batch
-    try:
-        for i in range(pairs):
-            current[0] = "acquire"
-            lease = registry.acquire(f"count/{i}", ttl=60)
-            current[0] = "release"
-            registry.release(f"count/{i}", lease.token)
-    finally:
-        provider_class.make_request = make_request
-        HTTPSessionManager.make_post_request = post
-        if lean is not None:
-            del lean.request, lean.batch
-    return seen
+    transport.exchange = timed
 
 
 def transports(pairs: int) -> dict[str, float]:
-    """The floor (send a pre-signed acquire, then ask for its receipt at once) over each transport,
-    one sample of each in turn: median ms."""
-    from bench_vs_etcd import TTL, Floor, encode
+    """The floor (a pre-signed acquisition: the send, then its receipt) over each transport, one sample of
+    each in turn: median ms."""
+    from bench_vs_etcd import TTL, Floor, IpcFloor, encode
 
     from chainfence import Chain, Registry
-    from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
+    from chainfence.cli.node import node_process
+    from chainfence.testing.anvil import dev_keys, find_anvil, free_port
 
-    ipc_path = Path(tempfile.mkdtemp(prefix="chainfence-ipc-")) / "anvil.ipc"
-    with AnvilProcess(find_anvil(start=ROOT), accounts=4, extra_args=("--ipc", str(ipc_path))) as node:
+    ipc_path = str(Path(tempfile.mkdtemp(prefix="chainfence-ipc-")) / "anvil.ipc")
+    node = node_process(find_anvil(start=ROOT), port=free_port(), state=None, ipc=ipc_path, die_with_parent=True)
+    with node:
         deployer = Chain.connect(node.url, private_key=dev_keys(1)[0])
         registry = Registry.deploy(deployer, max_ttl=3_600)
         floor = Floor(node.port, dev_keys(2)[1], registry.address, deployer.chain_id)
+        ipc = IpcFloor(ipc_path, dev_keys(3)[2], registry.address, deployer.chain_id)
 
-        def send_sync(raw: bytes) -> None:  # EIP-7966: one request that returns the receipt (anvil has it)
-            receipt = floor.rpc("eth_sendRawTransactionSync", ["0x" + raw.hex()])
-            assert receipt["status"] == "0x1"
+        def http_sync(raw: bytes) -> None:
+            assert floor.rpc("eth_sendRawTransactionSync", ["0x" + raw.hex()])["status"] == "0x1"
 
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(str(ipc_path))
-        reader = sock.makefile("rb")
+        def ipc_sync(raw: bytes) -> None:
+            assert ipc.rpc("eth_sendRawTransactionSync", ["0x" + raw.hex()])["status"] == "0x1"
 
-        def ipc(method: str, params: list) -> object:  # anvil answers one JSON object per request
-            sock.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode())
-            decoder, text = json.JSONDecoder(), ""
-            while True:
-                text += reader.read1(65536).decode()
-                try:
-                    return decoder.raw_decode(text)[0]["result"]
-                except ValueError:
-                    continue
-
-        def ipc_send(raw: bytes) -> None:
-            tx_hash = ipc("eth_sendRawTransaction", ["0x" + raw.hex()])
-            while ipc("eth_getTransactionReceipt", [tx_hash]) is None:
-                pass
-
-        kinds = {"http_keepalive": floor.send, "http_send_sync": send_sync, "ipc": ipc_send}
+        kinds = {
+            "http_keepalive": (floor, floor.send),
+            "http_send_sync": (floor, http_sync),
+            "ipc": (ipc, ipc.send),
+            "ipc_send_sync": (ipc, ipc_sync),
+        }
         stack = contextlib.ExitStack()
         try:
             from websockets.sync.client import connect as ws_connect
         except ImportError:
-            ws = None
+            pass
         else:
             ws = stack.enter_context(ws_connect(f"ws://127.0.0.1:{node.port}"))
 
@@ -136,19 +119,155 @@ def transports(pairs: int) -> dict[str, float]:
                 while ws_rpc("eth_getTransactionReceipt", [tx_hash]) is None:
                     pass
 
-            kinds["websocket"] = ws_send
+            kinds["websocket"] = (floor, ws_send)
         times: dict[str, list[float]] = {name: [] for name in kinds}
+        from chainfence._node.ipc import LeanIpc
+        from chainfence._node.lean_http import LeanHttp
+
+        plain = {"request, LeanHttp": LeanHttp(node.url, timeout=10), "request, LeanIpc": LeanIpc(ipc_path, timeout=10)}
+        times.update({name: [] for name in plain})
         try:
             for i in range(pairs):
-                for name, send in kinds.items():
-                    raw = floor.sign(encode("acquire", [f"floor/{name}/{i}", TTL]))
+                for name, (signer, send) in kinds.items():
+                    raw = signer.sign(encode("acquire", [f"floor/{name}/{i}", TTL]))
                     start = time.perf_counter()
                     send(raw)
                     times[name].append(time.perf_counter() - start)
+                for name, transport in plain.items():  # the SDK's transports, one trivial request
+                    start = time.perf_counter()
+                    transport.request("eth_blockNumber", [])
+                    times[name].append(time.perf_counter() - start)
         finally:
             stack.close()
-            sock.close()
     return {name: statistics.median(values) * 1e3 for name, values in times.items()}
+
+
+def levers(node, ipc_path: str, address: str, pairs: int) -> dict[str, dict[str, float]]:
+    """What each lever buys: the SDK's acquire and release over IPC with the levers taken away one at a time
+    (private switches of the sender, for this measurement only), one sample of each in turn: p50 ms.
+
+    - ``all levers``: the SDK as it ships (eth_call preflight batched with anvil_getAutomine and the balance, the send
+      that returns the receipt);
+    - ``no sync send``: the same preflight, then eth_sendRawTransaction and the receipt asked for
+      (at once, then after 1 ms, doubling: the receipt wait);
+    - ``no sync, 0.2 ms poll``: the same, the first pause 0.2 ms instead of 1 ms;
+    - ``estimateGas preflight``: as it was before (eth_estimateGas at pending, send, receipt polls);
+    - ``... over HTTP``: as it was before, over HTTP.
+    """
+    from chainfence import Chain, Registry
+    from chainfence._node import sending
+    from chainfence.testing.anvil import dev_keys
+
+    def agent(url: str, key: int, *, sync: bool = True, probe: bool = True, gap: float | None = None):
+        registry = Registry.at(Chain.connect(url, private_key=dev_keys(10)[key]), address)
+        sender = registry.chain._sender
+        sender._sync_refused = not sync
+        if not probe:
+            sender._automine_probe = None
+        return registry, gap
+
+    variants = {
+        "all levers (IPC)": agent(ipc_path, 4),
+        "no sync send (IPC)": agent(ipc_path, 5, sync=False),
+        "no sync, 0.2 ms poll (IPC)": agent(ipc_path, 6, sync=False, gap=0.0002),
+        "estimateGas preflight (IPC)": agent(ipc_path, 7, sync=False, probe=False),
+        "estimateGas preflight (HTTP)": agent(node.url, 8, sync=False, probe=False),
+    }
+    times: dict[str, dict[str, list[float]]] = {name: {"acquire": [], "release": []} for name in variants}
+    default_gap = sending._FIRST_POLL_GAP
+    try:
+        for i in range(pairs + 10):
+            for name, (registry, gap) in variants.items():
+                sending._FIRST_POLL_GAP = default_gap if gap is None else gap
+                start = time.perf_counter()
+                lease = registry.acquire(f"lever/{name}/{i % NAMES}", ttl=60)
+                middle = time.perf_counter()
+                registry.release(lease.resource, lease.token)
+                end = time.perf_counter()
+                if i >= 10:
+                    times[name]["acquire"].append(middle - start)
+                    times[name]["release"].append(end - middle)
+    finally:
+        sending._FIRST_POLL_GAP = default_gap
+    return {name: {op: statistics.median(values) * 1e3 for op, values in ops.items()} for name, ops in times.items()}
+
+
+def python_only(registry, pairs: int) -> dict[str, float]:
+    """The SDK's own time per acquire+release pair with no I/O at all: one real pair's exchanges with the
+    node are recorded, then replayed to the transport (each send's receipt given the new transaction's
+    hash); the stages that cost most are timed apart. ms per pair."""
+    import functools
+
+    from chainfence import _contract, _validate
+    from chainfence._node import events, methods, rlp, sending
+
+    chain = registry.chain
+    transport = chain.rpc.transport
+    exchange = transport.exchange
+    recorded: list[tuple[object, object]] = []
+
+    def recording(body, **kwargs):
+        reply = exchange(body, **kwargs)
+        recorded.append((body, reply))
+        return reply
+
+    transport.exchange = recording
+    lease = registry.acquire("python/only", ttl=60)
+    registry.release(lease.resource, lease.token)
+    served = iter(range(1 << 62))
+
+    def replay(body, **kwargs):
+        _sent, reply = recorded[next(served) % len(recorded)]
+        if isinstance(body, list):
+            return [dict(answer, id=request["id"]) for answer, request in zip(reply, body, strict=True)]
+        reply = dict(reply, id=body["id"])
+        if body["method"] == "eth_sendRawTransactionSync":
+            tx_hash = "0x" + rlp.keccak256(bytes.fromhex(body["params"][0][2:])).hex()
+            reply["result"] = dict(reply["result"], transactionHash=tx_hash)
+        return reply
+
+    spent: collections.Counter = collections.Counter()
+    patched: list[tuple[object, str, object]] = []
+
+    def timed(module, name: str) -> None:
+        function = getattr(module, name)
+        patched.append((module, name, function))
+
+        @functools.wraps(function)
+        def measured(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - start
+
+        setattr(module, name, measured)
+
+    quote, nonce = sending._FEE_QUOTE_SECONDS, dict(chain._sender._next_nonce)
+    transport.exchange = replay
+    sending._FEE_QUOTE_SECONDS = float("inf")  # the recorded pair asked for no fee quote
+    for module, name in (
+        (sending, "sign"),
+        (methods, "format_receipt"),
+        (events, "decode"),
+        (_contract, "abi_encode"),
+        (_validate, "resource_id"),
+    ):
+        timed(module, name)
+    try:
+        start = time.perf_counter()
+        for _ in range(pairs):
+            chain.__dict__.pop("_seen_tokens", None)  # the replayed token is the same each time
+            chain._sender._next_nonce.update(nonce)
+            lease = registry.acquire("python/only", ttl=60)
+            registry.release(lease.resource, lease.token)
+        total = time.perf_counter() - start
+    finally:
+        transport.exchange = exchange
+        sending._FEE_QUOTE_SECONDS = quote
+        for module, name, function in patched:
+            setattr(module, name, function)
+    return {"total": total / pairs * 1e3, **{name: seconds / pairs * 1e3 for name, seconds in spent.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,39 +275,102 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--transports", action="store_true")
+    parser.add_argument("--levers", action="store_true", help="the SDK with each lever taken away, alternating")
+    parser.add_argument("--python", action="store_true", help="the SDK's own time, the node's answers replayed")
     args = parser.parse_args(argv)
 
     from chainfence import Chain, Registry
-    from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
+    from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil, free_port
 
-    with AnvilProcess(find_anvil(start=ROOT), accounts=4) as node:
+    try:
+        from chainfence.cli.node import node_process
+    except ImportError:  # an SDK from before the IPC transport (CHAINFENCE_SRC): anvil as the suite runs it, HTTP
+        ipc_path = None
+        node = AnvilProcess(find_anvil(start=ROOT), port=free_port())
+        if args.levers or args.python or args.transports:
+            parser.error("--levers, --python and --transports need this checkout's SDK")
+    else:
+        ipc_path = str(Path(tempfile.mkdtemp(prefix="chainfence-ipc-")) / "anvil.ipc")
+        node = node_process(find_anvil(start=ROOT), port=free_port(), state=None, ipc=ipc_path, die_with_parent=True)
+    with node:
         deployer = Chain.connect(node.url, private_key=dev_keys(1)[0])
         address = Registry.deploy(deployer, max_ttl=3_600).address
-        chain = Chain.connect(node.url, private_key=dev_keys(2)[1])
-        registry = Registry.at(chain, address)
-        for i in range(20):  # warm up
-            registry.release(f"warm/{i}", registry.acquire(f"warm/{i}", ttl=60).token)
+        agents = {"http": Registry.at(Chain.connect(node.url, private_key=dev_keys(3)[2]), address)}
+        if ipc_path is not None:
+            agents = {"ipc": Registry.at(Chain.connect(ipc_path, private_key=dev_keys(3)[1]), address), **agents}
+        for registry in agents.values():
+            for i in range(20):  # warm up: connections, nonce, fee quote
+                registry.release(f"warm/{i}", registry.acquire(f"warm/{i}", ttl=60).token)
 
-        counts = count_rpcs(chain, registry, 50)
-        print("JSON-RPC requests per call (average of 50):")
-        for key, n in sorted(counts.items()):
-            print(f"  {key:<45} {n / 50:5.2f}")
+        if args.levers:
+            print(f"what each lever buys: SDK p50 ms over {args.pairs} samples of each, in turn:")
+            for name, ops in levers(node, ipc_path, address, args.pairs).items():
+                print(f"  {name:<32} acquire {ops['acquire']:6.3f}   release {ops['release']:6.3f}")
+            print()
 
+        seen: collections.Counter = collections.Counter()
+        spent = [0.0]
+        for transport, registry in agents.items():
+            phase = [""]
+            counting(registry.chain.rpc.transport, seen, phase)
+            outside(registry.chain.rpc.transport, spent)
+            for i in range(50):
+                phase[0] = f"{transport} acquire"
+                lease = registry.acquire(f"count/{transport}/{i % NAMES}", ttl=60)
+                phase[0] = f"{transport} release"
+                registry.release(lease.resource, lease.token)
+        print("JSON-RPC requests per call, counted at the transport (average of 50; the fee quote is refreshed")
+        print("at most once a second, the nonce asked once per key):")
+        for key, n in sorted(seen.items()):
+            print(f"  {key:<60} {n / 50:5.2f}")
+
+        calls: dict[str, list[float]] = collections.defaultdict(list)
+        for i in range(args.pairs):
+            for transport, registry in agents.items():
+                spent[0] = 0.0
+                start = time.perf_counter()
+                lease = registry.acquire(f"time/{transport}/{i % NAMES}", ttl=60)
+                calls[f"{transport} acquire"].append(time.perf_counter() - start)
+                calls[f"{transport} acquire, outside the transport"].append(
+                    calls[f"{transport} acquire"][-1] - spent[0]
+                )
+                spent[0] = 0.0
+                start = time.perf_counter()
+                registry.release(lease.resource, lease.token)
+                calls[f"{transport} release"].append(time.perf_counter() - start)
+                calls[f"{transport} release, outside the transport"].append(
+                    calls[f"{transport} release"][-1] - spent[0]
+                )
+        print(f"\np50 of {args.pairs} calls of each, alternating (load average {os.getloadavg()[0]:.1f}):")
+        for key, values in calls.items():
+            print(f"  {key:<45} {statistics.median(values) * 1e3:6.3f} ms")
+
+        registry = agents["ipc" if "ipc" in agents else "http"]
         profile = cProfile.Profile()
         start = time.perf_counter()
         profile.enable()
         for i in range(args.pairs):
-            registry.release(f"prof/{i}", registry.acquire(f"prof/{i}", ttl=60).token)
+            registry.release(f"prof/{i % NAMES}", registry.acquire(f"prof/{i % NAMES}", ttl=60).token)
         profile.disable()
         elapsed = time.perf_counter() - start
-        print(f"\n{args.pairs} acquire+release pairs under cProfile: {elapsed / args.pairs * 1e3:.2f} ms per pair")
-        stats = pstats.Stats(profile)
-        stats.sort_stats("tottime").print_stats(args.top)
+        print(
+            f"\n{args.pairs} acquire+release pairs under cProfile ({next(iter(agents)).upper()}): {elapsed / args.pairs * 1e3:.2f} ms a pair"
+        )
+        pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
+
+        if args.python:
+            stages = python_only(agents["ipc"], max(args.pairs, 1000))
+            print("\nthe SDK's own time per acquire+release pair, the node's answers replayed (no I/O):")
+            for name, ms in stages.items():
+                print(f"  {name:<16} {ms:6.3f} ms")
 
     if args.transports:
-        print(f"floor (pre-signed acquire: send + receipt), {args.pairs} samples of each in turn, median ms:")
+        print(
+            f"floor (pre-signed acquire: send + receipt) and one eth_blockNumber through the SDK's transports, "
+            f"{args.pairs} samples of each in turn, median ms:"
+        )
         for name, ms in transports(args.pairs).items():
-            print(f"  {name:<16} {ms:6.2f}")
+            print(f"  {name:<18} {ms:6.3f}")
     return 0
 
 

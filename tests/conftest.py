@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from chainfence import Chain, Registry
-from tests.support.anvil import Anvil, dev_keys
+from tests.support.anvil import Anvil, dev_keys, ipc_path
 
 #: The proven mode's attack story (``story``) and lying providers (``providers``), for every test file
 #: that attacks a surface of the proven mode.
@@ -81,8 +81,9 @@ BACKENDS = _backends()
 
 @pytest.fixture(scope="session")
 def anvil_node() -> Iterator[Anvil]:
-    """A real anvil node on 127.0.0.1, for the whole session, on a logical clock."""
-    with Anvil(logical_clock=True) as node:
+    """A real anvil node on 127.0.0.1, for the whole session, on a logical clock; it answers on an IPC
+    socket too (``node.ipc_path``)."""
+    with Anvil(logical_clock=True, ipc=ipc_path()) as node:
         yield node
 
 

@@ -48,8 +48,9 @@ _HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 
 def rpc_url(value: object, what: str = "url") -> str:
     """``value`` as a JSON-RPC node URL: ``http://`` or ``https://``, a host (a name, an IPv4 address, or
-    an IPv6 address in brackets), an optional port from 1 to 65535, any path and query. The one check
-    every face runs (``Chain.connect``, ``AsyncChain.connect``, the CLI's ``--rpc-url``, the tooz
+    an IPv6 address in brackets), an optional port from 1 to 65535, any path and query; or a node's IPC
+    socket, a path ending in ``.ipc`` (``/tmp/anvil.ipc``, as ``cast --rpc-url`` takes one). The one
+    check every face runs (``Chain.connect``, ``AsyncChain.connect``, the CLI's ``--rpc-url``, the tooz
     driver's URL): anything else is :class:`~chainfence.errors.InvalidUrl`, before a socket is opened.
     The message names the problem, never the URL's path or query (API keys live there)."""
     import ipaddress
@@ -65,6 +66,8 @@ def rpc_url(value: object, what: str = "url") -> str:
         raise InvalidUrl(
             f"{what} contains whitespace, control or non-ASCII characters: one http(s) URL, percent-encoded"
         )
+    if "://" not in value and value.endswith(".ipc"):
+        return value  # a node's IPC socket on this machine (chainfence._node.ipc)
     scheme = value.split(":", 1)[0].lower() if ":" in value else ""
     if scheme not in ("http", "https") or not value[len(scheme) :].startswith("://"):
         shown = f"scheme {scheme!r}" if scheme.isalnum() else "no scheme"

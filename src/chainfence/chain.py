@@ -57,10 +57,9 @@ from . import _validate
 from ._effects import RPC, Steps, arun, run
 from ._node.embedded import embedded_chain
 from ._node.failures import unreachable_message
-from ._node.rpc import AsyncRpc, Rpc, connect_http
+from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
 from ._node.sending import Sender
 from ._node.transports import redact_url
-from ._node.web3_providers import connect_async_http
 from .errors import (
     ChainError,
     ChainfenceError,
@@ -253,6 +252,7 @@ class Chain:
             poll_latency=poll_latency,
             confirmation_timeout=confirmation_timeout,
             unreachable_timeout=unreachable_timeout,
+            dev=dev,
         )
 
     # ------------------------------------------------------------------
@@ -280,7 +280,9 @@ class Chain:
     @classmethod
     @_parameters_of(_connection)
     def connect(cls, *args: Any, **kwargs: Any) -> Chain:
-        """Connect to an EVM JSON-RPC node over HTTP(S): ``connect(url, private_key=None, *,
+        """Connect to an EVM JSON-RPC node over HTTP(S), or over its IPC socket on this machine (``url`` a
+        path ending in ``.ipc``, as ``anvil --ipc`` and ``chainfence node`` make one: the fastest way to a
+        local node): ``connect(url, private_key=None, *,
         private_keys=(), chain_id=None, confirmations=None, request_timeout=10.0, receipt_timeout=120.0,
         confirmation_timeout=600.0, poll_latency=0.1, unreachable_timeout=None)``.
 
@@ -300,7 +302,7 @@ class Chain:
         JSON-RPC request; a late reply is never resent blindly.
         """
         asked = _connection(*args, **kwargs)
-        rpc = Rpc(connect_http(asked.url, timeout=asked.request_timeout))
+        rpc = Rpc(connect_node(asked.url, timeout=asked.request_timeout))
         try:
             dev, chain_id = run(
                 asked.identify_steps(), rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext()
@@ -595,14 +597,14 @@ class AsyncChain:
     async def connect(cls, *args: Any, **kwargs: Any) -> AsyncChain:
         """:meth:`Chain.connect` for asyncio: the same arguments, checks and errors."""
         asked = _connection(*args, **kwargs)
-        rpc = AsyncRpc(connect_async_http(asked.url, timeout=asked.request_timeout))
+        rpc = AsyncRpc(connect_async_node(asked.url, timeout=asked.request_timeout))
         try:
             dev, chain_id = await arun(asked.identify_steps(), rpc, sleep=asyncio.sleep, lock=_no_lock)
         except BaseException:
             await rpc.close()
             raise
         # The chain the steps and the dev controls keep their state in; it asks nothing now.
-        core = asked.chain(Rpc(connect_http(asked.url, timeout=asked.request_timeout)), dev, chain_id)
+        core = asked.chain(Rpc(connect_node(asked.url, timeout=asked.request_timeout)), dev, chain_id)
         return cls(core, rpc)
 
     @classmethod

@@ -130,13 +130,17 @@ def test_two_waiters_of_one_chain_take_turns_so_the_loser_never_sends_a_failing_
     turns.blocked["carol"] = carol_checked  # carol waiting for bob's turn counts as "carol got that far"
     monkeypatch.setattr(chain._sender, "_lock", turns.lock)
     rpc = chain.rpc
-    preflight_name = "call" if rpc.embedded else "estimate_gas"
-    real_preflight, real_send = getattr(rpc, preflight_name), rpc.send_raw
+    # The preflight: an eth_call at pending on the embedded chain; on anvil the same call batched with
+    # anvil_getAutomine (always at pending). The send: eth_sendRawTransactionSync on anvil's automine.
+    preflight_name = "call" if rpc.embedded else "dev_preflight"
+    send_name = "send_raw" if rpc.embedded else "send_raw_sync"
+    real_preflight, real_send = getattr(rpc, preflight_name), getattr(rpc, send_name)
     acquire_selector = bob._encode("acquire", [NAME, 600])[:4]
 
     def preflight(tx, block, **kwargs):
         result = real_preflight(tx, block, **kwargs)
-        if block == "pending" and bytes(tx.get("data", b""))[:4] == acquire_selector:
+        at_pending = block == "pending" or preflight_name == "dev_preflight"
+        if at_pending and bytes(tx.get("data", b""))[:4] == acquire_selector:
             {"bob": bob_checked, "carol": carol_checked}.get(threading.current_thread().name, threading.Event()).set()
         return result
 
@@ -146,7 +150,7 @@ def test_two_waiters_of_one_chain_take_turns_so_the_loser_never_sends_a_failing_
         return real_send(raw, **kwargs)
 
     monkeypatch.setattr(rpc, preflight_name, preflight)
-    monkeypatch.setattr(rpc, "send_raw", send_raw)
+    monkeypatch.setattr(rpc, send_name, send_raw)
     results: dict[str, object] = {}
 
     def waiter(name, registry):

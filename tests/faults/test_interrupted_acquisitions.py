@@ -17,9 +17,12 @@ how to find it. Every acquisition path: ``acquire``, ``claim``,
 How the interrupt is made to land after the node has the transaction:
 
 - on anvil, through the loopback proxy (tests/support/rpc_proxy.py), which
-  forwards the receipt request and holds the node's answer (``hold_reply``):
-  the test interrupts the client while it waits on that answer (SIGINT to the
-  main thread; ``task.cancel()``), sequenced by the proxy, not by a clock;
+  forwards the request the client waits on for the receipt and holds the
+  node's answer (``hold_reply``): on anvil's automine that is the send itself
+  (``eth_sendRawTransactionSync``, answered once the transaction is mined),
+  and the cleanup's own requests are receipt requests. The test interrupts
+  the client while it waits on that answer (SIGINT to the main thread;
+  ``task.cancel()``), sequenced by the proxy, not by a clock;
 - on both backends, by the RPC layer itself: its receipt request raises
   ``KeyboardInterrupt`` / cancels the task the first time it is asked.
 
@@ -35,6 +38,7 @@ import threading
 from typing import Any
 
 import pytest
+from eth_utils import keccak
 
 from chainfence import Chain, Lease, Registry
 from chainfence.aio import AsyncChain, AsyncRegistry
@@ -43,6 +47,10 @@ from tests.support.rpc_proxy import RpcProxy
 
 TTL = 3_600
 PATHS = ["acquire", "claim", "acquire_many"]
+#: The request an acquisition waits on for its receipt on the session's anvil (automine): the send itself.
+MINED = "eth_sendRawTransactionSync"
+#: What the cleanup asks after an interrupt: the receipt of what was sent.
+RECEIPT = "eth_getTransactionReceipt"
 
 
 def names_of(path: str) -> list[str]:
@@ -99,9 +107,11 @@ def assert_released_and_said(registry: Registry, path: str, interrupt: BaseExcep
 
 
 def interrupt_first_receipt(chain: Chain, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The first receipt request (the transaction was sent) raises KeyboardInterrupt; returns its hash."""
+    """The first request for the transaction's receipt (it was sent) raises KeyboardInterrupt; returns its
+    hash. On anvil's automine that request is the send itself (``eth_sendRawTransactionSync``): the node
+    answers it, with the receipt, and the interrupt lands before the answer reaches the caller."""
     asked: list[str] = []
-    receipt = chain.rpc.receipt
+    receipt, send_sync = chain.rpc.receipt, chain.rpc.send_raw_sync
 
     def interrupted(tx_hash: str) -> Any:
         if not asked:
@@ -109,7 +119,15 @@ def interrupt_first_receipt(chain: Chain, monkeypatch: pytest.MonkeyPatch) -> li
             raise KeyboardInterrupt
         return receipt(tx_hash)
 
+    def interrupted_send(raw: bytes, **kwargs: Any) -> Any:
+        answer = send_sync(raw, **kwargs)
+        if not asked:
+            asked.append("0x" + keccak(raw).hex())
+            raise KeyboardInterrupt
+        return answer
+
     monkeypatch.setattr(chain.rpc, "receipt", interrupted)
+    monkeypatch.setattr(chain.rpc, "send_raw_sync", interrupted_send)
     return asked
 
 
@@ -137,7 +155,8 @@ def test_control_an_unguarded_acquisition_interrupted_after_the_send_leaves_a_le
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("again", [False, True], ids=["cancelled", "cancelled-again-during-cleanup"])
 def test_a_cancellation_after_the_send_releases_what_was_acquired(chain, alice, path, again):
-    """asyncio: the task is cancelled while it waits for the receipt (the RPC layer cancels it there);
+    """asyncio: the task is cancelled while it waits for the receipt (the RPC layer cancels it there: at the
+    receipt request, or on anvil's automine once the send that carries the receipt was answered);
     ``again``: cancelled a second time while the cleanup asks for the receipt, which must not stop it."""
     asked: list[str] = []
     tasks: list[asyncio.Task[Any]] = []
@@ -157,7 +176,18 @@ def test_a_cancellation_after_the_send_releases_what_was_acquired(chain, alice, 
                     await asyncio.sleep(0)
                 return await receipt(tx_hash)
 
+            send_sync = achain.rpc.send_raw_sync
+
+            async def cancelled_send(raw: bytes, **kwargs: Any) -> Any:
+                answer = await send_sync(raw, **kwargs)  # on anvil's automine: the send answers with the receipt
+                asked.append("0x" + keccak(raw).hex())
+                if len(asked) == 1:
+                    asyncio.current_task().cancel()
+                    await asyncio.sleep(0)
+                return answer
+
             achain.rpc.receipt = cancelled
+            achain.rpc.send_raw_sync = cancelled_send
             task = asyncio.create_task(aacquire(registry, path))
             tasks.append(task)
             with pytest.raises(asyncio.CancelledError) as interrupt:
@@ -201,7 +231,7 @@ def sigint_main_thread_when(proxy: RpcProxy, *holding: int) -> threading.Thread:
 @pytest.mark.parametrize("path", PATHS)
 def test_ctrl_c_while_the_receipt_is_held_releases_what_was_acquired(through_proxy, path):
     registry, agent, proxy = through_proxy
-    proxy.plan("eth_getTransactionReceipt", "hold_reply")
+    proxy.plan(MINED, "hold_reply")
     sender = sigint_main_thread_when(proxy, 1)
     with pytest.raises(KeyboardInterrupt) as interrupt:
         acquiring(agent, path)()
@@ -214,7 +244,8 @@ def test_a_second_ctrl_c_during_the_cleanup_leaves_it_and_says_what_may_be_live(
     interrupt goes on, and its note names the transaction and how to find the lease, which is live (the
     note is true), and is found where it says."""
     registry, agent, proxy = through_proxy
-    proxy.plan("eth_getTransactionReceipt", "hold_reply", "hold_reply")
+    proxy.plan(MINED, "hold_reply")
+    proxy.plan(RECEIPT, "hold_reply")
     sender = sigint_main_thread_when(proxy, 1, 2)
     with pytest.raises(KeyboardInterrupt) as interrupt:
         agent.acquire("jobs/cut", ttl=TTL)
@@ -228,7 +259,7 @@ def test_a_second_ctrl_c_during_the_cleanup_leaves_it_and_says_what_may_be_live(
 
 def test_control_ctrl_c_on_an_unguarded_acquisition_leaves_the_lease_live(through_proxy):
     registry, agent, proxy = through_proxy
-    proxy.plan("eth_getTransactionReceipt", "hold_reply")
+    proxy.plan(MINED, "hold_reply")
     sender = sigint_main_thread_when(proxy, 1)
     with pytest.raises(KeyboardInterrupt) as interrupt:
         acquiring(agent, "acquire", guarded=False)()
@@ -248,7 +279,8 @@ def test_a_task_cancelled_while_the_receipt_is_held_releases_what_was_acquired(t
     """``asyncio.timeout`` / ``task.cancel()`` while the node's answer is held. A second cancellation
     during the cleanup (held too) does not stop it: the cleanup is shielded; the task still ends cancelled."""
     registry, _agent, proxy = through_proxy
-    proxy.plan("eth_getTransactionReceipt", *["hold_reply"] * cancels)
+    proxy.plan(MINED, "hold_reply")
+    proxy.plan(RECEIPT, *["hold_reply"] * (cancels - 1))
 
     async def main():
         chain, agent = await agent_async(proxy, registry)
@@ -271,7 +303,7 @@ def test_a_task_cancelled_while_the_receipt_is_held_releases_what_was_acquired(t
 
 def test_control_an_unguarded_cancelled_acquisition_leaves_the_lease_live(through_proxy):
     registry, _agent, proxy = through_proxy
-    proxy.plan("eth_getTransactionReceipt", "hold_reply")
+    proxy.plan(MINED, "hold_reply")
 
     async def main():
         chain, agent = await agent_async(proxy, registry)

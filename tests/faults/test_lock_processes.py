@@ -272,7 +272,8 @@ def test_a_second_lock_of_the_same_key_with_wait_runs_once_the_first_is_done(nod
     writer, token = first.writer()
     with RpcProxy(node.url) as proxy:
         second = Lock(node, registry, tmp_path, resource, name="second", url=proxy.url, lock_args=("--wait", "300"))
-        proxy.wait_completed("eth_estimateGas", 1)  # its first attempt's preflight: refused, LeaseHeld; it waits
+        # its first attempt's preflight (on anvil an eth_call batched with anvil_getAutomine): refused, LeaseHeld; it waits
+        proxy.wait_completed("anvil_getAutomine", 1)
         assert {t for t, _ in log(tmp_path)} == {token}
         first.proc.send_signal(signal.SIGTERM)  # forwarded: the command ends, the first `lock` releases
         assert first.wait() == 128 + signal.SIGTERM

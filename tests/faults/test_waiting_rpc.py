@@ -66,7 +66,7 @@ def test_requests_while_waiting_are_bounded_per_poll_and_per_block(on_anvil, anv
         elif step in (BLOCK, OTHER):
             assert asked == ["eth_getBlockByNumber", "eth_getLogs"], (n, asked)
         elif step == RENEW:  # the resource's event: read the lease again (eth_call + pending block, batched)
-            assert asked == ["eth_getBlockByNumber", "eth_getLogs", "batch"], (n, asked)
+            assert asked == ["eth_getBlockByNumber", "eth_getLogs", "eth_call+eth_getBlockByNumber"], (n, asked)
     before_waiting = log[started : cuts[0]]
     assert len(before_waiting) <= 6, before_waiting  # the refused preflight, the head, one read
     blocks = SCRIPT.count(BLOCK) + SCRIPT.count(OTHER) + SCRIPT.count(RENEW)

@@ -34,13 +34,14 @@ def test_deploy_refuses_to_orphan_a_registry_that_is_still_there(shared_node):  
 
 
 def test_a_node_that_dies_after_the_send_gives_every_hash_and_the_nonce(shared_node, tmp_path):  # noqa: F811
-    """The send is answered, then the node stops answering: the CLI reports OutcomeUnknown (exit 6) with
-    every hash it signed for the nonce (the acquisition; and its cancellation, if the --timeout came
+    """The send reaches the node, then the node stops answering before its answer (on anvil's automine
+    the answer would carry the receipt: eth_sendRawTransactionSync): the CLI reports OutcomeUnknown (exit 6)
+    with every hash it signed for the nonce (the acquisition; and its cancellation, if the --timeout came
     before the sender gave the node up: which comes first depends on the machine) and the nonce, in
     words and in --json, and says how to reconcile; then `chainfence tx` against the node settles it."""
     url, registry = shared_node.info["rpc_url"], shared_node.info["registry"]
     with RpcProxy(url) as proxy:
-        proxy.plan("eth_sendRawTransaction", "reply_then_down")
+        proxy.plan("eth_sendRawTransaction", "drop_reply_then_down")
         done = run(
             tmp_path,
             "acquire",

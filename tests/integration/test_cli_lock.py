@@ -126,7 +126,8 @@ def test_wait_takes_the_resource_once_its_holder_releases_it(node, direct, tmp_p
         proc = lock_process(
             proxy.url, registry, "lock/wait", "--wait", "300", "--", sys.executable, CHILD, str(tmp_path)
         )
-        proxy.wait_completed("eth_estimateGas", 1)  # the first attempt's preflight: refused, LeaseHeld
+        # the first attempt's preflight (on anvil an eth_call batched with anvil_getAutomine): refused, LeaseHeld
+        proxy.wait_completed("anvil_getAutomine", 1)
         assert not (tmp_path / "started.json").exists()
         held.release()
         started = read(tmp_path / "started.json")["env"]

@@ -108,6 +108,15 @@ def test_node_prints_url_and_registry_and_writes_the_deployment_file(node):
     assert node.stop() == 0
 
 
+def test_the_node_answers_on_its_ipc_socket_as_on_its_url(shared_node):
+    """`chainfence node` announces an IPC socket (``ipc_path``); the CLI takes it where it takes the URL."""
+    path = shared_node.info["ipc_path"]
+    assert path and path.endswith(".ipc")
+    status = run(shared_node.workdir, "status", "--json", "--rpc-url", path, key=None)
+    assert status.returncode == 0, status.stderr
+    assert as_json(status)["registry"] == shared_node.info["registry"]
+
+
 def test_cli_lease_lifecycle_reads_the_deployment_file_by_default(node):
     """No flags but the key in the environment: URL and registry come from .chainfence/deployment.json.
 

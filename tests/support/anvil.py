@@ -25,10 +25,17 @@ from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil, free_po
 
 ROOT = Path(__file__).resolve().parents[2]
 
-__all__ = ["ROOT", "Anvil", "anvil_binary", "dev_keys", "free_port"]
+__all__ = ["ROOT", "Anvil", "anvil_binary", "dev_keys", "free_port", "ipc_path"]
 
 #: Seconds anvil may take to accept connections: a safety net against a node that never starts.
 START_TIMEOUT = 60.0
+
+
+def ipc_path() -> str:
+    """A fresh path for an IPC socket, short enough for one (Unix sockets: at most 107 bytes)."""
+    import tempfile
+
+    return str(Path(tempfile.mkdtemp(prefix="cf-ipc-")) / "anvil.ipc")
 
 
 def anvil_binary() -> str:

@@ -6,6 +6,7 @@
         proxy.plan("eth_sendRawTransaction", "drop_request") # hang up without forwarding
         proxy.plan("eth_sendRawTransaction", "late_reply")   # forward it, answer only after the client gave up
         proxy.plan("eth_sendRawTransaction", "reply_then_down")  # answer it, then the node "dies"
+        proxy.plan("eth_sendRawTransaction", "drop_reply_then_down")  # forward it, then "die" before answering
         proxy.plan("eth_blockNumber", "close_after_reply")  # answer, then close the kept-alive connection
         proxy.plan("eth_getTransactionReceipt", "hold_reply")  # forward it, hold the answer until let_go()
 
@@ -46,6 +47,18 @@ Every request is recorded on arrival (method, params, fault) in ``log``, and
 again in ``completed`` once the node's reply came back, so tests can wait
 for "the node has it" rather than for "the proxy saw it".
 
+Names: a JSON-RPC batch is one request, recorded under its methods joined by
+``+`` (the SDK's preflight on anvil is ``eth_call+anvil_getAutomine+eth_getBalance``). A
+query (``sent``, ``wait_completed``, ``completed_count``) for one of its
+methods matches it; a fault is planned for a batch under its joined name, or
+under ``"batch"`` for whichever batch comes next (a fault planned for
+``eth_call`` applies to a lone ``eth_call`` only).
+``eth_sendRawTransactionSync`` (EIP-7966: the send, answered once the
+transaction is mined, which the SDK uses on a node that mines on arrival) is
+matched by plans and queries for ``eth_sendRawTransaction`` too: it is the
+send, whatever else its reply carries; planned under its own name it matches
+only itself.
+
 ``late_reply`` needs a client that gives up; one whose every request has a
 short timeout would also give up on ordinary requests a loaded machine
 answers slowly. ``time_out_only(w3, method, seconds)`` shortens the read
@@ -65,7 +78,31 @@ import urllib.request
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-FAULTS = ("drop_reply", "drop_request", "late_reply", "reply_then_down", "close_after_reply", "hold_reply")
+FAULTS = (
+    "drop_reply",
+    "drop_request",
+    "late_reply",
+    "reply_then_down",
+    "drop_reply_then_down",
+    "close_after_reply",
+    "hold_reply",
+)
+
+
+#: A plan or query for the key also matches these methods (the same request under another name).
+ALIASES = {"eth_sendRawTransaction": ("eth_sendRawTransactionSync",)}
+
+
+def matches(logged: str, wanted: str) -> bool:
+    """Whether a request recorded as ``logged`` (a method, or a batch's methods joined by ``+``) answers
+    a query for ``wanted`` (see the module docstring)."""
+    names = logged.split("+")
+    return wanted in names or any(alias in names for alias in ALIASES.get(wanted, ()))
+
+
+def planned_for(logged: str, batch: bool, key: str) -> bool:
+    """Whether a fault planned under ``key`` applies to a request recorded as ``logged``."""
+    return logged == key or (batch and key == "batch") or logged in ALIASES.get(key, ())
 
 
 def time_out_only(w3, method: str, seconds: float, *, times: int = 1) -> None:
@@ -97,7 +134,7 @@ def time_out_only(w3, method: str, seconds: float, *, times: int = 1) -> None:
             current.reset(token)
 
     def get_request_kwargs():  # called once per attempt, resends included
-        short = current.get() == method and left[0] > 0
+        short = matches(current.get() or "", method) and left[0] > 0
         if short:
             left[0] -= 1
         kwargs = dict(request_kwargs())
@@ -118,7 +155,7 @@ def time_out_only(w3, method: str, seconds: float, *, times: int = 1) -> None:
         lean_request = lean.request
 
         def request(m, params, *, timeout=None):
-            if m == method and left[0] > 0:
+            if matches(m, method) and left[0] > 0:
                 left[0] -= 1
                 timeout = seconds
             return lean_request(m, params, timeout=timeout)
@@ -171,14 +208,14 @@ class RpcProxy:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 request = json.loads(body)
-                method = request.get("method", "") if isinstance(request, dict) else "batch"
-                params = request.get("params", []) if isinstance(request, dict) else []
+                if isinstance(request, dict):
+                    method, params = request.get("method", ""), request.get("params", [])
+                else:  # a batch: one exchange, under its methods' names
+                    calls = [call for call in request if isinstance(call, dict)]
+                    method = "+".join(call.get("method", "") for call in calls) or "batch"
+                    params = [call.get("params", []) for call in calls]
                 with proxy._lock:
-                    fault = (
-                        "drop_request"
-                        if proxy.down
-                        else (proxy._faults[method].popleft() if proxy._faults[method] else None)
-                    )
+                    fault = "drop_request" if proxy.down else proxy._take_fault(method, not isinstance(request, dict))
                     proxy.log.append((method, params, fault))
                     if proxy.stalled and fault != "drop_request":
                         proxy.held += 1
@@ -197,10 +234,10 @@ class RpcProxy:
                         reply = response.read()
                 with proxy._lock:
                     proxy.completed.append((method, params))
-                    if fault == "reply_then_down":
+                    if fault in ("reply_then_down", "drop_reply_then_down"):
                         proxy.down = True  # from the next request on, nothing gets through
                     proxy._changed.notify_all()
-                if fault == "drop_reply":
+                if fault in ("drop_reply", "drop_reply_then_down"):
                     self.close_connection = True
                     return
                 if fault == "late_reply":
@@ -268,6 +305,16 @@ class RpcProxy:
 
         return number(filter_params.get("toBlock", "latest")) - number(filter_params.get("fromBlock", "latest")) + 1
 
+    def _take_fault(self, logged: str, batch: bool) -> str | None:
+        """The next fault planned for a request recorded as ``logged`` (called with the lock held): planned
+        under its own name first, then under a name that covers it (:func:`planned_for`)."""
+        if self._faults.get(logged):
+            return self._faults[logged].popleft()
+        for key, planned in self._faults.items():
+            if planned and planned_for(logged, batch, key):
+                return planned.popleft()
+        return None
+
     def plan(self, method: str, *faults: str) -> None:
         for fault in faults:
             if fault not in FAULTS:
@@ -303,13 +350,13 @@ class RpcProxy:
 
     def sent(self, method: str) -> list[tuple[list, str | None]]:
         with self._lock:
-            return [(params, fault) for m, params, fault in self.log if m == method]
+            return [(params, fault) for m, params, fault in self.log if matches(m, method)]
 
     def wait_completed(self, method: str, count: int, timeout: float = 60.0) -> None:
         """Block until the node has answered ``count`` requests of ``method`` (fails the test otherwise)."""
         with self._lock:
             done = self._changed.wait_for(
-                lambda: sum(1 for m, _ in self.completed if m == method) >= count, timeout=timeout
+                lambda: sum(1 for m, _ in self.completed if matches(m, method)) >= count, timeout=timeout
             )
         if not done:
             raise AssertionError(f"the node never answered {count} {method} requests")
@@ -322,7 +369,7 @@ class RpcProxy:
 
     def completed_count(self, method: str) -> int:
         with self._lock:
-            return sum(1 for m, _ in self.completed if m == method)
+            return sum(1 for m, _ in self.completed if matches(m, method))
 
     def __enter__(self) -> RpcProxy:
         self._thread.start()

@@ -56,10 +56,12 @@ class Request(NamedTuple):
 
 
 class Batch(NamedTuple):
-    """Several reads in one round trip (retried once as a read is). What comes back is one item per
-    call: its result, or the chainfence error its reply carried (a refused batch is thrown in)."""
+    """Several reads in one round trip (retried once as a read is, unless ``retry`` is False: a
+    preflight). What comes back is one item per call: its result, or the chainfence error its reply
+    carried (a refused batch is thrown in)."""
 
     calls: list[tuple[str, list[Any]]]
+    retry: bool = True
 
 
 class InProcess(NamedTuple):
@@ -183,10 +185,10 @@ def call_and_pending_timestamp_steps(node: Node, tx: dict[str, Any]) -> Steps[tu
     return (yield from call_steps(node, tx, "latest")), (yield from pending_timestamp_steps(node))
 
 
-def _batch(node: Node, calls: list[tuple[str, list[Any]]]) -> Steps[list[Any] | None]:
+def _batch(node: Node, calls: list[tuple[str, list[Any]]], *, retry: bool = True) -> Steps[list[Any] | None]:
     """The batch's replies, or None when the node refused it (and it is not asked for batches again)."""
     try:
-        return list((yield Batch(calls)))
+        return list((yield Batch(calls, retry)))
     except NodeUnreachable:
         raise
     except ChainfenceError as refused:
@@ -220,6 +222,50 @@ def estimate_gas_steps(node: Node, tx: dict[str, Any], block: str | int) -> Step
     return quantity((yield Request("eth_estimateGas", params, retry=False, sender=tx.get("from"))))
 
 
+#: How a dev chain says whether it mines each transaction the moment it arrives, by the chain's name
+#: (``Chain.connect`` reads it from ``web3_clientVersion``). Only there does the sender wait for the
+#: receipt in the send itself (:func:`send_raw_sync_steps`).
+AUTOMINE_PROBES = {"anvil": "anvil_getAutomine"}
+
+
+class DevPreflight(NamedTuple):
+    """What a dev chain's preflight learned besides "no revert" (:func:`dev_preflight_steps`)."""
+
+    #: The node said it mines each transaction the moment it arrives.
+    automine: bool
+    #: The sender's balance at ``pending`` (None where it was not asked: no batch).
+    balance: int | None
+
+
+def dev_preflight_steps(node: Node, tx: dict[str, Any], probe: str | None) -> Steps[DevPreflight]:
+    """A dev chain's preflight: ``eth_call`` of ``tx`` at ``pending`` (a revert raises the contract
+    error's class; nothing is sent) and, in the same round trip, whether the node mines each
+    transaction on arrival (``probe``, one of :data:`AUTOMINE_PROBES`; True only if the node said so)
+    and the sender's balance (``tx["from"]``'s, at ``pending``: whether it can pay for a gas ceiling).
+
+    One JSON-RPC batch where the transport takes batches; elsewhere the call alone (automine False,
+    balance None). Never retried, as a preflight is not: the caller's next step is a send.
+    """
+    params: list[Any] = [call_object(tx), "pending"]
+    sender = tx.get("from")
+    if probe is not None and node.batches:
+        calls: list[tuple[str, list[Any]]] = [("eth_call", params), (probe, [])]
+        if sender is not None:
+            calls.append(("eth_getBalance", [sender, "pending"]))
+        replies = yield from _batch(node, calls, retry=False)
+        if replies is not None:
+            result, automine, *balance = replies
+            if isinstance(result, ChainfenceError):
+                raise result  # the call's own answer (a revert raises its contract error)
+            for reply in (automine, *balance):
+                if isinstance(reply, NodeUnreachable):
+                    raise reply
+            funds = balance[0] if balance and not isinstance(balance[0], ChainfenceError) else None
+            return DevPreflight(automine is True, None if funds is None else quantity(funds))
+    yield Request("eth_call", params, retry=False, sender=sender)
+    return DevPreflight(False, None)
+
+
 def code_steps(node: Node, address: str, block: str | int = "latest") -> Steps[bytes]:
     return data((yield Request("eth_getCode", [address, block_id(block)])))
 
@@ -248,6 +294,16 @@ def logs_steps(node: Node, filter_params: dict[str, Any], *, raw: bool = False) 
 def send_raw_steps(node: Node, raw: bytes, *, sender: str | None = None) -> Steps[None]:
     """``eth_sendRawTransaction``, exactly once: never retried here (the sender owns every resend)."""
     yield Request("eth_sendRawTransaction", ["0x" + bytes(raw).hex()], retry=False, sender=sender)
+
+
+def send_raw_sync_steps(node: Node, raw: bytes, *, sender: str | None = None) -> Steps[Any]:
+    """``eth_sendRawTransactionSync`` (EIP-7966): the send and, once the transaction is mined, its
+    receipt, in one request. Exactly once: never retried here (the sender owns every resend). The
+    node's refusals are :func:`send_raw_steps`'s; a node that gave up waiting answers with an error
+    (EIP-7966's code 4; anvil's after 30 s) although it holds the transaction."""
+    return format_receipt(
+        (yield Request("eth_sendRawTransactionSync", ["0x" + bytes(raw).hex()], retry=False, sender=sender))
+    )
 
 
 def transaction_steps(node: Node, tx_hash: Any) -> Steps[Any | None]:

@@ -21,8 +21,9 @@ follows:
   (and once around the whole call, for a reply that cannot be read).
 
 Transports (:mod:`chainfence._node.transports`): over a URL, the SDK's own
-:class:`~chainfence._node.lean_http.LeanHttp` (no web3 on the way); for
-asyncio, web3's ``AsyncHTTPProvider`` (raw requests, no web3 formatters); the
+:class:`~chainfence._node.lean_http.LeanHttp` (no web3 on the way); over a node's
+IPC socket, :class:`~chainfence._node.ipc.LeanIpc` (and its asyncio twin); for
+asyncio over HTTP, web3's ``AsyncHTTPProvider`` (raw requests, no web3 formatters); the
 in-process eth-tester chain (:mod:`chainfence._node.embedded`); or the
 provider of any ``Web3`` (:class:`~chainfence._node.web3_providers.ProviderTransport`).
 """
@@ -37,14 +38,15 @@ from .._effects import Steps
 from ..errors import ChainfenceError
 from . import methods as _methods
 from .failures import is_transport_error, translate, translating
+from .ipc import AsyncLeanIpc, LeanIpc, is_ipc_path
 from .lean_http import LeanHttp
 from .methods import Batch, InProcess, Node, Request
 from .transports import AsyncTransport, Transport, reply_result
-from .web3_providers import AsyncProviderTransport, ProviderTransport, http_web3
+from .web3_providers import AsyncProviderTransport, ProviderTransport, connect_async_http, http_web3, ipc_web3
 
 logger = logging.getLogger("chainfence.rpc")
 
-__all__ = ["AsyncRpc", "Rpc", "connect_http", "transport_of"]
+__all__ = ["AsyncRpc", "Rpc", "connect_async_node", "connect_http", "connect_node", "transport_of"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -59,6 +61,26 @@ def connect_http(url: str, *, timeout: float) -> Any:
     w3 = http_web3(url, timeout=timeout)
     w3._chainfence_lean = LeanHttp(url, timeout=timeout)
     return w3
+
+
+def connect_node(url: str, *, timeout: float) -> Any:
+    """What :class:`Rpc` takes for ``url``: :func:`connect_http`'s ``Web3`` over HTTP(S); for a node's IPC
+    socket (a path ending in ``.ipc``) a ``Web3`` over web3's ``IPCProvider`` (for anything the SDK does
+    not wrap) carrying the SDK's own :class:`~chainfence._node.ipc.LeanIpc`, which :class:`Rpc` takes."""
+    if is_ipc_path(url):
+        w3 = ipc_web3(url, timeout=timeout)
+        w3._chainfence_lean = LeanIpc(url, timeout=timeout)
+        return w3
+    return connect_http(url, timeout=timeout)
+
+
+def connect_async_node(url: str, *, timeout: float) -> Any:
+    """What :class:`AsyncRpc` takes for ``url``: web3's ``AsyncHTTPProvider`` over HTTP(S)
+    (:func:`~chainfence._node.web3_providers.connect_async_http`), :class:`~chainfence._node.ipc.AsyncLeanIpc`
+    for a node's IPC socket."""
+    if is_ipc_path(url):
+        return AsyncLeanIpc(url, timeout=timeout)
+    return connect_async_http(url, timeout=timeout)
 
 
 def transport_of(w3: Any) -> Transport:
@@ -171,10 +193,12 @@ class Rpc:
     call_and_pending_timestamp = _blocking(_methods.call_and_pending_timestamp_steps)
     call = _blocking(_methods.call_steps)
     estimate_gas = _blocking(_methods.estimate_gas_steps)
+    dev_preflight = _blocking(_methods.dev_preflight_steps)
     code = _blocking(_methods.code_steps)
     nonce = _blocking(_methods.nonce_steps)
     logs = _blocking(_methods.logs_steps)
     send_raw = _blocking(_methods.send_raw_steps)
+    send_raw_sync = _blocking(_methods.send_raw_sync_steps)
     transaction = _blocking(_methods.transaction_steps)
     receipt = _blocking(_methods.receipt_steps)
     gas_price = _blocking(_methods.gas_price_steps)
@@ -258,10 +282,12 @@ class AsyncRpc:
     call_and_pending_timestamp = _awaiting(_methods.call_and_pending_timestamp_steps)
     call = _awaiting(_methods.call_steps)
     estimate_gas = _awaiting(_methods.estimate_gas_steps)
+    dev_preflight = _awaiting(_methods.dev_preflight_steps)
     code = _awaiting(_methods.code_steps)
     nonce = _awaiting(_methods.nonce_steps)
     logs = _awaiting(_methods.logs_steps)
     send_raw = _awaiting(_methods.send_raw_steps)
+    send_raw_sync = _awaiting(_methods.send_raw_sync_steps)
     transaction = _awaiting(_methods.transaction_steps)
     receipt = _awaiting(_methods.receipt_steps)
     gas_price = _awaiting(_methods.gas_price_steps)
@@ -269,8 +295,8 @@ class AsyncRpc:
 
 
 def _again(effect: Request | Batch, attempt: int, exc: Exception) -> bool:
-    """Whether a failed request is asked once more: a read (a batch is one) whose transport failed."""
-    retry = effect.retry if type(effect) is Request else True
+    """Whether a failed request is asked once more: a read (a batch of reads too) whose transport failed."""
+    retry = effect.retry
     if retry and attempt + 1 < _READ_ATTEMPTS and is_transport_error(exc):
         logger.debug("%s failed in transit (%s); retrying once", _method_of(effect), exc)
         return True

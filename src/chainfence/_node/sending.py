@@ -3,8 +3,10 @@
 One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
 
 1. **Preflight** on the block being built (``eth_estimateGas`` at ``pending``;
-   on eth-tester an ``eth_call`` at ``pending``): a revert surfaces as its
-   typed error and nothing is sent.
+   on eth-tester and anvil an ``eth_call`` at ``pending``, where gas is free
+   and the limit a fixed ceiling): a revert surfaces as its typed error and
+   nothing is sent. On anvil the same round trip asks whether the node mines
+   each transaction on arrival (``anvil_getAutomine``).
 2. **Sign locally** with the next nonce of the sender, under that sender's
    lock, so threads sharing a key never collide. Fees are EIP-1559 where the
    latest block has a base fee, legacy otherwise.
@@ -18,7 +20,11 @@ One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
    low", "already known", a wording of its own — the SDK first asks whether
    our own hash is there; only a nonce taken by *another* transaction makes it
    re-sign, with the next nonce.
-4. **Wait for the receipt**: asked at once after the send, then after 1 ms,
+4. **Wait for the receipt**: where the node said it mines on arrival, the
+   send itself returns it (``eth_sendRawTransactionSync``, EIP-7966: one
+   round trip instead of a send and polls; the rules of step 3 apply to it
+   unchanged). Otherwise, and whenever that send returns no receipt, it is
+   asked at once after the send, then after 1 ms,
    doubling up to the poll latency, with a bounded timeout. On
    timeout it **cancels**: a zero-value transfer to itself with the same nonce
    and higher fees. Whichever of the two is mined decides: the original
@@ -70,6 +76,7 @@ from ..errors import (
     TransactionFailed,
     TransactionTimeout,
 )
+from .methods import AUTOMINE_PROBES
 from .rpc import Rpc
 from .signing import sign
 
@@ -87,6 +94,10 @@ _GAS_MARGIN_NUM, _GAS_MARGIN_DEN = 5, 4
 #: Gas limit of every transaction on the embedded chain, where gas is free and
 #: estimates are unreliable (see Sender.preflight). Above any registry operation.
 EMBEDDED_GAS_LIMIT = 5_000_000
+
+#: Gas limit of every transaction on a dev node whose preflight is an ``eth_call`` (anvil: see
+#: Sender.preflight), capped by the latest block's gas limit. Above any registry operation.
+DEV_GAS_LIMIT = EMBEDDED_GAS_LIMIT
 
 #: Fee bump of a replacement (nodes require >= 10 %).
 _BUMP_NUM, _BUMP_DEN = 5, 4
@@ -106,6 +117,10 @@ _ALREADY_KNOWN = ("already known", "known transaction", "already imported", "alr
 
 #: Node answers that mean "this nonce is used, or held by a pending transaction".
 _NONCE_USED = ("nonce too low", "nonce has already been used", "nonce too high", "underpriced", "nonce is too low")
+
+#: JSON-RPC error codes of a node that does not know a method (nothing was done): the sender then stops
+#: asking for ``eth_sendRawTransactionSync`` and sends the same bytes with ``eth_sendRawTransaction``.
+_NO_SUCH_METHOD = (-32601,)
 
 
 #: The attribute an interrupt (``KeyboardInterrupt``, ``asyncio.CancelledError``, ...) carries once it
@@ -166,6 +181,7 @@ class Sender:
         unreachable_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        dev: str | None = None,
     ):
         self.rpc = rpc
         self.signers = signers
@@ -182,6 +198,12 @@ class Sender:
         self._next_nonce: dict[str, int] = {}
         self._locks_lock = threading.Lock()
         self._fee_quote: tuple[float, dict[str, int]] | None = None
+        #: The latest block's gas limit, read with each fee quote (it caps :data:`DEV_GAS_LIMIT`).
+        self._block_gas_limit: int | None = None
+        #: How this dev node says whether it mines on arrival (None: not a dev node the sender knows).
+        self._automine_probe = None if self.embedded else AUTOMINE_PROBES.get(dev or "")
+        #: The node answered ``eth_sendRawTransactionSync`` as a method it does not know.
+        self._sync_refused = False
 
     # ------------------------------------------------------------------
     # The whole journey
@@ -198,15 +220,18 @@ class Sender:
     def transact_steps(self, sender: str, call: dict[str, Any], *, gas: int | None, confirmations: int) -> Steps[Any]:
         """The whole journey of one transaction (see the module docstring); returns its receipt. Errors
         name the account and the transaction, never a resource: the caller that knows it adds it."""
+        sync = False
         if gas is None:
-            gas = yield from self.preflight(call)
+            gas, sync = yield from self._preflight(call)
         fees = yield from self.fees_steps()
+        if gas == DEV_GAS_LIMIT and self._automine_probe is not None and self._block_gas_limit:
+            gas = min(gas, self._block_gas_limit)  # the ceiling, within the block's gas limit
         tx = dict(call, gas=gas, chainId=self.chain_id, **fees)
-        tx_hash, nonce = yield Locked(sender, self._sign_and_submit(sender, tx))
+        tx_hash, nonce, mined = yield Locked(sender, self._sign_and_send(sender, tx, sync=sync))
         logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash, sender, nonce, gas)
 
         try:
-            receipt = yield from self._settle(sender, tx, tx_hash, nonce, confirmations)
+            receipt = yield from self._settle(sender, tx, tx_hash, nonce, confirmations, mined=mined)
         except BaseException as error:
             _mark(error, InFlight(sender, tx, tx_hash, nonce, delivered=True))
             raise
@@ -221,13 +246,38 @@ class Sender:
         block the transaction will join. eth-tester cannot estimate at
         ``pending`` and its ``latest`` estimate runs on a fresh header stamped
         with the wall clock (not the chain's clock), so there the preflight is
-        an ``eth_call`` at ``pending`` and the gas limit a fixed ceiling.
+        an ``eth_call`` at ``pending`` and the gas limit a fixed ceiling. So it
+        is on anvil, where gas is free too and a call costs less than an
+        estimate (``docs/benchmarks.md``): the ceiling is :data:`DEV_GAS_LIMIT`,
+        and the same round trip asks whether the node mines on arrival and what
+        the sender holds; a sender that cannot pay for the ceiling gets the
+        estimate, as on any node (:meth:`_preflight`).
         """
+        gas, _sync = yield from self._preflight(call)
+        return gas
+
+    def _preflight(self, call: dict[str, Any]) -> Steps[tuple[int, bool]]:
+        """:meth:`preflight`'s gas limit, and whether the send may wait for the receipt itself
+        (``eth_sendRawTransactionSync``): only where the node said, in the preflight's own round trip,
+        that it mines each transaction the moment it arrives (anvil's automine). A node that mines on a
+        timer or on demand would hold the send, and the sender's nonce lock, until its next block."""
         if self.embedded:
             yield RPC.call(call, "pending")
-            return EMBEDDED_GAS_LIMIT
-        estimate: int = yield RPC.estimate_gas(call, "pending")
-        return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN
+            return EMBEDDED_GAS_LIMIT, False
+        if self._automine_probe is not None:
+            found = yield RPC.dev_preflight(call, None if self._sync_refused else self._automine_probe)
+            sync = found.automine and not self._sync_refused
+            fees = yield from self.fees_steps()  # the quote the transaction will carry (cached)
+            ceiling = min(DEV_GAS_LIMIT, self._block_gas_limit or DEV_GAS_LIMIT)
+            price = fees.get("maxFeePerGas", fees.get("gasPrice", 0))
+            if found.balance is not None and found.balance >= ceiling * price + int(call.get("value") or 0):
+                return DEV_GAS_LIMIT, sync
+            # A sender that cannot pay for the ceiling (an account funded for a few transactions):
+            # the gas the call needs, as on any node (one round trip more).
+            estimate: int = yield RPC.estimate_gas(call, "pending")
+            return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN, sync
+        estimate = yield RPC.estimate_gas(call, "pending")
+        return estimate * _GAS_MARGIN_NUM // _GAS_MARGIN_DEN, False
 
     # ------------------------------------------------------------------
     # Fees
@@ -256,6 +306,8 @@ class Sender:
 
     def _fresh_fees(self) -> Steps[dict[str, int]]:
         latest = yield RPC.block("latest")
+        if latest is not None and latest.get("gasLimit"):
+            self._block_gas_limit = int(latest["gasLimit"])
         base_fee = latest.get("baseFeePerGas") if latest is not None else None
         if base_fee is None:
             return {"gasPrice": (yield RPC.gas_price())}
@@ -303,12 +355,21 @@ class Sender:
 
         Called with the sender's lock held, so nonces are handed out in order.
         """
+        tx_hash, nonce, _mined = yield from self._sign_and_send(sender, tx, sync=False)
+        return tx_hash, nonce
+
+    def _sign_and_send(self, sender: str, tx: dict[str, Any], *, sync: bool) -> Steps[tuple[str, int, Any]]:
+        """:meth:`_sign_and_submit`, returning (hash, nonce, receipt): the receipt when ``sync`` and the
+        send returned it (``eth_sendRawTransactionSync``), else None.
+
+        Called with the sender's lock held, so nonces are handed out in order.
+        """
         for _attempt in range(3):
             nonce = yield from self._nonce(sender)
             signed = sign(self.signers[sender], dict(tx, nonce=nonce))
             tx_hash = signed.hash
             try:
-                yield from self._submit(signed.raw_transaction, tx_hash, sender=sender, nonce=nonce)
+                mined = yield from self._submit(signed.raw_transaction, tx_hash, sender=sender, nonce=nonce, sync=sync)
             except _NonceTaken:
                 logger.debug("nonce %d of %s is taken; resynchronising", nonce, sender)
                 self._next_nonce.pop(sender, None)
@@ -318,11 +379,19 @@ class Sender:
                 _mark(error, InFlight(sender, tx, tx_hash, nonce, delivered=False))
                 raise
             self._next_nonce[sender] = nonce + 1
-            return tx_hash, nonce
+            return tx_hash, nonce, mined
         raise ChainError(f"could not find a free nonce for {sender}: another process keeps taking them")
 
-    def _submit(self, raw: bytes, tx_hash: str, *, sender: str, nonce: int) -> Steps[None]:
-        """Get ``raw`` (whose hash is ``tx_hash``) accepted by the node, or raise.
+    def _submit(self, raw: bytes, tx_hash: str, *, sender: str, nonce: int, sync: bool = False) -> Steps[Any]:
+        """Get ``raw`` (whose hash is ``tx_hash``) accepted by the node, or raise; returns its receipt when
+        ``sync`` and the node's answer carried it (else None: the caller waits for it).
+
+        ``sync``: send with ``eth_sendRawTransactionSync``, which answers once the transaction is mined.
+        Every rule below holds for it unchanged: an answer that never came is "maybe delivered" and
+        looked up by hash, a refusal is read only after asking whether our bytes are there (a node that
+        gave up waiting for a block answers with an error although it holds them). A node that does not
+        know the method did nothing: the same bytes then go out with ``eth_sendRawTransaction``, and
+        the sender stops asking for it.
 
         Raises _NonceTaken when the nonce is used by another transaction (safe
         to re-sign: ours can never be mined), OutcomeUnknown when the node may
@@ -337,8 +406,16 @@ class Sender:
                     break  # a node that hangs: resending tells nothing more (OutcomeUnknown below)
                 yield Sleep(min(0.05 * 2**attempt, 1.0))
             try:
+                if sync and not self._sync_refused:
+                    try:
+                        return (yield RPC.send_raw_sync(raw, sender=sender))
+                    except RpcError as refused:
+                        if refused.code not in _NO_SUCH_METHOD:
+                            raise
+                        self._sync_refused = True
+                        logger.info("the node does not know eth_sendRawTransactionSync; sending without it")
                 yield RPC.send_raw(raw, sender=sender)
-                return
+                return None
             except NodeUnreachable as exc:
                 if silent_since is None:
                     silent_since = self._clock()
@@ -352,7 +429,7 @@ class Sender:
                 )
                 try:
                     if (yield from self._known(tx_hash)):
-                        return
+                        return None
                 except NodeUnreachable as lookup_error:
                     last_error = lookup_error
                 continue
@@ -364,7 +441,7 @@ class Sender:
                 # phrase of its own, and re-signing then would be a second intent.
                 text = refused.rpc_message.lower()
                 if any(phrase in text for phrase in _ALREADY_KNOWN):
-                    return
+                    return None
                 try:
                     ours = yield from self._known(tx_hash)
                 except NodeUnreachable as lookup_error:
@@ -373,7 +450,7 @@ class Sender:
                         break
                     raise refused from lookup_error  # the only copy was refused: nothing was accepted
                 if ours:
-                    return
+                    return None
                 if any(phrase in text for phrase in _NONCE_USED):
                     raise _NonceTaken from refused
                 raise
@@ -394,16 +471,21 @@ class Sender:
     # Receipts, cancellation, confirmations
     # ------------------------------------------------------------------
 
-    def _settle(self, sender: str, tx: dict[str, Any], tx_hash: str, nonce: int, confirmations: int) -> Steps[Any]:
+    def _settle(
+        self, sender: str, tx: dict[str, Any], tx_hash: str, nonce: int, confirmations: int, *, mined: Any = None
+    ) -> Steps[Any]:
         """The receipt of whichever of the transaction and its cancellation the chain settled on.
 
         Returns the original's receipt (``confirmations`` deep); raises
         TransactionTimeout once a cancellation is that deep, OutcomeUnknown
         when neither can be established, NotConfirmed when the original is
-        mined but not deep enough in time.
+        mined but not deep enough in time. ``mined``: the receipt the send
+        returned, if it did (nothing to wait for then but the depth).
         """
         candidates: tuple[str, ...] = (tx_hash,)
-        receipt = yield from self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
+        receipt = mined
+        if receipt is None:
+            receipt = yield from self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
         if receipt is None:
             logger.warning(
                 "tx=%s nonce=%d not mined after %.1f s; sending a cancellation with the same nonce",

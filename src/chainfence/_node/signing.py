@@ -45,6 +45,27 @@ def _rlp(item: Any) -> bytes:
     return _length(len(data), 0x80) + data
 
 
+def _item(value: int | bytes) -> bytes:
+    """RLP of one int (big-endian, minimal) or bytes string: :func:`_rlp` without the recursion, for the
+    flat fields of a transaction."""
+    if isinstance(value, int):
+        if value < 0x80:
+            return b"\x80" if value == 0 else bytes((value,))
+        data = value.to_bytes((value.bit_length() + 7) // 8, "big")
+    else:
+        data = value
+        if len(data) == 1 and data[0] < 0x80:
+            return data
+    size = len(data)
+    return (bytes((0x80 + size,)) if size < 56 else _length(size, 0x80)) + data
+
+
+def _list(payload: bytes) -> bytes:
+    """An RLP list around ``payload`` (its items' encodings, joined)."""
+    size = len(payload)
+    return (bytes((0xC0 + size,)) if size < 56 else _length(size, 0xC0)) + payload
+
+
 def _length(length: int, offset: int) -> bytes:
     if length < 56:
         return bytes([offset + length])
@@ -120,11 +141,13 @@ def sign(account: Any, tx: dict[str, Any]) -> Signed:
             _to(tx.get("to")),
             tx["value"],
             _data(tx.get("data")),
-            [],
         ]
         if all(_plain_int(f) for f in (fields[2], fields[3])):
-            v, r, s = _signer(bytes(account.key))(keccak(b"\x02" + _rlp(fields)))
-            raw = b"\x02" + _rlp(fields + [v, r, s])
+            # The fields are encoded once: the signed payload is the unsigned one (access list: an empty
+            # list) followed by v, r and s.
+            payload = b"".join([_item(field) for field in fields]) + b"\xc0"
+            v, r, s = _signer(bytes(account.key))(keccak(b"\x02" + _list(payload)))
+            raw = b"\x02" + _list(payload + _item(v) + _item(r) + _item(s))
             return Signed(raw, "0x" + keccak(raw).hex())
     if lean and keys_ <= _LEGACY_FIELDS and "gasPrice" in tx and _plain_int(tx["gasPrice"]):
         chain_id = tx["chainId"]

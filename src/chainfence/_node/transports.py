@@ -17,7 +17,10 @@ never formats a result and never maps an error: what a result means is
 The transports (each in its own module):
 
 - :class:`~chainfence._node.lean_http.LeanHttp`: JSON-RPC over HTTP(S) on persistent
-  connections, no web3 on the way (what :meth:`Chain.connect <chainfence.Chain.connect>` uses);
+  connections, no web3 on the way (what :meth:`Chain.connect <chainfence.Chain.connect>` uses
+  for a URL);
+- :class:`~chainfence._node.ipc.LeanIpc`: the same over a node's IPC socket (what
+  :meth:`Chain.connect <chainfence.Chain.connect>` uses for a path ending in ``.ipc``);
 - :class:`~chainfence._node.web3_providers.ProviderTransport` and its asyncio twin: any
   web3 provider (HTTP, IPC, a ``Web3`` the caller built);
 - :class:`~chainfence._node.embedded.EmbeddedTransport` and its asyncio twin: the in-process
@@ -43,8 +46,12 @@ BatchCall = tuple[str, Sequence[Any]]
 
 def redact_url(url: str) -> str:
     """``url`` as errors and reports may name a node: scheme, host and port only (hosted providers put
-    API keys in the path or query; ``user:password`` would show too)."""
+    API keys in the path or query; ``user:password`` would show too). An IPC socket's path is shown
+    whole: it names a file on this machine, no secret."""
     from urllib.parse import urlsplit
+
+    if "://" not in url and url.endswith(".ipc"):
+        return url
 
     try:
         parts = urlsplit(url)

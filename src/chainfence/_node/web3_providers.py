@@ -21,7 +21,7 @@ from typing import Any
 
 from .transports import AsyncTransport, BatchCall, ErrorReply, Transport, reply_result
 
-__all__ = ["AsyncProviderTransport", "ProviderTransport", "connect_async_http", "http_web3"]
+__all__ = ["AsyncProviderTransport", "ProviderTransport", "connect_async_http", "http_web3", "ipc_web3"]
 
 
 class ProviderTransport(Transport):
@@ -109,6 +109,14 @@ def http_web3(url: str, *, timeout: float) -> Any:
         request_cache_validation_threshold=None,
     )
     return Web3(provider)
+
+
+def ipc_web3(path: str, *, timeout: float) -> Any:
+    """A ``Web3`` over web3's ``IPCProvider`` to the node's socket at ``path`` (for anything the SDK does not
+    wrap; the SDK's own requests go through :class:`~chainfence._node.ipc.LeanIpc`)."""
+    from web3 import Web3
+
+    return Web3(Web3.IPCProvider(path, timeout=max(1, round(timeout))))  # whole seconds
 
 
 def connect_async_http(url: str, *, timeout: float) -> Any:

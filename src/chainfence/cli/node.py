@@ -20,6 +20,20 @@ anvil rewrites its state file in place, so a crash during a save can tear
 it; ``chainfence node`` keeps the last complete save beside it
 (``anvil-state.last-complete.json``) and starts from that one, saying so.
 
+The node also answers on an IPC socket (``<dir>/anvil.ipc``, or a short
+path in the temporary directory when that one is too long for a Unix socket),
+announced as ``ipc_path``: from the same machine,
+``Chain.connect(ipc_path)`` and ``CHAINFENCE_RPC_URL=<ipc_path>`` skip HTTP.
+
+anvil's settings (:data:`NODE_HARDFORK`, :data:`NODE_OPTIONS`) are chosen by
+measurement (``docs/benchmarks.md``, "The node `chainfence node` starts"):
+anvil 1.7.1 spends time on every block in proportion to its state, and on
+Prague the block-hash history contract (EIP-2935) adds a storage slot with
+every block; historical states kept on disk cost more again. So the node runs
+the Cancun rules (the registry is compiled for Cancun; gas figures are the
+same) and keeps the last 256 states in memory, none on disk: reads at a block
+more than 256 blocks back fail on this node.
+
 The deployment file (``<dir>/deployment.json``) names the registry; on
 restart it is reused when the node still has that registry (same chain id,
 code at the address, same deployment block and hash). A new registry is
@@ -34,6 +48,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -45,13 +60,79 @@ from ..testing.anvil import ANVIL_VERSION, DEV_MNEMONIC, AnvilProcess, dev_keys,
 __all__ = [
     "ANVIL_VERSION",
     "DEV_MNEMONIC",
+    "NODE_HARDFORK",
+    "NODE_OPTIONS",
     "AnvilProcess",
     "dev_keys",
     "find_anvil",
     "free_port",
+    "ipc_path",
+    "node_process",
     "port_is_free",
     "serve",
 ]
+
+#: The rules anvil runs for ``chainfence node`` (see the module docstring): Prague's block-hash history
+#: contract grows anvil's state, and with it the time of every block, by a slot a block.
+NODE_HARDFORK = "cancun"
+
+#: anvil's options for ``chainfence node`` beyond the port, state and IPC socket (see the module docstring):
+#: the last 256 states in memory, none written to disk.
+NODE_OPTIONS: tuple[str, ...] = ("--prune-history", "256")
+
+#: Longest IPC socket path used in the node's directory (Unix sockets take at most 107 bytes).
+_MAX_SOCKET_PATH = 100
+
+
+def ipc_path(directory: Path) -> str | None:
+    """Where the node's IPC socket goes: ``<directory>/anvil.ipc``, or, if that path is too long for a Unix
+    socket, ``chainfence-node-<hash of the directory>.ipc`` in the temporary directory; None where the
+    platform has no Unix sockets."""
+    if not hasattr(socket, "AF_UNIX") or os.name == "nt":
+        return None
+    path = str(directory.resolve() / "anvil.ipc")
+    if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
+        return path
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(os.fsencode(directory.resolve())).hexdigest()[:16]
+    return str(Path(tempfile.gettempdir()) / f"chainfence-node-{digest}.ipc")
+
+
+def node_process(
+    binary: str, *, port: int, state: Path | None, state_interval: int = 1, ipc: str | None, die_with_parent: bool
+) -> AnvilProcess:
+    """anvil as ``chainfence node`` runs it (benchmarks start the same node through this)."""
+    if ipc is not None:
+        _remove_stale_socket(ipc)
+    return AnvilProcess(
+        binary,
+        port=port,
+        state=state,
+        state_interval=state_interval,
+        hardfork=NODE_HARDFORK,
+        extra_args=NODE_OPTIONS,
+        ipc=ipc,
+        die_with_parent=die_with_parent,
+    )
+
+
+def _remove_stale_socket(path: str) -> None:
+    """A socket file left by a node that died (nothing accepts on it) would stop anvil from listening there."""
+    import stat
+
+    try:
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return
+    except OSError:
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)  # nobody listens: a dead node's
 
 
 def serve(
@@ -76,7 +157,14 @@ def serve(
     deployment_path = directory / "deployment.json"
     backup = _StateBackup(state_path)
     notices = [notice] if (notice := backup.restore()) else []
-    node = AnvilProcess(binary, port=port, state=state_path, state_interval=state_interval, die_with_parent=True)
+    node = node_process(
+        binary,
+        port=port,
+        state=state_path,
+        state_interval=state_interval,
+        ipc=ipc_path(directory),
+        die_with_parent=True,
+    )
     node.start()
     stop = stop or threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -111,6 +199,7 @@ def serve(
         journal.record(latest)
         info = {
             "rpc_url": node.url,
+            "ipc_path": node.ipc_path,
             "chain_id": chain.chain_id,
             "registry": registry.address,
             "reused": reused,
@@ -268,6 +357,8 @@ def _announce(info: dict[str, Any], *, as_json: bool, out: TextIO) -> None:
         "",
         f"export CHAINFENCE_RPC_URL={info['rpc_url']}",
         f"export CHAINFENCE_REGISTRY={info['registry']}",
-        "Ctrl-C to stop.",
     ]
+    if info["ipc_path"]:
+        lines.append(f"from this machine, its IPC socket skips HTTP: CHAINFENCE_RPC_URL={info['ipc_path']}")
+    lines.append("Ctrl-C to stop.")
     print("\n".join(lines), file=out, flush=True)

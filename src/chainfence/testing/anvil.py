@@ -108,6 +108,17 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def _listening(path: str) -> bool:
+    """Whether something accepts connections on the Unix socket at ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        try:
+            s.connect(path)
+        except OSError:
+            return False
+    return True
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
     import ctypes
 
@@ -128,8 +139,12 @@ class AnvilProcess:
         accounts: int = 10,
         extra_args: tuple[str, ...] = (),
         die_with_parent: bool = False,
+        ipc: str | Path | None = None,
     ):
         self.binary = binary or find_anvil()
+        #: The IPC socket anvil also answers on (``--ipc``), if asked for one: a path for
+        #: :meth:`Chain.connect <chainfence.Chain.connect>` (Unix sockets: at most 107 bytes).
+        self.ipc_path: str | None = str(ipc) if ipc is not None else None
         #: Linux: anvil gets SIGKILL when the thread that started it dies (a crash of
         #: `chainfence node` is then a crash of its chain, never an orphan on the port).
         self.die_with_parent = die_with_parent
@@ -164,6 +179,8 @@ class AnvilProcess:
         ]
         if self.state is not None:
             args += ["--state", str(self.state), "--state-interval", str(self.state_interval)]
+        if self.ipc_path is not None:
+            args += ["--ipc", self.ipc_path]
         return args + self.extra_args
 
     def start(self, timeout: float = 60.0) -> AnvilProcess:
@@ -186,9 +203,12 @@ class AnvilProcess:
                     break  # exited: a port race, most likely
                 try:
                     with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                        pass
+                    if self.ipc_path is None or _listening(self.ipc_path):
                         return self
                 except OSError:
-                    time.sleep(0.02)
+                    pass
+                time.sleep(0.02)
             self.stop()
         raise NodeUnreachable(f"anvil did not start on 127.0.0.1: {self.stderr.strip()[-500:]}")
 
