@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 import re
 
-from eth_utils import is_checksum_address, is_hex_address, keccak, to_checksum_address
-
 from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
+from ._node.addresses import is_checksum_address, is_hex_address, to_checksum_address  # leaves: eth-utils' answers
+from ._node.rlp import keccak256 as keccak
 from .errors import InvalidAddress, InvalidInput, InvalidProgress, InvalidToken, InvalidTtl, InvalidUrl, InvalidWait
 
 __all__ = [

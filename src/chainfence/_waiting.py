@@ -68,7 +68,6 @@ sync :class:`~chainfence.Registry` runs them over the blocking RPC layer,
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import math
@@ -132,9 +131,13 @@ class AsyncTimer(Timer):
     """:class:`Timer` for the asyncio driver: its waits are coroutines."""
 
     async def sleep(self, seconds: float) -> None:  # type: ignore[override]
+        import asyncio  # here, not on import: the CLI never loads asyncio
+
         await asyncio.sleep(seconds)
 
     async def pause_before_send(self, seconds: float) -> None:  # type: ignore[override]
+        import asyncio
+
         await asyncio.sleep(seconds)
 
 

@@ -29,11 +29,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from eth_abi import decode as abi_decode
-from eth_utils import keccak, to_checksum_address
-
 from .._effects import RPC, Emit, Steps, collect_steps, run, stream
 from ..errors import ChainError, InvalidInput, RpcError
+from .abi import decode as abi_decode
+from .addresses import to_checksum_address
+from .rlp import keccak256
 
 if TYPE_CHECKING:
     from ..chain import Chain
@@ -110,7 +110,7 @@ _SPECS = {
         "NamespaceAdmissionSet(bytes32,address,bool,address)", ("holder",), ("bool", "address"), ("admitted", "admin")
     ),
 }
-_TOPICS = {kind: keccak(text=spec.signature) for kind, spec in _SPECS.items()}
+_TOPICS = {kind: keccak256(spec.signature.encode()) for kind, spec in _SPECS.items()}
 _KINDS = {t: kind for kind, t in _TOPICS.items()}
 
 #: Events about a namespace, not a resource (``resource_id`` is the namespace id).
@@ -188,7 +188,7 @@ def _address(word: bytes) -> str:
     return _checksum(word[12:])
 
 
-#: ABI types of fixed size decoded by slicing (what eth_abi checks, checked here too).
+#: ABI types of fixed size decoded by slicing (what the ABI decoder checks, checked here too).
 _STATIC = {"uint256", "uint8", "bytes32", "bool", "address"}
 
 
@@ -199,7 +199,7 @@ def _decode_data(types: tuple[str, ...], data: bytes) -> tuple[Any, ...]:
         if int.from_bytes(data[:32], "big") == 32 and len(data) == padded and not any(data[64 + length :]):
             return (data[64 : 64 + length],)
     if len(data) != 32 * len(types) or not _STATIC.issuperset(types):
-        return tuple(abi_decode(types, data))  # names (dynamic bytes), or a length eth_abi must judge
+        return tuple(abi_decode(types, data))  # names (dynamic bytes), or a length the ABI must judge
     values: list[Any] = []
     for position, kind in enumerate(types):
         word = data[32 * position : 32 * position + 32]

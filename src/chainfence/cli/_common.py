@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import getpass
 import itertools
 import json
 import os
@@ -305,6 +304,8 @@ def load_key(args: argparse.Namespace) -> str | bytes | None:
         if password is None:
             if not sys.stdin.isatty():
                 raise UsageError("keystore password: set CHAINFENCE_KEYSTORE_PASSWORD (no terminal to prompt on)")
+            import getpass
+
             password = getpass.getpass(f"password for {args.keystore}: ")
         try:
             key: bytes = Account.decrypt(encrypted, password)
