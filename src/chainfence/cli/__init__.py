@@ -57,6 +57,7 @@ from ._common import (
     common_options,
     exit_code,
     report,
+    translations_once,
     usage_document,
 )
 
@@ -83,6 +84,11 @@ GROUPS = (start, leases, reads, lock, audit, ops)
 
 
 def _parser() -> argparse.ArgumentParser:
+    with translations_once():
+        return _build_parser()
+
+
+def _build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="chainfence",
         description="Fencing tokens issued on-chain: leases on named resources, guards that reject stale holders.",
