@@ -51,7 +51,6 @@ def rpc_url(value: object, what: str = "url") -> str:
     every face runs (``Chain.connect``, ``AsyncChain.connect``, the CLI's ``--rpc-url``, the tooz
     driver's URL): anything else is :class:`~chainfence.errors.InvalidUrl`, before a socket is opened.
     The message names the problem, never the URL's path or query (API keys live there)."""
-    import ipaddress
     from urllib.parse import urlsplit
 
     if not isinstance(value, str):
@@ -76,6 +75,8 @@ def rpc_url(value: object, what: str = "url") -> str:
     if not host:
         raise InvalidUrl(f"{what} names no host: {scheme}://<host>[:<port>][/<path>]")
     if "[" in parts.netloc:
+        import ipaddress  # here: a host in brackets is rare, and the module is large
+
         try:
             ipaddress.IPv6Address(host.split("%", 1)[0])
         except ValueError:

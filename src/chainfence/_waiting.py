@@ -71,7 +71,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,6 +116,8 @@ class Timer:
 
     def jitter(self, limit: float) -> float:
         """A random pause, 0 to ``limit`` seconds."""
+        import random  # here: only a waiter pauses at random; the CLI's other commands never load it
+
         return random.uniform(0.0, limit)
 
     def pause_before_send(self, seconds: float) -> None:
