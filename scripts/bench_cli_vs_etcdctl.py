@@ -31,7 +31,8 @@ chainfence                 etcdctl
 
 Prints each pair's median and p90 wall time, the ratio of the medians (issue #19's goal: each at
 most 6), and each side's median CPU time (user + system, ``os.wait4``); and, as floors, the bare
-interpreter (``python -c pass``) beside ``etcdctl version`` (no request). Tests assert structure
+interpreter (``python -c pass``) beside ``etcdctl version`` (no request). ``--baseline SRC`` runs
+another checkout's chainfence (``PYTHONPATH=SRC``: main's, say) in the same rounds, as a third column. Tests assert structure
 (what the commands import: ``tests/integration/test_cli_imports.py``), never these times.
 """
 
@@ -139,11 +140,15 @@ def _summary(samples: dict[str, dict[str, list[tuple[float, float]]]]) -> dict[s
     for pair, sides in samples.items():
         row: dict[str, float] = {}
         for side, values in sides.items():
+            if not values:
+                continue
             walls = [wall for wall, _ in values]
             row[f"{side}_p50_ms"] = statistics.median(walls) * 1e3
             row[f"{side}_p90_ms"] = statistics.quantiles(walls, n=10)[-1] * 1e3 if len(walls) > 1 else walls[0] * 1e3
             row[f"{side}_cpu_ms"] = statistics.median(cpu for _, cpu in values) * 1e3
         row["ratio"] = row["chainfence_p50_ms"] / row["etcdctl_p50_ms"]
+        if "baseline_p50_ms" in row:
+            row["baseline_ratio"] = row["baseline_p50_ms"] / row["etcdctl_p50_ms"]
         summary[pair] = row
     return summary
 
@@ -155,6 +160,12 @@ def main() -> None:
     parser.add_argument(
         "--no-compile", action="store_true", help="measure the package as it is (no byte-compiling first)"
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="another checkout's src folder (main's, say): its chainfence runs the same commands in the same "
+        "rounds, by the same interpreter and entry point with PYTHONPATH=SRC, as a third column",
+    )
     args = parser.parse_args()
     missing = _missing()
     if missing:
@@ -165,12 +176,18 @@ def main() -> None:
     bench = _load_bench_vs_etcd()
     chainfence = _chainfence_binary()
     compiled = None if args.no_compile else _byte_compile(chainfence)
+    baseline = str(Path(args.baseline).resolve()) if args.baseline else None
+    if baseline is not None and not (Path(baseline) / "chainfence" / "__init__.py").exists():
+        raise SystemExit(f"--baseline {args.baseline}: no chainfence package there (give a checkout's src folder)")
+    if baseline is not None and not args.no_compile:
+        compileall.compile_dir(str(Path(baseline) / "chainfence"), quiet=1)
     etcdctl = shutil.which("etcdctl")
     python = str(Path(chainfence).with_name("python"))
     etcd = bench.Etcd()
     keys = dev_keys(2)
+    variants = ["chainfence"] + (["baseline"] if baseline else [])
     samples: dict[str, dict[str, list[tuple[float, float]]]] = {
-        pair: {"chainfence": [], "etcdctl": []} for pair in (*PAIRS, "floor: start, no request")
+        pair: {side: [] for side in (*variants, "etcdctl")} for pair in (*PAIRS, "floor: start, no request")
     }
     load_before = os.getloadavg()
     try:
@@ -178,6 +195,7 @@ def main() -> None:
             chain = Chain.connect(node.url, private_keys=keys)
             registry = Registry.deploy(chain, max_ttl=3_600)
             base = {k: v for k, v in os.environ.items() if not k.startswith(("CHAINFENCE_", "ETCDCTL_"))}
+            base.pop("PYTHONPATH", None)
             cf_env = {
                 **base,
                 "CHAINFENCE_RPC_URL": node.url,
@@ -186,17 +204,23 @@ def main() -> None:
             }
             etcd_env = {**base, "ETCDCTL_API": "3", "ETCDCTL_ENDPOINTS": f"http://127.0.0.1:{etcd.port}"}
             errors = Path(tempfile.mkdtemp(prefix="chainfence-bench-cli-")) / "stderr"
-            cf, ec = Timed(cf_env, errors), Timed(etcd_env, errors)
+            runners = {"chainfence": Timed(cf_env, errors)}
+            if baseline:
+                runners["baseline"] = Timed({**cf_env, "PYTHONPATH": baseline}, errors)
+            ec = Timed(etcd_env, errors)
 
-            def pair(name: str, chainfence_side, etcd_side, round_no: int) -> tuple[str, str]:
-                """Run both sides of ``name`` (which first alternates by round); their outputs."""
+            def pair(name: str, chainfence_argv, etcd_side, round_no: int, *, sides=None) -> dict[str, str]:
+                """Run every side of ``name``, in an order that rotates by round; their outputs.
+                ``chainfence_argv(variant)``: the command line of a chainfence side."""
+                runs = [(v, lambda v=v: runners[v](chainfence_argv(v))) for v in (sides or variants)]
+                runs.append(("etcdctl", etcd_side))
+                shift = round_no % len(runs)
                 outputs = {}
-                sides = [("chainfence", chainfence_side), ("etcdctl", etcd_side)]
-                for side, run in sides if round_no % 2 == 0 else reversed(sides):
+                for side, run in runs[shift:] + runs[:shift]:
                     wall, cpu, out = run()
                     samples[name][side].append((wall, cpu))
                     outputs[side] = out
-                return outputs["chainfence"], outputs["etcdctl"]
+                return outputs
 
             def etcd_acquire(name: str) -> tuple[float, float, str]:
                 grant_wall, grant_cpu, out = ec([etcdctl, "lease", "grant", "60"])
@@ -205,68 +229,69 @@ def main() -> None:
                 return grant_wall + put_wall, grant_cpu + put_cpu, lease_id
 
             def one_round(round_no: int) -> None:
-                name = f"jobs/r{round_no}"
-                workset = f"ws{round_no}"
+                name = {v: f"jobs/r{round_no}-{v}" for v in variants}
+                workset = {v: f"ws{round_no}-{v}" for v in variants}
+                key = f"jobs/r{round_no}"
                 pair(
                     "floor: start, no request",
-                    lambda: cf([python, "-c", "pass"]),
+                    lambda v: [python, "-c", "pass"],
                     lambda: ec([etcdctl, "version"]),
                     round_no,
+                    sides=["chainfence"],
                 )
                 pair(
                     "lock NAME -- true",
-                    lambda: cf([chainfence, "lock", f"{name}-lock", "--ttl", "60", "--", "true"]),
-                    lambda: ec([etcdctl, "lock", f"{name}-lock", "true"]),
+                    lambda v: [chainfence, "lock", f"{name[v]}-lock", "--ttl", "60", "--", "true"],
+                    lambda: ec([etcdctl, "lock", f"{key}-lock", "true"]),
                     round_no,
                 )
-                out, lease_id = pair(
+                out = pair(
                     "acquire",
-                    lambda: cf([chainfence, "acquire", name, "--ttl", "60", "--json"]),
-                    lambda: etcd_acquire(name),
+                    lambda v: [chainfence, "acquire", name[v], "--ttl", "60", "--json"],
+                    lambda: etcd_acquire(key),
                     round_no,
                 )
-                token = str(json.loads(out)["token"])
-                pair("status", lambda: cf([chainfence, "status", name]), lambda: ec([etcdctl, "get", name]), round_no)
+                token = {v: str(json.loads(out[v])["token"]) for v in variants}
+                lease_id = out["etcdctl"]
+                pair("status", lambda v: [chainfence, "status", name[v]], lambda: ec([etcdctl, "get", key]), round_no)
                 pair(
                     "verify",
-                    lambda: cf([chainfence, "verify", name, "--token", token]),
-                    lambda: ec([etcdctl, "get", name]),
+                    lambda v: [chainfence, "verify", name[v], "--token", token[v]],
+                    lambda: ec([etcdctl, "get", key]),
                     round_no,
                 )
                 pair(
                     "renew",
-                    lambda: cf([chainfence, "renew", name, "--token", token, "--ttl", "60"]),
+                    lambda v: [chainfence, "renew", name[v], "--token", token[v], "--ttl", "60"],
                     lambda: ec([etcdctl, "lease", "keep-alive", "--once", lease_id]),
                     round_no,
                 )
                 pair(
                     "release",
-                    lambda: cf([chainfence, "release", name, "--token", token]),
+                    lambda v: [chainfence, "release", name[v], "--token", token[v]],
                     lambda: ec([etcdctl, "lease", "revoke", lease_id]),
                     round_no,
                 )
-                txn = f'create("{workset}/a") = "0"\n\nput {workset}/a claimed\n\n\n'
-                out, _ = pair(
+                txn = f'create("ws{round_no}/a") = "0"\n\nput ws{round_no}/a claimed\n\n\n'
+                out = pair(
                     "claim",
-                    lambda: cf([chainfence, "claim", workset, "a", "b", "--ttl", "60", "--json"]),
+                    lambda v: [chainfence, "claim", workset[v], "a", "b", "--ttl", "60", "--json"],
                     lambda: ec([etcdctl, "txn"], stdin=txn),
                     round_no,
                 )
-                claimed = json.loads(out)
+                claimed = {v: json.loads(out[v]) for v in variants}
                 pair(
                     "complete",
-                    lambda: cf(
-                        [
-                            chainfence,
-                            "complete",
-                            claimed["item"],
-                            "--workset",
-                            workset,
-                            "--token",
-                            str(claimed["token"]),
-                        ]
-                    ),
-                    lambda: ec([etcdctl, "put", f"{workset}/a", "done"]),
+                    lambda v: [
+                        chainfence,
+                        "complete",
+                        claimed[v]["item"],
+                        "--workset",
+                        workset[v],
+                        "--token",
+                        str(claimed[v]["token"]),
+                    ],
+                    lambda: ec([etcdctl, "put", f"ws{round_no}/a", "done"]),
                     round_no,
                 )
 
@@ -288,26 +313,35 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
         "byte_compiled": compiled,
+        "baseline": baseline,
     }
     if args.json:
         print(json.dumps({**context, "pairs": summary}, indent=2))
         return
     print(
-        f"{args.rounds} rounds, each pair's two sides one after the other; whole processes, spawn to exit "
-        f"(load average {load_before[0]:.1f} before, {context['load_average_after'][0]:.1f} after, "
+        f"{args.rounds} rounds, each pair's sides one after another in rotating order; whole processes, spawn "
+        f"to exit (load average {load_before[0]:.1f} before, {context['load_average_after'][0]:.1f} after, "
         f"{context['cpus']} CPUs)"
     )
-    print(
-        f"{'command':<26} {'chainfence p50':>14} {'p90':>8} {'etcdctl p50':>12} {'p90':>8} {'ratio':>7}"
-        f" {'cf CPU':>8} {'etcdctl CPU':>12}"
-    )
+    head = f"{'command':<26} {'chainfence p50':>14} {'p90':>8} {'etcdctl p50':>12} {'p90':>8} {'ratio':>7}"
+    head += f" {'cf CPU':>8} {'etcdctl CPU':>12}"
+    if baseline:
+        head += f" {'baseline p50':>13} {'ratio':>7} {'CPU':>7}"
+    print(head)
     for name, row in summary.items():
-        print(
+        line = (
             f"{name:<26} {row['chainfence_p50_ms']:>11.1f} ms {row['chainfence_p90_ms']:>5.0f} ms"
             f" {row['etcdctl_p50_ms']:>9.1f} ms {row['etcdctl_p90_ms']:>5.0f} ms {row['ratio']:>6.1f}x"
             f" {row['chainfence_cpu_ms']:>5.0f} ms {row['etcdctl_cpu_ms']:>9.0f} ms"
         )
+        if baseline and "baseline_p50_ms" in row:
+            line += (
+                f" {row['baseline_p50_ms']:>10.1f} ms {row['baseline_ratio']:>6.1f}x {row['baseline_cpu_ms']:>4.0f} ms"
+            )
+        print(line)
     print("floor: `python -c pass` (the venv's interpreter) beside `etcdctl version`")
+    if baseline:
+        print(f"baseline: {baseline} (PYTHONPATH), the same interpreter and entry point")
 
 
 if __name__ == "__main__":
