@@ -15,12 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
-
-from eth_abi.abi import decode as abi_decode
-from eth_abi.abi import encode as abi_encode
-from eth_utils.address import to_checksum_address
-from eth_utils.crypto import keccak
+from typing import TYPE_CHECKING, Any
 
 from . import _validate, _waiting, endings
 from ._effects import RPC, Steps
@@ -28,6 +23,10 @@ from ._faces import SyncFace
 from ._lease_state import AcquireReason, LeaseInfo, LeaseStatus, judge
 from ._node import artifacts as _artifacts
 from ._node import events as _events
+from ._node.abi import decode as abi_decode
+from ._node.abi import encode as abi_encode
+from ._node.addresses import to_checksum_address
+from ._node.rlp import keccak256 as keccak
 from ._rollback import Seen
 from .endings import End
 from .errors import (
@@ -40,8 +39,10 @@ from .errors import (
     TokenNotCurrent,
     UnknownAccount,
 )
-from .fenced_requests import EIP712Domain
 from .lease import Lease
+
+if TYPE_CHECKING:  # what fenced requests are signed in: read by the steps that need it (issue #19)
+    from .fenced_requests import EIP712Domain
 
 logger = logging.getLogger("chainfence.registry")
 
@@ -141,6 +142,8 @@ class RegistryContract(SyncFace):
             )
             if fields != b"\x0f":
                 raise ContractNotFound(f"unexpected EIP-712 domain fields 0x{fields.hex()} at {self.address}")
+            from .fenced_requests import EIP712Domain
+
             cached = EIP712Domain(name, version, chain_id, to_checksum_address(verifying))
             self.__dict__["_eip712_domain"] = cached
         return cached

@@ -341,7 +341,14 @@ _STEPS_RESULT = re.compile(r"^\s*Steps\[(.*)\]\s*$")
 
 def _result_of(steps: Callable[..., Any]) -> str | None:
     """The result a blocking face returns: ``Steps[int]`` -> ``int``."""
-    annotation = inspect.signature(steps).return_annotation
+    annotations = getattr(steps, "__annotations__", None)
+    plain = inspect.isfunction(steps) and not hasattr(steps, "__wrapped__") and not hasattr(steps, "__signature__")
+    if plain and isinstance(annotations, dict):
+        # What inspect.signature(steps).return_annotation is for a plain function, read without building
+        # its whole signature: every derived method did, twice, at import (issue #19: a CLI command's start).
+        annotation = annotations.get("return", inspect.Signature.empty)
+    else:
+        annotation = inspect.signature(steps).return_annotation
     if isinstance(annotation, str):
         match = _STEPS_RESULT.match(annotation)
         if match:

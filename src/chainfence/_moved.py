@@ -11,11 +11,13 @@ someone asks for an old path.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 #: old dotted path -> new dotted path
 MOVED: dict[str, str] = {
@@ -28,11 +30,14 @@ MOVED: dict[str, str] = {
 }
 
 
-class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _Alias:
+    """A meta path finder and loader (the protocol, not ``importlib.abc``'s classes: importing that module
+    imports ``importlib.resources``, a tenth of what a CLI command may take, issue #19)."""
+
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED:
             return None
-        return importlib.machinery.ModuleSpec(fullname, self)
+        return importlib.machinery.ModuleSpec(fullname, cast("Loader", self))
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         return importlib.import_module(MOVED[spec.name])

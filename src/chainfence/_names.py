@@ -52,9 +52,9 @@ from __future__ import annotations
 
 import unicodedata
 
-from eth_utils.crypto import keccak
-
 from ._limits import MAX_NAME_LENGTH  # longest resource name, in bytes of UTF-8 (the contract's bound)
+from ._node.abi import encode  # leaves of the node layer: eth-abi's and eth-utils' answers without them
+from ._node.rlp import keccak256 as keccak
 from .errors import InvalidResourceName
 
 __all__ = [
@@ -93,8 +93,6 @@ def item_id(workset: object, item: object) -> bytes:
 
     At least 192 bytes are hashed, so no resource name (at most 128 bytes) has this id.
     """
-    from eth_abi.abi import encode
-
     return keccak(encode(["bytes", "bytes"], [resource_bytes(workset), resource_bytes(item)]))
 
 
@@ -125,8 +123,6 @@ def split_item(name: object) -> tuple[str, str] | None:
 def item_parts(raw: bytes, resource_id: bytes) -> tuple[bytes, bytes] | None:
     """``(workset, item)`` bytes if ``raw`` is the ``ResourceNamed`` name ``workset/item`` of the claimed
     item ``resource_id`` (the one split at a ``/`` whose ``abi.encode`` hashes to it), else None."""
-    from eth_abi.abi import encode
-
     start = 0
     while (index := raw.find(b"/", start)) >= 0:
         workset, item = raw[:index], raw[index + 1 :]

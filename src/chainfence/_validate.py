@@ -9,10 +9,9 @@ from __future__ import annotations
 import functools
 import re
 
-from eth_utils.address import is_checksum_address, is_hex_address, to_checksum_address
-from eth_utils.crypto import keccak
-
 from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
+from ._node.addresses import is_checksum_address, is_hex_address, to_checksum_address  # leaves: eth-utils' answers
+from ._node.rlp import keccak256 as keccak
 from .errors import InvalidAddress, InvalidInput, InvalidProgress, InvalidToken, InvalidTtl, InvalidUrl, InvalidWait
 
 __all__ = [
@@ -53,7 +52,6 @@ def rpc_url(value: object, what: str = "url") -> str:
     check every face runs (``Chain.connect``, ``AsyncChain.connect``, the CLI's ``--rpc-url``, the tooz
     driver's URL): anything else is :class:`~chainfence.errors.InvalidUrl`, before a socket is opened.
     The message names the problem, never the URL's path or query (API keys live there)."""
-    import ipaddress
     from urllib.parse import urlsplit
 
     if not isinstance(value, str):
@@ -80,6 +78,8 @@ def rpc_url(value: object, what: str = "url") -> str:
     if not host:
         raise InvalidUrl(f"{what} names no host: {scheme}://<host>[:<port>][/<path>]")
     if "[" in parts.netloc:
+        import ipaddress  # here: a host in brackets is rare, and the module is large
+
         try:
             ipaddress.IPv6Address(host.split("%", 1)[0])
         except ValueError:

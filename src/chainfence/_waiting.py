@@ -68,11 +68,9 @@ sync :class:`~chainfence.Registry` runs them over the blocking RPC layer,
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import math
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -118,6 +116,8 @@ class Timer:
 
     def jitter(self, limit: float) -> float:
         """A random pause, 0 to ``limit`` seconds."""
+        import random  # here: only a waiter pauses at random; the CLI's other commands never load it
+
         return random.uniform(0.0, limit)
 
     def pause_before_send(self, seconds: float) -> None:
@@ -132,9 +132,13 @@ class AsyncTimer(Timer):
     """:class:`Timer` for the asyncio driver: its waits are coroutines."""
 
     async def sleep(self, seconds: float) -> None:  # type: ignore[override]
+        import asyncio  # here, not on import: the CLI never loads asyncio
+
         await asyncio.sleep(seconds)
 
     async def pause_before_send(self, seconds: float) -> None:  # type: ignore[override]
+        import asyncio
+
         await asyncio.sleep(seconds)
 
 

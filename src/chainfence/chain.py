@@ -5,7 +5,7 @@ Two ways in::
     chain = Chain.embedded()                        # in-process eth-tester/py-evm, 10 funded accounts
     chain = Chain.connect(url, private_key=key)     # any EVM JSON-RPC node
 
-Both send every transaction the same way: signed locally with eth-account,
+Both send every transaction the same way: signed locally (the bytes eth-account signs),
 EIP-1559 fees where the chain has a base fee (legacy otherwise), gas
 estimated first at the ``pending`` block (so a revert surfaces as a typed
 error before anything is sent), one locked nonce counter per address, and
@@ -40,7 +40,6 @@ conversation with the node (:meth:`_Connection.identify_steps`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import logging
@@ -48,14 +47,11 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Concatenate, ParamSpec, TypeVar
-
-from eth_account import Account
-from eth_account.signers.local import LocalAccount
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from . import _validate
 from ._effects import RPC, Steps, arun, run
-from ._node.embedded import embedded_chain
+from ._node.accounts import LocalKey, is_local_account
 from ._node.failures import unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
 from ._node.sending import Sender
@@ -70,6 +66,14 @@ from .errors import (
     UnknownAccount,
     WrongChain,
 )
+
+if TYPE_CHECKING:  # types only: keys are loaded without eth-account (chainfence._node.accounts); asyncio is
+    # imported by the asyncio face when it runs (the CLI never loads it)
+    import asyncio
+
+    from eth_account.signers.local import LocalAccount
+
+    Signer = LocalKey | LocalAccount
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +94,7 @@ class _Connection:
     """What :meth:`Chain.connect` and :meth:`AsyncChain.connect` were asked for, checked: both build from it."""
 
     url: str
-    signers: list[LocalAccount]
+    signers: list[Signer]
     chain_id: int | None
     confirmations: int | None
     request_timeout: float
@@ -219,7 +223,7 @@ class Chain:
     def __init__(
         self,
         rpc: Rpc,
-        keys: Iterable[LocalAccount],
+        keys: Iterable[Signer],
         *,
         dev: str | None,
         confirmations: int = 0,
@@ -231,10 +235,9 @@ class Chain:
         chain_id: int | None = None,
     ):
         self.rpc = rpc
-        self.w3: Any = rpc.w3
         #: The embedded chain's EthereumTester (None on a node).
         self._eth_tester: Any = getattr(rpc.transport, "tester", None) if rpc.embedded else None
-        self._signers: dict[str, LocalAccount] = {}
+        self._signers: dict[str, Signer] = {}
         self.accounts: list[str] = []
         for key in keys:
             self._add(key)
@@ -267,10 +270,12 @@ class Chain:
         the previous one, whatever the wall clock says; :meth:`advance_time`
         jumps ahead. Nothing leaves the process.
         """
+        from ._node.embedded import embedded_chain  # eth-tester's chain: never on a node's path
+
         chain = embedded_chain(accounts)
         return cls(
             Rpc(chain.transport),
-            [Account.from_key(key) for key in chain.keys],
+            [_load_key(key) for key in chain.keys],
             dev="eth-tester",
             receipt_timeout=5.0,
             confirmation_timeout=5.0,
@@ -312,16 +317,26 @@ class Chain:
             raise
         return asked.chain(rpc, dev, chain_id)
 
-    def _add(self, key: LocalAccount) -> str:
+    #: The ``Web3`` of this chain's node, :attr:`rpc`'s (see :meth:`__getattr__`).
+    w3: Any
+
+    def __getattr__(self, name: str) -> Any:
+        # ``w3`` is read from the RPC layer when first asked for, not at connect: the SDK itself never uses
+        # it, and importing web3 costs more than a whole CLI command may take (issue #19).
+        if name == "w3":
+            return self.rpc.w3
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _add(self, key: Signer) -> str:
         address = key.address
         if address not in self._signers:
             self._signers[address] = key
             self.accounts.append(address)
         return address
 
-    def add_account(self, private_key: str | bytes | LocalAccount) -> str:
+    def add_account(self, private_key: str | bytes | Signer) -> str:
         """Hold a further key; returns its address."""
-        key = private_key if isinstance(private_key, LocalAccount) else _load_key(private_key)
+        key = _load_key(private_key)
         return self._add(key)
 
     # ------------------------------------------------------------------
@@ -477,16 +492,18 @@ class Chain:
 
     def signer(self, account: object) -> str:
         """The checksummed address of ``account``; raises if this chain holds no key for it."""
-        if isinstance(account, LocalAccount):
-            return self._add(account)
+        if is_local_account(account):
+            return self._add(account)  # type: ignore[arg-type]
         address = _validate.address(account, "account")
         if address not in self._signers:
             raise UnknownAccount(f"this chain holds no private key for {address}")
         return address
 
     def key_of(self, account: object) -> LocalAccount:
-        """The key this chain holds for ``account`` (to sign fenced requests as it)."""
-        return self._signers[self.signer(account)]
+        """The key this chain holds for ``account`` (to sign fenced requests as it): eth-account's
+        ``LocalAccount``."""
+        key = self._signers[self.signer(account)]
+        return key.local_account() if isinstance(key, LocalKey) else key
 
     def transact(
         self,
@@ -580,6 +597,8 @@ class AsyncChain:
     """
 
     def __init__(self, chain: Chain, rpc: AsyncRpc):
+        import asyncio
+
         self.chain = chain
         self.rpc = rpc
         #: The sleep the sender polls with (tests inject their own).
@@ -596,6 +615,8 @@ class AsyncChain:
     @_parameters_of(_connection)
     async def connect(cls, *args: Any, **kwargs: Any) -> AsyncChain:
         """:meth:`Chain.connect` for asyncio: the same arguments, checks and errors."""
+        import asyncio
+
         asked = _connection(*args, **kwargs)
         rpc = AsyncRpc(connect_async_node(asked.url, timeout=asked.request_timeout))
         try:
@@ -639,6 +660,8 @@ class AsyncChain:
         return await arun(steps, self.rpc, sleep=self._sleep, lock=self._lock)
 
     def _lock(self, key: str) -> asyncio.Lock:
+        import asyncio
+
         loop = asyncio.get_running_loop()  # an asyncio.Lock belongs to one loop: one table per loop
         return self._locks.setdefault(loop, {}).setdefault(key, asyncio.Lock())
 
@@ -748,12 +771,13 @@ def _confirmations(value: object) -> int:
     return value
 
 
-def _load_key(key: object) -> LocalAccount:
-    if isinstance(key, LocalAccount):
-        return key
+def _load_key(key: object) -> Signer:
+    """A key to sign with: ``key`` itself if it is one, else the private key it names, read as eth-account
+    reads one (:class:`~chainfence._node.accounts.LocalKey`, without importing eth-account)."""
+    if is_local_account(key):
+        return key  # type: ignore[return-value]
     try:
-        account: LocalAccount = Account.from_key(key)
-        return account
+        return LocalKey.from_key(key)
     except Exception:
         # Never echo the key itself.
         raise InvalidInput("private_key is not a valid secp256k1 private key (32 bytes, hex)") from None

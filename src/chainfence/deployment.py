@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -108,6 +107,8 @@ def load(path: str | os.PathLike[str] | None = None) -> Deployment:
 def save(deployment: Deployment, path: str | os.PathLike[str] | None = None) -> Path:
     """Write ``deployment`` atomically (temp file + rename); returns the path."""
     path = Path(path) if path is not None else default_path()
+    import tempfile  # here: reading a deployment (every CLI command) needs none of it
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".deployment-", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as out:

@@ -50,12 +50,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-from eth_account import Account
-from eth_keys.datatypes import Signature
-from eth_utils.crypto import keccak
-
 from . import _validate
+from ._node.rlp import keccak256
 from .errors import InvalidAddress, InvalidInput, InvalidSignature, MalformedRequest
+
+
+def keccak(primitive: bytes = b"", *, text: str | None = None) -> bytes:
+    """keccak256 of ``primitive``, or of ``text`` as UTF-8 (eth-utils' ``keccak``, without importing it:
+    signing and checking requests load eth-account and eth-keys when they do it, not on import)."""
+    return keccak256(text.encode("utf-8") if text is not None else bytes(primitive))
+
 
 __all__ = ["HEADERS", "REQUEST_TYPE", "EIP712Domain", "FencedRequest", "http_action"]
 
@@ -201,7 +205,12 @@ class FencedRequest:
             deadline=deadline,
             signature=b"",
         )
-        account = key if hasattr(key, "unsafe_sign_hash") else Account.from_key(key)
+        if hasattr(key, "unsafe_sign_hash"):
+            account = key
+        else:
+            from eth_account import Account
+
+            account = Account.from_key(key)
         signed = account.unsafe_sign_hash(request.digest(domain))
         signature = signed.r.to_bytes(32, "big") + signed.s.to_bytes(32, "big") + bytes([signed.v])
         return cls(**{**request.__dict__, "signature": signature})
@@ -242,6 +251,8 @@ class FencedRequest:
             v -= 27
         if v not in (0, 1) or r <= 0 or not 0 < s <= _HALF_ORDER:
             raise InvalidSignature("malformed or malleable signature")
+        from eth_keys.datatypes import Signature
+
         try:
             public_key = Signature(vrs=(v, r, s)).recover_public_key_from_msg_hash(digest or self.digest(domain))
         except Exception as exc:

@@ -58,17 +58,19 @@ renew by running the kept object's renewal steps, each over its own driver.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ._effects import Steps
 from .endings import End, LocalEnd, declare, loss_reason  # what a renewal's error means: the one model
 from .errors import ChainfenceError, InvalidInput, LeaseLost
+
+if TYPE_CHECKING:  # the asyncio keeper imports asyncio when it is built: the CLI never loads it
+    import asyncio
 
 logger = logging.getLogger(__name__)
 
@@ -691,6 +693,8 @@ class AsyncKeeper(Keeper):
         on_lost: Callable[[LeaseLost], Any] | None,
         protect: bool = True,
     ):
+        import asyncio
+
         super().__init__(lease, core, clock=clock, on_lost=on_lost)
         self._drive = drive
         self._protect = protect
@@ -706,6 +710,8 @@ class AsyncKeeper(Keeper):
         return await self._drive(self.lease._kept_renew_steps(ttl))
 
     def start(self) -> None:
+        import asyncio
+
         self._protected = asyncio.current_task() if self._protect else None
         self._in_body = True
         logger.info(
@@ -723,6 +729,8 @@ class AsyncKeeper(Keeper):
         self._changed.set()
 
     async def _loop(self) -> None:
+        import asyncio
+
         while True:
             now = self.clock()
             step = self.core.step(now)
@@ -803,6 +811,8 @@ class AsyncKeeper(Keeper):
 
     async def astop(self) -> LeaseLost | None:
         """:meth:`Keeper.stop`, awaited: a renewal in flight is waited for up to the safe deadline."""
+        import asyncio
+
         self._in_body = False
         why = self._stop_core()
         self._changed.set()
@@ -909,6 +919,8 @@ class AsyncKeeping(Keeping):
         return self._face
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        import asyncio
+
         keeper = self._keeper
         cancelled_by_us = keeper.cancelled_protected and isinstance(exc, asyncio.CancelledError)
         if keeper.cancelled_protected and keeper._protected is not None:

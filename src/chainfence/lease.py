@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from . import keepalive as _keepalive
 from ._effects import Steps
@@ -36,7 +36,6 @@ from ._lease_state import AcquireReason, LeaseInfo, LeaseStatus, judge
 from ._node.events import RegistryLog
 from .endings import End
 from .errors import ChainfenceError, InvalidInput, LeaseLost
-from .fenced_requests import EIP712Domain, FencedRequest
 from .keepalive import (
     DEFAULT_BLOCK_TIME_MARGIN,
     DEFAULT_LATENCY_MARGIN,
@@ -47,6 +46,9 @@ from .keepalive import (
     Keeping,
     keep_core,
 )
+
+if TYPE_CHECKING:  # signing a request imports them: a lease's own operations never load them (issue #19)
+    from .fenced_requests import EIP712Domain, FencedRequest
 
 logger = logging.getLogger(__name__)
 
@@ -309,6 +311,8 @@ class Lease(SyncFace):
         if key is None:
             key = self._issuer.chain.key_of(self.holder)
         domain = yield from self._issuer._eip712_domain_steps()
+        from .fenced_requests import FencedRequest
+
         return FencedRequest.sign(
             domain,
             resource=self.resource,

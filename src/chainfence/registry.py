@@ -40,10 +40,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Self, cast
-
-from eth_abi.abi import decode as abi_decode
-from eth_abi.abi import encode as abi_encode
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from . import _names, _validate, _waiting, endings
 from . import keepalive as _keepalive
@@ -60,14 +57,13 @@ from ._faces import (
     operation,
 )
 from ._interrupted import settle_steps
-from ._lease_history import LeaseEvent, history_steps
 from ._lease_state import LeaseInfo, LeaseStatus
 from ._node import artifacts as _artifacts
 from ._node import sending as _sending
-from ._stuck import StuckReport, stuck_steps
+from ._node.abi import decode as abi_decode
+from ._node.abi import encode as abi_encode
 from .batching import MAX_ITEMS, Batcher, batcher_of
 from .claims import ClaimOperations
-from .deployment import Deployment, load
 from .endings import End
 from .errors import (
     ChainError,
@@ -83,6 +79,11 @@ from .errors import (
 from .lease import AsyncLease, Lease
 from .lease_set import AsyncLeaseSet, LeaseSetOperations
 from .namespaces import NamespaceOperations
+
+if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19)
+    from ._lease_history import LeaseEvent
+    from ._stuck import StuckReport
+    from .deployment import Deployment
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +164,8 @@ def _from_deployment_steps(
     (the registry's deployment block is not the one recorded), and
     :class:`~chainfence.errors.ContractNotFound` if the registry is gone.
     """
+    from .deployment import Deployment, load
+
     record = deployment if isinstance(deployment, Deployment) else (yield Blocking(lambda: load(deployment)))
     if record.chain_id != chain.chain_id:
         raise WrongChain(f"the deployment is on chain {record.chain_id}; this node serves chain {chain.chain_id}")
@@ -615,6 +618,8 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         """Lease events of this registry, oldest first, filtered on the indexed fields given; see
         :func:`chainfence.audit.history` (``index=``: answered from an
         :class:`~chainfence.audit.index.AuditIndex`)."""
+        from ._lease_history import history_steps
+
         return (
             yield from history_steps(
                 self, resource, holder=holder, token=token, from_block=from_block, to_block=to_block, index=index
@@ -628,6 +633,8 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
     ) -> Steps[StuckReport]:
         """Leases alive but stuck, crashed, or held too long: see :func:`chainfence.audit.watchdog.stuck`
         (``index``: an :class:`~chainfence.audit.index.AuditIndex` to read the events from)."""
+        from ._stuck import stuck_steps
+
         return (
             yield from stuck_steps(self, renewals=renewals, longer_than=longer_than, from_block=from_block, index=index)
         )

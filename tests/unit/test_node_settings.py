@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import tempfile
 from pathlib import Path
 
 from chainfence.cli import node as cli_node
@@ -26,7 +27,13 @@ def test_the_socket_goes_in_the_node_directory_or_a_short_path_when_that_is_too_
     assert long_one != cli_node.ipc_path(Path("/tmp") / ("e" * 120))
 
 
-def test_a_socket_file_a_dead_node_left_is_removed_and_a_live_one_is_not(tmp_path):
+def test_a_socket_file_a_dead_node_left_is_removed_and_a_live_one_is_not():
+    # A short directory: a Unix socket's path has at most 107 bytes, and pytest-xdist's tmp_path can be longer.
+    with tempfile.TemporaryDirectory(prefix="cf-") as short:
+        _stale_and_live(Path(short))
+
+
+def _stale_and_live(tmp_path: Path) -> None:
     dead = str(tmp_path / "dead.ipc")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as left:
         left.bind(dead)  # the file stays after close: nobody listens on it any more

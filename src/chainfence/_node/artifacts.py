@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
-from importlib import resources
+import os
 from typing import Any
 
 #: The contracts whose artifacts ship as package data.
@@ -17,7 +17,16 @@ SHIPPED = ("FencingRegistry", "FencedStore", "AgentWallet")
 @functools.cache
 def load(name: str = "FencingRegistry") -> dict[str, Any]:
     """The artifact of contract ``name``: abi, bytecode, deployedBytecode, compiler, sourcesHash."""
-    text = resources.files("chainfence").joinpath("artifacts", f"{name}.json").read_text(encoding="utf-8")
+    # The package's folder, read as a folder (a wheel installs one); importlib.resources, which also reads
+    # a package inside a zip, only when there is none: importing it costs more than a CLI command may take.
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "artifacts", f"{name}.json")
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    else:  # pragma: no cover - a zipped package
+        from importlib import resources
+
+        text = resources.files("chainfence").joinpath("artifacts", f"{name}.json").read_text(encoding="utf-8")
     artifact: dict[str, Any] = json.loads(text)
     return artifact
 

@@ -29,11 +29,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from eth_abi.abi import decode as abi_decode
-from eth_utils.address import to_checksum_address
-
 from .._effects import RPC, Emit, Steps, collect_steps, run, stream
 from ..errors import ChainError, InvalidInput, RpcError
+from .abi import decode as abi_decode
+from .addresses import to_checksum_address
 from .rlp import keccak256
 
 
@@ -233,7 +232,7 @@ def _address(word: bytes) -> str:
     return _checksum(word[12:])
 
 
-#: ABI types of fixed size decoded by slicing (what eth_abi checks, checked here too).
+#: ABI types of fixed size decoded by slicing (what the ABI decoder checks, checked here too).
 _STATIC = {"uint256", "uint8", "bytes32", "bool", "address"}
 
 
@@ -244,7 +243,7 @@ def _decode_data(types: tuple[str, ...], data: bytes) -> tuple[Any, ...]:
         if int.from_bytes(data[:32], "big") == 32 and len(data) == padded and not any(data[64 + length :]):
             return (data[64 : 64 + length],)
     if len(data) != 32 * len(types) or not _STATIC.issuperset(types):
-        return tuple(abi_decode(types, data))  # names (dynamic bytes), or a length eth_abi must judge
+        return tuple(abi_decode(types, data))  # names (dynamic bytes), or a length the ABI must judge
     values: list[Any] = []
     for position, kind in enumerate(types):
         word = data[32 * position : 32 * position + 32]

@@ -3,7 +3,8 @@
 Results come back as web3 returns them (``AttributeDict`` blocks, receipts,
 transactions and logs; ints; ``HexBytes`` hashes; checksum addresses), built
 here without web3's formatters, which cost more than anvil takes to mine and
-whose module is private (``tests/unit/test_lean_http.py`` holds these to
+whose module is private, and without importing web3 or hexbytes: the two
+shapes are :mod:`chainfence._node.shapes`' (issue #19) (``tests/unit/test_lean_http.py`` holds these to
 web3's own formatters; ``tests/unit/test_transports.py`` holds the embedded
 chain's answers to them). They read a node's JSON (hex strings) and the
 in-process chain's answers (eth-tester's ints and hex strings) alike.
@@ -14,8 +15,10 @@ Parameters go out in JSON-RPC form: :func:`call_object`, :func:`block_id`,
 
 from __future__ import annotations
 
-import functools
 from typing import Any
+
+from .addresses import to_checksum_address
+from .shapes import AttributeDict, HexBytes
 
 __all__ = [
     "block_id",
@@ -53,21 +56,12 @@ def _quantity(value: Any) -> Any:
     return int(value, 16) if isinstance(value, str) and value.startswith("0x") else value
 
 
-@functools.lru_cache(maxsize=1024)
-def _checksum(address: str) -> str:
-    from eth_utils.address import to_checksum_address
-
-    return to_checksum_address(address)
-
-
 def _address(value: Any) -> Any:
-    return _checksum(value.lower()) if isinstance(value, str) and len(value) == 42 else value
+    return to_checksum_address(value) if isinstance(value, str) and len(value) == 42 else value
 
 
 def _hexbytes(value: Any) -> Any:
     """0x-hex as ``HexBytes`` (the in-process chain gives a bloom, ``r`` and ``s`` as ints: as web3 reads them)."""
-    from hexbytes import HexBytes
-
     if isinstance(value, (str, bytes, bytearray)) or (isinstance(value, int) and not isinstance(value, bool)):
         return HexBytes(value)
     return value
@@ -93,8 +87,6 @@ _LOG_BYTES = frozenset({"blockHash", "data", "transactionHash"})
 
 
 def _log_entry(log: dict[str, Any]) -> Any:
-    from web3.datastructures import AttributeDict
-
     out: dict[str, Any] = {}
     for key, value in log.items():
         if key in _LOG_QUANTITIES:
@@ -115,8 +107,6 @@ def format_receipt(raw: dict[str, Any] | None) -> Any | None:
     to web3's own formatter."""
     if raw is None:
         return None
-    from web3.datastructures import AttributeDict
-
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key in _RECEIPT_QUANTITIES:
@@ -146,8 +136,6 @@ def _fields(table: dict[str, Any]) -> Any:
     """A formatter of a JSON object: each field its table's function (None stays None), the rest as is."""
 
     def format_object(raw: Any) -> Any:
-        from web3.datastructures import AttributeDict
-
         if not isinstance(raw, dict):
             return raw
         return AttributeDict(

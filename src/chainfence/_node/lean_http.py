@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .transports import AsyncTransport, BatchCall, ErrorReply, NotDelivered, Transport, redact_url, reply_result
-from .web3_providers import AsyncProviderTransport, connect_async_http
+from .web3_providers import AsyncProviderTransport, connect_async_http, http_web3
 
 __all__ = ["LeanHttp"]
 
@@ -66,8 +66,24 @@ class LeanHttp(Transport):
         self._idle: list[Any] = []
         self._lock = threading.Lock()
         self._ids = iter(range(1, 1 << 62))
+        self._w3: Any = None
         # Idle connections are closed when this transport is dropped (no socket left to the collector).
         weakref.finalize(self, _close_all, self._idle)
+
+    @property
+    def w3(self) -> Any:
+        """A ``Web3`` to the same URL (:func:`~chainfence._node.web3_providers.http_web3`: its provider never
+        resends), carrying this transport as ``_chainfence_lean``; built the first time it is asked for,
+        since importing web3 costs more than a CLI command may take (issue #19)."""
+        if self._w3 is None:
+            w3 = http_web3(self.url, timeout=self.timeout)
+            w3._chainfence_lean = self
+            self._w3 = w3
+        return self._w3
+
+    @w3.setter
+    def w3(self, value: Any) -> None:
+        self._w3 = value
 
     def _connect(self) -> Any:
         import socket

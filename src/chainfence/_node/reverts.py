@@ -25,6 +25,8 @@ from typing import Any
 
 from ..errors import CONTRACT_ERRORS, ChainfenceError, UnknownRevert
 from . import artifacts as _artifacts
+from .abi import decode as abi_decode
+from .addresses import to_checksum_address
 from .rlp import keccak256
 
 _ERROR_STRING_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)
@@ -69,10 +71,6 @@ def error_table() -> dict[bytes, tuple[type[ChainfenceError], dict[str, Any]]]:
 
 def decode(data: bytes) -> ChainfenceError:
     """The chainfence error for revert ``data`` (:class:`UnknownRevert` if none fits)."""
-    # eth-abi and eth-utils are loaded when a revert is decoded, not when a request is made.
-    from eth_abi.abi import decode as abi_decode
-    from eth_utils.address import to_checksum_address
-
     selector, payload = data[:4], data[4:]
     known = error_table().get(selector)
     if known is not None:

@@ -15,7 +15,7 @@ module and must stay free of them. Items are ``bytes`` or lists of items;
 
 from __future__ import annotations
 
-from Crypto.Hash import keccak as _keccak
+from collections.abc import Callable
 
 __all__ = ["EMPTY_TRIE_ROOT", "RLPError", "decode", "decode_int", "encode", "keccak256"]
 
@@ -26,9 +26,89 @@ class RLPError(ValueError):
     """The bytes are not canonical RLP (or an item is not what the caller expected)."""
 
 
+#: keccak256 of b"" and of 300 bytes (more than one 136-byte block): what a backend must answer.
+_KNOWN = (
+    (b"", "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"),
+    (b"abc" * 100, "0b4690e744c6ff5f43ac16817124efeaa0b3b3ff9bc26d092984bbb14badeaf5"),
+)
+
+
+def _pycryptodome_library() -> Callable[[bytes], bytes] | None:
+    """keccak256 through pycryptodome's own compiled keccak, called with ctypes.
+
+    ``Crypto.Hash.keccak`` reaches the same library through cffi, whose import
+    parses C declarations with pycparser: tens of milliseconds, more than a
+    whole ``chainfence status`` may take (issue #19). Loading the library with
+    ctypes costs a millisecond. The library's functions are pycryptodome's, not
+    a public API: this backend is used only if it answers the known digests
+    (:data:`_KNOWN`), else :func:`keccak256` falls back to ``Crypto.Hash.keccak``.
+    """
+    import ctypes
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("Crypto")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = os.path.join(next(iter(spec.submodule_search_locations)), "Hash")
+    path = next(
+        (
+            candidate
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            if os.path.isfile(candidate := os.path.join(folder, "_keccak" + suffix))
+        ),
+        None,
+    )
+    if path is None:
+        return None
+    lib = ctypes.CDLL(path)
+    void_p, size_t, uint8 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint8
+    init, absorb, digest, destroy = lib.keccak_init, lib.keccak_absorb, lib.keccak_digest, lib.keccak_destroy
+    init.argtypes, init.restype = [ctypes.POINTER(void_p), size_t, uint8], ctypes.c_int
+    absorb.argtypes, absorb.restype = [void_p, ctypes.c_char_p, size_t], ctypes.c_int
+    digest.argtypes, digest.restype = [void_p, ctypes.c_char_p, size_t, uint8], ctypes.c_int
+    destroy.argtypes, destroy.restype = [void_p], ctypes.c_int
+    byref, buffer = ctypes.byref, ctypes.create_string_buffer
+
+    def hash256(data: bytes) -> bytes:
+        state = void_p()
+        # capacity 64 bytes (keccak256), 24 rounds; Keccak's own padding (0x01), not SHA-3's (0x06).
+        if init(byref(state), 64, 24):
+            raise RuntimeError("keccak_init failed")
+        try:
+            out = buffer(32)
+            if absorb(state, bytes(data), len(data)) or digest(state, out, 32, 0x01):
+                raise RuntimeError("keccak failed")
+            return out.raw
+        finally:
+            destroy(state)
+
+    return hash256
+
+
+def _pycryptodome_module(data: bytes) -> bytes:
+    from Crypto.Hash import keccak
+
+    return keccak.new(digest_bits=256, data=data).digest()
+
+
+def _backend() -> Callable[[bytes], bytes]:
+    try:
+        fast = _pycryptodome_library()
+        if fast is not None and all(fast(data).hex() == digest for data, digest in _KNOWN):
+            return fast
+    except Exception:  # another pycryptodome's library: the module's way is always there
+        pass
+    return _pycryptodome_module
+
+
+_keccak256 = _backend()
+
+
 def keccak256(data: bytes) -> bytes:
     """keccak256 (Ethereum's SHA-3 variant, before NIST's padding change) of ``data``."""
-    return _keccak.new(digest_bits=256, data=data).digest()
+    return _keccak256(data)
 
 
 def _length_prefix(length: int, short: int) -> bytes:

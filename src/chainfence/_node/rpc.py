@@ -42,7 +42,7 @@ from .ipc import AsyncLeanIpc, LeanIpc, is_ipc_path
 from .lean_http import LeanHttp
 from .methods import Batch, InProcess, Node, Request
 from .transports import AsyncTransport, Transport, reply_result
-from .web3_providers import AsyncProviderTransport, ProviderTransport, connect_async_http, http_web3, ipc_web3
+from .web3_providers import AsyncProviderTransport, ProviderTransport, connect_async_http, ipc_web3
 
 logger = logging.getLogger("chainfence.rpc")
 
@@ -55,12 +55,11 @@ T = TypeVar("T")
 _READ_ATTEMPTS = 2
 
 
-def connect_http(url: str, *, timeout: float) -> Any:
-    """A ``Web3`` over HTTP(S) for anything the SDK does not wrap (its provider never resends), carrying
-    the SDK's own transport to the same URL, which :class:`Rpc` takes from it."""
-    w3 = http_web3(url, timeout=timeout)
-    w3._chainfence_lean = LeanHttp(url, timeout=timeout)
-    return w3
+def connect_http(url: str, *, timeout: float) -> LeanHttp:
+    """The SDK's own transport to ``url``. Its ``w3``, a ``Web3`` for anything the SDK does not wrap (whose
+    provider never resends), is built the first time it is asked for: importing web3 costs more than a
+    CLI command may take (issue #19)."""
+    return LeanHttp(url, timeout=timeout)
 
 
 def connect_node(url: str, *, timeout: float) -> Any:
@@ -131,9 +130,20 @@ class Rpc:
 
     def __init__(self, node: Transport | Any, *, embedded: bool | None = None):
         self.transport: Transport = node if isinstance(node, Transport) else transport_of(node)
-        self.w3: Any = self.transport.w3 if isinstance(node, Transport) else node
+        if not isinstance(node, Transport):
+            self.w3 = node
         self.embedded = self.transport.embedded
         self._node = Node(embedded=self.embedded, batches=self.transport.batches)
+
+    #: The ``Web3`` this layer was built over, else its transport's (see :meth:`__getattr__`).
+    w3: Any
+
+    def __getattr__(self, name: str) -> Any:
+        # A transport's ``w3`` is built when first asked for (LeanHttp's: importing web3 costs more than a
+        # whole CLI command may take, issue #19), so it is read from the transport then, not here.
+        if name == "w3":
+            return self.transport.w3
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _run(self, steps: Steps[T]) -> T:
         """Run a method's steps over the transport: each request retried and translated (:func:`_perform`)."""

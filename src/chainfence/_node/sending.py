@@ -80,8 +80,10 @@ from .methods import AUTOMINE_PROBES
 from .rpc import Rpc
 from .signing import sign
 
-if TYPE_CHECKING:  # a type only: signing needs the key, not eth-account
+if TYPE_CHECKING:  # types only: signing needs the key, not eth-account
     from eth_account.signers.local import LocalAccount
+
+    from .accounts import LocalKey
 
 logger = logging.getLogger("chainfence.chain")
 
@@ -172,7 +174,7 @@ class Sender:
     def __init__(
         self,
         rpc: Rpc,
-        signers: dict[str, LocalAccount],
+        signers: dict[str, LocalKey | LocalAccount],
         chain_id: int,
         *,
         receipt_timeout: float,

@@ -17,7 +17,7 @@ them when a command runs.
 from __future__ import annotations
 
 import argparse
-import getpass
+import functools
 import itertools
 import json
 import os
@@ -201,6 +201,41 @@ class Parser(argparse.ArgumentParser):
             return len(matches) == 1 and next(iter(matches.values())).nargs != 0
         action = actions.get(token[:2])
         return action is not None and action.nargs != 0 and len(token) == 2
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse builds a formatter for every argument it adds (to check its metavar), and each one asks
+        # shutil for the terminal's size: importing shutil and asking ~140 times cost a few ms of every
+        # command's start (issue #19). The width is the one shutil gives, asked once.
+        return self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
+
+
+@functools.cache
+def _help_width() -> int:
+    """The width argparse's help formatter takes by default: ``shutil.get_terminal_size().columns - 2``
+    ($COLUMNS, else the terminal's, else 80), without importing shutil."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
+            columns = 80
+    return columns - 2
+
+
+@contextmanager
+def translations_once() -> Iterator[None]:
+    """While the parser is built, each of argparse's strings is translated once: argparse asks gettext
+    for the same few ("show this help message and exit", ...) ~130 times for chainfence's parsers, and
+    gettext looks for catalogs on disk each time (5 to 10 ms of every command's start, issue #19)."""
+    asked = argparse._  # type: ignore[attr-defined]
+    argparse._ = functools.cache(asked)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        argparse._ = asked  # type: ignore[attr-defined]
 
 
 #: One example per command, by the words that name it ("acquire", "namespace policy set", "audit history"):
@@ -439,6 +474,8 @@ def load_key(args: argparse.Namespace) -> str | bytes | None:
         if password is None:
             if not sys.stdin.isatty():
                 raise UsageError("keystore password: set CHAINFENCE_KEYSTORE_PASSWORD (no terminal to prompt on)")
+            import getpass
+
             password = getpass.getpass(f"password for {args.keystore}: ")
         try:
             key: bytes = Account.decrypt(encrypted, password)

@@ -36,6 +36,7 @@ from ..errors import AuditIndexDiffers, InvalidInput
 from ._common import (
     EXIT_ERROR,
     EXIT_OK,
+    Parser,
     Progress,
     add_command,
     connect,
@@ -65,14 +66,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     sub = audit.add_subparsers(dest="audit_command", metavar="AUDIT_COMMAND", help="what to do (each has --help)")
     sub.required = True
-    shared = argparse.ArgumentParser(add_help=False)
+    shared = Parser(add_help=False)
     shared.add_argument("--index", default=DEFAULT_INDEX, help=f"index file (default {DEFAULT_INDEX})")
     shared.add_argument(
         "--max-blocks",
         type=int_at_least(1),
         help="blocks per eth_getLogs request (default: 5000, halved when the provider refuses)",
     )
-    query = argparse.ArgumentParser(add_help=False)
+    query = Parser(add_help=False)
     query.add_argument("--live", action="store_true", help="read the chain instead of the index")
     query.add_argument(
         "--no-sync", action="store_true", help="answer from the index as it is, without syncing it first"
@@ -157,7 +158,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="live leases, with names",
     )
     current.add_argument("--prefix", help="only resources whose name starts with this")
-    ranges = argparse.ArgumentParser(add_help=False)
+    ranges = Parser(add_help=False)
     ranges.add_argument("--from-block", type=int_at_least(0), help="first block of the range")
     ranges.add_argument("--to-block", type=int_at_least(0), help="last block of the range")
     ranges.add_argument("--since", type=_time, help="chain time: unix seconds or ISO 8601")

@@ -47,7 +47,6 @@ import argparse
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -797,6 +796,8 @@ def _supervise(
             why=LocalEnd.ERROR.value,
             detail="its sentinel died before the command started",
         )
+    import subprocess  # here: every other command imports this module to register its parser
+
     try:
         child = subprocess.Popen(
             command, env=child_env(lease, registry, url), start_new_session=True, preexec_fn=sentinel.announce
