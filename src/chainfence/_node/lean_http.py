@@ -15,6 +15,7 @@ reconnect, never a doubt. It never resends.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import select
 import threading
@@ -86,20 +87,21 @@ class LeanHttp(Transport):
         self._w3 = value
 
     def _connect(self) -> Any:
-        import socket
-
         port = self._port or (443 if self._https else 80)
-        sock = socket.create_connection((self._host, port), timeout=self.timeout)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self._https:
-                import ssl
+        if self._https:
+            import socket
+            import ssl
 
+            sock = socket.create_connection((self._host, port), timeout=self.timeout)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self._host)
-        except BaseException:
-            sock.close()
-            raise
-        return _Connection(sock)
+            except BaseException:
+                sock.close()
+                raise
+            return _Connection(sock, sock.makefile("rb"))
+        sock = _plain_connection(self._host, port, self.timeout)
+        return _Connection(sock, io.BufferedReader(_Receiving(sock)))
 
     def _take(self) -> Any:
         """An open connection: an idle one the node has not closed, or a new one (NotDelivered if none)."""
@@ -198,6 +200,55 @@ def _close_all(connections: list[Any]) -> None:
             pass
 
 
+def _plain_connection(host: str, port: int, timeout: float) -> Any:
+    """A TCP connection to ``host:port`` (no delay), as ``socket.create_connection`` makes one: each address
+    ``getaddrinfo`` gives, in turn, until one connects; else the last error.
+
+    Built on ``_socket``, the module ``socket`` wraps: importing ``socket`` converts its constants into
+    enums and loads ``selectors``, 4% of a whole ``chainfence status`` (issue #19). HTTPS still goes
+    through ``socket`` (``ssl`` wraps a ``socket.socket``)."""
+    import _socket
+
+    error: OSError | None = None
+    for family, kind, proto, _name, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+            return sock
+        except BaseException as exc:
+            sock.close()
+            if not isinstance(exc, OSError):
+                raise
+            error = exc
+    raise error if error is not None else OSError(f"getaddrinfo gave no address for {host}")
+
+
+class _Receiving(io.RawIOBase):
+    """The receiving side of a ``_socket`` socket as a raw stream (what ``socket.makefile("rb")`` wraps in
+    a ``BufferedReader``): a timeout is raised, and the stream is unusable after it, as ``SocketIO``'s."""
+
+    def __init__(self, sock: Any):
+        self._sock = sock
+        self._timed_out = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._timed_out:
+            raise OSError("cannot read from timed out object")
+        try:
+            return int(self._sock.recv_into(buffer))
+        except TimeoutError:
+            self._timed_out = True
+            raise
+
+    def fileno(self) -> int:
+        return int(self._sock.fileno())
+
+
 class _Connection:
     """One keep-alive HTTP/1.1 connection: the socket and a buffered reader of its replies.
 
@@ -207,9 +258,9 @@ class _Connection:
     (the request went out: the caller may not resend blindly).
     """
 
-    def __init__(self, sock: Any):
+    def __init__(self, sock: Any, reader: Any = None):
         self.sock = sock
-        self.reader = sock.makefile("rb")
+        self.reader = reader if reader is not None else sock.makefile("rb")
 
     def fileno(self) -> int:
         return int(self.sock.fileno())
