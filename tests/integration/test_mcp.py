@@ -321,14 +321,15 @@ def test_the_readme_mcp_servers_entry_starts_a_working_server(on_anvil, anvil_no
     entry = next(
         json.loads(block) for block in re.findall(r"```json\n(.*?)```", readme, flags=re.S) if "mcpServers" in block
     )["mcpServers"]["chainfence"]
-    assert entry["command"] == "chainfence" and entry["args"] == ["mcp"]
+    # The README names the venv's console script by its full path (desktop hosts do not search a venv's PATH).
+    assert entry["command"].endswith("/.venv/bin/chainfence") and entry["args"] == ["mcp"]
     assert set(entry["env"]) == {"CHAINFENCE_RPC_URL", "CHAINFENCE_REGISTRY", "CHAINFENCE_PRIVATE_KEY"}
     env = {
         "CHAINFENCE_RPC_URL": anvil_node.url,
         "CHAINFENCE_REGISTRY": on_anvil.address,
         "CHAINFENCE_PRIVATE_KEY": dev_keys(10)[7],
     }
-    command = str(Path(sys.executable).parent / entry["command"])  # the venv's console script
+    command = str(Path(sys.executable).parent / Path(entry["command"]).name)  # this venv's console script
 
     async def main():
         params = StdioServerParameters(command=command, args=entry["args"], env=env, cwd=tmp_path)
