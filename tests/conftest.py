@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, settings
 
 from chainfence import Chain, Registry
 from tests.support.anvil import Anvil, dev_keys, ipc_path
+from tests.support.sequencer import wait_until
 
 #: The proven mode's attack story (``story``) and lying providers (``providers``), for every test file
 #: that attacks a surface of the proven mode.
@@ -108,12 +109,26 @@ def backend_registry(backend_chain: Chain) -> Registry:
 
 @contextmanager
 def isolated(chain: Chain) -> Iterator[None]:
-    """Snapshot the chain, run the block, revert: the next test sees the same state."""
+    """Snapshot the chain, run the block, revert: the next test sees the same state.
+
+    On anvil a transaction a test sent without waiting for it (``eth_sendRawTransaction`` answers before
+    the block is mined) would outlive the revert and be mined into the next test's chain, where it shows
+    as a lease nobody there took. So the pool is drained before the revert, and after it the head must be
+    the snapshot's own."""
+    head = chain.block_number()
     snapshot = chain.snapshot()
     try:
         yield
     finally:
+        if not chain.rpc.embedded:
+            wait_until(lambda: _pool_is_empty(chain), "the test's transactions are mined before the revert")
         chain.revert(snapshot)
+        assert chain.block_number() == head, "a transaction was mined after the revert (it leaks into the next test)"
+
+
+def _pool_is_empty(chain: Chain) -> bool:
+    status = chain.rpc.transport.request("txpool_status", [])
+    return int(status["pending"], 16) == 0 and int(status["queued"], 16) == 0
 
 
 @pytest.fixture
