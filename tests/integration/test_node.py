@@ -27,17 +27,16 @@ def test_connect_signs_locally_with_the_given_keys(anvil_node, on_anvil):
 def test_an_unreachable_node_is_a_typed_error_and_fast(monkeypatch):
     """Refused connections are not retried with backoff: at most the SDK's one read retry, and no
     sleep in between (counted, not timed, so a loaded machine cannot make it pass or fail)."""
-    import socket
-
+    from chainfence._node import lean_http
     from chainfence._node.rpc import _READ_ATTEMPTS
 
     attempts: list[tuple[str, int]] = []
     sleeps: list[float] = []
-    connect = socket.create_connection  # how the SDK's transport opens each connection it tries
+    connect = lean_http._plain_connection  # how the SDK's transport opens each connection it tries (http)
 
-    def counted_connect(address, *args, **kwargs):
-        attempts.append(address)
-        return connect(address, *args, **kwargs)
+    def counted_connect(host, port, *args, **kwargs):
+        attempts.append((host, port))
+        return connect(host, port, *args, **kwargs)
 
     real_sleep = time.sleep
 
@@ -45,7 +44,7 @@ def test_an_unreachable_node_is_a_typed_error_and_fast(monkeypatch):
         sleeps.append(seconds)
         real_sleep(seconds)
 
-    monkeypatch.setattr(socket, "create_connection", counted_connect)
+    monkeypatch.setattr(lean_http, "_plain_connection", counted_connect)
     monkeypatch.setattr(time, "sleep", recorded_sleep)
     with pytest.raises(NodeUnreachable, match="127.0.0.1"):
         Chain.connect(f"http://127.0.0.1:{free_port()}", request_timeout=2)
