@@ -63,7 +63,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._effects import Steps
 from .endings import End, LocalEnd, declare, loss_reason  # what a renewal's error means: the one model
@@ -142,9 +142,11 @@ lease_clock: Callable[[], float] = _boot_clock()
 SUSPEND_RECHECK = 1.0
 
 
-@dataclass(frozen=True)
-class Step:
-    """What the runner should do now: ``"renew"``, ``"wait"`` (until ``until``), ``"lost"`` (``why``) or ``"stop"``."""
+class Step(NamedTuple):
+    """What the runner should do now: ``"renew"``, ``"wait"`` (until ``until``), ``"lost"`` (``why``) or ``"stop"``.
+
+    (A named tuple: a frozen dataclass compiles six methods when the module is imported, and every CLI
+    command imports this one, issue #19.)"""
 
     action: str
     until: float | None = None
