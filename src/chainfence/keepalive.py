@@ -62,7 +62,6 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._effects import Steps
@@ -153,17 +152,21 @@ class Step(NamedTuple):
     why: str | None = None
 
 
-@dataclass
 class _Flight:
-    """A renewal sent and not yet answered: the keep-alive's own, or one the holder sent (``lease.renew()``)."""
+    """A renewal sent and not yet answered: the keep-alive's own, or one the holder sent (``lease.renew()``).
 
-    sent: float
-    ttl: float
-    own: bool
-    due: float | None = None
-    #: Another renewal was in flight at some moment of this one's: which of them the chain mined last
-    #: (whose expiry stands) is unknown, so this one may only bring the deadline closer.
-    overlapped: bool = False
+    (A plain class: kept by handle, never compared; a dataclass compiles its methods at import, issue #19.)"""
+
+    __slots__ = ("due", "overlapped", "own", "sent", "ttl")
+
+    def __init__(self, sent: float, ttl: float, own: bool, due: float | None = None):
+        self.sent = sent
+        self.ttl = ttl
+        self.own = own
+        self.due = due
+        #: Another renewal was in flight at some moment of this one's: which of them the chain mined last
+        #: (whose expiry stands) is unknown, so this one may only bring the deadline closer.
+        self.overlapped = False
 
 
 class KeepAliveCore:
