@@ -73,8 +73,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from . import endings
 from ._effects import RPC, Locked, Sleep, Steps, run
@@ -154,9 +153,9 @@ def sleep(timer: Timer, seconds: float, *, before_send: bool = False) -> Sleep:
     return Sleep(seconds, using=timer.pause_before_send if before_send else timer.sleep)
 
 
-@dataclass(frozen=True)
-class Pace:
-    """How often a waiter polls the head, and the longest random pause before it sends."""
+class Pace(NamedTuple):
+    """How often a waiter polls the head, and the longest random pause before it sends (a named tuple,
+    not a frozen dataclass, which compiles its methods at import: issue #19)."""
 
     poll: float
     jitter: float

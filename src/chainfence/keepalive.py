@@ -62,8 +62,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from ._effects import Steps
 from .endings import End, LocalEnd, declare, loss_reason  # what a renewal's error means: the one model
@@ -142,26 +141,32 @@ lease_clock: Callable[[], float] = _boot_clock()
 SUSPEND_RECHECK = 1.0
 
 
-@dataclass(frozen=True)
-class Step:
-    """What the runner should do now: ``"renew"``, ``"wait"`` (until ``until``), ``"lost"`` (``why``) or ``"stop"``."""
+class Step(NamedTuple):
+    """What the runner should do now: ``"renew"``, ``"wait"`` (until ``until``), ``"lost"`` (``why``) or ``"stop"``.
+
+    (A named tuple: a frozen dataclass compiles six methods when the module is imported, and every CLI
+    command imports this one, issue #19.)"""
 
     action: str
     until: float | None = None
     why: str | None = None
 
 
-@dataclass
 class _Flight:
-    """A renewal sent and not yet answered: the keep-alive's own, or one the holder sent (``lease.renew()``)."""
+    """A renewal sent and not yet answered: the keep-alive's own, or one the holder sent (``lease.renew()``).
 
-    sent: float
-    ttl: float
-    own: bool
-    due: float | None = None
-    #: Another renewal was in flight at some moment of this one's: which of them the chain mined last
-    #: (whose expiry stands) is unknown, so this one may only bring the deadline closer.
-    overlapped: bool = False
+    (A plain class: kept by handle, never compared; a dataclass compiles its methods at import, issue #19.)"""
+
+    __slots__ = ("due", "overlapped", "own", "sent", "ttl")
+
+    def __init__(self, sent: float, ttl: float, own: bool, due: float | None = None):
+        self.sent = sent
+        self.ttl = ttl
+        self.own = own
+        self.due = due
+        #: Another renewal was in flight at some moment of this one's: which of them the chain mined last
+        #: (whose expiry stands) is unknown, so this one may only bring the deadline closer.
+        self.overlapped = False
 
 
 class KeepAliveCore:
