@@ -26,6 +26,7 @@ from ._node import events as _events
 from ._node.abi import decode as abi_decode
 from ._node.abi import encode as abi_encode
 from ._node.addresses import to_checksum_address
+from ._node.formats import raw_logs
 from ._node.rlp import keccak256 as keccak
 from ._rollback import Seen
 from .endings import End
@@ -415,13 +416,11 @@ class RegistryContract(SyncFace):
             ) from exc
 
     def _event(self, receipt: Any, kind: _events.Kind) -> _events.RegistryLog:
-        """The ``kind`` event this registry emitted in ``receipt``."""
-        for log in receipt["logs"]:
-            if log["address"] != self.address:
-                continue
-            decoded = _events.decode(log)
-            if decoded is not None and decoded.kind is kind:
-                return decoded
+        """The ``kind`` event this registry emitted in ``receipt`` (read from the logs as the node sent them:
+        :func:`~chainfence._node.formats.raw_logs`)."""
+        decoded = _events.first(raw_logs(receipt), self.address, kind)
+        if decoded is not None:
+            return decoded
         raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no {kind.value} event")
 
     def _seen(self) -> Seen:
