@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _validate, _waiting, endings
@@ -391,8 +392,12 @@ class RegistryContract(SyncFace):
         return self.sender
 
     def _encode(self, function: str, args: list[Any]) -> bytes:
-        selector, types = _artifacts.functions("FencingRegistry")[function]
-        return selector + abi_encode(types, args)
+        if function in _REMEMBERED_CALLS:
+            try:
+                return _calldata(function, tuple(args), tuple(map(type, args)))
+            except TypeError:  # an argument that cannot be a key: encoded (and refused) as any other
+                pass
+        return _encoded(function, args)
 
     def _call_uint_steps(self, function: str, args: list[Any], *, block: str | int = "latest") -> Steps[int]:
         return (yield from self._view_steps(function, args, ["uint256"], block=block))[0]  # type: ignore[no-any-return]
@@ -431,6 +436,22 @@ class RegistryContract(SyncFace):
 
     def __hash__(self) -> int:
         return hash((id(self.chain), self.address))
+
+
+def _encoded(function: str, args: Sequence[Any]) -> bytes:
+    selector, types = _artifacts.functions("FencingRegistry")[function]
+    return selector + abi_encode(types, args)
+
+
+#: The calls whose calldata is remembered for their arguments: an acquisition's (a name and a ttl), which
+#: a service sends with the same arguments over and over (issue #19). Keyed by the arguments and their
+#: types, so that ``True`` never answers for ``1``.
+_REMEMBERED_CALLS = frozenset({"acquire", "acquireExclusive"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _calldata(function: str, args: tuple[Any, ...], _types: tuple[type, ...]) -> bytes:
+    return _encoded(function, args)
 
 
 def at_block(block: str | int | None) -> str | int:

@@ -341,6 +341,9 @@ def _outcomes(batch: Batch, replies: Sequence[Any]) -> list[Any]:
     """Each reply of a batch read: its result, or the chainfence error it carries."""
     outcomes: list[Any] = []
     for (method, _params), reply in zip(batch.calls, replies, strict=True):
+        if type(reply) is dict and reply.get("error") is None and "result" in reply:
+            outcomes.append(reply["result"])  # reply_result's answer, without a translation to set up
+            continue
         try:
             with translating(method):
                 outcomes.append(reply_result(method, reply))
