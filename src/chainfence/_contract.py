@@ -279,10 +279,10 @@ class RegistryContract(SyncFace):
         self, resource: str, resource_id: bytes, token: int, confirmations: int | None
     ) -> Steps[None]:
         token = _validate.token(token)
-        receipt, _ = yield from self._lease_tx_steps(
+        _receipt, event = yield from self._lease_tx_steps(
             "release", resource, [resource_id, token], _events.Kind.RELEASED, confirmations
         )
-        logger.info("released resource=%s token=%d tx=%s", resource, token, receipt["transactionHash"].to_0x_hex())
+        logger.info("released resource=%s token=%d tx=%s", resource, token, event.tx_hash)
 
     def _complete_by_id_steps(
         self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None

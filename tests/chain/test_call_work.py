@@ -33,7 +33,7 @@ def counted(monkeypatch, module, name: str) -> list:
 
 def test_an_acquisition_and_a_release_build_no_log_and_decode_one_event_each(alice, monkeypatch):
     built = counted(monkeypatch, formats, "_log_entry")
-    decoded = counted(monkeypatch, events, "decode")
+    decoded = counted(monkeypatch, events, "_decode_as")
     lease = alice.acquire("jobs/call-work/first", ttl=60)  # a first acquisition: ResourceNamed and LeaseAcquired
     assert built == [] and len(decoded) == 1
     alice.release(lease.resource, lease.token)

@@ -94,8 +94,8 @@ def test_first_decodes_only_the_kind_asked_for_from_the_address_asked_for(monkey
     stranger = _acquired_log("0x" + "99" * 20)
     logs = [named, stranger, _acquired_log(registry)]
     decoded: list = []
-    decode = events.decode
-    monkeypatch.setattr(events, "decode", lambda log: (decoded.append(log), decode(log))[1])
+    decode = events._decode_as
+    monkeypatch.setattr(events, "_decode_as", lambda log, *rest: (decoded.append(log), decode(log, *rest))[1])
     found = events.first(logs, "0x5FbDB2315678afecb367f032d93F642f64180aa3", events.Kind.ACQUIRED)
     assert found is not None and found.token == 7 and found.log_index == 1
     assert decoded == [logs[2]]  # neither the name's log nor the stranger's was decoded

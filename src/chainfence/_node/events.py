@@ -271,6 +271,11 @@ def decode(log: Any) -> RegistryLog | None:
         return None
     if kind is None:
         return None
+    return _decode_as(log, kind, topics)
+
+
+def _decode_as(log: Any, kind: Kind, topics: Sequence[Any]) -> RegistryLog | None:
+    """``log`` decoded as ``kind`` (its topic0 is ``kind``'s), or None if it does not decode."""
     spec = _SPECS[kind]
     expected_topics = 2 + len(spec.indexed)
     try:
@@ -323,8 +328,8 @@ def first(logs: Sequence[Any], address: str, kind: Kind) -> RegistryLog | None:
             continue
         if str(log["address"]).lower() != emitter:
             continue
-        decoded = decode(log)
-        if decoded is not None and decoded.kind is kind:
+        decoded = _decode_as(log, kind, topics)
+        if decoded is not None:
             return decoded
     return None
 
