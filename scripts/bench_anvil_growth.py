@@ -43,6 +43,7 @@ SETTINGS = {
 }
 #: `chainfence node`'s settings (Cancun, ``--prune-history 256``) with one more of anvil 1.7.1's options each, or
 #: without the state file (``--more``): what might still flatten the growth that new names bring.
+#: (``--no-storage-caching`` is not among them: anvil 1.7.1 takes it only with ``--fork-url``.)
 NODE = ("--prune-history", "256")
 MORE_SETTINGS = {
     "node": ("cancun", NODE),
@@ -50,7 +51,6 @@ MORE_SETTINGS = {
     "node --prune-history 1": ("cancun", ("--prune-history", "1")),
     "node --transaction-block-keeper 64": ("cancun", (*NODE, "--transaction-block-keeper", "64")),
     "node --order fifo": ("cancun", (*NODE, "--order", "fifo")),
-    "node --no-storage-caching": ("cancun", (*NODE, "--no-storage-caching")),
     "node --disable-block-gas-limit": ("cancun", (*NODE, "--disable-block-gas-limit")),
     "node --slots-in-an-epoch 1": ("cancun", (*NODE, "--slots-in-an-epoch", "1")),
 }
