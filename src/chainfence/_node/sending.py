@@ -9,7 +9,13 @@ One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
    each transaction on arrival (``anvil_getAutomine``).
 2. **Sign locally** with the next nonce of the sender, under that sender's
    lock, so threads sharing a key never collide. Fees are EIP-1559 where the
-   latest block has a base fee, legacy otherwise.
+   latest block has a base fee, legacy otherwise. Where the transport
+   overlaps (IPC, HTTP) and the preflight is an ``eth_call``, the transaction
+   is signed while the preflight is on its way (its gas ceiling, the fee quote
+   and the counted nonce are known then); under the lock those bytes are sent
+   only if they sign exactly the transaction and nonce it would sign now
+   (signing is deterministic: the same bytes), else it signs again. A
+   preflight that refuses leaves them unsent: no nonce taken, none skipped.
 3. **Submit, reconciling doubt.** If the node's reply is lost or late
    (timeout, reset connection) the transaction may or may not have reached
    it. The SDK never signs a second transaction for the same intent while the
