@@ -24,6 +24,10 @@ replays them with no node at all, which callgrind counts deterministically
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
         python scripts/profile_acquire.py --replay /tmp/pair.json --pairs 200 2>&1 | grep Collected
 
+``--phases``: one call's time by the clock, split at its two exchanges (the
+Python before the preflight is written, the preflight's exchange, the Python
+between its answer and the send, the send's exchange, the Python after).
+
 ``--transports`` also times the floor (a
 pre-signed acquire: the send, then the receipt asked again at once until it
 is there; or ``eth_sendRawTransactionSync``, EIP-7966, the send that returns
@@ -200,6 +204,51 @@ def levers(node, ipc_path: str, address: str, pairs: int) -> dict[str, dict[str,
     finally:
         sending._FIRST_POLL_GAP = default_gap
     return {name: {op: statistics.median(values) * 1e3 for op, values in ops.items()} for name, ops in times.items()}
+
+
+def phases(registry, pairs: int) -> dict[str, dict[str, float]]:
+    """Where one call's time goes over a real transport, by the clock: the Python before the preflight is
+    written, the preflight's exchange (the node's work, and the signing done meanwhile), the Python between
+    its answer and the send, the send's exchange (the node mines), and the Python after. p50 ms of each, for
+    acquire and release, over ``pairs`` pairs (names cycled)."""
+    transport = registry.chain.rpc.transport
+    exchange = transport.exchange
+    marks: list[tuple[str, float]] = []
+
+    def marked(body, **kwargs):
+        marks.append(("start", time.perf_counter()))
+        try:
+            return exchange(body, **kwargs)
+        finally:
+            marks.append(("end", time.perf_counter()))
+
+    transport.exchange = marked
+    parts: dict[str, dict[str, list[float]]] = {op: collections.defaultdict(list) for op in ("acquire", "release")}
+    try:
+        for i in range(pairs):
+            for op in ("acquire", "release"):
+                marks.clear()
+                start = time.perf_counter()
+                if op == "acquire":
+                    lease = registry.acquire(f"phases/{i % NAMES}", ttl=60)
+                else:
+                    registry.release(lease.resource, lease.token)
+                end = time.perf_counter()
+                if [kind for kind, _ in marks] != ["start", "end", "start", "end"]:
+                    continue  # a fee quote was asked too: not the common journey
+                (_, a), (_, b), (_, c), (_, d) = marks
+                for name, seconds in (
+                    ("before the preflight", a - start),
+                    ("preflight exchange", b - a),
+                    ("between", c - b),
+                    ("send exchange", d - c),
+                    ("after the receipt", end - d),
+                    ("the call", end - start),
+                ):
+                    parts[op][name].append(seconds)
+    finally:
+        transport.exchange = exchange
+    return {op: {name: statistics.median(values) * 1e3 for name, values in part.items()} for op, part in parts.items()}
 
 
 def record_pair(registry) -> dict:
@@ -384,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile-python", action="store_true", help="with --python: a cProfile of the replayed pairs too"
     )
+    parser.add_argument(
+        "--phases", action="store_true", help="one call's time by phase: Python before, between and after its exchanges"
+    )
     parser.add_argument("--record", metavar="FILE", help="record one pair's exchanges with the node to FILE; stop")
     parser.add_argument(
         "--replay",
@@ -428,6 +480,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.record:
             Path(args.record).write_text(json.dumps(record_pair(agents["ipc" if "ipc" in agents else "http"])))
             return 0
+
+        if args.phases:
+            for transport, registry in agents.items():
+                print(
+                    f"one call over {transport.upper()}, by phase: p50 ms of {args.pairs} (load {os.getloadavg()[0]:.1f})"
+                )
+                for op, part in phases(registry, args.pairs).items():
+                    print(f"  {op:<8} " + "  ".join(f"{name} {ms:.3f}" for name, ms in part.items()))
+            print()
 
         if args.levers:
             print(f"what each lever buys: SDK p50 ms over {args.pairs} samples of each, in turn:")
