@@ -161,7 +161,8 @@ def levers(node, ipc_path: str, address: str, pairs: int) -> dict[str, dict[str,
     (private switches of the sender, for this measurement only), one sample of each in turn: p50 ms.
 
     - ``all levers``: the SDK as it ships (eth_call preflight batched with anvil_getAutomine and the balance, the send
-      that returns the receipt);
+      that returns the receipt, the transaction signed while the preflight is on its way);
+    - ``signed after the preflight``: the same, signing only once the preflight has answered;
     - ``no sync send``: the same preflight, then eth_sendRawTransaction and the receipt asked for
       (at once, then after 1 ms, doubling: the receipt wait);
     - ``no sync, 0.2 ms poll``: the same, the first pause 0.2 ms instead of 1 ms;
@@ -172,16 +173,19 @@ def levers(node, ipc_path: str, address: str, pairs: int) -> dict[str, dict[str,
     from chainfence._node import sending
     from chainfence.testing.anvil import dev_keys
 
-    def agent(url: str, key: int, *, sync: bool = True, probe: bool = True, gap: float | None = None):
+    def agent(url: str, key: int, *, sync: bool = True, probe: bool = True, gap: float | None = None, presign=True):
         registry = Registry.at(Chain.connect(url, private_key=dev_keys(10)[key]), address)
         sender = registry.chain._sender
         sender._sync_refused = not sync
         if not probe:
             sender._automine_probe = None
+        if not presign and hasattr(sender, "_presigned"):
+            sender._presigned = lambda sender, call: None
         return registry, gap
 
     variants = {
         "all levers (IPC)": agent(ipc_path, 4),
+        "signed after the preflight (IPC)": agent(ipc_path, 9, presign=False),
         "no sync send (IPC)": agent(ipc_path, 5, sync=False),
         "no sync, 0.2 ms poll (IPC)": agent(ipc_path, 6, sync=False, gap=0.0002),
         "estimateGas preflight (IPC)": agent(ipc_path, 7, sync=False, probe=False),
