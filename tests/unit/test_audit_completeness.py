@@ -12,9 +12,10 @@ import sqlite3
 import pytest
 from eth_utils import keccak
 
+from chainfence._node import completeness as _completeness
 from chainfence._node import events as _events
 from chainfence._node.rlp import encode as rlp_encode
-from chainfence.audit import _completeness, _projection
+from chainfence.audit import _projection
 
 REGISTRY = "0x" + "5f" * 20
 OTHER = "0x" + "aa" * 20
