@@ -44,7 +44,9 @@ from eth_utils.crypto import keccak
 
 from .. import _names, endings
 from .._lease_state import LeaseStatus
+from .._node import completeness as _completeness
 from .._node import events as _events
+from .._node import headers as _headers
 from ..endings import End
 from ..errors import (
     ChainError,
@@ -53,6 +55,7 @@ from ..errors import (
     ContractNotFound,
     GuardError,
     HeaderBehind,
+    LogsIncomplete,
     ProofInvalid,
 )
 from ._store import GuardStore
@@ -202,6 +205,8 @@ class Follower:
                 return
             except GuardError:
                 return  # closed
+            except LogsIncomplete:
+                pass  # logged where it was found, with how far behind: checks go on-chain, the next poll retries
             except ChainfenceError as exc:  # the node hiccuped: checks go on-chain, the next poll retries
                 logger.warning("guard follower could not sync (staleness %.1f s): %s", self.staleness(), exc)
 
@@ -234,19 +239,65 @@ class Follower:
         ]
         if self._follow_admissions:  # on-chain admission: follow the allowlists
             kinds += [_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED]
-        for _first, last, logs in _events.fetch(
+        for first, last, logs in _events.fetch(
             chain,
             self._registry.address,
             kinds=kinds,
             from_block=block + 1,
             to_block=head,
         ):
-            completed = self._completed_claims(logs)
             if trusted is not None:
-                self._prove_page(logs, last, trusted, completed)
-            self._apply(logs, last, self._block_hash(last), completed)
-            block = last
+                self._vouch(logs, trusted)
+            checked = self._check(first, last, logs, kinds)
+            if checked.end >= first:
+                completed = self._completed_claims(checked.logs)
+                if trusted is not None:
+                    self._prove_page(checked.logs, checked.end, trusted, completed)
+                end_hash = "0x" + _completeness.block_hash(checked.headers[checked.end]).hex()
+                self._apply(checked.logs, checked.end, end_hash, completed)
+                block = checked.end
+            if checked.held is not None:
+                # The answer lacks logs this block has: stand before it. The next sync asks for it again.
+                behind = LogsIncomplete(
+                    block=checked.held,
+                    followed=block,
+                    head=head,
+                    provider=self._log_provider(),
+                    reason=checked.why or "",
+                )
+                self.followed_block = block
+                logger.warning(
+                    "guard follower waits at block %d, %d blocks behind block %d: %s",
+                    block,
+                    head - block,
+                    head,
+                    behind,
+                )
+                raise behind
         return block
+
+    def _check(
+        self, first: int, last: int, logs: list[_events.RegistryLog], kinds: list[_events.Kind]
+    ) -> _completeness.Checked:
+        """How far the page's answer is complete (:func:`chainfence._node.completeness.check`): against the
+        node's headers, or, with a header source, against headers linked by their parent hashes to the one
+        it vouches for at the page's last block (a provider that withholds logs cannot forge the blooms)."""
+        chain = self._registry.chain
+        headers = None
+        if self._proven is not None:
+            numbers = list(range(first, last + 1))
+            anchor = self._proven.headers.at(last)
+            found = chain.rpc.blocks(numbers, raw=True)
+            if any(header is None for header in found):
+                raise ChainError(f"the node has no block in {first}..{last} (reorganised away while reading?)")
+            headers = dict(zip(numbers, _headers.linked(found, anchor, provider=self._log_provider()), strict=True))
+        return _completeness.check(chain, self._registry.address, first, last, logs, kinds=kinds, headers=headers)
+
+    def _vouch(self, logs: list[_events.RegistryLog], trusted: VerifiedHeader) -> None:
+        """Every log's block is one the header source vouches for (BlockNotVouched: another history)."""
+        assert self._proven is not None
+        for number, block_hash in sorted({(entry.block_number, entry.block_hash) for entry in logs}):
+            self._proven.headers.vouch(number, block_hash, head=trusted)
 
     def _completed_claims(self, logs: list[_events.RegistryLog]) -> set[tuple[bytes, int]]:
         """The completions in ``logs`` that ended their lease: a claimed work item's (it reads done at that
@@ -278,13 +329,11 @@ class Follower:
         trusted: VerifiedHeader,
         completed: set[tuple[bytes, int]],
     ) -> None:
-        """Refuse a page the header source and the proofs do not bear out (see the module docstring):
-        every log's block vouched for, and what the page would write proven at its last block."""
+        """Refuse a page the proofs do not bear out (see the module docstring): what the page would write,
+        proven at its last block (every log's block was vouched for first: :meth:`_vouch`)."""
         proven = self._proven
         assert proven is not None
         headers = proven.headers
-        for number, block_hash in sorted({(entry.block_number, entry.block_hash) for entry in logs}):
-            headers.vouch(number, block_hash, head=trusted)  # BlockNotVouched: a block of another history
         claims: dict[bytes, list[_events.RegistryLog]] = {}
         for entry in logs:
             if entry.token is None:
