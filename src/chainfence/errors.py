@@ -46,7 +46,7 @@
     │   ├── RpcError                       the node answered a request with a JSON-RPC error
     │   ├── WrongChain                     the node serves another chain than expected
     │   ├── ChainRolledBack                the chain's history went back below tokens already seen
-    │   ├── LogsIncomplete                 a follower waits: the log provider's answer lacks a block's logs
+    │   ├── LogsIncomplete                 a follower waits: the logs answered lack (or invent) a block's logs
     │   ├── ContractNotFound               no FencingRegistry code at that address
     │   ├── InsufficientFunds              the sender cannot pay for gas
     │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
@@ -865,7 +865,8 @@ class ChainRolledBack(ChainError):
 class LogsIncomplete(ChainError):
     """A follower of the registry's logs did not pass block ``block``: the log provider (``provider``)
     answered ``eth_getLogs`` without logs that block has, by its ``logsBloom`` and its receipts against
-    its ``receiptsRoot`` (``reason`` says which): a log index that lags the head, or one that withholds.
+    its ``receiptsRoot`` (a log index that lags the head, or one that withholds), or with logs it does
+    not have (invented ones the bloom rules out). ``reason`` says which.
 
     What came before it was applied: the follower stands at block ``followed``, ``behind`` blocks short
     of block ``head``, the block it was following to. It waits there, and the next sync takes the block
@@ -892,8 +893,8 @@ class LogsIncomplete(ChainError):
         super().__init__(
             message
             or (
-                f"the logs {provider or 'the provider'} answered lack block {block}'s ({reason}): the follower waits "
-                f"at block {followed}, {self.behind} blocks behind block {head}"
+                f"the logs {provider or 'the provider'} answered do not check out against block {block} ({reason}): "
+                f"the follower waits at block {followed}, {self.behind} blocks behind block {head}"
             )
         )
 

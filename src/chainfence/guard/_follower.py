@@ -246,15 +246,14 @@ class Follower:
             from_block=block + 1,
             to_block=head,
         ):
-            if trusted is not None:
+            completed = self._completed_claims(logs)
+            if trusted is not None:  # what the provider invented is refused first, naming it (ProofInvalid)
                 self._vouch(logs, trusted)
-            checked = self._check(first, last, logs, kinds)
+                self._prove_page(logs, last, trusted, completed)
+            checked = self._check(first, last, logs, kinds)  # then what it left out: applied up to there
             if checked.end >= first:
-                completed = self._completed_claims(checked.logs)
-                if trusted is not None:
-                    self._prove_page(checked.logs, checked.end, trusted, completed)
                 end_hash = "0x" + _completeness.block_hash(checked.headers[checked.end]).hex()
-                self._apply(checked.logs, checked.end, end_hash, completed)
+                self._apply(checked.logs, checked.end, end_hash, completed, proven_at=last)
                 block = checked.end
             if checked.held is not None:
                 # The answer lacks logs this block has: stand before it. The next sync asks for it again.
@@ -414,9 +413,18 @@ class Follower:
             GuardStore.set_meta(conn, "follow_hash", block_hash)
 
     def _apply(
-        self, logs: list[_events.RegistryLog], last: int, last_hash: str, completed: set[tuple[bytes, int]]
+        self,
+        logs: list[_events.RegistryLog],
+        last: int,
+        last_hash: str,
+        completed: set[tuple[bytes, int]],
+        *,
+        proven_at: int,
     ) -> None:
         """One page of events: raise marks, record ended leases, learn names, and record the progress, atomically.
+
+        ``last`` is the block the page's logs are complete up to (the follower's progress), ``proven_at``
+        the block at which a follower with a header source proved them (the page's last block, at or above).
 
         Every way a lease ends, by name (:mod:`chainfence.endings`):
 
@@ -479,7 +487,7 @@ class Follower:
             GuardStore.set_meta(conn, "follow_block", str(last))
             GuardStore.set_meta(conn, "follow_hash", last_hash)
             if self._proven is not None and raised:
-                GuardStore.raise_proven_block(conn, last)  # these marks were proven at block `last`
+                GuardStore.raise_proven_block(conn, proven_at)  # these marks were proven at that block
         for resource_id, token, _holder in raised:
             logger.info("guard followed new token resource=0x%s token=%d", resource_id.hex()[:16], token)
         for resource_id, token, end in ended:
