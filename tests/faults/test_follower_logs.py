@@ -29,13 +29,15 @@ import sqlite3
 
 import pytest
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Election, Guard, Registry
 from chainfence._node import completeness
 from chainfence.aio import AsyncGuard
-from chainfence.errors import HeaderInvalid, LogsIncomplete, StaleToken
+from chainfence.errors import HeaderInvalid, LeaseHeld, LogsIncomplete, StaleToken
 from chainfence.proofs import QuorumHeaders
 from tests.faults.test_audit_integrity import lagging
+from tests.support.anvil import dev_keys
 from tests.support.lying_proxy import LyingProxy
+from tests.support.virtual_time import SteppedClock, WaitClock
 
 RESOURCE = "jobs/report"
 
@@ -280,3 +282,98 @@ def test_the_async_guard_follows_the_same_way(on_anvil, liar, tmp_path):
             assert guard.follow_status().healthy and await guard.mark(RESOURCE) == story.current
 
     asyncio.run(scenario())
+
+
+# ---------------------------------------------------------------------------
+# The other readers that keep a cursor: an election's observer, a waiter
+# ---------------------------------------------------------------------------
+
+SEAT = "billing/leader"
+
+
+def term(leader) -> tuple[str, int] | None:
+    return None if leader is None else (leader.holder, leader.token)
+
+
+def observed_through(liar: LyingProxy, registry: Registry, on_sleep) -> list:
+    """What ``observe(timeout=1)`` reports through ``liar`` (one virtual second of polls, on a WaitClock whose
+    ``on_sleep(n)`` runs at the observer's n-th pause), starting with alice as the leader."""
+    reader = through(registry, liar.url)
+    WaitClock(on_sleep=on_sleep).install(reader)
+    return [term(change) for change in Election(reader, SEAT, ttl=30).observe(timeout=1.0)]
+
+
+class Handover:
+    """alice leads; at the observer's first pause she resigns and bob is elected (two blocks), while the log
+    backend lags three blocks; at its 8th pause three blocks are mined (the backend reaches both)."""
+
+    def __init__(self, registry: Registry, liar: LyingProxy):
+        self.chain = registry.chain
+        self.liar = liar
+        self.alice = Election(registry.connect(self.chain.accounts[1]), SEAT, ttl=30, clock=SteppedClock())
+        self.bob = Election(registry.connect(self.chain.accounts[2]), SEAT, ttl=30, clock=SteppedClock())
+        self.a = self.alice.campaign()
+
+    def __call__(self, pause: int) -> None:
+        if pause == 1:
+            lagging(self.liar, behind=3)
+            self.a.resign()
+            self.b = self.bob.campaign()
+        if pause == 8:
+            self.chain.mine(3)
+
+
+def test_an_observer_behind_a_lagging_log_backend_reports_the_handover_late_not_never(on_anvil, liar, caplog):
+    story = Handover(on_anvil, liar)
+    with caplog.at_level(logging.WARNING, logger="chainfence.election"):
+        seen = observed_through(liar, on_anvil, story)
+    alice, bob = story.alice.registry.sender, story.bob.registry.sender
+    assert seen == [(alice, story.a.token), None, (bob, story.b.token)]
+    assert f"election={SEAT}: waits at block" in caplog.text
+    story.b.resign()
+
+
+def test_control_an_observer_that_trusts_the_answer_reports_alice_leading_while_bob_leads(on_anvil, liar, monkeypatch):
+    story = Handover(on_anvil, liar)
+    the_follower_before_the_check(monkeypatch)
+    seen = observed_through(liar, on_anvil, story)
+    assert seen == [(story.alice.registry.sender, story.a.token)], "the resignation and bob's term never reported"
+    assert Election(on_anvil, SEAT, ttl=30).leader().holder == story.bob.registry.sender
+    story.b.resign()
+
+
+def waiter_through(liar: LyingProxy, registry: Registry, on_sleep) -> tuple[Registry, WaitClock]:
+    bob = Registry.at(Chain.connect(liar.url, private_keys=dev_keys(3), poll_latency=0.01), registry.address)
+    bob = bob.connect(bob.chain.accounts[2])
+    return bob, WaitClock(on_sleep=on_sleep).install(bob)
+
+
+def test_a_waiter_behind_a_withholding_log_backend_reads_the_lease_again(on_anvil, liar):
+    """alice releases at the waiter's first pause, in a block whose logs the backend withholds: the
+    block's bloom shows a release of the resource the answer lacks, and the waiter reads the lease
+    again: free, it acquires at once (its clock: a few polls, not the 3 s it would wait)."""
+    lease = on_anvil.connect(on_anvil.chain.accounts[1]).acquire(RESOURCE, ttl=600)
+
+    def release(pause):
+        if pause == 1:
+            withholding(liar, lease.registry.chain.block_number() + 1)
+            lease.release()
+
+    bob, clock = waiter_through(liar, on_anvil, release)
+    got = bob.acquire(RESOURCE, ttl=60, wait=3)
+    assert got.token == lease.token + 1 and clock.now() < 1.0
+
+
+def test_control_a_waiter_that_trusts_the_answer_waits_out_its_wait(on_anvil, liar, monkeypatch):
+    lease = on_anvil.connect(on_anvil.chain.accounts[1]).acquire(RESOURCE, ttl=600)
+
+    def release(pause):
+        if pause == 1:
+            withholding(liar, lease.registry.chain.block_number() + 1)
+            lease.release()
+
+    the_follower_before_the_check(monkeypatch)
+    bob, clock = waiter_through(liar, on_anvil, release)
+    with pytest.raises(LeaseHeld):  # the resource was free from the first pause on
+        bob.acquire(RESOURCE, ttl=60, wait=3)
+    assert clock.now() >= 3
