@@ -31,7 +31,7 @@ import pytest
 
 from chainfence import Chain, Election, Guard, Registry
 from chainfence._node import completeness
-from chainfence.aio import AsyncGuard
+from chainfence.aio import AsyncChain, AsyncGuard, AsyncRegistry
 from chainfence.errors import HeaderInvalid, LeaseHeld, LogsIncomplete, StaleToken
 from chainfence.proofs import QuorumHeaders
 from tests.faults.test_audit_integrity import lagging
@@ -377,3 +377,24 @@ def test_control_a_waiter_that_trusts_the_answer_waits_out_its_wait(on_anvil, li
     with pytest.raises(LeaseHeld):  # the resource was free from the first pause on
         bob.acquire(RESOURCE, ttl=60, wait=3)
     assert clock.now() >= 3
+
+
+def test_an_asyncio_waiter_behind_a_withholding_log_backend_reads_the_lease_again(on_anvil, liar):
+    """The same steps on the asyncio driver: the receipts that settle the block are asked of the AsyncRpc."""
+    lease = on_anvil.connect(on_anvil.chain.accounts[1]).acquire(RESOURCE, ttl=600)
+
+    def release(pause):
+        if pause == 1:
+            withholding(liar, lease.registry.chain.block_number() + 1)
+            lease.release()
+
+    async def scenario():
+        chain = Chain.connect(liar.url, private_keys=dev_keys(3), poll_latency=0.01)
+        async with AsyncChain.over(chain) as achain:
+            bob = (await AsyncRegistry.at(achain, on_anvil.address)).connect(chain.accounts[2])
+            clock = WaitClock(on_sleep=release).install(bob.registry)
+            got = await bob.acquire(RESOURCE, ttl=60, wait=3)
+            assert got.token == lease.token + 1 and clock.now() < 1.0
+        assert liar.count("eth_getBlockReceipts") >= 1, "the block in doubt was settled by its receipts"
+
+    asyncio.run(scenario())
