@@ -12,6 +12,17 @@ guard runs it every ``follow_interval`` seconds in a thread
 changed that the guard keeps in memory (an exclusive guard's marks, cached
 admission answers) is handed back to it (``on_page``) once committed.
 
+No block is passed whose logs were not checked against the block
+(:func:`chainfence._node.completeness.check`: its ``logsBloom`` for the
+event kinds followed, and where it may hold one the answer lacks, or rules
+out one it holds, its receipts against ``receiptsRoot``). A page is applied
+up to the block before the first that does not check out, and the sync
+raises :class:`~chainfence.errors.LogsIncomplete` (the block, where the
+follower stands, how far behind the head): a log backend that lags or
+withholds delays the follower, which is then not up to date (checks at the
+mark go on-chain), and the next sync takes the block up again, so the gap
+closes by itself once the backend answers it.
+
 With a header source (``Guard(..., headers=...)``: ``proven``), the follower
 believes its provider's logs no more than the proven mode believes views:
 the head it follows to is the header source's, every block hash it records
@@ -26,8 +37,13 @@ each end logged as that lease's state, or a later lease
 (:class:`~chainfence.errors.ProofInvalid` naming the log provider
 otherwise). A page that fails any of it is not applied: the store is
 untouched, the follower reports the error and checks at the mark are proven
-meanwhile. A provider can still withhold logs (a receipts proof is not
-built): that delays marks, as a lagging follower does, and plants none.
+meanwhile. The completeness check then reads the blooms and receipts roots
+of the log provider's headers linked by their parent hashes to the one the
+source vouches for at the page's last block (:func:`chainfence._node.headers.linked`),
+so a provider that withholds logs cannot hide them by forging its blooms.
+What it can still withhold unseen is a log beside an answered one of the
+same kind in the same block (no bit of the bloom tells them apart): that
+delays a mark, as a lagging follower does, and plants none.
 """
 
 from __future__ import annotations
