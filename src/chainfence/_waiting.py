@@ -31,7 +31,9 @@ What wakes it, without a tight loop:
 
 Each of these costs one read of the lease (``eth_call`` plus the pending
 block, batched), then either an acquisition or more waiting. Per poll: one
-request; per new block: at most one ``eth_getLogs`` and one read more.
+request; per new block: at most one ``eth_getLogs`` and one read more (when
+more than one block came, their headers in one batch; a block in doubt, its
+receipts).
 
 Pace: on a chain that is not a dev chain the poll interval is half the
 block time (estimated once per chain from the last 32 blocks, between 0.25
