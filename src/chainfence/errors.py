@@ -863,7 +863,7 @@ class ChainRolledBack(ChainError):
 
 
 class LogsIncomplete(ChainError):
-    """A follower of the registry's logs did not pass block ``block``: the log provider (``provider``)
+    """A follower of the registry's logs did not pass block ``block``: the log provider (``source``)
     answered ``eth_getLogs`` without logs that block has, by its ``logsBloom`` and its receipts against
     its ``receiptsRoot`` (a log index that lags the head, or one that withholds), or with logs it does
     not have (invented ones the bloom rules out). ``reason`` says which.
@@ -888,7 +888,7 @@ class LogsIncomplete(ChainError):
         self.followed = followed
         self.head = head
         self.behind = None if head is None or followed is None else head - followed
-        self.provider = provider
+        self.source = provider
         self.reason = reason
         super().__init__(
             message

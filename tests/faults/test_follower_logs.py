@@ -126,7 +126,7 @@ def test_a_lagging_log_backend_delays_the_follower_and_checks_go_on_chain_meanwh
         with caplog.at_level(logging.WARNING, logger="chainfence.guard"), pytest.raises(LogsIncomplete) as held:
             guard.sync()
         assert (held.value.block, held.value.followed, held.value.head) == (story.block, story.block - 1, head)
-        assert held.value.behind == head - story.block + 1 and held.value.provider == liar.url
+        assert held.value.behind == head - story.block + 1 and held.value.source == liar.url
         assert "its receipts hold 1 registry events, the answer 0" in held.value.reason
         assert f"waits at block {story.block - 1}" in caplog.text
         status = guard.follow_status()
