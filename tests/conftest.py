@@ -68,9 +68,7 @@ settings.register_profile(
     # exploring new ones is the thorough profile's job: HYPOTHESIS_PROFILE=thorough draws at random.
     derandomize=True,
 )
-settings.register_profile(
-    "thorough", parent=settings.get_profile("default"), max_examples=300, derandomize=False
-)
+settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=300, derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
