@@ -94,6 +94,14 @@ def _bytes(value: Any) -> bytes:
     return bytes(value)
 
 
+def _bloom(value: Any) -> bytes:
+    """A header's ``logsBloom``: 0x-hex as a node sends it, the embedded chain's int, or the bytes web3's
+    formatting makes of that int (its leading zero bytes dropped: put back)."""
+    if isinstance(value, (bytes, bytearray)) and len(value) < _BLOOM_BYTES:
+        return bytes(value).rjust(_BLOOM_BYTES, b"\0")
+    return _bytes(value)
+
+
 def _int(value: Any) -> int:
     if isinstance(value, str):
         return int(value, 16) if value.startswith(("0x", "0X")) else int(value)
@@ -174,7 +182,7 @@ def doubt(
     ``header`` is the block as the node gave it (``logsBloom``); ``address`` the registry's. The query is
     ``kinds`` (default: every event) and the indexed values ``resource_id``, ``token`` and ``holder``, as
     :func:`chainfence._node.events.fetch` takes them."""
-    bloom = _bytes(header["logsBloom"])
+    bloom = _bloom(header["logsBloom"])
     if len(bloom) != _BLOOM_BYTES:
         return f"the header's logsBloom is {len(bloom)} bytes, not {_BLOOM_BYTES}"
     registry = bytes.fromhex(address[2:])
