@@ -30,3 +30,24 @@ def test_an_honest_answer_is_complete_in_every_shape_without_reading_receipts(ch
         checked = completeness.check(chain, registry.address, number, number, answered, headers={number: header})
         assert checked.held is None and checked.end == number, shape
         assert completeness.doubt(header, registry.address, []) is not None, shape
+
+
+def test_a_follower_over_honest_blocks_reads_no_receipts(chain, registry, alice, tmp_path, monkeypatch):
+    """A follow guard's poll over an acquisition, a renewal (an event it does not read) and a release: every
+    block checks out by its bloom alone."""
+    from chainfence import Guard
+
+    def no_receipts(header):
+        raise AssertionError("the receipts of a block whose answer is complete were read")
+        yield
+
+    with Guard(registry, tmp_path / "follow.sqlite", mode="follow", follow_interval=3_600) as guard:
+        guard.sync()
+        monkeypatch.setattr(completeness, "receipts_steps", no_receipts)
+        lease = alice.acquire("shapes/followed", ttl=600)
+        guard.sync()
+        lease.renew()
+        guard.sync()
+        lease.release()
+        assert guard.sync() == chain.block_number()
+        assert guard.mark("shapes/followed") == lease.token and guard.follow_status().healthy
