@@ -389,7 +389,10 @@ class Observer:
                     checked.held,
                     checked.why,
                 )
-                return changes  # no expiry judged past what was read: a held block may renew the term
+                # No expiry judged past what was read (a held block may renew the term); one poll before
+                # the expiry is looked at again, so a due expiry does not make the polls back to back.
+                self.wake_at = max(self.wake_at, self._timer.now() + self._pace.poll)
+                return changes
             if self.current is not None and timestamp >= self.current.expires_at:
                 changes += self._end(self.current, End.EXPIRED, number)  # a block stamped at or after the expiry
             elif self.current is not None and timestamp >= self.current.expires_at - 1:

@@ -398,3 +398,37 @@ def test_an_asyncio_waiter_behind_a_withholding_log_backend_reads_the_lease_agai
         assert liar.count("eth_getBlockReceipts") >= 1, "the block in doubt was settled by its receipts"
 
     asyncio.run(scenario())
+
+
+def test_an_observer_held_while_the_term_is_due_still_sleeps_between_polls(on_anvil, liar):
+    """alice renews in a block whose logs the backend withholds, then the observer's clock reaches her old
+    expiry: it may not judge the expiry past the held block (the renewal may be there), nor poll back to
+    back waiting for it. Every poll sleeps; the lie is lifted after 60 answers, whatever happened."""
+    chain = on_anvil.chain
+    alice = Election(on_anvil.connect(chain.accounts[1]), SEAT, ttl=30, clock=SteppedClock())
+    term_a = alice.campaign()
+    answers = [0]
+
+    def withheld(params, forward):
+        answers[0] += 1
+        if answers[0] > 60:
+            liar.honest()
+        return [log for log in forward(params) if int(log["blockNumber"], 16) != renewed_in[0]]
+
+    renewed_in = [None]
+
+    def script(pause):
+        if pause == 1:
+            renewed_in[0] = chain.block_number() + 1
+            liar.on("eth_getLogs", withheld)
+            term_a.lease.renew()
+        if pause == 2:
+            clock.now_ += 30  # the observer's clock reaches the expiry alice had before renewing
+
+    reader = through(on_anvil, liar.url)
+    clock = WaitClock(on_sleep=script).install(reader)
+    seen = [term(change) for change in Election(reader, SEAT, ttl=30).observe(timeout=31.0)]
+    assert seen == [(alice.registry.sender, term_a.token)], "no expiry reported: she renewed"
+    # One eth_getLogs to find alice's election, one a poll, each after a sleep but the last look's.
+    assert liar.count("eth_getLogs") <= len(clock.sleeps) + 2, "polls back to back"
+    term_a.resign()
