@@ -46,6 +46,7 @@
     │   ├── RpcError                       the node answered a request with a JSON-RPC error
     │   ├── WrongChain                     the node serves another chain than expected
     │   ├── ChainRolledBack                the chain's history went back below tokens already seen
+    │   ├── LogsIncomplete                 a follower waits: the logs answered lack (or invent) a block's logs
     │   ├── ContractNotFound               no FencingRegistry code at that address
     │   ├── InsufficientFunds              the sender cannot pay for gas
     │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
@@ -152,6 +153,7 @@ __all__ = [
     "LeaseRevoked",
     "LeaseSetLost",
     "LockDelayed",
+    "LogsIncomplete",
     "MalformedRequest",
     "NamespaceError",
     "NamespaceTaken",
@@ -858,6 +860,43 @@ class ChainRolledBack(ChainError):
         self.chain_token = chain_token
         self.resource = resource
         super().__init__(message)
+
+
+class LogsIncomplete(ChainError):
+    """A follower of the registry's logs did not pass block ``block``: the log provider (``source``)
+    answered ``eth_getLogs`` without logs that block has, by its ``logsBloom`` and its receipts against
+    its ``receiptsRoot`` (a log index that lags the head, or one that withholds), or with logs it does
+    not have (invented ones the bloom rules out). ``reason`` says which.
+
+    What came before it was applied: the follower stands at block ``followed``, ``behind`` blocks short
+    of block ``head``, the block it was following to. It waits there, and the next sync takes the block
+    up again: the gap closes by itself once the provider answers it. Meanwhile the follower is not up to
+    date, and whatever relies on it does what it does when it is behind (a ``follow`` guard checks at
+    the mark on-chain)."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        block: int | None = None,
+        followed: int | None = None,
+        head: int | None = None,
+        provider: str | None = None,
+        reason: str = "",
+    ):
+        self.block = block
+        self.followed = followed
+        self.head = head
+        self.behind = None if head is None or followed is None else head - followed
+        self.source = provider
+        self.reason = reason
+        super().__init__(
+            message
+            or (
+                f"the logs {provider or 'the provider'} answered do not check out against block {block} ({reason}): "
+                f"the follower waits at block {followed}, {self.behind} blocks behind block {head}"
+            )
+        )
 
 
 class ContractNotFound(ChainError):

@@ -32,7 +32,7 @@ Sync (:meth:`AuditIndex.sync`)
     (bounded ranges, halved when a provider refuses), fetches the header of
     every block of the page in batches (:meth:`Rpc.blocks <chainfence._node.rpc.Rpc.blocks>`),
     checks each block's answer for completeness against its header
-    (:mod:`chainfence.audit._completeness`: ``logsBloom``, then the receipts
+    (:mod:`chainfence._node.completeness`: ``logsBloom``, then the receipts
     against ``receiptsRoot``) and stops before the first block whose logs
     the answer may lack (a lagging or withholding log backend delays the
     index, never holes it), and writes each page — its events, its leases'
@@ -78,12 +78,13 @@ from typing import Any, Protocol, TypeVar
 from eth_utils.crypto import keccak
 
 from .. import _names, _validate, endings
+from .._node import completeness as _completeness
 from .._node import events as _events
 from ..chain import Chain
 from ..endings import End
 from ..errors import AuditIndexDiffers, AuditIndexMismatch, ChainError, InvalidInput
 from ..lease import AcquireReason
-from . import _completeness, _projection
+from . import _projection
 from ._projection import ENDINGS
 from .timeline import TimelineLease
 
@@ -477,7 +478,7 @@ class AuditIndex:
         every answer after this sync is as of a confirmed block.
 
         Each block's logs are checked for completeness against its header
-        (:mod:`chainfence.audit._completeness`) before the cursor passes it: at
+        (:mod:`chainfence._node.completeness`) before the cursor passes it: at
         a block whose logs the node did not all answer (a lagging or
         withholding log backend) the sync stops, the index reaches the block
         before it, and :attr:`SyncResult.held_at` says which and why; a later
@@ -585,7 +586,7 @@ class AuditIndex:
         before_commit: Callable[[int], None] | None,
     ) -> tuple[int | None, int, tuple[int, str] | None]:
         """One page: its events, leases, blocks and the cursor, in one transaction, up to the first block whose
-        logs the answer may lack (see :mod:`._completeness`). Returns (the block reached, or None if none;
+        logs the answer may lack (see :mod:`chainfence._node.completeness`). Returns (the block reached, or None if none;
         the events written; (the block held back, why) or None)."""
         synced = self._int_meta("synced_block")
         numbers = list(range(first, last + 1))
@@ -601,25 +602,15 @@ class AuditIndex:
             stored = self._conn.execute("SELECT hash FROM blocks WHERE number = ?", (synced,)).fetchone()
             if stored is not None and hashes[synced] != bytes(stored[0]):
                 raise _Reorg(f"block {synced}, the last one indexed, was replaced")
-        by_block: dict[int, list[_events.RegistryLog]] = {}
         for entry in logs:
             if entry.block_number not in hashes or entry.block_hash != hashes[entry.block_number]:
                 raise _Reorg(f"block {entry.block_number} changed while its logs were read")
-            by_block.setdefault(entry.block_number, []).append(entry)
-        held: tuple[int, str] | None = None
-        for number in range(first, last + 1):
-            answered = by_block.get(number, [])
-            doubt = _completeness.doubt(headers[number], address, answered)
-            if doubt is None:
-                continue
-            why = _completeness.settle(chain, headers[number], address, answered)
-            if why is not None:
-                held = (number, f"block {number}: {doubt}; {why}")
-                break
-        end = last if held is None else held[0] - 1
+        checked = _completeness.check(chain, address, first, last, logs, headers=headers)
+        held = None if checked.held is None else (checked.held, f"block {checked.held}: {checked.why}")
+        end = checked.end
         if end < first:
             return None, 0, held
-        kept = [entry for entry in logs if entry.block_number <= end]
+        kept = checked.logs
         stored_blocks = sorted({entry.block_number for entry in kept} | {end})
         with self._write() as conn:
             if self._int_meta("synced_block") != synced:
