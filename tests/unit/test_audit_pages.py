@@ -18,7 +18,7 @@ from eth_utils import keccak
 
 from chainfence._node import events as _events
 from chainfence.audit import _pages
-from chainfence.audit.index import DEFAULT_LIMIT, FULL_READ_LIMIT, MAX_LIMIT, AuditIndex, Page
+from chainfence.audit.index import DEFAULT_LIMIT, MAX_LIMIT, AuditIndex, Page
 from chainfence.cli import audit as cli_audit
 from chainfence.errors import InvalidCursor, InvalidInput, InvalidLimit, StaleCursor
 from tests.unit.test_audit_plans import HOT, START, build
@@ -253,11 +253,7 @@ def test_a_page_holds_the_default_limit_and_a_cursor_when_more_follow(index):
     assert [t.token for t in page] == takeovers[:DEFAULT_LIMIT] and page.more
     following = index.takeovers(after=page.next)
     assert [t.token for t in following] == takeovers[DEFAULT_LIMIT : 2 * DEFAULT_LIMIT]
-    assert (DEFAULT_LIMIT, MAX_LIMIT, FULL_READ_LIMIT) == (
-        cli_audit.DEFAULT_LIMIT,
-        cli_audit.MAX_LIMIT,
-        cli_audit.FULL_READ_LIMIT,
-    ), "the CLI's help states the audit's page sizes"
+    assert (DEFAULT_LIMIT, MAX_LIMIT) == (cli_audit.DEFAULT_LIMIT, cli_audit.MAX_LIMIT), "the CLI's help says"
 
 
 def test_a_walk_stops_after_its_bound_of_rows_examined_and_says_where(index, monkeypatch):

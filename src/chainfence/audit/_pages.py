@@ -64,7 +64,6 @@ from ..errors import InvalidCursor, InvalidLimit, StaleCursor
 
 __all__ = [
     "DEFAULT_LIMIT",
-    "FULL_READ_LIMIT",
     "MAX_LIMIT",
     "Page",
     "Walk",
@@ -76,15 +75,13 @@ __all__ = [
 
 _R = TypeVar("_R")
 
-#: Rows a page holds unless ``limit=`` says: building a row into a record costs 10-16 us of CPU here, so a
-#: page of 100 costs 1-2 ms and stays under 5 ms on a loaded machine (``docs/benchmarks.md``).
+#: Rows a page holds unless ``limit=`` says (the pages of a full read too): building a row into a record
+#: costs 10-16 us of CPU here, so a page of 100 costs 1-2 ms and stays under 5 ms on a loaded machine
+#: (``docs/benchmarks.md``); larger pages save little (a call's own cost is about 0.1 ms).
 DEFAULT_LIMIT = 100
 
 #: The most rows one page may hold: a bound on what one call costs (about 0.1-0.2 s of records).
 MAX_LIMIT = 10_000
-
-#: The pages :meth:`AuditIndex.pages` and :meth:`AuditIndex.every` read (every row, a page at a time).
-FULL_READ_LIMIT = 1_000
 
 #: The longest cursor accepted (a name key is at most 257 bytes: 514 hex digits, and the rest).
 _MAX_CURSOR = 2_048

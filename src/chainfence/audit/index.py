@@ -85,7 +85,7 @@ from ..endings import End
 from ..errors import AuditIndexDiffers, AuditIndexMismatch, ChainError, InvalidInput
 from ..lease import AcquireReason
 from . import _completeness, _pages, _projection
-from ._pages import DEFAULT_LIMIT, FULL_READ_LIMIT, MAX_LIMIT, Page
+from ._pages import DEFAULT_LIMIT, MAX_LIMIT, Page
 from ._projection import ENDINGS
 from .timeline import TimelineLease
 
@@ -96,7 +96,6 @@ _R = TypeVar("_R")
 __all__ = [
     "DEFAULT_LIMIT",
     "ENDINGS",
-    "FULL_READ_LIMIT",
     "MAX_LIMIT",
     "AuditIndex",
     "Completion",
@@ -1338,7 +1337,7 @@ class AuditIndex:
         )
 
     def pages(
-        self, query: Callable[..., Page[_R]], /, *, limit: int = FULL_READ_LIMIT, **arguments: Any
+        self, query: Callable[..., Page[_R]], /, *, limit: int = DEFAULT_LIMIT, **arguments: Any
     ) -> Iterator[Page[_R]]:
         """Every page of a list query of this index (``index.pages(index.takeovers, since=t)``), ``limit``
         rows each, from ``after=`` if given: for a caller that needs every row. The first page is read
@@ -1361,9 +1360,7 @@ class AuditIndex:
 
         return following(first)
 
-    def every(
-        self, query: Callable[..., Page[_R]], /, *, limit: int = FULL_READ_LIMIT, **arguments: Any
-    ) -> Iterator[_R]:
+    def every(self, query: Callable[..., Page[_R]], /, *, limit: int = DEFAULT_LIMIT, **arguments: Any) -> Iterator[_R]:
         """Every row of a list query, read a page at a time (:meth:`pages`): ``for t in
         index.every(index.takeovers, since=t): ...``."""
         return itertools.chain.from_iterable(self.pages(query, limit=limit, **arguments))

@@ -63,10 +63,9 @@ QUERIES = ("history", "token", "holder", "at", "current", "takeovers", "completi
 LISTS = ("history", "holder", "current", "takeovers", "completions", "resources")
 
 #: The audit's page sizes (:mod:`chainfence.audit._pages`; not imported here: ``--help`` imports no web3;
-#: ``tests/unit/test_audit_pages.py`` holds them equal): one page's default and most, and --all's.
+#: ``tests/unit/test_audit_pages.py`` holds them equal): a page's default (--all's pages too) and most.
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
-FULL_READ_LIMIT = 1_000
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -99,8 +98,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     paged.add_argument(
         "--limit",
         type=int_at_least(1, MAX_LIMIT),
-        help=f"rows in the page (default {DEFAULT_LIMIT}; with --all, {FULL_READ_LIMIT} a page read), "
-        f"at most {MAX_LIMIT}",
+        help=f"rows in the page (default {DEFAULT_LIMIT}; with --all, in each page read), at most {MAX_LIMIT}",
     )
     paged.add_argument(
         "--after", metavar="CURSOR", help="the page after this cursor (printed with the page before, as next)"
@@ -440,7 +438,7 @@ def _answer(index: Any, args: argparse.Namespace, chain: Any) -> tuple[Any, str 
         return ([lease] if lease is not None else []), None
     query, arguments = _listing(index, args)
     if args.all:
-        return list(index.every(query, limit=args.limit or FULL_READ_LIMIT, after=args.after, **arguments)), None
+        return list(index.every(query, limit=args.limit or DEFAULT_LIMIT, after=args.after, **arguments)), None
     page = query(limit=args.limit or DEFAULT_LIMIT, after=args.after, **arguments)
     return list(page), page.next
 
