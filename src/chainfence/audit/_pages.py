@@ -57,6 +57,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -122,7 +123,8 @@ class Walk:
     """One list query as a walk of one SQLite index (see the module docstring).
 
     ``source`` is the walked table (with its alias), ``index`` the index walked (its columns: ``where``'s
-    equalities, then ``keys``), ``joins`` what each row joins by key. ``keys`` are the order columns (SQL)
+    equalities, then ``keys``), ``joins`` what each row joins by key to be judged (``hit``), ``shown_joins``
+    what the rows kept join to be shown (``columns``). ``keys`` are the order columns (SQL)
     and ``kinds`` their types; the first may be bounded by ``low`` (inclusive) and ``high`` (inclusive
     unless ``high_open``). ``hit`` is the SQL of the rows kept (with ``hit_params``); ``block_key`` the
     position in ``keys`` of a block number (its hash guards the cursor against a rewind), or None.
@@ -137,6 +139,7 @@ class Walk:
     kinds: tuple[Kind, ...]
     where: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     joins: str = ""
+    shown_joins: str = ""
     low: Any = None
     high: Any = None
     high_open: bool = False
@@ -224,23 +227,45 @@ def read(
     limit: object,
     after: object,
     build: Callable[[tuple[Any, ...]], _R | None],
+    lock: AbstractContextManager[Any] | None = None,
 ) -> Page[_R]:
     """One page of ``walk``: at most ``limit`` rows, each ``build(row)`` of a row of ``walk.columns``
     (None: not shown, counted as examined), after the cursor ``after`` (None: from the start).
 
-    Raises InvalidLimit, InvalidCursor, or StaleCursor (see the module docstring); reads nothing then.
+    Two statements in one read transaction (one snapshot of the file, under ``lock``: the index's own,
+    which its writes hold): the walk, which reads each row's key and whether it is kept, and then the
+    kept rows' columns by rowid. Raises InvalidLimit, InvalidCursor, or StaleCursor (see the module
+    docstring); reads nothing then.
     """
     limit = check_limit(limit)
-    position: tuple[Any, ...] | None = None
-    if after is not None:
-        position, stored = _decode(walk, after)
-        if stored is not None and walk.block_key is not None:
-            now = _block_hash(conn, position[walk.block_key])
-            if now is None or now[:8] != stored:
-                raise StaleCursor(
-                    f"the index was rewound past block {position[walk.block_key]}, where this cursor's listing "
-                    "stood (a reorganisation): rows already read may have been rolled back; list again from the start"
-                )
+    position, stored = (None, None) if after is None else _decode(walk, after)
+    with lock if lock is not None else nullcontext():
+        began = not conn.in_transaction
+        if began:
+            conn.execute("BEGIN")
+        try:
+            return _read(conn, walk, limit, after, position, stored, build)
+        finally:
+            if began:
+                conn.execute("COMMIT")
+
+
+def _read(
+    conn: sqlite3.Connection,
+    walk: Walk,
+    limit: int,
+    after: object,
+    position: tuple[Any, ...] | None,
+    stored: bytes | None,
+    build: Callable[[tuple[Any, ...]], _R | None],
+) -> Page[_R]:
+    if position is not None and stored is not None and walk.block_key is not None:
+        now = _block_hash(conn, position[walk.block_key])
+        if now is None or now[:8] != stored:
+            raise StaleCursor(
+                f"the index was rewound past block {position[walk.block_key]}, where this cursor's listing "
+                "stood (a reorganisation): rows already read may have been rolled back; list again from the start"
+            )
     first = walk.keys[0]
     terms = [sql for sql, _ in walk.where]
     params: list[Any] = [value for _, values in walk.where for value in values]
@@ -258,30 +283,44 @@ def read(
         terms.append(f"({first} > ? OR ({', '.join(rest)}) > ({', '.join('?' * len(rest))}))")
         params.extend([position[0], *position[1:]])
     selected = [f"coalesce({key}, -1)" if kind == "int" else key for key, kind in zip(walk.keys, walk.kinds)]
+    rowid = f"{walk.source.split()[-1]}.rowid"
+    # The walk: a key, a rowid and a verdict a row (no column the answer shows: a row passed over costs
+    # little), in the index's order from the cursor, at most the bound of rows examined and one more.
     sql = (
-        f"SELECT {walk.columns}, {walk.hit}, {', '.join(selected)} FROM {walk.source} INDEXED BY {walk.index} "
+        f"SELECT {rowid}, {walk.hit}, {', '.join(selected)} FROM {walk.source} INDEXED BY {walk.index} "
         f"{walk.joins} WHERE {' AND '.join(terms) or '1'} ORDER BY {', '.join(walk.keys)} LIMIT ?"
     )
     budget = examined(limit)
-    width = len(walk.keys)
-    rows: list[_R] = []
+    kept: list[int] = []
     reached: tuple[Any, ...] | None = None  # the last row examined
     more = False
     count = 0
     for row in conn.execute(sql, (*walk.hit_params, *params, budget + 1)):
-        if count == budget or len(rows) == limit:
+        if count == budget or len(kept) == limit:
             more = True  # a row past the page: the listing goes on
             break
         count += 1
         reached = row
-        if row[-width - 1]:
-            record = build(row[: -width - 1])
+        if row[1]:
+            kept.append(row[0])
+    rows: list[_R] = []
+    if kept:
+        fetched = {
+            found[0]: found[1:]
+            for found in conn.execute(
+                f"SELECT {rowid}, {walk.columns} FROM {walk.source} {walk.joins} {walk.shown_joins} "
+                f"WHERE {rowid} IN ({', '.join('?' * len(kept))})",
+                kept,
+            )
+        }
+        for key in kept:
+            record = build(fetched[key])
             if record is not None:
                 rows.append(record)
     last = (
         None
         if reached is None
-        else tuple(bytes(value) if kind == "bytes" else value for value, kind in zip(reached[-width:], walk.kinds))
+        else tuple(bytes(value) if kind == "bytes" else value for value, kind in zip(reached[2:], walk.kinds))
     )
 
     def cursor(key: tuple[Any, ...]) -> str:

@@ -989,7 +989,7 @@ class AuditIndex:
                 )
             return _record(row, label, as_of)
 
-        return _pages.read(self._conn, walk, limit=limit, after=after, build=build)
+        return _pages.read(self._conn, walk, limit=limit, after=after, build=build, lock=self._lock)
 
     def _leases_by(
         self, query: str, column: str, value: Any, index: str, limit: int, after: str | None
@@ -1148,7 +1148,7 @@ class AuditIndex:
                 return None
             return _record(row, _projection.label_of(resource_id, name), as_of)
 
-        return _pages.read(self._conn, walk, limit=limit, after=after, build=build)
+        return _pages.read(self._conn, walk, limit=limit, after=after, build=build, lock=self._lock)
 
     def takeovers(
         self,
@@ -1176,8 +1176,8 @@ class AuditIndex:
             ranges=(from_block, to_block, since, until),
             columns="l.resource_id, l.token, l.holder, l.previous_token, p.holder, p.ended, l.reason, "
             "l.acquired_block, l.acquired_at, l.tx_hash, r.name",
-            joins="LEFT JOIN leases p ON p.token = l.previous_token "
-            "LEFT JOIN resources r ON r.resource_id = l.resource_id",
+            joins="LEFT JOIN leases p ON p.token = l.previous_token",
+            shown_joins="LEFT JOIN resources r ON r.resource_id = l.resource_id",
             hit="l.previous_token > 0 AND p.holder != l.holder",
         )
 
@@ -1200,7 +1200,7 @@ class AuditIndex:
                 tx_hash,
             )
 
-        return _pages.read(self._conn, walk, limit=limit, after=after, build=build)
+        return _pages.read(self._conn, walk, limit=limit, after=after, build=build, lock=self._lock)
 
     def completions(
         self,
@@ -1243,7 +1243,7 @@ class AuditIndex:
                 Completion, name, display, bytes(resource_id), token, holder, bytes(digest), block, at, tx_hash
             )
 
-        return _pages.read(self._conn, walk, limit=limit, after=after, build=build)
+        return _pages.read(self._conn, walk, limit=limit, after=after, build=build, lock=self._lock)
 
     def resources(
         self, prefix: str = "", *, limit: int = DEFAULT_LIMIT, after: str | None = None
@@ -1274,7 +1274,7 @@ class AuditIndex:
             label = _projection.label_of(bytes(resource_id), bytes(name))
             return _built(ResourceRecord, label[0], label[1], bytes(resource_id), bool(claimed), count, latest)
 
-        return _pages.read(self._conn, walk, limit=limit, after=after, build=build)
+        return _pages.read(self._conn, walk, limit=limit, after=after, build=build, lock=self._lock)
 
     def events(
         self,
@@ -1319,7 +1319,7 @@ class AuditIndex:
             index=equal[0][2] if equal else "events_order",
             where=((f"{equal[0][0]} = ?", (equal[0][1],)),) if equal else (),
             # Each event's block hash by the blocks table's key (one probe a row), never the whole table.
-            joins="LEFT JOIN blocks b ON b.number = e.block",
+            shown_joins="LEFT JOIN blocks b ON b.number = e.block",
             keys=("e.block", "e.tx_index", "e.log_index"),
             kinds=("int", "int", "int"),
             low=from_block,
@@ -1334,6 +1334,7 @@ class AuditIndex:
             limit=limit,
             after=after,
             build=lambda row: _projection.log_from_row(row[:-1], b"" if row[-1] is None else bytes(row[-1])),
+            lock=self._lock,
         )
 
     def pages(
@@ -1461,6 +1462,7 @@ def _ranged_walk(
     ranges: tuple[int | None, int | None, int | None, int | None],
     columns: str,
     joins: str = "",
+    shown_joins: str = "",
     hit: str = "1",
     where: tuple[tuple[str, tuple[Any, ...]], ...] = (),
 ) -> _pages.Walk:
@@ -1484,6 +1486,7 @@ def _ranged_walk(
         index=indexes[(1 if by_time else 0) + (2 if one else 0)],
         where=(*where, *(((f"{equal[0]} = ?", (equal[1],)),) if equal is not None else ())),
         joins=joins,
+        shown_joins=shown_joins,
         keys=(time, block, *keys) if by_time else (block, *keys),
         kinds=("int", "int", "int", "int") if by_time else ("int", "int", "int"),
         low=since if by_time else from_block,
