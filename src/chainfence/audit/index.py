@@ -63,6 +63,18 @@ Verify (:meth:`AuditIndex.verify`)
 Queries read the file only; each result says how far it reaches
 (:meth:`AuditIndex.status`). ``expired`` for a lease nobody ended is judged
 at the chain time of the index's last block (``as_of``).
+
+Lists (``history``, ``history_by_id``, ``leases_of``, ``current``,
+``takeovers``, ``completions``, ``resources``, ``events``) answer a
+:class:`Page` of at most ``limit`` rows (:data:`DEFAULT_LIMIT`, 100) and a
+cursor for the next (``page.next``, passed back as ``after=``), each page a
+bounded walk of one SQLite index (:mod:`chainfence.audit._pages`: the
+cursor, what it guarantees while a sync appends and across a reorg).
+:meth:`AuditIndex.every` reads every row, a page at a time::
+
+    page = index.takeovers(since=t)                    # the first 100
+    page = index.takeovers(since=t, after=page.next)   # the next 100 (page.next is None at the end)
+    for takeover in index.every(index.takeovers, since=t): ...
 """
 
 from __future__ import annotations
