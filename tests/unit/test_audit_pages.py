@@ -17,7 +17,7 @@ import pytest
 from eth_utils import keccak
 
 from chainfence._node import events as _events
-from chainfence.audit import _pages
+from chainfence.audit import _pages, _projection
 from chainfence.audit.index import DEFAULT_LIMIT, MAX_LIMIT, AuditIndex, Page
 from chainfence.cli import audit as cli_audit
 from chainfence.errors import InvalidCursor, InvalidInput, InvalidLimit, StaleCursor
@@ -375,3 +375,51 @@ def test_a_page_of_current_is_judged_at_the_index_time_of_its_read(index):
     with index._write() as conn:  # the index's chain time moves a day on: every lease has expired by then
         conn.execute("UPDATE blocks SET timestamp = timestamp + 86400 WHERE number = (SELECT max(number) FROM blocks)")
     assert list(index.every(index.current, after=first.next)) == []
+
+
+def test_the_cli_fills_its_page_from_as_many_pages_as_it_takes(tmp_path):
+    """``chainfence audit takeovers --limit 2``: the index's first pages hold no takeover (2,500 claims, each a
+    first acquisition); the command reads on until it has two, and prints the cursor after the second."""
+    import argparse
+
+    from tests.unit.test_audit_plans import claims
+
+    index = claims(tmp_path / "claims.sqlite", 2_500)
+    with index._write() as conn:  # then three takeovers of claim/1, by others, a block each
+        for i, block in enumerate(range(2_501, 2_504)):
+            now = START + 2 * block
+            entry = _events.RegistryLog(
+                _events.Kind.ACQUIRED,
+                keccak(b"claim/1"),
+                block,
+                b"\1" * 32,
+                f"0x{block:064x}",
+                0,
+                tx_index=0,
+                token=block,
+                holder=f"0x{i + 0x21:040x}",
+                expires_at=now + 60,
+                previous_token=1 if i == 0 else block - 1,
+                reason=2,
+            )
+            _projection.apply(conn, entry, now)
+            conn.execute("INSERT INTO blocks VALUES (?, ?, ?)", (block, keccak(b"%d" % block), now))
+        conn.execute("UPDATE meta SET value = '2503' WHERE key = 'synced_block'")
+    assert index.takeovers(limit=2) == [] and index.takeovers(limit=2).next, "the index's first page: none"
+    args = argparse.Namespace(
+        audit_command="takeovers",
+        from_block=None,
+        to_block=None,
+        since=None,
+        until=None,
+        resource=None,
+        limit=2,
+        after=None,
+        all=False,
+    )
+    rows, following = cli_audit._answer(index, args, None)
+    assert [t.token for t in rows] == [2_501, 2_502] and following is not None
+    args.after = following
+    rows, following = cli_audit._answer(index, args, None)
+    assert [t.token for t in rows] == [2_503] and following is None
+    index.close()

@@ -23,9 +23,10 @@ instead (an index in memory, synced from the deployment for this one answer). Im
 functions: ``chainfence --help`` must not import web3.
 
 Lists (history, holder, current, takeovers, completions, resources) print one page: ``--limit`` rows
-(default 100, at most 10,000), then, when there are more, the cursor of the next page (``next`` under
---json, a line on stderr otherwise) to pass back as ``--after``, as ``etcdctl get --limit`` and
-``kubectl get --chunk-size``'s ``continue`` do; ``--all`` reads every page.
+(default 100, at most 10,000; read in as many of the index's pages as it takes), then, when there are
+more, the cursor of the next page (``next`` under --json, a line on stderr otherwise) to pass back as
+``--after``, as ``etcdctl get --limit`` and ``kubectl get --chunk-size``'s ``continue`` do; ``--all``
+reads every page.
 """
 
 from __future__ import annotations
@@ -378,7 +379,7 @@ def _query(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         document = {"status": status.to_dict(), "result": _document(answer)}
         if args.audit_command in LISTS:
             document["next"] = following
-        emit(args, document, lambda: _text(answer, args, following), note=note)
+        emit(args, document, lambda: _text(answer, args), note=note)
     # A token the index does not hold: exit 1 for a person (--json says "result": null, and exits 0).
     return EXIT_OK if answer is not None or args.json else EXIT_ERROR
 
@@ -439,8 +440,17 @@ def _answer(index: Any, args: argparse.Namespace, chain: Any) -> tuple[Any, str 
     query, arguments = _listing(index, args)
     if args.all:
         return list(index.every(query, limit=args.limit or DEFAULT_LIMIT, after=args.after, **arguments)), None
-    page = query(limit=args.limit or DEFAULT_LIMIT, after=args.after, **arguments)
-    return list(page), page.next
+    # --limit rows, in as many of the index's pages as it takes: a page of a listing whose rows are rare
+    # (takeovers among first acquisitions) may hold fewer than asked, even none, and say that more follow.
+    limit: int = args.limit or DEFAULT_LIMIT
+    rows: list[Any] = []
+    cursor = args.after
+    while True:
+        page = query(limit=limit - len(rows), after=cursor, **arguments)
+        rows.extend(page)
+        cursor = page.next
+        if cursor is None or len(rows) >= limit:
+            return rows, cursor
 
 
 def _listing(index: Any, args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -490,14 +500,13 @@ def _reason(reason: Any) -> str:
     return reason.name.lower() if hasattr(reason, "name") else str(reason)
 
 
-def _text(answer: Any, args: argparse.Namespace, following: str | None = None) -> str:
+def _text(answer: Any, args: argparse.Namespace) -> str:
     command = args.audit_command
     if answer is None:
         return f"token {args.token} is not in the index"
     items = answer if isinstance(answer, list) else [answer]
     if not items:
-        # A page may hold no row and still be followed (its walk reached its bound before a row matched).
-        return "nothing found" if following is None else "nothing in this page (more may follow: see --after)"
+        return "nothing found"
     if command in ("history", "token", "holder", "at", "current"):
         rows = []
         for lease in items:
