@@ -20,7 +20,7 @@
     │   ├── InvalidUrl                     a node's URL that is not a well-formed http(s) URL
     │   ├── InvalidLimit                   an audit list query's limit: not an int from 1 to its maximum
     │   └── InvalidCursor                  an audit list query's cursor: does not decode, or another query's
-    │       └── StaleCursor                the index was rewound past the cursor's row (a reorg): list again
+    │       └── StaleCursor                the cursor's row is gone (a reorg rewound the index past it): list again
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
     │   ├── NotHolder                      the caller is not the holder of that token
@@ -478,9 +478,10 @@ class InvalidCursor(InvalidInput):
 
 
 class StaleCursor(InvalidCursor):
-    """The index no longer holds the row an ``after`` cursor points after: a reorganisation (or a sync
-    with more confirmations) rewound the index past it, so rows already read may have been rolled back
-    and the rows after it may differ. Nothing was read; list again from the start."""
+    """The row a cursor points after is gone: a reorganisation (or a sync with more confirmations) rewound
+    the audit index past its block (or, for the MCP ``history`` tool's ``before``, the chain no longer has
+    that event), so rows already read may have been rolled back and the rows after it may differ.
+    Nothing was read; list again from the start."""
 
 
 # ---------------------------------------------------------------------------
