@@ -17,7 +17,10 @@
     │   ├── DuplicateResource              acquire_many / a LeaseSet lists a resource twice
     │   ├── InvalidAddress                 not a 20-byte hex address
     │   │   └── InvalidHolder              grant: the zero address
-    │   └── InvalidUrl                     a node's URL that is not a well-formed http(s) URL
+    │   ├── InvalidUrl                     a node's URL that is not a well-formed http(s) URL
+    │   ├── InvalidLimit                   an audit list query's limit: not an int from 1 to its maximum
+    │   └── InvalidCursor                  an audit list query's cursor: does not decode, or another query's
+    │       └── StaleCursor                the cursor's row is gone (a reorg rewound the index past it): list again
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
     │   ├── NotHolder                      the caller is not the holder of that token
@@ -132,8 +135,10 @@ __all__ = [
     "InvalidAddress",
     "InvalidAssignments",
     "InvalidClaimItems",
+    "InvalidCursor",
     "InvalidHolder",
     "InvalidInput",
+    "InvalidLimit",
     "InvalidMaxTtl",
     "InvalidNamespace",
     "InvalidPolicy",
@@ -179,6 +184,7 @@ __all__ = [
     "ResourceMismatch",
     "RpcError",
     "SignerNotHolder",
+    "StaleCursor",
     "StaleToken",
     "TokenNotConfirmed",
     "TokenNotCurrent",
@@ -454,6 +460,30 @@ class DuplicateResource(InvalidInput):
         self.resource = resource
         where = repr(resource) if resource is not None else "0x" + (resource_id or b"").hex()
         super().__init__(message or f"resource {where} is listed twice")
+
+
+class InvalidLimit(InvalidInput):
+    """An audit list query's ``limit`` (rows a page holds) must be an int from 1 to ``max_limit``
+    (:data:`chainfence.audit.index.MAX_LIMIT`); read more through the pages' cursors."""
+
+    def __init__(self, message: str | None = None, *, limit: Any = None, max_limit: int | None = None):
+        self.limit = limit if isinstance(limit, int) else repr(limit)
+        self.max_limit = max_limit
+        if message is None:
+            message = f"limit must be an int from 1 to {max_limit}, got {limit!r:.80}"
+        super().__init__(message)
+
+
+class InvalidCursor(InvalidInput):
+    """An audit list query's ``after`` cursor does not decode, or was made by another query or for other
+    arguments (a cursor continues the listing it came from, and only that one)."""
+
+
+class StaleCursor(InvalidCursor):
+    """The row a cursor points after is gone: a reorganisation (or a sync with more confirmations) rewound
+    the audit index past its block (or, for the MCP ``history`` tool's ``before``, the chain no longer has
+    that event), so rows already read may have been rolled back and the rows after it may differ.
+    Nothing was read; list again from the start."""
 
 
 # ---------------------------------------------------------------------------

@@ -956,6 +956,8 @@ QUIET: list[Quiet] = [
             ("completions", lambda i, w: i.completions()),
             ("resources", lambda i, w: i.resources("jobs/")),
             ("events", lambda i, w: i.events()),
+            ("pages", lambda i, w: list(i.pages(i.takeovers))),
+            ("every", lambda i, w: list(i.every(i.events))),
             ("label", lambda i, w: i.label(resource_id(RESOURCE))),
             ("close", lambda i, w: i.close()),
             ("timeline_leases", lambda i, w: i.timeline_leases([RESOURCE])),
