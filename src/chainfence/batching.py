@@ -27,6 +27,15 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
   flight and its own: two blocks' worth. ``window=`` adds a pause before each
   send, to gather more where blocks are rare; the default (0) never waits on
   a clock.
+- **The next batch waits for the callers just settled.** Agents call again
+  as soon as a call returns (acquire, work, release, acquire): the worker
+  takes the next batch once every caller of the settled transaction is back
+  from its wait, so that their next calls join it instead of waiting for it
+  in flight (with threads, a woken caller runs only when the GIL and the OS
+  let it: taking the next batch at once left a share of them a transaction
+  behind, at twice the latency). A caller that does not come back (its
+  loop stopped) holds the next batch back for at most as long as the
+  settled transaction took.
 - **Whose holder.** The registry's ``msg.sender`` is the holder of every
   operation in a batch: a batch groups the calls of *one sender*
   (``registry.batched()`` batches the calls of ``registry.sender``). Agents
@@ -74,6 +83,7 @@ import copy
 import enum
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -117,6 +127,9 @@ GAS_PER_OPERATION = {"acquire": 110_000, "renew": 45_000, "release": 35_000}
 #: (8), hashing it twice, copying it and scanning it for its namespace.
 GAS_PER_NAME_BYTE = 96
 
+#: Least time (seconds) the worker waits for the callers of a settled transaction to come back.
+_MIN_COHORT_WAIT = 0.001
+
 
 class _Kind(enum.IntEnum):
     """``IFencingRegistry.BatchKind``."""
@@ -133,7 +146,20 @@ _QUEUED, _SENT, _DONE, _WITHDRAWN = "queued", "sent", "done", "withdrawn"
 class _Op:
     """One caller's operation: what it asks, and the signal its outcome is set on."""
 
-    __slots__ = ("kind", "name", "queued_at", "resource", "resource_id", "signal", "since", "state", "token", "ttl")
+    __slots__ = (
+        "cohort",
+        "gone",
+        "kind",
+        "name",
+        "queued_at",
+        "resource",
+        "resource_id",
+        "signal",
+        "since",
+        "state",
+        "token",
+        "ttl",
+    )
 
     def __init__(self, kind: _Kind, resource: str, resource_id: bytes, token: int, ttl: int):
         self.kind = kind
@@ -150,6 +176,11 @@ class _Op:
         self.queued_at = _keepalive.lease_clock()
         #: The batcher's ``batches`` when this was queued (its wait, in transactions, is counted from it).
         self.since = 0
+        #: The settled transaction's callers the worker waits for before it takes the next batch, while this
+        #: op's caller has not come back from its wait (:meth:`Batcher._back`).
+        self.cohort: _Cohort | None = None
+        #: The caller no longer waits for this op's outcome (it came back, or was interrupted).
+        self.gone = False
 
     @property
     def acquires(self) -> bool:
@@ -170,6 +201,17 @@ class _Op:
     def settle(self, value: Any, error: BaseException | None) -> None:
         self.state = _DONE
         self.signal.set(value, error)
+
+
+class _Cohort:
+    """The callers of one settled transaction that have not come back from their wait yet; ``back`` is set
+    when the last one has."""
+
+    __slots__ = ("back", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.back = Signal()
 
 
 def encode_batch(ops: list[tuple[int, str, bytes, int, int]]) -> bytes:
@@ -242,6 +284,7 @@ class Batcher(SyncFace):
         self.operations = 0
         self.largest = 0
         self._waited: dict[int, int] = {}
+        self._clock = time.monotonic
 
     # -- what a lease asks of what it was acquired through (chainfence.lease.LeaseRegistry) ----------
 
@@ -372,9 +415,25 @@ class Batcher(SyncFace):
         try:
             return (yield Until(op.signal))
         except BaseException as interrupt:
+            self._back(op)
             if _sending.interrupted(interrupt):
                 yield from self._interrupted_steps(op, interrupt)
             raise
+        finally:
+            self._back(op)
+
+    def _back(self, op: _Op) -> None:
+        """``op``'s caller no longer waits for it (its outcome came, or it was interrupted): one less for the
+        worker to wait for before the next batch."""
+        with self._mutex:
+            op.gone = True
+            cohort, op.cohort = op.cohort, None
+            if cohort is None:
+                return
+            cohort.count -= 1
+            last = cohort.count == 0
+        if last:
+            cohort.back.set()
 
     def _enqueue(self, op: _Op) -> bool:
         """Queue ``op``; True when no worker runs and the caller must start one."""
@@ -448,7 +507,17 @@ class Batcher(SyncFace):
                 batch = self._take()
                 if not batch:
                     return
-                yield from self._commit_steps(batch)
+                started = self._clock()
+                cohort = yield from self._commit_steps(batch)
+                if cohort is not None:
+                    # The next batch is taken once the callers just settled are back from their wait: a
+                    # caller that calls again at once (the usual agent: acquire, work, release, acquire)
+                    # then joins it rather than the one after. A caller that does not come back (its loop
+                    # stopped) holds the next batch back for at most the time this one took.
+                    try:
+                        yield Until(cohort.back, timeout=max(self._clock() - started, _MIN_COHORT_WAIT))
+                    except TimeoutError:
+                        pass
         except BaseException as stopped:
             self._stopped(stopped)
             raise
@@ -477,7 +546,7 @@ class Batcher(SyncFace):
             )
             op.settle(None, error)
 
-    def _commit_steps(self, batch: list[_Op]) -> Steps[None]:
+    def _commit_steps(self, batch: list[_Op]) -> Steps[_Cohort | None]:
         """Send ``batch`` and settle each caller; shielded, so that a stopped worker (asyncio's loop
         shutting down) still settles the transaction it sent for everyone in it."""
         try:
@@ -487,13 +556,18 @@ class Batcher(SyncFace):
                 op.settle(None, _own_copy(failed, op, len(batch)))
             if _sending.interrupted(failed):
                 raise
-            return
+            return None
+        cohort = _Cohort()
         with self._mutex:
             for op in batch:
                 waited = self.batches - op.since
                 self._waited[waited] = self._waited.get(waited, 0) + 1
+                if not op.gone:
+                    op.cohort = cohort
+                    cohort.count += 1
         for op, (value, error) in zip(batch, outcomes, strict=True):
             op.settle(value, error)
+        return cohort if cohort.count else None
 
     def _send_steps(self, batch: list[_Op]) -> Steps[list[tuple[Any, BaseException | None]]]:
         registry = self.registry
