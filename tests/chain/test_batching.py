@@ -47,9 +47,10 @@ def fleet(chain, registry, alice, bob):
     return alice.batched(), {"delayed": f"{c_ns}/delayed", "closed": f"{d_ns}/closed"}
 
 
-def gathered(batcher: Batcher, calls: dict[str, Any], gate: SendGate) -> dict[str, Any]:
+def gathered(batcher: Batcher, calls: dict[str, Any], gate: SendGate, *, before_open: Any = None) -> dict[str, Any]:
     """Run ``calls`` (label -> callable) in threads while the first transaction waits at the gate; they all
-    queue, then share the next transaction. Returns each call's result or exception."""
+    queue, then share the next transaction (``before_open()`` runs once they queued, before the gate
+    opens). Returns each call's result or exception."""
     results: dict[str, Any] = {}
 
     def call(label: str, fn: Any) -> None:
@@ -64,6 +65,8 @@ def gathered(batcher: Batcher, calls: dict[str, Any], gate: SendGate) -> dict[st
     for thread in threads[1:]:
         thread.start()
     wait_until(lambda: batcher.queued == len(threads) - 1, "every other call queued behind the pilot")
+    if before_open is not None:
+        before_open()
     gate.open.set()
     for thread in threads:
         thread.join(120)
