@@ -195,7 +195,7 @@ class _Item:
 class _Op(_Item):
     """One caller's operation: what it asks, and the signal its outcome is set on."""
 
-    __slots__ = ("cohort", "gone", "queued_at", "signal", "since", "state")
+    __slots__ = ("abandoned", "cohort", "gone", "orphan", "outcome", "queued_at", "signal", "since", "state")
 
     def __init__(self, kind: _Kind, resource: str, resource_id: bytes, token: int, ttl: int):
         super().__init__(kind, resource, resource_id, token, ttl)
@@ -211,10 +211,18 @@ class _Op(_Item):
         self.cohort: _Cohort | None = None
         #: The caller no longer waits for this op's outcome (it came back, or was interrupted).
         self.gone = False
+        #: The caller gave up on it while its transaction was in flight (interrupted twice): the worker
+        #: releases what it acquired.
+        self.abandoned = False
+        #: Queued by the batcher itself (the release of an abandoned acquisition): nobody waits for it.
+        self.orphan = False
+        #: (value, error) once settled: set under the batcher's lock, with ``state`` done.
+        self.outcome: tuple[Any, BaseException | None] | None = None
 
     def settle(self, value: Any, error: BaseException | None) -> None:
+        """Set the outcome; the batcher's lock must be held (see :meth:`Batcher._settle`)."""
         self.state = _DONE
-        self.signal.set(value, error)
+        self.outcome = (value, error)
 
 
 class _Cohort:
@@ -420,13 +428,9 @@ class Batcher(SyncFace):
     # -- a caller: queue, wait, and what an interrupt leaves --------------------------------------
 
     def _submit_steps(self, op: _Op) -> Steps[Any]:
-        if self._enqueue(op):
-            try:
-                self._worker = yield Spawn(self._work_steps(), f"chainfence-batcher-{self.sender}")
-            except BaseException as failed:
-                self._not_started(failed)
-                raise
         try:
+            if self._enqueue(op):
+                yield from self._start_steps()
             return (yield Until(op.signal))
         except BaseException as interrupt:
             self._back(op)
@@ -435,6 +439,25 @@ class Batcher(SyncFace):
             raise
         finally:
             self._back(op)
+
+    def _start_steps(self) -> Steps[None]:
+        """Start the worker (this caller queued into an idle batcher). A worker that cannot start fails what
+        is queued, each caller with a typed error (nothing was sent). An interrupt that lands while the
+        worker starts (a thread's start waits for it) leaves it unknown whether it runs: another is started,
+        shielded (two workers are harmless: each takes its own operations from the queue), and the interrupt
+        goes on to the caller's own cleanup."""
+        name = f"chainfence-batcher-{self.sender}"
+        try:
+            self._worker = yield Spawn(self._work_steps(), name)
+        except BaseException as failed:
+            if not _sending.interrupted(failed):
+                self._not_started(failed)
+                return
+            try:
+                self._worker = yield Shielded(_spawn_steps(self._work_steps(), name))
+            except BaseException as again:
+                self._not_started(again)
+            raise
 
     def _back(self, op: _Op) -> None:
         """``op``'s caller no longer waits for it (its outcome came, or it was interrupted): one less for the
@@ -465,11 +488,63 @@ class Batcher(SyncFace):
             self._working = False
             orphans = list(self._queue)
             self._queue.clear()
-        for op in orphans:
-            error = ChainError(
-                f"{op.what()}: the batcher's worker could not start ({type(failed).__name__}): nothing was sent"
-            )
-            op.settle(None, error)
+        self._settle(
+            orphans,
+            [
+                (
+                    None,
+                    ChainError(
+                        f"{op.what()}: the batcher's worker could not start ({type(failed).__name__}): nothing was sent"
+                    ),
+                )
+                for op in orphans
+            ],
+        )
+
+    def _settle(self, ops: list[_Op], outcomes: list[tuple[Any, BaseException | None]]) -> list[_Op]:
+        """Settle each op with its outcome: under the lock (a caller interrupted meanwhile sees either its
+        outcome or that it must give up on it), then wake each caller. Returns the releases queued for
+        acquisitions whose callers gave up on them (:meth:`_abandon`)."""
+        releases: list[_Op] = []
+        with self._mutex:
+            for op, (value, error) in zip(ops, outcomes, strict=True):
+                op.settle(value, error)
+                if not op.abandoned:
+                    continue
+                lease = value if isinstance(value, Lease) else getattr(error, "lease", None)
+                if isinstance(lease, Lease):
+                    releases.append(self._orphan_release(lease))
+                elif op.acquires and isinstance(error, OutcomeUnknown):
+                    logger.error("%s, abandoned by its interrupted caller: %s", op.what(), _said(error))
+        for op in ops:
+            assert op.outcome is not None
+            op.signal.set(*op.outcome)
+            if op.orphan:
+                _log_orphan(op)
+        return releases
+
+    def _orphan_release(self, lease: Lease) -> _Op:
+        """Queue (the lock held) the release of ``lease``, acquired for a caller that gave up on it."""
+        release = _Op(_Kind.RELEASE, lease.resource, lease.resource_id, lease.token, 0)
+        release.orphan = release.gone = True
+        release.since = self.batches
+        self._queue.append(release)
+        logger.warning(
+            "the acquisition of %r was abandoned by its interrupted caller: releasing its token %d (tx %s)",
+            lease.resource,
+            lease.token,
+            lease.tx_hash,
+        )
+        return release
+
+    def _abandon(self, op: _Op) -> tuple[Any, BaseException | None] | None:
+        """``op``'s caller gives up waiting (interrupted again): its outcome if it came already, else None,
+        and the worker will release what it acquires."""
+        with self._mutex:
+            if op.outcome is not None:
+                return op.outcome
+            op.abandoned = True
+            return None
 
     def _withdraw(self, op: _Op) -> bool:
         """Take ``op`` back if no transaction carries it yet (True: nothing will be sent for it)."""
@@ -482,7 +557,8 @@ class Batcher(SyncFace):
 
     def _interrupted_steps(self, op: _Op, interrupt: BaseException) -> Steps[None]:
         """``op``'s caller was interrupted: withdraw it, or wait (shielded) for its transaction's outcome
-        and release what it acquired; a note on ``interrupt`` says what became of it."""
+        and release what it acquired; a note on ``interrupt`` says what became of it (with the transaction
+        and the operation's item when it is not known)."""
         what = op.what()
         if self._withdraw(op):
             interrupt.add_note(f"chainfence: {what} was interrupted before its batch was sent: nothing was sent for it")
@@ -490,24 +566,58 @@ class Batcher(SyncFace):
         try:
             value, error = yield Shielded(_outcome_steps(op))
         except BaseException as again:
-            note = (
-                f"{what} was interrupted again ({type(again).__name__}) while its batch transaction was in "
-                "flight: the batcher settles it for the other operations"
-                + (
-                    "; it may hold a lease until it expires: look it up (registry.lease_of, chainfence status) "
-                    "and release it"
-                    if op.acquires
-                    else ""
+            outcome = self._abandon(op)
+            if outcome is None:
+                note = (
+                    f"{what} was interrupted again ({type(again).__name__}) while its batch transaction was in "
+                    "flight: the batcher settles it for the other operations"
+                    + ("; what it acquires is released again by the batcher" if op.acquires else "")
                 )
-            )
+            else:
+                value, error = outcome
+                lease = value if isinstance(value, Lease) else getattr(error, "lease", None)
+                if isinstance(lease, Lease):
+                    interrupt.lease = lease  # type: ignore[attr-defined]
+                note = f"{what} was interrupted again ({type(again).__name__}) as its outcome came: " + (
+                    f"token {lease.token} (tx {lease.tx_hash}) was acquired and not released: it is this "
+                    "exception's `lease`; release it"
+                    if isinstance(lease, Lease)
+                    else _said(error)
+                )
             logger.error("%s", note)
             interrupt.add_note(f"chainfence: {note}")
             return
-        if isinstance(value, Lease):
-            yield from settle_steps(self.registry, interrupt, what, [value], lambda _receipt: [])
+        lease = value if isinstance(value, Lease) else getattr(error, "lease", None)
+        if isinstance(lease, Lease):  # acquired (with an error too: not deep enough, unchecked): release it
+            yield from settle_steps(self.registry, interrupt, what, [lease], lambda _receipt: [])
+            if error is not None:
+                interrupt.add_note(f"chainfence: its batch said {type(error).__name__}: {error}")
             return
-        outcome = f"it was refused ({type(error).__name__}: {error})" if error is not None else "it went through"
-        interrupt.add_note(f"chainfence: {what} was interrupted after its batch transaction was sent: {outcome}")
+        if isinstance(error, OutcomeUnknown) and op.acquires:
+            yield from self._reconcile_steps(op, error, interrupt)
+            return
+        interrupt.add_note(f"chainfence: {what} was interrupted after its batch transaction was sent: {_said(error)}")
+
+    def _reconcile_steps(self, op: _Op, unknown: OutcomeUnknown, interrupt: BaseException) -> Steps[None]:
+        """An interrupted acquisition whose batch's outcome is unknown: read its own item by hash (shielded),
+        release its lease if the batch was mined, else say where to look."""
+        what, item = op.what(), unknown.item
+        where = ", ".join(f"registry.batch_item({tx_hash!r}, item={item})" for tx_hash in unknown.tx_hashes)
+        try:
+            found = yield Shielded(_item_lease_steps(self.registry, unknown.tx_hashes, item))
+        except BaseException as failed:  # the node still does not answer, or a second interrupt
+            found = None
+            why = f"{type(failed).__name__}: {failed}"
+        else:
+            why = "not mined (yet)"
+        if found is not None:
+            yield from settle_steps(self.registry, interrupt, what, [found], lambda _receipt: [])
+            return
+        interrupt.add_note(
+            f"chainfence: {what} was interrupted after its batch transaction was sent, and the batch's outcome is "
+            f"unknown ({why}): it may hold a lease; look it up before acquiring again ({where}; nonce "
+            f"{unknown.nonce} of {unknown.sender}) and release it"
+        )
 
     # -- the worker: take what is queued, send it as one transaction, settle every caller -------------
 
@@ -554,11 +664,18 @@ class Batcher(SyncFace):
             self._working = False
             left = list(self._queue)
             self._queue.clear()
-        for op in left:
-            error = ChainError(
-                f"{op.what()}: the batcher's worker was stopped ({type(stopped).__name__}): nothing was sent"
-            )
-            op.settle(None, error)
+        self._settle(
+            left,
+            [
+                (
+                    None,
+                    ChainError(
+                        f"{op.what()}: the batcher's worker was stopped ({type(stopped).__name__}): nothing was sent"
+                    ),
+                )
+                for op in left
+            ],
+        )
 
     def _commit_steps(self, batch: list[_Op]) -> Steps[_Cohort | None]:
         """Send ``batch`` and settle each caller; shielded, so that a stopped worker (asyncio's loop
@@ -566,8 +683,7 @@ class Batcher(SyncFace):
         try:
             outcomes = yield Shielded(self._send_steps(batch))
         except BaseException as failed:  # the transaction as a whole: each caller its own copy
-            for op in batch:
-                op.settle(None, _own_copy(failed, op, batch))
+            self._settle(batch, [(None, _own_copy(failed, op, batch)) for op in batch])
             if _sending.interrupted(failed):
                 raise
             return None
@@ -579,8 +695,7 @@ class Batcher(SyncFace):
                 if not op.gone:
                     op.cohort = cohort
                     cohort.count += 1
-        for op, (value, error) in zip(batch, outcomes, strict=True):
-            op.settle(value, error)
+        self._settle(batch, outcomes)
         return cohort if cohort.count else None
 
     def _send_steps(self, batch: list[_Op]) -> Steps[list[tuple[Any, BaseException | None]]]:
@@ -708,6 +823,49 @@ def _outcome_steps(op: _Op) -> Steps[tuple[Any, BaseException | None]]:
     except Exception as error:
         return None, error
     return value, None
+
+
+def _said(error: BaseException | None) -> str:
+    """What became of an operation, in words, from its error (None: it went through)."""
+    if error is None:
+        return "it went through"
+    if isinstance(error, OutcomeUnknown):
+        where = ", ".join(f"registry.batch_item({tx_hash!r}, item={error.item})" for tx_hash in error.tx_hashes)
+        return f"its batch's outcome is unknown ({error}): look it up before acting again ({where})"
+    if isinstance(error, NotConfirmed):
+        return f"its batch was mined, not yet final ({error})"
+    return f"it was refused ({type(error).__name__}: {error})"
+
+
+def _log_orphan(op: _Op) -> None:
+    assert op.outcome is not None
+    _value, error = op.outcome
+    if error is None:
+        logger.warning(
+            "released %r token %d again (its acquisition's caller had given up on it)", op.resource, op.token
+        )
+    else:
+        logger.error(
+            "could not release %r token %d, acquired for a caller that gave up on it: %s: %s",
+            op.resource,
+            op.token,
+            type(error).__name__,
+            error,
+        )
+
+
+def _spawn_steps(steps: Steps[Any], name: str) -> Steps[Any]:
+    return (yield Spawn(steps, name))
+
+
+def _item_lease_steps(registry: RegistryContract, tx_hashes: Sequence[str], item: int | None) -> Steps[Lease | None]:
+    """The lease item ``item`` of whichever of ``tx_hashes`` is a mined batch acquired, or None."""
+    for tx_hash in tx_hashes:
+        items = yield from batch_items_steps(registry, tx_hash)
+        if items is not None and item is not None and 0 <= item < len(items):
+            lease: Lease | None = items[item].lease
+            return lease
+    return None
 
 
 def _own_copy(error: BaseException, op: _Op, batch: list[_Op]) -> BaseException:
