@@ -473,13 +473,16 @@ class Batcher(SyncFace):
             cohort.back.set()
 
     def _enqueue(self, op: _Op) -> bool:
-        """Queue ``op``; True when no worker runs and the caller must start one."""
+        """Queue ``op``; True when no worker runs and the caller must start one. A worker that ended without
+        saying so (an asyncio task cancelled before it ever ran: its loop stopped right after it was
+        made) counts as none: the next caller starts another, instead of waiting for it forever."""
         with self._mutex:
             op.since = self.batches
             self._queue.append(op)
-            if self._working:
+            if self._working and not _ended(self._worker):
                 return False
             self._working = True
+            self._worker = None  # being started (the caller sets it): alive until then
             return True
 
     def _not_started(self, failed: BaseException) -> None:
@@ -852,6 +855,17 @@ def _log_orphan(op: _Op) -> None:
             type(error).__name__,
             error,
         )
+
+
+def _ended(worker: Any) -> bool:
+    """Whether ``worker`` (the thread or asyncio task :class:`~chainfence._effects.Spawn` gave; None while
+    it is being started) has ended."""
+    if worker is None:
+        return False
+    done = getattr(worker, "done", None)  # an asyncio task
+    if done is not None:
+        return bool(done())
+    return not worker.is_alive()  # a thread
 
 
 def _spawn_steps(steps: Steps[Any], name: str) -> Steps[Any]:

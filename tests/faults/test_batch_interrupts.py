@@ -447,3 +447,51 @@ def test_an_interrupted_caller_whose_lease_is_not_deep_enough_gets_it_released_o
     live = registry.lease_of("deep/victim")
     assert "NotConfirmed" in said, said
     assert live is None or (handed is not None and handed.token == live.token), (said, live, handed)
+
+
+def stranded(chain, registry, *, fixed: bool) -> Any:
+    """A call into an idle batcher makes the worker's task; that task is cancelled before it ever ran (as
+    asyncio.run cancels what is pending when its loop ends, or a shutdown cancels every task), so it never
+    says it stopped. Then a second call."""
+
+    async def body(achain):
+        batcher = await async_batcher(achain, registry)
+        core = batcher.batcher
+        await (await batcher.acquire("strand/warm", ttl=600)).release()  # the max ttl read: calls queue at once
+        await async_wait_until(lambda: not core._working, "the batcher went idle")
+        first = asyncio.ensure_future(batcher.acquire("strand/first", ttl=600))
+        await asyncio.sleep(0)  # the first call's step: queued, the worker's task made, not run yet
+        worker = core._worker
+        assert worker is not None and not worker.done(), "the worker's task has not run yet"
+        worker.cancel()
+        await asyncio.sleep(0)
+        assert worker.cancelled()
+        if not fixed:
+            second = asyncio.ensure_future(batcher.acquire("strand/second", ttl=600))
+            await asyncio.sleep(0)
+            state = (core.queued, core._working, core._worker is worker)
+            for task in (first, second):
+                task.cancel()
+            await asyncio.gather(first, second, return_exceptions=True)
+            return state
+        second = await batcher.acquire("strand/second", ttl=600)
+        return (await first), second
+
+    return run(chain, body)
+
+
+def test_a_worker_cancelled_before_it_ever_ran_does_not_strand_the_callers(chain, registry, alice):
+    """The second call sees the worker ended and starts another, which takes both calls."""
+    first, second = stranded(chain, registry, fixed=True)
+    assert isinstance(first, AsyncLease) and isinstance(second, AsyncLease)
+    assert registry.lease_of("strand/first").token == first.token
+
+
+def test_control_a_worker_taken_for_alive_once_cancelled_strands_every_later_call(chain, registry, alice, monkeypatch):
+    """Taking the flag for the truth (the batcher before this fix): both calls stay queued behind a worker
+    that will never run, and every later call joins them: they would wait forever."""
+    from chainfence import batching
+
+    monkeypatch.setattr(batching, "_ended", lambda worker: False)
+    queued, working, dead = stranded(chain, registry, fixed=False)
+    assert (queued, working, dead) == (2, True, True)
