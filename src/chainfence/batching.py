@@ -1142,6 +1142,9 @@ def _resource_id(resource: str) -> bytes:
 
 
 def _tx_hash(value: object) -> str:
+    """A transaction hash as 0x and 64 lower-case hex digits (given so, or as its 32 bytes)."""
+    if isinstance(value, (bytes, bytearray)) and len(value) == 32:
+        return "0x" + bytes(value).hex()
     if not isinstance(value, str) or len(value) != 66 or not value.startswith("0x"):
         raise InvalidInput(f"a transaction hash is 0x and 64 hex digits, got {value!r}")
     try:
