@@ -107,9 +107,12 @@ from .errors import (
     ChainRolledBack,
     InvalidInput,
     LeaseError,
+    NamespaceError,
+    NodeUnreachable,
     NotConfirmed,
     OutcomeUnknown,
     TokenNotCurrent,
+    TransactionFailed,
     TransactionTimeout,
 )
 from .lease import AsyncLease, Lease
@@ -837,7 +840,13 @@ def _said(error: BaseException | None) -> str:
         return f"its batch's outcome is unknown ({error}): look it up before acting again ({where})"
     if isinstance(error, NotConfirmed):
         return f"its batch was mined, not yet final ({error})"
-    return f"it was refused ({type(error).__name__}: {error})"
+    if isinstance(error, TransactionTimeout):
+        return f"its batch was cancelled: nothing happened ({error})"
+    if isinstance(error, (TransactionFailed, NodeUnreachable)):
+        return f"its batch failed as a whole: nothing happened for it ({type(error).__name__}: {error})"
+    if isinstance(error, (LeaseError, NamespaceError)):
+        return f"it was refused ({type(error).__name__}: {error})"
+    return f"it failed ({type(error).__name__}: {error})"
 
 
 def _log_orphan(op: _Op) -> None:
