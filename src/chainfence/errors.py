@@ -953,6 +953,11 @@ class InsufficientFunds(ChainError):
 class _TransactionOutcome(ChainError):
     """Base of the errors that describe a transaction in flight: its hashes and nonce."""
 
+    #: When the transaction was a batch (group commit, ``registry.batched()``): the caller's operation's
+    #: position in it, to learn that operation's own outcome by hash (``registry.batch_item(tx_hash,
+    #: item=...)``, ``chainfence tx HASH --item N``). None for a transaction of one operation.
+    item: int | None = None
+
     def __init__(
         self, message: str, *, tx_hashes: tuple[str, ...] = (), nonce: int | None = None, sender: str | None = None
     ):
