@@ -33,14 +33,14 @@ from __future__ import annotations
 import argparse
 import atexit
 import gc
+import importlib
 import logging
 import os
-import signal
 import sys
+from types import ModuleType
 
 from .. import __version__
 from ..errors import ChainfenceError, NotConfirmed, OutcomeUnknown
-from . import audit, leases, lock, ops, reads, start
 from ._common import (
     EPILOG,
     EXIT_CONNECTION,
@@ -87,16 +87,37 @@ __all__ = [
     "main",
 ]
 
-#: The command modules, in the order ``chainfence --help`` lists their commands.
-GROUPS = (start, leases, reads, lock, audit, ops)
+#: The command modules (of this package), in the order ``chainfence --help`` lists their commands.
+GROUPS = ("start", "leases", "reads", "lock", "audit", "ops")
+
+#: The module that registers each command. A command line that names one builds that module's commands
+#: only: importing every module and building all 44 parsers took a fifth of a per-task command's start
+#: (issue #19, docs/benchmarks.md). ``tests/unit/test_cli_structure.py`` checks it against what the
+#: modules register.
+REGISTERED_BY = {
+    **dict.fromkeys(("demo", "node", "deploy", "mcp"), "start"),
+    **dict.fromkeys(("acquire", "renew", "release", "claim", "complete"), "leases"),
+    **dict.fromkeys(("status", "verify", "stuck", "tx"), "reads"),
+    "lock": "lock",
+    "audit": "audit",
+    **dict.fromkeys(("namespace", "revoke", "grant", "acquire-many"), "ops"),
+}
 
 
-def _parser() -> Parser:
+def group(name: str) -> ModuleType:
+    """The command module ``name`` (one of :data:`GROUPS`), imported."""
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def _parser(command: str | None = None) -> Parser:
+    """The parser of every command; with ``command`` (a word of :data:`REGISTERED_BY`), of the commands of
+    its module only (the top level reads a command line naming ``command`` alike: it has no option that
+    takes a value, and lists the commands only in its --help and when the word is none of them)."""
     with translations_once():
-        return _build_parser()
+        return _build_parser(command)
 
 
-def _build_parser() -> Parser:
+def _build_parser(command: str | None) -> Parser:
     parser = Parser(
         prog="chainfence",
         description="Fencing tokens issued on-chain: leases on named resources, guards that reject stale holders.",
@@ -108,8 +129,8 @@ def _build_parser() -> Parser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     common = common_options()
-    for group in GROUPS:
-        group.register(commands, common)
+    for name in (REGISTERED_BY[command],) if command in REGISTERED_BY else GROUPS:
+        group(name).register(commands, common)
     return parser
 
 
@@ -166,9 +187,10 @@ def _no_last_collection() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _no_last_collection()
-    parser = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    if _command_word(argv) == "lock":
+    word = _command_word(argv)
+    parser = _parser(word)
+    if word == "lock":
         ours, command = split_lock(argv, parser.subcommand("lock"))
     else:
         ours, command = argv, []
@@ -203,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         report(args, {**error.details(), "exit_code": code}, lines)
         return code
     except KeyboardInterrupt:
+        import signal  # here: building its enums is a cost of every command's start
+
         return 128 + signal.SIGINT  # as a shell reports a command SIGINT ended
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error of ours. Point
