@@ -287,3 +287,11 @@ def test_exit_codes_come_by_name_from_the_one_table():
             if isinstance(node, ast.Return) and isinstance(node.value, ast.Constant) and type(node.value.value) is int
         ]
         assert literal == [], f"cli/{path.name} returns exit codes as numbers at lines {literal}"
+
+
+def test_the_default_deployment_file_is_the_deployment_modules():
+    """The CLI looks for the deployment file without importing the deployment module (issue #19): at the
+    same default path."""
+    from chainfence import deployment
+
+    assert _common.DEFAULT_DEPLOYMENT == str(deployment.DEFAULT_PATH)

@@ -210,7 +210,10 @@ def _plain_connection(host: str, port: int, timeout: float) -> Any:
     import _socket
 
     error: OSError | None = None
-    for family, kind, proto, _name, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+    # An ASCII name as bytes: getaddrinfo encodes a str with the idna codec, whose import (stringprep,
+    # unicodedata) cost more than the connection (issue #19); an ASCII name is the same either way.
+    name = host.encode("ascii") if host.isascii() else host
+    for family, kind, proto, _name, address in _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM):
         sock = _socket.socket(family, kind, proto)
         try:
             sock.settimeout(timeout)

@@ -22,13 +22,11 @@ import itertools
 import json
 import os
 import re
-import shutil
 import sys
 import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
 from .._limits import MAX_NAME_LENGTH
@@ -258,7 +256,7 @@ def add_command(
     wrapped to the terminal (the epilog's layout is kept as written, so argparse wraps neither)."""
     description = options.get("description") or options.get("help")
     if description:
-        width = min(100, shutil.get_terminal_size().columns - 2)
+        width = min(100, _help_width())
         described = description[0].upper() + description[1:]
         options["description"] = textwrap.fill(
             described if described.endswith(".") else described + ".", width=max(40, width)
@@ -445,19 +443,26 @@ def common_options() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------
 
 
+#: :data:`chainfence.deployment.DEFAULT_PATH`, as a string: the deployment module (and pathlib) is imported
+#: only when a deployment file is there to read.
+DEFAULT_DEPLOYMENT = os.path.join(".chainfence", "deployment.json")
+
+
 def deployment(args: argparse.Namespace, *, must_exist: bool = True) -> Any:
     """The deployment file's record, or None when there is none at the default path. A file named
     explicitly (--deployment, $CHAINFENCE_DEPLOYMENT) must exist unless ``must_exist`` is False
     (`deploy` writes it)."""
-    from ..deployment import default_path, load
-
     named = args.deployment or os.environ.get("CHAINFENCE_DEPLOYMENT")
-    path = Path(args.deployment) if args.deployment else default_path()
-    if path.exists():
+    path = named or DEFAULT_DEPLOYMENT
+    if os.path.exists(path):
+        from ..deployment import load  # here: most commands run without a deployment file
+
         return load(path)
     if named and must_exist:
+        from pathlib import Path
+
         where = "--deployment" if args.deployment else "$CHAINFENCE_DEPLOYMENT"
-        raise UsageError(f"deployment file {str(path)!r} ({where}) does not exist")
+        raise UsageError(f"deployment file {str(Path(path))!r} ({where}) does not exist")
     return None
 
 
@@ -467,7 +472,8 @@ def load_key(args: argparse.Namespace) -> str | bytes | None:
         from eth_account import Account
 
         try:
-            encrypted = json.loads(Path(args.keystore).read_text(encoding="utf-8"))
+            with open(args.keystore, encoding="utf-8") as file:
+                encrypted = json.load(file)
         except (OSError, ValueError) as exc:
             raise UsageError(f"cannot read keystore {args.keystore}: {exc}") from None
         password = os.environ.get("CHAINFENCE_KEYSTORE_PASSWORD")
