@@ -41,7 +41,6 @@ conversation with the node (:meth:`_Connection.identify_steps`).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import time
 import weakref
@@ -50,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeV
 
 from . import _validate
 from ._effects import RPC, Steps, arun, run
+from ._faces import LazySignature
 from ._node.accounts import LocalKey, is_local_account
 from ._node.failures import unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
@@ -179,14 +179,11 @@ def _parameters_of(
     spec: Callable[P, Any],
 ) -> Callable[[Callable[Concatenate[C, ...], R]], Callable[Concatenate[C, P], R]]:
     """Give a method that takes ``(cls, *args, **kwargs)`` the parameters of ``spec``: for type checkers
-    and for :func:`inspect.signature` (help, IDEs), so a parameter is declared in one place."""
+    and for :func:`inspect.signature` (help, IDEs), so a parameter is declared in one place. The signature
+    is worked out when first asked for (:class:`~chainfence._faces.LazySignature`), not at import."""
 
     def adopt(method: Callable[Concatenate[C, ...], R]) -> Callable[Concatenate[C, P], R]:
-        own = inspect.signature(method)
-        first = next(iter(own.parameters.values()))
-        method.__signature__ = own.replace(  # type: ignore[attr-defined]
-            parameters=[first, *inspect.signature(spec).parameters.values()]
-        )
+        method.__wrapped__ = LazySignature(spec, method=method)  # type: ignore[attr-defined]
         return method
 
     return adopt

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .._effects import Steps
+from .._records import record
 from ..errors import ChainError, ChainfenceError, NodeUnreachable, NotSupported, RpcError
 from .failures import TESTER_CONTROLS
 from .formats import (
@@ -71,7 +71,7 @@ class InProcess(NamedTuple):
     args: tuple[Any, ...] = ()
 
 
-@dataclass
+@record(frozen=False)
 class Node:
     """What a layer knows about its node between calls (each :class:`~chainfence._node.rpc.Rpc` has one)."""
 
@@ -81,6 +81,11 @@ class Node:
     batches: bool
     #: The chain id, once asked (it cannot change under a connection).
     chain_id: int | None = None
+
+    def __init__(self, embedded: bool, batches: bool, chain_id: int | None = None) -> None:
+        self.embedded = embedded
+        self.batches = batches
+        self.chain_id = chain_id
 
 
 # -- requests the caller composes ----------------------------------------------------------------

@@ -62,10 +62,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._effects import RPC, Locked, Sleep, Steps, run
+from .._records import record
 from ..errors import (
     ChainError,
     ChainfenceError,
@@ -130,7 +130,7 @@ _NO_SUCH_METHOD = (-32601,)
 IN_FLIGHT = "chainfence_in_flight"
 
 
-@dataclass(frozen=True)
+@record
 class InFlight:
     """A transaction whose caller was interrupted after it may have reached the node."""
 
@@ -140,6 +140,9 @@ class InFlight:
     nonce: int
     #: False when the interrupt landed in the send itself: the node may or may not have it.
     delivered: bool
+
+    def __init__(self, sender: str, tx: dict[str, Any], tx_hash: str, nonce: int, delivered: bool) -> None:
+        self.__dict__.update(sender=sender, tx=tx, tx_hash=tx_hash, nonce=nonce, delivered=delivered)
 
 
 def interrupted(error: BaseException) -> bool:
