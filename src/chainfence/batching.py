@@ -70,7 +70,6 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
 
 from __future__ import annotations
 
-import copy
 import enum
 import logging
 import threading
@@ -616,6 +615,8 @@ def _outcome_steps(op: _Op) -> Steps[tuple[Any, BaseException | None]]:
 
 def _own_copy(error: BaseException, op: _Op, count: int) -> BaseException:
     """A copy of ``error`` (the whole transaction's) for one caller of a batch of ``count``, noted so."""
+    import copy  # here: only a failed batch copies its error (issue #19: the CLI's registry imports this module)
+
     try:
         own = copy.copy(error)
     except Exception:  # an exception class that cannot be copied: the one instance, shared

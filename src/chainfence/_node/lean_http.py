@@ -14,7 +14,6 @@ reconnect, never a doubt. It never resends.
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import select
@@ -61,6 +60,8 @@ class LeanHttp(Transport):
             "Connection: keep-alive",
         ]
         if parts.username is not None:
+            import base64  # here: a URL with credentials is the rare one
+
             credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
             headers.append("Authorization: Basic " + base64.b64encode(credentials).decode())
         self._head = ("\r\n".join(headers) + "\r\nContent-Length: ").encode("latin-1")

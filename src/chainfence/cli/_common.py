@@ -23,7 +23,6 @@ import json
 import os
 import re
 import sys
-import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -159,6 +158,22 @@ class Parser(argparse.ArgumentParser):
 
     #: Set by :func:`chainfence.cli.main`: whether the command line asks for JSON.
     json_errors: ClassVar[bool] = False
+    #: Set by :func:`add_command`: the description is wrapped to the terminal (at most 100 columns) when the
+    #: help is formatted. Wrapping every command's when the parser was built cost a per-task command
+    #: textwrap's import (issue #19); the help reads the same.
+    wrapped_description: bool = False
+
+    def format_help(self) -> str:
+        if not (self.wrapped_description and self.description):
+            return super().format_help()
+        import textwrap
+
+        written = self.description
+        self.description = textwrap.fill(written, width=max(40, min(100, _help_width())))
+        try:
+            return super().format_help()
+        finally:
+            self.description = written
 
     def error(self, message: str) -> NoReturn:
         if Parser.json_errors:
@@ -256,11 +271,8 @@ def add_command(
     wrapped to the terminal (the epilog's layout is kept as written, so argparse wraps neither)."""
     description = options.get("description") or options.get("help")
     if description:
-        width = min(100, _help_width())
         described = description[0].upper() + description[1:]
-        options["description"] = textwrap.fill(
-            described if described.endswith(".") else described + ".", width=max(40, width)
-        )
+        options["description"] = described if described.endswith(".") else described + "."
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name,
         parents=list(parents),
@@ -268,6 +280,8 @@ def add_command(
         formatter_class=argparse.RawDescriptionHelpFormatter,
         **options,
     )
+    if description and isinstance(parser, Parser):
+        parser.wrapped_description = True
     EXAMPLES[parser.prog.split(" ", 1)[1]] = example  # "chainfence namespace policy set" -> "namespace policy set"
     return parser
 
