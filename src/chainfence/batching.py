@@ -71,14 +71,13 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
 from __future__ import annotations
 
 import enum
-import logging
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from . import _validate
+from . import _log, _validate
 from . import keepalive as _keepalive
 from ._contract import MAX_MANY, RegistryContract
 from ._effects import Shielded, Signal, Sleep, Spawn, Steps, Until
@@ -100,7 +99,7 @@ from .errors import (
 )
 from .lease import AsyncLease, Lease
 
-logger = logging.getLogger("chainfence.registry")
+logger = _log.get("chainfence.registry")
 
 __all__ = ["MAX_ITEMS", "AsyncBatcher", "Batcher", "encode_batch", "gas_bound"]
 

@@ -41,13 +41,12 @@ conversation with the node (:meth:`_Connection.identify_steps`).
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
-from . import _validate
+from . import _log, _validate
 from ._effects import RPC, Steps, arun, run
 from ._faces import LazySignature
 from ._node.accounts import LocalKey, is_local_account
@@ -74,7 +73,7 @@ if TYPE_CHECKING:  # types only: keys are loaded without eth-account (chainfence
 
     Signer = LocalKey | LocalAccount
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = ["AsyncChain", "Chain"]
 

@@ -21,11 +21,10 @@ admin's revoke and grant of leases and work items.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
-from . import _names, _validate
+from . import _log, _names, _validate
 from ._contract import MAX_CLAIM_ITEMS, RegistryContract, at_block, checksum
 from ._effects import Steps
 from ._faces import operation
@@ -34,7 +33,7 @@ from ._records import record
 from .errors import ChainError, InvalidInput, InvalidPolicy, NamespaceError, NotAdmitted
 from .lease import Lease
 
-logger = logging.getLogger("chainfence.registry")
+logger = _log.get("chainfence.registry")
 
 __all__ = ["NamespaceOperations", "NamespacePolicy"]
 

@@ -36,13 +36,12 @@ runs the very same steps over asyncio.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from . import _names, _validate, _waiting, endings
+from . import _log, _names, _validate, _waiting, endings
 from . import keepalive as _keepalive
 from ._contract import DEFAULT_MAX_TTL, MAX_CLAIM_ITEMS, MAX_MANY, RegistryContract, at_block
 from ._effects import RPC, Blocking, Steps
@@ -85,7 +84,7 @@ if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a le
     from ._stuck import StuckReport
     from .deployment import Deployment
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = ["DEFAULT_MAX_TTL", "MAX_CLAIM_ITEMS", "MAX_MANY", "AsyncRegistry", "Registry"]
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
-import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
+from .. import _log
 from .._effects import RPC, Emit, Steps, collect_steps, run, stream
 from .._records import record
 from ..errors import ChainError, InvalidInput, RpcError
@@ -43,7 +43,7 @@ class Chain(Protocol):
     rpc: Any
 
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = [
     "DEFAULT_MAX_LOG_RANGE",

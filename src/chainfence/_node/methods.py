@@ -18,10 +18,10 @@ results and the same errors, and neither holds a copy of the other.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from .. import _log
 from .._effects import Steps
 from .._records import record
 from ..errors import ChainError, ChainfenceError, NodeUnreachable, NotSupported, RpcError
@@ -39,7 +39,7 @@ from .formats import (
     quantity,
 )
 
-logger = logging.getLogger("chainfence.rpc")
+logger = _log.get("chainfence.rpc")
 
 
 class Request(NamedTuple):

@@ -30,10 +30,10 @@ provider of any ``Web3`` (:class:`~chainfence._node.web3_providers.ProviderTrans
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from .. import _log
 from .._effects import Steps
 from ..errors import ChainfenceError
 from . import methods as _methods
@@ -44,7 +44,7 @@ from .methods import Batch, InProcess, Node, Request
 from .transports import AsyncTransport, Transport, reply_result
 from .web3_providers import AsyncProviderTransport, ProviderTransport, connect_async_http, ipc_web3
 
-logger = logging.getLogger("chainfence.rpc")
+logger = _log.get("chainfence.rpc")
 
 __all__ = ["AsyncRpc", "Rpc", "connect_async_node", "connect_http", "connect_node", "transport_of"]
 

@@ -58,12 +58,12 @@ Timeline of the failure this prevents ("ghost lease")::
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .. import _log
 from .._effects import RPC, Locked, Sleep, Steps, run
 from .._records import record
 from ..errors import (
@@ -85,7 +85,7 @@ if TYPE_CHECKING:  # types only: signing needs the key, not eth-account
 
     from .accounts import LocalKey
 
-logger = logging.getLogger("chainfence.chain")
+logger = _log.get("chainfence.chain")
 
 T = TypeVar("T")
 

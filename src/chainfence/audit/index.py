@@ -67,7 +67,6 @@ at the chain time of the index's last block (``as_of``).
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
@@ -77,7 +76,7 @@ from typing import Any, Protocol, TypeVar
 
 from eth_utils.crypto import keccak
 
-from .. import _names, _validate, endings
+from .. import _log, _names, _validate, endings
 from .._node import events as _events
 from ..chain import Chain
 from ..endings import End
@@ -87,7 +86,7 @@ from . import _completeness, _projection
 from ._projection import ENDINGS
 from .timeline import TimelineLease
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 _R = TypeVar("_R")
 

@@ -34,7 +34,6 @@ import argparse
 import atexit
 import gc
 import importlib
-import logging
 import os
 import sys
 from types import ModuleType
@@ -217,6 +216,8 @@ def _main(argv: list[str]) -> int:
         args.cmd = command
     args.verbose += getattr(args, "verbose_after", 0)
     if args.verbose:
+        import logging  # here: a command without -v logs nowhere, and imports no logging (chainfence._log)
+
         logging.basicConfig(
             level=logging.DEBUG if args.verbose > 1 else logging.INFO,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -32,7 +32,6 @@ built): that delays marks, as a lagging follower does, and plants none.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -42,7 +41,7 @@ from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from eth_utils.crypto import keccak
 
-from .. import _names, endings
+from .. import _log, _names, endings
 from .._lease_state import LeaseStatus
 from .._node import events as _events
 from ..endings import End
@@ -62,7 +61,7 @@ if TYPE_CHECKING:
     from ..proofs import ProvenReader
     from ..registry import Registry
 
-logger = logging.getLogger("chainfence.guard")  # the guard's one logger, whichever module logs
+logger = _log.get("chainfence.guard")  # the guard's one logger, whichever module logs
 
 __all__ = ["FollowStatus", "Follower", "Page"]
 
