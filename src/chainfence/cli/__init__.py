@@ -58,6 +58,7 @@ from ._common import (
     EXIT_USAGE,
     Parser,
     UsageError,
+    building_only,
     common_options,
     exit_code,
     output_format,
@@ -109,9 +110,10 @@ def group(name: str) -> ModuleType:
 
 
 def _parser(command: str | None = None) -> Parser:
-    """The parser of every command; with ``command`` (a word of :data:`REGISTERED_BY`), of the commands of
-    its module only (the top level reads a command line naming ``command`` alike: it has no option that
-    takes a value, and lists the commands only in its --help and when the word is none of them)."""
+    """The parser of every command; with ``command`` (a word of :data:`REGISTERED_BY`), of that command
+    only, its module alone imported (the top level reads a command line naming ``command`` alike: it has no
+    option that takes a value, and lists the commands only in its --help and when the word is none of
+    them)."""
     with translations_once():
         return _build_parser(command)
 
@@ -128,8 +130,12 @@ def _build_parser(command: str | None) -> Parser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     common = common_options()
-    for name in (REGISTERED_BY[command],) if command in REGISTERED_BY else GROUPS:
-        group(name).register(commands, common)
+    if command in REGISTERED_BY:
+        with building_only(commands, command):
+            group(REGISTERED_BY[command]).register(commands, common)
+    else:
+        for name in GROUPS:
+            group(name).register(commands, common)
     return parser
 
 

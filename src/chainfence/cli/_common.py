@@ -255,6 +255,36 @@ def translations_once() -> Iterator[None]:
 #: each command's module gives it to :func:`add_command`, which shows it at the end of the command's --help.
 EXAMPLES: dict[str, str] = {}
 
+#: While a command line's parser is built (:func:`building_only`): the top-level subparsers and the one
+#: command of them to build.
+_ONLY: tuple[Any, str] | None = None
+
+
+@contextmanager
+def building_only(subparsers: Any, command: str) -> Iterator[None]:
+    """While the parser of a command line naming ``command`` is built, :func:`add_command` builds that
+    command alone among ``subparsers`` (the top level's): a group's other commands are handed an
+    :class:`Unbuilt`. Their parsers (each a copy of the common options) were a twentieth of a per-task
+    command's start (issue #19); nothing reads them."""
+    global _ONLY
+    _ONLY = (subparsers, command)
+    try:
+        yield
+    finally:
+        _ONLY = None
+
+
+class Unbuilt:
+    """The stand-in :func:`add_command` hands a group for a command the command line does not name: every
+    call that builds a parser (``add_argument``, argument groups, ``set_defaults``, subcommands) is taken
+    and dropped."""
+
+    def __getattr__(self, name: str) -> Callable[..., Unbuilt]:
+        return self._taken
+
+    def _taken(self, *args: Any, **kwargs: Any) -> Unbuilt:
+        return self
+
 
 def add_command(
     subparsers: Any,
@@ -268,7 +298,10 @@ def add_command(
     """Add command ``name`` to ``subparsers`` (a ``add_subparsers()``), its ``example`` recorded in
     :data:`EXAMPLES` and shown first in its epilog; ``options`` go to ``add_parser``. Its ``--help`` opens
     with its ``description``, else with its one-line ``help`` (what the list of commands says of it),
-    wrapped to the terminal (the epilog's layout is kept as written, so argparse wraps neither)."""
+    wrapped to the terminal (the epilog's layout is kept as written, so argparse wraps neither). While
+    another command's parser is built (:func:`building_only`), an :class:`Unbuilt` stands in for it."""
+    if isinstance(subparsers, Unbuilt) or (_ONLY is not None and subparsers is _ONLY[0] and name != _ONLY[1]):
+        return Unbuilt()  # type: ignore[return-value]
     description = options.get("description") or options.get("help")
     if description:
         described = description[0].upper() + description[1:]
