@@ -104,10 +104,10 @@ class _Connection(NamedTuple):
     unreachable_timeout: float | None
 
     def identify_steps(self) -> Steps[tuple[str | None, int]]:
-        """Ask the node who it is: (the dev chain it names, or None; its chain id)."""
+        """Ask the node who it is: (the dev chain it names, or None; its chain id), in one round trip where
+        it takes batches."""
         try:
-            client = yield RPC.client_version()
-            actual_chain_id = yield RPC.chain_id()
+            client, actual_chain_id = yield RPC.identify()
         except ChainfenceError as exc:
             raise NodeUnreachable(unreachable_message(self.url, exc)) from exc
         if self.chain_id is not None and actual_chain_id != self.chain_id:
