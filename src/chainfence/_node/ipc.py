@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import threading
 import weakref
 from collections.abc import Sequence
@@ -35,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from .transports import AsyncTransport, BatchCall, ErrorReply, NotDelivered, Transport, reply_result
 
-if TYPE_CHECKING:  # asyncio is imported by the asyncio transport's methods, not with this module; socket and
-    # select by the methods that open and check connections (a command over HTTP, the CLI's usual, needs
-    # neither: importing socket builds its enums and loads selectors, issue #19)
+if TYPE_CHECKING:  # asyncio is imported by the asyncio transport's methods, not with this module; socket by
+    # the method that opens a connection (a command over HTTP, the CLI's usual, needs none: importing
+    # socket builds its enums and loads selectors, issue #19)
     import asyncio
     import socket
 
@@ -90,8 +91,6 @@ class LeanIpc(Transport):
 
     def _take(self) -> _Connection:
         """An open connection: an idle one the node has not closed, or a new one (NotDelivered if none)."""
-        import select
-
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None

@@ -326,7 +326,8 @@ def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         document,
         lambda: (
             f"current: token {args.token} of {shown}, held by {lease.holder}, "
-            f"expires {when(lease.expires_at, chain.now())}" + proof
+            # the chain time the lease was judged live at, read with it (else asked now)
+            f"expires {when(lease.expires_at, lease.judged_at or chain.now())}" + proof
         ),
     )
     return EXIT_OK
