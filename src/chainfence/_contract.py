@@ -14,11 +14,10 @@ steps (:mod:`chainfence._faces`).
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _validate, _waiting, endings
+from . import _log, _validate, _waiting, endings
 from ._effects import RPC, Steps
 from ._faces import SyncFace
 from ._lease_state import AcquireReason, LeaseInfo, LeaseStatus, judge
@@ -46,7 +45,7 @@ from .lease import Lease
 if TYPE_CHECKING:  # what fenced requests are signed in: read by the steps that need it (issue #19)
     from .fenced_requests import EIP712Domain
 
-logger = logging.getLogger("chainfence.registry")
+logger = _log.get("chainfence.registry")
 
 __all__ = ["DEFAULT_MAX_TTL", "MAX_CLAIM_ITEMS", "MAX_MANY", "RegistryContract"]
 

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from . import _waiting, endings
+from . import _log, _waiting, endings
 from ._block_times import BlockTimes
 from ._contract import RegistryContract
 from ._effects import RPC, Emit, Sleep, Steps
@@ -29,7 +28,7 @@ from ._node import completeness as _completeness
 from ._node import events as _events
 from .endings import End
 
-logger = logging.getLogger("chainfence.election")
+logger = _log.get("chainfence.election")
 
 __all__ = ["Leader", "Observer", "Seat", "TermEnded", "observe_steps"]
 

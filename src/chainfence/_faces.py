@@ -26,12 +26,14 @@ emit: an election's changes) become a generator and an async generator (:func:`s
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, ClassVar, Concatenate, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from ._effects import Steps, astream, primed_steps, stream
+
+if TYPE_CHECKING:  # inspect is imported when a signature is first asked for (issue #19: a CLI command's start)
+    import inspect
 
 __all__ = [
     "AsyncDriver",
@@ -73,6 +75,8 @@ class AsyncDriver(Protocol):
 
 def require_driver(chain: object) -> AsyncDriver:
     """``chain`` if it is an asyncio chain (an ``AsyncChain``), else :class:`~chainfence.errors.InvalidInput`."""
+    import inspect
+
     from .errors import InvalidInput
 
     run = getattr(chain, "_run", None)
@@ -225,7 +229,7 @@ def awaiting(op: Callable[..., Any], returns: type | str | None = None, *, optio
             raise
         return self._twin(result)
 
-    return _dressed(method, op, "awaiting", returns=_returned(op, returns, optional))
+    return _dressed(method, op, "awaiting", returns=lambda: _returned(op, returns, optional))
 
 
 def aconstructor(op: Any) -> Any:
@@ -303,14 +307,12 @@ def _steps_of(op: Callable[..., Any]) -> Callable[..., Steps[Any]]:
     return steps  # type: ignore[no-any-return]
 
 
-def _dressed(method: Any, source: Any, kind: str, *, returns: str | None) -> Any:
+def _dressed(method: Any, source: Any, kind: str, *, returns: str | Callable[[], str | None] | None) -> Any:
     """``method`` with the parameters, docstring and module of ``source`` (the steps, or the sync method
-    a twin derives from), marked with its steps and its kind."""
+    a twin derives from), marked with its steps and its kind. ``returns``: the result it shows, or a
+    function that says it (asked with the signature)."""
     steps = getattr(source, STEPS, source)
-    signature = inspect.signature(source)
-    if returns is not None:
-        signature = signature.replace(return_annotation=returns)
-    method.__signature__ = signature
+    method.__wrapped__ = LazySignature(source, returns)
     method.__doc__ = source.__doc__
     method.__module__ = source.__module__
     name = _public_name(source.__name__)
@@ -318,6 +320,38 @@ def _dressed(method: Any, source: Any, kind: str, *, returns: str | None) -> Any
     setattr(method, STEPS, steps)
     setattr(method, KIND, kind)
     return method
+
+
+class LazySignature:
+    """What :func:`inspect.signature` shows of a derived method: the parameters of ``source`` and the
+    result ``returns`` names, worked out the first time a signature is asked for.
+
+    A derived method's ``__wrapped__``: ``inspect.signature`` unwraps a function to the first object with
+    a ``__signature__``, this one. Working every signature out at import (a hundred of them, with
+    ``inspect`` imported for it) was a tenth of a per-task CLI command's start (issue #19). Anything that
+    unwraps further (``inspect.getsource``) reaches ``source`` itself."""
+
+    def __init__(self, source: Any, returns: str | Callable[[], str | None] | None = None, *, method: Any = None):
+        self.__wrapped__ = source
+        self._returns = returns
+        self._method = method
+        self._signature: inspect.Signature | None = None
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        if self._signature is None:
+            import inspect
+
+            signature = inspect.signature(self.__wrapped__)
+            if self._method is not None:  # the method's own first parameter (cls), then the source's
+                own = inspect.signature(self._method, follow_wrapped=False)
+                first = next(iter(own.parameters.values()))
+                signature = own.replace(parameters=[first, *signature.parameters.values()])
+            returns = self._returns() if callable(self._returns) else self._returns
+            if returns is not None:
+                signature = signature.replace(return_annotation=returns)
+            self._signature = signature
+        return self._signature
 
 
 def _public_name(name: str) -> str:
@@ -337,17 +371,20 @@ def _name_derived(cls: type) -> None:
 
 
 _STEPS_RESULT = re.compile(r"^\s*Steps\[(.*)\]\s*$")
+_FUNCTION = type(_public_name)  # types.FunctionType
 
 
 def _result_of(steps: Callable[..., Any]) -> str | None:
     """The result a blocking face returns: ``Steps[int]`` -> ``int``."""
     annotations = getattr(steps, "__annotations__", None)
-    plain = inspect.isfunction(steps) and not hasattr(steps, "__wrapped__") and not hasattr(steps, "__signature__")
+    plain = type(steps) is _FUNCTION and not hasattr(steps, "__wrapped__") and not hasattr(steps, "__signature__")
     if plain and isinstance(annotations, dict):
         # What inspect.signature(steps).return_annotation is for a plain function, read without building
         # its whole signature: every derived method did, twice, at import (issue #19: a CLI command's start).
-        annotation = annotations.get("return", inspect.Signature.empty)
+        annotation = annotations.get("return")
     else:
+        import inspect
+
         annotation = inspect.signature(steps).return_annotation
     if isinstance(annotation, str):
         match = _STEPS_RESULT.match(annotation)
@@ -361,5 +398,7 @@ def _returned(op: Callable[..., Any], returns: type | str | None, optional: bool
         return None
     if isinstance(returns, type):
         return f"{returns.__name__} | None" if optional else returns.__name__
+    import inspect
+
     annotation = inspect.signature(op).return_annotation
     return annotation if isinstance(annotation, str) else None

@@ -14,10 +14,10 @@ then says what may be left live and how to find it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import _log
 from ._contract import RegistryContract
 from ._effects import Shielded, Steps
 from ._node import sending as _sending
@@ -25,7 +25,7 @@ from .endings import End
 from .errors import ChainfenceError, TokenNotCurrent
 from .lease import Lease
 
-logger = logging.getLogger("chainfence.registry")
+logger = _log.get("chainfence.registry")
 
 __all__ = ["settle_steps"]
 

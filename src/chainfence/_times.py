@@ -9,14 +9,23 @@ from __future__ import annotations
 
 __all__ = ["chain_time"]
 
+#: The years a date is written for (``datetime``'s); outside them a chain time is shown as a number.
+_YEARS = range(1, 10_000)
+
 
 def chain_time(seconds: object) -> str:
     """``seconds`` (a chain time) as ``2026-11-22 12:03:07 UTC``; a number no calendar holds (a dev chain
-    moved to the year 300000) as ``chain time N``."""
-    import datetime
+    moved to the year 300000) as ``chain time N``.
+
+    The calendar is :mod:`time`'s (UTC, proleptic Gregorian), written as ``datetime`` writes it for the
+    years it holds, 1 to 9999; not ``datetime`` itself, whose module a per-task command would otherwise
+    load for this one line (issue #19)."""
+    import time
 
     try:
-        moment = datetime.datetime.fromtimestamp(int(seconds), datetime.UTC)  # type: ignore[call-overload]
+        moment = time.gmtime(int(seconds))  # type: ignore[call-overload]
     except (OverflowError, ValueError, OSError, TypeError):
         return f"chain time {seconds}"
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    if moment.tm_year not in _YEARS:
+        return f"chain time {seconds}"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", moment)

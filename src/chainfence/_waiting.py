@@ -75,13 +75,12 @@ sync :class:`~chainfence.Registry` runs them over the blocking RPC layer,
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
-from . import endings
+from . import _log, endings
 from ._effects import RPC, Locked, Sleep, Steps, run
 from ._node import completeness as _completeness
 from ._node import events as _events
@@ -92,7 +91,7 @@ if TYPE_CHECKING:
     from .chain import Chain
     from .lease import LeaseInfo
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 T = TypeVar("T")
 

@@ -61,8 +61,7 @@ with asyncio's sleep: the same reads, events, jitter and fairness.
 
 from __future__ import annotations
 
-import logging
-
+from . import _log
 from .chain import AsyncChain
 from .election import AsyncElection, AsyncLeadership, AsyncWatch
 from .guard import AsyncGuard  # the guard's asyncio face lives with the guard: re-exported here
@@ -70,7 +69,7 @@ from .lease import AsyncLease
 from .lease_set import AsyncLeaseSet
 from .registry import AsyncRegistry
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = [
     "AsyncChain",

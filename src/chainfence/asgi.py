@@ -57,11 +57,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
+from . import _log
 from .errors import (
     ChainError,
     ChainfenceError,
@@ -76,7 +76,7 @@ from .errors import (
 from .fenced_requests import FencedRequest, http_action
 from .guard import Guard
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = ["FencingMiddleware"]
 

@@ -79,9 +79,7 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
 
 from __future__ import annotations
 
-import copy
 import enum
-import logging
 import threading
 import time
 from collections import deque
@@ -89,7 +87,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from . import _names, _validate
+from . import _log, _names, _validate
 from . import keepalive as _keepalive
 from ._contract import MAX_MANY, RegistryContract
 from ._effects import RPC, Shielded, Signal, Sleep, Spawn, Steps, Until
@@ -117,7 +115,7 @@ from .errors import (
 )
 from .lease import AsyncLease, Lease
 
-logger = logging.getLogger("chainfence.registry")
+logger = _log.get("chainfence.registry")
 
 __all__ = [
     "KINDS",
@@ -896,6 +894,8 @@ def _own_copy(error: BaseException, op: _Op, batch: list[_Op]) -> BaseException:
     the transaction (OutcomeUnknown, NotConfirmed, TransactionTimeout) says which item is the caller's
     (``item``), so that it can learn its own outcome by hash (:meth:`Registry.batch_item`)."""
     index = next(position for position, each in enumerate(batch) if each is op)
+    import copy  # here: only a failed batch copies its error (issue #19: the CLI's registry imports this module)
+
     try:
         own = copy.copy(error)
     except Exception:  # an exception class that cannot be copied: the one instance, shared

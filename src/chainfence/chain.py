@@ -41,15 +41,14 @@ conversation with the node (:meth:`_Connection.identify_steps`).
 from __future__ import annotations
 
 import contextlib
-import inspect
-import logging
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
-from . import _validate
+from . import _log, _validate
 from ._effects import RPC, Steps, arun, run
+from ._faces import LazySignature
 from ._node.accounts import LocalKey, is_local_account
 from ._node.failures import unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
@@ -74,7 +73,7 @@ if TYPE_CHECKING:  # types only: keys are loaded without eth-account (chainfence
 
     Signer = LocalKey | LocalAccount
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = ["AsyncChain", "Chain"]
 
@@ -105,10 +104,10 @@ class _Connection(NamedTuple):
     unreachable_timeout: float | None
 
     def identify_steps(self) -> Steps[tuple[str | None, int]]:
-        """Ask the node who it is: (the dev chain it names, or None; its chain id)."""
+        """Ask the node who it is: (the dev chain it names, or None; its chain id), in one round trip where
+        it takes batches."""
         try:
-            client = yield RPC.client_version()
-            actual_chain_id = yield RPC.chain_id()
+            client, actual_chain_id = yield RPC.identify()
         except ChainfenceError as exc:
             raise NodeUnreachable(unreachable_message(self.url, exc)) from exc
         if self.chain_id is not None and actual_chain_id != self.chain_id:
@@ -179,14 +178,11 @@ def _parameters_of(
     spec: Callable[P, Any],
 ) -> Callable[[Callable[Concatenate[C, ...], R]], Callable[Concatenate[C, P], R]]:
     """Give a method that takes ``(cls, *args, **kwargs)`` the parameters of ``spec``: for type checkers
-    and for :func:`inspect.signature` (help, IDEs), so a parameter is declared in one place."""
+    and for :func:`inspect.signature` (help, IDEs), so a parameter is declared in one place. The signature
+    is worked out when first asked for (:class:`~chainfence._faces.LazySignature`), not at import."""
 
     def adopt(method: Callable[Concatenate[C, ...], R]) -> Callable[Concatenate[C, P], R]:
-        own = inspect.signature(method)
-        first = next(iter(own.parameters.values()))
-        method.__signature__ = own.replace(  # type: ignore[attr-defined]
-            parameters=[first, *inspect.signature(spec).parameters.values()]
-        )
+        method.__wrapped__ = LazySignature(spec, method=method)  # type: ignore[attr-defined]
         return method
 
     return adopt

@@ -16,11 +16,10 @@ its asyncio twin); a claim is a :class:`~chainfence.Lease` whose
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
-from . import _names, _validate
+from . import _log, _names, _validate
 from . import keepalive as _keepalive
 from ._contract import MAX_CLAIM_ITEMS, RegistryContract
 from ._effects import Steps
@@ -33,7 +32,7 @@ from .endings import End, LocalEnd, declare
 from .errors import InvalidClaimItems, NothingToClaim
 from .lease import Lease
 
-logger = logging.getLogger("chainfence.registry")
+logger = _log.get("chainfence.registry")
 
 __all__ = ["ClaimOperations"]
 

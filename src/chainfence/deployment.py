@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from . import _validate
+from ._records import record
 from .errors import InvalidInput
 
 __all__ = ["DEFAULT_PATH", "Deployment", "default_path", "load", "save"]
@@ -42,7 +42,7 @@ class _Deployed(Protocol):
     def identity(self) -> dict[str, str]: ...
 
 
-@dataclass(frozen=True)
+@record
 class Deployment:
     """A registry's address, the chain and block it was deployed in, and where to reach it."""
 
@@ -52,6 +52,13 @@ class Deployment:
     block_hash: str | None
     max_ttl: int
     rpc_url: str | None = None
+
+    def __init__(
+        self, registry: str, chain_id: int, block: int, block_hash: str | None, max_ttl: int, rpc_url: str | None = None
+    ) -> None:
+        self.__dict__.update(
+            registry=registry, chain_id=chain_id, block=block, block_hash=block_hash, max_ttl=max_ttl, rpc_url=rpc_url
+        )
 
     @classmethod
     def of(cls, registry: _Deployed, *, rpc_url: str | None) -> Deployment:
@@ -112,7 +119,8 @@ def save(deployment: Deployment, path: str | os.PathLike[str] | None = None) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".deployment-", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(asdict(deployment), out, indent=2)
+        fields = ("registry", "chain_id", "block", "block_hash", "max_ttl", "rpc_url")
+        json.dump({name: getattr(deployment, name) for name in fields}, out, indent=2)
         out.write("\n")
     os.replace(tmp, path)
     return path

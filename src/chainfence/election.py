@@ -66,12 +66,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import logging
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import _validate, endings
+from . import _log, _validate, endings
 from . import keepalive as _keepalive
 from ._effects import Steps
 from ._election_observer import Leader, Seat, TermEnded, observe_steps
@@ -100,7 +99,7 @@ from .keepalive import (
 from .lease import Lease
 from .registry import AsyncRegistry, Registry
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = [
     "AsyncElection",

@@ -58,12 +58,12 @@ renew by running the kept object's renewal steps, each over its own driver.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from . import _log
 from ._effects import Steps
 from .endings import End, LocalEnd, declare, loss_reason  # what a renewal's error means: the one model
 from .errors import ChainfenceError, InvalidInput, LeaseLost
@@ -71,7 +71,7 @@ from .errors import ChainfenceError, InvalidInput, LeaseLost
 if TYPE_CHECKING:  # the asyncio keeper imports asyncio when it is built: the CLI never loads it
     import asyncio
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = [
     "DEFAULT_BLOCK_TIME_MARGIN",

@@ -25,10 +25,10 @@ re-exported here.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from . import _log
 from . import keepalive as _keepalive
 from ._effects import Steps
 from ._faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation, twin_of
@@ -50,7 +50,7 @@ from .keepalive import (
 if TYPE_CHECKING:  # signing a request imports them: a lease's own operations never load them (issue #19)
     from .fenced_requests import EIP712Domain, FencedRequest
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = ["AcquireReason", "AsyncLease", "Lease", "LeaseInfo", "LeaseStatus", "judge"]
 

@@ -14,11 +14,10 @@ as steps that both faces run.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
-from . import _names, _validate
+from . import _log, _names, _validate
 from . import keepalive as _keepalive
 from ._contract import MAX_MANY, RegistryContract
 from ._effects import Steps
@@ -51,7 +50,7 @@ from .keepalive import (
 )
 from .lease import Lease
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = ["AsyncLeaseSet", "LeaseSet", "LeaseSetOperations"]
 

@@ -21,20 +21,19 @@ admin's revoke and grant of leases and work items.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from . import _names, _validate
+from . import _log, _names, _validate
 from ._contract import MAX_CLAIM_ITEMS, RegistryContract, at_block, checksum
 from ._effects import Steps
 from ._faces import operation
 from ._node import events as _events
+from ._records import record
 from .errors import ChainError, InvalidInput, InvalidPolicy, NamespaceError, NotAdmitted
 from .lease import Lease
 
-logger = logging.getLogger("chainfence.registry")
+logger = _log.get("chainfence.registry")
 
 __all__ = ["NamespaceOperations", "NamespacePolicy"]
 
@@ -44,7 +43,7 @@ POLICY_MAX_TTL, POLICY_LOCK_DELAY, POLICY_ADMISSION = 1, 2, 4
 _ZERO = "0x" + "00" * 20
 
 
-@dataclass(frozen=True)
+@record
 class NamespacePolicy:
     """A namespace's admin and policy, as the registry reads it.
 
@@ -62,6 +61,26 @@ class NamespacePolicy:
     max_ttl: int
     lock_delay: int
     admission_required: bool
+
+    def __init__(
+        self,
+        name: str,
+        namespace: bytes,
+        admin: str | None,
+        pending_admin: str | None,
+        max_ttl: int,
+        lock_delay: int,
+        admission_required: bool,
+    ) -> None:
+        self.__dict__.update(
+            name=name,
+            namespace=namespace,
+            admin=admin,
+            pending_admin=pending_admin,
+            max_ttl=max_ttl,
+            lock_delay=lock_delay,
+            admission_required=admission_required,
+        )
 
     @property
     def administered(self) -> bool:

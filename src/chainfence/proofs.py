@@ -47,11 +47,11 @@ endpoint is built).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import _log
 from ._lease_state import LeaseInfo, LeaseStatus, judge
 from ._limits import MAX_NAME_LENGTH
 from ._node import proofs as _proofs
@@ -60,7 +60,7 @@ from ._node.jsonrpc import Endpoint, endpoint
 from ._node.rlp import keccak256
 from .errors import ContractNotFound, InvalidAddress, InvalidInput, ProofInvalid, ProofsNotServed, RpcError
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = ["HeaderSource", "ProvenLeases", "ProvenReader", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader"]
 

@@ -36,13 +36,12 @@ runs the very same steps over asyncio.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from . import _names, _validate, _waiting, endings
+from . import _log, _names, _validate, _waiting, endings
 from . import batching as _batching
 from . import keepalive as _keepalive
 from ._contract import DEFAULT_MAX_TTL, MAX_CLAIM_ITEMS, MAX_MANY, RegistryContract, at_block
@@ -86,7 +85,7 @@ if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a le
     from ._stuck import StuckReport
     from .deployment import Deployment
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = ["DEFAULT_MAX_TTL", "MAX_CLAIM_ITEMS", "MAX_MANY", "AsyncRegistry", "Registry"]
 
@@ -138,7 +137,10 @@ def _at_steps(cls: type[Registry], chain: Any, address: str, *, sender: Any = No
     code there, or code that is not this SDK's FencingRegistry.
     """
     address = _validate.address(address, "registry address")
-    code = yield RPC.code(address)
+    # The code, and the registry's maxTtl (an immutable: what every later ttl is checked against) in the
+    # same round trip where the node takes batches: a command that acquires asks once less (issue #19).
+    max_ttl_call = {"to": address, "data": _artifacts.functions("FencingRegistry")["maxTtl"][0]}
+    code, max_ttl = yield RPC.code_and_call(address, max_ttl_call)
     if not code:
         raise ContractNotFound(f"no contract code at {address} on chain {chain.chain_id}")
     if not _is_registry_code(code):
@@ -147,7 +149,10 @@ def _at_steps(cls: type[Registry], chain: Any, address: str, *, sender: Any = No
         )
     if sender is None and chain.accounts:
         sender = chain.accounts[0]
-    return cls(chain, address, sender=chain.signer(sender) if sender is not None else None)
+    registry = cls(chain, address, sender=chain.signer(sender) if sender is not None else None)
+    if max_ttl is not None and len(max_ttl) == 32:
+        registry.__dict__["max_ttl"] = int.from_bytes(max_ttl, "big")
+    return registry
 
 
 def _from_deployment_steps(

@@ -140,7 +140,6 @@ and nothing after that statement takes effect:
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
 import sqlite3
 import threading
@@ -149,7 +148,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _validate
+from . import _log, _validate
 from ._lease_state import judge
 from .errors import (
     ChainRolledBack,
@@ -165,7 +164,7 @@ if TYPE_CHECKING:
     from ._node.headers import HeaderSource
     from .proofs import ProvenReader
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = ["fenced_transaction"]
 

@@ -101,7 +101,6 @@ Semantics (those of tooz's other drivers)
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -116,7 +115,7 @@ import tooz.utils
 from eth_account import Account
 from eth_utils.crypto import keccak
 
-from . import _validate, endings
+from . import _log, _validate, endings
 from .chain import Chain
 from .endings import End, Refusal
 from .errors import ChainfenceError, InvalidInput, LeaseError, NodeUnreachable
@@ -124,7 +123,7 @@ from .registry import Registry
 
 __all__ = ["ChainfenceDriver", "ChainfenceLock", "ToozInvalidInput", "embedded_chain", "member_account"]
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 #: Options a URL (or ``get_coordinator``'s keyword arguments) may carry.
 OPTIONS = frozenset(

@@ -47,17 +47,77 @@ FORBIDDEN = (
 )
 
 
+#: Run before the command: at exit, the names of every module loaded are written to the file $MODULES_SEEN
+#: names. ``-X importtime`` alone misses a module loaded with ``importlib.import_module`` (the CLI loads its
+#: command's module so, and the package its public names), which reports only the imports inside it.
+_SEEN_AT_EXIT = (
+    "import atexit, os, sys\n"
+    "atexit.register(lambda: open(os.environ['MODULES_SEEN'], 'w').write('\\n'.join(sorted(sys.modules))))\n"
+)
+
+
 def imported(argv: list[str], env: dict[str, str], *, code: str | None = None) -> tuple[int, str, set[str]]:
     """(exit status, stdout, every module imported) of ``python -X importtime -m chainfence ARGV``
-    (or of ``-c code``)."""
-    command = [sys.executable, "-X", "importtime", *(["-c", code] if code else ["-m", "chainfence", *argv])]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
-    modules = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    (or of ``-c code``): what ``-X importtime`` reports and what ``sys.modules`` holds at exit."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        seen = os.path.join(folder, "modules")
+        run = (
+            code
+            or "import runpy, sys\nsys.argv[0] = 'chainfence'\nrunpy.run_module('chainfence', run_name='__main__')\n"
+        )
+        command = [sys.executable, "-X", "importtime", "-c", _SEEN_AT_EXIT + run, *([] if code else argv)]
+        done = subprocess.run(
+            command, env={**env, "MODULES_SEEN": seen}, capture_output=True, text=True, timeout=120, check=False
+        )
+        modules = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+        if os.path.exists(seen):
+            with open(seen, encoding="utf-8") as file:
+                modules |= set(file.read().split())
     return done.returncode, done.stdout, modules
 
 
-def forbidden(modules: set[str]) -> list[str]:
-    return sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in FORBIDDEN))
+#: What none of the per-task commands loads either, over a URL (issue #19, docs/benchmarks.md: each was a
+#: measured share of a command's start): dataclasses and inspect (with ast, dis), logging (with traceback,
+#: linecache, tokenize), datetime, shutil (with bz2, lzma), pathlib, textwrap, copy, socket (with
+#: selectors; plain HTTP goes through _socket), the idna codec (stringprep), and the command modules of
+#: other commands. ``lock`` runs its command with subprocess (which loads selectors and signal).
+NOT_AT_START = (
+    "dataclasses",
+    "inspect",
+    "ast",
+    "dis",
+    "logging",
+    "traceback",
+    "linecache",
+    "tokenize",
+    "datetime",
+    "shutil",
+    "bz2",
+    "lzma",
+    "pathlib",
+    "textwrap",
+    "copy",
+    "socket",
+    "selectors",
+    "subprocess",
+    "signal",
+    "encodings.idna",
+    "stringprep",
+    "chainfence.deployment",
+    *(f"chainfence.cli.{group}" for group in ("start", "audit", "ops", "node", "demo", "lock", "leases", "reads")),
+)
+#: What each command may load of NOT_AT_START: its own command module, and lock its subprocess.
+OWN = {
+    "lock": frozenset({"chainfence.cli.lock", "subprocess", "selectors", "signal"}),
+    **dict.fromkeys(("acquire", "renew", "release", "claim", "complete"), frozenset({"chainfence.cli.leases"})),
+    **dict.fromkeys(("status", "verify"), frozenset({"chainfence.cli.reads"})),
+}
+
+
+def forbidden(modules: set[str], names: tuple[str, ...] = FORBIDDEN) -> list[str]:
+    return sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in names))
 
 
 @pytest.fixture
@@ -95,6 +155,10 @@ def test_every_per_task_command_imports_neither_web3_nor_eth_account_nor_py_ecc(
     run("lock", "lock", "jobs/imports-lock", "--ttl", "60", "--", "touch", str(marker))
     assert marker.exists(), "lock ran its command"
     assert {name: forbidden(modules) for name, modules in seen.items()} == {name: [] for name in seen}
+    assert {name: sorted(set(forbidden(modules, NOT_AT_START)) - OWN[name]) for name, modules in seen.items()} == {
+        name: [] for name in seen
+    }
+    assert all(OWN[name] & modules for name, modules in seen.items()), "the check sees the command's own module"
 
 
 def test_control_the_reading_catches_web3_and_eth_account_when_they_load(agent_env):
@@ -111,6 +175,15 @@ def test_control_the_reading_catches_web3_and_eth_account_when_they_load(agent_e
     status, _, modules = imported([], agent_env, code=naive)
     assert status == 0
     assert {"web3", "eth_account", "py_ecc", "eth_keyfile"} <= {m.split(".")[0] for m in forbidden(modules)}
+
+
+def test_control_the_reading_catches_what_a_command_should_not_load_at_start(agent_env):
+    """What the per-task commands loaded before issue 19's start-up work (dataclasses, logging, a module
+    imported through importlib, which -X importtime does not report) is caught by the same reading."""
+    naive = "import dataclasses, logging, importlib\nimportlib.import_module('chainfence.cli.audit')\n"
+    status, _, modules = imported([], agent_env, code=naive)
+    assert status == 0
+    assert {"dataclasses", "logging", "chainfence.cli.audit"} <= set(forbidden(modules, NOT_AT_START))
 
 
 def test_a_url_and_a_key_alone_load_no_eth_library(agent_env):

@@ -33,7 +33,7 @@ Standing behaviours, set as attributes:
 - ``down = True``: every request is dropped (a stopped node, seen from the client);
 - ``max_log_range = N``: ``eth_getLogs`` over more than N blocks is refused
   with a JSON-RPC error, as hosted providers do;
-- ``client_version = "Geth/..."``: what ``web3_clientVersion`` answers (a
+- ``client_version = "Geth/..."``: what ``web3_clientVersion`` answers, alone or in a batch (a
   node that is not a dev chain, as far as the SDK can tell);
 - ``no_pending = True``: ``eth_getBlockByNumber("pending")`` is refused;
 - ``stall()`` / ``resume()``: a stalled node. From ``stall()`` on, every
@@ -232,6 +232,8 @@ class RpcProxy:
                     )
                     with urllib.request.urlopen(upstream, timeout=30) as response:
                         reply = response.read()
+                    if isinstance(request, list) and proxy.client_version is not None:
+                        reply = proxy._client_version_in_batch(request, reply)
                 with proxy._lock:
                     proxy.completed.append((method, params))
                     if fault in ("reply_then_down", "drop_reply_then_down"):
@@ -292,6 +294,23 @@ class RpcProxy:
             if span > self.max_log_range:
                 return error(-32005, f"query exceeds max block range {self.max_log_range}, asked for {span}")
         return None
+
+    def _client_version_in_batch(self, request: list, reply: bytes) -> bytes:
+        """The node's reply to a batch, with ``client_version`` as the answer to its ``web3_clientVersion``
+        (the SDK asks it with ``eth_chainId`` in one batch)."""
+        asked = {
+            call.get("id") for call in request if isinstance(call, dict) and call.get("method") == "web3_clientVersion"
+        }
+        if not asked:
+            return reply
+        answers = json.loads(reply)
+        if not isinstance(answers, list):
+            return reply
+        for answer in answers:
+            if isinstance(answer, dict) and answer.get("id") in asked:
+                answer.pop("error", None)
+                answer["result"] = self.client_version
+        return json.dumps(answers).encode()
 
     def _span(self, filter_params: dict) -> int:
         def number(tag):

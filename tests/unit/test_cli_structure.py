@@ -143,8 +143,8 @@ def _leaves() -> dict[str, argparse.ArgumentParser]:
 
 def test_every_command_module_registers_through_one_function_and_the_root_lists_them_all():
     groups = {path.stem for path in _modules()} - NOT_GROUPS
-    assert {group.__name__.rsplit(".", 1)[1] for group in cli.GROUPS} == groups
-    for group in cli.GROUPS:
+    assert set(cli.GROUPS) == groups
+    for group in map(cli.group, cli.GROUPS):
         tree = ast.parse(Path(group.__file__).read_text(encoding="utf-8"))
         (register,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "register"]
         assert [a.arg for a in register.args.args] == ["subparsers", "common"], group.__name__
@@ -156,6 +156,52 @@ def test_every_command_module_registers_through_one_function_and_the_root_lists_
             if isinstance(target, ast.Name) and target.id.lstrip("_") in ("COMMANDS", "EXAMPLES")
         ]
         assert tables == [], f"{group.__name__}: a table of its own ({tables}) beside the convention"
+
+
+def _registered(group: str) -> set[str]:
+    """The top-level commands module ``group`` registers."""
+    parser = argparse.ArgumentParser()
+    commands = parser.add_subparsers()
+    cli.group(group).register(commands, _common.common_options())
+    return set(commands.choices)
+
+
+def test_the_root_knows_which_module_registers_each_command():
+    """A command line naming a command builds only its parser, importing only its module (issue #19): the
+    root's table says, for every command, the module that registers it, and for no command that is not
+    registered."""
+    registered = {command: group for group in cli.GROUPS for command in _registered(group)}
+    assert cli.REGISTERED_BY == registered
+    everything = _commands(cli._parser())
+    for command in cli.REGISTERED_BY:
+        alone = _commands(cli._parser(command))
+        assert set(alone) == {name for name in everything if name.split()[0] == command}, command
+
+
+def test_the_commands_parsers_are_the_same_built_alone():
+    """Each command's parser, built with its module's commands only, reads and helps as the one built
+    with every command: the same options, defaults, usage and --help."""
+    everything = _commands(cli._parser())
+    for command in cli.REGISTERED_BY:
+        for name, alone in _commands(cli._parser(command)).items():
+            assert alone.format_help() == everything[name].format_help(), name
+            assert alone.format_usage() == everything[name].format_usage(), name
+            assert alone._defaults == everything[name]._defaults, name
+            assert _arguments(alone) == _arguments(everything[name]), name
+
+
+def _arguments(parser: argparse.ArgumentParser) -> list[dict[str, object]]:
+    """What each of ``parser``'s arguments is (its group aside; a type made by a function, by its name),
+    subcommands aside."""
+    return [
+        {
+            key: getattr(value, "__qualname__", value) if key == "type" else value
+            for key, value in vars(action).items()
+            if key != "container"
+        }
+        for action in parser._actions
+        if not isinstance(action, argparse._SubParsersAction)
+    ]
 
 
 def test_every_command_runs_its_bound_handler_and_has_its_one_example():
@@ -243,3 +289,11 @@ def test_exit_codes_come_by_name_from_the_one_table():
             if isinstance(node, ast.Return) and isinstance(node.value, ast.Constant) and type(node.value.value) is int
         ]
         assert literal == [], f"cli/{path.name} returns exit codes as numbers at lines {literal}"
+
+
+def test_the_default_deployment_file_is_the_deployment_modules():
+    """The CLI looks for the deployment file without importing the deployment module (issue #19): at the
+    same default path."""
+    from chainfence import deployment
+
+    assert _common.DEFAULT_DEPLOYMENT == str(deployment.DEFAULT_PATH)

@@ -4,7 +4,8 @@ The layers, lowest first (the README's "Layout" says the same):
 
 0. foundation: ``errors``, ``endings`` (the model of how a lease ends) and ``_lease_state`` (the lease
    fields and verdicts it speaks of), ``_limits`` (the contract's bounds), ``_times`` (chain times for
-   people), ``_effects`` (operations as steps), ``_moved`` (old import paths);
+   people), ``_effects`` (operations as steps), ``_records`` (dataclass-like records without dataclasses),
+   ``_log`` (loggers that import logging when a record can go somewhere), ``_moved`` (old import paths);
 1. ``_node/``: the only code that talks to a node, and the codecs it speaks with (ABI, RLP, addresses);
 2. the SDK: every other module of the package's top level (``_names`` and ``_validate``, what callers
    give it, checked with the node layer's codecs; ``chain``, ``registry`` and the concept modules split
@@ -28,7 +29,7 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "src" / "chainfence"
 
-FOUNDATION = {"errors", "endings", "_lease_state", "_effects", "_moved", "_limits", "_times"}
+FOUNDATION = {"errors", "endings", "_lease_state", "_effects", "_records", "_log", "_moved", "_limits", "_times"}
 SERVICE_MODULES = {"sql", "asgi", "fenced_store", "mcp_server", "tooz_driver", "aio"}
 SERVICE_PACKAGES = {"guard", "audit", "testing"}
 LAYER_NAMES = {0: "foundation", 1: "node", 2: "SDK", 3: "services", 4: "CLI"}

@@ -44,7 +44,6 @@ number the same way (a follower's logs: see ``docs/guarantees.md``).
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import weakref
@@ -54,6 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _log
 from ..errors import (
     BlockNotVouched,
     ChainfenceError,
@@ -67,7 +67,7 @@ from ..errors import (
 from .jsonrpc import Endpoint, endpoint
 from .rlp import RLPError, encode, keccak256
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 __all__ = [
     "HeaderSource",

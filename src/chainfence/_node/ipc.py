@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import socket
 import threading
 import weakref
 from collections.abc import Sequence
@@ -37,8 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from .transports import AsyncTransport, BatchCall, ErrorReply, Meanwhile, NotDelivered, Transport, reply_result
 
-if TYPE_CHECKING:  # asyncio is imported by the asyncio transport's methods, not with this module
+if TYPE_CHECKING:  # asyncio is imported by the asyncio transport's methods, not with this module; socket by
+    # the method that opens a connection (a command over HTTP, the CLI's usual, needs none: importing
+    # socket builds its enums and loads selectors, issue #19)
     import asyncio
+    import socket
 
 __all__ = ["AsyncLeanIpc", "LeanIpc", "is_ipc_path"]
 
@@ -59,6 +61,8 @@ class LeanIpc(Transport):
     """
 
     def __init__(self, path: str, *, timeout: float):
+        import socket
+
         if not hasattr(socket, "AF_UNIX"):
             raise ValueError("IPC needs Unix sockets, which this platform lacks: connect over http:// instead")
         self.path = os.fspath(path)
@@ -74,6 +78,8 @@ class LeanIpc(Transport):
         return self.path
 
     def _connect(self) -> _Connection:
+        import socket
+
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(self.timeout)

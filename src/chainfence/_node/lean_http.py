@@ -14,7 +14,6 @@ reconnect, never a doubt. It never resends.
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import select
@@ -70,6 +69,8 @@ class LeanHttp(Transport):
             "Connection: keep-alive",
         ]
         if parts.username is not None:
+            import base64  # here: a URL with credentials is the rare one
+
             credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
             headers.append("Authorization: Basic " + base64.b64encode(credentials).decode())
         self._head = ("\r\n".join(headers) + "\r\nContent-Length: ").encode("latin-1")
@@ -226,7 +227,10 @@ def _plain_connection(host: str, port: int, timeout: float) -> Any:
     import _socket
 
     error: OSError | None = None
-    for family, kind, proto, _name, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+    # An ASCII name as bytes: getaddrinfo encodes a str with the idna codec, whose import (stringprep,
+    # unicodedata) cost more than the connection (issue #19); an ASCII name is the same either way.
+    name = host.encode("ascii") if host.isascii() else host
+    for family, kind, proto, _name, address in _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM):
         sock = _socket.socket(family, kind, proto)
         try:
             sock.settimeout(timeout)

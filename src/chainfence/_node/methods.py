@@ -18,12 +18,12 @@ results and the same errors, and neither holds a copy of the other.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .. import _log
 from .._effects import Steps
+from .._records import record
 from ..errors import ChainError, ChainfenceError, NodeUnreachable, NotSupported, RpcError
 from .failures import TESTER_CONTROLS
 from .formats import (
@@ -39,7 +39,7 @@ from .formats import (
     quantity,
 )
 
-logger = logging.getLogger("chainfence.rpc")
+logger = _log.get("chainfence.rpc")
 
 
 class Request(NamedTuple):
@@ -71,7 +71,7 @@ class InProcess(NamedTuple):
     args: tuple[Any, ...] = ()
 
 
-@dataclass
+@record(frozen=False)
 class Node:
     """What a layer knows about its node between calls (each :class:`~chainfence._node.rpc.Rpc` has one)."""
 
@@ -81,6 +81,11 @@ class Node:
     batches: bool
     #: The chain id, once asked (it cannot change under a connection).
     chain_id: int | None = None
+
+    def __init__(self, embedded: bool, batches: bool, chain_id: int | None = None) -> None:
+        self.embedded = embedded
+        self.batches = batches
+        self.chain_id = chain_id
 
 
 # -- requests the caller composes ----------------------------------------------------------------
@@ -112,6 +117,22 @@ def chain_id_steps(node: Node) -> Steps[int]:
 
 def client_version_steps(node: Node) -> Steps[str]:
     return str((yield Request("web3_clientVersion", [])))
+
+
+def identify_steps(node: Node) -> Steps[tuple[str, int]]:
+    """``web3_clientVersion`` and ``eth_chainId`` (remembered, as :func:`chain_id_steps` does): in one round
+    trip where the transport takes JSON-RPC batches, one after the other elsewhere. A reply that carries
+    an error raises it, the client version's first."""
+    if node.batches and node.chain_id is None:
+        replies = yield from _batch(node, [("web3_clientVersion", []), ("eth_chainId", [])])
+        if replies is not None:
+            for reply in replies:
+                if isinstance(reply, ChainfenceError):
+                    raise reply
+            client, chain_id = replies
+            node.chain_id = quantity(chain_id)
+            return str(client), node.chain_id
+    return (yield from client_version_steps(node)), (yield from chain_id_steps(node))
 
 
 # -- blocks ------------------------------------------------------------------------------------
@@ -268,6 +289,23 @@ def dev_preflight_steps(node: Node, tx: dict[str, Any], probe: str | None) -> St
 
 def code_steps(node: Node, address: str, block: str | int = "latest") -> Steps[bytes]:
     return data((yield Request("eth_getCode", [address, block_id(block)])))
+
+
+def code_and_call_steps(node: Node, address: str, tx: dict[str, Any]) -> Steps[tuple[bytes, bytes | None]]:
+    """``eth_getCode`` of ``address`` at ``latest`` and, in the same round trip where the transport takes
+    JSON-RPC batches, ``eth_call`` of ``tx`` there: (the code, the call's result). The result is None where
+    the call was not asked (no batches: the code alone is asked) or its reply carried an error; the
+    code's own error is raised."""
+    if node.batches:
+        replies = yield from _batch(
+            node, [("eth_getCode", [address, "latest"]), ("eth_call", [call_object(tx), "latest"])]
+        )
+        if replies is not None:
+            code, result = replies
+            if isinstance(code, ChainfenceError):
+                raise code
+            return data(code), (None if isinstance(result, ChainfenceError) else data(result))
+    return (yield from code_steps(node, address)), None
 
 
 def nonce_steps(node: Node, address: str, block: str | int = "pending") -> Steps[int]:

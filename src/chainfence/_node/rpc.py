@@ -30,10 +30,10 @@ provider of any ``Web3`` (:class:`~chainfence._node.web3_providers.ProviderTrans
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from .. import _log
 from .._effects import Steps
 from ..errors import ChainfenceError
 from . import methods as _methods
@@ -44,7 +44,7 @@ from .methods import Batch, InProcess, Node, Request
 from .transports import AsyncTransport, Meanwhile, Transport, reply_result
 from .web3_providers import AsyncProviderTransport, ProviderTransport, connect_async_http, ipc_web3
 
-logger = logging.getLogger("chainfence.rpc")
+logger = _log.get("chainfence.rpc")
 
 __all__ = ["AsyncRpc", "Rpc", "connect_async_node", "connect_http", "connect_node", "transport_of"]
 
@@ -208,6 +208,7 @@ class Rpc:
     tester = _blocking(_methods.tester_steps)
     chain_id = _blocking(_methods.chain_id_steps)
     client_version = _blocking(_methods.client_version_steps)
+    identify = _blocking(_methods.identify_steps)
     block_number = _blocking(_methods.block_number_steps)
     block = _blocking(_methods.block_steps)
     blocks = _blocking(_methods.blocks_steps)
@@ -217,6 +218,7 @@ class Rpc:
     estimate_gas = _blocking(_methods.estimate_gas_steps)
     dev_preflight = _blocking(_methods.dev_preflight_steps)
     code = _blocking(_methods.code_steps)
+    code_and_call = _blocking(_methods.code_and_call_steps)
     nonce = _blocking(_methods.nonce_steps)
     logs = _blocking(_methods.logs_steps)
     send_raw = _blocking(_methods.send_raw_steps)
@@ -301,6 +303,7 @@ class AsyncRpc:
     tester = _awaiting(_methods.tester_steps)
     chain_id = _awaiting(_methods.chain_id_steps)
     client_version = _awaiting(_methods.client_version_steps)
+    identify = _awaiting(_methods.identify_steps)
     block_number = _awaiting(_methods.block_number_steps)
     block = _awaiting(_methods.block_steps)
     blocks = _awaiting(_methods.blocks_steps)
@@ -310,6 +313,7 @@ class AsyncRpc:
     estimate_gas = _awaiting(_methods.estimate_gas_steps)
     dev_preflight = _awaiting(_methods.dev_preflight_steps)
     code = _awaiting(_methods.code_steps)
+    code_and_call = _awaiting(_methods.code_and_call_steps)
     nonce = _awaiting(_methods.nonce_steps)
     logs = _awaiting(_methods.logs_steps)
     send_raw = _awaiting(_methods.send_raw_steps)

@@ -64,14 +64,14 @@ Timeline of the failure this prevents ("ghost lease")::
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .. import _log
 from .._effects import RPC, Locked, Sleep, Steps, run
+from .._records import record
 from ..errors import (
     ChainError,
     ChainfenceError,
@@ -91,7 +91,7 @@ if TYPE_CHECKING:  # types only: signing needs the key, not eth-account
 
     from .accounts import LocalKey
 
-logger = logging.getLogger("chainfence.chain")
+logger = _log.get("chainfence.chain")
 
 T = TypeVar("T")
 
@@ -136,7 +136,7 @@ _NO_SUCH_METHOD = (-32601,)
 IN_FLIGHT = "chainfence_in_flight"
 
 
-@dataclass(frozen=True)
+@record
 class InFlight:
     """A transaction whose caller was interrupted after it may have reached the node."""
 
@@ -146,6 +146,9 @@ class InFlight:
     nonce: int
     #: False when the interrupt landed in the send itself: the node may or may not have it.
     delivered: bool
+
+    def __init__(self, sender: str, tx: dict[str, Any], tx_hash: str, nonce: int, delivered: bool) -> None:
+        self.__dict__.update(sender=sender, tx=tx, tx_hash=tx_hash, nonce=nonce, delivered=delivered)
 
 
 def interrupted(error: BaseException) -> bool:

@@ -29,19 +29,18 @@ into an indexed range of byte strings (:func:`name_range`, decided by
 from __future__ import annotations
 
 import functools
-import logging
 import sqlite3
 from typing import Any
 
 from eth_utils.crypto import keccak
 
-from .. import _names, endings
+from .. import _log, _names, endings
 from .._node import events as _events
 from ..endings import End
 from ..errors import InvalidInput
 from ..lease import AcquireReason
 
-logger = logging.getLogger("chainfence.audit.index")  # the index's one logger
+logger = _log.get("chainfence.audit.index")  # the index's one logger
 
 __all__ = [
     "ENDED_AT_AN_EVENT",

@@ -80,7 +80,6 @@ cursor, what it guarantees while a sync appends and across a reorg).
 from __future__ import annotations
 
 import itertools
-import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -90,7 +89,7 @@ from typing import Any, Protocol, TypeVar
 
 from eth_utils.crypto import keccak
 
-from .. import _names, _validate, endings
+from .. import _log, _names, _validate, endings
 from .._node import completeness as _completeness
 from .._node import events as _events
 from ..chain import Chain
@@ -102,7 +101,7 @@ from ._pages import DEFAULT_LIMIT, MAX_LIMIT, Page
 from ._projection import ENDINGS
 from .timeline import TimelineLease
 
-logger = logging.getLogger(__name__)
+logger = _log.get(__name__)
 
 _R = TypeVar("_R")
 

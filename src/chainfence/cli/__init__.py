@@ -33,14 +33,13 @@ from __future__ import annotations
 import argparse
 import atexit
 import gc
-import logging
+import importlib
 import os
-import signal
 import sys
+from types import ModuleType
 
 from .. import __version__
 from ..errors import ChainfenceError, NotConfirmed, OutcomeUnknown
-from . import audit, leases, lock, ops, reads, start
 from ._common import (
     EPILOG,
     EXIT_CONNECTION,
@@ -59,6 +58,7 @@ from ._common import (
     EXIT_USAGE,
     Parser,
     UsageError,
+    building_only,
     common_options,
     exit_code,
     output_format,
@@ -87,16 +87,38 @@ __all__ = [
     "main",
 ]
 
-#: The command modules, in the order ``chainfence --help`` lists their commands.
-GROUPS = (start, leases, reads, lock, audit, ops)
+#: The command modules (of this package), in the order ``chainfence --help`` lists their commands.
+GROUPS = ("start", "leases", "reads", "lock", "audit", "ops")
+
+#: The module that registers each command. A command line that names one builds that module's commands
+#: only: importing every module and building all 44 parsers took a fifth of a per-task command's start
+#: (issue #19, docs/benchmarks.md). ``tests/unit/test_cli_structure.py`` checks it against what the
+#: modules register.
+REGISTERED_BY = {
+    **dict.fromkeys(("demo", "node", "deploy", "mcp"), "start"),
+    **dict.fromkeys(("acquire", "renew", "release", "claim", "complete"), "leases"),
+    **dict.fromkeys(("status", "verify", "stuck", "tx"), "reads"),
+    "lock": "lock",
+    "audit": "audit",
+    **dict.fromkeys(("namespace", "revoke", "grant", "acquire-many"), "ops"),
+}
 
 
-def _parser() -> Parser:
+def group(name: str) -> ModuleType:
+    """The command module ``name`` (one of :data:`GROUPS`), imported."""
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def _parser(command: str | None = None) -> Parser:
+    """The parser of every command; with ``command`` (a word of :data:`REGISTERED_BY`), of that command
+    only, its module alone imported (the top level reads a command line naming ``command`` alike: it has no
+    option that takes a value, and lists the commands only in its --help and when the word is none of
+    them)."""
     with translations_once():
-        return _build_parser()
+        return _build_parser(command)
 
 
-def _build_parser() -> Parser:
+def _build_parser(command: str | None) -> Parser:
     parser = Parser(
         prog="chainfence",
         description="Fencing tokens issued on-chain: leases on named resources, guards that reject stale holders.",
@@ -108,8 +130,12 @@ def _build_parser() -> Parser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     common = common_options()
-    for group in GROUPS:
-        group.register(commands, common)
+    if command in REGISTERED_BY:
+        with building_only(commands, command):
+            group(REGISTERED_BY[command]).register(commands, common)
+    else:
+        for name in GROUPS:
+            group(name).register(commands, common)
     return parser
 
 
@@ -164,11 +190,28 @@ def _no_last_collection() -> None:
         _FREEZING_AT_EXIT = True
 
 
+#: The cyclic garbage collector's first threshold while a command runs: it looks for cycles after this
+#: many more container objects were made than freed (Python's default: 700). A command builds its
+#: modules' objects at start, none of them garbage, and the default ran about fifty collections through
+#: them: 3% of a per-task command (issue #19). A long-running one (``lock`` over a long command, ``audit
+#: sync``) still collects, less often.
+COLLECT_EVERY = 50_000
+
+
 def main(argv: list[str] | None = None) -> int:
     _no_last_collection()
-    parser = _parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if _command_word(argv) == "lock":
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], COLLECT_EVERY), *thresholds[1:])
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _main(argv: list[str]) -> int:
+    word = _command_word(argv)
+    parser = _parser(word)
+    if word == "lock":
         ours, command = split_lock(argv, parser.subcommand("lock"))
     else:
         ours, command = argv, []
@@ -179,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         args.cmd = command
     args.verbose += getattr(args, "verbose_after", 0)
     if args.verbose:
+        import logging  # here: a command without -v logs nowhere, and imports no logging (chainfence._log)
+
         logging.basicConfig(
             level=logging.DEBUG if args.verbose > 1 else logging.INFO,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -203,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         report(args, {**error.details(), "exit_code": code}, lines)
         return code
     except KeyboardInterrupt:
+        import signal  # here: building its enums is a cost of every command's start
+
         return 128 + signal.SIGINT  # as a shell reports a command SIGINT ended
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error of ours. Point

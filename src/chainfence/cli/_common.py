@@ -22,13 +22,10 @@ import itertools
 import json
 import os
 import re
-import shutil
 import sys
-import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
 from .._limits import MAX_NAME_LENGTH
@@ -161,6 +158,22 @@ class Parser(argparse.ArgumentParser):
 
     #: Set by :func:`chainfence.cli.main`: whether the command line asks for JSON.
     json_errors: ClassVar[bool] = False
+    #: Set by :func:`add_command`: the description is wrapped to the terminal (at most 100 columns) when the
+    #: help is formatted. Wrapping every command's when the parser was built cost a per-task command
+    #: textwrap's import (issue #19); the help reads the same.
+    wrapped_description: bool = False
+
+    def format_help(self) -> str:
+        if not (self.wrapped_description and self.description):
+            return super().format_help()
+        import textwrap
+
+        written = self.description
+        self.description = textwrap.fill(written, width=max(40, min(100, _help_width())))
+        try:
+            return super().format_help()
+        finally:
+            self.description = written
 
     def error(self, message: str) -> NoReturn:
         if Parser.json_errors:
@@ -242,6 +255,36 @@ def translations_once() -> Iterator[None]:
 #: each command's module gives it to :func:`add_command`, which shows it at the end of the command's --help.
 EXAMPLES: dict[str, str] = {}
 
+#: While a command line's parser is built (:func:`building_only`): the top-level subparsers and the one
+#: command of them to build.
+_ONLY: tuple[Any, str] | None = None
+
+
+@contextmanager
+def building_only(subparsers: Any, command: str) -> Iterator[None]:
+    """While the parser of a command line naming ``command`` is built, :func:`add_command` builds that
+    command alone among ``subparsers`` (the top level's): a group's other commands are handed an
+    :class:`Unbuilt`. Their parsers (each a copy of the common options) were a twentieth of a per-task
+    command's start (issue #19); nothing reads them."""
+    global _ONLY
+    _ONLY = (subparsers, command)
+    try:
+        yield
+    finally:
+        _ONLY = None
+
+
+class Unbuilt:
+    """The stand-in :func:`add_command` hands a group for a command the command line does not name: every
+    call that builds a parser (``add_argument``, argument groups, ``set_defaults``, subcommands) is taken
+    and dropped."""
+
+    def __getattr__(self, name: str) -> Callable[..., Unbuilt]:
+        return self._taken
+
+    def _taken(self, *args: Any, **kwargs: Any) -> Unbuilt:
+        return self
+
 
 def add_command(
     subparsers: Any,
@@ -255,14 +298,14 @@ def add_command(
     """Add command ``name`` to ``subparsers`` (a ``add_subparsers()``), its ``example`` recorded in
     :data:`EXAMPLES` and shown first in its epilog; ``options`` go to ``add_parser``. Its ``--help`` opens
     with its ``description``, else with its one-line ``help`` (what the list of commands says of it),
-    wrapped to the terminal (the epilog's layout is kept as written, so argparse wraps neither)."""
+    wrapped to the terminal (the epilog's layout is kept as written, so argparse wraps neither). While
+    another command's parser is built (:func:`building_only`), an :class:`Unbuilt` stands in for it."""
+    if isinstance(subparsers, Unbuilt) or (_ONLY is not None and subparsers is _ONLY[0] and name != _ONLY[1]):
+        return Unbuilt()  # type: ignore[return-value]
     description = options.get("description") or options.get("help")
     if description:
-        width = min(100, shutil.get_terminal_size().columns - 2)
         described = description[0].upper() + description[1:]
-        options["description"] = textwrap.fill(
-            described if described.endswith(".") else described + ".", width=max(40, width)
-        )
+        options["description"] = described if described.endswith(".") else described + "."
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name,
         parents=list(parents),
@@ -270,6 +313,8 @@ def add_command(
         formatter_class=argparse.RawDescriptionHelpFormatter,
         **options,
     )
+    if description and isinstance(parser, Parser):
+        parser.wrapped_description = True
     EXAMPLES[parser.prog.split(" ", 1)[1]] = example  # "chainfence namespace policy set" -> "namespace policy set"
     return parser
 
@@ -445,19 +490,26 @@ def common_options() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------
 
 
+#: :data:`chainfence.deployment.DEFAULT_PATH`, as a string: the deployment module (and pathlib) is imported
+#: only when a deployment file is there to read.
+DEFAULT_DEPLOYMENT = os.path.join(".chainfence", "deployment.json")
+
+
 def deployment(args: argparse.Namespace, *, must_exist: bool = True) -> Any:
     """The deployment file's record, or None when there is none at the default path. A file named
     explicitly (--deployment, $CHAINFENCE_DEPLOYMENT) must exist unless ``must_exist`` is False
     (`deploy` writes it)."""
-    from ..deployment import default_path, load
-
     named = args.deployment or os.environ.get("CHAINFENCE_DEPLOYMENT")
-    path = Path(args.deployment) if args.deployment else default_path()
-    if path.exists():
+    path = named or DEFAULT_DEPLOYMENT
+    if os.path.exists(path):
+        from ..deployment import load  # here: most commands run without a deployment file
+
         return load(path)
     if named and must_exist:
+        from pathlib import Path
+
         where = "--deployment" if args.deployment else "$CHAINFENCE_DEPLOYMENT"
-        raise UsageError(f"deployment file {str(path)!r} ({where}) does not exist")
+        raise UsageError(f"deployment file {str(Path(path))!r} ({where}) does not exist")
     return None
 
 
@@ -467,7 +519,8 @@ def load_key(args: argparse.Namespace) -> str | bytes | None:
         from eth_account import Account
 
         try:
-            encrypted = json.loads(Path(args.keystore).read_text(encoding="utf-8"))
+            with open(args.keystore, encoding="utf-8") as file:
+                encrypted = json.load(file)
         except (OSError, ValueError) as exc:
             raise UsageError(f"cannot read keystore {args.keystore}: {exc}") from None
         password = os.environ.get("CHAINFENCE_KEYSTORE_PASSWORD")

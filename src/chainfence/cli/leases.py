@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
@@ -195,7 +194,8 @@ def _claim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             if args.items_file == "-":
                 text = sys.stdin.read()
             else:
-                text = Path(args.items_file).read_text(encoding="utf-8")
+                with open(args.items_file, encoding="utf-8") as file:
+                    text = file.read()
         except (OSError, UnicodeDecodeError) as problem:
             raise UsageError(f"cannot read --items-file: {problem}") from None
         items += [line.strip() for line in text.splitlines() if line.strip()]

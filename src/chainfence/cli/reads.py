@@ -172,8 +172,8 @@ def _status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.workset is not None and not args.resources:
         raise UsageError("--workset names the items to show: chainfence status ITEM... --workset WORKSET")
     chain, registry = connect(args, needs_key=False)
-    now = chain.now()
     if not args.resources:
+        now = chain.now()
         info = {
             "registry": registry.address,
             "chain_id": chain.chain_id,
@@ -190,8 +190,11 @@ def _status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     for name in names:  # every name checked before the first is read: a bad one is exit 2
         _validate.resource_id(name)
     rows: list[dict[str, Any]] = []
+    judged: list[int] = []  # the chain times live leases were judged at, read with them
     for name in names:
         last = registry.last_lease(name)
+        if last is not None and last.judged_at is not None:
+            judged.append(last.judged_at)
         rows.append(
             {
                 "resource": name,
@@ -203,17 +206,24 @@ def _status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 "no_block_since": bool(last and last.expired_unmined),
             }
         )
-    shown = [
-        [
-            _names.display_name(row["resource"]),
-            row["status"] + (" (no block since)" if row["no_block_since"] else ""),
-            str(row["token"] or "-"),
-            row["holder"] or "-",
-            when(row["expires_at"], now),
+
+    def shown() -> str:
+        # Expiries are shown beside the chain time a live lease was judged at (read with it), else the
+        # chain's time now: asked only for the text, and only when no read said it.
+        now = judged[0] if judged else chain.now()
+        cells = [
+            [
+                _names.display_name(row["resource"]),
+                row["status"] + (" (no block since)" if row["no_block_since"] else ""),
+                str(row["token"] or "-"),
+                row["holder"] or "-",
+                when(row["expires_at"], now),
+            ]
+            for row in rows
         ]
-        for row in rows
-    ]
-    emit(args, rows, table(shown, ["resource", "status", "token", "holder", "expires"]))
+        return table(cells, ["resource", "status", "token", "holder", "expires"])
+
+    emit(args, rows, shown)
     return EXIT_OK
 
 
@@ -324,7 +334,8 @@ def _verify(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         document,
         lambda: (
             f"current: token {args.token} of {shown}, held by {lease.holder}, "
-            f"expires {when(lease.expires_at, chain.now())}" + proof
+            # the chain time the lease was judged live at, read with it (else asked now)
+            f"expires {when(lease.expires_at, lease.judged_at or chain.now())}" + proof
         ),
     )
     return EXIT_OK

@@ -12,12 +12,11 @@ Nothing here records anything: a refusal leaves the mark where it was.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, NoReturn
 
-from .. import _names
+from .. import _log, _names
 from ..errors import HolderNotAdmitted
 from ._verdict import Verdict
 
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
     from ..registry import Registry
     from .admission import Admission
 
-logger = logging.getLogger("chainfence.guard")  # the guard's one logger, whichever module logs
+logger = _log.get("chainfence.guard")  # the guard's one logger, whichever module logs
 
 __all__ = ["AdmissionCache"]
 

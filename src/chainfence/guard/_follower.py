@@ -48,7 +48,6 @@ delays a mark, as a lagging follower does, and plants none.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -58,7 +57,7 @@ from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from eth_utils.crypto import keccak
 
-from .. import _names, endings
+from .. import _log, _names, endings
 from .._lease_state import LeaseStatus
 from .._node import completeness as _completeness
 from .._node import events as _events
@@ -81,7 +80,7 @@ if TYPE_CHECKING:
     from ..proofs import ProvenReader
     from ..registry import Registry
 
-logger = logging.getLogger("chainfence.guard")  # the guard's one logger, whichever module logs
+logger = _log.get("chainfence.guard")  # the guard's one logger, whichever module logs
 
 __all__ = ["FollowStatus", "Follower", "Page"]
 

@@ -16,14 +16,13 @@ the admission cache. The modes and guarantees are told in
 
 from __future__ import annotations
 
-import logging
 import os
 import weakref
 from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import _names, _validate
+from .. import _log, _names, _validate
 from .._lease_state import LeaseStatus, judge
 from ..endings import End
 from ..errors import (
@@ -56,7 +55,7 @@ if TYPE_CHECKING:
     from ..proofs import ProvenReader
     from ..registry import Registry
 
-logger = logging.getLogger("chainfence.guard")  # the guard's one logger, whichever module logs
+logger = _log.get("chainfence.guard")  # the guard's one logger, whichever module logs
 
 __all__ = ["MODES", "Guard"]
 
