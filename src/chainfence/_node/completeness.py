@@ -51,13 +51,13 @@ by :func:`check`, :func:`settle` and :func:`receipts`, or by either driver.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from .._effects import RPC, Steps, run
+from .._records import record
 from ..errors import ChainError, RpcError
 from . import events as _events
 from . import rlp as _rlp
@@ -387,6 +387,8 @@ def registry_logs(
 def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
     """What a log says, apart from where it is (block, transaction, position): what receipts and an answer
     must agree on."""
+    import dataclasses  # here: only a block settled by its receipts compares contents (issue #19: start-up)
+
     fields = dataclasses.asdict(entry)
     for where in ("block_number", "block_hash", "tx_hash", "log_index", "tx_index"):
         fields.pop(where)
@@ -432,7 +434,7 @@ def settle(chain: Any, header: Any, address: str, answered: Sequence[_events.Reg
 # ---------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Checked:
     """How far an ``eth_getLogs`` answer for blocks ``first``..``last`` is complete.
 
@@ -449,6 +451,18 @@ class Checked:
     held: int | None
     why: str | None
     headers: dict[int, Any]
+
+    def __init__(
+        self,
+        first: int,
+        last: int,
+        end: int,
+        logs: list[_events.RegistryLog],
+        held: int | None,
+        why: str | None,
+        headers: dict[int, Any],
+    ) -> None:
+        self.__dict__.update(first=first, last=last, end=end, logs=logs, held=held, why=why, headers=headers)
 
 
 def check_steps(
