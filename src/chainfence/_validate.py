@@ -52,7 +52,7 @@ def rpc_url(value: object, what: str = "url") -> str:
     check every face runs (``Chain.connect``, ``AsyncChain.connect``, the CLI's ``--rpc-url``, the tooz
     driver's URL): anything else is :class:`~chainfence.errors.InvalidUrl`, before a socket is opened.
     The message names the problem, never the URL's path or query (API keys live there)."""
-    from urllib.parse import urlsplit
+    from ._node.urls import split
 
     if not isinstance(value, str):
         raise InvalidUrl(f"{what} must be a str (an http:// or https:// JSON-RPC endpoint), got {type(value).__name__}")
@@ -71,7 +71,7 @@ def rpc_url(value: object, what: str = "url") -> str:
         shown = f"scheme {scheme!r}" if scheme.isalnum() else "no scheme"
         raise InvalidUrl(f"{what} must start with http:// or https:// (a JSON-RPC endpoint), got {shown}")
     try:
-        parts = urlsplit(value)
+        parts = split(value)
         host, port = parts.hostname, parts.port
     except ValueError as bad:  # an unclosed '[', a port that is not a number or out of range
         raise InvalidUrl(f"{what} is not a well-formed URL ({bad}): {scheme}://<host>[:<port>][/<path>]") from None

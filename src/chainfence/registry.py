@@ -62,7 +62,7 @@ from ._node import artifacts as _artifacts
 from ._node import sending as _sending
 from ._node.abi import decode as abi_decode
 from ._node.abi import encode as abi_encode
-from .batching import MAX_ITEMS, AsyncBatchItem, Batcher, BatchItem, batcher_of
+from .batching import AsyncBatchItem, Batcher, BatchItem, batcher_of
 from .claims import ClaimOperations
 from .endings import End
 from .errors import (
@@ -83,6 +83,7 @@ from .namespaces import NamespaceOperations
 if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19)
     from ._lease_history import LeaseEvent
     from ._stuck import StuckReport
+    from .batching import Batcher
     from .deployment import Deployment
 
 logger = _log.get(__name__)
@@ -204,7 +205,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""
         return super().connect(account)  # type: ignore[no-any-return]
 
-    def batched(self, *, max_items: int = MAX_ITEMS, window: float = 0.0) -> Batcher:
+    def batched(self, *, max_items: int = MAX_MANY, window: float = 0.0) -> Batcher:
         """Group commit for the sender's calls: the :class:`~chainfence.batching.Batcher` that gathers
         the acquisitions, renewals and releases its agents (threads) make at the same time into one
         transaction, each with its own outcome (not all or nothing). One per sender and settings,
@@ -214,6 +215,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         bounds a transaction; ``window`` (seconds, default 0) pauses before each send to gather
         more: by default a batch goes out as soon as the previous one settled. Needs no chain.
         """
+
         return batcher_of(self, max_items=max_items, window=window)
 
     # ------------------------------------------------------------------

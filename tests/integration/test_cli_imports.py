@@ -81,8 +81,9 @@ def imported(argv: list[str], env: dict[str, str], *, code: str | None = None) -
 #: What none of the per-task commands loads either, over a URL (issue #19, docs/benchmarks.md: each was a
 #: measured share of a command's start): dataclasses and inspect (with ast, dis), logging (with traceback,
 #: linecache, tokenize), datetime, shutil (with bz2, lzma), pathlib, textwrap, copy, socket (with
-#: selectors; plain HTTP goes through _socket), the idna codec (stringprep), and the command modules of
-#: other commands. ``lock`` runs its command with subprocess (which loads selectors and signal).
+#: selectors; plain HTTP goes through _socket), the idna codec (stringprep), urllib.parse (with ipaddress),
+#: group commit, and the command modules of other commands. ``lock`` runs its command with subprocess
+#: (which loads selectors and signal).
 NOT_AT_START = (
     "dataclasses",
     "inspect",
@@ -105,6 +106,8 @@ NOT_AT_START = (
     "signal",
     "encodings.idna",
     "stringprep",
+    "urllib.parse",
+    "ipaddress",
     "chainfence.deployment",
     *(f"chainfence.cli.{group}" for group in ("start", "audit", "ops", "node", "demo", "lock", "leases", "reads")),
 )

@@ -49,9 +49,9 @@ class LeanHttp(Transport):
     """
 
     def __init__(self, url: str, *, timeout: float):
-        from urllib.parse import unquote, urlsplit
+        from .urls import split
 
-        parts = urlsplit(url)
+        parts = split(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {redact_url(url)}")
         self.url = url
@@ -70,6 +70,7 @@ class LeanHttp(Transport):
         ]
         if parts.username is not None:
             import base64  # here: a URL with credentials is the rare one
+            from urllib.parse import unquote
 
             credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
             headers.append("Authorization: Basic " + base64.b64encode(credentials).decode())

@@ -58,13 +58,13 @@ def redact_url(url: str) -> str:
     """``url`` as errors and reports may name a node: scheme, host and port only (hosted providers put
     API keys in the path or query; ``user:password`` would show too). An IPC socket's path is shown
     whole: it names a file on this machine, no secret."""
-    from urllib.parse import urlsplit
+    from .urls import split
 
     if "://" not in url and url.endswith(".ipc"):
         return url
 
     try:
-        parts = urlsplit(url)
+        parts = split(url)
         host = parts.hostname or "?"
         port = f":{parts.port}" if parts.port else ""
     except ValueError:
