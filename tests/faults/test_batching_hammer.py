@@ -192,6 +192,10 @@ def accounted(world: World, results: dict[str, Any]) -> dict[str, Any]:
     for label, result in results.items():
         if isinstance(result, OutcomeUnknown):
             assert result.item is not None and f"item={result.item}" in notes(result), (label, notes(result))
+            # The node took the send and automines it, perhaps not yet (a loaded machine): the caller asks
+            # again once it is mined, as a "still pending" verdict tells it to.
+            rpc = world.registry.chain.rpc
+            wait_until(lambda: any(rpc.receipt(h) is not None for h in result.tx_hashes), "the lost send is mined")
             verdict = reconcile(
                 world.registry,
                 result.tx_hashes,
