@@ -126,6 +126,7 @@ def isolated(chain: Chain) -> Iterator[None]:
     try:
         yield
     finally:
+        _retire_batchers(chain)
         if outer is None:
             chain.revert(snapshot)
         else:
@@ -140,6 +141,22 @@ def isolated(chain: Chain) -> Iterator[None]:
                 assert late == head, f"mined after the revert again: {_blocks_after(chain, head, late)}"
             else:
                 chain.revert(outer)
+
+
+def _retire_batchers(chain: Chain) -> None:
+    """The chain's shared batchers (``registry.batched()`` keeps one per sender and settings on the chain)
+    are waited for until idle, then forgotten: a worker a test left finishing its last batch would
+    otherwise take the next test's first call (so that call starts no worker), and a batcher would carry
+    its figures across the revert."""
+    from chainfence.batching import _ended
+
+    table = chain.__dict__.get("_batchers", {})
+    for batcher in list(table.values()):
+        wait_until(
+            lambda: not batcher._working or _ended(batcher._worker),
+            f"the batcher of {batcher.sender} went idle after the test",
+        )
+    table.clear()
 
 
 def _blocks_after(chain: Chain, head: int, late: int) -> list[str]:

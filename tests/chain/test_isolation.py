@@ -1,0 +1,82 @@
+"""The suite's own isolation: what one test leaves running does not reach the next.
+
+The chain is shared by every test of a backend (snapshot, test, revert), and so is what lives on it:
+``registry.batched()`` keeps one batcher per sender on the chain. A worker still finishing its last
+batch when the test returns would take the next test's first call, so that call starts no worker (a
+CI run failed that way: a test that interrupts the worker's start saw no start). The test's isolation
+waits for every batcher to go idle and forgets them. Sequenced by a gate the worker waits at, not by a
+clock; the control, without the retirement, shows the next test's call joining the old worker.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import tests.conftest as conftest
+from chainfence.batching import Batcher
+from tests.support.sequencer import wait_until
+
+
+def lingering(monkeypatch, alice) -> tuple[Batcher, threading.Event, list[threading.Thread]]:
+    """A batcher whose worker, its caller settled, holds at its next look at the queue until ``gate``."""
+    gate = threading.Event()
+    take = Batcher._take
+    holding = threading.Event()
+
+    def held_take(self):
+        if not self._queue and not gate.is_set():
+            holding.set()
+            gate.wait(120)
+        return take(self)
+
+    monkeypatch.setattr(Batcher, "_take", held_take)
+    batcher = alice.batched()
+    batcher.acquire("iso/first", ttl=60)
+    assert holding.wait(60), "the worker never came back for more"
+    workers = [t for t in threading.enumerate() if t.name.startswith("chainfence-batcher-")]
+    return batcher, gate, workers
+
+
+def test_a_batcher_a_test_left_working_is_retired_with_the_test(chain, registry, alice, monkeypatch):
+    retiring = threading.Event()
+    waited = conftest.wait_until
+
+    def watched_wait(condition, what, **kw):
+        retiring.set()
+        return waited(condition, what, **kw)
+
+    monkeypatch.setattr(conftest, "wait_until", watched_wait)
+    with conftest.isolated(chain):
+        batcher, gate, workers = lingering(monkeypatch, alice)
+        threading.Thread(target=lambda: retiring.wait(120) and gate.set(), daemon=True).start()
+        assert batcher._working, "the worker is still at work as the test ends"
+    assert all(not worker.is_alive() for worker in workers)
+    assert alice.batched() is not batcher, "the next test gets a batcher of its own"
+
+
+def test_control_without_the_retirement_the_next_tests_call_joins_the_old_worker(
+    chain, registry, alice, monkeypatch
+):
+    monkeypatch.setattr(conftest, "_retire_batchers", lambda chain: None)
+    with conftest.isolated(chain):
+        batcher, gate, _workers = lingering(monkeypatch, alice)
+    call = None
+    try:
+        assert alice.batched() is batcher and batcher._working
+        started: list[str] = []
+        start = threading.Thread.start
+
+        def watched_start(thread):
+            started.append(thread.name)
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", watched_start)
+        call = threading.Thread(target=lambda: batcher.acquire("iso/next", ttl=60), name="next-test")
+        call.start()
+        wait_until(lambda: batcher.queued == 1, "the next test's call is queued")
+        assert started == ["next-test"], "the call started no worker: the old one will take it"
+    finally:
+        gate.set()
+        if call is not None:
+            call.join(60)
+    assert call is not None and not call.is_alive()
