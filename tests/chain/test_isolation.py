@@ -54,9 +54,7 @@ def test_a_batcher_a_test_left_working_is_retired_with_the_test(chain, registry,
     assert alice.batched() is not batcher, "the next test gets a batcher of its own"
 
 
-def test_control_without_the_retirement_the_next_tests_call_joins_the_old_worker(
-    chain, registry, alice, monkeypatch
-):
+def test_control_without_the_retirement_the_next_tests_call_joins_the_old_worker(chain, registry, alice, monkeypatch):
     monkeypatch.setattr(conftest, "_retire_batchers", lambda chain: None)
     with conftest.isolated(chain):
         batcher, gate, _workers = lingering(monkeypatch, alice)
