@@ -41,6 +41,21 @@ SETTINGS = {
     "cancun --prune-history 256": ("cancun", ("--prune-history", "256")),
     "prague --prune-history 256": ("prague", ("--prune-history", "256")),
 }
+#: `chainfence node`'s settings (Cancun, ``--prune-history 256``) with one more of anvil 1.7.1's options each, or
+#: without the state file (``--more``): what might still flatten the growth that new names bring.
+#: (``--no-storage-caching`` is not among them: anvil 1.7.1 takes it only with ``--fork-url``.)
+NODE = ("--prune-history", "256")
+MORE_SETTINGS = {
+    "node": ("cancun", NODE),
+    "node without a state file": ("cancun", NODE),
+    "node --prune-history 1": ("cancun", ("--prune-history", "1")),
+    "node --transaction-block-keeper 64": ("cancun", (*NODE, "--transaction-block-keeper", "64")),
+    "node --order fifo": ("cancun", (*NODE, "--order", "fifo")),
+    "node --disable-block-gas-limit": ("cancun", (*NODE, "--disable-block-gas-limit")),
+    "node --slots-in-an-epoch 1": ("cancun", (*NODE, "--slots-in-an-epoch", "1")),
+}
+#: Settings run without a state file (every other anvil saves its state every second, as `chainfence node`'s does).
+STATELESS = {"node without a state file"}
 
 
 def resident_mib(pid: int) -> float:
@@ -59,12 +74,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=int, default=250, help="blocks per reported window (default 250)")
     parser.add_argument("--same-name", action="store_true", help="acquire one name again and again")
     parser.add_argument("--only", help="comma-separated settings to run (default: all)")
+    parser.add_argument(
+        "--more", action="store_true", help="chainfence node's settings with one more anvil option each, instead"
+    )
+    parser.add_argument(
+        "--transfer",
+        action="store_true",
+        help="also time a plain transfer (a 0-value self-transfer, no contract) on the first setting's anvil, in "
+        "turn with the rest: whether a block that touches no registry slows as the registry grows",
+    )
     args = parser.parse_args(argv)
     if args.blocks < args.step or args.step < 1:
         parser.error("--blocks must be at least --step, and --step at least 1")
-    settings = SETTINGS
+    table = MORE_SETTINGS if args.more else SETTINGS
+    settings = table
     if args.only:
-        settings = {label: SETTINGS[label] for label in args.only.split(",")}
+        settings = {label: table[label] for label in args.only.split(",")}
 
     from chainfence import Chain, Registry
     from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
@@ -80,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 accounts=4,
                 hardfork=hardfork,
                 extra_args=options,
-                state=work / f"state-{n}.json",
+                state=None if label in STATELESS else work / f"state-{n}.json",
                 ipc=str(work / f"{n}.ipc"),
             ).start()
             nodes[label] = node
@@ -88,7 +113,13 @@ def main(argv: list[str] | None = None) -> int:
             registry = Registry.deploy(client, max_ttl=3_600)
             floors[label] = bench.IpcFloor(node.ipc_path, dev_keys(3)[2], registry.address, client.chain_id)
         lock = bench.EtcdLock(etcd.port)
-        times: dict[str, list[float]] = {label: [] for label in [*floors, "etcd"]}
+        first = next(iter(floors))
+        transfer = None
+        if args.transfer:  # another key on the first setting's anvil, sending to itself
+            transfer = bench.IpcFloor(nodes[first].ipc_path, dev_keys(4)[3], "", floors[first].chain_id)
+            transfer.registry = transfer.account.address  # the "to" of what it signs: itself, no data
+        probe = f"{first}: a plain transfer"
+        times: dict[str, list[float]] = {label: [] for label in [*floors, *([probe] if transfer else []), "etcd"]}
         for i in range(args.blocks):
             name = "growth/same" if args.same_name else f"growth/{i}"
             for label, floor in floors.items():
@@ -96,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
                 start = time.perf_counter()
                 floor.send(raw)
                 times[label].append(time.perf_counter() - start)
+            if transfer is not None:
+                raw = transfer.sign(b"")
+                start = time.perf_counter()
+                transfer.send(raw)
+                times[probe].append(time.perf_counter() - start)
             start = time.perf_counter()
             lease = lock.acquire(f"growth/{i}")
             times["etcd"].append(time.perf_counter() - start)
@@ -115,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     width = max(len(label) for label in times) + 14
     print(f"  {'blocks':<{width}}" + "".join(f"{f'{w}-{w + args.step}':>11}" for w in windows) + "    RSS MiB")
     for label, values in times.items():
-        name = "etcd lock" if label == "etcd" else f"anvil floor, {label}"
+        name = "etcd lock" if label == "etcd" else (label if label == probe else f"anvil floor, {label}")
         rss = f"{memory[label]:>11.0f}" if label in memory else ""
         print(
             f"  {name:<{width}}"

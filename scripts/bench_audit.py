@@ -29,9 +29,16 @@ anvil, which holds the registry, that answers for the synthetic chain's head and
 index current, two requests), then the read. ``timeline(hot/one)`` is ``timeline_leases`` and ``render`` of the
 hot resource's 1,000 leases (``--timelines`` samples).
 
+Lists answer a page (``limit``, default 100) and a cursor (``after=``): each list query runs with its default
+limit, on a listing its arguments bound (a resource, a holder, 100 blocks, a prefix) and on the long ones
+(every live lease, an hour of takeovers, every takeover, completion, resource and event of the index, the hot
+resource's 1,000 leases); ``... [page N]`` is a page from a cursor taken at random along the listing (how
+deep a page is costs nothing). ``full reads`` then read whole listings through ``AuditIndex.pages``, a page of
+100 a call: the p50 and p99 of one call, the pages, and the whole read's wall time.
+
 ``--skip-before`` leaves out the rows marked ``(before)``: the code before issue 20, run in the same process on
-the same files, alternating with the new one: ``events()`` read every block's hash for each call, and the
-timeline called it once per lease.
+the same files, alternating with the new one: ``events()`` read every block's hash for each call, the
+timeline called it once per lease, and ``current()`` and ``takeovers`` answered every row they matched.
 """
 
 from __future__ import annotations
@@ -387,10 +394,70 @@ def events_before(index: AuditIndex, **where) -> list:
 
 def timeline_before(index: AuditIndex, name: str) -> int:
     """timeline_leases' reads as they were: the history, then one events() call per lease (its renewals)."""
-    leases = index.history(name)
+    leases = list(index.every(index.history, resource=name))
     for lease in leases:
         events_before(index, token=lease.token, kind="LeaseRenewed")
     return len(leases)
+
+
+def current_before(index: AuditIndex) -> list:
+    """current() as it was before pages: every live lease, by resource (one list)."""
+    return index._leases("ended IS NULL AND expires_at > ?", [index._as_of()], order="resource_id")
+
+
+def takeovers_before(index: AuditIndex, since: int, until: int) -> list:
+    """takeovers(since=, until=) as it was before pages: every takeover of the range, sorted by block."""
+    from chainfence.audit.index import Takeover, _built
+
+    rows = index._conn.execute(
+        "SELECT l.resource_id, l.token, l.holder, l.previous_token, p.holder, p.ended, l.reason, "
+        "l.acquired_block, l.acquired_at, l.tx_hash, r.name FROM leases l JOIN leases p ON p.token = l.previous_token "
+        "LEFT JOIN resources r ON r.resource_id = l.resource_id WHERE l.acquired_at >= ? AND l.acquired_at <= ? "
+        "AND l.previous_token > 0 AND p.holder != l.holder ORDER BY l.acquired_block, l.acquired_tx, l.acquired_log",
+        (since, until),
+    ).fetchall()
+    result = []
+    for resource_id, token, holder, previous, previous_holder, ended, reason, block, at, tx_hash, named in rows:
+        name, display = _projection.label_of(bytes(resource_id), None if named is None else bytes(named))
+        result.append(
+            _built(
+                Takeover,
+                name,
+                display,
+                bytes(resource_id),
+                token,
+                holder,
+                previous,
+                previous_holder,
+                ended,
+                _projection.reason(reason),
+                block,
+                at,
+                tx_hash,
+            )
+        )
+    return result
+
+
+#: The long listings: read whole through pages (full reads), and a page from a cursor along each.
+def long_listings(index: AuditIndex, picks: dict[str, list], rng: random.Random) -> dict[str, tuple]:
+    return {
+        "current()": (index.current, dict),
+        "takeovers(1 hour)": (
+            index.takeovers,
+            lambda: {"since": (t := rng.choice(picks["times"])), "until": t + 3_600},
+        ),
+        "takeovers()": (index.takeovers, dict),
+        "completions()": (index.completions, dict),
+        "resources()": (index.resources, dict),
+        "events()": (index.events, dict),
+        "history(hot/one)": (index.history, lambda: {"resource": HOT}),
+    }
+
+
+def cursors(index: AuditIndex, query, arguments: dict) -> list[str]:
+    """The next cursor of every page of a listing (where a page along it starts)."""
+    return [page.next for page in index.pages(query, **arguments) if page.next is not None]
 
 
 # ---------------------------------------------------------------------------
@@ -399,7 +466,14 @@ def timeline_before(index: AuditIndex, name: str) -> int:
 
 
 def queries(
-    path: Path, picks: dict[str, list], count: int, timelines: int, sdk: Registry | None, before: bool, seed: int = 11
+    path: Path,
+    picks: dict[str, list],
+    count: int,
+    timelines: int,
+    sdk: Registry | None,
+    before: bool,
+    fulls: int = 10,
+    seed: int = 11,
 ) -> dict[str, dict[str, float]]:
     rng = random.Random(seed)
     index = AuditIndex(path)
@@ -416,18 +490,34 @@ def queries(
         "takeovers(100 blocks)": lambda: index.takeovers(from_block=(b := rng.choice(blocks)), to_block=b + 99),
         "takeovers(1 hour)": lambda: index.takeovers(since=(t := rng.choice(times)), until=t + 3_600),
         "takeovers(resource)": lambda: index.takeovers(resource=rng.choice(picks["names"])),
+        "takeovers()": lambda: index.takeovers(),
         "completions(100 blocks)": lambda: index.completions(from_block=(b := rng.choice(blocks)), to_block=b + 99),
         "completions(resource)": lambda: index.completions(resource=rng.choice(picks["names"])),
+        "completions()": lambda: index.completions(),
         "resources(prefix)": lambda: index.resources(rng.choice(prefixes)),
+        "resources()": lambda: index.resources(),
         "events(resource)": lambda: index.events(resource_id=keccak(rng.choice(picks["names"]).encode())),
         "events(token)": lambda: index.events(token=rng.choice(picks["tokens"])),
+        "events()": lambda: index.events(),
+        "history(hot/one)": lambda: index.history(HOT),
     }
+    listings = long_listings(index, picks, rng)
+    for name, (query, arguments) in listings.items():
+        if name == "takeovers(1 hour)":
+            continue  # an hour's listing is a page or two: its pages along it are its first
+        given = arguments()
+        along = cursors(index, query, given)
+        kinds[f"{name} [page N]"] = lambda query=query, along=along, given=given: query(
+            after=rng.choice(along), **given
+        )
     if sdk is not None:
         kinds["sdk history(index=)"] = lambda: sdk.history(rng.choice(picks["names"]), index=index)
     if before:
         kinds["events(resource) (before)"] = lambda: events_before(
             index, resource_id=keccak(rng.choice(picks["names"]).encode())
         )
+        kinds["current() (before)"] = lambda: current_before(index)
+        kinds["takeovers(1 hour) (before)"] = lambda: takeovers_before(index, (t := rng.choice(times)), t + 3_600)
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
     cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
     sizes: dict[str, list[int]] = {kind: [] for kind in kinds}
@@ -450,8 +540,29 @@ def queries(
             sizes["timeline(hot/one) (before)"] = [
                 int(timed("timeline(hot/one) (before)", lambda: timeline_before(index, HOT)))
             ]  # type: ignore[call-overload]
+    # Full reads: whole listings through pages; each page call timed, and the whole read.
+    calls: dict[str, list[float]] = {}
+    calls_cpu: dict[str, list[float]] = {}
+    reads: dict[str, list[float]] = {}
+    shape: dict[str, tuple[int, int]] = {}
+    for name, (query, arguments) in listings.items():
+        rounds = fulls if name in ("current()", "takeovers(1 hour)", "history(hot/one)") else 1
+        for _ in range(rounds):
+            pages = index.pages(query, **arguments())  # reads the first page
+            started, rows, count = time.perf_counter(), 0, 0
+            iterator = iter(pages)
+            while True:
+                at, on_cpu = time.perf_counter(), time.thread_time()
+                page = next(iterator, None)
+                if page is None:
+                    break
+                calls.setdefault(name, []).append((time.perf_counter() - at) * 1000)
+                calls_cpu.setdefault(name, []).append((time.thread_time() - on_cpu) * 1000)
+                rows, count = rows + len(page), count + 1
+            reads.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+            shape[name] = (rows, count)
     index.close()
-    return {
+    figures = {
         kind: {
             "p50_ms": statistics.median(values),
             "p99_ms": sorted(values)[int(0.99 * (len(values) - 1))],
@@ -461,6 +572,19 @@ def queries(
         }
         for kind, values in samples.items()
     }
+    figures["full reads"] = {  # type: ignore[assignment]
+        name: {
+            "call_p50_ms": statistics.median(values),
+            "call_p99_ms": sorted(values)[int(0.99 * (len(values) - 1))],
+            "call_cpu_p50_ms": statistics.median(calls_cpu[name]),
+            "rows": shape[name][0],
+            "pages": shape[name][1],
+            "read_ms": statistics.median(reads[name]),
+            "reads": len(reads[name]),
+        }
+        for name, values in calls.items()
+    }
+    return figures
 
 
 def main() -> None:
@@ -474,6 +598,9 @@ def main() -> None:
     parser.add_argument("--holders", type=int, default=500)
     parser.add_argument("--queries", type=int, default=300, help="queries of each kind")
     parser.add_argument("--timelines", type=int, default=5, help="timelines of the 1,000-lease resource")
+    parser.add_argument(
+        "--full-reads", type=int, default=10, help="full reads of the short long listings (the index-wide: one)"
+    )
     parser.add_argument("--skip-sync", action="store_true", help="no sync rounds (queries only)")
     parser.add_argument("--skip-before", action="store_true", help="no (before) rows")
     parser.add_argument("--json", action="store_true")
@@ -526,7 +653,9 @@ def main() -> None:
                 proxy = HeadProxy(node.url, path)
                 try:
                     sdk = Registry.at(Chain.connect(proxy.url, poll_latency=0.005), registry.address)
-                    figures = queries(path, picks, args.queries, args.timelines, sdk, not args.skip_before)
+                    figures = queries(
+                        path, picks, args.queries, args.timelines, sdk, not args.skip_before, args.full_reads
+                    )
                 finally:
                     proxy.close()
                 report["queries"][shape] = {  # type: ignore[index]
@@ -559,10 +688,20 @@ def main() -> None:
             f"{q['holders']} holders, {q['file_mb']:.1f} MB (built in {q['build_seconds']:.1f} s)"
         )
         for kind, figures in q["figures"].items():
+            if kind == "full reads":
+                continue
             print(
-                f"  {kind:28s} p50 {figures['p50_ms']:9.2f} ms  p99 {figures['p99_ms']:9.2f} ms  "
+                f"  {kind:32s} p50 {figures['p50_ms']:9.2f} ms  p99 {figures['p99_ms']:9.2f} ms  "
                 f"cpu p50 {figures['cpu_p50_ms']:8.2f} ms  (median rows {figures['rows_median']:g}, "
                 f"{figures['samples']} samples)"
+            )
+        print(f"  full reads, {shape} (a page of 100 a call, through AuditIndex.pages):")
+        for kind, figures in q["figures"]["full reads"].items():
+            print(
+                f"  {kind:32s} call p50 {figures['call_p50_ms']:6.2f} ms  p99 {figures['call_p99_ms']:7.2f} ms  "
+                f"cpu p50 {figures['call_cpu_p50_ms']:5.2f} ms  "
+                f"{figures['rows']:>7,} rows in {figures['pages']:>5,} pages: {figures['read_ms']:9.1f} ms a read "
+                f"(median of {figures['reads']})"
             )
 
 

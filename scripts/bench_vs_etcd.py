@@ -35,6 +35,17 @@ its chain grows (the p50 of each quarter of the run is printed):
 The ratios: each SDK transport against etcd (goal <= 0.8) and against the
 floor on the same transport (goal <= 1.3).
 
+``--baseline SRC``: another copy of the SDK (``git archive main src | tar -x -C
+/tmp/main``, then ``--baseline /tmp/main/src``) measured in the same run, one
+sample of it in turn with the others (**baseline over IPC** and **over HTTP**:
+a worker process importing that copy, driven sample by sample, timing its own
+calls): before and after side by side, never from runs minutes apart.
+``--more-floors`` adds two floors over IPC: **send-sync** (the pre-signed
+transaction sent with ``eth_sendRawTransactionSync``, which answers once it is
+mined) and **checked** (a pre-encoded ``eth_call`` preflight at ``pending``,
+then the send-sync: the least a client that never sends a transaction its
+preflight refused must do).
+
 Throughput (``--rounds``, default 1; 0 skips it): acquisitions of distinct
 names per second over HTTP, 8 agents with 8 keys (threads in this process;
 and processes, one per agent), and 8 threads sharing one key (the SDK
@@ -284,6 +295,16 @@ class IpcFloor(Floor):
             raise RuntimeError(f"{method}: {reply['error']}")
         return reply["result"]
 
+    def send_sync(self, raw: bytes, *, preflight: dict | None = None) -> dict:
+        """The pre-signed ``raw`` with ``eth_sendRawTransactionSync`` (one round trip, answered once mined);
+        ``preflight``: an ``eth_call`` of it at ``pending`` first (a revert raises: nothing sent)."""
+        if preflight is not None:
+            self.rpc("eth_call", [preflight, "pending"])
+        receipt = self.rpc("eth_sendRawTransactionSync", ["0x" + raw.hex()])
+        if receipt["status"] != "0x1":
+            raise RuntimeError(f"floor transaction {receipt['transactionHash']} failed")
+        return receipt
+
 
 class Node:
     """``python -m chainfence node --json`` in a temporary directory: the node users start."""
@@ -324,10 +345,75 @@ class Node:
 
 
 #: The kinds of latency sample, in the order of the first sample.
-KINDS = ("sdk_ipc", "sdk_http", "etcd", "floor_ipc", "floor_http")
+KINDS = (
+    "sdk_ipc",
+    "sdk_http",
+    "etcd",
+    "floor_ipc",
+    "floor_http",
+    "base_ipc",
+    "base_http",
+    "floor_ipc_sync",
+    "floor_ipc_checked",
+)
 
 
-def latency(node: Node, etcd_port: int, samples: int, names: int = 0) -> dict:
+class Baseline:
+    """Another copy of the SDK (``--baseline SRC``) in a worker process of its own, driven one sample at a
+    time: the worker times its own acquire and release, as :func:`latency` times this copy's."""
+
+    def __init__(self, src: str, node: Node, registry: str):
+        env = dict(os.environ, CHAINFENCE_SRC=str(Path(src).resolve()))
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--worker"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        config = {"url": node.url, "ipc_path": node.ipc_path, "registry": registry, "keys": node.keys[5:7]}
+        self.process.stdin.write(json.dumps(config) + "\n")
+        if self.process.stdout.readline().strip() != "ready":
+            raise SystemExit("the baseline worker did not start")
+
+    def sample(self, kind: str, name: str) -> tuple[float, float]:
+        self.process.stdin.write(f"{kind} {name}\n")
+        acquire, release = self.process.stdout.readline().split()
+        return float(acquire), float(release)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(30)
+
+
+def worker() -> int:
+    """``--worker``: the baseline's side of :class:`Baseline` (this process imports ``CHAINFENCE_SRC``'s SDK)."""
+    from chainfence import Chain, Registry
+
+    config = json.loads(sys.stdin.readline())
+    registries = {
+        "base_http": Registry.at(Chain.connect(config["url"], private_key=config["keys"][1]), config["registry"])
+    }
+    if config["ipc_path"]:
+        registries["base_ipc"] = Registry.at(
+            Chain.connect(config["ipc_path"], private_key=config["keys"][0]), config["registry"]
+        )
+    print("ready", flush=True)
+    for line in sys.stdin:
+        kind, name = line.split(maxsplit=1)
+        registry = registries[kind]
+        start = time.perf_counter()
+        lease = registry.acquire(name.strip(), ttl=TTL)
+        middle = time.perf_counter()
+        registry.release(name.strip(), lease.token)
+        print(f"{middle - start} {time.perf_counter() - middle}", flush=True)
+    return 0
+
+
+def latency(
+    node: Node, etcd_port: int, samples: int, names: int = 0, *, baseline: str | None = None, more_floors: bool = False
+) -> dict:
     from chainfence import Chain, Registry, _names
 
     registry_address = node.info["registry"]
@@ -337,12 +423,31 @@ def latency(node: Node, etcd_port: int, samples: int, names: int = 0) -> dict:
     if node.ipc_path:
         sdk["sdk_ipc"] = Registry.at(Chain.connect(node.ipc_path, private_key=node.keys[3]), registry_address)
         floors["floor_ipc"] = IpcFloor(node.ipc_path, node.keys[4], registry_address, http_chain.chain_id)
+        if more_floors:
+            floors["floor_ipc_sync"] = IpcFloor(node.ipc_path, node.keys[7], registry_address, http_chain.chain_id)
+            floors["floor_ipc_checked"] = IpcFloor(node.ipc_path, node.keys[8], registry_address, http_chain.chain_id)
+    base = Baseline(baseline, node, registry_address) if baseline else None
+    base_kinds = {"base_http", "base_ipc"} if node.ipc_path else {"base_http"}
     etcd = EtcdLock(etcd_port)
-    kinds = [kind for kind in KINDS if kind in sdk or kind in floors or kind == "etcd"]
+    kinds = [
+        kind
+        for kind in KINDS
+        if kind in sdk or kind in floors or kind == "etcd" or (base is not None and kind in base_kinds)
+    ]
     times: dict[str, list[float]] = {f"{kind}_{op}": [] for kind in kinds for op in ("acquire", "release")}
 
+    def floor_send(kind: str, floor: Floor, raw: bytes, function: str, args: list) -> dict:
+        if kind == "floor_ipc_sync":
+            return floor.send_sync(raw)
+        if kind == "floor_ipc_checked":
+            call = {"from": floor.account.address, "to": floor.registry, "data": "0x" + encode(function, args).hex()}
+            return floor.send_sync(raw, preflight=call)
+        return floor.send(raw)
+
     def sample(kind: str, name: str, record: bool) -> None:
-        if kind in sdk:
+        if kind.startswith("base_"):
+            acquire, release = base.sample(kind, name)
+        elif kind in sdk:
             registry = sdk[kind]
             start = time.perf_counter()
             lease = registry.acquire(name, ttl=TTL)
@@ -355,16 +460,17 @@ def latency(node: Node, etcd_port: int, samples: int, names: int = 0) -> dict:
             middle = time.perf_counter()
             etcd.release(name, lease_id)
             acquire, release = middle - start, time.perf_counter() - middle
-        else:  # the floor: signed before its clock starts
+        else:  # the floor: signed (and its preflight encoded) before its clock starts
             floor = floors[kind]
             raw = floor.sign(encode("acquire", [name, TTL]))
             start = time.perf_counter()
-            receipt = floor.send(raw)
+            receipt = floor_send(kind, floor, raw, "acquire", [name, TTL])
             acquire = time.perf_counter() - start
             acquired = next(log for log in receipt["logs"] if len(log["topics"]) >= 3)
-            raw = floor.sign(encode("release", [_names.resource_id(name), int(acquired["topics"][2], 16)]))
+            args = [_names.resource_id(name), int(acquired["topics"][2], 16)]
+            raw = floor.sign(encode("release", args))
             start = time.perf_counter()
-            floor.send(raw)
+            floor_send(kind, floor, raw, "release", args)
             release = time.perf_counter() - start
         if record:
             times[f"{kind}_acquire"].append(acquire)
@@ -379,6 +485,8 @@ def latency(node: Node, etcd_port: int, samples: int, names: int = 0) -> dict:
         for kind in rotated:
             sample(kind, f"lat/{kind}/{i % names if names else i}", True)
     blocks = http_chain.block_number() - first_block
+    if base is not None:
+        base.close()
     quarter = max(1, samples // 4)
     return {
         "blocks": blocks,
@@ -501,9 +609,13 @@ def etcd_threads(port: int, total: int, agents: int, tag: str) -> float:
 LABELS = {
     "sdk_ipc": "chainfence SDK, IPC",
     "sdk_http": "chainfence SDK, HTTP",
+    "base_ipc": "baseline SDK, IPC",
+    "base_http": "baseline SDK, HTTP",
     "etcd": "etcd lease+txn",
     "floor_ipc": "anvil floor, IPC",
     "floor_http": "anvil floor, HTTP",
+    "floor_ipc_sync": "floor send-sync, IPC",
+    "floor_ipc_checked": "floor checked, IPC",
 }
 
 
@@ -526,7 +638,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-processes", action="store_true", help="no throughput run with one process per agent")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--baseline", metavar="SRC", help="another copy of the SDK's src (main's) measured alternating in the same run"
+    )
+    parser.add_argument(
+        "--more-floors", action="store_true", help="two more floors over IPC: send-sync, and eth_call then send-sync"
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        return worker()
     if args.samples < 4:
         parser.error("--samples must be at least 4")
 
@@ -551,7 +672,9 @@ def main(argv: list[str] | None = None) -> int:
             "anvil": client.rpc.client_version(),
             "node": {key: node.info.get(key) for key in ("rpc_url", "ipc_path", "registry")},
             "load_average_before": os.getloadavg(),
-            "latency": latency(node, etcd.port, args.samples, args.names),
+            "latency": latency(
+                node, etcd.port, args.samples, args.names, baseline=args.baseline, more_floors=args.more_floors
+            ),
             "load_average_after": os.getloadavg(),
         }
         runs: dict[str, list[float]] = {
@@ -624,6 +747,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {op} over {transport.upper()}: SDK/etcd {sdk['p50_ms'] / etcd_p50:.2f}x (goal <= 0.8), "
                 f"SDK/floor {sdk['p50_ms'] / floor['p50_ms']:.2f}x (goal <= 1.3)"
             )
+            base = rows.get(f"base_{transport}_{op}")
+            if base is not None:
+                print(
+                    f"  {op} over {transport.upper()}: baseline/etcd {base['p50_ms'] / etcd_p50:.2f}x, "
+                    f"baseline/floor {base['p50_ms'] / floor['p50_ms']:.2f}x, SDK/baseline "
+                    f"{sdk['p50_ms'] / base['p50_ms']:.2f}x"
+                )
+        for kind in ("floor_ipc_sync", "floor_ipc_checked"):
+            sdk, floor = rows.get(f"sdk_ipc_{op}"), rows.get(f"{kind}_{op}")
+            if sdk is not None and floor is not None:
+                print(f"  {op} over IPC: SDK/{LABELS[kind]} {sdk['p50_ms'] / floor['p50_ms']:.2f}x")
     if "throughput_per_second" in results:
         print(f"throughput over HTTP, {args.total} acquisitions of distinct names per run, {args.agents} agents:")
         for kind, row in results["throughput_per_second"].items():

@@ -13,8 +13,22 @@ decoding, the step driver), one transport after the other, alternating;
 then a cProfile of the IPC loop. ``--levers``: the SDK with each lever
 taken away in turn (the sync send, the receipt poll's first pause, the
 eth_call preflight, IPC), alternating. ``--python``: the SDK's own time per
-pair with no I/O (one pair's exchanges with the node replayed), and its
-costliest stages. ``--transports`` also times the floor (a
+pair with no I/O (one pair's exchanges with the node replayed, by method),
+and its costliest stages (``--profile-python``: a cProfile of it too).
+``--record FILE`` writes one pair's exchanges; ``--replay FILE --pairs N``
+replays them with no node at all, which callgrind counts deterministically
+(instructions per pair: the count with ``--pairs N`` less the one with
+``--pairs 0``, over N)::
+
+    python scripts/profile_acquire.py --record /tmp/pair.json
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+        python scripts/profile_acquire.py --replay /tmp/pair.json --pairs 200 2>&1 | grep Collected
+
+``--phases``: one call's time by the clock, split at its two exchanges (the
+Python before the preflight is written, the preflight's exchange, the Python
+between its answer and the send, the send's exchange, the Python after).
+
+``--transports`` also times the floor (a
 pre-signed acquire: the send, then the receipt asked again at once until it
 is there; or ``eth_sendRawTransactionSync``, EIP-7966, the send that returns
 the receipt) over HTTP keep-alive, IPC (a Unix socket) and WebSocket (if the
@@ -52,9 +66,9 @@ def counting(transport, seen: collections.Counter, phase: list[str]) -> None:
         seen[f"{phase[0]} {method}"] += 1
         return request(method, params, **kwargs)
 
-    def counted_batch(calls):
+    def counted_batch(calls, **kwargs):
         seen[f"{phase[0]} " + "+".join(method for method, _ in calls)] += 1
-        return batch(calls)
+        return batch(calls, **kwargs)
 
     transport.request, transport.batch = counted_request, counted_batch
 
@@ -147,7 +161,8 @@ def levers(node, ipc_path: str, address: str, pairs: int) -> dict[str, dict[str,
     (private switches of the sender, for this measurement only), one sample of each in turn: p50 ms.
 
     - ``all levers``: the SDK as it ships (eth_call preflight batched with anvil_getAutomine and the balance, the send
-      that returns the receipt);
+      that returns the receipt, the transaction signed while the preflight is on its way);
+    - ``signed after the preflight``: the same, signing only once the preflight has answered;
     - ``no sync send``: the same preflight, then eth_sendRawTransaction and the receipt asked for
       (at once, then after 1 ms, doubling: the receipt wait);
     - ``no sync, 0.2 ms poll``: the same, the first pause 0.2 ms instead of 1 ms;
@@ -158,16 +173,19 @@ def levers(node, ipc_path: str, address: str, pairs: int) -> dict[str, dict[str,
     from chainfence._node import sending
     from chainfence.testing.anvil import dev_keys
 
-    def agent(url: str, key: int, *, sync: bool = True, probe: bool = True, gap: float | None = None):
+    def agent(url: str, key: int, *, sync: bool = True, probe: bool = True, gap: float | None = None, presign=True):
         registry = Registry.at(Chain.connect(url, private_key=dev_keys(10)[key]), address)
         sender = registry.chain._sender
         sender._sync_refused = not sync
         if not probe:
             sender._automine_probe = None
+        if not presign and hasattr(sender, "_presigned"):
+            sender._presigned = lambda sender, call: None
         return registry, gap
 
     variants = {
         "all levers (IPC)": agent(ipc_path, 4),
+        "signed after the preflight (IPC)": agent(ipc_path, 9, presign=False),
         "no sync send (IPC)": agent(ipc_path, 5, sync=False),
         "no sync, 0.2 ms poll (IPC)": agent(ipc_path, 6, sync=False, gap=0.0002),
         "estimateGas preflight (IPC)": agent(ipc_path, 7, sync=False, probe=False),
@@ -192,39 +210,182 @@ def levers(node, ipc_path: str, address: str, pairs: int) -> dict[str, dict[str,
     return {name: {op: statistics.median(values) * 1e3 for op, values in ops.items()} for name, ops in times.items()}
 
 
-def python_only(registry, pairs: int) -> dict[str, float]:
-    """The SDK's own time per acquire+release pair with no I/O at all: one real pair's exchanges with the
-    node are recorded, then replayed to the transport (each send's receipt given the new transaction's
-    hash); the stages that cost most are timed apart. ms per pair."""
-    import functools
-
-    from chainfence import _contract, _validate
-    from chainfence._node import events, methods, rlp, sending
-
-    chain = registry.chain
-    transport = chain.rpc.transport
+def phases(registry, pairs: int) -> dict[str, dict[str, float]]:
+    """Where one call's time goes over a real transport, by the clock: the Python before the preflight is
+    written, the preflight's exchange (the node's work, and the signing done meanwhile), the Python between
+    its answer and the send, the send's exchange (the node mines), and the Python after. p50 ms of each, for
+    acquire and release, over ``pairs`` pairs (names cycled)."""
+    transport = registry.chain.rpc.transport
     exchange = transport.exchange
-    recorded: list[tuple[object, object]] = []
+    marks: list[tuple[str, float]] = []
+
+    def marked(body, **kwargs):
+        marks.append(("start", time.perf_counter()))
+        try:
+            return exchange(body, **kwargs)
+        finally:
+            marks.append(("end", time.perf_counter()))
+
+    transport.exchange = marked
+    parts: dict[str, dict[str, list[float]]] = {op: collections.defaultdict(list) for op in ("acquire", "release")}
+    try:
+        for i in range(pairs):
+            for op in ("acquire", "release"):
+                marks.clear()
+                start = time.perf_counter()
+                if op == "acquire":
+                    lease = registry.acquire(f"phases/{i % NAMES}", ttl=60)
+                else:
+                    registry.release(lease.resource, lease.token)
+                end = time.perf_counter()
+                if [kind for kind, _ in marks] != ["start", "end", "start", "end"]:
+                    continue  # a fee quote was asked too: not the common journey
+                (_, a), (_, b), (_, c), (_, d) = marks
+                for name, seconds in (
+                    ("before the preflight", a - start),
+                    ("preflight exchange", b - a),
+                    ("between", c - b),
+                    ("send exchange", d - c),
+                    ("after the receipt", end - d),
+                    ("the call", end - start),
+                ):
+                    parts[op][name].append(seconds)
+    finally:
+        transport.exchange = exchange
+    return {op: {name: statistics.median(values) * 1e3 for name, values in part.items()} for op, part in parts.items()}
+
+
+def record_pair(registry) -> dict:
+    """One acquire+release pair's exchanges with the node, by request (a batch under its methods joined by
+    ``+``), with what it takes to replay them without a node (:class:`ReplayTransport`): JSON-able."""
+    transport = registry.chain.rpc.transport
+    exchange = transport.exchange
+    answers: dict[str, list] = collections.defaultdict(list)
 
     def recording(body, **kwargs):
         reply = exchange(body, **kwargs)
-        recorded.append((body, reply))
+        answers[_replay_key(body)].append(reply)
         return reply
 
     transport.exchange = recording
-    lease = registry.acquire("python/only", ttl=60)
-    registry.release(lease.resource, lease.token)
-    served = iter(range(1 << 62))
+    try:
+        lease = registry.acquire("python/only", ttl=60)
+        registry.release(lease.resource, lease.token)
+    finally:
+        transport.exchange = exchange
+    sender = registry.chain._sender
+    return {
+        "answers": dict(answers),
+        "chain_id": registry.chain.chain_id,
+        "registry": registry.address,
+        "max_ttl": registry.max_ttl,
+        "key": "0x" + bytes(registry.chain._signers[registry.sender].key).hex(),
+        "nonce": sender._next_nonce[registry.sender],
+        "fees": sender._fee_quote[1],
+        "block_gas_limit": sender._block_gas_limit,
+    }
 
-    def replay(body, **kwargs):
-        _sent, reply = recorded[next(served) % len(recorded)]
-        if isinstance(body, list):
-            return [dict(answer, id=request["id"]) for answer, request in zip(reply, body, strict=True)]
-        reply = dict(reply, id=body["id"])
-        if body["method"] == "eth_sendRawTransactionSync":
-            tx_hash = "0x" + rlp.keccak256(bytes.fromhex(body["params"][0][2:])).hex()
-            reply["result"] = dict(reply["result"], transactionHash=tx_hash)
-        return reply
+
+def _replay_key(body) -> str:
+    return "+".join(item["method"] for item in body) if isinstance(body, list) else body["method"]
+
+
+#: Seconds spent in the work the SDK hands a transport to do while a request is on its way (``meanwhile``),
+#: in the replayed pairs: not on the critical path of a call over a transport that overlaps.
+OVERLAPPED = [0.0]
+#: Times a replaying transport runs that work (``CHAINFENCE_REPLAY_MEANWHILE=2``: callgrind's count of
+#: the overlapped work is then the difference with a run at 1).
+MEANWHILE_RUNS = int(os.environ.get("CHAINFENCE_REPLAY_MEANWHILE", "1"))
+
+
+def replay_registry(recorded: dict):
+    """A registry on a chain whose transport answers every request with what :func:`record_pair` recorded
+    (by method: the sends alternate acquire's and release's receipts, each given the new transaction's
+    hash), so that the SDK's own work runs with no I/O at all. Returns (registry, reset): ``reset()``
+    before each pair puts the nonce and what the chain remembers of tokens back."""
+    from chainfence import Chain, Registry
+    from chainfence._node import rlp
+    from chainfence._node.accounts import LocalKey
+    from chainfence._node.ipc import LeanIpc
+    from chainfence._node.rpc import Rpc
+
+    answers = recorded["answers"]
+    sends = collections.Counter()
+    overlapped = OVERLAPPED
+    hashes: dict[str, str] = {}  # the replayed pairs send the same bytes each time: hashed once (not the SDK's work)
+
+    class ReplayTransport(LeanIpc):
+        def __init__(self) -> None:
+            super().__init__("/nonexistent/replay.ipc", timeout=1)
+
+        def exchange(self, body, *, timeout=None, **kwargs):
+            replies = answers[_replay_key(body)]
+            meanwhile = kwargs.get("meanwhile")
+            if meanwhile is not None:  # what the SDK does while a request is on its way (off its critical path)
+                start = time.perf_counter()
+                for _ in range(MEANWHILE_RUNS):
+                    meanwhile()
+                overlapped[0] += time.perf_counter() - start
+            if isinstance(body, list):
+                return [dict(answer, id=request["id"]) for answer, request in zip(replies[0], body, strict=True)]
+            reply = dict(replies[sends[body["method"]] % len(replies)], id=body["id"])
+            if body["method"] in ("eth_sendRawTransactionSync", "eth_sendRawTransaction"):
+                sends[body["method"]] += 1
+                raw = body["params"][0]
+                tx_hash = hashes.get(raw) or hashes.setdefault(raw, "0x" + rlp.keccak256(bytes.fromhex(raw[2:])).hex())
+                if isinstance(reply.get("result"), dict):
+                    reply["result"] = dict(reply["result"], transactionHash=tx_hash)
+            return reply
+
+    key = LocalKey.from_key(recorded["key"])
+    chain = Chain(Rpc(ReplayTransport()), [key], dev="anvil", chain_id=recorded["chain_id"])
+    registry = Registry(chain, recorded["registry"], sender=key.address)
+    registry.__dict__["max_ttl"] = recorded["max_ttl"]
+    sender = chain._sender
+    sender._block_gas_limit = recorded["block_gas_limit"]
+
+    def reset() -> None:
+        chain.__dict__.pop("_seen_tokens", None)  # the replayed token is the same each time
+        sender._next_nonce[key.address] = recorded["nonce"]
+        sender._fee_quote = (float("inf"), dict(recorded["fees"]))  # never stale: the pair asked none
+
+    return registry, reset
+
+
+def replay_pairs(registry, reset, pairs: int, *, critical: bool = False) -> float:
+    """Seconds per acquire+release pair over the replaying transport; ``critical``: less the work done
+    while a request was on its way (:data:`OVERLAPPED`)."""
+    OVERLAPPED[0] = 0.0
+    start = time.perf_counter()
+    for _ in range(pairs):
+        reset()
+        lease = registry.acquire("python/only", ttl=60)
+        registry.release(lease.resource, lease.token)
+    elapsed = time.perf_counter() - start - (OVERLAPPED[0] if critical else 0.0)
+    return elapsed / max(pairs, 1)
+
+
+def python_only(registry, pairs: int, top: int = 0) -> dict[str, float]:
+    """The SDK's own time per acquire+release pair with no I/O at all: one real pair's exchanges with the
+    node are recorded, then replayed (:func:`replay_registry`); the stages that cost most are timed apart
+    in a last run. ms per pair. ``top``: print a cProfile of a further run, its ``top`` costliest functions."""
+    import functools
+
+    from chainfence import _contract, _validate
+    from chainfence._node import events, methods, sending
+
+    replayed, reset = replay_registry(record_pair(registry))
+    replay_pairs(replayed, reset, 100)  # warm up
+    runs, critical = [], []
+    for _ in range(5):
+        runs.append(replay_pairs(replayed, reset, pairs))
+        critical.append(runs[-1] - OVERLAPPED[0] / pairs)
+    if top:
+        profile = cProfile.Profile()
+        profile.enable()
+        replay_pairs(replayed, reset, pairs)
+        profile.disable()
+        pstats.Stats(profile).sort_stats("tottime").print_stats(top)
 
     spent: collections.Counter = collections.Counter()
     patched: list[tuple[object, str, object]] = []
@@ -243,9 +404,6 @@ def python_only(registry, pairs: int) -> dict[str, float]:
 
         setattr(module, name, measured)
 
-    quote, nonce = sending._FEE_QUOTE_SECONDS, dict(chain._sender._next_nonce)
-    transport.exchange = replay
-    sending._FEE_QUOTE_SECONDS = float("inf")  # the recorded pair asked for no fee quote
     for module, name in (
         (sending, "sign"),
         (methods, "format_receipt"),
@@ -253,21 +411,20 @@ def python_only(registry, pairs: int) -> dict[str, float]:
         (_contract, "abi_encode"),
         (_validate, "resource_id"),
     ):
-        timed(module, name)
+        if hasattr(module, name):
+            timed(module, name)
     try:
-        start = time.perf_counter()
-        for _ in range(pairs):
-            chain.__dict__.pop("_seen_tokens", None)  # the replayed token is the same each time
-            chain._sender._next_nonce.update(nonce)
-            lease = registry.acquire("python/only", ttl=60)
-            registry.release(lease.resource, lease.token)
-        total = time.perf_counter() - start
+        replay_pairs(replayed, reset, pairs)
     finally:
-        transport.exchange = exchange
-        sending._FEE_QUOTE_SECONDS = quote
         for module, name, function in patched:
             setattr(module, name, function)
-    return {"total": total / pairs * 1e3, **{name: seconds / pairs * 1e3 for name, seconds in spent.items()}}
+    return {
+        "total (best of 5 runs)": min(runs) * 1e3,
+        "total (median of 5 runs)": statistics.median(runs) * 1e3,
+        "critical path (median: the total less what ran while a request was on its way)": statistics.median(critical)
+        * 1e3,
+        **{f"{name} (in a timed run)": seconds / pairs * 1e3 for name, seconds in spent.items()},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,7 +434,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transports", action="store_true")
     parser.add_argument("--levers", action="store_true", help="the SDK with each lever taken away, alternating")
     parser.add_argument("--python", action="store_true", help="the SDK's own time, the node's answers replayed")
+    parser.add_argument(
+        "--profile-python", action="store_true", help="with --python: a cProfile of the replayed pairs too"
+    )
+    parser.add_argument(
+        "--phases", action="store_true", help="one call's time by phase: Python before, between and after its exchanges"
+    )
+    parser.add_argument("--record", metavar="FILE", help="record one pair's exchanges with the node to FILE; stop")
+    parser.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="no node: replay FILE's exchanges for --pairs pairs (under callgrind, --pairs 0 and N: instructions "
+        "per pair, deterministic)",
+    )
     args = parser.parse_args(argv)
+
+    if args.replay:
+        replayed, reset = replay_registry(json.loads(Path(args.replay).read_text()))
+        replay_pairs(replayed, reset, 1)  # what the first pair loads lazily: in every count alike
+        total = replay_pairs(replayed, reset, args.pairs)
+        print(
+            f"{total * 1e3:.3f} ms a pair, {args.pairs} pairs replayed "
+            f"({OVERLAPPED[0] / max(args.pairs, 1) * 1e3:.3f} ms of it while a request was on its way)"
+        )
+        return 0
 
     from chainfence import Chain, Registry
     from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil, free_port
@@ -301,6 +481,18 @@ def main(argv: list[str] | None = None) -> int:
         for registry in agents.values():
             for i in range(20):  # warm up: connections, nonce, fee quote
                 registry.release(f"warm/{i}", registry.acquire(f"warm/{i}", ttl=60).token)
+        if args.record:
+            Path(args.record).write_text(json.dumps(record_pair(agents["ipc" if "ipc" in agents else "http"])))
+            return 0
+
+        if args.phases:
+            for transport, registry in agents.items():
+                print(
+                    f"one call over {transport.upper()}, by phase: p50 ms of {args.pairs} (load {os.getloadavg()[0]:.1f})"
+                )
+                for op, part in phases(registry, args.pairs).items():
+                    print(f"  {op:<8} " + "  ".join(f"{name} {ms:.3f}" for name, ms in part.items()))
+            print()
 
         if args.levers:
             print(f"what each lever buys: SDK p50 ms over {args.pairs} samples of each, in turn:")
@@ -359,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
 
         if args.python:
-            stages = python_only(agents["ipc"], max(args.pairs, 1000))
+            stages = python_only(agents["ipc"], max(args.pairs, 1000), top=args.top if args.profile_python else 0)
             print("\nthe SDK's own time per acquire+release pair, the node's answers replayed (no I/O):")
             for name, ms in stages.items():
                 print(f"  {name:<16} {ms:6.3f} ms")

@@ -14,6 +14,7 @@ steps (:mod:`chainfence._faces`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _log, _validate, _waiting, endings
@@ -25,6 +26,7 @@ from ._node import events as _events
 from ._node.abi import decode as abi_decode
 from ._node.abi import encode as abi_encode
 from ._node.addresses import to_checksum_address
+from ._node.formats import raw_logs
 from ._node.rlp import keccak256 as keccak
 from ._rollback import Seen
 from .endings import End
@@ -276,10 +278,10 @@ class RegistryContract(SyncFace):
         self, resource: str, resource_id: bytes, token: int, confirmations: int | None
     ) -> Steps[None]:
         token = _validate.token(token)
-        receipt, _ = yield from self._lease_tx_steps(
+        _receipt, event = yield from self._lease_tx_steps(
             "release", resource, [resource_id, token], _events.Kind.RELEASED, confirmations
         )
-        logger.info("released resource=%s token=%d tx=%s", resource, token, receipt["transactionHash"].to_0x_hex())
+        logger.info("released resource=%s token=%d tx=%s", resource, token, event.tx_hash)
 
     def _complete_by_id_steps(
         self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None
@@ -389,8 +391,12 @@ class RegistryContract(SyncFace):
         return self.sender
 
     def _encode(self, function: str, args: list[Any]) -> bytes:
-        selector, types = _artifacts.functions("FencingRegistry")[function]
-        return selector + abi_encode(types, args)
+        if function in _REMEMBERED_CALLS:
+            try:
+                return _calldata(function, tuple(args), tuple(map(type, args)))
+            except TypeError:  # an argument that cannot be a key: encoded (and refused) as any other
+                pass
+        return _encoded(function, args)
 
     def _call_uint_steps(self, function: str, args: list[Any], *, block: str | int = "latest") -> Steps[int]:
         return (yield from self._view_steps(function, args, ["uint256"], block=block))[0]  # type: ignore[no-any-return]
@@ -414,13 +420,11 @@ class RegistryContract(SyncFace):
             ) from exc
 
     def _event(self, receipt: Any, kind: _events.Kind) -> _events.RegistryLog:
-        """The ``kind`` event this registry emitted in ``receipt``."""
-        for log in receipt["logs"]:
-            if log["address"] != self.address:
-                continue
-            decoded = _events.decode(log)
-            if decoded is not None and decoded.kind is kind:
-                return decoded
+        """The ``kind`` event this registry emitted in ``receipt`` (read from the logs as the node sent them:
+        :func:`~chainfence._node.formats.raw_logs`)."""
+        decoded = _events.first(raw_logs(receipt), self.address, kind)
+        if decoded is not None:
+            return decoded
         raise ChainError(f"transaction {receipt['transactionHash'].to_0x_hex()} emitted no {kind.value} event")
 
     def _seen(self) -> Seen:
@@ -431,6 +435,22 @@ class RegistryContract(SyncFace):
 
     def __hash__(self) -> int:
         return hash((id(self.chain), self.address))
+
+
+def _encoded(function: str, args: Sequence[Any]) -> bytes:
+    selector, types = _artifacts.functions("FencingRegistry")[function]
+    return selector + abi_encode(types, args)
+
+
+#: The calls whose calldata is remembered for their arguments: an acquisition's (a name and a ttl), which
+#: a service sends with the same arguments over and over (issue #19). Keyed by the arguments and their
+#: types, so that ``True`` never answers for ``1``.
+_REMEMBERED_CALLS = frozenset({"acquire", "acquireExclusive"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _calldata(function: str, args: tuple[Any, ...], _types: tuple[type, ...]) -> bytes:
+    return _encoded(function, args)
 
 
 def at_block(block: str | int | None) -> str | int:

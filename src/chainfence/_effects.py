@@ -158,13 +158,16 @@ class Signal:
             raise error
         return value
 
-    def wait(self) -> Any:
-        """Block until set (an interrupt, ``KeyboardInterrupt``, lands here); then :meth:`result`."""
-        self._event.wait()
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until set (an interrupt, ``KeyboardInterrupt``, lands here); then :meth:`result`.
+        :class:`TimeoutError` if ``timeout`` seconds pass first."""
+        if not self._event.wait(timeout):
+            raise TimeoutError(f"the signal was not set within {timeout} s")
         return self.result()
 
-    async def wait_async(self) -> Any:
-        """Await until set (a cancellation lands here and leaves nothing behind); then :meth:`result`."""
+    async def wait_async(self, timeout: float | None = None) -> Any:
+        """Await until set (a cancellation lands here and leaves nothing behind); then :meth:`result`.
+        :class:`TimeoutError` if ``timeout`` seconds pass first."""
         import asyncio
 
         with self._lock:
@@ -175,7 +178,10 @@ class Signal:
                 self._waiters.append((loop, future))
         if future is not None:
             try:
-                await future
+                if timeout is None:
+                    await future
+                else:  # the future is this waiter's own: wait_for may cancel it
+                    await asyncio.wait_for(future, timeout)
             finally:
                 with self._lock:
                     self._waiters = [(lp, f) for lp, f in self._waiters if f is not future]
@@ -196,9 +202,12 @@ def _wake(future: Any) -> None:
 
 
 class Until(NamedTuple):
-    """Wait until ``signal`` is set by another thread or task; receive its value (its error is raised)."""
+    """Wait until ``signal`` is set by another thread or task; receive its value (its error is raised).
+    With ``timeout`` (seconds): :class:`TimeoutError` is raised if it is not set by then (the signal is
+    left as it is)."""
 
     signal: Signal
+    timeout: float | None = None
 
 
 class Spawn(NamedTuple):
@@ -251,7 +260,7 @@ def run(
             elif type(effect) is Blocking:
                 value = effect.function()
             elif type(effect) is Until:
-                value = effect.signal.wait()
+                value = effect.signal.wait(effect.timeout)
             elif type(effect) is Spawn:
                 value = threading.Thread(
                     target=run,
@@ -300,7 +309,7 @@ async def arun(
 
                 value = await asyncio.to_thread(effect.function)
             elif type(effect) is Until:
-                value = await effect.signal.wait_async()
+                value = await effect.signal.wait_async(effect.timeout)
             elif type(effect) is Spawn:
                 import asyncio
 

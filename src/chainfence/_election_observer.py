@@ -24,6 +24,7 @@ from ._block_times import BlockTimes
 from ._contract import RegistryContract
 from ._effects import RPC, Emit, Sleep, Steps
 from ._lease_state import AcquireReason, LeaseInfo
+from ._node import completeness as _completeness
 from ._node import events as _events
 from .endings import End
 
@@ -349,8 +350,8 @@ class Observer:
             self.head, self.head_hash = number, block_hash
             return (yield from self._read_steps(number))  # a reorganisation (or far behind): the state, not the history
         if number > self.head:
-            first, self.head, self.head_hash = self.head + 1, number, block_hash
-            events = yield from _events.fetch_all_steps(
+            first = self.head + 1
+            answered = yield from _events.fetch_all_steps(
                 self._chain,
                 self._registry.address,
                 kinds=_KINDS,
@@ -358,9 +359,39 @@ class Observer:
                 from_block=first,
                 to_block=number,
             )
+            # The blocks' own logsBloom (and receipts) say whether the answer is all of their logs: the head
+            # moves no further than the last block that checks out (a lagging log backend delays the
+            # observer, never makes it skip a term).
+            checked = yield from _completeness.check_steps(
+                self._registry.address,
+                first,
+                number,
+                answered,
+                kinds=_KINDS,
+                resource_id=self._seat.resource_id,
+                headers={number: block},
+            )
+            if checked.end >= first:
+                self.head, self.head_hash = checked.end, _completeness.block_hash(checked.headers[checked.end])
+            events = checked.logs
             for index, event in enumerate(events):
                 following = events[index + 1] if index + 1 < len(events) else None
                 changes += yield from self._apply_steps(event, following)
+            if checked.held is not None:
+                logger.warning(
+                    "election=%s: waits at block %d, %d blocks behind the head %d: the logs answered for block %d "
+                    "do not check out (%s)",
+                    self._seat.name,
+                    self.head,
+                    number - self.head,
+                    number,
+                    checked.held,
+                    checked.why,
+                )
+                # No expiry judged past what was read (a held block may renew the term); one poll before
+                # the expiry is looked at again, so a due expiry does not make the polls back to back.
+                self.wake_at = max(self.wake_at, self._timer.now() + self._pace.poll)
+                return changes
             if self.current is not None and timestamp >= self.current.expires_at:
                 changes += self._end(self.current, End.EXPIRED, number)  # a block stamped at or after the expiry
             elif self.current is not None and timestamp >= self.current.expires_at - 1:

@@ -198,8 +198,9 @@ def history_steps(
 
 
 def require_index(index: Any) -> None:
-    """``index`` must be an :class:`~chainfence.audit.index.AuditIndex` (what it is asked: sync, events, label)."""
-    if not all(callable(getattr(index, name, None)) for name in ("sync", "events", "label")):
+    """``index`` must be an :class:`~chainfence.audit.index.AuditIndex` (what it is asked: sync, events read
+    a page at a time through every, label)."""
+    if not all(callable(getattr(index, name, None)) for name in ("sync", "events", "every", "label")):
         raise InvalidInput(f"index must be an AuditIndex, got {type(index).__name__}")
 
 
@@ -215,7 +216,9 @@ def _history_from_index(
     index.sync(registry, to_block=None if to_block == "latest" else to_block)  # the chain's confirmations
     result = []
     labels: dict[bytes, tuple[str | None, str]] = {}  # this answer's: one lookup per resource, not per event
-    for entry, timestamp in index.events(
+    # Every event asked for: the index's pages of events, one after another (each a bounded read).
+    for entry, timestamp in index.every(
+        index.events,
         resource_id=resource_id,
         holder=holder,
         token=token,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 #: old dotted path -> new dotted path
 MOVED: dict[str, str] = {
     "chainfence.admission": "chainfence.guard.admission",
+    "chainfence.audit._completeness": "chainfence._node.completeness",
     "chainfence.audit_index": "chainfence.audit.index",
     "chainfence.demo": "chainfence.cli.demo",
     "chainfence.localnode": "chainfence.cli.node",

@@ -50,6 +50,7 @@ So the SDK names an item ``workset»item`` (:data:`ITEM_SEPARATOR`, U+00BB):
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 from ._limits import MAX_NAME_LENGTH  # longest resource name, in bytes of UTF-8 (the contract's bound)
@@ -206,9 +207,21 @@ def namespace_id(prefix: str) -> bytes:
     return keccak(prefix.encode("utf-8"))
 
 
+#: Names whose id and publishability are remembered (each a hash and a scan of the name per call before):
+#: a service acquires and releases the same few names over and over (issue #19).
+_NAMES_REMEMBERED = 4096
+
+
 def resource_id(name: object) -> bytes:
     """The on-chain id of resource ``name``: ``keccak256(utf8(name))``, after validating it; for a claimed
-    work item named ``"workset»item"``, :func:`item_id` of its parts."""
+    work item named ``"workset»item"``, :func:`item_id` of its parts. Remembered for the last
+    :data:`_NAMES_REMEMBERED` names (a name that is refused is not: it raises each time)."""
+    if type(name) is str:
+        return _remembered_id(name)
+    return _resource_id(name)
+
+
+def _resource_id(name: object) -> bytes:
     parts = split_item(name)
     if parts is not None:
         return item_id(*parts)
@@ -247,7 +260,14 @@ def _character(char: str) -> str:
 
 
 def publishable(name: object) -> bytes:
-    """``name`` as UTF-8, after checking it is fit to publish on-chain (see the module docstring)."""
+    """``name`` as UTF-8, after checking it is fit to publish on-chain (see the module docstring). Remembered
+    for the last :data:`_NAMES_REMEMBERED` names, as :func:`resource_id` is."""
+    if type(name) is str:
+        return _remembered_publishable(name)
+    return _publishable(name)
+
+
+def _publishable(name: object) -> bytes:
     data = resource_bytes(name)
     assert isinstance(name, str)
     ends = [
@@ -279,6 +299,10 @@ def publishable(name: object) -> bytes:
             f"reserved for claimed work items (workset{ITEM_SEPARATOR}item), so that no name can pass for one"
         )
     return data
+
+
+_remembered_id = functools.lru_cache(maxsize=_NAMES_REMEMBERED)(_resource_id)
+_remembered_publishable = functools.lru_cache(maxsize=_NAMES_REMEMBERED)(_publishable)
 
 
 def display(raw: bytes) -> str:

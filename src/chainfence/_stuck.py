@@ -287,7 +287,7 @@ def stuck_steps(
 def _indexed(registry: RegistryContract, index: Any, first: int, last: int, kinds: list[Any]) -> list[Any]:
     """The events an index holds from ``first`` to ``last``, once synced up to ``last``."""
     index.sync(registry, to_block=last)
-    return [entry for entry, _at in index.events(from_block=first, to_block=last, kinds=kinds)]
+    return [entry for entry, _at in index.every(index.events, from_block=first, to_block=last, kinds=kinds)]
 
 
 endings.declare(

@@ -23,11 +23,17 @@ What wakes it, without a tight loop:
   at. Chain time decides: if the lease still reads live then (a dev
   chain's clock that does not run), the next look is one expiry-length (at
   least one poll) later;
-- **a reorganisation** (the head went back): read again.
+- **a reorganisation** (the head went back): read again;
+- **an answer that does not check out**: the new blocks' ``logsBloom`` (and
+  receipts, :mod:`chainfence._node.completeness`) say the log backend left
+  out logs of the resource (a log index that lags the head, or withholds):
+  read again, rather than sleep through a release it did not answer.
 
 Each of these costs one read of the lease (``eth_call`` plus the pending
 block, batched), then either an acquisition or more waiting. Per poll: one
-request; per new block: at most one ``eth_getLogs`` and one read more.
+request; per new block: at most one ``eth_getLogs`` and one read more (when
+more than one block came, their headers in one batch; a block in doubt, its
+receipts).
 
 Pace: on a chain that is not a dev chain the poll interval is half the
 block time (estimated once per chain from the last 32 blocks, between 0.25
@@ -76,6 +82,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from . import _log, endings
 from ._effects import RPC, Locked, Sleep, Steps, run
+from ._node import completeness as _completeness
 from ._node import events as _events
 from .endings import Refusal
 from .errors import LeaseError, LeaseHeld, LockDelayed
@@ -253,6 +260,23 @@ class Follower:
             from_block=previous + 1,
             to_block=number,
         )
+        # The blocks' own logsBloom (and receipts) say whether the answer is all of their logs for the resource.
+        checked = yield from _completeness.check_steps(
+            self._address,
+            previous + 1,
+            number,
+            events,
+            kinds=_KINDS,
+            resource_id=self._resource_id,
+            headers={number: block},
+        )
+        if checked.held is not None:
+            logger.info(
+                "waiting: the logs answered for block %d do not check out (%s): reading the lease again",
+                checked.held,
+                checked.why,
+            )
+            return True  # a lagging or withholding log backend: the lease's state, read, says what it hid
         if events:
             logger.debug("waiting: %s in blocks %d..%d", ", ".join(e.kind.value for e in events), previous + 1, number)
         return bool(events)

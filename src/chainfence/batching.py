@@ -27,6 +27,15 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
   flight and its own: two blocks' worth. ``window=`` adds a pause before each
   send, to gather more where blocks are rare; the default (0) never waits on
   a clock.
+- **The next batch waits for the callers just settled.** Agents call again
+  as soon as a call returns (acquire, work, release, acquire): the worker
+  takes the next batch once every caller of the settled transaction is back
+  from its wait, so that their next calls join it instead of waiting for it
+  in flight (with threads, a woken caller runs only when the GIL and the OS
+  let it: taking the next batch at once left a share of them a transaction
+  behind, at twice the latency). A caller that does not come back (its
+  loop stopped) holds the next batch back for at most as long as the
+  settled transaction took.
 - **Whose holder.** The registry's ``msg.sender`` is the holder of every
   operation in a batch: a batch groups the calls of *one sender*
   (``registry.batched()`` batches the calls of ``registry.sender``). Agents
@@ -72,21 +81,23 @@ from __future__ import annotations
 
 import enum
 import threading
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from . import _log, _validate
+from . import _log, _names, _validate
 from . import keepalive as _keepalive
 from ._contract import MAX_MANY, RegistryContract
-from ._effects import Shielded, Signal, Sleep, Spawn, Steps, Until
-from ._faces import AsyncDriver, AsyncFace, SyncFace, awaiting, mirrored, operation
+from ._effects import RPC, Shielded, Signal, Sleep, Spawn, Steps, Until
+from ._faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation
 from ._interrupted import settle_steps
 from ._node import artifacts as _artifacts
 from ._node import events as _events
 from ._node import reverts as _reverts
 from ._node import sending as _sending
+from ._node.abi import decode as abi_decode
 from ._node.rlp import keccak256
 from .endings import End, Refusal, declare
 from .errors import (
@@ -94,14 +105,33 @@ from .errors import (
     ChainRolledBack,
     InvalidInput,
     LeaseError,
+    NamespaceError,
+    NodeUnreachable,
     NotConfirmed,
+    OutcomeUnknown,
     TokenNotCurrent,
+    TransactionFailed,
+    TransactionTimeout,
 )
 from .lease import AsyncLease, Lease
 
 logger = _log.get("chainfence.registry")
 
-__all__ = ["MAX_ITEMS", "AsyncBatcher", "Batcher", "encode_batch", "gas_bound"]
+__all__ = [
+    "KINDS",
+    "MAX_ITEMS",
+    "AsyncBatchItem",
+    "AsyncBatcher",
+    "BatchItem",
+    "Batcher",
+    "batch_items_steps",
+    "decode_batch",
+    "encode_batch",
+    "gas_bound",
+    "is_batch",
+    "items_of",
+    "select_item",
+]
 
 #: Most operations one batch transaction carries (the registry's bound).
 MAX_ITEMS = MAX_MANY
@@ -114,6 +144,9 @@ GAS_PER_OPERATION = {"acquire": 110_000, "renew": 45_000, "release": 35_000}
 #: What each byte of a name may add to an acquisition: calldata (16), its first ``ResourceNamed`` log
 #: (8), hashing it twice, copying it and scanning it for its namespace.
 GAS_PER_NAME_BYTE = 96
+
+#: Least time (seconds) the worker waits for the callers of a settled transaction to come back.
+_MIN_COHORT_WAIT = 0.001
 
 
 class _Kind(enum.IntEnum):
@@ -128,10 +161,11 @@ class _Kind(enum.IntEnum):
 _QUEUED, _SENT, _DONE, _WITHDRAWN = "queued", "sent", "done", "withdrawn"
 
 
-class _Op:
-    """One caller's operation: what it asks, and the signal its outcome is set on."""
+class _Item:
+    """One operation of a batch: what it asks (the fields of ``IFencingRegistry.BatchOp``) and the name the
+    caller knows its resource by."""
 
-    __slots__ = ("kind", "name", "queued_at", "resource", "resource_id", "signal", "since", "state", "token", "ttl")
+    __slots__ = ("kind", "name", "resource", "resource_id", "token", "ttl")
 
     def __init__(self, kind: _Kind, resource: str, resource_id: bytes, token: int, ttl: int):
         self.kind = kind
@@ -141,13 +175,6 @@ class _Op:
         self.ttl = ttl
         #: The name sent to the registry (acquisitions only).
         self.name = resource if kind in (_Kind.ACQUIRE, _Kind.ACQUIRE_EXCLUSIVE) else ""
-        self.signal = Signal()
-        self.state = _QUEUED
-        #: keepalive.lease_clock() when queued: no later than the send, so a keep-alive's safe deadline
-        #: counted from it is never late.
-        self.queued_at = _keepalive.lease_clock()
-        #: The batcher's ``batches`` when this was queued (its wait, in transactions, is counted from it).
-        self.since = 0
 
     @property
     def acquires(self) -> bool:
@@ -165,9 +192,49 @@ class _Op:
             return int(self.kind), self.name, b"\0" * 32, 0, self.ttl
         return int(self.kind), "", self.resource_id, self.token, self.ttl if self.kind is _Kind.RENEW else 0
 
+
+class _Op(_Item):
+    """One caller's operation: what it asks, and the signal its outcome is set on."""
+
+    __slots__ = ("abandoned", "cohort", "gone", "orphan", "outcome", "queued_at", "signal", "since", "state")
+
+    def __init__(self, kind: _Kind, resource: str, resource_id: bytes, token: int, ttl: int):
+        super().__init__(kind, resource, resource_id, token, ttl)
+        self.signal = Signal()
+        self.state = _QUEUED
+        #: keepalive.lease_clock() when queued: no later than the send, so a keep-alive's safe deadline
+        #: counted from it is never late.
+        self.queued_at = _keepalive.lease_clock()
+        #: The batcher's ``batches`` when this was queued (its wait, in transactions, is counted from it).
+        self.since = 0
+        #: The settled transaction's callers the worker waits for before it takes the next batch, while this
+        #: op's caller has not come back from its wait (:meth:`Batcher._back`).
+        self.cohort: _Cohort | None = None
+        #: The caller no longer waits for this op's outcome (it came back, or was interrupted).
+        self.gone = False
+        #: The caller gave up on it while its transaction was in flight (interrupted twice): the worker
+        #: releases what it acquired.
+        self.abandoned = False
+        #: Queued by the batcher itself (the release of an abandoned acquisition): nobody waits for it.
+        self.orphan = False
+        #: (value, error) once settled: set under the batcher's lock, with ``state`` done.
+        self.outcome: tuple[Any, BaseException | None] | None = None
+
     def settle(self, value: Any, error: BaseException | None) -> None:
+        """Set the outcome; the batcher's lock must be held (see :meth:`Batcher._settle`)."""
         self.state = _DONE
-        self.signal.set(value, error)
+        self.outcome = (value, error)
+
+
+class _Cohort:
+    """The callers of one settled transaction that have not come back from their wait yet; ``back`` is set
+    when the last one has."""
+
+    __slots__ = ("back", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.back = Signal()
 
 
 def encode_batch(ops: list[tuple[int, str, bytes, int, int]]) -> bytes:
@@ -240,6 +307,7 @@ class Batcher(SyncFace):
         self.operations = 0
         self.largest = 0
         self._waited: dict[int, int] = {}
+        self._clock = time.monotonic
 
     # -- what a lease asks of what it was acquired through (chainfence.lease.LeaseRegistry) ----------
 
@@ -361,27 +429,61 @@ class Batcher(SyncFace):
     # -- a caller: queue, wait, and what an interrupt leaves --------------------------------------
 
     def _submit_steps(self, op: _Op) -> Steps[Any]:
-        if self._enqueue(op):
-            try:
-                self._worker = yield Spawn(self._work_steps(), f"chainfence-batcher-{self.sender}")
-            except BaseException as failed:
-                self._not_started(failed)
-                raise
         try:
+            if self._enqueue(op):
+                yield from self._start_steps()
             return (yield Until(op.signal))
         except BaseException as interrupt:
+            self._back(op)
             if _sending.interrupted(interrupt):
                 yield from self._interrupted_steps(op, interrupt)
             raise
+        finally:
+            self._back(op)
+
+    def _start_steps(self) -> Steps[None]:
+        """Start the worker (this caller queued into an idle batcher). A worker that cannot start fails what
+        is queued, each caller with a typed error (nothing was sent). An interrupt that lands while the
+        worker starts (a thread's start waits for it) leaves it unknown whether it runs: another is started,
+        shielded (two workers are harmless: each takes its own operations from the queue), and the interrupt
+        goes on to the caller's own cleanup."""
+        name = f"chainfence-batcher-{self.sender}"
+        try:
+            self._worker = yield Spawn(self._work_steps(), name)
+        except BaseException as failed:
+            if not _sending.interrupted(failed):
+                self._not_started(failed)
+                return
+            try:
+                self._worker = yield Shielded(_spawn_steps(self._work_steps(), name))
+            except BaseException as again:
+                self._not_started(again)
+            raise
+
+    def _back(self, op: _Op) -> None:
+        """``op``'s caller no longer waits for it (its outcome came, or it was interrupted): one less for the
+        worker to wait for before the next batch."""
+        with self._mutex:
+            op.gone = True
+            cohort, op.cohort = op.cohort, None
+            if cohort is None:
+                return
+            cohort.count -= 1
+            last = cohort.count == 0
+        if last:
+            cohort.back.set()
 
     def _enqueue(self, op: _Op) -> bool:
-        """Queue ``op``; True when no worker runs and the caller must start one."""
+        """Queue ``op``; True when no worker runs and the caller must start one. A worker that ended without
+        saying so (an asyncio task cancelled before it ever ran: its loop stopped right after it was
+        made) counts as none: the next caller starts another, instead of waiting for it forever."""
         with self._mutex:
             op.since = self.batches
             self._queue.append(op)
-            if self._working:
+            if self._working and not _ended(self._worker):
                 return False
             self._working = True
+            self._worker = None  # being started (the caller sets it): alive until then
             return True
 
     def _not_started(self, failed: BaseException) -> None:
@@ -390,11 +492,63 @@ class Batcher(SyncFace):
             self._working = False
             orphans = list(self._queue)
             self._queue.clear()
-        for op in orphans:
-            error = ChainError(
-                f"{op.what()}: the batcher's worker could not start ({type(failed).__name__}): nothing was sent"
-            )
-            op.settle(None, error)
+        self._settle(
+            orphans,
+            [
+                (
+                    None,
+                    ChainError(
+                        f"{op.what()}: the batcher's worker could not start ({type(failed).__name__}): nothing was sent"
+                    ),
+                )
+                for op in orphans
+            ],
+        )
+
+    def _settle(self, ops: list[_Op], outcomes: list[tuple[Any, BaseException | None]]) -> list[_Op]:
+        """Settle each op with its outcome: under the lock (a caller interrupted meanwhile sees either its
+        outcome or that it must give up on it), then wake each caller. Returns the releases queued for
+        acquisitions whose callers gave up on them (:meth:`_abandon`)."""
+        releases: list[_Op] = []
+        with self._mutex:
+            for op, (value, error) in zip(ops, outcomes, strict=True):
+                op.settle(value, error)
+                if not op.abandoned:
+                    continue
+                lease = value if isinstance(value, Lease) else getattr(error, "lease", None)
+                if isinstance(lease, Lease):
+                    releases.append(self._orphan_release(lease))
+                elif op.acquires and isinstance(error, OutcomeUnknown):
+                    logger.error("%s, abandoned by its interrupted caller: %s", op.what(), _said(error))
+        for op in ops:
+            assert op.outcome is not None
+            op.signal.set(*op.outcome)
+            if op.orphan:
+                _log_orphan(op)
+        return releases
+
+    def _orphan_release(self, lease: Lease) -> _Op:
+        """Queue (the lock held) the release of ``lease``, acquired for a caller that gave up on it."""
+        release = _Op(_Kind.RELEASE, lease.resource, lease.resource_id, lease.token, 0)
+        release.orphan = release.gone = True
+        release.since = self.batches
+        self._queue.append(release)
+        logger.warning(
+            "the acquisition of %r was abandoned by its interrupted caller: releasing its token %d (tx %s)",
+            lease.resource,
+            lease.token,
+            lease.tx_hash,
+        )
+        return release
+
+    def _abandon(self, op: _Op) -> tuple[Any, BaseException | None] | None:
+        """``op``'s caller gives up waiting (interrupted again): its outcome if it came already, else None,
+        and the worker will release what it acquires."""
+        with self._mutex:
+            if op.outcome is not None:
+                return op.outcome
+            op.abandoned = True
+            return None
 
     def _withdraw(self, op: _Op) -> bool:
         """Take ``op`` back if no transaction carries it yet (True: nothing will be sent for it)."""
@@ -407,7 +561,8 @@ class Batcher(SyncFace):
 
     def _interrupted_steps(self, op: _Op, interrupt: BaseException) -> Steps[None]:
         """``op``'s caller was interrupted: withdraw it, or wait (shielded) for its transaction's outcome
-        and release what it acquired; a note on ``interrupt`` says what became of it."""
+        and release what it acquired; a note on ``interrupt`` says what became of it (with the transaction
+        and the operation's item when it is not known)."""
         what = op.what()
         if self._withdraw(op):
             interrupt.add_note(f"chainfence: {what} was interrupted before its batch was sent: nothing was sent for it")
@@ -415,24 +570,58 @@ class Batcher(SyncFace):
         try:
             value, error = yield Shielded(_outcome_steps(op))
         except BaseException as again:
-            note = (
-                f"{what} was interrupted again ({type(again).__name__}) while its batch transaction was in "
-                "flight: the batcher settles it for the other operations"
-                + (
-                    "; it may hold a lease until it expires: look it up (registry.lease_of, chainfence status) "
-                    "and release it"
-                    if op.acquires
-                    else ""
+            outcome = self._abandon(op)
+            if outcome is None:
+                note = (
+                    f"{what} was interrupted again ({type(again).__name__}) while its batch transaction was in "
+                    "flight: the batcher settles it for the other operations"
+                    + ("; what it acquires is released again by the batcher" if op.acquires else "")
                 )
-            )
+            else:
+                value, error = outcome
+                lease = value if isinstance(value, Lease) else getattr(error, "lease", None)
+                if isinstance(lease, Lease):
+                    interrupt.lease = lease  # type: ignore[attr-defined]
+                note = f"{what} was interrupted again ({type(again).__name__}) as its outcome came: " + (
+                    f"token {lease.token} (tx {lease.tx_hash}) was acquired and not released: it is this "
+                    "exception's `lease`; release it"
+                    if isinstance(lease, Lease)
+                    else _said(error)
+                )
             logger.error("%s", note)
             interrupt.add_note(f"chainfence: {note}")
             return
-        if isinstance(value, Lease):
-            yield from settle_steps(self.registry, interrupt, what, [value], lambda _receipt: [])
+        lease = value if isinstance(value, Lease) else getattr(error, "lease", None)
+        if isinstance(lease, Lease):  # acquired (with an error too: not deep enough, unchecked): release it
+            yield from settle_steps(self.registry, interrupt, what, [lease], lambda _receipt: [])
+            if error is not None:
+                interrupt.add_note(f"chainfence: its batch said {type(error).__name__}: {error}")
             return
-        outcome = f"it was refused ({type(error).__name__}: {error})" if error is not None else "it went through"
-        interrupt.add_note(f"chainfence: {what} was interrupted after its batch transaction was sent: {outcome}")
+        if isinstance(error, OutcomeUnknown) and op.acquires:
+            yield from self._reconcile_steps(op, error, interrupt)
+            return
+        interrupt.add_note(f"chainfence: {what} was interrupted after its batch transaction was sent: {_said(error)}")
+
+    def _reconcile_steps(self, op: _Op, unknown: OutcomeUnknown, interrupt: BaseException) -> Steps[None]:
+        """An interrupted acquisition whose batch's outcome is unknown: read its own item by hash (shielded),
+        release its lease if the batch was mined, else say where to look."""
+        what, item = op.what(), unknown.item
+        where = ", ".join(f"registry.batch_item({tx_hash!r}, item={item})" for tx_hash in unknown.tx_hashes)
+        try:
+            found = yield Shielded(_item_lease_steps(self.registry, unknown.tx_hashes, item))
+        except BaseException as failed:  # the node still does not answer, or a second interrupt
+            found = None
+            why = f"{type(failed).__name__}: {failed}"
+        else:
+            why = "not mined (yet)"
+        if found is not None:
+            yield from settle_steps(self.registry, interrupt, what, [found], lambda _receipt: [])
+            return
+        interrupt.add_note(
+            f"chainfence: {what} was interrupted after its batch transaction was sent, and the batch's outcome is "
+            f"unknown ({why}): it may hold a lease; look it up before acquiring again ({where}; nonce "
+            f"{unknown.nonce} of {unknown.sender}) and release it"
+        )
 
     # -- the worker: take what is queued, send it as one transaction, settle every caller -------------
 
@@ -446,7 +635,17 @@ class Batcher(SyncFace):
                 batch = self._take()
                 if not batch:
                     return
-                yield from self._commit_steps(batch)
+                started = self._clock()
+                cohort = yield from self._commit_steps(batch)
+                if cohort is not None:
+                    # The next batch is taken once the callers just settled are back from their wait: a
+                    # caller that calls again at once (the usual agent: acquire, work, release, acquire)
+                    # then joins it rather than the one after. A caller that does not come back (its loop
+                    # stopped) holds the next batch back for at most the time this one took.
+                    try:
+                        yield Until(cohort.back, timeout=max(self._clock() - started, _MIN_COHORT_WAIT))
+                    except TimeoutError:
+                        pass
         except BaseException as stopped:
             self._stopped(stopped)
             raise
@@ -469,29 +668,39 @@ class Batcher(SyncFace):
             self._working = False
             left = list(self._queue)
             self._queue.clear()
-        for op in left:
-            error = ChainError(
-                f"{op.what()}: the batcher's worker was stopped ({type(stopped).__name__}): nothing was sent"
-            )
-            op.settle(None, error)
+        self._settle(
+            left,
+            [
+                (
+                    None,
+                    ChainError(
+                        f"{op.what()}: the batcher's worker was stopped ({type(stopped).__name__}): nothing was sent"
+                    ),
+                )
+                for op in left
+            ],
+        )
 
-    def _commit_steps(self, batch: list[_Op]) -> Steps[None]:
+    def _commit_steps(self, batch: list[_Op]) -> Steps[_Cohort | None]:
         """Send ``batch`` and settle each caller; shielded, so that a stopped worker (asyncio's loop
         shutting down) still settles the transaction it sent for everyone in it."""
         try:
             outcomes = yield Shielded(self._send_steps(batch))
         except BaseException as failed:  # the transaction as a whole: each caller its own copy
-            for op in batch:
-                op.settle(None, _own_copy(failed, op, len(batch)))
+            self._settle(batch, [(None, _own_copy(failed, op, batch)) for op in batch])
             if _sending.interrupted(failed):
                 raise
-            return
+            return None
+        cohort = _Cohort()
         with self._mutex:
             for op in batch:
                 waited = self.batches - op.since
                 self._waited[waited] = self._waited.get(waited, 0) + 1
-        for op, (value, error) in zip(batch, outcomes, strict=True):
-            op.settle(value, error)
+                if not op.gone:
+                    op.cohort = cohort
+                    cohort.count += 1
+        self._settle(batch, outcomes)
+        return cohort if cohort.count else None
 
     def _send_steps(self, batch: list[_Op]) -> Steps[list[tuple[Any, BaseException | None]]]:
         registry = self.registry
@@ -515,7 +724,7 @@ class Batcher(SyncFace):
         for index, (op, (value, error)) in enumerate(zip(batch, outcomes, strict=True)):
             if not isinstance(value, Lease):
                 if unconfirmed is not None:  # not final yet, a refusal neither: a reorg may mine it otherwise
-                    own = _own_copy(unconfirmed, op, len(batch))
+                    own = _own_copy(unconfirmed, op, batch)
                     if error is not None:
                         own.__cause__ = error
                         own.add_note(f"chainfence: {op.what()} was refused as the transaction was mined: {error}")
@@ -524,7 +733,7 @@ class Batcher(SyncFace):
             value._sent_at = op.queued_at
             value._via = self
             if unconfirmed is not None:
-                own = _own_copy(unconfirmed, op, len(batch))
+                own = _own_copy(unconfirmed, op, batch)
                 own.lease = value  # type: ignore[attr-defined]
                 outcomes[index] = (None, own)
                 continue
@@ -552,55 +761,63 @@ class Batcher(SyncFace):
         return outcomes
 
     def _outcomes(self, batch: list[_Op], receipt: Any) -> list[tuple[Any, BaseException | None]]:
-        """Each operation's outcome, read from the logs in order: its lone call's events, or its
-        ``BatchOpRefused`` decoded into the lone call's error."""
-        tx_hash = receipt["transactionHash"].to_0x_hex()
-        logs = [
-            entry
-            for entry in (_events.decode(log) for log in receipt["logs"] if log["address"] == self.registry.address)
-            if entry is not None
-        ]
-        outcomes: list[tuple[Any, BaseException | None]] = []
-        position = 0
-
-        def take(kind: _events.Kind, op: _Op) -> _events.RegistryLog:
-            nonlocal position
-            entry = logs[position] if position < len(logs) else None
-            if entry is None or entry.kind is not kind or entry.resource_id != op.resource_id:
-                raise ChainError(
-                    f"batch transaction {tx_hash} logged events that do not match its operations (at {op.what()}): "
-                    "look it up before acting again"
-                )
-            position += 1
-            return entry
-
-        for index, op in enumerate(batch):
-            entry = logs[position] if position < len(logs) else None
-            if entry is not None and entry.kind is _events.Kind.REFUSED and entry.index == index:
-                take(_events.Kind.REFUSED, op)
-                error = _reverts.decode(entry.refusal or b"")
-                if isinstance(error, LeaseError):
-                    error.with_resource(op.resource)
-                outcomes.append((None, error))
-            elif op.acquires:
-                if entry is not None and entry.kind is _events.Kind.NAMED:
-                    take(_events.Kind.NAMED, op)
-                acquired = take(_events.Kind.ACQUIRED, op)
-                if acquired.holder != self.sender:
-                    raise ChainError(f"batch transaction {tx_hash} acquired {op.resource!r} for {acquired.holder}")
-                lease = Lease._from_event(self.registry, acquired, receipt, resource=op.resource, ttl=op.ttl)
-                outcomes.append((lease, None))
-            elif op.kind is _Kind.RENEW:
-                outcomes.append((take(_events.Kind.RENEWED, op).expires_at, None))
-            else:
-                take(_events.Kind.RELEASED, op)
-                outcomes.append((None, None))
-        if position != len(logs):
-            raise ChainError(f"batch transaction {tx_hash} logged more events than its operations account for")
-        return outcomes
+        return _read_outcomes(self.registry, batch, receipt, self.sender)
 
     def __repr__(self) -> str:
         return f"<Batcher {self.registry.address} sender={self.sender} queued={self.queued} batches={self.batches}>"
+
+
+def _read_outcomes(
+    registry: RegistryContract, items: Sequence[_Item], receipt: Any, holder: str
+) -> list[tuple[Any, BaseException | None]]:
+    """Each operation's outcome, read from the registry's logs in ``receipt`` in order: its lone call's
+    events (an acquisition's lease, a renewal's expiry, a release's None), or its ``BatchOpRefused``
+    decoded into the lone call's error. ``holder``: the batch's sender, the holder of what it acquired.
+    Logs that do not match the operations are a ChainError: nothing is guessed."""
+    tx_hash = receipt["transactionHash"].to_0x_hex()
+    logs = [
+        entry
+        for entry in (_events.decode(log) for log in receipt["logs"] if log["address"] == registry.address)
+        if entry is not None
+    ]
+    outcomes: list[tuple[Any, BaseException | None]] = []
+    position = 0
+
+    def take(kind: _events.Kind, item: _Item) -> _events.RegistryLog:
+        nonlocal position
+        entry = logs[position] if position < len(logs) else None
+        if entry is None or entry.kind is not kind or entry.resource_id != item.resource_id:
+            raise ChainError(
+                f"batch transaction {tx_hash} logged events that do not match its operations (at {item.what()}): "
+                "look it up before acting again"
+            )
+        position += 1
+        return entry
+
+    for index, item in enumerate(items):
+        entry = logs[position] if position < len(logs) else None
+        if entry is not None and entry.kind is _events.Kind.REFUSED and entry.index == index:
+            take(_events.Kind.REFUSED, item)
+            error = _reverts.decode(entry.refusal or b"")
+            if isinstance(error, LeaseError):
+                error.with_resource(item.resource)
+            outcomes.append((None, error))
+        elif item.acquires:
+            if entry is not None and entry.kind is _events.Kind.NAMED:
+                take(_events.Kind.NAMED, item)
+            acquired = take(_events.Kind.ACQUIRED, item)
+            if acquired.holder != holder:
+                raise ChainError(f"batch transaction {tx_hash} acquired {item.resource!r} for {acquired.holder}")
+            lease = Lease._from_event(registry, acquired, receipt, resource=item.resource, ttl=item.ttl)
+            outcomes.append((lease, None))
+        elif item.kind is _Kind.RENEW:
+            outcomes.append((take(_events.Kind.RENEWED, item).expires_at, None))
+        else:
+            take(_events.Kind.RELEASED, item)
+            outcomes.append((None, None))
+    if position != len(logs):
+        raise ChainError(f"batch transaction {tx_hash} logged more events than its operations account for")
+    return outcomes
 
 
 def _outcome_steps(op: _Op) -> Steps[tuple[Any, BaseException | None]]:
@@ -612,8 +829,71 @@ def _outcome_steps(op: _Op) -> Steps[tuple[Any, BaseException | None]]:
     return value, None
 
 
-def _own_copy(error: BaseException, op: _Op, count: int) -> BaseException:
-    """A copy of ``error`` (the whole transaction's) for one caller of a batch of ``count``, noted so."""
+def _said(error: BaseException | None) -> str:
+    """What became of an operation, in words, from its error (None: it went through)."""
+    if error is None:
+        return "it went through"
+    if isinstance(error, OutcomeUnknown):
+        where = ", ".join(f"registry.batch_item({tx_hash!r}, item={error.item})" for tx_hash in error.tx_hashes)
+        return f"its batch's outcome is unknown ({error}): look it up before acting again ({where})"
+    if isinstance(error, NotConfirmed):
+        return f"its batch was mined, not yet final ({error})"
+    if isinstance(error, TransactionTimeout):
+        return f"its batch was cancelled: nothing happened ({error})"
+    if isinstance(error, (TransactionFailed, NodeUnreachable)):
+        return f"its batch failed as a whole: nothing happened for it ({type(error).__name__}: {error})"
+    if isinstance(error, (LeaseError, NamespaceError)):
+        return f"it was refused ({type(error).__name__}: {error})"
+    return f"it failed ({type(error).__name__}: {error})"
+
+
+def _log_orphan(op: _Op) -> None:
+    assert op.outcome is not None
+    _value, error = op.outcome
+    if error is None:
+        logger.warning(
+            "released %r token %d again (its acquisition's caller had given up on it)", op.resource, op.token
+        )
+    else:
+        logger.error(
+            "could not release %r token %d, acquired for a caller that gave up on it: %s: %s",
+            op.resource,
+            op.token,
+            type(error).__name__,
+            error,
+        )
+
+
+def _ended(worker: Any) -> bool:
+    """Whether ``worker`` (the thread or asyncio task :class:`~chainfence._effects.Spawn` gave; None while
+    it is being started) has ended."""
+    if worker is None:
+        return False
+    done = getattr(worker, "done", None)  # an asyncio task
+    if done is not None:
+        return bool(done())
+    return not worker.is_alive()  # a thread
+
+
+def _spawn_steps(steps: Steps[Any], name: str) -> Steps[Any]:
+    return (yield Spawn(steps, name))
+
+
+def _item_lease_steps(registry: RegistryContract, tx_hashes: Sequence[str], item: int | None) -> Steps[Lease | None]:
+    """The lease item ``item`` of whichever of ``tx_hashes`` is a mined batch acquired, or None."""
+    for tx_hash in tx_hashes:
+        items = yield from batch_items_steps(registry, tx_hash)
+        if items is not None and item is not None and 0 <= item < len(items):
+            lease: Lease | None = items[item].lease
+            return lease
+    return None
+
+
+def _own_copy(error: BaseException, op: _Op, batch: list[_Op]) -> BaseException:
+    """A copy of ``error`` (the whole transaction's) for one caller of ``batch``, noted so; an error naming
+    the transaction (OutcomeUnknown, NotConfirmed, TransactionTimeout) says which item is the caller's
+    (``item``), so that it can learn its own outcome by hash (:meth:`Registry.batch_item`)."""
+    index = next(position for position, each in enumerate(batch) if each is op)
     import copy  # here: only a failed batch copies its error (issue #19: the CLI's registry imports this module)
 
     try:
@@ -626,9 +906,261 @@ def _own_copy(error: BaseException, op: _Op, count: int) -> BaseException:
         notes = getattr(error, "__notes__", None)
         if notes is not None:
             own.__notes__ = list(notes)
-    if count > 1:
-        own.add_note(f"chainfence: {op.what()} was one of {count} operations of one batch transaction: its outcome")
+        if isinstance(own, (OutcomeUnknown, NotConfirmed, TransactionTimeout)):
+            own.item = index
+            tx_hash = own.tx_hash or ""
+            own.add_note(
+                f"chainfence: {op.what()} is item {index} of batch transaction {tx_hash}: its own outcome is "
+                f"registry.batch_item({tx_hash!r}, item={index}) (chainfence tx {tx_hash} --item {index})"
+            )
+    if len(batch) > 1:
+        own.add_note(
+            f"chainfence: {op.what()} was one of {len(batch)} operations of one batch transaction: its outcome"
+        )
     return own
+
+
+# ----------------------------------------------------------------------
+# A batch transaction read back by its hash: each item's own outcome
+# ----------------------------------------------------------------------
+
+#: The kinds of operation, as :attr:`BatchItem.kind` names them.
+KINDS = ("acquire", "acquire_exclusive", "renew", "release")
+
+
+class BatchItem:
+    """What one operation of a mined ``batchCalls`` transaction came to, read back from the chain by the
+    transaction's hash (:meth:`Registry.batch_item <chainfence.Registry.batch_item>`): an agent whose
+    batch's reply was lost, or a process restarted, learns its own operation's outcome, never another's.
+
+    ``item`` is its position in the batch (what :attr:`OutcomeUnknown.item
+    <chainfence.errors.OutcomeUnknown>` names). An acquisition's ``lease`` is its own (token, holder,
+    reason, ``LeaseAcquired`` event); a renewal's ``expires_at`` its new expiry; ``error`` the typed
+    refusal the lone call raises (:class:`~chainfence.errors.LeaseHeld`,
+    :class:`~chainfence.errors.StaleToken`, ...) when the registry refused that operation alone.
+    :meth:`result` gives the lease (or the expiry, or None for a release), or raises the refusal.
+    """
+
+    __slots__ = ("error", "expires_at", "item", "kind", "lease", "resource", "resource_id", "token", "ttl", "tx_hash")
+
+    def __init__(
+        self,
+        *,
+        tx_hash: str,
+        item: int,
+        kind: str,
+        resource: str,
+        resource_id: bytes,
+        token: int,
+        ttl: int,
+        lease: Lease | None = None,
+        expires_at: int | None = None,
+        error: BaseException | None = None,
+    ):
+        #: The batch transaction.
+        self.tx_hash = tx_hash
+        #: The operation's position in the batch (0 first).
+        self.item = item
+        #: "acquire", "acquire_exclusive", "renew" or "release".
+        self.kind = kind
+        #: The resource's name (an acquisition's, from the transaction; for a renewal or a release the
+        #: name the caller gave, else the id in hex: the transaction carries only the id).
+        self.resource = resource
+        self.resource_id = resource_id
+        #: The token a renewal or a release named (an acquisition's: its lease's token, 0 if refused).
+        self.token = token
+        #: The ttl asked (acquisitions and renewals).
+        self.ttl = ttl
+        #: An acquisition's lease (None if it was refused).
+        self.lease = lease
+        #: A renewal's new expiry (None if it was refused).
+        self.expires_at = expires_at
+        #: The registry's refusal of this operation alone, typed as the lone call's; None if it went through.
+        self.error = error
+
+    @property
+    def refused(self) -> bool:
+        """Whether the registry refused this operation (see :attr:`error`)."""
+        return self.error is not None
+
+    def result(self) -> Any:
+        """The lease (an acquisition), the new expiry (a renewal) or None (a release); raises the typed
+        refusal instead if the registry refused this operation."""
+        if self.error is not None:
+            raise self.error
+        if self.kind in ("acquire", "acquire_exclusive"):
+            return self.lease
+        return self.expires_at
+
+    def __repr__(self) -> str:
+        outcome = (
+            f"refused: {type(self.error).__name__}"
+            if self.error is not None
+            else f"token {self.lease.token}"
+            if self.lease is not None
+            else "done"
+        )
+        return f"<BatchItem {self.tx_hash} item {self.item}: {self.kind} {self.resource!r}, {outcome}>"
+
+
+class AsyncBatchItem(AsyncFace[BatchItem], core=BatchItem):
+    """:class:`BatchItem` as the asyncio SDK hands it out: its ``lease`` an :class:`~chainfence.aio.AsyncLease`."""
+
+    def __init__(self, driver: Any, item: BatchItem):
+        self._item = item
+        self._on = driver
+
+    @property
+    def _core(self) -> BatchItem:
+        return self._item
+
+    @property
+    def _driver(self) -> AsyncDriver:
+        return self._on  # type: ignore[no-any-return]
+
+    @classmethod
+    def _from_core(cls, core: BatchItem, driver: AsyncDriver) -> AsyncBatchItem:
+        return cls(driver, core)
+
+    tx_hash = mirrored("tx_hash")
+    item = mirrored("item")
+    kind = mirrored("kind")
+    resource = mirrored("resource")
+    resource_id = mirrored("resource_id")
+    token = mirrored("token")
+    ttl = mirrored("ttl")
+    lease = mirrored("lease")
+    expires_at = mirrored("expires_at")
+    error = mirrored("error")
+    refused = mirrored("refused")
+    result = local(BatchItem.result)
+
+    def __repr__(self) -> str:
+        return "<Async" + repr(self._item)[1:]
+
+
+#: ``IFencingRegistry.BatchOp[]`` with the name read as bytes (a name on chain need not be UTF-8).
+_BATCH_OPS = ["(uint8,bytes,bytes32,uint256,uint256)[]"]
+
+
+def decode_batch(data: bytes) -> list[tuple[int, bytes, bytes, int, int]]:
+    """The operations of ``batchCalls`` calldata (selector included), each ``(kind, name, resource, token,
+    ttl)`` with the name as bytes: the inverse of :func:`encode_batch`. Anything else raises ChainError."""
+    if data[:4] != _artifacts.functions("FencingRegistry")["batchCalls"][0]:
+        raise ChainError("not a batchCalls transaction")
+    try:
+        (ops,) = abi_decode(_BATCH_OPS, data[4:])
+    except ValueError as bad:
+        raise ChainError(f"batchCalls calldata that does not decode: {bad}") from None
+    if any(kind >= len(KINDS) for kind, *_rest in ops):
+        raise ChainError("batchCalls calldata with an operation of an unknown kind")
+    return [(kind, bytes(name), bytes(resource), token, ttl) for kind, name, resource, token, ttl in ops]
+
+
+def batch_items_steps(registry: RegistryContract, tx_hash: str, *, resource: str | None = None) -> Steps[Any]:
+    """Every operation of the ``batchCalls`` transaction ``tx_hash`` sent to ``registry``, with its own
+    outcome read from the receipt (a list of :class:`BatchItem`, in order), or None when there is nothing
+    to read: not mined (yet), mined reverted (status 0: none of its operations did anything), or not a
+    batch of this registry. ``resource``: the name renewals and releases of that resource are shown by."""
+    tx_hash = _tx_hash(tx_hash)
+    if resource is not None:
+        _resource_id(resource)
+    receipt = yield RPC.receipt(tx_hash)
+    if receipt is None:
+        return None
+    tx = yield RPC.transaction(tx_hash)
+    return items_of(registry, tx_hash, receipt, tx, resource=resource)
+
+
+def is_batch(tx: Any) -> bool:
+    """Whether ``tx`` (a transaction as the node gives it) calls ``batchCalls``."""
+    return bytes(tx.get("input") or b"")[:4] == _artifacts.functions("FencingRegistry")["batchCalls"][0]
+
+
+def items_of(
+    registry: RegistryContract, tx_hash: str, receipt: Any, tx: Any, *, resource: str | None = None
+) -> list[BatchItem] | None:
+    """:func:`batch_items_steps` once the receipt and the transaction are read."""
+    if tx is None or receipt is None or receipt["status"] != 1 or tx.get("to") != registry.address or not is_batch(tx):
+        return None
+    named = _resource_id(resource) if resource is not None else None
+    items: list[_Item] = []
+    for kind, name, resource_id, token, ttl in decode_batch(bytes(tx["input"])):
+        if kind in (_Kind.ACQUIRE, _Kind.ACQUIRE_EXCLUSIVE):
+            shown = _names.decode(name) or _names.display(name)
+            resource_id = keccak256(name)
+        else:
+            shown = resource if resource is not None and resource_id == named else "0x" + resource_id.hex()
+        items.append(_Item(_Kind(kind), shown, resource_id, token, ttl))
+    outcomes = _read_outcomes(registry, items, receipt, _validate.address(tx["from"], "sender"))
+    read = []
+    for index, (item, (value, error)) in enumerate(zip(items, outcomes, strict=True)):
+        lease = value if isinstance(value, Lease) else None
+        read.append(
+            BatchItem(
+                tx_hash=tx_hash,
+                item=index,
+                kind=KINDS[item.kind],
+                resource=item.resource,
+                resource_id=item.resource_id,
+                token=lease.token if lease is not None else item.token,
+                ttl=item.ttl,
+                lease=lease,
+                expires_at=value if item.kind is _Kind.RENEW and error is None else None,
+                error=error,
+            )
+        )
+    return read
+
+
+def select_item(
+    items: list[BatchItem], tx_hash: str, *, item: int | None, resource: str | None, acquisitions: bool = False
+) -> BatchItem:
+    """The one operation the caller asks for: ``item`` (its position, which :attr:`OutcomeUnknown.item
+    <chainfence.errors.OutcomeUnknown>` gives), or the only one on ``resource`` (an acquisition only,
+    with ``acquisitions``), or the only one of the batch. Anything that could name another's is refused
+    with :class:`~chainfence.errors.InvalidInput`: never a guess."""
+    if item is not None:
+        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item < len(items):
+            raise InvalidInput(f"item must be an int from 0 to {len(items) - 1} (the batch {tx_hash}), got {item!r}")
+        chosen = items[item]
+        if resource is not None and chosen.resource_id != _resource_id(resource):
+            raise InvalidInput(
+                f"item {item} of batch {tx_hash} is {chosen.kind} of {chosen.resource!r}, not of {resource!r}"
+            )
+        return chosen
+    candidates = [
+        each
+        for each in items
+        if (resource is None or each.resource_id == _resource_id(resource))
+        and (not acquisitions or each.kind in ("acquire", "acquire_exclusive"))
+    ]
+    if len(candidates) == 1:
+        return candidates[0]
+    what = "acquisitions" if acquisitions else "operations"
+    if not candidates:
+        on = f" of {resource!r}" if resource is not None else ""
+        raise InvalidInput(f"batch {tx_hash} holds no {what}{on}")
+    positions = ", ".join(str(each.item) for each in candidates)
+    on = f" of {resource!r}" if resource is not None else ""
+    raise InvalidInput(f"batch {tx_hash} holds {len(candidates)} {what}{on} (items {positions}): say which with item=")
+
+
+def _resource_id(resource: str) -> bytes:
+    return _validate.resource_id(resource)
+
+
+def _tx_hash(value: object) -> str:
+    """A transaction hash as 0x and 64 lower-case hex digits (given so, or as its 32 bytes)."""
+    if isinstance(value, (bytes, bytearray)) and len(value) == 32:
+        return "0x" + bytes(value).hex()
+    if not isinstance(value, str) or len(value) != 66 or not value.startswith("0x"):
+        raise InvalidInput(f"a transaction hash is 0x and 64 hex digits, got {value!r}")
+    try:
+        bytes.fromhex(value[2:])
+    except ValueError:
+        raise InvalidInput(f"a transaction hash is 0x and 64 hex digits, got {value!r}") from None
+    return value.lower()
 
 
 # ----------------------------------------------------------------------

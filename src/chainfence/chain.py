@@ -489,6 +489,8 @@ class Chain:
 
     def signer(self, account: object) -> str:
         """The checksummed address of ``account``; raises if this chain holds no key for it."""
+        if type(account) is str and account in self._signers:
+            return account  # one of the keys' own checksummed addresses (every transaction asks)
         if is_local_account(account):
             return self._add(account)  # type: ignore[arg-type]
         address = _validate.address(account, "account")

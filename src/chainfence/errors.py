@@ -17,7 +17,10 @@
     │   ├── DuplicateResource              acquire_many / a LeaseSet lists a resource twice
     │   ├── InvalidAddress                 not a 20-byte hex address
     │   │   └── InvalidHolder              grant: the zero address
-    │   └── InvalidUrl                     a node's URL that is not a well-formed http(s) URL
+    │   ├── InvalidUrl                     a node's URL that is not a well-formed http(s) URL
+    │   ├── InvalidLimit                   an audit list query's limit: not an int from 1 to its maximum
+    │   └── InvalidCursor                  an audit list query's cursor: does not decode, or another query's
+    │       └── StaleCursor                the cursor's row is gone (a reorg rewound the index past it): list again
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
     │   ├── NotHolder                      the caller is not the holder of that token
@@ -46,6 +49,7 @@
     │   ├── RpcError                       the node answered a request with a JSON-RPC error
     │   ├── WrongChain                     the node serves another chain than expected
     │   ├── ChainRolledBack                the chain's history went back below tokens already seen
+    │   ├── LogsIncomplete                 a follower waits: the logs answered lack (or invent) a block's logs
     │   ├── ContractNotFound               no FencingRegistry code at that address
     │   ├── InsufficientFunds              the sender cannot pay for gas
     │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
@@ -131,8 +135,10 @@ __all__ = [
     "InvalidAddress",
     "InvalidAssignments",
     "InvalidClaimItems",
+    "InvalidCursor",
     "InvalidHolder",
     "InvalidInput",
+    "InvalidLimit",
     "InvalidMaxTtl",
     "InvalidNamespace",
     "InvalidPolicy",
@@ -152,6 +158,7 @@ __all__ = [
     "LeaseRevoked",
     "LeaseSetLost",
     "LockDelayed",
+    "LogsIncomplete",
     "MalformedRequest",
     "NamespaceError",
     "NamespaceTaken",
@@ -177,6 +184,7 @@ __all__ = [
     "ResourceMismatch",
     "RpcError",
     "SignerNotHolder",
+    "StaleCursor",
     "StaleToken",
     "TokenNotConfirmed",
     "TokenNotCurrent",
@@ -452,6 +460,30 @@ class DuplicateResource(InvalidInput):
         self.resource = resource
         where = repr(resource) if resource is not None else "0x" + (resource_id or b"").hex()
         super().__init__(message or f"resource {where} is listed twice")
+
+
+class InvalidLimit(InvalidInput):
+    """An audit list query's ``limit`` (rows a page holds) must be an int from 1 to ``max_limit``
+    (:data:`chainfence.audit.index.MAX_LIMIT`); read more through the pages' cursors."""
+
+    def __init__(self, message: str | None = None, *, limit: Any = None, max_limit: int | None = None):
+        self.limit = limit if isinstance(limit, int) else repr(limit)
+        self.max_limit = max_limit
+        if message is None:
+            message = f"limit must be an int from 1 to {max_limit}, got {limit!r:.80}"
+        super().__init__(message)
+
+
+class InvalidCursor(InvalidInput):
+    """An audit list query's ``after`` cursor does not decode, or was made by another query or for other
+    arguments (a cursor continues the listing it came from, and only that one)."""
+
+
+class StaleCursor(InvalidCursor):
+    """The row a cursor points after is gone: a reorganisation (or a sync with more confirmations) rewound
+    the audit index past its block (or, for the MCP ``history`` tool's ``before``, the chain no longer has
+    that event), so rows already read may have been rolled back and the rows after it may differ.
+    Nothing was read; list again from the start."""
 
 
 # ---------------------------------------------------------------------------
@@ -860,6 +892,43 @@ class ChainRolledBack(ChainError):
         super().__init__(message)
 
 
+class LogsIncomplete(ChainError):
+    """A follower of the registry's logs did not pass block ``block``: the log provider (``source``)
+    answered ``eth_getLogs`` without logs that block has, by its ``logsBloom`` and its receipts against
+    its ``receiptsRoot`` (a log index that lags the head, or one that withholds), or with logs it does
+    not have (invented ones the bloom rules out). ``reason`` says which.
+
+    What came before it was applied: the follower stands at block ``followed``, ``behind`` blocks short
+    of block ``head``, the block it was following to. It waits there, and the next sync takes the block
+    up again: the gap closes by itself once the provider answers it. Meanwhile the follower is not up to
+    date, and whatever relies on it does what it does when it is behind (a ``follow`` guard checks at
+    the mark on-chain)."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        block: int | None = None,
+        followed: int | None = None,
+        head: int | None = None,
+        provider: str | None = None,
+        reason: str = "",
+    ):
+        self.block = block
+        self.followed = followed
+        self.head = head
+        self.behind = None if head is None or followed is None else head - followed
+        self.source = provider
+        self.reason = reason
+        super().__init__(
+            message
+            or (
+                f"the logs {provider or 'the provider'} answered do not check out against block {block} ({reason}): "
+                f"the follower waits at block {followed}, {self.behind} blocks behind block {head}"
+            )
+        )
+
+
 class ContractNotFound(ChainError):
     """There is no FencingRegistry at the address (no code, or other code)."""
 
@@ -883,6 +952,11 @@ class InsufficientFunds(ChainError):
 
 class _TransactionOutcome(ChainError):
     """Base of the errors that describe a transaction in flight: its hashes and nonce."""
+
+    #: When the transaction was a batch (group commit, ``registry.batched()``): the caller's operation's
+    #: position in it, to learn that operation's own outcome by hash (``registry.batch_item(tx_hash,
+    #: item=...)``, ``chainfence tx HASH --item N``). None for a transaction of one operation.
+    item: int | None = None
 
     def __init__(
         self, message: str, *, tx_hashes: tuple[str, ...] = (), nonce: int | None = None, sender: str | None = None

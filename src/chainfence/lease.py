@@ -160,7 +160,10 @@ class Lease(SyncFace):
         holds the holder's key."""
         holder = event.holder
         assert holder is not None and event.token is not None and event.expires_at is not None
-        owner = registry.connect(holder) if holder in registry.chain.accounts else registry
+        if holder == getattr(registry, "sender", None) or holder not in registry.chain.accounts:
+            owner = registry  # already sending as the holder (every acquisition of one's own), or cannot
+        else:
+            owner = registry.connect(holder)
         return cls(
             owner,
             resource=resource,
@@ -171,8 +174,8 @@ class Lease(SyncFace):
             ttl=ttl,
             previous_token=event.previous_token or 0,
             reason=AcquireReason(cast(int, event.reason)),
-            tx_hash=receipt["transactionHash"].to_0x_hex(),
-            block_number=receipt["blockNumber"],
+            tx_hash=event.tx_hash,  # the receipt's: the event was logged by it
+            block_number=event.block_number,
             workset=workset,
             item=item,
         )

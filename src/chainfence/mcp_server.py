@@ -84,6 +84,10 @@ MAX_STATUS_RESOURCES = 50
 #: Most events one ``history`` call returns (the latest ones).
 MAX_HISTORY = 200
 
+#: A ``history`` position (``before``/``earlier``): an event's block, transaction hash and log index.
+_POSITION = r"^[0-9]{1,19}:0x[0-9a-fA-F]{64}:[0-9]{1,19}$"
+_MAX_POSITION = 19 + 1 + 66 + 1 + 19
+
 #: Longest ``resource`` argument, in characters: a claimed item's name ``workset»item`` (two names of
 #: up to 128 bytes each); a plain name is still held to 128 bytes of UTF-8 by the SDK's check.
 MAX_NAME_CHARS = 2 * _validate.MAX_NAME_LENGTH + len(_names.ITEM_SEPARATOR)
@@ -188,6 +192,7 @@ _FIELD_ERRORS: dict[str, type[InvalidInput]] = {
     "wait": errors.InvalidWait,
     "progress": errors.InvalidProgress,
     "items": errors.InvalidClaimItems,
+    "before": errors.InvalidCursor,
 }
 
 # ---------------------------------------------------------------------------
@@ -305,7 +310,10 @@ class HistoryEvent(BaseModel):
 class HistoryResult(BaseModel):
     resource: str
     total: int = Field(description="How many events the resource has.")
-    events: list[HistoryEvent] = Field(description="The latest events, oldest first.")
+    events: list[HistoryEvent] = Field(description="The latest events (before `before`, if given), oldest first.")
+    earlier: str | None = Field(
+        description="Pass it as `before` to read the events before these; null when these start at the first."
+    )
 
 
 class LeaderInfo(BaseModel):
@@ -393,6 +401,11 @@ def _reported(fn: Any) -> Any:
             return _error_result(error)
 
     return run
+
+
+def _position(event: Any) -> str:
+    """A history event's position, as ``before`` takes it: ``block:tx_hash:log_index``."""
+    return f"{event.block_number}:{event.tx_hash.lower()}:{event.log_index}"
 
 
 def _name(resource: str, workset: str | None) -> str:
@@ -737,7 +750,8 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         description=(
             "The lease history of a resource, from the registry's events: who acquired it with which token and "
             "why (unheld, released, expired, reacquired), renewals with their progress markers, releases and "
-            "completions, with chain times. Use it to see what happened before you took over. Reads only."
+            "completions, with chain times. Use it to see what happened before you took over. The latest "
+            "`limit` events; to read further back, pass the answer's `earlier` as `before`. Reads only."
         ),
     )
     @_reported
@@ -753,9 +767,30 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
             ),
         ] = 50,
         workset: Workset = None,
+        before: Annotated[
+            str | None,
+            Field(
+                strict=True,
+                max_length=_MAX_POSITION,
+                pattern=_POSITION,
+                description="The events before this position (the `earlier` of a previous answer): the next "
+                "page back. Omit it for the latest events.",
+            ),
+        ] = None,
     ) -> HistoryResult:
         resource = _name(resource, workset)
         events = registry.history(resource)
+        end = len(events)
+        if before is not None:
+            # A position names one event (block, transaction, log index): events logged since do not move it.
+            found = next((i for i, event in enumerate(events) if _position(event) == before.lower()), None)
+            if found is None:
+                raise errors.StaleCursor(
+                    f"history: no event of {resource!r} is at {before} any more (the chain reorganised): "
+                    "read the latest events again"
+                )
+            end = found
+        start = max(0, end - limit)
         shown = [
             HistoryEvent(
                 kind=event.kind.value,
@@ -770,9 +805,10 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
                 block_timestamp=event.block_timestamp,
                 tx_hash=event.tx_hash,
             )
-            for event in events[-limit:]
+            for event in events[start:end]
         ]
-        return HistoryResult(resource=resource, total=len(events), events=shown)
+        earlier = _position(events[start]) if start > 0 else None
+        return HistoryResult(resource=resource, total=len(events), events=shown, earlier=earlier)
 
     @server.tool(
         name="leader",

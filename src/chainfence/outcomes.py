@@ -13,7 +13,15 @@ ask the chain what happened::
         elif verdict.settled: ...                 # nothing happened: safe to try again
         else: ...                                 # still undecided (pending): ask again later
 
-``chainfence tx HASH... [--nonce N --account A]`` prints the same verdict.
+A batch transaction (group commit, ``registry.batched()``) holds the
+operations of several callers: each caller's ``OutcomeUnknown`` names its own
+position in it (``unknown.item``); pass it (or ``resource=``) and the verdict's
+``item`` is that operation's own outcome (:class:`~chainfence.batching.BatchItem`:
+its lease, or the typed refusal of that operation alone), ``lease`` its lease::
+
+    verdict = reconcile(agent, unknown.tx_hashes, nonce=unknown.nonce, sender=unknown.sender, item=unknown.item)
+
+``chainfence tx HASH... [--nonce N --account A] [--item N | --resource NAME]`` prints the same verdict.
 
 A transaction is *settled* once one candidate is mined and the chain's
 confirmations deep (its effect is final), or once its nonce is used by
@@ -31,6 +39,7 @@ from ._node import artifacts as _artifacts
 from .errors import InvalidInput
 
 if TYPE_CHECKING:
+    from .batching import BatchItem
     from .lease import Lease
     from .registry import Registry
 
@@ -71,9 +80,13 @@ class Reconciliation:
     summary: str
     confirmations_required: int = 0
     notes: tuple[str, ...] = field(default=())
+    #: When the mined candidate is a batch and the caller said which operation (``item``, ``resource``, or
+    #: the batch holds one): that operation's own outcome.
+    item: BatchItem | None = None
 
     def to_dict(self) -> dict[str, object]:
         lease = self.lease
+        item = self.item
         return {
             "settled": self.settled,
             "summary": self.summary,
@@ -85,6 +98,16 @@ class Reconciliation:
                 "token": lease.token,
                 "holder": lease.holder,
                 "expires_at": lease.expires_at,
+            },
+            "item": None
+            if item is None
+            else {
+                "item": item.item,
+                "kind": item.kind,
+                "resource": item.resource,
+                "token": item.token,
+                "expires_at": item.expires_at,
+                "refused": None if item.error is None else f"{type(item.error).__name__}: {item.error}",
             },
             "nonce_state": self.nonce_state,
             "confirmations_required": self.confirmations_required,
@@ -113,8 +136,13 @@ def reconcile(
     nonce: int | None = None,
     sender: str | None = None,
     confirmations: int | None = None,
+    item: int | None = None,
+    resource: str | None = None,
 ) -> Reconciliation:
-    """Look every candidate up and say what became of them (see the module docstring)."""
+    """Look every candidate up and say what became of them (see the module docstring). ``item`` (a
+    batch operation's position, as ``OutcomeUnknown.item`` gives it) or ``resource`` says whose
+    operation of a batch transaction the verdict is about (:class:`~chainfence.errors.InvalidInput`
+    when they name none, or several: never another caller's)."""
     if isinstance(tx_hashes, str):
         tx_hashes = (tx_hashes,)
     hashes = []
@@ -131,6 +159,10 @@ def reconcile(
     if not hashes and (nonce is None or sender is None):
         raise InvalidInput("give transaction hashes, or a nonce and the account that used it")
     sender = _validate.address(sender, "sender") if sender is not None else None
+    if item is not None and (isinstance(item, bool) or not isinstance(item, int) or item < 0):
+        raise InvalidInput(f"item must be an int >= 0 (an operation's position in a batch), got {item!r}")
+    if resource is not None:
+        _validate.resource_id(resource)
     chain = registry.chain
     k = chain.confirmations if confirmations is None else confirmations
     rpc = chain.rpc
@@ -173,15 +205,25 @@ def reconcile(
 
     mined = next((tx for tx in states if tx.state in ("mined", "failed")), None)
     lease = None
-    if mined is not None and mined.state == "mined" and mined.action == "acquire":
-        lease = registry.lease_from_tx(mined.tx_hash)
+    chosen: BatchItem | None = None
+    batch_note = ""
+    if mined is not None and mined.state == "mined" and mined.action in ("acquire", "acquireExclusive"):
+        lease = registry.lease_from_tx(mined.tx_hash, item=item, resource=resource)
+    elif mined is not None and mined.state == "mined" and mined.action == "batchCalls":
+        chosen, batch_note = _batch_item(registry, mined.tx_hash, item, resource)
+        lease = chosen.lease if chosen is not None else None
     deep_enough = mined is not None and (mined.confirmations or 0) >= k
     if mined is not None:
-        what = {
-            "acquire": f"the acquisition was mined: token {lease.token} on {lease.resource!r}"
+        acquired = (
+            f"the acquisition was mined: token {lease.token} on {lease.resource!r}"
             if lease
-            else "the acquisition was mined",
+            else "the acquisition was mined"
+        )
+        what = {
+            "acquire": acquired,
+            "acquireExclusive": acquired,
             "cancel": "the cancellation was mined: the original can never execute; nothing happened",
+            "batchCalls": f"the batch was mined: {batch_note}",
         }.get(mined.action or "", f"{mined.action} was mined")
         if mined.state == "failed":
             what = f"{mined.action} was mined but reverted (status 0): it changed nothing"
@@ -214,4 +256,28 @@ def reconcile(
         settled=settled,
         summary=summary,
         confirmations_required=k,
+        item=chosen,
     )
+
+
+def _batch_item(registry: Registry, tx_hash: str, item: int | None, resource: str | None) -> tuple[Any, str]:
+    """The operation of a mined batch the caller asked about, and what to say of it."""
+    from .batching import select_item
+
+    items = registry.batch_items(tx_hash, resource=resource)
+    if not items:
+        return None, "its operations could not be read"
+    if item is None and resource is None and len(items) > 1:
+        return None, (
+            f"{len(items)} operations, each with its own outcome: give item= (the item of your OutcomeUnknown) "
+            "or resource= to learn yours"
+        )
+    chosen = select_item(items, tx_hash, item=item, resource=resource)
+    what = f"item {chosen.item}, {chosen.kind} of {chosen.resource!r}"
+    if chosen.error is not None:
+        return chosen, f"{what}, was refused ({type(chosen.error).__name__}: {chosen.error}): it did nothing"
+    if chosen.lease is not None:
+        return chosen, f"{what}: token {chosen.lease.token}, held by {chosen.lease.holder}"
+    if chosen.expires_at is not None:
+        return chosen, f"{what}: renewed until {chosen.expires_at}"
+    return chosen, f"{what}: done"

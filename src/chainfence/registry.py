@@ -42,6 +42,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from . import _log, _names, _validate, _waiting, endings
+from . import batching as _batching
 from . import keepalive as _keepalive
 from ._contract import DEFAULT_MAX_TTL, MAX_CLAIM_ITEMS, MAX_MANY, RegistryContract, at_block
 from ._effects import RPC, Blocking, Steps
@@ -61,6 +62,7 @@ from ._node import artifacts as _artifacts
 from ._node import sending as _sending
 from ._node.abi import decode as abi_decode
 from ._node.abi import encode as abi_encode
+from .batching import AsyncBatchItem, Batcher, BatchItem, batcher_of
 from .claims import ClaimOperations
 from .endings import End
 from .errors import (
@@ -213,7 +215,6 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         bounds a transaction; ``window`` (seconds, default 0) pauses before each send to gather
         more: by default a batch goes out as soon as the previous one settled. Needs no chain.
         """
-        from .batching import batcher_of  # here: a registry that sends each call alone loads no group commit
 
         return batcher_of(self, max_items=max_items, window=window)
 
@@ -495,31 +496,78 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         with self.acquire(resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive) as lease:
             yield lease
 
-    def _lease_from_tx_steps(self, tx_hash: str) -> Steps[Lease | None]:
+    def _lease_from_tx_steps(
+        self, tx_hash: str, *, item: int | None = None, resource: str | None = None
+    ) -> Steps[Lease | None]:
         """The lease a mined acquisition created, or None (not mined, failed, or not an acquisition).
 
         For reconciling after :class:`~chainfence.errors.OutcomeUnknown`:
         look up every candidate hash before acquiring again.
+
+        A batch transaction (group commit, :meth:`batched`) holds several operations: ``item``
+        (its position: the ``item`` of the caller's ``OutcomeUnknown``) or ``resource`` (the only
+        acquisition of that name in it) says whose lease; None if that acquisition was refused
+        (:meth:`batch_item` gives its typed refusal). A batch with several acquisitions and neither
+        raises :class:`~chainfence.errors.InvalidInput`, as does a ``resource`` the transaction did not
+        acquire: never another operation's lease.
         """
+        tx_hash = _batching._tx_hash(tx_hash)
+        if resource is not None:
+            _validate.resource_id(resource)
         receipt = yield RPC.receipt(tx_hash)
         if receipt is None:
             return None
         tx = yield RPC.transaction(tx_hash)
         if tx is None or receipt["status"] != 1 or tx.get("to") != self.address:
             return None
+        if _batching.is_batch(tx):
+            items = _batching.items_of(self, tx_hash, receipt, tx, resource=resource)
+            assert items is not None
+            return _batching.select_item(items, tx_hash, item=item, resource=resource, acquisitions=True).lease
         data = bytes(tx["input"])
         functions = _artifacts.functions("FencingRegistry")
         if data[:4] not in (functions["acquire"][0], functions["acquireExclusive"][0]):  # the same arguments
             return None
+        if item not in (None, 0):
+            raise InvalidInput(f"transaction {tx_hash} is one acquisition (item 0), not a batch: got item={item!r}")
         try:
             name, ttl = abi_decode(["bytes", "uint256"], data[4:])  # the name as bytes: it may not be UTF-8
         except Exception:
             return None
-        return self._lease_from_receipt(
+        lease = self._lease_from_receipt(
             receipt, resource=_names.decode(bytes(name)) or _names.display(bytes(name)), ttl=ttl
         )
+        if lease is not None and resource is not None and lease.resource_id != _validate.resource_id(resource):
+            raise InvalidInput(f"transaction {tx_hash} acquired {lease.resource!r}, not {resource!r}")
+        return lease
 
     lease_from_tx = operation(_lease_from_tx_steps)
+
+    def _batch_items_steps(self, tx_hash: str, *, resource: str | None = None) -> Steps[list[BatchItem] | None]:
+        """Every operation of the batch transaction ``tx_hash`` (group commit: :meth:`batched`), each with
+        its own outcome (:class:`~chainfence.batching.BatchItem`: an acquisition's lease, a renewal's
+        expiry, the typed refusal of one the registry refused), in order; None when it is not mined,
+        mined reverted (none of its operations did anything) or not a batch of this registry.
+        ``resource``: the name renewals and releases of it are shown by (the transaction holds their id)."""
+        return (yield from _batching.batch_items_steps(self, tx_hash, resource=resource))  # type: ignore[no-any-return]
+
+    batch_items = operation(_batch_items_steps)
+
+    def _batch_item_steps(
+        self, tx_hash: str, *, item: int | None = None, resource: str | None = None
+    ) -> Steps[BatchItem | None]:
+        """One operation of the batch transaction ``tx_hash`` with its own outcome: the one at position
+        ``item`` (the ``item`` of the caller's :class:`~chainfence.errors.OutcomeUnknown`), or the only
+        one on ``resource``; :meth:`~chainfence.batching.BatchItem.result` gives its lease (or expiry)
+        or raises its typed refusal. None when the transaction is not mined, mined reverted or not a
+        batch of this registry; :class:`~chainfence.errors.InvalidInput` when the choice is not one
+        operation (never another's)."""
+        items = yield from self._batch_items_steps(tx_hash, resource=resource)
+        if items is None:
+            return None
+        return _batching.select_item(items, tx_hash, item=item, resource=resource)
+
+    batch_item = operation(_batch_item_steps)
 
     # ------------------------------------------------------------------
     # Views
@@ -707,6 +755,8 @@ class AsyncRegistry(AsyncFace[Registry], core=Registry):
     release = awaiting(Registry.release)
     complete = awaiting(Registry.complete)
     lease_from_tx = awaiting(Registry.lease_from_tx, AsyncLease, optional=True)
+    batch_items = awaiting(Registry.batch_items)
+    batch_item = awaiting(Registry.batch_item, AsyncBatchItem, optional=True)
 
     @asynccontextmanager
     async def lease(

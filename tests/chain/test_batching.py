@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chainfence import Guard, Lease
+from chainfence import Guard, Lease, batching
 from chainfence._lease_state import AcquireReason
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import AsyncBatcher, Batcher
@@ -47,9 +47,10 @@ def fleet(chain, registry, alice, bob):
     return alice.batched(), {"delayed": f"{c_ns}/delayed", "closed": f"{d_ns}/closed"}
 
 
-def gathered(batcher: Batcher, calls: dict[str, Any], gate: SendGate) -> dict[str, Any]:
+def gathered(batcher: Batcher, calls: dict[str, Any], gate: SendGate, *, before_open: Any = None) -> dict[str, Any]:
     """Run ``calls`` (label -> callable) in threads while the first transaction waits at the gate; they all
-    queue, then share the next transaction. Returns each call's result or exception."""
+    queue, then share the next transaction (``before_open()`` runs once they queued, before the gate
+    opens). Returns each call's result or exception."""
     results: dict[str, Any] = {}
 
     def call(label: str, fn: Any) -> None:
@@ -64,6 +65,8 @@ def gathered(batcher: Batcher, calls: dict[str, Any], gate: SendGate) -> dict[st
     for thread in threads[1:]:
         thread.start()
     wait_until(lambda: batcher.queued == len(threads) - 1, "every other call queued behind the pilot")
+    if before_open is not None:
+        before_open()
     gate.open.set()
     for thread in threads:
         thread.join(120)
@@ -435,3 +438,201 @@ def test_a_batch_not_deep_enough_in_time_hands_each_acquisition_its_lease_with_n
     )
     assert results["held"].lease is None and results["pilot"].lease.resource == "d/pilot"
     assert results["free"].tx_hash == results["held"].tx_hash != results["pilot"].tx_hash
+
+
+# ---------------------------------------------------------------------------
+# Latency: the next batch is taken once the callers just settled are back
+# ---------------------------------------------------------------------------
+
+
+def without_the_cohort_wait(monkeypatch) -> None:
+    """The naive worker (the control): it takes the next batch as soon as it settled the last one."""
+    commit = Batcher._commit_steps
+
+    def commit_without_cohort(self, batch):
+        yield from commit(self, batch)
+        return None
+
+    monkeypatch.setattr(Batcher, "_commit_steps", commit_without_cohort)
+
+
+class SlowToComeBack:
+    """Holds the thread (or task) named ``name`` inside its first wait for an outcome after that outcome came,
+    as a thread the GIL or the OS has not run yet is held, until ``release`` is set; ``worker_waits`` is set
+    when the worker waits for callers to come back (the only wait with a timeout)."""
+
+    def __init__(self, monkeypatch, name: str):
+        from chainfence._effects import Signal
+
+        self.release = threading.Event()
+        self.held = threading.Event()
+        self.worker_waits = threading.Event()
+        wait, wait_async = Signal.wait, Signal.wait_async
+        gate = self
+
+        def held_wait(signal, timeout=None):
+            if timeout is not None:
+                gate.worker_waits.set()
+            value = wait(signal) if timeout is None else wait(signal, timeout)
+            if threading.current_thread().name == name and not gate.held.is_set():
+                gate.held.set()
+                gate.release.wait(120)
+            return value
+
+        async def held_wait_async(signal, timeout=None):
+            if timeout is not None:
+                gate.worker_waits.set()
+            value = await (wait_async(signal) if timeout is None else wait_async(signal, timeout))
+            task = asyncio.current_task()
+            if task is not None and task.get_name() == name and not gate.held.is_set():
+                gate.held.set()
+                await asyncio.get_running_loop().run_in_executor(None, gate.release.wait, 120)
+            return value
+
+        monkeypatch.setattr(Signal, "wait", held_wait)
+        monkeypatch.setattr(Signal, "wait_async", held_wait_async)
+
+
+def counting_sends(monkeypatch, rpc, sender: str) -> list[int]:
+    """Counts the sends of ``sender`` that reach the node (blocking or asyncio ``rpc``)."""
+    sends: list[int] = []
+    original = rpc.send_raw
+
+    def send_raw(raw, *args, **kwargs):
+        if kwargs.get("sender") == sender:
+            sends.append(1)
+        return original(raw, *args, **kwargs)
+
+    async def send_raw_async(raw, *args, **kwargs):
+        if kwargs.get("sender") == sender:
+            sends.append(1)
+        return await original(raw, *args, **kwargs)
+
+    monkeypatch.setattr(rpc, "send_raw", send_raw_async if asyncio.iscoroutinefunction(original) else send_raw)
+    return sends
+
+
+def released_in(registry, name: str) -> str:
+    (released,) = [e for e in registry.history(name) if e.kind.value == "released"]
+    return released.tx_hash
+
+
+def slow_caller_round(chain, registry, alice, monkeypatch) -> dict[str, Any]:
+    """A and B acquire in one transaction (behind a pilot's), then each releases at once. A's thread is slow to
+    come back from its wait: it is held until the worker waits for it (the worker's wait is made long enough
+    never to end first) or, naive, until the worker sent B's release. Returns what was sent meanwhile."""
+    monkeypatch.setattr(batching, "_MIN_COHORT_WAIT", 120.0, raising=False)
+    batcher = alice.batched()
+    sends = counting_sends(monkeypatch, chain.rpc, alice.sender)
+    gate = SendGate(monkeypatch, chain.rpc, alice.sender)
+    slow = SlowToComeBack(monkeypatch, "agent-a")
+    seen: dict[str, Any] = {}
+
+    def agent(name: str) -> None:
+        batcher.acquire(name, ttl=60).release()
+
+    def release_a_when_due() -> None:
+        slow.held.wait(120)
+        wait_until(lambda: slow.worker_waits.is_set() or len(sends) >= 3, "the worker waits for A, or sent B's release")
+        wait_until(lambda: batcher.queued == 1 or len(sends) >= 3, "B's release queued, or sent")
+        seen["sends while A was away"] = len(sends)
+        seen["queued while A was away"] = batcher.queued
+        slow.release.set()
+
+    pilot = threading.Thread(target=lambda: batcher.acquire("b/pilot", ttl=60))
+    pilot.start()
+    gate.wait_sent()
+    threads = [threading.Thread(target=agent, args=(f"b/{n}",), name=f"agent-{n}") for n in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: batcher.queued == 2, "A and B queued behind the pilot")
+    releaser = threading.Thread(target=release_a_when_due)
+    releaser.start()
+    gate.open.set()
+    for thread in (pilot, *threads, releaser):
+        thread.join(120)
+    assert [e.kind.value for e in registry.history("b/a")] == ["acquired", "released"]
+    assert [e.kind.value for e in registry.history("b/b")] == ["acquired", "released"]
+    return seen
+
+
+def test_the_next_batch_waits_for_a_caller_slow_to_come_back(chain, registry, alice, monkeypatch):
+    """B comes back at once and queues its release; A's thread is slow to wake (as one the GIL or the OS has
+    not run yet): the worker waits for A before it takes the next batch (B's release stays queued, nothing
+    is sent), so that A's release can join it rather than wait for it."""
+    seen = slow_caller_round(chain, registry, alice, monkeypatch)
+    assert seen == {"sends while A was away": 2, "queued while A was away": 1}
+
+
+def test_control_without_the_wait_a_caller_slow_to_come_back_misses_the_next_batch(chain, registry, alice, monkeypatch):
+    without_the_cohort_wait(monkeypatch)
+    seen = slow_caller_round(chain, registry, alice, monkeypatch)
+    assert seen == {"sends while A was away": 3, "queued while A was away": 0}, "B's release went without A's"
+
+
+def test_a_caller_that_never_comes_back_holds_the_next_batch_back_only_so_long(chain, registry, alice, monkeypatch):
+    """A is held inside its wait until the end: B's release still goes out (the worker waited for A at most
+    as long as the last transaction took), and A's comes after it."""
+    batcher = alice.batched()
+    slow = SlowToComeBack(monkeypatch, "agent-a")
+    gate = SendGate(monkeypatch, chain.rpc, alice.sender)
+    pilot = threading.Thread(target=lambda: batcher.acquire("n/pilot", ttl=60))
+    pilot.start()
+    gate.wait_sent()
+    results: dict[str, Any] = {}
+    a = threading.Thread(target=lambda: results.__setitem__("a", batcher.acquire("n/a", ttl=60)), name="agent-a")
+    a.start()
+    wait_until(lambda: batcher.queued == 1, "A queued behind the pilot")
+    gate.open.set()
+    slow.held.wait(120)
+    lease = batcher.acquire("n/b", ttl=60)  # A never came back: this goes out all the same
+    lease.release()
+    assert registry.lease_of("n/b") is None and slow.worker_waits.is_set()
+    slow.release.set()
+    a.join(120)
+    pilot.join(120)
+    assert results["a"].tx_hash != lease.tx_hash
+
+
+def task_slow_to_come_back(chain, registry, alice, monkeypatch) -> tuple[str, str]:
+    """The tasks' face of :func:`slow_caller_round`: A's task is held after its outcome came until the worker
+    waits for it, or (naive) sent B's release; returns the transactions of A's and B's releases."""
+    monkeypatch.setattr(batching, "_MIN_COHORT_WAIT", 120.0, raising=False)
+    slow = SlowToComeBack(monkeypatch, "agent-a")
+
+    async def body(achain):
+        batcher = await batcher_on(achain, registry, 1)
+        sends = counting_sends(monkeypatch, achain.rpc, alice.sender)
+        gate = AsyncSendGate(monkeypatch, achain.rpc, alice.sender)
+        pilot = asyncio.ensure_future(batcher.acquire("t/pilot", ttl=60))
+        await asyncio.wait_for(gate.sent.wait(), 60)
+
+        async def agent(name: str) -> None:
+            lease = await batcher.acquire(name, ttl=60)
+            await lease.release()
+
+        tasks = [asyncio.create_task(agent(f"t/{n}"), name=f"agent-{n}") for n in ("a", "b")]
+        await async_wait_until(lambda: batcher.queued == 2, "A and B queued")
+        gate.open.set()
+        await async_wait_until(
+            lambda: slow.held.is_set() and (slow.worker_waits.is_set() or len(sends) >= 3),
+            "the worker waits for A, or sent B's release",
+        )
+        slow.release.set()
+        await asyncio.gather(pilot, *tasks)
+
+    run(chain, body)
+    return released_in(registry, "t/a"), released_in(registry, "t/b")
+
+
+def test_a_task_slow_to_come_back_joins_the_next_transaction(chain, registry, alice, monkeypatch):
+    """B's task releases at once, A's task is slow to resume: the worker waits, and A's release joins B's
+    (in one loop, A's task queues its release before the worker runs again)."""
+    a, b = task_slow_to_come_back(chain, registry, alice, monkeypatch)
+    assert a == b
+
+
+def test_control_without_the_wait_a_task_slow_to_come_back_misses_the_next_batch(chain, registry, alice, monkeypatch):
+    without_the_cohort_wait(monkeypatch)
+    a, b = task_slow_to_come_back(chain, registry, alice, monkeypatch)
+    assert a != b

@@ -92,6 +92,25 @@ def test_exclusive_keeps_the_namespace_policy(chain, registry):
         stranger.acquire("prod/db", ttl=60, exclusive=True)
 
 
+def test_the_holders_own_live_lease_is_met_before_the_namespace_policy(chain, registry):
+    """The registry's documented order (``_acquireRefusal``): an exclusive acquisition by the live holder
+    is refused as held before the namespace's maxTtl is read, so a ttl over the namespace's cap answers
+    LeaseHeld, not InvalidTtl; the preflight and the contract agree (the state machine's model follows)."""
+    from chainfence import Registry
+    from chainfence.errors import InvalidTtl
+
+    ops = registry.connect(chain.accounts[3])
+    governed = Registry.deploy(chain, max_ttl=600, namespaces={"prod": ops.sender}).connect(ops.sender)
+    governed.set_policy("prod", max_ttl=90)
+    holder = governed.connect(chain.accounts[1])
+    lease = holder.acquire("prod/db", ttl=60)
+    with pytest.raises(LeaseHeld):
+        holder.acquire("prod/db", ttl=119, exclusive=True)
+    with pytest.raises(InvalidTtl):  # the control: a plain acquisition meets the cap
+        holder.acquire("prod/db", ttl=119)
+    assert governed.lease_of("prod/db").token == lease.token
+
+
 def test_a_lease_block_with_exclusive_does_not_run_while_the_key_holds_it(chain, alice):
     first = alice.acquire(NAME, ttl=600)
     ran = []

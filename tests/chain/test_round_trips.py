@@ -54,17 +54,17 @@ def counting(transport, monkeypatch) -> list[str]:
         seen.append(method)
         return request(method, params, **kwargs)
 
-    def counted_batch(calls):
+    def counted_batch(calls, **kwargs):
         seen.append("+".join(method for method, _ in calls))
-        return batch(calls)
+        return batch(calls, **kwargs)
 
     async def acounted_request(method, params, **kwargs):
         seen.append(method)
         return await request(method, params, **kwargs)
 
-    async def acounted_batch(calls):
+    async def acounted_batch(calls, **kwargs):
         seen.append("+".join(method for method, _ in calls))
-        return await batch(calls)
+        return await batch(calls, **kwargs)
 
     on_asyncio = asyncio.iscoroutinefunction(request)
     monkeypatch.setattr(transport, "request", acounted_request if on_asyncio else counted_request)
@@ -165,7 +165,7 @@ def test_control_the_ceiling_for_a_sender_who_cannot_pay_for_it_is_refused(anvil
     agent = Registry.at(Chain.connect(anvil_node.url, private_key=poor.key), on_anvil.address)
     real = agent.chain.rpc.dev_preflight
     monkeypatch.setattr(
-        agent.chain.rpc, "dev_preflight", lambda call, probe: real(call, probe)._replace(balance=10**30)
+        agent.chain.rpc, "dev_preflight", lambda call, probe, **kw: real(call, probe, **kw)._replace(balance=10**30)
     )
     before = on_anvil.latest_token()
     with pytest.raises(InsufficientFunds):

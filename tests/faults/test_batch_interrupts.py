@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 
+from chainfence._effects import Spawn
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import Batcher
 from chainfence.errors import ChainError
+from tests.support.ctrl_c import CtrlC
 from tests.support.gates import AsyncSendGate, SendGate
 from tests.support.sequencer import async_wait_until, wait_until
 
@@ -268,3 +270,228 @@ def test_a_worker_stopped_before_sending_fails_what_is_queued_and_sends_nothing(
     stopped, core = run(chain, body)
     assert "worker was stopped" in str(stopped) and "nothing was sent" in str(stopped)
     assert registry.lease_of("s/stopped") is None and core.queued == 0 and not core._working
+
+
+# ---------------------------------------------------------------------------
+# Interrupted twice, interrupted as the worker starts, interrupted with a lease not deep enough
+# ---------------------------------------------------------------------------
+
+
+def twice_interrupted(chain, registry, alice, monkeypatch) -> tuple[BaseException, Batcher]:
+    """The main thread's acquisition: Ctrl-C as its batch is mined (the worker reads the receipt), and again
+    while it waits for the outcome in its cleanup; then the worker settles the batch."""
+    batcher = alice.batched()
+    main = threading.main_thread().ident
+    ctrl_c = CtrlC(monkeypatch, waits=(1, 2))
+    gave_up = threading.Event()
+    abandon = Batcher._abandon
+
+    def watched_abandon(self, op):
+        try:
+            return abandon(self, op)
+        finally:
+            gave_up.set()
+
+    monkeypatch.setattr(Batcher, "_abandon", watched_abandon)
+    receipt = chain.rpc.receipt
+    done: list[bool] = []
+
+    def watched_receipt(tx_hash: Any) -> Any:
+        if threading.current_thread().ident != main and not done:
+            done.append(True)
+            ctrl_c.press()  # the first: the cleanup begins, and waits for the outcome
+            wait_until(lambda: ctrl_c.fired == 1 and ctrl_c.waiting.is_set(), "the cleanup waits for the outcome")
+            ctrl_c.press()  # the second: it gives up waiting
+            if not gave_up.wait(60):
+                raise AssertionError("the main thread never gave up")
+        return receipt(tx_hash)
+
+    monkeypatch.setattr(chain.rpc, "receipt", watched_receipt)
+    with pytest.raises(KeyboardInterrupt) as interrupt:
+        batcher.acquire("twice/victim", ttl=600)
+    wait_until(lambda: not batcher._working, "the batcher went idle")
+    return interrupt.value, batcher
+
+
+def test_a_caller_interrupted_twice_in_flight_has_its_lease_released_by_the_batcher(
+    chain, registry, alice, monkeypatch
+):
+    """Interrupted again while it waits for its outcome, the caller gives up on it: the worker, settling the
+    batch, sees its acquisition had no one left to hear of it and releases it in its next batch."""
+    interrupt, batcher = twice_interrupted(chain, registry, alice, monkeypatch)
+    assert "released again by the batcher" in notes(interrupt), notes(interrupt)
+    assert [e.kind.value for e in registry.history("twice/victim")] == ["acquired", "released"]
+    assert registry.lease_of("twice/victim") is None
+
+
+def test_control_a_caller_interrupted_twice_without_the_batchers_release_leaves_a_lease_nobody_knows(
+    chain, registry, alice, monkeypatch
+):
+    """The same two interrupts, the caller giving up without telling the batcher (as a naive cleanup would
+    let go): the lease stays live for its ttl, and nobody in the program holds it."""
+
+    def forgetful(self, op):
+        return None  # gives up without marking the operation abandoned
+
+    monkeypatch.setattr(Batcher, "_abandon", forgetful)
+    interrupt, _batcher = twice_interrupted(chain, registry, alice, monkeypatch)
+    assert getattr(interrupt, "lease", None) is None
+    assert registry.lease_of("twice/victim").holder == alice.sender, "live, unknown to the program"
+
+
+def interrupted_as_the_worker_starts(chain, registry, alice, monkeypatch) -> tuple[BaseException, Batcher]:
+    """The main thread's call into an idle batcher starts the worker; Ctrl-C lands as the thread's start
+    returns, after the worker took the call's operation (the start waits for the thread: an interrupt can
+    land there)."""
+    batcher = alice.batched()
+    took = threading.Event()
+    take = Batcher._take
+    start = threading.Thread.start
+    fired: list[bool] = []
+
+    def watched_take(self):
+        batch = take(self)
+        if batch:
+            took.set()
+        return batch
+
+    workers: list[threading.Thread] = []
+
+    def interrupted_start(thread):
+        start(thread)
+        if thread.name.startswith("chainfence-batcher-"):
+            workers.append(thread)
+        if thread.name.startswith("chainfence-batcher-") and not fired:
+            fired.append(True)
+            if not took.wait(60):
+                raise AssertionError("the worker never took the operation")
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Batcher, "_take", watched_take)
+    monkeypatch.setattr(threading.Thread, "start", interrupted_start)
+    with pytest.raises(KeyboardInterrupt) as interrupt:
+        batcher.acquire("start/victim", ttl=600)
+    for worker in workers:  # each worker started (two, once the caller started another) is done
+        worker.join(120)
+    monkeypatch.setattr(threading.Thread, "start", start)
+    return interrupt.value, batcher
+
+
+def test_an_interrupt_as_the_worker_starts_is_settled_like_any_other(chain, registry, alice, monkeypatch):
+    interrupt, batcher = interrupted_as_the_worker_starts(chain, registry, alice, monkeypatch)
+    assert "released again" in notes(interrupt), notes(interrupt)
+    assert registry.lease_of("start/victim") is None
+    assert batcher.acquire("start/after", ttl=60).holder == alice.sender, "the batcher still serves its callers"
+
+
+def test_control_an_interrupt_as_the_worker_starts_without_the_cleanup_leaves_a_lease_nobody_knows(
+    chain, registry, alice, monkeypatch
+):
+    """The interrupt at the worker's start let through as it was (the batcher before this fix: the queue
+    failed as if the worker had not started, the interrupt raised past the caller's cleanup): the worker
+    had taken the operation, and its lease lands unknown."""
+
+    def naive_start(self):
+        try:
+            self._worker = yield Spawn(self._work_steps(), "chainfence-batcher-naive")
+        except BaseException as failed:
+            self._not_started(failed)
+            raise
+
+    monkeypatch.setattr(Batcher, "_start_steps", naive_start)
+
+    def no_cleanup(self, op, interrupt):
+        return
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(Batcher, "_interrupted_steps", no_cleanup)
+    interrupt, _batcher = interrupted_as_the_worker_starts(chain, registry, alice, monkeypatch)
+    assert notes(interrupt) == ""
+    assert registry.lease_of("start/victim").holder == alice.sender, "live, unknown to the program"
+
+
+def test_an_interrupted_caller_whose_lease_is_not_deep_enough_gets_it_released_or_handed(
+    chain, registry, alice, monkeypatch
+):
+    """One confirmation asked, none comes: the batch's outcome for the interrupted caller is NotConfirmed
+    carrying its lease. The cleanup does not read that as a refusal: it releases the lease, or (the release
+    cannot be confirmed either) hands it to the caller as its interrupt's ``lease``."""
+    from tests.chain.test_batching import confirming
+
+    confirming(chain, monkeypatch, mine=False)
+    batcher = alice.batched()
+    ctrl_c = CtrlC(monkeypatch)
+    cleaning = threading.Event()
+    interrupted_steps = Batcher._interrupted_steps
+
+    def watched_cleanup(self, op, interrupt):
+        cleaning.set()
+        return (yield from interrupted_steps(self, op, interrupt))
+
+    monkeypatch.setattr(Batcher, "_interrupted_steps", watched_cleanup)
+    receipt = chain.rpc.receipt
+    main = threading.main_thread().ident
+
+    def watched_receipt(tx_hash: Any) -> Any:
+        if threading.current_thread().ident != main and not cleaning.is_set():
+            ctrl_c.press()
+            if not cleaning.wait(60):
+                raise AssertionError("the main thread never began its cleanup")
+        return receipt(tx_hash)
+
+    monkeypatch.setattr(chain.rpc, "receipt", watched_receipt)
+    with pytest.raises(KeyboardInterrupt) as interrupt:
+        batcher.acquire("deep/victim", ttl=600)
+    said = notes(interrupt.value)
+    handed = getattr(interrupt.value, "lease", None)
+    live = registry.lease_of("deep/victim")
+    assert "NotConfirmed" in said, said
+    assert live is None or (handed is not None and handed.token == live.token), (said, live, handed)
+
+
+def stranded(chain, registry, *, fixed: bool) -> Any:
+    """A call into an idle batcher makes the worker's task; that task is cancelled before it ever ran (as
+    asyncio.run cancels what is pending when its loop ends, or a shutdown cancels every task), so it never
+    says it stopped. Then a second call."""
+
+    async def body(achain):
+        batcher = await async_batcher(achain, registry)
+        core = batcher.batcher
+        await (await batcher.acquire("strand/warm", ttl=600)).release()  # the max ttl read: calls queue at once
+        await async_wait_until(lambda: not core._working, "the batcher went idle")
+        first = asyncio.ensure_future(batcher.acquire("strand/first", ttl=600))
+        await asyncio.sleep(0)  # the first call's step: queued, the worker's task made, not run yet
+        worker = core._worker
+        assert worker is not None and not worker.done(), "the worker's task has not run yet"
+        worker.cancel()
+        await asyncio.sleep(0)
+        assert worker.cancelled()
+        if not fixed:
+            second = asyncio.ensure_future(batcher.acquire("strand/second", ttl=600))
+            await asyncio.sleep(0)
+            state = (core.queued, core._working, core._worker is worker)
+            for task in (first, second):
+                task.cancel()
+            await asyncio.gather(first, second, return_exceptions=True)
+            return state
+        second = await batcher.acquire("strand/second", ttl=600)
+        return (await first), second
+
+    return run(chain, body)
+
+
+def test_a_worker_cancelled_before_it_ever_ran_does_not_strand_the_callers(chain, registry, alice):
+    """The second call sees the worker ended and starts another, which takes both calls."""
+    first, second = stranded(chain, registry, fixed=True)
+    assert isinstance(first, AsyncLease) and isinstance(second, AsyncLease)
+    assert registry.lease_of("strand/first").token == first.token
+
+
+def test_control_a_worker_taken_for_alive_once_cancelled_strands_every_later_call(chain, registry, alice, monkeypatch):
+    """Taking the flag for the truth (the batcher before this fix): both calls stay queued behind a worker
+    that will never run, and every later call joins them: they would wait forever."""
+    from chainfence import batching
+
+    monkeypatch.setattr(batching, "_ended", lambda worker: False)
+    queued, working, dead = stranded(chain, registry, fixed=False)
+    assert (queued, working, dead) == (2, True, True)

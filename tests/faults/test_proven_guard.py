@@ -19,6 +19,7 @@ import sqlite3
 import pytest
 
 from chainfence import Guard
+from chainfence._node import completeness
 from chainfence.aio import AsyncGuard
 from chainfence.errors import (
     BlockNotVouched,
@@ -27,6 +28,7 @@ from chainfence.errors import (
     HeadersDisagree,
     HeaderStale,
     InvalidInput,
+    LogsIncomplete,
     ProofInvalid,
     ProviderUnavailable,
     StaleToken,
@@ -275,12 +277,13 @@ def test_a_quorum_head_that_moves_back_is_header_behind_and_a_real_rollback_latc
             guard.check(RESOURCE, story.current)
 
 
-def test_a_forged_log_fools_the_follower_without_headers_not_the_one_with_them(story, providers, tmp_path):
+def test_a_forged_log_fools_the_follower_without_headers_not_the_one_with_them(story, providers, tmp_path, monkeypatch):
     """A provider invents a LeaseAcquired of token 999 for the resource in a real block. The control, a
-    follow guard without headers, raises its mark to 999: bob's real token is refused from then on.
-    With a header source the page is proven before it is written: ProofInvalid naming the log
-    provider, the store untouched. The same invented log in a block of another history (a hash the
-    source does not vouch for) is BlockNotVouched."""
+    follow guard without headers that trusts the answer (no completeness check), raises its mark to
+    999: bob's real token is refused from then on. (With the check, the block's bloom rules the log out:
+    LogsIncomplete, nothing applied past the block.) With a header source the page is proven before it
+    is written: ProofInvalid naming the log provider, the store untouched. The same invented log in a
+    block of another history (a hash the source does not vouch for) is BlockNotVouched."""
     liar, h2, h3 = providers
     chain = story.registry.chain
     forged_block_hash: list[str | None] = [None]
@@ -313,12 +316,19 @@ def test_a_forged_log_fools_the_follower_without_headers_not_the_one_with_them(s
             )
 
     liar.on("eth_getLogs", invent)
-    with follow_guard("control.sqlite") as fooled:
-        rewind(fooled.path, story.stale_block)
-        fooled.sync()
-        assert fooled.mark(RESOURCE) == 999
-        with pytest.raises(StaleToken):  # bob, the real holder, is refused
-            fooled.check(RESOURCE, story.current)
+    with follow_guard("checked.sqlite") as checked:
+        rewind(checked.path, story.stale_block)
+        with pytest.raises(LogsIncomplete) as held:
+            checked.sync()
+        assert "rules out" in held.value.reason and checked.mark(RESOURCE) == 0
+    with monkeypatch.context() as before_the_check:
+        before_the_check.setattr(completeness, "doubt", lambda *args, **query: None)
+        with follow_guard("control.sqlite") as fooled:
+            rewind(fooled.path, story.stale_block)
+            fooled.sync()
+            assert fooled.mark(RESOURCE) == 999
+            with pytest.raises(StaleToken):  # bob, the real holder, is refused
+                fooled.check(RESOURCE, story.current)
     headers = quorum(liar.url, h2.url, h3.url, story=story)
     with follow_guard("proven.sqlite", headers=headers) as guard:
         rewind(guard.path, story.stale_block)

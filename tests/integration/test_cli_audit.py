@@ -219,3 +219,36 @@ def test_verify_exits_12_naming_a_tampered_time(anvil_node, played, tmp_path):
         conn.execute("UPDATE blocks SET timestamp = timestamp + 86400 WHERE number = ?", (int(synced),))
     bad, report = audit(anvil_node, registry, index, "verify")
     assert bad.returncode == 12 and f"blocks: block {synced} timestamp" in bad.stderr
+
+
+def test_lists_print_a_page_and_the_cursor_of_the_next(anvil_node, on_anvil, tmp_path):
+    """--limit N prints N rows and the next page's cursor (next under --json, a hint on stderr); --after
+    CURSOR prints the page after it; --all every row; a bad cursor is InvalidCursor (exit 2), a bad limit a
+    usage error (exit 2)."""
+    alice = on_anvil.connect(on_anvil.chain.accounts[1])
+    names = [f"cli/page-{i}" for i in range(5)]
+    for name in names:
+        alice.acquire(name, ttl=600)
+    index = tmp_path / "audit.sqlite"
+    done, first = audit(anvil_node, on_anvil, index, "resources", "cli/page-", "--limit", "2")
+    assert done.returncode == 0, done.stderr
+    assert [r["resource"] for r in first["result"]] == names[:2] and first["next"]
+    shown = [r["resource"] for r in first["result"]]
+    cursor = first["next"]
+    while cursor is not None:
+        done, page = audit(anvil_node, on_anvil, index, "resources", "cli/page-", "--limit", "2", "--after", cursor)
+        assert done.returncode == 0, done.stderr
+        shown += [r["resource"] for r in page["result"]]
+        cursor = page["next"]
+    assert shown == names
+    done, everything = audit(anvil_node, on_anvil, index, "current", "--prefix", "cli/page-", "--all", "--limit", "2")
+    assert [r["resource"] for r in everything["result"]] == names and everything["next"] is None
+    done, _ = audit(anvil_node, on_anvil, index, "holder", alice.sender, "--limit", "1", json_out=False)
+    assert done.returncode == 0 and "-- more rows: the next page with --after " in done.stderr, done.stderr
+    assert done.stdout.count(alice.sender) == 1
+    done, refused = audit(anvil_node, on_anvil, index, "takeovers", "--after", "not-a-cursor")
+    assert done.returncode == 2 and refused["error"] == "InvalidCursor", done.stdout
+    done, refused = audit(anvil_node, on_anvil, index, "resources", "--after", first["next"])  # another prefix
+    assert done.returncode == 2 and refused["error"] == "InvalidCursor", done.stdout
+    done, _ = audit(anvil_node, on_anvil, index, "history", names[0], "--limit", "0")
+    assert done.returncode == 2 and "--limit" in done.stderr

@@ -109,7 +109,6 @@ NOT_AT_START = (
     "urllib.parse",
     "ipaddress",
     "chainfence.deployment",
-    "chainfence.batching",
     *(f"chainfence.cli.{group}" for group in ("start", "audit", "ops", "node", "demo", "lock", "leases", "reads")),
 )
 #: What each command may load of NOT_AT_START: its own command module, and lock its subprocess.

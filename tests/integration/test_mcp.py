@@ -136,6 +136,38 @@ def test_a_lease_is_renewed_verified_released_and_shows_in_history_by_its_token(
     drive(script, build_server(alice), build_server(bob))
 
 
+def test_history_pages_back_with_before_and_refuses_a_bad_or_stale_position(chain, alice, bob):
+    """history answers the latest `limit` events and `earlier`, the position to pass as `before` for the
+    ones before them; events logged meanwhile do not move a position. A malformed one is InvalidCursor, one
+    the chain no longer has (rolled back) StaleCursor; nothing is sent either way."""
+    lease = alice.acquire("mcp/paged", ttl=600)
+    for marker in (1, 2, 3):
+        lease.renew(progress=marker)
+
+    async def script(b):
+        _, latest = await _call(b, "history", {"resource": "mcp/paged", "limit": 2})
+        assert [e["kind"] for e in latest["events"]] == ["renewed", "renewed"] and latest["earlier"]
+        alice.renew("mcp/paged", lease.token, ttl=600, progress=4)  # logged meanwhile: the position holds
+        _, older = await _call(b, "history", {"resource": "mcp/paged", "limit": 2, "before": latest["earlier"]})
+        assert [(e["kind"], e["progress"] is not None) for e in older["events"]] == [
+            ("acquired", False),
+            ("renewed", True),
+        ]
+        assert older["earlier"] is None and older["total"] == 5
+        seen = [e["block_number"] for e in older["events"] + latest["events"]]
+        assert seen == sorted(set(seen)), "each event once, in order"
+        for bad in ("7", "1:0x12:0", "x" * 300, 12):
+            error, refused = await _call(b, "history", {"resource": "mcp/paged", "before": bad})
+            assert error and refused["error"] == "InvalidCursor", (bad, refused)
+        gone = f"{chain.block_number() + 1000}:0x{'ab' * 32}:0"
+        error, refused = await _call(b, "history", {"resource": "mcp/paged", "before": gone})
+        assert error and refused["error"] == "StaleCursor", refused
+
+    before = chain.block_number()
+    drive(script, build_server(bob))
+    assert chain.block_number() == before + 1, "only alice's renewal was sent"
+
+
 def test_agents_claim_items_renew_and_complete_them_until_nothing_is_left(alice, bob):
     items = ["t1", "t2"]
 

@@ -8,7 +8,7 @@ import pytest
 
 from chainfence import Chain, Registry
 from chainfence.errors import InvalidInput, NodeUnreachable, NotSupported, UnknownAccount
-from tests.support.anvil import dev_keys, free_port
+from tests.support.anvil import Anvil, dev_keys, free_port
 
 
 def test_the_node_is_local(anvil_node):
@@ -112,3 +112,37 @@ def test_an_expiry_beyond_40_bits_is_refused_not_truncated(on_anvil):
     with pytest.raises(RegistryOverflow):
         alice.acquire("far/future2", ttl=3_600)
     assert on_anvil.lease_of("far/future").token == lease.token
+
+
+def test_two_nodes_started_on_the_same_free_port_at_once_each_get_their_own(anvil_node, monkeypatch):
+    """Two processes (xdist workers) that pick the same free port at once: the second anvil fails to bind
+    and exits, but until it does the first one answers on that port. Starting must not take that answer
+    for its own node: it retries on another port, and each caller has a node of its own."""
+    from chainfence.testing import anvil as helpers
+
+    ports = iter([anvil_node.port])
+    real_free_port = helpers.free_port
+    monkeypatch.setattr(helpers, "free_port", lambda: next(ports, None) or real_free_port())
+    second = Anvil()
+    with second:
+        assert second.port != anvil_node.port and second.alive()
+        assert helpers._listener_is(second.process.pid, second.port)
+
+
+def test_control_a_connection_alone_takes_the_other_workers_node_for_its_own(anvil_node, monkeypatch):
+    """The control: readiness judged by a connection, as before: the second caller gets the first node's
+    port while its own anvil dies of the taken port."""
+    from chainfence.testing import anvil as helpers
+
+    owns = helpers._listener_is
+    monkeypatch.setattr(helpers, "free_port", lambda: anvil_node.port)
+    monkeypatch.setattr(helpers, "_listener_is", lambda pid, port: True)
+    second = Anvil()
+    # Its own process has not failed yet (here: one that never binds), the first node answers the port.
+    monkeypatch.setattr(second, "_args", lambda: ["sleep", "600"])
+    try:
+        second.start()
+        assert second.port == anvil_node.port, "it took the first node's port for its own"
+        assert not owns(second.process.pid, second.port), "and the node answering there is not its process"
+    finally:
+        second.stop()

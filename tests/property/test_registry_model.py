@@ -235,6 +235,10 @@ class Model:
     def acquire(self, account: int, resource: str, ttl: int, now: int, *, exclusive: bool = False):
         prefix = resource.split("/")[0]
         lease = self.leases.get(resource)
+        # The registry's order (FencingRegistry._acquireRefusal): an exclusive acquisition meets the
+        # caller's own live lease before the namespace's policy (admission, maxTtl) is read.
+        if exclusive and lease is not None and lease.holder == account and lease.status(now) is LeaseStatus.LIVE:
+            return LeaseHeld
         refused = self.policy_refusal(prefix, account, ttl)
         if refused:
             return refused

@@ -12,9 +12,10 @@ import sqlite3
 import pytest
 from eth_utils import keccak
 
+from chainfence._node import completeness as _completeness
 from chainfence._node import events as _events
 from chainfence._node.rlp import encode as rlp_encode
-from chainfence.audit import _completeness, _projection
+from chainfence.audit import _projection
 
 REGISTRY = "0x" + "5f" * 20
 OTHER = "0x" + "aa" * 20
@@ -85,6 +86,68 @@ def test_another_contracts_event_of_the_same_signature_only_costs_a_receipts_che
     released_topic = bytes.fromhex(_events.topic(_events.Kind.RELEASED)[2:])
     header = header_with(entry, extra=((bytes.fromhex(OTHER[2:]), [released_topic]),))
     assert "LeaseReleased" in _completeness.doubt(header, REGISTRY, [entry])
+
+
+def renewed(token: int, resource: bytes = RESOURCE) -> _events.RegistryLog:
+    return _events.RegistryLog(
+        _events.Kind.RENEWED,
+        resource,
+        7,
+        b"\1" * 32,
+        "0x" + "33" * 32,
+        1,
+        token=token,
+        holder="0x" + "11" * 20,
+        expires_at=200,
+        tx_index=0,
+    )
+
+
+def test_a_query_is_in_doubt_only_for_the_events_it_asks_for():
+    """A follower that reads acquisitions and ends, not renewals: a block with only a renewal is complete for
+    it, and in doubt for a reader of every event (the audit)."""
+    header = header_with(renewed(5))
+    asked = [_events.Kind.ACQUIRED, _events.Kind.RELEASED, _events.Kind.REVOKED]
+    assert _completeness.doubt(header, REGISTRY, [], kinds=asked) is None
+    assert "LeaseRenewed" in _completeness.doubt(header, REGISTRY, [])
+    assert "LeaseRenewed" in _completeness.doubt(header, REGISTRY, [], kinds=[_events.Kind.RENEWED])
+
+
+def test_a_query_for_one_resource_is_in_doubt_only_where_the_bloom_may_hold_that_resource():
+    """An election's observer reads one resource: another resource's acquisition in the block is no doubt."""
+    header = header_with(acquired(5))
+    other = keccak(b"jobs/other")
+    assert _completeness.doubt(header, REGISTRY, [], resource_id=other) is None
+    assert "LeaseAcquired" in _completeness.doubt(header, REGISTRY, [], resource_id=RESOURCE)
+    assert "LeaseAcquired" in _completeness.doubt(header, REGISTRY, [], resource_id=RESOURCE, token=5)
+    assert _completeness.doubt(header, REGISTRY, [], resource_id=RESOURCE, token=6) is None
+
+
+def receipt_with(*entries: _events.RegistryLog) -> dict:
+    return {
+        "transactionHash": "0x" + "22" * 32,
+        "logs": [
+            {"address": REGISTRY, "topics": ["0x" + t.hex() for t in _events.topics_of(e)], "data": "0x" + "00" * 96}
+            for e in entries
+        ],
+    }
+
+
+def test_receipts_are_read_for_the_query_only():
+    """What settles a block is the receipts' registry logs the query asks for: kinds and indexed values."""
+    other = keccak(b"jobs/other")
+    receipts = [receipt_with(acquired(5)), receipt_with(renewed(5), renewed(3, other))]
+    header = {"number": 7, "hash": "0x" + "01" * 32}
+
+    def kinds_of(**query):
+        return [
+            (e.kind, e.resource_id, e.token) for e in _completeness.registry_logs(receipts, header, REGISTRY, **query)
+        ]
+
+    assert [k for k, _, _ in kinds_of()] == [_events.Kind.ACQUIRED, _events.Kind.RENEWED, _events.Kind.RENEWED]
+    assert kinds_of(kinds=[_events.Kind.ACQUIRED]) == [(_events.Kind.ACQUIRED, RESOURCE, 5)]
+    assert kinds_of(resource_id=other) == [(_events.Kind.RENEWED, other, 3)]
+    assert kinds_of(kinds=[_events.Kind.RENEWED], token=5) == [(_events.Kind.RENEWED, RESOURCE, 5)]
 
 
 def test_events_of_two_transactions_with_the_same_log_index_are_both_kept():

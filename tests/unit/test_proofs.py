@@ -26,6 +26,7 @@ from chainfence._node.headers import QuorumHeaders, TrustedHeaders, header_hash,
 from chainfence._node.proofs import ProofMismatch, decode_lease, lease_slot, verify_account, verify_storage
 from chainfence._node.rlp import decode, keccak256
 from chainfence.errors import (
+    BlockNotVouched,
     ContractNotFound,
     HeaderInvalid,
     HeadersDisagree,
@@ -428,6 +429,46 @@ def test_a_withheld_head_is_stale_by_the_clock():
         _quorum([a, b, c], k=2, max_age=15, clock=lambda: 1_029).current()
     assert caught.value.block == 10 and caught.value.age == 19 and "block 29" in caught.value.heads["a"]
     assert _quorum([a, b, c], k=2, max_age=20, clock=lambda: 1_029).current().number == 10
+
+
+def _chain_of_headers(count: int) -> list[dict]:
+    """``count`` headers that link by parent hash, each hashing to its ``hash`` (a mainnet header's fields)."""
+    blocks, parent = [], JSON_VECTORS[23094898]["parentHash"]
+    for i in range(count):
+        block = dict(JSON_VECTORS[23094898], number=hex(23094898 + i), parentHash=parent)
+        block["hash"] = parent = "0x" + header_hash(block).hex()
+        blocks.append(block)
+    return blocks
+
+
+def _anchor(block: dict) -> _headers.VerifiedHeader:
+    return _headers.VerifiedHeader(
+        number=int(block["number"], 16),
+        hash=bytes.fromhex(block["hash"][2:]),
+        parent_hash=bytes.fromhex(block["parentHash"][2:]),
+        state_root=bytes.fromhex(block["stateRoot"][2:]),
+        receipts_root=bytes.fromhex(block["receiptsRoot"][2:]),
+        timestamp=int(block["timestamp"], 16),
+    )
+
+
+def test_headers_linked_to_a_vouched_one_are_trusted_and_a_forged_bloom_is_refused():
+    """A follower with a header source checks a page's blooms in headers linked by parent hashes to the one
+    header the source vouches for: each must hash to its hash (HeaderInvalid naming the provider), and
+    each hash must be the next one's parentHash (BlockNotVouched)."""
+    blocks = _chain_of_headers(4)
+    anchor = _anchor(blocks[-1])
+    assert _headers.linked(blocks, anchor, provider="p") == blocks
+    empty_bloom = dict(blocks[1], logsBloom="0x" + "00" * 256)
+    with pytest.raises(HeaderInvalid) as invalid:  # the fields no longer hash to the hash it claims
+        _headers.linked([blocks[0], empty_bloom, *blocks[2:]], anchor, provider="p")
+    assert invalid.value.source == "p" and invalid.value.block == 23094899
+    empty_bloom["hash"] = "0x" + header_hash(empty_bloom).hex()  # a self-consistent forgery: off the chain
+    with pytest.raises(BlockNotVouched) as off:
+        _headers.linked([blocks[0], empty_bloom, *blocks[2:]], anchor, provider="p")
+    assert off.value.block == 23094899 and off.value.vouched_hash == blocks[1]["hash"]
+    with pytest.raises(HeaderInvalid, match="it answered block"):  # headers of other numbers than asked
+        _headers.linked(blocks[:3], anchor, provider="p")
 
 
 def test_one_verified_header_per_number_serves_every_check():

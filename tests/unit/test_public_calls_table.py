@@ -203,6 +203,8 @@ NEVER_TOUCH_THE_CHAIN = {
             "completions",
             "resources",
             "events",
+            "pages",
+            "every",
             "label",
             "close",
             "timeline_leases",

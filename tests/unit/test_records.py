@@ -17,6 +17,7 @@ import pickle
 import pytest
 
 from chainfence._lease_state import LeaseInfo, LeaseStatus
+from chainfence._node.completeness import Checked
 from chainfence._node.events import Kind, RegistryLog
 from chainfence._node.methods import Node
 from chainfence._node.sending import InFlight
@@ -34,6 +35,7 @@ RECORDS = [
     (InFlight, True, ("0x" + "ab" * 20, {"nonce": 3}, "0x" + "ef" * 32, 3, True)),
     (Deployment, True, ("0x" + "ab" * 20, 31337, 1, None, 3600)),
     (Node, False, (False, True)),
+    (Checked, True, (3, 9, 5, [], 6, "its logs are not all served yet", {})),
 ]
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "RegistryLog",
     "decode",
     "fetch",
+    "first",
     "topic",
     "topics_of",
 ]
@@ -325,6 +326,11 @@ def decode(log: Any) -> RegistryLog | None:
         return None
     if kind is None:
         return None
+    return _decode_as(log, kind, topics)
+
+
+def _decode_as(log: Any, kind: Kind, topics: Sequence[Any]) -> RegistryLog | None:
+    """``log`` decoded as ``kind`` (its topic0 is ``kind``'s), or None if it does not decode."""
     spec = _SPECS[kind]
     expected_topics = 2 + len(spec.indexed)
     try:
@@ -355,6 +361,32 @@ def decode(log: Any) -> RegistryLog | None:
     except Exception as exc:
         logger.warning("skipped an undecodable %s log in block %s: %s", kind.value, log.get("blockNumber"), exc)
         return None
+
+
+#: Each kind's topic0 as a node writes it in JSON (0x and lower-case hex): what :func:`first` compares.
+_HEX_TOPICS = {kind: "0x" + t.hex() for kind, t in _TOPICS.items()}
+
+
+def first(logs: Sequence[Any], address: str, kind: Kind) -> RegistryLog | None:
+    """The first ``kind`` event that the contract at ``address`` emitted among ``logs`` (a receipt's, as web3
+    shapes them or as the node sent them: :func:`chainfence._node.formats.raw_logs`), decoded; None if
+    there is none. Only a log with that kind's topic0 and that address is decoded: a receipt's other logs
+    (the name an acquisition publishes, another contract's) cost a comparison each."""
+    wanted_hex, wanted = _HEX_TOPICS[kind], _TOPICS[kind]
+    emitter = address.lower()
+    for log in logs:
+        topics = log["topics"]
+        if not topics:
+            continue
+        topic0 = topics[0]
+        if not (topic0.lower() == wanted_hex if isinstance(topic0, str) else bytes(topic0) == wanted):
+            continue
+        if str(log["address"]).lower() != emitter:
+            continue
+        decoded = _decode_as(log, kind, topics)
+        if decoded is not None:
+            return decoded
+    return None
 
 
 class _Span:

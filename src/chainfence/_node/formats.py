@@ -15,12 +15,14 @@ Parameters go out in JSON-RPC form: :func:`call_object`, :func:`block_id`,
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .addresses import to_checksum_address
 from .shapes import AttributeDict, HexBytes
 
 __all__ = [
+    "LazyReceipt",
     "block_id",
     "call_object",
     "data",
@@ -29,8 +31,10 @@ __all__ = [
     "format_receipt",
     "format_transaction",
     "hash_id",
+    "lazy_receipt",
     "log_filter",
     "quantity",
+    "raw_logs",
 ]
 
 
@@ -101,24 +105,105 @@ def _log_entry(log: dict[str, Any]) -> Any:
     return AttributeDict(out)
 
 
+def _receipt_field(key: str, value: Any) -> Any:
+    if key in _RECEIPT_QUANTITIES:
+        return _quantity(value)
+    if key in _RECEIPT_BYTES:
+        return _hexbytes(value)
+    if key in _RECEIPT_ADDRESSES:
+        return _address(value)
+    if key == "logs":
+        return [_log_entry(log) for log in value]
+    return value
+
+
 def format_receipt(raw: dict[str, Any] | None) -> Any | None:
     """A receipt as web3's ``eth.get_transaction_receipt`` returns it (``AttributeDict``, ints,
     ``HexBytes``, checksum addresses), from the node's JSON; ``tests/unit/test_lean_http.py`` holds it
     to web3's own formatter."""
     if raw is None:
         return None
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key in _RECEIPT_QUANTITIES:
-            value = _quantity(value)
-        elif key in _RECEIPT_BYTES:
-            value = _hexbytes(value)
-        elif key in _RECEIPT_ADDRESSES:
-            value = _address(value)
-        elif key == "logs":
-            value = [_log_entry(log) for log in value]
-        out[key] = value
-    return AttributeDict(out)
+    return AttributeDict({key: _receipt_field(key, value) for key, value in raw.items()})
+
+
+class LazyReceipt(AttributeDict):
+    """:func:`format_receipt`'s receipt, each field formatted the first time it is read.
+
+    What the SDK reads of a receipt it waited for is its status, hash and block, and its registry's
+    own event (:func:`raw_logs`, read as the node sent it): formatting every field and every log
+    into web3's shape first cost more than the rest of the SDK's work on a release
+    (``docs/benchmarks.md``, issue #19). Whoever reads more gets the same values
+    :func:`format_receipt` gives, field by field (``receipt.gasUsed``, ``receipt["logs"]``); iterating,
+    comparing, hashing, printing or pickling it formats every field first, so it is equal to
+    :func:`format_receipt`'s in every way but its type's name (``tests/unit/test_lazy_receipt.py``).
+    """
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        super().__init__()
+        object.__setattr__(self, "_raw", raw)
+
+    def __getitem__(self, key: Any) -> Any:
+        formatted = self.__dict__
+        if key in formatted:
+            return formatted[key]
+        value = _receipt_field(key, self._raw[key])
+        formatted[key] = value
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for a field not formatted yet (a formatted one is found in the instance's __dict__).
+        if name.startswith("__") or name == "_raw":
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}") from None
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def _formatted(self) -> dict[str, Any]:
+        """Every field, formatted (in the node's order)."""
+        return {key: self[key] for key in self._raw}
+
+    def __repr__(self) -> str:
+        return f"AttributeDict({self._formatted()!r})"
+
+    def __hash__(self) -> int:
+        return hash(AttributeDict(self._formatted()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self._formatted() == dict(other)
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return AttributeDict, (self._formatted(),)
+
+
+def lazy_receipt(raw: dict[str, Any] | None) -> LazyReceipt | None:
+    """:class:`LazyReceipt` of the node's JSON receipt (None stays None: not mined)."""
+    return None if raw is None else LazyReceipt(raw)
+
+
+def raw_logs(receipt: Any) -> list[Any]:
+    """The logs of ``receipt`` as the node sent them where it is a :class:`LazyReceipt` whose logs were not
+    formatted yet (hex strings, lower-case addresses), else as formatted; :func:`chainfence._node.events.decode`
+    reads both."""
+    if type(receipt) is LazyReceipt and "logs" not in receipt.__dict__:
+        return receipt._raw["logs"]  # type: ignore[no-any-return]
+    return receipt["logs"]  # type: ignore[no-any-return]
 
 
 def _storage_key(value: Any) -> Any:

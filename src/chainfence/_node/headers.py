@@ -69,7 +69,15 @@ from .rlp import RLPError, encode, keccak256
 
 logger = _log.get(__name__)
 
-__all__ = ["HeaderSource", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader", "header_hash", "header_rlp"]
+__all__ = [
+    "HeaderSource",
+    "QuorumHeaders",
+    "TrustedHeaders",
+    "VerifiedHeader",
+    "header_hash",
+    "header_rlp",
+    "linked",
+]
 
 # (JSON-RPC name, kind) in RLP order. Kinds: h32 a 32-byte hash, a20 an address, b256 the bloom,
 # q a quantity (int), b bytes, n8 the 8-byte nonce.
@@ -201,6 +209,32 @@ def _verify(block: Any, provider: str, number: int | None) -> tuple[bytes, dict[
             reason=f"its fields hash to 0x{computed.hex()}, not to the hash it claims 0x{claimed.hex()}",
         )
     return computed, block
+
+
+def linked(blocks: Sequence[Any], anchor: VerifiedHeader, *, provider: str) -> list[Any]:
+    """``blocks``, the headers of consecutive blocks ending at ``anchor``'s as ``provider`` answered them,
+    once each is checked: its fields hash to its hash, the last one is the anchor, and each one's hash
+    is the next one's ``parentHash``. Each is then as trusted as the anchor (the anchor's hash commits
+    to its parent's, and so on down), its ``logsBloom`` and ``receiptsRoot`` included, for one header
+    vouched for. :class:`~chainfence.errors.HeaderInvalid` for a header whose fields do not hash to
+    its hash, :class:`~chainfence.errors.BlockNotVouched` for one off the anchor's chain."""
+    expected, anchor_hex = anchor.hash, anchor.hash_hex
+    for offset, block in enumerate(reversed(blocks)):
+        number = anchor.number - offset
+        computed, _ = _verify(block, provider, number)
+        if computed != expected:
+            raise BlockNotVouched(
+                block=number,
+                block_hash="0x" + computed.hex(),
+                vouched_hash="0x" + expected.hex(),
+                head=anchor.number,
+                message=(
+                    f"block {number} from {provider} is 0x{computed.hex()}, but block {anchor.number}, which the "
+                    f"header source vouches for ({anchor_hex}), descends from 0x{expected.hex()}"
+                ),
+            )
+        expected = _bytes(block["parentHash"], "parentHash")
+    return list(blocks)
 
 
 class HeaderSource:

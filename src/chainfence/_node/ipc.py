@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .transports import AsyncTransport, BatchCall, ErrorReply, NotDelivered, Transport, reply_result
+from .transports import AsyncTransport, BatchCall, ErrorReply, Meanwhile, NotDelivered, Transport, reply_result
 
 if TYPE_CHECKING:  # asyncio is imported by the asyncio transport's methods, not with this module; socket by
     # the method that opens a connection (a command over HTTP, the CLI's usual, needs none: importing
@@ -105,9 +105,11 @@ class LeanIpc(Transport):
                 pass
             conn.close()
 
-    def exchange(self, body: Any, *, timeout: float | None = None) -> Any:
+    overlaps = True
+
+    def exchange(self, body: Any, *, timeout: float | None = None, meanwhile: Meanwhile | None = None) -> Any:
         """Write ``body`` (a request object or a batch) and return the node's decoded reply; ``timeout``
-        replaces the transport's for this one exchange."""
+        replaces the transport's for this one exchange; ``meanwhile`` runs once it is written."""
         payload = json.dumps(body, separators=(",", ":")).encode() + b"\n"
         wanted = body.get("id") if isinstance(body, dict) else None
         conn = self._take()
@@ -115,6 +117,8 @@ class LeanIpc(Transport):
             if timeout is not None:
                 conn.sock.settimeout(timeout)
             conn.sock.sendall(payload)
+            if meanwhile is not None:
+                meanwhile()
             reply = conn.read_reply(wanted)
             if timeout is not None:
                 conn.sock.settimeout(self.timeout)
@@ -125,16 +129,18 @@ class LeanIpc(Transport):
             self._idle.append(conn)
         return reply
 
-    def request(self, method: str, params: Sequence[Any], *, timeout: float | None = None) -> Any:
+    def request(
+        self, method: str, params: Sequence[Any], *, timeout: float | None = None, meanwhile: Meanwhile | None = None
+    ) -> Any:
         """One JSON-RPC request; its result, or :class:`~chainfence._node.transports.ErrorReply`."""
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": list(params)}
-        return reply_result(method, self.exchange(body, timeout=timeout))
+        return reply_result(method, self.exchange(body, timeout=timeout, meanwhile=meanwhile))
 
-    def batch(self, calls: Sequence[BatchCall]) -> list[Any]:
+    def batch(self, calls: Sequence[BatchCall], *, meanwhile: Meanwhile | None = None) -> list[Any]:
         """Several requests in one round trip; their replies in order (read each with
         :func:`~chainfence._node.transports.reply_result`)."""
         body = _batch_body(calls, [next(self._ids) for _ in calls])
-        return _batch_replies(calls, body, self.exchange(body))
+        return _batch_replies(calls, body, self.exchange(body, meanwhile=meanwhile))
 
     def asyncio_twin(self, *, timeout: float) -> AsyncTransport:
         """:class:`AsyncLeanIpc` to the same socket."""
@@ -256,14 +262,18 @@ class AsyncLeanIpc(AsyncTransport):
         except (TimeoutError, OSError) as exc:
             raise NotDelivered(f"failed to connect to the IPC socket {self.path}: {exc}") from exc
 
-    async def exchange(self, body: Any) -> Any:
+    overlaps = True
+
+    async def exchange(self, body: Any, *, meanwhile: Meanwhile | None = None) -> Any:
         import asyncio
 
         payload = json.dumps(body, separators=(",", ":")).encode() + b"\n"
         wanted = body.get("id") if isinstance(body, dict) else None
         reader, writer = await self._take()
         try:
-            writer.write(payload)
+            writer.write(payload)  # on its way now: an idle socket's transport writes at once
+            if meanwhile is not None:
+                meanwhile()
             reply = await asyncio.wait_for(self._drain_and_read(reader, writer, wanted), timeout=self.timeout)
         except BaseException:
             writer.close()
@@ -305,13 +315,13 @@ class AsyncLeanIpc(AsyncTransport):
                 return reply
             data = b""
 
-    async def request(self, method: str, params: Sequence[Any]) -> Any:
+    async def request(self, method: str, params: Sequence[Any], *, meanwhile: Meanwhile | None = None) -> Any:
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": list(params)}
-        return reply_result(method, await self.exchange(body))
+        return reply_result(method, await self.exchange(body, meanwhile=meanwhile))
 
-    async def batch(self, calls: Sequence[BatchCall]) -> list[Any]:
+    async def batch(self, calls: Sequence[BatchCall], *, meanwhile: Meanwhile | None = None) -> list[Any]:
         body = _batch_body(calls, [next(self._ids) for _ in calls])
-        return _batch_replies(calls, body, await self.exchange(body))
+        return _batch_replies(calls, body, await self.exchange(body, meanwhile=meanwhile))
 
     async def close(self) -> None:
         """Close the idle connections of this event loop (a later request opens new ones)."""

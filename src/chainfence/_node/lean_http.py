@@ -22,7 +22,16 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from .transports import AsyncTransport, BatchCall, ErrorReply, NotDelivered, Transport, redact_url, reply_result
+from .transports import (
+    AsyncTransport,
+    BatchCall,
+    ErrorReply,
+    Meanwhile,
+    NotDelivered,
+    Transport,
+    redact_url,
+    reply_result,
+)
 from .web3_providers import AsyncProviderTransport, connect_async_http, http_web3
 
 __all__ = ["LeanHttp"]
@@ -125,9 +134,12 @@ class LeanHttp(Transport):
         except OSError as exc:
             raise NotDelivered(f"failed to establish a new connection to {redact_url(self.url)}: {exc}") from exc
 
-    def exchange(self, body: Any, *, timeout: float | None = None) -> Any:
+    overlaps = True
+
+    def exchange(self, body: Any, *, timeout: float | None = None, meanwhile: Meanwhile | None = None) -> Any:
         """POST ``body`` (a request object or a batch) and return the decoded reply; ``timeout``
-        replaces the transport's for this one exchange (tests make one request give up early)."""
+        replaces the transport's for this one exchange (tests make one request give up early);
+        ``meanwhile`` runs once it is written."""
         payload = json.dumps(body, separators=(",", ":")).encode()
         # Head and body in one write (http.client writes them apart: two segments per request).
         message = self._head + str(len(payload)).encode() + b"\r\n\r\n" + payload
@@ -136,6 +148,8 @@ class LeanHttp(Transport):
             if timeout is not None:
                 conn.sock.settimeout(timeout)
             conn.sock.sendall(message)
+            if meanwhile is not None:
+                meanwhile()
             status, reason, will_close, data = conn.read_response()
             if timeout is not None:
                 conn.sock.settimeout(self.timeout)
@@ -158,14 +172,16 @@ class LeanHttp(Transport):
             raise ConnectionError(f"the node answered HTTP {status} with a body that is not JSON")
         return reply
 
-    def request(self, method: str, params: Sequence[Any], *, timeout: float | None = None) -> Any:
+    def request(
+        self, method: str, params: Sequence[Any], *, timeout: float | None = None, meanwhile: Meanwhile | None = None
+    ) -> Any:
         """One JSON-RPC request; its result, or :class:`ErrorReply` for an error reply. ``timeout``
         replaces the transport's for this one request (tests make one request give up early)."""
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": list(params)}
-        reply = self.exchange(body, timeout=timeout)
+        reply = self.exchange(body, timeout=timeout, meanwhile=meanwhile)
         return reply_result(method, reply)
 
-    def batch(self, calls: Sequence[BatchCall]) -> list[Any]:
+    def batch(self, calls: Sequence[BatchCall], *, meanwhile: Meanwhile | None = None) -> list[Any]:
         """Several JSON-RPC requests in one round trip; their replies in order (read each with
         :func:`~chainfence._node.transports.reply_result`). A node that refuses batches raises
         :class:`ErrorReply`."""
@@ -176,7 +192,7 @@ class LeanHttp(Transport):
             {"jsonrpc": "2.0", "id": first + i, "method": method, "params": list(params)}
             for i, (method, params) in enumerate(calls)
         ]
-        reply = self.exchange(body)
+        reply = self.exchange(body, meanwhile=meanwhile)
         if not isinstance(reply, list):
             raise ErrorReply(calls[0][0], reply if isinstance(reply, dict) else {"error": {"message": str(reply)}})
         by_id = {item.get("id"): item for item in reply if isinstance(item, dict)}

@@ -32,9 +32,9 @@ from .formats import (
     data,
     format_block,
     format_log,
-    format_receipt,
     format_transaction,
     hash_id,
+    lazy_receipt,
     log_filter,
     quantity,
 )
@@ -338,8 +338,9 @@ def send_raw_sync_steps(node: Node, raw: bytes, *, sender: str | None = None) ->
     """``eth_sendRawTransactionSync`` (EIP-7966): the send and, once the transaction is mined, its
     receipt, in one request. Exactly once: never retried here (the sender owns every resend). The
     node's refusals are :func:`send_raw_steps`'s; a node that gave up waiting answers with an error
-    (EIP-7966's code 4; anvil's after 30 s) although it holds the transaction."""
-    return format_receipt(
+    (EIP-7966's code 4; anvil's after 30 s) although it holds the transaction. The receipt is formatted
+    as it is read (:class:`~chainfence._node.formats.LazyReceipt`)."""
+    return lazy_receipt(
         (yield Request("eth_sendRawTransactionSync", ["0x" + bytes(raw).hex()], retry=False, sender=sender))
     )
 
@@ -350,8 +351,9 @@ def transaction_steps(node: Node, tx_hash: Any) -> Steps[Any | None]:
 
 
 def receipt_steps(node: Node, tx_hash: Any) -> Steps[Any | None]:
-    """The receipt of a mined transaction, or None (pending, unknown, or reorganised out)."""
-    return format_receipt((yield Request("eth_getTransactionReceipt", [hash_id(tx_hash)])))
+    """The receipt of a mined transaction, or None (pending, unknown, or reorganised out); formatted as it
+    is read (:class:`~chainfence._node.formats.LazyReceipt`)."""
+    return lazy_receipt((yield Request("eth_getTransactionReceipt", [hash_id(tx_hash)])))
 
 
 # -- fees --------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from .failures import is_transport_error, translate, translating
 from .ipc import AsyncLeanIpc, LeanIpc, is_ipc_path
 from .lean_http import LeanHttp
 from .methods import Batch, InProcess, Node, Request
-from .transports import AsyncTransport, Transport, reply_result
+from .transports import AsyncTransport, Meanwhile, Transport, reply_result
 from .web3_providers import AsyncProviderTransport, ProviderTransport, connect_async_http, ipc_web3
 
 logger = _log.get("chainfence.rpc")
@@ -53,6 +53,9 @@ T = TypeVar("T")
 
 #: Reads are tried this many times in all when the transport fails.
 _READ_ATTEMPTS = 2
+
+#: No keyword arguments for the transport (a request without ``meanwhile``).
+_NONE: dict[str, Any] = {}
 
 
 def connect_http(url: str, *, timeout: float) -> LeanHttp:
@@ -89,10 +92,12 @@ def transport_of(w3: Any) -> Transport:
 
 
 def _blocking(steps: Callable[Concatenate[Node, P], Steps[T]]) -> Callable[Concatenate[Rpc, P], T]:
-    """The method of :class:`Rpc` that runs ``steps`` (one of :mod:`~chainfence._node.methods`)."""
+    """The method of :class:`Rpc` that runs ``steps`` (one of :mod:`~chainfence._node.methods`). Each takes
+    ``meanwhile=``, a callable run while the method's first request is on its way (:data:`Meanwhile`)."""
 
     def method(self: Rpc, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self._run(steps(self._node, *args, **kwargs))
+        meanwhile = kwargs.pop("meanwhile", None)
+        return self._run(steps(self._node, *args, **kwargs), meanwhile)  # type: ignore[arg-type]
 
     return _named(method, steps)
 
@@ -103,7 +108,8 @@ def _awaiting(
     """The coroutine method of :class:`AsyncRpc` that runs ``steps``."""
 
     async def method(self: AsyncRpc, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self._run(steps(self._node, *args, **kwargs))
+        meanwhile = kwargs.pop("meanwhile", None)
+        return await self._run(steps(self._node, *args, **kwargs), meanwhile)  # type: ignore[arg-type]
 
     return _named(method, steps)
 
@@ -145,8 +151,10 @@ class Rpc:
             return self.transport.w3
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def _run(self, steps: Steps[T]) -> T:
-        """Run a method's steps over the transport: each request retried and translated (:func:`_perform`)."""
+    def _run(self, steps: Steps[T], meanwhile: Meanwhile | None = None) -> T:
+        """Run a method's steps over the transport: each request retried and translated (:func:`_perform`);
+        ``meanwhile`` given to the first request's exchange where the transport overlaps (it runs while the
+        request is on its way: :data:`~chainfence._node.transports.Meanwhile`; elsewhere it is not run)."""
         last: str | None = None
         value: Any = None
         error: ChainfenceError | None = None
@@ -162,27 +170,31 @@ class Rpc:
             last = _method_of(effect)
             value, error = None, None
             try:
-                value = self._perform(effect)
+                value = self._perform(effect, meanwhile)
             except ChainfenceError as exc:  # thrown into the method, as a direct call would raise it
                 error = exc
+            meanwhile = None
 
-    def _perform(self, effect: Request | Batch | InProcess) -> Any:
+    def _perform(self, effect: Request | Batch | InProcess, meanwhile: Meanwhile | None = None) -> Any:
+        extra = {"meanwhile": meanwhile} if meanwhile is not None and self.transport.overlaps else _NONE
         if type(effect) is Request:
             with translating(effect.method, sender=effect.sender):
                 for attempt in range(_READ_ATTEMPTS):
                     try:
-                        return self.transport.request(effect.method, effect.params)
+                        return self.transport.request(effect.method, effect.params, **extra)
                     except Exception as exc:
                         if not _again(effect, attempt, exc):
                             raise
+                    extra = _NONE
         elif type(effect) is Batch:
             with translating(effect.calls[0][0]):
                 for attempt in range(_READ_ATTEMPTS):
                     try:
-                        return _outcomes(effect, self.transport.batch(effect.calls))
+                        return _outcomes(effect, self.transport.batch(effect.calls, **extra))
                     except Exception as exc:
                         if not _again(effect, attempt, exc):
                             raise
+                    extra = _NONE
         elif type(effect) is InProcess:
             with translating(effect.name):
                 return self.transport.in_process(effect.name, *effect.args)
@@ -236,7 +248,7 @@ class AsyncRpc:
         """The asyncio layer to the node ``rpc`` talks to: the same URL, or the same in-process chain."""
         return cls(rpc.transport.asyncio_twin(timeout=timeout))
 
-    async def _run(self, steps: Steps[T]) -> T:
+    async def _run(self, steps: Steps[T], meanwhile: Meanwhile | None = None) -> T:
         """:meth:`Rpc._run`, awaiting the transport."""
         last: str | None = None
         value: Any = None
@@ -253,27 +265,31 @@ class AsyncRpc:
             last = _method_of(effect)
             value, error = None, None
             try:
-                value = await self._perform(effect)
+                value = await self._perform(effect, meanwhile)
             except ChainfenceError as exc:
                 error = exc
+            meanwhile = None
 
-    async def _perform(self, effect: Request | Batch | InProcess) -> Any:
+    async def _perform(self, effect: Request | Batch | InProcess, meanwhile: Meanwhile | None = None) -> Any:
+        extra = {"meanwhile": meanwhile} if meanwhile is not None and self.transport.overlaps else _NONE
         if type(effect) is Request:
             with translating(effect.method, sender=effect.sender):
                 for attempt in range(_READ_ATTEMPTS):
                     try:
-                        return await self.transport.request(effect.method, effect.params)
+                        return await self.transport.request(effect.method, effect.params, **extra)
                     except Exception as exc:
                         if not _again(effect, attempt, exc):
                             raise
+                    extra = _NONE
         elif type(effect) is Batch:
             with translating(effect.calls[0][0]):
                 for attempt in range(_READ_ATTEMPTS):
                     try:
-                        return _outcomes(effect, await self.transport.batch(effect.calls))
+                        return _outcomes(effect, await self.transport.batch(effect.calls, **extra))
                     except Exception as exc:
                         if not _again(effect, attempt, exc):
                             raise
+                    extra = _NONE
         elif type(effect) is InProcess:
             with translating(effect.name):
                 return await self.transport.in_process(effect.name, *effect.args)
@@ -329,6 +345,9 @@ def _outcomes(batch: Batch, replies: Sequence[Any]) -> list[Any]:
     """Each reply of a batch read: its result, or the chainfence error it carries."""
     outcomes: list[Any] = []
     for (method, _params), reply in zip(batch.calls, replies, strict=True):
+        if type(reply) is dict and reply.get("error") is None and "result" in reply:
+            outcomes.append(reply["result"])  # reply_result's answer, without a translation to set up
+            continue
         try:
             with translating(method):
                 outcomes.append(reply_result(method, reply))

@@ -9,7 +9,13 @@ One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
    each transaction on arrival (``anvil_getAutomine``).
 2. **Sign locally** with the next nonce of the sender, under that sender's
    lock, so threads sharing a key never collide. Fees are EIP-1559 where the
-   latest block has a base fee, legacy otherwise.
+   latest block has a base fee, legacy otherwise. Where the transport
+   overlaps (IPC, HTTP) and the preflight is an ``eth_call``, the transaction
+   is signed while the preflight is on its way (its gas ceiling, the fee quote
+   and the counted nonce are known then); under the lock those bytes are sent
+   only if they sign exactly the transaction and nonce it would sign now
+   (signing is deterministic: the same bytes), else it signs again. A
+   preflight that refuses leaves them unsent: no nonce taken, none skipped.
 3. **Submit, reconciling doubt.** If the node's reply is lost or late
    (timeout, reset connection) the transaction may or may not have reached
    it. The SDK never signs a second transaction for the same intent while the
@@ -171,6 +177,29 @@ class _NonceTaken(Exception):
     """The node says our nonce is used by a transaction that is not ours."""
 
 
+class _Presigned:
+    """A transaction to sign while its preflight is on its way (:meth:`Sender._presigned`): the transport
+    calls it once the preflight is written. ``signed`` stays None if it was not run (a transport that
+    does not overlap) or signing refused (the real signing, in order, raises what it raises)."""
+
+    __slots__ = ("signed", "signer", "tx")
+
+    def __init__(self, signer: Any, tx: dict[str, Any]):
+        self.signer = signer
+        self.tx = tx
+        self.signed: Any = None
+
+    def __call__(self) -> None:
+        try:
+            self.signed = sign(self.signer, self.tx)
+        except Exception:  # a guess only: signing for real raises it, in its place
+            self.signed = None
+
+    def matches(self, signer: Any, tx: dict[str, Any]) -> bool:
+        """Whether this signs ``tx`` with ``signer``: what :func:`sign` would make of them is ``signed``."""
+        return signer is self.signer and tx == self.tx
+
+
 class Sender:
     """Signs, sends, reconciles and confirms transactions for the keys of one chain."""
 
@@ -226,13 +255,15 @@ class Sender:
         """The whole journey of one transaction (see the module docstring); returns its receipt. Errors
         name the account and the transaction, never a resource: the caller that knows it adds it."""
         sync = False
+        presigned = None
         if gas is None:
-            gas, sync = yield from self._preflight(call)
+            presigned = self._presigned(sender, call)
+            gas, sync = yield from self._preflight(call, presigned)
         fees = yield from self.fees_steps()
         if gas == DEV_GAS_LIMIT and self._automine_probe is not None and self._block_gas_limit:
             gas = min(gas, self._block_gas_limit)  # the ceiling, within the block's gas limit
         tx = dict(call, gas=gas, chainId=self.chain_id, **fees)
-        tx_hash, nonce, mined = yield Locked(sender, self._sign_and_send(sender, tx, sync=sync))
+        tx_hash, nonce, mined = yield Locked(sender, self._sign_and_send(sender, tx, sync=sync, presigned=presigned))
         logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash, sender, nonce, gas)
 
         try:
@@ -261,16 +292,21 @@ class Sender:
         gas, _sync = yield from self._preflight(call)
         return gas
 
-    def _preflight(self, call: dict[str, Any]) -> Steps[tuple[int, bool]]:
+    def _preflight(self, call: dict[str, Any], presigned: _Presigned | None = None) -> Steps[tuple[int, bool]]:
         """:meth:`preflight`'s gas limit, and whether the send may wait for the receipt itself
         (``eth_sendRawTransactionSync``): only where the node said, in the preflight's own round trip,
         that it mines each transaction the moment it arrives (anvil's automine). A node that mines on a
-        timer or on demand would hold the send, and the sender's nonce lock, until its next block."""
+        timer or on demand would hold the send, and the sender's nonce lock, until its next block.
+        ``presigned`` signs while the preflight is on its way (:meth:`_presigned`)."""
         if self.embedded:
             yield RPC.call(call, "pending")
             return EMBEDDED_GAS_LIMIT, False
         if self._automine_probe is not None:
-            found = yield RPC.dev_preflight(call, None if self._sync_refused else self._automine_probe)
+            probe = None if self._sync_refused else self._automine_probe
+            if presigned is None:
+                found = yield RPC.dev_preflight(call, probe)
+            else:
+                found = yield RPC.dev_preflight(call, probe, meanwhile=presigned)
             sync = found.automine and not self._sync_refused
             fees = yield from self.fees_steps()  # the quote the transaction will carry (cached)
             ceiling = min(DEV_GAS_LIMIT, self._block_gas_limit or DEV_GAS_LIMIT)
@@ -363,15 +399,52 @@ class Sender:
         tx_hash, nonce, _mined = yield from self._sign_and_send(sender, tx, sync=False)
         return tx_hash, nonce
 
-    def _sign_and_send(self, sender: str, tx: dict[str, Any], *, sync: bool) -> Steps[tuple[str, int, Any]]:
+    def _presigned(self, sender: str, call: dict[str, Any]) -> _Presigned | None:
+        """The transaction ``call`` will most likely be, to sign while its preflight is on its way (the
+        transport runs it once the preflight is written: :data:`~chainfence._node.transports.Meanwhile`),
+        or None where that cannot be known before the preflight's answer or the transport cannot overlap.
+
+        Known beforehand on a dev node whose preflight is an ``eth_call`` (:meth:`preflight`): the gas
+        (the ceiling, within the block's gas limit), the fees (the quote in use, if still fresh) and the
+        nonce (the one counted for the sender, read without its lock). Nothing is decided by it:
+        :meth:`_sign_and_send` uses the signature only if, under the sender's lock, the transaction it
+        would sign (nonce included) is the one signed, field for field; signing is deterministic
+        (RFC 6979), so the bytes sent are the bytes it would have signed. A signature not used (the
+        preflight refused, or the nonce, the fees or the gas changed meanwhile) was never sent and is
+        dropped: it takes no nonce and skips none.
+        """
+        if self._automine_probe is None or not getattr(getattr(self.rpc, "transport", None), "overlaps", False):
+            return None
+        nonce = self._next_nonce.get(sender)
+        quote, limit = self._fee_quote, self._block_gas_limit
+        if nonce is None or quote is None or not limit or self._clock() - quote[0] >= _FEE_QUOTE_SECONDS:
+            return None
+        signer = self.signers.get(sender)
+        if signer is None:
+            return None
+        tx = dict(call, gas=min(DEV_GAS_LIMIT, limit), chainId=self.chain_id, **quote[1])
+        tx["nonce"] = nonce
+        return _Presigned(signer, tx)
+
+    def _sign_and_send(
+        self, sender: str, tx: dict[str, Any], *, sync: bool, presigned: _Presigned | None = None
+    ) -> Steps[tuple[str, int, Any]]:
         """:meth:`_sign_and_submit`, returning (hash, nonce, receipt): the receipt when ``sync`` and the
-        send returned it (``eth_sendRawTransactionSync``), else None.
+        send returned it (``eth_sendRawTransactionSync``), else None. ``presigned``: a signature made
+        while the preflight was on its way, used only if it signs exactly this transaction with the
+        nonce it gets now (:meth:`_presigned`).
 
         Called with the sender's lock held, so nonces are handed out in order.
         """
         for _attempt in range(3):
             nonce = yield from self._nonce(sender)
-            signed = sign(self.signers[sender], dict(tx, nonce=nonce))
+            unsigned = dict(tx, nonce=nonce)
+            signer = self.signers[sender]
+            if presigned is not None and presigned.signed is not None and presigned.matches(signer, unsigned):
+                signed = presigned.signed
+            else:
+                signed = sign(signer, unsigned)
+            presigned = None  # a further attempt has another nonce
             tx_hash = signed.hash
             try:
                 mined = yield from self._submit(signed.raw_transaction, tx_hash, sender=sender, nonce=nonce, sync=sync)

@@ -28,20 +28,30 @@ The transports (each in its own module):
 
 Each has an asyncio twin (:meth:`Transport.asyncio_twin`) to the same node, for
 :class:`~chainfence._node.rpc.AsyncRpc`.
+
+A transport that ``overlaps`` (the lean ones: over IPC, over HTTP, and asyncio's IPC) takes
+``meanwhile=`` in :meth:`~Transport.request` and :meth:`~Transport.batch`: a callable it runs once the
+request is written and before it reads the reply, so that work that needs the node's answer only
+afterwards is done while the node works (the sender signs a transaction while its preflight runs,
+:mod:`chainfence._node.sending`). It must not raise (what it does is its own business); the others
+never run it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import NotSupported
 
-__all__ = ["AsyncTransport", "ErrorReply", "NotDelivered", "Transport", "redact_url", "reply_result"]
+__all__ = ["AsyncTransport", "ErrorReply", "Meanwhile", "NotDelivered", "Transport", "redact_url", "reply_result"]
 
 #: One request of a batch: (method, params).
 BatchCall = tuple[str, Sequence[Any]]
+
+#: Work run while a request is on its way (see the module docstring): takes nothing, returns nothing.
+Meanwhile = Callable[[], None]
 
 
 def redact_url(url: str) -> str:
@@ -108,6 +118,8 @@ class Transport(ABC):
     batches: bool = True
     #: The ``Web3`` this transport was taken from, if any (for tests and tools; the layer never uses it).
     w3: Any = None
+    #: Whether :meth:`request` and :meth:`batch` take ``meanwhile=`` (see the module docstring).
+    overlaps: bool = False
 
     @abstractmethod
     def request(self, method: str, params: Sequence[Any]) -> Any:
@@ -137,6 +149,7 @@ class AsyncTransport(ABC):
     embedded: bool = False
     batches: bool = True
     w3: Any = None
+    overlaps: bool = False
 
     @abstractmethod
     async def request(self, method: str, params: Sequence[Any]) -> Any:

@@ -59,6 +59,7 @@ __all__ = [
     "fits",
     "label_of",
     "log_from_row",
+    "name_bounds",
     "name_range",
     "range_where",
     "reason",
@@ -79,12 +80,17 @@ CREATE INDEX IF NOT EXISTS events_token ON events (token, block, tx_index, log_i
 CREATE INDEX IF NOT EXISTS events_resource ON events (resource_id, block, tx_index, log_index);
 CREATE INDEX IF NOT EXISTS events_holder ON events (holder, block, tx_index, log_index);
 CREATE INDEX IF NOT EXISTS events_completed ON events (block, tx_index, log_index) WHERE kind = 'LeaseCompleted';
-CREATE INDEX IF NOT EXISTS events_completed_time ON events (timestamp) WHERE kind = 'LeaseCompleted';
+DROP INDEX IF EXISTS events_completed_time;
+CREATE INDEX IF NOT EXISTS events_completed_time_key ON events (timestamp, block, tx_index, log_index)
+    WHERE kind = 'LeaseCompleted';
+CREATE INDEX IF NOT EXISTS events_completed_resource ON events (resource_id, block, tx_index, log_index)
+    WHERE kind = 'LeaseCompleted';
 CREATE TABLE IF NOT EXISTS resources (
     resource_id BLOB PRIMARY KEY, name BLOB, claimed INTEGER NOT NULL DEFAULT 0, first_block INTEGER NOT NULL,
     leases INTEGER NOT NULL DEFAULT 0, latest_token INTEGER
 );
-CREATE INDEX IF NOT EXISTS resources_name ON resources (name);
+DROP INDEX IF EXISTS resources_name;
+CREATE INDEX IF NOT EXISTS resources_by_name ON resources (name, resource_id);
 CREATE TABLE IF NOT EXISTS leases (
     token INTEGER PRIMARY KEY, resource_id BLOB NOT NULL, holder TEXT NOT NULL,
     acquired_block INTEGER NOT NULL, acquired_log INTEGER NOT NULL, acquired_at INTEGER NOT NULL,
@@ -96,11 +102,15 @@ CREATE TABLE IF NOT EXISTS leases (
     ended TEXT, ended_block INTEGER, ended_at INTEGER, ended_by TEXT, successor INTEGER, acquired_tx INTEGER
 );
 CREATE INDEX IF NOT EXISTS leases_resource ON leases (resource_id, acquired_block, acquired_tx, acquired_log);
-CREATE INDEX IF NOT EXISTS leases_resource_time ON leases (resource_id, acquired_at);
+DROP INDEX IF EXISTS leases_resource_time;
+CREATE INDEX IF NOT EXISTS leases_resource_time_key ON leases (resource_id, acquired_at, acquired_block, acquired_tx,
+    acquired_log);
 CREATE INDEX IF NOT EXISTS leases_holder ON leases (holder, acquired_block, acquired_tx, acquired_log);
 CREATE INDEX IF NOT EXISTS leases_block ON leases (acquired_block, acquired_tx, acquired_log);
-CREATE INDEX IF NOT EXISTS leases_time ON leases (acquired_at);
-CREATE INDEX IF NOT EXISTS leases_open ON leases (expires_at) WHERE ended IS NULL;
+DROP INDEX IF EXISTS leases_time;
+CREATE INDEX IF NOT EXISTS leases_time_key ON leases (acquired_at, acquired_block, acquired_tx, acquired_log);
+DROP INDEX IF EXISTS leases_open;
+CREATE INDEX IF NOT EXISTS leases_live ON leases (resource_id, token, expires_at) WHERE ended IS NULL;
 """
 
 #: Schema 2 keyed an event by (block, log index): a node that numbers ``logIndex`` per transaction (against
@@ -498,12 +508,18 @@ def name_range(prefix: object) -> tuple[str, list[Any], bytes]:
     ``prefix``, its parameters, and the prefix's bytes for :func:`shown_with`, which decides. Items are
     indexed as the contract names them (``workset/item``): a prefix ``workset»it`` is looked for as
     ``workset/it``."""
-    wanted = _prefix_bytes(prefix)
-    stored = wanted.replace(_names.ITEM_SEPARATOR.encode(), b"/", 1)
-    upper = _successor(stored)
+    stored, upper, wanted = name_bounds(prefix)
     if upper is None:
         return "name IS NOT NULL AND name >= ?", [stored], wanted
     return "name >= ? AND name < ?", [stored, upper], wanted
+
+
+def name_bounds(prefix: object) -> tuple[bytes, bytes | None, bytes]:
+    """:func:`name_range` as bounds: the stored names that may start with ``prefix`` are ``>= low`` and
+    ``< high`` (None: no upper bound); and the prefix's bytes for :func:`shown_with`."""
+    wanted = _prefix_bytes(prefix)
+    stored = wanted.replace(_names.ITEM_SEPARATOR.encode(), b"/", 1)
+    return stored, _successor(stored), wanted
 
 
 def range_where(

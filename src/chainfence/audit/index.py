@@ -32,7 +32,7 @@ Sync (:meth:`AuditIndex.sync`)
     (bounded ranges, halved when a provider refuses), fetches the header of
     every block of the page in batches (:meth:`Rpc.blocks <chainfence._node.rpc.Rpc.blocks>`),
     checks each block's answer for completeness against its header
-    (:mod:`chainfence.audit._completeness`: ``logsBloom``, then the receipts
+    (:mod:`chainfence._node.completeness`: ``logsBloom``, then the receipts
     against ``receiptsRoot``) and stops before the first block whose logs
     the answer may lack (a lagging or withholding log backend delays the
     index, never holes it), and writes each page — its events, its leases'
@@ -63,13 +63,26 @@ Verify (:meth:`AuditIndex.verify`)
 Queries read the file only; each result says how far it reaches
 (:meth:`AuditIndex.status`). ``expired`` for a lease nobody ended is judged
 at the chain time of the index's last block (``as_of``).
+
+Lists (``history``, ``history_by_id``, ``leases_of``, ``current``,
+``takeovers``, ``completions``, ``resources``, ``events``) answer a
+:class:`Page` of at most ``limit`` rows (:data:`DEFAULT_LIMIT`, 100) and a
+cursor for the next (``page.next``, passed back as ``after=``), each page a
+bounded walk of one SQLite index (:mod:`chainfence.audit._pages`: the
+cursor, what it guarantees while a sync appends and across a reorg).
+:meth:`AuditIndex.every` reads every row, a page at a time::
+
+    page = index.takeovers(since=t)                    # the first 100
+    page = index.takeovers(since=t, after=page.next)   # the next 100 (page.next is None at the end)
+    for takeover in index.every(index.takeovers, since=t): ...
 """
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -77,12 +90,14 @@ from typing import Any, Protocol, TypeVar
 from eth_utils.crypto import keccak
 
 from .. import _log, _names, _validate, endings
+from .._node import completeness as _completeness
 from .._node import events as _events
 from ..chain import Chain
 from ..endings import End
 from ..errors import AuditIndexDiffers, AuditIndexMismatch, ChainError, InvalidInput
 from ..lease import AcquireReason
-from . import _completeness, _projection
+from . import _pages, _projection
+from ._pages import DEFAULT_LIMIT, MAX_LIMIT, Page
 from ._projection import ENDINGS
 from .timeline import TimelineLease
 
@@ -91,11 +106,14 @@ logger = _log.get(__name__)
 _R = TypeVar("_R")
 
 __all__ = [
+    "DEFAULT_LIMIT",
     "ENDINGS",
+    "MAX_LIMIT",
     "AuditIndex",
     "Completion",
     "IndexStatus",
     "LeaseRecord",
+    "Page",
     "ResourceRecord",
     "SyncResult",
     "Takeover",
@@ -309,6 +327,13 @@ class _Reorg(Exception):
     """A block the index holds (or a page's log) is no longer the chain's."""
 
 
+class _Unread:
+    """A value not read yet (the index's chain time, when a caller has not read it)."""
+
+
+_UNREAD = _Unread()
+
+
 class _Moved(Exception):
     """Another writer (a second sync of the same file) moved the cursor while this page was read."""
 
@@ -476,7 +501,7 @@ class AuditIndex:
         every answer after this sync is as of a confirmed block.
 
         Each block's logs are checked for completeness against its header
-        (:mod:`chainfence.audit._completeness`) before the cursor passes it: at
+        (:mod:`chainfence._node.completeness`) before the cursor passes it: at
         a block whose logs the node did not all answer (a lagging or
         withholding log backend) the sync stops, the index reaches the block
         before it, and :attr:`SyncResult.held_at` says which and why; a later
@@ -584,7 +609,7 @@ class AuditIndex:
         before_commit: Callable[[int], None] | None,
     ) -> tuple[int | None, int, tuple[int, str] | None]:
         """One page: its events, leases, blocks and the cursor, in one transaction, up to the first block whose
-        logs the answer may lack (see :mod:`._completeness`). Returns (the block reached, or None if none;
+        logs the answer may lack (see :mod:`chainfence._node.completeness`). Returns (the block reached, or None if none;
         the events written; (the block held back, why) or None)."""
         synced = self._int_meta("synced_block")
         numbers = list(range(first, last + 1))
@@ -600,25 +625,15 @@ class AuditIndex:
             stored = self._conn.execute("SELECT hash FROM blocks WHERE number = ?", (synced,)).fetchone()
             if stored is not None and hashes[synced] != bytes(stored[0]):
                 raise _Reorg(f"block {synced}, the last one indexed, was replaced")
-        by_block: dict[int, list[_events.RegistryLog]] = {}
         for entry in logs:
             if entry.block_number not in hashes or entry.block_hash != hashes[entry.block_number]:
                 raise _Reorg(f"block {entry.block_number} changed while its logs were read")
-            by_block.setdefault(entry.block_number, []).append(entry)
-        held: tuple[int, str] | None = None
-        for number in range(first, last + 1):
-            answered = by_block.get(number, [])
-            doubt = _completeness.doubt(headers[number], address, answered)
-            if doubt is None:
-                continue
-            why = _completeness.settle(chain, headers[number], address, answered)
-            if why is not None:
-                held = (number, f"block {number}: {doubt}; {why}")
-                break
-        end = last if held is None else held[0] - 1
+        checked = _completeness.check(chain, address, first, last, logs, headers=headers)
+        held = None if checked.held is None else (checked.held, f"block {checked.held}: {checked.why}")
+        end = checked.end
         if end < first:
             return None, 0, held
-        kept = [entry for entry in logs if entry.block_number <= end]
+        kept = checked.logs
         stored_blocks = sorted({entry.block_number for entry in kept} | {end})
         with self._write() as conn:
             if self._int_meta("synced_block") != synced:
@@ -959,15 +974,56 @@ class AuditIndex:
             result.append(_record(row, label, as_of))
         return result
 
-    def history(self, resource: str) -> list[LeaseRecord]:
-        """Every lease of ``resource``, oldest first."""
-        return self._leases("resource_id = ?", (_validate.resource_id(resource),))
+    def _lease_page(
+        self, walk: _pages.Walk, limit: int, after: str | None, as_of: int | _Unread | None = _UNREAD
+    ) -> Page[LeaseRecord]:
+        """A page of a walk whose rows are ``_projection.LEASE_COLUMNS`` and the resource's name."""
+        if isinstance(as_of, _Unread):
+            as_of = self._as_of()
+        labels: dict[bytes, tuple[str | None, str]] = {}
 
-    def history_by_id(self, resource_id: bytes) -> list[LeaseRecord]:
-        """:meth:`history` by the resource's 32-byte id (for names that are not the SDK's)."""
+        def build(row: tuple[Any, ...]) -> LeaseRecord:
+            resource_id = bytes(row[1])
+            label = labels.get(resource_id)
+            if label is None:
+                label = labels[resource_id] = _projection.label_of(
+                    resource_id, None if row[24] is None else bytes(row[24])
+                )
+            return _record(row, label, as_of)
+
+        return _pages.read(self._conn, walk, limit=limit, after=after, build=build, lock=self._lock)
+
+    def _leases_by(
+        self, query: str, column: str, value: Any, index: str, limit: int, after: str | None
+    ) -> Page[LeaseRecord]:
+        """A page of the leases whose ``column`` is ``value``, oldest first, walking ``index``."""
+        walk = _pages.Walk(
+            query=query,
+            arguments=(value,),
+            columns=_NAMED_LEASE,
+            source="leases",
+            index=index,
+            where=((f"{column} = ?", (value,)),),
+            keys=_BY_BLOCK,
+            kinds=("int", "int", "int"),
+            block_key=0,
+        )
+        return self._lease_page(walk, limit, after)
+
+    def history(self, resource: str, *, limit: int = DEFAULT_LIMIT, after: str | None = None) -> Page[LeaseRecord]:
+        """The leases of ``resource``, oldest first: a page of at most ``limit`` (see :class:`Page`;
+        :meth:`every` reads them all)."""
+        resource_id = _validate.resource_id(resource)
+        return self._leases_by("history", "resource_id", resource_id, "leases_resource", limit, after)
+
+    def history_by_id(
+        self, resource_id: bytes, *, limit: int = DEFAULT_LIMIT, after: str | None = None
+    ) -> Page[LeaseRecord]:
+        """:meth:`history` by the resource's 32-byte id (for names that are not the SDK's); its cursors and
+        :meth:`history`'s are one listing's."""
         if not isinstance(resource_id, bytes) or len(resource_id) != 32:
             raise InvalidInput(f"resource_id must be 32 bytes, got {resource_id!r}")
-        return self._leases("resource_id = ?", (resource_id,))
+        return self._leases_by("history", "resource_id", resource_id, "leases_resource", limit, after)
 
     def lease(self, token: int) -> LeaseRecord | None:
         """The lease fencing token ``token`` belonged to (None: not in the index)."""
@@ -977,9 +1033,10 @@ class AuditIndex:
         found = self._leases("token = ?", (token,))
         return found[0] if found else None
 
-    def leases_of(self, holder: str) -> list[LeaseRecord]:
-        """Every lease ``holder`` held, oldest first."""
-        return self._leases("holder = ?", (_validate.address(holder, "holder"),))
+    def leases_of(self, holder: str, *, limit: int = DEFAULT_LIMIT, after: str | None = None) -> Page[LeaseRecord]:
+        """The leases ``holder`` held, oldest first: a page of at most ``limit`` (see :class:`Page`)."""
+        holder = _validate.address(holder, "holder")
+        return self._leases_by("leases_of", "holder", holder, "leases_holder", limit, after)
 
     def holder_at(
         self, resource: str, *, time: int | None = None, block: int | None = None, block_time: int | None = None
@@ -1043,30 +1100,57 @@ class AuditIndex:
         ).fetchone()
         return row[0] if row else None
 
-    def current(self, *, prefix: str | None = None) -> list[LeaseRecord]:
-        """Leases live at the index's last block (``status().as_of``), with names; optionally by name prefix."""
+    def current(
+        self, *, prefix: str | None = None, limit: int = DEFAULT_LIMIT, after: str | None = None
+    ) -> Page[LeaseRecord]:
+        """Leases live at the index's last block (``status().as_of``), with names: a page of at most
+        ``limit`` (see :class:`Page`), by resource id; with ``prefix``, of the resources so named, by name.
+
+        Each page answers as of the index when it is read: a resource whose lease starts or ends between
+        two pages is in the page that reaches it if it is live then; no resource is listed twice.
+        """
         as_of = self._as_of()
-        if as_of is None:
-            return []
-        where, params = "ended IS NULL AND expires_at > ?", [as_of]
-        if prefix is None:  # the open leases not expired by then: a range of the partial index leases_open
-            return self._leases(where, params, order="resource_id", indexed_by="leases_open")
-        names, name_params, wanted = _projection.name_range(prefix)
-        # A resource's current lease can only be its latest: one probe by token per resource named so.
-        where += f" AND token IN (SELECT latest_token FROM resources r WHERE {names})"
-        rows = self._conn.execute(
-            f"SELECT resource_id, name, claimed FROM resources r WHERE {names}", name_params
-        ).fetchall()
-        shown = {
-            bytes(rid)
-            for rid, name, claimed in rows
-            if _projection.shown_with(bytes(rid), bytes(name), claimed, wanted)
-        }
-        return [
-            lease
-            for lease in self._leases(where, [as_of, *name_params], order="resource_id")
-            if lease.resource_id in shown
-        ]
+        if prefix is None:
+            # The open leases, by resource: the partial index leases_live; "not expired by then" is judged
+            # on each (an open lease nobody took after its expiry stays in that index).
+            walk = _pages.Walk(
+                query="current",
+                arguments=(None,),
+                columns=_NAMED_LEASE,
+                source="leases",
+                index="leases_live",
+                where=(("ended IS NULL", ()),),
+                keys=("resource_id", "token"),
+                kinds=("bytes", "int"),
+                hit="expires_at > ?",
+                hit_params=(-1 if as_of is None else as_of,),
+            )
+            return self._lease_page(walk, limit, after, as_of)
+        low, high, wanted = _projection.name_bounds(prefix)
+        # The resources so named, by name; a resource's current lease can only be its latest.
+        walk = _pages.Walk(
+            query="current",
+            arguments=(wanted,),
+            columns=", ".join(f"l.{column}" for column in _LEASE_FIELDS) + ", r.name, r.claimed",
+            source="resources r",
+            index="resources_by_name",
+            joins="LEFT JOIN leases l ON l.token = r.latest_token",
+            keys=("r.name", "r.resource_id"),
+            kinds=("bytes", "bytes"),
+            low=low,
+            high=high,
+            high_open=True,
+            hit="l.token IS NOT NULL AND l.ended IS NULL AND l.expires_at > ?",
+            hit_params=(-1 if as_of is None else as_of,),
+        )
+
+        def build(row: tuple[Any, ...]) -> LeaseRecord | None:
+            resource_id, name = bytes(row[1]), bytes(row[24])
+            if not _projection.shown_with(resource_id, name, row[25], wanted):
+                return None
+            return _record(row, _projection.label_of(resource_id, name), as_of)
+
+        return _pages.read(self._conn, walk, limit=limit, after=after, build=build, lock=self._lock)
 
     def takeovers(
         self,
@@ -1076,41 +1160,49 @@ class AuditIndex:
         since: int | None = None,
         until: int | None = None,
         resource: str | None = None,
-    ) -> list[Takeover]:
-        """Acquisitions that moved a resource to another holder, in a block range or a chain-time range."""
-        where, params = _projection.range_where("l.acquired_block", from_block, to_block, "l.acquired_at", since, until)
-        where.append("l.previous_token > 0 AND p.holder != l.holder")
-        if resource is not None:
-            where.append("l.resource_id = ?")
-            params.append(_validate.resource_id(resource))
-        rows = self._conn.execute(
-            "SELECT l.resource_id, l.token, l.holder, l.previous_token, p.holder, p.ended, l.reason, "
-            "l.acquired_block, l.acquired_at, l.tx_hash, r.name FROM leases l JOIN leases p ON p.token = l.previous_token "
-            "LEFT JOIN resources r ON r.resource_id = l.resource_id "
-            f"WHERE {' AND '.join(where)} ORDER BY l.acquired_block, l.acquired_tx, l.acquired_log",
-            params,
-        ).fetchall()
-        result = []
-        for resource_id, token, holder, previous, previous_holder, ended, reason, block, at, tx_hash, named in rows:
+        limit: int = DEFAULT_LIMIT,
+        after: str | None = None,
+    ) -> Page[Takeover]:
+        """Acquisitions that moved a resource to another holder, in a block range or a chain-time range,
+        oldest first: a page of at most ``limit`` (see :class:`Page`)."""
+        resource_id = None if resource is None else _validate.resource_id(resource)
+        walk = _ranged_walk(
+            "takeovers",
+            (from_block, to_block, since, until, resource_id),
+            source="leases l",
+            block="l.acquired_block",
+            time="l.acquired_at",
+            keys=("l.acquired_tx", "l.acquired_log"),
+            indexes=("leases_block", "leases_time_key", "leases_resource", "leases_resource_time_key"),
+            equal=None if resource_id is None else ("l.resource_id", resource_id),
+            ranges=(from_block, to_block, since, until),
+            columns="l.resource_id, l.token, l.holder, l.previous_token, p.holder, p.ended, l.reason, "
+            "l.acquired_block, l.acquired_at, l.tx_hash, r.name",
+            joins="LEFT JOIN leases p ON p.token = l.previous_token",
+            shown_joins="LEFT JOIN resources r ON r.resource_id = l.resource_id",
+            hit="l.previous_token > 0 AND p.holder != l.holder",
+        )
+
+        def build(row: tuple[Any, ...]) -> Takeover:
+            resource_id, token, holder, previous, previous_holder, ended, reason, block, at, tx_hash, named = row
             name, display = _projection.label_of(bytes(resource_id), None if named is None else bytes(named))
-            result.append(
-                _built(
-                    Takeover,
-                    name,
-                    display,
-                    bytes(resource_id),
-                    token,
-                    holder,
-                    previous,
-                    previous_holder,
-                    ended,
-                    _projection.reason(reason),
-                    block,
-                    at,
-                    tx_hash,
-                )
+            return _built(
+                Takeover,
+                name,
+                display,
+                bytes(resource_id),
+                token,
+                holder,
+                previous,
+                previous_holder,
+                ended,
+                _projection.reason(reason),
+                block,
+                at,
+                tx_hash,
             )
-        return result
+
+        return _pages.read(self._conn, walk, limit=limit, after=after, build=build, lock=self._lock)
 
     def completions(
         self,
@@ -1120,44 +1212,71 @@ class AuditIndex:
         to_block: int | None = None,
         since: int | None = None,
         until: int | None = None,
-    ) -> list[Completion]:
-        """Every completion (its result digest), oldest first, optionally of one resource and in a range."""
-        where, params = _projection.range_where("block", from_block, to_block, "timestamp", since, until)
-        where.append("kind = 'LeaseCompleted'")
-        if resource is not None:
-            where.append("resource_id = ?")
-            params.append(_validate.resource_id(resource))
-        rows = self._conn.execute(
-            "SELECT resource_id, token, holder, digest, block, timestamp, tx_hash, "
-            "(SELECT name FROM resources r WHERE r.resource_id = events.resource_id) "
-            f"FROM events WHERE {' AND '.join(where)} ORDER BY {_projection.ORDER}",
-            params,
-        ).fetchall()
-        result = []
-        for resource_id, token, holder, digest, block, at, tx_hash, named in rows:
-            name, display = _projection.label_of(bytes(resource_id), None if named is None else bytes(named))
-            result.append(
-                _built(Completion, name, display, bytes(resource_id), token, holder, bytes(digest), block, at, tx_hash)
-            )
-        return result
+        limit: int = DEFAULT_LIMIT,
+        after: str | None = None,
+    ) -> Page[Completion]:
+        """Completions (their result digests), oldest first, optionally of one resource and in a range: a
+        page of at most ``limit`` (see :class:`Page`)."""
+        resource_id = None if resource is None else _validate.resource_id(resource)
+        walk = _ranged_walk(
+            "completions",
+            (from_block, to_block, since, until, resource_id),
+            source="events e",
+            block="e.block",
+            time="e.timestamp",
+            keys=("e.tx_index", "e.log_index"),
+            indexes=(
+                "events_completed",
+                "events_completed_time_key",
+                "events_completed_resource",
+                "events_completed_resource",
+            ),
+            equal=None if resource_id is None else ("e.resource_id", resource_id),
+            ranges=(from_block, to_block, since, until),
+            columns="e.resource_id, e.token, e.holder, e.digest, e.block, e.timestamp, e.tx_hash, "
+            "(SELECT name FROM resources r WHERE r.resource_id = e.resource_id)",
+            where=(("e.kind = 'LeaseCompleted'", ()),),
+        )
 
-    def resources(self, prefix: str = "") -> list[ResourceRecord]:
-        """Resources whose name starts with ``prefix`` (every named resource for ""), by name.
+        def build(row: tuple[Any, ...]) -> Completion:
+            resource_id, token, holder, digest, block, at, tx_hash, named = row
+            name, display = _projection.label_of(bytes(resource_id), None if named is None else bytes(named))
+            return _built(
+                Completion, name, display, bytes(resource_id), token, holder, bytes(digest), block, at, tx_hash
+            )
+
+        return _pages.read(self._conn, walk, limit=limit, after=after, build=build, lock=self._lock)
+
+    def resources(
+        self, prefix: str = "", *, limit: int = DEFAULT_LIMIT, after: str | None = None
+    ) -> Page[ResourceRecord]:
+        """Resources whose name starts with ``prefix`` (every named resource for ""), by name: a page of at
+        most ``limit`` (see :class:`Page`).
 
         A claimed work item's name is ``workset»item``: ``"backfill»"`` lists the items of workset
         ``backfill``, ``"prod/"`` the plain names under ``prod/`` (not the items of workset ``prod``)."""
-        names, params, wanted = _projection.name_range(prefix)
-        rows = self._conn.execute(
-            f"SELECT resource_id, name, claimed, leases, latest_token FROM resources WHERE {names} ORDER BY name",
-            params,
-        ).fetchall()
-        result = []
-        for resource_id, name, claimed, count, latest in rows:
+        low, high, wanted = _projection.name_bounds(prefix)
+        walk = _pages.Walk(
+            query="resources",
+            arguments=(wanted,),
+            columns="resource_id, name, claimed, leases, latest_token",
+            source="resources",
+            index="resources_by_name",
+            keys=("name", "resource_id"),
+            kinds=("bytes", "bytes"),
+            low=low,
+            high=high,
+            high_open=True,
+        )
+
+        def build(row: tuple[Any, ...]) -> ResourceRecord | None:
+            resource_id, name, claimed, count, latest = row
             if not _projection.shown_with(bytes(resource_id), bytes(name), claimed, wanted):
-                continue
+                return None
             label = _projection.label_of(bytes(resource_id), bytes(name))
-            result.append(_built(ResourceRecord, label[0], label[1], bytes(resource_id), bool(claimed), count, latest))
-        return result
+            return _built(ResourceRecord, label[0], label[1], bytes(resource_id), bool(claimed), count, latest)
+
+        return _pages.read(self._conn, walk, limit=limit, after=after, build=build, lock=self._lock)
 
     def events(
         self,
@@ -1168,30 +1287,86 @@ class AuditIndex:
         from_block: int | None = None,
         to_block: int | None = None,
         kinds: Iterable[_events.Kind] | None = None,
-    ) -> list[tuple[_events.RegistryLog, int]]:
-        """The indexed lease events as ``(RegistryLog, block timestamp)``, oldest first (for the SDK's views)."""
-        where, params = _projection.range_where("e.block", from_block, to_block, None, None, None)
-        if resource_id is not None:
-            where.append("e.resource_id = ?")
-            params.append(resource_id)
-        if holder is not None:
-            where.append("e.holder = ?")
-            params.append(holder)
-        if token is not None:
-            where.append("e.token = ?")
-            params.append(token)
-        if kinds is not None:
-            names = [kind.value for kind in kinds]
-            where.append(f"e.kind IN ({', '.join('?' * len(names))})")
-            params.extend(names)
-        # Each event's block hash by the blocks table's key (one probe a row), never the whole table.
+        limit: int = DEFAULT_LIMIT,
+        after: str | None = None,
+    ) -> Page[tuple[_events.RegistryLog, int]]:
+        """The indexed lease events as ``(RegistryLog, block timestamp)``, oldest first (for the SDK's
+        views): a page of at most ``limit`` (see :class:`Page`)."""
+        _projection.range_where("e.block", from_block, to_block, None, None, None)  # the bounds' checks
+        wanted = None if kinds is None else tuple(sorted(kind.value for kind in kinds))
+        # The walk: the first of token, resource, holder given (its index), else every event in order; the
+        # others and the kinds are judged on each row the walk reaches.
+        equal = [
+            (column, value, index)
+            for column, value, index in (
+                ("e.token", token, "events_token"),
+                ("e.resource_id", resource_id, "events_resource"),
+                ("e.holder", holder, "events_holder"),
+            )
+            if value is not None
+        ]
+        hits, hit_params = ["1"], []
+        for column, value, _index in equal[1:]:
+            hits.append(f"{column} = ?")
+            hit_params.append(value)
+        if wanted is not None:
+            hits.append(f"e.kind IN ({', '.join('?' * len(wanted))})")
+            hit_params.extend(wanted)
         columns = ", ".join(f"e.{column}" for column in _projection.EVENT_COLUMNS.split(", "))
-        rows = self._conn.execute(
-            f"SELECT {columns}, b.hash FROM events e LEFT JOIN blocks b ON b.number = e.block "
-            f"WHERE {' AND '.join(where)} ORDER BY e.block, e.tx_index, e.log_index",
-            params,
-        ).fetchall()
-        return [_projection.log_from_row(row[:-1], b"" if row[-1] is None else bytes(row[-1])) for row in rows]
+        walk = _pages.Walk(
+            query="events",
+            arguments=(resource_id, holder, token, from_block, to_block, wanted),
+            columns=f"{columns}, b.hash",
+            source="events e",
+            index=equal[0][2] if equal else "events_order",
+            where=((f"{equal[0][0]} = ?", (equal[0][1],)),) if equal else (),
+            # Each event's block hash by the blocks table's key (one probe a row), never the whole table.
+            shown_joins="LEFT JOIN blocks b ON b.number = e.block",
+            keys=("e.block", "e.tx_index", "e.log_index"),
+            kinds=("int", "int", "int"),
+            low=from_block,
+            high=to_block,
+            hit=" AND ".join(hits),
+            hit_params=tuple(hit_params),
+            block_key=0,
+        )
+        return _pages.read(
+            self._conn,
+            walk,
+            limit=limit,
+            after=after,
+            build=lambda row: _projection.log_from_row(row[:-1], b"" if row[-1] is None else bytes(row[-1])),
+            lock=self._lock,
+        )
+
+    def pages(
+        self, query: Callable[..., Page[_R]], /, *, limit: int = DEFAULT_LIMIT, **arguments: Any
+    ) -> Iterator[Page[_R]]:
+        """Every page of a list query of this index (``index.pages(index.takeovers, since=t)``), ``limit``
+        rows each, from ``after=`` if given: for a caller that needs every row. The first page is read
+        now (a bad argument raises here), the others as the iterator is advanced, each after the last
+        one's ``next``: a sync that appends meanwhile adds its rows at the end, none is seen twice
+        (:class:`Page`)."""
+        name = getattr(getattr(query, "__func__", None), "__name__", None)
+        if getattr(query, "__self__", None) is not self or name not in _LIST_QUERIES:
+            raise InvalidInput(
+                f"query must be one of this index's list queries ({', '.join(sorted(_LIST_QUERIES))}), got {query!r}"
+            )
+        first = query(limit=limit, **arguments)
+        arguments.pop("after", None)
+
+        def following(page: Page[_R]) -> Iterator[Page[_R]]:
+            yield page
+            while page.next is not None:
+                page = query(limit=limit, after=page.next, **arguments)
+                yield page
+
+        return following(first)
+
+    def every(self, query: Callable[..., Page[_R]], /, *, limit: int = DEFAULT_LIMIT, **arguments: Any) -> Iterator[_R]:
+        """Every row of a list query, read a page at a time (:meth:`pages`): ``for t in
+        index.every(index.takeovers, since=t): ...``."""
+        return itertools.chain.from_iterable(self.pages(query, limit=limit, **arguments))
 
     def label(self, resource_id: bytes) -> tuple[str | None, str]:
         """(name or None, safe display) of a resource id, from the names indexed."""
@@ -1260,6 +1435,68 @@ class AuditIndex:
                     )
                 )
         return drawn
+
+
+#: The list queries (:meth:`AuditIndex.pages` reads any of them to the end).
+_LIST_QUERIES = frozenset(
+    {"current", "takeovers", "completions", "resources", "events", "history", "history_by_id", "leases_of"}
+)
+
+_LEASE_FIELDS = tuple(_projection.LEASE_COLUMNS.split(", "))
+
+#: A lease row and its resource's name (by the resources table's key), as :func:`_record` reads it.
+_NAMED_LEASE = f"{_projection.LEASE_COLUMNS}, (SELECT name FROM resources r WHERE r.resource_id = leases.resource_id)"
+
+#: Leases in chain order: their acquisition's block, transaction and log (the walk's keys).
+_BY_BLOCK = ("acquired_block", "acquired_tx", "acquired_log")
+
+
+def _ranged_walk(
+    query: str,
+    arguments: tuple[Any, ...],
+    *,
+    source: str,
+    block: str,
+    time: str,
+    keys: tuple[str, str],
+    indexes: tuple[str, str, str, str],
+    equal: tuple[str, Any] | None,
+    ranges: tuple[int | None, int | None, int | None, int | None],
+    columns: str,
+    joins: str = "",
+    shown_joins: str = "",
+    hit: str = "1",
+    where: tuple[tuple[str, tuple[Any, ...]], ...] = (),
+) -> _pages.Walk:
+    """The walk of a list in a block range or a time range (``ranges``: from_block, to_block, since,
+    until), of one resource or all (``equal``): in block order by ``block`` and ``keys`` (the index
+    ``indexes[0]``, or ``[2]`` for one resource); for a time range alone, in time order by ``time``,
+    ``block`` and ``keys`` (``indexes[1]``, ``[3]``), which is the chain's order too. The range the
+    walk does not follow is judged on each row (with ``hit``)."""
+    from_block, to_block, since, until = ranges
+    by_time = (since is not None or until is not None) and from_block is None and to_block is None
+    residual, params = _projection.range_where(block, None, None, time, since, until)  # checks the bounds too
+    if not by_time:
+        _projection.range_where(block, from_block, to_block, None, None, None)
+    terms = [hit, *residual[1:]] if not by_time else [hit]
+    one = equal is not None
+    return _pages.Walk(
+        query=query,
+        arguments=arguments,
+        columns=columns,
+        source=source,
+        index=indexes[(1 if by_time else 0) + (2 if one else 0)],
+        where=(*where, *(((f"{equal[0]} = ?", (equal[1],)),) if equal is not None else ())),
+        joins=joins,
+        shown_joins=shown_joins,
+        keys=(time, block, *keys) if by_time else (block, *keys),
+        kinds=("int", "int", "int", "int") if by_time else ("int", "int", "int"),
+        low=since if by_time else from_block,
+        high=until if by_time else to_block,
+        hit=" AND ".join(terms),
+        hit_params=() if by_time else tuple(params),
+        block_key=1 if by_time else 0,
+    )
 
 
 #: AcquireReason values as the timeline names them (4 and 5: the admin's revoke and grant, issue #11).

@@ -3,14 +3,15 @@
 ::
 
     chainfence audit sync [--index F] [--max-blocks N] [--confirmations K]
-    chainfence audit history NAME          # every lease of a resource
+    chainfence audit history NAME          # the leases of a resource
     chainfence audit token T               # the lease a token belonged to
-    chainfence audit holder ADDRESS        # every lease of a holder
+    chainfence audit holder ADDRESS        # the leases of a holder
     chainfence audit at NAME (--time T | --block B)   # who held NAME then
     chainfence audit current [--prefix P]  # live leases, with names
     chainfence audit takeovers [--from-block B] [--to-block B] [--since T] [--until T]
     chainfence audit completions [NAME] [range]
     chainfence audit resources [PREFIX]
+    ... [--limit N] [--after CURSOR | --all]   # lists: a page of 100 rows; the next with the cursor printed
     chainfence audit verify [--proofs --headers URL...]   # exit 12 when the index and the chain differ
     chainfence audit timeline NAME... --out FILE.html [--rejections FILE.json]   # a picture of the leases
 
@@ -20,6 +21,12 @@ elsewhere; blocks an earlier sync took with fewer are withdrawn, ``--no-sync``
 included), and say how far behind the head it is; ``--live`` reads the chain
 instead (an index in memory, synced from the deployment for this one answer). Imports stay inside the
 functions: ``chainfence --help`` must not import web3.
+
+Lists (history, holder, current, takeovers, completions, resources) print one page: ``--limit`` rows
+(default 100, at most 10,000; read in as many of the index's pages as it takes), then, when there are
+more, the cursor of the next page (``next`` under --json, a line on stderr otherwise) to pass back as
+``--after``, as ``etcdctl get --limit`` and ``kubectl get --chunk-size``'s ``continue`` do; ``--all``
+reads every page.
 """
 
 from __future__ import annotations
@@ -53,6 +60,14 @@ DEFAULT_INDEX = ".chainfence/audit.sqlite"
 
 QUERIES = ("history", "token", "holder", "at", "current", "takeovers", "completions", "resources")
 
+#: The queries that answer a page (the others answer one lease).
+LISTS = ("history", "holder", "current", "takeovers", "completions", "resources")
+
+#: The audit's page sizes (:mod:`chainfence.audit._pages`; not imported here: ``--help`` imports no web3;
+#: ``tests/unit/test_audit_pages.py`` holds them equal): a page's default (--all's pages too) and most.
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 10_000
+
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     """Add ``audit`` and its subcommands."""
@@ -80,6 +95,17 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     parents = [common, shared]
     queries = [*parents, query]
+    paged = Parser(add_help=False)
+    paged.add_argument(
+        "--limit",
+        type=int_at_least(1, MAX_LIMIT),
+        help=f"rows in the page (default {DEFAULT_LIMIT}; with --all, in each page read), at most {MAX_LIMIT}",
+    )
+    paged.add_argument(
+        "--after", metavar="CURSOR", help="the page after this cursor (printed with the page before, as next)"
+    )
+    paged.add_argument("--all", action="store_true", help="every row, read a page at a time")
+    lists = [*queries, paged]
 
     sync = add_command(
         sub,
@@ -122,9 +148,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     history = add_command(
         sub,
         "history",
-        parents=queries,
+        parents=lists,
         example="chainfence audit history reports/daily --json",
-        help="every lease of a resource",
+        help="the leases of a resource, oldest first (a page: --limit, --after, --all)",
     )
     history.add_argument("name", help="the resource's name")
     token = add_command(
@@ -134,9 +160,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     holder = add_command(
         sub,
         "holder",
-        parents=queries,
+        parents=lists,
         example="chainfence audit holder 0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF",
-        help="every lease of a holder",
+        help="the leases of a holder, oldest first (a page: --limit, --after, --all)",
     )
     holder.add_argument("address", help="the holder's account address (0x...)")
     at = add_command(
@@ -153,7 +179,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     current = add_command(
         sub,
         "current",
-        parents=queries,
+        parents=lists,
         example="chainfence audit current --prefix reports/",
         help="live leases, with names",
     )
@@ -166,7 +192,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     takeovers = add_command(
         sub,
         "takeovers",
-        parents=[*queries, ranges],
+        parents=[*lists, ranges],
         example="chainfence audit takeovers --since 2026-11-22T00:00:00 --json",
         help="resources changing hands",
     )
@@ -174,7 +200,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     completions = add_command(
         sub,
         "completions",
-        parents=[*queries, ranges],
+        parents=[*lists, ranges],
         example="chainfence audit completions backfill/2026-11-01",
         help="completions and their digests",
     )
@@ -182,7 +208,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     resources = add_command(
         sub,
         "resources",
-        parents=queries,
+        parents=lists,
         example="chainfence audit resources reports/",
         help="resources by name prefix",
     )
@@ -339,7 +365,7 @@ def _query(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     with _opened(args) as (registry, index):
         result = _bring_up(index, registry, args)
         status = index.status(registry.chain)
-        answer = _answer(index, args, registry.chain)
+        answer, following = _answer(index, args, registry.chain)
         behind = f"{status.behind} blocks behind the head ({status.head_block})" if status.behind else "at the head"
         confirmations = registry.chain.confirmations
         if confirmations:
@@ -347,12 +373,13 @@ def _query(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if result is not None and result.held_at is not None:
             behind += f"; the node's logs of block {result.held_at} are not all served yet"
         source = "the chain (--live)" if args.live else args.index
-        emit(
-            args,
-            {"status": status.to_dict(), "result": _document(answer)},
-            lambda: _text(answer, args),
-            note=f"-- from {source}: blocks up to {status.synced_block}, {behind}",
-        )
+        note = f"-- from {source}: blocks up to {status.synced_block}, {behind}"
+        if following is not None:
+            note += f"\n-- more rows: the next page with --after {following} (or read every page with --all)"
+        document = {"status": status.to_dict(), "result": _document(answer)}
+        if args.audit_command in LISTS:
+            document["next"] = following
+        emit(args, document, lambda: _text(answer, args), note=note)
     # A token the index does not hold: exit 1 for a person (--json says "result": null, and exits 0).
     return EXIT_OK if answer is not None or args.json else EXIT_ERROR
 
@@ -398,36 +425,60 @@ def _rejections(path: str | None) -> list[Any]:
     return rejections
 
 
-def _answer(index: Any, args: argparse.Namespace, chain: Any) -> Any:
+def _answer(index: Any, args: argparse.Namespace, chain: Any) -> tuple[Any, str | None]:
+    """The answer, and for a list the cursor of its next page (None: no more)."""
     command = args.audit_command
-    if command == "history":
-        return index.history(args.name)
     if command == "token":
-        return index.lease(args.token)
-    if command == "holder":
-        return index.leases_of(args.address)
+        return index.lease(args.token), None
     if command == "at":
         block_time = None
         if args.block is not None:
             found = chain.rpc.block(args.block)
             block_time = int(found["timestamp"]) if found is not None else None
         lease = index.holder_at(args.name, time=args.time, block=args.block, block_time=block_time)
-        return [lease] if lease is not None else []
+        return ([lease] if lease is not None else []), None
+    query, arguments = _listing(index, args)
+    if args.all:
+        return list(index.every(query, limit=args.limit or DEFAULT_LIMIT, after=args.after, **arguments)), None
+    # --limit rows, in as many of the index's pages as it takes: a page of a listing whose rows are rare
+    # (takeovers among first acquisitions) may hold fewer than asked, even none, and say that more follow.
+    limit: int = args.limit or DEFAULT_LIMIT
+    rows: list[Any] = []
+    cursor = args.after
+    while True:
+        page = query(limit=limit - len(rows), after=cursor, **arguments)
+        rows.extend(page)
+        cursor = page.next
+        if cursor is None or len(rows) >= limit:
+            return rows, cursor
+
+
+def _listing(index: Any, args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The list query a command asks and its arguments (without the page's)."""
+    command = args.audit_command
+    if command == "history":
+        return index.history, {"resource": args.name}
+    if command == "holder":
+        return index.leases_of, {"holder": args.address}
     if command == "current":
-        return index.current(prefix=args.prefix)
+        return index.current, {"prefix": args.prefix}
     if command == "takeovers":
-        return index.takeovers(
-            from_block=args.from_block,
-            to_block=args.to_block,
-            since=args.since,
-            until=args.until,
-            resource=args.resource,
-        )
+        return index.takeovers, {
+            "from_block": args.from_block,
+            "to_block": args.to_block,
+            "since": args.since,
+            "until": args.until,
+            "resource": args.resource,
+        }
     if command == "completions":
-        return index.completions(
-            resource=args.name, from_block=args.from_block, to_block=args.to_block, since=args.since, until=args.until
-        )
-    return index.resources(args.prefix)
+        return index.completions, {
+            "resource": args.name,
+            "from_block": args.from_block,
+            "to_block": args.to_block,
+            "since": args.since,
+            "until": args.until,
+        }
+    return index.resources, {"prefix": args.prefix}
 
 
 def _document(answer: Any) -> Any:

@@ -147,6 +147,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     tx.add_argument("--nonce", type=non_negative_int, help="the nonce the transactions used")
     tx.add_argument("--account", help="the account that sent them (default: the transactions' sender)")
+    tx.add_argument(
+        "--item",
+        type=non_negative_int,
+        help="a batch transaction (group commit): the position of your operation in it (an OutcomeUnknown's item)",
+    )
+    tx.add_argument(
+        "--resource", help="a batch transaction: your operation's resource (with --item, checked against it)"
+    )
     tx.set_defaults(run=_tx)
 
 
@@ -397,7 +405,15 @@ def _tx(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not args.hashes and (args.nonce is None or args.account is None):
         raise UsageError("give transaction hashes, or --nonce and --account")
     _chain, registry = connect(args, needs_key=False)
-    verdict = reconcile(registry, args.hashes, nonce=args.nonce, sender=args.account, confirmations=args.confirmations)
+    verdict = reconcile(
+        registry,
+        args.hashes,
+        nonce=args.nonce,
+        sender=args.account,
+        confirmations=args.confirmations,
+        item=args.item,
+        resource=args.resource,
+    )
 
     def text() -> str:
         rows = [

@@ -12,6 +12,17 @@ guard runs it every ``follow_interval`` seconds in a thread
 changed that the guard keeps in memory (an exclusive guard's marks, cached
 admission answers) is handed back to it (``on_page``) once committed.
 
+No block is passed whose logs were not checked against the block
+(:func:`chainfence._node.completeness.check`: its ``logsBloom`` for the
+event kinds followed, and where it may hold one the answer lacks, or rules
+out one it holds, its receipts against ``receiptsRoot``). A page is applied
+up to the block before the first that does not check out, and the sync
+raises :class:`~chainfence.errors.LogsIncomplete` (the block, where the
+follower stands, how far behind the head): a log backend that lags or
+withholds delays the follower, which is then not up to date (checks at the
+mark go on-chain), and the next sync takes the block up again, so the gap
+closes by itself once the backend answers it.
+
 With a header source (``Guard(..., headers=...)``: ``proven``), the follower
 believes its provider's logs no more than the proven mode believes views:
 the head it follows to is the header source's, every block hash it records
@@ -26,8 +37,13 @@ each end logged as that lease's state, or a later lease
 (:class:`~chainfence.errors.ProofInvalid` naming the log provider
 otherwise). A page that fails any of it is not applied: the store is
 untouched, the follower reports the error and checks at the mark are proven
-meanwhile. A provider can still withhold logs (a receipts proof is not
-built): that delays marks, as a lagging follower does, and plants none.
+meanwhile. The completeness check then reads the blooms and receipts roots
+of the log provider's headers linked by their parent hashes to the one the
+source vouches for at the page's last block (:func:`chainfence._node.headers.linked`),
+so a provider that withholds logs cannot hide them by forging its blooms.
+What it can still withhold unseen is a log beside an answered one of the
+same kind in the same block (no bit of the bloom tells them apart): that
+delays a mark, as a lagging follower does, and plants none.
 """
 
 from __future__ import annotations
@@ -43,7 +59,9 @@ from eth_utils.crypto import keccak
 
 from .. import _log, _names, endings
 from .._lease_state import LeaseStatus
+from .._node import completeness as _completeness
 from .._node import events as _events
+from .._node import headers as _headers
 from ..endings import End
 from ..errors import (
     ChainError,
@@ -52,6 +70,7 @@ from ..errors import (
     ContractNotFound,
     GuardError,
     HeaderBehind,
+    LogsIncomplete,
     ProofInvalid,
 )
 from ._store import GuardStore
@@ -201,6 +220,8 @@ class Follower:
                 return
             except GuardError:
                 return  # closed
+            except LogsIncomplete:
+                pass  # logged where it was found, with how far behind: checks go on-chain, the next poll retries
             except ChainfenceError as exc:  # the node hiccuped: checks go on-chain, the next poll retries
                 logger.warning("guard follower could not sync (staleness %.1f s): %s", self.staleness(), exc)
 
@@ -233,7 +254,7 @@ class Follower:
         ]
         if self._follow_admissions:  # on-chain admission: follow the allowlists
             kinds += [_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED]
-        for _first, last, logs in _events.fetch(
+        for first, last, logs in _events.fetch(
             chain,
             self._registry.address,
             kinds=kinds,
@@ -241,11 +262,56 @@ class Follower:
             to_block=head,
         ):
             completed = self._completed_claims(logs)
-            if trusted is not None:
+            if trusted is not None:  # what the provider invented is refused first, naming it (ProofInvalid)
+                self._vouch(logs, trusted)
                 self._prove_page(logs, last, trusted, completed)
-            self._apply(logs, last, self._block_hash(last), completed)
-            block = last
+            checked = self._check(first, last, logs, kinds)  # then what it left out: applied up to there
+            if checked.end >= first:
+                end_hash = "0x" + _completeness.block_hash(checked.headers[checked.end]).hex()
+                self._apply(checked.logs, checked.end, end_hash, completed, proven_at=last)
+                block = checked.end
+            if checked.held is not None:
+                # The answer lacks logs this block has: stand before it. The next sync asks for it again.
+                behind = LogsIncomplete(
+                    block=checked.held,
+                    followed=block,
+                    head=head,
+                    provider=self._log_provider(),
+                    reason=checked.why or "",
+                )
+                self.followed_block = block
+                logger.warning(
+                    "guard follower waits at block %d, %d blocks behind block %d: %s",
+                    block,
+                    head - block,
+                    head,
+                    behind,
+                )
+                raise behind
         return block
+
+    def _check(
+        self, first: int, last: int, logs: list[_events.RegistryLog], kinds: list[_events.Kind]
+    ) -> _completeness.Checked:
+        """How far the page's answer is complete (:func:`chainfence._node.completeness.check`): against the
+        node's headers, or, with a header source, against headers linked by their parent hashes to the one
+        it vouches for at the page's last block (a provider that withholds logs cannot forge the blooms)."""
+        chain = self._registry.chain
+        headers = None
+        if self._proven is not None:
+            numbers = list(range(first, last + 1))
+            anchor = self._proven.headers.at(last)
+            found = chain.rpc.blocks(numbers, raw=True)
+            if any(header is None for header in found):
+                raise ChainError(f"the node has no block in {first}..{last} (reorganised away while reading?)")
+            headers = dict(zip(numbers, _headers.linked(found, anchor, provider=self._log_provider()), strict=True))
+        return _completeness.check(chain, self._registry.address, first, last, logs, kinds=kinds, headers=headers)
+
+    def _vouch(self, logs: list[_events.RegistryLog], trusted: VerifiedHeader) -> None:
+        """Every log's block is one the header source vouches for (BlockNotVouched: another history)."""
+        assert self._proven is not None
+        for number, block_hash in sorted({(entry.block_number, entry.block_hash) for entry in logs}):
+            self._proven.headers.vouch(number, block_hash, head=trusted)
 
     def _completed_claims(self, logs: list[_events.RegistryLog]) -> set[tuple[bytes, int]]:
         """The completions in ``logs`` that ended their lease: a claimed work item's (it reads done at that
@@ -277,13 +343,11 @@ class Follower:
         trusted: VerifiedHeader,
         completed: set[tuple[bytes, int]],
     ) -> None:
-        """Refuse a page the header source and the proofs do not bear out (see the module docstring):
-        every log's block vouched for, and what the page would write proven at its last block."""
+        """Refuse a page the proofs do not bear out (see the module docstring): what the page would write,
+        proven at its last block (every log's block was vouched for first: :meth:`_vouch`)."""
         proven = self._proven
         assert proven is not None
         headers = proven.headers
-        for number, block_hash in sorted({(entry.block_number, entry.block_hash) for entry in logs}):
-            headers.vouch(number, block_hash, head=trusted)  # BlockNotVouched: a block of another history
         claims: dict[bytes, list[_events.RegistryLog]] = {}
         for entry in logs:
             if entry.token is None:
@@ -364,9 +428,18 @@ class Follower:
             GuardStore.set_meta(conn, "follow_hash", block_hash)
 
     def _apply(
-        self, logs: list[_events.RegistryLog], last: int, last_hash: str, completed: set[tuple[bytes, int]]
+        self,
+        logs: list[_events.RegistryLog],
+        last: int,
+        last_hash: str,
+        completed: set[tuple[bytes, int]],
+        *,
+        proven_at: int,
     ) -> None:
         """One page of events: raise marks, record ended leases, learn names, and record the progress, atomically.
+
+        ``last`` is the block the page's logs are complete up to (the follower's progress), ``proven_at``
+        the block at which a follower with a header source proved them (the page's last block, at or above).
 
         Every way a lease ends, by name (:mod:`chainfence.endings`):
 
@@ -429,7 +502,7 @@ class Follower:
             GuardStore.set_meta(conn, "follow_block", str(last))
             GuardStore.set_meta(conn, "follow_hash", last_hash)
             if self._proven is not None and raised:
-                GuardStore.raise_proven_block(conn, last)  # these marks were proven at block `last`
+                GuardStore.raise_proven_block(conn, proven_at)  # these marks were proven at that block
         for resource_id, token, _holder in raised:
             logger.info("guard followed new token resource=0x%s token=%d", resource_id.hex()[:16], token)
         for resource_id, token, end in ended:

@@ -597,6 +597,13 @@ class Guard:
         only once its blocks are vouched for and its marks proven
         (:class:`~chainfence.errors.BlockNotVouched`,
         :class:`~chainfence.errors.ProofInvalid` otherwise, nothing written).
+        Every block's logs are checked against the block (its ``logsBloom``,
+        then its receipts) before the follower passes it: at one the log
+        provider's answer lacks logs of (a lagging or withholding log
+        backend), what came before is applied and
+        :class:`~chainfence.errors.LogsIncomplete` says where the follower
+        stands and how far behind; until a sync passes the block, checks at
+        the mark go on-chain.
         """
         self._require_usable()
         return self._follower.sync()

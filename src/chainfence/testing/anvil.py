@@ -108,6 +108,37 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def _listener_is(pid: int, port: int) -> bool:
+    """Whether the socket listening on 127.0.0.1:``port`` is process ``pid``'s.
+
+    A connection alone does not say so: when two processes pick the same free port at once, the
+    second anvil fails to bind and exits, but until it does the first one answers on the port, and
+    both callers would share one node (each other's snapshots, reverts and blocks). On Linux the
+    listening socket's inode is looked up in ``/proc/net/tcp`` and among ``pid``'s descriptors;
+    elsewhere the answer is only "the process is still running"."""
+    table = Path("/proc/net/tcp")
+    if not table.exists():
+        return True
+    wanted = f"0100007F:{port:04X}"
+    inodes = {
+        fields[9]
+        for fields in (line.split() for line in table.read_text().splitlines()[1:])
+        if len(fields) > 9 and fields[1] == wanted and fields[3] == "0A"  # 0A: LISTEN
+    }
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in descriptors:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
+
+
 def _listening(path: str) -> bool:
     """Whether something accepts connections on the Unix socket at ``path``."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -204,7 +235,9 @@ class AnvilProcess:
                 try:
                     with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                         pass
-                    if self.ipc_path is None or _listening(self.ipc_path):
+                    if _listener_is(self.process.pid, self.port) and (
+                        self.ipc_path is None or _listening(self.ipc_path)
+                    ):
                         return self
                 except OSError:
                     pass

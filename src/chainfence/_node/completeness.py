@@ -5,25 +5,35 @@ few blocks) or withhold; an answer that leaves a block's logs out looks like
 a block without events. Each block header carries ``logsBloom``, a 2048-bit
 Bloom filter of every log's address and topics in the block, and
 ``receiptsRoot``, the root of the trie of the block's receipts (each with its
-logs). The audit index uses both before it moves its cursor past a block:
+logs). Every reader of the registry's logs that keeps a cursor (the audit
+index, a guard's follower, an election's observer, a waiter) uses both,
+through :func:`check_steps`, before its cursor passes a block:
 
 :func:`doubt`
     The cheap check, on every block of a page: the answer's logs must all be
     in the bloom, address and every topic (a log the bloom rules out is not
     this block's: a forged holder, token or resource shows so), and where
-    the bloom says the registry's address and one of its event topics may be
+    the bloom says the registry's address, one of the event topics asked for
+    and every indexed value asked for (a resource, a token, a holder) may be
     present, the answer must hold a registry log with that topic in that
     block. A block that fails is *in doubt*.
 
-:func:`settle`
+:func:`settle_steps`
     A block in doubt is settled by its receipts (``eth_getBlockReceipts``, or
     one ``eth_getTransactionReceipt`` per transaction where the node has no
     such method), checked against the header's ``receiptsRoot``: their logs
     are the block's logs, as the block commits to them. The block is
     complete when the answer holds exactly the registry's logs the receipts
-    hold (the bloom's positive was a false one, or another contract's event
-    of the same signature); otherwise, or when receipts cannot be had or do
-    not hash to the root, it stays in doubt and the index does not pass it.
+    hold that the query asked for (the bloom's positive was a false one, or
+    another contract's event of the same signature); otherwise, or when
+    receipts cannot be had or do not hash to the root, it stays in doubt and
+    the reader does not pass it.
+
+:func:`check_steps` runs both over a page of blocks and says how far the
+answer is complete: the reader moves its cursor to :attr:`Checked.end` and
+no further. The headers are the node's unless the reader gives its own: a
+guard with a header source gives the headers it vouches for, so a provider
+that withholds logs cannot hide them by forging its headers' blooms too.
 
 Blooms have false positives, never false negatives: a registry log missing
 from the answer always sets its bits, so it always puts the block in doubt
@@ -33,34 +43,45 @@ log beside an answered one of the same kind is caught by ``audit verify
 by this check.
 
 Pure computation over the node's JSON (either shape: 0x-hex strings or the
-embedded chain's ints and bytes); the requests go through the chain's
-:class:`~chainfence._node.rpc.Rpc`.
+embedded chain's ints and bytes); the requests are steps
+(:mod:`chainfence._effects`), run over a chain's :class:`~chainfence._node.rpc.Rpc`
+by :func:`check`, :func:`settle` and :func:`receipts`, or by either driver.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import functools
+import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from .._node import events as _events
-from .._node import rlp as _rlp
+from .._effects import RPC, Steps, run
+from .._records import record
 from ..errors import ChainError, RpcError
+from . import events as _events
+from . import rlp as _rlp
 
 __all__ = [
+    "Checked",
     "block_hash",
     "block_time",
     "bloom_has",
     "bloom_of",
+    "check",
+    "check_steps",
     "content",
     "doubt",
     "receipts",
     "receipts_root",
+    "receipts_steps",
     "registry_logs",
     "settle",
+    "settle_steps",
     "trie_root",
 ]
+
+T = TypeVar("T")
 
 _BLOOM_BYTES = 256
 
@@ -71,6 +92,14 @@ def _bytes(value: Any) -> bytes:
     if isinstance(value, int) and not isinstance(value, bool):  # the embedded chain's logsBloom
         return value.to_bytes(_BLOOM_BYTES, "big")
     return bytes(value)
+
+
+def _bloom(value: Any) -> bytes:
+    """A header's ``logsBloom``: 0x-hex as a node sends it, the embedded chain's int, or the bytes web3's
+    formatting makes of that int (its leading zero bytes dropped: put back)."""
+    if isinstance(value, (bytes, bytearray)) and len(value) < _BLOOM_BYTES:
+        return bytes(value).rjust(_BLOOM_BYTES, b"\0")
+    return _bytes(value)
 
 
 def _int(value: Any) -> int:
@@ -120,11 +149,40 @@ def _registry_topics() -> tuple[bytes, ...]:
     return tuple(bytes.fromhex(_events.topic(kind)[2:]) for kind in _events.Kind)
 
 
-def doubt(header: Any, address: str, answered: Sequence[_events.RegistryLog]) -> str | None:
-    """Why the answer ``answered`` (the registry's logs of this block) may not be all of them, or None.
+def _asked_topics(kinds: Sequence[_events.Kind] | None) -> list[tuple[_events.Kind, bytes]]:
+    """(kind, topic0) of the event kinds a query asks for (all of them by default)."""
+    return [(kind, bytes.fromhex(_events.topic(kind)[2:])) for kind in (kinds or list(_events.Kind))]
 
-    ``header`` is the block as the node gave it (``logsBloom``); ``address`` the registry's."""
-    bloom = _bytes(header["logsBloom"])
+
+def _indexed(resource_id: bytes | None, token: int | None, holder: str | None) -> list[tuple[int, bytes]]:
+    """(topic position, 32-byte word) of the indexed values a query asks for, as ``eth_getLogs`` filters them."""
+    words: list[tuple[int, bytes]] = []
+    if resource_id is not None:
+        words.append((1, bytes(resource_id)))
+    if token is not None:
+        words.append((2, token.to_bytes(32, "big")))
+    if holder is not None:
+        words.append((3, bytes.fromhex(holder[2:]).rjust(32, b"\0")))
+    return words
+
+
+def doubt(
+    header: Any,
+    address: str,
+    answered: Sequence[_events.RegistryLog],
+    *,
+    kinds: Sequence[_events.Kind] | None = None,
+    resource_id: bytes | None = None,
+    token: int | None = None,
+    holder: str | None = None,
+) -> str | None:
+    """Why the answer ``answered`` (the registry's logs of this block that a query asked for) may not be all
+    of them, or None.
+
+    ``header`` is the block as the node gave it (``logsBloom``); ``address`` the registry's. The query is
+    ``kinds`` (default: every event) and the indexed values ``resource_id``, ``token`` and ``holder``, as
+    :func:`chainfence._node.events.fetch` takes them."""
+    bloom = _bloom(header["logsBloom"])
     if len(bloom) != _BLOOM_BYTES:
         return f"the header's logsBloom is {len(bloom)} bytes, not {_BLOOM_BYTES}"
     registry = bytes.fromhex(address[2:])
@@ -139,9 +197,10 @@ def doubt(header: Any, address: str, answered: Sequence[_events.RegistryLog]) ->
             )
     if not bloom_has(bloom, registry):
         return None
-    for topic0 in _registry_topics():
+    if not all(bloom_has(bloom, word) for _position, word in _indexed(resource_id, token, holder)):
+        return None  # no log of this block carries every value the query asks for
+    for kind, topic0 in _asked_topics(kinds):
         if topic0 not in answered_topics and bloom_has(bloom, topic0):
-            kind = next(kind for kind in _events.Kind if _events.topic(kind) == "0x" + topic0.hex())
             return f"the block's bloom may hold a {kind.value} of the registry that the answer does not"
     return None
 
@@ -240,22 +299,30 @@ def receipts_root(receipts_: Sequence[Any]) -> bytes:
     return trie_root([encode_receipt(receipt) for receipt in receipts_])
 
 
-def receipts(chain: Any, header: Any) -> list[Any]:
+def receipts_steps(header: Any) -> Steps[list[Any]]:
     """The block's receipts, in transaction order, checked against its ``receiptsRoot``.
 
     ``eth_getBlockReceipts`` by the block's hash; where the node has no such method, one
-    ``eth_getTransactionReceipt`` per transaction of the header. Raises
-    :class:`~chainfence.errors.ChainError` when they cannot be had or do not hash to the root."""
+    ``eth_getTransactionReceipt`` per transaction of the block (its transactions as the header lists
+    them, or as the node lists them for the block's hash: a header vouched for elsewhere carries no
+    list). Raises :class:`~chainfence.errors.ChainError` when they cannot be had or do not hash to the
+    root."""
     block_hash = "0x" + _bytes(header["hash"]).hex()
     try:
-        found = chain.rpc.request("eth_getBlockReceipts", [block_hash])
+        found = yield RPC.request("eth_getBlockReceipts", [block_hash])
     except RpcError:
         found = None
     if not isinstance(found, list):
+        transactions = header.get("transactions")
+        if transactions is None:
+            block = yield RPC.block(block_hash, raw=True)
+            if block is None:
+                raise ChainError(f"the node has no block {block_hash}")
+            transactions = block.get("transactions")
         found = []
-        for tx in header.get("transactions") or ():
+        for tx in transactions or ():
             tx_hash = tx if isinstance(tx, (str, bytes)) else tx["hash"]
-            receipt = chain.rpc.request("eth_getTransactionReceipt", ["0x" + _bytes(tx_hash).hex()])
+            receipt = yield RPC.request("eth_getTransactionReceipt", ["0x" + _bytes(tx_hash).hex()])
             if receipt is None:
                 raise ChainError(f"the node has no receipt for transaction 0x{_bytes(tx_hash).hex()}")
             found.append(receipt)
@@ -271,14 +338,35 @@ def receipts(chain: Any, header: Any) -> list[Any]:
     return found
 
 
-def registry_logs(receipts_: Sequence[Any], header: Any, address: str) -> list[_events.RegistryLog]:
-    """The registry's events in the receipts of the block ``header``, decoded as ``eth_getLogs`` answers are,
-    in block order (each with its transaction's index)."""
+def receipts(chain: Any, header: Any) -> list[Any]:
+    """:func:`receipts_steps` over ``chain``'s RPC layer."""
+    return _drive(chain, receipts_steps(header))
+
+
+def registry_logs(
+    receipts_: Sequence[Any],
+    header: Any,
+    address: str,
+    *,
+    kinds: Sequence[_events.Kind] | None = None,
+    resource_id: bytes | None = None,
+    token: int | None = None,
+    holder: str | None = None,
+) -> list[_events.RegistryLog]:
+    """The registry's events in the receipts of the block ``header`` that a query (as :func:`doubt` takes
+    it) asks for, decoded as ``eth_getLogs`` answers are, in block order (each with its transaction's index)."""
     registry = bytes.fromhex(address[2:])
+    topics0 = None if kinds is None else {topic0 for _kind, topic0 in _asked_topics(kinds)}
+    indexed = _indexed(resource_id, token, holder)
     out: list[_events.RegistryLog] = []
     for position, receipt in enumerate(receipts_):
         for log in receipt["logs"]:
             if _bytes(log["address"]) != registry:
+                continue
+            words = [_bytes(topic) for topic in log["topics"]]
+            if topics0 is not None and (not words or words[0] not in topics0):
+                continue
+            if any(len(words) <= at or words[at] != word for at, word in indexed):
                 continue
             entry = _events.decode(
                 {
@@ -299,6 +387,8 @@ def registry_logs(receipts_: Sequence[Any], header: Any, address: str) -> list[_
 def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
     """What a log says, apart from where it is (block, transaction, position): what receipts and an answer
     must agree on."""
+    import dataclasses  # here: only a block settled by its receipts compares contents (issue #19: start-up)
+
     fields = dataclasses.asdict(entry)
     for where in ("block_number", "block_hash", "tx_hash", "log_index", "tx_index"):
         fields.pop(where)
@@ -308,17 +398,144 @@ def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
     return tuple(sorted((key, repr(value)) for key, value in fields.items()))
 
 
-def settle(chain: Any, header: Any, address: str, answered: Sequence[_events.RegistryLog]) -> str | None:
+def settle_steps(
+    header: Any,
+    address: str,
+    answered: Sequence[_events.RegistryLog],
+    *,
+    kinds: Sequence[_events.Kind] | None = None,
+    resource_id: bytes | None = None,
+    token: int | None = None,
+    holder: str | None = None,
+) -> Steps[str | None]:
     """Settle a block in :func:`doubt` by its receipts: None when the answer holds exactly the registry's logs
-    they hold, else why not."""
+    they hold that the query asked for, else why not."""
     try:
-        found = receipts(chain, header)
+        found = yield from receipts_steps(header)
     except (ChainError, RpcError) as exc:
         return f"its receipts could not settle it ({exc})"
-    expected = sorted(content(entry) for entry in registry_logs(found, header, address))
+    query: dict[str, Any] = {"kinds": kinds, "resource_id": resource_id, "token": token, "holder": holder}
+    expected = sorted(content(entry) for entry in registry_logs(found, header, address, **query))
     given = sorted(content(entry) for entry in answered)
     if expected == given:
         return None
     if len(expected) > len(given):
         return f"its receipts hold {len(expected)} registry events, the answer {len(given)}"
     return "the answer's events are not the ones its receipts hold"
+
+
+def settle(chain: Any, header: Any, address: str, answered: Sequence[_events.RegistryLog], **query: Any) -> str | None:
+    """:func:`settle_steps` over ``chain``'s RPC layer."""
+    return _drive(chain, settle_steps(header, address, answered, **query))
+
+
+# ---------------------------------------------------------------------------
+# A page of an answer, checked block by block
+# ---------------------------------------------------------------------------
+
+
+@record
+class Checked:
+    """How far an ``eth_getLogs`` answer for blocks ``first``..``last`` is complete.
+
+    ``end`` is the last block up to which every block's logs are checked complete (``first - 1`` when
+    the first one is not): a reader moves its cursor there and no further. ``logs`` are the answer's
+    logs of blocks ``first``..``end``; ``held`` is the first block in doubt (``end + 1``; None when the
+    whole page is complete) and ``why`` says what is wrong with it. ``headers`` are the headers the
+    check used, by number (``block_hash`` and ``block_time`` read them)."""
+
+    first: int
+    last: int
+    end: int
+    logs: list[_events.RegistryLog]
+    held: int | None
+    why: str | None
+    headers: dict[int, Any]
+
+    def __init__(
+        self,
+        first: int,
+        last: int,
+        end: int,
+        logs: list[_events.RegistryLog],
+        held: int | None,
+        why: str | None,
+        headers: dict[int, Any],
+    ) -> None:
+        self.__dict__.update(first=first, last=last, end=end, logs=logs, held=held, why=why, headers=headers)
+
+
+def check_steps(
+    address: str,
+    first: int,
+    last: int,
+    logs: Sequence[_events.RegistryLog],
+    *,
+    kinds: Sequence[_events.Kind] | None = None,
+    resource_id: bytes | None = None,
+    token: int | None = None,
+    holder: str | None = None,
+    headers: dict[int, Any] | None = None,
+) -> Steps[Checked]:
+    """Check the answer ``logs`` for the blocks ``first``..``last`` (one page of
+    :func:`chainfence._node.events.fetch` for the query ``kinds``, ``resource_id``, ``token``,
+    ``holder``) block by block, up to the first block in doubt: a log of another block hash than the
+    header's (another history, or a reorganisation while reading), :func:`doubt` not settled by
+    :func:`settle_steps`.
+
+    ``headers`` maps each block number to its header (``hash``, ``number``, ``logsBloom``,
+    ``receiptsRoot``); those missing are asked of the node (one batch where it takes batches)."""
+    known = dict(headers or {})
+    missing = [number for number in range(first, last + 1) if number not in known]
+    if missing:
+        found = yield RPC.blocks(missing, raw=True)
+        for number, header in zip(missing, found, strict=True):
+            if header is None:
+                return Checked(first, last, number - 1, _upto(logs, number - 1), number, _gone(number), known)
+            known[number] = header
+    by_block: dict[int, list[_events.RegistryLog]] = {}
+    for entry in logs:
+        by_block.setdefault(entry.block_number, []).append(entry)
+    query: dict[str, Any] = {"kinds": kinds, "resource_id": resource_id, "token": token, "holder": holder}
+    for number in range(first, last + 1):
+        header = known[number]
+        answered = by_block.get(number, [])
+        why = _other_block(header, answered) or doubt(header, address, answered, **query)
+        if why is None:
+            continue
+        unsettled = yield from settle_steps(header, address, answered, **query)
+        if unsettled is not None:
+            return Checked(first, last, number - 1, _upto(logs, number - 1), number, f"{why}; {unsettled}", known)
+    return Checked(first, last, last, list(logs), None, None, known)
+
+
+def check(
+    chain: Any, address: str, first: int, last: int, logs: Sequence[_events.RegistryLog], **query: Any
+) -> Checked:
+    """:func:`check_steps` over ``chain``'s RPC layer."""
+    return _drive(chain, check_steps(address, first, last, logs, **query))
+
+
+def _upto(logs: Sequence[_events.RegistryLog], end: int) -> list[_events.RegistryLog]:
+    return [entry for entry in logs if entry.block_number <= end]
+
+
+def _gone(number: int) -> str:
+    return f"the node has no block {number} (reorganised away while reading?)"
+
+
+def _other_block(header: Any, answered: Sequence[_events.RegistryLog]) -> str | None:
+    """Why logs answered for a block are not that block's: they name another block hash."""
+    block = _bytes(header["hash"])
+    for entry in answered:
+        if entry.block_hash != block:
+            return (
+                f"a {entry.kind.value} was answered for block {entry.block_number} with hash 0x{entry.block_hash.hex()}, "
+                f"but the block is 0x{block.hex()}"
+            )
+    return None
+
+
+def _drive(chain: Any, steps: Steps[T]) -> T:
+    """Run ``steps`` over ``chain``'s blocking RPC layer."""
+    return run(steps, rpc=chain.rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext())
