@@ -32,7 +32,8 @@ chainfence                 etcdctl
 Prints each pair's median and p90 wall time, the ratio of the medians (issue #19's goal: each at
 most 6), and each side's median CPU time (user + system, ``os.wait4``); and, as floors, the bare
 interpreter (``python -c pass``) beside ``etcdctl version`` (no request). ``--baseline SRC`` runs
-another checkout's chainfence (``PYTHONPATH=SRC``: main's, say) in the same rounds, as a third column. Tests assert structure
+another checkout's chainfence (``PYTHONPATH=SRC``: main's, say) in the same rounds, as a third column,
+through a copy of the console script pip writes (its ``cli.run``, or ``cli.main`` where it has none). Tests assert structure
 (what the commands import: ``tests/integration/test_cli_imports.py``), never these times.
 """
 
@@ -75,6 +76,25 @@ def _chainfence_binary() -> str:
     if found is None:
         raise SystemExit("no chainfence entry point beside this interpreter or on PATH: run scripts/test.sh first")
     return found
+
+
+def _console_script(folder: Path, python: str) -> str:
+    """The console script pip writes for ``chainfence`` (its template, with this interpreter), for another
+    checkout's package: its ``cli.run`` where it has one, else its ``cli.main`` (the entry point before
+    issue #19's ``run``), so the baseline starts as its own install would."""
+    path = folder / "chainfence"
+    path.write_text(
+        f"#!{python}\n"
+        "# -*- coding: utf-8 -*-\n"
+        "import re\n"
+        "import sys\n"
+        "from chainfence import cli\n"
+        "if __name__ == '__main__':\n"
+        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        "    sys.exit(getattr(cli, 'run', cli.main)())\n"
+    )
+    path.chmod(0o755)
+    return str(path)
 
 
 def _missing() -> list[str]:
@@ -164,7 +184,7 @@ def main() -> None:
         "--baseline",
         metavar="SRC",
         help="another checkout's src folder (main's, say): its chainfence runs the same commands in the same "
-        "rounds, by the same interpreter and entry point with PYTHONPATH=SRC, as a third column",
+        "rounds, by the same interpreter with PYTHONPATH=SRC through pip's console script, as a third column",
     )
     args = parser.parse_args()
     missing = _missing()
@@ -203,10 +223,13 @@ def main() -> None:
                 "CHAINFENCE_PRIVATE_KEY": keys[1],
             }
             etcd_env = {**base, "ETCDCTL_API": "3", "ETCDCTL_ENDPOINTS": f"http://127.0.0.1:{etcd.port}"}
-            errors = Path(tempfile.mkdtemp(prefix="chainfence-bench-cli-")) / "stderr"
+            scratch = Path(tempfile.mkdtemp(prefix="chainfence-bench-cli-"))
+            errors = scratch / "stderr"
             runners = {"chainfence": Timed(cf_env, errors)}
+            entry = {"chainfence": chainfence}
             if baseline:
                 runners["baseline"] = Timed({**cf_env, "PYTHONPATH": baseline}, errors)
+                entry["baseline"] = _console_script(scratch, python)
             ec = Timed(etcd_env, errors)
 
             def pair(name: str, chainfence_argv, etcd_side, round_no: int, *, sides=None) -> dict[str, str]:
@@ -241,41 +264,41 @@ def main() -> None:
                 )
                 pair(
                     "lock NAME -- true",
-                    lambda v: [chainfence, "lock", f"{name[v]}-lock", "--ttl", "60", "--", "true"],
+                    lambda v: [entry[v], "lock", f"{name[v]}-lock", "--ttl", "60", "--", "true"],
                     lambda: ec([etcdctl, "lock", f"{key}-lock", "true"]),
                     round_no,
                 )
                 out = pair(
                     "acquire",
-                    lambda v: [chainfence, "acquire", name[v], "--ttl", "60", "--json"],
+                    lambda v: [entry[v], "acquire", name[v], "--ttl", "60", "--json"],
                     lambda: etcd_acquire(key),
                     round_no,
                 )
                 token = {v: str(json.loads(out[v])["token"]) for v in variants}
                 lease_id = out["etcdctl"]
-                pair("status", lambda v: [chainfence, "status", name[v]], lambda: ec([etcdctl, "get", key]), round_no)
+                pair("status", lambda v: [entry[v], "status", name[v]], lambda: ec([etcdctl, "get", key]), round_no)
                 pair(
                     "verify",
-                    lambda v: [chainfence, "verify", name[v], "--token", token[v]],
+                    lambda v: [entry[v], "verify", name[v], "--token", token[v]],
                     lambda: ec([etcdctl, "get", key]),
                     round_no,
                 )
                 pair(
                     "renew",
-                    lambda v: [chainfence, "renew", name[v], "--token", token[v], "--ttl", "60"],
+                    lambda v: [entry[v], "renew", name[v], "--token", token[v], "--ttl", "60"],
                     lambda: ec([etcdctl, "lease", "keep-alive", "--once", lease_id]),
                     round_no,
                 )
                 pair(
                     "release",
-                    lambda v: [chainfence, "release", name[v], "--token", token[v]],
+                    lambda v: [entry[v], "release", name[v], "--token", token[v]],
                     lambda: ec([etcdctl, "lease", "revoke", lease_id]),
                     round_no,
                 )
                 txn = f'create("ws{round_no}/a") = "0"\n\nput ws{round_no}/a claimed\n\n\n'
                 out = pair(
                     "claim",
-                    lambda v: [chainfence, "claim", workset[v], "a", "b", "--ttl", "60", "--json"],
+                    lambda v: [entry[v], "claim", workset[v], "a", "b", "--ttl", "60", "--json"],
                     lambda: ec([etcdctl, "txn"], stdin=txn),
                     round_no,
                 )
@@ -283,7 +306,7 @@ def main() -> None:
                 pair(
                     "complete",
                     lambda v: [
-                        chainfence,
+                        entry[v],
                         "complete",
                         claimed[v]["item"],
                         "--workset",
@@ -341,7 +364,7 @@ def main() -> None:
         print(line)
     print("floor: `python -c pass` (the venv's interpreter) beside `etcdctl version`")
     if baseline:
-        print(f"baseline: {baseline} (PYTHONPATH), the same interpreter and entry point")
+        print(f"baseline: {baseline} (PYTHONPATH), the same interpreter, through pip's console script")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,5 @@
 """``python -m chainfence``: the same as the ``chainfence`` command."""
 
-import sys
+from .cli import run
 
-from .cli import main
-
-sys.exit(main())
+run()

@@ -83,7 +83,6 @@ from .namespaces import NamespaceOperations
 if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19)
     from ._lease_history import LeaseEvent
     from ._stuck import StuckReport
-    from .batching import Batcher
     from .deployment import Deployment
 
 logger = _log.get(__name__)
@@ -215,7 +214,6 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         bounds a transaction; ``window`` (seconds, default 0) pauses before each send to gather
         more: by default a batch goes out as soon as the previous one settled. Needs no chain.
         """
-
         return batcher_of(self, max_items=max_items, window=window)
 
     # ------------------------------------------------------------------

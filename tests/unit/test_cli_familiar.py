@@ -363,10 +363,29 @@ def test_endpoints_flag_and_rpc_url_flag(capsys, monkeypatch):
         ("http://a:1\n", ["http://a:1\n"]),  # whitespace is kept, for the URL check to refuse
         ("https://rpc.example/v3/key?chains=1,2", ["https://rpc.example/v3/key?chains=1,2"]),  # a URL's own comma
         ("http://a:1,b:2", ["http://a:1,b:2"]),  # not a list: one malformed URL (InvalidUrl names its host)
+        # IPC socket paths (ending in .ipc) are endpoints too, anywhere in a list
+        ("/tmp/a.ipc,/tmp/b.ipc", ["/tmp/a.ipc", "/tmp/b.ipc"]),
+        ("http://a:1,/tmp/b.ipc", ["http://a:1", "/tmp/b.ipc"]),
+        ("/tmp/a.ipc, http://b:2", ["/tmp/a.ipc", "http://b:2"]),
+        ("anvil.ipc,other.ipc", ["anvil.ipc", "other.ipc"]),
+        ("anvil.ipc, ./node/b.ipc", ["anvil.ipc", "./node/b.ipc"]),
+        ("/tmp/a,b.ipc", ["/tmp/a,b.ipc"]),  # a socket's own comma
+        ("http://a:1/x,b.ipc", ["http://a:1/x,b.ipc"]),  # a URL's own comma
     ],
 )
 def test_split_endpoints(text, endpoints):
     assert _common.split_endpoints(text) == endpoints
+
+
+def test_the_help_says_a_node_is_a_url_or_an_ipc_socket_path_and_a_list_may_hold_either():
+    """--rpc-url, --endpoints and the environment's help name both ways to reach a node."""
+    status = " ".join(cli._parser("status").subcommand("status").format_help().split())
+    assert "an http(s) JSON-RPC URL, or the path of its IPC socket (ending in .ipc)" in status
+    assert "(http(s) URLs or IPC socket paths), comma-separated" in status
+    top = " ".join(cli._parser().format_help().split())
+    assert "an http(s) URL, or on the node's machine the path of its IPC socket, ending in .ipc" in top
+    mcp = " ".join(cli._parser("mcp").subcommand("mcp").format_help().split())
+    assert "the path of its IPC socket (ending in .ipc)" in mcp
 
 
 def test_a_list_with_a_malformed_endpoint_names_which_one_and_not_its_secrets(capsys, monkeypatch):

@@ -1,8 +1,6 @@
 """``python -m chainfence.cli``: the same as ``chainfence``."""
 
-import sys
-
-from . import main
+from . import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -128,10 +128,11 @@ exit codes:
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
-  CHAINFENCE_RPC_URL is the node for every command (`node` listens on its port); a comma list
-  (or --endpoints a,b,c) is for the commands that send no transaction (status, verify, stuck, tx,
-  audit, namespace mine, namespace policy show): they use the first endpoint that answers. The
-  others refuse a list (exit 2).
+  CHAINFENCE_RPC_URL is the node for every command: an http(s) URL, or on the node's machine the
+  path of its IPC socket, ending in .ipc (`node` listens on its port and prints its socket); a comma
+  list of them (or --endpoints a,b,c) is for the commands that send no transaction (status, verify,
+  stuck, tx, audit, namespace mine, namespace policy show): they use the first endpoint that answers.
+  The others refuse a list (exit 2).
 
 output: --json, -w json or -o json print one JSON document (etcdctl -w, consul -format)
 """
@@ -455,8 +456,9 @@ def wants_json(argv: Sequence[str]) -> bool:
 #: Every other command talks to one node and refuses a list (:class:`~chainfence.errors.InvalidUrl`,
 #: exit 2): a transaction is followed, cancelled and reconciled on the node it was sent to.
 ENDPOINTS_HELP = (
-    "several JSON-RPC endpoints, comma-separated (default: $CHAINFENCE_RPC_URL, which may be such a list): "
-    "commands that send no transaction use the first that answers; the others refuse a list"
+    "several JSON-RPC endpoints (http(s) URLs or IPC socket paths), comma-separated (default: "
+    "$CHAINFENCE_RPC_URL, which may be such a list): commands that send no transaction use the first that "
+    "answers; the others refuse a list"
 )
 
 
@@ -464,7 +466,11 @@ def common_options() -> argparse.ArgumentParser:
     """The parent parser of every command that talks to a registry: where it is, the key, --json."""
     common = Parser(add_help=False, parents=[verbosity_options()])
     node = common.add_mutually_exclusive_group()
-    node.add_argument("--rpc-url", help="JSON-RPC endpoint (default: $CHAINFENCE_RPC_URL, else the deployment file)")
+    node.add_argument(
+        "--rpc-url",
+        help="the node: an http(s) JSON-RPC URL, or the path of its IPC socket (ending in .ipc) on this machine "
+        "(default: $CHAINFENCE_RPC_URL, else the deployment file)",
+    )
     node.add_argument("--endpoints", metavar="URL,URL,...", help=ENDPOINTS_HELP)
     common.add_argument("--registry", help="registry address (default: $CHAINFENCE_REGISTRY, else the deployment file)")
     common.add_argument(
@@ -538,16 +544,24 @@ def load_key(args: argparse.Namespace) -> str | bytes | None:
     return os.environ.get("CHAINFENCE_PRIVATE_KEY") or None
 
 
-#: Where one endpoint of a list ends and the next begins: a comma before the next ``http(s)://`` (a comma
-#: inside one URL's path or query is the URL's own).
-_LIST = re.compile(r",\s*(?=https?://)", re.IGNORECASE)
+#: Where one endpoint of a list ends and the next begins: a comma before the next ``http(s)://``, or before
+#: a node's IPC socket path that starts with ``/`` or ``.`` (``.ipc`` ending it before the next comma).
+#: A comma inside one URL's path or query is the URL's own.
+_LIST = re.compile(r",\s*(?=https?://|[/.][^,]*\.ipc(?:,|$))", re.IGNORECASE)
+#: A comma right after an IPC socket path ends it too (``anvil.ipc,other.ipc``).
+_AFTER_SOCKET = re.compile(r"(?<=\.ipc),\s*")
 
 
 def split_endpoints(text: str) -> list[str]:
-    """``a,b,c`` (or ``a, b, c``) as its endpoints: each starts with ``http://`` or ``https://``; a comma
-    elsewhere (in a path or a query) belongs to the URL it is in. Nothing else is stripped: whitespace
-    anywhere else stays in the URL, which the URL check then refuses."""
-    return _LIST.split(text)
+    """``a,b,c`` (or ``a, b, c``) as its endpoints: each an ``http://`` or ``https://`` URL, or a node's
+    IPC socket path (ending in ``.ipc``). A comma starts the next endpoint before ``http(s)://``, before a
+    socket path that starts with ``/`` or ``.``, and right after a socket path; a comma elsewhere (in a
+    URL's path or query, in a socket's file name) belongs to the endpoint it is in. Nothing else is
+    stripped: whitespace anywhere else stays in the endpoint, which the URL check then refuses."""
+    endpoints: list[str] = []
+    for piece in _LIST.split(text):
+        endpoints += [piece] if "://" in piece else _AFTER_SOCKET.split(piece)
+    return endpoints
 
 
 def endpoints(args: argparse.Namespace, record: Any) -> tuple[list[str], str]:
