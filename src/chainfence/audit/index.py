@@ -79,13 +79,15 @@ cursor, what it guarantees while a sync appends and across a reorg).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from eth_utils.crypto import keccak
 
@@ -338,13 +340,31 @@ class _Moved(Exception):
     """Another writer (a second sync of the same file) moved the cursor while this page was read."""
 
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _one_snapshot(read: Callable[Concatenate[AuditIndex, _P], _T]) -> Callable[Concatenate[AuditIndex, _P], _T]:
+    """``read`` answers from one snapshot of the index (:meth:`AuditIndex._snapshot`): a sync running in
+    another thread on the same index is seen whole or not at all."""
+
+    def in_one_snapshot(self: AuditIndex, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        with self._snapshot():
+            return read(self, *args, **kwargs)
+
+    functools.update_wrapper(in_one_snapshot, read)  # its name, docstring and signature are the read's
+    return in_one_snapshot
+
+
 class AuditIndex:
     """A local SQLite index of one registry's events (see the module docstring).
 
     ``path`` is a file (created if missing) or ``":memory:"``. The first sync
     binds the file to its registry (chain id and address); syncing another
     registry into it raises :class:`~chainfence.errors.AuditIndexMismatch`.
-    One writer at a time (SQLite's lock); readers may run alongside.
+    One writer at a time (SQLite's lock); readers may run alongside. One object may be shared by
+    threads (a sync in one, queries in others): each query answers from one snapshot of committed rows,
+    never from a page a sync is still writing.
     """
 
     def __init__(self, path: str | Path):
@@ -410,6 +430,23 @@ class AuditIndex:
 
     # -- meta -------------------------------------------------------------------
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction under the index's lock. The index has one connection, shared by the threads
+        that use it, and a sync writes through it in a transaction (:meth:`_write`, under the same lock): a
+        read on that connection from another thread would otherwise see the sync's rows before they are
+        committed, and keep them if it rolls back (a reorg, an incomplete answer). Nested reads join the
+        transaction they are in."""
+        with self._lock:
+            began = not self._conn.in_transaction
+            if began:
+                self._conn.execute("BEGIN")
+            try:
+                yield self._conn
+            finally:
+                if began:
+                    self._conn.execute("COMMIT")
+
     def _meta(self, key: str) -> str | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
@@ -423,20 +460,23 @@ class AuditIndex:
 
     def status(self, chain: Chain | None = None) -> IndexStatus:
         """How far the index reaches; with ``chain``, also its head and how many blocks behind it is."""
-        synced = self._int_meta("synced_block")
-        as_of = None
-        if synced is not None:
-            row = self._conn.execute("SELECT timestamp FROM blocks WHERE number = ?", (synced,)).fetchone()
-            as_of = row[0] if row else None
-        events = self._int_meta("events") or 0
+        with self._snapshot():
+            synced = self._int_meta("synced_block")
+            as_of = None
+            if synced is not None:
+                row = self._conn.execute("SELECT timestamp FROM blocks WHERE number = ?", (synced,)).fetchone()
+                as_of = row[0] if row else None
+            events = self._int_meta("events") or 0
+            chain_id, registry = self._int_meta("chain_id"), self._meta("registry")
+            deployment = self._int_meta("deployment_block")
         head = behind = None
         if chain is not None:
             head = chain.block_number()
             behind = head - synced if synced is not None else None
         return IndexStatus(
-            chain_id=self._int_meta("chain_id"),
-            registry=self._meta("registry"),
-            deployment_block=self._int_meta("deployment_block"),
+            chain_id=chain_id,
+            registry=registry,
+            deployment_block=deployment,
             synced_block=synced,
             as_of=as_of,
             events=events,
@@ -1025,6 +1065,7 @@ class AuditIndex:
             raise InvalidInput(f"resource_id must be 32 bytes, got {resource_id!r}")
         return self._leases_by("history", "resource_id", resource_id, "leases_resource", limit, after)
 
+    @_one_snapshot
     def lease(self, token: int) -> LeaseRecord | None:
         """The lease fencing token ``token`` belonged to (None: not in the index)."""
         token = _validate.token(token)
@@ -1038,6 +1079,7 @@ class AuditIndex:
         holder = _validate.address(holder, "holder")
         return self._leases_by("leases_of", "holder", holder, "leases_holder", limit, after)
 
+    @_one_snapshot
     def holder_at(
         self, resource: str, *, time: int | None = None, block: int | None = None, block_time: int | None = None
     ) -> LeaseRecord | None:
@@ -1368,10 +1410,12 @@ class AuditIndex:
         index.every(index.takeovers, since=t): ...``."""
         return itertools.chain.from_iterable(self.pages(query, limit=limit, **arguments))
 
+    @_one_snapshot
     def label(self, resource_id: bytes) -> tuple[str | None, str]:
         """(name or None, safe display) of a resource id, from the names indexed."""
         return self._label(resource_id)
 
+    @_one_snapshot
     def timeline_leases(self, resources: Iterable[str]) -> list[TimelineLease]:
         """The leases of ``resources`` as :class:`chainfence.audit.timeline.TimelineLease` (the picture's input).
 

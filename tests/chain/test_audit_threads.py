@@ -1,0 +1,114 @@
+"""One AuditIndex shared by threads: a read never sees a sync's rows before they are committed.
+
+The index has one SQLite connection, shared by the threads that use the object (a service syncing in one
+thread and answering queries in others, the asyncio face's worker threads). A sync writes a page in one
+transaction on that connection; a read from another thread on the same connection would be inside that
+transaction and see its rows uncommitted, and keep what it read when the page rolls back (a reorg found
+mid-page, an incomplete answer, a crash of the sync). Every read answers from one snapshot taken under the
+index's lock.
+
+Sequenced by events: the sync stops inside its write transaction, after applying the new lease, until the
+reader either waits for the index's lock or has answered; then the page fails and rolls back. Control: the
+reads without the snapshot return the lease that was never committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import chainfence.audit.index as index_module
+from chainfence.audit.index import AuditIndex
+from tests.support.sequencer import wait_until
+
+
+class WatchedLock:
+    """The index's RLock, telling when another thread waits for it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.owner: int | None = None
+        self.contended = threading.Event()
+
+    def acquire(self, *args, **kwargs) -> bool:
+        if self.owner is not None and self.owner != threading.get_ident():
+            self.contended.set()
+        got = self.lock.acquire(*args, **kwargs)
+        if got:
+            self.owner = threading.get_ident()
+        return got
+
+    def release(self) -> None:
+        self.lock.release()
+        with contextlib.suppress(RuntimeError):
+            if not self.lock._is_owned():  # type: ignore[attr-defined]
+                self.owner = None
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class PageFailed(Exception):
+    pass
+
+
+def read_during_a_rolled_back_page(registry, alice, tmp_path, monkeypatch):
+    index = AuditIndex(tmp_path / "audit.sqlite")
+    index.sync(registry)
+    lease = alice.acquire("snap/x", ttl=600)
+    index._lock = WatchedLock()  # type: ignore[assignment]
+    applied, answered = threading.Event(), threading.Event()
+    apply = index_module._projection.apply
+
+    def apply_then_fail(conn, entry, at):
+        apply(conn, entry, at)
+        if conn.execute("SELECT 1 FROM leases WHERE token = ?", (lease.token,)).fetchone() is None:
+            return  # not the lease's acquisition yet
+        applied.set()
+        wait_until(
+            lambda: index._lock.contended.is_set() or answered.is_set(),
+            "the reader waits for the index or has answered",
+        )
+        raise PageFailed("the page rolls back")
+
+    monkeypatch.setattr(index_module._projection, "apply", apply_then_fail)
+    seen: list[object] = []
+
+    def reader() -> None:
+        assert applied.wait(60), "the sync never applied the lease"
+        seen.append(index.lease(lease.token))
+        seen.append(index.status().events)
+        answered.set()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    failed: list[BaseException] = []
+    try:
+        index.sync(registry)
+    except PageFailed as exc:
+        failed.append(exc)
+    thread.join(60)
+    assert failed, "the page failed and rolled back"
+    committed = AuditIndex(tmp_path / "audit.sqlite")
+    assert committed.lease(lease.token) is None, "the rolled-back lease is not in the file"
+    return seen, committed.status().events
+
+
+def test_a_read_beside_a_sync_answers_from_committed_rows_only(registry, alice, tmp_path, monkeypatch):
+    seen, events = read_during_a_rolled_back_page(registry, alice, tmp_path, monkeypatch)
+    assert seen == [None, events]
+
+
+def test_control_reads_without_the_snapshot_see_a_lease_that_was_never_committed(
+    registry, alice, tmp_path, monkeypatch
+):
+    @contextlib.contextmanager
+    def no_snapshot(self):
+        yield self._conn
+
+    monkeypatch.setattr(AuditIndex, "_snapshot", no_snapshot)
+    seen, events = read_during_a_rolled_back_page(registry, alice, tmp_path, monkeypatch)
+    assert seen[0] is not None and seen[0].resource == "snap/x", "a lease the index never committed"
+    assert seen[1] == events + 1, "an event count the index never committed"
