@@ -108,6 +108,7 @@ from .errors import (
     NamespaceError,
     NodeUnreachable,
     NotConfirmed,
+    NotSupported,
     OutcomeUnknown,
     TokenNotCurrent,
     TransactionFailed,
@@ -316,7 +317,31 @@ class Batcher(SyncFace):
         return self.registry.chain
 
     def _drive(self, steps: Steps[Any]) -> Any:
+        self._refuse_on_the_workers_loop(steps)
         return self.registry._drive(steps)
+
+    def _refuse_on_the_workers_loop(self, steps: Steps[Any]) -> None:
+        """A blocking call made on the thread whose event loop runs the worker (an asyncio caller started
+        it: a sync tool called from a coroutine, beside asyncio agents sharing the batcher) would wait for
+        an outcome that only the worker can set, while it blocks the loop the worker needs: it would
+        wait forever. Refused at once (:class:`~chainfence.errors.NotSupported`), nothing queued."""
+        worker = self._worker
+        get_loop = getattr(worker, "get_loop", None)
+        if get_loop is None or _ended(worker):
+            return
+        import asyncio
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if running is get_loop():
+            steps.close()
+            raise NotSupported(
+                "a blocking call into this batcher from the event loop its worker runs on would wait forever "
+                "(the worker cannot run while the call blocks the loop): await the call through the "
+                "AsyncRegistry's batched(), or make it from another thread"
+            )
 
     def connect(self, account: Any) -> Any:
         return self.registry.connect(account)
