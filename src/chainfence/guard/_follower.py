@@ -119,7 +119,8 @@ class Follower:
     ``follow_admissions``: also read the namespaces' policy and admission events (the guard admits
     by the on-chain allowlists). ``max_lag``: seconds without a successful sync after which the
     follower is no longer :meth:`up_to_date`. ``proven``: the guard's proof reader, whose header
-    source vouches for every block the follower applies (see the module docstring).
+    source vouches for every block the follower applies (see the module docstring). ``completeness``:
+    the completeness check's mode, ``"bloom"`` or ``"receipts"`` (see the module docstring).
     """
 
     def __init__(
@@ -133,9 +134,11 @@ class Follower:
         latch: Latch,
         on_page: Callable[[Page], None],
         proven: ProvenReader | None = None,
+        completeness: str = "bloom",
     ):
         self._registry = registry
         self._proven = proven
+        self._completeness = _completeness.mode_of(completeness, default="bloom")
         self._store = store
         self._confirmations = confirmations
         self._max_lag = max_lag
@@ -305,7 +308,9 @@ class Follower:
             if any(header is None for header in found):
                 raise ChainError(f"the node has no block in {first}..{last} (reorganised away while reading?)")
             headers = dict(zip(numbers, _headers.linked(found, anchor, provider=self._log_provider()), strict=True))
-        return _completeness.check(chain, self._registry.address, first, last, logs, kinds=kinds, headers=headers)
+        return _completeness.check(
+            chain, self._registry.address, first, last, logs, kinds=kinds, headers=headers, mode=self._completeness
+        )
 
     def _vouch(self, logs: list[_events.RegistryLog], trusted: VerifiedHeader) -> None:
         """Every log's block is one the header source vouches for (BlockNotVouched: another history)."""
