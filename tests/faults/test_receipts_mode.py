@@ -3,7 +3,8 @@ check's receipts mode, attacked through a loopback proxy in front of anvil.
 
 The story: alice holds ``jobs/report`` (token A) and a ``follow`` guard has followed her acquisition (its
 mark is A). Her lease runs out; in ONE block, bob takes the resource over (token B) and carol acquires
-``jobs/beside`` (two ``LeaseAcquired`` logs of the registry, two transactions of the block). The provider
+``jobs/beside`` (two ``LeaseAcquired`` logs of the registry: in two transactions of the block, or in one
+group-committed transaction, ``batchCalls`` as ``registry.batched()`` sends it). The provider
 answers ``eth_getLogs`` without bob's acquisition and with carol's. The block's ``logsBloom`` holds the
 registry's address and the ``LeaseAcquired`` topic for carol's log already: the bloom cannot count, the
 block is not in doubt, and a bloom-only reader passes it for good.
@@ -104,14 +105,48 @@ def in_one_block(registry: Registry, names: list[str], accounts=(7, 8)) -> int:
     return block
 
 
+def in_one_transaction(registry: Registry, names: list[str], account: int = 7) -> int:
+    """One acquisition of each name in ONE transaction (group commit: ``batchCalls``, as
+    ``registry.batched()`` sends them), from a key the SDK does not send from here; returns its block."""
+    from chainfence.batching import encode_batch
+
+    chain = registry.chain
+    signer = Account.from_key(dev_keys(10)[account])
+    tx = {
+        "to": registry.address,
+        "data": encode_batch([(0, name, b"\0" * 32, 0, 600) for name in names]),
+        "gas": 1_000_000,
+        "maxFeePerGas": 10**11,
+        "maxPriorityFeePerGas": 10**9,
+        "nonce": chain.rpc.nonce(signer.address, "pending"),
+        "chainId": chain.chain_id,
+        "value": 0,
+    }
+    raw = signer.sign_transaction(tx).raw_transaction
+    # Sent and waited for in one request (anvil mines it on arrival): never left in the pool.
+    receipt = chain.rpc.request("eth_sendRawTransactionSync", ["0x" + raw.hex()])
+    assert int(receipt["status"], 16) == 1 and len(receipt["logs"]) == 3, "two acquisitions, one name"
+    return int(receipt["blockNumber"], 16)
+
+
+#: How the two acquisitions share a block: two transactions, or one group-committed transaction.
+TOGETHER = {"two transactions": in_one_block, "one batched transaction": in_one_transaction}
+
+
+@pytest.fixture(params=list(TOGETHER))
+def together(request):
+    return TOGETHER[request.param]
+
+
 class SameKind:
     """alice's token A followed by the guard, then bob's takeover B and carol's acquisition of another
-    resource in one block ``block``."""
+    resource in one block ``block`` (``together``: in two transactions, or in one batched transaction)."""
 
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: Registry, together=in_one_block):
         self.registry = registry
         self.chain = registry.chain
         self.alice = registry.connect(self.chain.accounts[1])
+        self.together = together
 
     def before(self, *guards: Guard) -> None:
         """The guards follow from here; alice acquires and they follow it (their mark is A)."""
@@ -124,7 +159,7 @@ class SameKind:
 
     def take_over(self) -> None:
         self.chain.advance_time(61)
-        self.block = in_one_block(self.registry, [RESOURCE, BESIDE])
+        self.block = self.together(self.registry, [RESOURCE, BESIDE])
         lease = self.registry.lease_of(RESOURCE)
         self.current, self.bob = lease.token, lease.holder
         self.beside = self.registry.lease_of(BESIDE).token
@@ -175,8 +210,10 @@ def no_block_receipts(liar: LyingProxy) -> None:
 # ---------------------------------------------------------------------------
 
 
-def test_the_receipts_mode_holds_the_follower_at_the_block_and_the_gap_closes_by_itself(on_anvil, liar, tmp_path):
-    story = SameKind(on_anvil)
+def test_the_receipts_mode_holds_the_follower_at_the_block_and_the_gap_closes_by_itself(
+    on_anvil, liar, tmp_path, together
+):
+    story = SameKind(on_anvil, together)
     lied_to = through(on_anvil, liar.url)
     with follow_guard(lied_to, tmp_path / "receipts.sqlite", completeness="receipts") as guard:
         assert guard.completeness == "receipts"
@@ -207,8 +244,10 @@ def test_the_receipts_mode_holds_the_follower_at_the_block_and_the_gap_closes_by
             guard.check(RESOURCE, story.stale)
 
 
-def test_control_the_bloom_mode_passes_the_block_and_accepts_the_stale_holder_for_good(on_anvil, liar, tmp_path):
-    story = SameKind(on_anvil)
+def test_control_the_bloom_mode_passes_the_block_and_accepts_the_stale_holder_for_good(
+    on_anvil, liar, tmp_path, together
+):
+    story = SameKind(on_anvil, together)
     with follow_guard(through(on_anvil, liar.url), tmp_path / "bloom.sqlite") as guard:
         assert guard.completeness == "bloom", "the default without a header source"
         story.before(guard)
@@ -352,8 +391,8 @@ def rows(index: AuditIndex) -> list[tuple]:
     ).fetchall()
 
 
-def test_the_receipts_mode_sync_never_holds_the_hole_and_converges(on_anvil, liar, tmp_path):
-    story = SameKind(on_anvil)
+def test_the_receipts_mode_sync_never_holds_the_hole_and_converges(on_anvil, liar, tmp_path, together):
+    story = SameKind(on_anvil, together)
     story.stale = story.alice.acquire(RESOURCE, ttl=60).token
     story.take_over()
     withholding_the_takeover(liar, story.block)
@@ -374,8 +413,8 @@ def test_the_receipts_mode_sync_never_holds_the_hole_and_converges(on_anvil, lia
     index.verify(on_anvil)
 
 
-def test_control_the_bloom_mode_sync_indexes_the_hole_for_good(on_anvil, liar, tmp_path):
-    story = SameKind(on_anvil)
+def test_control_the_bloom_mode_sync_indexes_the_hole_for_good(on_anvil, liar, tmp_path, together):
+    story = SameKind(on_anvil, together)
     story.stale = story.alice.acquire(RESOURCE, ttl=60).token
     story.take_over()
     withholding_the_takeover(liar, story.block)
