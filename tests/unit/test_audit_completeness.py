@@ -174,3 +174,40 @@ def test_events_of_two_transactions_with_the_same_log_index_are_both_kept():
     rows = conn.execute(f"SELECT token, tx_index FROM events ORDER BY {_projection.ORDER}").fetchall()
     assert rows == [(1, 0), (2, 1)]
     assert conn.execute("SELECT count(*) FROM leases").fetchone() == (2,)
+
+
+def test_a_block_the_bloom_cannot_count_is_not_in_doubt_but_may_hold_what_the_receipts_mode_reads():
+    """Two acquisitions in one block, one answered: the bloom holds nothing the answered one did not set
+    (its resource, token and holder topics aside, which the check does not ask for): not in doubt, so the
+    bloom mode passes it; ``may_hold`` says the block may hold an asked event, so the receipts mode reads
+    its receipts. Blocks without the asked kinds, or without the registry, the receipts mode leaves alone."""
+    answered, withheld = acquired(5), acquired(6, holder="0x" + "77" * 20, log_index=1)
+    header = header_with(answered, withheld)
+    assert _completeness.doubt(header, REGISTRY, [answered]) is None, "the bloom cannot count"
+    assert _completeness.may_hold(header, REGISTRY)
+    assert _completeness.may_hold(header, REGISTRY, kinds=[_events.Kind.ACQUIRED])
+    assert not _completeness.may_hold(header_with(renewed(5)), REGISTRY, kinds=[_events.Kind.ACQUIRED])
+    assert not _completeness.may_hold(header_with(), REGISTRY)
+    assert not _completeness.may_hold(header, REGISTRY, resource_id=keccak(b"jobs/other"))
+
+
+def test_content_is_what_the_dataclass_fields_say_apart_from_where():
+    """``content`` reads a log's fields directly (no ``dataclasses.asdict``): the same tuple as asdict's."""
+    import dataclasses
+
+    def by_asdict(entry):
+        fields = dataclasses.asdict(entry)
+        for where in ("block_number", "block_hash", "tx_hash", "log_index", "tx_index"):
+            fields.pop(where)
+        fields["kind"] = entry.kind.value
+        if fields.get("progress") is not None and not any(fields["progress"]):
+            fields["progress"] = None
+        return tuple(sorted((key, repr(value)) for key, value in fields.items()))
+
+    marked = dataclasses.replace(renewed(5), progress=b"\1" * 32)
+    unmarked = dataclasses.replace(renewed(5), progress=bytes(32))
+    for entry in (acquired(5), renewed(3), marked, unmarked, dataclasses.replace(acquired(5), name=b"jobs/a")):
+        assert _completeness.content(entry) == by_asdict(entry)
+    assert _completeness.content(unmarked) == _completeness.content(renewed(5))
+    assert _completeness.content(acquired(5)) == _completeness.content(dataclasses.replace(acquired(5), log_index=9))
+    assert _completeness.content(acquired(5)) != _completeness.content(acquired(6))

@@ -451,14 +451,21 @@ def registry_logs(
     return out
 
 
-def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
-    """What a log says, apart from where it is (block, transaction, position): what receipts and an answer
-    must agree on."""
+@functools.lru_cache(maxsize=1)
+def _said() -> tuple[str, ...]:
+    """The fields of a registry log that say what it says, apart from where it is (block, transaction,
+    position)."""
     import dataclasses  # here: only a block settled by its receipts compares contents (issue #19: start-up)
 
-    fields = dataclasses.asdict(entry)
-    for where in ("block_number", "block_hash", "tx_hash", "log_index", "tx_index"):
-        fields.pop(where)
+    where = ("block_number", "block_hash", "tx_hash", "log_index", "tx_index")
+    return tuple(field.name for field in dataclasses.fields(_events.RegistryLog) if field.name not in where)
+
+
+def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
+    """What a log says, apart from where it is (block, transaction, position): what receipts and an answer
+    must agree on. (Its fields read directly: ``dataclasses.asdict``'s deep copies were half of a receipts
+    mode sync's time, ``docs/benchmarks.md``; every field is a scalar, so the reprs are the same.)"""
+    fields = {name: getattr(entry, name) for name in _said()}
     fields["kind"] = entry.kind.value
     if fields.get("progress") is not None and not any(fields["progress"]):
         fields["progress"] = None  # a renewal without a marker: zeros as logged, None as indexed
