@@ -135,23 +135,36 @@ def generate(url: str, registry: Registry, txs: int, per_block: int) -> int:
 
 
 def generate_sparse(url: str, registry: Registry, txs: int) -> int:
-    """One lease renewed ``txs`` times, one renewal a block (automine): one event a block. Returns the events."""
+    """One lease renewed ``txs`` times, one renewal a block: one event a block. Returns the events.
+
+    Each renewal is sent, then a block mined, one request after the other: anvil answers the elements of a
+    JSON-RPC batch concurrently, so a batch of (send, mine) pairs put many renewals in a few blocks and left
+    most blocks empty (the sparse shape was not sparse; checked below)."""
     holder = Account.from_key(dev_keys(10)[9])
     lease = registry.connect(holder.address).acquire("bench/sparse", ttl=86_400)
     nonce = _nonce(url, holder.address)
+    first = registry.chain.block_number() + 1
     rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [False]})
-    sent = 0
-    while sent < txs:
-        batch: list[dict] = []
-        for i in range(min(100, txs - sent)):  # each renewal, then a block: one event a block
-            data = registry._encode("renew", [keccak(b"bench/sparse"), lease.token, 86_400])
-            raw = _signed(holder, nonce, registry.address, data)
-            batch.append({"jsonrpc": "2.0", "id": 2 * i, "method": "eth_sendRawTransaction", "params": [raw]})
-            batch.append({"jsonrpc": "2.0", "id": 2 * i + 1, "method": "evm_mine", "params": []})
-            nonce += 1
-        _send_batch(url, batch)
-        sent += len(batch) // 2
+    for _ in range(txs):  # each renewal, then a block: one event a block
+        data = registry._encode("renew", [keccak(b"bench/sparse"), lease.token, 86_400])
+        _send_batch(
+            url,
+            [
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "eth_sendRawTransaction",
+                    "params": [_signed(holder, nonce, registry.address, data)],
+                }
+            ],
+        )
+        rpc(url, {"jsonrpc": "2.0", "id": 2, "method": "evm_mine", "params": []})
+        nonce += 1
     rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [True]})
+    logs = _events.fetch_all(registry.chain, registry.address, from_block=first, to_block=registry.chain.block_number())
+    blocks = {entry.block_number for entry in logs}
+    if len(logs) != txs or len(blocks) != txs:
+        raise SystemExit(f"the sparse shape is {len(logs)} events in {len(blocks)} blocks, not one a block")
     return txs
 
 
