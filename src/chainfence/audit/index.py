@@ -36,7 +36,11 @@ Sync (:meth:`AuditIndex.sync`)
     against ``receiptsRoot``) and stops before the first block whose logs
     the answer may lack (a lagging or withholding log backend delays the
     index, never holes it), and writes each page — its events, its leases'
-    changes, its blocks and the cursor — in one SQLite transaction. A crash
+    changes, its blocks and the cursor — in one SQLite transaction. With
+    ``completeness="receipts"`` every block whose bloom may hold a registry
+    event is settled by its receipts, so an event withheld beside an
+    answered one of the same kind (which sets no new bloom bit) or with
+    its data rewritten holds the sync too. A crash
     (a kill, a failed request) loses at most the page being written: the
     next sync resumes after the cursor, with no duplicate and no gap.
 
