@@ -547,6 +547,9 @@ class Checked:
         )
 
 
+#: Blocks whose receipts are asked in one batch, ahead of settling them one by one.
+_RECEIPTS_AHEAD = 100
+
 #: Why a block the bloom does not put in doubt is settled by its receipts all the same.
 _RECEIPTS_MODE = "its bloom may hold a registry event of a kind asked for (the receipts mode reads them)"
 
@@ -573,7 +576,8 @@ def check_steps(
 
     ``headers`` maps each block number to its header (``hash``, ``number``, ``logsBloom``,
     ``receiptsRoot``); those missing are asked of the node (one batch where it takes batches). The
-    receipts of the blocks to settle, when there are several, are asked in one batch too."""
+    receipts of the blocks to settle, when there are several, are asked in batches too (of up to 100
+    blocks, the next one only once the blocks before settled)."""
     mode = mode_of(mode, default="bloom")
     known = dict(headers or {})
     missing = [number for number in range(first, last + 1) if number not in known]
@@ -596,13 +600,18 @@ def check_steps(
             why = _RECEIPTS_MODE
         if why is not None:
             to_settle[number] = why
+    numbers = list(to_settle)
     given: dict[int, Any] = {}
-    if len(to_settle) > 1:  # one round trip for them all, where the node takes batches
-        numbers = list(to_settle)
-        answers = yield RPC.block_receipts(["0x" + _bytes(known[number]["hash"]).hex() for number in numbers])
-        given = {number: found for number, found in zip(numbers, answers, strict=True) if isinstance(found, list)}
+    asked: set[int] = set()
     settled: list[int] = []
-    for number, why in to_settle.items():
+    for position, (number, why) in enumerate(to_settle.items()):
+        if number not in asked and len(numbers) - position > 1:
+            # The receipts of this block and the next ones to settle, in one round trip where the node takes
+            # batches: at most a batch's worth ahead, so a block that does not settle wastes little.
+            part = numbers[position : position + _RECEIPTS_AHEAD]
+            answers = yield RPC.block_receipts(["0x" + _bytes(known[n]["hash"]).hex() for n in part])
+            asked.update(part)
+            given.update((n, found) for n, found in zip(part, answers, strict=True) if isinstance(found, list))
         unsettled = yield from settle_steps(
             known[number], address, by_block.get(number, []), given=given.get(number), **query
         )
