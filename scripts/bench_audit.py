@@ -4,6 +4,7 @@
     python scripts/bench_audit.py                      # both shapes, 300 queries of each kind
     python scripts/bench_audit.py --queries 100 --json
     python scripts/bench_audit.py --skip-sync --skip-before   # queries only
+    python scripts/bench_audit.py --skip-queries --modes      # sync only, the bloom and the receipts mode
 
 Sync (one fresh anvil from the project's node_modules), two shapes:
 
@@ -13,7 +14,10 @@ Sync (one fresh anvil from the project's node_modules), two shapes:
 
 ``AuditIndex.sync`` then copies each into a fresh index file, rounds alternating. The sync reads every
 block's header (its ``logsBloom``: no block is passed whose logs the answer may lack), so the sparse shape
-costs a header per event. Events per second = events indexed / wall time of the sync.
+costs a header per event. Events per second = events indexed / wall time of the sync; round trips counted at
+the chain's transport (a batch is one). ``--modes`` adds rounds in the completeness check's receipts mode
+(``sync(completeness="receipts")``: the receipts of every block whose bloom may hold a registry event, a
+page's in one batch, against ``receiptsRoot``), alternating with the bloom mode's.
 
 Queries: two indexes of ``--events`` (100,000) events, built synthetically in files through the projection a
 sync uses (``_projection.apply``), since anvil cannot mine 100,000 blocks in reasonable time (``anvil_mine``
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import socket
 import statistics
@@ -130,47 +135,83 @@ def generate(url: str, registry: Registry, txs: int, per_block: int) -> int:
 
 
 def generate_sparse(url: str, registry: Registry, txs: int) -> int:
-    """One lease renewed ``txs`` times, one renewal a block (automine): one event a block. Returns the events."""
+    """One lease renewed ``txs`` times, one renewal a block: one event a block. Returns the events.
+
+    Each renewal is sent, then a block mined, one request after the other: anvil answers the elements of a
+    JSON-RPC batch concurrently, so a batch of (send, mine) pairs put many renewals in a few blocks and left
+    most blocks empty (the sparse shape was not sparse; checked below)."""
     holder = Account.from_key(dev_keys(10)[9])
     lease = registry.connect(holder.address).acquire("bench/sparse", ttl=86_400)
     nonce = _nonce(url, holder.address)
+    first = registry.chain.block_number() + 1
     rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [False]})
-    sent = 0
-    while sent < txs:
-        batch: list[dict] = []
-        for i in range(min(100, txs - sent)):  # each renewal, then a block: one event a block
-            data = registry._encode("renew", [keccak(b"bench/sparse"), lease.token, 86_400])
-            raw = _signed(holder, nonce, registry.address, data)
-            batch.append({"jsonrpc": "2.0", "id": 2 * i, "method": "eth_sendRawTransaction", "params": [raw]})
-            batch.append({"jsonrpc": "2.0", "id": 2 * i + 1, "method": "evm_mine", "params": []})
-            nonce += 1
-        _send_batch(url, batch)
-        sent += len(batch) // 2
+    for _ in range(txs):  # each renewal, then a block: one event a block
+        data = registry._encode("renew", [keccak(b"bench/sparse"), lease.token, 86_400])
+        _send_batch(
+            url,
+            [
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "eth_sendRawTransaction",
+                    "params": [_signed(holder, nonce, registry.address, data)],
+                }
+            ],
+        )
+        rpc(url, {"jsonrpc": "2.0", "id": 2, "method": "evm_mine", "params": []})
+        nonce += 1
     rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "evm_setAutomine", "params": [True]})
+    logs = _events.fetch_all(registry.chain, registry.address, from_block=first, to_block=registry.chain.block_number())
+    blocks = {entry.block_number for entry in logs}
+    if len(logs) != txs or len(blocks) != txs:
+        raise SystemExit(f"the sparse shape is {len(logs)} events in {len(blocks)} blocks, not one a block")
     return txs
 
 
 def sync_round(
-    registry: Registry, batched: bool, directory: Path, first_block: int = 0, last_block: int | None = None
+    registry: Registry,
+    batched: bool,
+    directory: Path,
+    first_block: int = 0,
+    last_block: int | None = None,
+    completeness: str = "bloom",
 ) -> dict[str, float]:
     chain = registry.chain
-    chain.rpc._batches = batched
+    chain.rpc._node.batches = batched  # the node layer's own switch: False asks one request at a time
+    transport = chain.rpc.transport
+    request, batch = transport.request, transport.batch
+    trips = [0]
+
+    def counted_request(*args, **kwargs):
+        trips[0] += 1
+        return request(*args, **kwargs)
+
+    def counted_batch(*args, **kwargs):
+        trips[0] += 1
+        return batch(*args, **kwargs)
+
+    transport.request, transport.batch = counted_request, counted_batch
     path = directory / f"sync-{time.monotonic_ns()}.sqlite"
     index = AuditIndex(path)
     if first_block:  # only this shape's blocks: start the cursor just before them
         index._bind(registry)
         index._set_meta("synced_block", first_block - 1)
     started = time.perf_counter()
-    result = index.sync(registry, to_block=last_block)
-    elapsed = time.perf_counter() - started
+    try:
+        result = index.sync(registry, to_block=last_block, completeness=completeness)
+    finally:
+        elapsed = time.perf_counter() - started
+        transport.request, transport.batch = request, batch
+        chain.rpc._node.batches = True
     index.close()
-    chain.rpc._batches = True
+    assert result.held_at is None, result
     return {
         "events": result.events,
         "blocks": result.to_block - result.from_block + 1,
         "seconds": elapsed,
         "events_per_s": result.events / elapsed,
         "pages": result.pages,
+        "round_trips": trips[0],
     }
 
 
@@ -602,6 +643,10 @@ def main() -> None:
         "--full-reads", type=int, default=10, help="full reads of the short long listings (the index-wide: one)"
     )
     parser.add_argument("--skip-sync", action="store_true", help="no sync rounds (queries only)")
+    parser.add_argument("--skip-queries", action="store_true", help="no query indexes (sync rounds only)")
+    parser.add_argument(
+        "--modes", action="store_true", help="sync rounds in the receipts mode too (completeness='receipts')"
+    )
     parser.add_argument("--skip-before", action="store_true", help="no (before) rows")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -629,10 +674,21 @@ def main() -> None:
                     "dense, one request per block": [],
                     "sparse, batched headers": [],
                 }
+                if args.modes:  # the receipts mode beside the bloom mode, alternating round by round
+                    rounds["dense, batched, receipts mode"] = []
+                    rounds["sparse, batched, receipts mode"] = []
                 for _ in range(args.rounds):
                     rounds["dense, batched headers"].append(sync_round(registry, True, directory, 0, dense_top))
+                    if args.modes:
+                        rounds["dense, batched, receipts mode"].append(
+                            sync_round(registry, True, directory, 0, dense_top, completeness="receipts")
+                        )
                     rounds["dense, one request per block"].append(sync_round(registry, False, directory, 0, dense_top))
                     rounds["sparse, batched headers"].append(sync_round(registry, True, directory, dense_top + 1))
+                    if args.modes:
+                        rounds["sparse, batched, receipts mode"].append(
+                            sync_round(registry, True, directory, dense_top + 1, completeness="receipts")
+                        )
                 report["sync"] = {
                     kind: {
                         "events_per_s": [round(r["events_per_s"]) for r in results],
@@ -640,11 +696,13 @@ def main() -> None:
                         "events": results[0]["events"],
                         "blocks": results[0]["blocks"],
                         "pages": results[0]["pages"],
+                        "round_trips": statistics.median(r["round_trips"] for r in results),
                     }
                     for kind, results in rounds.items()
                 }
+                report["load_average"] = [round(x, 2) for x in os.getloadavg()]
             report["queries"] = {}
-            for shape, per_block in (("dense", 10), ("sparse", 1)):
+            for shape, per_block in () if args.skip_queries else (("dense", 10), ("sparse", 1)):
                 path = directory / f"queries-{shape}.sqlite"
                 started = time.perf_counter()
                 picks = synthetic(path, args.events, args.resources, args.holders, per_block)
@@ -680,8 +738,9 @@ def main() -> None:
             print(
                 f"sync, {kind:30s}: median {figures['median_events_per_s']:>7,} events/s  "
                 f"(rounds {', '.join(f'{v:,}' for v in figures['events_per_s'])}; {figures['blocks']} blocks, "
-                f"{figures['pages']} pages)"
+                f"{figures['pages']} pages, {figures['round_trips']} round trips)"
             )
+        print(f"load average after the sync rounds: {report['load_average']}")
     for shape, q in report["queries"].items():  # type: ignore[union-attr]
         print(
             f"query index, {shape}: {q['events']:,} events in {q['blocks']:,} blocks, {q['resources']:,} resources, "

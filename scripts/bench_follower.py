@@ -3,6 +3,7 @@
 
     python scripts/bench_follower.py                  # anvil from node_modules (npm @foundry-rs/anvil)
     python scripts/bench_follower.py --samples 100 --json
+    python scripts/bench_follower.py --modes          # the check's two modes side by side: bloom, receipts
 
 Two ``follow`` guards follow one anvil, each over its own connection and store: *before* is the
 follower as it was before issue 20's completeness check (it trusted the ``eth_getLogs`` answer
@@ -24,6 +25,11 @@ and the JSON-RPC round trips (a batch is one) of each. Shapes:
 With ``--proven``, the same with ``headers=`` (a quorum of three endpoints, all this anvil):
 before, the page's logs vouched for and proven; after, also the page's headers linked by their
 parent hashes to the vouched one.
+
+With ``--modes``, the two followers are both today's, one per mode of the completeness check
+(``Guard(completeness=...)``): *bloom* reads a block's receipts only where its bloom puts it in
+doubt, *receipts* reads the receipts of every block whose bloom may hold an event the follower
+reads (those of a page in one batch). ``held`` is then measured for both.
 
 Medians and ratios; the machine is shared, so read them as one run's, with its load average.
 """
@@ -89,12 +95,23 @@ class Counted:
         self._trips += n
 
 
-def follow_guard(url: str, address: str, path: str, *, legacy: bool, proven: bool, clock) -> tuple[Guard, Counted]:
+def follow_guard(
+    url: str, address: str, path: str, *, legacy: bool, proven: bool, clock, completeness: str | None = None
+) -> tuple[Guard, Counted]:
     chain = Chain.connect(url, poll_latency=0.005)
     counted = Counted(chain)
     headers = QuorumHeaders([url, url, url], clock=clock, max_age=3_600) if proven else None
     counted.headers = headers
-    guard = Guard(Registry.at(chain, address), path, mode="follow", follow_interval=3_600, headers=headers)
+    if legacy:
+        completeness = "bloom"  # the legacy check replaces the check whatever its mode
+    guard = Guard(
+        Registry.at(chain, address),
+        path,
+        mode="follow",
+        follow_interval=3_600,
+        headers=headers,
+        completeness=completeness,
+    )
     if legacy:
         guard._follower._check = types.MethodType(legacy_check, guard._follower)
     guard.sync()
@@ -112,7 +129,12 @@ def timed_sync(guard: Guard, counted: Counted) -> tuple[float, int, bool]:
     return (time.perf_counter() - start) * 1_000, counted.trips - trips, held
 
 
-def run(node_url: str, samples: int, proven: bool) -> dict:
+#: The two followers compared: (label, the follower before the check, the completeness mode).
+BEFORE_AFTER = (("before", True, None), ("after", False, None))
+MODES = (("bloom", False, "bloom"), ("receipts", False, "receipts"))
+
+
+def run(node_url: str, samples: int, proven: bool, pair=BEFORE_AFTER) -> dict:
     chain = Chain.connect(node_url, private_keys=dev_keys(3), poll_latency=0.005)
     registry = Registry.deploy(chain, max_ttl=3_600)
     alice = registry.connect(chain.accounts[1])
@@ -129,30 +151,27 @@ def run(node_url: str, samples: int, proven: bool) -> dict:
         "renewed": lambda: renewing.renew(),
         "ten_blocks": lambda: [acquire_one() for _ in range(10)],
     }
-    results: dict = {}
+    (first, _, _), (second, _, _) = pair
+    results: dict = {"pair": [first, second]}
     with tempfile.TemporaryDirectory() as directory:
-        before, before_count = follow_guard(
-            node_url,
-            registry.address,
-            os.path.join(directory, "before.sqlite"),
-            legacy=True,
-            proven=proven,
-            clock=chain.now,
-        )
-        after, after_count = follow_guard(
-            node_url,
-            registry.address,
-            os.path.join(directory, "after.sqlite"),
-            legacy=False,
-            proven=proven,
-            clock=chain.now,
-        )
+        followers = {
+            label: follow_guard(
+                node_url,
+                registry.address,
+                os.path.join(directory, f"{label}.sqlite"),
+                legacy=legacy,
+                proven=proven,
+                clock=chain.now,
+                completeness=mode,
+            )
+            for label, legacy, mode in pair
+        }
         for shape, move in shapes.items():
-            times: dict[str, list[float]] = {"before": [], "after": []}
-            trips: dict[str, list[int]] = {"before": [], "after": []}
+            times: dict[str, list[float]] = {first: [], second: []}
+            trips: dict[str, list[int]] = {first: [], second: []}
             for i in range(samples):
                 move()
-                order = [("before", before, before_count), ("after", after, after_count)]
+                order = [(label, *followers[label]) for label in (first, second)]
                 if i % 2:
                     order.reverse()
                 for name, guard, counted in order:
@@ -160,38 +179,48 @@ def run(node_url: str, samples: int, proven: bool) -> dict:
                     assert not held, f"{name} held on an honest node"
                     times[name].append(ms)
                     trips[name].append(n)
-            b, a = statistics.median(times["before"]), statistics.median(times["after"])
+            a, b = statistics.median(times[first]), statistics.median(times[second])
             results[shape] = {
-                "before_ms_p50": round(b, 3),
-                "after_ms_p50": round(a, 3),
-                "ratio": round(a / b, 3),
-                "before_round_trips": statistics.median(trips["before"]),
-                "after_round_trips": statistics.median(trips["after"]),
+                f"{first}_ms_p50": round(a, 3),
+                f"{second}_ms_p50": round(b, 3),
+                "ratio": round(b / a, 3),
+                f"{first}_round_trips": statistics.median(trips[first]),
+                f"{second}_round_trips": statistics.median(trips[second]),
             }
-        # A log backend that lags: the after follower reads the block's receipts and holds (before: passes).
-        held_times, held_trips = [], []
-        real_logs = after.registry.chain.rpc.transport.request
+        # A log backend that lags: the checking follower(s) read the block's receipts and hold (before: passes).
+        held_by = [label for label, legacy, _mode in pair if not legacy]
+        held_times: dict[str, list[float]] = {label: [] for label in held_by}
+        held_trips: dict[str, list[int]] = {label: [] for label in held_by}
+        real = {label: followers[label][0].registry.chain.rpc.transport.request for label in held_by}
 
-        def lagging(method, params, *args, **kwargs):
-            if method == "eth_getLogs":
-                after_count.add(1)  # answered by the lagging backend: a round trip all the same
-                return []
-            return real_logs(method, params, *args, **kwargs)
+        def lagging(label):
+            counted, request = followers[label][1], real[label]
 
-        after.registry.chain.rpc.transport.request = lagging
-        for _ in range(samples):
+            def answer(method, params, *args, **kwargs):
+                if method == "eth_getLogs":
+                    counted.add(1)  # answered by the lagging backend: a round trip all the same
+                    return []
+                return request(method, params, *args, **kwargs)
+
+            return answer
+
+        for label in held_by:
+            followers[label][0].registry.chain.rpc.transport.request = lagging(label)
+        for i in range(samples):
             acquire_one()
-            ms, n, held = timed_sync(after, after_count)
-            assert held
-            held_times.append(ms)
-            held_trips.append(n)
-        after.registry.chain.rpc.transport.request = real_logs
-        results["held"] = {
-            "after_ms_p50": round(statistics.median(held_times), 3),
-            "after_round_trips": statistics.median(held_trips),
-        }
-        before.close()
-        after.close()
+            for label in held_by if i % 2 == 0 else reversed(held_by):
+                ms, n, held = timed_sync(*followers[label])
+                assert held
+                held_times[label].append(ms)
+                held_trips[label].append(n)
+        for label in held_by:
+            followers[label][0].registry.chain.rpc.transport.request = real[label]
+        results["held"] = {}
+        for label in held_by:
+            results["held"][f"{label}_ms_p50"] = round(statistics.median(held_times[label]), 3)
+            results["held"][f"{label}_round_trips"] = statistics.median(held_trips[label])
+        for guard, _counted in followers.values():
+            guard.close()
     return results
 
 
@@ -199,29 +228,37 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=200, help="polls per shape and follower")
     parser.add_argument("--proven", action="store_true", help="followers with a header source (3 endpoints)")
+    parser.add_argument(
+        "--modes",
+        action="store_true",
+        help="compare the completeness check's modes (bloom, receipts), not before/after",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     load = os.getloadavg()
+    pair = MODES if args.modes else BEFORE_AFTER
     with AnvilProcess(find_anvil(start=ROOT)) as node:
-        results = {"proven" if args.proven else "plain": run(node.url, args.samples, args.proven)}
-    results["load_average"] = [round(x, 2) for x in load]
+        results = {"proven" if args.proven else "plain": run(node.url, args.samples, args.proven, pair)}
+    results["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    results["load_average_at_start"] = [round(x, 2) for x in load]
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
     for kind, shapes in results.items():
-        if kind == "load_average":
+        if kind.startswith("load_average"):
             continue
-        print(f"{kind} follower, per poll (median of {args.samples}; load average {results['load_average']}):")
-        print(f"  {'shape':<11} {'before ms':>10} {'after ms':>9} {'ratio':>6} {'trips before':>13} {'after':>6}")
+        a, b = shapes.pop("pair")
+        print(
+            f"{kind} follower, per poll (median of {args.samples}; load average at start "
+            f"{results['load_average_at_start']}, at the end {results['load_average']}):"
+        )
+        print(f"  {'shape':<11} {a + ' ms':>12} {b + ' ms':>12} {'ratio':>6} {'trips ' + a:>15} {b:>9}")
         for shape, r in shapes.items():
-            if shape == "held":
-                print(
-                    f"  {shape:<11} {'-':>10} {r['after_ms_p50']:>9.3f} {'-':>6} {'-':>13} {r['after_round_trips']:>6}"
-                )
-                continue
+            cell = {key: f"{value}" for key, value in r.items()}
             print(
-                f"  {shape:<11} {r['before_ms_p50']:>10.3f} {r['after_ms_p50']:>9.3f} {r['ratio']:>6.2f} "
-                f"{r['before_round_trips']:>13} {r['after_round_trips']:>6}"
+                f"  {shape:<11} {cell.get(f'{a}_ms_p50', '-'):>12} {cell.get(f'{b}_ms_p50', '-'):>12} "
+                f"{cell.get('ratio', '-'):>6} {cell.get(f'{a}_round_trips', '-'):>15} "
+                f"{cell.get(f'{b}_round_trips', '-'):>9}"
             )
     return 0
 

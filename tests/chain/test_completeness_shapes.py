@@ -51,3 +51,41 @@ def test_a_follower_over_honest_blocks_reads_no_receipts(chain, registry, alice,
         lease.release()
         assert guard.sync() == chain.block_number()
         assert guard.mark("shapes/followed") == lease.token and guard.follow_status().healthy
+
+
+def test_a_receipts_mode_follower_over_honest_blocks_settles_each_block_with_its_events(
+    chain, registry, alice, tmp_path, monkeypatch
+):
+    """The receipts mode on both backends (anvil: eth_getBlockReceipts; the embedded chain has none: each
+    transaction's receipt): the blocks of the acquisition and the release the follower reads are settled
+    by their receipts against receiptsRoot, every block checks out, and the marks are the bloom mode's."""
+    from chainfence import Guard
+
+    settled: list[int] = []
+    read = completeness.receipts_steps
+
+    def counted(header, **given):
+        settled.append(int(str(header["number"]), 0) if isinstance(header["number"], str) else int(header["number"]))
+        return (yield from read(header, **given))
+
+    with (
+        Guard(
+            registry, tmp_path / "receipts.sqlite", mode="follow", follow_interval=3_600, completeness="receipts"
+        ) as guard,
+        Guard(registry, tmp_path / "bloom.sqlite", mode="follow", follow_interval=3_600) as bloom,
+    ):
+        guard.sync()
+        bloom.sync()
+        monkeypatch.setattr(completeness, "receipts_steps", counted)
+        lease = alice.acquire("shapes/receipts", ttl=600)
+        guard.sync()
+        assert settled == [lease.block_number], "the acquisition's block, settled by its receipts"
+        lease.renew()
+        lease.release()
+        released = chain.block_number()
+        assert guard.sync() == released and guard.follow_status().healthy
+        assert released in settled, "the release's block too"
+        del settled[:]
+        bloom.sync()
+        assert settled == [], "the bloom mode reads no receipts over honest blocks"
+        assert guard.marks() == bloom.marks() and guard.mark("shapes/receipts") == lease.token

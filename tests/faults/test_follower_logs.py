@@ -111,8 +111,9 @@ def forging_the_bloom(liar: LyingProxy, block: int) -> None:
 
 
 def the_follower_before_the_check(monkeypatch) -> None:
-    """The follower as it was: every answer complete (no block is ever in doubt)."""
+    """The follower as it was: every answer complete (no block is ever in doubt, none settled by receipts)."""
     monkeypatch.setattr(completeness, "doubt", lambda *args, **query: None)
+    monkeypatch.setattr(completeness, "may_hold", lambda *args, **query: False)
 
 
 def test_a_lagging_log_backend_delays_the_follower_and_checks_go_on_chain_meanwhile(on_anvil, liar, tmp_path, caplog):

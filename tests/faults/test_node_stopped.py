@@ -469,6 +469,7 @@ GUARD_SETTINGS = (
     "admission",
     "headers",
     "proof_provider",
+    "completeness",
 )
 
 
@@ -535,6 +536,11 @@ async def async_unstarted_watch(w: World, chain: AsyncChain, registry: AsyncRegi
 def fresh_rpc(w: World) -> Rpc:
     """The layer over a provider that has asked nothing yet (nothing in web3's request cache)."""
     return Rpc(connect_http(w.url, timeout=TIMEOUT), embedded=False)
+
+
+def block_hashes(w: World) -> list[str]:
+    """Two block hashes: block_receipts asks them in one batch (one alone is not worth one)."""
+    return ["0x" + "11" * 32, "0x" + "22" * 32]
 
 
 def signed_cancel(w: World) -> bytes:
@@ -791,6 +797,7 @@ CALLS: list[Call] = [
     Call("Rpc.send_raw_sync", lambda w: w.chain.rpc.send_raw_sync(signed_cancel(w))),
     Call("Rpc.transaction", lambda w: w.chain.rpc.transaction(w.tx_hash)),
     Call("Rpc.receipt", lambda w: w.chain.rpc.receipt(w.tx_hash)),
+    Call("Rpc.block_receipts", lambda w: w.chain.rpc.block_receipts(block_hashes(w))),
     Call("Rpc.gas_price", lambda w: w.chain.rpc.gas_price()),
     Call("Rpc.max_priority_fee", lambda w: w.chain.rpc.max_priority_fee()),
     # -- chainfence.aio: the same steps over AsyncRpc --------------------------
@@ -939,6 +946,7 @@ CALLS: list[Call] = [
     Call("AsyncRpc.send_raw_sync", async_rpc("send_raw_sync", signed_cancel)),
     Call("AsyncRpc.transaction", async_rpc("transaction", lambda w: w.tx_hash)),
     Call("AsyncRpc.receipt", async_rpc("receipt", lambda w: w.tx_hash)),
+    Call("AsyncRpc.block_receipts", async_rpc("block_receipts", block_hashes)),
     Call("AsyncRpc.gas_price", async_rpc("gas_price")),
     Call("AsyncRpc.max_priority_fee", async_rpc("max_priority_fee")),
 ]

@@ -252,3 +252,42 @@ def test_lists_print_a_page_and_the_cursor_of_the_next(anvil_node, on_anvil, tmp
     assert done.returncode == 2 and refused["error"] == "InvalidCursor", done.stdout
     done, _ = audit(anvil_node, on_anvil, index, "history", names[0], "--limit", "0")
     assert done.returncode == 2 and "--limit" in done.stderr
+
+
+def test_sync_with_completeness_receipts_holds_before_a_withheld_event_and_a_bad_mode_exits_2(
+    anvil_node, on_anvil, tmp_path
+):
+    """``audit sync --completeness receipts`` through a provider that withholds bob's takeover beside
+    carol's acquisition in the same block: the index stops before the block (held_at), and takes it up
+    once the provider is honest. Control: plain ``audit sync`` through it indexes the hole. A bad mode is
+    InvalidInput (exit 2) before the index file is made."""
+    from tests.faults.test_receipts_mode import RESOURCE, SameKind, withholding_the_takeover
+    from tests.support.lying_proxy import LyingProxy
+
+    story = SameKind(on_anvil)
+    story.stale = story.alice.acquire(RESOURCE, ttl=60).token
+    story.take_over()
+    with LyingProxy(anvil_node.url) as liar:
+        withholding_the_takeover(liar, story.block)
+        index = tmp_path / "audit.sqlite"
+        done, report = audit(liar, on_anvil, index, "sync", "--completeness", "receipts")
+        assert done.returncode == 0, done.stderr
+        assert report["held_at"] == story.block and report["to_block"] == story.block - 1
+        assert "the answer 2" in report["held_because"]
+        control = tmp_path / "control.sqlite"
+        assert audit(liar, on_anvil, control, "sync")[1]["held_at"] is None  # the hole, indexed
+        held, _ = audit(liar, on_anvil, index, "token", str(story.current), "--no-sync", json_out=False)
+        assert held.returncode == 1, "not indexed yet"
+        liar.honest()
+        done, report = audit(liar, on_anvil, index, "sync", "--completeness", "receipts")
+        assert report["held_at"] is None
+        assert audit(liar, on_anvil, index, "token", str(story.current), "--no-sync")[1]["result"]["token"] == (
+            story.current
+        )
+        assert audit(liar, on_anvil, control, "token", str(story.current))[1]["result"] is None, "for good"
+    bad, document = audit(anvil_node, on_anvil, tmp_path / "bad.sqlite", "sync", "--completeness", "all")
+    assert bad.returncode == 2 and document["error"] == "InvalidInput", bad.stderr
+    assert "completeness must be one of 'bloom', 'receipts'" in bad.stderr
+    assert not (tmp_path / "bad.sqlite").exists()
+    query, _ = audit(anvil_node, on_anvil, tmp_path / "bad.sqlite", "history", RESOURCE, "--completeness", "x")
+    assert query.returncode == 2 and not (tmp_path / "bad.sqlite").exists()

@@ -174,3 +174,121 @@ def test_events_of_two_transactions_with_the_same_log_index_are_both_kept():
     rows = conn.execute(f"SELECT token, tx_index FROM events ORDER BY {_projection.ORDER}").fetchall()
     assert rows == [(1, 0), (2, 1)]
     assert conn.execute("SELECT count(*) FROM leases").fetchone() == (2,)
+
+
+def test_a_block_the_bloom_cannot_count_is_not_in_doubt_but_may_hold_what_the_receipts_mode_reads():
+    """Two acquisitions in one block, one answered: the bloom holds nothing the answered one did not set
+    (its resource, token and holder topics aside, which the check does not ask for): not in doubt, so the
+    bloom mode passes it; ``may_hold`` says the block may hold an asked event, so the receipts mode reads
+    its receipts. Blocks without the asked kinds, or without the registry, the receipts mode leaves alone."""
+    answered, withheld = acquired(5), acquired(6, holder="0x" + "77" * 20, log_index=1)
+    header = header_with(answered, withheld)
+    assert _completeness.doubt(header, REGISTRY, [answered]) is None, "the bloom cannot count"
+    assert _completeness.may_hold(header, REGISTRY)
+    assert _completeness.may_hold(header, REGISTRY, kinds=[_events.Kind.ACQUIRED])
+    assert not _completeness.may_hold(header_with(renewed(5)), REGISTRY, kinds=[_events.Kind.ACQUIRED])
+    assert not _completeness.may_hold(header_with(), REGISTRY)
+    assert not _completeness.may_hold(header, REGISTRY, resource_id=keccak(b"jobs/other"))
+
+
+def test_content_is_what_the_dataclass_fields_say_apart_from_where():
+    """``content`` reads a log's fields directly (no ``dataclasses.asdict``): the same tuple as asdict's."""
+    import dataclasses
+
+    def by_asdict(entry):
+        fields = dataclasses.asdict(entry)
+        for where in ("block_number", "block_hash", "tx_hash", "log_index", "tx_index"):
+            fields.pop(where)
+        fields["kind"] = entry.kind.value
+        if fields.get("progress") is not None and not any(fields["progress"]):
+            fields["progress"] = None
+        return tuple(sorted((key, repr(value)) for key, value in fields.items()))
+
+    marked = dataclasses.replace(renewed(5), progress=b"\1" * 32)
+    unmarked = dataclasses.replace(renewed(5), progress=bytes(32))
+    for entry in (acquired(5), renewed(3), marked, unmarked, dataclasses.replace(acquired(5), name=b"jobs/a")):
+        assert _completeness.content(entry) == by_asdict(entry)
+    assert _completeness.content(unmarked) == _completeness.content(renewed(5))
+    assert _completeness.content(acquired(5)) == _completeness.content(dataclasses.replace(acquired(5), log_index=9))
+    assert _completeness.content(acquired(5)) != _completeness.content(acquired(6))
+
+
+class ReceiptsNode:
+    """An RPC layer over ``blocks`` blocks of one acquisition each: their receipts, hashing to their headers'
+    receiptsRoot; records what is asked (``batches``: the blocks of each eth_getBlockReceipts batch; ``alone``:
+    each one asked alone). ``batching``: False answers no batch (as Rpc.block_receipts on a node without)."""
+
+    def __init__(self, blocks: int, batching: bool = True):
+        self.batching = batching
+        self.batches: list[list[int]] = []
+        self.alone: list[int] = []
+        self.receipts: dict[str, list[dict]] = {}
+        self.headers: dict[int, dict] = {}
+        for number in range(1, blocks + 1):
+            block_hash = "0x" + number.to_bytes(32, "big").hex()
+            receipt = receipt_with(acquired(number))
+            receipt.update(status=1, cumulativeGasUsed=21_000, type=2, transactionIndex=0)
+            self.receipts[block_hash] = [receipt]
+            entry = acquired(number)
+            self.headers[number] = {
+                "number": number,
+                "hash": block_hash,
+                "logsBloom": header_with(entry)["logsBloom"],
+                "receiptsRoot": "0x" + _completeness.receipts_root([receipt]).hex(),
+            }
+
+    def answer(self, *, withheld: int | None = None) -> list[_events.RegistryLog]:
+        return [
+            entry
+            for number, header in self.headers.items()
+            if number != withheld
+            for entry in _completeness.registry_logs(self.receipts[header["hash"]], header, REGISTRY)
+        ]
+
+    def block_receipts(self, hashes):
+        if not self.batching:
+            return [None] * len(hashes)
+        self.batches.append([int(h, 16) for h in hashes])
+        return [self.receipts[h] for h in hashes]
+
+    def request(self, method, params):
+        assert method == "eth_getBlockReceipts"
+        self.alone.append(int(params[0], 16))
+        return self.receipts[params[0]]
+
+    def check(self, logs, mode):
+        from contextlib import nullcontext
+
+        from chainfence._effects import run
+
+        steps = _completeness.check_steps(REGISTRY, 1, len(self.headers), logs, headers=dict(self.headers), mode=mode)
+        return run(steps, rpc=self, sleep=lambda s: None, lock=lambda key: nullcontext())
+
+
+def test_the_receipts_mode_asks_a_pages_receipts_a_batch_of_100_at_a_time():
+    node = ReceiptsNode(250)
+    checked = node.check(node.answer(), "receipts")
+    assert checked.held is None and checked.end == 250 and checked.settled == tuple(range(1, 251))
+    assert [(batch[0], batch[-1]) for batch in node.batches] == [(1, 100), (101, 200), (201, 250)]
+    assert node.alone == []
+    bloom = ReceiptsNode(250)
+    assert bloom.check(bloom.answer(), "bloom").end == 250 and bloom.batches == bloom.alone == [], "nothing read"
+
+
+def test_a_block_that_does_not_settle_stops_the_batches_there():
+    """Block 5's acquisition withheld: one batch (blocks 1..100) is asked, blocks 1..4 settle, 5 holds;
+    nothing past that batch is asked. The bloom mode passes block 5 unseen (the control)."""
+    node = ReceiptsNode(250)
+    checked = node.check(node.answer(withheld=5), "receipts")
+    assert (checked.end, checked.held, checked.settled) == (4, 5, (1, 2, 3, 4))
+    assert "its receipts hold 1 registry events, the answer 0" in checked.why
+    assert [(batch[0], batch[-1]) for batch in node.batches] == [(1, 100)]
+    # In this page the bloom puts block 5 in doubt (nothing answered for it): the bloom mode holds it too.
+    bloom = ReceiptsNode(250)
+    assert bloom.check(bloom.answer(withheld=5), "bloom").held == 5 and bloom.alone == [5]
+
+
+def test_without_batches_each_blocks_receipts_are_asked_alone():
+    node = ReceiptsNode(3, batching=False)
+    checked = node.check(node.answer(), "receipts")
+    assert checked.end == 3 and node.alone == [1, 2, 3] and node.batches == []

@@ -120,6 +120,7 @@ NEVER_TOUCH_THE_CHAIN = {
             "admission",
             "headers",
             "proof_provider",
+            "completeness",
         )
     },
     "Rpc.tester": "eth-tester's dev controls, in-process; a node's chain refuses them without a request",

@@ -35,12 +35,32 @@ no further. The headers are the node's unless the reader gives its own: a
 guard with a header source gives the headers it vouches for, so a provider
 that withholds logs cannot hide them by forging its headers' blooms too.
 
-Blooms have false positives, never false negatives: a registry log missing
-from the answer always sets its bits, so it always puts the block in doubt
-unless another log of the same topic is answered in that block. A withheld
-log beside an answered one of the same kind is caught by ``audit verify
---proofs`` (every indexed block's receipts against its verified header), not
-by this check.
+Two modes (:data:`MODES`), one check:
+
+``"bloom"`` (the default of readers without a header source)
+    Receipts are read only for a block in doubt. Blooms have false
+    positives, never false negatives: a registry log missing from the answer
+    always sets its bits, so it always puts the block in doubt *unless
+    another log of the same kind (address and topic) is answered in that
+    block*: its bits are set already, a bloom cannot count. Such a withheld
+    log passes unseen (``audit verify --proofs`` catches it afterwards:
+    every indexed block's receipts against its verified header). An honest
+    poll reads no receipts.
+
+``"receipts"`` (the default of a guard's follower given a header source)
+    Every block whose bloom may hold a registry log of a kind asked for
+    (:func:`may_hold`) is settled by its receipts, in doubt or not: the
+    block passes only when the answer holds exactly the registry logs of
+    the asked kinds its receipts hold, so a log withheld beside an answered
+    one of the same kind, and a log whose data (which no bloom covers) was
+    rewritten, hold the reader at that block. The cost is reading them,
+    once per block with registry activity of the kinds asked for
+    (``docs/benchmarks.md``).
+
+In either mode, where a page has more than one block to settle, their
+receipts are asked in one JSON-RPC batch where the node takes batches
+(:meth:`Rpc.block_receipts <chainfence._node.rpc.Rpc.block_receipts>`), then
+each block is settled as above, in order.
 
 Pure computation over the node's JSON (either shape: 0x-hex strings or the
 embedded chain's ints and bytes); the requests are steps
@@ -58,11 +78,12 @@ from typing import Any, TypeVar
 
 from .._effects import RPC, Steps, run
 from .._records import record
-from ..errors import ChainError, RpcError
+from ..errors import ChainError, InvalidInput, RpcError
 from . import events as _events
 from . import rlp as _rlp
 
 __all__ = [
+    "MODES",
     "Checked",
     "block_hash",
     "block_time",
@@ -72,6 +93,8 @@ __all__ = [
     "check_steps",
     "content",
     "doubt",
+    "may_hold",
+    "mode_of",
     "receipts",
     "receipts_root",
     "receipts_steps",
@@ -84,6 +107,20 @@ __all__ = [
 T = TypeVar("T")
 
 _BLOOM_BYTES = 256
+
+#: The completeness check's modes (see the module docstring): receipts read only for a block in doubt, or for
+#: every block whose bloom may hold a registry log of a kind asked for.
+MODES = ("bloom", "receipts")
+
+
+def mode_of(value: Any, *, default: str) -> str:
+    """The completeness mode a reader was given (None: ``default``); InvalidInput for anything but one of
+    :data:`MODES`."""
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in MODES:
+        raise InvalidInput(f"completeness must be one of {', '.join(map(repr, MODES))}, got {value!r}")
+    return value
 
 
 def _bytes(value: Any) -> bytes:
@@ -195,14 +232,42 @@ def doubt(
                 f"a {entry.kind.value} was answered (log {entry.log_index}) that the block's bloom rules out: "
                 "one of its topics is not in this block"
             )
-    if not bloom_has(bloom, registry):
-        return None
-    if not all(bloom_has(bloom, word) for _position, word in _indexed(resource_id, token, holder)):
-        return None  # no log of this block carries every value the query asks for
-    for kind, topic0 in _asked_topics(kinds):
-        if topic0 not in answered_topics and bloom_has(bloom, topic0):
+    for kind, topic0 in _possible(bloom, registry, kinds, resource_id, token, holder):
+        if topic0 not in answered_topics:
             return f"the block's bloom may hold a {kind.value} of the registry that the answer does not"
     return None
+
+
+def _possible(
+    bloom: bytes,
+    registry: bytes,
+    kinds: Sequence[_events.Kind] | None,
+    resource_id: bytes | None,
+    token: int | None,
+    holder: str | None,
+) -> list[tuple[_events.Kind, bytes]]:
+    """(kind, topic0) of the asked event kinds of which the bloom may hold a registry log carrying every
+    indexed value asked for."""
+    if not bloom_has(bloom, registry):
+        return []
+    if not all(bloom_has(bloom, word) for _position, word in _indexed(resource_id, token, holder)):
+        return []  # no log of this block carries every value the query asks for
+    return [(kind, topic0) for kind, topic0 in _asked_topics(kinds) if bloom_has(bloom, topic0)]
+
+
+def may_hold(
+    header: Any,
+    address: str,
+    *,
+    kinds: Sequence[_events.Kind] | None = None,
+    resource_id: bytes | None = None,
+    token: int | None = None,
+    holder: str | None = None,
+) -> bool:
+    """Whether the block's bloom may hold a registry log the query (as :func:`doubt` takes it) asks for:
+    the blocks the ``"receipts"`` mode settles by their receipts, in doubt or not."""
+    bloom = _bloom(header["logsBloom"])
+    return bool(_possible(bloom, bytes.fromhex(address[2:]), kinds, resource_id, token, holder))
 
 
 # ---------------------------------------------------------------------------
@@ -299,19 +364,21 @@ def receipts_root(receipts_: Sequence[Any]) -> bytes:
     return trie_root([encode_receipt(receipt) for receipt in receipts_])
 
 
-def receipts_steps(header: Any) -> Steps[list[Any]]:
+def receipts_steps(header: Any, *, given: list[Any] | None = None) -> Steps[list[Any]]:
     """The block's receipts, in transaction order, checked against its ``receiptsRoot``.
 
-    ``eth_getBlockReceipts`` by the block's hash; where the node has no such method, one
-    ``eth_getTransactionReceipt`` per transaction of the block (its transactions as the header lists
-    them, or as the node lists them for the block's hash: a header vouched for elsewhere carries no
-    list). Raises :class:`~chainfence.errors.ChainError` when they cannot be had or do not hash to the
-    root."""
+    ``eth_getBlockReceipts`` by the block's hash (``given``: what a batch of them already answered for
+    this block); where the node has no such method, one ``eth_getTransactionReceipt`` per transaction of
+    the block (its transactions as the header lists them, or as the node lists them for the block's
+    hash: a header vouched for elsewhere carries no list). Raises :class:`~chainfence.errors.ChainError`
+    when they cannot be had or do not hash to the root."""
     block_hash = "0x" + _bytes(header["hash"]).hex()
-    try:
-        found = yield RPC.request("eth_getBlockReceipts", [block_hash])
-    except RpcError:
-        found = None
+    found: Any = given
+    if found is None:
+        try:
+            found = yield RPC.request("eth_getBlockReceipts", [block_hash])
+        except RpcError:
+            found = None
     if not isinstance(found, list):
         transactions = header.get("transactions")
         if transactions is None:
@@ -326,16 +393,16 @@ def receipts_steps(header: Any) -> Steps[list[Any]]:
             if receipt is None:
                 raise ChainError(f"the node has no receipt for transaction 0x{_bytes(tx_hash).hex()}")
             found.append(receipt)
-    found = sorted(found, key=lambda receipt: _int(receipt.get("transactionIndex", 0)))
+    ordered: list[Any] = sorted(found, key=lambda receipt: _int(receipt.get("transactionIndex", 0)))
     try:
-        root = receipts_root(found)
+        root = receipts_root(ordered)
     except (KeyError, TypeError, ValueError) as exc:
         raise ChainError(f"block {_int(header['number'])}: a receipt does not encode: {exc}") from None
     if root != _bytes(header["receiptsRoot"]):
         raise ChainError(
             f"block {_int(header['number'])}: the node's receipts do not hash to the header's receiptsRoot"
         )
-    return found
+    return ordered
 
 
 def receipts(chain: Any, header: Any) -> list[Any]:
@@ -384,14 +451,21 @@ def registry_logs(
     return out
 
 
-def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
-    """What a log says, apart from where it is (block, transaction, position): what receipts and an answer
-    must agree on."""
+@functools.lru_cache(maxsize=1)
+def _said() -> tuple[str, ...]:
+    """The fields of a registry log that say what it says, apart from where it is (block, transaction,
+    position)."""
     import dataclasses  # here: only a block settled by its receipts compares contents (issue #19: start-up)
 
-    fields = dataclasses.asdict(entry)
-    for where in ("block_number", "block_hash", "tx_hash", "log_index", "tx_index"):
-        fields.pop(where)
+    where = ("block_number", "block_hash", "tx_hash", "log_index", "tx_index")
+    return tuple(field.name for field in dataclasses.fields(_events.RegistryLog) if field.name not in where)
+
+
+def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
+    """What a log says, apart from where it is (block, transaction, position): what receipts and an answer
+    must agree on. (Its fields read directly: ``dataclasses.asdict``'s deep copies were half of a receipts
+    mode sync's time, ``docs/benchmarks.md``; every field is a scalar, so the reprs are the same.)"""
+    fields = {name: getattr(entry, name) for name in _said()}
     fields["kind"] = entry.kind.value
     if fields.get("progress") is not None and not any(fields["progress"]):
         fields["progress"] = None  # a renewal without a marker: zeros as logged, None as indexed
@@ -407,11 +481,13 @@ def settle_steps(
     resource_id: bytes | None = None,
     token: int | None = None,
     holder: str | None = None,
+    given: list[Any] | None = None,
 ) -> Steps[str | None]:
-    """Settle a block in :func:`doubt` by its receipts: None when the answer holds exactly the registry's logs
-    they hold that the query asked for, else why not."""
+    """Settle a block in :func:`doubt` (or, in the ``"receipts"`` mode, one that :func:`may_hold` a log asked
+    for) by its receipts: None when the answer holds exactly the registry's logs they hold that the query
+    asked for, else why not. ``given``: the block's receipts as a batch already answered them."""
     try:
-        found = yield from receipts_steps(header)
+        found = yield from receipts_steps(header, given=given)
     except (ChainError, RpcError) as exc:
         return f"its receipts could not settle it ({exc})"
     query: dict[str, Any] = {"kinds": kinds, "resource_id": resource_id, "token": token, "holder": holder}
@@ -442,7 +518,9 @@ class Checked:
     the first one is not): a reader moves its cursor there and no further. ``logs`` are the answer's
     logs of blocks ``first``..``end``; ``held`` is the first block in doubt (``end + 1``; None when the
     whole page is complete) and ``why`` says what is wrong with it. ``headers`` are the headers the
-    check used, by number (``block_hash`` and ``block_time`` read them)."""
+    check used, by number (``block_hash`` and ``block_time`` read them). ``settled`` are the blocks
+    found complete by their receipts (in doubt, or, in the ``"receipts"`` mode, a block whose bloom may
+    hold a log asked for)."""
 
     first: int
     last: int
@@ -451,6 +529,7 @@ class Checked:
     held: int | None
     why: str | None
     headers: dict[int, Any]
+    settled: tuple[int, ...] = ()
 
     def __init__(
         self,
@@ -461,8 +540,18 @@ class Checked:
         held: int | None,
         why: str | None,
         headers: dict[int, Any],
+        settled: tuple[int, ...] = (),
     ) -> None:
-        self.__dict__.update(first=first, last=last, end=end, logs=logs, held=held, why=why, headers=headers)
+        self.__dict__.update(
+            first=first, last=last, end=end, logs=logs, held=held, why=why, headers=headers, settled=settled
+        )
+
+
+#: Blocks whose receipts are asked in one batch, ahead of settling them one by one.
+_RECEIPTS_AHEAD = 100
+
+#: Why a block the bloom does not put in doubt is settled by its receipts all the same.
+_RECEIPTS_MODE = "its bloom may hold a registry event of a kind asked for (the receipts mode reads them)"
 
 
 def check_steps(
@@ -476,15 +565,20 @@ def check_steps(
     token: int | None = None,
     holder: str | None = None,
     headers: dict[int, Any] | None = None,
+    mode: str = "bloom",
 ) -> Steps[Checked]:
     """Check the answer ``logs`` for the blocks ``first``..``last`` (one page of
     :func:`chainfence._node.events.fetch` for the query ``kinds``, ``resource_id``, ``token``,
     ``holder``) block by block, up to the first block in doubt: a log of another block hash than the
     header's (another history, or a reorganisation while reading), :func:`doubt` not settled by
-    :func:`settle_steps`.
+    :func:`settle_steps`; in the ``"receipts"`` ``mode``, also a block that :func:`may_hold` a log asked
+    for whose receipts do not settle it (see the module docstring).
 
     ``headers`` maps each block number to its header (``hash``, ``number``, ``logsBloom``,
-    ``receiptsRoot``); those missing are asked of the node (one batch where it takes batches)."""
+    ``receiptsRoot``); those missing are asked of the node (one batch where it takes batches). The
+    receipts of the blocks to settle, when there are several, are asked in batches too (of up to 100
+    blocks, the next one only once the blocks before settled)."""
+    mode = mode_of(mode, default="bloom")
     known = dict(headers or {})
     missing = [number for number in range(first, last + 1) if number not in known]
     if missing:
@@ -497,16 +591,36 @@ def check_steps(
     for entry in logs:
         by_block.setdefault(entry.block_number, []).append(entry)
     query: dict[str, Any] = {"kinds": kinds, "resource_id": resource_id, "token": token, "holder": holder}
+    to_settle: dict[int, str] = {}
     for number in range(first, last + 1):
         header = known[number]
         answered = by_block.get(number, [])
         why = _other_block(header, answered) or doubt(header, address, answered, **query)
-        if why is None:
-            continue
-        unsettled = yield from settle_steps(header, address, answered, **query)
+        if why is None and mode == "receipts" and may_hold(header, address, **query):
+            why = _RECEIPTS_MODE
+        if why is not None:
+            to_settle[number] = why
+    numbers = list(to_settle)
+    given: dict[int, Any] = {}
+    asked: set[int] = set()
+    settled: list[int] = []
+    for position, (number, why) in enumerate(to_settle.items()):
+        if number not in asked and len(numbers) - position > 1:
+            # The receipts of this block and the next ones to settle, in one round trip where the node takes
+            # batches: at most a batch's worth ahead, so a block that does not settle wastes little.
+            part = numbers[position : position + _RECEIPTS_AHEAD]
+            answers = yield RPC.block_receipts(["0x" + _bytes(known[n]["hash"]).hex() for n in part])
+            asked.update(part)
+            given.update((n, found) for n, found in zip(part, answers, strict=True) if isinstance(found, list))
+        unsettled = yield from settle_steps(
+            known[number], address, by_block.get(number, []), given=given.get(number), **query
+        )
         if unsettled is not None:
-            return Checked(first, last, number - 1, _upto(logs, number - 1), number, f"{why}; {unsettled}", known)
-    return Checked(first, last, last, list(logs), None, None, known)
+            return Checked(
+                first, last, number - 1, _upto(logs, number - 1), number, f"{why}; {unsettled}", known, tuple(settled)
+            )
+        settled.append(number)
+    return Checked(first, last, last, list(logs), None, None, known, tuple(settled))
 
 
 def check(

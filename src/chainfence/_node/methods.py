@@ -356,6 +356,25 @@ def receipt_steps(node: Node, tx_hash: Any) -> Steps[Any | None]:
     return lazy_receipt((yield Request("eth_getTransactionReceipt", [hash_id(tx_hash)])))
 
 
+def block_receipts_steps(node: Node, block_hashes: Sequence[Any], *, chunk: int = 100) -> Steps[list[Any | None]]:
+    """``eth_getBlockReceipts`` of each block (by hash), in order, as the node sent them: one JSON-RPC batch
+    per ``chunk`` blocks where the node takes batches. None for a block whose receipts the batch did not
+    answer (a reply with an error: a node without the method), and for every block where the node takes no
+    batches: nothing is asked then (the caller asks each block's receipts as it needs them)."""
+    hashes = [hash_id(block_hash) for block_hash in block_hashes]
+    if not node.batches or not hashes:
+        return [None] * len(hashes)
+    found: list[Any | None] = []
+    for start in range(0, len(hashes), chunk):
+        part = hashes[start : start + chunk]
+        replies = yield from _batch(node, [("eth_getBlockReceipts", [block_hash]) for block_hash in part])
+        if replies is None:  # refused as a batch: the caller asks one at a time
+            found.extend([None] * len(part))
+            continue
+        found.extend(None if isinstance(reply, ChainfenceError) else reply for reply in replies)
+    return found
+
+
 # -- fees --------------------------------------------------------------------------------------
 
 

@@ -225,6 +225,7 @@ class Rpc:
     send_raw_sync = _blocking(_methods.send_raw_sync_steps)
     transaction = _blocking(_methods.transaction_steps)
     receipt = _blocking(_methods.receipt_steps)
+    block_receipts = _blocking(_methods.block_receipts_steps)
     gas_price = _blocking(_methods.gas_price_steps)
     max_priority_fee = _blocking(_methods.max_priority_fee_steps)
 
@@ -320,6 +321,7 @@ class AsyncRpc:
     send_raw_sync = _awaiting(_methods.send_raw_sync_steps)
     transaction = _awaiting(_methods.transaction_steps)
     receipt = _awaiting(_methods.receipt_steps)
+    block_receipts = _awaiting(_methods.block_receipts_steps)
     gas_price = _awaiting(_methods.gas_price_steps)
     max_priority_fee = _awaiting(_methods.max_priority_fee_steps)
 

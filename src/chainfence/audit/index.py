@@ -36,7 +36,11 @@ Sync (:meth:`AuditIndex.sync`)
     against ``receiptsRoot``) and stops before the first block whose logs
     the answer may lack (a lagging or withholding log backend delays the
     index, never holes it), and writes each page — its events, its leases'
-    changes, its blocks and the cursor — in one SQLite transaction. A crash
+    changes, its blocks and the cursor — in one SQLite transaction. With
+    ``completeness="receipts"`` every block whose bloom may hold a registry
+    event is settled by its receipts, so an event withheld beside an
+    answered one of the same kind (which sets no new bloom bit) or with
+    its data rewritten holds the sync too. A crash
     (a kill, a failed request) loses at most the page being written: the
     next sync resumes after the cursor, with no duplicate and no gap.
 
@@ -364,6 +368,7 @@ class AuditIndex:
         max_blocks: int | None = None,
         confirmations: int | None = None,
         progress: Callable[[int, int, int], None] | None = None,
+        completeness: str = "bloom",
         _before_commit: Callable[[int], None] | None = None,
     ) -> SyncResult:
         """Bring the index up to ``to_block`` (default: the head minus ``confirmations``).
@@ -379,7 +384,15 @@ class AuditIndex:
         a block whose logs the node did not all answer (a lagging or
         withholding log backend) the sync stops, the index reaches the block
         before it, and :attr:`SyncResult.held_at` says which and why; a later
-        sync takes it up from there.
+        sync takes it up from there. ``completeness`` is the check's mode:
+        ``"bloom"`` (the default) reads a block's receipts only where its
+        ``logsBloom`` says the answer may lack a log, so a log withheld beside
+        an answered one of the same kind in the same block passes unseen
+        (``verify(proofs=...)`` finds it afterwards); ``"receipts"`` reads
+        the receipts of every block whose bloom may hold a registry event
+        (checked against ``receiptsRoot``) and indexes a block only when the
+        answer holds exactly the registry events they hold (one more request
+        per page with registry activity).
 
         ``max_blocks`` bounds the blocks of one ``eth_getLogs`` request (the
         chain's own bound otherwise; halved when a provider refuses).
@@ -401,6 +414,7 @@ class AuditIndex:
             raise InvalidInput(f"confirmations must be an int >= 0, got {confirmations!r}")
         if to_block is not None and (isinstance(to_block, bool) or not isinstance(to_block, int) or to_block < 0):
             raise InvalidInput(f"to_block must be an int >= 0, got {to_block!r}")
+        mode = _completeness.mode_of(completeness, default="bloom")
         chain = registry.chain
         deployment = self._bind(registry)
         depth = chain.confirmations if confirmations is None else confirmations
@@ -426,7 +440,7 @@ class AuditIndex:
                     chain, registry.address, from_block=start, to_block=last, max_range=max_blocks
                 ):
                     reached, written, held = self._index_page(
-                        chain, registry.address, page_first, page_last, logs, _before_commit
+                        chain, registry.address, page_first, page_last, logs, _before_commit, mode
                     )
                     events += written
                     pages += 1
@@ -481,10 +495,11 @@ class AuditIndex:
         last: int,
         logs: list[_events.RegistryLog],
         before_commit: Callable[[int], None] | None,
+        mode: str = "bloom",
     ) -> tuple[int | None, int, tuple[int, str] | None]:
         """One page: its events, leases, blocks and the cursor, in one transaction, up to the first block whose
-        logs the answer may lack (see :mod:`chainfence._node.completeness`). Returns (the block reached, or None if none;
-        the events written; (the block held back, why) or None)."""
+        logs the answer may lack (see :mod:`chainfence._node.completeness`; ``mode``: the check's). Returns (the
+        block reached, or None if none; the events written; (the block held back, why) or None)."""
         synced = self._int_meta("synced_block")
         numbers = list(range(first, last + 1))
         if synced is not None and synced < first:
@@ -502,7 +517,7 @@ class AuditIndex:
         for entry in logs:
             if entry.block_number not in hashes or entry.block_hash != hashes[entry.block_number]:
                 raise _Reorg(f"block {entry.block_number} changed while its logs were read")
-        checked = _completeness.check(chain, address, first, last, logs, headers=headers)
+        checked = _completeness.check(chain, address, first, last, logs, headers=headers, mode=mode)
         held = None if checked.held is None else (checked.held, f"block {checked.held}: {checked.why}")
         end = checked.end
         if end < first:

@@ -2,7 +2,7 @@
 
 ::
 
-    chainfence audit sync [--index F] [--max-blocks N] [--confirmations K]
+    chainfence audit sync [--index F] [--max-blocks N] [--confirmations K] [--completeness receipts]
     chainfence audit history NAME          # the leases of a resource
     chainfence audit token T               # the lease a token belonged to
     chainfence audit holder ADDRESS        # the leases of a holder
@@ -88,7 +88,17 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         type=int_at_least(1),
         help="blocks per eth_getLogs request (default: 5000, halved when the provider refuses)",
     )
-    query = Parser(add_help=False)
+    checked = Parser(add_help=False)
+    checked.add_argument(
+        "--completeness",
+        metavar="MODE",
+        default="bloom",
+        help="how a sync checks that eth_getLogs left no registry event out: 'bloom' (default) reads a block's "
+        "receipts where its logsBloom says the answer may lack an event (an event withheld beside an answered one "
+        "of the same kind passes unseen); 'receipts' reads the receipts of every block whose bloom may hold one, "
+        "against receiptsRoot (a request more per page with registry activity; nothing withheld passes)",
+    )
+    query = Parser(add_help=False, parents=[checked])
     query.add_argument("--live", action="store_true", help="read the chain instead of the index")
     query.add_argument(
         "--no-sync", action="store_true", help="answer from the index as it is, without syncing it first"
@@ -110,7 +120,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     sync = add_command(
         sub,
         "sync",
-        parents=parents,
+        parents=[*parents, checked],
         example="chainfence audit sync --max-blocks 2000",
         help="bring the index up to the newest confirmed block",
     )
@@ -254,6 +264,8 @@ def _opened(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     """The registry and the index (--live: one in memory), closed after."""
     from ..audit.index import AuditIndex
 
+    if getattr(args, "completeness", None) is not None:
+        _completeness(args)  # a bad mode is refused before anything is opened or asked
     _chain, registry = connect(args, needs_key=False)
     if getattr(args, "live", False):
         index = AuditIndex(":memory:")
@@ -268,12 +280,26 @@ def _opened(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         index.close()
 
 
+def _completeness(args: argparse.Namespace) -> str:
+    """--completeness, checked before anything is opened (InvalidInput: exit 2)."""
+    from .._node.completeness import mode_of
+
+    return mode_of(args.completeness, default="bloom")
+
+
 def _sync(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    completeness = _completeness(args)  # before anything is opened or asked
     with _opened(args) as (registry, index):
         bar = Progress(not args.json)
         try:
             # Confirmations: --confirmations, else the chain's (0 on dev chains, 3 elsewhere).
-            result = index.sync(registry, to_block=args.to_block, max_blocks=args.max_blocks, progress=bar)
+            result = index.sync(
+                registry,
+                to_block=args.to_block,
+                max_blocks=args.max_blocks,
+                progress=bar,
+                completeness=completeness,
+            )
         finally:
             bar.close()
         status = index.status(registry.chain)
@@ -296,11 +322,12 @@ def _sync(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def _bring_up(index: Any, registry: Any, args: argparse.Namespace) -> Any:
     """Before a query: sync (unless --no-sync) to the newest block with the confirmations asked for; with
     --no-sync, read no new block, but still withdraw blocks with fewer confirmations (every read honours them)."""
+    completeness = _completeness(args)
     if args.live or not args.no_sync:
-        return index.sync(registry, max_blocks=args.max_blocks)
+        return index.sync(registry, max_blocks=args.max_blocks, completeness=completeness)
     synced = index.status().synced_block
     if synced is not None:
-        return index.sync(registry, to_block=synced, max_blocks=args.max_blocks)
+        return index.sync(registry, to_block=synced, max_blocks=args.max_blocks, completeness=completeness)
     return None
 
 

@@ -110,6 +110,7 @@ class AsyncGuard:
         admission: Admission | None = None,
         headers: HeaderSource | None = None,
         proof_provider: Any = None,
+        completeness: str | None = None,
     ) -> AsyncGuard:
         """``Guard(registry, path, ...)`` for asyncio: the same arguments, checks and errors, opened (and
         first synced, in ``follow`` mode) in a worker thread. ``registry`` is an
@@ -141,6 +142,7 @@ class AsyncGuard:
                 admission=admission,
                 headers=headers,
                 proof_provider=proof_provider,
+                completeness=completeness,
             )
             return opening.deliver(guard)
 
@@ -255,6 +257,10 @@ class AsyncGuard:
     @property
     def proof_provider(self) -> Any:
         return self.guard.proof_provider
+
+    @property
+    def completeness(self) -> str:
+        return self.guard.completeness
 
 
 class _Opening:

@@ -13,15 +13,28 @@ changed that the guard keeps in memory (an exclusive guard's marks, cached
 admission answers) is handed back to it (``on_page``) once committed.
 
 No block is passed whose logs were not checked against the block
-(:func:`chainfence._node.completeness.check`: its ``logsBloom`` for the
-event kinds followed, and where it may hold one the answer lacks, or rules
-out one it holds, its receipts against ``receiptsRoot``). A page is applied
-up to the block before the first that does not check out, and the sync
-raises :class:`~chainfence.errors.LogsIncomplete` (the block, where the
-follower stands, how far behind the head): a log backend that lags or
-withholds delays the follower, which is then not up to date (checks at the
-mark go on-chain), and the next sync takes the block up again, so the gap
-closes by itself once the backend answers it.
+(:func:`chainfence._node.completeness.check`), in the guard's
+``completeness`` mode:
+
+- ``"bloom"`` (the default without a header source): the block's
+  ``logsBloom`` for the event kinds followed, and where it may hold one the
+  answer lacks, or rules out one it holds, its receipts against
+  ``receiptsRoot``. A log withheld beside an answered log of the same kind
+  (address and topic) in the same block sets no bit the answered one did
+  not: the block is not in doubt and that log is missed for good.
+- ``"receipts"`` (the default with a header source): the receipts of every
+  block whose bloom may hold an event kind followed (those of a page in one
+  batch), against ``receiptsRoot``; the block passes only when the answer
+  holds exactly the registry events of those kinds its receipts hold, so
+  nothing withheld passes, whatever else the block holds. One more request
+  a poll over blocks with such events (``docs/benchmarks.md``).
+
+A page is applied up to the block before the first that does not check
+out, and the sync raises :class:`~chainfence.errors.LogsIncomplete` (the
+block, where the follower stands, how far behind the head): a log backend
+that lags or withholds delays the follower, which is then not up to date
+(checks at the mark go on-chain), and the next sync takes the block up
+again, so the gap closes by itself once the backend answers it.
 
 With a header source (``Guard(..., headers=...)``: ``proven``), the follower
 believes its provider's logs no more than the proven mode believes views:
@@ -40,10 +53,13 @@ untouched, the follower reports the error and checks at the mark are proven
 meanwhile. The completeness check then reads the blooms and receipts roots
 of the log provider's headers linked by their parent hashes to the one the
 source vouches for at the page's last block (:func:`chainfence._node.headers.linked`),
-so a provider that withholds logs cannot hide them by forging its blooms.
-What it can still withhold unseen is a log beside an answered one of the
-same kind in the same block (no bit of the bloom tells them apart): that
-delays a mark, as a lagging follower does, and plants none.
+so a provider that withholds logs cannot hide them by forging its blooms,
+nor, in the receipts mode (this follower's default), by forging receipts:
+they must hash to the vouched chain's ``receiptsRoot``. A log withheld
+beside an answered one of the same kind in the same block is then caught
+too. Told ``completeness="bloom"``, such a follower misses that log (no
+bit of the bloom tells the two apart): a delayed mark, as a lagging
+follower has, never a planted one.
 """
 
 from __future__ import annotations
@@ -119,7 +135,8 @@ class Follower:
     ``follow_admissions``: also read the namespaces' policy and admission events (the guard admits
     by the on-chain allowlists). ``max_lag``: seconds without a successful sync after which the
     follower is no longer :meth:`up_to_date`. ``proven``: the guard's proof reader, whose header
-    source vouches for every block the follower applies (see the module docstring).
+    source vouches for every block the follower applies (see the module docstring). ``completeness``:
+    the completeness check's mode, ``"bloom"`` or ``"receipts"`` (see the module docstring).
     """
 
     def __init__(
@@ -133,9 +150,11 @@ class Follower:
         latch: Latch,
         on_page: Callable[[Page], None],
         proven: ProvenReader | None = None,
+        completeness: str = "bloom",
     ):
         self._registry = registry
         self._proven = proven
+        self._completeness = _completeness.mode_of(completeness, default="bloom")
         self._store = store
         self._confirmations = confirmations
         self._max_lag = max_lag
@@ -305,7 +324,9 @@ class Follower:
             if any(header is None for header in found):
                 raise ChainError(f"the node has no block in {first}..{last} (reorganised away while reading?)")
             headers = dict(zip(numbers, _headers.linked(found, anchor, provider=self._log_provider()), strict=True))
-        return _completeness.check(chain, self._registry.address, first, last, logs, kinds=kinds, headers=headers)
+        return _completeness.check(
+            chain, self._registry.address, first, last, logs, kinds=kinds, headers=headers, mode=self._completeness
+        )
 
     def _vouch(self, logs: list[_events.RegistryLog], trusted: VerifiedHeader) -> None:
         """Every log's block is one the header source vouches for (BlockNotVouched: another history)."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import _log, _names, _validate
 from .._lease_state import LeaseStatus, judge
+from .._node import completeness as _completeness
 from ..endings import End
 from ..errors import (
     ChainfenceError,
@@ -114,6 +115,13 @@ class Guard:
             ``strict`` (which believes its provider: use ``proven``).
         proof_provider: where ``eth_getProof`` answers come from (a URL, or a
             :class:`~chainfence.Chain`; default: the registry's chain). It need not be trusted.
+        completeness: how the follower checks that ``eth_getLogs`` left no log of a block out
+            (:mod:`chainfence._node.completeness`): ``"bloom"`` reads a block's receipts only where its
+            ``logsBloom`` says the answer may lack a log (cheap; a log withheld beside an answered one of
+            the same kind in the same block passes unseen); ``"receipts"`` reads the receipts of every
+            block whose bloom may hold a registry event the follower reads, against ``receiptsRoot``
+            (one more request per poll with such blocks; nothing withheld passes). Default:
+            ``"receipts"`` with ``headers=`` (no single provider bends that guard), ``"bloom"`` without.
 
     The arguments are kept as attributes of the same names (settings: read, not changed).
 
@@ -138,6 +146,7 @@ class Guard:
         admission: Admission | None = None,
         headers: HeaderSource | None = None,
         proof_provider: Any = None,
+        completeness: str | None = None,
     ):
         if admission is not None and not isinstance(admission, Admission):
             raise InvalidInput(
@@ -155,6 +164,7 @@ class Guard:
             raise InvalidInput("strict mode believes its provider; to judge every check by proofs, use mode='proven'")
         if proof_provider is not None and headers is None:
             raise InvalidInput("proof_provider needs headers= (the proven mode's header source)")
+        checked_by = _completeness.mode_of(completeness, default="bloom" if headers is None else "receipts")
         for name, value in (("timeout", timeout), ("follow_interval", follow_interval), ("max_lag", max_lag)):
             if value is None and name == "max_lag":
                 continue
@@ -183,6 +193,7 @@ class Guard:
         self.admission = admission
         self.headers = headers
         self.proof_provider = proof_provider
+        self.completeness: str = checked_by
         # Collaborators.
         self._reader: ProvenReader | None = None
         if headers is not None:
@@ -203,6 +214,7 @@ class Guard:
             latch=self._latch,
             on_page=self._followed,
             proven=self._reader,
+            completeness=checked_by,
         )
         self._requests = RequestVerifier(registry, max_contract_holders=_MAX_CONTRACT_HOLDERS, proven=self._reader)
         self._admission_cache = AdmissionCache(registry, admission, max_answers=_MAX_ADMISSIONS, max_names=_MAX_IDS)
