@@ -22,21 +22,14 @@ import subprocess
 import sys
 
 import pytest
-from eth_account import Account
 
 from chainfence import Chain, Registry
 from chainfence._node import completeness as _completeness
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexDiffers
 from chainfence.proofs import ProvenReader, QuorumHeaders
-from tests.support.anvil import dev_keys
+from tests.support.follower_proxies import in_one_block
 from tests.support.lying_proxy import LyingProxy
-
-
-@pytest.fixture
-def liar(anvil_node):
-    with LyingProxy(anvil_node.url) as proxy:
-        yield proxy
 
 
 def through(registry: Registry, url: str, **options) -> Registry:
@@ -115,32 +108,6 @@ def test_control_a_sync_that_trusts_the_answer_keeps_the_hole_forever(on_anvil, 
     assert [index.lease(lease.token) for lease in late] == [None, None, None], "tokens missing for good"
     with pytest.raises(AuditIndexDiffers):
         index.verify(on_anvil)
-
-
-def in_one_block(registry: Registry, names: list[str], accounts=(7, 8)) -> int:
-    """One acquisition of each name, from different accounts, mined in one block (their logs in two
-    transactions of that block); returns the block. Raw transactions from accounts the SDK does not use here."""
-    chain = registry.chain
-    chain.rpc.request("evm_setAutomine", [False])
-    try:
-        for account, name in zip(accounts, names, strict=True):
-            signer = Account.from_key(dev_keys(10)[account])
-            tx = {
-                "to": registry.address,
-                "data": registry._encode("acquire", [name, 600]),
-                "gas": 300_000,
-                "maxFeePerGas": 10**11,
-                "maxPriorityFeePerGas": 10**9,
-                "nonce": chain.rpc.nonce(signer.address, "pending"),
-                "chainId": chain.chain_id,
-                "value": 0,
-            }
-            raw = signer.sign_transaction(tx).raw_transaction
-            chain.rpc.request("eth_sendRawTransaction", ["0x" + raw.hex()])
-        chain.rpc.request("evm_mine", [])
-    finally:
-        chain.rpc.request("evm_setAutomine", [True])
-    return chain.block_number()
 
 
 def renumbering(liar: LyingProxy) -> None:

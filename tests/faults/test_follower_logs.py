@@ -25,46 +25,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 
 import pytest
 
-from chainfence import Chain, Election, Guard, Registry
+from chainfence import Chain, Election, Registry
 from chainfence._node import completeness
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncRegistry
 from chainfence.errors import HeaderInvalid, LeaseHeld, LogsIncomplete, StaleToken
 from chainfence.proofs import QuorumHeaders
 from tests.faults.test_audit_integrity import lagging
 from tests.support.anvil import dev_keys
+from tests.support.follower_proxies import follow_block, follow_guard, through
 from tests.support.lying_proxy import LyingProxy
 from tests.support.virtual_time import SteppedClock, WaitClock
 
 RESOURCE = "jobs/report"
-
-
-@pytest.fixture
-def liar(anvil_node):
-    with LyingProxy(anvil_node.url) as proxy:
-        yield proxy
-
-
-@pytest.fixture
-def honest_pair(anvil_node):
-    with LyingProxy(anvil_node.url) as h2, LyingProxy(anvil_node.url) as h3:
-        yield h2, h3
-
-
-def through(registry: Registry, url: str) -> Registry:
-    return Registry.at(Chain.connect(url, poll_latency=0.01), registry.address)
-
-
-def follow_guard(registry: Registry, path, **options) -> Guard:
-    return Guard(registry, path, mode="follow", follow_interval=3_600, **options)
-
-
-def follow_block(path) -> int:
-    with sqlite3.connect(path) as conn:
-        return int(conn.execute("SELECT value FROM meta WHERE key = 'follow_block'").fetchone()[0])
 
 
 class Takeover:

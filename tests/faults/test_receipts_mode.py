@@ -29,7 +29,6 @@ block is not in doubt, and a bloom-only reader passes it for good.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import pytest
 from eth_account import Account
@@ -43,66 +42,12 @@ from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexDiffers, InvalidInput, LogsIncomplete, StaleToken
 from chainfence.proofs import QuorumHeaders
 from tests.support.anvil import dev_keys
+from tests.support.follower_proxies import follow_block, follow_guard, in_one_block, through
 from tests.support.lying_proxy import LyingProxy, Refuse
 
 RESOURCE = "jobs/report"
 BESIDE = "jobs/beside"
 ACQUIRED = _events.topic(_events.Kind.ACQUIRED)
-
-
-@pytest.fixture
-def liar(anvil_node):
-    with LyingProxy(anvil_node.url) as proxy:
-        yield proxy
-
-
-@pytest.fixture
-def honest_pair(anvil_node):
-    with LyingProxy(anvil_node.url) as h2, LyingProxy(anvil_node.url) as h3:
-        yield h2, h3
-
-
-def through(registry: Registry, url: str) -> Registry:
-    return Registry.at(Chain.connect(url, poll_latency=0.01), registry.address)
-
-
-def follow_guard(registry: Registry, path, **options) -> Guard:
-    return Guard(registry, path, mode="follow", follow_interval=3_600, **options)
-
-
-def follow_block(path) -> int:
-    with sqlite3.connect(path) as conn:
-        return int(conn.execute("SELECT value FROM meta WHERE key = 'follow_block'").fetchone()[0])
-
-
-def in_one_block(registry: Registry, names: list[str], accounts=(7, 8)) -> int:
-    """One acquisition of each name, from different accounts (raw transactions from keys the SDK does not
-    send from here), mined in one block: two LeaseAcquired logs of the registry in two transactions of
-    that block. Returns the block."""
-    chain = registry.chain
-    chain.rpc.request("evm_setAutomine", [False])
-    try:
-        for account, name in zip(accounts, names, strict=True):
-            signer = Account.from_key(dev_keys(10)[account])
-            tx = {
-                "to": registry.address,
-                "data": registry._encode("acquire", [name, 600]),
-                "gas": 300_000,
-                "maxFeePerGas": 10**11,
-                "maxPriorityFeePerGas": 10**9,
-                "nonce": chain.rpc.nonce(signer.address, "pending"),
-                "chainId": chain.chain_id,
-                "value": 0,
-            }
-            raw = signer.sign_transaction(tx).raw_transaction
-            chain.rpc.request("eth_sendRawTransaction", ["0x" + raw.hex()])
-        chain.rpc.request("evm_mine", [])
-    finally:
-        chain.rpc.request("evm_setAutomine", [True])
-    block = chain.block_number()
-    receipts = chain.rpc.request("eth_getBlockReceipts", [hex(block)])
-    assert len(receipts) == len(names) and all(int(r["status"], 16) == 1 for r in receipts), "both mined there"
-    return block
 
 
 def in_one_transaction(registry: Registry, names: list[str], account: int = 7) -> int:
