@@ -20,6 +20,18 @@ check_python() {
         || die "Python >= 3.11 is required; $PYTHON is $("$PYTHON" -V 2>&1)"
 }
 
+# check_disk MEGABYTES WHAT: say so before an install that may not fit (pip's own error on a full disk,
+# "[Errno 28] No space left on device", comes after minutes and names no cause).
+check_disk() {
+    local need_mb="$1" what="$2" free_kb
+    free_kb="$(df -Pk "$ROOT" 2>/dev/null | awk 'NR==2 {print $4}')" || return 0
+    [ -n "$free_kb" ] || return 0
+    if [ "$free_kb" -lt $((need_mb * 1024)) ]; then
+        echo "chainfence setup: only $((free_kb / 1024)) MB free on the disk of $ROOT; $what takes about" \
+             "$need_mb MB: the install may fail with 'No space left on device' (free some space first)" >&2
+    fi
+}
+
 stamp_of() { cat "$@" | "$PYTHON" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())'; }
 
 # setup_python EXTRA INSTALL_ARGS...: a venv with the pinned dependencies, then the project.
@@ -40,6 +52,7 @@ setup_python() {
     stamp="$(stamp_of "${inputs[@]}")"
     if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
         echo "==> installing chainfence and its dependencies ($flavour, pinned by requirements/constraints.txt)"
+        check_disk 450 "the Python environment (.venv)"
         rm -f "$VENV"/.chainfence-*  # one flavour at a time: an install replaces the other
         "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
             -c requirements/constraints.txt "$@"
@@ -75,6 +88,7 @@ setup_python312() {
     stamp="$(stamp_of pyproject.toml requirements/constraints.txt; echo "$python312")"
     if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
         echo "==> creating $venv with $("$python312" -V 2>&1) for the Python 3.12-only tests"
+        check_disk 150 "the Python 3.12 environment (.venv-py312)"
         rm -rf "$venv"
         "$python312" -m venv "$venv"
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt \
@@ -92,6 +106,7 @@ setup_node() {
     stamp="$(stamp_of package.json package-lock.json)"
     if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
         echo "==> installing node toolchain (solc, anvil: pinned by package.json and package-lock.json)"
+        check_disk 80 "the node toolchain (node_modules)"
         # Not `npm ci`: it insists that the lock list anvil's optional packages
         # for every platform, and a registry mirror may carry only this one's
         # (this project's does). `npm install --no-save` installs the same

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -96,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
     etcd = bench.Etcd()
     nodes = {}
-    work = Path(tempfile.mkdtemp(prefix="chainfence-growth-"))
+    work = bench.scratch_dir("chainfence-growth-")
     try:
         floors = {}
         for n, (label, (hardfork, options)) in enumerate(settings.items()):

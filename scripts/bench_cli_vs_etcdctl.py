@@ -48,7 +48,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -223,7 +222,7 @@ def main() -> None:
                 "CHAINFENCE_PRIVATE_KEY": keys[1],
             }
             etcd_env = {**base, "ETCDCTL_API": "3", "ETCDCTL_ENDPOINTS": f"http://127.0.0.1:{etcd.port}"}
-            scratch = Path(tempfile.mkdtemp(prefix="chainfence-bench-cli-"))
+            scratch = bench.scratch_dir("chainfence-bench-cli-")
             errors = scratch / "stderr"
             runners = {"chainfence": Timed(cf_env, errors)}
             entry = {"chainfence": chainfence}

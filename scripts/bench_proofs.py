@@ -45,8 +45,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import tempfile
+import bench_vs_etcd
 
 from chainfence import Chain, Guard, Registry
 from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders
@@ -111,7 +112,7 @@ def run(url: str, samples: int) -> dict[str, dict[str, float]]:
         used = reader.headers.requests() + reader.endpoint.requests - before
         return used, used
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-proofs-"))
+    tmp = bench_vs_etcd.scratch_dir("bench-proofs-")
     strict_guard = Guard(registry, tmp / "strict.sqlite", mode="strict")
     strict_guard.check(NAME, token)
     proven_guards = {}

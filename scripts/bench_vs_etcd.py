@@ -78,6 +78,15 @@ sys.path.insert(0, str(SRC))
 TTL = 60
 
 
+def scratch_dir(prefix: str) -> Path:
+    """A fresh temporary directory that is removed when the benchmark exits (state files, sockets)."""
+    import atexit
+
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]

@@ -46,7 +46,6 @@ import os
 import pstats
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -56,6 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMES = 32
 sys.path.insert(0, str(Path(os.environ.get("CHAINFENCE_SRC") or ROOT / "src")))  # as in bench_vs_etcd.py
 sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_vs_etcd import scratch_dir
 
 
 def counting(transport, seen: collections.Counter, phase: list[str]) -> None:
@@ -96,7 +97,7 @@ def transports(pairs: int) -> dict[str, float]:
     from chainfence.cli.node import node_process
     from chainfence.testing.anvil import dev_keys, find_anvil, free_port
 
-    ipc_path = str(Path(tempfile.mkdtemp(prefix="chainfence-ipc-")) / "anvil.ipc")
+    ipc_path = str(scratch_dir("chainfence-ipc-") / "anvil.ipc")
     node = node_process(find_anvil(start=ROOT), port=free_port(), state=None, ipc=ipc_path, die_with_parent=True)
     with node:
         deployer = Chain.connect(node.url, private_key=dev_keys(1)[0])
@@ -470,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.levers or args.python or args.transports:
             parser.error("--levers, --python and --transports need this checkout's SDK")
     else:
-        ipc_path = str(Path(tempfile.mkdtemp(prefix="chainfence-ipc-")) / "anvil.ipc")
+        ipc_path = str(scratch_dir("chainfence-ipc-") / "anvil.ipc")
         node = node_process(find_anvil(start=ROOT), port=free_port(), state=None, ipc=ipc_path, die_with_parent=True)
     with node:
         deployer = Chain.connect(node.url, private_key=dev_keys(1)[0])

@@ -146,3 +146,28 @@ def test_control_a_connection_alone_takes_the_other_workers_node_for_its_own(anv
         assert not owns(second.process.pid, second.port), "and the node answering there is not its process"
     finally:
         second.stop()
+
+
+def test_a_stopped_node_leaves_no_socket_file_and_a_killed_one_is_cleared_at_the_next_start():
+    """anvil leaves its ``--ipc`` socket file behind when it exits: ``stop()`` removes it (a suite run
+    used to leave hundreds). The control, ``kill()`` (a crash), leaves it, and the next start on that
+    path removes it because nobody listens on it."""
+    from pathlib import Path
+
+    from chainfence.testing.anvil import remove_dead_socket
+    from tests.support.anvil import ipc_path
+
+    path = ipc_path()
+    node = Anvil(ipc=path).start()
+    assert Path(path).is_socket()
+    node.stop()
+    assert not Path(path).exists(), "stop() removes the socket anvil left"
+
+    crashed = Anvil(ipc=path).start()
+    crashed.kill()
+    assert Path(path).is_socket(), "control: anvil itself leaves its socket file behind"
+    remove_dead_socket(path)  # what `chainfence node` does before each start
+    assert not Path(path).exists()
+    with Anvil(ipc=path) as again:
+        assert Path(again.ipc_path).is_socket()
+    assert not Path(path).exists()

@@ -33,9 +33,9 @@ START_TIMEOUT = 60.0
 
 def ipc_path() -> str:
     """A fresh path for an IPC socket, short enough for one (Unix sockets: at most 107 bytes)."""
-    import tempfile
+    from tests.support.scratch import socket_path
 
-    return str(Path(tempfile.mkdtemp(prefix="cf-ipc-")) / "anvil.ipc")
+    return socket_path("anvil", "anvil.ipc")
 
 
 def anvil_binary() -> str:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 import socket
-import tempfile
 import threading
 import urllib.request
 from collections import defaultdict, deque
 from pathlib import Path
 
 from tests.support.rpc_proxy import matches, planned_for
+from tests.support.scratch import socket_path
 
 FAULTS = ("drop_reply", "drop_request", "close_after_reply")
 
@@ -35,7 +35,7 @@ FAULTS = ("drop_reply", "drop_request", "close_after_reply")
 class IpcProxy:
     def __init__(self, upstream: str):
         self.upstream = upstream
-        self.path = str(Path(tempfile.mkdtemp(prefix="cf-ipcp-")) / "proxy.ipc")
+        self.path = socket_path("proxy", "proxy.ipc")
         self.connections = 0
         self.closed = 0
         self.log: list[tuple[str, list, str | None]] = []

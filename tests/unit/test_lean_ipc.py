@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import tempfile
 import threading
-from pathlib import Path
 
 import pytest
 
 from chainfence._node.ipc import AsyncLeanIpc, LeanIpc, is_ipc_path
 from chainfence._node.transports import ErrorReply, NotDelivered
+from tests.support.scratch import socket_path
 
 
 class ScriptedNode:
@@ -22,7 +21,7 @@ class ScriptedNode:
 
     def __init__(self, answer):
         self.answer = answer
-        self.path = str(Path(tempfile.mkdtemp(prefix="cf-ipcu-")) / "node.ipc")
+        self.path = socket_path("scripted", "node.ipc")
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.path)
         self.server.listen(4)
@@ -128,7 +127,7 @@ def test_a_reply_that_breaks_off_is_a_connection_error_never_resent(node_answeri
 
 def test_no_socket_at_the_path_is_not_delivered():
     with pytest.raises(NotDelivered):
-        LeanIpc(str(Path(tempfile.mkdtemp()) / "none.ipc"), timeout=10).request("eth_blockNumber", [])
+        LeanIpc(socket_path("none", "none.ipc"), timeout=10).request("eth_blockNumber", [])
 
 
 def test_asyncio_reads_the_same_shapes(node_answering):

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from chainfence.cli import node as cli_node
+from chainfence.testing.anvil import remove_dead_socket
 
 
 def test_the_node_runs_anvil_with_the_measured_settings_and_an_ipc_socket(tmp_path):
@@ -37,11 +38,11 @@ def _stale_and_live(tmp_path: Path) -> None:
     dead = str(tmp_path / "dead.ipc")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as left:
         left.bind(dead)  # the file stays after close: nobody listens on it any more
-    cli_node._remove_stale_socket(dead)
+    remove_dead_socket(dead)
     assert not Path(dead).exists()
     live = str(tmp_path / "live.ipc")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listening:
         listening.bind(live)
         listening.listen(1)
-        cli_node._remove_stale_socket(live)
+        remove_dead_socket(live)
         assert Path(live).exists()

@@ -55,7 +55,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ContractNotFound, NodeUnreachable, WrongChain
-from ..testing.anvil import ANVIL_VERSION, DEV_MNEMONIC, AnvilProcess, dev_keys, find_anvil, free_port, port_is_free
+from ..testing.anvil import (
+    ANVIL_VERSION,
+    DEV_MNEMONIC,
+    AnvilProcess,
+    dev_keys,
+    find_anvil,
+    free_port,
+    port_is_free,
+    remove_dead_socket,
+)
 
 __all__ = [
     "ANVIL_VERSION",
@@ -105,7 +114,7 @@ def node_process(
 ) -> AnvilProcess:
     """anvil as ``chainfence node`` runs it (benchmarks start the same node through this)."""
     if ipc is not None:
-        _remove_stale_socket(ipc)
+        remove_dead_socket(ipc)
     return AnvilProcess(
         binary,
         port=port,
@@ -116,23 +125,6 @@ def node_process(
         ipc=ipc,
         die_with_parent=die_with_parent,
     )
-
-
-def _remove_stale_socket(path: str) -> None:
-    """A socket file left by a node that died (nothing accepts on it) would stop anvil from listening there."""
-    import stat
-
-    try:
-        if not stat.S_ISSOCK(os.stat(path).st_mode):
-            return
-    except OSError:
-        return
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.5)
-        try:
-            probe.connect(path)
-        except OSError:
-            os.unlink(path)  # nobody listens: a dead node's
 
 
 def serve(

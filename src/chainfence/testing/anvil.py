@@ -16,6 +16,7 @@ builds a persistent local chain on it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
@@ -29,7 +30,16 @@ from eth_account import Account
 
 from ..errors import AnvilNotFound, NodeUnreachable
 
-__all__ = ["ANVIL_VERSION", "DEV_MNEMONIC", "AnvilProcess", "dev_keys", "find_anvil", "free_port", "port_is_free"]
+__all__ = [
+    "ANVIL_VERSION",
+    "DEV_MNEMONIC",
+    "AnvilProcess",
+    "dev_keys",
+    "find_anvil",
+    "free_port",
+    "port_is_free",
+    "remove_dead_socket",
+]
 
 #: anvil's default mnemonic: its accounts are funded at genesis. Public test keys: never use them elsewhere.
 DEV_MNEMONIC = "test test test test test test test test test test test junk"
@@ -156,6 +166,28 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def remove_dead_socket(path: str) -> None:
+    """Unlink the Unix socket file at ``path`` if nothing accepts on it (a stopped or dead node's).
+
+    anvil does not remove its ``--ipc`` socket when it exits, and a file left there stops the next
+    anvil from listening on that path. A socket someone still listens on, or any other file, stays.
+    """
+    import stat
+
+    try:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            return
+    except OSError:
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect(path)
+        except OSError:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # nobody listens
+
+
 class AnvilProcess:
     """One anvil process on 127.0.0.1 (a free port unless ``port`` is given)."""
 
@@ -263,6 +295,8 @@ class AnvilProcess:
         if process.stderr is not None:
             with process.stderr:
                 self.stderr = process.stderr.read().decode(errors="replace")
+        if self.ipc_path is not None:
+            remove_dead_socket(self.ipc_path)  # anvil leaves its socket file behind when it exits
 
     def kill(self) -> None:
         """SIGKILL: no chance to save state (what a crash looks like)."""
