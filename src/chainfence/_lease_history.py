@@ -108,8 +108,8 @@ def history(
     resources are resolved from the registry's ``ResourceNamed`` events.
 
     ``index`` (an :class:`~chainfence.audit.index.AuditIndex`): synced first
-    (only the blocks it lacks are read), then answered from the file instead
-    of every event since the deployment. The same as ``registry.history(...)``.
+    (only the blocks it lacks are read, checked in the index's own completeness mode), then answered
+    from the file instead of every event since the deployment. The same as ``registry.history(...)``.
     """
     steps = history_steps(
         registry, resource, holder=holder, token=token, from_block=from_block, to_block=to_block, index=index
@@ -213,7 +213,25 @@ def _history_from_index(
     from_block: int | None,
     to_block: int | str,
 ) -> list[LeaseEvent]:
-    index.sync(registry, to_block=None if to_block == "latest" else to_block)  # the chain's confirmations
+    # The chain's confirmations, the index's completeness mode (AuditIndex(completeness=...)).
+    synced = index.sync(registry, to_block=None if to_block == "latest" else to_block)
+    if synced.held_at is not None and to_block != "latest":
+        # Asked up to a block the index could not reach (the log provider's answer does not check out
+        # at held_at): an answer from the index would silently lack that block's events on. With
+        # "latest" the answer is as of the block the index reached, as it is as of a confirmed one.
+        from ._node.jsonrpc import name_of_chain
+        from .errors import LogsIncomplete
+
+        raise LogsIncomplete(
+            f"the logs {name_of_chain(registry.chain)} answered do not check out against block {synced.held_at} "
+            f"({synced.held_because}): the index reaches block {synced.held_at - 1}, not block {to_block}; "
+            "asked again once the provider answers that block, it goes on from there",
+            block=synced.held_at,
+            followed=synced.held_at - 1,
+            head=to_block,  # type: ignore[arg-type]
+            provider=name_of_chain(registry.chain),
+            reason=synced.held_because or "",
+        )
     result = []
     labels: dict[bytes, tuple[str | None, str]] = {}  # this answer's: one lookup per resource, not per event
     # Every event asked for: the index's pages of events, one after another (each a bounded read).

@@ -195,7 +195,7 @@ def stuck_steps(
     ]
     if index is not None:
         require_index(index)
-        entries = yield Blocking(lambda: _indexed(registry, index, first, last, kinds))
+        entries, last = yield Blocking(lambda: _indexed(registry, index, first, last, kinds))
     else:
         if isinstance(first, bool) or not isinstance(first, int) or first < 0:
             raise InvalidInput(f"from_block must be an int >= 0, got {first!r}")
@@ -284,10 +284,15 @@ def stuck_steps(
     return report
 
 
-def _indexed(registry: RegistryContract, index: Any, first: int, last: int, kinds: list[Any]) -> list[Any]:
-    """The events an index holds from ``first`` to ``last``, once synced up to ``last``."""
-    index.sync(registry, to_block=last)
-    return [entry for entry, _at in index.every(index.events, from_block=first, to_block=last, kinds=kinds)]
+def _indexed(registry: RegistryContract, index: Any, first: int, last: int, kinds: list[Any]) -> tuple[list[Any], int]:
+    """The events an index holds from ``first`` to ``last``, once synced up to ``last`` (in the index's
+    completeness mode), and the block they reach (the report says it read to there, not to ``last``):
+    short of ``last`` by the chain's confirmations, or before a block whose logs the provider's answer
+    may lack, where the sync held."""
+    synced = index.sync(registry, to_block=last)
+    last = min(last, synced.to_block)
+    entries = [entry for entry, _at in index.every(index.events, from_block=first, to_block=last, kinds=kinds)]
+    return entries, last
 
 
 endings.declare(

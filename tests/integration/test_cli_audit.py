@@ -291,3 +291,37 @@ def test_sync_with_completeness_receipts_holds_before_a_withheld_event_and_a_bad
     assert not (tmp_path / "bad.sqlite").exists()
     query, _ = audit(anvil_node, on_anvil, tmp_path / "bad.sqlite", "history", RESOURCE, "--completeness", "x")
     assert query.returncode == 2 and not (tmp_path / "bad.sqlite").exists()
+
+
+def test_stuck_with_an_index_syncs_it_in_the_mode_asked_and_a_bad_mode_exits_2(anvil_node, on_anvil, tmp_path):
+    """``chainfence stuck --index F --completeness receipts`` through a provider that withholds bob's
+    takeover: the index stops before the block and the report says it read to there. Control: without
+    --completeness the index passes the block (its hole). A bad mode exits 2 before the file is made."""
+    from tests.faults.test_receipts_mode import RESOURCE, SameKind, withholding_the_takeover
+    from tests.support.lying_proxy import LyingProxy
+
+    def stuck(url, index, *args):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
+        argv = [sys.executable, "-m", "chainfence", "stuck", "--index", str(index), "--rpc-url", url]
+        done = subprocess.run(
+            [*argv, "--registry", on_anvil.address, "--json", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return done, (json.loads(done.stdout) if done.stdout.strip() else None)
+
+    story = SameKind(on_anvil)
+    story.stale = story.alice.acquire(RESOURCE, ttl=60).token
+    story.take_over()
+    with LyingProxy(anvil_node.url) as liar:
+        withholding_the_takeover(liar, story.block)
+        done, report = stuck(liar.url, tmp_path / "receipts.sqlite", "--completeness", "receipts")
+        assert done.returncode == 0, done.stderr
+        assert report["to_block"] == story.block - 1
+        done, report = stuck(liar.url, tmp_path / "bloom.sqlite")
+        assert done.returncode == 0 and report["to_block"] >= story.block, "control: past the hole"
+    bad, document = stuck(anvil_node.url, tmp_path / "bad.sqlite", "--completeness", "all")
+    assert bad.returncode == 2 and document["error"] == "InvalidInput", bad.stderr
+    assert not (tmp_path / "bad.sqlite").exists()

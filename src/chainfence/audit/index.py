@@ -203,11 +203,19 @@ class AuditIndex:
     One writer at a time (SQLite's lock); readers may run alongside. One object may be shared by
     threads (a sync in one, queries in others): each query answers from one snapshot of committed rows,
     never from a page a sync is still writing.
+
+    ``completeness`` is the mode of every sync of this object that names none
+    (``"bloom"`` or ``"receipts"``, see :meth:`sync`): the syncs other parts
+    make on their own before they read, ``registry.history(index=...)`` and
+    ``registry.stuck(index=...)``, check each block as strictly as the index's
+    owner chose.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, completeness: str = "bloom"):
         if not isinstance(path, (str, Path)) or (isinstance(path, str) and not path):
             raise InvalidInput(f"path must be a file path or ':memory:', got {path!r}")
+        #: The completeness mode of a sync that names none.
+        self.completeness = _completeness.mode_of(completeness, default="bloom")
         self.path = str(path)
         self._lock = threading.RLock()
         if self.path != ":memory:" and not Path(self.path).resolve().parent.is_dir():
@@ -368,7 +376,7 @@ class AuditIndex:
         max_blocks: int | None = None,
         confirmations: int | None = None,
         progress: Callable[[int, int, int], None] | None = None,
-        completeness: str = "bloom",
+        completeness: str | None = None,
         _before_commit: Callable[[int], None] | None = None,
     ) -> SyncResult:
         """Bring the index up to ``to_block`` (default: the head minus ``confirmations``).
@@ -384,7 +392,8 @@ class AuditIndex:
         a block whose logs the node did not all answer (a lagging or
         withholding log backend) the sync stops, the index reaches the block
         before it, and :attr:`SyncResult.held_at` says which and why; a later
-        sync takes it up from there. ``completeness`` is the check's mode:
+        sync takes it up from there. ``completeness`` is the check's mode
+        (``None``: the index's own, :attr:`completeness`):
         ``"bloom"`` (the default) reads a block's receipts only where its
         ``logsBloom`` says the answer may lack a log, so a log withheld beside
         an answered one of the same kind in the same block passes unseen
@@ -414,7 +423,7 @@ class AuditIndex:
             raise InvalidInput(f"confirmations must be an int >= 0, got {confirmations!r}")
         if to_block is not None and (isinstance(to_block, bool) or not isinstance(to_block, int) or to_block < 0):
             raise InvalidInput(f"to_block must be an int >= 0, got {to_block!r}")
-        mode = _completeness.mode_of(completeness, default="bloom")
+        mode = _completeness.mode_of(completeness, default=self.completeness)
         chain = registry.chain
         deployment = self._bind(registry)
         depth = chain.confirmations if confirmations is None else confirmations

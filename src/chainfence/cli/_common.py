@@ -387,6 +387,26 @@ def wait_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
 
 
+def completeness_option(parser: argparse.ArgumentParser) -> None:
+    """``--completeness MODE``: how a sync checks that ``eth_getLogs`` left no registry event out."""
+    parser.add_argument(
+        "--completeness",
+        metavar="MODE",
+        default="bloom",
+        help="how a sync checks that eth_getLogs left no registry event out: 'bloom' (default) reads a block's "
+        "receipts where its logsBloom says the answer may lack an event (an event withheld beside an answered one "
+        "of the same kind passes unseen); 'receipts' reads the receipts of every block whose bloom may hold one, "
+        "against receiptsRoot (a request more per page with registry activity; nothing withheld passes)",
+    )
+
+
+def completeness(args: argparse.Namespace) -> str:
+    """``--completeness``, checked before anything is opened or asked (InvalidInput: exit 2)."""
+    from .._node.completeness import mode_of
+
+    return mode_of(args.completeness, default="bloom")
+
+
 def verbosity_options() -> argparse.ArgumentParser:
     """A parent parser for -v/--verbose, so that it is accepted after a subcommand too
     (``chainfence status -v``) as well as before it."""

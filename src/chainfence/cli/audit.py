@@ -46,6 +46,8 @@ from ._common import (
     Parser,
     Progress,
     add_command,
+    completeness,
+    completeness_option,
     connect,
     emit,
     exit_code,
@@ -89,15 +91,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="blocks per eth_getLogs request (default: 5000, halved when the provider refuses)",
     )
     checked = Parser(add_help=False)
-    checked.add_argument(
-        "--completeness",
-        metavar="MODE",
-        default="bloom",
-        help="how a sync checks that eth_getLogs left no registry event out: 'bloom' (default) reads a block's "
-        "receipts where its logsBloom says the answer may lack an event (an event withheld beside an answered one "
-        "of the same kind passes unseen); 'receipts' reads the receipts of every block whose bloom may hold one, "
-        "against receiptsRoot (a request more per page with registry activity; nothing withheld passes)",
-    )
+    completeness_option(checked)
     query = Parser(add_help=False, parents=[checked])
     query.add_argument("--live", action="store_true", help="read the chain instead of the index")
     query.add_argument(
@@ -264,32 +258,23 @@ def _opened(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     """The registry and the index (--live: one in memory), closed after."""
     from ..audit.index import AuditIndex
 
-    if getattr(args, "completeness", None) is not None:
-        _completeness(args)  # a bad mode is refused before anything is opened or asked
+    mode = completeness(args) if getattr(args, "completeness", None) is not None else "bloom"  # refused first
     _chain, registry = connect(args, needs_key=False)
     if getattr(args, "live", False):
-        index = AuditIndex(":memory:")
+        index = AuditIndex(":memory:", completeness=mode)
     else:
         path = Path(args.index)
         if path.parent and not path.parent.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-        index = AuditIndex(path)
+        index = AuditIndex(path, completeness=mode)
     try:
         yield registry, index
     finally:
         index.close()
 
 
-def _completeness(args: argparse.Namespace) -> str:
-    """--completeness, checked before anything is opened (InvalidInput: exit 2)."""
-    from .._node.completeness import mode_of
-
-    return mode_of(args.completeness, default="bloom")
-
-
 def _sync(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    completeness = _completeness(args)  # before anything is opened or asked
-    with _opened(args) as (registry, index):
+    with _opened(args) as (registry, index):  # a bad --completeness is refused before anything is opened
         bar = Progress(not args.json)
         try:
             # Confirmations: --confirmations, else the chain's (0 on dev chains, 3 elsewhere).
@@ -298,7 +283,6 @@ def _sync(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 to_block=args.to_block,
                 max_blocks=args.max_blocks,
                 progress=bar,
-                completeness=completeness,
             )
         finally:
             bar.close()
@@ -322,12 +306,11 @@ def _sync(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def _bring_up(index: Any, registry: Any, args: argparse.Namespace) -> Any:
     """Before a query: sync (unless --no-sync) to the newest block with the confirmations asked for; with
     --no-sync, read no new block, but still withdraw blocks with fewer confirmations (every read honours them)."""
-    completeness = _completeness(args)
     if args.live or not args.no_sync:
-        return index.sync(registry, max_blocks=args.max_blocks, completeness=completeness)
+        return index.sync(registry, max_blocks=args.max_blocks)  # in the index's mode: --completeness
     synced = index.status().synced_block
     if synced is not None:
-        return index.sync(registry, to_block=synced, max_blocks=args.max_blocks, completeness=completeness)
+        return index.sync(registry, to_block=synced, max_blocks=args.max_blocks)
     return None
 
 

@@ -26,6 +26,8 @@ from ._common import (
     EXIT_OUTCOME,
     UsageError,
     add_command,
+    completeness,
+    completeness_option,
     connect,
     emit,
     non_negative_int,
@@ -130,6 +132,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     stuck.add_argument("--longer-than", type=positive_int, help="also list leases held longer than this (seconds)")
     stuck.add_argument("--from-block", type=non_negative_int, help="first block to read (default: the deployment's)")
     stuck.add_argument("--index", help="read the events from this audit index (synced first) instead of the chain")
+    completeness_option(stuck)
     stuck.set_defaults(run=_stuck)
 
     tx = add_command(
@@ -371,12 +374,13 @@ def _proven_check(
 
 
 def _stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    mode = completeness(args)  # a bad mode is refused before anything is opened or asked
     _chain, registry = connect(args, needs_key=False)
     index = None
     if args.index:
         from ..audit.index import AuditIndex
 
-        index = AuditIndex(args.index)
+        index = AuditIndex(args.index, completeness=mode)
     report = registry.stuck(
         renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block, index=index
     )

@@ -299,13 +299,7 @@ class Follower:
                     reason=checked.why or "",
                 )
                 self.followed_block = block
-                logger.warning(
-                    "guard follower waits at block %d, %d blocks behind block %d: %s",
-                    block,
-                    head - block,
-                    head,
-                    behind,
-                )
+                logger.warning("guard follower: %s", behind)  # the error says where it waits, and why
                 raise behind
         return block
 
