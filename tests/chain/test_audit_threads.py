@@ -7,6 +7,9 @@ transaction and see its rows uncommitted, and keep what it read when the page ro
 mid-page, an incomplete answer, a crash of the sync). Every read answers from one snapshot taken under the
 index's lock.
 
+``verify`` reads a file's committed rows through a connection of its own (a snapshot neither waits for);
+its control reads through the shared connection and reports the uncommitted row as "not on the chain".
+
 Sequenced by events: the sync stops inside its write transaction, after applying the new lease, until the
 reader either waits for the index's lock or has answered; then the page fails and rolls back. Control: the
 reads without the snapshot return the lease that was never committed.
@@ -112,3 +115,68 @@ def test_control_reads_without_the_snapshot_see_a_lease_that_was_never_committed
     seen, events = read_during_a_rolled_back_page(registry, alice, tmp_path, monkeypatch)
     assert seen[0] is not None and seen[0].resource == "snap/x", "a lease the index never committed"
     assert seen[1] == events + 1, "an event count the index never committed"
+
+
+def verify_during_a_page(registry, alice, tmp_path, monkeypatch):
+    """``index.verify`` in another thread while a sync's page holds a new lease, uncommitted; then the page
+    rolls back. Returns what verify answered (its count, or the error it raised)."""
+    index = AuditIndex(tmp_path / "audit.sqlite")
+    index.sync(registry)
+    lease = alice.acquire("snap/verify", ttl=600)
+    index._lock = WatchedLock()  # type: ignore[assignment]
+    applied, answered = threading.Event(), threading.Event()
+    apply = index_module._projection.apply
+
+    def apply_then_fail(conn, entry, at):
+        apply(conn, entry, at)
+        if conn.execute("SELECT 1 FROM leases WHERE token = ?", (lease.token,)).fetchone() is None:
+            return
+        applied.set()
+        wait_until(
+            lambda: index._lock.contended.is_set() or answered.is_set(),
+            "the verify waits for the index or has answered",
+        )
+        raise PageFailed("the page rolls back")
+
+    monkeypatch.setattr(index_module._projection, "apply", apply_then_fail)
+    outcome: list[object] = []
+
+    def verifier() -> None:
+        assert applied.wait(60), "the sync never applied the lease"
+        try:
+            outcome.append(index.verify(registry))
+        except Exception as exc:
+            outcome.append(exc)
+        answered.set()
+
+    thread = threading.Thread(target=verifier)
+    thread.start()
+    with contextlib.suppress(PageFailed):
+        index.sync(registry)
+    thread.join(60)
+    assert not thread.is_alive()
+    return outcome[0], index
+
+
+def test_a_verify_beside_a_sync_checks_committed_rows_only(registry, alice, tmp_path, monkeypatch):
+    answer, index = verify_during_a_page(registry, alice, tmp_path, monkeypatch)
+    assert isinstance(answer, int), f"verify passed over the committed rows, got {answer!r}"
+    assert not index._lock.contended.is_set(), "a file's verify did not wait for the sync"
+    monkeypatch.undo()
+    index.sync(registry)
+    assert index.verify(registry) == answer + 1, "the lease, once committed, is verified too"
+
+
+def test_control_a_verify_through_the_syncs_connection_reports_a_row_that_was_never_committed(
+    registry, alice, tmp_path, monkeypatch
+):
+    from chainfence.audit import _verify
+    from chainfence.errors import AuditIndexDiffers
+
+    def through_the_shared_connection(self, registry, *, max_blocks=None, limit=20, proofs=None):
+        return _verify.verify(self, registry, max_blocks=max_blocks, limit=limit, proofs=proofs)
+
+    monkeypatch.setattr(AuditIndex, "verify", through_the_shared_connection)
+    answer, _index = verify_during_a_page(registry, alice, tmp_path, monkeypatch)
+    assert isinstance(answer, AuditIndexDiffers), answer
+    assert "not on the chain: LeaseAcquired" in str(answer), "a false alarm over a row never committed"

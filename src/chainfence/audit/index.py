@@ -620,10 +620,23 @@ class AuditIndex:
         Returns the number of events checked; raises
         :class:`~chainfence.errors.AuditIndexDiffers` listing (up to ``limit``)
         what differs, each naming the row.
+
+        The index is read from one snapshot of committed rows: a sync in another thread goes on meanwhile
+        (a file's snapshot is read through a connection of its own, so neither waits for the other; an
+        index in memory waits for the verify).
         """
         from . import _verify
 
-        return _verify.verify(self, registry, max_blocks=max_blocks, limit=limit, proofs=proofs)
+        self._bind(registry)  # binds a new file (or refuses another registry's) as a sync would, before the snapshot
+        if self.path == ":memory:":
+            with self._snapshot():
+                return _verify.verify(self, registry, max_blocks=max_blocks, limit=limit, proofs=proofs)
+        view = AuditIndex(self.path, completeness=self.completeness)
+        try:
+            with view._snapshot():
+                return _verify.verify(view, registry, max_blocks=max_blocks, limit=limit, proofs=proofs)
+        finally:
+            view.close()
 
     # -- queries ------------------------------------------------------------------
 
