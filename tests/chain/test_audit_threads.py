@@ -57,7 +57,9 @@ class PageFailed(Exception):
     pass
 
 
-def read_during_a_rolled_back_page(registry, alice, tmp_path, monkeypatch):
+def during_a_rolled_back_page(registry, alice, tmp_path, monkeypatch, act):
+    """``act(index, lease)`` in another thread while a sync's page holds ``lease`` (new) uncommitted; then the
+    page rolls back. Returns what ``act`` returned (or the exception it raised) and the index."""
     index = AuditIndex(tmp_path / "audit.sqlite")
     index.sync(registry)
     lease = alice.acquire("snap/x", ttl=600)
@@ -77,12 +79,14 @@ def read_during_a_rolled_back_page(registry, alice, tmp_path, monkeypatch):
         raise PageFailed("the page rolls back")
 
     monkeypatch.setattr(index_module._projection, "apply", apply_then_fail)
-    seen: list[object] = []
+    outcome: list[object] = []
 
     def reader() -> None:
         assert applied.wait(60), "the sync never applied the lease"
-        seen.append(index.lease(lease.token))
-        seen.append(index.status().events)
+        try:
+            outcome.append(act(index, lease))
+        except Exception as exc:
+            outcome.append(exc)
         answered.set()
 
     thread = threading.Thread(target=reader)
@@ -93,10 +97,17 @@ def read_during_a_rolled_back_page(registry, alice, tmp_path, monkeypatch):
     except PageFailed as exc:
         failed.append(exc)
     thread.join(60)
-    assert failed, "the page failed and rolled back"
+    assert failed and not thread.is_alive(), "the page failed and rolled back"
     committed = AuditIndex(tmp_path / "audit.sqlite")
     assert committed.lease(lease.token) is None, "the rolled-back lease is not in the file"
-    return seen, committed.status().events
+    return outcome[0], index
+
+
+def read_during_a_rolled_back_page(registry, alice, tmp_path, monkeypatch):
+    seen, index = during_a_rolled_back_page(
+        registry, alice, tmp_path, monkeypatch, lambda index, lease: [index.lease(lease.token), index.status().events]
+    )
+    return seen, AuditIndex(tmp_path / "audit.sqlite").status().events
 
 
 def test_a_read_beside_a_sync_answers_from_committed_rows_only(registry, alice, tmp_path, monkeypatch):
@@ -118,44 +129,10 @@ def test_control_reads_without_the_snapshot_see_a_lease_that_was_never_committed
 
 
 def verify_during_a_page(registry, alice, tmp_path, monkeypatch):
-    """``index.verify`` in another thread while a sync's page holds a new lease, uncommitted; then the page
-    rolls back. Returns what verify answered (its count, or the error it raised)."""
-    index = AuditIndex(tmp_path / "audit.sqlite")
-    index.sync(registry)
-    lease = alice.acquire("snap/verify", ttl=600)
-    index._lock = WatchedLock()  # type: ignore[assignment]
-    applied, answered = threading.Event(), threading.Event()
-    apply = index_module._projection.apply
-
-    def apply_then_fail(conn, entry, at):
-        apply(conn, entry, at)
-        if conn.execute("SELECT 1 FROM leases WHERE token = ?", (lease.token,)).fetchone() is None:
-            return
-        applied.set()
-        wait_until(
-            lambda: index._lock.contended.is_set() or answered.is_set(),
-            "the verify waits for the index or has answered",
-        )
-        raise PageFailed("the page rolls back")
-
-    monkeypatch.setattr(index_module._projection, "apply", apply_then_fail)
-    outcome: list[object] = []
-
-    def verifier() -> None:
-        assert applied.wait(60), "the sync never applied the lease"
-        try:
-            outcome.append(index.verify(registry))
-        except Exception as exc:
-            outcome.append(exc)
-        answered.set()
-
-    thread = threading.Thread(target=verifier)
-    thread.start()
-    with contextlib.suppress(PageFailed):
-        index.sync(registry)
-    thread.join(60)
-    assert not thread.is_alive()
-    return outcome[0], index
+    """``index.verify`` beside the page: its count, or the error it raised."""
+    return during_a_rolled_back_page(
+        registry, alice, tmp_path, monkeypatch, lambda index, _lease: index.verify(registry)
+    )
 
 
 def test_a_verify_beside_a_sync_checks_committed_rows_only(registry, alice, tmp_path, monkeypatch):
