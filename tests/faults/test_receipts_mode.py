@@ -296,6 +296,37 @@ def test_a_provider_without_block_receipts_is_settled_by_each_transactions_recei
         assert guard.mark(RESOURCE) == story.current and guard.follow_status().healthy
 
 
+def test_a_provider_that_serves_no_receipts_at_all_keeps_the_receipts_follower_behind_and_checks_on_chain(
+    on_anvil, liar, tmp_path
+):
+    """A provider with neither eth_getBlockReceipts nor any transaction's receipt cannot settle a block
+    with followed events: the receipts-mode follower stands before the first such block with a
+    LogsIncomplete that says so, is not healthy, and every check goes on-chain (alice's stale token
+    refused, bob's accepted). Control: the bloom-mode follower over the same honest blocks needs no
+    receipts and follows them (this is what the receipts mode costs where receipts are not served)."""
+    story = SameKind(on_anvil)
+    no_block_receipts(liar)
+    liar.on("eth_getTransactionReceipt", lambda params, forward: None)
+    lied_to = through(on_anvil, liar.url)
+    with (
+        follow_guard(lied_to, tmp_path / "receipts.sqlite", completeness="receipts") as guard,
+        follow_guard(lied_to, tmp_path / "bloom.sqlite", completeness="bloom") as control,
+    ):
+        guard.sync()
+        control.sync()
+        story.stale = story.alice.acquire(RESOURCE, ttl=60).token
+        with pytest.raises(LogsIncomplete, match="the node has no receipt for transaction") as held:
+            guard.sync()
+        assert held.value.block == story.chain.block_number() and held.value.source == liar.url
+        assert not guard.follow_status().healthy
+        story.take_over()
+        with pytest.raises(StaleToken):
+            guard.check(RESOURCE, story.stale)
+        guard.check(RESOURCE, story.current)
+        control.sync()
+        assert control.follow_status().healthy and control.mark(RESOURCE) == story.current
+
+
 def test_the_async_guard_reads_receipts_the_same_way(on_anvil, liar, tmp_path):
     story = SameKind(on_anvil)
 
