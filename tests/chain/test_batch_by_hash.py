@@ -29,6 +29,7 @@ from chainfence.errors import InvalidInput, LeaseHeld, OutcomeUnknown, StaleToke
 from chainfence.outcomes import reconcile
 from tests.chain.test_batching import gathered
 from tests.support.gates import SendGate
+from tests.support.sequencer import wait_until
 
 
 def lose_every_receipt(monkeypatch) -> None:
@@ -202,6 +203,10 @@ def test_a_lost_reply_names_each_callers_item_and_reconcile_gives_it_its_own_out
     assert len({error.tx_hash for error in errors.values()}) == 1
     assert sorted(error.item for error in errors.values()) == [0, 1, 2]
     assert all(f"item={error.item}" in "".join(error.__notes__) for error in errors.values())
+    # The node took the batch; only the replies were lost. anvil mines what it takes a moment later (on a
+    # loaded machine, after the callers gave up): until then reconcile rightly says "still pending".
+    sent = errors["a"].tx_hash
+    wait_until(lambda: chain.rpc.receipt(sent) is not None, "the node mines the batch it took")
     for label in ("a", "b"):
         error = errors[label]
         verdict = reconcile(registry, error.tx_hashes, nonce=error.nonce, sender=error.sender, item=error.item)
