@@ -228,7 +228,7 @@ def _history_from_index(
             "asked again once the provider answers that block, it goes on from there",
             block=synced.held_at,
             followed=synced.held_at - 1,
-            head=to_block,  # type: ignore[arg-type]
+            head=int(to_block),
             provider=name_of_chain(registry.chain),
             reason=synced.held_because or "",
         )
