@@ -119,7 +119,9 @@ def isolated(chain: Chain) -> Iterator[None]:
     the block is mined) would outlive the revert and be mined into the next test's chain, where it shows
     as a lease nobody there took. So the pool is drained before the revert; and a block that still lands
     after it (a transaction the node was mining as the revert came, or one a thread left running sent)
-    is undone with a second, outer snapshot and reported as a warning naming what it held."""
+    is undone with a second, outer snapshot and reported as a warning naming what it held. A transaction
+    that can never be mined (queued behind a nonce the chain never reaches: a sender that kept its nonce
+    across a revert) is dropped, and the test fails naming it, instead of holding every later test here."""
     head = chain.block_number()
     outer = None if chain.rpc.embedded else chain.snapshot()
     snapshot = chain.snapshot()
@@ -130,17 +132,23 @@ def isolated(chain: Chain) -> Iterator[None]:
         if outer is None:
             chain.revert(snapshot)
         else:
+            # A transaction whose nonce the chain never reaches (a sender that kept its nonce across another
+            # revert) can never be mined: left in the pool it would hold every later test of this node here.
+            # Dropped, and the test that left it fails, naming it.
+            stranded = _drop_stranded(chain)
             wait_until(lambda: _pool_is_empty(chain), "the test's transactions are mined before the revert")
             chain.revert(snapshot)
             late = chain.block_number()
-            if late != head:
-                warnings.warn(f"mined after the revert, undone: {_blocks_after(chain, head, late)}", stacklevel=1)
+            undone = _blocks_after(chain, head, late) if late != head else []
+            if undone:
                 wait_until(lambda: _pool_is_empty(chain), "the late transactions are mined before the revert")
-                chain.revert(outer)
-                late = chain.block_number()
-                assert late == head, f"mined after the revert again: {_blocks_after(chain, head, late)}"
-            else:
-                chain.revert(outer)
+            chain.revert(outer)
+            late = chain.block_number()
+            assert late == head, f"mined after the revert again: {_blocks_after(chain, head, late)}"
+            if undone:  # after the revert (the suite turns warnings into errors: raised before it, it would skip it)
+                warnings.warn(f"mined after the revert, undone: {undone}", stacklevel=1)
+            if stranded:
+                raise AssertionError(f"transactions that could never be mined were left in the pool: {stranded}")
 
 
 def _retire_batchers(chain: Chain) -> None:
@@ -170,6 +178,24 @@ def _blocks_after(chain: Chain, head: int, late: int) -> list[str]:
             )
         if not block["transactions"]:
             said.append(f"block {number}: empty")
+    return said
+
+
+def _drop_stranded(chain: Chain) -> list[str]:
+    """Drop the node's queued transactions (a nonce above the sender's next: nothing will ever mine them)
+    once the executable ones are mined; returns what they were."""
+    wait_until(
+        lambda: int(chain.rpc.transport.request("txpool_status", [])["pending"], 16) == 0,
+        "the test's executable transactions are mined before the revert",
+    )
+    queued = chain.rpc.transport.request("txpool_content", []).get("queued") or {}
+    said = [
+        f"from {sender} nonce {int(tx['nonce'], 16)} to {tx['to']} {tx['input'][:10]}"
+        for sender, by_nonce in queued.items()
+        for tx in by_nonce.values()
+    ]
+    if said:
+        chain.rpc.transport.request("anvil_dropAllTransactions", [])
     return said
 
 

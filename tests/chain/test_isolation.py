@@ -78,3 +78,30 @@ def test_control_without_the_retirement_the_next_tests_call_joins_the_old_worker
         if call is not None:
             call.join(60)
     assert call is not None and not call.is_alive()
+
+
+def test_a_transaction_that_can_never_be_mined_is_dropped_and_the_test_that_left_it_fails(on_anvil):
+    """A sender that kept its nonce across a revert sends a nonce the chain never reaches: anvil queues it
+    for good. The isolation drops it and fails the test naming it, and the pool is empty for the next
+    test. Control, before the drop: every executable transaction is mined and the pool still holds it,
+    so a teardown waiting for an empty pool would wait for ever (a CI run's cascade: every later test of
+    that node errored in its teardown)."""
+    import pytest
+    from eth_account import Account
+
+    from tests.support.anvil import dev_keys
+
+    chain = on_anvil.chain
+    key = Account.from_key(dev_keys(10)[8])
+    gap = chain.rpc.nonce(key.address, "latest") + 1  # one past the next: queued behind a nonce never sent
+    fees = {"maxFeePerGas": 10 * 10**9, "maxPriorityFeePerGas": 10**9}
+    tx = {"to": key.address, "value": 0, "gas": 21_000, "nonce": gap, "chainId": chain.chain_id, **fees}
+    with pytest.raises(AssertionError, match=f"could never be mined.*from {key.address.lower()} nonce {gap}"):
+        with conftest.isolated(chain):
+            chain.rpc.send_raw(key.sign_transaction(tx).raw_transaction)
+            wait_until(
+                lambda: int(chain.rpc.transport.request("txpool_status", [])["pending"], 16) == 0,
+                "nothing executable is left",
+            )
+            assert not conftest._pool_is_empty(chain), "control: the pool holds it with nothing left to mine"
+    assert conftest._pool_is_empty(chain), "dropped: the next test starts with an empty pool"

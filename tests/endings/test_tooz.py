@@ -167,6 +167,10 @@ def test_a_lock_the_chain_forgot_is_found_lost_at_the_next_heartbeat(backend, ca
     lock = coordinator.get_lock(backend.name)
     assert lock.acquire(blocking=False)
     backend.chain.revert(snapshot)  # the block that issued the lock's token is gone
+    # The revert rewound the member's nonce too, and only the reverting Chain forgets its cached nonces: on a
+    # shared anvil the member's next transaction (its stop's) would be queued behind a nonce the chain never
+    # reaches, for good, and hold every later test of the node (a CI run's cascade).
+    coordinator._registry.chain._sender.forget_nonces()
     beat_and_find(coordinator, lock, caplog, "rolled_back")
 
 
