@@ -30,6 +30,15 @@ import {IFencingRegistry, POLICY_ADMISSION, POLICY_LOCK_DELAY, POLICY_MAX_TTL} f
  *   can reach it). Alternatives rejected: a `done` mapping (a second cold
  *   slot per item: +22,100 gas per completion and +2,100 per item scanned),
  *   or done-ness in events only (claim would need the log it cannot read).
+ * - A work item is named by {ItemNamed}, its workset and item as two strings, never by
+ *   {ResourceNamed}: joined as `workset/item` (as before issue 25), item `db` of the open workset
+ *   `prod` read, to any reader of the raw logs, as the resource `prod/db` of the administered
+ *   namespace `prod`, and three ids could publish `a/b/c`. Cost: an item's first lease logs two
+ *   strings where it logged one (an offset, a length and up to a word of padding more: +575 gas for a
+ *   first claim, +739 for a first grantItem, measured with scripts/gas_report.py); no other claim or
+ *   acquisition changed, and grant/grantItem got cheaper (-256, -208: names read from calldata).
+ *   Rejected: a separator byte no resource name may hold (every acquisition would scan its name for
+ *   it, and a raw reader would still have to know the rule to read `prod<sep>db` right).
  * - {claimNext} takes its names as `memory`, not `calldata`: sharing the
  *   calldata string decoder with {acquire} made every acquisition 41 gas
  *   dearer. Its gas grows with the items it skips (a hash and a cold read
@@ -520,7 +529,29 @@ contract FencingRegistry is IFencingRegistry {
                 | (token << _TOKEN_SHIFT) | keep;
 
             if (reason == AcquireReason.Unheld) {
-                emit ResourceNamed(resource, string.concat(workset, "/", items[index]));
+                // emit ItemNamed(resource, workset, items[index]), by hand: its ABI encoding (two offsets,
+                // then each string's length and bytes, zero-padded to a word), copied with mcopy. The
+                // compiler's encoder cost every claim 81 gas, named or not (more stack to shuffle), and
+                // a naming claim 168 more (tests/chain/test_item_names.py decodes it with eth-abi).
+                bytes32 named = ItemNamed.selector;
+                string memory item = items[index];
+                assembly ("memory-safe") {
+                    let worksetLength := mload(workset)
+                    let itemLength := mload(item)
+                    let worksetPadded := and(add(worksetLength, 31), not(31))
+                    let itemPadded := and(add(itemLength, 31), not(31))
+                    let data := mload(0x40)
+                    mstore(data, 0x40)
+                    mstore(add(data, 0x20), add(0x60, worksetPadded))
+                    mstore(add(data, 0x40), worksetLength)
+                    mstore(add(data, add(0x40, worksetPadded)), 0) // the last word's padding (lengths are >= 1)
+                    mcopy(add(data, 0x60), add(workset, 0x20), worksetLength)
+                    let second := add(add(data, 0x60), worksetPadded)
+                    mstore(second, itemLength)
+                    mstore(add(second, itemPadded), 0)
+                    mcopy(add(second, 0x20), add(item, 0x20), itemLength)
+                    log2(data, add(add(0x80, worksetPadded), itemPadded), named, resource)
+                }
             }
             // emit LeaseAcquired(resource, token, msg.sender, expiresAt, previousToken, reason), by hand:
             // the compiler would share one event encoder with {acquire} and make acquisitions dearer.
@@ -630,7 +661,7 @@ contract FencingRegistry is IFencingRegistry {
         returns (uint256 token, uint256 expiresAt)
     {
         _requireName(name);
-        return _grant(keccak256(bytes(name)), _namespaceOfAdministered(name), holder, ttl, 0, name);
+        return _grant(keccak256(bytes(name)), _namespaceOfAdministered(name), holder, ttl, 0, name, name);
     }
 
     /// @inheritdoc IFencingRegistry
@@ -642,9 +673,7 @@ contract FencingRegistry is IFencingRegistry {
         _requireName(item);
         bytes32 resource = keccak256(abi.encode(workset, item));
         // The "claimed" flag: the grantee completes the item as a claimant would (it is then done).
-        return _grant(
-            resource, _namespaceOfAdministered(workset), holder, ttl, _CLAIMED, string.concat(workset, "/", item)
-        );
+        return _grant(resource, _namespaceOfAdministered(workset), holder, ttl, _CLAIMED, workset, item);
     }
 
     /// @dev End the live lease of `resource` as its namespace's admin (checked by the caller).
@@ -658,14 +687,16 @@ contract FencingRegistry is IFencingRegistry {
     }
 
     /// @dev Issue `resource` (in `namespace`, which the caller must administer) to `holder`, its slot
-    /// carrying `flags` (`_CLAIMED` for a work item); `name` is logged on its first acquisition.
+    /// carrying `flags` (`_CLAIMED` for a work item); on its first acquisition `name` is logged
+    /// ({ResourceNamed}; `item` unused), or for a work item `name` and `item`, its workset and item ({ItemNamed}).
     function _grant(
         bytes32 resource,
         bytes32 namespace,
         address holder,
         uint256 ttl,
         uint256 flags,
-        string memory name
+        string calldata name,
+        string calldata item
     ) private returns (uint256 token, uint256 expiresAt) {
         if (holder == address(0)) revert FencingRegistryInvalidHolder(holder);
         expiresAt = _expiry(ttl);
@@ -692,7 +723,10 @@ contract FencingRegistry is IFencingRegistry {
         _leases[resource] = _pack(holder, expiresAt, token) | keep | flags;
         _counter = (counter & ~_UINT48_MASK) | token;
 
-        if (previousToken == 0) emit ResourceNamed(resource, name);
+        if (previousToken == 0) {
+            if (flags == 0) emit ResourceNamed(resource, name);
+            else emit ItemNamed(resource, name, item);
+        }
         emit LeaseAcquired(resource, token, holder, expiresAt, previousToken, AcquireReason.Granted);
         emit LeaseGranted(resource, token, holder, msg.sender);
     }

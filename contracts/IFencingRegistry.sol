@@ -32,7 +32,8 @@ uint256 constant POLICY_ADMISSION = 4;
  * Resources are `bytes32 resource = keccak256(bytes(name))`. `acquire` takes
  * the name itself so that the chain, not the caller, binds the name to its
  * hash; the name is published once, in {ResourceNamed}, when the resource is
- * first acquired.
+ * first acquired. A {ResourceNamed}'s `name` always hashes to its `resource`:
+ * it names nothing else (work items are named by {ItemNamed}).
  *
  * Names are bytes to the contract: it checks only their length. Anyone can
  * call it directly, so a published name may be invalid UTF-8 or carry control
@@ -45,8 +46,13 @@ uint256 constant POLICY_ADMISSION = 4;
  * `resource = keccak256(abi.encode(workset, item))`, a preimage of at least
  * 192 bytes that no name {acquire} accepts (at most 128 bytes) can hash to,
  * so an item cannot be acquired, and no resource can be claimed, by its
- * name. Completing a claimed item ({complete}) ends its lease and marks it
- * done for good: {claimNext} never hands it out again.
+ * name. An item is published by {ItemNamed}, its workset and item apart, never
+ * by {ResourceNamed}: item `db` of workset `prod` (which anyone may claim: a
+ * name without `/` is in no namespace) is not the resource `prod/db` and is
+ * never logged as a name that reads like it, so a reader of the raw logs (an
+ * explorer, `cast`, any indexer) cannot take its claimant for a holder in
+ * namespace `prod`. Completing a claimed item ({complete}) ends its lease and
+ * marks it done for good: {claimNext} never hands it out again.
  *
  * Namespaces: a name's namespace is its bytes before its first `/`
  * (`prod/db` is in namespace `prod`), identified by
@@ -145,10 +151,18 @@ interface IFencingRegistry {
     // on any of them.
     // ------------------------------------------------------------------
 
-    /// @notice `name` was acquired for the first time; `resource` is its hash.
-    /// Emitted once per resource, just before its first {LeaseAcquired}.
+    /// @notice `name` was acquired for the first time; `resource` is its hash, `keccak256(bytes(name))`.
+    /// Emitted once per resource, just before its first {LeaseAcquired}. Only for a resource {acquire}
+    /// (or {grant}) takes by its name: a work item is named by {ItemNamed}, never here.
     /// @dev `name` is whatever bytes the first acquirer sent: untrusted.
     event ResourceNamed(bytes32 indexed resource, string name);
+
+    /// @notice Work item `item` of the workset `workset` was leased for the first time ({claimNext},
+    /// {grantItem}); `resource` is its id, `keccak256(abi.encode(workset, item))`. Emitted once per
+    /// item, just before its first {LeaseAcquired}. The two parts are kept apart: an item is not a
+    /// resource name, and item `db` of workset `prod` is not the resource `prod/db`.
+    /// @dev `workset` and `item` are whatever bytes the first claimant (or the granting admin) sent: untrusted.
+    event ItemNamed(bytes32 indexed resource, string workset, string item);
 
     /// @notice `holder` acquired `resource` with fencing `token`, live until
     /// `expiresAt`. `previousToken` is the token it superseded (0 if none) and
@@ -400,9 +414,8 @@ interface IFencingRegistry {
      * live and gets its own item back under a NEW token, fencing off its
      * earlier incarnation. Items held live by others and done items are
      * skipped. Item `i`'s resource is `keccak256(abi.encode(workset, items[i]))`
-     * (see the contract's header). Emits {ResourceNamed} (with name
-     * `workset + "/" + item`, for display only) on an item's first claim,
-     * then {LeaseAcquired}. Reverts with {FencingRegistryNothingToClaim} when
+     * (see the contract's header). Emits {ItemNamed} (`workset` and `item`)
+     * on an item's first claim, then {LeaseAcquired}. Reverts with {FencingRegistryNothingToClaim} when
      * no item is free, {FencingRegistryInvalidName} (workset or item),
      * {FencingRegistryInvalidItems} or {FencingRegistryInvalidTtl} on bad input.
      * Gas grows with the items scanned (a hash and a cold storage read each):
@@ -538,7 +551,7 @@ interface IFencingRegistry {
      * namespace: `holder` gets it as a claim (it may renew, release and complete it; its
      * completion marks the item done).
      * @dev As {grant}; also reverts with {FencingRegistryLeaseCompleted} for a done item (no grant
-     * reopens it). Emits {ResourceNamed} (`workset + "/" + item`) on the item's first lease,
+     * reopens it). Emits {ItemNamed} (`workset` and `item`) on the item's first lease,
      * {LeaseRevoked} for a live claim it takes over, {LeaseAcquired} (reason `Granted`) and {LeaseGranted}.
      */
     function grantItem(string calldata workset, string calldata item, address holder, uint256 ttl)

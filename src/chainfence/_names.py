@@ -28,11 +28,13 @@ suspicious of what it *reads*:
   have published, or None when its bytes are not such a name.
 
 Claimed work items (``Registry.claim``) are not named resources: on-chain an
-item is ``keccak256(abi.encode(workset, item))``, and the contract's
-``ResourceNamed`` for it carries ``workset + "/" + item``, which reads
-exactly like the plain name ``workset/item`` (a stranger's item ``db`` of the
-open workset ``prod`` would pass for the administered resource ``prod/db``).
-So the SDK names an item ``workset»item`` (:data:`ITEM_SEPARATOR`, U+00BB):
+item is ``keccak256(abi.encode(workset, item))``, and the contract names it
+in ``ItemNamed(resource, workset, item)``, the two parts apart, never in
+``ResourceNamed`` (whose name always hashes to its resource). Joined as
+``workset/item`` (as the contract did before issue 25), a stranger's item ``db``
+of the open workset ``prod`` would pass for the administered resource
+``prod/db``. So the SDK names an item ``workset»item`` (:data:`ITEM_SEPARATOR`,
+U+00BB):
 
 - :func:`publishable` refuses ``»`` in a plain name (and so in a workset and
   an item, which are checked as names), and :func:`display` escapes it
@@ -42,10 +44,12 @@ So the SDK names an item ``workset»item`` (:data:`ITEM_SEPARATOR`, U+00BB):
   ``workset»item`` as the item: ``renew``, ``release``, ``complete``,
   ``check_current``, ``last_lease``, ``history``, the audit index, a guard,
   the CLI and the MCP tools all reach an item by the name they print for it.
-- :func:`label` turns an id and the bytes its ``ResourceNamed`` carried into
-  ``(name, display)``, telling a plain name (``keccak256(name) == id``) from
-  an item (the one split of ``workset/item`` whose ``abi.encode`` hashes to
-  the id) from a name that is not this id's.
+- :func:`named` turns what a naming log carried (a ``ResourceNamed``'s name, an
+  ``ItemNamed``'s workset and item) into ``(name, display)``, only when it
+  hashes to the log's id (``keccak256(name)``, ``keccak256(abi.encode(workset,
+  item))``): a log naming another id is not believed.
+- :func:`label` does the same for a name as the audit index keeps it (an item
+  as ``workset/item``, the one split whose ``abi.encode`` hashes to the id).
 """
 
 from __future__ import annotations
@@ -71,7 +75,9 @@ __all__ = [
     "item_name",
     "item_parts",
     "label",
+    "logged_id",
     "looks_like_address",
+    "named",
     "namespace_id",
     "namespace_prefix",
     "publishable",
@@ -122,8 +128,8 @@ def split_item(name: object) -> tuple[str, str] | None:
 
 
 def item_parts(raw: bytes, resource_id: bytes) -> tuple[bytes, bytes] | None:
-    """``(workset, item)`` bytes if ``raw`` is the ``ResourceNamed`` name ``workset/item`` of the claimed
-    item ``resource_id`` (the one split at a ``/`` whose ``abi.encode`` hashes to it), else None."""
+    """``(workset, item)`` bytes if ``raw`` is ``workset/item`` (how the audit index keeps a claimed item's name)
+    of the claimed item ``resource_id`` (the one split at a ``/`` whose ``abi.encode`` hashes to it), else None."""
     start = 0
     while (index := raw.find(b"/", start)) >= 0:
         workset, item = raw[:index], raw[index + 1 :]
@@ -133,12 +139,46 @@ def item_parts(raw: bytes, resource_id: bytes) -> tuple[bytes, bytes] | None:
     return None
 
 
-def label(resource_id: bytes, raw: bytes | None) -> tuple[str | None, str]:
-    """``(name, display)`` of ``resource_id`` from the bytes its ``ResourceNamed`` carried (None: none seen).
+def logged_id(name: bytes | None, workset: bytes | None = None, item: bytes | None = None) -> bytes | None:
+    """The id that what a naming log carried hashes to: ``keccak256(name)`` for a ``ResourceNamed``'s
+    ``name``; ``keccak256(abi.encode(workset, item))`` for an ``ItemNamed``'s ``workset`` and ``item``; None
+    when it carried neither."""
+    if workset is not None and item is not None:
+        return keccak(encode(["bytes", "bytes"], [bytes(workset), bytes(item)]))
+    return None if name is None else keccak(bytes(name))
 
-    A plain name (``keccak256(raw) == resource_id``): its :func:`decode` and :func:`display`. A claimed
-    item: ``"workset»item"`` (None when either part is not a name the SDK would publish) and
-    ``display(workset) + "»" + display(item)``. Anything else, or no name: None and the ``0x`` id.
+
+def named(
+    resource_id: bytes, name: bytes | None, workset: bytes | None = None, item: bytes | None = None
+) -> tuple[str | None, str] | None:
+    """``(name, display)`` of ``resource_id`` from what a naming log of it carried: a ``ResourceNamed``'s
+    ``name``, or an ``ItemNamed``'s ``workset`` and ``item``. None unless it hashes to ``resource_id``
+    (:func:`logged_id`): a log naming another id is not believed.
+
+    A plain name: its :func:`decode` (None when the SDK would not publish it) and :func:`display`. A
+    claimed item: ``"workset»item"`` (None when either part is not a name the SDK would publish) and
+    ``display(workset) + "»" + display(item)``.
+    """
+    if logged_id(name, workset, item) != resource_id:
+        return None
+    if workset is not None and item is not None:
+        return _item_label(bytes(workset), bytes(item))
+    raw = bytes(name or b"")
+    return decode(raw), display(raw)
+
+
+def _item_label(workset: bytes, item: bytes) -> tuple[str | None, str]:
+    parts = decode(workset), decode(item)
+    text = None if parts[0] is None or parts[1] is None else f"{parts[0]}{ITEM_SEPARATOR}{parts[1]}"
+    return text, display(workset) + ITEM_SEPARATOR + display(item)
+
+
+def label(resource_id: bytes, raw: bytes | None) -> tuple[str | None, str]:
+    """``(name, display)`` of ``resource_id`` from its name as the audit index keeps it (None: none known).
+
+    A plain name (``keccak256(raw) == resource_id``): as :func:`named`. A claimed item, kept as
+    ``workset/item``: the one split whose ``abi.encode`` hashes to the id, as :func:`named` shows an
+    ``ItemNamed``. Anything else, or no name: None and the ``0x`` id.
     """
     if raw is not None:
         raw = bytes(raw)
@@ -146,9 +186,7 @@ def label(resource_id: bytes, raw: bytes | None) -> tuple[str | None, str]:
             return decode(raw), display(raw)
         parts = item_parts(raw, resource_id)
         if parts is not None:
-            workset, item = decode(parts[0]), decode(parts[1])
-            name = None if workset is None or item is None else f"{workset}{ITEM_SEPARATOR}{item}"
-            return name, display(parts[0]) + ITEM_SEPARATOR + display(parts[1])
+            return _item_label(*parts)
     return None, "0x" + bytes(resource_id).hex()
 
 

@@ -4,10 +4,10 @@ The audit (:mod:`chainfence.audit`), the guard's follower and the SDK's
 views all read the registry's logs through this module; nothing else
 decodes them.
 
-Decoding never trusts content anyone can put on-chain: a resource name is
-kept as the bytes that were logged (``ResourceNamed`` takes any bytes from a
-direct caller of the contract), and turned into text only by
-:mod:`chainfence._names`. Logs that are not the registry's events, or that
+Decoding never trusts content anyone can put on-chain: a resource name (and
+a work item's workset and item, ``ItemNamed``) is kept as the bytes that were
+logged (the contract takes any bytes from a direct caller), and turned into
+text only by :mod:`chainfence._names`. Logs that are not the registry's events, or that
 do not decode, are skipped and counted, never raised at a reader.
 
 Paging: ``eth_getLogs`` is asked for at most ``max_range`` blocks at a time
@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_MAX_LOG_RANGE",
     "LEASE_KINDS",
     "NAMESPACE_KINDS",
+    "NAMING_KINDS",
     "Kind",
     "RegistryLog",
     "decode",
@@ -69,6 +70,8 @@ class Kind(enum.Enum):
     """The registry's events, by what they record."""
 
     NAMED = "ResourceNamed"
+    #: A claimed work item's name: its ``workset`` and ``item`` apart (never a ``ResourceNamed``).
+    ITEM_NAMED = "ItemNamed"
     ACQUIRED = "LeaseAcquired"
     RENEWED = "LeaseRenewed"
     RELEASED = "LeaseReleased"
@@ -95,6 +98,7 @@ class _Spec(NamedTuple):
 
 _SPECS = {
     Kind.NAMED: _Spec("ResourceNamed(bytes32,string)", (), ("bytes",), ("name",)),
+    Kind.ITEM_NAMED: _Spec("ItemNamed(bytes32,string,string)", (), ("bytes", "bytes"), ("workset", "item")),
     Kind.ACQUIRED: _Spec(
         "LeaseAcquired(bytes32,uint256,address,uint256,uint256,uint8)",
         ("token", "holder"),
@@ -139,6 +143,9 @@ NAMESPACE_KINDS = frozenset(
     {Kind.NAMESPACE_NAMED, Kind.ADMIN_TRANSFER_STARTED, Kind.ADMIN_TRANSFERRED, Kind.POLICY_SET, Kind.ADMISSION_SET}
 )
 
+#: The events that name a resource: a plain name (``name``), or a claimed work item (``workset``, ``item``).
+NAMING_KINDS = (Kind.NAMED, Kind.ITEM_NAMED)
+
 #: The lease events: what a resource's history is made of (names and namespaces aside).
 LEASE_KINDS = (Kind.ACQUIRED, Kind.RENEWED, Kind.RELEASED, Kind.COMPLETED, Kind.REVOKED, Kind.GRANTED)
 
@@ -170,6 +177,8 @@ class RegistryLog:
     result_digest: bytes | None = None
     progress: bytes | None = None  # LeaseRenewed: the holder's 32-byte marker (zeros: none reported)
     name: bytes | None = None  # ResourceNamed, NamespaceNamed: the bytes logged, untrusted
+    workset: bytes | None = None  # ItemNamed: the item's workset and item, as logged, untrusted
+    item: bytes | None = None
     admin: str | None = None  # revokes, grants, namespace events: the admin who acted (or the previous admin)
     new_admin: str | None = None  # namespace admin transfers: the pending or new admin
     max_ttl: int | None = None  # NamespacePolicySet
@@ -202,6 +211,8 @@ class RegistryLog:
         result_digest: bytes | None = None,
         progress: bytes | None = None,
         name: bytes | None = None,
+        workset: bytes | None = None,
+        item: bytes | None = None,
         admin: str | None = None,
         new_admin: str | None = None,
         max_ttl: int | None = None,
@@ -227,6 +238,8 @@ class RegistryLog:
             result_digest=result_digest,
             progress=progress,
             name=name,
+            workset=workset,
+            item=item,
             admin=admin,
             new_admin=new_admin,
             max_ttl=max_ttl,

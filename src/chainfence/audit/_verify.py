@@ -71,14 +71,14 @@ def verify(index: _Index, registry: Any, *, max_blocks: int | None, limit: int, 
     for _first, _last, logs in _events.fetch(
         chain,
         registry.address,
-        kinds=[*_events.LEASE_KINDS, _events.Kind.NAMED],
+        kinds=[*_events.LEASE_KINDS, *_events.NAMING_KINDS],
         from_block=deployment,
         to_block=synced,
         max_range=max_blocks,
     ):
         chain_logs.extend(logs)
         for entry in logs:
-            if entry.kind is _events.Kind.NAMED:
+            if entry.kind in _events.NAMING_KINDS:
                 continue
             seen += 1
             mine = stored.pop((entry.block_number, entry.tx_hash, entry.log_index), None)

@@ -71,8 +71,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn, Protocol
 
-from eth_utils.crypto import keccak
-
 from .. import _log, _names, endings
 from .._lease_state import LeaseStatus
 from .._node import completeness as _completeness
@@ -266,7 +264,7 @@ class Follower:
         self._require_unchanged(block, GuardStore.meta(conn, "follow_hash"), head)
         kinds = [
             _events.Kind.ACQUIRED,
-            _events.Kind.NAMED,
+            *_events.NAMING_KINDS,
             _events.Kind.REVOKED,
             _events.Kind.RELEASED,
             _events.Kind.COMPLETED,
@@ -476,11 +474,10 @@ class Follower:
         namespaces: set[bytes] = set()
         # A name hashes to its resource (a claimed item's, as workset»item): a log claiming otherwise is not believed.
         names = {
-            entry.resource_id: _names.label(entry.resource_id, entry.name)[1]
+            entry.resource_id: found[1]
             for entry in logs
-            if entry.kind is _events.Kind.NAMED
-            and entry.name is not None
-            and (keccak(entry.name) == entry.resource_id or _names.item_parts(entry.name, entry.resource_id))
+            if entry.kind in _events.NAMING_KINDS
+            and (found := _names.named(entry.resource_id, entry.name, entry.workset, entry.item)) is not None
         }
         with self._store.write() as conn:
             for resource_id, name in names.items():
