@@ -162,7 +162,14 @@ def serve(
     )
     node.start()
     stop = stop or threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # The handler only records the signal: setting ``stop`` takes the event's lock, which the main thread
+    # holds at moments inside ``stop.wait``; a signal landing then deadlocked the node (Ctrl-C never stopped
+    # it). The loop below looks at ``signalled`` at every turn.
+    signalled: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, _frame: signalled.append(signum))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         keys = dev_keys(10)
         chain = Chain.connect(node.url, private_keys=keys, poll_latency=0.02)
@@ -208,7 +215,7 @@ def serve(
             "accounts": [{"address": a, "private_key": k} for a, k in zip(chain.accounts, keys)],
         }
         _announce(info, as_json=as_json, out=out)
-        while not stop.wait(0.2):
+        while not signalled and not stop.wait(0.2):
             if not node.alive():
                 node.stop()  # ends what is left of its process group and collects its stderr
                 said = node.stderr.strip()[-500:] or "nothing on stderr"
