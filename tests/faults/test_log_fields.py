@@ -26,6 +26,9 @@ through a lying provider (a loopback proxy in front of anvil, and in process on 
   through an honest provider converges.
 - **Two logs at one place.** Two events of one transaction answered with one ``logIndex``: the index,
   keyed by (block, transaction, log index), would keep one. Refused too.
+- **The readers that poll one resource** (a waiter, an election's observer) told a log that does not read:
+  they treat the refused answer as a block held back (the waiter reads the lease again, the observer
+  waits and asks again), never raise it at their caller.
 - **A resource the index lacks whole.** ``verify(proofs=...)`` compares the registry's latest token (its
   counter, proven at the synced block) with the index's highest: an index that lacks a resource
   acquired in a block it holds no event of differs (exit 12 in the CLI). Control: without that
@@ -44,7 +47,7 @@ from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexDiffers, LogsIncomplete, StaleToken, UnknownToken
 from chainfence.proofs import ProvenReader, QuorumHeaders
 from tests.faults.test_audit_integrity import cli
-from tests.faults.test_follower_logs import Takeover, forging_the_bloom
+from tests.faults.test_follower_logs import Handover, Takeover, forging_the_bloom, observed_through, waiter_through
 from tests.faults.test_receipts_mode import in_one_transaction
 from tests.support.follower_proxies import follow_block, follow_guard, in_one_block, through
 from tests.support.lying_proxy import LyingProxy, LyingTransport
@@ -520,6 +523,65 @@ def test_control_taken_whole_one_of_two_logs_at_one_place_vanishes_from_the_inde
     index = AuditIndex(tmp_path / "audit.sqlite")
     assert index.sync(through(on_anvil, liar.url), completeness="receipts").held_at is None, "the contents match"
     assert index.lease(bob) is not None and index.lease(carol) is None, "carol's lease vanished"
+
+
+# ---------------------------------------------------------------------------
+# The readers that poll one resource: a waiter, an election's observer
+# ---------------------------------------------------------------------------
+
+
+def blurring(liar, blocks) -> None:
+    """eth_getLogs answers the logs of ``blocks`` with their logIndex unreadable: logs that do not read."""
+
+    def logs(params, forward):
+        answer = forward(params)
+        for log in answer:
+            if _number(log["blockNumber"]) in blocks:
+                log["logIndex"] = "0xzz"
+        return answer
+
+    liar.on("eth_getLogs", logs)
+
+
+def test_a_waiter_told_a_log_that_does_not_read_reads_the_lease_again(on_anvil, liar):
+    """alice releases at the waiter's first pause; the answer for that block holds her release unreadable:
+    refused, and the waiter reads the lease instead: free, it acquires within a few polls."""
+    lease = on_anvil.connect(on_anvil.chain.accounts[1]).acquire(RESOURCE, ttl=600)
+
+    def release(pause):
+        if pause == 1:
+            blurring(liar, {lease.registry.chain.block_number() + 1})
+            lease.release()
+
+    bob, clock = waiter_through(liar, on_anvil, release)
+    got = bob.acquire(RESOURCE, ttl=60, wait=3)
+    assert got.token == lease.token + 1 and clock.now() < 1.0
+    assert liar.count("eth_getLogs") >= 1
+
+
+class BlurredHandover(Handover):
+    """alice leads; at the observer's first pause she resigns and bob is elected (two blocks), and their logs
+    are answered unreadable; at its 8th pause the provider turns honest."""
+
+    def __call__(self, pause: int) -> None:
+        if pause == 1:
+            first = self.chain.block_number() + 1
+            blurring(self.liar, {first, first + 1})
+            self.a.resign()
+            self.b = self.bob.campaign()
+        if pause == 8:
+            self.liar.honest()
+
+
+def test_an_observer_told_logs_that_do_not_read_waits_and_reports_the_handover(on_anvil, liar, caplog):
+    import logging
+
+    story = BlurredHandover(on_anvil, liar)
+    with caplog.at_level(logging.WARNING, logger="chainfence.election"):
+        seen = observed_through(liar, on_anvil, story)
+    assert seen == [(story.alice.registry.sender, story.a.token), None, (story.bob.registry.sender, story.b.token)]
+    assert f"election={story.alice.name}: waits at block" in caplog.text and "does not decode" in caplog.text
+    story.b.resign()
 
 
 # ---------------------------------------------------------------------------

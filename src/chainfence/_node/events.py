@@ -537,7 +537,7 @@ def _answered(
             if not _matches(log["topics"], topics):
                 raise ValueError(f"it is a {entry.kind.value} with other topics than the ones asked for")
         except (KeyError, TypeError, ValueError) as exc:
-            why = f"a log it answered is not a registry event (the query asked for no other): {exc}"
+            why = f"a log it answered does not read as one the query asked for: {exc}"
         else:
             place = (entry.block_number, entry.tx_hash, entry.log_index)
             if not first <= entry.block_number <= last:
