@@ -458,6 +458,29 @@ def test_a_repeated_log_is_refused_at_once_and_the_sync_rewinds_nothing(lied, tm
     index.verify(registry)
 
 
+def test_a_log_of_another_block_hash_is_refused_and_nothing_rewound(lied, tmp_path):
+    """A provider that answers a block's logs with another block hash than the block's header: refused,
+    typed, nothing of the page indexed and nothing rewound (before: 1,000 rewinds to where it stood)."""
+    registry, liar, lied_to = lied
+    index = AuditIndex(tmp_path / "audit.sqlite")
+    index.sync(lied_to)
+    synced = index.status().synced_block
+    lease = registry.connect(registry.chain.accounts[1]).acquire(RESOURCE, ttl=600)
+
+    def logs(params, forward):
+        return [dict(log, blockHash="0x" + "ab" * 32) for log in forward(params)]
+
+    liar.on("eth_getLogs", logs)
+    asked = liar.count("eth_getLogs")
+    with pytest.raises(LogsIncomplete, match="which is not the block's header") as refused:
+        index.sync(lied_to)
+    assert (refused.value.block, refused.value.followed) == (synced + 1, synced)
+    assert liar.count("eth_getLogs") == asked + 1, "asked once: no rewind, no page asked again"
+    assert index.status().synced_block == synced and index.lease(lease.token) is None
+    liar.honest()
+    assert index.sync(lied_to).rewound_to is None and index.lease(lease.token) is not None
+
+
 def test_control_the_repeated_log_is_outside_the_page_and_no_block_changed(lied, tmp_path, monkeypatch):
     """The lie itself: an answer taken whole holds a log of a block before the page asked, a block whose
     hash is the chain's (the sync before this took it for a reorganisation, and rewound to where it
