@@ -13,6 +13,9 @@ answered element by element, each through its method's handler, so a lie
 holds inside a batch too (the SDK batches ``eth_call`` with the pending
 block). ``down``: every connection is closed without an answer. ``log``
 records each method asked, in order; ``count(method)`` counts them.
+
+A handler may also return a reply no honest node sends (tests/support/hostile_replies.py: nested too
+deep, too large, trickled, or none at all): it is written as it is, for a request on its own.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.hostile_replies import Raw, write_http
 
 
 class NodeError(Exception):
@@ -67,6 +72,11 @@ class LyingProxy:
                     reply = [proxy._answer(element) for element in request]
                 else:
                     reply = proxy._answer(request)
+                    if isinstance(reply, Raw):
+                        self.close_connection = True
+                        self.wfile.flush()
+                        write_http(reply, self.connection, request.get("id"))
+                        return
                 data = json.dumps(reply).encode()
                 try:
                     self.send_response(200)
@@ -112,7 +122,7 @@ class LyingProxy:
             raise NodeError(reply["error"])
         return reply.get("result")
 
-    def _answer(self, request: dict) -> dict:
+    def _answer(self, request: dict) -> Any:
         method = request.get("method", "")
         params = request.get("params", [])
         with self._lock:
@@ -127,6 +137,8 @@ class LyingProxy:
             return {"jsonrpc": "2.0", "id": request.get("id"), "error": exc.error}
         except Refuse as exc:
             return {"jsonrpc": "2.0", "id": request.get("id"), "error": {"code": exc.code, "message": exc.message}}
+        if isinstance(result, Raw):
+            return result
         return {"jsonrpc": "2.0", "id": request.get("id"), "result": result}
 
     def __enter__(self) -> LyingProxy:
