@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from chainfence._node.headers import NOT_WAITED_FOR
 from chainfence._node.jsonrpc import HttpEndpoint
 from chainfence.errors import ChainError, NodeUnreachable, ProviderUnavailable, StaleToken
 from chainfence.proofs import ProvenReader, QuorumHeaders
+from chainfence.sql import fenced_transaction
 from tests.support.anvil import dev_keys
 from tests.support.hostile_replies import Body, Deep, Huge, ReplyServer, Silent, Trickle
 from tests.support.proven import RESOURCE, proven, quorum
@@ -200,17 +202,38 @@ def wide_head(params, forward):
     return block
 
 
-def test_a_provider_reporting_a_4000_digit_head_is_outvoted(story, providers, anvil_node):
+def test_a_provider_reporting_a_4000_digit_head_is_outvoted(story, providers, anvil_node, tmp_path):
     wide, h2, h3 = providers
     wide.on("eth_getBlockByNumber", wide_head)
-    reader = proven(story, quorum(wide.url, h2.url, h3.url, story=story), h2.url)
+    urls = [wide.url, h2.url, h3.url]
+    reader = proven(story, quorum(*urls, story=story), h2.url)
     info = reader.check(RESOURCE, story.current)
     assert info.token == story.current
     said = reader.headers.current().dissent[wide.url]
     assert said in (NOT_WAITED_FOR, "HeaderInvalid: malformed head (number is wider than 64 bits (4000 hex digits))")
     with pytest.raises(StaleToken):
         reader.check(RESOURCE, story.stale)
-    assert cli_verify(story, anvil_node, h2.url, story.current, [wide.url, h2.url, h3.url]).returncode == 0
+    # The proven guard and the fenced SQL transaction judge through the same header source.
+    with Guard(story.registry, tmp_path / "proven.sqlite", mode="proven", headers=quorum(*urls, story=story)) as guard:
+        assert guard.check(RESOURCE, story.current) == story.current
+        with pytest.raises(StaleToken):
+            guard.check(RESOURCE, story.stale)
+    conn = sqlite3.connect(tmp_path / "app.sqlite")
+    try:
+        conn.execute("CREATE TABLE reports (body TEXT)")
+        conn.commit()
+        headers = quorum(*urls, story=story)
+        with fenced_transaction(conn, story.registry, RESOURCE, story.current, headers=headers, proof_provider=h2.url):
+            conn.execute("INSERT INTO reports VALUES ('bob')")
+        with pytest.raises(StaleToken):
+            with fenced_transaction(
+                conn, story.registry, RESOURCE, story.stale, headers=headers, proof_provider=h2.url
+            ):
+                conn.execute("INSERT INTO reports VALUES ('alice, stale')")
+        assert conn.execute("SELECT body FROM reports").fetchall() == [("bob",)]
+    finally:
+        conn.close()
+    assert cli_verify(story, anvil_node, h2.url, story.current, urls).returncode == 0
 
 
 def test_control_that_head_number_is_read_but_cannot_be_written():
@@ -239,6 +262,20 @@ def test_a_silent_provider_is_outvoted_without_waiting_for_it(story, providers):
     finally:
         silent.release()
         reader.headers.close()
+
+
+def test_verify_proven_asks_a_silent_provider_once_and_answers_without_it(story, providers, anvil_node):
+    """The CLI's cold check: the silent provider is asked for its head, once, and not waited for (the
+    check asked it a second time for the block, and waited for each: twice its timeout)."""
+    silent_one, h2, h3 = providers
+    silent = Silent()
+    silent_one.on("eth_getBlockByNumber", lambda params, forward: silent)
+    try:
+        run = cli_verify(story, anvil_node, h2.url, story.current, [silent_one.url, h2.url, h3.url])
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert silent.started == 1
+    finally:
+        silent.release()
 
 
 def test_a_trickling_provider_is_cut_off_at_its_timeout():

@@ -145,3 +145,17 @@ def test_in_a_process_that_imported_web3_a_100000_deep_reply_is_refused():
 def test_control_json_loads_of_it_there_is_killed_by_sigsegv():
     run = subprocess.run([sys.executable, "-c", CHILD, "naive"], capture_output=True, text=True, timeout=120)
     assert run.returncode == -signal.SIGSEGV, run
+
+
+def test_a_log_page_too_long_is_a_refused_range():
+    """As a provider's own size limit: the pager (``_node/events.py``) asks half the range."""
+    from chainfence._node.failures import LogRangeRefused, translate
+    from chainfence.errors import NodeUnreachable
+
+    too_long = ReplyRefused("the node's reply is longer than 16777216 bytes", too_long=True)
+    assert isinstance(translate(too_long, "eth_getLogs"), LogRangeRefused)
+    refused = translate(too_long, "eth_getBlockByNumber")
+    assert isinstance(refused, NodeUnreachable) and refused.reason == str(too_long)
+    assert not isinstance(
+        translate(ReplyRefused("the reply is nested deeper than 64 levels"), "eth_getLogs"), LogRangeRefused
+    )

@@ -53,12 +53,13 @@ number the same way (a follower's logs: see ``docs/guarantees.md``).
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,6 +261,59 @@ def linked(blocks: Sequence[Any], anchor: VerifiedHeader, *, provider: str) -> l
     return list(blocks)
 
 
+class _Lane:
+    """One provider's requests, run on at most two daemon threads of its own, started as needed.
+
+    Daemon threads, unlike a ``ThreadPoolExecutor``'s, which the interpreter joins at exit: a request no
+    check waits for any more (a silent provider's, outvoted) must not hold the process's exit until its
+    timeout (``chainfence verify --proven`` did). A future not started yet can be cancelled."""
+
+    _THREADS = 2
+
+    def __init__(self, name: str):
+        self._name = name
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._work.put((future, fn, args))
+        with self._lock:
+            if self._idle == 0 and self._threads < self._THREADS:
+                self._threads += 1
+                threading.Thread(target=self._run, name=self._name, daemon=True).start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self._work.get()
+            with self._lock:
+                self._idle -= 1
+                if item is None:
+                    self._threads -= 1  # closed (a later request starts a thread again)
+                    return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled: its check stopped waiting before it started
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # _answer returns chainfence errors; anything else, as a pool would
+                future.set_exception(exc)
+
+    def close(self) -> None:
+        """Let the threads end once the requests queued before are done."""
+        with self._lock:
+            threads = self._threads
+        for _ in range(threads):
+            self._work.put(None)
+
+
 def _answer(e: Endpoint, method: str, params: list[Any]) -> Any:
     """``e``'s result, or the ChainfenceError it raised."""
     try:
@@ -316,13 +370,9 @@ class HeaderSource:
         # Each provider's requests run on threads of its own (two at most at a time): a provider that
         # never answers holds its own, never another's. None for one provider: it is asked in the
         # calling thread (there is nobody to outvote it).
-        self._pools = (
-            {e.name: ThreadPoolExecutor(max_workers=2, thread_name_prefix="chainfence-headers") for e in endpoints}
-            if n > 1
-            else None
-        )
-        for pool in (self._pools or {}).values():  # a source dropped without close() leaves no idle threads
-            weakref.finalize(self, pool.shutdown, False, cancel_futures=True)
+        self._lanes = {e.name: _Lane(f"chainfence-headers-{i}") for i, e in enumerate(endpoints)} if n > 1 else None
+        for lane in (self._lanes or {}).values():  # a source dropped without close() leaves no idle threads
+            weakref.finalize(self, lane.close)
 
     # -- asking every provider at once -------------------------------------------
 
@@ -343,11 +393,11 @@ class HeaderSource:
         ask = [e for e in self.endpoints if e.name not in answers]
         if not ask or enough(answers, len(ask)):
             return answers
-        if self._pools is None:
+        if self._lanes is None:
             for e in ask:
                 answers[e.name] = _answer(e, method, params(e))
             return answers
-        futures = {self._pools[e.name].submit(_answer, e, method, params(e)): e for e in ask}
+        futures = {self._lanes[e.name].submit(_answer, e, method, params(e)): e for e in ask}
         out = set(futures)
         try:
             while out:
@@ -581,8 +631,8 @@ class HeaderSource:
         return sum(e.requests for e in self.endpoints)
 
     def close(self) -> None:
-        for pool in (self._pools or {}).values():
-            pool.shutdown(wait=False, cancel_futures=True)
+        for lane in (self._lanes or {}).values():
+            lane.close()
         for e in self.endpoints:
             close = getattr(e, "close", None)
             if close is not None:
