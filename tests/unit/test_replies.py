@@ -52,6 +52,16 @@ def test_brackets_inside_strings_do_not_count():
     assert parse(text) == json.loads(text)
 
 
+def test_closing_brackets_inside_strings_do_not_hide_a_deep_reply():
+    """A bracket count that ignored strings would see these ``]`` close each level: flat."""
+    for level in (b'["]",', b'["\\"]",', b'["\\\\",'):  # "]"   "\"]"   "\\" (an escaped backslash)
+        data = level * DEEP + b"1" + b"]" * DEEP
+        with pytest.raises(ReplyRefused, match="nested deeper"):
+            parse(data)
+        shallow = level * MAX_REPLY_DEPTH + b"1" + b"]" * MAX_REPLY_DEPTH
+        assert parse(shallow) == json.loads(shallow)
+
+
 def test_many_shallow_brackets_parse():
     logs = json.dumps([{"topics": ["0x01", "0x02"], "data": "0x"} for _ in range(5_000)]).encode()
     assert parse(logs) == json.loads(logs)
