@@ -436,10 +436,10 @@ class HeaderSource:
     def _heads_agree(self, heads: dict[str, Any], out: int) -> bool:
         """Whether the heads answered settle the block to judge by, whatever those still out say: the
         k-th highest head answered is one block that k heads agree on (its number, and a header hashing
-        to its hash) and no other block there can gather k with the heads still out. A head still out
-        could only raise the k-th highest: a newer block, not a truer one. A lower head (a provider
-        serving the past) never chooses the block while k heads agree above it: it is waited for
-        only when they do not."""
+        to its hash), no other block there can gather k with the heads still out, and those still out
+        cannot make k heads above it (with k a majority they never can). The block is then the one
+        waiting for every head would choose. A lower head (a provider serving the past) never chooses
+        the block while k heads agree above it: it is waited for only when they do not."""
         numbered: list[tuple[int, str, Any]] = []
         for name, head in heads.items():
             if isinstance(head, dict):
@@ -451,6 +451,9 @@ class HeaderSource:
             return False
         numbered.sort(key=lambda item: item[0], reverse=True)
         kth = numbered[self.k - 1][0]
+        above = sum(1 for n, _, _ in numbered if n > kth)
+        if above + out >= self.k:  # the heads still out could raise the k-th highest (k <= n/2 only)
+            return False
         return self._settled(self._vouched({name: head for n, name, head in numbered if n == kth}, kth), out)
 
     # -- the header at a number ------------------------------------------------------
