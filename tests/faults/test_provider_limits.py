@@ -23,7 +23,7 @@ from chainfence import Chain, Guard, Registry
 from chainfence._node.failures import LogRangeRefused
 from chainfence._node.headers import NOT_WAITED_FOR
 from chainfence._node.jsonrpc import HttpEndpoint
-from chainfence.errors import ChainError, NodeUnreachable, ProviderUnavailable, StaleToken
+from chainfence.errors import ChainError, NodeUnreachable, ProofInvalid, ProviderUnavailable, StaleToken
 from chainfence.proofs import ProvenReader, QuorumHeaders
 from chainfence.sql import fenced_transaction
 from tests.support.anvil import dev_keys
@@ -234,6 +234,14 @@ def test_a_provider_reporting_a_4000_digit_head_is_outvoted(story, providers, an
     finally:
         conn.close()
     assert cli_verify(story, anvil_node, h2.url, story.current, urls).returncode == 0
+
+
+def test_a_proof_stating_a_4000_digit_balance_is_proof_invalid(story, providers):
+    liar, h2, h3 = providers
+    liar.on("eth_getProof", lambda params, forward: {**forward(), "balance": "0x" + "f" * 4_000})
+    with pytest.raises(ProofInvalid, match="balance is wider than 256 bits") as refused:
+        proven(story, quorum(liar.url, h2.url, h3.url, story=story), liar.url).check(RESOURCE, story.current)
+    assert refused.value.source == liar.url
 
 
 def test_control_that_head_number_is_read_but_cannot_be_written():
