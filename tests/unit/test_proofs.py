@@ -554,6 +554,20 @@ def test_one_verified_header_per_number_serves_every_check():
     assert source.at(7) is first
 
 
+def test_a_claimed_block_hash_that_is_no_hash_is_not_vouched_for_typed():
+    """What a provider's log or receipt claims a block's hash is may be anything: a hash that is not 32
+    bytes of hex is BlockNotVouched (typed, naming the block), never the untyped ValueError of bytes.fromhex;
+    control: the block's real hash, in either spelling, is vouched for."""
+    honest = _chain_of_blocks(10)
+    source = _quorum([FakeProvider("a", honest, head=9), FakeProvider("b", honest, head=9)], k=2, confirmations=2)
+    real = source.at(5)
+    for claimed in ("0xzz" + "00" * 31, "0x1234", "0x" + "00" * 33, "", 5, b"\x00" * 31, None):
+        with pytest.raises(BlockNotVouched, match="not 32 bytes of hex") as refused:
+            source.vouch(5, claimed)  # type: ignore[arg-type]
+        assert refused.value.block == 5
+    assert source.vouch(5, real.hash_hex) is real and source.vouch(5, real.hash) is real
+
+
 def test_constructor_refuses_nonsense():
     blocks = _chain_of_blocks(2)
     for bad in ({"k": 0}, {"k": 4}, {"k": True}, {"confirmations": -1}, {"confirmations": "safe"}, {"max_age": 0}):

@@ -618,7 +618,14 @@ class HeaderSource:
         or a provider's answer claims); :class:`~chainfence.errors.BlockNotVouched` if the source
         vouches for another block there, or if ``number`` is beyond ``head`` (default: :meth:`current`,
         the newest block it vouches for now)."""
-        claimed = bytes.fromhex(block_hash[2:]) if isinstance(block_hash, str) else bytes(block_hash)
+        claimed = _claimed_hash(block_hash)
+        if claimed is None:  # what a provider claimed is no block hash at all: nothing can vouch for it
+            shown = repr(block_hash)
+            raise BlockNotVouched(
+                f"block {number}: the hash claimed for it is not 32 bytes of hex ({shown[:80]})",
+                block=number,
+                block_hash=shown[:80],
+            )
         claimed_hex = "0x" + claimed.hex()
         if head is None:
             head = self.current()
@@ -640,6 +647,21 @@ class HeaderSource:
             close = getattr(e, "close", None)
             if close is not None:
                 close()
+
+
+def _claimed_hash(value: object) -> bytes | None:
+    """``value`` (what a log, a receipt or a provider claims a block's hash is) as its 32 bytes, or None
+    when it is not 32 bytes, as ``0x``-hex or bytes."""
+    if isinstance(value, str):
+        if len(value) != 66 or value[:2] not in ("0x", "0X"):
+            return None
+        try:
+            return bytes.fromhex(value[2:])
+        except ValueError:
+            return None
+    if isinstance(value, (bytes, bytearray, memoryview)) and len(value) == 32:
+        return bytes(value)
+    return None
 
 
 class QuorumHeaders(HeaderSource):
