@@ -42,6 +42,13 @@ POLICY_MAX_TTL, POLICY_LOCK_DELAY, POLICY_ADMISSION = 1, 2, 4
 
 _ZERO = "0x" + "00" * 20
 
+#: Most holders one ``setAdmission`` transaction carries (:meth:`NamespaceOperations.admit` sends more in
+#: several). A newly admitted holder costs about 24,600 gas (a storage write and an event), so a full
+#: chunk stays near 3.2 M gas: under the ceiling the SDK gives every transaction on a dev chain
+#: (``_node.sending.DEV_GAS_LIMIT``) and within any chain's block gas limit. Measured and asserted:
+#: ``tests/chain/test_namespaces.py::test_admit_of_the_most_holders_admits_them_all``.
+ADMISSION_CHUNK = 128
+
 
 @record
 class NamespacePolicy:
@@ -253,7 +260,14 @@ class NamespaceOperations(RegistryContract):
     ) -> Steps[None]:
         """Add ``holders`` (accounts or contracts) to the allowlist of namespace ``prefix``, or
         remove them with ``admitted=False`` (admin only). A holder removed keeps a live lease
-        until it ends or is revoked."""
+        until it ends or is revoked.
+
+        Each holder costs a storage write and an event (about 25,000 gas), so up to
+        :data:`ADMISSION_CHUNK` holders go in one transaction and more in several, in order, each
+        preflighted and within any chain's gas limits. If one fails, the holders of the
+        transactions before it are admitted (removed) and the rest are not: the error's notes say
+        how many and in which transactions; calling again with the same holders is harmless.
+        """
         prefix = _validate.namespace_prefix(prefix)
         if isinstance(holders, (str, bytes)) or not isinstance(holders, Sequence):
             holders = [holders]
@@ -262,10 +276,24 @@ class NamespaceOperations(RegistryContract):
             raise InvalidInput(f"admit takes 1 to {MAX_CLAIM_ITEMS} holders, got {len(addresses)}")
         if not isinstance(admitted, bool):
             raise InvalidInput(f"admitted must be a bool, got {admitted!r}")
-        yield from self._namespace_tx_steps(
-            prefix, "setAdmission", [_names.namespace_id(prefix), addresses, admitted], confirmations
-        )
-        logger.info("admission namespace=%s holders=%s admitted=%s", prefix, addresses, admitted)
+        namespace = _names.namespace_id(prefix)
+        done: list[str] = []  # the transactions sent so far, each for a chunk of holders
+        for start in range(0, len(addresses), ADMISSION_CHUNK):
+            chunk = addresses[start : start + ADMISSION_CHUNK]
+            try:
+                receipt = yield from self._namespace_tx_steps(
+                    prefix, "setAdmission", [namespace, chunk, admitted], confirmations
+                )
+            except BaseException as failed:
+                if done:
+                    failed.add_note(
+                        f"the first {start} of the {len(addresses)} holders were "
+                        f"{'admitted' if admitted else 'removed'} in {', '.join(done)}; the rest were not "
+                        "(calling admit again with the same holders is harmless)"
+                    )
+                raise
+            done.append(receipt["transactionHash"].to_0x_hex())
+        logger.info("admission namespace=%s holders=%s admitted=%s tx=%s", prefix, addresses, admitted, ",".join(done))
 
     admit = operation(_admit_steps)
 
