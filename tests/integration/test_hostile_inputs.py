@@ -24,6 +24,7 @@ from mcp import Client
 from chainfence import Chain, cli
 from chainfence._node import lean_http as _lean_http
 from chainfence._node import transports as _transports
+from chainfence._node.rlp import keccak256 as keccak
 from chainfence.aio import AsyncChain
 from chainfence.errors import InvalidInput, InvalidUrl
 from chainfence.mcp_server import build_server
@@ -311,3 +312,38 @@ def test_control_the_escaped_form_of_a_hostile_name_is_another_resource(registry
     escaped, raw = answers[0][1]["resources"]
     assert escaped["status"] == "unheld" and escaped["token"] == 0
     assert raw["status"] == "live" and raw["holder"] == bob.sender
+
+
+def test_the_cli_revokes_and_grants_a_hostile_name_by_what_it_showed(anvil_node, on_anvil, monkeypatch):
+    """Issue 25, finding 16, at the CLI: ``revoke --escaped`` and ``grant --escaped`` take a name as
+    chainfence displayed it (bidi controls, bytes that are not UTF-8) and reach that very resource; a
+    text that is not a display is exit 2 with nothing sent. Control: the same text without ``--escaped``
+    is another name, never held (exit 4, ``NotLive``)."""
+    from tests.faults.test_hostile_names import publish
+
+    chain = on_anvil.chain
+    admin, stranger = chain.accounts[1], chain.accounts[2]
+    monkeypatch.setenv("CHAINFENCE_PRIVATE_KEY", dev_keys(10)[1])
+    node = ["--rpc-url", anvil_node.url, "--registry", on_anvil.address, "--json"]
+    namespace = on_anvil.namespace_of(admin)
+    names = [(namespace + "/").encode() + b"\xff\xfe", (namespace + "/reports/\u202eyliad").encode()]
+    for raw in names:
+        publish(on_anvil, stranger, raw)
+    shown = {event.resource_id: event.resource_display for event in on_anvil.history()}
+    for raw in names:
+        text = shown[keccak(raw)]
+        code, out, err = _cli("revoke", text, *node)
+        assert code == cli.EXIT_NOT_CURRENT and json.loads(out)["error"] == "NotLive", "control: another name"
+        code, out, err = _cli("revoke", text, "--escaped", *node)
+        assert code == cli.EXIT_OK, err
+        assert json.loads(out)["resource"] == text and json.loads(out)["revoked_token"] > 0
+        code, out, err = _cli("grant", text, admin, "--ttl", "60", "--escaped", *node)
+        assert code == cli.EXIT_OK, err
+        assert json.loads(out)["reason"] == "granted" and json.loads(out)["holder"] == admin
+    latest, head = on_anvil.latest_token(), chain.block_number()
+    for bad in [namespace + "/\\q", namespace + "/\u202e", namespace + "/\\x41", "a\u00bbb\u00bbc"]:
+        code, out, err = _cli("revoke", bad, "--escaped", *node)
+        assert code == cli.EXIT_USAGE and json.loads(out)["error"] == "InvalidResourceName", (bad, err)
+    code, out, err = _cli("grant", namespace + "/never\\u202e", admin, "--ttl", "60", "--escaped", *node)
+    assert code == cli.EXIT_USAGE and "never held" in json.loads(out)["message"], err
+    assert (on_anvil.latest_token(), chain.block_number()) == (latest, head), "nothing was sent"
