@@ -336,37 +336,45 @@ def _turns_directory() -> str | None:
     return _TURNS_DIRECTORY if isinstance(_TURNS_DIRECTORY, str) else None
 
 
-def host_turn_steps(key: str, steps: Steps[T], poll: float) -> Steps[T]:
-    """Run ``steps`` (a waiter's send: preflight, transaction, receipt) in the resource's turn among the
+def host_turn_steps(
+    key: str, steps: Callable[[], Steps[T]], poll: float, *, after_wait: Callable[[], Steps[None]] | None = None
+) -> Steps[T]:
+    """Run ``steps()`` (a waiter's send: preflight, transaction, receipt) in the resource's turn among the
     processes of this machine: an exclusive ``flock`` on a file named by ``key`` (the chain, the
     registry and the resource), asked without blocking every ``poll`` seconds (the driver's own sleep,
     so that either driver can wait for it and an interrupt ends the wait). So a waiter's preflight runs
     only once the previous waiter's transaction, in any process of this user's on this machine, has
-    its receipt: it sees that lease and sends nothing (issue 25, finding 21). The holder removes the
-    file as it leaves; a process that dies holding it leaves it to the next (the kernel drops its
-    lock). Where there is no such file (:func:`_turns_directory`), ``steps`` run in the process's turn
-    only."""
+    its receipt (issue 25, finding 21). A waiter that had to wait for the turn first runs
+    ``after_wait()``, which reads the lease as mined and raises the refusal when another waiter's
+    acquisition took it meanwhile: its preflight, at the pending block, would count a release still
+    pending (the winner, done already) as done, and a block may put the acquisition before it. The
+    holder removes the file as it leaves; a process that dies holding it leaves it to the next (the
+    kernel drops its lock). Where there is no such file (:func:`_turns_directory`), ``steps()`` run in
+    the process's turn only."""
     directory = _turns_directory()
     if directory is None:
-        return (yield from steps)
+        return (yield from steps())
     import hashlib
 
     path = os.path.join(directory, hashlib.sha256(key.encode("utf-8")).hexdigest()[:40] + ".lock")
-    fd = yield from _take_turn_steps(path, poll)
-    if fd is None:
-        return (yield from steps)
+    taken = yield from _take_turn_steps(path, poll)
+    if taken is None:
+        return (yield from steps())
+    fd, waited = taken
     try:
-        return (yield from steps)
+        if waited and after_wait is not None:
+            yield from after_wait()
+        return (yield from steps())
     finally:
         _give_turn(path, fd)
 
 
-def _take_turn_steps(path: str, poll: float) -> Steps[int | None]:
-    """An open descriptor of ``path`` holding its ``flock`` once this process has it (None: the file
-    cannot be used)."""
+def _take_turn_steps(path: str, poll: float) -> Steps[tuple[int, bool] | None]:
+    """An open descriptor of ``path`` holding its ``flock`` once this process has it, and whether another
+    held it first (None: the file cannot be used)."""
     import fcntl
 
-    told = False
+    waited = False
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
@@ -379,8 +387,8 @@ def _take_turn_steps(path: str, poll: float) -> Steps[int | None]:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:  # another process's waiter is sending: its receipt first
-                    if not told:
-                        told = True
+                    if not waited:
+                        waited = True
                         logger.debug("waiting: another process's waiter is sending; its turn first (%s)", path)
                     yield Sleep(poll)
             try:  # the holder before removed the file as it left: its lock is on a file nobody else opens
@@ -389,7 +397,8 @@ def _take_turn_steps(path: str, poll: float) -> Steps[int | None]:
                 current = None
             held = os.fstat(fd)
             if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
-                return fd
+                return fd, waited
+            waited = True  # another held it, and left
         except BaseException:
             os.close(fd)
             raise
@@ -458,7 +467,11 @@ def acquire_waiting_steps(
                 yield sleep(timer, pause, before_send=True)
             yield from ready()  # the fee quote and the nonce now: the preflight is then the last read before the send
         try:
-            sending = send() if host_turn is None else host_turn_steps(host_turn, send(), pace.poll / 4)
+            sending = (
+                send()
+                if host_turn is None
+                else host_turn_steps(host_turn, send, pace.poll / 4, after_wait=lambda: _still_free_steps(read, free))
+            )
             return cast(T, (yield Locked(turn, sending)))
         except LeaseError as error:
             refusal: LeaseError = error
@@ -513,6 +526,13 @@ def acquire_waiting_steps(
                 break  # free by the lease (a lock-delay, if any, is judged by the next send's preflight)
             refusal = held(info)
             watch.expect(info.expires_at, info.judged_at)
+
+
+def _still_free_steps(read: Callable[[], Steps[LeaseInfo]], free: Callable[[LeaseInfo], bool]) -> Steps[None]:
+    """Raise the lease in the way (``LeaseHeld``) unless the resource still reads free, as mined."""
+    info = yield from read()
+    if not free(info):
+        raise held(info)
 
 
 endings.declare(
