@@ -319,7 +319,11 @@ _TURNS_DIRECTORY: str | bool | None = None
 
 def _turns_directory() -> str | None:
     """This user's directory of turn files (made once, private), or None where there can be none: no
-    ``fcntl`` (Windows), no ``getuid``, or a directory that is not this user's own."""
+    ``fcntl`` (Windows), no ``getuid``, or a directory that is not this user's own.
+
+    ``CHAINFENCE_WAIT_TURNS`` names another directory: the processes that share one take turns with each
+    other only (dev nodes on one machine share chain ids and registry addresses: the test suite gives
+    each of its workers one, so that its nodes' waiters never wait for another's)."""
     global _TURNS_DIRECTORY
     if _TURNS_DIRECTORY is None:
         _TURNS_DIRECTORY = False
@@ -328,7 +332,9 @@ def _turns_directory() -> str | None:
             import stat
             import tempfile
 
-            path = os.path.join(tempfile.gettempdir(), f"chainfence-turns-{os.getuid()}")
+            path = os.environ.get("CHAINFENCE_WAIT_TURNS") or os.path.join(
+                tempfile.gettempdir(), f"chainfence-turns-{os.getuid()}"
+            )
             os.makedirs(path, mode=0o700, exist_ok=True)
             found = os.lstat(path)
             if stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o022:
@@ -338,6 +344,16 @@ def _turns_directory() -> str | None:
         except (ImportError, AttributeError, OSError) as why:
             logger.debug("waiting: no turns across processes here (%s)", why)
     return _TURNS_DIRECTORY if isinstance(_TURNS_DIRECTORY, str) else None
+
+
+def turn_path(key: str) -> str | None:
+    """The lock file of the turn named ``key`` (None where there are no turns across processes)."""
+    directory = _turns_directory()
+    if directory is None:
+        return None
+    import hashlib
+
+    return os.path.join(directory, hashlib.sha256(key.encode("utf-8")).hexdigest()[:40] + ".lock")
 
 
 def host_turn_steps(
@@ -353,18 +369,21 @@ def host_turn_steps(
     acquisition took it meanwhile: its preflight, at the pending block, would count a release still
     pending (the winner, done already) as done, and a block may put the acquisition before it. The
     holder removes the file as it leaves; a process that dies holding it leaves it to the next (the
-    kernel drops its lock). Where there is no such file (:func:`_turns_directory`), ``steps()`` run in
+    kernel drops its lock); one stopped or stuck while it holds it is waited for :data:`TURN_PATIENCE`
+    polls, then this waiter reads the lease as mined and sends without the turn (a revert at worst, as
+    without turns). Where there is no such file (:func:`_turns_directory`), ``steps()`` run in
     the process's turn only."""
-    directory = _turns_directory()
-    if directory is None:
+    path = turn_path(key)
+    if path is None:
         return (yield from steps())
-    import hashlib
-
-    path = os.path.join(directory, hashlib.sha256(key.encode("utf-8")).hexdigest()[:40] + ".lock")
-    taken = yield from _take_turn_steps(path, poll)
+    taken = yield from _take_turn_steps(path, poll, TURN_PATIENCE * 4)
     if taken is None:
         return (yield from steps())
     fd, waited = taken
+    if fd is None:  # held past the turn's patience: send without it, reading the lease as mined first
+        if after_wait is not None:
+            yield from after_wait()
+        return (yield from steps())
     try:
         if waited and after_wait is not None:
             yield from after_wait()
@@ -373,12 +392,22 @@ def host_turn_steps(
         _give_turn(path, fd)
 
 
-def _take_turn_steps(path: str, poll: float) -> Steps[tuple[int, bool] | None]:
+#: How many turns of its poll a waiter waits for another process's waiter to leave the turn before it
+#: sends without it (:func:`host_turn_steps`): 40 polls are 20 block times on a chain with blocks, 2 s on a
+#: dev node, far more than one preflight, send and receipt take. The turn only saves a loser its revert;
+#: a process stopped (SIGSTOP, a debugger) or stuck while it holds the turn must not hold every waiter of
+#: the machine past its own ``wait``.
+TURN_PATIENCE = 40
+
+
+def _take_turn_steps(path: str, poll: float, patience: int | None) -> Steps[tuple[int | None, bool] | None]:
     """An open descriptor of ``path`` holding its ``flock`` once this process has it, and whether another
-    held it first (None: the file cannot be used)."""
+    held it first; ``(None, True)`` when another still held it after ``patience`` sleeps of ``poll`` (None:
+    wait for as long as it is held). None: the file cannot be used."""
     import fcntl
 
     waited = False
+    slept = 0
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
@@ -394,6 +423,13 @@ def _take_turn_steps(path: str, poll: float) -> Steps[tuple[int, bool] | None]:
                     if not waited:
                         waited = True
                         logger.debug("waiting: another process's waiter is sending; its turn first (%s)", path)
+                    if patience is not None and slept >= patience:
+                        logger.info(
+                            "waiting: the turn %s is still held after %d polls: sending without it", path, slept
+                        )
+                        os.close(fd)
+                        return None, True
+                    slept += 1
                     yield Sleep(poll)
             try:  # the holder before removed the file as it left: its lock is on a file nobody else opens
                 current = os.stat(path)

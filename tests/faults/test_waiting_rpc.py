@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from chainfence import Chain, Registry, _waiting
+from chainfence import Chain, Registry, _names, _waiting
 from chainfence._waiting import Pace, pace
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
@@ -365,3 +365,61 @@ def test_control_a_waiter_that_preflights_at_once_sends_beside_a_pending_release
     pending release as done, and B sends an acquisition whose fate only the block's order decides."""
     monkeypatch.setattr(_waiting, "_still_free_steps", lambda read, free: iter(()))
     assert _sends_while_a_release_is_pending(on_anvil, anvil_node, automine_off) == 1
+
+
+def _held_turn(path: str) -> int:
+    """Another process's waiter in the turn at ``path``, stopped there (its flock held, never given back):
+    a descriptor of this process's own, which ``flock`` counts apart from the waiter's."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+@pytest.mark.parametrize("patience", [5, None], ids=["bounded", "control-unbounded"])
+def test_a_turn_held_by_a_stopped_process_is_waited_for_only_so_long(tmp_path, monkeypatch, patience):
+    """A waiter whose turn another process holds and never gives back (stopped by SIGSTOP or a debugger
+    in its send) waits ``patience`` polls, then goes on without the turn (a revert at worst: the turn
+    only saves a loser its revert). The steps are driven by hand, poll by poll. Control: a turn waited
+    for unboundedly (what the turn did first) is still asked for after 1,000 polls, past any ``wait``."""
+    monkeypatch.setattr(_waiting, "_TURNS_DIRECTORY", str(tmp_path))
+    path = _waiting.turn_path("31337:waiting-turn:0xabc:00")
+    assert path is not None and path.startswith(str(tmp_path))
+    held = _held_turn(path)
+    try:
+        steps = _waiting._take_turn_steps(path, 0.01, patience)
+        polls = 0
+        try:
+            effect = next(steps)
+            while polls < 1_000:
+                assert isinstance(effect, _waiting.Sleep)
+                polls += 1
+                effect = steps.send(None)
+        except StopIteration as done:
+            assert patience is not None, "an unbounded turn never gives up"
+            assert done.value == (None, True) and polls == patience
+            return
+        assert patience is None, f"still waiting for the turn after {polls} polls"
+        steps.close()
+    finally:
+        os.close(held)
+
+
+def test_a_waiter_goes_on_past_a_turn_held_for_good_and_gets_the_free_resource(on_anvil, tmp_path, monkeypatch):
+    """On anvil, through the registry: the resource is free, but another process's waiter stopped while it
+    held the resource's turn. The waiter reads the lease as mined once the turn's patience is spent, then
+    acquires it: its ``wait`` is never spent on a turn nobody gives back."""
+    monkeypatch.setattr(_waiting, "_TURNS_DIRECTORY", str(tmp_path))
+    chain = on_anvil.chain
+    name = f"jobs/turn-held-{os.getpid()}"
+    key = f"{chain.chain_id}:{_waiting.turn_key(on_anvil.address, _names.resource_id(name))}"
+    path = _waiting.turn_path(key)
+    assert path is not None
+    held = _held_turn(path)
+    try:
+        lease = on_anvil.connect(chain.accounts[1]).acquire(name, ttl=60, wait=600)
+        assert lease.holder == chain.accounts[1] and on_anvil.last_lease(name).token == lease.token
+        lease.release()
+    finally:
+        os.close(held)
