@@ -271,7 +271,7 @@ interface IFencingRegistry {
     event NamespaceAdmissionSet(bytes32 indexed namespace, address indexed holder, bool admitted, address admin);
 
     /// @notice Operation `index` of a {batchCalls} sent by `caller` on `resource` was refused and did
-    /// nothing: `reason` is, byte for byte, the revert data the lone call would have reverted with
+    /// nothing: `reason` is, byte for byte, the revert data of its lone call, which ran and was undone
     /// (a FencingRegistry error: {FencingRegistryLeaseHeld}, {FencingRegistryLockDelay},
     /// {FencingRegistryNotAdmitted}, {FencingRegistryStaleToken}, ...). For an acquisition
     /// `resource` is `keccak256(bytes(name))`.
@@ -565,15 +565,17 @@ interface IFencingRegistry {
      * @notice Run 1 to 64 lease operations of the caller in one transaction, each on its own: an
      * operation the lone call would refuse is skipped and logged ({BatchOpRefused}, with that
      * call's revert data), and the others go on. Group commit for many agents behind one account.
-     * @dev Each operation runs exactly as its lone call would at that point of the transaction
-     * (the same checks, policy, admission, lock-delay, events and reasons; tokens issued in order),
-     * as if the lone calls had been mined one after another in one block, except that a refusal
-     * does not revert: the batch is never all or nothing. The caller (`msg.sender`) is the holder
-     * and the actor of every operation: a batch cannot act for another account. A resource listed
-     * twice is acted on twice, in order (a second acquisition by the same caller re-acquires it:
-     * reason `Reacquired`, the first token fenced off). Reverts only with
-     * {FencingRegistryInvalidItems} (0 or more than 64 operations) or when the whole transaction
-     * cannot run (out of gas, a token past 48 bits), and then nothing is done.
+     * @dev Each operation IS its lone call ({acquire}, {acquireExclusive}, {renew}, {release}), which
+     * the registry calls on itself with `delegatecall` (the same code, storage and `msg.sender`), at
+     * that point of the transaction: the same checks, policy, admission, lock-delay, events and
+     * reasons, tokens issued in order, as if the lone calls had been mined one after another in one
+     * block, except that a refusal does not revert the batch, only undoes that operation: the batch
+     * is never all or nothing. The caller (`msg.sender`) is the holder and the actor of every
+     * operation: a batch cannot act for another account. A resource listed twice is acted on twice,
+     * in order (a second acquisition by the same caller re-acquires it: reason `Reacquired`, the
+     * first token fenced off). Reverts only with {FencingRegistryInvalidItems} (0 or more than 64
+     * operations) or when an operation runs out of gas, and then nothing is done. (A token past 48
+     * bits refuses each acquisition with {FencingRegistryUint48Overflow}, as it refuses the lone call.)
      * @return refused Bit `i` set when operation `i` was refused.
      * @return firstToken The token of the first acquisition that succeeded (0 if none did): the
      * acquisitions that succeeded hold consecutive tokens from it, in operation order.

@@ -368,7 +368,9 @@ BATCH_CEILINGS = {
     "batchCalls: each extra acquisition (held before, after release)": 14_500,
     "batchCalls: each extra renewal": 11_000,
     "batchCalls: each extra release": 10_000,
-    "batchCalls: each extra refused acquisition (held by another)": 11_000,
+    # Issue 26: the refused operation is its lone call, run until it reverts (10,569 -> 12,237 measured), where the
+    # batch before it only mirrored the checks; every operation that goes through got cheaper or +178 to +312.
+    "batchCalls: each extra refused acquisition (held by another)": 12_500,
 }
 
 #: Batch sizes measured (the benchmark's fleets: 8 and 64 agents).
