@@ -587,6 +587,9 @@ contract RegistryHandler {
                 if (registry.isListed(ns.id, actors[i]) != _listed[n][actors[i]]) {
                     return "a namespace's allowlist is not the one its admin set";
                 }
+                if (registry.isAdmitted(ns.id, actors[i]) != (!ns.admission || _listed[n][actors[i]])) {
+                    return "isAdmitted disagrees with the namespace's admission and allowlist";
+                }
             }
         }
         return "";
@@ -725,8 +728,18 @@ contract RegistryHandler {
             if (holder != t.holder) _violate(ONE_HOLDER, "the live lease's holder is not the account its token was issued to");
             if (expiresAt != t.expiresAt) _violate(RULES, "the live lease's expiry is not the one last set");
             if (t.ended) _violate(ENDED, "an ended lease is live again");
-        } else if (latest != 0 && registry.isCurrent(id, latest)) {
-            _violate(ENDED, "a token is current while its lease is not live");
+            try registry.checkCurrent(id, latest) returns (address checkedHolder, uint256 checkedExpiresAt) {
+                if (checkedHolder != holder || checkedExpiresAt != expiresAt) {
+                    _violate(ONE_HOLDER, "checkCurrent and leaseOf name different leases");
+                }
+            } catch {
+                _violate(ONE_HOLDER, "checkCurrent refuses the live lease's token");
+            }
+        } else if (latest != 0) {
+            if (registry.isCurrent(id, latest)) _violate(ENDED, "a token is current while its lease is not live");
+            try registry.checkCurrent(id, latest) {
+                _violate(ENDED, "checkCurrent accepts the token of a lease that is not live");
+            } catch {}
         }
         if (_done[r] && status != IFencingRegistry.LeaseStatus.Done) _violate(RULES, "a completed work item is no longer done");
     }
