@@ -38,7 +38,7 @@ FORGE_VERSION = "1.7.1"
 INVARIANT_TEST = "invariant_registry"
 DRIVER_TEST = "test_everyPathIsReached"
 
-#: ``--deep``: sixteen times the suite's runs and four times its depth (about 64 times the calls).
+#: ``--deep``: sixteen times the suite's runs (foundry.toml: 64) and twice its depth (128): 32 times the calls.
 DEEP_RUNS = 1024
 DEEP_DEPTH = 256
 
