@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 
 from chainfence import Chain, Guard, Registry
-from chainfence._node.failures import LogRangeRefused
-from chainfence.errors import StaleToken
+from chainfence.errors import LogRangeRefused, StaleToken
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
 

@@ -333,7 +333,7 @@ class FakeProvider:
         self.requests += 1
         self.calls.append((method, params))
         if self.down:
-            raise ProviderUnavailable(provider=self.name, detail="down")
+            raise ProviderUnavailable(source=self.name, detail="down")
         if method == "eth_getBlockByNumber":
             tag = params[0]
             number = self.head if tag in ("latest", "finalized") else int(tag, 16)

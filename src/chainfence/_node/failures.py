@@ -27,6 +27,7 @@ from ..errors import (
     ChainfenceError,
     InsufficientFunds,
     InvalidInput,
+    LogRangeRefused,
     NodeUnreachable,
     RpcError,
 )
@@ -35,7 +36,6 @@ from .transports import ErrorReply, NotDelivered, redact_url
 
 __all__ = [
     "TESTER_CONTROLS",
-    "LogRangeRefused",
     "is_transport_error",
     "never_delivered",
     "translate",
@@ -92,10 +92,6 @@ _TRANSPORT_REASONS = (
 )
 
 
-class LogRangeRefused(RpcError):
-    """The provider refused an ``eth_getLogs`` request for its block range or result size."""
-
-
 class translating:
     """Whatever the block raises leaves it as a chainfence error (:func:`translate`), the original chained
     as ``__cause__``. ``sender``: the account a transaction is from, named when it cannot pay.
@@ -132,10 +128,11 @@ def translate(exc: BaseException, method: str | None = None, *, sender: str | No
         return error
     if is_transport_error(exc):
         reason = transport_reason(exc)
-        unreachable = NodeUnreachable(f"the node did not answer{f' {method}' if method else ''}: {reason}")
-        unreachable.reason = reason  # type: ignore[attr-defined]
-        unreachable.maybe_delivered = not never_delivered(exc)  # type: ignore[attr-defined]
-        return unreachable
+        return NodeUnreachable(
+            f"the node did not answer{f' {method}' if method else ''}: {reason}",
+            reason=reason,
+            maybe_delivered=not never_delivered(exc),
+        )
     code, message = _rpc_error_fields(exc)
     lowered = message.lower()
     if "insufficient funds" in lowered:
