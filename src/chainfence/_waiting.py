@@ -85,7 +85,7 @@ from ._effects import RPC, Locked, Sleep, Steps, run
 from ._node import completeness as _completeness
 from ._node import events as _events
 from .endings import Refusal
-from .errors import LeaseError, LeaseHeld, LockDelayed
+from .errors import LeaseError, LeaseHeld, LockDelayed, LogsIncomplete
 
 if TYPE_CHECKING:
     from .chain import Chain
@@ -252,14 +252,18 @@ class Follower:
             return True
         if self._expires_at is not None and timestamp >= self._expires_at - 1:
             return True  # at or just before the expiry: the next block's time may pass it
-        events = yield from _events.fetch_all_steps(
-            self._chain,
-            self._address,
-            kinds=_KINDS,
-            resource_id=self._resource_id,
-            from_block=previous + 1,
-            to_block=number,
-        )
+        try:
+            events = yield from _events.fetch_all_steps(
+                self._chain,
+                self._address,
+                kinds=_KINDS,
+                resource_id=self._resource_id,
+                from_block=previous + 1,
+                to_block=number,
+            )
+        except LogsIncomplete as refused:  # an answer holding a log it cannot have: the lease says what it hid
+            logger.info("waiting: %s: reading the lease again", refused)
+            return True
         # The blocks' own logsBloom (and receipts) say whether the answer is all of their logs for the resource.
         checked = yield from _completeness.check_steps(
             self._address,

@@ -306,6 +306,8 @@ class ChainfenceError(Exception):
 
     def __init__(self, message: str | None = None, **fields: Any) -> None:
         known = type(self)._fields
+        if "provider" in fields or "providers" in fields:
+            _renamed(type(self), fields)
         unknown = fields.keys() - known.keys()
         if unknown:
             raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
@@ -368,6 +370,14 @@ class ChainfenceError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         # Exception pickles ``args`` only; errors cross process boundaries with every field.
         return (_rebuild, (type(self), self.args, self.__dict__.copy()))
+
+
+def _renamed(cls: type[ChainfenceError], fields: dict[str, Any]) -> None:
+    """0.1's keywords ``provider``/``providers`` of the proven mode's errors: their fields ``source``/``sources``."""
+    for old, new in (("provider", "source"), ("providers", "sources")):
+        if old in fields and new in cls._fields:
+            warnings.warn(f"{cls.__name__}({old}=...) is deprecated: use {new}=", DeprecationWarning, stacklevel=3)
+            fields[new] = fields.pop(old)
 
 
 def _same(value: Any, default: Any) -> bool:
@@ -904,8 +914,10 @@ class ChainRolledBack(ChainError):
 class LogsIncomplete(ChainError):
     """A follower of the registry's logs did not pass block ``block``: the log provider (``source``)
     answered ``eth_getLogs`` without logs that block has, by its ``logsBloom`` and its receipts against
-    its ``receiptsRoot`` (a log index that lags the head, or one that withholds), or with logs it does
-    not have (invented ones the bloom rules out). ``reason`` says which.
+    its ``receiptsRoot`` (a log index that lags the head, or one that withholds; or receipts in which a
+    registry event does not read), or with logs it cannot have (invented ones the bloom rules out, one
+    of a block outside the range asked or of another block hash than the block's, one that does not
+    read: any of its fields, its ``logIndex`` or ``transactionHash`` too). ``reason`` says which.
 
     What came before it was applied: the follower stands at block ``followed``, ``behind`` blocks short
     of block ``head``, the block it was following to. It waits there, and the next sync takes the block

@@ -13,6 +13,10 @@ answered element by element, each through its method's handler, so a lie
 holds inside a batch too (the SDK batches ``eth_call`` with the pending
 block). ``down``: every connection is closed without an answer. ``log``
 records each method asked, in order; ``count(method)`` counts them.
+
+:class:`LyingTransport` tells the same lies in process, to the embedded chain (which no proxy reaches):
+the same ``on``, ``honest`` and ``count``, and ``chain``, a :class:`~chainfence.Chain` that reads through it.
+The embedded chain answers numbers as ints where a node sends hex: a handler that reads them takes both.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from chainfence import Chain
+from chainfence._node.rpc import Rpc
+from chainfence._node.transports import ErrorReply, Transport
 
 
 class NodeError(Exception):
@@ -136,3 +144,50 @@ class LyingProxy:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class LyingTransport(Transport):
+    """:class:`LyingProxy`'s lies over the embedded chain's own transport (``embedded``: a registry's
+    chain on the in-process chain); ``chain`` reads through the lies, the original chain does not."""
+
+    embedded = True
+    batches = False  # eth-tester takes no batches
+
+    def __init__(self, embedded: Chain):
+        self.inner = embedded.rpc.transport
+        self.tester = self.inner.tester
+        self.w3 = self.inner.w3
+        self.url = "embedded"
+        self.handlers: dict[str, Handler] = {}
+        self.log: list[str] = []
+        self._lock = threading.Lock()
+        self.chain = Chain(Rpc(self), [], dev="eth-tester", receipt_timeout=5.0, poll_latency=0.01)
+
+    def on(self, method: str, handler: Handler) -> None:
+        with self._lock:
+            self.handlers[method] = handler
+
+    def honest(self) -> None:
+        with self._lock:
+            self.handlers.clear()
+
+    def count(self, method: str) -> int:
+        with self._lock:
+            return sum(1 for m in self.log if m == method)
+
+    def node(self, method: str, params: list) -> Any:
+        return self.inner.request(method, list(params))
+
+    def request(self, method: str, params) -> Any:
+        with self._lock:
+            self.log.append(method)
+            handler = self.handlers.get(method)
+        if handler is None:
+            return self.node(method, params)
+        try:
+            return handler(list(params), lambda p=None, method=method: self.node(method, params if p is None else p))
+        except Refuse as exc:
+            raise ErrorReply(method, {"error": {"code": exc.code, "message": exc.message}}) from None
+
+    def in_process(self, name: str, *args: Any) -> Any:
+        return self.inner.in_process(name, *args)
