@@ -1220,11 +1220,13 @@ class AuditIndexDiffers(AuditIndexError):
     """``verify``: the index and the chain disagree; ``differences`` lists what differs."""
 
     exit_code = 12
-    template = "the index and the chain differ: {differences}"
     differences: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.differences = tuple(self.differences)
+
+    def _message(self) -> str:
+        return "the index and the chain differ: " + "; ".join(self.differences)
 
 
 # ---------------------------------------------------------------------------
