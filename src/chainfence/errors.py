@@ -2,8 +2,8 @@
 
 ::
 
-    ChainfenceError                                                     exit  HTTP
-    ├── InvalidInput (ValueError)          bad argument (``argument``, ``value``); nothing sent or written  2  400
+    ChainfenceError
+    ├── InvalidInput (ValueError)          bad argument (``argument``, ``value``); nothing sent or written
     │   ├── InvalidResourceName            empty, too long, not a str
     │   ├── InvalidTtl                     0, negative, not an int, above the registry's max
     │   │   └── InvalidMaxTtl              deployment: max ttl out of range
@@ -14,14 +14,14 @@
     │   ├── InvalidAssignments             deployment: namespaces and admins of different lengths
     │   ├── DuplicateResource              acquire_many / a LeaseSet lists a resource twice
     │   └── StaleCursor                    an audit listing's cursor whose row is gone (a reorg): list again
-    ├── LeaseError                         the registry refused a lease operation          1  409
-    │   ├── LeaseHeld                      someone else holds a live lease                 3
-    │   ├── NotHolder                      the caller is not the holder of that token      4  403
+    ├── LeaseError                         the registry refused a lease operation
+    │   ├── LeaseHeld                      someone else holds a live lease
+    │   ├── NotHolder                      the caller is not the holder of that token
     │   ├── NothingToClaim                 claim: every item is done or held live by others
-    │   ├── NotAdmitted (PermissionError)  the namespace's allowlist, or a guard's admission, refuses the holder  9  403
-    │   ├── LockDelayed                    a lease expired; its namespace's lock-delay runs until `until`  10
-    │   ├── NotLive                        revoke: the resource has no live lease          4
-    │   └── TokenNotCurrent                the token is not the resource's live token      4
+    │   ├── NotAdmitted (PermissionError)  the namespace's allowlist, or a guard's admission, refuses the holder
+    │   ├── LockDelayed                    a lease expired; its namespace's lock-delay runs until `until`
+    │   ├── NotLive                        revoke: the resource has no live lease
+    │   └── TokenNotCurrent                the token is not the resource's live token
     │       ├── StaleToken                 superseded by a higher token (registry or guard)
     │       ├── UnknownToken               0, or above the resource's latest: never issued for it
     │       ├── LeaseExpired               the latest token, but its lease ran out  (you lost it)
@@ -30,22 +30,22 @@
     │       ├── LeaseRevoked               the latest token, but its namespace's admin revoked it
     │       └── TokenNotConfirmed          issued, but not yet deep enough in the chain to count
     ├── RegistryOverflow (OverflowError)   48-bit token or 40-bit time space exhausted
-    ├── NamespaceError (PermissionError)   a namespace refused the caller                  9  403
+    ├── NamespaceError (PermissionError)   a namespace refused the caller
     │   ├── NamespaceTaken                 deployment: a namespace assigned twice
     │   ├── NotNamespaceAdmin              only the namespace's admin may do that
     │   └── NotPendingAdmin                only the pending admin may accept the namespace
-    ├── Unauthorized (PermissionError)     a contract refused the caller (example contracts)  1  403
-    ├── ChainError                         the chain or node failed us                     1  503
-    │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers                    5
+    ├── Unauthorized (PermissionError)     a contract refused the caller (example contracts)
+    ├── ChainError                         the chain or node failed us
+    │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers
     │   │   └── ProviderUnavailable        proven mode: a header or proof provider did not answer (names it)
     │   ├── RpcError                       the node answered a request with a JSON-RPC error
     │   │   └── LogRangeRefused            the provider caps eth_getLogs: a narrower range may pass
-    │   ├── WrongChain                     the node serves another chain than expected     5
-    │   ├── ChainRolledBack                the chain's history went back below tokens already seen  5
+    │   ├── WrongChain                     the node serves another chain than expected
+    │   ├── ChainRolledBack                the chain's history went back below tokens already seen
     │   ├── LogsIncomplete                 a follower waits: the logs answered lack (or invent) a block's logs
-    │   ├── ContractNotFound               no FencingRegistry code at that address         5
+    │   ├── ContractNotFound               no FencingRegistry code at that address
     │   ├── InsufficientFunds              the sender cannot pay for gas
-    │   ├── TransactionInDoubt             a transaction sent, not known to be final: its hashes and nonce  6
+    │   ├── TransactionInDoubt             a transaction sent, not known to be final: its hashes and nonce
     │   │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
     │   │   ├── OutcomeUnknown             sent, but whether it landed could not be established
     │   │   └── NotConfirmed (TimeoutError)  mined, but not k blocks deep in time
@@ -53,40 +53,48 @@
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
     │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
-    │   │   └── ProofsNotServed            proven mode: the provider does not serve eth_getProof  13
-    │   ├── AnvilNotFound                  `chainfence node` found no anvil binary         5
-    │   └── UnverifiedAnswer               proven mode: an answer did not verify; nothing judged, no mark moved  13
+    │   │   └── ProofsNotServed            proven mode: the provider does not serve eth_getProof
+    │   ├── AnvilNotFound                  `chainfence node` found no anvil binary
+    │   └── UnverifiedAnswer               proven mode: an answer did not verify; nothing judged, no mark moved
     │       ├── ProofInvalid               a proof that does not verify against the trusted header (names the provider)
     │       ├── HeaderInvalid              a header whose fields do not hash to its hash
     │       ├── HeadersDisagree            no k of the n header providers agree on the block's hash
     │       ├── BlockNotVouched            a log's block is not the one the header source vouches for
     │       ├── HeaderStale                the vouched-for header is older than max_age: a withheld head
     │       └── HeaderBehind               the proven state is older than a mark already accepted at a later block
-    ├── GuardError                         the guard's store is unusable                   1  503
+    ├── GuardError                         the guard's store is unusable
     │   ├── GuardStoreMismatch             the store belongs to another registry
     │   └── GuardForked                    an exclusive guard used in a process forked from its owner
     ├── AuditIndexError                    the audit index cannot answer
-    │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index  11
-    │   └── AuditIndexDiffers              verify: the index and the chain disagree        12
-    ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work  7  409
+    │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index
+    │   └── AuditIndexDiffers              verify: the index and the chain disagree
+    ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
     │   └── LeaseSetLost                   a member of an acquire_many set ended (which, and how)
-    ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'  2
+    ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
-    └── RequestRejected                    a holder-signed request failed verification         403
-        ├── MalformedRequest (ValueError)  missing or unparsable fields, a payload not the signed one  400
-        ├── InvalidSignature               not signed by the holder it names                   401
-        ├── RequestExpired                 past its deadline                                   401
-        ├── SignerNotHolder                signed by someone who does not hold the token       403
-        ├── RequestMisdirected             signed for another resource, action or audience (``field``)  403
-        └── ReplayedRequest                seen before                                         409
+    └── RequestRejected                    a holder-signed request failed verification
+        ├── MalformedRequest (ValueError)  missing or unparsable fields, a payload not the signed one
+        ├── InvalidSignature               not signed by the holder it names
+        ├── RequestExpired                 past its deadline
+        ├── SignerNotHolder                signed by someone who does not hold the token
+        ├── RequestMisdirected             signed for another resource, action or audience (``field``)
+        └── ReplayedRequest                seen before
 
 Errors are data: each class declares its fields as annotations, and :class:`ChainfenceError`
-makes from them the keyword-only constructor, the ``repr``
+makes from them the keyword constructor, the ``repr``
 (``StaleToken(resource='r', token=3, current_token=5)``), the pickling and :meth:`~ChainfenceError.details`.
 A class's ``template`` renders its message from its fields (a message given as the one positional
-argument replaces it). The columns above are the class attributes ``exit_code`` (what ``chainfence``
-exits with; the README's table) and ``http_status`` (what a service answers with:
-:class:`~chainfence.asgi.FencingMiddleware`); a class without a figure takes its parent's.
+argument replaces it). Each class carries ``exit_code``, what ``chainfence`` exits with (the README's
+table), and ``http_status``, what a service answers with (:class:`~chainfence.asgi.FencingMiddleware`);
+a class not named here takes its parent's::
+
+    exit_code    1 ChainfenceError; 2 InvalidInput, ExtraNotInstalled; 3 LeaseHeld; 4 TokenNotCurrent,
+                 NotHolder, NotLive; 5 NodeUnreachable, WrongChain, ChainRolledBack, ContractNotFound,
+                 AnvilNotFound; 6 TransactionInDoubt; 7 LeaseLost; 9 NamespaceError, NotAdmitted;
+                 10 LockDelayed; 11 AuditIndexMismatch; 12 AuditIndexDiffers; 13 UnverifiedAnswer, ProofsNotServed
+    http_status  500 ChainfenceError; 400 InvalidInput, MalformedRequest; 401 InvalidSignature, RequestExpired;
+                 403 NotHolder, NotAdmitted, NamespaceError, Unauthorized, RequestRejected; 409 LeaseError,
+                 LeaseLost, ReplayedRequest; 503 ChainError, GuardError
 
 Errors raised by the contract (its custom errors) map one-to-one onto classes
 here through :func:`_contract_error`; :mod:`chainfence._node.reverts` decodes a

@@ -289,6 +289,28 @@ def test_each_class_carries_the_exit_code_and_status_it_had(cls):
         assert cls.http_status == status
 
 
+def _figures(attribute: str) -> dict[str, int]:
+    """The module docstring's list of ``attribute`` figures: class name -> figure."""
+    text = errors.__doc__.split(f"    {attribute}", 1)[1].split("\n\n", 1)[0].split("    http_status", 1)[0]
+    named = {}
+    for part in " ".join(text.split()).split("; "):
+        figure, names = part.split(" ", 1)
+        named.update(dict.fromkeys(names.split(", "), int(figure)))
+    return named
+
+
+@pytest.mark.parametrize("attribute", ["exit_code", "http_status"])
+def test_the_module_docstring_names_every_class_that_sets_a_figure(attribute):
+    named = _figures(attribute)
+    setting = {
+        cls.__name__: vars(cls)[attribute]
+        for cls in CLASSES
+        if attribute in vars(cls)
+        and (cls is ChainfenceError or vars(cls)[attribute] != getattr(cls.__mro__[1], attribute))
+    }
+    assert named == setting
+
+
 FOLDED = {
     "InvalidToken": ("InvalidInput", "argument='token'"),
     "InvalidWait": ("InvalidInput", "argument='wait'"),
