@@ -452,8 +452,15 @@ class RegistryContract(SyncFace):
 
 
 def _encoded(function: str, args: Sequence[Any]) -> bytes:
+    """The calldata of ``function(args)``. A ``string`` argument given as ``bytes`` is sent as those bytes
+    (``string`` and ``bytes`` encode alike): a name exactly as the registry holds it, which need not be
+    UTF-8 (the admin's paths: :func:`chainfence._names.held_name`)."""
     selector, types = _artifacts.functions("FencingRegistry")[function]
-    return selector + abi_encode(types, args)
+    sent = [
+        "bytes" if kind == "string" and isinstance(arg, (bytes, bytearray)) else kind
+        for kind, arg in zip(types, args, strict=False)
+    ]
+    return selector + abi_encode(sent, args)
 
 
 #: The calls whose calldata is remembered for their arguments: an acquisition's (a name and a ttl), which

@@ -327,6 +327,10 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
                 pace=pace,
                 wait=seconds,
                 turn=_waiting.turn_key(self.address, resource_id),
+                # The embedded chain lives in this process: its waiters share one Chain, in the turn above.
+                host_turn=None
+                if self.chain.rpc.embedded
+                else f"{self.chain.chain_id}:{_waiting.turn_key(self.address, resource_id)}",
             )
         )
 

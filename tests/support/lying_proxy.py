@@ -17,6 +17,8 @@ records each method asked, in order; ``count(method)`` counts them.
 :class:`LyingTransport` tells the same lies in process, to the embedded chain (which no proxy reaches):
 the same ``on``, ``honest`` and ``count``, and ``chain``, a :class:`~chainfence.Chain` that reads through it.
 The embedded chain answers numbers as ints where a node sends hex: a handler that reads them takes both.
+A handler may also return a reply no honest node sends (tests/support/hostile_replies.py: nested too
+deep, too large, trickled, or none at all): it is written as it is, for a request on its own.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 from chainfence import Chain
 from chainfence._node.rpc import Rpc
 from chainfence._node.transports import ErrorReply, Transport
+from tests.support.hostile_replies import Raw, write_http
 
 
 class NodeError(Exception):
@@ -75,6 +78,11 @@ class LyingProxy:
                     reply = [proxy._answer(element) for element in request]
                 else:
                     reply = proxy._answer(request)
+                    if isinstance(reply, Raw):
+                        self.close_connection = True
+                        self.wfile.flush()
+                        write_http(reply, self.connection, request.get("id"))
+                        return
                 data = json.dumps(reply).encode()
                 try:
                     self.send_response(200)
@@ -120,7 +128,7 @@ class LyingProxy:
             raise NodeError(reply["error"])
         return reply.get("result")
 
-    def _answer(self, request: dict) -> dict:
+    def _answer(self, request: dict) -> Any:
         method = request.get("method", "")
         params = request.get("params", [])
         with self._lock:
@@ -135,6 +143,8 @@ class LyingProxy:
             return {"jsonrpc": "2.0", "id": request.get("id"), "error": exc.error}
         except Refuse as exc:
             return {"jsonrpc": "2.0", "id": request.get("id"), "error": {"code": exc.code, "message": exc.message}}
+        if isinstance(result, Raw):
+            return result
         return {"jsonrpc": "2.0", "id": request.get("id"), "result": result}
 
     def __enter__(self) -> LyingProxy:
