@@ -338,10 +338,10 @@ def test_verify_with_proofs_finds_an_event_hidden_beside_an_indexed_one(on_anvil
     block, index, reader = hidden_beside
     with pytest.raises(AuditIndexDiffers) as caught:
         index.verify(through(on_anvil, liar.url), proofs=reader)
-    assert caught.value.differences == [
+    assert caught.value.differences == (
         f"block {block}: its receipts (verified against the vouched receiptsRoot) hold 2 lease events, "
-        "the index 1, or other ones"
-    ]
+        "the index 1, or other ones",
+    )
 
 
 def test_control_verify_reading_the_receipts_naively_passes_the_index(on_anvil, liar, hidden_beside, monkeypatch):
@@ -642,10 +642,10 @@ def test_verify_with_proofs_compares_the_registrys_latest_token_with_the_index(o
     index.verify(lied_to)  # the plain verify, told the same story, passes
     with pytest.raises(AuditIndexDiffers) as caught:
         index.verify(lied_to, proofs=reader)
-    assert caught.value.differences == [
+    assert caught.value.differences == (
         f"tokens: the index's highest token is {lease.token - 1}; proven at block {index.status().synced_block}, "
-        f"the registry's latest is {lease.token}"
-    ]
+        f"the registry's latest is {lease.token}",
+    )
     done, _ = cli(liar.url, on_anvil, index.path, "verify", "--proofs", "--headers", *urls, "--quorum", "2")
     assert done.returncode == 12 and "the registry's latest is" in done.stderr, done.stderr
 
