@@ -19,14 +19,25 @@ error the lone call raises (:class:`~chainfence.errors.LeaseHeld`,
 Design (the answers; ``docs/guarantees.md`` holds the promises beside their tests):
 
 - **Group commit, not a timer.** The first call into an idle batcher starts a
-  worker (a daemon thread on the blocking face, a task on asyncio: the
-  :class:`~chainfence._effects.Spawn` effect), which sends what is queued at
-  once. While a transaction is in flight, new calls queue; when it settles,
-  the worker sends everything queued (up to ``max_items``, the registry's 64)
-  as the next one. An agent therefore waits for at most the transaction in
-  flight and its own: two blocks' worth. ``window=`` adds a pause before each
-  send, to gather more where blocks are rare; the default (0) never waits on
-  a clock.
+  worker, which sends what is queued at once. While a transaction is in
+  flight, new calls queue; when it settles, the worker sends everything
+  queued (up to ``max_items``, the registry's 64) as the next one. An agent
+  therefore waits for at most the transaction in flight and its own: two
+  blocks' worth. ``window=`` adds a pause before each send, to gather more
+  where blocks are rare; the default (0) never waits on a clock.
+- **The worker is nobody's.** It is a daemon thread of its own, running the
+  steps over the chain's blocking driver, whoever called first: a thread, or
+  an asyncio task of any loop (which only awaits its outcome, never blocking
+  the loop). A batch carries the calls of threads and of tasks of several
+  loops, so no caller's loop may own its send: a worker that was a task of
+  the first caller's loop was cancelled with that loop's teardown
+  (``asyncio.run`` ending) while its transaction was in flight, failing every
+  caller in it, a thread that was never interrupted included, with a bare
+  ``CancelledError`` and leaving their leases live; and it stood still, with
+  every later call queued behind it, once that loop stopped without closing
+  (``asyncio.Runner().run``, ``loop.run_until_complete``). A blocking call
+  made on a loop's thread is served too (it blocks that loop meanwhile, as
+  any blocking call does).
 - **The next batch waits for the callers just settled.** Agents call again
   as soon as a call returns (acquire, work, release, acquire): the worker
   takes the next batch once every caller of the settled transaction is back
@@ -80,6 +91,7 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
 from __future__ import annotations
 
 import enum
+import sys
 import threading
 import time
 from collections import deque
@@ -90,7 +102,7 @@ from typing import Any
 from . import _log, _names, _validate
 from . import keepalive as _keepalive
 from ._contract import MAX_MANY, RegistryContract
-from ._effects import RPC, Shielded, Signal, Sleep, Spawn, Steps, Until
+from ._effects import RPC, Shielded, Signal, Sleep, Steps, Until
 from ._faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation
 from ._interrupted import settle_steps
 from ._node import artifacts as _artifacts
@@ -108,7 +120,6 @@ from .errors import (
     NamespaceError,
     NodeUnreachable,
     NotConfirmed,
-    NotSupported,
     OutcomeUnknown,
     TokenNotCurrent,
     TransactionFailed,
@@ -317,31 +328,7 @@ class Batcher(SyncFace):
         return self.registry.chain
 
     def _drive(self, steps: Steps[Any]) -> Any:
-        self._refuse_on_the_workers_loop(steps)
         return self.registry._drive(steps)
-
-    def _refuse_on_the_workers_loop(self, steps: Steps[Any]) -> None:
-        """A blocking call made on the thread whose event loop runs the worker (an asyncio caller started
-        it: a sync tool called from a coroutine, beside asyncio agents sharing the batcher) would wait for
-        an outcome that only the worker can set, while it blocks the loop the worker needs: it would
-        wait forever. Refused at once (:class:`~chainfence.errors.NotSupported`), nothing queued."""
-        worker = self._worker
-        get_loop = getattr(worker, "get_loop", None)
-        if get_loop is None or _ended(worker):
-            return
-        import asyncio
-
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        if running is get_loop():
-            steps.close()
-            raise NotSupported(
-                "a blocking call into this batcher from the event loop its worker runs on would wait forever "
-                "(the worker cannot run while the call blocks the loop): await the call through the "
-                "AsyncRegistry's batched(), or make it from another thread"
-            )
 
     def connect(self, account: Any) -> Any:
         return self.registry.connect(account)
@@ -467,27 +454,42 @@ class Batcher(SyncFace):
             self._back(op)
 
     def _start_steps(self) -> Steps[None]:
-        """Start the worker (this caller queued into an idle batcher). A worker that cannot start fails what
-        is queued, each caller with a typed error (nothing was sent). An interrupt that lands while the
-        worker starts (a thread's start waits for it) leaves it unknown whether it runs: another is started,
-        shielded (two workers are harmless: each takes its own operations from the queue), and the interrupt
-        goes on to the caller's own cleanup."""
-        name = f"chainfence-batcher-{self.sender}"
+        """Start the worker (this caller queued into an idle batcher): a thread of its own, whatever the
+        caller's driver (see "The worker is nobody's" in the module docstring). A worker that cannot start
+        fails what is queued, each caller with a typed error (nothing was sent). An interrupt that lands
+        while the worker starts (a thread's start waits for it) leaves it unknown whether it runs: another
+        is started (two workers are harmless: each takes its own operations from the queue), and the
+        interrupt goes on to the caller's own cleanup."""
         try:
-            self._worker = yield Spawn(self._work_steps(), name)
+            self._worker = self._spawn()
         except BaseException as failed:
             if not _sending.interrupted(failed):
                 self._not_started(failed)
                 return
             try:
-                self._worker = yield Shielded(_spawn_steps(self._work_steps(), name))
+                self._worker = self._spawn()
             except BaseException as again:
                 self._not_started(again)
             raise
+        return
+        yield  # pragma: no cover - steps, as the caller's driver runs them
+
+    def _spawn(self) -> threading.Thread:
+        """A daemon thread running the worker's steps over the chain's blocking driver, started."""
+        worker = threading.Thread(
+            target=self.registry._drive,
+            args=(self._work_steps(),),
+            name=f"chainfence-batcher-{self.sender}",
+            daemon=True,
+        )
+        worker.start()
+        return worker
 
     def _back(self, op: _Op) -> None:
         """``op``'s caller no longer waits for it (its outcome came, or it was interrupted): one less for the
-        worker to wait for before the next batch."""
+        worker to wait for before the next batch. A caller on an event loop is counted back once its task
+        has run on to its next wait (a callback of its loop: the task's step ends first), so that an agent
+        that calls again at once has queued that call when the worker takes the next batch."""
         with self._mutex:
             op.gone = True
             cohort, op.cohort = op.cohort, None
@@ -496,12 +498,11 @@ class Batcher(SyncFace):
             cohort.count -= 1
             last = cohort.count == 0
         if last:
-            cohort.back.set()
+            _after_this_step(cohort.back.set)
 
     def _enqueue(self, op: _Op) -> bool:
         """Queue ``op``; True when no worker runs and the caller must start one. A worker that ended without
-        saying so (an asyncio task cancelled before it ever ran: its loop stopped right after it was
-        made) counts as none: the next caller starts another, instead of waiting for it forever."""
+        saying so counts as none: the next caller starts another, instead of waiting for it forever."""
         with self._mutex:
             op.since = self.batches
             self._queue.append(op)
@@ -688,7 +689,7 @@ class Batcher(SyncFace):
             return batch
 
     def _stopped(self, stopped: BaseException) -> None:
-        """The worker was stopped (its loop shut down): what is still queued is failed, nothing sent."""
+        """The worker stopped on an error of its own: what is still queued is failed, nothing sent."""
         with self._mutex:
             self._working = False
             left = list(self._queue)
@@ -707,10 +708,9 @@ class Batcher(SyncFace):
         )
 
     def _commit_steps(self, batch: list[_Op]) -> Steps[_Cohort | None]:
-        """Send ``batch`` and settle each caller; shielded, so that a stopped worker (asyncio's loop
-        shutting down) still settles the transaction it sent for everyone in it."""
+        """Send ``batch`` and settle each caller."""
         try:
-            outcomes = yield Shielded(self._send_steps(batch))
+            outcomes = yield from self._send_steps(batch)
         except BaseException as failed:  # the transaction as a whole: each caller its own copy
             self._settle(batch, [(None, _own_copy(failed, op, batch)) for op in batch])
             if _sending.interrupted(failed):
@@ -889,19 +889,29 @@ def _log_orphan(op: _Op) -> None:
         )
 
 
+def _after_this_step(callback: Any) -> None:
+    """``callback()`` once the current task's step ends, on an event loop running in this thread (a soon
+    callback of the loop); at once elsewhere."""
+    asyncio = sys.modules.get("asyncio")  # not imported: no loop runs (issue #19: the CLI imports this module)
+    if asyncio is not None:
+        try:
+            asyncio.get_running_loop().call_soon(callback)
+        except RuntimeError:
+            pass
+        else:
+            return
+    callback()
+
+
 def _ended(worker: Any) -> bool:
-    """Whether ``worker`` (the thread or asyncio task :class:`~chainfence._effects.Spawn` gave; None while
-    it is being started) has ended."""
+    """Whether ``worker`` (its thread; None while it is being started; an asyncio task where a test starts
+    it as one) has ended."""
     if worker is None:
         return False
     done = getattr(worker, "done", None)  # an asyncio task
     if done is not None:
         return bool(done())
     return not worker.is_alive()  # a thread
-
-
-def _spawn_steps(steps: Steps[Any], name: str) -> Steps[Any]:
-    return (yield Spawn(steps, name))
 
 
 def _item_lease_steps(registry: RegistryContract, tx_hashes: Sequence[str], item: int | None) -> Steps[Lease | None]:
