@@ -74,6 +74,15 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
   ``tests/chain/test_gas.py``); the sender pays for what is used. A refused
   operation costs its ``BatchOpRefused`` log (a lone call refused at its
   preflight costs nothing).
+- **A batch fits the chain.** The worker takes as many queued operations as
+  the latest block's gas limit holds at that bound (read with the fee quote
+  the transaction carries); the rest go in the next batch. A batch the node
+  refuses because the sender cannot pay for its gas limit (nothing was sent)
+  goes back to the queue once the balance is read, and is taken again as
+  what the balance pays for. An operation that cannot go even alone is
+  refused for its caller only, typed (:class:`~chainfence.errors.InsufficientFunds`,
+  or a :class:`~chainfence.errors.ChainError` naming the block's gas limit):
+  a batch of N of which k fit is never N failures.
 - **Interrupted callers.** A caller interrupted (``asyncio`` cancellation,
   ``KeyboardInterrupt``) while its operation is still queued withdraws it:
   nothing is sent for it. Once its transaction is on its way, the worker
@@ -97,7 +106,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _log, _names, _validate
 from . import keepalive as _keepalive
@@ -114,7 +123,9 @@ from ._node.rlp import keccak256
 from .endings import End, Refusal, declare
 from .errors import (
     ChainError,
+    ChainfenceError,
     ChainRolledBack,
+    InsufficientFunds,
     InvalidInput,
     LeaseError,
     NamespaceError,
@@ -149,13 +160,17 @@ __all__ = [
 MAX_ITEMS = MAX_MANY
 
 #: Gas limit of a batch: the transaction's own cost (21,000 intrinsic, the dispatcher, the loop, the
-#: counter's write) plus each operation's worst case (:func:`gas_bound`). tests/chain/test_gas.py
-#: measures the dearest operation of each kind and asserts it stays under these.
+#: counter's write, its very first included) plus each operation's worst case (:func:`gas_bound`).
+#: tests/chain/test_gas.py holds them to measurement (scripts/gas_report.py): the least gas limit of a
+#: batch of the dearest items of each kind (an exclusive first acquisition in an address namespace under
+#: every policy check, with a 128-byte name: 63,700 gas an item; a renewal reading its namespace's maxTtl:
+#: 13,400; a release: 9,500), 1 and 64 of them, stays under the bound, and the bound of 64 stays within
+#: 25 % of the gas they use (it was twice the dearest acquisition, more for renewals and releases).
 GAS_BASE = 60_000
-GAS_PER_OPERATION = {"acquire": 110_000, "renew": 45_000, "release": 35_000}
+GAS_PER_OPERATION = {"acquire": 66_000, "renew": 16_000, "release": 11_000}
 #: What each byte of a name may add to an acquisition: calldata (16), its first ``ResourceNamed`` log
-#: (8), hashing it twice, copying it and scanning it for its namespace.
-GAS_PER_NAME_BYTE = 96
+#: (8), hashing it twice, copying it and scanning it for its namespace (22.6 measured).
+GAS_PER_NAME_BYTE = 26
 
 #: Least time (seconds) the worker waits for the callers of a settled transaction to come back.
 _MIN_COHORT_WAIT = 0.001
@@ -281,6 +296,45 @@ def encode_batch(ops: list[tuple[int, str, bytes, int, int]]) -> bytes:
 _TUPLE_HEAD = 5 * 32
 
 
+class _Room(NamedTuple):
+    """What a batch may spend: the latest block's gas limit, and the gas the sender's balance pays for at
+    ``price`` (wei a gas) when it was read (None: not known)."""
+
+    block: int | None
+    funds: int | None
+    price: int
+
+    @property
+    def limit(self) -> int:
+        return min(each for each in (self.block, self.funds, 2**256) if each is not None)
+
+    def refusal(self, op: _Item, need: int, sender: str) -> BaseException | None:
+        """Why ``op`` (``need`` gas at its bound) cannot be sent even alone, typed; None if it can."""
+        alone = GAS_BASE + need
+        if self.block is not None and alone > self.block:
+            return ChainError(
+                f"{op.what()} needs up to {alone:,} gas in a batch of its own, above the block gas limit "
+                f"{self.block:,}: it cannot be sent (nothing was)"
+            )
+        if self.funds is not None and alone > self.funds:
+            return InsufficientFunds(
+                f"{sender} cannot pay for {op.what()}: up to {alone:,} gas at {self.price:,} wei a gas, and its "
+                f"balance pays for {self.funds:,} (nothing was sent)",
+                account=sender,
+            )
+        return None
+
+
+def _bound_of(op: _Item) -> tuple[str, int]:
+    """``op`` as :func:`gas_bound` counts it: its kind and its name's length in bytes."""
+    return "acquire" if op.acquires else op.kind.name.lower(), len(op.name.encode())
+
+
+def _gas_of(op: _Item) -> int:
+    """What ``op`` may add to a batch's gas limit (see :func:`gas_bound`)."""
+    return gas_bound([_bound_of(op)]) - GAS_BASE
+
+
 def gas_bound(kinds_and_names: list[tuple[str, int]]) -> int:
     """The gas limit of a batch of operations, each ``(kind, name length in bytes)`` ("acquire", "renew",
     "release"): every operation at its dearest, so that no state reached between the send and the
@@ -320,6 +374,10 @@ class Batcher(SyncFace):
         self.largest = 0
         self._waited: dict[int, int] = {}
         self._clock = time.monotonic
+        #: The gas the sender's balance pays for, read after the node refused a batch it could not pay for:
+        #: the next batch is fitted to it (then it is forgotten); and whether the batch in flight was.
+        self._funds: int | None = None
+        self._fitted = False
 
     # -- what a lease asks of what it was acquired through (chainfence.lease.LeaseRegistry) ----------
 
@@ -658,9 +716,11 @@ class Batcher(SyncFace):
                     # The window, or a bare yield: the callers just settled run once before the next batch
                     # is taken, so that one that calls again at once joins it instead of the one after.
                     yield Sleep(self.window)
-                batch = self._take()
+                room, self._funds = (yield from self._room_steps()), None
+                batch = self._take(room)
                 if not batch:
                     return
+                self._fitted = room is not None and room.funds is not None
                 started = self._clock()
                 cohort = yield from self._commit_steps(batch)
                 if cohort is not None:
@@ -676,17 +736,56 @@ class Batcher(SyncFace):
             self._stopped(stopped)
             raise
 
-    def _take(self) -> list[_Op]:
-        """The next batch: up to ``max_items`` queued operations, in order (none: the worker stops)."""
+    def _room_steps(self) -> Steps[_Room | None]:
+        """What the next batch may spend (None: nothing is queued, or it cannot be known now: the send says).
+        The latest block's gas limit comes with the fee quote the transaction will carry (cached: no
+        request more, mostly); the gas the sender's balance pays is known only after the node refused a
+        batch it could not pay for (:meth:`_commit_steps` reads the balance then)."""
+        if not self.queued:
+            return None
+        sender = self.chain._sender
+        try:
+            fees = yield from sender.fees_steps()
+        except ChainfenceError:
+            return None
+        return _Room(sender._block_gas_limit, self._funds, fees.get("maxFeePerGas", fees.get("gasPrice", 0)))
+
+    def _take(self, room: _Room | None = None) -> list[_Op]:
+        """The next batch: up to ``max_items`` queued operations, in order, as many as ``room`` holds at their
+        :func:`gas_bound` (none: the worker stops). An operation that cannot go even alone (its bound
+        above the block's gas limit, or above what the sender's balance pays) is refused, for its caller
+        only, with a typed error (nothing is sent for it); the ones behind it go on."""
+        unfit: list[tuple[_Op, BaseException]] = []
         with self._mutex:
             batch: list[_Op] = []
+            gas = GAS_BASE
             while self._queue and len(batch) < self.max_items:
-                op = self._queue.popleft()
+                op = self._queue[0]
+                need = _gas_of(op)
+                refusal = room.refusal(op, need, self.sender) if room is not None else None
+                if refusal is not None:
+                    self._queue.popleft()
+                    op.state = _SENT
+                    unfit.append((op, refusal))
+                    continue
+                if room is not None and gas + need > room.limit:
+                    break  # it goes in the next batch
+                self._queue.popleft()
                 op.state = _SENT
                 batch.append(op)
+                gas += need
             if not batch:
                 self._working = False
-            return batch
+        if unfit:
+            self._settle([op for op, _error in unfit], [(None, error) for _op, error in unfit])
+        return batch
+
+    def _requeue(self, batch: list[_Op]) -> None:
+        """Put ``batch`` back at the head of the queue, in order (nothing of it was sent)."""
+        with self._mutex:
+            for op in reversed(batch):
+                op.state = _QUEUED
+                self._queue.appendleft(op)
 
     def _stopped(self, stopped: BaseException) -> None:
         """The worker stopped on an error of its own: what is still queued is failed, nothing sent."""
@@ -708,10 +807,19 @@ class Batcher(SyncFace):
         )
 
     def _commit_steps(self, batch: list[_Op]) -> Steps[_Cohort | None]:
-        """Send ``batch`` and settle each caller."""
+        """Send ``batch`` and settle each caller. A batch the node refused because the sender cannot pay for
+        its gas limit (nothing was sent: the sender asks for its own hash before it believes the words)
+        goes back to the queue once the balance is read, to be taken again as what it pays for
+        (:meth:`_take`); refused again as taken so, it fails as a whole."""
         try:
             outcomes = yield from self._send_steps(batch)
         except BaseException as failed:  # the transaction as a whole: each caller its own copy
+            if isinstance(failed, InsufficientFunds) and not self._fitted:
+                funds = yield from self._funds_steps()
+                if funds is not None:
+                    self._funds = funds
+                    self._requeue(batch)
+                    return None
             self._settle(batch, [(None, _own_copy(failed, op, batch)) for op in batch])
             if _sending.interrupted(failed):
                 raise
@@ -727,12 +835,22 @@ class Batcher(SyncFace):
         self._settle(batch, outcomes)
         return cohort if cohort.count else None
 
+    def _funds_steps(self) -> Steps[int | None]:
+        """The gas the sender's balance pays for at the fee the next batch carries (None: not known)."""
+        try:
+            fees = yield from self.chain._sender.fees_steps()
+            balance = yield RPC.balance(self.sender, "pending")
+        except ChainfenceError:
+            return None
+        price = fees.get("maxFeePerGas", fees.get("gasPrice", 0))
+        return int(balance) // price if price > 0 else None
+
     def _send_steps(self, batch: list[_Op]) -> Steps[list[tuple[Any, BaseException | None]]]:
         registry = self.registry
         seen = registry._seen()
         before = {id(op): seen.before(op.resource_id) for op in batch if op.acquires}
         data = encode_batch([op.encoded() for op in batch])
-        gas = gas_bound([("acquire" if op.acquires else op.kind.name.lower(), len(op.name.encode())) for op in batch])
+        gas = gas_bound([_bound_of(op) for op in batch])
         unconfirmed: NotConfirmed | None = None
         try:
             receipt = yield from registry.chain._transact_steps(self.sender, registry.address, data, gas=gas)

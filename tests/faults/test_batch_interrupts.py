@@ -259,11 +259,11 @@ def test_a_worker_stopped_by_an_error_of_its_own_fails_what_is_queued_and_sends_
     take = Batcher._take
     failed: list[bool] = []
 
-    def failing_take(self):
+    def failing_take(self, *room):
         if not failed:
             failed.append(True)
             raise RuntimeError("a bug in the worker")
-        return take(self)
+        return take(self, *room)
 
     monkeypatch.setattr(Batcher, "_take", failing_take)
     batcher = alice.batched()
@@ -352,8 +352,8 @@ def interrupted_as_the_worker_starts(chain, registry, alice, monkeypatch) -> tup
     start = threading.Thread.start
     fired: list[bool] = []
 
-    def watched_take(self):
-        batch = take(self)
+    def watched_take(self, *room):
+        batch = take(self, *room)
         if batch:
             took.set()
         return batch

@@ -138,13 +138,17 @@ def translate(exc: BaseException, method: str | None = None, *, sender: str | No
         return unreachable
     code, message = _rpc_error_fields(exc)
     lowered = message.lower()
-    if "insufficient funds" in lowered:
+    if any(phrase in lowered for phrase in _CANNOT_PAY):
         who = f"{sender} " if sender else ""
         return InsufficientFunds(f"{who}cannot pay for gas: {message}", account=sender)
     if isinstance(exc, ErrorReply) or code is not None or getattr(exc, "rpc_response", None) is not None:
         cls = LogRangeRefused if method == "eth_getLogs" and _is_range_refusal(code, lowered) else RpcError
         return cls(f"{method or 'request'} failed: {message}", method=method, code=code, rpc_message=message)
     return ChainError(f"{type(exc).__name__}: {exc}")
+
+
+#: How nodes say the sender's balance cannot pay for the transaction's gas (geth, anvil, ...; py-evm).
+_CANNOT_PAY = ("insufficient funds", "cannot afford txn gas")
 
 
 def is_transport_error(exc: BaseException) -> bool:

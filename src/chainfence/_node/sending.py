@@ -75,6 +75,7 @@ from .._records import record
 from ..errors import (
     ChainError,
     ChainfenceError,
+    InsufficientFunds,
     NodeUnreachable,
     NotConfirmed,
     OutcomeUnknown,
@@ -511,6 +512,13 @@ class Sender:
                 except NodeUnreachable as lookup_error:
                     last_error = lookup_error
                 continue
+            except InsufficientFunds:
+                # The node says the sender cannot pay: nothing of ours is there, unless an earlier copy of
+                # these bytes reached it (a lost reply), which a caller that re-signs for less would land
+                # twice. Ask, as after any refusal.
+                if delivered_maybe and (yield from self._known(tx_hash)):
+                    return None
+                raise
             except RpcError as refused:
                 # The node answered. Before reading anything into its words, ask
                 # whether our own bytes are there: a copy of them sent earlier
