@@ -164,14 +164,14 @@ def lose_the_replies_of_the_nth_transaction(monkeypatch, account: str, n: int, a
     seen: list[str] = []
     wait = Sender._await_receipt
 
-    def lost(self, hashes, timeout, *, sender, nonce):
+    def lost(self, hashes, timeout, *, sender, nonce, **watching):
         if sender == account and hashes[0] not in seen:
             seen.append(hashes[0])
         if sender != account or seen.index(hashes[0]) + 1 != n:
-            return (yield from wait(self, hashes, timeout, sender=sender, nonce=nonce))
+            return (yield from wait(self, hashes, timeout, sender=sender, nonce=nonce, **watching))
         # Mined first (on a loaded machine anvil may still hold it in its pool when the send returns), then
         # the replies about it are lost: the wait's own answer is dropped.
-        yield from wait(self, hashes, timeout, sender=sender, nonce=nonce)
+        yield from wait(self, hashes, timeout, sender=sender, nonce=nonce, **watching)
         act()
         raise OutcomeUnknown(
             f"the node stopped answering while transaction {hashes[0]} was in flight",
