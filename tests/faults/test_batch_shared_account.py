@@ -13,9 +13,10 @@ backends). Two kinds of collision:
 - **After the send.** The node took the batch, then dropped it: the other process's transaction took its
   nonce (here the node never had ours: a send the node answered and lost). Waiting for its receipt, the
   sender looks every second whether the nonce was used by a transaction that is not its own: then the batch
-  can never be mined, and every caller gets ``TransactionTimeout`` (nothing happened, safe to retry) within
-  that second. Before: the receipt timeout waited out, a cancellation refused ("nonce too low"), the timeout
-  waited out again, then ``OutcomeUnknown``.
+  can never be mined, and, as when the nonce is taken at the send, it is signed again with a fresh nonce
+  (one intent, never two): it lands once, within that second. Dropped every time, after its attempts every
+  caller gets ``TransactionTimeout`` (nothing happened, safe to retry). Before: the receipt timeout waited
+  out, a cancellation refused ("nonce too low"), the timeout waited out again, then ``OutcomeUnknown``.
 
 Sequenced by the sends themselves and by a clock that moves only when the sender sleeps
 (tests/support/virtual_time.py). The controls: the sender with three attempts and no pause, and without the
@@ -30,6 +31,7 @@ import pytest
 
 from chainfence import Chain, Lease, Registry
 from chainfence._node import sending
+from chainfence._node.rlp import keccak256
 from chainfence.errors import ChainError, OutcomeUnknown, TransactionTimeout
 from tests.chain.test_batching import gathered
 from tests.support.gates import SendGate
@@ -110,7 +112,9 @@ def test_control_three_attempts_back_to_back_lose_to_a_busy_process(chain, regis
 RECEIPT_TIMEOUT = 30.0
 
 
-def dropped_batch(chain, registry, alice, monkeypatch) -> tuple[dict[str, Any], SteppedClock]:
+def dropped_batch(
+    chain, registry, alice, monkeypatch, *, every_time: bool = False
+) -> tuple[dict[str, Any], SteppedClock, bytes]:
     """The batch's send is answered and lost (the node never has it), and the other process's transaction
     takes its nonce; the sender waits for the batch's receipt under a clock that moves only as it sleeps."""
     other = other_process(chain, registry, alice.sender)
@@ -124,10 +128,17 @@ def dropped_batch(chain, registry, alice, monkeypatch) -> tuple[dict[str, Any], 
     original = chain.rpc.send_raw
     dropped: list[bytes] = []
 
+    inside: list[bool] = []  # the other process's own sends (on the embedded chain, through this rpc too)
+
     def send_raw(raw: bytes, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("sender") == alice.sender and not dropped and gate.open.is_set():
+        ours = kwargs.get("sender") == alice.sender and not inside
+        if ours and (every_time or not dropped) and gate.open.is_set():
             dropped.append(bytes(raw))
-            other.acquire("other/took", ttl=600)  # its transaction takes the nonce
+            inside.append(True)
+            try:
+                other.acquire(f"other/took-{len(dropped)}", ttl=600)  # its transaction takes the nonce
+            finally:
+                inside.pop()
             return None  # "accepted", and never mined: the node dropped it
         return original(raw, *args, **kwargs)
 
@@ -135,17 +146,33 @@ def dropped_batch(chain, registry, alice, monkeypatch) -> tuple[dict[str, Any], 
     calls |= {f"d/{i}": (lambda i=i: batcher.acquire(f"d/{i}", ttl=600)) for i in range(3)}
     results = gathered(batcher, calls, gate, before_open=lambda: monkeypatch.setattr(chain.rpc, "send_raw", send_raw))
     assert dropped, "the batch's send was answered and dropped"
-    return results, clock
+    return results, clock, dropped[0]
 
 
-def test_a_dropped_batch_is_said_at_once_nothing_happened(chain, registry, alice, monkeypatch):
-    results, clock = dropped_batch(chain, registry, alice, monkeypatch)
+def test_a_dropped_batch_is_seen_at_once_and_signed_again_with_a_fresh_nonce(chain, registry, alice, monkeypatch):
+    """Within a second of waiting the sender sees the batch's nonce used by a transaction that is not its own
+    and the batch not mined: it can never be. As when the nonce is taken at the send, the batch is signed
+    again with the account's fresh nonce: it lands once, and every caller gets its lease."""
+    results, clock, dropped = dropped_batch(chain, registry, alice, monkeypatch)
+    leases = [results[f"d/{i}"] for i in range(3)]
+    assert all(isinstance(lease, Lease) for lease in leases), leases
+    assert clock.now < RECEIPT_TIMEOUT / 2, f"seen after {clock.now} s of waiting, not a receipt timeout"
+    assert len({lease.tx_hash for lease in leases}) == 1, "one batch, landed once"
+    assert chain.rpc.receipt("0x" + keccak256(dropped).hex()) is None, "the dropped bytes were never mined"
+    assert leases[0].tx_hash != "0x" + keccak256(dropped).hex()
+    assert all(registry.lease_of(f"d/{i}").token == leases[i].token for i in range(3))
+
+
+def test_a_batch_dropped_every_time_ends_in_transaction_timeout(chain, registry, alice, monkeypatch):
+    """Dropped as often as the sender signs it again (the other process takes every nonce it gets, after the
+    node took the batch): after its attempts, every caller gets TransactionTimeout: nothing happened."""
+    monkeypatch.setattr(sending, "_NONCE_ATTEMPTS", 2)
+    results, clock, _dropped = dropped_batch(chain, registry, alice, monkeypatch, every_time=True)
     errors = [results[f"d/{i}"] for i in range(3)]
     assert all(isinstance(error, TransactionTimeout) for error in errors), errors
     assert "used by another transaction" in str(errors[0]) and errors[0].nonce is not None
-    assert clock.now < RECEIPT_TIMEOUT / 2, f"said after {clock.now} s of waiting, not a receipt timeout"
+    assert clock.now < RECEIPT_TIMEOUT / 2
     assert all(registry.lease_of(f"d/{i}") is None for i in range(3))
-    assert alice.batched().acquire("d/after", ttl=600).holder == alice.sender, "the next batch takes a fresh nonce"
 
 
 def test_control_without_the_look_at_the_nonce_a_dropped_batch_waits_twice_the_timeout(
@@ -156,7 +183,7 @@ def test_control_without_the_look_at_the_nonce_a_dropped_batch_waits_twice_the_t
         yield  # pragma: no cover
 
     monkeypatch.setattr(sending.Sender, "_taken_steps", never_taken)
-    results, clock = dropped_batch(chain, registry, alice, monkeypatch)
+    results, clock, _dropped = dropped_batch(chain, registry, alice, monkeypatch)
     errors = [results[f"d/{i}"] for i in range(3)]
     assert all(isinstance(error, OutcomeUnknown) for error in errors), errors
     assert clock.now >= 2 * RECEIPT_TIMEOUT

@@ -196,6 +196,15 @@ class _NonceTaken(Exception):
     """The node says our nonce is used by a transaction that is not ours."""
 
 
+class _Dropped(Exception):
+    """The node took our transaction, then its nonce was used by another (``error`` says so): it can never be
+    mined, and the sender signs the intent again with a fresh nonce."""
+
+    def __init__(self, error: TransactionTimeout):
+        super().__init__(str(error))
+        self.error = error
+
+
 class _Presigned:
     """A transaction to sign while its preflight is on its way (:meth:`Sender._presigned`): the transport
     calls it once the preflight is written. ``signed`` stays None if it was not run (a transport that
@@ -282,14 +291,26 @@ class Sender:
         if gas == DEV_GAS_LIMIT and self._automine_probe is not None and self._block_gas_limit:
             gas = min(gas, self._block_gas_limit)  # the ceiling, within the block's gas limit
         tx = dict(call, gas=gas, chainId=self.chain_id, **fees)
-        tx_hash, nonce, mined = yield Locked(sender, self._sign_and_send(sender, tx, sync=sync, presigned=presigned))
-        logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash, sender, nonce, gas)
-
-        try:
-            receipt = yield from self._settle(sender, tx, tx_hash, nonce, confirmations, mined=mined)
-        except BaseException as error:
-            _mark(error, InFlight(sender, tx, tx_hash, nonce, delivered=True))
-            raise
+        for _dropped in range(_NONCE_ATTEMPTS):
+            tx_hash, nonce, mined = yield Locked(
+                sender, self._sign_and_send(sender, tx, sync=sync, presigned=presigned)
+            )
+            logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash, sender, nonce, gas)
+            try:
+                receipt = yield from self._settle(sender, tx, tx_hash, nonce, confirmations, mined=mined)
+            except _Dropped as dropped:
+                # The node took it, then dropped it: another transaction (another process sending as this
+                # account) took its nonce, and it can never be mined. As when that happens at the send, it
+                # is signed again with a fresh nonce: still one intent, never two.
+                last = dropped.error
+                logger.warning("%s: signing it again with a fresh nonce", last)
+                continue
+            except BaseException as error:
+                _mark(error, InFlight(sender, tx, tx_hash, nonce, delivered=True))
+                raise
+            break
+        else:
+            raise last
         if receipt["status"] != 1:
             raise (yield from self.failure(call, receipt))
         return receipt
@@ -613,11 +634,14 @@ class Sender:
                     candidates, sender=sender, nonce=nonce, confirmations=confirmations
                 )
                 if taken:
-                    raise self._dropped(candidates, sender=sender, nonce=nonce, confirmations=confirmations)
+                    raise _Dropped(self._dropped(candidates, sender=sender, nonce=nonce, confirmations=confirmations))
             if receipt is None:
-                receipt = yield from self._await_receipt(
-                    candidates, self.receipt_timeout, sender=sender, nonce=nonce, confirmations=confirmations
-                )
+                try:
+                    receipt = yield from self._await_receipt(
+                        candidates, self.receipt_timeout, sender=sender, nonce=nonce, confirmations=confirmations
+                    )
+                except _Dropped as dropped:  # after its own timeout: said, not sent again
+                    raise dropped.error from None
             if receipt is None:
                 self._forget_nonce(sender)
                 raise OutcomeUnknown(
@@ -717,7 +741,7 @@ class Sender:
                 if receipt is not None:
                     return receipt
                 if taken:
-                    raise self._dropped(hashes, sender=sender, nonce=nonce, confirmations=confirmations)
+                    raise _Dropped(self._dropped(hashes, sender=sender, nonce=nonce, confirmations=confirmations))
             if self._clock() >= deadline:
                 return None
             yield Sleep(gap)
