@@ -32,7 +32,8 @@ uint256 constant POLICY_ADMISSION = 4;
  * Resources are `bytes32 resource = keccak256(bytes(name))`. `acquire` takes
  * the name itself so that the chain, not the caller, binds the name to its
  * hash; the name is published once, in {ResourceNamed}, when the resource is
- * first acquired.
+ * first acquired. A {ResourceNamed}'s `name` always hashes to its `resource`:
+ * it names nothing else (work items are named by {ItemNamed}).
  *
  * Names are bytes to the contract: it checks only their length. Anyone can
  * call it directly, so a published name may be invalid UTF-8 or carry control
@@ -45,8 +46,13 @@ uint256 constant POLICY_ADMISSION = 4;
  * `resource = keccak256(abi.encode(workset, item))`, a preimage of at least
  * 192 bytes that no name {acquire} accepts (at most 128 bytes) can hash to,
  * so an item cannot be acquired, and no resource can be claimed, by its
- * name. Completing a claimed item ({complete}) ends its lease and marks it
- * done for good: {claimNext} never hands it out again.
+ * name. An item is published by {ItemNamed}, its workset and item apart, never
+ * by {ResourceNamed}: item `db` of workset `prod` (which anyone may claim: a
+ * name without `/` is in no namespace) is not the resource `prod/db` and is
+ * never logged as a name that reads like it, so a reader of the raw logs (an
+ * explorer, `cast`, any indexer) cannot take its claimant for a holder in
+ * namespace `prod`. Completing a claimed item ({complete}) ends its lease and
+ * marks it done for good: {claimNext} never hands it out again.
  *
  * Namespaces: a name's namespace is its bytes before its first `/`
  * (`prod/db` is in namespace `prod`), identified by
@@ -145,14 +151,33 @@ interface IFencingRegistry {
     // on any of them.
     // ------------------------------------------------------------------
 
-    /// @notice `name` was acquired for the first time; `resource` is its hash.
-    /// Emitted once per resource, just before its first {LeaseAcquired}.
+    /// @notice `name` was acquired for the first time; `resource` is its hash, `keccak256(bytes(name))`.
+    /// Emitted once per resource, just before its first {LeaseAcquired}. Only for a resource {acquire}
+    /// (or {grant}) takes by its name: a work item is named by {ItemNamed}, never here.
     /// @dev `name` is whatever bytes the first acquirer sent: untrusted.
+    /// @param resource `keccak256(bytes(name))`.
+    /// @param name The name as its first acquirer sent it (untrusted bytes).
     event ResourceNamed(bytes32 indexed resource, string name);
+
+    /// @notice Work item `item` of the workset `workset` was leased for the first time ({claimNext},
+    /// {grantItem}); `resource` is its id, `keccak256(abi.encode(workset, item))`. Emitted once per
+    /// item, just before its first {LeaseAcquired}. The two parts are kept apart: an item is not a
+    /// resource name, and item `db` of workset `prod` is not the resource `prod/db`.
+    /// @dev `workset` and `item` are whatever bytes the first claimant (or the granting admin) sent: untrusted.
+    /// @param resource The item's id, `keccak256(abi.encode(workset, item))`.
+    /// @param workset The workset's name (untrusted bytes).
+    /// @param item The item's name within it (untrusted bytes).
+    event ItemNamed(bytes32 indexed resource, string workset, string item);
 
     /// @notice `holder` acquired `resource` with fencing `token`, live until
     /// `expiresAt`. `previousToken` is the token it superseded (0 if none) and
     /// `reason` says why the resource was free to take.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The new fencing token, above every token issued before.
+    /// @param holder Who holds the lease (the caller; a grant's `holder`).
+    /// @param expiresAt Chain time the lease stops being live.
+    /// @param previousToken The resource's token before this one (0 if never held).
+    /// @param reason Why the resource was free to take ({AcquireReason}).
     event LeaseAcquired(
         bytes32 indexed resource,
         uint256 indexed token,
@@ -166,53 +191,94 @@ interface IFencingRegistry {
     /// reporting `progress`: an opaque 32-byte marker of how far its work has
     /// come ({renewWithProgress}), 0 for a plain {renew} ("nothing to report").
     /// A marker that stays the same across renewals is a holder alive but stuck.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The lease's token (unchanged by a renewal).
+    /// @param holder The holder that renewed.
+    /// @param expiresAt The new expiry.
+    /// @param progress The holder's progress marker ({renewWithProgress}); 0 for a plain {renew}.
     event LeaseRenewed(
         bytes32 indexed resource, uint256 indexed token, address indexed holder, uint256 expiresAt, bytes32 progress
     );
 
     /// @notice `holder` released its lease on `resource`; `token` is no longer current.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The released lease's token.
+    /// @param holder The holder that released it.
     event LeaseReleased(bytes32 indexed resource, uint256 indexed token, address indexed holder);
 
     /// @notice `holder` recorded `resultDigest` as the result of its work under
     /// `token`, while `token` was current: "complete this job only if the epoch
     /// still matches". The lease itself is unchanged, unless it is a claimed
     /// work item: then the item is done and its lease ended (see {complete}).
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The token the work was done under (current when recorded).
+    /// @param holder The holder that completed.
+    /// @param resultDigest The holder's digest of its result.
     event LeaseCompleted(bytes32 indexed resource, uint256 indexed token, address indexed holder, bytes32 resultDigest);
 
     /// @notice The admin of `resource`'s namespace, `admin`, ended the live lease of `holder`
     /// (`token`): like a release, no lock-delay follows. The next {LeaseAcquired} of the
     /// resource says `Revoked` (or `Granted`, when this revoke is part of a {grant}).
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The revoked lease's token.
+    /// @param holder The revoked lease's holder.
+    /// @param admin The namespace's admin that revoked it.
     event LeaseRevoked(bytes32 indexed resource, uint256 indexed token, address indexed holder, address admin);
 
     /// @notice The admin of `resource`'s namespace, `admin`, issued `token` to `holder`;
     /// emitted right after that grant's {LeaseAcquired} (reason `Granted`).
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The granted lease's token.
+    /// @param holder Who the lease was granted to.
+    /// @param admin The namespace's admin that granted it.
     event LeaseGranted(bytes32 indexed resource, uint256 indexed token, address indexed holder, address admin);
 
     /// @notice `namespace` is the hash of the prefix `name`; emitted once, when the deployer assigns it.
     /// An address namespace is never named: its prefix is "0x" and its address in lowercase hex.
     /// @dev `name` is bytes the deployer chose: untrusted.
+    /// @param namespace `keccak256(bytes(name))`.
+    /// @param name The prefix the deployer assigned (untrusted bytes).
     event NamespaceNamed(bytes32 indexed namespace, string name);
 
     /// @notice `admin` offered `namespace` to `pendingAdmin` (0: the offer withdrawn).
+    /// @param namespace The namespace's id.
+    /// @param admin Its admin, who made the offer.
+    /// @param pendingAdmin Who may accept it (0: the offer withdrawn).
     event NamespaceAdminTransferStarted(bytes32 indexed namespace, address indexed admin, address indexed pendingAdmin);
 
     /// @notice `newAdmin` became the admin of `namespace` (`previousAdmin` 0: assigned at deployment).
+    /// @param namespace The namespace's id.
+    /// @param previousAdmin The admin before (0: assigned at deployment).
+    /// @param newAdmin The admin from now on.
     event NamespaceAdminTransferred(bytes32 indexed namespace, address indexed previousAdmin, address indexed newAdmin);
 
     /// @notice `admin` set the policy of `namespace`: `maxTtl` (0: the registry's),
     /// `lockDelay` seconds after an expiry, and whether holders must be admitted.
+    /// @param namespace The namespace's id.
+    /// @param admin Its admin, who set the policy.
+    /// @param maxTtl Longest ttl of an acquisition, grant or renewal (0: the registry's).
+    /// @param lockDelay Seconds after an expiry during which only the expired holder may acquire.
+    /// @param admissionRequired Whether only allowlisted holders may acquire or be granted.
     event NamespacePolicySet(
         bytes32 indexed namespace, address indexed admin, uint256 maxTtl, uint256 lockDelay, bool admissionRequired
     );
 
     /// @notice `admin` added `holder` to (`admitted`) or removed it from the allowlist of `namespace`.
+    /// @param namespace The namespace's id.
+    /// @param holder The account added or removed.
+    /// @param admitted True: added to the allowlist; false: removed.
+    /// @param admin The namespace's admin that changed it.
     event NamespaceAdmissionSet(bytes32 indexed namespace, address indexed holder, bool admitted, address admin);
 
     /// @notice Operation `index` of a {batchCalls} sent by `caller` on `resource` was refused and did
-    /// nothing: `reason` is, byte for byte, the revert data the lone call would have reverted with
+    /// nothing: `reason` is, byte for byte, the revert data of its lone call, which ran and was undone
     /// (a FencingRegistry error: {FencingRegistryLeaseHeld}, {FencingRegistryLockDelay},
     /// {FencingRegistryNotAdmitted}, {FencingRegistryStaleToken}, ...). For an acquisition
     /// `resource` is `keccak256(bytes(name))`.
+    /// @param resource The operation's resource (an acquisition's: `keccak256(bytes(name))`).
+    /// @param caller The batch's sender: the holder and actor of each of its operations.
+    /// @param index The operation's position in the batch, from 0.
+    /// @param reason The lone call's revert data, byte for byte (a FencingRegistry error).
     event BatchOpRefused(bytes32 indexed resource, address indexed caller, uint256 index, bytes reason);
 
     /// @notice ERC-5267. Never emitted: the EIP-712 domain of a registry is fixed.
@@ -223,92 +289,149 @@ interface IFencingRegistry {
     // ------------------------------------------------------------------
 
     /// @notice A resource name must be 1 to `maxLength` bytes of UTF-8.
+    /// @param length The name's length, in bytes.
+    /// @param maxLength The longest name allowed ({maxNameLength}).
     error FencingRegistryInvalidName(uint256 length, uint256 maxLength);
 
     /// @notice A ttl must be 1 to `maxTtl` seconds.
+    /// @param ttl The ttl asked for.
+    /// @param maxTtl The longest allowed: the registry's, or the namespace's when it is lower.
     error FencingRegistryInvalidTtl(uint256 ttl, uint256 maxTtl);
 
     /// @notice Deployment: the maximum ttl must be 1 to 2**32 - 1 seconds.
+    /// @param maxTtl The maximum ttl given to the constructor.
     error FencingRegistryInvalidMaxTtl(uint256 maxTtl);
 
     /// @notice Someone else holds a live lease on `resource`: `holder` with
     /// `token` until `expiresAt`. Retry at or after `expiresAt`.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param holder The live lease's holder.
+    /// @param token Its token.
+    /// @param expiresAt Its expiry: retry at or after it.
     error FencingRegistryLeaseHeld(bytes32 resource, address holder, uint256 token, uint256 expiresAt);
 
     /// @notice `token` is below `currentToken`, the latest token of `resource`:
     /// superseded, so whoever holds it lost the lease. (Only the latest token
     /// per resource is stored, so a lower token issued for another resource
     /// reads the same way: either way it does not hold `resource`.)
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The token given.
+    /// @param currentToken The resource's latest token.
     error FencingRegistryStaleToken(bytes32 resource, uint256 token, uint256 currentToken);
 
     /// @notice `token` was never issued for `resource` (0, or above the
     /// resource's `currentToken`): forged, or meant for another resource.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The token given.
+    /// @param currentToken The resource's latest token (0 if never held).
     error FencingRegistryUnknownToken(bytes32 resource, uint256 token, uint256 currentToken);
 
     /// @notice `account` is not the holder of `token` on `resource`; `holder` is.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The token given (the resource's latest).
+    /// @param account The caller.
+    /// @param holder The lease's holder.
     error FencingRegistryNotHolder(bytes32 resource, uint256 token, address account, address holder);
 
     /// @notice `token` is the resource's latest but its lease expired at `expiredAt`.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The token given (the resource's latest).
+    /// @param expiredAt The chain time its lease ended.
     error FencingRegistryLeaseExpired(bytes32 resource, uint256 token, uint256 expiredAt);
 
     /// @notice `token` is the resource's latest but its holder released it.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The token given (the resource's latest).
     error FencingRegistryLeaseReleased(bytes32 resource, uint256 token);
 
     /// @notice A token does not fit the 48 bits it is stored in (2**48 - 1:
     /// ~2.8e14 tokens), or an expiry the 40 bits it is stored in (2**40 - 1:
     /// chain times until the year 36,812).
+    /// @param value The token or expiry that does not fit.
     error FencingRegistryUint48Overflow(uint256 value);
 
     /// @notice {claimNext} takes 1 to `maxCount` items; `count` were given.
+    /// @param count How many were given.
+    /// @param maxCount The most allowed (512 items for {claimNext}, 64 for a set or a batch).
     error FencingRegistryInvalidItems(uint256 count, uint256 maxCount);
 
     /// @notice {claimNext}: none of the `count` items of the workset whose name
     /// hashes to `workset` is free: each is done or held live by someone else.
+    /// @param workset `keccak256(bytes(workset))` of the workset's name.
+    /// @param count How many items were listed.
     error FencingRegistryNothingToClaim(bytes32 workset, uint256 count);
 
     /// @notice Deployment: a namespace prefix must be 1 to `maxLength` bytes with no `/`, and not
     /// address-shaped (42 bytes starting "0x": those belong to their address); `length` were given.
+    /// @param length The prefix's length, in bytes.
+    /// @param maxLength The longest prefix allowed.
     error FencingRegistryInvalidNamespace(uint256 length, uint256 maxLength);
 
     /// @notice Deployment: `namespace` is assigned twice (first to `admin`).
+    /// @param namespace The namespace's id.
+    /// @param admin The admin it was first assigned to.
     error FencingRegistryNamespaceTaken(bytes32 namespace, address admin);
 
     /// @notice `account` is not the admin of `namespace` (`admin`; 0 when no admin is written:
     /// nobody administers it, which includes names in no namespace, or it is an address namespace
     /// whose role was never handed over and `account` is not its address).
+    /// @param namespace The namespace's id (0 for a name in no namespace).
+    /// @param account The caller.
+    /// @param admin The admin written down (0: none).
     error FencingRegistryNotNamespaceAdmin(bytes32 namespace, address account, address admin);
 
     /// @notice `account` is not the pending admin of `namespace` (`pendingAdmin` is).
+    /// @param namespace The namespace's id.
+    /// @param account The caller.
+    /// @param pendingAdmin Who may accept (0: no offer).
     error FencingRegistryNotPendingAdmin(bytes32 namespace, address account, address pendingAdmin);
 
     /// @notice `namespace` requires admitted holders and `holder` is not on its allowlist.
+    /// @param namespace The namespace's id.
+    /// @param holder The account that is not on its allowlist.
     error FencingRegistryNotAdmitted(bytes32 namespace, address holder);
 
     /// @notice The lease of `holder` on `resource` expired and its namespace's lock-delay
     /// runs until `until`: only `holder` may acquire it before then.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param holder The expired lease's holder, the only account that may acquire meanwhile.
+    /// @param until The chain time the lock-delay ends.
     error FencingRegistryLockDelay(bytes32 resource, address holder, uint256 until);
 
     /// @notice A namespace policy needs `maxTtl` 0 to the registry's maximum and `lockDelay`
     /// 0 to the registry's maximum ttl (each checked when named), and names 1 to 3 of its fields.
+    /// @param maxTtl The maxTtl given.
+    /// @param lockDelay The lock-delay given.
+    /// @param registryMaxTtl The registry's maximum ttl, the bound of both.
     error FencingRegistryInvalidPolicy(uint256 maxTtl, uint256 lockDelay, uint256 registryMaxTtl);
 
     /// @notice {revoke}: `resource`'s latest lease (`token`) is not live: nothing to revoke.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token Its latest token (0 if never held).
     error FencingRegistryNotLive(bytes32 resource, uint256 token);
 
     /// @notice `token` is the resource's latest but its namespace's admin revoked it.
+    /// @param resource The resource's id: `keccak256(bytes(name))`, or a work item's (see {ItemNamed}).
+    /// @param token The token given (the resource's latest).
     error FencingRegistryLeaseRevoked(bytes32 resource, uint256 token);
 
     /// @notice `token` is the latest of a claimed work item, but its claimant completed the item:
     /// done for good (its renew, release, complete and checkCurrent fail; no grant reopens it).
+    /// @param resource The work item's id.
+    /// @param token Its latest token (the completer's).
     error FencingRegistryLeaseCompleted(bytes32 resource, uint256 token);
 
     /// @notice {acquireMany}, {renewMany}, {releaseMany}: `resource` is listed twice.
+    /// @param resource The resource listed twice.
     error FencingRegistryDuplicateResource(bytes32 resource);
 
     /// @notice {grant}: the holder must not be the zero address.
+    /// @param holder The holder given (the zero address).
     error FencingRegistryInvalidHolder(address holder);
 
     /// @notice Deployment: `prefixes` and `admins` must have the same length.
+    /// @param prefixes How many prefixes were given.
+    /// @param admins How many admins.
     error FencingRegistryInvalidAssignments(uint256 prefixes, uint256 admins);
 
     // ------------------------------------------------------------------
@@ -400,9 +523,8 @@ interface IFencingRegistry {
      * live and gets its own item back under a NEW token, fencing off its
      * earlier incarnation. Items held live by others and done items are
      * skipped. Item `i`'s resource is `keccak256(abi.encode(workset, items[i]))`
-     * (see the contract's header). Emits {ResourceNamed} (with name
-     * `workset + "/" + item`, for display only) on an item's first claim,
-     * then {LeaseAcquired}. Reverts with {FencingRegistryNothingToClaim} when
+     * (see the contract's header). Emits {ItemNamed} (`workset` and `item`)
+     * on an item's first claim, then {LeaseAcquired}. Reverts with {FencingRegistryNothingToClaim} when
      * no item is free, {FencingRegistryInvalidName} (workset or item),
      * {FencingRegistryInvalidItems} or {FencingRegistryInvalidTtl} on bad input.
      * Gas grows with the items scanned (a hash and a cold storage read each):
@@ -443,15 +565,17 @@ interface IFencingRegistry {
      * @notice Run 1 to 64 lease operations of the caller in one transaction, each on its own: an
      * operation the lone call would refuse is skipped and logged ({BatchOpRefused}, with that
      * call's revert data), and the others go on. Group commit for many agents behind one account.
-     * @dev Each operation runs exactly as its lone call would at that point of the transaction
-     * (the same checks, policy, admission, lock-delay, events and reasons; tokens issued in order),
-     * as if the lone calls had been mined one after another in one block, except that a refusal
-     * does not revert: the batch is never all or nothing. The caller (`msg.sender`) is the holder
-     * and the actor of every operation: a batch cannot act for another account. A resource listed
-     * twice is acted on twice, in order (a second acquisition by the same caller re-acquires it:
-     * reason `Reacquired`, the first token fenced off). Reverts only with
-     * {FencingRegistryInvalidItems} (0 or more than 64 operations) or when the whole transaction
-     * cannot run (out of gas, a token past 48 bits), and then nothing is done.
+     * @dev Each operation IS its lone call ({acquire}, {acquireExclusive}, {renew}, {release}), which
+     * the registry calls on itself with `delegatecall` (the same code, storage and `msg.sender`), at
+     * that point of the transaction: the same checks, policy, admission, lock-delay, events and
+     * reasons, tokens issued in order, as if the lone calls had been mined one after another in one
+     * block, except that a refusal does not revert the batch, only undoes that operation: the batch
+     * is never all or nothing. The caller (`msg.sender`) is the holder and the actor of every
+     * operation: a batch cannot act for another account. A resource listed twice is acted on twice,
+     * in order (a second acquisition by the same caller re-acquires it: reason `Reacquired`, the
+     * first token fenced off). Reverts only with {FencingRegistryInvalidItems} (0 or more than 64
+     * operations) or when an operation runs out of gas, and then nothing is done. (A token past 48
+     * bits refuses each acquisition with {FencingRegistryUint48Overflow}, as it refuses the lone call.)
      * @return refused Bit `i` set when operation `i` was refused.
      * @return firstToken The token of the first acquisition that succeeded (0 if none did): the
      * acquisitions that succeeded hold consecutive tokens from it, in operation order.
@@ -538,7 +662,7 @@ interface IFencingRegistry {
      * namespace: `holder` gets it as a claim (it may renew, release and complete it; its
      * completion marks the item done).
      * @dev As {grant}; also reverts with {FencingRegistryLeaseCompleted} for a done item (no grant
-     * reopens it). Emits {ResourceNamed} (`workset + "/" + item`) on the item's first lease,
+     * reopens it). Emits {ItemNamed} (`workset` and `item`) on the item's first lease,
      * {LeaseRevoked} for a live claim it takes over, {LeaseAcquired} (reason `Granted`) and {LeaseGranted}.
      */
     function grantItem(string calldata workset, string calldata item, address holder, uint256 ttl)

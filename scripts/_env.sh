@@ -107,11 +107,12 @@ setup_node() {
     if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
         echo "==> installing node toolchain (solc, anvil: pinned by package.json and package-lock.json)"
         check_disk 80 "the node toolchain (node_modules)"
-        # Not `npm ci`: it insists that the lock list anvil's optional packages
-        # for every platform, and a registry mirror may carry only this one's
-        # (this project's does). `npm install --no-save` installs the same
-        # pinned versions from the committed lock and never rewrites it.
-        npm install --no-save --no-audit --no-fund --loglevel=error
+        # `npm ci`: exactly the committed lock, or a refusal. The lock lists anvil's
+        # optional packages for every platform, as npm ci insists; it installs
+        # only this platform's, so a registry mirror that carries only this
+        # one's is enough. tests/unit/test_npm_lock.py keeps the lock in sync
+        # (`npm ci --dry-run --offline`).
+        npm ci --no-audit --no-fund --loglevel=error
         echo "$stamp" > "$stamp_file"
     fi
 }

@@ -7,8 +7,8 @@
 Runs from a clean clone with nothing but the package registries: each check
 builds a fresh virtual environment under $TMPDIR (pip, by package name) and
 installs this checkout into it; anvil comes from node_modules, and when it is
-not there the script installs the pinned npm packages first (``npm install
---no-save`` from the committed lock, as ``scripts/test.sh`` does). Exit 0 when every check passed, 1 when one failed,
+not there the script installs the pinned npm packages first (``npm ci``
+from the committed lock, as ``scripts/test.sh`` does). Exit 0 when every check passed, 1 when one failed,
 2 when a tool is missing: CI can call it as it is.
 
 - ``lowest``: every runtime dependency at the lower bound pyproject.toml
@@ -24,7 +24,7 @@ not there the script installs the pinned npm packages first (``npm install
 In each: the smoke test (import, sign, then deploy, acquire, renew, release,
 history, an asyncio acquire on anvil, and an acquire on the embedded chain
 where the [tester] extra is installed) and a subset of the suite. anvil comes
-from node_modules (``scripts/test.sh`` or ``npm install --no-save`` puts it
+from node_modules (``scripts/test.sh`` or ``npm ci`` puts it
 there). Prints one line per check and exits 1 if any failed.
 """
 
@@ -192,10 +192,8 @@ def ensure_anvil() -> bool:
         )
         return False
     print("check_web3_range: installing the pinned npm packages (anvil)", file=sys.stderr, flush=True)
-    # Not `npm ci` (see scripts/_env.sh): the same pinned versions from the committed lock, never rewritten.
-    done = subprocess.run(
-        [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error"], cwd=ROOT, check=False
-    )
+    # `npm ci`, as scripts/_env.sh: exactly the committed lock.
+    done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=ROOT, check=False)
     return done.returncode == 0 and (ROOT / "node_modules" / ".bin" / "anvil").exists()
 
 

@@ -2,7 +2,8 @@
 # Set up everything the test suite needs (pinned Python dev dependencies in .venv,
 # the pinned npm solc and anvil in node_modules, Debian's chromium for the
 # timeline's browser test, and a Python >= 3.12 venv for the tests of 3.12-only behaviour
-# when one is on the machine) and run the full suite.
+# when one is on the machine), run the code checks (scripts/check: ruff and mypy; a failure stops here)
+# and then the full suite.
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -x
 # The suite runs in three pytest-xdist workers (most tests wait on nodes and processes: on a 2-core
 # machine with two busy loops beside it, 3 workers took 12 min, 2 workers 17 min);
@@ -12,4 +13,5 @@ setup_python dev -e ".[dev]"
 setup_node
 setup_chromium
 setup_python312
+"$ROOT/scripts/check"
 exec "$VENV/bin/python" -m pytest -n "${CHAINFENCE_TEST_WORKERS:-3}" "$@"

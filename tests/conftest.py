@@ -19,8 +19,10 @@ the machine runs it.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -55,6 +57,20 @@ def _temproot() -> Path:
 
 
 os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(_temproot()))
+
+# Waiters of one machine take a resource's turn through a lock file keyed by chain id, registry and
+# resource (chainfence._waiting.host_turn_steps); every worker's anvil has the same chain id and registry
+# address, so each worker (and the processes it starts) takes its turns in a directory of its own
+# (set in each process: xdist's workers inherit the controller's environment), removed as it exits.
+os.environ["CHAINFENCE_WAIT_TURNS"] = tempfile.mkdtemp(prefix="cf-turns-")
+
+
+def _remove_turns(path: str = os.environ["CHAINFENCE_WAIT_TURNS"], owner: int = os.getpid()) -> None:
+    if os.getpid() == owner:  # a forked child inherits the hook; the directory is its parent's
+        shutil.rmtree(path, ignore_errors=True)
+
+
+atexit.register(_remove_turns)
 
 settings.register_profile(
     "default",

@@ -154,7 +154,21 @@ class RegistryContract(SyncFace):
     def _lease_info_steps(
         self, resource: str | None, resource_id: bytes, *, block: str | int | None = None
     ) -> Steps[LeaseInfo]:
-        """The resource's latest lease at ``block``; ``None`` means the latest state judged at chain.now()."""
+        """The resource's latest lease at ``block``; ``None`` means the latest state judged at chain.now().
+
+        At the latest state, an answer below what was seen is read once more before it is believed
+        (:mod:`chainfence._rollback`: anvil answers one from the block before while it mines); it raises
+        :class:`~chainfence.errors.ChainRolledBack` if the read after it says so too."""
+        try:
+            return (yield from self._read_lease_info_steps(resource, resource_id, block=block))
+        except ChainRolledBack as lost:
+            logger.warning("%s; reading it again before believing it", lost)
+        return (yield from self._read_lease_info_steps(resource, resource_id, block=block))
+
+    def _read_lease_info_steps(
+        self, resource: str | None, resource_id: bytes, *, block: str | int | None = None
+    ) -> Steps[LeaseInfo]:
+        """One read of :meth:`_lease_info_steps`."""
         seen = self._seen()
         before = seen.before(resource_id)
         types = ["address", "uint256", "uint256", "uint8"]
@@ -438,8 +452,15 @@ class RegistryContract(SyncFace):
 
 
 def _encoded(function: str, args: Sequence[Any]) -> bytes:
+    """The calldata of ``function(args)``. A ``string`` argument given as ``bytes`` is sent as those bytes
+    (``string`` and ``bytes`` encode alike): a name exactly as the registry holds it, which need not be
+    UTF-8 (the admin's paths: :func:`chainfence._names.held_name`)."""
     selector, types = _artifacts.functions("FencingRegistry")[function]
-    return selector + abi_encode(types, args)
+    sent = [
+        "bytes" if kind == "string" and isinstance(arg, (bytes, bytearray)) else kind
+        for kind, arg in zip(types, args, strict=False)
+    ]
+    return selector + abi_encode(sent, args)
 
 
 #: The calls whose calldata is remembered for their arguments: an acquisition's (a name and a ttl), which

@@ -27,6 +27,7 @@ from ._lease_state import AcquireReason, LeaseInfo
 from ._node import completeness as _completeness
 from ._node import events as _events
 from .endings import End
+from .errors import LogsIncomplete
 
 logger = _log.get("chainfence.election")
 
@@ -351,14 +352,21 @@ class Observer:
             return (yield from self._read_steps(number))  # a reorganisation (or far behind): the state, not the history
         if number > self.head:
             first = self.head + 1
-            answered = yield from _events.fetch_all_steps(
-                self._chain,
-                self._registry.address,
-                kinds=_KINDS,
-                resource_id=self._seat.resource_id,
-                from_block=first,
-                to_block=number,
-            )
+            try:
+                answered = yield from _events.fetch_all_steps(
+                    self._chain,
+                    self._registry.address,
+                    kinds=_KINDS,
+                    resource_id=self._seat.resource_id,
+                    from_block=first,
+                    to_block=number,
+                )
+            except LogsIncomplete as refused:
+                # An answer holding a log it cannot have (another block's, one that does not read): nothing
+                # of it read, as before a held block (below); the next poll asks again.
+                logger.warning("election=%s: waits at block %d: %s", self._seat.name, self.head, refused)
+                self.wake_at = max(self.wake_at, self._timer.now() + self._pace.poll)
+                return changes
             # The blocks' own logsBloom (and receipts) say whether the answer is all of their logs: the head
             # moves no further than the last block that checks out (a lagging log backend delays the
             # observer, never makes it skip a term).

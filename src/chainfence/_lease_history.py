@@ -105,7 +105,7 @@ def history(
     ``resource`` is a name (a claimed work item's: ``"workset»item"``); ``holder`` an address; ``token``
     a fencing token.
     ``from_block`` defaults to the registry's deployment block. Names of
-    resources are resolved from the registry's ``ResourceNamed`` events.
+    resources are resolved from the registry's ``ResourceNamed`` and ``ItemNamed`` events.
 
     ``index`` (an :class:`~chainfence.audit.index.AuditIndex`): synced first
     (only the blocks it lacks are read, checked in the index's own completeness mode), then answered
@@ -283,7 +283,7 @@ def _reason(value: int | None) -> AcquireReason | None:
 def labels_steps(
     registry: RegistryContract, ids: set[bytes], last: int, *, known: tuple[bytes | None, str | None]
 ) -> Steps[dict[bytes, tuple[str | None, str]]]:
-    """resource id -> (name or None, safe display) for ``ids``, from ResourceNamed events."""
+    """resource id -> (name or None, safe display) for ``ids``, from their naming events (ResourceNamed, ItemNamed)."""
     labels: dict[bytes, tuple[str | None, str]] = {}
     known_id, known_name = known
     if known_id is not None and known_name is not None:
@@ -295,12 +295,14 @@ def labels_steps(
     named = yield from _events.fetch_all_steps(
         registry.chain,
         registry.address,
-        kinds=[_events.Kind.NAMED],
+        kinds=list(_events.NAMING_KINDS),
         resource_id=only,
         from_block=(yield from registry._deployment_block_steps()),
         to_block=last,
     )
     for entry in named:
-        if entry.resource_id in wanted and entry.name is not None and entry.resource_id not in labels:
-            labels[entry.resource_id] = _names.label(entry.resource_id, entry.name)  # an item: workset»item
+        if entry.resource_id in wanted and entry.resource_id not in labels:
+            found = _names.named(entry.resource_id, entry.name, entry.workset, entry.item)  # an item: workset»item
+            if found is not None:
+                labels[entry.resource_id] = found
     return labels

@@ -26,13 +26,22 @@ suspicious of what it *reads*:
   timeline's labels), leaving backslashes alone.
 - :func:`decode` — a name read from the chain as the ``str`` the SDK would
   have published, or None when its bytes are not such a name.
+- :func:`held_name` — what the admin's paths (``revoke``, ``grant`` and their
+  item forms) accept: any name the registry may hold, as ``bytes`` exactly
+  (1 to 128 of them, UTF-8 or not) or a ``str`` of any UTF-8; and
+  :func:`undisplay`, :func:`display`'s inverse, which turns what a reader was
+  shown back into those bytes (the CLI's ``--escaped``). So an operator who
+  read a hostile name in an audit table can end its lease; only a name the
+  registry already holds is granted unless it is :func:`publishable`.
 
 Claimed work items (``Registry.claim``) are not named resources: on-chain an
-item is ``keccak256(abi.encode(workset, item))``, and the contract's
-``ResourceNamed`` for it carries ``workset + "/" + item``, which reads
-exactly like the plain name ``workset/item`` (a stranger's item ``db`` of the
-open workset ``prod`` would pass for the administered resource ``prod/db``).
-So the SDK names an item ``workset»item`` (:data:`ITEM_SEPARATOR`, U+00BB):
+item is ``keccak256(abi.encode(workset, item))``, and the contract names it
+in ``ItemNamed(resource, workset, item)``, the two parts apart, never in
+``ResourceNamed`` (whose name always hashes to its resource). Joined as
+``workset/item`` (as the contract did before issue 25), a stranger's item ``db``
+of the open workset ``prod`` would pass for the administered resource
+``prod/db``. So the SDK names an item ``workset»item`` (:data:`ITEM_SEPARATOR`,
+U+00BB):
 
 - :func:`publishable` refuses ``»`` in a plain name (and so in a workset and
   an item, which are checked as names), and :func:`display` escapes it
@@ -42,10 +51,12 @@ So the SDK names an item ``workset»item`` (:data:`ITEM_SEPARATOR`, U+00BB):
   ``workset»item`` as the item: ``renew``, ``release``, ``complete``,
   ``check_current``, ``last_lease``, ``history``, the audit index, a guard,
   the CLI and the MCP tools all reach an item by the name they print for it.
-- :func:`label` turns an id and the bytes its ``ResourceNamed`` carried into
-  ``(name, display)``, telling a plain name (``keccak256(name) == id``) from
-  an item (the one split of ``workset/item`` whose ``abi.encode`` hashes to
-  the id) from a name that is not this id's.
+- :func:`named` turns what a naming log carried (a ``ResourceNamed``'s name, an
+  ``ItemNamed``'s workset and item) into ``(name, display)``, only when it
+  hashes to the log's id (``keccak256(name)``, ``keccak256(abi.encode(workset,
+  item))``): a log naming another id is not believed.
+- :func:`label` does the same for a name as the audit index keeps it (an item
+  as ``workset/item``, the one split whose ``abi.encode`` hashes to the id).
 """
 
 from __future__ import annotations
@@ -66,18 +77,24 @@ __all__ = [
     "display",
     "display_name",
     "display_text",
+    "held_label",
+    "held_name",
+    "held_prefix",
     "is_address_namespace",
     "item_id",
     "item_name",
     "item_parts",
     "label",
+    "logged_id",
     "looks_like_address",
+    "named",
     "namespace_id",
     "namespace_prefix",
     "publishable",
     "resource_bytes",
     "resource_id",
     "split_item",
+    "undisplay",
 ]
 
 
@@ -90,11 +107,12 @@ _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 def item_id(workset: object, item: object) -> bytes:
-    """The on-chain id of work item ``item`` of ``workset``: ``keccak256(abi.encode(workset, item))``.
+    """The on-chain id of work item ``item`` of ``workset``: ``keccak256(abi.encode(workset, item))``
+    (each a ``str``, or ``bytes`` as the registry holds it: :func:`held_name`).
 
     At least 192 bytes are hashed, so no resource name (at most 128 bytes) has this id.
     """
-    return keccak(encode(["bytes", "bytes"], [resource_bytes(workset), resource_bytes(item)]))
+    return keccak(encode(["bytes", "bytes"], [held_name(workset), held_name(item)]))
 
 
 def item_name(workset: object, item: object) -> str:
@@ -122,8 +140,8 @@ def split_item(name: object) -> tuple[str, str] | None:
 
 
 def item_parts(raw: bytes, resource_id: bytes) -> tuple[bytes, bytes] | None:
-    """``(workset, item)`` bytes if ``raw`` is the ``ResourceNamed`` name ``workset/item`` of the claimed
-    item ``resource_id`` (the one split at a ``/`` whose ``abi.encode`` hashes to it), else None."""
+    """``(workset, item)`` bytes if ``raw`` is ``workset/item`` (how the audit index keeps a claimed item's name)
+    of the claimed item ``resource_id`` (the one split at a ``/`` whose ``abi.encode`` hashes to it), else None."""
     start = 0
     while (index := raw.find(b"/", start)) >= 0:
         workset, item = raw[:index], raw[index + 1 :]
@@ -133,12 +151,46 @@ def item_parts(raw: bytes, resource_id: bytes) -> tuple[bytes, bytes] | None:
     return None
 
 
-def label(resource_id: bytes, raw: bytes | None) -> tuple[str | None, str]:
-    """``(name, display)`` of ``resource_id`` from the bytes its ``ResourceNamed`` carried (None: none seen).
+def logged_id(name: bytes | None, workset: bytes | None = None, item: bytes | None = None) -> bytes | None:
+    """The id that what a naming log carried hashes to: ``keccak256(name)`` for a ``ResourceNamed``'s
+    ``name``; ``keccak256(abi.encode(workset, item))`` for an ``ItemNamed``'s ``workset`` and ``item``; None
+    when it carried neither."""
+    if workset is not None and item is not None:
+        return keccak(encode(["bytes", "bytes"], [bytes(workset), bytes(item)]))
+    return None if name is None else keccak(bytes(name))
 
-    A plain name (``keccak256(raw) == resource_id``): its :func:`decode` and :func:`display`. A claimed
-    item: ``"workset»item"`` (None when either part is not a name the SDK would publish) and
-    ``display(workset) + "»" + display(item)``. Anything else, or no name: None and the ``0x`` id.
+
+def named(
+    resource_id: bytes, name: bytes | None, workset: bytes | None = None, item: bytes | None = None
+) -> tuple[str | None, str] | None:
+    """``(name, display)`` of ``resource_id`` from what a naming log of it carried: a ``ResourceNamed``'s
+    ``name``, or an ``ItemNamed``'s ``workset`` and ``item``. None unless it hashes to ``resource_id``
+    (:func:`logged_id`): a log naming another id is not believed.
+
+    A plain name: its :func:`decode` (None when the SDK would not publish it) and :func:`display`. A
+    claimed item: ``"workset»item"`` (None when either part is not a name the SDK would publish) and
+    ``display(workset) + "»" + display(item)``.
+    """
+    if logged_id(name, workset, item) != resource_id:
+        return None
+    if workset is not None and item is not None:
+        return _item_label(bytes(workset), bytes(item))
+    raw = bytes(name or b"")
+    return decode(raw), display(raw)
+
+
+def _item_label(workset: bytes, item: bytes) -> tuple[str | None, str]:
+    parts = decode(workset), decode(item)
+    text = None if parts[0] is None or parts[1] is None else f"{parts[0]}{ITEM_SEPARATOR}{parts[1]}"
+    return text, display(workset) + ITEM_SEPARATOR + display(item)
+
+
+def label(resource_id: bytes, raw: bytes | None) -> tuple[str | None, str]:
+    """``(name, display)`` of ``resource_id`` from its name as the audit index keeps it (None: none known).
+
+    A plain name (``keccak256(raw) == resource_id``): as :func:`named`. A claimed item, kept as
+    ``workset/item``: the one split whose ``abi.encode`` hashes to the id, as :func:`named` shows an
+    ``ItemNamed``. Anything else, or no name: None and the ``0x`` id.
     """
     if raw is not None:
         raw = bytes(raw)
@@ -146,15 +198,16 @@ def label(resource_id: bytes, raw: bytes | None) -> tuple[str | None, str]:
             return decode(raw), display(raw)
         parts = item_parts(raw, resource_id)
         if parts is not None:
-            workset, item = decode(parts[0]), decode(parts[1])
-            name = None if workset is None or item is None else f"{workset}{ITEM_SEPARATOR}{item}"
-            return name, display(parts[0]) + ITEM_SEPARATOR + display(parts[1])
+            return _item_label(*parts)
     return None, "0x" + bytes(resource_id).hex()
 
 
-def display_name(name: str) -> str:
-    """How ``name``, given by a caller, is shown: :func:`display` of its UTF-8, or for a work item
-    (``"workset»item"``) the display of each part joined by ``»``."""
+def display_name(name: str | bytes) -> str:
+    """How ``name``, given by a caller, is shown: :func:`display` of its UTF-8 (of the bytes themselves
+    for ``bytes``: a plain name as the registry holds it), or for a work item (``"workset»item"``) the
+    display of each part joined by ``»``."""
+    if isinstance(name, (bytes, bytearray)):
+        return display(bytes(name))
     parts = split_item(name)
     if parts is not None:
         return (
@@ -303,6 +356,111 @@ def _publishable(name: object) -> bytes:
 
 _remembered_id = functools.lru_cache(maxsize=_NAMES_REMEMBERED)(_resource_id)
 _remembered_publishable = functools.lru_cache(maxsize=_NAMES_REMEMBERED)(_publishable)
+
+
+def held_name(name: object) -> bytes:
+    """``name`` as the bytes the registry holds for it: ``bytes`` of 1 to MAX_NAME_LENGTH as given (a
+    name anyone put on-chain need not be UTF-8), or a ``str`` as UTF-8 (:func:`resource_bytes`: any
+    text, printable or not). What the admin's paths accept, so that they reach every name the
+    registry holds; anything else is :class:`~chainfence.errors.InvalidResourceName`."""
+    if isinstance(name, (bytes, bytearray, memoryview)):
+        data = bytes(name)
+        if not data:
+            raise InvalidResourceName("resource name must not be empty", length=0, max_length=MAX_NAME_LENGTH)
+        if len(data) > MAX_NAME_LENGTH:
+            raise InvalidResourceName(length=len(data), max_length=MAX_NAME_LENGTH)
+        return data
+    if isinstance(name, str):
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidResourceName(
+                "resource name is not valid UTF-8 text (a lone surrogate: bytes a terminal sent that are not "
+                "UTF-8?): give a name that is not UTF-8 as bytes, or as chainfence displays it with --escaped"
+            ) from None
+    return resource_bytes(name)
+
+
+def held_label(raw: bytes) -> str:
+    """How the SDK names held name ``raw`` in its answers, errors and logs: the text itself when it is
+    UTF-8 without ``»`` (a ``str`` that reaches the same resource; its ``repr`` escapes what is not
+    printable), else its :func:`display` (which never reads as a work item's name)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return display(raw)
+    return display(raw) if ITEM_SEPARATOR in text else text
+
+
+def held_prefix(raw: bytes) -> str | None:
+    """The namespace of held name ``raw`` as messages name it: its bytes before the first ``/`` as text
+    (:func:`display` where they are not UTF-8); None for a name without ``/``."""
+    if b"/" not in raw:
+        return None
+    return held_label(raw.split(b"/", 1)[0])
+
+
+def undisplay(text: object) -> bytes | tuple[bytes, bytes]:
+    """The name :func:`display` showed as ``text``: its bytes; for a claimed work item
+    (``display(workset) + "»" + display(item)``: a bare ``»`` only ever joins an item's parts) the
+    ``(workset, item)`` bytes. Only what :func:`display` writes is read back (``\\\\``, ``\\xNN``,
+    ``\\uNNNN``, ``\\UNNNNNNNN``, each where it would write it): anything else is
+    :class:`~chainfence.errors.InvalidResourceName`, so one text names one resource."""
+    if not isinstance(text, str):
+        raise InvalidResourceName(f"an escaped name must be a str, got {type(text).__name__}")
+    if text.count(ITEM_SEPARATOR) > 1:
+        raise InvalidResourceName(
+            f"{text[:80]!r}: a bare '{ITEM_SEPARATOR}' joins a work item's workset and item, once "
+            f"(a '{ITEM_SEPARATOR}' inside a name is displayed \\u00bb)"
+        )
+    if ITEM_SEPARATOR in text:
+        workset, _, item = text.partition(ITEM_SEPARATOR)
+        return _undisplayed(workset), _undisplayed(item)
+    return _undisplayed(text)
+
+
+_ESCAPE_DIGITS = {"x": 2, "u": 4, "U": 8}
+
+
+def _undisplayed(text: str) -> bytes:
+    out = bytearray()
+    position = 0
+    while position < len(text):
+        char = text[position]
+        if char != "\\":
+            try:
+                out += char.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidResourceName(f"escaped name {text[:80]!r} is not valid UTF-8 text") from None
+            position += 1
+            continue
+        kind = text[position + 1 : position + 2]
+        if kind == "\\":
+            out += b"\\"
+            position += 2
+            continue
+        width = _ESCAPE_DIGITS.get(kind)
+        digits = text[position + 2 : position + 2 + width] if width else ""
+        if width is None or len(digits) != width or not set(digits) <= _HEX:
+            raise InvalidResourceName(
+                f"escaped name {text[:80]!r}: at position {position} a backslash starts no escape chainfence "
+                "writes (\\\\, \\xNN, \\uNNNN, \\UNNNNNNNN)"
+            )
+        code = int(digits, 16)
+        if kind == "x" and code >= 0x80:
+            out.append(code)  # a byte that is not UTF-8
+        elif code > 0x10FFFF:
+            raise InvalidResourceName(f"escaped name {text[:80]!r}: U+{code:X} at position {position} is no character")
+        else:
+            out += chr(code).encode("utf-8", "surrogatepass")
+        position += 2 + width
+    data = held_name(bytes(out))
+    if display(data) != text:
+        raise InvalidResourceName(
+            f"escaped name {text[:80]!r} is not written as chainfence displays a name (that is "
+            f"{display(data)[:80]!r}): copy it as shown"
+        )
+    return data
 
 
 def display(raw: bytes) -> str:

@@ -7,6 +7,17 @@ deeper than the confirmations. :class:`Seen` raises
 :class:`~chainfence.errors.ChainRolledBack` then, instead of letting the SDK
 believe it; ``Chain.revert`` (a dev chain's deliberate rollback) forgets
 what was seen.
+
+A read at ``latest`` that shows lost history is believed only once a read
+sent after its answer shows it too (the SDK's reads, guards and fenced SQL
+ask once more): anvil (1.7.1)
+answers a read at ``latest`` from the block before the one it is mining
+while it publishes that block (it resolves ``latest`` to a number before it
+moves its head, and reads that number's stored state after), so a read can
+come back one block below the answer to the read before it. The head it
+moved meanwhile is what the next read resolves, so that read answers at
+least as new as the first (``docs/benchmarks.md``, "anvil's latest"). A
+lost history stays lost: the second read shows it too, and it is raised.
 """
 
 from __future__ import annotations
@@ -17,7 +28,12 @@ from typing import Any, cast
 
 from .errors import ChainRolledBack
 
-__all__ = ["Seen"]
+__all__ = ["Doubt", "Seen"]
+
+
+class Doubt(Exception):
+    """Evidence of lost history from one read at ``latest``, not yet confirmed by a read sent after it
+    (a guard and a fenced SQL transaction raise it inside their first look, and look once more)."""
 
 
 class Seen:

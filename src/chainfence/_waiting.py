@@ -56,8 +56,11 @@ waiters' sends over a fraction of a block so that they do not all arrive
 together. The waiters of one chain (one :class:`~chainfence.Chain`: its
 lock table) then send one at a time (the *turn*): a loser's preflight
 runs once the winner's acquisition has its receipt, sees the winner's
-lease, and sends nothing. Waiters of other processes are not in the
-turn: two of them whose preflights both run before either acquisition
+lease, and sends nothing. The waiters of this user's other processes on
+the same machine take the same turn through a lock file per chain,
+registry and resource (:func:`host_turn_steps`; not on the embedded
+chain, which lives in one process). Waiters on other machines are not in
+the turn: two of them whose preflights both run before either acquisition
 reaches the node both send, and the second reverts on-chain (it pays for
 a revert) and goes back to waiting; fetching the fee quote and the nonce
 before the preflight keeps that moment to signing and one request
@@ -76,6 +79,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
@@ -85,7 +89,7 @@ from ._effects import RPC, Locked, Sleep, Steps, run
 from ._node import completeness as _completeness
 from ._node import events as _events
 from .endings import Refusal
-from .errors import LeaseError, LeaseHeld, LockDelayed
+from .errors import LeaseError, LeaseHeld, LockDelayed, LogsIncomplete
 
 if TYPE_CHECKING:
     from .chain import Chain
@@ -252,14 +256,18 @@ class Follower:
             return True
         if self._expires_at is not None and timestamp >= self._expires_at - 1:
             return True  # at or just before the expiry: the next block's time may pass it
-        events = yield from _events.fetch_all_steps(
-            self._chain,
-            self._address,
-            kinds=_KINDS,
-            resource_id=self._resource_id,
-            from_block=previous + 1,
-            to_block=number,
-        )
+        try:
+            events = yield from _events.fetch_all_steps(
+                self._chain,
+                self._address,
+                kinds=_KINDS,
+                resource_id=self._resource_id,
+                from_block=previous + 1,
+                to_block=number,
+            )
+        except LogsIncomplete as refused:  # an answer holding a log it cannot have: the lease says what it hid
+            logger.info("waiting: %s: reading the lease again", refused)
+            return True
         # The blocks' own logsBloom (and receipts) say whether the answer is all of their logs for the resource.
         checked = yield from _completeness.check_steps(
             self._address,
@@ -304,6 +312,149 @@ def turn_key(address: str, resource_id: bytes) -> str:
     return f"waiting-turn:{address.lower()}:{resource_id.hex()}"
 
 
+#: Where the waiters of this machine take their turns: a lock file per chain, registry and resource
+#: (:func:`host_turn_steps`), in a directory of this user's own. None: not worked out yet; False: none.
+_TURNS_DIRECTORY: str | bool | None = None
+
+
+def _turns_directory() -> str | None:
+    """This user's directory of turn files (made once, private), or None where there can be none: no
+    ``fcntl`` (Windows), no ``getuid``, or a directory that is not this user's own.
+
+    ``CHAINFENCE_WAIT_TURNS`` names another directory: the processes that share one take turns with each
+    other only (dev nodes on one machine share chain ids and registry addresses: the test suite gives
+    each of its workers one, so that its nodes' waiters never wait for another's)."""
+    global _TURNS_DIRECTORY
+    if _TURNS_DIRECTORY is None:
+        _TURNS_DIRECTORY = False
+        try:
+            import fcntl  # noqa: F401 - only where there is one: the machine-wide turn needs flock
+            import stat
+            import tempfile
+
+            path = os.environ.get("CHAINFENCE_WAIT_TURNS") or os.path.join(
+                tempfile.gettempdir(), f"chainfence-turns-{os.getuid()}"
+            )
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            found = os.lstat(path)
+            if stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o022:
+                _TURNS_DIRECTORY = path
+            else:
+                logger.warning("waiting: %s is not a private directory of this user's: no turns across processes", path)
+        except (ImportError, AttributeError, OSError) as why:
+            logger.debug("waiting: no turns across processes here (%s)", why)
+    return _TURNS_DIRECTORY if isinstance(_TURNS_DIRECTORY, str) else None
+
+
+def turn_path(key: str) -> str | None:
+    """The lock file of the turn named ``key`` (None where there are no turns across processes)."""
+    directory = _turns_directory()
+    if directory is None:
+        return None
+    import hashlib
+
+    return os.path.join(directory, hashlib.sha256(key.encode("utf-8")).hexdigest()[:40] + ".lock")
+
+
+def host_turn_steps(
+    key: str, steps: Callable[[], Steps[T]], poll: float, *, after_wait: Callable[[], Steps[None]] | None = None
+) -> Steps[T]:
+    """Run ``steps()`` (a waiter's send: preflight, transaction, receipt) in the resource's turn among the
+    processes of this machine: an exclusive ``flock`` on a file named by ``key`` (the chain, the
+    registry and the resource), asked without blocking every ``poll`` seconds (the driver's own sleep,
+    so that either driver can wait for it and an interrupt ends the wait). So a waiter's preflight runs
+    only once the previous waiter's transaction, in any process of this user's on this machine, has
+    its receipt (issue 25, finding 21). A waiter that had to wait for the turn first runs
+    ``after_wait()``, which reads the lease as mined and raises the refusal when another waiter's
+    acquisition took it meanwhile: its preflight, at the pending block, would count a release still
+    pending (the winner, done already) as done, and a block may put the acquisition before it. The
+    holder removes the file as it leaves; a process that dies holding it leaves it to the next (the
+    kernel drops its lock); one stopped or stuck while it holds it is waited for :data:`TURN_PATIENCE`
+    polls, then this waiter reads the lease as mined and sends without the turn (a revert at worst, as
+    without turns). Where there is no such file (:func:`_turns_directory`), ``steps()`` run in
+    the process's turn only."""
+    path = turn_path(key)
+    if path is None:
+        return (yield from steps())
+    taken = yield from _take_turn_steps(path, poll, TURN_PATIENCE * 4)
+    if taken is None:
+        return (yield from steps())
+    fd, waited = taken
+    if fd is None:  # held past the turn's patience: send without it, reading the lease as mined first
+        if after_wait is not None:
+            yield from after_wait()
+        return (yield from steps())
+    try:
+        if waited and after_wait is not None:
+            yield from after_wait()
+        return (yield from steps())
+    finally:
+        _give_turn(path, fd)
+
+
+#: How many turns of its poll a waiter waits for another process's waiter to leave the turn before it
+#: sends without it (:func:`host_turn_steps`): 40 polls are 20 block times on a chain with blocks, 2 s on a
+#: dev node, far more than one preflight, send and receipt take. The turn only saves a loser its revert;
+#: a process stopped (SIGSTOP, a debugger) or stuck while it holds the turn must not hold every waiter of
+#: the machine past its own ``wait``.
+TURN_PATIENCE = 40
+
+
+def _take_turn_steps(path: str, poll: float, patience: int | None) -> Steps[tuple[int | None, bool] | None]:
+    """An open descriptor of ``path`` holding its ``flock`` once this process has it, and whether another
+    held it first; ``(None, True)`` when another still held it after ``patience`` sleeps of ``poll`` (None:
+    wait for as long as it is held). None: the file cannot be used."""
+    import fcntl
+
+    waited = False
+    slept = 0
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError as why:
+            logger.debug("waiting: no turn file %s (%s)", path, why)
+            return None
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:  # another process's waiter is sending: its receipt first
+                    if not waited:
+                        waited = True
+                        logger.debug("waiting: another process's waiter is sending; its turn first (%s)", path)
+                    if patience is not None and slept >= patience:
+                        logger.info(
+                            "waiting: the turn %s is still held after %d polls: sending without it", path, slept
+                        )
+                        os.close(fd)
+                        return None, True
+                    slept += 1
+                    yield Sleep(poll)
+            try:  # the holder before removed the file as it left: its lock is on a file nobody else opens
+                current = os.stat(path)
+            except FileNotFoundError:
+                current = None
+            held = os.fstat(fd)
+            if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+                return fd, waited
+            waited = True  # another held it, and left
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def _give_turn(path: str, fd: int) -> None:
+    """Leave the turn: remove the file (while holding it, so that whoever locks the old one knows to
+    open it again), then close it, which drops the lock."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    os.close(fd)
+
+
 def acquire_waiting_steps(
     *,
     send: Callable[[], Steps[T]],
@@ -316,6 +467,7 @@ def acquire_waiting_steps(
     pace: Pace,
     wait: float,
     turn: str,
+    host_turn: str | None = None,
 ) -> Steps[T]:
     """Send the acquisition now; while it is refused for now, wait and send again once it may pass.
 
@@ -334,10 +486,13 @@ def acquire_waiting_steps(
     preflight (``eth_estimateGas`` at the pending block, a read at the head
     just before the transaction) runs only after the previous waiter's
     transaction has its receipt, so a waiter of this chain never sends an
-    acquisition that a waiter of this chain already made fail. Before a
+    acquisition that a waiter of this chain already made fail; with
+    ``host_turn`` (a key naming the chain, the registry and the resource),
+    the same holds for the waiters of this user's other processes and chains
+    on this machine (:func:`host_turn_steps`). Before a
     send that follows a wait, ``ready()`` fetches the fee quote and the
     nonce, so that nothing but signing separates the preflight from the
-    transaction (waiters of other chains or processes can still pass their
+    transaction (waiters on other machines can still pass their
     preflights in that moment: see ``docs/benchmarks.md``). Raises the
     latest refusal (``LeaseHeld`` or ``LockDelayed``) once ``wait`` seconds
     of ``timer`` have passed.
@@ -352,7 +507,12 @@ def acquire_waiting_steps(
                 yield sleep(timer, pause, before_send=True)
             yield from ready()  # the fee quote and the nonce now: the preflight is then the last read before the send
         try:
-            return cast(T, (yield Locked(turn, send())))
+            sending = (
+                send()
+                if host_turn is None
+                else host_turn_steps(host_turn, send, pace.poll / 4, after_wait=lambda: _still_free_steps(read, free))
+            )
+            return cast(T, (yield Locked(turn, sending)))
         except LeaseError as error:
             refusal: LeaseError = error
             kind = endings.refusal(error)
@@ -406,6 +566,13 @@ def acquire_waiting_steps(
                 break  # free by the lease (a lock-delay, if any, is judged by the next send's preflight)
             refusal = held(info)
             watch.expect(info.expires_at, info.judged_at)
+
+
+def _still_free_steps(read: Callable[[], Steps[LeaseInfo]], free: Callable[[LeaseInfo], bool]) -> Steps[None]:
+    """Raise the lease in the way (``LeaseHeld``) unless the resource still reads free, as mined."""
+    info = yield from read()
+    if not free(info):
+        raise held(info)
 
 
 endings.declare(

@@ -895,8 +895,10 @@ class ChainRolledBack(ChainError):
 class LogsIncomplete(ChainError):
     """A follower of the registry's logs did not pass block ``block``: the log provider (``source``)
     answered ``eth_getLogs`` without logs that block has, by its ``logsBloom`` and its receipts against
-    its ``receiptsRoot`` (a log index that lags the head, or one that withholds), or with logs it does
-    not have (invented ones the bloom rules out). ``reason`` says which.
+    its ``receiptsRoot`` (a log index that lags the head, or one that withholds; or receipts in which a
+    registry event does not read), or with logs it cannot have (invented ones the bloom rules out, one
+    of a block outside the range asked or of another block hash than the block's, one that does not
+    read: any of its fields, its ``logIndex`` or ``transactionHash`` too). ``reason`` says which.
 
     What came before it was applied: the follower stands at block ``followed``, ``behind`` blocks short
     of block ``head``, the block it was following to. It waits there, and the next sync takes the block

@@ -142,13 +142,29 @@ _TOKEN_NOTE = (
 # Argument types: the JSON schema the model sees, with descriptions and bounds
 # ---------------------------------------------------------------------------
 
-_NAME = "A resource name: 1 to 128 bytes of printable UTF-8, e.g. 'reports/daily' or 'repo/main'."
+_NAME = (
+    "A resource name: 1 to 128 bytes of printable UTF-8 (no control, format or bidi characters; spaces inside "
+    "only), e.g. 'reports/daily' or 'repo/main'."
+)
+#: The names of the tools that name a lease the registry already holds (verify, status, history, renew, release,
+#: complete): what the SDK reads, any name the chain can hold that JSON can carry.
+_HELD_NAME = (
+    "A resource name as the registry holds it: 1 to 128 bytes of UTF-8, e.g. 'reports/daily' or 'repo/main'. "
+    "Names acquired through this server are printable, but anyone can put a name on-chain with a transaction of "
+    "their own: a name with control, escape or bidi characters (NUL, ESC, U+202E) is read exactly as given, so "
+    "give such a name as it is (JSON escapes: '\\u202e'); answers show it escaped in `resource_display`. Text "
+    "that is not UTF-8 (a lone surrogate) is refused."
+)
+_DISPLAY = (
+    "The name as chainfence shows names read from the chain: control, format and bidi characters escaped "
+    "(\\u202e, \\x1b), a backslash doubled; the same as `resource` for a printable name."
+)
 _ITEM_NAME = (
     " A work item taken with claim is named workset\u00bbitem (e.g. 'migrate/tables\u00bbusers'), exactly as claim "
     "returned it in `resource`; or pass the item here and its workset in `workset`."
 )
 
-Resource = Annotated[str, Field(description=_NAME + _ITEM_NAME, min_length=1, max_length=MAX_NAME_CHARS)]
+Resource = Annotated[str, Field(description=_HELD_NAME + _ITEM_NAME, min_length=1, max_length=MAX_NAME_CHARS)]
 #: acquire's: a plain name (a work item is taken with claim, never acquired by name).
 PlainResource = Annotated[str, Field(description=_NAME, min_length=1, max_length=_validate.MAX_NAME_LENGTH)]
 Token = Annotated[
@@ -248,6 +264,7 @@ class CompleteResult(BaseModel):
 
 class VerifyResult(BaseModel):
     resource: str
+    resource_display: str = Field(description=_DISPLAY)
     token: int
     current: bool = Field(description="True: the token is the resource's live token; writes with it are accepted.")
     holder: str | None = Field(default=None, description="Who holds the lease (when current).")
@@ -268,6 +285,7 @@ class VerifyResult(BaseModel):
 
 class ResourceState(BaseModel):
     resource: str
+    resource_display: str = Field(description=_DISPLAY)
     status: str = Field(
         description="unheld (never held), live, expired, released, revoked, or done (a completed item)."
     )
@@ -309,6 +327,7 @@ class HistoryEvent(BaseModel):
 
 class HistoryResult(BaseModel):
     resource: str
+    resource_display: str = Field(description=_DISPLAY)
     total: int = Field(description="How many events the resource has.")
     events: list[HistoryEvent] = Field(description="The latest events (before `before`, if given), oldest first.")
     earlier: str | None = Field(
@@ -679,6 +698,7 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
             ended = _ended(registry, name, token, no)
             return VerifyResult(
                 resource=name,
+                resource_display=_names.display_name(name),
                 token=token,
                 current=False,
                 reason=type(no).__name__,
@@ -688,7 +708,14 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
             )
         except ChainRolledBack as no:
             raise _LeaseEnded(no, End.ROLLED_BACK) from no
-        return VerifyResult(resource=name, token=token, current=True, holder=info.holder, expires_at=info.expires_at)
+        return VerifyResult(
+            resource=name,
+            resource_display=_names.display_name(name),
+            token=token,
+            current=True,
+            holder=info.holder,
+            expires_at=info.expires_at,
+        )
 
     @server.tool(
         name="status",
@@ -724,6 +751,7 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
             states.append(
                 ResourceState(
                     resource=resource,
+                    resource_display=_names.display_name(resource),
                     ended=ended.value if ended else None,
                     status="unheld" if last is None else last.status.name.lower(),
                     token=last.token if last else 0,
@@ -808,7 +836,13 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
             for event in events[start:end]
         ]
         earlier = _position(events[start]) if start > 0 else None
-        return HistoryResult(resource=resource, total=len(events), events=shown, earlier=earlier)
+        return HistoryResult(
+            resource=resource,
+            resource_display=_names.display_name(resource),
+            total=len(events),
+            events=shown,
+            earlier=earlier,
+        )
 
     @server.tool(
         name="leader",

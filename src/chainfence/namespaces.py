@@ -29,8 +29,9 @@ from ._contract import MAX_CLAIM_ITEMS, RegistryContract, at_block, checksum
 from ._effects import Steps
 from ._faces import operation
 from ._node import events as _events
+from ._node.rlp import keccak256 as keccak
 from ._records import record
-from .errors import ChainError, InvalidInput, InvalidPolicy, NamespaceError, NotAdmitted
+from .errors import ChainError, InvalidInput, InvalidPolicy, InvalidResourceName, NamespaceError, NotAdmitted
 from .lease import Lease
 
 logger = _log.get("chainfence.registry")
@@ -41,6 +42,13 @@ __all__ = ["NamespaceOperations", "NamespacePolicy"]
 POLICY_MAX_TTL, POLICY_LOCK_DELAY, POLICY_ADMISSION = 1, 2, 4
 
 _ZERO = "0x" + "00" * 20
+
+#: Most holders one ``setAdmission`` transaction carries (:meth:`NamespaceOperations.admit` sends more in
+#: several). A newly admitted holder costs about 24,600 gas (a storage write and an event), so a full
+#: chunk stays near 3.2 M gas: under the ceiling the SDK gives every transaction on a dev chain
+#: (``_node.sending.DEV_GAS_LIMIT``) and within any chain's block gas limit. Measured and asserted:
+#: ``tests/chain/test_namespaces.py::test_admit_of_the_most_holders_admits_them_all``.
+ADMISSION_CHUNK = 128
 
 
 @record
@@ -253,7 +261,14 @@ class NamespaceOperations(RegistryContract):
     ) -> Steps[None]:
         """Add ``holders`` (accounts or contracts) to the allowlist of namespace ``prefix``, or
         remove them with ``admitted=False`` (admin only). A holder removed keeps a live lease
-        until it ends or is revoked."""
+        until it ends or is revoked.
+
+        Each holder costs a storage write and an event (about 25,000 gas), so up to
+        :data:`ADMISSION_CHUNK` holders go in one transaction and more in several, in order, each
+        preflighted and within any chain's gas limits. If one fails, the holders of the
+        transactions before it are admitted (removed) and the rest are not: the error's notes say
+        how many and in which transactions; calling again with the same holders is harmless.
+        """
         prefix = _validate.namespace_prefix(prefix)
         if isinstance(holders, (str, bytes)) or not isinstance(holders, Sequence):
             holders = [holders]
@@ -262,16 +277,30 @@ class NamespaceOperations(RegistryContract):
             raise InvalidInput(f"admit takes 1 to {MAX_CLAIM_ITEMS} holders, got {len(addresses)}")
         if not isinstance(admitted, bool):
             raise InvalidInput(f"admitted must be a bool, got {admitted!r}")
-        yield from self._namespace_tx_steps(
-            prefix, "setAdmission", [_names.namespace_id(prefix), addresses, admitted], confirmations
-        )
-        logger.info("admission namespace=%s holders=%s admitted=%s", prefix, addresses, admitted)
+        namespace = _names.namespace_id(prefix)
+        done: list[str] = []  # the transactions sent so far, each for a chunk of holders
+        for start in range(0, len(addresses), ADMISSION_CHUNK):
+            chunk = addresses[start : start + ADMISSION_CHUNK]
+            try:
+                receipt = yield from self._namespace_tx_steps(
+                    prefix, "setAdmission", [namespace, chunk, admitted], confirmations
+                )
+            except BaseException as failed:
+                if done:
+                    failed.add_note(
+                        f"the first {start} of the {len(addresses)} holders were "
+                        f"{'admitted' if admitted else 'removed'} in {', '.join(done)}; the rest were not "
+                        "(calling admit again with the same holders is harmless)"
+                    )
+                raise
+            done.append(receipt["transactionHash"].to_0x_hex())
+        logger.info("admission namespace=%s holders=%s admitted=%s tx=%s", prefix, addresses, admitted, ",".join(done))
 
     admit = operation(_admit_steps)
 
     # -- the admin's revoke and grant ------------------------------------------------------------------
 
-    def _revoke_steps(self, resource: str, *, confirmations: int | None = None) -> Steps[int]:
+    def _revoke_steps(self, resource: str | bytes, *, confirmations: int | None = None) -> Steps[int]:
         """End the live lease on ``resource`` as the admin of its namespace; return the revoked token.
 
         Fenced like a release: the holder's token stops being current
@@ -282,17 +311,26 @@ class NamespaceOperations(RegistryContract):
         sender's namespaces and :class:`~chainfence.errors.NotLive` when
         there is no live lease. A claimed item's name (``"workset»item"``) revokes its claim
         (:meth:`revoke_item`).
+
+        Any name the registry holds is reached, not only those the SDK would publish: anyone can put
+        a name with control or bidi characters, or bytes that are not UTF-8, on-chain with a
+        transaction of their own. Give it as a ``str`` as it is, or as ``bytes`` exactly (always a
+        plain name); :func:`chainfence._names.undisplay` turns the escaped form an audit table or
+        ``history`` showed back into those bytes.
         """
-        item = _names.split_item(resource)
-        if item is not None:
-            return (yield from self._revoke_item_steps(*item, confirmations=confirmations))
-        _validate.publishable(resource)
-        prefix = _names.namespace_prefix(resource)
-        receipt = yield from self._namespace_tx_steps(prefix, "revoke", [resource], confirmations, resource=resource)
+        if isinstance(resource, str):
+            item = _names.split_item(resource)
+            if item is not None:
+                return (yield from self._revoke_item_steps(*item, confirmations=confirmations))
+        raw = _names.held_name(resource)
+        label = _names.held_label(raw)
+        receipt = yield from self._namespace_tx_steps(
+            _names.held_prefix(raw), "revoke", [raw], confirmations, resource=label
+        )
         event = self._event(receipt, _events.Kind.REVOKED)
         logger.info(
             "revoked resource=%s token=%d holder=%s admin=%s tx=%s",
-            resource,
+            _names.display(raw),
             event.token,
             event.holder,
             event.admin,
@@ -303,7 +341,9 @@ class NamespaceOperations(RegistryContract):
 
     revoke = operation(_revoke_steps)
 
-    def _grant_steps(self, resource: str, holder: str, ttl: int, *, confirmations: int | None = None) -> Steps[Lease]:
+    def _grant_steps(
+        self, resource: str | bytes, holder: str, ttl: int, *, confirmations: int | None = None
+    ) -> Steps[Lease]:
         """Issue a lease on ``resource`` to ``holder`` for ``ttl`` seconds, as the admin of its namespace.
 
         The new token is higher than every other; a live lease is revoked
@@ -311,21 +351,29 @@ class NamespaceOperations(RegistryContract):
         acquisition says ``granted``. The holder must be admitted when the
         namespace requires it; ``ttl`` is held to the namespace's maximum. A claimed item's name
         (``"workset»item"``) grants it as a claim (:meth:`grant_item`).
+
+        ``resource`` is any name the registry holds, as :meth:`revoke` takes it; a name the SDK would
+        not publish (control or bidi characters, not UTF-8) only if the registry has held it already
+        (a grant of a new resource publishes its name): else
+        :class:`~chainfence.errors.InvalidResourceName`, with nothing sent.
         """
-        item = _names.split_item(resource)
-        if item is not None:
-            return (yield from self._grant_item_steps(*item, holder, ttl, confirmations=confirmations))
-        _validate.publishable(resource)
+        if isinstance(resource, str):
+            item = _names.split_item(resource)
+            if item is not None:
+                return (yield from self._grant_item_steps(*item, holder, ttl, confirmations=confirmations))
+        raw = _names.held_name(resource)
+        label = _names.held_label(raw)
         holder = _validate.address(holder, "holder")
         ttl = _validate.ttl(ttl, (yield from self._max_ttl_steps()))
-        prefix = _names.namespace_prefix(resource)
+        if _names.decode(raw) is None:
+            yield from self._require_held_steps(label, keccak(raw), _names.display(raw))
         receipt = yield from self._namespace_tx_steps(
-            prefix, "grant", [resource, holder, ttl], confirmations, resource=resource
+            _names.held_prefix(raw), "grant", [raw, holder, ttl], confirmations, resource=label
         )
-        lease = self._granted_lease(receipt, resource, ttl)
+        lease = self._granted_lease(receipt, label, ttl)
         logger.info(
             "granted resource=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
-            resource,
+            _names.display(raw),
             lease.token,
             lease.holder,
             self.sender,
@@ -336,7 +384,18 @@ class NamespaceOperations(RegistryContract):
 
     grant = operation(_grant_steps)
 
-    def _revoke_item_steps(self, workset: str, item: str, *, confirmations: int | None = None) -> Steps[int]:
+    def _require_held_steps(self, label: str, resource_id: bytes, shown: str) -> Steps[None]:
+        """Refuse to publish ``shown``, a name the SDK would not publish, unless the registry has held it."""
+        info = yield from self._lease_info_steps(label, resource_id)
+        if info.token == 0:
+            raise InvalidResourceName(
+                f"grant of {shown!r}: the registry never held this name, and a grant of a new resource publishes "
+                "it; only printable names are published (no control, format or bidi characters, UTF-8)"
+            )
+
+    def _revoke_item_steps(
+        self, workset: str | bytes, item: str | bytes, *, confirmations: int | None = None
+    ) -> Steps[int]:
         """:meth:`revoke` for work item ``item`` of ``workset`` (a claim), as the admin of the
         workset name's namespace (items follow it); return the revoked token.
 
@@ -347,17 +406,18 @@ class NamespaceOperations(RegistryContract):
         outside the sender's namespaces and :class:`~chainfence.errors.NotLive`
         when the item has no live claim (never claimed, released, expired or
         done). The same as ``revoke("workset»item")``; ``revoke("workset/item")``
-        is not this: a name with a ``/`` is a plain resource, never a work item.
+        is not this: a name with a ``/`` is a plain resource, never a work item. ``workset`` and
+        ``item`` are any names the registry holds, as :meth:`revoke` takes them.
         """
-        name = _names.item_name(workset, item)
+        parts, name = self._held_item(workset, item)
         receipt = yield from self._namespace_tx_steps(
-            _names.namespace_prefix(workset), "revokeItem", [workset, item], confirmations, resource=name
+            _names.held_prefix(parts[0]), "revokeItem", list(parts), confirmations, resource=name
         )
         event = self._event(receipt, _events.Kind.REVOKED)
         logger.info(
             "revoked workset=%s item=%s token=%d holder=%s admin=%s tx=%s",
-            workset,
-            item,
+            _names.display(parts[0]),
+            _names.display(parts[1]),
             event.token,
             event.holder,
             event.admin,
@@ -369,7 +429,7 @@ class NamespaceOperations(RegistryContract):
     revoke_item = operation(_revoke_item_steps)
 
     def _grant_item_steps(
-        self, workset: str, item: str, holder: str, ttl: int, *, confirmations: int | None = None
+        self, workset: str | bytes, item: str | bytes, holder: str, ttl: int, *, confirmations: int | None = None
     ) -> Steps[Lease]:
         """:meth:`grant` for work item ``item`` of ``workset``, as the admin of the workset name's
         namespace: ``holder`` gets it as a claim, with a new, higher token (a live claim is revoked
@@ -378,20 +438,22 @@ class NamespaceOperations(RegistryContract):
 
         Raises what :meth:`grant` raises, and :class:`~chainfence.errors.LeaseCompleted` for an
         item already done (no grant reopens it). Returns the :class:`Lease` (``lease.workset``,
-        ``lease.item``).
+        ``lease.item``). Names the SDK would not publish, as :meth:`grant` takes them.
         """
-        name = _names.item_name(workset, item)
+        parts, name = self._held_item(workset, item)
         holder = _validate.address(holder, "holder")
         ttl = _validate.ttl(ttl, (yield from self._max_ttl_steps()))
+        if _names.decode(parts[0]) is None or _names.decode(parts[1]) is None:
+            yield from self._require_held_steps(name, _names.item_id(*parts), _names.display_name(name))
         receipt = yield from self._namespace_tx_steps(
-            _names.namespace_prefix(workset), "grantItem", [workset, item, holder, ttl], confirmations, resource=name
+            _names.held_prefix(parts[0]), "grantItem", [*parts, holder, ttl], confirmations, resource=name
         )
         lease = self._granted_lease(receipt, name, ttl)
-        lease.workset, lease.item = workset, item
+        lease.workset, lease.item = _names.held_label(parts[0]), _names.held_label(parts[1])
         logger.info(
             "granted workset=%s item=%s token=%d holder=%s admin=%s expires_at=%d tx=%s",
-            workset,
-            item,
+            _names.display(parts[0]),
+            _names.display(parts[1]),
             lease.token,
             lease.holder,
             self.sender,
@@ -401,6 +463,13 @@ class NamespaceOperations(RegistryContract):
         return lease
 
     grant_item = operation(_grant_item_steps)
+
+    @staticmethod
+    def _held_item(workset: str | bytes, item: str | bytes) -> tuple[tuple[bytes, bytes], str]:
+        """The bytes of an item's workset and item as the registry holds them, and how the SDK names the
+        item (``workset»item``: each part as text, escaped where it is not UTF-8)."""
+        parts = _names.held_name(workset), _names.held_name(item)
+        return parts, _names.held_label(parts[0]) + _names.ITEM_SEPARATOR + _names.held_label(parts[1])
 
     def _granted_lease(self, receipt: Any, resource: str, ttl: int) -> Lease:
         lease = self._lease_from_receipt(receipt, resource=resource, ttl=ttl)

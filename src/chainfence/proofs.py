@@ -159,6 +159,8 @@ def _hex_bytes(value: Any, what: str) -> bytes:
 def _hex_int(value: Any, what: str) -> int:
     if not isinstance(value, str) or not value.startswith("0x"):
         raise _proofs.ProofMismatch(f"{what} is not a 0x quantity")
+    if len(value) > 2 + 64:  # wider than any account field or storage word (and than int() should read)
+        raise _proofs.ProofMismatch(f"{what} is wider than 256 bits")
     try:
         return int(value, 16)
     except ValueError:

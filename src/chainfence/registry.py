@@ -327,6 +327,10 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
                 pace=pace,
                 wait=seconds,
                 turn=_waiting.turn_key(self.address, resource_id),
+                # The embedded chain lives in this process: its waiters share one Chain, in the turn above.
+                host_turn=None
+                if self.chain.rpc.embedded
+                else f"{self.chain.chain_id}:{_waiting.turn_key(self.address, resource_id)}",
             )
         )
 
@@ -578,8 +582,18 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         """The highest token issued so far (0 before the first acquisition).
 
         Raises :class:`~chainfence.errors.ChainRolledBack` if it is below a
-        token this SDK has already seen from the registry.
+        token this SDK has already seen from the registry, and still is when
+        read once more (:mod:`chainfence._rollback`: anvil answers a read at
+        ``latest`` from the block before while it mines).
         """
+        try:
+            return (yield from self._read_latest_token_steps(block=block))
+        except ChainRolledBack as lost:
+            logger.warning("%s; reading it again before believing it", lost)
+        return (yield from self._read_latest_token_steps(block=block))
+
+    def _read_latest_token_steps(self, *, block: str | int | None = None) -> Steps[int]:
+        """One read of :meth:`latest_token`."""
         seen = self._seen()
         before = seen.before()
         latest = yield from self._call_uint_steps("latestToken", [], block=at_block(block))

@@ -150,6 +150,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _log, _validate
 from ._lease_state import judge
+from ._rollback import Doubt
 from .errors import (
     ChainRolledBack,
     FenceBroken,
@@ -330,7 +331,19 @@ class _Fence(NamedTuple):
         return _Admission(holder is None and chain_holder is not None, chain_holder or holder)
 
     def _ask_chain(self, mark: int, holder: str | None, highest: Callable[[], int]) -> LeaseInfo | None:
-        """The registry's verdict on the token (as guards get it), after the rollback checks."""
+        """The registry's verdict on the token (as guards get it), after the rollback checks. Evidence of
+        a rollback is believed only once the chain, asked again, says so too (:mod:`chainfence._rollback`:
+        anvil answers a read at ``latest`` from the block before while it mines)."""
+        try:
+            return self._ask_chain_once(mark, holder, highest, doubt=True)
+        except Doubt as doubt:
+            logger.warning("fence resource=%s token=%d: %s; asking the chain again", self.resource, self.token, doubt)
+        return self._ask_chain_once(mark, holder, highest, doubt=False)
+
+    def _ask_chain_once(
+        self, mark: int, holder: str | None, highest: Callable[[], int], *, doubt: bool
+    ) -> LeaseInfo | None:
+        """One look of :meth:`_ask_chain`; with ``doubt``, evidence of a rollback raises :class:`Doubt`."""
         registry, resource, token = self.registry, self.resource, self.token
         refused: TokenNotCurrent | None = None
         info: LeaseInfo | None = None
@@ -342,7 +355,7 @@ class _Fence(NamedTuple):
         except TokenNotCurrent as not_current:
             refused = not_current
         except ChainRolledBack as lost:  # the SDK's own memory of this registry disagrees with the chain
-            raise self._rolled_back(str(lost), lost.seen_token or mark, lost.chain_token or 0) from lost
+            raise self._rolled_back(str(lost), lost.seen_token or mark, lost.chain_token or 0, doubt=doubt) from lost
         chain_token = refused.current_token if refused is not None else (0 if info is None else info.token)
         # Tokens only go up in a chain's history: anything below what this table saw means the
         # chain lost history, and the numbers in between may be issued again to other holders.
@@ -351,13 +364,17 @@ class _Fence(NamedTuple):
                 f"{resource!r} has token {chain_token} on-chain, below the mark {mark} this table accepted",
                 mark,
                 chain_token,
+                doubt=doubt,
             )
         seen = highest()
         if seen > chain_token:  # else the registry's latest token (>= chain_token) cannot be below it
             latest = registry.latest_token(block="latest")
             if latest < seen:
                 raise self._rolled_back(
-                    f"the registry's latest token is {latest}, below token {seen} this table accepted", seen, latest
+                    f"the registry's latest token is {latest}, below token {seen} this table accepted",
+                    seen,
+                    latest,
+                    doubt=doubt,
                 )
         if token == mark and holder is not None and info is not None and info.token == token and info.holder != holder:
             raise self._rolled_back(
@@ -365,6 +382,7 @@ class _Fence(NamedTuple):
                 "became the mark: the number was issued again",
                 mark,
                 chain_token,
+                doubt=doubt,
             )
         if refused is not None:
             raise refused
@@ -405,7 +423,9 @@ class _Fence(NamedTuple):
             reader.require_confirmed(resource, token, info.holder, header=header, confirmations=self.confirmations)
         return info
 
-    def _rolled_back(self, what: str, seen: int, chain: int) -> ChainRolledBack:
+    def _rolled_back(self, what: str, seen: int, chain: int, *, doubt: bool = False) -> ChainRolledBack | Doubt:
+        if doubt:
+            return Doubt(what)
         logger.warning("fence found the chain rolled back resource=%s token=%d: %s", self.resource, self.token, what)
         return ChainRolledBack(
             f"{what}: the chain rolled back; nothing was written",

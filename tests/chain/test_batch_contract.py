@@ -10,9 +10,10 @@ sender), then sends ONE batch of all of them with operations that go through int
 refusal is byte for byte the lone call's, every other operation landed with the lone call's events,
 tokens are consecutive in order, and nothing was refused that should not be.
 
-The controls show what the batch is not: the all-or-nothing ``acquireMany`` reverts as a whole on the
-same held resource, and an external self-call (the ``try this.acquire`` a naive batch would use) makes
-the registry, not the caller, the holder.
+Each operation IS its lone call: the registry calls itself with ``delegatecall`` (issue 26), which keeps
+``msg.sender``. The controls show what the batch is not: the all-or-nothing ``acquireMany`` reverts as a
+whole on the same held resource, and a lone call made with a plain ``call`` by a contract (what a batch
+calling itself with ``call``, or ``try this.acquire``, would do) makes that contract the holder.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from chainfence import _names
 from chainfence._node import events as _events
 from chainfence._node.reverts import decode as decode_revert
 from chainfence._node.reverts import revert_data
-from chainfence.errors import InvalidClaimItems, LeaseHeld, TransactionFailed, UnknownRevert
+from chainfence.errors import InvalidClaimItems, LeaseHeld, RegistryOverflow, TransactionFailed, UnknownRevert
+from tests.support.wallet import AgentWallet
 
 ACQUIRE, EXCLUSIVE, RENEW, RELEASE = 0, 1, 2, 3
 GAS = 8_000_000
@@ -251,3 +253,47 @@ def test_an_operation_of_no_known_kind_reverts_the_whole_batch(chain, registry, 
     with pytest.raises((TransactionFailed, UnknownRevert)):
         send_batch(chain, registry, alice.sender, ops)
     assert registry.latest_token() == before and registry.lease_of("k/first") is None
+
+
+def test_a_token_past_48_bits_refuses_each_acquisition_of_a_batch_alone(on_anvil):
+    """Issue 26: each operation of a batch IS its lone call (the registry delegatecalls itself), so every refusal
+    of the lone call is the operation's own, this one too: with the counter at 2**48 - 1 (set on anvil), an
+    acquisition's next token does not fit its 48 bits; the batch logs the lone call's FencingRegistryUint48Overflow
+    for it and the renewal beside it lands. The batch that mirrored the lone calls' checks had no mirror for this
+    one: the whole batch reverted, renewal included. Control: the lone acquisition reverts with the same bytes."""
+    registry = on_anvil
+    chain = registry.chain
+    alice = registry.connect(chain.accounts[1])
+    lease = alice.acquire("t/renewed", ttl=600)
+    counter_slot = 1  # `_counter`, the registry's second state variable: bits 0..47 the latest token
+    filter_bits = int.from_bytes(chain.w3.eth.get_storage_at(registry.address, counter_slot), "big") >> 48 << 48
+    value = filter_bits | ((1 << 48) - 1)
+    chain.rpc.request(
+        "anvil_setStorageAt", [registry.address, hex(counter_slot), "0x" + value.to_bytes(32, "big").hex()]
+    )
+    assert registry.latest_token() == (1 << 48) - 1
+
+    acquisition = op(ACQUIRE, name="t/past", ttl=60)
+    lone = lone_revert(chain, registry, alice.sender, acquisition)
+    assert isinstance(decode_revert(lone), RegistryOverflow) and decode_revert(lone).value == 1 << 48
+    renewal = on(RENEW, "t/renewed", lease.token, 600)
+    receipt = send_batch(chain, registry, alice.sender, [acquisition, renewal])
+    assert receipt["status"] == 1, "the batch went on"
+    refused, renewed = logs_of(registry, receipt)
+    assert (refused.kind, refused.index, refused.refusal) == (_events.Kind.REFUSED, 0, lone)
+    assert refused.resource_id == _names.resource_id("t/past")
+    assert renewed.kind is _events.Kind.RENEWED and renewed.token == lease.token
+    assert registry.latest_token() == (1 << 48) - 1 and registry.lease_of("t/past") is None
+
+
+def test_control_a_lone_call_made_by_a_contract_is_held_by_that_contract(chain, registry, alice):
+    """What the batch's delegatecall avoids, shown: a lone acquisition sent by a contract with a plain CALL (the
+    example AgentWallet's `execute`; a batch calling itself with `call` or `try this.acquire(...)` would do the
+    same) has the contract as `msg.sender`, so the contract holds the lease, not the account that signed the
+    transaction. In a batch the signer holds it (the differential test checks every operation)."""
+    wallet = AgentWallet(registry, alice.sender)
+    lease = wallet.acquire("ctl/through-a-call", ttl=60)
+    assert lease.holder.lower() == wallet.address.lower() != alice.sender.lower()
+    receipt = send_batch(chain, registry, alice.sender, [op(ACQUIRE, name="ctl/in-a-batch", ttl=60)])
+    (acquired,) = [entry for entry in logs_of(registry, receipt) if entry.kind is _events.Kind.ACQUIRED]
+    assert acquired.holder == alice.sender

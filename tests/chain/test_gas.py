@@ -165,6 +165,21 @@ def test_acquire_and_release_cost_no_more_than_before_markers_and_claims(figures
     assert figures[operation] <= allowed, f"{figures[operation]:,}"
 
 
+@pytest.mark.parametrize("operation", sorted(gas_report.BEFORE_ITEM_NAMES))
+def test_naming_an_item_apart_costs_only_its_log_bytes(figures, operation):
+    """Issue 25: an item is named in ItemNamed (workset and item, two strings) instead of a ResourceNamed of
+    workset/item. Only an item's first lease logs it: it may grow by the second string's offset, length and a
+    word of padding (768 gas of log data); every other item operation costs no more than before, but a claim's
+    share of issue 26's one reason ladder (REASON_LADDER_ALLOWANCE)."""
+    before = gas_report.BEFORE_ITEM_NAMES[operation]
+    if operation.startswith("claimNext"):
+        before += gas_report.REASON_LADDER_ALLOWANCE
+    if operation in gas_report.NAMES_ITEM:
+        assert 0 < figures[operation] - before <= gas_report.ITEM_NAME_ALLOWANCE, f"{operation}: {figures[operation]:,}"
+    else:
+        assert figures[operation] <= before, f"{operation}: {figures[operation]:,} (before: {before:,})"
+
+
 def test_an_exclusive_acquisition_costs_its_second_read_only(figures):
     """acquireExclusive checks the caller's own live lease before the shared path: one more (warm) read
     of the lease's slot and the name's hash, about 700 gas over acquire; acquire itself pays nothing for

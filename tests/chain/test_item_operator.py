@@ -98,8 +98,10 @@ def test_a_grant_of_an_item_nobody_claimed_names_it_once(chain, ops):
     assert granted.reason is AcquireReason.GRANTED and granted.previous_token == 0
     receipt = chain.w3.eth.get_transaction_receipt(granted.tx_hash)
     logged = [_events.decode(log) for log in receipt["logs"]]
-    named = [e for e in logged if e is not None and e.kind is _events.Kind.NAMED]
-    assert [(e.resource_id, e.name) for e in named] == [(granted.resource_id, f"{WORKSET}/fresh".encode())]
+    named = [e for e in logged if e is not None and e.kind in _events.NAMING_KINDS]
+    assert [(e.kind, e.resource_id, e.workset, e.item) for e in named] == [
+        (_events.Kind.ITEM_NAMED, granted.resource_id, WORKSET.encode(), b"fresh")
+    ]
 
 
 def test_a_done_item_cannot_be_granted_or_revoked_and_its_token_reads_completed(chain, ops):

@@ -545,3 +545,45 @@ def test_a_revoked_holder_is_refused_everywhere_it_writes(chain, registry, alice
             store.write(stuck, b"late")
     finally:
         guard.close()
+
+
+def _holders(count: int) -> list[str]:
+    """``count`` distinct addresses nobody has admitted yet."""
+    return ["0x" + f"{0xAD0000 + i:040x}" for i in range(count)]
+
+
+def test_admit_of_the_most_holders_admits_them_all(chain, registry, alice):
+    """Issue 25, finding 17: ``admit`` of the 512 holders it accepts admits them all (it ran out of the
+    5,000,000 gas every dev-chain transaction gets), in transactions that each stay under that
+    ceiling, and removes them all the same way."""
+    from chainfence._node.sending import DEV_GAS_LIMIT
+    from chainfence.namespaces import ADMISSION_CHUNK
+
+    prefix = alice.namespace_of()
+    alice.set_policy(prefix, admission_required=True)  # is_admitted reads the allowlist
+    holders = _holders(512)
+    first = chain.block_number() + 1
+    alice.admit(prefix, holders)
+    blocks = range(first, chain.block_number() + 1)
+    receipts = [chain.rpc.receipt(tx) for number in blocks for tx in chain.rpc.block(number)["transactions"]]
+    assert [r["status"] for r in receipts] == [1] * -(-512 // ADMISSION_CHUNK)
+    assert max(r["gasUsed"] for r in receipts) < 3_300_000 < DEV_GAS_LIMIT, "a full chunk fits the dev ceiling"
+    name = f"{prefix}/job"
+    assert all(alice.is_admitted(name, holder) for holder in holders)
+    alice.admit(prefix, holders, admitted=False)
+    assert not any(alice.is_admitted(name, holder) for holder in holders)
+
+
+def test_control_one_transaction_of_512_holders_runs_out_of_the_dev_ceiling(chain, registry, alice):
+    """Control: the 512 holders in one ``setAdmission`` with the ceiling the SDK gives a dev-chain
+    transaction (what ``admit`` sent before) is mined out of gas, and admits nobody."""
+    from chainfence._node.sending import DEV_GAS_LIMIT
+
+    prefix = alice.namespace_of()
+    alice.set_policy(prefix, admission_required=True)
+    holders = _holders(512)
+    data = registry._encode("setAdmission", [namespace_id(prefix), holders, True])
+    with pytest.raises(TransactionFailed) as failed:
+        chain.transact(alice.sender, registry.address, data, gas=DEV_GAS_LIMIT)
+    assert failed.value.receipt["gasUsed"] == DEV_GAS_LIMIT
+    assert not alice.is_admitted(f"{prefix}/job", holders[0])

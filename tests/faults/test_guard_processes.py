@@ -65,6 +65,28 @@ class Worker:
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             stream.close()
 
+    def reap(self) -> None:
+        """Killed if still running, waited for, its pipes closed: whatever the test's outcome."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.finish()
+
+
+@pytest.fixture
+def spawn():
+    """Starts workers (``spawn(registry, store, *args)``) and reaps every one at the test's end, passed or
+    failed: a failed test's workers must not run on into the next test (nor be collected there)."""
+    started: list[Worker] = []
+
+    def start(registry, store, *args: str) -> Worker:
+        worker = Worker(registry, store, *args)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.reap()
+
 
 def supersede(registry, old_lease):
     """The holder of `old_lease` releases; another agent acquires: a higher token is now current."""
@@ -73,17 +95,17 @@ def supersede(registry, old_lease):
 
 
 @pytest.mark.parametrize("naive", [False, True], ids=["guard", "naive-control"])
-def test_a_process_resuming_after_a_newer_token_was_recorded_cannot_lower_the_mark(on_anvil, tmp_path, naive):
+def test_a_process_resuming_after_a_newer_token_was_recorded_cannot_lower_the_mark(on_anvil, tmp_path, naive, spawn):
     store = tmp_path / "guard.sqlite"
     first = on_anvil.connect(on_anvil.chain.accounts[1]).acquire(RESOURCE, ttl=300)
     Guard(on_anvil, path=store).close()  # create the store once, bound to this registry
 
     flags = ["--pause-after-verify"] + (["--naive"] if naive else [])
-    slow = Worker(on_anvil, store, "once", str(first.token), *flags)
+    slow = spawn(on_anvil, store, "once", str(first.token), *flags)
     assert slow.read()["event"] == "verified"  # P1: the chain vouched for token 1; P1 now stalls
 
     second = supersede(on_anvil, first)
-    fast = Worker(on_anvil, store, "once", str(second.token))
+    fast = spawn(on_anvil, store, "once", str(second.token))
     assert fast.read() == {"event": "result", "accepted": True, "mark": second.token}
     fast.finish()
 
@@ -101,7 +123,7 @@ def test_a_process_resuming_after_a_newer_token_was_recorded_cannot_lower_the_ma
         assert final_mark == second.token
 
 
-def test_racing_processes_never_accept_a_token_below_one_already_accepted(on_anvil, tmp_path):
+def test_racing_processes_never_accept_a_token_below_one_already_accepted(on_anvil, tmp_path, spawn):
     """Three processes check the chain's current token (and an older one) while the chain issues new
     tokens. Checked: each process's accepted tokens never go down; once any process has accepted t, no
     check that starts later accepts anything below t; the final mark is the highest accepted token.
@@ -113,7 +135,7 @@ def test_racing_processes_never_accept_a_token_below_one_already_accepted(on_anv
     agent = on_anvil.connect(on_anvil.chain.accounts[1])
     first = agent.acquire(RESOURCE, ttl=300)
     Guard(on_anvil, path=store).close()
-    workers = [Worker(on_anvil, store, "race") for _ in range(3)]
+    workers = [spawn(on_anvil, store, "race") for _ in range(3)]
     for w in workers:
         assert w.read()["event"] == "ready"
     rounds = 25
@@ -152,13 +174,13 @@ def test_racing_processes_never_accept_a_token_below_one_already_accepted(on_anv
         assert guard.mark(RESOURCE) == max(token for _, token in accepted)
 
 
-def test_a_guard_killed_between_verify_and_record_leaves_the_store_intact(on_anvil, tmp_path):
+def test_a_guard_killed_between_verify_and_record_leaves_the_store_intact(on_anvil, tmp_path, spawn):
     """SIGKILL in the window between the chain check and the write: no mark is recorded, the store
     opens cleanly, and the token is accepted by the next guard if it is still current."""
     store = tmp_path / "guard.sqlite"
     lease = on_anvil.connect(on_anvil.chain.accounts[1]).acquire(RESOURCE, ttl=300)
     Guard(on_anvil, path=store).close()
-    victim = Worker(on_anvil, store, "once", str(lease.token), "--pause-after-verify")
+    victim = spawn(on_anvil, store, "once", str(lease.token), "--pause-after-verify")
     assert victim.read()["event"] == "verified"
     os.kill(victim.process.pid, signal.SIGKILL)
     victim.finish()
@@ -167,14 +189,14 @@ def test_a_guard_killed_between_verify_and_record_leaves_the_store_intact(on_anv
         assert guard.check(RESOURCE, lease.token) == lease.token
 
 
-def test_a_mark_recorded_by_a_process_killed_right_after_survives(on_anvil, tmp_path):
+def test_a_mark_recorded_by_a_process_killed_right_after_survives(on_anvil, tmp_path, spawn):
     """The mark is durable when check() returns: a SIGKILL afterwards does not lose it."""
     store = tmp_path / "guard.sqlite"
     agent = on_anvil.connect(on_anvil.chain.accounts[1])
     old = agent.acquire(RESOURCE, ttl=300)
     new = agent.acquire(RESOURCE, ttl=300)
     Guard(on_anvil, path=store).close()
-    victim = Worker(on_anvil, store, "once", str(new.token), "--hang")
+    victim = spawn(on_anvil, store, "once", str(new.token), "--hang")
     assert victim.read()["accepted"] is True
     os.kill(victim.process.pid, signal.SIGKILL)
     victim.finish()

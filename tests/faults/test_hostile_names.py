@@ -18,9 +18,10 @@ import pytest
 from eth_abi import encode as abi_encode
 
 from chainfence import Guard
-from chainfence._names import display
+from chainfence._names import display, item_id
 from chainfence._node import artifacts as _artifacts
-from chainfence.errors import InvalidResourceName
+from chainfence._node.rlp import keccak256 as keccak
+from chainfence.errors import InvalidResourceName, NotLive
 
 HOSTILE = [
     b"\xff\xfe",  # not UTF-8
@@ -109,3 +110,83 @@ def test_the_watchdog_lists_holders_of_hostile_names_escaped(chain, registry, al
     for entry in crashed:
         assert entry.resource is None or entry.resource.isprintable()
         assert entry.resource_display.isprintable() and "\x1b" not in entry.resource_display
+
+
+def _hostile_in(namespace: str) -> list[bytes]:
+    """The hostile names, each under ``namespace/`` (and cut to the contract's 128 bytes)."""
+    return [(namespace + "/").encode() + name[: 127 - len(namespace)] for name in HOSTILE]
+
+
+def _shown(registry, raw: bytes) -> str:
+    """What an operator reads of the resource named ``raw``: its ``resource_display`` in history."""
+    return next(event.resource_display for event in registry.history() if event.resource_id == keccak(raw))
+
+
+def test_the_admin_revokes_and_grants_every_hostile_name_the_registry_holds(chain, registry, alice, bob):
+    """Issue 25, finding 16: ``revoke`` could not end a lease on a name with bidi controls or bytes that
+    are not UTF-8 (it took only a str the SDK would publish). The admin now passes back exactly what the
+    audit showed (``undisplay``), or the bytes, or the str as it is, and reaches every name the registry
+    holds; ``grant`` takes them too, and ``acquire`` still refuses them."""
+    from chainfence._names import undisplay
+
+    namespace = alice.namespace_of()
+    names = _hostile_in(namespace)
+    tokens = {}
+    for raw in names:
+        publish(registry, bob.sender, raw)
+        tokens[raw] = registry.latest_token()
+    for raw in names:
+        target = undisplay(_shown(registry, raw))
+        assert target == raw, "what the operator read names the resource exactly"
+        assert alice.revoke(target) == tokens[raw]
+        with pytest.raises(NotLive):
+            alice.revoke(target)
+    bidi = (namespace + "/reports/\u202eyliad").encode()
+    publish(registry, bob.sender, bidi)
+    assert alice.revoke(bidi.decode()) == registry.latest_token(), "a str with a bidi control, as it is"
+
+    granted = alice.grant(names[0], carol := chain.accounts[3], 60)
+    assert granted.holder == carol and granted.reason.name == "GRANTED" and granted.previous_token == tokens[names[0]]
+    assert granted.resource_id == keccak(names[0]) and granted.resource == display(names[0])
+    alice.grant(bidi, alice.sender, 60).release()  # a lease on a hostile name ends as any other
+
+    latest, head = registry.latest_token(), chain.block_number()
+    never = (namespace + "/never\u202e").encode()
+    with pytest.raises(InvalidResourceName, match="never held"):
+        alice.grant(never, alice.sender, 60)
+    with pytest.raises(InvalidResourceName):
+        alice.acquire(bidi.decode(), ttl=60)
+    assert (registry.latest_token(), chain.block_number()) == (latest, head), "nothing was sent"
+
+
+def test_the_admin_revokes_and_grants_a_hostile_work_item(chain, registry, alice, bob):
+    """The same for a claimed item whose workset and item are hostile: ``revoke_item`` and ``grant_item``
+    take their bytes, and the CLI's escaped ``workset»item`` undisplays to them."""
+    from chainfence._names import undisplay
+
+    namespace = alice.namespace_of()
+    workset, item = (namespace + "/\u202eset").encode(), b"\x1b[2J\xff"
+    selector, _ = _artifacts.functions("FencingRegistry")["claimNext"]
+    claim = selector + abi_encode(["bytes", "bytes[]", "uint256"], [workset, [item], 60])
+    registry.chain.transact(bob.sender, registry.address, claim)
+    claimed = registry.latest_token()
+    shown = next(event.resource_display for event in registry.history() if event.token == claimed)
+    assert undisplay(shown) == (workset, item)
+    assert alice.revoke_item(*undisplay(shown)) == claimed
+    lease = alice.grant_item(workset, item, alice.sender, 60)
+    assert lease.token > claimed and lease.resource_id == item_id(workset, item)
+    lease.complete(b"done")
+
+
+def test_control_the_name_as_shown_is_another_resource_and_the_sdk_took_only_a_str(registry, alice, bob):
+    """Control (the unfixed paths): the escaped text an operator read, passed back as a name, reaches
+    another resource (``NotLive``), and the lease stays live; a name that is not UTF-8 has no str."""
+    raw = _hostile_in(alice.namespace_of())[0]  # namespace/ + b"\xff\xfe"
+    publish(registry, bob.sender, raw)
+    with pytest.raises(NotLive):
+        alice.revoke(_shown(registry, raw))
+    with pytest.raises(UnicodeDecodeError):
+        raw.decode("utf-8")
+    assert bob.last_lease(_shown(registry, raw)) is None, "the shown text names a resource never held"
+    history = [event for event in registry.history() if event.resource_id == keccak(raw)]
+    assert [event.kind.value for event in history] == ["acquired"], "the hostile lease was not revoked"

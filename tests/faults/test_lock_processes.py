@@ -370,6 +370,40 @@ def test_lock_killed_the_moment_its_command_starts(node, direct, tmp_path, naive
             stop(found[0])
 
 
+@pytest.mark.parametrize("kept", [False, True], ids=["lock", "control-handlers-kept"])
+def test_the_sentinel_s_sigterm_between_the_command_s_fork_and_exec_is_not_caught_by_lock_s_handlers(
+    node, direct, tmp_path, kept
+):
+    """The interleaving behind the loaded run's failure of the test above, held open: `lock` is SIGKILLed
+    in its command's preexec_fn, the command closes its descriptors (as close_fds does just before the
+    exec) so the sentinel reads EOF and sends its SIGTERM, and the command waits for that SIGTERM before
+    it execs. Until the exec the command is a copy of `lock`, whose handlers only record a signal: the
+    command must meet the SIGTERM with its default action (it dies, never having run). Control: main's
+    preexec_fn, which kept `lock`'s handlers: the SIGTERM is caught and lost, the command execs and runs
+    on, and nothing stops it until the sentinel's SIGKILL --grace later (never, on this frozen clock)."""
+    chain, registry = direct
+    resource = f"lock-proc/term-before-exec-{kept}"
+    runner = ("--sigkill-in-preexec", "--then-await-sigterm") + (("--announce-keeping-handlers",) if kept else ())
+    lock = Lock(node, registry, tmp_path, resource, runner_args=runner)
+    assert lock.wait() == -signal.SIGKILL
+    lease = registry.last_lease(resource)
+    try:
+        wait_until(lambda: "its sentinel stops the command (session" in lock.stderr, "the sentinel took over")
+        sid = int(lock.stderr.split("(session ", 1)[1].split(")", 1)[0])
+        wait_until(lambda: not session_members(sid) or log(tmp_path), "the session ends, or its command runs")
+        if kept:
+            wait_until(lambda: first_writer(tmp_path), "the command, exec'd after the SIGTERM, writes")
+            assert session_members(sid), "a process of the command's session runs on after the sentinel's SIGTERM"
+            return
+        assert not session_members(sid)
+        assert log(tmp_path) == [] and not list(tmp_path.glob("writer-*.pid")), "the command never ran"
+        assert lease.live and lease.token == registry.last_lease(resource).token, "stopped while live on-chain"
+    finally:
+        found = first_writer(tmp_path, besides=None)
+        if found is not None:
+            stop(found[0])
+
+
 @pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])
 def test_lock_killed_while_it_stops_a_stubborn_leftover(node, direct, tmp_path, naive):
     """The command's shell exits and leaves a writer behind that ignores SIGTERM. `lock` stops it before it

@@ -24,6 +24,7 @@ from mcp import Client
 from chainfence import Chain, cli
 from chainfence._node import lean_http as _lean_http
 from chainfence._node import transports as _transports
+from chainfence._node.rlp import keccak256 as keccak
 from chainfence.aio import AsyncChain
 from chainfence.errors import InvalidInput, InvalidUrl
 from chainfence.mcp_server import build_server
@@ -236,3 +237,113 @@ def test_mcp_answers_every_hostile_input_with_a_typed_tool_error_and_keeps_servi
         assert is_error and answer["error"] == expected, (tool, arguments, answer)
     assert answers[-1][0] is False, "the server still answers"
     assert registry.latest_token() == latest, "nothing was sent"
+
+
+#: Names anyone can put on-chain with a transaction of their own (valid UTF-8, so JSON can carry them).
+HOSTILE_HELD = ["nul\x00here", "\x1b[2J\x1b[31mOWNED", "reports/\u202eyliad"]
+
+
+def _tool_schemas(server) -> dict:
+    async def main():
+        async with Client(server) as client:
+            return {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+
+    return anyio.run(main)
+
+
+def _resource_description(schema: dict, field: str) -> str:
+    prop = schema["properties"][field]
+    if prop.get("type") == "array":
+        prop = prop["items"]
+    return prop.get("description", "")
+
+
+def test_mcp_reads_hostile_names_the_registry_holds_as_its_schema_says(registry, alice, bob):
+    """Issue 25, finding 19: the read tools took names with NUL, ESC or bidi characters against a schema
+    that said "printable UTF-8". Their schema now says what they do: any name the registry holds is read
+    exactly as given, and the answer shows it escaped; acquire's says printable, and refuses the rest."""
+    from chainfence._names import display
+    from tests.faults.test_hostile_names import publish
+
+    tokens = {}
+    for name in HOSTILE_HELD:
+        publish(registry, bob.sender, name.encode())
+        tokens[name] = registry.latest_token()
+    server = build_server(alice)
+    schemas = _tool_schemas(server)
+    for tool, field in (("status", "resources"), ("verify", "resource"), ("history", "resource")):
+        said = _resource_description(schemas[tool], field)
+        assert "printable UTF-8" not in said and "bidi" in said and "read exactly as given" in said, (tool, said)
+    assert "printable UTF-8" in _resource_description(schemas["acquire"], "resource")
+
+    latest = registry.latest_token()
+    calls = [("status", {"resources": HOSTILE_HELD})]
+    calls += [("verify", {"resource": name, "token": tokens[name]}) for name in HOSTILE_HELD]
+    calls += [("history", {"resource": name}) for name in HOSTILE_HELD]
+    calls += [("acquire", {"resource": name, "ttl": 5}) for name in HOSTILE_HELD]
+    answers = _call_all(server, calls)
+    status, verifies = answers[0], answers[1:4]
+    histories, acquires = answers[4:7], answers[7:10]
+    assert status[0] is False
+    for name, state in zip(HOSTILE_HELD, status[1]["resources"], strict=True):
+        assert state["resource"] == name and state["resource_display"] == display(name.encode())
+        assert state["status"] == "live" and state["holder"] == bob.sender and state["token"] == tokens[name]
+        assert state["resource_display"].isprintable()
+    for name, (is_error, answer) in zip(HOSTILE_HELD, verifies, strict=True):
+        assert not is_error and answer["current"] and answer["holder"] == bob.sender, answer
+        assert answer["resource_display"] == display(name.encode())
+    for name, (is_error, answer) in zip(HOSTILE_HELD, histories, strict=True):
+        assert not is_error and answer["total"] == 1 and answer["events"][0]["token"] == tokens[name], answer
+        assert answer["resource_display"] == display(name.encode())
+    for is_error, answer in acquires:
+        assert is_error and answer["error"] == "InvalidResourceName", answer
+    assert registry.latest_token() == latest, "nothing was sent"
+
+
+def test_control_the_escaped_form_of_a_hostile_name_is_another_resource(registry, alice, bob):
+    """Control: what a reader sees of a hostile name (its escaped display) is not its name: read as a
+    name, it is an unheld resource. Reading the raw name is the only way to reach the lease."""
+    from chainfence._names import display
+    from tests.faults.test_hostile_names import publish
+
+    name = "reports/\u202eyliad"
+    publish(registry, bob.sender, name.encode())
+    answers = _call_all(build_server(alice), [("status", {"resources": [display(name.encode()), name]})])
+    escaped, raw = answers[0][1]["resources"]
+    assert escaped["status"] == "unheld" and escaped["token"] == 0
+    assert raw["status"] == "live" and raw["holder"] == bob.sender
+
+
+def test_the_cli_revokes_and_grants_a_hostile_name_by_what_it_showed(anvil_node, on_anvil, monkeypatch):
+    """Issue 25, finding 16, at the CLI: ``revoke --escaped`` and ``grant --escaped`` take a name as
+    chainfence displayed it (bidi controls, bytes that are not UTF-8) and reach that very resource; a
+    text that is not a display is exit 2 with nothing sent. Control: the same text without ``--escaped``
+    is another name, never held (exit 4, ``NotLive``)."""
+    from tests.faults.test_hostile_names import publish
+
+    chain = on_anvil.chain
+    admin, stranger = chain.accounts[1], chain.accounts[2]
+    monkeypatch.setenv("CHAINFENCE_PRIVATE_KEY", dev_keys(10)[1])
+    node = ["--rpc-url", anvil_node.url, "--registry", on_anvil.address, "--json"]
+    namespace = on_anvil.namespace_of(admin)
+    names = [(namespace + "/").encode() + b"\xff\xfe", (namespace + "/reports/\u202eyliad").encode()]
+    for raw in names:
+        publish(on_anvil, stranger, raw)
+    shown = {event.resource_id: event.resource_display for event in on_anvil.history()}
+    for raw in names:
+        text = shown[keccak(raw)]
+        code, out, err = _cli("revoke", text, *node)
+        assert code == cli.EXIT_NOT_CURRENT and json.loads(out)["error"] == "NotLive", "control: another name"
+        code, out, err = _cli("revoke", text, "--escaped", *node)
+        assert code == cli.EXIT_OK, err
+        assert json.loads(out)["resource"] == text and json.loads(out)["revoked_token"] > 0
+        code, out, err = _cli("grant", text, admin, "--ttl", "60", "--escaped", *node)
+        assert code == cli.EXIT_OK, err
+        assert json.loads(out)["reason"] == "granted" and json.loads(out)["holder"] == admin
+    latest, head = on_anvil.latest_token(), chain.block_number()
+    for bad in [namespace + "/\\q", namespace + "/\u202e", namespace + "/\\x41", "a\u00bbb\u00bbc"]:
+        code, out, err = _cli("revoke", bad, "--escaped", *node)
+        assert code == cli.EXIT_USAGE and json.loads(out)["error"] == "InvalidResourceName", (bad, err)
+    code, out, err = _cli("grant", namespace + "/never\\u202e", admin, "--ttl", "60", "--escaped", *node)
+    assert code == cli.EXIT_USAGE and "never held" in json.loads(out)["message"], err
+    assert (on_anvil.latest_token(), chain.block_number()) == (latest, head), "nothing was sent"

@@ -1,7 +1,8 @@
 """`chainfence lock` as a process of its own, with the clock the test moves: for tests that signal it.
 
     python lock_runner.py [--clock FILE] [--naive] [--sigterm-in-popen [DIR]] [--sigterm-in-keep]
-                          [--sigkill-in-preexec] [--break-renewals] [--dump FILE] -- lock NAME ... -- CMD
+                          [--sigkill-in-preexec [--then-await-sigterm]] [--announce-keeping-handlers]
+                          [--break-renewals] [--dump FILE] -- lock NAME ... -- CMD
 
 ``--clock FILE``: `lock`'s keep-alive and its sentinel count on the number in FILE (seconds; the test
 rewrites it), so a renewal falls due, or a safe deadline passes, when the test says and not before.
@@ -11,7 +12,11 @@ the moment the naive version deadlocks at; with DIR, once the command has starte
 DIR/writer-*.pid (tests/support/lock_writer.py: its handlers are set), before Popen returns.
 ``--sigterm-in-keep``: `lock` sends itself SIGTERM once it holds the lease, before the command starts.
 ``--sigkill-in-preexec``: the command, forked but not yet exec'd (after `lock`'s own preexec_fn, if any),
-SIGKILLs `lock`: `lock` dies the moment its command starts. ``--break-renewals``: every renewal
+SIGKILLs `lock`: `lock` dies the moment its command starts; with ``--then-await-sigterm`` it then closes
+its descriptors (as ``close_fds`` does next: the sentinel reads EOF) and waits before its exec for the
+sentinel's SIGTERM (:func:`await_sigterm`). ``--announce-keeping-handlers``: the command's preexec_fn is
+main's before the fix (it tells the sentinel its session but keeps `lock`'s signal handlers until the
+exec), for the control. ``--break-renewals``: every renewal
 fails as if the node did not answer. ``--dump FILE``: SIGUSR2 writes every thread's stack to FILE
 (faulthandler, which runs even while the main thread is stuck), so a test can see where it is stuck;
 FILE.ready appears once it does, FILE.sigterm just before the SIGTERM of ``--sigterm-in-popen``.
@@ -26,6 +31,28 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+
+def await_sigterm() -> None:
+    """In the command, forked and not yet exec'd: close every descriptor past stderr, as Popen's close_fds is
+    about to (the sentinel's pipe with them: `lock` is dead, so the sentinel reads EOF now and stops the
+    session), then wait for the sentinel's SIGTERM. Under the default action it ends this process here;
+    a handler inherited from `lock` catches it (recorded, then passed on) and the command goes on to exec."""
+    came: list[int] = []
+    inherited = signal.getsignal(signal.SIGTERM)
+    if inherited == signal.SIG_IGN:
+        return
+    if callable(inherited):  # before the descriptors close: the SIGTERM may come the moment they do
+
+        def caught(signum, frame):
+            came.append(signum)
+            inherited(signum, frame)
+
+        signal.signal(signal.SIGTERM, caught)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    deadline = time.monotonic() + 60  # a safety net: the sentinel signals at once on EOF
+    while not came and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 class FileClock:
@@ -77,8 +104,16 @@ def main(argv: list[str]) -> int:
             return child
 
         subprocess.Popen = popen  # type: ignore[misc]
+    if "--announce-keeping-handlers" in options:  # the control: main's announce, before the fix
+        from chainfence.cli.lock import Sentinel
+
+        def announce_only(self):
+            os.write(self.fd, b"s %d\n" % os.getpid())
+
+        Sentinel.announce = announce_only  # type: ignore[method-assign]
     if "--sigkill-in-preexec" in options:  # the command, forked, not yet exec'd, kills `lock` (SIGKILL)
         real_popen = subprocess.Popen
+        gate = "--then-await-sigterm" in options
 
         def popen_killing(*args, **kwargs):
             before = kwargs.get("preexec_fn")
@@ -87,6 +122,8 @@ def main(argv: list[str]) -> int:
                 if before is not None:
                     before()
                 os.kill(os.getppid(), signal.SIGKILL)
+                if gate:
+                    await_sigterm()
 
             return real_popen(*args, **{**kwargs, "preexec_fn": preexec})
 

@@ -13,6 +13,12 @@ answered element by element, each through its method's handler, so a lie
 holds inside a batch too (the SDK batches ``eth_call`` with the pending
 block). ``down``: every connection is closed without an answer. ``log``
 records each method asked, in order; ``count(method)`` counts them.
+
+:class:`LyingTransport` tells the same lies in process, to the embedded chain (which no proxy reaches):
+the same ``on``, ``honest`` and ``count``, and ``chain``, a :class:`~chainfence.Chain` that reads through it.
+The embedded chain answers numbers as ints where a node sends hex: a handler that reads them takes both.
+A handler may also return a reply no honest node sends (tests/support/hostile_replies.py: nested too
+deep, too large, trickled, or none at all): it is written as it is, for a request on its own.
 """
 
 from __future__ import annotations
@@ -23,6 +29,11 @@ import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from chainfence import Chain
+from chainfence._node.rpc import Rpc
+from chainfence._node.transports import ErrorReply, Transport
+from tests.support.hostile_replies import Raw, write_http
 
 
 class NodeError(Exception):
@@ -67,6 +78,11 @@ class LyingProxy:
                     reply = [proxy._answer(element) for element in request]
                 else:
                     reply = proxy._answer(request)
+                    if isinstance(reply, Raw):
+                        self.close_connection = True
+                        self.wfile.flush()
+                        write_http(reply, self.connection, request.get("id"))
+                        return
                 data = json.dumps(reply).encode()
                 try:
                     self.send_response(200)
@@ -112,7 +128,7 @@ class LyingProxy:
             raise NodeError(reply["error"])
         return reply.get("result")
 
-    def _answer(self, request: dict) -> dict:
+    def _answer(self, request: dict) -> Any:
         method = request.get("method", "")
         params = request.get("params", [])
         with self._lock:
@@ -127,6 +143,8 @@ class LyingProxy:
             return {"jsonrpc": "2.0", "id": request.get("id"), "error": exc.error}
         except Refuse as exc:
             return {"jsonrpc": "2.0", "id": request.get("id"), "error": {"code": exc.code, "message": exc.message}}
+        if isinstance(result, Raw):
+            return result
         return {"jsonrpc": "2.0", "id": request.get("id"), "result": result}
 
     def __enter__(self) -> LyingProxy:
@@ -136,3 +154,50 @@ class LyingProxy:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class LyingTransport(Transport):
+    """:class:`LyingProxy`'s lies over the embedded chain's own transport (``embedded``: a registry's
+    chain on the in-process chain); ``chain`` reads through the lies, the original chain does not."""
+
+    embedded = True
+    batches = False  # eth-tester takes no batches
+
+    def __init__(self, embedded: Chain):
+        self.inner = embedded.rpc.transport
+        self.tester = self.inner.tester
+        self.w3 = self.inner.w3
+        self.url = "embedded"
+        self.handlers: dict[str, Handler] = {}
+        self.log: list[str] = []
+        self._lock = threading.Lock()
+        self.chain = Chain(Rpc(self), [], dev="eth-tester", receipt_timeout=5.0, poll_latency=0.01)
+
+    def on(self, method: str, handler: Handler) -> None:
+        with self._lock:
+            self.handlers[method] = handler
+
+    def honest(self) -> None:
+        with self._lock:
+            self.handlers.clear()
+
+    def count(self, method: str) -> int:
+        with self._lock:
+            return sum(1 for m in self.log if m == method)
+
+    def node(self, method: str, params: list) -> Any:
+        return self.inner.request(method, list(params))
+
+    def request(self, method: str, params) -> Any:
+        with self._lock:
+            self.log.append(method)
+            handler = self.handlers.get(method)
+        if handler is None:
+            return self.node(method, params)
+        try:
+            return handler(list(params), lambda p=None, method=method: self.node(method, params if p is None else p))
+        except Refuse as exc:
+            raise ErrorReply(method, {"error": {"code": exc.code, "message": exc.message}}) from None
+
+    def in_process(self, name: str, *args: Any) -> Any:
+        return self.inner.in_process(name, *args)

@@ -36,6 +36,8 @@ Standing behaviours, set as attributes:
 - ``client_version = "Geth/..."``: what ``web3_clientVersion`` answers, alone or in a batch (a
   node that is not a dev chain, as far as the SDK can tell);
 - ``no_pending = True``: ``eth_getBlockByNumber("pending")`` is refused;
+- ``no_debug = True``: every ``debug_*`` method is refused as unknown (a node without the debug
+  namespace: most hosted providers);
 - ``stall()`` / ``resume()``: a stalled node. From ``stall()`` on, every
   request is read and held, neither forwarded nor answered, until
   ``resume()``; then the held requests go to the node and are answered (to
@@ -177,6 +179,7 @@ class RpcProxy:
         self.max_log_range: int | None = None
         self.client_version: str | None = None
         self.no_pending = False
+        self.no_debug = False
         self.stalled = False
         self.held = 0
         self.holding = 0
@@ -289,6 +292,8 @@ class RpcProxy:
             return result(self.client_version)
         if method == "eth_getBlockByNumber" and self.no_pending and params and params[0] == "pending":
             return error(-32601, "pending block is not available")
+        if self.no_debug and method.startswith("debug_"):
+            return error(-32601, f"the method {method} does not exist/is not available")
         if method == "eth_getLogs" and self.max_log_range is not None and params:
             span = self._span(params[0])
             if span > self.max_log_range:

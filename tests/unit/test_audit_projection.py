@@ -107,7 +107,7 @@ def test_a_revoke_followed_later_by_a_grant_stays_revoked(conn):
 
 
 def test_a_completion_ends_a_claimed_item_only(conn):
-    """A plain lease's completion is counted and ends nothing; a claimed item's (named ``workset/item``
+    """A plain lease's completion is counted and ends nothing; a claimed item's (named by an ``ItemNamed``
     under the item's id) ends its lease ``completed``."""
     events = Events(conn)
     events.acquire(1, ALICE, time=100, expires_at=1_000)
@@ -116,7 +116,7 @@ def test_a_completion_ends_a_claimed_item_only(conn):
     assert (plain["ended"], plain["completions"], plain["last_digest"]) == (None, 1, b"\3" * 32)
 
     item = _names.item_id("batch", "a")
-    events(Kind.NAMED, 0, time=120, resource_id=item, name=b"batch/a")
+    events(Kind.ITEM_NAMED, 0, time=120, resource_id=item, workset=b"batch", item=b"a")
     events.acquire(2, BOB, time=120, expires_at=1_000, resource_id=item, same_tx=True)
     events(Kind.COMPLETED, 2, time=130, holder=BOB, resource_id=item, result_digest=b"\4" * 32)
     claimed = lease(conn, 2)
@@ -199,6 +199,24 @@ def test_a_prefix_is_an_indexed_range_of_names(prefix, clause, params):
 def test_a_prefix_of_0xff_bytes_has_no_upper_bound():
     assert _projection._successor(b"\xff\xff") is None
     assert _projection._successor(b"a\xff") == b"b"
+
+
+def test_only_a_name_that_hashes_to_its_id_is_kept(conn):
+    """A ResourceNamed keeps its name only when it hashes to its id; an ItemNamed its workset and item only
+    when their abi.encode does (kept as workset/item, claimed). The contract never names an item in a
+    ResourceNamed, so one that reads ``workset/item`` under an item's id (what the registry logged before
+    issue 25) is not believed: it names no item."""
+    events = Events(conn)
+    item = _names.item_id("batch", "a")
+    events(Kind.NAMED, 0, time=100, resource_id=item, name=b"batch/a")
+    events(Kind.ITEM_NAMED, 0, time=100, resource_id=RESOURCE, workset=b"ops", item=b"db")
+    assert conn.execute("SELECT count(*) FROM resources").fetchone() == (0,)
+    events(Kind.ITEM_NAMED, 0, time=100, resource_id=item, workset=b"batch", item=b"a")
+    events(Kind.NAMED, 0, time=100, name=NAME)
+    assert sorted(conn.execute("SELECT resource_id, name, claimed FROM resources")) == sorted(
+        [(item, b"batch/a", 1), (RESOURCE, NAME, 0)]
+    )
+    assert _projection.label_of(item, b"batch/a") == ("batch»a", "batch»a")
 
 
 def test_what_a_prefix_shows():

@@ -13,6 +13,8 @@ import copy
 import json
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pytest
@@ -318,7 +320,9 @@ def _chain_of_blocks(count: int, *, start_time: int = 1_000, salt: bytes = b"") 
 
 
 class FakeProvider:
-    """A provider serving ``blocks`` with its head at ``head``; ``down`` drops everything."""
+    """A provider serving ``blocks`` with its head at ``head``; ``down`` drops everything. ``after``: an
+    event it waits for before each answer (a slower provider; one never set: a silent one);
+    ``answered`` is set once it has answered (or failed) a request."""
 
     def __init__(self, name: str, blocks: list[dict], *, head: int | None = None):
         self.name = name
@@ -328,10 +332,20 @@ class FakeProvider:
         self.down = False
         self.proofs: dict | None = None
         self.calls: list[tuple[str, list]] = []
+        self.after: threading.Event | None = None
+        self.answered = threading.Event()
 
     def request(self, method, params):
         self.requests += 1
         self.calls.append((method, params))
+        if self.after is not None:
+            self.after.wait(60)
+        try:
+            return self._answer(method, params)
+        finally:
+            self.answered.set()
+
+    def _answer(self, method, params):
         if self.down:
             raise ProviderUnavailable(provider=self.name, detail="down")
         if method == "eth_getBlockByNumber":
@@ -356,9 +370,11 @@ def test_k_of_n_agree_and_dissent_is_kept():
     honest = _chain_of_blocks(10)
     forged = _chain_of_blocks(10, salt=b"fork")
     a, b, c = FakeProvider("a", honest), FakeProvider("b", honest), FakeProvider("c", forged)
+    a.after = b.after = c.answered  # the dissent comes first (its answer is then kept, unless k agreed
+    # in the instant between its answer and its future's completion: then it was not waited for)
     header = _quorum([a, b, c], k=2).current()
     assert (header.number, header.hash_hex) == (9, honest[9]["hash"])
-    assert header.vouched_by == ("a", "b") and header.dissent == {"c": forged[9]["hash"]}
+    assert header.vouched_by == ("a", "b") and header.dissent["c"] in (forged[9]["hash"], _headers.NOT_WAITED_FOR)
     # A cold check with confirmations 0 asks each provider once: the heads are the header.
     assert (a.requests, b.requests, c.requests) == (1, 1, 1)
 
@@ -393,8 +409,11 @@ def test_an_invalid_header_does_not_vote():
     honest = _chain_of_blocks(10)
     liar = FakeProvider("c", copy.deepcopy(honest))
     liar.blocks[9]["stateRoot"] = "0x" + "ee" * 32  # a forged state root under the honest hash
-    header = _quorum([FakeProvider("a", honest), FakeProvider("b", honest), liar], k=2).current()
-    assert "invalid header" in header.dissent["c"]
+    a, b = FakeProvider("a", honest), FakeProvider("b", honest)
+    a.after = b.after = liar.answered
+    header = _quorum([a, b, liar], k=2).current()
+    assert header.vouched_by == ("a", "b")
+    assert "invalid header" in header.dissent["c"] or header.dissent["c"] == _headers.NOT_WAITED_FOR
     with pytest.raises(HeaderInvalid):
         _headers._verify(liar.blocks[9], "c", 9)
     with pytest.raises(HeaderInvalid):  # alone, a trusted endpoint's forged header is refused too
@@ -409,7 +428,58 @@ def test_providers_down_below_k_are_unavailable_and_named():
         _quorum([a, b, c], k=2).current()
     assert set(caught.value.sources) == {"b", "c"} and caught.value.needed == 2
     c.down = False
-    assert _quorum([a, b, c], k=2).current().dissent == {"b": "down (down)"}
+    b.answered = threading.Event()
+    a.after = c.after = b.answered
+    assert _quorum([a, b, c], k=2).current().dissent["b"] in ("down (down)", _headers.NOT_WAITED_FOR)
+
+
+def test_a_silent_provider_is_not_waited_for_once_k_agree():
+    honest = _chain_of_blocks(10)
+    a, b, silent = FakeProvider("a", honest), FakeProvider("b", honest), FakeProvider("c", honest)
+    silent.after = threading.Event()  # never set while the checks run: it never answers
+    source = _quorum([a, b, silent], k=2)
+    try:
+        for check in range(1, 4):  # cold, then warm
+            header = source.current()
+            assert header.vouched_by == ("a", "b") and header.dissent == {"c": _headers.NOT_WAITED_FOR}
+            assert silent.requests <= check, "asked once a check at most: a cold check asks for the head only"
+        assert (a.requests, b.requests) == (3, 3)
+    finally:
+        silent.after.set()
+        source.close()
+
+
+def test_control_gathering_every_head_as_the_source_did_waits_for_the_silent_one():
+    honest = _chain_of_blocks(10)
+    providers = [FakeProvider("a", honest), FakeProvider("b", honest), FakeProvider("c", honest)]
+    providers[2].after = threading.Event()
+    with ThreadPoolExecutor(3) as pool:
+        heads = pool.map(lambda p: p.request("eth_getBlockByNumber", ["latest", False]), providers)
+        gathered = pool.submit(list, heads)
+        assert wait([gathered], timeout=1).not_done, "two heads agree, yet the gather still waits"
+        providers[2].after.set()
+        assert len(gathered.result(timeout=30)) == 3
+
+
+def test_with_k_a_minority_the_heads_still_out_are_waited_for_when_they_could_choose_a_newer_block():
+    """k = 2 of 4: two lagging heads agreeing first settle nothing, the other two could be k above them."""
+    honest = _chain_of_blocks(30)
+    a, b = FakeProvider("a", honest, head=10), FakeProvider("b", honest, head=10)
+    c, d = FakeProvider("c", honest, head=29), FakeProvider("d", honest, head=29)
+    c.after = d.after = b.answered
+    header = _quorum([a, b, c, d], k=2, max_age=10_000, clock=lambda: 1_029).current()
+    assert header.number == 29 and set(header.vouched_by) == {"c", "d"}
+
+
+def test_a_lagging_head_answering_first_does_not_choose_the_block():
+    """The liar serves the past and answers first; one honest head is no quorum with it: the other
+    honest head is waited for, and the block is the one the two honest heads agree on."""
+    honest = _chain_of_blocks(10)
+    liar, a, b = FakeProvider("l", honest, head=5), FakeProvider("a", honest), FakeProvider("b", honest)
+    a.after = liar.answered
+    b.after = a.answered
+    header = _quorum([liar, a, b], k=2, max_age=10_000).current()
+    assert header.number == 9 and header.vouched_by == ("a", "b")
 
 
 def test_the_chosen_block_is_the_kth_highest_head_less_confirmations():
@@ -427,7 +497,9 @@ def test_a_withheld_head_is_stale_by_the_clock():
     a, b, c = FakeProvider("a", honest, head=29), FakeProvider("b", honest, head=10), FakeProvider("c", honest, head=10)
     with pytest.raises(HeaderStale) as caught:
         _quorum([a, b, c], k=2, max_age=15, clock=lambda: 1_029).current()
-    assert caught.value.block == 10 and caught.value.age == 19 and "block 29" in caught.value.heads["a"]
+    assert caught.value.block == 10 and caught.value.age == 19
+    # The honest head, if it came before the two lagging ones settled the block (it could not change it).
+    assert "block 29" in caught.value.heads["a"] or caught.value.heads["a"] == _headers.NOT_WAITED_FOR
     assert _quorum([a, b, c], k=2, max_age=20, clock=lambda: 1_029).current().number == 10
 
 
@@ -480,6 +552,20 @@ def test_one_verified_header_per_number_serves_every_check():
     assert source.current() is first  # heads asked again (2 requests), the header not
     assert a.requests + b.requests == asked + 2
     assert source.at(7) is first
+
+
+def test_a_claimed_block_hash_that_is_no_hash_is_not_vouched_for_typed():
+    """What a provider's log or receipt claims a block's hash is may be anything: a hash that is not 32
+    bytes of hex is BlockNotVouched (typed, naming the block), never the untyped ValueError of bytes.fromhex;
+    control: the block's real hash, in either spelling, is vouched for."""
+    honest = _chain_of_blocks(10)
+    source = _quorum([FakeProvider("a", honest, head=9), FakeProvider("b", honest, head=9)], k=2, confirmations=2)
+    real = source.at(5)
+    for claimed in ("0xzz" + "00" * 31, "0x1234", "0x" + "00" * 33, "", 5, b"\x00" * 31, None):
+        with pytest.raises(BlockNotVouched, match="not 32 bytes of hex") as refused:
+            source.vouch(5, claimed)  # type: ignore[arg-type]
+        assert refused.value.block == 5
+    assert source.vouch(5, real.hash_hex) is real and source.vouch(5, real.hash) is real
 
 
 def test_constructor_refuses_nonsense():

@@ -27,7 +27,10 @@ through :func:`check_steps`, before its cursor passes a block:
     hold that the query asked for (the bloom's positive was a false one, or
     another contract's event of the same signature); otherwise, or when
     receipts cannot be had or do not hash to the root, it stays in doubt and
-    the reader does not pass it.
+    the reader does not pass it. Of the receipts, only what the root commits
+    to is believed (:func:`registry_logs`): a log's place is derived from
+    their order, never read, and a registry event in them that does not read
+    keeps the block in doubt, never passes it without that event.
 
 :func:`check_steps` runs both over a page of blocks and says how far the
 answer is complete: the reader moves its cursor to :attr:`Checked.end` and
@@ -393,10 +396,10 @@ def receipts_steps(header: Any, *, given: list[Any] | None = None) -> Steps[list
             if receipt is None:
                 raise ChainError(f"the node has no receipt for transaction 0x{_bytes(tx_hash).hex()}")
             found.append(receipt)
-    ordered: list[Any] = sorted(found, key=lambda receipt: _int(receipt.get("transactionIndex", 0)))
     try:
+        ordered: list[Any] = sorted(found, key=lambda receipt: _int(receipt.get("transactionIndex", 0)))
         root = receipts_root(ordered)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ChainError(f"block {_int(header['number'])}: a receipt does not encode: {exc}") from None
     if root != _bytes(header["receiptsRoot"]):
         raise ChainError(
@@ -421,34 +424,63 @@ def registry_logs(
     holder: str | None = None,
 ) -> list[_events.RegistryLog]:
     """The registry's events in the receipts of the block ``header`` that a query (as :func:`doubt` takes
-    it) asks for, decoded as ``eth_getLogs`` answers are, in block order (each with its transaction's index)."""
+    it) asks for, decoded as ``eth_getLogs`` answers are, in block order (each with its transaction's index).
+
+    ``receipts_`` are the block's, in order, as :func:`receipts_steps` checked them against the root: what
+    the trie commits to (each log's address, topics and data, the receipts' order) is all that is read of
+    them. A log's place is derived from that order (its ``logIndex``: its position among the block's logs,
+    as the spec numbers them; its transaction's index: its receipt's position), its block from
+    ``header``, never read from the log; its transaction's hash, which no trie here holds, must read as one
+    (32 bytes). A registry event that does not decode, or whose receipt's hash does not read, raises
+    :class:`~chainfence.errors.ChainError`: the block is refused, never passed without it."""
     registry = bytes.fromhex(address[2:])
+    known = set(_registry_topics())
     topics0 = None if kinds is None else {topic0 for _kind, topic0 in _asked_topics(kinds)}
     indexed = _indexed(resource_id, token, holder)
+    number = _int(header["number"])
     out: list[_events.RegistryLog] = []
+    place = -1
     for position, receipt in enumerate(receipts_):
         for log in receipt["logs"]:
+            place += 1
             if _bytes(log["address"]) != registry:
                 continue
             words = [_bytes(topic) for topic in log["topics"]]
-            if topics0 is not None and (not words or words[0] not in topics0):
-                continue
+            if not words or words[0] not in known or (topics0 is not None and words[0] not in topics0):
+                continue  # another event than the registry's ones this SDK reads, or one not asked for
             if any(len(words) <= at or words[at] != word for at, word in indexed):
                 continue
-            entry = _events.decode(
-                {
-                    "topics": log["topics"],
-                    "data": log.get("data") or "0x",
-                    "blockNumber": header["number"],
-                    "blockHash": header["hash"],
-                    "transactionHash": receipt["transactionHash"],
-                    "transactionIndex": position,
-                    "logIndex": log.get("logIndex", 0),
-                }
-            )
-            if entry is not None:
-                out.append(entry)
+            try:
+                entry = _events.decode(
+                    {
+                        "topics": log["topics"],
+                        "data": log.get("data") or "0x",
+                        "blockNumber": number,
+                        "blockHash": header["hash"],
+                        "transactionHash": _transaction_hash(receipt),
+                        "transactionIndex": position,
+                        "logIndex": place,
+                    },
+                    strict=True,
+                )
+            except ValueError as exc:
+                raise ChainError(
+                    f"block {number}: a registry event in its receipts (log {place}) does not read: {exc}"
+                ) from None
+            assert entry is not None  # strict: decoded, or ValueError
+            out.append(entry)
     return out
+
+
+def _transaction_hash(receipt: Any) -> bytes:
+    """A receipt's ``transactionHash``: 32 bytes (ValueError otherwise)."""
+    try:
+        value = _bytes(receipt["transactionHash"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"its receipt's transactionHash does not read ({exc!r})") from None
+    if len(value) != 32:
+        raise ValueError(f"its receipt's transactionHash is {len(value)} bytes, not 32")
+    return value
 
 
 @functools.lru_cache(maxsize=1)
@@ -486,12 +518,12 @@ def settle_steps(
     """Settle a block in :func:`doubt` (or, in the ``"receipts"`` mode, one that :func:`may_hold` a log asked
     for) by its receipts: None when the answer holds exactly the registry's logs they hold that the query
     asked for, else why not. ``given``: the block's receipts as a batch already answered them."""
+    query: dict[str, Any] = {"kinds": kinds, "resource_id": resource_id, "token": token, "holder": holder}
     try:
         found = yield from receipts_steps(header, given=given)
+        expected = sorted(content(entry) for entry in registry_logs(found, header, address, **query))
     except (ChainError, RpcError) as exc:
         return f"its receipts could not settle it ({exc})"
-    query: dict[str, Any] = {"kinds": kinds, "resource_id": resource_id, "token": token, "holder": holder}
-    expected = sorted(content(entry) for entry in registry_logs(found, header, address, **query))
     given = sorted(content(entry) for entry in answered)
     if expected == given:
         return None

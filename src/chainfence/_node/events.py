@@ -4,11 +4,18 @@ The audit (:mod:`chainfence.audit`), the guard's follower and the SDK's
 views all read the registry's logs through this module; nothing else
 decodes them.
 
-Decoding never trusts content anyone can put on-chain: a resource name is
-kept as the bytes that were logged (``ResourceNamed`` takes any bytes from a
-direct caller of the contract), and turned into text only by
-:mod:`chainfence._names`. Logs that are not the registry's events, or that
-do not decode, are skipped and counted, never raised at a reader.
+Decoding never trusts content anyone can put on-chain: a resource name (and
+a work item's workset and item, ``ItemNamed``) is kept as the bytes that were
+logged (the contract takes any bytes from a direct caller), and turned into
+text only by :mod:`chainfence._names`. Among a receipt's logs (:func:`decode`,
+:func:`first`), those that are not the registry's events, or that do not
+decode, are skipped and logged. An ``eth_getLogs`` answer (:func:`fetch`) is
+held to the query: a log in it that is not the registry's, not of the blocks
+or topics asked for, that does not decode (any field unreadable, its
+``logIndex`` or ``transactionHash`` too) or that repeats another's place
+refuses the page (:class:`~chainfence.errors.LogsIncomplete`): a log skipped
+there would be one no reader counts, and one of another block one no reader
+checks against its block.
 
 Paging: ``eth_getLogs`` is asked for at most ``max_range`` blocks at a time
 (hosted providers cap ranges, often at 1,000-10,000 blocks, and result
@@ -30,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 from .. import _log
 from .._effects import RPC, Emit, Steps, collect_steps, run, stream
 from .._records import record
-from ..errors import ChainError, InvalidInput, RpcError
+from ..errors import ChainError, InvalidInput, LogsIncomplete, RpcError
 from .abi import decode as abi_decode
 from .addresses import to_checksum_address
 from .rlp import keccak256
@@ -49,6 +56,7 @@ __all__ = [
     "DEFAULT_MAX_LOG_RANGE",
     "LEASE_KINDS",
     "NAMESPACE_KINDS",
+    "NAMING_KINDS",
     "Kind",
     "RegistryLog",
     "decode",
@@ -69,6 +77,8 @@ class Kind(enum.Enum):
     """The registry's events, by what they record."""
 
     NAMED = "ResourceNamed"
+    #: A claimed work item's name: its ``workset`` and ``item`` apart (never a ``ResourceNamed``).
+    ITEM_NAMED = "ItemNamed"
     ACQUIRED = "LeaseAcquired"
     RENEWED = "LeaseRenewed"
     RELEASED = "LeaseReleased"
@@ -95,6 +105,7 @@ class _Spec(NamedTuple):
 
 _SPECS = {
     Kind.NAMED: _Spec("ResourceNamed(bytes32,string)", (), ("bytes",), ("name",)),
+    Kind.ITEM_NAMED: _Spec("ItemNamed(bytes32,string,string)", (), ("bytes", "bytes"), ("workset", "item")),
     Kind.ACQUIRED: _Spec(
         "LeaseAcquired(bytes32,uint256,address,uint256,uint256,uint8)",
         ("token", "holder"),
@@ -139,6 +150,9 @@ NAMESPACE_KINDS = frozenset(
     {Kind.NAMESPACE_NAMED, Kind.ADMIN_TRANSFER_STARTED, Kind.ADMIN_TRANSFERRED, Kind.POLICY_SET, Kind.ADMISSION_SET}
 )
 
+#: The events that name a resource: a plain name (``name``), or a claimed work item (``workset``, ``item``).
+NAMING_KINDS = (Kind.NAMED, Kind.ITEM_NAMED)
+
 #: The lease events: what a resource's history is made of (names and namespaces aside).
 LEASE_KINDS = (Kind.ACQUIRED, Kind.RENEWED, Kind.RELEASED, Kind.COMPLETED, Kind.REVOKED, Kind.GRANTED)
 
@@ -170,6 +184,8 @@ class RegistryLog:
     result_digest: bytes | None = None
     progress: bytes | None = None  # LeaseRenewed: the holder's 32-byte marker (zeros: none reported)
     name: bytes | None = None  # ResourceNamed, NamespaceNamed: the bytes logged, untrusted
+    workset: bytes | None = None  # ItemNamed: the item's workset and item, as logged, untrusted
+    item: bytes | None = None
     admin: str | None = None  # revokes, grants, namespace events: the admin who acted (or the previous admin)
     new_admin: str | None = None  # namespace admin transfers: the pending or new admin
     max_ttl: int | None = None  # NamespacePolicySet
@@ -202,6 +218,8 @@ class RegistryLog:
         result_digest: bytes | None = None,
         progress: bytes | None = None,
         name: bytes | None = None,
+        workset: bytes | None = None,
+        item: bytes | None = None,
         admin: str | None = None,
         new_admin: str | None = None,
         max_ttl: int | None = None,
@@ -227,6 +245,8 @@ class RegistryLog:
             result_digest=result_digest,
             progress=progress,
             name=name,
+            workset=workset,
+            item=item,
             admin=admin,
             new_admin=new_admin,
             max_ttl=max_ttl,
@@ -315,22 +335,24 @@ def _decode_data(types: tuple[str, ...], data: bytes) -> tuple[Any, ...]:
     return tuple(values)
 
 
-def decode(log: Any) -> RegistryLog | None:
-    """``log`` (as web3 returns it, or the node's raw JSON) decoded, or None if it is not one of the registry's events."""
+def decode(log: Any, *, strict: bool = False) -> RegistryLog | None:
+    """``log`` (as web3 returns it, or the node's raw JSON) decoded, or None if it is not one of the registry's
+    events or does not decode; ``strict``: ValueError saying why instead of None."""
     topics = log["topics"]
-    if not topics:
-        return None
     try:
-        kind = _KINDS.get(_bytes(topics[0]))
+        kind = _KINDS.get(_bytes(topics[0])) if topics else None
     except ValueError:
-        return None
+        kind = None
     if kind is None:
+        if strict:
+            raise ValueError("its topic0 is none of the registry's events")
         return None
-    return _decode_as(log, kind, topics)
+    return _decode_as(log, kind, topics, strict=strict)
 
 
-def _decode_as(log: Any, kind: Kind, topics: Sequence[Any]) -> RegistryLog | None:
-    """``log`` decoded as ``kind`` (its topic0 is ``kind``'s), or None if it does not decode."""
+def _decode_as(log: Any, kind: Kind, topics: Sequence[Any], *, strict: bool = False) -> RegistryLog | None:
+    """``log`` decoded as ``kind`` (its topic0 is ``kind``'s), or None if it does not decode (``strict``:
+    ValueError)."""
     spec = _SPECS[kind]
     expected_topics = 2 + len(spec.indexed)
     try:
@@ -351,16 +373,34 @@ def _decode_as(log: Any, kind: Kind, topics: Sequence[Any]) -> RegistryLog | Non
         return RegistryLog(
             kind=kind,
             resource_id=resource_id,
-            block_number=_int(log["blockNumber"]),
-            block_hash=_bytes(log["blockHash"]),
-            tx_hash="0x" + _bytes(log["transactionHash"]).hex(),
-            log_index=_int(log["logIndex"]),
-            tx_index=None if log.get("transactionIndex") is None else _int(log["transactionIndex"]),
+            block_number=_place(log, "blockNumber"),
+            block_hash=_hash(log, "blockHash"),
+            tx_hash="0x" + _hash(log, "transactionHash").hex(),
+            log_index=_place(log, "logIndex"),
+            tx_index=None if log.get("transactionIndex") is None else _place(log, "transactionIndex"),
             **fields,
         )
     except Exception as exc:
+        if strict:
+            raise ValueError(f"a {kind.value} that does not decode: {exc}") from None
         logger.warning("skipped an undecodable %s log in block %s: %s", kind.value, log.get("blockNumber"), exc)
         return None
+
+
+def _place(log: Any, key: str) -> int:
+    """A log's block number, log index or transaction index: a number from 0."""
+    number = _int(log[key])
+    if number < 0:
+        raise ValueError(f"its {key} is {number}")
+    return number
+
+
+def _hash(log: Any, key: str) -> bytes:
+    """A log's block hash or transaction hash: 32 bytes."""
+    value = _bytes(log[key])
+    if len(value) != 32:
+        raise ValueError(f"its {key} is {len(value)} bytes, not 32")
+    return value
 
 
 #: Each kind's topic0 as a node writes it in JSON (0x and lower-case hex): what :func:`first` compares.
@@ -439,7 +479,9 @@ def fetch(
     event ``kinds`` (default all) and the indexed fields. ``max_range``
     bounds the blocks of one request below the chain's own bound. Raises
     :class:`~chainfence.errors.ChainError` subclasses when the node fails or
-    refuses even a single block.
+    refuses even a single block, and :class:`~chainfence.errors.LogsIncomplete`
+    (nothing of the page yielded) when it answers a log the query cannot have
+    (see the module docstring).
     """
     if isinstance(from_block, bool) or not isinstance(from_block, int) or from_block < 0:
         raise InvalidInput(f"from_block must be an int >= 0, got {from_block!r}")
@@ -479,10 +521,64 @@ def _pages_steps(
             logger.info("eth_getLogs %d..%d refused (%s); asking %d blocks at a time", start, end, refused, narrowed)
             continue
         span.succeeded()
-        decoded = [entry for entry in (decode(log) for log in raw) if entry is not None]
-        decoded.sort(key=lambda entry: entry.order)
-        yield Emit(_Page(start, end, decoded))
+        yield Emit(_Page(start, end, _answered(raw, chain, address, topics, start, end, to_block)))
         start = end + 1
+
+
+def _answered(
+    raw: Sequence[Any], chain: Chain, address: str, topics: list[Any], first: int, last: int, head: int
+) -> list[RegistryLog]:
+    """An ``eth_getLogs`` answer for the query ``topics`` (:func:`_topics`) over blocks ``first``..``last``,
+    decoded and in chain order.
+
+    Every log in it must be one the query can have: the registry's, with the topics asked for, of a block
+    in the range, decoding
+    whole (every field readable, its logIndex and transactionHash too), and no two at one place (block,
+    transaction, log index). Anything else refuses the whole page, :class:`~chainfence.errors.LogsIncomplete`
+    at block ``first`` (``head``: the block the reader reads to): a log skipped because a field of it
+    does not read is a log no reader counts, and one of another block is one no reader checks against
+    that block (the completeness check settles the blocks asked for)."""
+    registry = address.lower()
+    seen: set[tuple[int, str, int]] = set()
+    out: list[RegistryLog] = []
+    for log in raw:
+        try:
+            if str(log["address"]).lower() != registry:
+                raise ValueError(f"it is a log of {log['address']}, not the registry's")
+            entry = decode(log, strict=True)
+            assert entry is not None  # strict: decoded, or ValueError
+            if not _matches(log["topics"], topics):
+                raise ValueError(f"it is a {entry.kind.value} with other topics than the ones asked for")
+        except (KeyError, TypeError, ValueError) as exc:
+            why = f"a log it answered does not read as one the query asked for: {exc}"
+        else:
+            place = (entry.block_number, entry.tx_hash, entry.log_index)
+            if not first <= entry.block_number <= last:
+                why = f"a {entry.kind.value} of block {entry.block_number} was answered for blocks {first}..{last}"
+            elif place in seen:
+                why = f"two logs were answered at one place: block {place[0]}, transaction {place[1]}, log {place[2]}"
+            else:
+                seen.add(place)
+                out.append(entry)
+                continue
+        from .jsonrpc import name_of_chain  # here: only a refused answer names its provider
+
+        raise LogsIncomplete(block=first, followed=first - 1, head=head, provider=name_of_chain(chain), reason=why)
+    out.sort(key=lambda entry: entry.order)
+    return out
+
+
+def _matches(logged: Sequence[Any], topics: list[Any]) -> bool:
+    """Whether a log's topics are ones the ``eth_getLogs`` filter ``topics`` asks for."""
+    for position, wanted in enumerate(topics):
+        if wanted is None:
+            continue
+        if position >= len(logged):
+            return False
+        have = _bytes(logged[position])
+        if not any(have == bytes.fromhex(option[2:]) for option in (wanted if isinstance(wanted, list) else [wanted])):
+            return False
+    return True
 
 
 def _topics(

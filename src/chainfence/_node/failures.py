@@ -6,6 +6,8 @@ httpx maps transport errors in one place::
 
     refused, reset, timed out           -> NodeUnreachable (a ConnectionError),
                                            with ``maybe_delivered`` for sends and ``reason``
+    a reply out of bounds (ReplyRefused) -> NodeUnreachable, ``reason`` saying which bound;
+                                           LogRangeRefused for an eth_getLogs reply too long
     a revert (any provider's shape)     -> the contract error's class (chainfence._node.reverts)
     a JSON-RPC error reply              -> RpcError(method, code, message);
                                            LogRangeRefused for a capped eth_getLogs;
@@ -31,7 +33,7 @@ from ..errors import (
     RpcError,
 )
 from . import reverts as _reverts
-from .transports import ErrorReply, NotDelivered, redact_url
+from .transports import ErrorReply, NotDelivered, ReplyRefused, redact_url
 
 __all__ = [
     "TESTER_CONTROLS",
@@ -130,8 +132,11 @@ def translate(exc: BaseException, method: str | None = None, *, sender: str | No
     error = _reverts.translate(exc)
     if error is not None:
         return error
+    if isinstance(exc, ReplyRefused) and exc.too_long and method == "eth_getLogs":
+        # As a provider's own size limit: the pager asks a narrower range.
+        return LogRangeRefused(f"eth_getLogs failed: {exc}", method=method, rpc_message=str(exc))
     if is_transport_error(exc):
-        reason = transport_reason(exc)
+        reason = str(exc) if isinstance(exc, ReplyRefused) else transport_reason(exc)
         unreachable = NodeUnreachable(f"the node did not answer{f' {method}' if method else ''}: {reason}")
         unreachable.reason = reason  # type: ignore[attr-defined]
         unreachable.maybe_delivered = not never_delivered(exc)  # type: ignore[attr-defined]

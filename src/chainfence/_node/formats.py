@@ -38,13 +38,23 @@ __all__ = [
 ]
 
 
+#: The longest quantity a node answers: a uint256, "0x" and 64 hex digits (a wider one is refused before
+#: ``int`` reads it: Python reads hex of any width, then cannot write one of 4,300 digits back as text).
+_MAX_QUANTITY = 2 + 64
+
+
 def quantity(value: Any) -> int:
-    """A JSON-RPC quantity (``"0x1a"``; the in-process chain answers with ints) as an int."""
+    """A JSON-RPC quantity (``"0x1a"``; the in-process chain answers with ints) as an int; ``ValueError``
+    for one that is not, or is wider than 256 bits."""
     if isinstance(value, str):
+        if len(value) > _MAX_QUANTITY:
+            raise ValueError(f"a quantity wider than 256 bits: {value[:20]}... ({len(value)} characters)")
         return int(value, 16)
     if isinstance(value, int) and not isinstance(value, bool):
+        if not -(1 << 256) < value < 1 << 256:
+            raise ValueError("a quantity wider than 256 bits")
         return value
-    raise ValueError(f"not a quantity: {value!r}")
+    raise ValueError(f"not a quantity: {value!r:.80}")
 
 
 def data(value: Any) -> bytes:
@@ -57,7 +67,7 @@ def data(value: Any) -> bytes:
 
 
 def _quantity(value: Any) -> Any:
-    return int(value, 16) if isinstance(value, str) and value.startswith("0x") else value
+    return quantity(value) if isinstance(value, str) and value.startswith("0x") else value
 
 
 def _address(value: Any) -> Any:

@@ -37,6 +37,15 @@ header. Outcomes, each typed, none a fallback to believing one provider:
 - k agree, some did not                  -> trusted; the dissent is kept on the
                                             header (``VerifiedHeader.dissent``) and logged
 
+No check waits for a provider once the others have settled its question: the heads as soon as k
+of them are one block, the k-th highest answered (a head still out could only name a newer block);
+a header as soon as k vouch for one hash and no other hash can reach k with the answers still out.
+A provider that is silent, slow or trickling is then outvoted in the time the quorum takes (its
+request runs on, to its timeout, on a thread of its own; the dissent says it was not waited for);
+one whose reply is out of bounds (:mod:`chainfence._node.replies`: too long, too deep, a number too
+wide) answered nothing. A provider is asked once per question: a cold check asks each for its head
+and, unless its head was the block, for the block.
+
 One verified header is cached per block number and served to every check
 at that block; :meth:`QuorumHeaders.at` verifies the header of any block by
 number the same way (a follower's logs: see ``docs/guarantees.md``).
@@ -44,12 +53,13 @@ number the same way (a follower's logs: see ``docs/guarantees.md``).
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +119,9 @@ _FORK_FIELDS = (
 )
 _SIZES = {"h32": 32, "a20": 20, "b256": 256, "n8": 8}
 
+#: What a header's dissent says of a provider whose answer came after k others had settled the block.
+NOT_WAITED_FOR = "not waited for: k providers agreed first"
+
 
 def _bytes(value: Any, name: str) -> bytes:
     if not isinstance(value, str) or not value.startswith("0x"):
@@ -119,11 +132,22 @@ def _bytes(value: Any, name: str) -> bytes:
         raise ValueError(f"{name} is not 0x-hex") from None
 
 
+#: Bits a header's quantity may have: 64 for its number and its time (as clients hold them), 256 for the
+#: others. A wider one is refused as the header's, before anything formats it (Python reads hex of any
+#: width, then cannot write an int of more than 4,300 digits as text: a ValueError in a log line).
+_BITS = {"number": 64, "timestamp": 64}
+
+
 def _quantity(value: Any, name: str) -> int:
+    bits = _BITS.get(name, 256)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if value >> bits:
+            raise ValueError(f"{name} is wider than {bits} bits")
         return value
     if not isinstance(value, str) or not value.startswith("0x") or len(value) < 3:
         raise ValueError(f"{name} is not a 0x quantity")
+    if len(value) > 2 + bits // 4:
+        raise ValueError(f"{name} is wider than {bits} bits ({len(value) - 2} hex digits)")
     try:
         return int(value, 16)
     except ValueError:
@@ -237,6 +261,67 @@ def linked(blocks: Sequence[Any], anchor: VerifiedHeader, *, provider: str) -> l
     return list(blocks)
 
 
+class _Lane:
+    """One provider's requests, run on at most two daemon threads of its own, started as needed.
+
+    Daemon threads, unlike a ``ThreadPoolExecutor``'s, which the interpreter joins at exit: a request no
+    check waits for any more (a silent provider's, outvoted) must not hold the process's exit until its
+    timeout (``chainfence verify --proven`` did). A future not started yet can be cancelled."""
+
+    _THREADS = 2
+
+    def __init__(self, name: str):
+        self._name = name
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._work.put((future, fn, args))
+        with self._lock:
+            if self._idle == 0 and self._threads < self._THREADS:
+                self._threads += 1
+                threading.Thread(target=self._run, name=self._name, daemon=True).start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self._work.get()
+            with self._lock:
+                self._idle -= 1
+                if item is None:
+                    self._threads -= 1  # closed (a later request starts a thread again)
+                    return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled: its check stopped waiting before it started
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # _answer returns chainfence errors; anything else, as a pool would
+                future.set_exception(exc)
+
+    def close(self) -> None:
+        """Let the threads end once the requests queued before are done."""
+        with self._lock:
+            threads = self._threads
+        for _ in range(threads):
+            self._work.put(None)
+
+
+def _answer(e: Endpoint, method: str, params: list[Any]) -> Any:
+    """``e``'s result, or the ChainfenceError it raised."""
+    try:
+        return e.request(method, params)
+    except ChainfenceError as exc:
+        return exc
+
+
 class HeaderSource:
     """Where the proven mode's trusted headers come from (see the module docstring)."""
 
@@ -282,24 +367,94 @@ class HeaderSource:
         self._cache: OrderedDict[int, VerifiedHeader] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="chainfence-headers") if n > 1 else None
-        if self._pool is not None:  # a source dropped without close() leaves no idle threads behind
-            weakref.finalize(self, self._pool.shutdown, False)
+        # Each provider's requests run on threads of its own (two at most at a time): a provider that
+        # never answers holds its own, never another's. None for one provider: it is asked in the
+        # calling thread (there is nobody to outvote it).
+        self._lanes = {e.name: _Lane(f"chainfence-headers-{i}") for i, e in enumerate(endpoints)} if n > 1 else None
+        for lane in (self._lanes or {}).values():  # a source dropped without close() leaves no idle threads
+            weakref.finalize(self, lane.close)
 
     # -- asking every provider at once -------------------------------------------
 
-    def _ask_all(self, method: str, params: list[Any]) -> list[Any]:
-        """Each provider's answer (a result, or the ChainfenceError it raised), in provider order."""
+    def _ask_all(
+        self,
+        method: str,
+        params: Callable[[Endpoint], list[Any]],
+        answers: dict[str, Any],
+        enough: Callable[[dict[str, Any], int], bool],
+    ) -> dict[str, Any]:
+        """Each provider's answer (a result, or the ChainfenceError it raised) by name, ``answers`` (given
+        already) included: the others asked at once (``params(endpoint)``) and waited for until
+        ``enough(answers, still_out)`` holds, or none is still out. One still out then is left out of the
+        answers: its request runs on to its timeout on its provider's own thread (or, not started yet,
+        is cancelled). A quorum never waits on a silent provider, nor on a slow one, once the others
+        settled the question."""
+        answers = dict(answers)
+        ask = [e for e in self.endpoints if e.name not in answers]
+        if not ask or enough(answers, len(ask)):
+            return answers
+        if self._lanes is None:
+            for e in ask:
+                answers[e.name] = _answer(e, method, params(e))
+            return answers
+        futures = {self._lanes[e.name].submit(_answer, e, method, params(e)): e for e in ask}
+        out = set(futures)
+        try:
+            while out:
+                done, out = wait(out, return_when=FIRST_COMPLETED)
+                for future in done:
+                    answers[futures[future].name] = future.result()
+                if enough(answers, len(out)):
+                    break
+        finally:
+            for future in out:
+                future.cancel()  # not started yet (its provider is still answering earlier requests)
+        return answers
 
-        def one(e: Endpoint) -> Any:
-            try:
-                return e.request(method, params)
-            except ChainfenceError as exc:
-                return exc
+    def _vouched(self, answers: dict[str, Any], number: int) -> dict[bytes, list[str]]:
+        """The hashes ``answers`` vouch for as block ``number``'s, each with the providers whose header
+        hashes to it."""
+        votes: dict[bytes, list[str]] = {}
+        for name, answer in answers.items():
+            if isinstance(answer, dict):
+                try:
+                    block_hash, _ = _verify(answer, name, number)
+                except HeaderInvalid:
+                    continue
+                votes.setdefault(block_hash, []).append(name)
+        return votes
 
-        if self._pool is None:
-            return [one(e) for e in self.endpoints]
-        return list(self._pool.map(one, self.endpoints))
+    def _settled(self, votes: dict[bytes, list[str]], out: int) -> bool:
+        """Whether the providers still out can change nothing: one hash has k votes and no other (nor a
+        hash only they would name) can reach k with theirs."""
+        counts = sorted((len(names) for names in votes.values()), reverse=True)
+        if not counts or counts[0] < self.k:
+            return False
+        runner_up = counts[1] if len(counts) > 1 else 0
+        return runner_up + out < self.k
+
+    def _heads_agree(self, heads: dict[str, Any], out: int) -> bool:
+        """Whether the heads answered settle the block to judge by, whatever those still out say: the
+        k-th highest head answered is one block that k heads agree on (its number, and a header hashing
+        to its hash), no other block there can gather k with the heads still out, and those still out
+        cannot make k heads above it (with k a majority they never can). The block is then the one
+        waiting for every head would choose. A lower head (a provider serving the past) never chooses
+        the block while k heads agree above it: it is waited for only when they do not."""
+        numbered: list[tuple[int, str, Any]] = []
+        for name, head in heads.items():
+            if isinstance(head, dict):
+                try:
+                    numbered.append((_quantity(head.get("number"), "number"), name, head))
+                except ValueError:
+                    continue
+        if len(numbered) < self.k:
+            return False
+        numbered.sort(key=lambda item: item[0], reverse=True)
+        kth = numbered[self.k - 1][0]
+        above = sum(1 for n, _, _ in numbered if n > kth)
+        if above + out >= self.k:  # the heads still out could raise the k-th highest (k <= n/2 only)
+            return False
+        return self._settled(self._vouched({name: head for n, name, head in numbered if n == kth}, kth), out)
 
     # -- the header at a number ------------------------------------------------------
 
@@ -315,19 +470,21 @@ class HeaderSource:
             if cached is not None:
                 self._cache.move_to_end(number)
                 return cached
-        answers = dict(_answers or {})
-        missing = [e for e in self.endpoints if e.name not in answers]
-        if missing:
-            if self._pool is None or len(missing) == 1:
-                results = [self._ask_one(e, number) for e in missing]
-            else:
-                results = list(self._pool.map(lambda e: self._ask_one(e, number), missing))
-            answers.update((e.name, r) for e, r in zip(missing, results))
+        answers = self._ask_all(
+            "eth_getBlockByNumber",
+            lambda e: [hex(number), False],
+            _answers or {},
+            lambda answers, out: self._settled(self._vouched(answers, number), out),
+        )
         votes: dict[bytes, list[str]] = {}
         said: dict[str, str] = {}
         invalid: list[HeaderInvalid] = []
         down: list[str] = []
+        late: dict[str, str] = {}
         for e in self.endpoints:
+            if e.name not in answers:
+                late[e.name] = NOT_WAITED_FOR  # still out when the others settled it
+                continue
             answer = answers[e.name]
             if isinstance(answer, ProviderUnavailable):
                 said[e.name] = f"down ({answer.detail or answer})"
@@ -362,7 +519,7 @@ class HeaderSource:
         block_hash, vouched = winners[0]
         block = next(answers[name] for name in vouched)
         dissent = {name: what for name, what in said.items() if name not in vouched}
-        if dissent:
+        if dissent:  # a provider not waited for is no dissent to warn of: the others were quicker
             logger.warning(
                 "block %d: %d providers vouch for 0x%s; dissent: %s", number, len(vouched), block_hash.hex(), dissent
             )
@@ -374,7 +531,7 @@ class HeaderSource:
             receipts_root=_bytes(block["receiptsRoot"], "receiptsRoot"),
             timestamp=_quantity(block["timestamp"], "timestamp"),
             vouched_by=tuple(vouched),
-            dissent=dissent,
+            dissent={**dissent, **late},
         )
         with self._lock:
             self._cache[number] = header
@@ -382,27 +539,28 @@ class HeaderSource:
                 self._cache.popitem(last=False)
         return header
 
-    @staticmethod
-    def _ask_one(e: Endpoint, number: int) -> Any:
-        try:
-            return e.request("eth_getBlockByNumber", [hex(number), False])
-        except ChainfenceError as exc:
-            return exc
-
     # -- the header to judge by now ----------------------------------------------------
 
     def current(self) -> VerifiedHeader:
         """The trusted header to judge by now: the k-th highest head less ``confirmations`` (or the
         k-th highest ``finalized`` block), verified, and no older than ``max_age``."""
         tag = "finalized" if self.confirmations == "finalized" else "latest"
-        heads = self._ask_all("eth_getBlockByNumber", [tag, False])
+        heads = self._ask_all("eth_getBlockByNumber", lambda e: [tag, False], {}, self._heads_agree)
         reported: dict[str, str] = {}
         numbered: list[tuple[int, int, str, Any]] = []  # (number, timestamp, provider, block)
         down: list[str] = []
-        for e, head in zip(self.endpoints, heads):
+        # Providers whose head came to nothing (no answer in time, a reply out of bounds, a malformed
+        # head) are not asked again for the block in this check: a silent one would cost its timeout twice.
+        failed: dict[str, Any] = {}
+        for e in self.endpoints:
+            if e.name not in heads:
+                reported[e.name] = NOT_WAITED_FOR
+                continue
+            head = heads[e.name]
             if isinstance(head, ProviderUnavailable):
                 reported[e.name] = "down"
                 down.append(e.name)
+                failed[e.name] = head
             elif isinstance(head, RpcError):
                 reported[e.name] = f"refused: {head.rpc_message or head}"
             elif isinstance(head, ChainfenceError) or not isinstance(head, dict):
@@ -415,6 +573,7 @@ class HeaderSource:
                     )
                 except ValueError as exc:
                     reported[e.name] = f"malformed head ({exc})"
+                    failed[e.name] = HeaderInvalid(provider=e.name, reason=reported[e.name])
                     continue
                 reported[e.name] = f"block {number} at {stamp}"
                 numbered.append((number, stamp, e.name, head))
@@ -440,7 +599,7 @@ class HeaderSource:
                 # A head at that height now says another hash (a reorg at the head): verify it again
                 # rather than serve the block the chain left (whose proofs would no longer verify).
                 del self._cache[target]
-        header = self.at(target, _answers=reuse)
+        header = self.at(target, _answers={**failed, **reuse})
         now = self.clock()
         age = now - header.timestamp
         if age > self.max_age:
@@ -459,7 +618,14 @@ class HeaderSource:
         or a provider's answer claims); :class:`~chainfence.errors.BlockNotVouched` if the source
         vouches for another block there, or if ``number`` is beyond ``head`` (default: :meth:`current`,
         the newest block it vouches for now)."""
-        claimed = bytes.fromhex(block_hash[2:]) if isinstance(block_hash, str) else bytes(block_hash)
+        claimed = _claimed_hash(block_hash)
+        if claimed is None:  # what a provider claimed is no block hash at all: nothing can vouch for it
+            shown = repr(block_hash)
+            raise BlockNotVouched(
+                f"block {number}: the hash claimed for it is not 32 bytes of hex ({shown[:80]})",
+                block=number,
+                block_hash=shown[:80],
+            )
         claimed_hex = "0x" + claimed.hex()
         if head is None:
             head = self.current()
@@ -475,12 +641,27 @@ class HeaderSource:
         return sum(e.requests for e in self.endpoints)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        for lane in (self._lanes or {}).values():
+            lane.close()
         for e in self.endpoints:
             close = getattr(e, "close", None)
             if close is not None:
                 close()
+
+
+def _claimed_hash(value: object) -> bytes | None:
+    """``value`` (what a log, a receipt or a provider claims a block's hash is) as its 32 bytes, or None
+    when it is not 32 bytes, as ``0x``-hex or bytes."""
+    if isinstance(value, str):
+        if len(value) != 66 or value[:2] not in ("0x", "0X"):
+            return None
+        try:
+            return bytes.fromhex(value[2:])
+        except ValueError:
+            return None
+    if isinstance(value, (bytes, bytearray, memoryview)) and len(value) == 32:
+        return bytes(value)
+    return None
 
 
 class QuorumHeaders(HeaderSource):

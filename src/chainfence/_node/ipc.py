@@ -21,11 +21,14 @@ or times out once the request may have been written is a ``ConnectionError``,
 ``TimeoutError`` or ``OSError`` (maybe delivered: the sender reconciles by
 hash). An idle connection the node closed is noticed before it is reused (a
 readable socket). It never resends, and a connection that failed is never
-used again (a late reply would otherwise answer the next request).
+used again (a late reply would otherwise answer the next request). Every reply is
+read within bounds (:mod:`chainfence._node.replies`): ``max_reply`` bytes, all of
+it by the request's timeout, nested and numbered as JSON-RPC is.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import select
@@ -34,7 +37,18 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .transports import AsyncTransport, BatchCall, ErrorReply, Meanwhile, NotDelivered, Transport, reply_result
+from .._limits import MAX_REPLY_BYTES
+from .replies import Receiving, parse, reply_limit
+from .transports import (
+    AsyncTransport,
+    BatchCall,
+    ErrorReply,
+    Meanwhile,
+    NotDelivered,
+    ReplyRefused,
+    Transport,
+    reply_result,
+)
 
 if TYPE_CHECKING:  # asyncio is imported by the asyncio transport's methods, not with this module; socket by
     # the method that opens a connection (a command over HTTP, the CLI's usual, needs none: importing
@@ -43,9 +57,6 @@ if TYPE_CHECKING:  # asyncio is imported by the asyncio transport's methods, not
     import socket
 
 __all__ = ["AsyncLeanIpc", "LeanIpc", "is_ipc_path"]
-
-#: Longest reply read (bytes): a page of logs can be large, a runaway stream must not fill the memory.
-MAX_REPLY = 256 * 1024 * 1024
 
 
 def is_ipc_path(value: str) -> bool:
@@ -60,13 +71,14 @@ class LeanIpc(Transport):
     Thread-safe, never resends (see the module docstring for what it raises).
     """
 
-    def __init__(self, path: str, *, timeout: float):
+    def __init__(self, path: str, *, timeout: float, max_reply: int = MAX_REPLY_BYTES):
         import socket
 
         if not hasattr(socket, "AF_UNIX"):
             raise ValueError("IPC needs Unix sockets, which this platform lacks: connect over http:// instead")
         self.path = os.fspath(path)
         self.timeout = timeout
+        self.max_reply = max_reply
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._ids = iter(range(1, 1 << 62))
@@ -108,20 +120,19 @@ class LeanIpc(Transport):
     overlaps = True
 
     def exchange(self, body: Any, *, timeout: float | None = None, meanwhile: Meanwhile | None = None) -> Any:
-        """Write ``body`` (a request object or a batch) and return the node's decoded reply; ``timeout``
-        replaces the transport's for this one exchange; ``meanwhile`` runs once it is written."""
+        """Write ``body`` (a request object or a batch) and return the node's decoded reply, all of it within
+        the transport's timeout (or ``timeout``, for this one exchange); ``meanwhile`` runs once it is
+        written."""
         payload = json.dumps(body, separators=(",", ":")).encode() + b"\n"
         wanted = body.get("id") if isinstance(body, dict) else None
+        limit = reply_limit(self.max_reply, len(body) if isinstance(body, list) else 1)
         conn = self._take()
         try:
-            if timeout is not None:
-                conn.sock.settimeout(timeout)
+            conn.receiving.expect(timeout=self.timeout if timeout is None else timeout, limit=limit)
             conn.sock.sendall(payload)
             if meanwhile is not None:
                 meanwhile()
-            reply = conn.read_reply(wanted)
-            if timeout is not None:
-                conn.sock.settimeout(self.timeout)
+            reply = conn.read_reply(wanted, limit)
         except BaseException:
             conn.close()
             raise
@@ -144,7 +155,7 @@ class LeanIpc(Transport):
 
     def asyncio_twin(self, *, timeout: float) -> AsyncTransport:
         """:class:`AsyncLeanIpc` to the same socket."""
-        return AsyncLeanIpc(self.path, timeout=timeout)
+        return AsyncLeanIpc(self.path, timeout=timeout, max_reply=self.max_reply)
 
     def close(self) -> None:
         """Close the idle connections (a later request opens a new one)."""
@@ -159,7 +170,8 @@ class _Connection:
 
     def __init__(self, sock: socket.socket):
         self.sock = sock
-        self.reader = sock.makefile("rb")
+        self.receiving = Receiving(sock)
+        self.reader = io.BufferedReader(self.receiving)
 
     def close(self) -> None:
         try:
@@ -167,23 +179,23 @@ class _Connection:
         finally:
             self.sock.close()
 
-    def read_reply(self, wanted: Any) -> Any:
+    def read_reply(self, wanted: Any, limit: int) -> Any:
         """The next reply the node writes to request ``wanted`` (a notification, or a reply to another
-        id, is skipped)."""
+        id, is skipped), of at most ``limit`` bytes (what is skipped counts too)."""
         while True:
-            reply = self._value()
+            reply = self._value(limit)
             if _answers(reply, wanted):
                 return reply
 
-    def _value(self) -> Any:
+    def _value(self, limit: int) -> Any:
         """One complete JSON value (nodes write one value a line; a value written over several lines is
         read until it parses)."""
         data = b""
         while True:
-            line: bytes = self.reader.readline(MAX_REPLY - len(data) + 1)
+            line: bytes = self.reader.readline(limit - len(data) + 1)
             if not line.endswith(b"\n"):
-                if len(data) + len(line) > MAX_REPLY:
-                    raise ConnectionError(f"the node's reply is longer than {MAX_REPLY} bytes")
+                if len(data) + len(line) > limit:
+                    raise ReplyRefused(f"the node's reply is longer than {limit} bytes", too_long=True)
                 raise ConnectionError(
                     "the node closed the connection in the middle of its reply"
                     if data or line
@@ -196,7 +208,9 @@ class _Connection:
             if data.lstrip()[:1] not in (b"{", b"["):
                 raise ConnectionError("the node's reply is not JSON-RPC")
             try:
-                return json.loads(data)
+                return parse(data)
+            except ReplyRefused:
+                raise
             except ValueError:
                 continue  # not the whole value yet
 
@@ -238,9 +252,10 @@ class AsyncLeanIpc(AsyncTransport):
     """:class:`LeanIpc` for asyncio: the same framing and the same failures, one request per connection
     at a time; connections belong to the event loop that opened them."""
 
-    def __init__(self, path: str, *, timeout: float):
+    def __init__(self, path: str, *, timeout: float, max_reply: int = MAX_REPLY_BYTES):
         self.path = os.fspath(path)
         self.timeout = timeout
+        self.max_reply = max_reply
         self._idle: list[tuple[asyncio.AbstractEventLoop, asyncio.StreamReader, asyncio.StreamWriter]] = []
         self._ids = iter(range(1, 1 << 62))
 
@@ -257,7 +272,7 @@ class AsyncLeanIpc(AsyncTransport):
             writer.close()  # the node closed it
         try:
             return await asyncio.wait_for(
-                asyncio.open_unix_connection(self.path, limit=MAX_REPLY), timeout=self.timeout
+                asyncio.open_unix_connection(self.path, limit=self.max_reply), timeout=self.timeout
             )
         except (TimeoutError, OSError) as exc:
             raise NotDelivered(f"failed to connect to the IPC socket {self.path}: {exc}") from exc
@@ -269,12 +284,14 @@ class AsyncLeanIpc(AsyncTransport):
 
         payload = json.dumps(body, separators=(",", ":")).encode() + b"\n"
         wanted = body.get("id") if isinstance(body, dict) else None
+        limit = reply_limit(self.max_reply, len(body) if isinstance(body, list) else 1)
         reader, writer = await self._take()
         try:
             writer.write(payload)  # on its way now: an idle socket's transport writes at once
             if meanwhile is not None:
                 meanwhile()
-            reply = await asyncio.wait_for(self._drain_and_read(reader, writer, wanted), timeout=self.timeout)
+            # One deadline for the whole reply (wait_for), however the node paces its bytes.
+            reply = await asyncio.wait_for(self._drain_and_read(reader, writer, wanted, limit), timeout=self.timeout)
         except BaseException:
             writer.close()
             raise
@@ -282,33 +299,45 @@ class AsyncLeanIpc(AsyncTransport):
         return reply
 
     @classmethod
-    async def _drain_and_read(cls, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, wanted: Any) -> Any:
+    async def _drain_and_read(
+        cls, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, wanted: Any, limit: int
+    ) -> Any:
         await writer.drain()
-        return await cls._read(reader, wanted)
+        return await cls._read(reader, wanted, limit)
 
     @staticmethod
-    async def _read(reader: asyncio.StreamReader, wanted: Any) -> Any:
+    async def _read(reader: asyncio.StreamReader, wanted: Any, limit: int) -> Any:
+        """The reply to ``wanted``: at most ``limit`` bytes, what is skipped counted too, read a line at a
+        time, each line at most the stream's own limit (the transport's ``max_reply``: a batch's reply,
+        one line, too)."""
         import asyncio
 
         data = b""
+        read = 0
         while True:
             try:
-                data += await reader.readuntil(b"\n")
+                line = await reader.readuntil(b"\n")
             except asyncio.IncompleteReadError as exc:
                 raise ConnectionError(
                     "the node closed the connection in the middle of its reply"
                     if data or exc.partial
                     else "the node closed the connection without a reply"
                 ) from exc
-            except asyncio.LimitOverrunError as exc:
-                raise ConnectionError(f"the node's reply is longer than {MAX_REPLY} bytes") from exc
+            except asyncio.LimitOverrunError as exc:  # a line longer than the stream takes (max_reply)
+                raise ReplyRefused(f"the node's reply is longer than {exc.consumed} bytes", too_long=True) from exc
+            read += len(line)
+            if read > limit:
+                raise ReplyRefused(f"the node's reply is longer than {limit} bytes", too_long=True)
+            data += line
             if not data.strip():
                 data = b""
                 continue
             if data.lstrip()[:1] not in (b"{", b"["):
                 raise ConnectionError("the node's reply is not JSON-RPC")
             try:
-                reply = json.loads(data)
+                reply = parse(data)
+            except ReplyRefused:
+                raise
             except ValueError:
                 continue
             if _answers(reply, wanted):

@@ -9,7 +9,9 @@ carry what happened to the request: refused or not connected
 the bytes went out (``ConnectionError``/``TimeoutError``/``OSError``: maybe
 delivered, and the sender reconciles by hash). An idle connection the node has
 closed is noticed before it is reused (a readable socket), so it costs a
-reconnect, never a doubt. It never resends.
+reconnect, never a doubt. It never resends. Every reply is read within bounds
+(:mod:`chainfence._node.replies`): ``max_reply`` bytes, all of it by the request's
+timeout, nested and numbered as JSON-RPC is.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from .._limits import MAX_REPLY_BYTES
+from .replies import Receiving, parse, reply_limit
 from .transports import (
     AsyncTransport,
     BatchCall,
     ErrorReply,
     Meanwhile,
     NotDelivered,
+    ReplyRefused,
     Transport,
     redact_url,
     reply_result,
@@ -44,11 +49,13 @@ class LeanHttp(Transport):
     request, reads the reply, and puts the connection back. Never resends.
     Raises :class:`~chainfence._node.transports.NotDelivered` when no connection
     could be made (nothing was sent), ``ConnectionError``/``TimeoutError``/``OSError``
-    when the exchange broke after the request may have left, and
-    :class:`~chainfence._node.transports.ErrorReply` for a JSON-RPC error reply.
+    when the exchange broke after the request may have left (``TimeoutError`` too when the reply's last
+    byte did not come within ``timeout``), :class:`~chainfence._node.transports.ReplyRefused` for a reply
+    out of bounds (longer than ``max_reply`` bytes, a batch's that much per request; nested too deep; an
+    integer too wide), and :class:`~chainfence._node.transports.ErrorReply` for a JSON-RPC error reply.
     """
 
-    def __init__(self, url: str, *, timeout: float):
+    def __init__(self, url: str, *, timeout: float, max_reply: int = MAX_REPLY_BYTES):
         from .urls import split
 
         parts = split(url)
@@ -56,6 +63,7 @@ class LeanHttp(Transport):
             raise ValueError(f"not an http(s) URL: {redact_url(url)}")
         self.url = url
         self.timeout = timeout
+        self.max_reply = max_reply
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port
@@ -110,9 +118,8 @@ class LeanHttp(Transport):
             except BaseException:
                 sock.close()
                 raise
-            return _Connection(sock, sock.makefile("rb"))
-        sock = _plain_connection(self._host, port, self.timeout)
-        return _Connection(sock, io.BufferedReader(_Receiving(sock)))
+            return _Connection(sock)
+        return _Connection(_plain_connection(self._host, port, self.timeout))
 
     def _take(self) -> Any:
         """An open connection: an idle one the node has not closed, or a new one (NotDelivered if none)."""
@@ -137,22 +144,20 @@ class LeanHttp(Transport):
     overlaps = True
 
     def exchange(self, body: Any, *, timeout: float | None = None, meanwhile: Meanwhile | None = None) -> Any:
-        """POST ``body`` (a request object or a batch) and return the decoded reply; ``timeout``
-        replaces the transport's for this one exchange (tests make one request give up early);
+        """POST ``body`` (a request object or a batch) and return the decoded reply, all of it within the
+        transport's timeout (or ``timeout``, for this one exchange: tests make one request give up early);
         ``meanwhile`` runs once it is written."""
         payload = json.dumps(body, separators=(",", ":")).encode()
         # Head and body in one write (http.client writes them apart: two segments per request).
         message = self._head + str(len(payload)).encode() + b"\r\n\r\n" + payload
+        limit = reply_limit(self.max_reply, len(body) if isinstance(body, list) else 1)
         conn = self._take()
         try:
-            if timeout is not None:
-                conn.sock.settimeout(timeout)
+            conn.receiving.expect(timeout=self.timeout if timeout is None else timeout, limit=limit)
             conn.sock.sendall(message)
             if meanwhile is not None:
                 meanwhile()
-            status, reason, will_close, data = conn.read_response()
-            if timeout is not None:
-                conn.sock.settimeout(self.timeout)
+            status, reason, will_close, data = conn.read_response(limit)
         except BaseException:
             conn.close()
             raise
@@ -162,7 +167,9 @@ class LeanHttp(Transport):
             with self._lock:
                 self._idle.append(conn)
         try:
-            reply = json.loads(data)
+            reply = parse(data)
+        except ReplyRefused:
+            raise
         except ValueError:
             reply = None
         if status != 200 and not (isinstance(reply, dict) and reply.get("error") is not None):
@@ -246,30 +253,6 @@ def _plain_connection(host: str, port: int, timeout: float) -> Any:
     raise error if error is not None else OSError(f"getaddrinfo gave no address for {host}")
 
 
-class _Receiving(io.RawIOBase):
-    """The receiving side of a ``_socket`` socket as a raw stream (what ``socket.makefile("rb")`` wraps in
-    a ``BufferedReader``): a timeout is raised, and the stream is unusable after it, as ``SocketIO``'s."""
-
-    def __init__(self, sock: Any):
-        self._sock = sock
-        self._timed_out = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self._timed_out:
-            raise OSError("cannot read from timed out object")
-        try:
-            return int(self._sock.recv_into(buffer))
-        except TimeoutError:
-            self._timed_out = True
-            raise
-
-    def fileno(self) -> int:
-        return int(self._sock.fileno())
-
-
 class _Connection:
     """One keep-alive HTTP/1.1 connection: the socket and a buffered reader of its replies.
 
@@ -279,9 +262,10 @@ class _Connection:
     (the request went out: the caller may not resend blindly).
     """
 
-    def __init__(self, sock: Any, reader: Any = None):
+    def __init__(self, sock: Any):
         self.sock = sock
-        self.reader = reader if reader is not None else sock.makefile("rb")
+        self.receiving = Receiving(sock)
+        self.reader = io.BufferedReader(self.receiving)
 
     def fileno(self) -> int:
         return int(self.sock.fileno())
@@ -302,12 +286,15 @@ class _Connection:
             )
         return line
 
-    def read_response(self) -> tuple[int, str, bool, bytes]:
-        """(status, reason, whether the node closes the connection after it, body)."""
+    def read_response(self, limit: int = MAX_REPLY_BYTES) -> tuple[int, str, bool, bytes]:
+        """(status, reason, whether the node closes the connection after it, body): a body of at most
+        ``limit`` bytes (:class:`~chainfence._node.transports.ReplyRefused` as soon as it is known to be
+        longer: the rest is not read). Headers, interim replies and trailers count against the
+        reader's budget (:class:`~chainfence._node.replies.Receiving`)."""
         while True:
             version, _, rest = self._line().decode("latin-1").strip().partition(" ")
             code, _, reason = rest.partition(" ")
-            if not version.startswith("HTTP/") or not code.isdigit():
+            if not version.startswith("HTTP/") or not (len(code) == 3 and code.isascii() and code.isdigit()):
                 raise ConnectionError(f"the node's reply is not HTTP: {version[:40]!r}")
             headers: dict[str, str] = {}
             while True:
@@ -324,8 +311,12 @@ class _Connection:
         will_close = connection == "close" or (version == "HTTP/1.0" and connection != "keep-alive")
         if "chunked" in headers.get("transfer-encoding", "").lower():
             chunks = []
+            total = 0
             while True:
-                size = int(self._line().split(b";")[0].strip() or b"0", 16)
+                size = _length(self._line().split(b";")[0].strip() or b"0", 16)
+                total += size
+                if total > limit:
+                    raise ReplyRefused(f"the node's reply is longer than {limit} bytes", too_long=True)
                 if size == 0:
                     while self._line() not in (b"\r\n", b"\n"):
                         pass  # trailers
@@ -335,11 +326,28 @@ class _Connection:
             return status, reason, will_close, b"".join(chunks)
         length = headers.get("content-length")
         if length is None:
-            return status, reason, True, self.reader.read()
-        return status, reason, will_close, self._exactly(int(length))
+            data: bytes = self.reader.read(limit + 1)
+            if len(data) > limit:
+                raise ReplyRefused(f"the node's reply is longer than {limit} bytes", too_long=True)
+            return status, reason, True, data
+        size = _length(length.encode("latin-1"), 10)
+        if size > limit:
+            raise ReplyRefused(f"the node's reply is {size} bytes, longer than {limit}", too_long=True)
+        return status, reason, will_close, self._exactly(size)
 
     def _exactly(self, size: int) -> bytes:
         data: bytes = self.reader.read(size)
         if len(data) != size:
             raise ConnectionError(f"the node's reply broke off after {len(data)} of {size} bytes")
         return data
+
+
+def _length(text: bytes, base: int) -> int:
+    """A Content-Length or a chunk's size (hex): digits only, a few of them (``int`` would take 4,300)."""
+    digits = text.strip()
+    if not digits or len(digits) > 16 or not digits.isalnum():
+        raise ConnectionError(f"the node's reply states no length: {digits[:40]!r}")
+    try:
+        return int(digits, base)
+    except ValueError:
+        raise ConnectionError(f"the node's reply states no length: {digits[:40]!r}") from None

@@ -361,6 +361,25 @@ def receipt_steps(node: Node, tx_hash: Any) -> Steps[Any | None]:
     return lazy_receipt((yield Request("eth_getTransactionReceipt", [hash_id(tx_hash)])))
 
 
+#: How :func:`traced_revert_steps` asks for a trace: the call tracer, the transaction's top call only
+#: (its revert data, a few hundred bytes, whatever the transaction did inside).
+_TOP_CALL_TRACE = {"tracer": "callTracer", "tracerConfig": {"onlyTopCall": True}}
+
+
+def traced_revert_steps(node: Node, tx_hash: Any) -> Steps[bytes | None]:
+    """The revert data of mined transaction ``tx_hash`` as it ran: at its own place in its block (the state
+    the transactions before it left, the block's own time), from ``debug_traceTransaction``. None when its
+    top call did not revert (it ran out of gas: nothing to decode) or the answer is not a call trace. A
+    node without the debug namespace answers an error (:class:`~chainfence.errors.RpcError`)."""
+    trace = yield Request("debug_traceTransaction", [hash_id(tx_hash), _TOP_CALL_TRACE])
+    if not isinstance(trace, dict) or trace.get("error") != "execution reverted":
+        return None
+    try:
+        return data(trace.get("output") or "0x")
+    except (ValueError, TypeError):  # not 0x-hex: no revert data to decode
+        return None
+
+
 def block_receipts_steps(node: Node, block_hashes: Sequence[Any], *, chunk: int = 100) -> Steps[list[Any | None]]:
     """``eth_getBlockReceipts`` of each block (by hash), in order, as the node sent them: one JSON-RPC batch
     per ``chunk`` blocks where the node takes batches. None for a block whose receipts the batch did not

@@ -12,7 +12,8 @@ methods, results and errors. The drivers here hold the two rules every request
 follows:
 
 - **Retries**: a read is retried once when the transport failed (a node
-  restarting, a pooled connection the node had closed); a send, a preflight
+  restarting, a pooled connection the node had closed), not when it refused the
+  reply as out of bounds (the same question gets the same reply); a send, a preflight
   and a dev-chain request never are: the sender
   (:mod:`chainfence._node.sending`) owns every resend and reconciles by hash.
   No transport resends by itself (:mod:`chainfence._node.web3_providers`).
@@ -41,7 +42,7 @@ from .failures import is_transport_error, translate, translating
 from .ipc import AsyncLeanIpc, LeanIpc, is_ipc_path
 from .lean_http import LeanHttp
 from .methods import Batch, InProcess, Node, Request
-from .transports import AsyncTransport, Meanwhile, Transport, reply_result
+from .transports import AsyncTransport, Meanwhile, ReplyRefused, Transport, reply_result
 from .web3_providers import AsyncProviderTransport, ProviderTransport, connect_async_http, ipc_web3
 
 logger = _log.get("chainfence.rpc")
@@ -226,6 +227,7 @@ class Rpc:
     send_raw_sync = _blocking(_methods.send_raw_sync_steps)
     transaction = _blocking(_methods.transaction_steps)
     receipt = _blocking(_methods.receipt_steps)
+    traced_revert = _blocking(_methods.traced_revert_steps)
     block_receipts = _blocking(_methods.block_receipts_steps)
     gas_price = _blocking(_methods.gas_price_steps)
     max_priority_fee = _blocking(_methods.max_priority_fee_steps)
@@ -323,6 +325,7 @@ class AsyncRpc:
     send_raw_sync = _awaiting(_methods.send_raw_sync_steps)
     transaction = _awaiting(_methods.transaction_steps)
     receipt = _awaiting(_methods.receipt_steps)
+    traced_revert = _awaiting(_methods.traced_revert_steps)
     block_receipts = _awaiting(_methods.block_receipts_steps)
     gas_price = _awaiting(_methods.gas_price_steps)
     max_priority_fee = _awaiting(_methods.max_priority_fee_steps)
@@ -331,7 +334,7 @@ class AsyncRpc:
 def _again(effect: Request | Batch, attempt: int, exc: Exception) -> bool:
     """Whether a failed request is asked once more: a read (a batch of reads too) whose transport failed."""
     retry = effect.retry
-    if retry and attempt + 1 < _READ_ATTEMPTS and is_transport_error(exc):
+    if retry and attempt + 1 < _READ_ATTEMPTS and is_transport_error(exc) and not isinstance(exc, ReplyRefused):
         logger.debug("%s failed in transit (%s); retrying once", _method_of(effect), exc)
         return True
     return False

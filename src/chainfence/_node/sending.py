@@ -44,8 +44,9 @@ One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
    reorg that swaps the cancellation for the original is followed. With
    ``k > 0`` "nothing happened" (``TransactionTimeout``) is decided only once
    the cancellation itself is ``k`` blocks deep.
-6. **Check the status**: a transaction mined with status 0 raises its decoded
-   revert (replayed at the parent block) or
+6. **Check the status**: a transaction mined with status 0 raises the revert
+   the contract raised in it (from the node's trace of it, else replayed on
+   its block: :meth:`Sender.failure`) or
    :class:`~chainfence.errors.TransactionFailed`.
 
 The journey is written once, as steps (:mod:`chainfence._effects`): each
@@ -78,12 +79,14 @@ from ..errors import (
     InsufficientFunds,
     NodeUnreachable,
     NotConfirmed,
+    NotSupported,
     OutcomeUnknown,
     RpcError,
     TransactionFailed,
     TransactionTimeout,
 )
 from .methods import AUTOMINE_PROBES
+from .reverts import decode as decode_revert
 from .rpc import Rpc
 from .signing import sign
 
@@ -963,12 +966,28 @@ class Sender:
     # ------------------------------------------------------------------
 
     def failure(self, call: dict[str, Any], receipt: Any) -> Steps[ChainfenceError]:
-        """The error for a transaction mined with status 0."""
+        """The error for a transaction mined with status 0: the one the contract raised in it.
+
+        Where the node traces transactions (``debug_traceTransaction``: anvil, geth, reth), the revert
+        data of the transaction as it ran, at its own place in its block. Elsewhere the call is
+        replayed: on the including block first (its own time, and the state with every transaction of
+        the block: a competitor mined before it in the same block is what made a preflight-approved
+        call revert), then on the parent block's (the state before the block, at the parent's time:
+        a transaction later in the same block may have undone the cause). The parent's time alone
+        would misname a refusal that depends on the time: a lease that expired between the two blocks
+        reads as still held there, so an acquisition refused in its lock-delay would say ``LeaseHeld``.
+        """
         tx_hash = receipt["transactionHash"].to_0x_hex()
-        # Replay the call to recover the reason: on the parent block's state
-        # first, then on the including block's (a competitor mined earlier in
-        # the same block is what made a preflight-approved call revert).
-        for block in (receipt["blockNumber"] - 1, receipt["blockNumber"]):
+        where = f"transaction {tx_hash} was mined with status 0 in block {receipt['blockNumber']}"
+        try:
+            data = yield RPC.traced_revert(receipt["transactionHash"])
+        except (NodeUnreachable, RpcError, NotSupported):
+            data = None  # no debug namespace (eth-tester, most providers), or no state to trace: replay
+        if data is not None:
+            error = decode_revert(data)
+            error.add_note(f"{where} (reason from the node's trace of it)")
+            return error
+        for block in (receipt["blockNumber"], receipt["blockNumber"] - 1):
             try:
                 yield RPC.call(call, block)
             except (NodeUnreachable, RpcError):
@@ -976,7 +995,7 @@ class Sender:
             except ChainfenceError as error:
                 if type(error) is ChainError:
                     continue  # not a revert: nothing learned
-                error.add_note(f"transaction {tx_hash} was mined with status 0 in block {receipt['blockNumber']}")
+                error.add_note(where)
                 return error
         return TransactionFailed(
             f"transaction {tx_hash} was mined with status 0 (gas used {receipt['gasUsed']}); "

@@ -13,6 +13,8 @@ never formats a result and never maps an error: what a result means is
     no connection could be made (nothing was sent) -> NotDelivered (a ConnectionError)
     the exchange broke after the request went out  -> ConnectionError, TimeoutError, OSError,
                                                       or the HTTP library's own transport errors
+    a reply out of bounds (too long, too late, too -> ReplyRefused (a ConnectionError), or TimeoutError
+    deep, an integer too wide)                        past the deadline (:mod:`chainfence._node.replies`)
 
 The transports (each in its own module):
 
@@ -45,7 +47,16 @@ from typing import Any
 
 from ..errors import NotSupported
 
-__all__ = ["AsyncTransport", "ErrorReply", "Meanwhile", "NotDelivered", "Transport", "redact_url", "reply_result"]
+__all__ = [
+    "AsyncTransport",
+    "ErrorReply",
+    "Meanwhile",
+    "NotDelivered",
+    "ReplyRefused",
+    "Transport",
+    "redact_url",
+    "reply_result",
+]
 
 #: One request of a batch: (method, params).
 BatchCall = tuple[str, Sequence[Any]]
@@ -74,6 +85,17 @@ def redact_url(url: str) -> str:
 
 class NotDelivered(ConnectionError):
     """The request never left: no connection to the node could be made (nothing was sent)."""
+
+
+class ReplyRefused(ConnectionError):
+    """The node's reply was refused unread or unparsed: longer than its bound, nested too deep, or holding
+    an integer too wide (:mod:`chainfence._node.replies`). The request went out (maybe delivered, as any
+    exchange that broke after it left); no usable answer came back, and asking again would get the same.
+    ``too_long``: refused for its length (a smaller question may be answered: a narrower log range)."""
+
+    def __init__(self, message: str, *, too_long: bool = False):
+        super().__init__(message)
+        self.too_long = too_long
 
 
 class ErrorReply(Exception):

@@ -11,9 +11,10 @@ hand-made events.
     index) and read in :data:`ORDER`; :func:`apply` inserts it once.
 ``resources``
     names, as the bytes logged, and only a name that hashes to its resource id
-    (or names it as a claimed item, ``workset/item``): anyone can log a
-    ``ResourceNamed`` for any bytes by calling the contract, never for another
-    resource's id; and each resource's lease count and latest token.
+    (a ``ResourceNamed``'s; a claimed item's ``ItemNamed``, kept as
+    ``workset/item`` with ``claimed`` set): anyone can log a name of any
+    bytes by calling the contract, never for another resource's id; and each
+    resource's lease count and latest token.
 ``leases``
     one row per fencing token, kept up to date by the events that change it:
     who, since when, why, its renewals and progress markers, its completions,
@@ -31,8 +32,6 @@ from __future__ import annotations
 import functools
 import sqlite3
 from typing import Any
-
-from eth_utils.crypto import keccak
 
 from .. import _log, _names, endings
 from .._node import events as _events
@@ -227,14 +226,13 @@ def apply(conn: sqlite3.Connection, entry: _events.RegistryLog, timestamp: int) 
     """One event into the store: its row, and the lease (and resource) it changes. True when it was a lease
     event not stored yet (a name, a namespace event or an event stored before: False)."""
     kind = entry.kind
-    if kind is _events.Kind.NAMED:
-        name = entry.name or b""
-        if keccak(name) == entry.resource_id:
-            claimed = 0
-        elif _names.item_parts(name, entry.resource_id) is not None:
-            claimed = 1  # workset/item of the claimed item resource_id (claimNext names items so)
-        else:
-            return False  # a name that is not this resource's: anyone can log one by calling the contract
+    if kind in _events.NAMING_KINDS:
+        if _names.logged_id(entry.name, entry.workset, entry.item) != entry.resource_id:
+            return False  # a name that is not this resource's: not believed
+        if kind is _events.Kind.NAMED:
+            name, claimed = bytes(entry.name or b""), 0
+        else:  # a claimed item (ItemNamed), kept as workset/item: _names.label finds the one split that hashes
+            name, claimed = bytes(entry.workset or b"") + b"/" + bytes(entry.item or b""), 1
         conn.execute(
             "INSERT INTO resources (resource_id, name, claimed, first_block) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (resource_id) DO UPDATE SET name = coalesce(resources.name, excluded.name), "

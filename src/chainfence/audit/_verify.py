@@ -4,8 +4,9 @@ against headers no single provider controls).
 Events against the chain's logs read again from the deployment; block hashes and times, and every
 event's time, against the headers; leases and names against what the chain's logs make at the headers'
 times (a scratch index rebuilt in memory); with ``proofs``, every block holding indexed events vouched
-for and its receipts checked against the vouched ``receiptsRoot``, and every resource's latest lease
-against its storage slot proven at the synced block.
+for and its receipts checked against the vouched ``receiptsRoot``, every resource's latest lease
+against its storage slot proven at the synced block, and the index's highest token against the
+registry's latest (its counter, proven at that block): an index lacking a whole resource differs there.
 """
 
 from __future__ import annotations
@@ -71,14 +72,14 @@ def verify(index: _Index, registry: Any, *, max_blocks: int | None, limit: int, 
     for _first, _last, logs in _events.fetch(
         chain,
         registry.address,
-        kinds=[*_events.LEASE_KINDS, _events.Kind.NAMED],
+        kinds=[*_events.LEASE_KINDS, *_events.NAMING_KINDS],
         from_block=deployment,
         to_block=synced,
         max_range=max_blocks,
     ):
         chain_logs.extend(logs)
         for entry in logs:
-            if entry.kind is _events.Kind.NAMED:
+            if entry.kind in _events.NAMING_KINDS:
                 continue
             seen += 1
             mine = stored.pop((entry.block_number, entry.tx_hash, entry.log_index), None)
@@ -178,8 +179,8 @@ def _leases(index: _Index, logs: list[_events.RegistryLog], times: dict[int, int
 
 
 def _proofs(index: _Index, registry: Any, reader: Any, synced: int) -> list[str]:
-    """The index against a header source (see :meth:`verify`): vouched blocks, their receipts, and the
-    latest lease of every resource proven at the synced block."""
+    """The index against a header source (see :meth:`verify`): vouched blocks, their receipts, the
+    registry's latest token and the latest lease of every resource, proven at the synced block."""
     from ..errors import ChainfenceError
     from ..proofs import ProvenReader, lease_info
 
@@ -212,14 +213,14 @@ def _proofs(index: _Index, registry: Any, reader: Any, synced: int) -> list[str]
         }
         try:
             found = _completeness.receipts(chain, header)
+            expected = sorted(
+                _completeness.content(entry)
+                for entry in _completeness.registry_logs(found, header, registry.address)
+                if entry.kind in _events.LEASE_KINDS
+            )
         except (ChainfenceError, KeyError, TypeError, ValueError) as exc:
             differences.append(f"block {number}: receipts not checked against the vouched receiptsRoot: {exc}")
             continue
-        expected = sorted(
-            _completeness.content(entry)
-            for entry in _completeness.registry_logs(found, header, registry.address)
-            if entry.kind in _events.LEASE_KINDS
-        )
         indexed = sorted(
             _completeness.content(_projection.log_from_row(row)[0])
             for row in index._conn.execute(f"SELECT {_projection.EVENT_COLUMNS} FROM events WHERE block = ?", (number,))
@@ -230,6 +231,15 @@ def _proofs(index: _Index, registry: Any, reader: Any, synced: int) -> list[str]
                 f"{len(expected)} lease events, the index {len(indexed)}, or other ones"
             )
     head = reader.headers.at(synced)
+    # The registry's highest token (its counter, one proof away) against the index's: a resource the index
+    # lacks whole (acquired in a block it holds no event of) has no row below to compare with.
+    latest = reader.latest_token(header=head)
+    (highest,) = index._conn.execute("SELECT coalesce(max(token), 0) FROM leases").fetchone()
+    if latest != highest:
+        differences.append(
+            f"tokens: the index's highest token is {highest}; proven at block {head.number}, the registry's "
+            f"latest is {latest}"
+        )
     rows = index._conn.execute(
         "SELECT l.resource_id, l.token, l.holder, l.expires_at, l.ended FROM resources r JOIN leases l "
         "ON l.token = (SELECT x.token FROM leases x WHERE x.resource_id = r.resource_id "

@@ -50,10 +50,18 @@ Sync (:meth:`AuditIndex.sync`)
     of a confirmed block.
 
     Reorgs: before each page the cursor block's hash is compared with the
-    chain's, and every log's block hash with its header's. On a mismatch the
-    index rewinds to the newest block it holds whose hash the chain still
-    has (the fork point), deletes everything after it, replays the leases it
-    touched, and indexes again from there.
+    chain's. On a mismatch (and only then) the index rewinds to the newest
+    block it holds whose hash the chain still has (the fork point), deletes
+    everything after it, replays the leases it touched, and indexes again
+    from there.
+
+    An answer the sync cannot index is refused, typed, with nothing of its
+    page indexed (:class:`~chainfence.errors.LogsIncomplete`: the cursor
+    stays before the page, and the next sync asks again): a log of a block
+    outside the range asked, or that does not read
+    (:func:`chainfence._node.events.fetch`), or whose block hash is not its
+    header's (a block replaced while reading, or an invented log: the
+    blocks the index holds are the chain's, so there is nothing to rewind).
 
 Verify (:meth:`AuditIndex.verify`)
     Every event against the chain's logs, every block's hash and timestamp
@@ -61,8 +69,9 @@ Verify (:meth:`AuditIndex.verify`)
     against what the chain's events make at the headers' times; with
     ``proofs=`` (a :class:`chainfence.proofs.ProvenReader`), against headers
     no single provider controls: vouched blocks, their receipts against the
-    vouched ``receiptsRoot``, and every resource's latest lease against its
-    proven storage slot.
+    vouched ``receiptsRoot``, every resource's latest lease against its
+    proven storage slot, and the index's highest token against the
+    registry's latest (its proven counter).
 
 Queries read the file only; each result says how far it reaches
 (:meth:`AuditIndex.status`). ``expired`` for a lease nobody ended is judged
@@ -100,7 +109,7 @@ from .._node import completeness as _completeness
 from .._node import events as _events
 from ..chain import Chain
 from ..endings import End
-from ..errors import AuditIndexMismatch, ChainError, InvalidInput
+from ..errors import AuditIndexMismatch, ChainError, InvalidInput, LogsIncomplete
 from . import _pages, _projection
 from ._pages import DEFAULT_LIMIT, MAX_LIMIT, Page
 from ._projection import ENDINGS
@@ -406,8 +415,12 @@ class AuditIndex:
         ``max_blocks`` bounds the blocks of one ``eth_getLogs`` request (the
         chain's own bound otherwise; halved when a provider refuses).
         ``progress(done_block, first_block, last_block)`` is called after each
-        page. Raises ChainError subclasses when the node fails; what was
-        committed stays, and the next sync resumes there.
+        page. Raises ChainError subclasses when the node fails, and
+        :class:`~chainfence.errors.LogsIncomplete` when it answers a log the
+        page cannot hold (of another block than those asked or than its
+        header, or one that does not read): what was committed stays, nothing
+        of that page is, and the next sync resumes there. It rewinds only
+        where a block it holds is no longer the chain's.
         """
         if not isinstance(getattr(registry, "chain", None), Chain) or not isinstance(
             getattr(registry, "address", None), str
@@ -524,8 +537,20 @@ class AuditIndex:
             if stored is not None and hashes[synced] != bytes(stored[0]):
                 raise _Reorg(f"block {synced}, the last one indexed, was replaced")
         for entry in logs:
-            if entry.block_number not in hashes or entry.block_hash != hashes[entry.block_number]:
-                raise _Reorg(f"block {entry.block_number} changed while its logs were read")
+            if entry.block_hash != hashes.get(entry.block_number):
+                # Not a reorganisation the index can rewind (the blocks it holds are the chain's, checked
+                # above): a log of another branch than the page's headers (one replaced while reading) or
+                # one a provider invented. Nothing of the page is indexed; the next sync reads it again.
+                from .._node.jsonrpc import name_of_chain
+
+                raise LogsIncomplete(
+                    block=first,
+                    followed=first - 1,
+                    head=last,
+                    provider=name_of_chain(chain),
+                    reason=f"a {entry.kind.value} was answered for block {entry.block_number} with hash "
+                    f"0x{entry.block_hash.hex()}, which is not the block's header",
+                )
         checked = _completeness.check(chain, address, first, last, logs, headers=headers, mode=mode)
         held = None if checked.held is None else (checked.held, f"block {checked.held}: {checked.why}")
         end = checked.end
@@ -613,9 +638,10 @@ class AuditIndex:
         also checks the index against headers no single provider controls
         (its header source): each block holding indexed events is vouched for,
         its receipts are checked against the vouched ``receiptsRoot`` and hold
-        exactly the events indexed there, and every resource's latest lease is
-        the one its storage slot holds, proven against the vouched header of
-        the synced block.
+        exactly the events indexed there, every resource's latest lease is
+        the one its storage slot holds, and the index's highest token is the
+        registry's latest (its counter: so an index lacking a whole resource
+        differs), each proven against the vouched header of the synced block.
 
         Returns the number of events checked; raises
         :class:`~chainfence.errors.AuditIndexDiffers` listing (up to ``limit``)

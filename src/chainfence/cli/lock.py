@@ -114,6 +114,8 @@ FORWARDED: tuple[signal.Signals, ...] = (
     signal.SIGWINCH,
 )
 _LOCAL_ENDS = frozenset(end.value for end in LocalEnd)
+#: Every signal a handler may catch (what exec resets to its default action).
+_CATCHABLE = tuple(sorted(signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}))
 #: The forwarded signals that, before the command has started, mean "do not start it".
 _TERMINATING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
 
@@ -403,7 +405,15 @@ class Sentinel:
         self._send(b"k %r\n" % kill_at)
 
     def announce(self) -> None:
-        """The command's ``preexec_fn``: after setsid, before exec."""
+        """The command's ``preexec_fn``: after setsid, before exec.
+
+        First every signal `lock` catches gets its default action back, as exec would give it: from
+        the moment the sentinel knows the session it may signal it, and until the exec the command is
+        a copy of `lock` whose handlers only record (the sentinel's SIGTERM, caught there, was lost and
+        the command ran on). Ignored signals stay ignored, as across exec."""
+        for sig in _CATCHABLE:
+            if signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN):
+                signal.signal(sig, signal.SIG_DFL)
         os.write(self.fd, b"s %d\n" % os.getpid())
 
     def exited(self) -> int | None:

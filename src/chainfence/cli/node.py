@@ -4,7 +4,10 @@
 ``--anvil``, ``$CHAINFENCE_ANVIL``, a ``node_modules`` (the project's own
 ``npm install`` of ``@foundry-rs/anvil``, pinned) in the working directory or
 any parent, or beside the installed package (an editable install in a
-checkout), or ``anvil`` on ``PATH``.
+checkout), or ``anvil`` on ``PATH``. The npm package's node wrapper
+(``node_modules/.bin/anvil``) is resolved to the native binary it ships, or
+refused at once naming it; anvil runs in a process group of its own, which a
+stop, or a failed start, ends whole.
 
 State: anvil loads and dumps ``<dir>/anvil-state.json`` (every
 ``state_interval`` seconds, default 1, and on a clean stop), so leases,
@@ -159,7 +162,14 @@ def serve(
     )
     node.start()
     stop = stop or threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # The handler only records the signal: setting ``stop`` takes the event's lock, which the main thread
+    # holds at moments inside ``stop.wait``; a signal landing then deadlocked the node (Ctrl-C never stopped
+    # it). The loop below looks at ``signalled`` at every turn.
+    signalled: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, _frame: signalled.append(signum))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         keys = dev_keys(10)
         chain = Chain.connect(node.url, private_keys=keys, poll_latency=0.02)
@@ -205,9 +215,11 @@ def serve(
             "accounts": [{"address": a, "private_key": k} for a, k in zip(chain.accounts, keys)],
         }
         _announce(info, as_json=as_json, out=out)
-        while not stop.wait(0.2):
+        while not signalled and not stop.wait(0.2):
             if not node.alive():
-                raise NodeUnreachable(f"anvil exited unexpectedly: {node.stderr.strip()[-500:]}")
+                node.stop()  # ends what is left of its process group and collects its stderr
+                said = node.stderr.strip()[-500:] or "nothing on stderr"
+                raise NodeUnreachable(f"anvil exited unexpectedly with code {node.returncode}: {said}")
             backup.refresh()
             try:
                 # At an explicit block: no rollback check here (a deliberate evm_revert is not a crash).

@@ -24,6 +24,7 @@ from typing import Any
 from ._common import (
     EXIT_OK,
     NAME_RULES,
+    UsageError,
     add_command,
     connect,
     emit,
@@ -36,6 +37,13 @@ from ._common import (
 )
 
 _ADDRESS = "0x2B5AD5c4795c026514f8317c7a215E218DcCD6cF"
+
+_ESCAPED = (
+    "RESOURCE (and --workset) are written as chainfence shows names read from the chain (the resource column of "
+    "`audit` and `stuck`, resource_display in their --json): \\u202e, \\x1b, \\xff for a byte that is not UTF-8, "
+    "\\\\ for a backslash. Reaches a name anyone put on-chain with control or bidi characters or bytes that "
+    "are not UTF-8, exactly"
+)
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -143,6 +151,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "resource", help="the resource whose live lease ends (a claimed item: WORKSET»ITEM, or ITEM with --workset)"
     )
     revoke.add_argument("--workset", help="RESOURCE is a work item of this workset: revoke its live claim")
+    revoke.add_argument("--escaped", action="store_true", help=_ESCAPED)
     revoke.set_defaults(run=_revoke)
     grant = add_command(
         subparsers,
@@ -155,6 +164,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     grant.add_argument("--workset", help="RESOURCE is a work item of this workset: the holder gets it as a claim")
     grant.add_argument("holder", help="the account that gets the new token")
     grant.add_argument("--ttl", type=positive_int, required=True, help="lease length in seconds")
+    grant.add_argument("--escaped", action="store_true", help=_ESCAPED)
     grant.set_defaults(run=_grant)
     many = add_command(
         subparsers,
@@ -262,35 +272,70 @@ def _admit(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 # ---------------------------------------------------------------------------
 
 
-def _revoke(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _admin_target(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any] | None, str]:
+    """What ``revoke`` and ``grant`` act on, checked before anything is asked of the node: the resource's
+    name (a ``str``; with --escaped, the bytes the registry holds), the (workset, item) of a work item,
+    and the name as shown."""
     from .. import _names
 
-    name = args.resource if args.workset is None else _names.item_name(args.workset, args.resource)
-    item = _names.split_item(name)  # checked before anything is asked of the node
-    chain, registry = connect(args, needs_key=True)
-    with waiting(chain, args, f"revoke {_names.display_name(name)}"):
-        token = registry.revoke(name, confirmations=args.confirmations)  # workset»item: revoke_item
-    document: dict[str, Any] = {"resource": name, "revoked_token": token, "admin": registry.sender}
+    if not args.escaped:
+        name = args.resource if args.workset is None else _names.item_name(args.workset, args.resource)
+        item = _names.split_item(name)
+        if item is None:
+            _names.held_name(name)
+        return name, item, _names.display_name(name)
+    target = _names.undisplay(args.resource)
+    if args.workset is not None:
+        workset = _names.undisplay(args.workset)
+        if isinstance(workset, tuple) or isinstance(target, tuple):
+            raise UsageError(
+                f"with --workset, neither it nor RESOURCE may hold a bare {_names.ITEM_SEPARATOR} (one joins an "
+                "item's workset and item: give WORKSET\u00bbITEM alone instead)"
+            )
+        target = (workset, target)
+    if isinstance(target, tuple):
+        shown = _names.display(target[0]) + _names.ITEM_SEPARATOR + _names.display(target[1])
+        return shown, target, shown
+    return target, None, _names.display(target)
+
+
+def _named(name: Any, item: tuple[Any, Any] | None, shown: str) -> dict[str, Any]:
+    """The resource (and work item) fields of ``revoke``'s and ``grant``'s --json answer."""
+    from .. import _names
+
+    document: dict[str, Any] = {"resource": name if isinstance(name, str) else shown}
     if item is not None:
-        document.update(workset=item[0], item=item[1])
-    emit(args, document, f"revoked {_names.display_name(name)} token {token} (admin {registry.sender})")
+        workset, part = (_names.held_name(piece) for piece in item)
+        document.update(workset=_names.held_label(workset), item=_names.held_label(part))
+    return document
+
+
+def _revoke(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    name, item, shown = _admin_target(args)
+    chain, registry = connect(args, needs_key=True)
+    with waiting(chain, args, f"revoke {shown}"):
+        if item is not None:
+            token = registry.revoke_item(*item, confirmations=args.confirmations)
+        else:
+            token = registry.revoke(name, confirmations=args.confirmations)
+    document = {**_named(name, item, shown), "revoked_token": token, "admin": registry.sender}
+    emit(args, document, f"revoked {shown} token {token} (admin {registry.sender})")
     return EXIT_OK
 
 
 def _grant(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .. import _names
-
-    name = args.resource if args.workset is None else _names.item_name(args.workset, args.resource)
-    _names.split_item(name)  # checked before anything is asked of the node
+    name, item, shown = _admin_target(args)
     chain, registry = connect(args, needs_key=True)
-    with waiting(chain, args, f"grant {_names.display_name(name)}"):
-        lease = registry.grant(name, args.holder, args.ttl, confirmations=args.confirmations)  # workset»item too
-    extra = {} if lease.workset is None else {"workset": lease.workset, "item": lease.item}
+    with waiting(chain, args, f"grant {shown}"):
+        if item is not None:
+            lease = registry.grant_item(*item, args.holder, args.ttl, confirmations=args.confirmations)
+        else:
+            lease = registry.grant(name, args.holder, args.ttl, confirmations=args.confirmations)
     emit(
         args,
-        {**lease_document(lease), **extra, "admin": registry.sender},
+        {**lease_document(lease), **_named(name, item, shown), "admin": registry.sender},
         lambda: (
-            f"granted {_names.display_name(lease.resource)} to {lease.holder}: token {lease.token} (previous "
+            f"granted {shown} to {lease.holder}: token {lease.token} (previous "
             f"token {lease.previous_token}), expires {when(lease.expires_at, chain.now())}"
         ),
     )

@@ -71,8 +71,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn, Protocol
 
-from eth_utils.crypto import keccak
-
 from .. import _log, _names, endings
 from .._lease_state import LeaseStatus
 from .._node import completeness as _completeness
@@ -266,41 +264,46 @@ class Follower:
         self._require_unchanged(block, GuardStore.meta(conn, "follow_hash"), head)
         kinds = [
             _events.Kind.ACQUIRED,
-            _events.Kind.NAMED,
+            *_events.NAMING_KINDS,
             _events.Kind.REVOKED,
             _events.Kind.RELEASED,
             _events.Kind.COMPLETED,
         ]
         if self._follow_admissions:  # on-chain admission: follow the allowlists
             kinds += [_events.Kind.ADMISSION_SET, _events.Kind.POLICY_SET, _events.Kind.ADMIN_TRANSFERRED]
-        for first, last, logs in _events.fetch(
-            chain,
-            self._registry.address,
-            kinds=kinds,
-            from_block=block + 1,
-            to_block=head,
-        ):
-            completed = self._completed_claims(logs)
-            if trusted is not None:  # what the provider invented is refused first, naming it (ProofInvalid)
-                self._vouch(logs, trusted)
-                self._prove_page(logs, last, trusted, completed)
-            checked = self._check(first, last, logs, kinds)  # then what it left out: applied up to there
-            if checked.end >= first:
-                end_hash = "0x" + _completeness.block_hash(checked.headers[checked.end]).hex()
-                self._apply(checked.logs, checked.end, end_hash, completed, proven_at=last)
-                block = checked.end
-            if checked.held is not None:
-                # The answer lacks logs this block has: stand before it. The next sync asks for it again.
-                behind = LogsIncomplete(
-                    block=checked.held,
-                    followed=block,
-                    head=head,
-                    provider=self._log_provider(),
-                    reason=checked.why or "",
-                )
-                self.followed_block = block
-                logger.warning("guard follower: %s", behind)  # the error says where it waits, and why
-                raise behind
+        try:
+            for first, last, logs in _events.fetch(
+                chain,
+                self._registry.address,
+                kinds=kinds,
+                from_block=block + 1,
+                to_block=head,
+            ):
+                completed = self._completed_claims(logs)
+                if trusted is not None:  # what the provider invented is refused first, naming it (ProofInvalid)
+                    self._vouch(logs, trusted)
+                    self._prove_page(logs, last, trusted, completed)
+                checked = self._check(first, last, logs, kinds)  # then what it left out: applied up to there
+                if checked.end >= first:
+                    end_hash = "0x" + _completeness.block_hash(checked.headers[checked.end]).hex()
+                    self._apply(checked.logs, checked.end, end_hash, completed, proven_at=last)
+                    block = checked.end
+                if checked.held is not None:
+                    # The answer lacks logs this block has: stand before it. The next sync asks for it again.
+                    raise LogsIncomplete(
+                        block=checked.held,
+                        followed=block,
+                        head=head,
+                        provider=self._log_provider(),
+                        reason=checked.why or "",
+                    )
+        except LogsIncomplete as behind:
+            # Held before a block, or a page refused whole by the reading (an answer holding a log the query
+            # cannot have: another block's, one that does not read): nothing of it applied, the follower
+            # stands where it is, and the next sync asks again.
+            self.followed_block = block
+            logger.warning("guard follower: %s", behind)  # the error says where it waits, and why
+            raise
         return block
 
     def _check(
@@ -476,11 +479,10 @@ class Follower:
         namespaces: set[bytes] = set()
         # A name hashes to its resource (a claimed item's, as workset»item): a log claiming otherwise is not believed.
         names = {
-            entry.resource_id: _names.label(entry.resource_id, entry.name)[1]
+            entry.resource_id: found[1]
             for entry in logs
-            if entry.kind is _events.Kind.NAMED
-            and entry.name is not None
-            and (keccak(entry.name) == entry.resource_id or _names.item_parts(entry.name, entry.resource_id))
+            if entry.kind in _events.NAMING_KINDS
+            and (found := _names.named(entry.resource_id, entry.name, entry.workset, entry.item)) is not None
         }
         with self._store.write() as conn:
             for resource_id, name in names.items():

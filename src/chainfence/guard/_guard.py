@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .. import _log, _names, _validate
 from .._lease_state import LeaseStatus, judge
 from .._node import completeness as _completeness
+from .._rollback import Doubt
 from ..endings import End
 from ..errors import (
     ChainfenceError,
@@ -57,6 +58,12 @@ if TYPE_CHECKING:
     from ..registry import Registry
 
 logger = _log.get("chainfence.guard")  # the guard's one logger, whichever module logs
+
+
+def _doubt(reason: str, **fields: Any) -> NoReturn:
+    """The ``latch`` of a first look at the chain: evidence of a rollback, not yet believed."""
+    raise Doubt(reason)
+
 
 __all__ = ["MODES", "Guard"]
 
@@ -362,13 +369,26 @@ class Guard:
     def _verify_on_chain(
         self, resource: str, resource_id: bytes, token: int, mark: int, stored_holder: str | None
     ) -> LeaseInfo:
+        """The registry's verdict on ``token``, and the rollback checks. Evidence of a rollback is believed
+        (latched) only once the chain, asked again, says so too (:mod:`chainfence._rollback`: anvil
+        answers a read at ``latest`` from the block before while it mines)."""
+        try:
+            return self._ask_chain(resource, token, mark, stored_holder, latch=_doubt)
+        except Doubt as doubt:
+            logger.warning("guard %s: %s; asking the chain again before believing it", self.path, doubt)
+        return self._ask_chain(resource, token, mark, stored_holder, latch=self._latch)
+
+    def _ask_chain(
+        self, resource: str, token: int, mark: int, stored_holder: str | None, *, latch: Callable[..., NoReturn]
+    ) -> LeaseInfo:
+        """One look of :meth:`_verify_on_chain`; evidence of a rollback goes to ``latch``."""
         registry = self.registry
         try:
             info = registry.check_current(resource, token, confirmations=self.confirmations)
         except TokenNotCurrent as refused:
             chain_token = getattr(refused, "current_token", None)
             if chain_token is not None and chain_token < mark:
-                self._latch(
+                latch(
                     f"{resource!r} reads token {chain_token} on-chain, below the mark {mark} this store accepted",
                     seen_token=mark,
                     chain_token=chain_token,
@@ -377,9 +397,9 @@ class Guard:
             logger.info("guard rejected token resource=%s token=%d: %s", resource, token, type(refused).__name__)
             raise
         except ChainRolledBack as lost:
-            self._latch(str(lost), seen_token=lost.seen_token, chain_token=lost.chain_token, resource=resource)
+            latch(str(lost), seen_token=lost.seen_token, chain_token=lost.chain_token, resource=resource)
         if token == mark and stored_holder is not None and info.holder != stored_holder:
-            self._latch(
+            latch(
                 f"token {token} of {resource!r} is held by {info.holder} on-chain, but this store accepted it "
                 f"from {stored_holder}: the number was issued twice",
                 seen_token=mark,
@@ -391,7 +411,7 @@ class Guard:
             high = self._store.high_token()
             latest = registry.latest_token(block="latest")
             if latest < high:
-                self._latch(
+                latch(
                     f"the registry's latest token is {latest}, below token {high} this store accepted",
                     seen_token=high,
                     chain_token=latest,
@@ -666,27 +686,35 @@ class Guard:
             self._check_proven_continuity_at_open(high)
             return
         try:
-            latest = self.registry.latest_token(block="latest")
-            if latest < high:
-                self._latch(
-                    f"the registry's latest token is {latest}, below token {high} this store accepted",
-                    seen_token=high,
-                    chain_token=latest,
-                )
-            for resource_id, name, token, holder in self._store.newest_marks(_MARKS_VERIFIED_AT_OPEN):
-                info = self.registry.last_lease_by_id(resource_id, block="latest")
-                chain_token, chain_holder = (info.token, info.holder) if info is not None else (0, None)
-                where = name or "0x" + resource_id.hex()
-                if chain_token < token or (chain_token == token and holder is not None and chain_holder != holder):
-                    self._latch(
-                        f"{where} reads token {chain_token} held by {chain_holder} on-chain; this store accepted "
-                        f"token {token} from {holder}",
-                        seen_token=token,
-                        chain_token=chain_token,
-                        resource=name,
-                    )
+            try:
+                self._check_continuity(high, latch=_doubt)
+            except Doubt as doubt:  # believed only if the chain, asked again, says so too (as in a check)
+                logger.warning("guard %s: %s; asking the chain again before believing it", self.path, doubt)
+                self._check_continuity(high, latch=self._latch)
         except ChainRolledBack as lost:
             logger.error("guard %s: %s", self.path, lost)
+
+    def _check_continuity(self, high: int, *, latch: Callable[..., NoReturn]) -> None:
+        """One look of :meth:`_check_continuity_at_open`; evidence of a rollback goes to ``latch``."""
+        latest = self.registry.latest_token(block="latest")
+        if latest < high:
+            latch(
+                f"the registry's latest token is {latest}, below token {high} this store accepted",
+                seen_token=high,
+                chain_token=latest,
+            )
+        for resource_id, name, token, holder in self._store.newest_marks(_MARKS_VERIFIED_AT_OPEN):
+            info = self.registry.last_lease_by_id(resource_id, block="latest")
+            chain_token, chain_holder = (info.token, info.holder) if info is not None else (0, None)
+            where = name or "0x" + resource_id.hex()
+            if chain_token < token or (chain_token == token and holder is not None and chain_holder != holder):
+                latch(
+                    f"{where} reads token {chain_token} held by {chain_holder} on-chain; this store accepted "
+                    f"token {token} from {holder}",
+                    seen_token=token,
+                    chain_token=chain_token,
+                    resource=name,
+                )
 
     def _check_proven_continuity_at_open(self, high: int) -> None:
         """:meth:`_check_continuity_at_open`, proven: the newest marks and the registry's latest token in
