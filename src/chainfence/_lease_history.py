@@ -229,7 +229,7 @@ def _history_from_index(
             block=synced.held_at,
             followed=synced.held_at - 1,
             head=int(to_block),
-            provider=name_of_chain(registry.chain),
+            source=name_of_chain(registry.chain),
             reason=synced.held_because or "",
         )
     result = []

@@ -20,8 +20,9 @@ Errors: a chainfence error reaches the model as a tool error
 "message": ..., "holder": ..., "token": ..., "expires_at": ...}``), as JSON
 text and as ``structuredContent``: never the SDK's generic "Error executing
 tool". Arguments outside the schema are refused before anything is sent, as
-``InvalidInput`` (or the subclass for the field: ``InvalidTtl``,
-``InvalidToken``, ...) with the fields that failed.
+``InvalidInput`` (``argument``: the first field that failed; the contract's
+subclass for a name or a ttl: ``InvalidResourceName``, ``InvalidTtl``, ...)
+with the fields that failed.
 
 Keep-alive: **none**. The agent renews. A server that renewed on the
 agent's behalf would keep the lease of an agent that crashed or hangs alive
@@ -204,11 +205,7 @@ _FIELD_ERRORS: dict[str, type[InvalidInput]] = {
     "workset": errors.InvalidResourceName,
     "election": errors.InvalidResourceName,
     "ttl": errors.InvalidTtl,
-    "token": errors.InvalidToken,
-    "wait": errors.InvalidWait,
-    "progress": errors.InvalidProgress,
     "items": errors.InvalidClaimItems,
-    "before": errors.InvalidCursor,
 }
 
 # ---------------------------------------------------------------------------
@@ -373,8 +370,7 @@ def _invalid_arguments(tool: str, problem: ValidationError) -> InvalidInput:
     first = str(problem.errors()[0]["loc"][0]) if problem.errors() else ""
     cls = _FIELD_ERRORS.get(first, InvalidInput)
     summary = "; ".join(f"{f['field']}: {f['problem']}" for f in fields)
-    error = cls.__new__(cls)
-    InvalidInput.__init__(error, f"{tool}: invalid arguments (nothing was sent): {summary}")
+    error = cls(f"{tool}: invalid arguments (nothing was sent): {summary}", argument=first or None)
     vars(error)["fields"] = fields  # a detail of the error (ChainfenceError.details() lists its attributes)
     return error
 
@@ -498,7 +494,7 @@ def _progress(value: int | str | None) -> bytes | int | str | None:
         try:
             return bytes.fromhex(value[2:])
         except ValueError:
-            raise errors.InvalidProgress(value, why=f"not hex: {value!r:.80}") from None
+            raise InvalidInput(f"progress is not hex: {value!r:.80}", argument="progress", value=value) from None
     return value
 
 

@@ -58,7 +58,7 @@ from ._node import proofs as _proofs
 from ._node.headers import HeaderSource, QuorumHeaders, TrustedHeaders, VerifiedHeader
 from ._node.jsonrpc import Endpoint, endpoint
 from ._node.rlp import keccak256
-from .errors import ContractNotFound, InvalidAddress, InvalidInput, ProofInvalid, ProofsNotServed, RpcError
+from .errors import ContractNotFound, InvalidInput, ProofInvalid, ProofsNotServed, RpcError
 
 logger = _log.get(__name__)
 
@@ -128,22 +128,22 @@ def _item_id(workset: bytes, item: bytes) -> bytes:
 
 
 def _token(value: object) -> int:
-    from .errors import InvalidToken
-
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 1 << 256:
-        raise InvalidToken(token=value)
+        raise InvalidInput(
+            f"a fencing token is an int from 1 to 2**256 - 1, got {value!r:.80}", argument="token", value=value
+        )
     return value
 
 
 def _address(value: object) -> bytes:
     if not isinstance(value, str) or not value.startswith("0x") or len(value) != 42:
-        raise InvalidAddress(f"not a 20-byte hex address: {value!r}")
+        raise InvalidInput(f"not a 20-byte hex address: {value!r:.80}", argument="address", value=value)
     try:
         raw = bytes.fromhex(value[2:])
     except ValueError:
-        raise InvalidAddress(f"not a 20-byte hex address: {value!r}") from None
+        raise InvalidInput(f"not a 20-byte hex address: {value!r}", argument="address", value=value) from None
     if value[2:] != value[2:].lower() and value[2:] != value[2:].upper() and _proofs.checksum_address(raw) != value:
-        raise InvalidAddress(f"bad checksum: {value!r}")
+        raise InvalidInput(f"bad checksum: {value!r}", argument="address", value=value)
     return raw
 
 
@@ -209,7 +209,7 @@ class ProvenReader:
             self.endpoint.request("eth_getProof", [self.address, [], "latest"])
         except RpcError as exc:
             if _not_served(exc):
-                raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
+                raise ProofsNotServed(source=self.endpoint.name, detail=exc.rpc_message) from exc
             raise
         self._proofs_served = True
 
@@ -320,14 +320,14 @@ class ProvenReader:
             )
         except RpcError as exc:
             if _not_served(exc):
-                raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
+                raise ProofsNotServed(source=self.endpoint.name, detail=exc.rpc_message) from exc
             raise
         try:
             return self._verify(answer, slots, header)
         except _proofs.ProofMismatch as bad:
             logger.warning("proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad)
             raise ProofInvalid(
-                provider=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
+                source=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
             ) from None
 
     def _verify(self, answer: Any, slots: list[bytes], header: VerifiedHeader) -> list[int]:
@@ -385,14 +385,14 @@ class ProvenReader:
             answer = self.endpoint.request("eth_getProof", [name, [], hex(header.number)])
         except RpcError as exc:
             if _not_served(exc):
-                raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
+                raise ProofsNotServed(source=self.endpoint.name, detail=exc.rpc_message) from exc
             raise
         try:
             account = self._verify_account(answer, raw, header)
         except _proofs.ProofMismatch as bad:
             logger.warning("proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad)
             raise ProofInvalid(
-                provider=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
+                source=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
             ) from None
         return account is not None and account.code_hash != _proofs.EMPTY_CODE_HASH
 

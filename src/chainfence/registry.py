@@ -265,7 +265,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         the lease's expiry; it takes a released resource within about one
         block. ``wait=None`` or ``0`` (the default) does not wait; anything
         but a number from 0 to a year is
-        :class:`~chainfence.errors.InvalidWait` (nothing sent).
+        :class:`~chainfence.errors.InvalidInput` (nothing sent).
 
         Fairness: none beyond a random pause (up to a quarter block) before
         sending, which keeps waiters from sending at the same instant. The
@@ -445,7 +445,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         holder that renews but no longer advances: ``bytes`` of 1 to 32 bytes
         (right-padded with zeros), an ``int`` counter (big-endian), or a
         ``str`` (its keccak256). Anything else, or a marker of all zeros, is
-        :class:`~chainfence.errors.InvalidProgress` and nothing is sent.
+        :class:`~chainfence.errors.InvalidInput` and nothing is sent.
         Without it a renewal logs a zero marker: "nothing to report".
         """
         resource_id = _validate.resource_id(resource)

@@ -329,7 +329,7 @@ def test_every_command_reads_the_node_from_chainfence_rpc_url(name, tmp_path, mo
         assert "none of the 2 endpoints of $CHAINFENCE_RPC_URL answers" in listed_document["message"]
         assert "127.0.0.1:2" in listed_document["message"], "the second endpoint was tried"
     else:
-        assert (listed_code, listed_document["error"]) == (EXIT_USAGE, "InvalidUrl"), listed_document
+        assert (listed_code, listed_document["error"]) == (EXIT_USAGE, "InvalidInput"), listed_document
         assert "$CHAINFENCE_RPC_URL names 2 endpoints, but this command talks to one node" in listed_document["message"]
 
 
@@ -345,13 +345,13 @@ def test_endpoints_flag_and_rpc_url_flag(capsys, monkeypatch):
     message = json.loads(capsys.readouterr().out)["message"]
     assert "none of the 2 endpoints of --endpoints" in message and "127.0.0.1:3" not in message
     assert main(["acquire", "fam/x", "--ttl", "3", "--endpoints", f"{NOBODY},{NOBODY_EITHER}", "--json"]) == 2
-    assert json.loads(capsys.readouterr().out)["error"] == "InvalidUrl"
+    assert json.loads(capsys.readouterr().out)["error"] == "InvalidInput"
     with pytest.raises(SystemExit):  # one or the other
         main(["status", "--rpc-url", NOBODY, "--endpoints", NOBODY])
     assert "not allowed with argument --rpc-url" in capsys.readouterr().err
     # A list given to --rpc-url is no URL (as before): --endpoints is the list's flag
     assert main(["status", "--rpc-url", f"{NOBODY},{NOBODY_EITHER}", "--registry", REGISTRY]) == EXIT_USAGE
-    assert "InvalidUrl" in capsys.readouterr().err
+    assert "InvalidInput" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -362,7 +362,7 @@ def test_endpoints_flag_and_rpc_url_flag(capsys, monkeypatch):
         ("http://a:1, HTTPS://b/rpc", ["http://a:1", "HTTPS://b/rpc"]),
         ("http://a:1\n", ["http://a:1\n"]),  # whitespace is kept, for the URL check to refuse
         ("https://rpc.example/v3/key?chains=1,2", ["https://rpc.example/v3/key?chains=1,2"]),  # a URL's own comma
-        ("http://a:1,b:2", ["http://a:1,b:2"]),  # not a list: one malformed URL (InvalidUrl names its host)
+        ("http://a:1,b:2", ["http://a:1,b:2"]),  # not a list: one malformed URL (InvalidInput names its host)
         # IPC socket paths (ending in .ipc) are endpoints too, anywhere in a list
         ("/tmp/a.ipc,/tmp/b.ipc", ["/tmp/a.ipc", "/tmp/b.ipc"]),
         ("http://a:1,/tmp/b.ipc", ["http://a:1", "/tmp/b.ipc"]),

@@ -347,7 +347,7 @@ class FakeProvider:
 
     def _answer(self, method, params):
         if self.down:
-            raise ProviderUnavailable(provider=self.name, detail="down")
+            raise ProviderUnavailable(source=self.name, detail="down")
         if method == "eth_getBlockByNumber":
             tag = params[0]
             number = self.head if tag in ("latest", "finalized") else int(tag, 16)

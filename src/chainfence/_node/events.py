@@ -563,7 +563,7 @@ def _answered(
                 continue
         from .jsonrpc import name_of_chain  # here: only a refused answer names its provider
 
-        raise LogsIncomplete(block=first, followed=first - 1, head=head, provider=name_of_chain(chain), reason=why)
+        raise LogsIncomplete(block=first, followed=first - 1, head=head, source=name_of_chain(chain), reason=why)
     out.sort(key=lambda entry: entry.order)
     return out
 

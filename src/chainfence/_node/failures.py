@@ -29,6 +29,7 @@ from ..errors import (
     ChainfenceError,
     InsufficientFunds,
     InvalidInput,
+    LogRangeRefused,
     NodeUnreachable,
     RpcError,
 )
@@ -37,7 +38,6 @@ from .transports import ErrorReply, NotDelivered, ReplyRefused, redact_url
 
 __all__ = [
     "TESTER_CONTROLS",
-    "LogRangeRefused",
     "is_transport_error",
     "never_delivered",
     "translate",
@@ -94,10 +94,6 @@ _TRANSPORT_REASONS = (
 )
 
 
-class LogRangeRefused(RpcError):
-    """The provider refused an ``eth_getLogs`` request for its block range or result size."""
-
-
 class translating:
     """Whatever the block raises leaves it as a chainfence error (:func:`translate`), the original chained
     as ``__cause__``. ``sender``: the account a transaction is from, named when it cannot pay.
@@ -137,10 +133,11 @@ def translate(exc: BaseException, method: str | None = None, *, sender: str | No
         return LogRangeRefused(f"eth_getLogs failed: {exc}", method=method, rpc_message=str(exc))
     if is_transport_error(exc):
         reason = str(exc) if isinstance(exc, ReplyRefused) else transport_reason(exc)
-        unreachable = NodeUnreachable(f"the node did not answer{f' {method}' if method else ''}: {reason}")
-        unreachable.reason = reason  # type: ignore[attr-defined]
-        unreachable.maybe_delivered = not never_delivered(exc)  # type: ignore[attr-defined]
-        return unreachable
+        return NodeUnreachable(
+            f"the node did not answer{f' {method}' if method else ''}: {reason}",
+            reason=reason,
+            maybe_delivered=not never_delivered(exc),
+        )
     code, message = _rpc_error_fields(exc)
     lowered = message.lower()
     if any(phrase in lowered for phrase in _CANNOT_PAY):

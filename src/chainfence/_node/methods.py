@@ -319,7 +319,7 @@ def balance_steps(node: Node, address: str, block: str | int = "pending") -> Ste
 
 def logs_steps(node: Node, filter_params: dict[str, Any], *, raw: bool = False) -> Steps[list[Any]]:
     """``eth_getLogs``; a provider's range or size limit raises
-    :class:`~chainfence._node.failures.LogRangeRefused`.
+    :class:`~chainfence.errors.LogRangeRefused`.
 
     ``raw``: the logs as the node sent them (hex strings; the embedded chain's ints), without
     formatting, which costs more than the request itself on a page of thousands of logs (the

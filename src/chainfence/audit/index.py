@@ -547,7 +547,7 @@ class AuditIndex:
                     block=first,
                     followed=first - 1,
                     head=last,
-                    provider=name_of_chain(chain),
+                    source=name_of_chain(chain),
                     reason=f"a {entry.kind.value} was answered for block {entry.block_number} with hash "
                     f"0x{entry.block_hash.hex()}, which is not the block's header",
                 )

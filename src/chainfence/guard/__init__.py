@@ -106,7 +106,7 @@ Admission (``admission=``): a guard can also require that the token's holder
 be one the service accepts, from a local list or from the namespace's
 on-chain allowlist (:mod:`chainfence.guard.admission`, and there how soon an
 on-chain removal takes effect in each mode). A holder refused gets
-:class:`~chainfence.errors.HolderNotAdmitted`; nothing is recorded.
+:class:`~chainfence.errors.NotAdmitted`; nothing is recorded.
 
 Ended leases: when a lease ends early by an event — its holder releases it
 (``LeaseReleased``), completes its claimed work item (``LeaseCompleted``),

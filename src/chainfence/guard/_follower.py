@@ -294,7 +294,7 @@ class Follower:
                         block=checked.held,
                         followed=block,
                         head=head,
-                        provider=self._log_provider(),
+                        source=self._log_provider(),
                         reason=checked.why or "",
                     )
         except LogsIncomplete as behind:
@@ -407,7 +407,7 @@ class Follower:
                     f"0x{resource_id.hex()} {why} at block {last}"
                 )
                 logger.warning("guard follower refused a page: %s", reason)
-                raise ProofInvalid(provider=self._log_provider(), block=last, block_hash=at.hash_hex, reason=reason)
+                raise ProofInvalid(source=self._log_provider(), block=last, block_hash=at.hash_hex, reason=reason)
 
     def _log_provider(self) -> str:
         from .._node.jsonrpc import name_of_chain

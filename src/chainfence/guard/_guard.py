@@ -281,7 +281,7 @@ class Guard:
         :class:`~chainfence.errors.TokenNotConfirmed`; at the mark,
         :class:`~chainfence.errors.LeaseRevoked` once a follower saw the lease
         revoked. With an admission policy,
-        :class:`~chainfence.errors.HolderNotAdmitted` for a token whose holder
+        :class:`~chainfence.errors.NotAdmitted` for a token whose holder
         it does not accept. A rejection never moves the mark. Chain errors
         propagate (fail closed), as :class:`~chainfence.errors.ChainError`
         subclasses.
@@ -580,7 +580,7 @@ class Guard:
         Checked in this order, cheap and local first, and nothing is recorded
         unless every check passes: the request names this resource, action
         and audience (:class:`~chainfence.errors.RequestMisdirected`), the
-        payload is the signed one (:class:`~chainfence.errors.PayloadMismatch`),
+        payload is the signed one (:class:`~chainfence.errors.MalformedRequest`),
         the deadline has not passed and is not too far
         (:class:`~chainfence.errors.RequestExpired`,
         :class:`~chainfence.errors.MalformedRequest`); the token passes this
@@ -589,7 +589,7 @@ class Guard:
         holder's — recovered locally for an account, and only then, for a
         contract holder, ERC-1271 with a gas cap
         (:class:`~chainfence.errors.InvalidSignature`); the holder passes the
-        guard's admission, if any (:class:`~chainfence.errors.HolderNotAdmitted`);
+        guard's admission, if any (:class:`~chainfence.errors.NotAdmitted`);
         the request was never accepted before, across restarts and clock steps
         (:class:`~chainfence.errors.ReplayedRequest`). The mark and the
         request are then recorded in one transaction.
