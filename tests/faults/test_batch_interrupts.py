@@ -102,19 +102,31 @@ def test_a_task_cancelled_while_queued_is_withdrawn_and_nothing_is_sent_for_it(c
     assert registry.lease_of("q/withdrawn") is None and registry.lease_of("q/pilot").holder == alice.sender
 
 
+async def x_and_y_behind_a_pilot(monkeypatch, chain, batcher, prefix: str) -> dict[str, asyncio.Task[Any]]:
+    """Tasks X and Y queued behind a pilot's batch held at the node's door, then the door opened: they share
+    the next transaction, at whose first receipt request X is cancelled (cancel_at_the_nth_receipt)."""
+    tasks: dict[str, asyncio.Task[Any]] = {}
+    gate = SendGate(monkeypatch, chain.rpc, batcher.sender)
+    cancel_at_the_nth_receipt(monkeypatch, chain, 2, lambda: tasks["x"])
+    tasks["pilot"] = asyncio.ensure_future(batcher.acquire(f"{prefix}/pilot", ttl=600))
+    await gate.async_wait_sent()
+    tasks["x"] = asyncio.ensure_future(batcher.acquire(f"{prefix}/x", ttl=600))
+    tasks["y"] = asyncio.ensure_future(batcher.acquire(f"{prefix}/y", ttl=600))
+    await async_wait_until(lambda: batcher.queued == 2, "X and Y queued behind the pilot")
+    gate.open.set()
+    return tasks
+
+
 def test_a_task_cancelled_in_flight_gets_its_lease_released_and_the_others_keep_theirs(
     chain, registry, alice, monkeypatch
 ):
-    """X and Y share a transaction (tasks created together: the worker starts after both queued). X is
-    cancelled at the worker's first receipt request for it: the transaction goes on, Y gets its lease,
-    X's is released again and its cancellation says so."""
+    """X and Y share a transaction (queued behind a pilot's held at the node's door). X is cancelled at the
+    worker's first receipt request for it: the transaction goes on, Y gets its lease, X's is released again
+    and its cancellation says so."""
 
     async def body(achain):
         batcher = await async_batcher(achain, registry)
-        tasks: dict[str, asyncio.Task[Any]] = {}
-        cancel_at_the_nth_receipt(monkeypatch, chain, 1, lambda: tasks["x"])
-        tasks["x"] = asyncio.ensure_future(batcher.acquire("c/x", ttl=600))
-        tasks["y"] = asyncio.ensure_future(batcher.acquire("c/y", ttl=600))
+        tasks = await x_and_y_behind_a_pilot(monkeypatch, chain, batcher, "c")
         with pytest.raises(asyncio.CancelledError) as interrupt:
             await tasks["x"]
         assert tasks["x"].cancelled()
@@ -141,10 +153,7 @@ def test_control_a_caller_without_the_cleanup_leaves_its_lease_live(chain, regis
 
     async def body(achain):
         batcher = await async_batcher(achain, registry)
-        tasks: dict[str, asyncio.Task[Any]] = {}
-        cancel_at_the_nth_receipt(monkeypatch, chain, 1, lambda: tasks["x"])
-        tasks["x"] = asyncio.ensure_future(batcher.acquire("n/x", ttl=600))
-        tasks["y"] = asyncio.ensure_future(batcher.acquire("n/y", ttl=600))
+        tasks = await x_and_y_behind_a_pilot(monkeypatch, chain, batcher, "n")
         with pytest.raises(asyncio.CancelledError) as interrupt:
             await tasks["x"]
         await tasks["y"]
