@@ -991,8 +991,9 @@ class TransactionInDoubt(ChainError):
 
 
 class TransactionTimeout(TransactionInDoubt, TimeoutError):
-    """Not mined in time, then cancelled: a replacement with the same nonce was mined, so the
-    original can never execute. Nothing happened; it is safe to try again."""
+    """Not mined in time, then cancelled: a replacement with the same nonce was mined (the SDK's
+    cancellation, or another process's transaction as the same account, the node having dropped ours),
+    so the original can never execute. Nothing happened; it is safe to try again."""
 
 
 class OutcomeUnknown(TransactionInDoubt):

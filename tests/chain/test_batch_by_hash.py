@@ -36,7 +36,7 @@ def lose_every_receipt(monkeypatch) -> None:
     """The node takes (and mines) each transaction, then its replies are lost: the sender can establish
     nothing, as when the node stops answering after the send (``OutcomeUnknown``, every candidate hash)."""
 
-    def lost(self, hashes, timeout, *, sender, nonce):
+    def lost(self, hashes, timeout, *, sender, nonce, **watching):
         raise OutcomeUnknown(
             f"the node stopped answering while transaction {hashes[0]} was in flight",
             tx_hashes=hashes,

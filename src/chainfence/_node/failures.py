@@ -140,13 +140,24 @@ def translate(exc: BaseException, method: str | None = None, *, sender: str | No
         )
     code, message = _rpc_error_fields(exc)
     lowered = message.lower()
-    if "insufficient funds" in lowered:
+    if any(phrase in lowered for phrase in _CANNOT_PAY):
         who = f"{sender} " if sender else ""
         return InsufficientFunds(f"{who}cannot pay for gas: {message}", account=sender)
+    if method in _SENDS and _is_instance(exc, "eth_utils.exceptions", "ValidationError"):
+        # The embedded chain refusing a transaction (py-evm's words: "Invalid transaction nonce: Expected 5,
+        # but got 4"): the node's answer to the send, as a JSON-RPC node's error reply is.
+        return RpcError(f"{method} failed: {message}", method=method, code=None, rpc_message=message)
     if isinstance(exc, ErrorReply) or code is not None or getattr(exc, "rpc_response", None) is not None:
         cls = LogRangeRefused if method == "eth_getLogs" and _is_range_refusal(code, lowered) else RpcError
         return cls(f"{method or 'request'} failed: {message}", method=method, code=code, rpc_message=message)
     return ChainError(f"{type(exc).__name__}: {exc}")
+
+
+#: The requests that send a transaction.
+_SENDS = ("eth_sendRawTransaction", "eth_sendRawTransactionSync")
+
+#: How nodes say the sender's balance cannot pay for the transaction's gas (geth, anvil, ...; py-evm).
+_CANNOT_PAY = ("insufficient funds", "cannot afford txn gas")
 
 
 def is_transport_error(exc: BaseException) -> bool:

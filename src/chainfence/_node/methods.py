@@ -312,6 +312,11 @@ def nonce_steps(node: Node, address: str, block: str | int = "pending") -> Steps
     return quantity((yield Request("eth_getTransactionCount", [address, block_id(block)])))
 
 
+def balance_steps(node: Node, address: str, block: str | int = "pending") -> Steps[int]:
+    """``address``'s balance in wei at ``block`` (what it can pay for gas with)."""
+    return quantity((yield Request("eth_getBalance", [address, block_id(block)])))
+
+
 def logs_steps(node: Node, filter_params: dict[str, Any], *, raw: bool = False) -> Steps[list[Any]]:
     """``eth_getLogs``; a provider's range or size limit raises
     :class:`~chainfence.errors.LogRangeRefused`.
