@@ -383,7 +383,7 @@ def measure_batches(chain: Chain) -> dict[str, int]:
     (a resource's first acquisition under a policy with every check on and a 128-byte name; a renewal
     that reads its namespace's maxTtl) beside the gas limit the SDK sends a batch with
     (:func:`chainfence.batching.gas_bound`)."""
-    from chainfence import _names
+    from chainfence._sdk import names as _names
     from chainfence.batching import gas_bound
 
     figures: dict[str, int] = {}
@@ -463,7 +463,7 @@ def measure_least_limits(chain: Chain) -> dict[str, int]:
     acquisition is an exclusive first one in an address namespace (which hashes the sender's address: its
     name, and so its calldata, differ between backends, hence apart from :func:`measure`), under every
     policy check, with a 128-byte name; the renewal reads its namespace's maxTtl."""
-    from chainfence import _names
+    from chainfence._sdk import names as _names
     from chainfence.batching import gas_bound
 
     registry = Registry.deploy(chain, max_ttl=3_600)

@@ -59,7 +59,7 @@ def _temproot() -> Path:
 os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(_temproot()))
 
 # Waiters of one machine take a resource's turn through a lock file keyed by chain id, registry and
-# resource (chainfence._waiting.host_turn_steps); every worker's anvil has the same chain id and registry
+# resource (chainfence._sdk.waiting.host_turn_steps); every worker's anvil has the same chain id and registry
 # address, so each worker (and the processes it starts) takes its turns in a directory of its own
 # (set in each process: xdist's workers inherit the controller's environment), removed as it exits.
 os.environ["CHAINFENCE_WAIT_TURNS"] = tempfile.mkdtemp(prefix="cf-turns-")

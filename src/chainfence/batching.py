@@ -88,7 +88,7 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
   nothing is sent for it. Once its transaction is on its way, the worker
   carries on (the other operations are not abandoned); the caller waits for
   the outcome, shielded, and releases a lease it acquired
-  (:mod:`chainfence._interrupted`, as an interrupted lone acquisition does),
+  (:mod:`chainfence._sdk.interrupted`, as an interrupted lone acquisition does),
   then its interrupt goes on with a note naming what became of it.
 - **Leases as any other.** A batched acquisition returns a plain
   :class:`~chainfence.Lease` whose renewals and release go through the
@@ -108,18 +108,20 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, NamedTuple
 
-from . import _log, _names, _validate
 from . import keepalive as _keepalive
-from ._contract import MAX_MANY, RegistryContract
-from ._effects import RPC, Shielded, Signal, Sleep, Steps, Until
-from ._faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation
-from ._interrupted import settle_steps
+from ._core import log as _log
+from ._core.effects import RPC, Shielded, Signal, Sleep, Steps, Until
+from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation
 from ._node import artifacts as _artifacts
 from ._node import events as _events
 from ._node import reverts as _reverts
 from ._node import sending as _sending
 from ._node.abi import decode as abi_decode
 from ._node.rlp import keccak256
+from ._sdk import names as _names
+from ._sdk import validate as _validate
+from ._sdk.contract import MAX_MANY, RegistryContract
+from ._sdk.interrupted import settle_steps
 from .endings import End, Refusal, declare
 from .errors import (
     ChainError,

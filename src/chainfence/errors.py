@@ -85,7 +85,7 @@ makes from them the keyword constructor, the ``repr``
 (``StaleToken(resource='r', token=3, current_token=5)``), the pickling and :meth:`~ChainfenceError.details`.
 A class's ``template`` renders its message from its fields (a message given as the one positional
 argument replaces it). Each class carries ``exit_code``, what ``chainfence`` exits with (the README's
-table), and ``http_status``, what a service answers with (:class:`~chainfence.asgi.FencingMiddleware`);
+table), and ``http_status``, what a service answers with (:class:`~chainfence.integrations.asgi.FencingMiddleware`);
 a class not named here takes its parent's::
 
     exit_code    1 ChainfenceError; 2 InvalidInput, ExtraNotInstalled; 3 LeaseHeld; 4 TokenNotCurrent,
@@ -113,7 +113,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from ._times import chain_time
+from ._core.times import chain_time
 
 __all__ = [
     "AnvilNotFound",
@@ -295,7 +295,7 @@ class ChainfenceError(Exception):
     solidity_error: ClassVar[str | None] = None
     #: What ``chainfence`` exits with on this error (the README's table of exit codes).
     exit_code: ClassVar[int] = 1
-    #: The HTTP status a service answers with (:class:`~chainfence.asgi.FencingMiddleware` does).
+    #: The HTTP status a service answers with (:class:`~chainfence.integrations.asgi.FencingMiddleware` does).
     http_status: ClassVar[int] = 500
     #: The message, ``str.format`` style over the error's attributes (``{at:time}``: a chain time);
     #: none: the first paragraph of the class's docstring.

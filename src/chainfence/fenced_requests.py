@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-from . import _validate
 from ._node.rlp import keccak256
+from ._sdk import validate as _validate
 from .errors import InvalidInput, InvalidSignature, MalformedRequest
 
 

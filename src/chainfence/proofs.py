@@ -51,20 +51,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _log
-from ._lease_state import LeaseInfo, LeaseStatus, judge
-from ._limits import MAX_NAME_LENGTH
+from ._core import log as _log
+from ._core.limits import MAX_NAME_LENGTH
 from ._node import proofs as _proofs
 from ._node.headers import HeaderSource, QuorumHeaders, TrustedHeaders, VerifiedHeader
 from ._node.jsonrpc import Endpoint, endpoint
 from ._node.rlp import keccak256
+from ._sdk.lease_state import LeaseInfo, LeaseStatus, judge
 from .errors import ContractNotFound, InvalidInput, ProofInvalid, ProofsNotServed, RpcError
 
 logger = _log.get(__name__)
 
 __all__ = ["HeaderSource", "ProvenLeases", "ProvenReader", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader"]
 
-_ITEM_SEPARATOR = "\u00bb"  # chainfence._names.ITEM_SEPARATOR: "workset»item" names a claimed work item
+_ITEM_SEPARATOR = "\u00bb"  # chainfence._sdk.names.ITEM_SEPARATOR: "workset»item" names a claimed work item
 
 #: The registry's ``_counter`` slot (its second state variable): bits 0..47 the highest token issued.
 _COUNTER_SLOT = (1).to_bytes(32, "big")
@@ -83,7 +83,7 @@ class ProvenLeases:
 
 def _resource(resource: str | bytes) -> tuple[str | None, bytes]:
     """(name or None, id) of a resource given by name or by its 32-byte id. A claimed work item's name
-    (``"workset»item"``) has the item's id, as :func:`chainfence._names.resource_id` computes it."""
+    (``"workset»item"``) has the item's id, as :func:`chainfence._sdk.names.resource_id` computes it."""
     if isinstance(resource, (bytes, bytearray)):
         if len(resource) != 32:
             raise InvalidInput(f"a resource id is 32 bytes, got {len(resource)}")

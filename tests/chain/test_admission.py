@@ -18,8 +18,8 @@ from eth_account import Account
 from fastapi import FastAPI, Request
 
 from chainfence import Admission, FencedRequest, Guard
-from chainfence.asgi import FencingMiddleware
 from chainfence.errors import InvalidInput, NotAdmitted, StaleToken
+from chainfence.integrations.asgi import FencingMiddleware
 from tests.support.wallet import AgentWallet
 
 RESOURCE = "prod/db"

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from chainfence import Lease, Registry
-from chainfence._lease_state import AcquireReason
-from chainfence._names import resource_id
 from chainfence._node.sending import Sender
+from chainfence._sdk.lease_state import AcquireReason
+from chainfence._sdk.names import resource_id
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import AsyncBatchItem, BatchItem
 from chainfence.errors import InvalidInput, LeaseHeld, OutcomeUnknown, StaleToken

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from chainfence import Guard, Lease, batching
-from chainfence._lease_state import AcquireReason
+from chainfence._sdk.lease_state import AcquireReason
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import AsyncBatcher, Batcher
 from chainfence.errors import (
@@ -462,7 +462,7 @@ class SlowToComeBack:
     when the worker waits for callers to come back (the only wait with a timeout)."""
 
     def __init__(self, monkeypatch, name: str):
-        from chainfence._effects import Signal
+        from chainfence._core.effects import Signal
 
         self.release = threading.Event()
         self.held = threading.Event()

@@ -15,7 +15,7 @@ from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
 from chainfence import Chain, Registry
-from chainfence._names import namespace_id
+from chainfence._sdk.names import namespace_id
 from chainfence.errors import NotNamespaceAdmin, TransactionFailed, UnknownRevert
 from tests.conftest import isolated
 

@@ -15,8 +15,8 @@ import threading
 import pytest
 
 from chainfence import AcquireReason
-from chainfence._validate import MAX_WAIT
-from chainfence._waiting import pace
+from chainfence._sdk.validate import MAX_WAIT
+from chainfence._sdk.waiting import pace
 from chainfence.errors import InvalidInput, LeaseHeld
 from tests.support.virtual_time import WaitClock
 

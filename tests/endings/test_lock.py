@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from chainfence import EventKind, cli
-from chainfence._validate import resource_id
+from chainfence._sdk.validate import resource_id
 from chainfence.cli import lock as _cli_lock
 from chainfence.endings import End, LocalEnd, Refusal
 from chainfence.errors import LeaseHeld, LeaseLost, LockDelayed, NodeUnreachable, NotAdmitted

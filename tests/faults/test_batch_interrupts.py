@@ -4,7 +4,7 @@ others down with it. Both backends; asyncio cancellations and Ctrl-C (SIGINT to 
 - Cancelled while its operation is still queued: it is withdrawn, nothing is sent for it.
 - Cancelled once its batch transaction is on its way: the transaction is not abandoned (the other callers'
   operations are in it); the cancelled caller waits for its outcome, shielded, releases the lease it got
-  (the interrupted-acquisition treatment of chainfence._interrupted), and its interrupt goes on with a
+  (the interrupted-acquisition treatment of chainfence._sdk.interrupted), and its interrupt goes on with a
   note; the others keep theirs.
 - The batcher's worker stopped by an error of its own before sending: the queued callers get a typed
   error saying nothing was sent. (Its worker is a thread of its own, never a task of a caller's loop: a
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from chainfence._effects import Spawn
+from chainfence._core.effects import Spawn
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import Batcher
 from chainfence.errors import ChainError

@@ -22,7 +22,7 @@ import asyncio
 import threading
 from typing import Any
 
-from chainfence._effects import Signal, Spawn, Until
+from chainfence._core.effects import Signal, Spawn, Until
 from chainfence._node.sending import Sender
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.batching import Batcher

@@ -45,11 +45,11 @@ from typing import Any
 import pytest
 
 from chainfence import Lease
-from chainfence._effects import Signal
-from chainfence._lease_state import AcquireReason
-from chainfence._names import resource_id
+from chainfence._core.effects import Signal
 from chainfence._node.rlp import keccak256
 from chainfence._node.sending import Sender
+from chainfence._sdk.lease_state import AcquireReason
+from chainfence._sdk.names import resource_id
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import Batcher
 from chainfence.errors import (

@@ -40,9 +40,9 @@ from __future__ import annotations
 import pytest
 
 from chainfence import Chain, Registry
-from chainfence._names import resource_id
 from chainfence._node import completeness
 from chainfence._node import events as _events
+from chainfence._sdk.names import resource_id
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexDiffers, LogsIncomplete, StaleToken, UnknownToken
 from chainfence.proofs import ProvenReader, QuorumHeaders
@@ -600,7 +600,7 @@ def test_an_observer_told_logs_that_do_not_read_waits_and_reports_the_handover(o
     import logging
 
     story = BlurredHandover(on_anvil, liar)
-    with caplog.at_level(logging.WARNING, logger="chainfence.election"):
+    with caplog.at_level(logging.WARNING, logger="chainfence.recipes.election"):
         seen = observed_through(liar, on_anvil, story)
     assert seen == [(story.alice.registry.sender, story.a.token), None, (story.bob.registry.sender, story.b.token)]
     assert f"election={story.alice.name}: waits at block" in caplog.text and "does not decode" in caplog.text

@@ -52,7 +52,7 @@ from eth_account import Account
 
 from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, LeaseSet, Registry, audit
 from chainfence._node.rpc import AsyncRpc, Rpc, connect_http
-from chainfence._validate import resource_id
+from chainfence._sdk.validate import resource_id
 from chainfence.aio import (
     AsyncChain,
     AsyncElection,
@@ -62,11 +62,9 @@ from chainfence.aio import (
     AsyncLeaseSet,
     AsyncRegistry,
 )
-from chainfence.asgi import FencingMiddleware
 from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.deployment import Deployment, save
-from chainfence.election import Watch
 from chainfence.errors import (
     ChainfenceError,
     LeaseLost,
@@ -78,8 +76,10 @@ from chainfence.errors import (
 )
 from chainfence.fenced_requests import http_action
 from chainfence.guard.admission import Admission
+from chainfence.integrations.asgi import FencingMiddleware
+from chainfence.integrations.sql import fenced_transaction
 from chainfence.outcomes import reconcile
-from chainfence.sql import fenced_transaction
+from chainfence.recipes.election import Watch
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
 from tests.support.sequencer import async_wait_until, wait_until

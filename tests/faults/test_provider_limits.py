@@ -30,8 +30,8 @@ from chainfence.errors import (
     ProviderUnavailable,
     StaleToken,
 )
+from chainfence.integrations.sql import fenced_transaction
 from chainfence.proofs import ProvenReader, QuorumHeaders
-from chainfence.sql import fenced_transaction
 from tests.support.anvil import dev_keys
 from tests.support.hostile_replies import Body, Deep, Huge, ReplyServer, Silent, Trickle
 from tests.support.proven import RESOURCE, proven, quorum

@@ -16,7 +16,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 
 from chainfence import FencedRequest, Guard
-from chainfence.asgi import FencingMiddleware
+from chainfence.integrations.asgi import FencingMiddleware
 from chainfence.testing.anvil import free_port
 from tests.support.sequencer import wait_until
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from chainfence import cli
-from chainfence._names import namespace_id
-from chainfence._times import chain_time
+from chainfence._core.times import chain_time
+from chainfence._sdk.names import namespace_id
 from chainfence.cli import EXIT_HELD, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, main
 from chainfence.lease import LeaseStatus
 from chainfence.testing.anvil import dev_keys, free_port

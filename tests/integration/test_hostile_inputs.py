@@ -4,7 +4,7 @@ through MCP, a ``ToozError`` through tooz; never a traceback, never a dead serve
 Issue #17: ``--rpc-url http://127.0.0.1:abc`` (or a comma list, or ``http://[::1``) printed a traceback
 from the CLI and killed ``chainfence mcp``: the only check was ``url.startswith("http://")``, and the
 URL then reached ``urllib`` and web3, whose ``ValueError`` nobody typed. Now one check,
-``chainfence._validate.rpc_url`` (:class:`~chainfence.errors.InvalidInput`), runs in ``Chain.connect``,
+``chainfence._sdk.validate.rpc_url`` (:class:`~chainfence.errors.InvalidInput`), runs in ``Chain.connect``,
 ``AsyncChain.connect``, the CLI and the tooz driver. The controls run the old check and the transport
 on the same URLs.
 """
@@ -27,8 +27,8 @@ from chainfence._node import transports as _transports
 from chainfence._node.rlp import keccak256 as keccak
 from chainfence.aio import AsyncChain
 from chainfence.errors import InvalidInput
-from chainfence.mcp_server import build_server
-from chainfence.tooz_driver import ToozInvalidInput
+from chainfence.integrations.mcp import build_server
+from chainfence.integrations.tooz import ToozInvalidInput
 from tests.support.anvil import dev_keys
 
 #: URLs that are not one well-formed http(s) endpoint.
@@ -267,7 +267,7 @@ def test_mcp_reads_hostile_names_the_registry_holds_as_its_schema_says(registry,
     """Issue 25, finding 19: the read tools took names with NUL, ESC or bidi characters against a schema
     that said "printable UTF-8". Their schema now says what they do: any name the registry holds is read
     exactly as given, and the answer shows it escaped; acquire's says printable, and refuses the rest."""
-    from chainfence._names import display
+    from chainfence._sdk.names import display
     from tests.faults.test_hostile_names import publish
 
     tokens = {}
@@ -308,7 +308,7 @@ def test_mcp_reads_hostile_names_the_registry_holds_as_its_schema_says(registry,
 def test_control_the_escaped_form_of_a_hostile_name_is_another_resource(registry, alice, bob):
     """Control: what a reader sees of a hostile name (its escaped display) is not its name: read as a
     name, it is an unheld resource. Reading the raw name is the only way to reach the lease."""
-    from chainfence._names import display
+    from chainfence._sdk.names import display
     from tests.faults.test_hostile_names import publish
 
     name = "reports/\u202eyliad"

@@ -22,7 +22,7 @@ from mcp import Client, StdioServerParameters
 
 from chainfence import Registry, cli
 from chainfence.deployment import Deployment, save
-from chainfence.mcp_server import MAX_WAIT, build_server
+from chainfence.integrations.mcp import MAX_WAIT, build_server
 from chainfence.testing.anvil import free_port, port_is_free
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
@@ -462,7 +462,7 @@ def test_help_does_not_import_the_mcp_sdk():
 def test_without_the_mcp_extra_the_command_says_how_to_install_it(monkeypatch, capsys):
     for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")]:
         monkeypatch.setitem(sys.modules, name, None)  # import -> ModuleNotFoundError, as when not installed
-    monkeypatch.delitem(sys.modules, "chainfence.mcp_server", raising=False)
+    monkeypatch.delitem(sys.modules, "chainfence.integrations.mcp", raising=False)
     code = cli.main(["mcp", "--rpc-url", "http://127.0.0.1:1"])
     assert code == cli.EXIT_USAGE
     assert "pip install 'chainfence[mcp]'" in capsys.readouterr().err

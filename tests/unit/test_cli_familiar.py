@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import _limits, cli
-from chainfence._times import chain_time
+from chainfence import cli
+from chainfence._core import limits as _limits
+from chainfence._core.times import chain_time
 from chainfence.cli import EXIT_CONNECTION, EXIT_USAGE, _common, main, split_lock, start
 from chainfence.errors import InvalidResourceName, LeaseExpired, LeaseHeld, LockDelayed
 from chainfence.testing.anvil import dev_keys
@@ -461,9 +462,9 @@ def test_acquire_help_states_the_name_bound_from_the_contracts_constant():
 
 
 def test_the_name_bound_is_written_once_in_the_package():
-    """Each module that checks names takes the bound from chainfence._limits; none writes 128 itself."""
+    """Each module that checks names takes the bound from chainfence._core.limits; none writes 128 itself."""
     for path in sorted((ROOT / "src" / "chainfence").rglob("*.py")):
-        if path.name == "_limits.py":
+        if path.name == "limits.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -501,9 +502,9 @@ def test_chain_time_past_the_calendar_is_the_number():
 
 
 def test_one_formatter_turns_chain_times_into_dates():
-    """chainfence._times.chain_time is the formatter; the timeline's axis labels (a format per tick step)
+    """chainfence._core.times.chain_time is the formatter; the timeline's axis labels (a format per tick step)
     are the one other place that formats a time."""
-    allowed = {ROOT / "src/chainfence/_times.py", ROOT / "src/chainfence/audit/timeline.py"}
+    allowed = {ROOT / "src/chainfence/_core/times.py", ROOT / "src/chainfence/audit/timeline.py"}
     for path in sorted((ROOT / "src" / "chainfence").rglob("*.py")):
         if path not in allowed:
             text = path.read_text(encoding="utf-8")
@@ -522,7 +523,7 @@ def test_one_formatter_turns_chain_times_into_dates():
 )
 def test_a_name_with_whitespace_at_an_end_says_so_before_anything_is_asked(name, said, capsys):
     """acquire checks the name before it connects: no node is needed to hear what is wrong (exit 2)."""
-    from chainfence import _names
+    from chainfence._sdk import names as _names
 
     with pytest.raises(InvalidResourceName, match=re.escape(said)):
         _names.publishable(name)

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from chainfence._limits import MAX_REPLY_DEPTH
+from chainfence._core.limits import MAX_REPLY_DEPTH
 from chainfence._node.formats import quantity
 from chainfence._node.headers import header_fields
 from chainfence._node.replies import check_depth, parse

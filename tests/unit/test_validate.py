@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from eth_utils import keccak
 
-from chainfence import _validate
+from chainfence._sdk import validate as _validate
 from chainfence.errors import InvalidInput, InvalidResourceName, InvalidTtl
 
 

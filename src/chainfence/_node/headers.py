@@ -63,7 +63,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _log
+from .._core import log as _log
 from ..errors import (
     BlockNotVouched,
     ChainfenceError,

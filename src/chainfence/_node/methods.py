@@ -1,6 +1,6 @@
 """The JSON-RPC methods chainfence uses, each written once: parameters -> a transport -> a parsed result.
 
-Each method is a generator of steps (as :mod:`chainfence._effects`'s core is)
+Each method is a generator of steps (as :mod:`chainfence._core.effects`'s core is)
 that yields what it needs from the transport and gets the answer back:
 
     number = quantity((yield Request("eth_blockNumber", [])))
@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from .. import _log
-from .._effects import Steps
-from .._records import record
+from .._core import log as _log
+from .._core.effects import Steps
+from .._core.records import record
 from ..errors import ChainError, ChainfenceError, NodeUnreachable, NotSupported, RpcError
 from .failures import TESTER_CONTROLS
 from .formats import (

@@ -49,7 +49,7 @@ One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
    its block: :meth:`Sender.failure`) or
    :class:`~chainfence.errors.TransactionFailed`.
 
-The journey is written once, as steps (:mod:`chainfence._effects`): each
+The journey is written once, as steps (:mod:`chainfence._core.effects`): each
 request is yielded to a driver, which runs it over the blocking RPC layer
 (:meth:`Sender.run`, what :class:`~chainfence.Chain` does) or over the
 asyncio one (:mod:`chainfence.aio`). Every rule above holds for both
@@ -70,9 +70,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .. import _log
-from .._effects import RPC, Locked, Sleep, Steps, run
-from .._records import record
+from .._core import log as _log
+from .._core.effects import RPC, Locked, Sleep, Steps, run
+from .._core.records import record
 from ..errors import (
     ChainError,
     ChainfenceError,
@@ -422,7 +422,7 @@ class Sender:
         """Fetch ahead what ``sender``'s next transaction needs besides its preflight (a fee quote, the nonce),
         so that the preflight is the last request before the transaction itself: a waiter that saw a
         resource free then shortens the moment in which another process's acquisition can pass its own
-        preflight and still lose (``chainfence._waiting``). Both are the caches :meth:`transact_steps` uses."""
+        preflight and still lose (``chainfence._sdk.waiting``). Both are the caches :meth:`transact_steps` uses."""
         yield from self.fees_steps()
         yield Locked(sender, self._nonce(sender))
 

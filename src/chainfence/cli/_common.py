@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, NoReturn
 
-from .._limits import MAX_NAME_LENGTH
-from .._times import chain_time as show_time
+from .._core.limits import MAX_NAME_LENGTH
+from .._core.times import chain_time as show_time
 from ..errors import (
     AuditIndexDiffers,
     AuditIndexMismatch,
@@ -291,7 +291,7 @@ def add_command(
 
 
 #: What a resource name may be, as the commands' help says it: the bound is the contract's
-#: (:data:`chainfence._limits.MAX_NAME_LENGTH`), the rest what ``acquire`` publishes (``_names.publishable``).
+#: (:data:`chainfence._core.limits.MAX_NAME_LENGTH`), the rest what ``acquire`` publishes (``_names.publishable``).
 NAME_RULES = f"1 to {MAX_NAME_LENGTH} bytes of UTF-8, printable, no whitespace at either end"
 
 
@@ -346,7 +346,7 @@ def timeout(text: str) -> float:
 
 def wait_seconds(text: str) -> float:
     """``--wait``: seconds, checked as ``acquire(wait=...)`` checks them."""
-    from .. import _validate
+    from .._sdk import validate as _validate
 
     try:
         return _validate.wait(float(text))
@@ -556,7 +556,7 @@ def split_endpoints(text: str) -> list[str]:
 def endpoints(args: argparse.Namespace, record: Any) -> tuple[list[str], str]:
     """The node URLs the command line names, and where they came from: --rpc-url (one), --endpoints (a
     list), $CHAINFENCE_RPC_URL (one or a list), or the deployment file's (``record``), each checked."""
-    from .. import _validate
+    from .._sdk import validate as _validate
 
     listed = getattr(args, "endpoints", None)
     if args.rpc_url is not None:
@@ -652,7 +652,8 @@ def connect(
 def target(args: argparse.Namespace) -> tuple[str, str]:
     """(name, display) of RESOURCE, or of work item RESOURCE of --workset (``workset»item``), checked
     before anything is asked of the node: a bad name is exit 2 with nothing sent."""
-    from .. import _names, _validate
+    from .._sdk import names as _names
+    from .._sdk import validate as _validate
 
     workset = getattr(args, "workset", None)
     name = args.resource if workset is None else _names.item_name(workset, args.resource)
@@ -664,7 +665,7 @@ def publishable(*names: str) -> None:
     """Check names a command would publish (``acquire``, ``lock``, ``acquire-many``) before anything is asked
     of the node: a name with whitespace at an end, a control character or over the length bound is exit 2
     with the SDK's message, with no node needed and nothing sent."""
-    from .. import _names
+    from .._sdk import names as _names
 
     for name in names:
         _names.publishable(name)

@@ -86,7 +86,7 @@ Guarantees in every mode (each has a test that tries to break it):
 
 A check and the write that follows it are two steps: a holder superseded
 between them can still complete that one write. Make the write itself
-conditional on the token where that matters (:mod:`chainfence.sql` does it
+conditional on the token where that matters (:mod:`chainfence.integrations.sql` does it
 in one database transaction; :class:`~chainfence.FencedStore` on-chain).
 
 Reorgs: fencing tokens are a chain's counter, so a reorg can give the same

@@ -16,7 +16,8 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, NoReturn
 
-from .. import _log, _names
+from .._core import log as _log
+from .._sdk import names as _names
 from ..errors import NotAdmitted
 from ._verdict import Verdict
 

@@ -71,11 +71,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn, Protocol
 
-from .. import _log, _names, endings
-from .._lease_state import LeaseStatus
+from .. import endings
+from .._core import log as _log
 from .._node import completeness as _completeness
 from .._node import events as _events
 from .._node import headers as _headers
+from .._sdk import names as _names
+from .._sdk.lease_state import LeaseStatus
 from ..endings import End
 from ..errors import (
     ChainError,

@@ -22,10 +22,12 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import _log, _names, _validate
-from .._lease_state import LeaseStatus, judge
+from .._core import log as _log
 from .._node import completeness as _completeness
-from .._rollback import Doubt
+from .._sdk import names as _names
+from .._sdk import validate as _validate
+from .._sdk.lease_state import LeaseStatus, judge
+from .._sdk.rollback import Doubt
 from ..endings import End
 from ..errors import (
     ChainfenceError,
@@ -370,7 +372,7 @@ class Guard:
         self, resource: str, resource_id: bytes, token: int, mark: int, stored_holder: str | None
     ) -> LeaseInfo:
         """The registry's verdict on ``token``, and the rollback checks. Evidence of a rollback is believed
-        (latched) only once the chain, asked again, says so too (:mod:`chainfence._rollback`: anvil
+        (latched) only once the chain, asked again, says so too (:mod:`chainfence._sdk.rollback`: anvil
         answers a read at ``latest`` from the block before while it mines)."""
         try:
             return self._ask_chain(resource, token, mark, stored_holder, latch=_doubt)

@@ -24,7 +24,7 @@ admit a contract holder, list the contract's address, not its owners' keys:
 a signed request from a contract holder is verified with ERC-1271 first,
 then judged by the same rule. A holder not admitted gets
 :class:`~chainfence.errors.NotAdmitted` (403 at
-:class:`~chainfence.asgi.FencingMiddleware`), and nothing is recorded: the
+:class:`~chainfence.integrations.asgi.FencingMiddleware`), and nothing is recorded: the
 mark does not move, the request is not remembered.
 
 How soon an on-chain removal takes effect (the allowlist is cached per
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .. import _validate
+from .._sdk import validate as _validate
 from ..errors import InvalidInput
 
 __all__ = ["Admission"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 import re
 
-from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
-from ._node.addresses import is_checksum_address, is_hex_address, to_checksum_address  # leaves: eth-utils' answers
-from ._node.rlp import keccak256 as keccak
-from .errors import InvalidInput, InvalidTtl
+from .._node.addresses import is_checksum_address, is_hex_address, to_checksum_address  # leaves: eth-utils' answers
+from .._node.rlp import keccak256 as keccak
+from ..errors import InvalidInput, InvalidTtl
+from .names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
 
 __all__ = [
     "MAX_NAME_LENGTH",
@@ -52,7 +52,7 @@ def rpc_url(value: object, what: str = "url") -> str:
     check every face runs (``Chain.connect``, ``AsyncChain.connect``, the CLI's ``--rpc-url``, the tooz
     driver's URL): anything else is :class:`~chainfence.errors.InvalidInput` (``argument='url'``), before a socket is opened.
     The message names the problem, never the URL's path or query (API keys live there)."""
-    from ._node.urls import split
+    from .._node.urls import split
 
     if not isinstance(value, str):
         raise InvalidInput(
@@ -118,8 +118,8 @@ def ttl(value: object, max_ttl: int) -> int:
 def namespace_prefix(value: object) -> str:
     """``value`` as a namespace prefix to administer or read: a publishable name of 1 to 127 bytes with
     no ``/`` that, if it looks like an address, is spelled as an address namespace (lowercase)."""
-    from ._names import address_namespace, is_address_namespace, looks_like_address
-    from .errors import InvalidNamespace
+    from ..errors import InvalidNamespace
+    from .names import address_namespace, is_address_namespace, looks_like_address
 
     if not isinstance(value, str):
         raise InvalidNamespace(f"a namespace must be a str, got {type(value).__name__}")
@@ -142,7 +142,7 @@ def namespace_prefix(value: object) -> str:
 def assignable_prefix(value: object) -> str:
     """``value`` as a namespace the deployer may assign: :func:`namespace_prefix`, and not shaped like an
     address (42 bytes starting ``0x``, which the registry refuses: those are their address's)."""
-    from .errors import InvalidNamespace
+    from ..errors import InvalidNamespace
 
     prefix = namespace_prefix(value)
     if len(prefix.encode("utf-8")) == 42 and prefix.startswith("0x"):

@@ -115,11 +115,13 @@ import tooz.utils
 from eth_account import Account
 from eth_utils.crypto import keccak
 
-from . import _log, _validate, endings
-from .chain import Chain
-from .endings import End, Refusal
-from .errors import ChainfenceError, InvalidInput, LeaseError, NodeUnreachable
-from .registry import Registry
+from .. import endings
+from .._core import log as _log
+from .._sdk import validate as _validate
+from ..chain import Chain
+from ..endings import End, Refusal
+from ..errors import ChainfenceError, InvalidInput, LeaseError, NodeUnreachable
+from ..registry import Registry
 
 __all__ = ["ChainfenceDriver", "ChainfenceLock", "ToozInvalidInput", "embedded_chain", "member_account"]
 

@@ -26,13 +26,14 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from . import _names, _validate
-from ._block_times import BlockTimes
-from ._contract import RegistryContract
-from ._effects import RPC, Blocking, Steps
-from ._lease_state import AcquireReason
-from ._node import events as _events
-from .errors import InvalidInput
+from .._core.effects import RPC, Blocking, Steps
+from .._node import events as _events
+from .._sdk import names as _names
+from .._sdk import validate as _validate
+from .._sdk.block_times import BlockTimes
+from .._sdk.contract import RegistryContract
+from .._sdk.lease_state import AcquireReason
+from ..errors import InvalidInput
 
 __all__ = ["EventKind", "LeaseEvent", "history", "history_steps"]
 
@@ -219,8 +220,8 @@ def _history_from_index(
         # Asked up to a block the index could not reach (the log provider's answer does not check out
         # at held_at): an answer from the index would silently lack that block's events on. With
         # "latest" the answer is as of the block the index reached, as it is as of a confirmed one.
-        from ._node.jsonrpc import name_of_chain
-        from .errors import LogsIncomplete
+        from .._node.jsonrpc import name_of_chain
+        from ..errors import LogsIncomplete
 
         raise LogsIncomplete(
             f"the logs {name_of_chain(registry.chain)} answered do not check out against block {synced.held_at} "

@@ -2,7 +2,7 @@
 
 Built on the official MCP Python SDK (``pip install 'chainfence[mcp]'``)::
 
-    from chainfence.mcp_server import build_server
+    from chainfence.integrations.mcp import build_server
 
     server = build_server(registry)      # registry.sender signs; None: the write tools refuse
     server.run()                         # stdio; or: chainfence mcp [--http --port N]
@@ -66,10 +66,12 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from . import __version__, _names, _validate, endings, errors
-from .endings import End, Refusal
-from .errors import ChainfenceError, ChainRolledBack, InvalidInput, UnknownAccount
-from .registry import MAX_CLAIM_ITEMS, Registry
+from .. import __version__, endings, errors
+from .._sdk import names as _names
+from .._sdk import validate as _validate
+from ..endings import End, Refusal
+from ..errors import ChainfenceError, ChainRolledBack, InvalidInput, UnknownAccount
+from ..registry import MAX_CLAIM_ITEMS, Registry
 
 logger = logging.getLogger(__name__)
 
@@ -860,7 +862,7 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
             ),
         ],
     ) -> LeaderResult:
-        from .election import Election
+        from ..recipes.election import Election
 
         # ttl only matters to campaigning, which this read never does.
         current = Election(registry, election, ttl=60).leader()

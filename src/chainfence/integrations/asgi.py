@@ -61,8 +61,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
-from . import _log
-from .errors import (
+from .._core import log as _log
+from ..errors import (
     ChainError,
     ChainfenceError,
     InvalidInput,
@@ -73,8 +73,8 @@ from .errors import (
     TokenNotCurrent,
     UnverifiedAnswer,
 )
-from .fenced_requests import FencedRequest, http_action
-from .guard import Guard
+from ..fenced_requests import FencedRequest, http_action
+from ..guard import Guard
 
 logger = _log.get(__name__)
 
