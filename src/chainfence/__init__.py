@@ -107,7 +107,7 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-# Modules that moved into their family's folder keep their old import paths (chainfence.audit_index, ...).
+# Modules that moved keep their old import paths until 0.3, with a DeprecationWarning (chainfence._core.moved).
 _moved.install()
 
 # A library never configures logging: only the CLI adds handlers. The package's logger gets its

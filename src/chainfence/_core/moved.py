@@ -1,11 +1,12 @@
-"""Old import paths of modules that moved into their family's folder, kept working.
+"""Old import paths of modules that moved, kept working for one minor version.
 
-Until 0.2 the package was flat; ``chainfence.audit_index`` is now
-``chainfence.audit.index``, and so on (:data:`MOVED`). A finder on
-``sys.meta_path`` answers an import of an old path with the module at its new
-one: the very same module object, so ``isinstance`` checks, monkeypatching and
-pickled classes agree whichever path imported them. Nothing is imported until
-someone asks for an old path.
+In 0.2 the tree became the layer map (the README's "Layout"): ``chainfence.sql`` is now
+``chainfence.integrations.sql``, ``chainfence._effects`` is ``chainfence._core.effects``, and so on
+(:data:`MOVED`; CHANGELOG.md lists each). A finder on ``sys.meta_path`` answers an import of an old
+path with the module at its new one, the very same module object (so ``isinstance`` checks,
+monkeypatching and pickled classes agree whichever path imported them), and a ``DeprecationWarning``
+naming the new path, pointed at the line that imported the old one. The old paths go in 0.3. Nothing
+is imported until someone asks for an old path.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import sys
-from types import ModuleType
+import warnings
+from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -65,10 +67,35 @@ class _Alias:
         return importlib.machinery.ModuleSpec(fullname, cast("Loader", self))
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        return importlib.import_module(MOVED[spec.name])
+        new = MOVED[spec.name]
+        warnings.warn(
+            f"{spec.name} moved to {new} in chainfence 0.2: import {new} (the old path goes in 0.3)",
+            DeprecationWarning,
+            stacklevel=_importer_level(),
+        )
+        module = importlib.import_module(new)
+        spec.loader_state = module.__spec__  # the import system gives the module the old path's spec next
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """The module at the new path already ran: nothing to execute."""
+        """The module at the new path already ran: only its own spec is put back."""
+        assert module.__spec__ is not None
+        module.__spec__ = module.__spec__.loader_state
+
+
+def _importer_level() -> int:
+    """The ``stacklevel`` of the code that imports an old path, for a warning raised in ``create_module``:
+    ``warnings`` skips the import system's frozen frames itself, not ``importlib.import_module``'s."""
+    level = 2
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name == importlib.__file__:
+            level += 1
+        elif not ("importlib" in name and "_bootstrap" in name):
+            break
+        frame = frame.f_back
+    return level
 
 
 _ALIAS = _Alias()
