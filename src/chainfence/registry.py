@@ -84,7 +84,8 @@ from .lease import AsyncLease, Lease
 from .lease_set import AsyncLeaseSet, LeaseSetOperations
 from .namespaces import NamespaceOperations
 
-if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19)
+if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19),
+    # and the SDK imports the audit only when Registry.history or Registry.stuck is called
     from .audit._history import LeaseEvent
     from .audit.watchdog import StuckReport
     from .deployment import Deployment
@@ -673,7 +674,9 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
     ending = operation(_ending_steps)
 
     # ------------------------------------------------------------------
-    # The record: the lease events, and the watchdog over them
+    # The record: the lease events, and the watchdog over them. Both live in the audit
+    # (chainfence.audit), a layer above this one: imported when called, never at import
+    # (tests/unit/test_layers.py names these two delegations).
     # ------------------------------------------------------------------
 
     def _history_steps(

@@ -15,9 +15,10 @@ Names are untrusted: anyone can publish one by calling the contract, so
 ``resource_display`` is always safe to print (escaped; never spoofable by
 control or bidi-override characters).
 
-Written once, as steps (:func:`history_steps`): ``Registry.history`` and its
-asyncio twin run them; :mod:`chainfence.audit` re-exports :func:`history`,
-:class:`LeaseEvent` and :class:`EventKind` (the audit's names for them).
+Written once, as steps (:func:`history_steps`): :func:`history` runs them, and so do
+``Registry.history`` and its asyncio twin (the registry imports this module only when
+one is called); :mod:`chainfence.audit` exports :func:`history`, :class:`LeaseEvent`
+and :class:`EventKind`.
 """
 
 from __future__ import annotations

@@ -35,9 +35,9 @@ untrusted bytes from the chain: ``resource`` is set only for a name the SDK
 would publish (a claimed item's: ``workset»item``), ``resource_display`` is
 always safe to print, an item as ``workset»item``.
 
-Written once, as steps (:func:`stuck_steps`): ``Registry.stuck`` and its
-asyncio twin run them; :mod:`chainfence.audit.watchdog` re-exports
-:func:`stuck`, :class:`StuckLease` and :class:`StuckReport`.
+Written once, as steps (:func:`stuck_steps`): :func:`stuck` runs them, and so do
+``Registry.stuck`` and its asyncio twin (the registry imports this module only when
+one is called: the SDK's layer does not import the audit's otherwise).
 """
 
 from __future__ import annotations
