@@ -16,8 +16,8 @@ from chainfence.cli import _common
 SRC = Path(cli.__file__).resolve().parents[1]  # src/chainfence
 CLI = SRC / "cli"
 #: The modules of cli/ that implement what a command runs, registering nothing: `chainfence node`'s
-#: serving half and the demo's scenario (start.py registers both).
-IMPLEMENTATIONS = {"node", "demo"}
+#: serving half and the demo's scenario (start.py registers both), and lock's process supervisor.
+IMPLEMENTATIONS = {"node", "demo", "_supervisor"}
 #: Modules that are no command group: the root, `python -m`, and what the groups share.
 NOT_GROUPS = {"__init__", "__main__", "_common", *IMPLEMENTATIONS}
 
