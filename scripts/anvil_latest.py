@@ -11,7 +11,7 @@ as the first. Prints the counts and the first few (highest seen, answer, the rea
 
 anvil 1.7.1 resolves "latest" to its head's number first and reads that number's state later: when
 it moves its head in between (it is mining), the read gets the stored state of the block before,
-though a read before it already saw the new state (see src/chainfence/_rollback.py). The window is
+though a read before it already saw the new state (see src/chainfence/_sdk/rollback.py). The window is
 short; load widens it (two or four ``(while :; do :; done) &`` beside the script).
 """
 

@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from chainfence import Chain, Guard, Registry
-from chainfence._validate import resource_id
+from chainfence._sdk.validate import resource_id
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -31,7 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry, sql
+from chainfence import Chain, Registry
+from chainfence.integrations import sql
 
 RESOURCE = "bench/rows"
 

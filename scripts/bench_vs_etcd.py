@@ -423,7 +423,8 @@ def worker() -> int:
 def latency(
     node: Node, etcd_port: int, samples: int, names: int = 0, *, baseline: str | None = None, more_floors: bool = False
 ) -> dict:
-    from chainfence import Chain, Registry, _names
+    from chainfence import Chain, Registry
+    from chainfence._sdk import names as _names
 
     registry_address = node.info["registry"]
     http_chain = Chain.connect(node.url, private_key=node.keys[1])

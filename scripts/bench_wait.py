@@ -37,9 +37,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry, _waiting
+from chainfence import Chain, Registry
 from chainfence._node import events as _events
-from chainfence._validate import resource_id
+from chainfence._sdk import waiting as _waiting
+from chainfence._sdk.validate import resource_id
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 POLL = 0.005

@@ -44,7 +44,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry, _waiting
+from chainfence import Chain, Registry
+from chainfence._sdk import waiting as _waiting
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -383,7 +383,7 @@ def measure_batches(chain: Chain) -> dict[str, int]:
     (a resource's first acquisition under a policy with every check on and a 128-byte name; a renewal
     that reads its namespace's maxTtl) beside the gas limit the SDK sends a batch with
     (:func:`chainfence.batching.gas_bound`)."""
-    from chainfence import _names
+    from chainfence._sdk import names as _names
     from chainfence.batching import gas_bound
 
     figures: dict[str, int] = {}
@@ -452,7 +452,60 @@ def measure_batches(chain: Chain) -> dict[str, int]:
     one = send(on_tokens(2, long_names[:1], tokens[:1], 60))
     figures["batchCalls: dearest renewal alone (reads its namespace's maxTtl)"] = one
     figures["batchCalls: dearest renewal, each extra"] = send(on_tokens(2, long_names[1:], tokens[1:], 60)) - one
+
     return figures
+
+
+def measure_least_limits(chain: Chain) -> dict[str, int]:
+    """The least gas limit of a batch of the dearest items of each kind, 1 and 64 of them (eth_estimateGas,
+    the node's own search for the least limit that does not fail, asked just before the batch is sent),
+    and the gas the batch then used: tests/chain/test_gas.py holds ``gas_bound`` between them. The dearest
+    acquisition is an exclusive first one in an address namespace (which hashes the sender's address: its
+    name, and so its calldata, differ between backends, hence apart from :func:`measure`), under every
+    policy check, with a 128-byte name; the renewal reads its namespace's maxTtl."""
+    from chainfence._sdk import names as _names
+    from chainfence.batching import gas_bound
+
+    registry = Registry.deploy(chain, max_ttl=3_600)
+    alice = registry.connect(chain.accounts[1])
+    own = alice.namespace_of()
+    alice.set_policy(own, max_ttl=3_600, lock_delay=5, admission_required=True)
+    alice.admit(own, [alice.sender])
+
+    def send(ops: list[tuple[int, str, bytes, int, int]]) -> int:
+        kinds = [
+            ("acquire" if kind < 2 else ("renew" if kind == 2 else "release"), len(name.encode()))
+            for kind, name, *_ in ops
+        ]
+        chain.transact(alice.sender, registry.address, registry._encode("batchCalls", [ops]), gas=gas_bound(kinds))
+        return _gas(chain)
+
+    def on_tokens(kind: int, names: list[str], tokens: list[int], ttl: int) -> list[tuple[int, str, bytes, int, int]]:
+        return [(kind, "", _names.resource_id(name), token, ttl) for name, token in zip(names, tokens)]
+
+    figures: dict[str, int] = {}
+    for count in (1, 64):
+        names = [f"{own}/{count}-" + f"{i}".rjust(128 - len(f"{own}/{count}-"), "w") for i in range(count)]
+        acquisitions = [(1, name, bytes(32), 0, 30) for name in names]
+        figures |= least_limits(chain, registry, alice.sender, count, "acquisitions", acquisitions, send)
+        tokens = [alice.lease_of(name).token for name in names]
+        chain.advance_time(5)
+        renewals = on_tokens(2, names, tokens, 3_600)
+        figures |= least_limits(chain, registry, alice.sender, count, "renewals", renewals, send)
+        figures |= least_limits(chain, registry, alice.sender, count, "releases", on_tokens(3, names, tokens, 0), send)
+    return figures
+
+
+def least_limits(
+    chain: Chain, registry: Registry, sender: str, count: int, what: str, ops: list[Any], send: Any
+) -> dict[str, int]:
+    """``ops`` (``count`` dearest items) estimated, then sent: the least gas limit and the gas used."""
+    call = {"from": sender, "to": registry.address, "data": registry._encode("batchCalls", [ops]), "value": 0}
+    least = chain.rpc.estimate_gas(call, "latest")
+    return {
+        f"batchCalls: least gas limit, {count} dearest {what}": least,
+        f"batchCalls: gas used, {count} dearest {what}": send(ops),
+    }
 
 
 def _num(value: int | None) -> str:
@@ -466,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     figures = measure(Chain.embedded(accounts=5), args.name)
+    figures |= measure_least_limits(Chain.embedded(accounts=5))
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(os.environ.get("CHAINFENCE_SRC") or ROOT / "src")))
 
 from chainfence import Chain, Registry, batching
-from chainfence._effects import Signal
+from chainfence._core.effects import Signal
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 clock = time.perf_counter

@@ -372,8 +372,9 @@ def python_only(registry, pairs: int, top: int = 0) -> dict[str, float]:
     in a last run. ms per pair. ``top``: print a cProfile of a further run, its ``top`` costliest functions."""
     import functools
 
-    from chainfence import _contract, _validate
     from chainfence._node import events, methods, sending
+    from chainfence._sdk import contract as _contract
+    from chainfence._sdk import validate as _validate
 
     replayed, reset = replay_registry(record_pair(registry))
     replay_pairs(replayed, reset, 100)  # warm up

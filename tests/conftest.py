@@ -23,6 +23,7 @@ import atexit
 import hashlib
 import os
 import shutil
+import signal
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -58,8 +59,21 @@ def _temproot() -> Path:
 
 os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(_temproot()))
 
+# The tests of Ctrl-C and of hang-ups send SIGINT and SIGHUP, to this process and to the ones it starts,
+# and expect what a terminal gives: a run started in the background by a script (`cmd &`: SIGINT and
+# SIGQUIT ignored) or under nohup (SIGHUP ignored) inherited those signals ignored, and every such test
+# failed ("DID NOT RAISE KeyboardInterrupt"; a naive `lock` that outlived its SIGHUP). Handlers given
+# back here are also what this process's children inherit (an ignored signal stays ignored across exec).
+for _sig, _default in (
+    (signal.SIGINT, signal.default_int_handler),
+    (signal.SIGHUP, signal.SIG_DFL),
+    (signal.SIGQUIT, signal.SIG_DFL),
+):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, _default)
+
 # Waiters of one machine take a resource's turn through a lock file keyed by chain id, registry and
-# resource (chainfence._waiting.host_turn_steps); every worker's anvil has the same chain id and registry
+# resource (chainfence._sdk.waiting.host_turn_steps); every worker's anvil has the same chain id and registry
 # address, so each worker (and the processes it starts) takes its turns in a directory of its own
 # (set in each process: xdist's workers inherit the controller's environment), removed as it exits.
 os.environ["CHAINFENCE_WAIT_TURNS"] = tempfile.mkdtemp(prefix="cf-turns-")

@@ -17,7 +17,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from . import _log, _moved
+from ._core import log as _log
+from ._core import moved as _moved
 
 __all__ = [
     "AcquireReason",
@@ -55,13 +56,13 @@ _LAZY = {
     "AuditIndex": ".audit.index",
     "Chain": ".chain",
     "ChainfenceError": ".errors",
-    "Election": ".election",
+    "Election": ".recipes.election",
     "EventKind": ".audit",
     "FencedRequest": ".fenced_requests",
-    "FencedStore": ".fenced_store",
+    "FencedStore": ".integrations.fenced_store",
     "Guard": ".guard",
-    "Leader": ".election",
-    "Leadership": ".election",
+    "Leader": ".recipes.election",
+    "Leadership": ".recipes.election",
     "Lease": ".lease",
     "LeaseEvent": ".audit",
     "LeaseInfo": ".lease",
@@ -71,7 +72,7 @@ _LAZY = {
     "Registry": ".registry",
     "StuckLease": ".audit.watchdog",
     "StuckReport": ".audit.watchdog",
-    "TermEnded": ".election",
+    "TermEnded": ".recipes.election",
 }
 
 if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
@@ -79,15 +80,15 @@ if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
     from .audit.index import AuditIndex
     from .audit.watchdog import StuckLease, StuckReport
     from .chain import Chain
-    from .election import Election, Leader, Leadership, TermEnded
     from .errors import ChainfenceError
     from .fenced_requests import FencedRequest
-    from .fenced_store import FencedStore
     from .guard import Guard
     from .guard.admission import Admission
+    from .integrations.fenced_store import FencedStore
     from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
     from .lease_set import LeaseSet
     from .namespaces import NamespacePolicy
+    from .recipes.election import Election, Leader, Leadership, TermEnded
     from .registry import Registry
 
 
@@ -106,11 +107,11 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-# Modules that moved into their family's folder keep their old import paths (chainfence.audit_index, ...).
+# Modules that moved keep their old import paths until 0.3, with a DeprecationWarning (chainfence._core.moved).
 _moved.install()
 
 # A library never configures logging: only the CLI adds handlers. The package's logger gets its
-# NullHandler now if logging is imported, else when it is (chainfence._log: importing it costs a per-task
+# NullHandler now if logging is imported, else when it is (chainfence._core.log: importing it costs a per-task
 # command 8% of its start, issue #19).
 if "logging" in sys.modules:
     _log.null_handler()

@@ -13,7 +13,7 @@
 
 Nothing here is a copy of the sync SDK. Every operation that talks to the
 chain is written once, as steps that yield requests
-(:mod:`chainfence._effects`): the sender's journey (never signing twice for
+(:mod:`chainfence._core.effects`): the sender's journey (never signing twice for
 one intent, reconciling late replies by hash, cancelling, confirming across
 reorgs), the chain's clock, the registry's transactions and views. A
 :class:`~chainfence.Chain` runs those steps over the blocking
@@ -23,7 +23,7 @@ translates every failure with the same table into the same typed errors.
 No call here blocks the event loop on the chain.
 
 Each asyncio class is the twin of a sync one, its methods derived from the
-same steps (:mod:`chainfence._faces`): :class:`AsyncRegistry` offers every
+same steps (:mod:`chainfence._core.faces`): :class:`AsyncRegistry` offers every
 operation of :class:`~chainfence.Registry` (leases, views, ``acquire_many``,
 claims, namespaces and their admins, ``history``, ``stuck``, ``ending``,
 ``from_deployment``), :class:`AsyncLease` and :class:`AsyncLeaseSet` those
@@ -32,7 +32,7 @@ of a lease and a set (``sign`` too), :class:`AsyncElection` and
 ``watch`` a task). ``tests/unit/test_faces.py`` compares the two surfaces
 name by name. They live beside their sync twins (:mod:`chainfence.registry`,
 :mod:`chainfence.lease`, :mod:`chainfence.lease_set`,
-:mod:`chainfence.election`); this module gathers them.
+:mod:`chainfence.recipes.election`); this module gathers them.
 
 An :class:`AsyncChain` wraps a :class:`~chainfence.Chain` (its ``chain``):
 the keys, the chain id, the confirmations, the nonce counters and the tokens
@@ -55,18 +55,18 @@ Guards: :class:`AsyncGuard` runs a :class:`~chainfence.Guard`'s checks in
 a worker thread (the judgement is over a SQLite store as much as the chain;
 see the class).
 
-``acquire(wait=...)`` runs the sync waiter's steps (:mod:`chainfence._waiting`)
+``acquire(wait=...)`` runs the sync waiter's steps (:mod:`chainfence._sdk.waiting`)
 with asyncio's sleep: the same reads, events, jitter and fairness.
 """
 
 from __future__ import annotations
 
-from . import _log
+from ._core import log as _log
 from .chain import AsyncChain
-from .election import AsyncElection, AsyncLeadership, AsyncWatch
 from .guard import AsyncGuard  # the guard's asyncio face lives with the guard: re-exported here
 from .lease import AsyncLease
 from .lease_set import AsyncLeaseSet
+from .recipes.election import AsyncElection, AsyncLeadership, AsyncWatch
 from .registry import AsyncRegistry
 
 logger = _log.get(__name__)

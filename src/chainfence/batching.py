@@ -19,14 +19,25 @@ error the lone call raises (:class:`~chainfence.errors.LeaseHeld`,
 Design (the answers; ``docs/guarantees.md`` holds the promises beside their tests):
 
 - **Group commit, not a timer.** The first call into an idle batcher starts a
-  worker (a daemon thread on the blocking face, a task on asyncio: the
-  :class:`~chainfence._effects.Spawn` effect), which sends what is queued at
-  once. While a transaction is in flight, new calls queue; when it settles,
-  the worker sends everything queued (up to ``max_items``, the registry's 64)
-  as the next one. An agent therefore waits for at most the transaction in
-  flight and its own: two blocks' worth. ``window=`` adds a pause before each
-  send, to gather more where blocks are rare; the default (0) never waits on
-  a clock.
+  worker, which sends what is queued at once. While a transaction is in
+  flight, new calls queue; when it settles, the worker sends everything
+  queued (up to ``max_items``, the registry's 64) as the next one. An agent
+  therefore waits for at most the transaction in flight and its own: two
+  blocks' worth. ``window=`` adds a pause before each send, to gather more
+  where blocks are rare; the default (0) never waits on a clock.
+- **The worker is nobody's.** It is a daemon thread of its own, running the
+  steps over the chain's blocking driver, whoever called first: a thread, or
+  an asyncio task of any loop (which only awaits its outcome, never blocking
+  the loop). A batch carries the calls of threads and of tasks of several
+  loops, so no caller's loop may own its send: a worker that was a task of
+  the first caller's loop was cancelled with that loop's teardown
+  (``asyncio.run`` ending) while its transaction was in flight, failing every
+  caller in it, a thread that was never interrupted included, with a bare
+  ``CancelledError`` and leaving their leases live; and it stood still, with
+  every later call queued behind it, once that loop stopped without closing
+  (``asyncio.Runner().run``, ``loop.run_until_complete``). A blocking call
+  made on a loop's thread is served too (it blocks that loop meanwhile, as
+  any blocking call does).
 - **The next batch waits for the callers just settled.** Agents call again
   as soon as a call returns (acquire, work, release, acquire): the worker
   takes the next batch once every caller of the settled transaction is back
@@ -63,12 +74,21 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
   ``tests/chain/test_gas.py``); the sender pays for what is used. A refused
   operation costs its ``BatchOpRefused`` log (a lone call refused at its
   preflight costs nothing).
+- **A batch fits the chain.** The worker takes as many queued operations as
+  the latest block's gas limit holds at that bound (read with the fee quote
+  the transaction carries); the rest go in the next batch. A batch the node
+  refuses because the sender cannot pay for its gas limit (nothing was sent)
+  goes back to the queue once the balance is read, and is taken again as
+  what the balance pays for. An operation that cannot go even alone is
+  refused for its caller only, typed (:class:`~chainfence.errors.InsufficientFunds`,
+  or a :class:`~chainfence.errors.ChainError` naming the block's gas limit):
+  a batch of N of which k fit is never N failures.
 - **Interrupted callers.** A caller interrupted (``asyncio`` cancellation,
   ``KeyboardInterrupt``) while its operation is still queued withdraws it:
   nothing is sent for it. Once its transaction is on its way, the worker
   carries on (the other operations are not abandoned); the caller waits for
   the outcome, shielded, and releases a lease it acquired
-  (:mod:`chainfence._interrupted`, as an interrupted lone acquisition does),
+  (:mod:`chainfence._sdk.interrupted`, as an interrupted lone acquisition does),
   then its interrupt goes on with a note naming what became of it.
 - **Leases as any other.** A batched acquisition returns a plain
   :class:`~chainfence.Lease` whose renewals and release go through the
@@ -80,35 +100,39 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
 from __future__ import annotations
 
 import enum
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
-from . import _log, _names, _validate
 from . import keepalive as _keepalive
-from ._contract import MAX_MANY, RegistryContract
-from ._effects import RPC, Shielded, Signal, Sleep, Spawn, Steps, Until
-from ._faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation
-from ._interrupted import settle_steps
+from ._core import log as _log
+from ._core.effects import RPC, Shielded, Signal, Sleep, Steps, Until
+from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation
 from ._node import artifacts as _artifacts
 from ._node import events as _events
 from ._node import reverts as _reverts
 from ._node import sending as _sending
 from ._node.abi import decode as abi_decode
 from ._node.rlp import keccak256
+from ._sdk import names as _names
+from ._sdk import validate as _validate
+from ._sdk.contract import MAX_MANY, RegistryContract
+from ._sdk.interrupted import settle_steps
 from .endings import End, Refusal, declare
 from .errors import (
     ChainError,
+    ChainfenceError,
     ChainRolledBack,
+    InsufficientFunds,
     InvalidInput,
     LeaseError,
     NamespaceError,
     NodeUnreachable,
     NotConfirmed,
-    NotSupported,
     OutcomeUnknown,
     TokenNotCurrent,
     TransactionFailed,
@@ -138,13 +162,18 @@ __all__ = [
 MAX_ITEMS = MAX_MANY
 
 #: Gas limit of a batch: the transaction's own cost (21,000 intrinsic, the dispatcher, the loop, the
-#: counter's write) plus each operation's worst case (:func:`gas_bound`). tests/chain/test_gas.py
-#: measures the dearest operation of each kind and asserts it stays under these.
+#: counter's write, its very first included) plus each operation's worst case (:func:`gas_bound`).
+#: tests/chain/test_gas.py holds them to measurement (scripts/gas_report.py): the least gas limit of a
+#: batch of the dearest items of each kind (an exclusive first acquisition in an address namespace under
+#: every policy check, with a 128-byte name: 57,300 gas an item, 112,200 the first; a renewal reading its
+#: namespace's maxTtl: 13,200; a release: 9,900), 1 and 64 of them, stays under the bound, and the bound of
+#: 64 stays within 25 % of the gas they use (it was twice the dearest acquisition, more for renewals and
+#: releases).
 GAS_BASE = 60_000
-GAS_PER_OPERATION = {"acquire": 110_000, "renew": 45_000, "release": 35_000}
+GAS_PER_OPERATION = {"acquire": 66_000, "renew": 16_000, "release": 11_000}
 #: What each byte of a name may add to an acquisition: calldata (16), its first ``ResourceNamed`` log
-#: (8), hashing it twice, copying it and scanning it for its namespace.
-GAS_PER_NAME_BYTE = 96
+#: (8), hashing it twice, copying it and scanning it for its namespace (22.6 measured).
+GAS_PER_NAME_BYTE = 26
 
 #: Least time (seconds) the worker waits for the callers of a settled transaction to come back.
 _MIN_COHORT_WAIT = 0.001
@@ -270,6 +299,45 @@ def encode_batch(ops: list[tuple[int, str, bytes, int, int]]) -> bytes:
 _TUPLE_HEAD = 5 * 32
 
 
+class _Room(NamedTuple):
+    """What a batch may spend: the latest block's gas limit, and the gas the sender's balance pays for at
+    ``price`` (wei a gas) when it was read (None: not known)."""
+
+    block: int | None
+    funds: int | None
+    price: int
+
+    @property
+    def limit(self) -> int:
+        return min(each for each in (self.block, self.funds, 2**256) if each is not None)
+
+    def refusal(self, op: _Item, need: int, sender: str) -> BaseException | None:
+        """Why ``op`` (``need`` gas at its bound) cannot be sent even alone, typed; None if it can."""
+        alone = GAS_BASE + need
+        if self.block is not None and alone > self.block:
+            return ChainError(
+                f"{op.what()} needs up to {alone:,} gas in a batch of its own, above the block gas limit "
+                f"{self.block:,}: it cannot be sent (nothing was)"
+            )
+        if self.funds is not None and alone > self.funds:
+            return InsufficientFunds(
+                f"{sender} cannot pay for {op.what()}: up to {alone:,} gas at {self.price:,} wei a gas, and its "
+                f"balance pays for {self.funds:,} (nothing was sent)",
+                account=sender,
+            )
+        return None
+
+
+def _bound_of(op: _Item) -> tuple[str, int]:
+    """``op`` as :func:`gas_bound` counts it: its kind and its name's length in bytes."""
+    return "acquire" if op.acquires else op.kind.name.lower(), len(op.name.encode())
+
+
+def _gas_of(op: _Item) -> int:
+    """What ``op`` may add to a batch's gas limit (see :func:`gas_bound`)."""
+    return gas_bound([_bound_of(op)]) - GAS_BASE
+
+
 def gas_bound(kinds_and_names: list[tuple[str, int]]) -> int:
     """The gas limit of a batch of operations, each ``(kind, name length in bytes)`` ("acquire", "renew",
     "release"): every operation at its dearest, so that no state reached between the send and the
@@ -309,6 +377,10 @@ class Batcher(SyncFace):
         self.largest = 0
         self._waited: dict[int, int] = {}
         self._clock = time.monotonic
+        #: The gas the sender's balance pays for, read after the node refused a batch it could not pay for:
+        #: the next batch is fitted to it (then it is forgotten); and whether the batch in flight was.
+        self._funds: int | None = None
+        self._fitted = False
 
     # -- what a lease asks of what it was acquired through (chainfence.lease.LeaseRegistry) ----------
 
@@ -317,31 +389,7 @@ class Batcher(SyncFace):
         return self.registry.chain
 
     def _drive(self, steps: Steps[Any]) -> Any:
-        self._refuse_on_the_workers_loop(steps)
         return self.registry._drive(steps)
-
-    def _refuse_on_the_workers_loop(self, steps: Steps[Any]) -> None:
-        """A blocking call made on the thread whose event loop runs the worker (an asyncio caller started
-        it: a sync tool called from a coroutine, beside asyncio agents sharing the batcher) would wait for
-        an outcome that only the worker can set, while it blocks the loop the worker needs: it would
-        wait forever. Refused at once (:class:`~chainfence.errors.NotSupported`), nothing queued."""
-        worker = self._worker
-        get_loop = getattr(worker, "get_loop", None)
-        if get_loop is None or _ended(worker):
-            return
-        import asyncio
-
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        if running is get_loop():
-            steps.close()
-            raise NotSupported(
-                "a blocking call into this batcher from the event loop its worker runs on would wait forever "
-                "(the worker cannot run while the call blocks the loop): await the call through the "
-                "AsyncRegistry's batched(), or make it from another thread"
-            )
 
     def connect(self, account: Any) -> Any:
         return self.registry.connect(account)
@@ -467,27 +515,42 @@ class Batcher(SyncFace):
             self._back(op)
 
     def _start_steps(self) -> Steps[None]:
-        """Start the worker (this caller queued into an idle batcher). A worker that cannot start fails what
-        is queued, each caller with a typed error (nothing was sent). An interrupt that lands while the
-        worker starts (a thread's start waits for it) leaves it unknown whether it runs: another is started,
-        shielded (two workers are harmless: each takes its own operations from the queue), and the interrupt
-        goes on to the caller's own cleanup."""
-        name = f"chainfence-batcher-{self.sender}"
+        """Start the worker (this caller queued into an idle batcher): a thread of its own, whatever the
+        caller's driver (see "The worker is nobody's" in the module docstring). A worker that cannot start
+        fails what is queued, each caller with a typed error (nothing was sent). An interrupt that lands
+        while the worker starts (a thread's start waits for it) leaves it unknown whether it runs: another
+        is started (two workers are harmless: each takes its own operations from the queue), and the
+        interrupt goes on to the caller's own cleanup."""
         try:
-            self._worker = yield Spawn(self._work_steps(), name)
+            self._worker = self._spawn()
         except BaseException as failed:
             if not _sending.interrupted(failed):
                 self._not_started(failed)
                 return
             try:
-                self._worker = yield Shielded(_spawn_steps(self._work_steps(), name))
+                self._worker = self._spawn()
             except BaseException as again:
                 self._not_started(again)
             raise
+        return
+        yield  # pragma: no cover - steps, as the caller's driver runs them
+
+    def _spawn(self) -> threading.Thread:
+        """A daemon thread running the worker's steps over the chain's blocking driver, started."""
+        worker = threading.Thread(
+            target=self.registry._drive,
+            args=(self._work_steps(),),
+            name=f"chainfence-batcher-{self.sender}",
+            daemon=True,
+        )
+        worker.start()
+        return worker
 
     def _back(self, op: _Op) -> None:
         """``op``'s caller no longer waits for it (its outcome came, or it was interrupted): one less for the
-        worker to wait for before the next batch."""
+        worker to wait for before the next batch. A caller on an event loop is counted back once its task
+        has run on to its next wait (a callback of its loop: the task's step ends first), so that an agent
+        that calls again at once has queued that call when the worker takes the next batch."""
         with self._mutex:
             op.gone = True
             cohort, op.cohort = op.cohort, None
@@ -496,12 +559,11 @@ class Batcher(SyncFace):
             cohort.count -= 1
             last = cohort.count == 0
         if last:
-            cohort.back.set()
+            _after_this_step(cohort.back.set)
 
     def _enqueue(self, op: _Op) -> bool:
         """Queue ``op``; True when no worker runs and the caller must start one. A worker that ended without
-        saying so (an asyncio task cancelled before it ever ran: its loop stopped right after it was
-        made) counts as none: the next caller starts another, instead of waiting for it forever."""
+        saying so counts as none: the next caller starts another, instead of waiting for it forever."""
         with self._mutex:
             op.since = self.batches
             self._queue.append(op)
@@ -657,9 +719,11 @@ class Batcher(SyncFace):
                     # The window, or a bare yield: the callers just settled run once before the next batch
                     # is taken, so that one that calls again at once joins it instead of the one after.
                     yield Sleep(self.window)
-                batch = self._take()
+                room, self._funds = (yield from self._room_steps()), None
+                batch = self._take(room)
                 if not batch:
                     return
+                self._fitted = room is not None and room.funds is not None
                 started = self._clock()
                 cohort = yield from self._commit_steps(batch)
                 if cohort is not None:
@@ -675,20 +739,59 @@ class Batcher(SyncFace):
             self._stopped(stopped)
             raise
 
-    def _take(self) -> list[_Op]:
-        """The next batch: up to ``max_items`` queued operations, in order (none: the worker stops)."""
+    def _room_steps(self) -> Steps[_Room | None]:
+        """What the next batch may spend (None: nothing is queued, or it cannot be known now: the send says).
+        The latest block's gas limit comes with the fee quote the transaction will carry (cached: no
+        request more, mostly); the gas the sender's balance pays is known only after the node refused a
+        batch it could not pay for (:meth:`_commit_steps` reads the balance then)."""
+        if not self.queued:
+            return None
+        sender = self.chain._sender
+        try:
+            fees = yield from sender.fees_steps()
+        except ChainfenceError:
+            return None
+        return _Room(sender._block_gas_limit, self._funds, fees.get("maxFeePerGas", fees.get("gasPrice", 0)))
+
+    def _take(self, room: _Room | None = None) -> list[_Op]:
+        """The next batch: up to ``max_items`` queued operations, in order, as many as ``room`` holds at their
+        :func:`gas_bound` (none: the worker stops). An operation that cannot go even alone (its bound
+        above the block's gas limit, or above what the sender's balance pays) is refused, for its caller
+        only, with a typed error (nothing is sent for it); the ones behind it go on."""
+        unfit: list[tuple[_Op, BaseException]] = []
         with self._mutex:
             batch: list[_Op] = []
+            gas = GAS_BASE
             while self._queue and len(batch) < self.max_items:
-                op = self._queue.popleft()
+                op = self._queue[0]
+                need = _gas_of(op)
+                refusal = room.refusal(op, need, self.sender) if room is not None else None
+                if refusal is not None:
+                    self._queue.popleft()
+                    op.state = _SENT
+                    unfit.append((op, refusal))
+                    continue
+                if room is not None and gas + need > room.limit:
+                    break  # it goes in the next batch
+                self._queue.popleft()
                 op.state = _SENT
                 batch.append(op)
+                gas += need
             if not batch:
                 self._working = False
-            return batch
+        if unfit:
+            self._settle([op for op, _error in unfit], [(None, error) for _op, error in unfit])
+        return batch
+
+    def _requeue(self, batch: list[_Op]) -> None:
+        """Put ``batch`` back at the head of the queue, in order (nothing of it was sent)."""
+        with self._mutex:
+            for op in reversed(batch):
+                op.state = _QUEUED
+                self._queue.appendleft(op)
 
     def _stopped(self, stopped: BaseException) -> None:
-        """The worker was stopped (its loop shut down): what is still queued is failed, nothing sent."""
+        """The worker stopped on an error of its own: what is still queued is failed, nothing sent."""
         with self._mutex:
             self._working = False
             left = list(self._queue)
@@ -707,11 +810,19 @@ class Batcher(SyncFace):
         )
 
     def _commit_steps(self, batch: list[_Op]) -> Steps[_Cohort | None]:
-        """Send ``batch`` and settle each caller; shielded, so that a stopped worker (asyncio's loop
-        shutting down) still settles the transaction it sent for everyone in it."""
+        """Send ``batch`` and settle each caller. A batch the node refused because the sender cannot pay for
+        its gas limit (nothing was sent: the sender asks for its own hash before it believes the words)
+        goes back to the queue once the balance is read, to be taken again as what it pays for
+        (:meth:`_take`); refused again as taken so, it fails as a whole."""
         try:
-            outcomes = yield Shielded(self._send_steps(batch))
+            outcomes = yield from self._send_steps(batch)
         except BaseException as failed:  # the transaction as a whole: each caller its own copy
+            if isinstance(failed, InsufficientFunds) and not self._fitted:
+                funds = yield from self._funds_steps()
+                if funds is not None:
+                    self._funds = funds
+                    self._requeue(batch)
+                    return None
             self._settle(batch, [(None, _own_copy(failed, op, batch)) for op in batch])
             if _sending.interrupted(failed):
                 raise
@@ -727,12 +838,22 @@ class Batcher(SyncFace):
         self._settle(batch, outcomes)
         return cohort if cohort.count else None
 
+    def _funds_steps(self) -> Steps[int | None]:
+        """The gas the sender's balance pays for at the fee the next batch carries (None: not known)."""
+        try:
+            fees = yield from self.chain._sender.fees_steps()
+            balance = yield RPC.balance(self.sender, "pending")
+        except ChainfenceError:
+            return None
+        price = fees.get("maxFeePerGas", fees.get("gasPrice", 0))
+        return int(balance) // price if price > 0 else None
+
     def _send_steps(self, batch: list[_Op]) -> Steps[list[tuple[Any, BaseException | None]]]:
         registry = self.registry
         seen = registry._seen()
         before = {id(op): seen.before(op.resource_id) for op in batch if op.acquires}
         data = encode_batch([op.encoded() for op in batch])
-        gas = gas_bound([("acquire" if op.acquires else op.kind.name.lower(), len(op.name.encode())) for op in batch])
+        gas = gas_bound([_bound_of(op) for op in batch])
         unconfirmed: NotConfirmed | None = None
         try:
             receipt = yield from registry.chain._transact_steps(self.sender, registry.address, data, gas=gas)
@@ -889,19 +1010,29 @@ def _log_orphan(op: _Op) -> None:
         )
 
 
+def _after_this_step(callback: Any) -> None:
+    """``callback()`` once the current task's step ends, on an event loop running in this thread (a soon
+    callback of the loop); at once elsewhere."""
+    asyncio = sys.modules.get("asyncio")  # not imported: no loop runs (issue #19: the CLI imports this module)
+    if asyncio is not None:
+        try:
+            asyncio.get_running_loop().call_soon(callback)
+        except RuntimeError:
+            pass
+        else:
+            return
+    callback()
+
+
 def _ended(worker: Any) -> bool:
-    """Whether ``worker`` (the thread or asyncio task :class:`~chainfence._effects.Spawn` gave; None while
-    it is being started) has ended."""
+    """Whether ``worker`` (its thread; None while it is being started; an asyncio task where a test starts
+    it as one) has ended."""
     if worker is None:
         return False
     done = getattr(worker, "done", None)  # an asyncio task
     if done is not None:
         return bool(done())
     return not worker.is_alive()  # a thread
-
-
-def _spawn_steps(steps: Steps[Any], name: str) -> Steps[Any]:
-    return (yield Spawn(steps, name))
 
 
 def _item_lease_steps(registry: RegistryContract, tx_hashes: Sequence[str], item: int | None) -> Steps[Lease | None]:

@@ -46,14 +46,15 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
-from . import _log, _validate
-from ._effects import RPC, Steps, arun, run
-from ._faces import LazySignature
+from ._core import log as _log
+from ._core.effects import RPC, Steps, arun, run
+from ._core.faces import LazySignature
 from ._node.accounts import LocalKey, is_local_account
 from ._node.failures import unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
 from ._node.sending import Sender
 from ._node.transports import redact_url
+from ._sdk import validate as _validate
 from .errors import (
     ChainError,
     ChainfenceError,
@@ -179,7 +180,7 @@ def _parameters_of(
 ) -> Callable[[Callable[Concatenate[C, ...], R]], Callable[Concatenate[C, P], R]]:
     """Give a method that takes ``(cls, *args, **kwargs)`` the parameters of ``spec``: for type checkers
     and for :func:`inspect.signature` (help, IDEs), so a parameter is declared in one place. The signature
-    is worked out when first asked for (:class:`~chainfence._faces.LazySignature`), not at import."""
+    is worked out when first asked for (:class:`~chainfence._core.faces.LazySignature`), not at import."""
 
     def adopt(method: Callable[Concatenate[C, ...], R]) -> Callable[Concatenate[C, P], R]:
         method.__wrapped__ = LazySignature(spec, method=method)  # type: ignore[attr-defined]
@@ -588,7 +589,7 @@ class AsyncChain:
 
     Build with :meth:`connect`, :meth:`embedded` or :meth:`over`; close with
     ``await chain.aclose()`` or ``async with``. The operations are :class:`Chain`'s
-    own steps (:mod:`chainfence._effects`), run over :class:`~chainfence._node.rpc.AsyncRpc`.
+    own steps (:mod:`chainfence._core.effects`), run over :class:`~chainfence._node.rpc.AsyncRpc`.
 
     Attributes:
         chain: the :class:`Chain` holding the keys, nonces and settings.

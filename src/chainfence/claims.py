@@ -19,15 +19,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import _log, _names, _validate
 from . import keepalive as _keepalive
-from ._contract import MAX_CLAIM_ITEMS, RegistryContract
-from ._effects import Steps
-from ._faces import operation
-from ._interrupted import settle_steps
-from ._lease_state import LeaseInfo
+from ._core import log as _log
+from ._core.effects import Steps
+from ._core.faces import operation
 from ._node import events as _events
 from ._node import sending as _sending
+from ._sdk import names as _names
+from ._sdk import validate as _validate
+from ._sdk.contract import MAX_CLAIM_ITEMS, RegistryContract
+from ._sdk.interrupted import settle_steps
+from ._sdk.lease_state import LeaseInfo
 from .endings import End, LocalEnd, declare
 from .errors import InvalidClaimItems, NothingToClaim
 from .lease import Lease

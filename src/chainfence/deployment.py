@@ -21,8 +21,8 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import _validate
-from ._records import record
+from ._core.records import record
+from ._sdk import validate as _validate
 from .errors import InvalidInput
 
 __all__ = ["DEFAULT_PATH", "Deployment", "default_path", "load", "save"]

@@ -45,8 +45,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-from ._lease_state import AcquireReason, LeaseStatus
-from ._records import record
+from ._core.records import record
+from ._sdk.lease_state import AcquireReason, LeaseStatus
 from .errors import (
     ChainfenceError,
     ChainRolledBack,
@@ -352,16 +352,16 @@ def parts() -> dict[str, Part]:
 
 #: Where parts are declared: :func:`parts` imports them so that none is missed.
 _DECLARING_MODULES: tuple[str, ...] = (
-    "chainfence._waiting",
-    "chainfence.election",
-    "chainfence.tooz_driver",  # imports tooz (the [tooz] extra; in the dev extra the tests install)
+    "chainfence._sdk.waiting",
+    "chainfence.recipes.election",
+    "chainfence.integrations.tooz",  # imports tooz (the [tooz] extra; in the dev extra the tests install)
     "chainfence.audit.index",
-    "chainfence._stuck",  # watchdog
+    "chainfence.audit.watchdog",  # watchdog
     "chainfence.guard",  # guard.follower
     "chainfence.keepalive",  # keep, aio.keep
     "chainfence.lease_set",  # lease_set
     "chainfence.batching",  # batching
     "chainfence.claims",  # claims
-    "chainfence.mcp_server",  # mcp
+    "chainfence.integrations.mcp",  # mcp
     "chainfence.cli.lock",  # lock
 )

@@ -3,30 +3,22 @@
 ::
 
     ChainfenceError
-    ├── InvalidInput (ValueError)          bad argument; nothing was sent or written
+    ├── InvalidInput (ValueError)          bad argument (``argument``, ``value``); nothing sent or written
     │   ├── InvalidResourceName            empty, too long, not a str
     │   ├── InvalidTtl                     0, negative, not an int, above the registry's max
     │   │   └── InvalidMaxTtl              deployment: max ttl out of range
-    │   ├── InvalidToken                   0, negative, not an int, wider than uint256
-    │   ├── InvalidWait                    acquire(wait=...): negative, not finite, not a number, too long
-    │   ├── InvalidProgress                a progress marker that is not 1-32 bytes, an int or a str
+    │   ├── InvalidHolder                  grant: the zero address
     │   ├── InvalidClaimItems              claim: no items, too many, or duplicates
     │   ├── InvalidNamespace               a namespace prefix: empty, too long, contains '/', a mis-cased address
     │   ├── InvalidPolicy                  a namespace policy: maxTtl or lockDelay above the registry's max, no field
     │   ├── InvalidAssignments             deployment: namespaces and admins of different lengths
     │   ├── DuplicateResource              acquire_many / a LeaseSet lists a resource twice
-    │   ├── InvalidAddress                 not a 20-byte hex address
-    │   │   └── InvalidHolder              grant: the zero address
-    │   ├── InvalidUrl                     a node's URL that is not a well-formed http(s) URL
-    │   ├── InvalidLimit                   an audit list query's limit: not an int from 1 to its maximum
-    │   └── InvalidCursor                  an audit list query's cursor: does not decode, or another query's
-    │       └── StaleCursor                the cursor's row is gone (a reorg rewound the index past it): list again
+    │   └── StaleCursor                    an audit listing's cursor whose row is gone (a reorg): list again
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
     │   ├── NotHolder                      the caller is not the holder of that token
     │   ├── NothingToClaim                 claim: every item is done or held live by others
-    │   ├── NotAdmitted (PermissionError)  the namespace admits only its allowlist (registry or guard)
-    │   │   └── HolderNotAdmitted          a guard's admission (local list or on-chain) refuses the token's holder
+    │   ├── NotAdmitted (PermissionError)  the namespace's allowlist, or a guard's admission, refuses the holder
     │   ├── LockDelayed                    a lease expired; its namespace's lock-delay runs until `until`
     │   ├── NotLive                        revoke: the resource has no live lease
     │   └── TokenNotCurrent                the token is not the resource's live token
@@ -47,19 +39,21 @@
     │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers
     │   │   └── ProviderUnavailable        proven mode: a header or proof provider did not answer (names it)
     │   ├── RpcError                       the node answered a request with a JSON-RPC error
+    │   │   └── LogRangeRefused            the provider caps eth_getLogs: a narrower range may pass
     │   ├── WrongChain                     the node serves another chain than expected
     │   ├── ChainRolledBack                the chain's history went back below tokens already seen
     │   ├── LogsIncomplete                 a follower waits: the logs answered lack (or invent) a block's logs
     │   ├── ContractNotFound               no FencingRegistry code at that address
     │   ├── InsufficientFunds              the sender cannot pay for gas
-    │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
-    │   ├── OutcomeUnknown                 sent, but whether it landed could not be established
-    │   ├── NotConfirmed (TimeoutError)    mined, but not k blocks deep in time
+    │   ├── TransactionInDoubt             a transaction sent, not known to be final: its hashes and nonce
+    │   │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
+    │   │   ├── OutcomeUnknown             sent, but whether it landed could not be established
+    │   │   └── NotConfirmed (TimeoutError)  mined, but not k blocks deep in time
     │   ├── TransactionFailed              mined with status 0, no decodable reason
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
     │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
-    │   │   └── ProofsNotServed            proven mode: the provider does not serve eth_getProof (eth-tester)
+    │   │   └── ProofsNotServed            proven mode: the provider does not serve eth_getProof
     │   ├── AnvilNotFound                  `chainfence node` found no anvil binary
     │   └── UnverifiedAnswer               proven mode: an answer did not verify; nothing judged, no mark moved
     │       ├── ProofInvalid               a proof that does not verify against the trusted header (names the provider)
@@ -79,16 +73,28 @@
     ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     └── RequestRejected                    a holder-signed request failed verification
-        ├── MalformedRequest (ValueError)  missing or unparsable fields         (HTTP 400)
-        │   └── PayloadMismatch            the body is not the one that was signed
-        ├── InvalidSignature               not signed by the holder it names    (HTTP 401)
-        ├── RequestExpired                 past its deadline                    (HTTP 401)
-        ├── SignerNotHolder                signed by someone who does not hold the token (HTTP 403)
-        ├── RequestMisdirected             signed for another resource, action or audience (HTTP 403)
-        │   ├── ResourceMismatch
-        │   ├── ActionMismatch
-        │   └── AudienceMismatch
-        └── ReplayedRequest                seen before                          (HTTP 409)
+        ├── MalformedRequest (ValueError)  missing or unparsable fields, a payload not the signed one
+        ├── InvalidSignature               not signed by the holder it names
+        ├── RequestExpired                 past its deadline
+        ├── SignerNotHolder                signed by someone who does not hold the token
+        ├── RequestMisdirected             signed for another resource, action or audience (``field``)
+        └── ReplayedRequest                seen before
+
+Errors are data: each class declares its fields as annotations, and :class:`ChainfenceError`
+makes from them the keyword constructor, the ``repr``
+(``StaleToken(resource='r', token=3, current_token=5)``), the pickling and :meth:`~ChainfenceError.details`.
+A class's ``template`` renders its message from its fields (a message given as the one positional
+argument replaces it). Each class carries ``exit_code``, what ``chainfence`` exits with (the README's
+table), and ``http_status``, what a service answers with (:class:`~chainfence.integrations.asgi.FencingMiddleware`);
+a class not named here takes its parent's::
+
+    exit_code    1 ChainfenceError; 2 InvalidInput, ExtraNotInstalled; 3 LeaseHeld; 4 TokenNotCurrent,
+                 NotHolder, NotLive; 5 NodeUnreachable, WrongChain, ChainRolledBack, ContractNotFound,
+                 AnvilNotFound; 6 TransactionInDoubt; 7 LeaseLost; 9 NamespaceError, NotAdmitted;
+                 10 LockDelayed; 11 AuditIndexMismatch; 12 AuditIndexDiffers; 13 UnverifiedAnswer, ProofsNotServed
+    http_status  500 ChainfenceError; 400 InvalidInput, MalformedRequest; 401 InvalidSignature, RequestExpired;
+                 403 NotHolder, NotAdmitted, NamespaceError, Unauthorized, RequestRejected; 409 LeaseError,
+                 LeaseLost, ReplayedRequest; 503 ChainError, GuardError
 
 Errors raised by the contract (its custom errors) map one-to-one onto classes
 here through :func:`_contract_error`; :mod:`chainfence._node.reverts` decodes a
@@ -97,21 +103,20 @@ web3 or eth-tester exceptions: those are chained as ``__cause__``.
 
 A service rejecting work needs one clause: ``except TokenNotCurrent`` (and
 ``except RequestRejected`` for holder-signed requests), plus ``except
-NotAdmitted`` when its guard has an admission policy
-(:class:`~chainfence.Admission`: :class:`HolderNotAdmitted`).
+NotAdmitted`` when its guard has an admission policy (:class:`~chainfence.Admission`).
 """
 
 from __future__ import annotations
 
+import string
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from ._times import chain_time
+from ._core.times import chain_time
 
 __all__ = [
-    "ActionMismatch",
     "AnvilNotFound",
-    "AudienceMismatch",
     "AuditIndexDiffers",
     "AuditIndexError",
     "AuditIndexMismatch",
@@ -130,25 +135,17 @@ __all__ = [
     "HeaderInvalid",
     "HeaderStale",
     "HeadersDisagree",
-    "HolderNotAdmitted",
     "InsufficientFunds",
-    "InvalidAddress",
     "InvalidAssignments",
     "InvalidClaimItems",
-    "InvalidCursor",
     "InvalidHolder",
     "InvalidInput",
-    "InvalidLimit",
     "InvalidMaxTtl",
     "InvalidNamespace",
     "InvalidPolicy",
-    "InvalidProgress",
     "InvalidResourceName",
     "InvalidSignature",
-    "InvalidToken",
     "InvalidTtl",
-    "InvalidUrl",
-    "InvalidWait",
     "LeaseCompleted",
     "LeaseError",
     "LeaseExpired",
@@ -158,6 +155,7 @@ __all__ = [
     "LeaseRevoked",
     "LeaseSetLost",
     "LockDelayed",
+    "LogRangeRefused",
     "LogsIncomplete",
     "MalformedRequest",
     "NamespaceError",
@@ -172,7 +170,6 @@ __all__ = [
     "NotSupported",
     "NothingToClaim",
     "OutcomeUnknown",
-    "PayloadMismatch",
     "ProofInvalid",
     "ProofsNotServed",
     "ProviderUnavailable",
@@ -181,7 +178,6 @@ __all__ = [
     "RequestExpired",
     "RequestMisdirected",
     "RequestRejected",
-    "ResourceMismatch",
     "RpcError",
     "SignerNotHolder",
     "StaleCursor",
@@ -189,6 +185,7 @@ __all__ = [
     "TokenNotConfirmed",
     "TokenNotCurrent",
     "TransactionFailed",
+    "TransactionInDoubt",
     "TransactionTimeout",
     "Unauthorized",
     "UnknownAccount",
@@ -224,15 +221,9 @@ def _contract_error(solidity_name: str, *also: str) -> Callable[[type[E]], type[
     return register
 
 
-def _describe(resource: str | None, resource_id: bytes | None) -> str:
-    if resource is not None:
-        return repr(resource)
-    if resource_id is not None:
-        return "resource 0x" + resource_id.hex()
-    return "resource"
+_REQUIRED: Any = object()  # a field without a default: the constructor needs it
 
-
-#: Attributes that are not details: raw provider objects.
+#: Fields that are not details (nor shown by repr): raw provider objects.
 _NOT_DETAILS = frozenset({"receipt", "__notes__"})
 
 
@@ -255,6 +246,20 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+class _Template(string.Formatter):
+    """Renders a class's ``template`` from the error's attributes; ``{expires_at:time}`` shows chain time
+    as a date."""
+
+    def get_value(self, key: int | str, args: Any, kwargs: Any) -> Any:
+        return getattr(kwargs["error"], str(key))
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        return chain_time(value) if format_spec == "time" else super().format_field(value, format_spec)
+
+
+_TEMPLATE = _Template()
+
+
 def _rebuild(cls: type[ChainfenceError], args: tuple[Any, ...], state: dict[str, Any]) -> ChainfenceError:
     error = cls.__new__(cls)
     Exception.__init__(error, *args)
@@ -262,19 +267,93 @@ def _rebuild(cls: type[ChainfenceError], args: tuple[Any, ...], state: dict[str,
     return error
 
 
+class _Signature:
+    """``inspect.signature(cls)`` of an error: its generated constructor's, made when asked (``inspect``
+    is not imported before: a per-task command never asks)."""
+
+    def __get__(self, instance: Any, owner: type[ChainfenceError]) -> Any:
+        import inspect
+
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        return inspect.Signature(
+            [inspect.Parameter("message", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)]
+            + [
+                inspect.Parameter(name, keyword, **({} if default is _REQUIRED else {"default": default}))
+                for name, default in owner._fields.items()
+            ]
+        )
+
+
 class ChainfenceError(Exception):
-    """Base of every error chainfence raises."""
+    """Base of every error chainfence raises.
+
+    ``Error(message=None, **fields)``: the fields are the class's annotations (a field without a
+    default is required); without ``message``, the class's ``template`` renders one from them.
+    """
 
     #: Name of the contract custom error this class decodes, if any.
     solidity_error: ClassVar[str | None] = None
+    #: What ``chainfence`` exits with on this error (the README's table of exit codes).
+    exit_code: ClassVar[int] = 1
+    #: The HTTP status a service answers with (:class:`~chainfence.integrations.asgi.FencingMiddleware` does).
+    http_status: ClassVar[int] = 500
+    #: The message, ``str.format`` style over the error's attributes (``{at:time}``: a chain time);
+    #: none: the first paragraph of the class's docstring.
+    template: ClassVar[str] = ""
+    #: field -> its default (``_REQUIRED`` for none), from the annotations of the class and its bases.
+    _fields: ClassVar[dict[str, Any]] = {}
+    __signature__: ClassVar[Any] = _Signature()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        fields = dict(cls._fields)
+        for name, kind in cls.__annotations__.items():  # the class's own, in order
+            if not str(kind).startswith("ClassVar"):
+                fields[name] = cls.__dict__.get(name, fields.get(name, _REQUIRED))
+        cls._fields = fields
+
+    def __init__(self, message: str | None = None, **fields: Any) -> None:
+        known = type(self)._fields
+        if "provider" in fields or "providers" in fields:
+            _renamed(type(self), fields)
+        unknown = fields.keys() - known.keys()
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+        for name, default in known.items():
+            value = fields.get(name, default)
+            if value is _REQUIRED:
+                raise TypeError(f"{type(self).__name__}() missing keyword argument: {name!r}")
+            self.__dict__[name] = value
+        super().__init__(*((message,) if message else ()))
+        self.__post_init__()
+
+    def __post_init__(self) -> None:
+        """Derive or normalise fields after the constructor set them (a class overrides it)."""
 
     @classmethod
     def from_revert(cls, **fields: Any) -> ChainfenceError:
         """Build the error from the decoded arguments of its Solidity error."""
         return cls(**fields)
 
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else self._message()
+
+    def _message(self) -> str:
+        if not self.template:  # the docstring's first paragraph
+            return " ".join((type(self).__doc__ or "").split("\n\n")[0].split()).replace("``", "")
+        return _TEMPLATE.vformat(self.template, (), {"error": self})
+
+    def __repr__(self) -> str:
+        shown = [repr(self.args[0])] if self.args else []
+        for name, default in type(self)._fields.items():
+            value = self.__dict__.get(name)
+            if name in _NOT_DETAILS or (default is not _REQUIRED and (value is default or _same(value, default))):
+                continue
+            shown.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
     def details(self) -> dict[str, Any]:
-        """The error's public fields as JSON-ready values, with its name and message.
+        """The error's fields as JSON-ready values, with its name and message.
 
         For programs on the other side of a process boundary: ``chainfence
         --json`` prints it; a tool result can carry it. Bytes become 0x-hex,
@@ -290,10 +369,38 @@ class ChainfenceError(Exception):
             fields["notes"] = list(self.__notes__)
         return fields
 
+    @property
+    def status(self) -> int:
+        """Deprecated (until 0.3): ``http_status``."""
+        warnings.warn(f"{type(self).__name__}.status is deprecated: use http_status", DeprecationWarning, stacklevel=2)
+        return self.http_status
+
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only constructors do not survive the default pickling
-        # (Exception pickles ``args`` only); errors cross process boundaries.
+        # Exception pickles ``args`` only; errors cross process boundaries with every field.
         return (_rebuild, (type(self), self.args, self.__dict__.copy()))
+
+
+def _renamed(cls: type[ChainfenceError], fields: dict[str, Any]) -> None:
+    """0.1's keywords ``provider``/``providers`` of the proven mode's errors: their fields ``source``/``sources``."""
+    for old, new in (("provider", "source"), ("providers", "sources")):
+        if old in fields and new in cls._fields:
+            warnings.warn(f"{cls.__name__}({old}=...) is deprecated: use {new}=", DeprecationWarning, stacklevel=3)
+            fields[new] = fields.pop(old)
+
+
+def _same(value: Any, default: Any) -> bool:
+    try:
+        return type(value) is type(default) and bool(value == default)
+    except Exception:
+        return False
+
+
+def _bounded(value: Any) -> Any:
+    """``value`` for a field of an error about it: as it is if plain, else its repr, cut at 80 characters."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    shown = value if isinstance(value, str) else repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 # ---------------------------------------------------------------------------
@@ -302,105 +409,63 @@ class ChainfenceError(Exception):
 
 
 class InvalidInput(ChainfenceError, ValueError):
-    """An argument is malformed or out of range. Nothing was sent or written."""
+    """An argument is malformed or out of range. Nothing was sent or written.
+
+    ``argument`` names it when one is to blame (``"token"``, ``"wait"``, ``"url"``, ``"progress"``,
+    ``"limit"``, ``"after"`` ...); ``value`` is what was given (its repr, cut short, when not a plain
+    value; never a URL, where hosted providers put API keys).
+    """
+
+    exit_code = 2
+    http_status = 400
+    template = "invalid {argument}: {value!r}"
+    argument: str | None = None
+    value: Any = None
+
+    def __post_init__(self) -> None:
+        self.value = _bounded(self.value)
 
 
 @_contract_error("FencingRegistryInvalidName")
 class InvalidResourceName(InvalidInput):
     """A resource name must be a str of 1 to 128 bytes of UTF-8."""
 
-    def __init__(self, message: str | None = None, *, length: int | None = None, max_length: int | None = None):
-        self.length = length
-        self.max_length = max_length
-        if message is None:
-            message = f"resource name must be 1 to {max_length} bytes of UTF-8, got {length} bytes"
-        super().__init__(message)
+    template = "resource name must be 1 to {max_length} bytes of UTF-8, got {length} bytes"
+    length: int | None = None
+    max_length: int | None = None
 
 
 @_contract_error("FencingRegistryInvalidTtl")
 class InvalidTtl(InvalidInput):
-    """A ttl must be an int number of seconds from 1 to the registry's maximum."""
+    """A ttl must be an int number of seconds from 1 to the registry's maximum ``max_ttl``."""
 
-    def __init__(self, message: str | None = None, *, ttl: Any = None, max_ttl: int | None = None):
-        self.ttl = ttl
-        self.max_ttl = max_ttl
-        if message is None:
-            message = f"ttl must be 1 to {max_ttl} seconds, got {ttl!r}"
-        super().__init__(message)
+    template = "ttl must be 1 to {max_ttl} seconds, got {ttl!r}"
+    ttl: Any = None
+    max_ttl: int | None = None
 
 
 @_contract_error("FencingRegistryInvalidMaxTtl")
 class InvalidMaxTtl(InvalidTtl):
-    """A registry's maximum ttl must be 1 to 2**32 - 1 seconds."""
+    """A registry's maximum ttl (``max_ttl``, as given) must be 1 to 2**32 - 1 seconds."""
 
-    def __init__(self, message: str | None = None, *, max_ttl: Any = None):
-        if message is None:
-            message = f"max_ttl must be 1 to {2**32 - 1} seconds, got {max_ttl!r}"
-        super().__init__(message, ttl=max_ttl, max_ttl=2**32 - 1)
-
-
-class InvalidWait(InvalidInput):
-    """``wait`` (seconds to wait for a held resource) must be None or a finite number from 0 to
-    :data:`~chainfence._validate.MAX_WAIT`; 0 and None do not wait."""
-
-    def __init__(self, message: str | None = None, *, wait: Any = None):
-        self.wait = wait
-        if message is None:
-            message = f"wait must be None or a number of seconds from 0 to 31536000, got {wait!r}"
-        super().__init__(message)
-
-
-class InvalidToken(InvalidInput):
-    """A fencing token must be an int from 1 to 2**256 - 1 (0 means "no token")."""
-
-    def __init__(self, message: str | None = None, *, token: Any = None):
-        self.token = token
-        if message is None:
-            message = f"a fencing token is an int from 1 to 2**256 - 1, got {token!r}"
-        super().__init__(message)
-
-
-class InvalidAddress(InvalidInput):
-    """An address must be 20 bytes as 0x-prefixed hex (checksummed if mixed case)."""
-
-
-class InvalidUrl(InvalidInput):
-    """A JSON-RPC node's URL that is not a well-formed ``http://`` or ``https://`` URL (a port that is
-    not a number, an unclosed IPv6 bracket, a comma list, whitespace, ...). The message never repeats
-    the URL's path or query, where hosted providers put API keys."""
+    template = "max_ttl must be 1 to 4294967295 seconds, got {max_ttl!r}"
 
 
 @_contract_error("FencingRegistryInvalidHolder")
-class InvalidHolder(InvalidAddress):
+class InvalidHolder(InvalidInput):
     """grant: a lease's holder cannot be the zero address."""
 
-    def __init__(self, message: str | None = None, *, holder: str | None = None):
-        self.holder = holder
-        super().__init__(message or f"a lease cannot be granted to {holder}")
-
-
-class InvalidProgress(InvalidInput):
-    """A progress marker must be 1 to 32 bytes (not all zero), an int from 1 to 2**256 - 1, or a str."""
-
-    def __init__(self, value: Any = None, *, why: str | None = None):
-        self.value = value if isinstance(value, (int, str)) and not isinstance(value, bool) else repr(value)
-        super().__init__(
-            why
-            or "a progress marker is 1 to 32 bytes (not all zero), an int from 1 to 2**256 - 1, "
-            f"or a str (hashed), got {type(value).__name__} {value!r:.80}"
-        )
+    template = "a lease cannot be granted to {holder}"
+    holder: str | None = None
 
 
 @_contract_error("FencingRegistryInvalidItems")
 class InvalidClaimItems(InvalidInput):
     """A claim lists 1 to ``max_count`` distinct items; ``count`` were given."""
 
-    def __init__(self, message: str | None = None, *, count: int | None = None, max_count: int | None = None):
-        self.count = count
-        self.max_count = max_count
-        if message is None:
-            message = f"a claim lists 1 to {max_count} items, got {count}"
-        super().__init__(message)
+    template = "a claim lists 1 to {max_count} items, got {count}"
+    count: int | None = None
+    max_count: int | None = None
 
 
 @_contract_error("FencingRegistryInvalidNamespace")
@@ -409,12 +474,9 @@ class InvalidNamespace(InvalidInput):
     looks like an address must be an address namespace (lowercase), and the deployer cannot assign one
     shaped like an address (42 bytes starting ``0x``: those are their address's)."""
 
-    def __init__(self, message: str | None = None, *, length: int | None = None, max_length: int | None = None):
-        self.length = length
-        self.max_length = max_length
-        if message is None:
-            message = f"a namespace must be 1 to {max_length} bytes with no '/', got {length} bytes"
-        super().__init__(message)
+    template = "a namespace must be 1 to {max_length} bytes with no '/', got {length} bytes"
+    length: int | None = None
+    max_length: int | None = None
 
 
 @_contract_error("FencingRegistryInvalidPolicy")
@@ -422,64 +484,38 @@ class InvalidPolicy(InvalidInput):
     """A namespace policy's ``max_ttl`` and ``lock_delay`` must be 0 to the registry's maximum ttl, and a
     change must name at least one field."""
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        max_ttl: Any = None,
-        lock_delay: Any = None,
-        registry_max_ttl: int | None = None,
-    ):
-        self.max_ttl = max_ttl
-        self.lock_delay = lock_delay
-        self.registry_max_ttl = registry_max_ttl
-        if message is None:
-            message = (
-                f"a namespace policy needs max_ttl and lock_delay from 0 to {registry_max_ttl} seconds, "
-                f"got max_ttl={max_ttl!r} lock_delay={lock_delay!r}"
-            )
-        super().__init__(message)
+    template = (
+        "a namespace policy needs max_ttl and lock_delay from 0 to {registry_max_ttl} seconds, "
+        "got max_ttl={max_ttl!r} lock_delay={lock_delay!r}"
+    )
+    max_ttl: Any = None
+    lock_delay: Any = None
+    registry_max_ttl: int | None = None
 
 
 @_contract_error("FencingRegistryInvalidAssignments")
 class InvalidAssignments(InvalidInput):
     """Deployment: one admin per assigned namespace."""
 
-    def __init__(self, message: str | None = None, *, prefixes: int | None = None, admins: int | None = None):
-        self.prefixes = prefixes
-        self.admins = admins
-        super().__init__(message or f"{prefixes} namespaces but {admins} admins")
+    template = "{prefixes} namespaces but {admins} admins"
+    prefixes: int | None = None
+    admins: int | None = None
 
 
 @_contract_error("FencingRegistryDuplicateResource")
 class DuplicateResource(InvalidInput):
     """A set of leases (``acquire_many``, a :class:`~chainfence.LeaseSet`) lists a resource twice."""
 
-    def __init__(self, message: str | None = None, *, resource_id: bytes | None = None, resource: str | None = None):
-        self.resource_id = resource_id
-        self.resource = resource
-        where = repr(resource) if resource is not None else "0x" + (resource_id or b"").hex()
-        super().__init__(message or f"resource {where} is listed twice")
+    template = "resource {where} is listed twice"
+    resource_id: bytes | None = None
+    resource: str | None = None
+
+    @property
+    def where(self) -> str:
+        return repr(self.resource) if self.resource is not None else "0x" + (self.resource_id or b"").hex()
 
 
-class InvalidLimit(InvalidInput):
-    """An audit list query's ``limit`` (rows a page holds) must be an int from 1 to ``max_limit``
-    (:data:`chainfence.audit.index.MAX_LIMIT`); read more through the pages' cursors."""
-
-    def __init__(self, message: str | None = None, *, limit: Any = None, max_limit: int | None = None):
-        self.limit = limit if isinstance(limit, int) else repr(limit)
-        self.max_limit = max_limit
-        if message is None:
-            message = f"limit must be an int from 1 to {max_limit}, got {limit!r:.80}"
-        super().__init__(message)
-
-
-class InvalidCursor(InvalidInput):
-    """An audit list query's ``after`` cursor does not decode, or was made by another query or for other
-    arguments (a cursor continues the listing it came from, and only that one)."""
-
-
-class StaleCursor(InvalidCursor):
+class StaleCursor(InvalidInput):
     """The row a cursor points after is gone: a reorganisation (or a sync with more confirmations) rewound
     the audit index past its block (or, for the MCP ``history`` tool's ``before``, the chain no longer has
     that event), so rows already read may have been rolled back and the rows after it may differ.
@@ -496,23 +532,23 @@ class LeaseError(ChainfenceError):
 
     ``resource`` is the name when the SDK knows it; ``resource_id`` is always
     the on-chain ``keccak256(name)`` when known. The message is rendered from
-    the attributes, so attaching the name later (the chain only knows the
-    hash) updates it.
+    the fields, so attaching the name later (the chain only knows the hash)
+    updates it.
     """
 
-    def __init__(self, *, resource: str | None = None, resource_id: bytes | None = None):
-        self.resource = resource
-        self.resource_id = resource_id
-        super().__init__()
+    http_status = 409
+    template = "lease operation refused on {where}"
+    resource: str | None = None
+    resource_id: bytes | None = None
 
-    def __str__(self) -> str:
-        return self._message()
-
-    def _message(self) -> str:
-        return f"lease operation refused on {self._where()}"
-
-    def _where(self) -> str:
-        return _describe(self.resource, self.resource_id)
+    @property
+    def where(self) -> str:
+        """The resource as a message names it: its name, else its id."""
+        if self.resource is not None:
+            return repr(self.resource)
+        if self.resource_id is not None:
+            return "resource 0x" + self.resource_id.hex()
+        return "resource"
 
     def with_resource(self, name: str) -> LeaseError:
         """Attach the resource name the caller used; returns ``self``."""
@@ -528,22 +564,11 @@ class LeaseHeld(LeaseError):
     after ``expires_at`` (chain time).
     """
 
-    def __init__(
-        self,
-        *,
-        holder: str,
-        token: int,
-        expires_at: int,
-        resource: str | None = None,
-        resource_id: bytes | None = None,
-    ):
-        self.holder = holder
-        self.token = token
-        self.expires_at = expires_at
-        super().__init__(resource=resource, resource_id=resource_id)
-
-    def _message(self) -> str:
-        return f"{self._where()} is held by {self.holder} with token {self.token} until {chain_time(self.expires_at)}"
+    exit_code = 3
+    template = "{where} is held by {holder} with token {token} until {expires_at:time}"
+    holder: str
+    token: int
+    expires_at: int
 
 
 @_contract_error("FencingRegistryNothingToClaim")
@@ -553,57 +578,42 @@ class NothingToClaim(LeaseError):
     ``resource_id`` is the workset's id (``keccak256(workset)``); ``resource`` its name when known.
     """
 
-    def __init__(
-        self, *, count: int, resource: str | None = None, resource_id: bytes | None = None, workset: bytes | None = None
-    ):
-        self.count = count
-        super().__init__(resource=resource, resource_id=resource_id if resource_id is not None else workset)
+    template = "nothing to claim in workset {where}: all {count} items are done or held by others"
+    count: int
 
-    def _message(self) -> str:
-        return f"nothing to claim in workset {self._where()}: all {self.count} items are done or held by others"
+    @classmethod
+    def from_revert(cls, *, workset: bytes, count: int) -> NothingToClaim:  # type: ignore[override]
+        return cls(count=count, resource_id=workset)
 
 
 @_contract_error("FencingRegistryNotHolder", "FencedStoreNotHolder")
 class NotHolder(LeaseError):
     """The caller (``account``) is not the holder of ``token``; ``holder`` is."""
 
-    def __init__(
-        self,
-        *,
-        token: int,
-        account: str,
-        holder: str,
-        resource: str | None = None,
-        resource_id: bytes | None = None,
-    ):
-        self.token = token
-        self.account = account
-        self.holder = holder
-        super().__init__(resource=resource, resource_id=resource_id)
-
-    def _message(self) -> str:
-        return f"{self.account} does not hold token {self.token} on {self._where()}: {self.holder} does"
+    exit_code = 4
+    http_status = 403
+    template = "{account} does not hold token {token} on {where}: {holder} does"
+    token: int
+    account: str
+    holder: str
 
 
 @_contract_error("FencingRegistryNotAdmitted")
 class NotAdmitted(LeaseError, PermissionError):
-    """``holder`` is not on the allowlist of ``namespace`` (the id; ``namespace_name`` the prefix when
-    known), which requires admitted holders: refused by the registry (acquire, grant) or by a service
-    that accepts only admitted holders."""
+    """``holder`` is not admitted: by the allowlist of ``namespace`` (the id; ``namespace_name`` the
+    prefix when known), which requires admitted holders, refused by the registry (acquire, grant); or
+    by a guard's admission (:class:`~chainfence.Admission`), which accepts only some holders of the
+    ``token`` it judged: ``admission`` says which list refused it, ``"local"`` (the service's own list)
+    or ``"on-chain"`` (the namespace's allowlist). A guard recorded nothing: its mark did not move.
+    """
 
-    def __init__(
-        self,
-        *,
-        holder: str,
-        namespace: bytes | None = None,
-        namespace_name: str | None = None,
-        resource: str | None = None,
-        resource_id: bytes | None = None,
-    ):
-        self.holder = holder
-        self.namespace = namespace
-        self.namespace_name = namespace_name
-        super().__init__(resource=resource, resource_id=resource_id)
+    exit_code = 9
+    http_status = 403
+    holder: str
+    namespace: bytes | None = None
+    namespace_name: str | None = None
+    token: int | None = None
+    admission: str | None = None
 
     def with_resource(self, name: str) -> LeaseError:
         """Attach the resource name; its namespace's prefix comes with it."""
@@ -613,51 +623,17 @@ class NotAdmitted(LeaseError, PermissionError):
         return self
 
     def _message(self) -> str:
-        where = repr(self.namespace_name) if self.namespace_name is not None else "0x" + (self.namespace or b"").hex()
-        target = f" ({self._where()})" if self.resource is not None or self.resource_id is not None else ""
-        return f"{self.holder} is not admitted in namespace {where}{target}"
-
-
-class HolderNotAdmitted(NotAdmitted):
-    """The token is genuine, but its holder is not one this guard accepts (:class:`~chainfence.Admission`).
-
-    ``holder`` holds ``token`` on ``resource``; ``admission`` says which list
-    refused it: ``"local"`` (the service's own list) or ``"on-chain"`` (the
-    allowlist of the resource's namespace: ``namespace`` its id,
-    ``namespace_name`` its prefix). Nothing was recorded: the guard's mark
-    did not move. ``status`` is the HTTP status
-    :class:`~chainfence.asgi.FencingMiddleware` answers with.
-    """
-
-    status: ClassVar[int] = 403
-
-    def __init__(
-        self,
-        *,
-        holder: str,
-        token: int,
-        admission: str,
-        namespace: bytes | None = None,
-        namespace_name: str | None = None,
-        resource: str | None = None,
-        resource_id: bytes | None = None,
-    ):
-        self.token = token
-        self.admission = admission
-        super().__init__(
-            holder=holder,
-            namespace=namespace,
-            namespace_name=namespace_name,
-            resource=resource,
-            resource_id=resource_id,
-        )
-
-    def _message(self) -> str:
         if self.admission == "local":
-            where = "this service's list of admitted holders"
+            refused = "this service's list of admitted holders"
+        elif self.admission is not None:
+            refused = f"the on-chain allowlist of namespace {self.namespace_name!r}"
         else:
-            where = f"the on-chain allowlist of namespace {self.namespace_name!r}"
-        return f"{self.holder}, holder of token {self.token} on {self._where()}, is not in {where}"
+            where = (
+                repr(self.namespace_name) if self.namespace_name is not None else f"0x{(self.namespace or b'').hex()}"
+            )
+            target = f" ({self.where})" if self.resource is not None or self.resource_id is not None else ""
+            return f"{self.holder} is not admitted in namespace {where}{target}"
+        return f"{self.holder}, holder of token {self.token} on {self.where}, is not in {refused}"
 
 
 @_contract_error("FencingRegistryLockDelay")
@@ -665,51 +641,37 @@ class LockDelayed(LeaseError):
     """The lease of ``holder`` expired and its namespace's lock-delay runs until chain time ``until``:
     nobody but ``holder`` may acquire the resource before then. Retry at or after ``until``."""
 
-    def __init__(self, *, holder: str, until: int, resource: str | None = None, resource_id: bytes | None = None):
-        self.holder = holder
-        self.until = until
-        super().__init__(resource=resource, resource_id=resource_id)
-
-    def _message(self) -> str:
-        return (
-            f"{self._where()} is in its lock-delay until {chain_time(self.until)} "
-            f"(the lease of {self.holder} expired; only it may acquire before then)"
-        )
+    exit_code = 10
+    template = "{where} is in its lock-delay until {until:time} (the lease of {holder} expired; only it may acquire before then)"
+    holder: str
+    until: int
 
 
 @_contract_error("FencingRegistryNotLive")
 class NotLive(LeaseError):
     """revoke: the resource's latest lease (``token``, 0 if never held) is not live: nothing to revoke."""
 
-    def __init__(self, *, token: int, resource: str | None = None, resource_id: bytes | None = None):
-        self.token = token
-        super().__init__(resource=resource, resource_id=resource_id)
-
-    def _message(self) -> str:
-        return f"{self._where()} has no live lease to revoke (latest token {self.token})"
+    exit_code = 4
+    template = "{where} has no live lease to revoke (latest token {token})"
+    token: int
 
 
 class TokenNotCurrent(LeaseError):
     """``token`` is not the resource's current, live token: reject the work.
 
     ``current_token`` is the token the registry holds for the resource (or,
-    from a guard, the highest token it has accepted).
+    from a guard, the highest token it has accepted); ``token`` itself when
+    it is the latest but no longer live.
     """
 
-    def __init__(
-        self,
-        *,
-        token: int,
-        current_token: int,
-        resource: str | None = None,
-        resource_id: bytes | None = None,
-    ):
-        self.token = token
-        self.current_token = current_token
-        super().__init__(resource=resource, resource_id=resource_id)
+    exit_code = 4
+    template = "token {token} is not current for {where}"
+    token: int
+    current_token: int = None  # type: ignore[assignment]  # given, or ``token``
 
-    def _message(self) -> str:
-        return f"token {self.token} is not current for {self._where()}"
+    def __post_init__(self) -> None:
+        if self.current_token is None:
+            self.current_token = self.token
 
 
 @_contract_error("FencingRegistryStaleToken", "FencedStoreStaleToken")
@@ -722,16 +684,14 @@ class StaleToken(TokenNotCurrent):
     token that was issued for another resource reads as stale too.
     """
 
-    def _message(self) -> str:
-        return f"token {self.token} for {self._where()} is stale: token {self.current_token} superseded it"
+    template = "token {token} for {where} is stale: token {current_token} superseded it"
 
 
 @_contract_error("FencingRegistryUnknownToken")
 class UnknownToken(TokenNotCurrent):
     """``token`` is 0 or above the resource's latest token: never issued for it (forged, or another resource's)."""
 
-    def _message(self) -> str:
-        return f"token {self.token} was never issued for {self._where()} (its latest token is {self.current_token})"
+    template = "token {token} was never issued for {where} (its latest token is {current_token})"
 
 
 @_contract_error("FencingRegistryLeaseExpired")
@@ -745,23 +705,12 @@ class LeaseExpired(TokenNotCurrent):
     past its expiry, and the next transaction would find it expired.
     """
 
-    def __init__(
-        self,
-        *,
-        token: int,
-        expired_at: int,
-        resource: str | None = None,
-        resource_id: bytes | None = None,
-        judged_at: int | None = None,
-        no_block_since: bool = False,
-    ):
-        self.expired_at = expired_at
-        self.judged_at = judged_at
-        self.no_block_since = no_block_since
-        super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
+    expired_at: int
+    judged_at: int | None = None
+    no_block_since: bool = False
 
     def _message(self) -> str:
-        message = f"the lease of token {self.token} on {self._where()} expired at {chain_time(self.expired_at)}"
+        message = f"the lease of token {self.token} on {self.where} expired at {chain_time(self.expired_at)}"
         if self.no_block_since:
             message += (
                 f"; no block since (chain time now {chain_time(self.judged_at)}, the latest block still shows it live)"
@@ -773,11 +722,7 @@ class LeaseExpired(TokenNotCurrent):
 class LeaseReleased(TokenNotCurrent):
     """``token`` is the resource's latest, but its holder released it."""
 
-    def __init__(self, *, token: int, resource: str | None = None, resource_id: bytes | None = None):
-        super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
-
-    def _message(self) -> str:
-        return f"the lease of token {self.token} on {self._where()} was released"
+    template = "the lease of token {token} on {where} was released"
 
 
 @_contract_error("FencingRegistryLeaseCompleted")
@@ -787,50 +732,97 @@ class LeaseCompleted(LeaseReleased):
     A :class:`LeaseReleased` ("you closed it"), told apart so that every part can say which end it was.
     """
 
-    def _message(self) -> str:
-        return f"the claim of token {self.token} on {self._where()} was completed: the item is done"
+    template = "the claim of token {token} on {where} was completed: the item is done"
 
 
 @_contract_error("FencingRegistryLeaseRevoked")
 class LeaseRevoked(TokenNotCurrent):
     """``token`` is the resource's latest, but the admin of its namespace revoked it: stop the work."""
 
-    def __init__(self, *, token: int, resource: str | None = None, resource_id: bytes | None = None):
-        super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
-
-    def _message(self) -> str:
-        return f"the lease of token {self.token} on {self._where()} was revoked by its namespace's admin"
+    template = "the lease of token {token} on {where} was revoked by its namespace's admin"
 
 
 class TokenNotConfirmed(TokenNotCurrent):
     """``token`` is current at the chain head but its acquisition is not yet
     ``confirmations`` blocks deep: it may still vanish in a reorg. Retry later."""
 
-    def __init__(
-        self,
-        *,
-        token: int,
-        confirmations: int,
-        resource: str | None = None,
-        resource_id: bytes | None = None,
-    ):
-        self.confirmations = confirmations
-        super().__init__(token=token, current_token=token, resource=resource, resource_id=resource_id)
-
-    def _message(self) -> str:
-        return (
-            f"token {self.token} for {self._where()} is not yet {self.confirmations} blocks deep; "
-            "retry once it is confirmed"
-        )
+    template = "token {token} for {where} is not yet {confirmations} blocks deep; retry once it is confirmed"
+    confirmations: int
 
 
 @_contract_error("FencingRegistryUint48Overflow")
 class RegistryOverflow(ChainfenceError, OverflowError):
     """A token (48 bits) or an expiry (40 bits: until the year 36,812) no longer fits the registry's storage."""
 
-    def __init__(self, message: str | None = None, *, value: int | None = None):
-        self.value = value
-        super().__init__(message or f"value {value} does not fit the registry's storage (tokens 48 bits, expiries 40)")
+    template = "value {value} does not fit the registry's storage (tokens 48 bits, expiries 40)"
+    value: int | None = None
+
+
+# ---------------------------------------------------------------------------
+# A namespace refused the caller
+# ---------------------------------------------------------------------------
+
+
+class NamespaceError(ChainfenceError, PermissionError):
+    """A namespace refused the caller. ``namespace`` is its id (``keccak256(prefix)``), ``namespace_name``
+    the prefix when the SDK knows it."""
+
+    exit_code = 9
+    http_status = 403
+    template = "{where} refused the caller"
+    namespace: bytes | None = None
+    namespace_name: str | None = None
+
+    @property
+    def where(self) -> str:
+        if self.namespace_name is not None:
+            return f"namespace {self.namespace_name!r}"
+        return "namespace 0x" + (self.namespace or b"").hex()
+
+    def with_namespace(self, name: str) -> NamespaceError:
+        """Attach the namespace prefix the caller used; returns ``self``."""
+        self.namespace_name = name
+        return self
+
+
+@_contract_error("FencingRegistryNamespaceTaken")
+class NamespaceTaken(NamespaceError):
+    """Deployment: the namespace is assigned twice (first to ``admin``)."""
+
+    template = "{where} already has an admin: {admin}"
+    admin: str | None = None
+
+
+@_contract_error("FencingRegistryNotNamespaceAdmin")
+class NotNamespaceAdmin(NamespaceError):
+    """``account`` is not the admin of the namespace (``admin``; the zero address when nobody
+    administers it, which includes names without ``/``)."""
+
+    account: str | None = None
+    admin: str | None = None
+
+    def _message(self) -> str:
+        if self.admin is None or int(self.admin, 16) == 0:
+            return f"{self.account} is not the admin of {self.where}: nobody administers it"
+        return f"{self.account} is not the admin of {self.where}: {self.admin} is"
+
+
+@_contract_error("FencingRegistryNotPendingAdmin")
+class NotPendingAdmin(NamespaceError):
+    """``account`` may not accept the namespace: ``pending_admin`` (zero: no offer) may."""
+
+    template = "{account} is not the pending admin of {where} (pending: {pending_admin})"
+    account: str | None = None
+    pending_admin: str | None = None
+
+
+@_contract_error("AgentWalletUnauthorized")
+class Unauthorized(ChainfenceError, PermissionError):
+    """A contract refused the caller (e.g. only the owner may make an AgentWallet act)."""
+
+    http_status = 403
+    template = "{account} is not allowed to do that"
+    account: str | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -839,14 +831,50 @@ class RegistryOverflow(ChainfenceError, OverflowError):
 
 
 class ChainError(ChainfenceError):
-    """Talking to the chain failed, or it answered something we cannot use."""
+    """Talking to the chain failed, or it answered something we cannot use.
 
-    #: Set when an acquisition landed but a step after it failed: the lease, never to be forgotten.
-    lease: Any
+    ``lease`` is set when an acquisition landed but a step after it failed: the lease, never to be
+    forgotten.
+    """
+
+    http_status = 503
+    lease: Any = None
 
 
 class NodeUnreachable(ChainError, ConnectionError):
-    """No JSON-RPC node answers at the URL (or it stopped answering)."""
+    """No JSON-RPC node answers at the URL (or it stopped answering). ``reason`` says why in a few
+    words; ``maybe_delivered`` is False when the request cannot have left."""
+
+    exit_code = 5
+    reason: str | None = None
+    maybe_delivered: bool = True
+
+
+class ProviderUnavailable(NodeUnreachable):
+    """A provider of the proven mode (a header source's, or the one that serves proofs) did not answer.
+
+    ``source`` names it (its URL without credentials, path or query);
+    ``sources`` lists every one that failed when a quorum could not be
+    reached (``needed`` answers were needed, ``answered`` came). Nothing was
+    judged: a guard moves no mark on it.
+    """
+
+    source: str | None = None
+    sources: tuple[str, ...] = ()
+    needed: int | None = None
+    answered: int | None = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        self.sources = tuple(self.sources) or ((self.source,) if self.source is not None else ())
+
+    def _message(self) -> str:
+        if self.needed is not None:
+            message = f"{self.answered} of the header providers answered, {self.needed} are needed; down: "
+            message += ", ".join(self.sources)
+        else:
+            message = f"provider {self.source} did not answer"
+        return message + (f" ({self.detail})" if self.detail else "")
 
 
 class RpcError(ChainError):
@@ -856,15 +884,21 @@ class RpcError(ChainError):
     when the provider did not give one); ``method`` is the request's.
     """
 
-    def __init__(self, message: str, *, method: str | None = None, code: int | None = None, rpc_message: str = ""):
-        self.method = method
-        self.code = code
-        self.rpc_message = rpc_message
-        super().__init__(message)
+    template = "{method} failed: {rpc_message}"
+    method: str | None = None
+    code: int | None = None
+    rpc_message: str = ""
+
+
+class LogRangeRefused(RpcError):
+    """The provider refused an ``eth_getLogs`` request for its block range or result size; a narrower
+    range may pass (the followers split theirs)."""
 
 
 class WrongChain(ChainError):
     """The node serves another chain (chain id or registry deployment) than the one expected."""
+
+    exit_code = 5
 
 
 class ChainRolledBack(ChainError):
@@ -878,18 +912,11 @@ class ChainRolledBack(ChainError):
     ``chain_token`` what the chain says now (either may be None when the evidence is a block).
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        seen_token: int | None = None,
-        chain_token: int | None = None,
-        resource: str | None = None,
-    ):
-        self.seen_token = seen_token
-        self.chain_token = chain_token
-        self.resource = resource
-        super().__init__(message)
+    exit_code = 5
+    template = "the chain's history went back: token {seen_token} was seen, the chain now says {chain_token}"
+    seen_token: int | None = None
+    chain_token: int | None = None
+    resource: str | None = None
 
 
 class LogsIncomplete(ChainError):
@@ -906,67 +933,56 @@ class LogsIncomplete(ChainError):
     date, and whatever relies on it does what it does when it is behind (a ``follow`` guard checks at
     the mark on-chain)."""
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        block: int | None = None,
-        followed: int | None = None,
-        head: int | None = None,
-        provider: str | None = None,
-        reason: str = "",
-    ):
-        self.block = block
-        self.followed = followed
-        self.head = head
-        self.behind = None if head is None or followed is None else head - followed
-        self.source = provider
-        self.reason = reason
-        super().__init__(
-            message
-            or (
-                f"the logs {provider or 'the provider'} answered do not check out against block {block} ({reason}): "
-                f"the follower waits at block {followed}, {self.behind} blocks behind block {head}"
-            )
+    block: int | None = None
+    followed: int | None = None
+    head: int | None = None
+    behind: int | None = None
+    source: str | None = None
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.behind is None and self.head is not None and self.followed is not None:
+            self.behind = self.head - self.followed
+
+    def _message(self) -> str:
+        return (
+            f"the logs {self.source or 'the provider'} answered do not check out against block {self.block} "
+            f"({self.reason}): the follower waits at block {self.followed}, {self.behind} blocks behind block {self.head}"
         )
 
 
 class ContractNotFound(ChainError):
     """There is no FencingRegistry at the address (no code, or other code)."""
 
-
-class TransactionFailed(ChainError):
-    """A transaction was mined with status 0 and no reason could be decoded."""
-
-    def __init__(self, message: str, *, tx_hash: str | None = None, receipt: Any = None):
-        self.tx_hash = tx_hash
-        self.receipt = receipt
-        super().__init__(message)
+    exit_code = 5
 
 
 class InsufficientFunds(ChainError):
-    """The sender's balance cannot pay for the transaction's gas."""
+    """The sender (``account``) cannot pay for the transaction's gas."""
 
-    def __init__(self, message: str, *, account: str | None = None):
-        self.account = account
-        super().__init__(message)
+    template = "{account} cannot pay for gas"
+    account: str | None = None
 
 
-class _TransactionOutcome(ChainError):
-    """Base of the errors that describe a transaction in flight: its hashes and nonce."""
+class TransactionInDoubt(ChainError):
+    """A transaction was sent and is not known to be final: reconcile before acting again.
 
-    #: When the transaction was a batch (group commit, ``registry.batched()``): the caller's operation's
-    #: position in it, to learn that operation's own outcome by hash (``registry.batch_item(tx_hash,
-    #: item=...)``, ``chainfence tx HASH --item N``). None for a transaction of one operation.
+    ``tx_hashes`` lists every hash sent for it (the first is the one asked for: ``tx_hash``), with
+    ``nonce`` and ``sender``. For a batch (group commit, ``registry.batched()``), ``item`` is the
+    caller's operation's position in it, to learn that operation's own outcome by hash
+    (``registry.batch_item(tx_hash, item=...)``, ``chainfence tx HASH --item N``); None for a
+    transaction of one operation. ``except TransactionInDoubt`` covers its three outcomes.
+    """
+
+    exit_code = 6
+    template = "transaction {tx_hash} is in doubt"
+    tx_hashes: tuple[str, ...] = ()
+    nonce: int | None = None
+    sender: str | None = None
     item: int | None = None
 
-    def __init__(
-        self, message: str, *, tx_hashes: tuple[str, ...] = (), nonce: int | None = None, sender: str | None = None
-    ):
-        self.tx_hashes = tuple(tx_hashes)
-        self.nonce = nonce
-        self.sender = sender
-        super().__init__(message)
+    def __post_init__(self) -> None:
+        self.tx_hashes = tuple(self.tx_hashes)
 
     @property
     def tx_hash(self) -> str | None:
@@ -974,129 +990,40 @@ class _TransactionOutcome(ChainError):
         return self.tx_hashes[0] if self.tx_hashes else None
 
 
-class TransactionTimeout(_TransactionOutcome, TimeoutError):
-    """Not mined in time, then cancelled: a replacement with the same nonce was mined, so the
-    original can never execute. Nothing happened; it is safe to try again."""
+class TransactionTimeout(TransactionInDoubt, TimeoutError):
+    """Not mined in time, then cancelled: a replacement with the same nonce was mined (the SDK's
+    cancellation, or another process's transaction as the same account, the node having dropped ours),
+    so the original can never execute. Nothing happened; it is safe to try again."""
 
 
-class OutcomeUnknown(_TransactionOutcome):
+class OutcomeUnknown(TransactionInDoubt):
     """Sent, but the SDK could not establish whether it was mined (the node stopped answering, or
     neither it nor its cancellation was mined in time). ``tx_hashes`` lists every candidate: look
     them up (``registry.lease_from_tx``) before acting again."""
 
 
-class NotConfirmed(_TransactionOutcome, TimeoutError):
+class NotConfirmed(TransactionInDoubt, TimeoutError):
     """Mined (``receipt``), but not ``confirmations`` blocks deep in time: it may still be
     reorganised away. For an acquisition, ``lease`` is the lease it created: release it or
     keep waiting, but do not forget it."""
 
-    def __init__(self, message: str, *, receipt: Any = None, confirmations: int = 0, **kwargs: Any):
-        self.receipt = receipt
-        self.confirmations = confirmations
-        self.lease: Any = None
-        super().__init__(message, **kwargs)
+    receipt: Any = None
+    confirmations: int = 0
+
+
+class TransactionFailed(ChainError):
+    """A transaction (``tx_hash``, its ``receipt``) was mined with status 0 and no reason could be decoded."""
+
+    template = "transaction {tx_hash} failed"
+    tx_hash: str | None = None
+    receipt: Any = None
 
 
 class UnknownRevert(ChainError):
-    """A call reverted with data that is not one of the registry's errors."""
+    """A call reverted with ``data`` that is not one of the registry's errors."""
 
-    def __init__(self, message: str, *, data: bytes = b""):
-        self.data = data
-        super().__init__(message)
-
-
-class NamespaceError(ChainfenceError, PermissionError):
-    """A namespace refused the caller. ``namespace`` is its id (``keccak256(prefix)``), ``namespace_name``
-    the prefix when the SDK knows it."""
-
-    def __init__(self, message: str | None = None, *, namespace: bytes | None = None, **fields: Any):
-        self.namespace = namespace
-        self.namespace_name: str | None = None
-        self.__dict__.update(fields)
-        super().__init__(message)
-
-    def with_namespace(self, name: str) -> NamespaceError:
-        """Attach the namespace prefix the caller used; returns ``self``."""
-        self.namespace_name = name
-        return self
-
-    def _where(self) -> str:
-        if self.namespace_name is not None:
-            return f"namespace {self.namespace_name!r}"
-        return "namespace 0x" + (self.namespace or b"").hex()
-
-    def __str__(self) -> str:
-        return self.args[0] if self.args and self.args[0] else self._message()
-
-    def _message(self) -> str:
-        return f"{self._where()} refused the caller"
-
-
-@_contract_error("FencingRegistryNamespaceTaken")
-class NamespaceTaken(NamespaceError):
-    """Deployment: the namespace is assigned twice (first to ``admin``)."""
-
-    admin: str | None
-
-    def __init__(self, message: str | None = None, *, namespace: bytes | None = None, admin: str | None = None):
-        super().__init__(message, namespace=namespace, admin=admin)
-
-    def _message(self) -> str:
-        return f"{self._where()} already has an admin: {self.admin}"
-
-
-@_contract_error("FencingRegistryNotNamespaceAdmin")
-class NotNamespaceAdmin(NamespaceError):
-    """``account`` is not the admin of the namespace (``admin``; the zero address when nobody
-    administers it, which includes names without ``/``)."""
-
-    account: str | None
-    admin: str | None
-
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        namespace: bytes | None = None,
-        account: str | None = None,
-        admin: str | None = None,
-    ):
-        super().__init__(message, namespace=namespace, account=account, admin=admin)
-
-    def _message(self) -> str:
-        if self.admin is None or int(self.admin, 16) == 0:
-            return f"{self.account} is not the admin of {self._where()}: nobody administers it"
-        return f"{self.account} is not the admin of {self._where()}: {self.admin} is"
-
-
-@_contract_error("FencingRegistryNotPendingAdmin")
-class NotPendingAdmin(NamespaceError):
-    """``account`` may not accept the namespace: ``pending_admin`` (zero: no offer) may."""
-
-    account: str | None
-    pending_admin: str | None
-
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        namespace: bytes | None = None,
-        account: str | None = None,
-        pending_admin: str | None = None,
-    ):
-        super().__init__(message, namespace=namespace, account=account, pending_admin=pending_admin)
-
-    def _message(self) -> str:
-        return f"{self.account} is not the pending admin of {self._where()} (pending: {self.pending_admin})"
-
-
-@_contract_error("AgentWalletUnauthorized")
-class Unauthorized(ChainfenceError, PermissionError):
-    """A contract refused the caller (e.g. only the owner may make an AgentWallet act)."""
-
-    def __init__(self, message: str | None = None, *, account: str | None = None):
-        self.account = account
-        super().__init__(message or f"{account} is not allowed to do that")
+    template = "reverted with unknown data"
+    data: bytes = b""
 
 
 class UnknownAccount(ChainError, LookupError):
@@ -1107,65 +1034,28 @@ class NotSupported(ChainError):
     """The chain does not support the operation (e.g. time travel outside dev chains)."""
 
 
+class ProofsNotServed(NotSupported):
+    """``source`` does not serve ``eth_getProof`` (the embedded eth-tester chain does not): the proven
+    mode cannot run against it. Use a node that does (anvil, geth, reth, erigon, nethermind, besu)."""
+
+    exit_code = 13
+    source: str | None = None
+    detail: str = ""
+
+    def _message(self) -> str:
+        detail = f": {self.detail}" if self.detail else ""
+        return f"{self.source} does not serve eth_getProof, which the proven mode needs{detail}"
+
+
 class AnvilNotFound(ChainError):
     """No anvil binary was found for a local node; the message says how to get one."""
+
+    exit_code = 5
 
 
 # ---------------------------------------------------------------------------
 # The proven mode (chainfence.proofs): answers checked, not believed
 # ---------------------------------------------------------------------------
-
-
-class ProviderUnavailable(NodeUnreachable):
-    """A provider of the proven mode (a header source's, or the one that serves proofs) did not answer.
-
-    ``source`` names it (its URL without credentials, path or query);
-    ``sources`` lists every one that failed when a quorum could not be
-    reached (``needed`` answers were needed, ``answered`` came). Nothing was
-    judged: a guard moves no mark on it.
-    """
-
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        provider: str | None = None,
-        providers: tuple[str, ...] = (),
-        needed: int | None = None,
-        answered: int | None = None,
-        detail: str = "",
-    ):
-        self.source = provider
-        self.sources = tuple(providers) or ((provider,) if provider is not None else ())
-        self.needed = needed
-        self.answered = answered
-        self.detail = detail
-        if message is None:
-            if needed is not None:
-                message = (
-                    f"{answered} of the header providers answered, {needed} are needed; down: {', '.join(self.sources)}"
-                )
-            else:
-                message = f"provider {provider} did not answer"
-            if detail:
-                message += f" ({detail})"
-        super().__init__(message)
-
-
-class ProofsNotServed(NotSupported):
-    """``source`` does not serve ``eth_getProof`` (the embedded eth-tester chain does not): the proven
-    mode cannot run against it. Use a node that does (anvil, geth, reth, erigon, nethermind, besu)."""
-
-    def __init__(self, message: str | None = None, *, provider: str | None = None, detail: str = ""):
-        self.source = provider
-        self.detail = detail
-        super().__init__(
-            message
-            or (
-                f"{provider} does not serve eth_getProof, which the proven mode needs"
-                + (f": {detail}" if detail else "")
-            )
-        )
 
 
 class UnverifiedAnswer(ChainError):
@@ -1174,46 +1064,29 @@ class UnverifiedAnswer(ChainError):
     Never a reason to fall back to believing one provider; see ``docs/guarantees.md``.
     """
 
+    exit_code = 13
+
 
 class ProofInvalid(UnverifiedAnswer):
     """``source``'s proof for ``block`` (number; ``block_hash`` the trusted header's) does not verify
     against the trusted header: a forged or corrupted answer, or a provider on another chain.
     ``reason`` says which check failed."""
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        provider: str | None = None,
-        block: int | None = None,
-        block_hash: str | None = None,
-        reason: str = "",
-    ):
-        self.source = provider
-        self.block = block
-        self.block_hash = block_hash
-        self.reason = reason
-        super().__init__(
-            message or (f"the proof {provider} served for block {block} ({block_hash}) does not verify: {reason}")
-        )
+    template = "the proof {source} served for block {block} ({block_hash}) does not verify: {reason}"
+    source: str | None = None
+    block: int | None = None
+    block_hash: str | None = None
+    reason: str = ""
 
 
 class HeaderInvalid(UnverifiedAnswer):
     """``source`` answered a header for block ``block`` whose fields do not hash to the hash it claims
     (or not the block asked for). ``reason`` says which."""
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        provider: str | None = None,
-        block: int | None = None,
-        reason: str = "",
-    ):
-        self.source = provider
-        self.block = block
-        self.reason = reason
-        super().__init__(message or f"the header {provider} served for block {block} is not valid: {reason}")
+    template = "the header {source} served for block {block} is not valid: {reason}"
+    source: str | None = None
+    block: int | None = None
+    reason: str = ""
 
 
 class HeadersDisagree(UnverifiedAnswer):
@@ -1224,21 +1097,16 @@ class HeadersDisagree(UnverifiedAnswer):
     or on another fork; which, the proven mode cannot tell.
     """
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        block: int | None = None,
-        needed: int | None = None,
-        answers: dict[str, str] | None = None,
-    ):
-        self.block = block
-        self.needed = needed
-        self.answers = dict(answers or {})
-        if message is None:
-            said = "; ".join(f"{provider}: {answer}" for provider, answer in self.answers.items())
-            message = f"no {needed} header providers agree on block {block}: {said}"
-        super().__init__(message)
+    block: int | None = None
+    needed: int | None = None
+    answers: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        self.answers = dict(self.answers or {})
+
+    def _message(self) -> str:
+        said = "; ".join(f"{provider}: {answer}" for provider, answer in (self.answers or {}).items())
+        return f"no {self.needed} header providers agree on block {self.block}: {said}"
 
 
 class BlockNotVouched(UnverifiedAnswer):
@@ -1246,27 +1114,18 @@ class BlockNotVouched(UnverifiedAnswer):
     source vouches for ``vouched_hash`` there (None: for no block at that height yet, it is beyond the
     trusted head ``head``). A follower must not apply it."""
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        block: int | None = None,
-        block_hash: str | None = None,
-        vouched_hash: str | None = None,
-        head: int | None = None,
-    ):
-        self.block = block
-        self.block_hash = block_hash
-        self.vouched_hash = vouched_hash
-        self.head = head
-        if message is None:
-            if vouched_hash is None:
-                message = (
-                    f"block {block} ({block_hash}) is beyond the newest block the header source vouches for ({head})"
-                )
-            else:
-                message = f"block {block} is {vouched_hash} by the header source, not {block_hash}"
-        super().__init__(message)
+    block: int | None = None
+    block_hash: str | None = None
+    vouched_hash: str | None = None
+    head: int | None = None
+
+    def _message(self) -> str:
+        if self.vouched_hash is None:
+            return (
+                f"block {self.block} ({self.block_hash}) is beyond the newest block the header source vouches "
+                f"for ({self.head})"
+            )
+        return f"block {self.block} is {self.vouched_hash} by the header source, not {self.block_hash}"
 
 
 class HeaderStale(UnverifiedAnswer):
@@ -1275,30 +1134,22 @@ class HeaderStale(UnverifiedAnswer):
     block as their latest), or a chain that stopped. ``heads`` maps each provider to the head it
     reported (number and timestamp), or why it reported none."""
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        block: int | None = None,
-        timestamp: int | None = None,
-        now: int | None = None,
-        age: int | None = None,
-        max_age: float | None = None,
-        heads: dict[str, str] | None = None,
-    ):
-        self.block = block
-        self.timestamp = timestamp
-        self.now = now
-        self.age = age
-        self.max_age = max_age
-        self.heads = dict(heads or {})
-        if message is None:
-            said = "; ".join(f"{provider}: {head}" for provider, head in self.heads.items())
-            message = (
-                f"the newest header the providers vouch for (block {block}, chain time {timestamp}) is {age} s "
-                f"old at {now}, more than max_age {max_age} s" + (f"; heads: {said}" if said else "")
-            )
-        super().__init__(message)
+    block: int | None = None
+    timestamp: int | None = None
+    now: int | None = None
+    age: int | None = None
+    max_age: float | None = None
+    heads: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        self.heads = dict(self.heads or {})
+
+    def _message(self) -> str:
+        said = "; ".join(f"{provider}: {head}" for provider, head in (self.heads or {}).items())
+        return (
+            f"the newest header the providers vouch for (block {self.block}, chain time {self.timestamp}) is "
+            f"{self.age} s old at {self.now}, more than max_age {self.max_age} s" + (f"; heads: {said}" if said else "")
+        )
 
 
 class HeaderBehind(UnverifiedAnswer):
@@ -1310,63 +1161,35 @@ class HeaderBehind(UnverifiedAnswer):
     when the store cannot tell at which block its mark was proven: a fenced SQL table. Then a real
     rollback reads the same, and stays refused.)"""
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        block: int | None = None,
-        floor: int | None = None,
-        chain_token: int | None = None,
-        mark: int | None = None,
-        resource: str | None = None,
-    ):
-        self.block = block
-        self.floor = floor
-        self.chain_token = chain_token
-        self.mark = mark
-        self.resource = resource
-        if message is None:
-            where = f" of {resource!r}" if resource is not None else ""
-            if floor is not None:
-                message = (
-                    f"block {block}, the header source's, reads token {chain_token}{where}, below the mark {mark}; "
-                    f"it is older than block {floor}, at which this store proved its marks: the source's head moved "
-                    "back (a provider behind or down); nothing judged, retry"
-                )
-            else:
-                message = (
-                    f"block {block}, the header source's, reads token {chain_token}{where}, below the mark {mark} "
-                    "this table accepted: the source's head is behind the block that mark was proven at (a "
-                    "provider behind or down), or the chain rolled back; nothing judged or written"
-                )
-        super().__init__(message)
+    block: int | None = None
+    floor: int | None = None
+    chain_token: int | None = None
+    mark: int | None = None
+    resource: str | None = None
 
-
-class ExtraNotInstalled(ChainfenceError, ImportError):
-    """An optional part of chainfence needs packages that are not installed.
-
-    The message names the command that installs them
-    (``pip install 'chainfence[tester]'`` for the embedded chain); ``extra``
-    is the extra's name and ``missing`` the module that failed to import.
-    """
-
-    def __init__(self, extra: str, *, feature: str, missing: str | None = None):
-        super().__init__(
-            f"{feature} needs the [{extra}] extra: pip install 'chainfence[{extra}]'"
-            + (f" (no module {missing!r})" if missing else "")
+    def _message(self) -> str:
+        where = f" of {self.resource!r}" if self.resource is not None else ""
+        read = f"block {self.block}, the header source's, reads token {self.chain_token}{where}, below the mark {self.mark}"
+        if self.floor is not None:
+            return (
+                f"{read}; it is older than block {self.floor}, at which this store proved its marks: the source's "
+                "head moved back (a provider behind or down); nothing judged, retry"
+            )
+        return (
+            f"{read} this table accepted: the source's head is behind the block that mark was proven at (a "
+            "provider behind or down), or the chain rolled back; nothing judged or written"
         )
-        self.extra = extra
-        self.feature = feature
-        self.missing = missing
 
 
 # ---------------------------------------------------------------------------
-# Guard store
+# The guard's store, the audit index
 # ---------------------------------------------------------------------------
 
 
 class GuardError(ChainfenceError):
     """A guard's store cannot be used."""
+
+    http_status = 503
 
 
 class GuardForked(GuardError):
@@ -1388,11 +1211,6 @@ class GuardStoreMismatch(GuardError):
     """
 
 
-# ---------------------------------------------------------------------------
-# Audit index
-# ---------------------------------------------------------------------------
-
-
 class AuditIndexError(ChainfenceError):
     """The audit index (:mod:`chainfence.audit.index`) cannot answer."""
 
@@ -1404,13 +1222,25 @@ class AuditIndexMismatch(AuditIndexError):
     wrong holders. Use another file (or delete this one and sync anew).
     """
 
+    exit_code = 11
+
 
 class AuditIndexDiffers(AuditIndexError):
     """``verify``: the index and the chain disagree; ``differences`` lists what differs."""
 
-    def __init__(self, message: str = "", *, differences: list[str] | None = None):
-        super().__init__(message)
-        self.differences = list(differences or [])
+    exit_code = 12
+    differences: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.differences = tuple(self.differences)
+
+    def _message(self) -> str:
+        return "the index and the chain differ: " + "; ".join(self.differences)
+
+
+# ---------------------------------------------------------------------------
+# A kept-alive lease lost; the rest
+# ---------------------------------------------------------------------------
 
 
 class LeaseLost(ChainfenceError):
@@ -1436,6 +1266,8 @@ class LeaseLost(ChainfenceError):
     The error that revealed the loss, if any, is the ``__cause__``.
     """
 
+    exit_code = 7
+    http_status = 409
     #: Every ``why`` (``chainfence.endings.WHYS``; a test keeps the two equal).
     REASONS: ClassVar[tuple[str, ...]] = (
         "expired",
@@ -1448,14 +1280,14 @@ class LeaseLost(ChainfenceError):
         "deadline",
         "error",
     )
+    resource: str
+    token: int
+    why: str
+    detail: str = ""
 
-    def __init__(self, *, resource: str, token: int, why: str, detail: str = ""):
-        self.resource = resource
-        self.token = token
-        self.why = why
-        self.detail = detail
-        message = f"lost the lease of token {token} on {resource!r} ({why})"
-        super().__init__(message + (f": {detail}" if detail else ""))
+    def _message(self) -> str:
+        message = f"lost the lease of token {self.token} on {self.resource!r} ({self.why})"
+        return message + (f": {self.detail}" if self.detail else "")
 
 
 class LeaseSetLost(LeaseLost):
@@ -1468,19 +1300,30 @@ class LeaseSetLost(LeaseLost):
     releases what it still can).
     """
 
-    def __init__(
-        self,
-        *,
-        resource: str,
-        token: int,
-        why: str,
-        detail: str = "",
-        ended: dict[str, str] | None = None,
-        released: tuple[str, ...] = (),
-    ):
-        super().__init__(resource=resource, token=token, why=why, detail=detail)
-        self.ended = dict(ended) if ended is not None else {resource: why}
-        self.released = tuple(released)
+    ended: dict[str, str] | None = None
+    released: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.ended = dict(self.ended) if self.ended is not None else {self.resource: self.why}
+        self.released = tuple(self.released)
+
+
+class ExtraNotInstalled(ChainfenceError, ImportError):
+    """An optional part of chainfence (``feature``) needs packages that are not installed.
+
+    The message names the command that installs them
+    (``pip install 'chainfence[tester]'`` for the embedded chain); ``extra``
+    is the extra's name and ``missing`` the module that failed to import.
+    """
+
+    exit_code = 2
+    extra: str
+    feature: str
+    missing: str | None = None
+
+    def _message(self) -> str:
+        missing = f" (no module {self.missing!r})" if self.missing else ""
+        return f"{self.feature} needs the [{self.extra}] extra: pip install 'chainfence[{self.extra}]'{missing}"
 
 
 class FenceBroken(ChainfenceError, RuntimeError):
@@ -1494,13 +1337,10 @@ class FenceBroken(ChainfenceError, RuntimeError):
     which fence; ``reason`` what ended it.
     """
 
-    def __init__(
-        self, message: str, *, resource: str | None = None, token: int | None = None, reason: str | None = None
-    ):
-        self.resource = resource
-        self.token = token
-        self.reason = reason
-        super().__init__(message)
+    template = "the fenced transaction of token {token} on {resource!r} ended early: {reason}"
+    resource: str | None = None
+    token: int | None = None
+    reason: str | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -1509,61 +1349,82 @@ class FenceBroken(ChainfenceError, RuntimeError):
 
 
 class RequestRejected(ChainfenceError):
-    """A holder-signed request (:class:`~chainfence.FencedRequest`) failed verification.
+    """A holder-signed request (:class:`~chainfence.FencedRequest`) failed verification; ``http_status``
+    is the HTTP status a service answers with."""
 
-    ``status`` is the HTTP status a service should answer with.
-    """
-
-    status: ClassVar[int] = 403
+    http_status = 403
 
 
 class MalformedRequest(RequestRejected, ValueError):
-    """A fenced request is missing a field, or a field does not parse."""
+    """A fenced request is missing a field, a field does not parse, or (``field="payload"``) the
+    payload's digest is not the one the holder signed."""
 
-    status = 400
-
-
-class PayloadMismatch(MalformedRequest):
-    """The payload's digest is not the one the holder signed."""
+    http_status = 400
+    field: str | None = None
 
 
 class InvalidSignature(RequestRejected):
     """The signature is not the named holder's (bad, foreign, or for another registry or chain)."""
 
-    status = 401
+    http_status = 401
 
 
 class RequestExpired(RequestRejected):
     """The request's deadline has passed."""
 
-    status = 401
+    http_status = 401
 
 
 class SignerNotHolder(RequestRejected):
     """The request is validly signed, by someone who does not hold its token."""
 
-    status = 403
-
 
 class RequestMisdirected(RequestRejected):
-    """The request is genuine but was signed for something else than what it is used for."""
+    """The request is genuine but was signed for something else than what it is used for: ``field``
+    (``"resource"``, ``"action"``: HTTP method, path and query or an application's action, or
+    ``"audience"``: the service) was ``signed``, where ``expected`` is used."""
 
-    status = 403
-
-
-class ResourceMismatch(RequestMisdirected):
-    """Signed for another resource than the one this route is fenced by."""
-
-
-class ActionMismatch(RequestMisdirected):
-    """Signed for another action (HTTP method, path and query, or application action)."""
-
-
-class AudienceMismatch(RequestMisdirected):
-    """Signed for another service (audience) than the one verifying it."""
+    template = "the request was signed for {field} {signed!r}, not {expected!r}"
+    field: str
+    signed: str | None = None
+    expected: str | None = None
 
 
 class ReplayedRequest(RequestRejected):
     """This exact request was accepted before; a request is accepted once."""
 
-    status = 409
+    http_status = 409
+
+
+# ---------------------------------------------------------------------------
+# Names folded in 0.2, kept working until 0.3
+# ---------------------------------------------------------------------------
+
+#: old name -> (the class that carries it now, how to raise it)
+_FOLDED: dict[str, tuple[str, str]] = {
+    "InvalidToken": ("InvalidInput", "InvalidInput(argument='token')"),
+    "InvalidWait": ("InvalidInput", "InvalidInput(argument='wait')"),
+    "InvalidProgress": ("InvalidInput", "InvalidInput(argument='progress')"),
+    "InvalidAddress": ("InvalidInput", "InvalidInput(argument='address')"),
+    "InvalidUrl": ("InvalidInput", "InvalidInput(argument='url')"),
+    "InvalidLimit": ("InvalidInput", "InvalidInput(argument='limit')"),
+    "InvalidCursor": ("InvalidInput", "InvalidInput(argument='after')"),
+    "HolderNotAdmitted": ("NotAdmitted", "NotAdmitted(admission='local' or 'on-chain')"),
+    "PayloadMismatch": ("MalformedRequest", "MalformedRequest(field='payload')"),
+    "ResourceMismatch": ("RequestMisdirected", "RequestMisdirected(field='resource')"),
+    "ActionMismatch": ("RequestMisdirected", "RequestMisdirected(field='action')"),
+    "AudienceMismatch": ("RequestMisdirected", "RequestMisdirected(field='audience')"),
+    "_TransactionOutcome": ("TransactionInDoubt", "TransactionInDoubt"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A folded name still resolves (to the class that carries it now, so ``except OldName`` catches
+    what it caught), with a DeprecationWarning naming its replacement."""
+    if name not in _FOLDED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    new, how = _FOLDED[name]
+    warnings.warn(
+        f"chainfence.errors.{name} is deprecated and goes in 0.3: use {how}", DeprecationWarning, stacklevel=2
+    )
+    return globals()[new]

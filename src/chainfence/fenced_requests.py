@@ -50,9 +50,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-from . import _validate
 from ._node.rlp import keccak256
-from .errors import InvalidAddress, InvalidInput, InvalidSignature, MalformedRequest
+from ._sdk import validate as _validate
+from .errors import InvalidInput, InvalidSignature, MalformedRequest
 
 
 def keccak(primitive: bytes = b"", *, text: str | None = None) -> bytes:
@@ -301,7 +301,7 @@ class FencedRequest:
             nonce = int(values["nonce"], 16)
             deadline = int(values["deadline"], 10)
             signature = _hex_bytes(values["signature"], None, HEADERS["signature"])
-        except (ValueError, InvalidInput, InvalidAddress, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError) as exc:  # InvalidInput is a ValueError
             raise MalformedRequest(f"malformed fenced request: {exc}") from None
         if not 0 <= nonce < 2**256 or not 0 <= deadline < 2**256:
             raise MalformedRequest("nonce and deadline must fit uint256")

@@ -63,8 +63,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from . import _log
-from ._effects import Steps
+from ._core import log as _log
+from ._core.effects import Steps
 from .endings import End, LocalEnd, declare, loss_reason  # what a renewal's error means: the one model
 from .errors import ChainfenceError, InvalidInput, LeaseLost
 

@@ -28,12 +28,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from . import _log
 from . import keepalive as _keepalive
-from ._effects import Steps
-from ._faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation, twin_of
-from ._lease_state import AcquireReason, LeaseInfo, LeaseStatus, judge
+from ._core import log as _log
+from ._core.effects import Steps
+from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation, twin_of
 from ._node.events import RegistryLog
+from ._sdk.lease_state import AcquireReason, LeaseInfo, LeaseStatus, judge
 from .endings import End
 from .errors import ChainfenceError, InvalidInput, LeaseLost
 from .keepalive import (

@@ -17,14 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
-from . import _log, _names, _validate
 from . import keepalive as _keepalive
-from ._contract import MAX_MANY, RegistryContract
-from ._effects import Steps
-from ._faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation, twin_of
-from ._interrupted import settle_steps
+from ._core import log as _log
+from ._core.effects import Steps
+from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation, twin_of
 from ._node import events as _events
 from ._node import sending as _sending
+from ._sdk import names as _names
+from ._sdk import validate as _validate
+from ._sdk.contract import MAX_MANY, RegistryContract
+from ._sdk.interrupted import settle_steps
 from .endings import End, LocalEnd, declare
 from .errors import (
     ChainError,

@@ -24,13 +24,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import _log, _names, _validate
-from ._contract import MAX_CLAIM_ITEMS, RegistryContract, at_block, checksum
-from ._effects import Steps
-from ._faces import operation
+from ._core import log as _log
+from ._core.effects import Steps
+from ._core.faces import operation
+from ._core.records import record
 from ._node import events as _events
 from ._node.rlp import keccak256 as keccak
-from ._records import record
+from ._sdk import names as _names
+from ._sdk import validate as _validate
+from ._sdk.contract import MAX_CLAIM_ITEMS, RegistryContract, at_block, checksum
 from .errors import ChainError, InvalidInput, InvalidPolicy, InvalidResourceName, NamespaceError, NotAdmitted
 from .lease import Lease
 
@@ -315,7 +317,7 @@ class NamespaceOperations(RegistryContract):
         Any name the registry holds is reached, not only those the SDK would publish: anyone can put
         a name with control or bidi characters, or bytes that are not UTF-8, on-chain with a
         transaction of their own. Give it as a ``str`` as it is, or as ``bytes`` exactly (always a
-        plain name); :func:`chainfence._names.undisplay` turns the escaped form an audit table or
+        plain name); :func:`chainfence._sdk.names.undisplay` turns the escaped form an audit table or
         ``history`` showed back into those bytes.
         """
         if isinstance(resource, str):

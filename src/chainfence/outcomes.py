@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import _validate
 from ._node import artifacts as _artifacts
+from ._sdk import validate as _validate
 from .errors import InvalidInput
 
 if TYPE_CHECKING:

@@ -51,20 +51,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _log
-from ._lease_state import LeaseInfo, LeaseStatus, judge
-from ._limits import MAX_NAME_LENGTH
+from ._core import log as _log
+from ._core.limits import MAX_NAME_LENGTH
 from ._node import proofs as _proofs
 from ._node.headers import HeaderSource, QuorumHeaders, TrustedHeaders, VerifiedHeader
 from ._node.jsonrpc import Endpoint, endpoint
 from ._node.rlp import keccak256
-from .errors import ContractNotFound, InvalidAddress, InvalidInput, ProofInvalid, ProofsNotServed, RpcError
+from ._sdk.lease_state import LeaseInfo, LeaseStatus, judge
+from .errors import ContractNotFound, InvalidInput, ProofInvalid, ProofsNotServed, RpcError
 
 logger = _log.get(__name__)
 
 __all__ = ["HeaderSource", "ProvenLeases", "ProvenReader", "QuorumHeaders", "TrustedHeaders", "VerifiedHeader"]
 
-_ITEM_SEPARATOR = "\u00bb"  # chainfence._names.ITEM_SEPARATOR: "workset»item" names a claimed work item
+_ITEM_SEPARATOR = "\u00bb"  # chainfence._sdk.names.ITEM_SEPARATOR: "workset»item" names a claimed work item
 
 #: The registry's ``_counter`` slot (its second state variable): bits 0..47 the highest token issued.
 _COUNTER_SLOT = (1).to_bytes(32, "big")
@@ -83,7 +83,7 @@ class ProvenLeases:
 
 def _resource(resource: str | bytes) -> tuple[str | None, bytes]:
     """(name or None, id) of a resource given by name or by its 32-byte id. A claimed work item's name
-    (``"workset»item"``) has the item's id, as :func:`chainfence._names.resource_id` computes it."""
+    (``"workset»item"``) has the item's id, as :func:`chainfence._sdk.names.resource_id` computes it."""
     if isinstance(resource, (bytes, bytearray)):
         if len(resource) != 32:
             raise InvalidInput(f"a resource id is 32 bytes, got {len(resource)}")
@@ -128,22 +128,22 @@ def _item_id(workset: bytes, item: bytes) -> bytes:
 
 
 def _token(value: object) -> int:
-    from .errors import InvalidToken
-
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 1 << 256:
-        raise InvalidToken(token=value)
+        raise InvalidInput(
+            f"a fencing token is an int from 1 to 2**256 - 1, got {value!r:.80}", argument="token", value=value
+        )
     return value
 
 
 def _address(value: object) -> bytes:
     if not isinstance(value, str) or not value.startswith("0x") or len(value) != 42:
-        raise InvalidAddress(f"not a 20-byte hex address: {value!r}")
+        raise InvalidInput(f"not a 20-byte hex address: {value!r:.80}", argument="address", value=value)
     try:
         raw = bytes.fromhex(value[2:])
     except ValueError:
-        raise InvalidAddress(f"not a 20-byte hex address: {value!r}") from None
+        raise InvalidInput(f"not a 20-byte hex address: {value!r}", argument="address", value=value) from None
     if value[2:] != value[2:].lower() and value[2:] != value[2:].upper() and _proofs.checksum_address(raw) != value:
-        raise InvalidAddress(f"bad checksum: {value!r}")
+        raise InvalidInput(f"bad checksum: {value!r}", argument="address", value=value)
     return raw
 
 
@@ -209,7 +209,7 @@ class ProvenReader:
             self.endpoint.request("eth_getProof", [self.address, [], "latest"])
         except RpcError as exc:
             if _not_served(exc):
-                raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
+                raise ProofsNotServed(source=self.endpoint.name, detail=exc.rpc_message) from exc
             raise
         self._proofs_served = True
 
@@ -320,14 +320,14 @@ class ProvenReader:
             )
         except RpcError as exc:
             if _not_served(exc):
-                raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
+                raise ProofsNotServed(source=self.endpoint.name, detail=exc.rpc_message) from exc
             raise
         try:
             return self._verify(answer, slots, header)
         except _proofs.ProofMismatch as bad:
             logger.warning("proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad)
             raise ProofInvalid(
-                provider=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
+                source=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
             ) from None
 
     def _verify(self, answer: Any, slots: list[bytes], header: VerifiedHeader) -> list[int]:
@@ -385,14 +385,14 @@ class ProvenReader:
             answer = self.endpoint.request("eth_getProof", [name, [], hex(header.number)])
         except RpcError as exc:
             if _not_served(exc):
-                raise ProofsNotServed(provider=self.endpoint.name, detail=exc.rpc_message) from exc
+                raise ProofsNotServed(source=self.endpoint.name, detail=exc.rpc_message) from exc
             raise
         try:
             account = self._verify_account(answer, raw, header)
         except _proofs.ProofMismatch as bad:
             logger.warning("proof from %s for block %d does not verify: %s", self.endpoint.name, header.number, bad)
             raise ProofInvalid(
-                provider=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
+                source=self.endpoint.name, block=header.number, block_hash=header.hash_hex, reason=str(bad)
             ) from None
         return account is not None and account.code_hash != _proofs.EMPTY_CODE_HASH
 

@@ -29,7 +29,7 @@ A registry's concepts each have their module, and :class:`Registry` is
 their sum: its lease operations and views are here; namespaces, policies
 and the admin's revoke and grant in :mod:`chainfence.namespaces`; claims in
 :mod:`chainfence.claims`; sets in :mod:`chainfence.lease_set`; the
-contract's calls they share in :mod:`chainfence._contract`. Every operation
+contract's calls they share in :mod:`chainfence._sdk.contract`. Every operation
 is written once, as steps; :class:`AsyncRegistry` (:mod:`chainfence.aio`)
 runs the very same steps over asyncio.
 """
@@ -41,12 +41,12 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from . import _log, _names, _validate, _waiting, endings
 from . import batching as _batching
+from . import endings
 from . import keepalive as _keepalive
-from ._contract import DEFAULT_MAX_TTL, MAX_CLAIM_ITEMS, MAX_MANY, RegistryContract, at_block
-from ._effects import RPC, Blocking, Steps
-from ._faces import (
+from ._core import log as _log
+from ._core.effects import RPC, Blocking, Steps
+from ._core.faces import (
     AsyncDriver,
     AsyncFace,
     aconstructor,
@@ -56,12 +56,16 @@ from ._faces import (
     mirrored,
     operation,
 )
-from ._interrupted import settle_steps
-from ._lease_state import LeaseInfo, LeaseStatus
 from ._node import artifacts as _artifacts
 from ._node import sending as _sending
 from ._node.abi import decode as abi_decode
 from ._node.abi import encode as abi_encode
+from ._sdk import names as _names
+from ._sdk import validate as _validate
+from ._sdk import waiting as _waiting
+from ._sdk.contract import DEFAULT_MAX_TTL, MAX_CLAIM_ITEMS, MAX_MANY, RegistryContract, at_block
+from ._sdk.interrupted import settle_steps
+from ._sdk.lease_state import LeaseInfo, LeaseStatus
 from .batching import AsyncBatchItem, Batcher, BatchItem, batcher_of
 from .claims import ClaimOperations
 from .endings import End
@@ -80,9 +84,10 @@ from .lease import AsyncLease, Lease
 from .lease_set import AsyncLeaseSet, LeaseSetOperations
 from .namespaces import NamespaceOperations
 
-if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19)
-    from ._lease_history import LeaseEvent
-    from ._stuck import StuckReport
+if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19),
+    # and the SDK imports the audit only when Registry.history or Registry.stuck is called
+    from .audit._history import LeaseEvent
+    from .audit.watchdog import StuckReport
     from .deployment import Deployment
 
 logger = _log.get(__name__)
@@ -265,7 +270,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         the lease's expiry; it takes a released resource within about one
         block. ``wait=None`` or ``0`` (the default) does not wait; anything
         but a number from 0 to a year is
-        :class:`~chainfence.errors.InvalidWait` (nothing sent).
+        :class:`~chainfence.errors.InvalidInput` (nothing sent).
 
         Fairness: none beyond a random pause (up to a quarter block) before
         sending, which keeps waiters from sending at the same instant. The
@@ -342,7 +347,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
 
         An interrupt (``KeyboardInterrupt``, ``asyncio.CancelledError``) that lands once the
         transaction may have reached the node is re-raised only after the transaction is settled
-        and the lease it acquired released (:mod:`chainfence._interrupted`).
+        and the lease it acquired released (:mod:`chainfence._sdk.interrupted`).
         """
         acquired: list[Lease] = []
         try:
@@ -445,7 +450,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         holder that renews but no longer advances: ``bytes`` of 1 to 32 bytes
         (right-padded with zeros), an ``int`` counter (big-endian), or a
         ``str`` (its keccak256). Anything else, or a marker of all zeros, is
-        :class:`~chainfence.errors.InvalidProgress` and nothing is sent.
+        :class:`~chainfence.errors.InvalidInput` and nothing is sent.
         Without it a renewal logs a zero marker: "nothing to report".
         """
         resource_id = _validate.resource_id(resource)
@@ -583,7 +588,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
 
         Raises :class:`~chainfence.errors.ChainRolledBack` if it is below a
         token this SDK has already seen from the registry, and still is when
-        read once more (:mod:`chainfence._rollback`: anvil answers a read at
+        read once more (:mod:`chainfence._sdk.rollback`: anvil answers a read at
         ``latest`` from the block before while it mines).
         """
         try:
@@ -669,7 +674,9 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
     ending = operation(_ending_steps)
 
     # ------------------------------------------------------------------
-    # The record: the lease events, and the watchdog over them
+    # The record: the lease events, and the watchdog over them. Both live in the audit
+    # (chainfence.audit), a layer above this one: imported when called, never at import
+    # (tests/unit/test_layers.py names these two delegations).
     # ------------------------------------------------------------------
 
     def _history_steps(
@@ -685,7 +692,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         """Lease events of this registry, oldest first, filtered on the indexed fields given; see
         :func:`chainfence.audit.history` (``index=``: answered from an
         :class:`~chainfence.audit.index.AuditIndex`)."""
-        from ._lease_history import history_steps
+        from .audit._history import history_steps
 
         return (
             yield from history_steps(
@@ -700,7 +707,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
     ) -> Steps[StuckReport]:
         """Leases alive but stuck, crashed, or held too long: see :func:`chainfence.audit.watchdog.stuck`
         (``index``: an :class:`~chainfence.audit.index.AuditIndex` to read the events from)."""
-        from ._stuck import stuck_steps
+        from .audit.watchdog import stuck_steps
 
         return (
             yield from stuck_steps(self, renewals=renewals, longer_than=longer_than, from_block=from_block, index=index)

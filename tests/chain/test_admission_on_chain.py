@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from chainfence import Admission, Guard, Registry
-from chainfence.errors import HolderNotAdmitted, NotAdmitted
+from chainfence.errors import NotAdmitted
 from tests.chain.test_admission import AUDIENCE, make_app, post, sign, store_state
 
 RESOURCE = "prod/db"
@@ -66,13 +66,13 @@ def test_a_stranger_holding_from_before_the_policy_is_refused_by_guard_and_middl
         if mode == "follow":
             guard.sync()
         before = store_state(guard.path)
-        with pytest.raises(HolderNotAdmitted) as refused:
+        with pytest.raises(NotAdmitted) as refused:
             guard.check(RESOURCE, stranger.token)
         assert refused.value.admission == "on-chain" and refused.value.namespace_name == "prod"
         assert isinstance(refused.value, NotAdmitted)
         app, writes = make_app(guard)
         answer = post(app, sign(stranger))
-        assert answer.status_code == 403 and answer.json()["error"] == "HolderNotAdmitted"
+        assert answer.status_code == 403 and answer.json()["error"] == "NotAdmitted"
         assert writes == [] and store_state(guard.path) == before
         # Control: the same guard without the namespace's policy accepts him.
     with Guard(registry, path=tmp_path / "open.sqlite", mode=mode, audience=AUDIENCE) as open_guard_:
@@ -110,7 +110,7 @@ def test_a_removal_from_the_allowlist_takes_effect_as_documented_per_mode(regist
                 try:
                     guard.check(RESOURCE, lease.token)
                     found[mode] = "accepted"
-                except HolderNotAdmitted:
+                except NotAdmitted:
                     found[mode] = "refused"
             return found
 
@@ -155,5 +155,5 @@ def test_an_answer_read_while_the_follower_drops_the_namespace_is_not_kept(
         monkeypatch.setattr(registry, "is_admitted", late_answer)
         assert guard.check(RESOURCE, lease.token) == lease.token and asked == [True]
         monkeypatch.setattr(registry, "is_admitted", real)
-        with pytest.raises(HolderNotAdmitted):
+        with pytest.raises(NotAdmitted):
             guard.check(RESOURCE, lease.token)

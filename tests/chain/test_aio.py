@@ -17,9 +17,9 @@ from eth_utils import keccak
 from chainfence import Chain, Registry
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.errors import (
+    InvalidInput,
     InvalidResourceName,
     InvalidTtl,
-    InvalidWait,
     LeaseHeld,
     LeaseLost,
     LeaseReleased,
@@ -92,7 +92,7 @@ def test_typed_errors_and_bad_input_change_nothing(chain, registry):
         with pytest.raises(InvalidResourceName):
             await bob.acquire("", ttl=30)
         for bad_wait in (-1, float("nan"), "5", True):
-            with pytest.raises(InvalidWait):
+            with pytest.raises(InvalidInput):
                 await bob.acquire("aio/other", ttl=30, wait=bad_wait)
         assert await bob.latest_token() == latest and chain.rpc.nonce(bob.sender, "latest") == nonce
         chain.advance_time(31)

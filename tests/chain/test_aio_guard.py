@@ -14,7 +14,7 @@ import pytest
 
 from chainfence import Admission, Guard, Registry
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncRegistry
-from chainfence.errors import GuardError, HolderNotAdmitted, InvalidInput, ReplayedRequest, StaleToken, UnknownToken
+from chainfence.errors import GuardError, InvalidInput, NotAdmitted, ReplayedRequest, StaleToken, UnknownToken
 from chainfence.guard import FollowStatus
 from tests.support.sequencer import async_wait_until
 
@@ -132,7 +132,7 @@ def test_a_holder_the_admission_refuses_moves_no_mark(chain, registry, alice, tm
         admission = Admission.local([chain.accounts[2]])
         async with await AsyncGuard.open(registry, tmp_path / "g.sqlite", admission=admission) as guard:
             assert guard.admission == admission
-            with pytest.raises(HolderNotAdmitted):
+            with pytest.raises(NotAdmitted):
                 await guard.check(NAME, lease.token)
             assert await guard.mark(NAME) == 0
 

@@ -1,7 +1,7 @@
 """acquire(wait=...) through chainfence.aio, on both backends: the sync waiter's steps, awaited.
 
 The waiting logic (what wakes a waiter, the jitter, the preflight that
-sends nothing while another holds the resource) is chainfence._waiting's,
+sends nothing while another holds the resource) is chainfence._sdk.waiting's,
 run by the asyncio driver; these tests check it holds there: a waiter gets
 the resource after its release and spends gas only on the acquisition, a
 wait that ends raises LeaseHeld having spent nothing, and a waiter with the

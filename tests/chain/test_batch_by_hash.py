@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from chainfence import Lease, Registry
-from chainfence._lease_state import AcquireReason
-from chainfence._names import resource_id
 from chainfence._node.sending import Sender
+from chainfence._sdk.lease_state import AcquireReason
+from chainfence._sdk.names import resource_id
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import AsyncBatchItem, BatchItem
 from chainfence.errors import InvalidInput, LeaseHeld, OutcomeUnknown, StaleToken
@@ -36,7 +36,7 @@ def lose_every_receipt(monkeypatch) -> None:
     """The node takes (and mines) each transaction, then its replies are lost: the sender can establish
     nothing, as when the node stops answering after the send (``OutcomeUnknown``, every candidate hash)."""
 
-    def lost(self, hashes, timeout, *, sender, nonce):
+    def lost(self, hashes, timeout, *, sender, nonce, **watching):
         raise OutcomeUnknown(
             f"the node stopped answering while transaction {hashes[0]} was in flight",
             tx_hashes=hashes,

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import _names
 from chainfence._node import events as _events
 from chainfence._node.reverts import decode as decode_revert
 from chainfence._node.reverts import revert_data
+from chainfence._sdk import names as _names
 from chainfence.errors import InvalidClaimItems, LeaseHeld, RegistryOverflow, TransactionFailed, UnknownRevert
 from tests.support.wallet import AgentWallet
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from chainfence import Guard, Lease, batching
-from chainfence._lease_state import AcquireReason
+from chainfence._sdk.lease_state import AcquireReason
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import AsyncBatcher, Batcher
 from chainfence.errors import (
@@ -28,7 +28,7 @@ from chainfence.errors import (
     StaleToken,
     TransactionFailed,
 )
-from tests.support.gates import AsyncSendGate, SendGate
+from tests.support.gates import SendGate
 from tests.support.sequencer import async_wait_until, wait_until
 from tests.support.virtual_time import SteppedClock
 
@@ -291,9 +291,9 @@ def test_tasks_gather_into_one_transaction_with_their_own_outcomes(chain, regist
 
     async def body(achain):
         batcher = await batcher_on(achain, registry, 1)
-        gate = AsyncSendGate(monkeypatch, achain.rpc, alice.sender)
+        gate = SendGate(monkeypatch, chain.rpc, alice.sender)  # the worker sends over the blocking layer
         pilot = asyncio.ensure_future(batcher.acquire("f/pilot", ttl=60))
-        await asyncio.wait_for(gate.sent.wait(), 60)
+        await gate.async_wait_sent()
         calls = ["f/free-1", "f/held", names["delayed"], names["closed"], "f/free-2"]
         tasks = [asyncio.ensure_future(batcher.acquire(name, ttl=60)) for name in calls]
         await async_wait_until(lambda: batcher.queued == 5, "the five queued")
@@ -312,10 +312,10 @@ def test_tasks_gather_into_one_transaction_with_their_own_outcomes(chain, regist
 def test_64_tasks_acquire_renew_and_release_each_exactly_once(chain, registry, alice, monkeypatch):
     async def body(achain):
         batcher = await batcher_on(achain, registry, 1)
-        gate = AsyncSendGate(monkeypatch, achain.rpc, alice.sender)
+        gate = SendGate(monkeypatch, chain.rpc, alice.sender)  # the worker sends over the blocking layer
         before, operations = registry.latest_token(), batcher.operations
         pilot = asyncio.ensure_future(batcher.acquire("u/pilot", ttl=60))
-        await asyncio.wait_for(gate.sent.wait(), 60)
+        await gate.async_wait_sent()
         acquired = asyncio.Event()
 
         async def agent(i: int) -> AsyncLease:
@@ -462,7 +462,7 @@ class SlowToComeBack:
     when the worker waits for callers to come back (the only wait with a timeout)."""
 
     def __init__(self, monkeypatch, name: str):
-        from chainfence._effects import Signal
+        from chainfence._core.effects import Signal
 
         self.release = threading.Event()
         self.held = threading.Event()
@@ -602,10 +602,10 @@ def task_slow_to_come_back(chain, registry, alice, monkeypatch) -> tuple[str, st
 
     async def body(achain):
         batcher = await batcher_on(achain, registry, 1)
-        sends = counting_sends(monkeypatch, achain.rpc, alice.sender)
-        gate = AsyncSendGate(monkeypatch, achain.rpc, alice.sender)
+        sends = counting_sends(monkeypatch, chain.rpc, alice.sender)
+        gate = SendGate(monkeypatch, chain.rpc, alice.sender)  # the worker sends over the blocking layer
         pilot = asyncio.ensure_future(batcher.acquire("t/pilot", ttl=60))
-        await asyncio.wait_for(gate.sent.wait(), 60)
+        await gate.async_wait_sent()
 
         async def agent(name: str) -> None:
             lease = await batcher.acquire(name, ttl=60)

@@ -14,8 +14,8 @@ and a name the SDK has not seen is hashed.
 
 from __future__ import annotations
 
-from chainfence import _names
 from chainfence._node import events, formats
+from chainfence._sdk import names as _names
 
 
 def counted(monkeypatch, module, name: str) -> list:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chainfence import AcquireReason, LeaseStatus
-from chainfence._names import item_id
+from chainfence._sdk.names import item_id
 from chainfence.errors import (
     InvalidClaimItems,
     InvalidResourceName,

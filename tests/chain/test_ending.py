@@ -56,10 +56,10 @@ def test_control_the_successor_s_reason_alone_calls_every_grant_granted(chain, a
 
 
 def test_ending_of_a_token_never_issued_is_none_and_bad_input_is_typed(alice):
-    from chainfence.errors import InvalidResourceName, InvalidToken
+    from chainfence.errors import InvalidInput, InvalidResourceName
 
     assert alice.ending(NAME, 1) is None
-    with pytest.raises(InvalidToken):
+    with pytest.raises(InvalidInput):
         alice.ending(NAME, 0)
     with pytest.raises(InvalidResourceName):
         alice.ending("", 1)

@@ -15,7 +15,7 @@ from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
 from chainfence import Chain, Registry
-from chainfence._names import namespace_id
+from chainfence._sdk.names import namespace_id
 from chainfence.errors import NotNamespaceAdmin, TransactionFailed, UnknownRevert
 from tests.conftest import isolated
 
@@ -334,3 +334,25 @@ def test_the_sdks_gas_limit_covers_the_dearest_item_of_each_kind(figures):
     assert figures["batchCalls: 1 release"] <= gas_bound([("release", 0)])
     assert figures["batchCalls: each extra release"] <= GAS_PER_OPERATION["release"]
     assert gas_bound([("acquire", 128)] * 64) < 30_000_000, "a full batch at its dearest fits a block"
+
+
+@pytest.fixture(scope="module")
+def least_limits(backend_chain):
+    with isolated(backend_chain):
+        return gas_report.measure_least_limits(backend_chain)
+
+
+@pytest.mark.parametrize("what", ["acquisitions", "renewals", "releases"])
+def test_the_sdks_gas_limit_covers_the_least_limit_of_the_dearest_batches_and_no_more_than_it_needs(least_limits, what):
+    """A batch of the dearest items of a kind, 1 and 64 of them: the node's least gas limit for it
+    (``eth_estimateGas``) and the gas it used stay under ``gas_bound``; the bound of 64 is within 25 % of the
+    gas they used (a bound twice the need turned away batches a block or a balance could hold)."""
+    from chainfence.batching import gas_bound
+
+    kind = {"acquisitions": ("acquire", 128), "renewals": ("renew", 0), "releases": ("release", 0)}[what]
+    for count in (1, 64):
+        bound = gas_bound([kind] * count)
+        least = least_limits[f"batchCalls: least gas limit, {count} dearest {what}"]
+        used = least_limits[f"batchCalls: gas used, {count} dearest {what}"]
+        assert max(least, used) <= bound, f"{count} {what}: least limit {least:,}, used {used:,}, bound {bound:,}"
+    assert gas_bound([kind] * 64) <= 1.25 * least_limits[f"batchCalls: gas used, 64 dearest {what}"]

@@ -23,11 +23,11 @@ def lingering(monkeypatch, alice) -> tuple[Batcher, threading.Event, list[thread
     take = Batcher._take
     holding = threading.Event()
 
-    def held_take(self):
+    def held_take(self, *room):
         if not self._queue and not gate.is_set():
             holding.set()
             gate.wait(120)
-        return take(self)
+        return take(self, *room)
 
     monkeypatch.setattr(Batcher, "_take", held_take)
     batcher = alice.batched()

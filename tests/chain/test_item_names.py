@@ -25,7 +25,8 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
-from chainfence import Guard, Registry, _names
+from chainfence import Guard, Registry
+from chainfence._sdk import names as _names
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.audit import EventKind, timeline
 from chainfence.audit.index import AuditIndex

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from chainfence import AcquireReason, EventKind, LeaseStatus, Registry
-from chainfence._names import item_id
 from chainfence._node import events as _events
+from chainfence._sdk.names import item_id
 from chainfence.errors import (
     LeaseCompleted,
     LeaseReleased,

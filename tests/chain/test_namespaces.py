@@ -15,8 +15,8 @@ from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
 from chainfence import AcquireReason, EventKind, LeaseStatus, Registry
-from chainfence._names import namespace_id
 from chainfence._node import artifacts as _artifacts
+from chainfence._sdk.names import namespace_id
 from chainfence.errors import (
     DuplicateResource,
     InvalidNamespace,

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from chainfence._names import namespace_id
+from chainfence._sdk.names import namespace_id
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import NotAdmitted
 

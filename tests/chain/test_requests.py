@@ -10,13 +10,11 @@ from eth_account import Account
 
 from chainfence import FencedRequest, Guard, Registry
 from chainfence.errors import (
-    ActionMismatch,
-    AudienceMismatch,
     InvalidSignature,
     MalformedRequest,
-    PayloadMismatch,
     ReplayedRequest,
     RequestExpired,
+    RequestMisdirected,
     SignerNotHolder,
     StaleToken,
     TokenNotCurrent,
@@ -84,8 +82,9 @@ def test_two_requests_of_one_holder_are_distinct(alice, guard):
 
 def test_another_body_is_refused(alice, guard):
     request = alice.acquire("reports/daily", ttl=60).sign(BODY, action=ACTION, audience=AUDIENCE)
-    with pytest.raises(PayloadMismatch):
+    with pytest.raises(MalformedRequest) as refused:
         check(guard, request, BODY + b" ")
+    assert refused.value.field == "payload"
 
 
 def test_an_expired_request_is_refused(alice, guard):
@@ -115,7 +114,7 @@ def test_a_request_signed_by_someone_else_naming_the_holder_is_refused(alice, bo
     forged = signed(guard, lease, bob)
     with pytest.raises(InvalidSignature) as refused:
         check(guard, forged, BODY)
-    assert refused.value.status == 401
+    assert refused.value.http_status == 401
 
 
 def test_a_non_holder_signing_as_himself_is_refused(alice, bob, guard):
@@ -124,7 +123,7 @@ def test_a_non_holder_signing_as_himself_is_refused(alice, bob, guard):
     own = signed(guard, lease, bob, holder=bob.sender)
     with pytest.raises(SignerNotHolder) as refused:
         check(guard, own, BODY)
-    assert refused.value.status == 403
+    assert refused.value.http_status == 403
 
 
 def test_a_request_for_another_resource_is_refused(alice, bob, guard):
@@ -176,7 +175,7 @@ def test_a_rejected_request_can_be_resent_once_fixed(alice, guard):
     """Only accepted requests are remembered: a refusal does not burn the request."""
     lease = alice.acquire("reports/daily", ttl=60)
     request = lease.sign(BODY, action=ACTION, audience=AUDIENCE)
-    with pytest.raises(PayloadMismatch):
+    with pytest.raises(MalformedRequest):
         check(guard, request, b"other")
     assert check(guard, request, BODY) is request
 
@@ -210,22 +209,23 @@ def test_requests_round_trip_through_http_headers(alice, guard):
 
 
 @pytest.mark.parametrize(
-    ("action", "audience", "error"),
+    ("action", "audience", "field"),
     [
-        ("PUT /reports/daily", AUDIENCE, ActionMismatch),  # another method
-        ("POST /reports/daily?overwrite=1", AUDIENCE, ActionMismatch),  # another query
-        ("POST /reports/weekly", AUDIENCE, ActionMismatch),  # another path
-        (ACTION, "billing-service", AudienceMismatch),  # another service fenced by the same resource
+        ("PUT /reports/daily", AUDIENCE, "action"),  # another method
+        ("POST /reports/daily?overwrite=1", AUDIENCE, "action"),  # another query
+        ("POST /reports/weekly", AUDIENCE, "action"),  # another path
+        (ACTION, "billing-service", "audience"),  # another service fenced by the same resource
     ],
 )
 def test_a_request_is_accepted_only_for_the_action_and_audience_it_was_signed_for(
-    alice, guard, action, audience, error
+    alice, guard, action, audience, field
 ):
     lease = alice.acquire("reports/daily", ttl=60)
     request = sign(lease)
-    with pytest.raises(error) as refused:
+    with pytest.raises(RequestMisdirected) as refused:
         guard.check_request(request, BODY, action=action, audience=audience)
-    assert refused.value.status == 403
+    assert refused.value.field == field and refused.value.expected == (action if field == "action" else audience)
+    assert refused.value.http_status == 403
     assert guard.mark("reports/daily") == 0, "a refusal records nothing"
     assert check(guard, request) is request, "and does not burn the request for its real use"
 

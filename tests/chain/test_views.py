@@ -7,7 +7,7 @@ import pytest
 from chainfence import LeaseStatus, Registry
 from chainfence.errors import (
     ContractNotFound,
-    InvalidAddress,
+    InvalidInput,
     LeaseExpired,
     LeaseReleased,
     StaleToken,
@@ -128,7 +128,7 @@ def test_registry_at_accepts_lowercase_and_rejects_a_bad_checksum(chain, registr
     assert Registry.at(chain, registry.address.lower()) == registry
     bad = registry.address[:2] + registry.address[2:].swapcase()
     if bad.lower() != bad and bad != registry.address:
-        with pytest.raises(InvalidAddress, match="checksum"):
+        with pytest.raises(InvalidInput, match="checksum"):
             Registry.at(chain, bad)
 
 

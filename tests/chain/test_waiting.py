@@ -15,9 +15,9 @@ import threading
 import pytest
 
 from chainfence import AcquireReason
-from chainfence._validate import MAX_WAIT
-from chainfence._waiting import pace
-from chainfence.errors import InvalidWait, LeaseHeld
+from chainfence._sdk.validate import MAX_WAIT
+from chainfence._sdk.waiting import pace
+from chainfence.errors import InvalidInput, LeaseHeld
 from tests.support.virtual_time import WaitClock
 
 NAME = "jobs/wait"
@@ -211,11 +211,11 @@ def test_bad_wait_values_are_invalid_wait_and_send_nothing(alice, bob, wait):
         lambda: bob.acquire(NAME, ttl=60, wait=wait),
         lambda: bob.acquire("jobs/free", ttl=60, wait=wait),  # free: it would have succeeded
     ):
-        with pytest.raises(InvalidWait) as raised:
+        with pytest.raises(InvalidInput) as raised:
             acquire()
         assert isinstance(raised.value, ValueError)
     ran = []
-    with pytest.raises(InvalidWait):
+    with pytest.raises(InvalidInput):
         with bob.lease("jobs/free", ttl=60, wait=wait):
             ran.append(True)
     assert ran == []

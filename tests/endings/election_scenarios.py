@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chainfence import Election, Registry
-from chainfence.election import TermEnded
 from chainfence.endings import End
+from chainfence.recipes.election import TermEnded
 from tests.support.virtual_time import SteppedClock
 
 NAME = "billing/leader"

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 from chainfence import Election
-from chainfence import _election_observer as election_module  # the observer behind Election.observe
 from chainfence.endings import End
+from chainfence.recipes import _election_observer as election_module  # the observer behind Election.observe
 from tests.endings.election_scenarios import NAME, SCENARIOS, described, namespaced, stage
 from tests.endings.matrix import covers
 from tests.support.virtual_time import WaitClock

@@ -30,7 +30,8 @@ from typing import Any
 import pytest
 
 from chainfence import EventKind, cli
-from chainfence._validate import resource_id
+from chainfence._sdk.validate import resource_id
+from chainfence.cli import _supervisor
 from chainfence.cli import lock as _cli_lock
 from chainfence.endings import End, LocalEnd, Refusal
 from chainfence.errors import LeaseHeld, LeaseLost, LockDelayed, NodeUnreachable, NotAdmitted
@@ -75,15 +76,15 @@ class Run:
         self.take_over = take_over
         self.command = forking_command(tmp_path) if command is None else command
         self.errors: list[BaseException] = []
-        self.sentinels: list[_cli_lock.Sentinel] = []
-        start = _cli_lock.Sentinel.start
+        self.sentinels: list[_supervisor.Sentinel] = []
+        start = _supervisor.Sentinel.start
 
-        def started(*args: Any, **kwargs: Any) -> _cli_lock.Sentinel:
+        def started(*args: Any, **kwargs: Any) -> _supervisor.Sentinel:
             sentinel = start(*args, **kwargs)
             self.sentinels.append(sentinel)
             return sentinel
 
-        monkeypatch.setattr(_cli_lock.Sentinel, "start", started)
+        monkeypatch.setattr(_supervisor.Sentinel, "start", started)
         self.leases: list[Lease] = []
         acquire = registry.acquire
 
@@ -149,7 +150,7 @@ def lost_the_command(run: Run, code: int, way: Any, *, writer_pid: int, token: s
     assert code == cli.EXIT_LOST
     assert [(e.why, e.resource, e.token) for e in run.lost] == [(way.value, JOB, int(token))]
     assert not alive(writer_pid), "the writer the shell forked was stopped too"
-    assert run.sentinels and run.sentinels[0].status == _cli_lock.SENTINEL_DONE, "the sentinel was told, and left"
+    assert run.sentinels and run.sentinels[0].status == _supervisor.SENTINEL_DONE, "the sentinel was told, and left"
 
 
 def lose(w: World, way: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, successor: bool = False) -> Run:

@@ -1,4 +1,4 @@
-"""Part "mcp" (chainfence.mcp_server): every way a lease ends, and every refusal, comes back to the agent
+"""Part "mcp" (chainfence.integrations.mcp): every way a lease ends, and every refusal, comes back to the agent
 as a tool error or answer that names it in the model's words (``ended`` / ``refused``).
 
 The agents are in-memory MCP clients of servers built on the ``alice``/``bob`` registries, so every
@@ -13,7 +13,7 @@ import pytest
 
 from chainfence import Registry
 from chainfence.endings import End, Refusal
-from chainfence.mcp_server import build_server
+from chainfence.integrations.mcp import build_server
 from tests.endings.matrix import covers
 from tests.integration.test_mcp import _call, drive
 

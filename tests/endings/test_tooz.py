@@ -17,10 +17,10 @@ import tooz
 import tooz.coordination as tooz_coordination
 
 from chainfence import Registry
-from chainfence._names import address_namespace
+from chainfence._sdk.names import address_namespace
 from chainfence.endings import End, Refusal
 from chainfence.errors import NotAdmitted
-from chainfence.tooz_driver import embedded_chain
+from chainfence.integrations.tooz import embedded_chain
 from tests.conftest import BACKENDS
 from tests.endings.matrix import covers
 from tests.support.virtual_time import WaitClock
@@ -100,7 +100,7 @@ def held(backend):
 def beat_and_find(coordinator, lock, caplog, why: str) -> None:
     """The heartbeat finds the lease ended: the lock is dropped and says how, as the WARNING does."""
     token = lock.token
-    with caplog.at_level(logging.WARNING, logger="chainfence.tooz_driver"):
+    with caplog.at_level(logging.WARNING, logger="chainfence.integrations.tooz"):
         assert coordinator.heartbeat() == TTL / 2  # no error: a lost lease is not a failure of the beat
     assert lock.lost == why and lock.token is None
     assert not lock.is_still_owner() and not lock.release()

@@ -1,7 +1,7 @@
 """The asyncio SDK under RPC faults: a late reply, a lost reply, a stuck transaction, a stalled node.
 
 The asyncio path runs the same sender steps as the sync one
-(chainfence._effects), so the late-reply rule (ask for our own hash; resend
+(chainfence._core.effects), so the late-reply rule (ask for our own hash; resend
 only identical bytes; never sign twice for one intent) must hold through
 ``AsyncHTTPProvider`` too. Sequenced as tests/faults/test_late_replies.py
 is: the proxy forwards the send at once and answers only after the client

@@ -4,10 +4,11 @@ others down with it. Both backends; asyncio cancellations and Ctrl-C (SIGINT to 
 - Cancelled while its operation is still queued: it is withdrawn, nothing is sent for it.
 - Cancelled once its batch transaction is on its way: the transaction is not abandoned (the other callers'
   operations are in it); the cancelled caller waits for its outcome, shielded, releases the lease it got
-  (the interrupted-acquisition treatment of chainfence._interrupted), and its interrupt goes on with a
+  (the interrupted-acquisition treatment of chainfence._sdk.interrupted), and its interrupt goes on with a
   note; the others keep theirs.
-- The batcher's worker stopped (its loop shutting down) before sending: the queued callers get a typed
-  error saying nothing was sent.
+- The batcher's worker stopped by an error of its own before sending: the queued callers get a typed
+  error saying nothing was sent. (Its worker is a thread of its own, never a task of a caller's loop: a
+  loop that ends or stops takes nothing of a batch with it, tests/faults/test_batch_loop_ends.py.)
 
 Every moment is sequenced by the SDK's own calls (the worker's receipt request, the caller's cleanup), not
 by a clock. The control: a caller without the cleanup leaves the lease live.
@@ -22,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from chainfence._effects import Spawn
+from chainfence._core.effects import Spawn
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import Batcher
 from chainfence.errors import ChainError
 from tests.support.ctrl_c import CtrlC
-from tests.support.gates import AsyncSendGate, SendGate
+from tests.support.gates import SendGate
 from tests.support.sequencer import async_wait_until, wait_until
 
 
@@ -48,29 +49,43 @@ async def async_batcher(achain: AsyncChain, registry, index: int = 1):
     return areg.batched()
 
 
-def on_receipt_of_the_nth_transaction(monkeypatch, rpc, n: int, act) -> None:
-    """Call ``act()`` at the first receipt request for the ``n``-th distinct transaction hash (asyncio rpc)."""
+def cancel_at_the_nth_receipt(monkeypatch, chain, n: int, task: Any) -> None:
+    """At the worker's first receipt request for the ``n``-th distinct transaction hash (the worker is a thread,
+    asking over the chain's blocking layer), cancel ``task()`` on its loop, and answer once the cancellation
+    reached it (its cleanup began, or it ended): the cancellation lands while the batch is in flight."""
     seen: list[str] = []
-    receipt = rpc.receipt
+    receipt = chain.rpc.receipt
+    landed = threading.Event()
+    interrupted_steps = Batcher._interrupted_steps
 
-    async def watched(tx_hash: Any) -> Any:
+    def watched_cleanup(self, op, interrupt):
+        landed.set()
+        return (yield from interrupted_steps(self, op, interrupt))
+
+    monkeypatch.setattr(Batcher, "_interrupted_steps", watched_cleanup)
+
+    def watched(tx_hash: Any) -> Any:
         key = str(tx_hash)
         if key not in seen:
             seen.append(key)
             if len(seen) == n:
-                await act()
-        return await receipt(tx_hash)
+                victim = task()
+                victim.add_done_callback(lambda _task: landed.set())
+                victim.get_loop().call_soon_threadsafe(victim.cancel)
+                if not landed.wait(120):
+                    raise AssertionError("the cancellation never reached the task")
+        return receipt(tx_hash)
 
-    monkeypatch.setattr(rpc, "receipt", watched)
+    monkeypatch.setattr(chain.rpc, "receipt", watched)
 
 
 def test_a_task_cancelled_while_queued_is_withdrawn_and_nothing_is_sent_for_it(chain, registry, alice, monkeypatch):
     async def body(achain):
         batcher = await async_batcher(achain, registry)
         operations = batcher.operations
-        gate = AsyncSendGate(monkeypatch, achain.rpc, alice.sender)
+        gate = SendGate(monkeypatch, chain.rpc, alice.sender)  # the worker sends over the blocking layer
         pilot = asyncio.ensure_future(batcher.acquire("q/pilot", ttl=600))
-        await asyncio.wait_for(gate.sent.wait(), 60)
+        await gate.async_wait_sent()
         queued = asyncio.ensure_future(batcher.acquire("q/withdrawn", ttl=600))
         await async_wait_until(lambda: batcher.queued == 1, "queued behind the pilot")
         queued.cancel()
@@ -87,24 +102,31 @@ def test_a_task_cancelled_while_queued_is_withdrawn_and_nothing_is_sent_for_it(c
     assert registry.lease_of("q/withdrawn") is None and registry.lease_of("q/pilot").holder == alice.sender
 
 
+async def x_and_y_behind_a_pilot(monkeypatch, chain, batcher, prefix: str) -> dict[str, asyncio.Task[Any]]:
+    """Tasks X and Y queued behind a pilot's batch held at the node's door, then the door opened: they share
+    the next transaction, at whose first receipt request X is cancelled (cancel_at_the_nth_receipt)."""
+    tasks: dict[str, asyncio.Task[Any]] = {}
+    gate = SendGate(monkeypatch, chain.rpc, batcher.sender)
+    cancel_at_the_nth_receipt(monkeypatch, chain, 2, lambda: tasks["x"])
+    tasks["pilot"] = asyncio.ensure_future(batcher.acquire(f"{prefix}/pilot", ttl=600))
+    await gate.async_wait_sent()
+    tasks["x"] = asyncio.ensure_future(batcher.acquire(f"{prefix}/x", ttl=600))
+    tasks["y"] = asyncio.ensure_future(batcher.acquire(f"{prefix}/y", ttl=600))
+    await async_wait_until(lambda: batcher.queued == 2, "X and Y queued behind the pilot")
+    gate.open.set()
+    return tasks
+
+
 def test_a_task_cancelled_in_flight_gets_its_lease_released_and_the_others_keep_theirs(
     chain, registry, alice, monkeypatch
 ):
-    """X and Y share a transaction (tasks created together: the worker starts after both queued). X is
-    cancelled at the worker's first receipt request for it: the transaction goes on, Y gets its lease,
-    X's is released again and its cancellation says so."""
+    """X and Y share a transaction (queued behind a pilot's held at the node's door). X is cancelled at the
+    worker's first receipt request for it: the transaction goes on, Y gets its lease, X's is released again
+    and its cancellation says so."""
 
     async def body(achain):
         batcher = await async_batcher(achain, registry)
-        tasks: dict[str, asyncio.Task[Any]] = {}
-
-        async def cancel_x() -> None:
-            tasks["x"].cancel()
-            await asyncio.sleep(0)
-
-        on_receipt_of_the_nth_transaction(monkeypatch, achain.rpc, 1, cancel_x)
-        tasks["x"] = asyncio.ensure_future(batcher.acquire("c/x", ttl=600))
-        tasks["y"] = asyncio.ensure_future(batcher.acquire("c/y", ttl=600))
+        tasks = await x_and_y_behind_a_pilot(monkeypatch, chain, batcher, "c")
         with pytest.raises(asyncio.CancelledError) as interrupt:
             await tasks["x"]
         assert tasks["x"].cancelled()
@@ -131,15 +153,7 @@ def test_control_a_caller_without_the_cleanup_leaves_its_lease_live(chain, regis
 
     async def body(achain):
         batcher = await async_batcher(achain, registry)
-        tasks: dict[str, asyncio.Task[Any]] = {}
-
-        async def cancel_x() -> None:
-            tasks["x"].cancel()
-            await asyncio.sleep(0)
-
-        on_receipt_of_the_nth_transaction(monkeypatch, achain.rpc, 1, cancel_x)
-        tasks["x"] = asyncio.ensure_future(batcher.acquire("n/x", ttl=600))
-        tasks["y"] = asyncio.ensure_future(batcher.acquire("n/y", ttl=600))
+        tasks = await x_and_y_behind_a_pilot(monkeypatch, chain, batcher, "n")
         with pytest.raises(asyncio.CancelledError) as interrupt:
             await tasks["x"]
         await tasks["y"]
@@ -245,31 +259,29 @@ def test_ctrl_c_while_queued_withdraws_and_sends_nothing(chain, registry, alice,
     assert batcher.operations - operations == 1 and registry.lease_of("w/main") is None
 
 
-def test_a_worker_stopped_before_sending_fails_what_is_queued_and_sends_nothing(chain, registry, alice):
-    """A batcher with a window: the worker pauses before sending (a pause the test holds open); its task is
-    cancelled there (its loop shutting down). The queued caller gets a typed error: nothing was sent."""
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_worker_stopped_by_an_error_of_its_own_fails_what_is_queued_and_sends_nothing(
+    chain, registry, alice, monkeypatch
+):
+    """The worker's thread dies of an error of its own as it looks at the queue (a bug, say): the queued
+    caller gets a typed error saying nothing was sent, and the next call starts another worker."""
+    take = Batcher._take
+    failed: list[bool] = []
 
-    async def body(achain):
-        paused = asyncio.Event()
-        forever = asyncio.Event()
+    def failing_take(self, *room):
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("a bug in the worker")
+        return take(self, *room)
 
-        async def held_sleep(seconds: float) -> None:
-            paused.set()
-            await forever.wait()
-
-        achain._sleep = held_sleep
-        areg = (await AsyncRegistry.at(achain, registry.address)).connect(achain.accounts[1])
-        batcher = areg.batched(window=0.5)
-        caller = asyncio.ensure_future(batcher.acquire("s/stopped", ttl=600))
-        await asyncio.wait_for(paused.wait(), 60)
-        batcher.batcher._worker.cancel()
-        with pytest.raises(ChainError) as stopped:
-            await caller
-        return stopped.value, batcher.batcher
-
-    stopped, core = run(chain, body)
-    assert "worker was stopped" in str(stopped) and "nothing was sent" in str(stopped)
-    assert registry.lease_of("s/stopped") is None and core.queued == 0 and not core._working
+    monkeypatch.setattr(Batcher, "_take", failing_take)
+    batcher = alice.batched()
+    with pytest.raises(ChainError) as stopped:
+        batcher.acquire("s/stopped", ttl=600)
+    assert "worker was stopped (RuntimeError)" in str(stopped.value) and "nothing was sent" in str(stopped.value)
+    assert registry.lease_of("s/stopped") is None and batcher.queued == 0
+    lease = batcher.acquire("s/after", ttl=600)
+    assert lease.holder == alice.sender
 
 
 # ---------------------------------------------------------------------------
@@ -349,8 +361,8 @@ def interrupted_as_the_worker_starts(chain, registry, alice, monkeypatch) -> tup
     start = threading.Thread.start
     fired: list[bool] = []
 
-    def watched_take(self):
-        batch = take(self)
+    def watched_take(self, *room):
+        batch = take(self, *room)
         if batch:
             took.set()
         return batch
@@ -447,51 +459,3 @@ def test_an_interrupted_caller_whose_lease_is_not_deep_enough_gets_it_released_o
     live = registry.lease_of("deep/victim")
     assert "NotConfirmed" in said, said
     assert live is None or (handed is not None and handed.token == live.token), (said, live, handed)
-
-
-def stranded(chain, registry, *, fixed: bool) -> Any:
-    """A call into an idle batcher makes the worker's task; that task is cancelled before it ever ran (as
-    asyncio.run cancels what is pending when its loop ends, or a shutdown cancels every task), so it never
-    says it stopped. Then a second call."""
-
-    async def body(achain):
-        batcher = await async_batcher(achain, registry)
-        core = batcher.batcher
-        await (await batcher.acquire("strand/warm", ttl=600)).release()  # the max ttl read: calls queue at once
-        await async_wait_until(lambda: not core._working, "the batcher went idle")
-        first = asyncio.ensure_future(batcher.acquire("strand/first", ttl=600))
-        await asyncio.sleep(0)  # the first call's step: queued, the worker's task made, not run yet
-        worker = core._worker
-        assert worker is not None and not worker.done(), "the worker's task has not run yet"
-        worker.cancel()
-        await asyncio.sleep(0)
-        assert worker.cancelled()
-        if not fixed:
-            second = asyncio.ensure_future(batcher.acquire("strand/second", ttl=600))
-            await asyncio.sleep(0)
-            state = (core.queued, core._working, core._worker is worker)
-            for task in (first, second):
-                task.cancel()
-            await asyncio.gather(first, second, return_exceptions=True)
-            return state
-        second = await batcher.acquire("strand/second", ttl=600)
-        return (await first), second
-
-    return run(chain, body)
-
-
-def test_a_worker_cancelled_before_it_ever_ran_does_not_strand_the_callers(chain, registry, alice):
-    """The second call sees the worker ended and starts another, which takes both calls."""
-    first, second = stranded(chain, registry, fixed=True)
-    assert isinstance(first, AsyncLease) and isinstance(second, AsyncLease)
-    assert registry.lease_of("strand/first").token == first.token
-
-
-def test_control_a_worker_taken_for_alive_once_cancelled_strands_every_later_call(chain, registry, alice, monkeypatch):
-    """Taking the flag for the truth (the batcher before this fix): both calls stay queued behind a worker
-    that will never run, and every later call joins them: they would wait forever."""
-    from chainfence import batching
-
-    monkeypatch.setattr(batching, "_ended", lambda worker: False)
-    queued, working, dead = stranded(chain, registry, fixed=False)
-    assert (queued, working, dead) == (2, True, True)

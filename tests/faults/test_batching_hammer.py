@@ -45,11 +45,11 @@ from typing import Any
 import pytest
 
 from chainfence import Lease
-from chainfence._effects import Signal
-from chainfence._lease_state import AcquireReason
-from chainfence._names import resource_id
+from chainfence._core.effects import Signal
 from chainfence._node.rlp import keccak256
 from chainfence._node.sending import Sender
+from chainfence._sdk.lease_state import AcquireReason
+from chainfence._sdk.names import resource_id
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import Batcher
 from chainfence.errors import (
@@ -164,14 +164,14 @@ def lose_the_replies_of_the_nth_transaction(monkeypatch, account: str, n: int, a
     seen: list[str] = []
     wait = Sender._await_receipt
 
-    def lost(self, hashes, timeout, *, sender, nonce):
+    def lost(self, hashes, timeout, *, sender, nonce, **watching):
         if sender == account and hashes[0] not in seen:
             seen.append(hashes[0])
         if sender != account or seen.index(hashes[0]) + 1 != n:
-            return (yield from wait(self, hashes, timeout, sender=sender, nonce=nonce))
+            return (yield from wait(self, hashes, timeout, sender=sender, nonce=nonce, **watching))
         # Mined first (on a loaded machine anvil may still hold it in its pool when the send returns), then
         # the replies about it are lost: the wait's own answer is dropped.
-        yield from wait(self, hashes, timeout, sender=sender, nonce=nonce)
+        yield from wait(self, hashes, timeout, sender=sender, nonce=nonce, **watching)
         act()
         raise OutcomeUnknown(
             f"the node stopped answering while transaction {hashes[0]} was in flight",
@@ -430,48 +430,67 @@ def hammer_tasks(world: World, monkeypatch, step: str) -> tuple[dict[str, Any], 
         batcher = areg.batched()
         assert batcher.batcher is world.batcher
         tasks: dict[str, asyncio.Task[Any]] = {}
-        gate_sent, gate_open = asyncio.Event(), asyncio.Event()
+        loop = asyncio.get_running_loop()
+        # The batcher's worker is a thread of its own, sending over the chain's blocking layer; the victim's
+        # cleanup releases over the asyncio one: alice's sends are watched on both.
+        watch_sends(monkeypatch, chain.rpc, world.alice.sender, world.sends)
         watch_sends(monkeypatch, achain.rpc, world.alice.sender, world.sends)
-        original_send = achain.rpc.send_raw
-        alice_sends = [0]
+        cleaning = threading.Event()
+        interrupted_steps = Batcher._interrupted_steps
+
+        def watched_cleanup(self, op, interrupt):
+            cleaning.set()
+            return (yield from interrupted_steps(self, op, interrupt))
+
+        monkeypatch.setattr(Batcher, "_interrupted_steps", watched_cleanup)
 
         def cancel_victim() -> None:
             tasks["victim"].cancel()
 
-        async def send_raw(raw: bytes, *args: Any, **kwargs: Any) -> Any:
+        def cancel_victim_and_wait_for_its_cleanup() -> None:  # from the worker's thread
+            loop.call_soon_threadsafe(cancel_victim)
+            if not cleaning.wait(60):
+                raise AssertionError("the victim never began its cleanup")
+
+        gate_sent, gate_open = threading.Event(), threading.Event()
+        original_send = chain.rpc.send_raw
+        alice_sends = [0]
+
+        def send_raw(raw: bytes, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("sender") == world.alice.sender:
                 alice_sends[0] += 1
-                if alice_sends[0] == 1:
+                if alice_sends[0] == 1:  # the pilot's batch waits at the node's door: the others gather behind it
                     gate_sent.set()
-                    await asyncio.wait_for(gate_open.wait(), 120)
+                    if not gate_open.wait(120):
+                        raise AssertionError("the gate was never opened")
                 elif alice_sends[0] == 2 and step == "sending":
-                    cancel_victim()
-                    await asyncio.sleep(0)  # the victim runs its cancellation while the send is under way
-            return await original_send(raw, *args, **kwargs)
+                    cancel_victim_and_wait_for_its_cleanup()
+            return original_send(raw, *args, **kwargs)
 
-        monkeypatch.setattr(achain.rpc, "send_raw", send_raw)
+        monkeypatch.setattr(chain.rpc, "send_raw", send_raw)
         watch_batches(
             monkeypatch,
             world.alice.sender,
             world.encoded,
-            lambda n: cancel_victim() if n == 2 and step == "taken" else None,
+            lambda n: cancel_victim_and_wait_for_its_cleanup() if n == 2 and step == "taken" else None,
         )
         if step == "mined":
-            receipt = achain.rpc.receipt
+            receipt = chain.rpc.receipt
             acted: list[bool] = []
 
-            async def watched_receipt(tx_hash: Any) -> Any:
-                got = await receipt(tx_hash)
+            def watched_receipt(tx_hash: Any) -> Any:
+                got = receipt(tx_hash)
                 alices = hashes_of(world.sends)
                 if got is not None and not acted and len(alices) >= 2 and str(tx_hash).lower() == alices[1]:
                     acted.append(True)
-                    cancel_victim()
-                    await asyncio.sleep(0)  # the victim runs its cancellation before the worker reads the receipt
+                    cancel_victim_and_wait_for_its_cleanup()  # before the worker reads the receipt
                 return got
 
-            monkeypatch.setattr(achain.rpc, "receipt", watched_receipt)
+            monkeypatch.setattr(chain.rpc, "receipt", watched_receipt)
         if step == "lost":
-            lose_the_replies_of_the_nth_transaction(monkeypatch, world.alice.sender, 2, cancel_victim)
+            lose_the_replies_of_the_nth_transaction(
+                monkeypatch, world.alice.sender, 2, cancel_victim_and_wait_for_its_cleanup
+            )
         held = asyncio.Event()
         if step == "settled":
             wait_async = Signal.wait_async
@@ -497,7 +516,7 @@ def hammer_tasks(world: World, monkeypatch, step: str) -> tuple[dict[str, Any], 
         await call("bad-input", lambda: batcher.acquire("", ttl=600))
         assert batcher.queued == queued, "bad input queues nothing"
         pilot = asyncio.ensure_future(call("pilot", lambda: batcher.acquire("x/across", ttl=600)))
-        await asyncio.wait_for(gate_sent.wait(), 120)
+        await async_wait_until(gate_sent.is_set, "the pilot's batch at the node's door", timeout=120)
         others = [asyncio.ensure_future(call(*item)) for item in world.batch_calls(batcher).items()]
         bob_batcher = abob.batched()
         others.append(asyncio.ensure_future(call("bob-contest", lambda: bob_batcher.acquire("x/contest", ttl=600))))

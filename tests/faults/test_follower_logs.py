@@ -301,7 +301,7 @@ class Handover:
 
 def test_an_observer_behind_a_lagging_log_backend_reports_the_handover_late_not_never(on_anvil, liar, caplog):
     story = Handover(on_anvil, liar)
-    with caplog.at_level(logging.WARNING, logger="chainfence.election"):
+    with caplog.at_level(logging.WARNING, logger="chainfence.recipes.election"):
         seen = observed_through(liar, on_anvil, story)
     alice, bob = story.alice.registry.sender, story.bob.registry.sender
     assert seen == [(alice, story.a.token), None, (bob, story.b.token)]

@@ -18,9 +18,9 @@ import pytest
 from eth_abi import encode as abi_encode
 
 from chainfence import Guard
-from chainfence._names import display, item_id
 from chainfence._node import artifacts as _artifacts
 from chainfence._node.rlp import keccak256 as keccak
+from chainfence._sdk.names import display, item_id
 from chainfence.errors import InvalidResourceName, NotLive
 
 HOSTILE = [
@@ -127,7 +127,7 @@ def test_the_admin_revokes_and_grants_every_hostile_name_the_registry_holds(chai
     are not UTF-8 (it took only a str the SDK would publish). The admin now passes back exactly what the
     audit showed (``undisplay``), or the bytes, or the str as it is, and reaches every name the registry
     holds; ``grant`` takes them too, and ``acquire`` still refuses them."""
-    from chainfence._names import undisplay
+    from chainfence._sdk.names import undisplay
 
     namespace = alice.namespace_of()
     names = _hostile_in(namespace)
@@ -162,7 +162,7 @@ def test_the_admin_revokes_and_grants_every_hostile_name_the_registry_holds(chai
 def test_the_admin_revokes_and_grants_a_hostile_work_item(chain, registry, alice, bob):
     """The same for a claimed item whose workset and item are hostile: ``revoke_item`` and ``grant_item``
     take their bytes, and the CLI's escaped ``workset»item`` undisplays to them."""
-    from chainfence._names import undisplay
+    from chainfence._sdk.names import undisplay
 
     namespace = alice.namespace_of()
     workset, item = (namespace + "/\u202eset").encode(), b"\x1b[2J\xff"

@@ -29,11 +29,11 @@ import sqlite3
 import pytest
 
 from chainfence import Chain, Guard, Registry
-from chainfence._contract import RegistryContract
 from chainfence._node.rlp import keccak256 as keccak
+from chainfence._sdk.contract import RegistryContract
 from chainfence.errors import ChainRolledBack
 from chainfence.guard._guard import Guard as GuardImpl
-from chainfence.sql import _Fence, fenced_transaction
+from chainfence.integrations.sql import _Fence, fenced_transaction
 
 RESOURCE = "latest/behind"
 #: once: anvil's answer while it mines, with the fix; naive: the same with main's one look; lost: every read.

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from chainfence import Chain, Registry, cli
-from chainfence.cli.lock import session_members
+from chainfence.cli._supervisor import session_members
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.lock_writer import WRITER, alive, forking_command, log

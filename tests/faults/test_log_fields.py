@@ -40,9 +40,9 @@ from __future__ import annotations
 import pytest
 
 from chainfence import Chain, Registry
-from chainfence._names import resource_id
 from chainfence._node import completeness
 from chainfence._node import events as _events
+from chainfence._sdk.names import resource_id
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexDiffers, LogsIncomplete, StaleToken, UnknownToken
 from chainfence.proofs import ProvenReader, QuorumHeaders
@@ -338,10 +338,10 @@ def test_verify_with_proofs_finds_an_event_hidden_beside_an_indexed_one(on_anvil
     block, index, reader = hidden_beside
     with pytest.raises(AuditIndexDiffers) as caught:
         index.verify(through(on_anvil, liar.url), proofs=reader)
-    assert caught.value.differences == [
+    assert caught.value.differences == (
         f"block {block}: its receipts (verified against the vouched receiptsRoot) hold 2 lease events, "
-        "the index 1, or other ones"
-    ]
+        "the index 1, or other ones",
+    )
 
 
 def test_control_verify_reading_the_receipts_naively_passes_the_index(on_anvil, liar, hidden_beside, monkeypatch):
@@ -600,7 +600,7 @@ def test_an_observer_told_logs_that_do_not_read_waits_and_reports_the_handover(o
     import logging
 
     story = BlurredHandover(on_anvil, liar)
-    with caplog.at_level(logging.WARNING, logger="chainfence.election"):
+    with caplog.at_level(logging.WARNING, logger="chainfence.recipes.election"):
         seen = observed_through(liar, on_anvil, story)
     assert seen == [(story.alice.registry.sender, story.a.token), None, (story.bob.registry.sender, story.b.token)]
     assert f"election={story.alice.name}: waits at block" in caplog.text and "does not decode" in caplog.text
@@ -642,10 +642,10 @@ def test_verify_with_proofs_compares_the_registrys_latest_token_with_the_index(o
     index.verify(lied_to)  # the plain verify, told the same story, passes
     with pytest.raises(AuditIndexDiffers) as caught:
         index.verify(lied_to, proofs=reader)
-    assert caught.value.differences == [
+    assert caught.value.differences == (
         f"tokens: the index's highest token is {lease.token - 1}; proven at block {index.status().synced_block}, "
-        f"the registry's latest is {lease.token}"
-    ]
+        f"the registry's latest is {lease.token}",
+    )
     done, _ = cli(liar.url, on_anvil, index.path, "verify", "--proofs", "--headers", *urls, "--quorum", "2")
     assert done.returncode == 12 and "the registry's latest is" in done.stderr, done.stderr
 

@@ -52,7 +52,7 @@ from eth_account import Account
 
 from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, LeaseSet, Registry, audit
 from chainfence._node.rpc import AsyncRpc, Rpc, connect_http
-from chainfence._validate import resource_id
+from chainfence._sdk.validate import resource_id
 from chainfence.aio import (
     AsyncChain,
     AsyncElection,
@@ -62,11 +62,9 @@ from chainfence.aio import (
     AsyncLeaseSet,
     AsyncRegistry,
 )
-from chainfence.asgi import FencingMiddleware
 from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.deployment import Deployment, save
-from chainfence.election import Watch
 from chainfence.errors import (
     ChainfenceError,
     LeaseLost,
@@ -78,8 +76,10 @@ from chainfence.errors import (
 )
 from chainfence.fenced_requests import http_action
 from chainfence.guard.admission import Admission
+from chainfence.integrations.asgi import FencingMiddleware
+from chainfence.integrations.sql import fenced_transaction
 from chainfence.outcomes import reconcile
-from chainfence.sql import fenced_transaction
+from chainfence.recipes.election import Watch
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
 from tests.support.sequencer import async_wait_until, wait_until
@@ -792,6 +792,7 @@ CALLS: list[Call] = [
     Call("Rpc.code", lambda w: w.chain.rpc.code(w.address)),
     Call("Rpc.code_and_call", lambda w: w.chain.rpc.code_and_call(w.address, {"to": w.address, "data": b""})),
     Call("Rpc.nonce", lambda w: w.chain.rpc.nonce(w.accounts[1])),
+    Call("Rpc.balance", lambda w: w.chain.rpc.balance(w.accounts[1])),
     Call("Rpc.logs", lambda w: w.chain.rpc.logs({"address": w.address, "fromBlock": 0, "toBlock": w.head})),
     Call("Rpc.send_raw", lambda w: w.chain.rpc.send_raw(signed_cancel(w))),
     Call("Rpc.send_raw_sync", lambda w: w.chain.rpc.send_raw_sync(signed_cancel(w))),
@@ -942,6 +943,7 @@ CALLS: list[Call] = [
     Call("AsyncRpc.code", async_rpc("code", lambda w: w.address)),
     Call("AsyncRpc.code_and_call", async_rpc("code_and_call", lambda w: w.address, lambda w: {"to": w.address})),
     Call("AsyncRpc.nonce", async_rpc("nonce", lambda w: w.accounts[1])),
+    Call("AsyncRpc.balance", async_rpc("balance", lambda w: w.accounts[1])),
     Call("AsyncRpc.logs", async_rpc("logs", lambda w: {"address": w.address, "fromBlock": 0, "toBlock": w.head})),
     Call("AsyncRpc.send_raw", async_rpc("send_raw", signed_cancel)),
     Call("AsyncRpc.send_raw_sync", async_rpc("send_raw_sync", signed_cancel)),

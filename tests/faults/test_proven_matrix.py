@@ -37,10 +37,10 @@ import pytest
 
 from chainfence import FencedRequest, Guard, cli
 from chainfence.aio import AsyncGuard
-from chainfence.asgi import FencingMiddleware
 from chainfence.errors import ChainfenceError
+from chainfence.integrations.asgi import FencingMiddleware
+from chainfence.integrations.sql import fenced_transaction
 from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders
-from chainfence.sql import fenced_transaction
 from tests.support.forgery import ForgedWorld
 from tests.support.proven import (
     RESOURCE,

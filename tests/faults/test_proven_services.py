@@ -20,7 +20,6 @@ import httpx
 import pytest
 
 from chainfence import FencedRequest, Guard, cli
-from chainfence.asgi import FencingMiddleware
 from chainfence.errors import (
     HeaderBehind,
     HeadersDisagree,
@@ -30,8 +29,9 @@ from chainfence.errors import (
     ProviderUnavailable,
     StaleToken,
 )
+from chainfence.integrations.asgi import FencingMiddleware
+from chainfence.integrations.sql import fenced_transaction
 from chainfence.proofs import TrustedHeaders
-from chainfence.sql import fenced_transaction
 from tests.support.proven import RESOURCE, forge_alice_live, quorum, serve_the_past, strict_through
 
 # ---------------------------------------------------------------------------

@@ -20,12 +20,18 @@ from pathlib import Path
 import pytest
 
 from chainfence import Chain, Guard, Registry
-from chainfence._node.failures import LogRangeRefused
 from chainfence._node.headers import NOT_WAITED_FOR
 from chainfence._node.jsonrpc import HttpEndpoint
-from chainfence.errors import ChainError, NodeUnreachable, ProofInvalid, ProviderUnavailable, StaleToken
+from chainfence.errors import (
+    ChainError,
+    LogRangeRefused,
+    NodeUnreachable,
+    ProofInvalid,
+    ProviderUnavailable,
+    StaleToken,
+)
+from chainfence.integrations.sql import fenced_transaction
 from chainfence.proofs import ProvenReader, QuorumHeaders
-from chainfence.sql import fenced_transaction
 from tests.support.anvil import dev_keys
 from tests.support.hostile_replies import Body, Deep, Huge, ReplyServer, Silent, Trickle
 from tests.support.proven import RESOURCE, proven, quorum

@@ -34,9 +34,9 @@ import pytest
 from eth_account import Account
 
 from chainfence import Chain, Guard, Registry
-from chainfence._names import resource_id
 from chainfence._node import completeness
 from chainfence._node import events as _events
+from chainfence._sdk.names import resource_id
 from chainfence.aio import AsyncGuard
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexDiffers, InvalidInput, LogsIncomplete, StaleToken

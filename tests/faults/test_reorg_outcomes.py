@@ -57,7 +57,7 @@ def run(anvil_node, anvil_chain, on_anvil, confirmations):
             deciding.set()  # the cancellation is mined; the SDK waits for it to be deep
             return real_await_depth(*args, **kwargs)
 
-        def settle(*args, **kwargs):  # the sender's steps (chainfence._effects): run them, then say so
+        def settle(*args, **kwargs):  # the sender's steps (chainfence._core.effects): run them, then say so
             try:
                 return (yield from real_settle(*args, **kwargs))
             finally:

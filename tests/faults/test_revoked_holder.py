@@ -32,7 +32,7 @@ import pytest
 
 from chainfence import FencedStore, Guard, Registry
 from chainfence.errors import LeaseRevoked, StaleToken, TokenNotCurrent
-from chainfence.sql import fenced_transaction
+from chainfence.integrations.sql import fenced_transaction
 from tests.chain.test_admission import BODY, make_app, post, sign
 
 RESOURCE = "prod/db"

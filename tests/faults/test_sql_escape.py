@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from chainfence.errors import FenceBroken
-from chainfence.sql import fenced_transaction
+from chainfence.integrations.sql import fenced_transaction
 
 RESOURCE = "ledger/main"
 AFTER = "INSERT INTO log (body) VALUES (?)"

@@ -18,7 +18,7 @@ import pytest
 
 from chainfence import Chain, Registry
 from chainfence.errors import ChainRolledBack, TokenNotConfirmed
-from chainfence.sql import fenced_transaction
+from chainfence.integrations.sql import fenced_transaction
 from tests.support.anvil import Anvil, dev_keys
 
 RESOURCE = "ledger/main"

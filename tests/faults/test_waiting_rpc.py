@@ -18,8 +18,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from chainfence import Chain, Registry, _names, _waiting
-from chainfence._waiting import Pace, pace
+from chainfence import Chain, Registry
+from chainfence._sdk import names as _names
+from chainfence._sdk import waiting as _waiting
+from chainfence._sdk.waiting import Pace, pace
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
 from tests.support.virtual_time import WaitClock
@@ -163,7 +165,7 @@ def _race_of_two_processes(on_anvil, anvil_node) -> tuple[dict[str, object], int
     a_waiting, b_waiting, released, b_may_look = (threading.Event() for _ in range(4))
     b_in_turn_or_done = threading.Event()
     results: dict[str, object] = {}
-    logger = logging.getLogger("chainfence._waiting")
+    logger = logging.getLogger("chainfence._sdk.waiting")
     said = _Said("waiting: another process's waiter is sending", b_in_turn_or_done)
     level = logger.level
     logger.addHandler(said)
@@ -274,7 +276,7 @@ def _sends_while_a_release_is_pending(on_anvil, anvil_node, automine) -> int:
     a_waiting, b_waiting, released, b_may_look, finish = (threading.Event() for _ in range(5))
     b_in_turn, b_lost = threading.Event(), threading.Event()
     results: dict[str, object] = {}
-    logger = logging.getLogger("chainfence._waiting")
+    logger = logging.getLogger("chainfence._sdk.waiting")
     handlers = [
         _Said("waiting: another process's waiter is sending", b_in_turn),
         _Said("waiting: another acquisition came first", b_lost),

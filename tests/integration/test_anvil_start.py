@@ -150,7 +150,9 @@ def test_a_wrapper_that_forks_anvil_starts_and_stops_with_its_whole_process_grou
     assert len(group_members(group)) == 2, "the shell and the anvil it forked"
     assert Chain.connect(node.url).chain_id == 31337
     node.stop()
-    assert group_members(group) == [] and not accepts(node.port)
+    # No process of the group (the shell and the anvil it forked) is left. The port is not checked: once
+    # freed, another worker's node may take it (a loaded run saw one listening there, the group empty).
+    assert group_members(group) == []
 
 
 def test_a_killed_wrapper_takes_the_anvil_it_forked_with_it(tmp_path):
@@ -158,7 +160,9 @@ def test_a_killed_wrapper_takes_the_anvil_it_forked_with_it(tmp_path):
     node.start()
     group = node.process.pid
     node.kill()
-    assert group_members(group) == [] and not accepts(node.port)
+    # No process of the group (the shell and the anvil it forked) is left. The port is not checked: once
+    # freed, another worker's node may take it (a loaded run saw one listening there, the group empty).
+    assert group_members(group) == []
 
 
 def test_control_killing_only_the_started_process_orphans_the_anvil_it_forked(tmp_path):

@@ -20,7 +20,7 @@ from collections import defaultdict
 import pytest
 
 from chainfence import EventKind, LeaseStatus
-from chainfence._names import item_id
+from chainfence._sdk.names import item_id
 from tests.integration.test_agents import ROOT, read_line, spawned  # noqa: F401 - spawned is a fixture
 
 AGENTS = 8

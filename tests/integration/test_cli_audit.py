@@ -223,7 +223,7 @@ def test_verify_exits_12_naming_a_tampered_time(anvil_node, played, tmp_path):
 
 def test_lists_print_a_page_and_the_cursor_of_the_next(anvil_node, on_anvil, tmp_path):
     """--limit N prints N rows and the next page's cursor (next under --json, a hint on stderr); --after
-    CURSOR prints the page after it; --all every row; a bad cursor is InvalidCursor (exit 2), a bad limit a
+    CURSOR prints the page after it; --all every row; a bad cursor is InvalidInput (exit 2), a bad limit a
     usage error (exit 2)."""
     alice = on_anvil.connect(on_anvil.chain.accounts[1])
     names = [f"cli/page-{i}" for i in range(5)]
@@ -247,9 +247,9 @@ def test_lists_print_a_page_and_the_cursor_of_the_next(anvil_node, on_anvil, tmp
     assert done.returncode == 0 and "-- more rows: the next page with --after " in done.stderr, done.stderr
     assert done.stdout.count(alice.sender) == 1
     done, refused = audit(anvil_node, on_anvil, index, "takeovers", "--after", "not-a-cursor")
-    assert done.returncode == 2 and refused["error"] == "InvalidCursor", done.stdout
+    assert done.returncode == 2 and refused["error"] == "InvalidInput", done.stdout
     done, refused = audit(anvil_node, on_anvil, index, "resources", "--after", first["next"])  # another prefix
-    assert done.returncode == 2 and refused["error"] == "InvalidCursor", done.stdout
+    assert done.returncode == 2 and refused["error"] == "InvalidInput", done.stdout
     done, _ = audit(anvil_node, on_anvil, index, "history", names[0], "--limit", "0")
     assert done.returncode == 2 and "--limit" in done.stderr
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from chainfence import cli
-from chainfence._names import namespace_id
-from chainfence._times import chain_time
+from chainfence._core.times import chain_time
+from chainfence._sdk.names import namespace_id
 from chainfence.cli import EXIT_HELD, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, main
 from chainfence.lease import LeaseStatus
 from chainfence.testing.anvil import dev_keys, free_port
@@ -97,7 +97,7 @@ def test_a_command_that_sends_a_transaction_refuses_a_list_and_sends_nothing(on_
     listed = f"{anvil_node.url},{anvil_node.url}"
     for argv in (["acquire", "fam/listed", "--ttl", "60"], ["acquire-many", "fam/l1", "fam/l2", "--ttl", "60"]):
         assert main([*argv, "--endpoints", listed, "--registry", on_anvil.address, "--json"]) == EXIT_USAGE
-        assert json.loads(capsys.readouterr().out)["error"] == "InvalidUrl"
+        assert json.loads(capsys.readouterr().out)["error"] == "InvalidInput"
     assert on_anvil.latest_token() == before
     # Control: the same command with one of them acquires.
     assert main(["acquire", "fam/listed", "--ttl", "60", *_where(anvil_node, on_anvil), "--json"]) == EXIT_OK

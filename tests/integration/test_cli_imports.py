@@ -110,10 +110,11 @@ NOT_AT_START = (
     "ipaddress",
     "chainfence.deployment",
     *(f"chainfence.cli.{group}" for group in ("start", "audit", "ops", "node", "demo", "lock", "leases", "reads")),
+    "chainfence.cli._supervisor",
 )
-#: What each command may load of NOT_AT_START: its own command module, and lock its subprocess.
+#: What each command may load of NOT_AT_START: its own command module, and lock its supervisor and subprocess.
 OWN = {
-    "lock": frozenset({"chainfence.cli.lock", "subprocess", "selectors", "signal"}),
+    "lock": frozenset({"chainfence.cli.lock", "chainfence.cli._supervisor", "subprocess", "selectors", "signal"}),
     **dict.fromkeys(("acquire", "renew", "release", "claim", "complete"), frozenset({"chainfence.cli.leases"})),
     **dict.fromkeys(("status", "verify"), frozenset({"chainfence.cli.reads"})),
 }

@@ -13,7 +13,7 @@ import io
 import json
 
 from chainfence import Registry, cli
-from chainfence.mcp_server import build_server
+from chainfence.integrations.mcp import build_server
 from tests.integration.test_mcp import _call, drive
 from tests.support.anvil import dev_keys
 

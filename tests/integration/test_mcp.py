@@ -22,7 +22,7 @@ from mcp import Client, StdioServerParameters
 
 from chainfence import Registry, cli
 from chainfence.deployment import Deployment, save
-from chainfence.mcp_server import MAX_WAIT, build_server
+from chainfence.integrations.mcp import MAX_WAIT, build_server
 from chainfence.testing.anvil import free_port, port_is_free
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
@@ -138,7 +138,7 @@ def test_a_lease_is_renewed_verified_released_and_shows_in_history_by_its_token(
 
 def test_history_pages_back_with_before_and_refuses_a_bad_or_stale_position(chain, alice, bob):
     """history answers the latest `limit` events and `earlier`, the position to pass as `before` for the
-    ones before them; events logged meanwhile do not move a position. A malformed one is InvalidCursor, one
+    ones before them; events logged meanwhile do not move a position. A malformed one is InvalidInput, one
     the chain no longer has (rolled back) StaleCursor; nothing is sent either way."""
     lease = alice.acquire("mcp/paged", ttl=600)
     for marker in (1, 2, 3):
@@ -158,7 +158,7 @@ def test_history_pages_back_with_before_and_refuses_a_bad_or_stale_position(chai
         assert seen == sorted(set(seen)), "each event once, in order"
         for bad in ("7", "1:0x12:0", "x" * 300, 12):
             error, refused = await _call(b, "history", {"resource": "mcp/paged", "before": bad})
-            assert error and refused["error"] == "InvalidCursor", (bad, refused)
+            assert error and refused["error"] == "InvalidInput", (bad, refused)
         gone = f"{chain.block_number() + 1000}:0x{'ab' * 32}:0"
         error, refused = await _call(b, "history", {"resource": "mcp/paged", "before": gone})
         assert error and refused["error"] == "StaleCursor", refused
@@ -236,24 +236,26 @@ def test_bad_input_is_a_typed_tool_error_and_sends_nothing(alice):
         ("acquire", {"resource": "mcp/bad", "ttl": 0}, "InvalidTtl"),
         ("acquire", {"resource": "mcp/bad", "ttl": "60"}, "InvalidTtl"),
         ("acquire", {"resource": "mcp/bad", "ttl": 3_601}, "InvalidTtl"),  # above this registry's max_ttl
-        ("acquire", {"resource": "mcp/bad", "ttl": 60, "wait": MAX_WAIT + 1}, "InvalidWait"),
-        ("acquire", {"resource": "mcp/bad", "ttl": 60, "wait": True}, "InvalidWait"),
+        ("acquire", {"resource": "mcp/bad", "ttl": 60, "wait": MAX_WAIT + 1}, "InvalidInput:wait"),
+        ("acquire", {"resource": "mcp/bad", "ttl": 60, "wait": True}, "InvalidInput:wait"),
         ("acquire", {"resource": "mcp/bad"}, "InvalidTtl"),
-        ("renew", {"resource": "mcp/bad", "token": 0, "ttl": 60}, "InvalidToken"),
-        ("renew", {"resource": "mcp/bad", "token": 1.5, "ttl": 60}, "InvalidToken"),
-        ("renew", {"resource": "mcp/bad", "token": 1, "ttl": 60, "progress": True}, "InvalidProgress"),
-        ("renew", {"resource": "mcp/bad", "token": 1, "ttl": 60, "progress": "0x"}, "InvalidProgress"),
-        ("renew", {"resource": "mcp/bad", "token": 1, "ttl": 60, "progress": "0xzz"}, "InvalidProgress"),
+        ("renew", {"resource": "mcp/bad", "token": 0, "ttl": 60}, "InvalidInput:token"),
+        ("renew", {"resource": "mcp/bad", "token": 1.5, "ttl": 60}, "InvalidInput:token"),
+        ("renew", {"resource": "mcp/bad", "token": 1, "ttl": 60, "progress": True}, "InvalidInput:progress"),
+        ("renew", {"resource": "mcp/bad", "token": 1, "ttl": 60, "progress": "0x"}, "InvalidInput:progress"),
+        ("renew", {"resource": "mcp/bad", "token": 1, "ttl": 60, "progress": "0xzz"}, "InvalidInput:progress"),
         ("claim", {"workset": "mcp/bad", "items": [], "ttl": 60}, "InvalidClaimItems"),
         ("claim", {"workset": "mcp/bad", "items": ["a", "a"], "ttl": 60}, "InvalidClaimItems"),
         ("status", {"resources": ["ok", ""]}, "InvalidResourceName"),
-        ("history", {"resource": "mcp/bad", "limit": 0}, "InvalidInput"),
+        ("history", {"resource": "mcp/bad", "limit": 0}, "InvalidInput:limit"),
     ]
 
     async def script(a):
         for tool, arguments, expected in cases:
             error, answer = await _call(a, tool, arguments)
-            assert error and answer["error"] == expected, (tool, arguments, answer)
+            name, _, argument = expected.partition(":")  # InvalidInput names the argument to blame
+            assert error and answer["error"] == name, (tool, arguments, answer)
+            assert answer.get("argument") == (argument or answer.get("argument")), (tool, arguments, answer)
             assert answer["message"]
 
     before = (chain.block_number(), alice.latest_token())
@@ -460,7 +462,7 @@ def test_help_does_not_import_the_mcp_sdk():
 def test_without_the_mcp_extra_the_command_says_how_to_install_it(monkeypatch, capsys):
     for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")]:
         monkeypatch.setitem(sys.modules, name, None)  # import -> ModuleNotFoundError, as when not installed
-    monkeypatch.delitem(sys.modules, "chainfence.mcp_server", raising=False)
+    monkeypatch.delitem(sys.modules, "chainfence.integrations.mcp", raising=False)
     code = cli.main(["mcp", "--rpc-url", "http://127.0.0.1:1"])
     assert code == cli.EXIT_USAGE
     assert "pip install 'chainfence[mcp]'" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from chainfence.errors import FenceBroken, InvalidInput, LeaseExpired, StaleToken, UnknownToken
-from chainfence.sql import fenced_transaction
+from chainfence.integrations.sql import fenced_transaction
 
 RESOURCE = "reports/daily"
 

@@ -17,7 +17,7 @@ import tooz.coordination as tooz_coordination  # in the dev extra: missing, the 
 
 from chainfence import Chain, Registry
 from chainfence.errors import InvalidInput
-from chainfence.tooz_driver import embedded_chain, member_account
+from chainfence.integrations.tooz import embedded_chain, member_account
 from tests.conftest import BACKENDS
 
 TTL = 30
@@ -84,7 +84,7 @@ def test_a_lock_whose_heartbeat_stops_expires_and_the_next_holder_gets_a_higher_
     assert second.acquire(blocking=False)
     assert second.token > first.token
     assert not first.is_still_owner()
-    with caplog.at_level(logging.WARNING, logger="chainfence.tooz_driver"):
+    with caplog.at_level(logging.WARNING, logger="chainfence.integrations.tooz"):
         a.heartbeat()  # finds the lease lost and drops it
     assert "heartbeat found the lease lost" in caplog.text
     assert first.token is None and not first.release()
@@ -101,7 +101,7 @@ def test_heartbeat_renews_held_leases_past_their_first_ttl(backend, coordinators
     assert first.acquire(blocking=False)
     token = first.token
     chain.advance_time(5)
-    with caplog.at_level(logging.WARNING, logger="chainfence.tooz_driver"):
+    with caplog.at_level(logging.WARNING, logger="chainfence.integrations.tooz"):
         assert a.heartbeat() == TTL / 2  # tooz's heart waits half of it: about four beats a ttl
         assert "late renewal" not in caplog.text  # renewed with 25 of 30 s left
         chain.advance_time(TTL - 10)

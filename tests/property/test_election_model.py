@@ -20,11 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainfence import Election
-from chainfence._election_observer import Observer
-from chainfence._names import address_namespace
-from chainfence._waiting import pace
-from chainfence.election import TermEnded
+from chainfence._sdk.names import address_namespace
+from chainfence._sdk.waiting import pace
 from chainfence.endings import End
+from chainfence.recipes._election_observer import Observer
+from chainfence.recipes.election import TermEnded
 from tests.conftest import isolated
 from tests.support.virtual_time import WaitClock
 

@@ -42,8 +42,9 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseStatus, Registry, _validate
-from chainfence._names import item_id
+from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseStatus, Registry
+from chainfence._sdk import validate as _validate
+from chainfence._sdk.names import item_id
 from chainfence.errors import (
     ChainfenceError,
     InvalidTtl,

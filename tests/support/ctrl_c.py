@@ -5,7 +5,7 @@ that arrives an instant before the thread blocks is handled only when the wait e
 handlers between bytecodes, and a lock acquisition restarts unless the signal comes during it): a test
 that sends SIGINT and waits for the cleanup would then hang for a timeout. ``CtrlC`` raises the
 ``KeyboardInterrupt`` itself, out of the main thread's n-th wait for an SDK outcome
-(:meth:`chainfence._effects.Signal.wait`), once the test calls :meth:`press`: the place and the moment a
+(:meth:`chainfence._core.effects.Signal.wait`), once the test calls :meth:`press`: the place and the moment a
 Ctrl-C lands, without the race.
 
     ctrl_c = CtrlC(monkeypatch)              # the main thread's 1st wait (timeout None) is interrupted
@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from chainfence._effects import Signal
+from chainfence._core.effects import Signal
 
 
 class CtrlC:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from chainfence import LeaseInfo, LeaseStatus
-from chainfence._validate import resource_id
+from chainfence._sdk.validate import resource_id
 from chainfence.errors import LeaseExpired, LeaseReleased, StaleToken, UnknownToken
 
 HOLDER = "0x" + "11" * 20

@@ -6,7 +6,10 @@ every call made meanwhile queues for the next one: the test waits until the batc
 it started (``wait_until(lambda: batcher.queued == n)``), then opens the gate. Which calls share a
 transaction is then fixed, whatever the machine's speed.
 
-``AsyncSendGate`` does the same for an asyncio RPC layer (``AsyncChain.rpc``).
+The batcher's worker is a thread of its own, sending through the chain's blocking RPC layer whoever
+called (a thread or an asyncio task): its sends are gated on ``chain.rpc`` either way, and a coroutine
+waits for the gate with ``await gate.async_wait_sent()``. ``AsyncSendGate`` gates an asyncio RPC layer
+(``AsyncChain.rpc``): a lone call's send.
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ class SendGate:
     def wait_sent(self) -> None:
         if not self.sent.wait(120):
             raise AssertionError("nothing was sent")
+
+    async def async_wait_sent(self) -> None:
+        """:meth:`wait_sent` from a coroutine (the loop goes on meanwhile)."""
+        from tests.support.sequencer import async_wait_until
+
+        await async_wait_until(self.sent.is_set, "the sender's transaction at the node's door", timeout=120)
 
 
 class AsyncSendGate:

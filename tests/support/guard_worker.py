@@ -50,7 +50,7 @@ class NaiveGuard(Guard):
     """check-then-set without atomicity: read the mark, verify, then overwrite it unconditionally."""
 
     def check(self, resource, token):
-        from chainfence._validate import resource_id as rid
+        from chainfence._sdk.validate import resource_id as rid
 
         resource_id = rid(resource)
         conn = self._conn()

@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
 
         subprocess.Popen = popen  # type: ignore[misc]
     if "--announce-keeping-handlers" in options:  # the control: main's announce, before the fix
-        from chainfence.cli.lock import Sentinel
+        from chainfence.cli._supervisor import Sentinel
 
         def announce_only(self):
             os.write(self.fd, b"s %d\n" % os.getpid())

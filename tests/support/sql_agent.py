@@ -100,7 +100,7 @@ def _emit(name: str | None, event: str, **fields: Any) -> None:
 def _agent(spec: dict[str, Any]) -> None:
     from chainfence import Chain, Registry
     from chainfence.errors import ChainfenceError, LeaseHeld, TokenNotCurrent
-    from chainfence.sql import fenced_transaction
+    from chainfence.integrations.sql import fenced_transaction
     from chainfence.testing.anvil import dev_keys
 
     name, resource, ttl = spec["name"], spec["resource"], spec["ttl"]
@@ -163,7 +163,7 @@ def _fork(spec: dict[str, Any]) -> int:
 
 def zygote() -> None:
     """Fork an agent per command line; report every exit; on EOF kill what is left and leave."""
-    import chainfence.sql  # noqa: F401 - imported once, here, for every agent
+    import chainfence.integrations.sql  # noqa: F401 - imported once, here, for every agent
 
     children: dict[int, str] = {}
 

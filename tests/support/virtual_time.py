@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chainfence._waiting import Timer
+from chainfence._sdk.waiting import Timer
 
 
 class SteppedClock:

@@ -259,7 +259,7 @@ class ReceiptsNode:
     def check(self, logs, mode):
         from contextlib import nullcontext
 
-        from chainfence._effects import run
+        from chainfence._core.effects import run
 
         steps = _completeness.check_steps(REGISTRY, 1, len(self.headers), logs, headers=dict(self.headers), mode=mode)
         return run(steps, rpc=self, sleep=lambda s: None, lock=lambda key: nullcontext())

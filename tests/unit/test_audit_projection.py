@@ -11,8 +11,8 @@ import sqlite3
 import pytest
 from eth_utils import keccak
 
-from chainfence import _names
 from chainfence._node.events import Kind, RegistryLog
+from chainfence._sdk import names as _names
 from chainfence.audit import _projection
 from chainfence.errors import InvalidInput
 from chainfence.lease import AcquireReason

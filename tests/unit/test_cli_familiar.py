@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import _limits, cli
-from chainfence._times import chain_time
+from chainfence import cli
+from chainfence._core import limits as _limits
+from chainfence._core.times import chain_time
 from chainfence.cli import EXIT_CONNECTION, EXIT_USAGE, _common, main, split_lock, start
 from chainfence.errors import InvalidResourceName, LeaseExpired, LeaseHeld, LockDelayed
 from chainfence.testing.anvil import dev_keys
@@ -329,7 +330,7 @@ def test_every_command_reads_the_node_from_chainfence_rpc_url(name, tmp_path, mo
         assert "none of the 2 endpoints of $CHAINFENCE_RPC_URL answers" in listed_document["message"]
         assert "127.0.0.1:2" in listed_document["message"], "the second endpoint was tried"
     else:
-        assert (listed_code, listed_document["error"]) == (EXIT_USAGE, "InvalidUrl"), listed_document
+        assert (listed_code, listed_document["error"]) == (EXIT_USAGE, "InvalidInput"), listed_document
         assert "$CHAINFENCE_RPC_URL names 2 endpoints, but this command talks to one node" in listed_document["message"]
 
 
@@ -345,13 +346,13 @@ def test_endpoints_flag_and_rpc_url_flag(capsys, monkeypatch):
     message = json.loads(capsys.readouterr().out)["message"]
     assert "none of the 2 endpoints of --endpoints" in message and "127.0.0.1:3" not in message
     assert main(["acquire", "fam/x", "--ttl", "3", "--endpoints", f"{NOBODY},{NOBODY_EITHER}", "--json"]) == 2
-    assert json.loads(capsys.readouterr().out)["error"] == "InvalidUrl"
+    assert json.loads(capsys.readouterr().out)["error"] == "InvalidInput"
     with pytest.raises(SystemExit):  # one or the other
         main(["status", "--rpc-url", NOBODY, "--endpoints", NOBODY])
     assert "not allowed with argument --rpc-url" in capsys.readouterr().err
     # A list given to --rpc-url is no URL (as before): --endpoints is the list's flag
     assert main(["status", "--rpc-url", f"{NOBODY},{NOBODY_EITHER}", "--registry", REGISTRY]) == EXIT_USAGE
-    assert "InvalidUrl" in capsys.readouterr().err
+    assert "InvalidInput" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -362,7 +363,7 @@ def test_endpoints_flag_and_rpc_url_flag(capsys, monkeypatch):
         ("http://a:1, HTTPS://b/rpc", ["http://a:1", "HTTPS://b/rpc"]),
         ("http://a:1\n", ["http://a:1\n"]),  # whitespace is kept, for the URL check to refuse
         ("https://rpc.example/v3/key?chains=1,2", ["https://rpc.example/v3/key?chains=1,2"]),  # a URL's own comma
-        ("http://a:1,b:2", ["http://a:1,b:2"]),  # not a list: one malformed URL (InvalidUrl names its host)
+        ("http://a:1,b:2", ["http://a:1,b:2"]),  # not a list: one malformed URL (InvalidInput names its host)
         # IPC socket paths (ending in .ipc) are endpoints too, anywhere in a list
         ("/tmp/a.ipc,/tmp/b.ipc", ["/tmp/a.ipc", "/tmp/b.ipc"]),
         ("http://a:1,/tmp/b.ipc", ["http://a:1", "/tmp/b.ipc"]),
@@ -461,9 +462,9 @@ def test_acquire_help_states_the_name_bound_from_the_contracts_constant():
 
 
 def test_the_name_bound_is_written_once_in_the_package():
-    """Each module that checks names takes the bound from chainfence._limits; none writes 128 itself."""
+    """Each module that checks names takes the bound from chainfence._core.limits; none writes 128 itself."""
     for path in sorted((ROOT / "src" / "chainfence").rglob("*.py")):
-        if path.name == "_limits.py":
+        if path.name == "limits.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -501,9 +502,9 @@ def test_chain_time_past_the_calendar_is_the_number():
 
 
 def test_one_formatter_turns_chain_times_into_dates():
-    """chainfence._times.chain_time is the formatter; the timeline's axis labels (a format per tick step)
+    """chainfence._core.times.chain_time is the formatter; the timeline's axis labels (a format per tick step)
     are the one other place that formats a time."""
-    allowed = {ROOT / "src/chainfence/_times.py", ROOT / "src/chainfence/audit/timeline.py"}
+    allowed = {ROOT / "src/chainfence/_core/times.py", ROOT / "src/chainfence/audit/timeline.py"}
     for path in sorted((ROOT / "src" / "chainfence").rglob("*.py")):
         if path not in allowed:
             text = path.read_text(encoding="utf-8")
@@ -522,7 +523,7 @@ def test_one_formatter_turns_chain_times_into_dates():
 )
 def test_a_name_with_whitespace_at_an_end_says_so_before_anything_is_asked(name, said, capsys):
     """acquire checks the name before it connects: no node is needed to hear what is wrong (exit 2)."""
-    from chainfence import _names
+    from chainfence._sdk import names as _names
 
     with pytest.raises(InvalidResourceName, match=re.escape(said)):
         _names.publishable(name)

@@ -16,8 +16,8 @@ from chainfence.cli import _common
 SRC = Path(cli.__file__).resolve().parents[1]  # src/chainfence
 CLI = SRC / "cli"
 #: The modules of cli/ that implement what a command runs, registering nothing: `chainfence node`'s
-#: serving half and the demo's scenario (start.py registers both).
-IMPLEMENTATIONS = {"node", "demo"}
+#: serving half and the demo's scenario (start.py registers both), and lock's process supervisor.
+IMPLEMENTATIONS = {"node", "demo", "_supervisor"}
 #: Modules that are no command group: the root, `python -m`, and what the groups share.
 NOT_GROUPS = {"__init__", "__main__", "_common", *IMPLEMENTATIONS}
 
@@ -58,7 +58,7 @@ def _root(node: ast.expr) -> ast.expr:
 def private_reaches(source: str, package: str = "chainfence.cli.x") -> list[str]:
     """Where ``source`` reaches a private attribute of an object that is not its own (``self``, ``cls``)
     nor the standard library's: ``registry._set_policy(...)``, ``getattr(error, "_said")``, and a private
-    function or class imported from another module (a private *module*, such as ``chainfence._names``,
+    function or class imported from another module (a private *module*, such as ``chainfence._sdk.names``,
     is the layers' business)."""
     tree = ast.parse(source)
     allowed = {"self", "cls"} | _stdlib_names(tree)
@@ -94,7 +94,7 @@ def test_the_check_finds_what_the_cli_did_and_lets_its_own_attributes_be():
     naive = (
         "import os\n"
         "from ..registry import _checksum\n"
-        "from .. import _names\n"
+        "from .._sdk import names as _names\n"
         "def f(self, registry, keeping, loss, error):\n"
         "    registry._set_policy('p', 1, 2, None, None)\n"
         "    keeper = keeping._keeper.core\n"
@@ -112,7 +112,7 @@ def test_the_check_finds_what_the_cli_did_and_lets_its_own_attributes_be():
     ]
 
 
-@pytest.mark.parametrize("path", [*_modules(), SRC / "mcp_server.py"], ids=lambda p: str(p.relative_to(SRC)))
+@pytest.mark.parametrize("path", [*_modules(), SRC / "integrations" / "mcp.py"], ids=lambda p: str(p.relative_to(SRC)))
 def test_no_private_attribute_of_an_sdk_object_is_reached(path):
     # cli/__init__.py is "chainfence.cli.__init__": its relative imports start from the package itself.
     package = "chainfence." + ".".join(path.relative_to(SRC).with_suffix("").parts)
@@ -276,11 +276,14 @@ def test_the_commands_print_through_the_one_output_function():
 
 
 def test_exit_codes_come_by_name_from_the_one_table():
-    """Every error's code is a row of _common.EXIT_CODES (the rest: success, any other error, and claim's
-    "nothing left", which is no error); no handler returns a number of its own."""
+    """Every error class carries its exit code (``exit_code``: the one table) and _common names each code an
+    error can have (the rest: success, and claim's "nothing left", which is no error); no handler returns a
+    number of its own."""
+    from chainfence import errors
+
     codes = {value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)}
-    rows = {code for _classes, code in _common.EXIT_CODES}
-    assert codes - rows == {_common.EXIT_OK, _common.EXIT_ERROR, _common.EXIT_NOTHING_TO_CLAIM}
+    carried = {getattr(errors, name).exit_code for name in errors.__all__}
+    assert codes - carried == {_common.EXIT_OK, _common.EXIT_NOTHING_TO_CLAIM} and carried <= codes
     for path in _modules():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         literal = [

@@ -1,10 +1,12 @@
-"""The exception tree: one class per contract error, one root, builtin bases where they fit."""
+"""The exception tree: errors as data (fields, repr, pickling, details), one class per contract error, one
+root, builtin bases where they fit, and each class's exit code and HTTP status."""
 
 from __future__ import annotations
 
 import inspect
 import pickle
 import re
+import warnings
 
 import pytest
 
@@ -27,10 +29,93 @@ ABI_ERRORS = {
     if entry["type"] == "error"
 }
 REGISTRY_ERRORS = {entry["name"] for entry in _artifacts.abi("FencingRegistry") if entry["type"] == "error"}
+CLASSES = [getattr(errors, name) for name in errors.__all__]
+ALICE = "0x" + "11" * 20
+
+#: A value for every field name in the tree, none of them its field's default.
+SAMPLE = {
+    "account": ALICE,
+    "admin": ALICE,
+    "admins": 2,
+    "admission": "local",
+    "age": 90,
+    "answered": 1,
+    "answers": {"a": "0x01", "b": "down"},
+    "argument": "token",
+    "behind": 4,
+    "block": 12,
+    "block_hash": "0x" + "ab" * 32,
+    "chain_token": 2,
+    "code": -32000,
+    "confirmations": 3,
+    "count": 5,
+    "current_token": 9,
+    "data": b"\xde\xad",
+    "detail": "a detail",
+    "differences": ("token 3: holder",),
+    "ended": {"r": "expired"},
+    "expected": "POST /a",
+    "expired_at": 1234,
+    "expires_at": 1234,
+    "extra": "tester",
+    "feature": "the embedded chain",
+    "field": "action",
+    "floor": 10,
+    "followed": 8,
+    "head": 12,
+    "heads": {"a": "block 12 at 5"},
+    "holder": ALICE,
+    "item": 1,
+    "judged_at": 1300,
+    "lease": "a lease",
+    "length": 200,
+    "lock_delay": 7,
+    "mark": 4,
+    "max_age": 60.0,
+    "max_count": 64,
+    "max_length": 128,
+    "max_ttl": 3600,
+    "maybe_delivered": False,
+    "method": "eth_getLogs",
+    "missing": "eth_tester",
+    "namespace": b"\x02" * 32,
+    "namespace_name": "ops",
+    "needed": 2,
+    "no_block_since": True,
+    "nonce": 7,
+    "now": 1400,
+    "pending_admin": ALICE,
+    "prefixes": 3,
+    "reason": "a reason",
+    "receipt": {"status": 0},
+    "registry_max_ttl": 3600,
+    "released": ("r",),
+    "resource": "r",
+    "resource_id": b"\x01" * 32,
+    "rpc_message": "range too large",
+    "seen_token": 5,
+    "sender": ALICE,
+    "signed": "PUT /a",
+    "source": "https://p.example",
+    "sources": ("https://p.example",),
+    "timestamp": 1300,
+    "token": 3,
+    "ttl": 0,
+    "tx_hash": "0x" + "cd" * 32,
+    "tx_hashes": ("0x" + "cd" * 32,),
+    "until": 1234,
+    "value": 0,
+    "vouched_hash": "0x" + "ef" * 32,
+    "why": "expired",
+}
 
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _sample(cls: type[ChainfenceError]) -> ChainfenceError:
+    return cls(**{name: SAMPLE[name] for name in cls._fields})
 
 
 def test_every_contract_error_has_exactly_one_python_class():
@@ -39,16 +124,22 @@ def test_every_contract_error_has_exactly_one_python_class():
     assert set(ABI_ERRORS) == set(CONTRACT_ERRORS)
     registry_classes = [CONTRACT_ERRORS[name] for name in REGISTRY_ERRORS]
     assert len(set(registry_classes)) == len(registry_classes)
+    assert all(cls.solidity_error in CONTRACT_ERRORS for cls in CONTRACT_ERRORS.values())
 
 
 @pytest.mark.parametrize("name", sorted(ABI_ERRORS))
 def test_each_class_accepts_its_error_arguments(name):
-    """from_revert takes the ABI arguments as snake_case keywords (resource -> resource_id)."""
+    """from_revert takes the ABI arguments as snake_case keywords (resource -> resource_id), and each one
+    lands in a field of the error."""
     cls = CONTRACT_ERRORS[name]
-    params = inspect.signature(cls.__init__).parameters
+    arguments = {}
     for arg in ABI_ERRORS[name]["inputs"]:
         keyword = "resource_id" if arg["name"] == "resource" else _snake(arg["name"])
-        assert keyword in params, f"{cls.__name__} lacks {keyword!r} for {name}"
+        arguments[keyword] = {"address": ALICE, "bytes32": b"\x07" * 32}.get(arg["type"], 11)
+    error = cls.from_revert(**arguments)
+    assert type(error) is cls and str(error)
+    held = set(vars(error).values())
+    assert all(value in held for value in arguments.values()), (vars(error), arguments)
 
 
 def test_every_error_derives_from_the_root():
@@ -61,6 +152,7 @@ def test_input_errors_are_value_errors():
     assert issubclass(InvalidInput, ValueError)
     assert issubclass(errors.NodeUnreachable, ConnectionError)
     assert issubclass(errors.UnknownAccount, LookupError)
+    assert issubclass(errors.TransactionTimeout, TimeoutError) and issubclass(errors.NotAdmitted, PermissionError)
 
 
 def test_one_clause_rejects_every_not_current_token():
@@ -68,9 +160,68 @@ def test_one_clause_rejects_every_not_current_token():
         assert issubclass(cls, TokenNotCurrent)
 
 
+def test_what_a_caller_must_handle_is_public_and_in_the_tree():
+    """The in-doubt outcome is one public class over its three cases; a capped eth_getLogs is in the tree."""
+    for cls in (errors.TransactionTimeout, errors.OutcomeUnknown, errors.NotConfirmed):
+        assert issubclass(cls, errors.TransactionInDoubt)
+    assert errors.TransactionInDoubt(tx_hashes=["0x1", "0x2"]).tx_hash == "0x1"
+    assert issubclass(errors.LogRangeRefused, errors.RpcError) and "LogRangeRefused" in errors.__all__
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+def test_every_error_is_data(cls):
+    """Every class: keyword fields from its annotations; a repr that shows them (and can be read back);
+    pickling that keeps every field, its message and its class; details() with every field."""
+    error = _sample(cls)
+    assert {name: getattr(error, name) for name in cls._fields} == {name: getattr(error, name) for name in vars(error)}
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is cls and vars(copy) == vars(error) and str(copy) == str(error) and str(error)
+    assert repr(copy) == repr(error)
+    shown = repr(error)
+    assert shown.startswith(f"{cls.__name__}(")
+    for name in cls._fields:
+        if name != "receipt":  # a raw provider object: never shown, never a detail
+            assert f"{name}=" in shown, (name, shown)
+    rebuilt = eval(shown, {**vars(errors), "__builtins__": {}})
+    assert type(rebuilt) is cls and str(rebuilt) == str(error)
+    details = error.details()
+    assert details["error"] == cls.__name__ and details["message"] == str(error)
+    assert set(details) == {"error", "message", *cls._fields} - {"receipt"}
+    assert list(inspect.signature(cls).parameters) == ["message", *cls._fields]
+
+
+def test_a_message_given_replaces_the_template_and_shows_in_repr():
+    error = errors.ChainRolledBack("the chain went back", seen_token=5)
+    assert str(error) == "the chain went back"
+    assert repr(error) == "ChainRolledBack('the chain went back', seen_token=5)"
+    assert pickle.loads(pickle.dumps(error)).seen_token == 5
+
+
+def test_repr_shows_what_was_given_and_what_follows_from_it():
+    assert repr(StaleToken(resource="r", token=3, current_token=5)) == (
+        "StaleToken(resource='r', token=3, current_token=5)"
+    )
+    assert repr(errors.InvalidInput()) == "InvalidInput()"
+
+
+def test_fields_are_checked_like_a_signature():
+    with pytest.raises(TypeError, match="holder"):
+        LeaseHeld(token=3, expires_at=5)  # holder is required
+    with pytest.raises(TypeError, match="colour"):
+        StaleToken(token=3, colour="red")
+    assert list(inspect.signature(LeaseHeld).parameters) == [
+        "message",
+        "resource",
+        "resource_id",
+        "holder",
+        "token",
+        "expires_at",
+    ]
+
+
 def test_errors_survive_pickling_with_their_fields():
     """Errors cross process boundaries (multiprocessing, concurrent.futures) intact."""
-    original = LeaseHeld(holder="0x" + "11" * 20, token=4, expires_at=99, resource="r", resource_id=b"\x01" * 32)
+    original = LeaseHeld(holder=ALICE, token=4, expires_at=99, resource="r", resource_id=b"\x01" * 32)
     copy = pickle.loads(pickle.dumps(original))
     assert type(copy) is LeaseHeld
     assert (copy.holder, copy.token, copy.expires_at, copy.resource) == (original.holder, 4, 99, "r")
@@ -90,6 +241,117 @@ def test_expired_carries_when():
     assert error.current_token == 3
     assert error.expired_at == error.details()["expired_at"] == 1234
     assert "expired at 1970-01-01 00:20:34 UTC" in str(error)
+
+
+#: The CLI's exit codes and the middleware's statuses as 0.1 mapped them (cli/_common.EXIT_CODES, the first
+#: row an error is an instance of; asgi.FencingMiddleware's except clauses): the classes now carry them.
+EXIT_CODES_01 = (
+    (("InvalidInput", "ExtraNotInstalled"), 2),
+    (("LeaseLost",), 7),
+    (("NamespaceError", "NotAdmitted"), 9),
+    (("LockDelayed",), 10),
+    (("LeaseHeld",), 3),
+    (("NotLive", "TokenNotCurrent", "NotHolder"), 4),
+    (("NodeUnreachable", "WrongChain", "ChainRolledBack", "ContractNotFound", "AnvilNotFound"), 5),
+    (("TransactionTimeout", "OutcomeUnknown", "NotConfirmed"), 6),
+    (("AuditIndexMismatch",), 11),
+    (("AuditIndexDiffers",), 12),
+    (("UnverifiedAnswer", "ProofsNotServed"), 13),
+)
+HTTP_STATUSES_01 = (
+    (("MalformedRequest",), 400),
+    (("InvalidSignature", "RequestExpired"), 401),
+    (("ReplayedRequest",), 409),
+    (("RequestRejected", "NotAdmitted"), 403),
+    (("TokenNotCurrent",), 409),
+    (("ChainError", "GuardError"), 503),
+    (("InvalidInput",), 400),
+)
+
+
+def _first_row(cls: type, table: tuple) -> int | None:
+    for names, code in table:
+        if issubclass(cls, tuple(getattr(errors, name) for name in names)):
+            return code
+    return None
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+def test_each_class_carries_the_exit_code_and_status_it_had(cls):
+    """The one table: an error's exit code is its class's ``exit_code`` (the README's table), its HTTP
+    status ``http_status``; every class the CLI or the middleware met keeps the figure it had."""
+    if cls is not errors.TransactionInDoubt:  # new in 0.2, never raised itself; its three cases are 6
+        assert cls.exit_code == (_first_row(cls, EXIT_CODES_01) or 1)
+    else:
+        assert cls.exit_code == 6
+    status = _first_row(cls, HTTP_STATUSES_01)
+    if status is not None:
+        assert cls.http_status == status
+
+
+def _figures(attribute: str) -> dict[str, int]:
+    """The module docstring's list of ``attribute`` figures: class name -> figure."""
+    text = errors.__doc__.split(f"    {attribute}", 1)[1].split("\n\n", 1)[0].split("    http_status", 1)[0]
+    named = {}
+    for part in " ".join(text.split()).split("; "):
+        figure, names = part.split(" ", 1)
+        named.update(dict.fromkeys(names.split(", "), int(figure)))
+    return named
+
+
+@pytest.mark.parametrize("attribute", ["exit_code", "http_status"])
+def test_the_module_docstring_names_every_class_that_sets_a_figure(attribute):
+    named = _figures(attribute)
+    setting = {
+        cls.__name__: vars(cls)[attribute]
+        for cls in CLASSES
+        if attribute in vars(cls)
+        and (cls is ChainfenceError or vars(cls)[attribute] != getattr(cls.__mro__[1], attribute))
+    }
+    assert named == setting
+
+
+FOLDED = {
+    "InvalidToken": ("InvalidInput", "argument='token'"),
+    "InvalidWait": ("InvalidInput", "argument='wait'"),
+    "InvalidProgress": ("InvalidInput", "argument='progress'"),
+    "InvalidAddress": ("InvalidInput", "argument='address'"),
+    "InvalidUrl": ("InvalidInput", "argument='url'"),
+    "InvalidLimit": ("InvalidInput", "argument='limit'"),
+    "InvalidCursor": ("InvalidInput", "argument='after'"),
+    "HolderNotAdmitted": ("NotAdmitted", "admission="),
+    "PayloadMismatch": ("MalformedRequest", "field='payload'"),
+    "ResourceMismatch": ("RequestMisdirected", "field='resource'"),
+    "ActionMismatch": ("RequestMisdirected", "field='action'"),
+    "AudienceMismatch": ("RequestMisdirected", "field='audience'"),
+}
+
+
+@pytest.mark.parametrize("old", sorted(FOLDED))
+def test_a_folded_name_still_catches_what_it_caught_with_a_warning_naming_its_replacement(old):
+    new, how = FOLDED[old]
+    assert old not in errors.__all__ and old not in dir(errors)
+    with pytest.warns(DeprecationWarning, match=re.escape(how)) as caught:
+        alias = getattr(errors, old)
+    assert new in str(caught[0].message)
+    assert alias is getattr(errors, new)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        raised = _sample(getattr(errors, new))
+    try:
+        raise raised
+    except alias as caught_error:  # except OldName: still caught
+        assert caught_error is raised
+
+
+def test_control_a_name_never_in_the_tree_is_not_invented():
+    with pytest.raises(AttributeError):
+        errors.NoSuchError  # noqa: B018
+
+
+def test_the_status_attribute_of_0_1_still_reads_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="http_status"):
+        assert errors.InvalidSignature("bad").status == 401
 
 
 def test_the_exceptions_module_imports_no_web3():

@@ -15,7 +15,7 @@ import pytest
 
 from chainfence import Admission, Guard
 from chainfence.aio import AsyncGuard
-from chainfence.errors import ChainRolledBack, HolderNotAdmitted
+from chainfence.errors import ChainRolledBack, NotAdmitted
 from tests.support.fakes import FakeRegistry
 
 #: Guard names whose twin has another name.
@@ -108,6 +108,6 @@ def test_the_loop_accepts_only_what_the_guard_accepts_from_memory(tmp_path):
         assert not guard._remembers("r", 3), "a latched store trusts no mark"
     stranger = Admission.local(["0x" + "22" * 20])
     with Guard(registry, tmp_path / "h.sqlite", exclusive=True, admission=stranger) as guard:
-        with pytest.raises(HolderNotAdmitted):
+        with pytest.raises(NotAdmitted):
             guard.check("r", 3)
         assert not guard._remembers("r", 3)

@@ -1,22 +1,20 @@
-"""The package's layers hold: no module imports one above its own layer, and no import cycle.
+"""The tree is the layer map: a module's layer is its folder's; none imports a layer above its own, none in a circle.
 
-The layers, lowest first (the README's "Layout" says the same):
+The layers, lowest first (the README's "Layout" draws the same):
 
-0. foundation: ``errors``, ``endings`` (the model of how a lease ends) and ``_lease_state`` (the lease
-   fields and verdicts it speaks of), ``_limits`` (the contract's bounds), ``_times`` (chain times for
-   people), ``_effects`` (operations as steps), ``_records`` (dataclass-like records without dataclasses),
-   ``_log`` (loggers that import logging when a record can go somewhere), ``_moved`` (old import paths);
+0. ``_core/``, the foundation: operations as steps, the sync and asyncio faces, records, loggers, the
+   contract's bounds, chain times, old import paths; and ``errors``, the error tree every layer raises
+   (a file at the top, where users import it);
 1. ``_node/``: the only code that talks to a node, and the codecs it speaks with (ABI, RLP, addresses);
-2. the SDK: every other module of the package's top level (``_names`` and ``_validate``, what callers
-   give it, checked with the node layer's codecs; ``chain``, ``registry`` and the concept modules split
-   from it, ``lease``, ``keepalive``, ``election``, ``proofs`` ...);
-3. services and adapters: ``guard/``, ``audit/``, ``testing/``, ``sql``, ``asgi``, ``fenced_store``,
-   ``mcp_server``, ``tooz_driver``, ``aio`` (the asyncio facade) and ``chainfence`` itself (the public
-   face, which re-exports lazily);
-4. ``cli/``.
+2. the lease SDK: the package's top level (its public modules: ``chain``, ``registry``, ``lease``,
+   ``keepalive``, ``proofs`` ...) and ``_sdk/`` (their private ones);
+3. what builds on a ``Registry`` and is never imported by it: ``recipes/``, ``guard/``, ``audit/``,
+   ``integrations/``, ``testing/``; and the faces that re-export them: ``chainfence`` itself and ``aio``;
+4. ``cli/`` (and ``__main__``).
 
-Every import counts: at the top, inside a function (lazy) and under ``TYPE_CHECKING`` alike. The
-analysis reads the source (``ast``), so a module nobody imports at run time is held too.
+A folder has a layer only once :data:`FOLDERS` gives it one. Every import counts: at the top, inside a
+function (lazy) and under ``TYPE_CHECKING`` alike, but for the lazy delegations :data:`DELEGATIONS`
+names. The analysis reads the source (``ast``), so a module nobody imports at run time is held too.
 """
 
 from __future__ import annotations
@@ -29,27 +27,45 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "src" / "chainfence"
 
-FOUNDATION = {"errors", "endings", "_lease_state", "_effects", "_records", "_log", "_moved", "_limits", "_times"}
-SERVICE_MODULES = {"sql", "asgi", "fenced_store", "mcp_server", "tooz_driver", "aio"}
-SERVICE_PACKAGES = {"guard", "audit", "testing"}
-LAYER_NAMES = {0: "foundation", 1: "node", 2: "SDK", 3: "services", 4: "CLI"}
+#: The layer of each folder of the package ("": its top level).
+FOLDERS = {
+    "_core": 0,
+    "_node": 1,
+    "": 2,
+    "_sdk": 2,
+    "recipes": 3,
+    "guard": 3,
+    "audit": 3,
+    "integrations": 3,
+    "testing": 3,
+    "cli": 4,
+}
+#: The files at the top that are not the SDK's: their layer, and why.
+TOP_FILES = {
+    "errors": (0, "the error tree: every layer raises it, and users import it from chainfence.errors"),
+    "__init__": (3, "chainfence itself, the public face: it re-exports every family (lazily)"),
+    "aio": (3, "the asyncio facade: it re-exports the guard's and the election's asyncio faces"),
+    "__main__": (4, "python -m chainfence: the CLI"),
+}
+#: Imports up a layer that run only when called (lazy, or for type checkers), each named with why.
+DELEGATIONS = {
+    ("chainfence.registry", "chainfence.audit._history"): "Registry.history runs the audit's history steps",
+    ("chainfence.registry", "chainfence.audit.watchdog"): "Registry.stuck runs the watchdog's steps",
+}
+LAYER_NAMES = {0: "foundation", 1: "node", 2: "SDK", 3: "families", 4: "CLI"}
 
 
 def layer_of(module: str) -> int:
-    """The layer of ``module`` (a dotted name under ``chainfence``)."""
+    """The layer of ``module`` (a dotted name under ``chainfence``): its folder's (KeyError: a folder
+    :data:`FOLDERS` does not place)."""
     parts = module.split(".")[1:]
-    if not parts:
-        return 3  # chainfence/__init__: the public face
-    head = parts[0]
-    if head in FOUNDATION:
-        return 0
-    if head == "_node":
-        return 1
-    if head in ("cli", "__main__"):
-        return 4
-    if head in SERVICE_MODULES or head in SERVICE_PACKAGES:
-        return 3
-    return 2
+    if len(parts) <= 1:
+        name = parts[0] if parts else "__init__"
+        if name in TOP_FILES:
+            return TOP_FILES[name][0]
+        if name not in FOLDERS:
+            return FOLDERS[""]
+    return FOLDERS[parts[0]]
 
 
 def module_names(root: pathlib.Path = PACKAGE) -> dict[str, pathlib.Path]:
@@ -114,7 +130,7 @@ def upward_imports(graph: dict[str, list[tuple[str, str]]]) -> list[str]:
         f"(layer {layer_of(target)}, {LAYER_NAMES[layer_of(target)]}) [{how}]"
         for module, edges in graph.items()
         for target, how in edges
-        if layer_of(target) > layer_of(module)
+        if layer_of(target) > layer_of(module) and not (how != "top" and (module, target) in DELEGATIONS)
     )
 
 
@@ -171,6 +187,18 @@ def test_every_module_has_a_layer_the_layout_names(graph):
         assert layer_of(module) in LAYER_NAMES
 
 
+def test_every_folder_of_the_package_has_its_layer():
+    folders = {path.parent.relative_to(PACKAGE).parts[0] for path in PACKAGE.glob("*/*.py")}
+    assert folders == set(FOLDERS) - {""}
+
+
+def test_each_delegation_is_still_made_and_only_when_called(graph):
+    for (module, target), why in DELEGATIONS.items():
+        kinds = {how for imported, how in graph[module] if imported == target}
+        assert why and kinds, f"stale delegation: {module} -> {target}"
+        assert "top" not in kinds, f"{module} imports {target} at import time"
+
+
 # -- the analysis itself can fail ---------------------------------------------------------------------------
 
 
@@ -200,8 +228,32 @@ def test_control_a_cycle_through_a_lazy_import_is_found():
     assert cycles(graph) == [["chainfence.claims", "chainfence.lease", "chainfence.registry"]]
 
 
-def test_control_the_real_tree_with_one_old_upward_edge_put_back_fails(graph):
-    # The edge issue #18 removed: the registry read its history from the audit package.
-    altered = {module: list(edges) for module, edges in graph.items()}
-    altered["chainfence.registry"].append(("chainfence.audit", "lazy"))
-    assert upward_imports(altered) != []
+def test_control_the_real_tree_with_one_upward_edge_added_fails(graph):
+    for module, target, how in [
+        ("chainfence.registry", "chainfence.audit", "lazy"),  # a delegation no one named
+        ("chainfence.registry", "chainfence.audit._history", "top"),  # a named one, made at import time
+        ("chainfence._sdk.contract", "chainfence.recipes.election", "type-only"),
+        ("chainfence._core.faces", "chainfence._node.rpc", "lazy"),
+        ("chainfence.errors", "chainfence._sdk.names", "top"),
+    ]:
+        altered = {module: list(edges) for module, edges in graph.items()}
+        altered[module].append((target, how))
+        assert upward_imports(altered) != [], (module, target, how)
+
+
+def test_control_the_layer_is_the_folders():
+    assert [layer_of(f"chainfence.{name}") for name in ("_core.effects", "errors", "_node.rpc", "registry")] == [
+        0,
+        0,
+        1,
+        2,
+    ]
+    assert [layer_of(f"chainfence.{name}") for name in ("_sdk.contract", "recipes.election", "aio", "cli.lock")] == [
+        2,
+        3,
+        3,
+        4,
+    ]
+    assert layer_of("chainfence") == 3 and layer_of("chainfence.a_new_module") == 2
+    with pytest.raises(KeyError):
+        layer_of("chainfence.a_new_folder.module")

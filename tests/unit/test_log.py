@@ -1,4 +1,4 @@
-"""The package's loggers (chainfence._log): no logging import until a record can go somewhere, and after,
+"""The package's loggers (chainfence._core.log): no logging import until a record can go somewhere, and after,
 the records logging.getLogger would have made (issue #19: logging was 8% of a per-task command's start).
 
 Each case runs in a fresh interpreter, since which modules are imported is the point.
@@ -26,7 +26,7 @@ def test_the_sdk_logs_without_importing_logging_when_nobody_did():
         """
         import json, sys
         import chainfence.chain, chainfence.registry, chainfence._node.rpc
-        from chainfence import _log
+        from chainfence._core import log as _log
         _log.get("chainfence.registry").warning("nobody hears this %s", 1)
         _log.get("chainfence.rpc").exception("nor this")
         print(json.dumps({"logging": "logging" in sys.modules}))
@@ -41,7 +41,7 @@ def test_once_logging_is_configured_a_record_is_the_one_getlogger_makes():
     code = """
         import json
         import chainfence
-        from chainfence import _log
+        from chainfence._core import log as _log
         logger = _log.get("chainfence.registry")
         import logging
         records = []
@@ -76,7 +76,7 @@ def test_once_logging_is_configured_a_record_is_the_one_getlogger_makes():
     assert seen["messages"] == ["acquired jobs/a token 7", "failed", "deep"]
     assert seen["levels"] == ["INFO", "ERROR", "DEBUG"]
     assert seen["names"] == ["chainfence.registry"]
-    assert seen["where"] == [["<string>", "caller"]], "the caller's line, not chainfence._log's"
+    assert seen["where"] == [["<string>", "caller"]], "the caller's line, not chainfence._core.log's"
     assert seen["lines"] == calls
     assert seen["exc"] == [None, "ZeroDivisionError", None]
     assert seen["null"] == ["NullHandler"]
@@ -90,7 +90,7 @@ def test_the_package_logger_keeps_its_null_handler_so_warnings_are_not_printed_u
             first
             + """
 import json
-from chainfence import _log
+from chainfence._core import log as _log
 _log.get("chainfence.chain").warning("unasked")
 print(json.dumps({"handlers": [type(h).__name__ for h in logging.getLogger("chainfence").handlers]}))
 """

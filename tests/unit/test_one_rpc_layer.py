@@ -19,7 +19,7 @@ on any way around the layer:
 
 The asyncio layer (``AsyncRpc``) lives in the same module and runs the same
 methods (:mod:`chainfence._node.methods`); the tests at the end check that every
-request the core yields (``RPC.<method>``, :mod:`chainfence._effects`) is
+request the core yields (``RPC.<method>``, :mod:`chainfence._core.effects`) is
 answered by both layers, and that both have every method, dev controls included.
 
 Nothing is allowed silently: :data:`ALLOWED` lists each exception with its
@@ -215,7 +215,7 @@ def core_requests() -> set[str]:
 
 
 def test_every_request_of_the_core_is_answered_by_both_layers():
-    """The core (chainfence._effects steps) asks the layer by method name; each name must be a method of
+    """The core (chainfence._core.effects steps) asks the layer by method name; each name must be a method of
     the blocking Rpc and a coroutine of AsyncRpc, or one of the two drivers could not run it."""
     import inspect
 

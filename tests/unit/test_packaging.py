@@ -77,7 +77,7 @@ def test_every_public_name_is_loaded_lazily():
 
     assert sorted(chainfence._LAZY) == chainfence.__all__
     top = (ROOT / "src" / "chainfence" / "__init__.py").read_text(encoding="utf-8").split("if TYPE_CHECKING:")[0]
-    assert not re.search(r"^from \.\w+ import", top, flags=re.M), "an eager import in chainfence/__init__.py"
+    assert not re.search(r"^from \.[a-z]\w* import", top, flags=re.M), "an eager import in chainfence/__init__.py"
 
 
 def test_an_unknown_attribute_is_an_attribute_error():

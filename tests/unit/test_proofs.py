@@ -347,7 +347,7 @@ class FakeProvider:
 
     def _answer(self, method, params):
         if self.down:
-            raise ProviderUnavailable(provider=self.name, detail="down")
+            raise ProviderUnavailable(source=self.name, detail="down")
         if method == "eth_getBlockByNumber":
             tag = params[0]
             number = self.head if tag in ("latest", "finalized") else int(tag, 16)
@@ -702,7 +702,7 @@ def test_a_reorg_at_the_head_is_verified_again_not_served_from_the_cache():
 def test_a_claimed_items_name_is_read_at_the_items_slot(name):
     """A claimed work item's id is keccak(abi.encode(workset, item)), not the hash of its name: the
     proven mode reads that item's slot (computed without eth-abi), as the SDK's views do."""
-    from chainfence import _names
+    from chainfence._sdk import names as _names
     from chainfence.proofs import _resource
 
     assert _resource(name) == (name, _names.resource_id(name))

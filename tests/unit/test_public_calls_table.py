@@ -13,7 +13,7 @@ import inspect
 
 import pytest
 
-from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, LeaseSet, Registry, audit, outcomes, sql
+from chainfence import Chain, Election, FencedStore, Guard, Leadership, Lease, LeaseSet, Registry, audit, outcomes
 from chainfence._node.rpc import AsyncRpc, Rpc
 from chainfence.aio import (
     AsyncChain,
@@ -29,7 +29,8 @@ from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.batching import AsyncBatcher, Batcher
 from chainfence.deployment import Deployment
-from chainfence.election import Watch
+from chainfence.integrations import sql
+from chainfence.recipes.election import Watch
 from tests.faults.test_node_stopped import CALLS, QUIET
 
 #: The classes whose public methods must all be in the table.

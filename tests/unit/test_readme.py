@@ -205,7 +205,7 @@ def test_the_cast_example_calls_functions_the_shipped_abi_has():
 
     from eth_utils import keccak
 
-    from chainfence import _names
+    from chainfence._sdk import names as _names
 
     text = README.read_text(encoding="utf-8")
     abi = json.loads((README.parent / "abi" / "FencingRegistry.json").read_text(encoding="utf-8"))

@@ -86,7 +86,7 @@ def test_control_a_module_added_to_the_tree_or_misplaced_in_the_layout_is_found(
     added["guard"].append("_new_concept")
     assert any("_new_concept" in problem for problem in check(groups, added))
     moved = {key: list(names) for key, names in groups.items()}
-    moved[(3, "adapters")].append("registry")
+    moved[(3, "faces")].append("registry")
     moved[(2, "SDK")].remove("registry")
     assert any("registry" in problem for problem in check(moved, modules))
     renamed = {key: [("_rpc" if name == "rpc" else name) for name in names] for key, names in groups.items()}

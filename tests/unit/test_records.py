@@ -1,4 +1,4 @@
-"""Records (chainfence._records) are the dataclasses they replaced, to whoever uses them (issue #19: a
+"""Records (chainfence._core.records) are the dataclasses they replaced, to whoever uses them (issue #19: a
 per-task CLI command imports neither dataclasses nor inspect).
 
 Each record class is held to the frozen (or plain) dataclass its own annotations and defaults make: the
@@ -16,12 +16,12 @@ import pickle
 
 import pytest
 
-from chainfence._lease_state import LeaseInfo, LeaseStatus
+from chainfence._core.records import record
 from chainfence._node.completeness import Checked
 from chainfence._node.events import Kind, RegistryLog
 from chainfence._node.methods import Node
 from chainfence._node.sending import InFlight
-from chainfence._records import record
+from chainfence._sdk.lease_state import LeaseInfo, LeaseStatus
 from chainfence.deployment import Deployment
 from chainfence.endings import End, Part
 from chainfence.namespaces import NamespacePolicy

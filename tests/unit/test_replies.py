@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from chainfence._limits import MAX_REPLY_DEPTH
+from chainfence._core.limits import MAX_REPLY_DEPTH
 from chainfence._node.formats import quantity
 from chainfence._node.headers import header_fields
 from chainfence._node.replies import check_depth, parse
@@ -159,8 +159,8 @@ def test_control_json_loads_of_it_there_is_killed_by_sigsegv():
 
 def test_a_log_page_too_long_is_a_refused_range():
     """As a provider's own size limit: the pager (``_node/events.py``) asks half the range."""
-    from chainfence._node.failures import LogRangeRefused, translate
-    from chainfence.errors import NodeUnreachable
+    from chainfence._node.failures import translate
+    from chainfence.errors import LogRangeRefused, NodeUnreachable
 
     too_long = ReplyRefused("the node's reply is longer than 16777216 bytes", too_long=True)
     assert isinstance(translate(too_long, "eth_getLogs"), LogRangeRefused)

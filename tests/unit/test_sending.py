@@ -1,6 +1,6 @@
 """The sender without a node: fee selection, replacement bumps, and what it makes of a node's answers.
 
-The sender's logic is written once, as steps (chainfence._effects); each case that drives it runs
+The sender's logic is written once, as steps (chainfence._core.effects); each case that drives it runs
 through both drivers: the blocking one and the asyncio one (over an async view of the same fake).
 """
 
@@ -13,7 +13,7 @@ from typing import ClassVar
 import pytest
 from eth_account import Account
 
-from chainfence._effects import arun
+from chainfence._core.effects import arun
 from chainfence._node.sending import Sender
 from chainfence.errors import NodeUnreachable, OutcomeUnknown, RpcError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chainfence._names import display, display_text
+from chainfence._sdk.names import display, display_text
 from chainfence.audit import timeline
 from chainfence.audit.timeline import Rejection, TimelineLease, layout, render
 from chainfence.errors import InvalidInput
@@ -203,7 +203,7 @@ def test_the_module_is_pure():
         "collections.abc",
         "dataclasses",
         "..errors",
-        "..",
+        ".._sdk",
         "colorsys",
         "functools",
         "hashlib",

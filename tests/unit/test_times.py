@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from chainfence._times import chain_time
+from chainfence._core.times import chain_time
 
 
 def _with_datetime(seconds: object) -> str:

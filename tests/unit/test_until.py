@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager, contextmanager
 
 import pytest
 
-from chainfence._effects import Signal, Until, arun, run
+from chainfence._core.effects import Signal, Until, arun, run
 
 
 @contextmanager

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from eth_utils import keccak
 
-from chainfence import _validate
-from chainfence.errors import InvalidAddress, InvalidResourceName, InvalidToken, InvalidTtl
+from chainfence._sdk import validate as _validate
+from chainfence.errors import InvalidInput, InvalidResourceName, InvalidTtl
 
 
 def test_resource_id_is_keccak_of_utf8():
@@ -52,7 +52,7 @@ def test_tokens_from_one_to_uint256_max_are_valid(token):
 
 @pytest.mark.parametrize("token", [0, -1, 2**256, 1.0, "1", True, None])
 def test_other_tokens_are_invalid(token):
-    with pytest.raises(InvalidToken):
+    with pytest.raises(InvalidInput):
         _validate.token(token)
 
 
@@ -62,8 +62,8 @@ def test_addresses_are_checksummed_and_checked():
     assert _validate.address(lower) == checksummed
     assert _validate.address(lower.upper().replace("0X", "0x")) == checksummed
     assert _validate.address(bytes.fromhex(lower[2:])) == checksummed
-    with pytest.raises(InvalidAddress, match="checksum"):
+    with pytest.raises(InvalidInput, match="checksum"):
         _validate.address("0x2b" + checksummed[4:])
     for bad in ("2b5ad5c4795c026514f8317c7a215e218dccd6cf", "0x2b5a", "", None, 5):
-        with pytest.raises(InvalidAddress):
+        with pytest.raises(InvalidInput):
             _validate.address(bad)

@@ -67,7 +67,7 @@ each block is settled as above, in order.
 
 Pure computation over the node's JSON (either shape: 0x-hex strings or the
 embedded chain's ints and bytes); the requests are steps
-(:mod:`chainfence._effects`), run over a chain's :class:`~chainfence._node.rpc.Rpc`
+(:mod:`chainfence._core.effects`), run over a chain's :class:`~chainfence._node.rpc.Rpc`
 by :func:`check`, :func:`settle` and :func:`receipts`, or by either driver.
 """
 
@@ -79,8 +79,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
-from .._effects import RPC, Steps, run
-from .._records import record
+from .._core.effects import RPC, Steps, run
+from .._core.records import record
 from ..errors import ChainError, InvalidInput, RpcError
 from . import events as _events
 from . import rlp as _rlp

@@ -52,7 +52,7 @@ def embedded_chain(accounts: int) -> EmbeddedChain:
         from eth_tester import EthereumTester, PyEVMBackend
         from eth_tester.backends.pyevm.main import get_default_account_keys
     except ImportError as missing:  # eth-tester and py-evm are the [tester] extra
-        raise ExtraNotInstalled("tester", feature="the embedded chain", missing=missing.name) from missing
+        raise ExtraNotInstalled(extra="tester", feature="the embedded chain", missing=missing.name) from missing
 
     class LogicalClockBackend(PyEVMBackend):  # type: ignore[misc]
         """py-evm stamps each new block max(parent + 1, wall clock), taken when the

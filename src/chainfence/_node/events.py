@@ -7,7 +7,7 @@ decodes them.
 Decoding never trusts content anyone can put on-chain: a resource name (and
 a work item's workset and item, ``ItemNamed``) is kept as the bytes that were
 logged (the contract takes any bytes from a direct caller), and turned into
-text only by :mod:`chainfence._names`. Among a receipt's logs (:func:`decode`,
+text only by :mod:`chainfence._sdk.names`. Among a receipt's logs (:func:`decode`,
 :func:`first`), those that are not the registry's events, or that do not
 decode, are skipped and logged. An ``eth_getLogs`` answer (:func:`fetch`) is
 held to the query: a log in it that is not the registry's, not of the blocks
@@ -34,9 +34,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
-from .. import _log
-from .._effects import RPC, Emit, Steps, collect_steps, run, stream
-from .._records import record
+from .._core import log as _log
+from .._core.effects import RPC, Emit, Steps, collect_steps, run, stream
+from .._core.records import record
 from ..errors import ChainError, InvalidInput, LogsIncomplete, RpcError
 from .abi import decode as abi_decode
 from .addresses import to_checksum_address
@@ -199,7 +199,7 @@ class RegistryLog:
     #: (the spec) or per transaction (some nodes do).
     tx_index: int | None = None
 
-    if TYPE_CHECKING:  # a dataclass to dataclasses' functions (chainfence._records), for type checkers too
+    if TYPE_CHECKING:  # a dataclass to dataclasses' functions (chainfence._core.records), for type checkers too
         __dataclass_fields__: ClassVar[dict[str, Any]]
 
     def __init__(
@@ -490,7 +490,7 @@ def fetch(
     if max_range is not None and (isinstance(max_range, bool) or not isinstance(max_range, int) or max_range < 1):
         raise InvalidInput(f"max_range must be an int >= 1, got {max_range!r}")
     topics = _topics(kinds, resource_id, token, holder)
-    # The paging loop is written once, as steps (chainfence._effects) that emit each page: streamed here
+    # The paging loop is written once, as steps (chainfence._core.effects) that emit each page: streamed here
     # over the blocking layer, one page at a time; fetch_all_steps gathers them for a driver of either kind.
     drive = functools.partial(run, rpc=chain.rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext())
     for page in stream(_pages_steps(chain, address, topics, from_block, to_block, max_range), drive):
@@ -563,7 +563,7 @@ def _answered(
                 continue
         from .jsonrpc import name_of_chain  # here: only a refused answer names its provider
 
-        raise LogsIncomplete(block=first, followed=first - 1, head=head, provider=name_of_chain(chain), reason=why)
+        raise LogsIncomplete(block=first, followed=first - 1, head=head, source=name_of_chain(chain), reason=why)
     out.sort(key=lambda entry: entry.order)
     return out
 

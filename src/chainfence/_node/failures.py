@@ -29,6 +29,7 @@ from ..errors import (
     ChainfenceError,
     InsufficientFunds,
     InvalidInput,
+    LogRangeRefused,
     NodeUnreachable,
     RpcError,
 )
@@ -37,7 +38,6 @@ from .transports import ErrorReply, NotDelivered, ReplyRefused, redact_url
 
 __all__ = [
     "TESTER_CONTROLS",
-    "LogRangeRefused",
     "is_transport_error",
     "never_delivered",
     "translate",
@@ -94,10 +94,6 @@ _TRANSPORT_REASONS = (
 )
 
 
-class LogRangeRefused(RpcError):
-    """The provider refused an ``eth_getLogs`` request for its block range or result size."""
-
-
 class translating:
     """Whatever the block raises leaves it as a chainfence error (:func:`translate`), the original chained
     as ``__cause__``. ``sender``: the account a transaction is from, named when it cannot pay.
@@ -137,19 +133,31 @@ def translate(exc: BaseException, method: str | None = None, *, sender: str | No
         return LogRangeRefused(f"eth_getLogs failed: {exc}", method=method, rpc_message=str(exc))
     if is_transport_error(exc):
         reason = str(exc) if isinstance(exc, ReplyRefused) else transport_reason(exc)
-        unreachable = NodeUnreachable(f"the node did not answer{f' {method}' if method else ''}: {reason}")
-        unreachable.reason = reason  # type: ignore[attr-defined]
-        unreachable.maybe_delivered = not never_delivered(exc)  # type: ignore[attr-defined]
-        return unreachable
+        return NodeUnreachable(
+            f"the node did not answer{f' {method}' if method else ''}: {reason}",
+            reason=reason,
+            maybe_delivered=not never_delivered(exc),
+        )
     code, message = _rpc_error_fields(exc)
     lowered = message.lower()
-    if "insufficient funds" in lowered:
+    if any(phrase in lowered for phrase in _CANNOT_PAY):
         who = f"{sender} " if sender else ""
         return InsufficientFunds(f"{who}cannot pay for gas: {message}", account=sender)
+    if method in _SENDS and _is_instance(exc, "eth_utils.exceptions", "ValidationError"):
+        # The embedded chain refusing a transaction (py-evm's words: "Invalid transaction nonce: Expected 5,
+        # but got 4"): the node's answer to the send, as a JSON-RPC node's error reply is.
+        return RpcError(f"{method} failed: {message}", method=method, code=None, rpc_message=message)
     if isinstance(exc, ErrorReply) or code is not None or getattr(exc, "rpc_response", None) is not None:
         cls = LogRangeRefused if method == "eth_getLogs" and _is_range_refusal(code, lowered) else RpcError
         return cls(f"{method or 'request'} failed: {message}", method=method, code=code, rpc_message=message)
     return ChainError(f"{type(exc).__name__}: {exc}")
+
+
+#: The requests that send a transaction.
+_SENDS = ("eth_sendRawTransaction", "eth_sendRawTransactionSync")
+
+#: How nodes say the sender's balance cannot pay for the transaction's gas (geth, anvil, ...; py-evm).
+_CANNOT_PAY = ("insufficient funds", "cannot afford txn gas")
 
 
 def is_transport_error(exc: BaseException) -> bool:

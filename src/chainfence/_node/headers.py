@@ -63,7 +63,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _log
+from .._core import log as _log
 from ..errors import (
     BlockNotVouched,
     ChainfenceError,
@@ -217,18 +217,18 @@ class VerifiedHeader:
 def _verify(block: Any, provider: str, number: int | None) -> tuple[bytes, dict[str, Any]]:
     """(hash, block) after checking the block's fields hash to its ``hash``; HeaderInvalid otherwise."""
     if block is None:
-        raise HeaderInvalid(provider=provider, block=number, reason="the provider has no such block")
+        raise HeaderInvalid(source=provider, block=number, reason="the provider has no such block")
     try:
         computed = header_hash(block)
         claimed = _bytes(block.get("hash"), "hash")
         got_number = _quantity(block.get("number"), "number")
     except (ValueError, RLPError, AttributeError) as exc:
-        raise HeaderInvalid(provider=provider, block=number, reason=str(exc)) from None
+        raise HeaderInvalid(source=provider, block=number, reason=str(exc)) from None
     if number is not None and got_number != number:
-        raise HeaderInvalid(provider=provider, block=number, reason=f"it answered block {got_number}")
+        raise HeaderInvalid(source=provider, block=number, reason=f"it answered block {got_number}")
     if computed != claimed:
         raise HeaderInvalid(
-            provider=provider,
+            source=provider,
             block=got_number,
             reason=f"its fields hash to 0x{computed.hex()}, not to the hash it claims 0x{claimed.hex()}",
         )
@@ -508,7 +508,7 @@ class HeaderSource:
         if len(winners) != 1:
             if not winners and len(self.endpoints) - len(down) < self.k:
                 raise ProviderUnavailable(
-                    providers=tuple(down),
+                    sources=tuple(down),
                     needed=self.k,
                     answered=len(self.endpoints) - len(down),
                     detail=f"block {number}",
@@ -573,14 +573,14 @@ class HeaderSource:
                     )
                 except ValueError as exc:
                     reported[e.name] = f"malformed head ({exc})"
-                    failed[e.name] = HeaderInvalid(provider=e.name, reason=reported[e.name])
+                    failed[e.name] = HeaderInvalid(source=e.name, reason=reported[e.name])
                     continue
                 reported[e.name] = f"block {number} at {stamp}"
                 numbered.append((number, stamp, e.name, head))
         if len(numbered) < self.k:
             if len(self.endpoints) - len(down) < self.k:
                 raise ProviderUnavailable(
-                    providers=tuple(down),
+                    sources=tuple(down),
                     needed=self.k,
                     answered=len(self.endpoints) - len(down),
                     detail=f"{tag} head",

@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._limits import MAX_REPLY_BYTES
+from .._core.limits import MAX_REPLY_BYTES
 from .replies import Receiving, parse, reply_limit
 from .transports import (
     AsyncTransport,

@@ -60,7 +60,7 @@ class _RpcEndpoint:
         try:
             return self._rpc.request(method, list(params))
         except NodeUnreachable as exc:
-            raise ProviderUnavailable(provider=self.name, detail=f"{method}: {exc}") from exc
+            raise ProviderUnavailable(source=self.name, detail=f"{method}: {exc}") from exc
         except RpcError as exc:
             raise RpcError(
                 f"{self.name} refused {method}: {exc.rpc_message}",

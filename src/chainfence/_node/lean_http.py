@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from .._limits import MAX_REPLY_BYTES
+from .._core.limits import MAX_REPLY_BYTES
 from .replies import Receiving, parse, reply_limit
 from .transports import (
     AsyncTransport,

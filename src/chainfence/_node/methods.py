@@ -1,6 +1,6 @@
 """The JSON-RPC methods chainfence uses, each written once: parameters -> a transport -> a parsed result.
 
-Each method is a generator of steps (as :mod:`chainfence._effects`'s core is)
+Each method is a generator of steps (as :mod:`chainfence._core.effects`'s core is)
 that yields what it needs from the transport and gets the answer back:
 
     number = quantity((yield Request("eth_blockNumber", [])))
@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from .. import _log
-from .._effects import Steps
-from .._records import record
+from .._core import log as _log
+from .._core.effects import Steps
+from .._core.records import record
 from ..errors import ChainError, ChainfenceError, NodeUnreachable, NotSupported, RpcError
 from .failures import TESTER_CONTROLS
 from .formats import (
@@ -312,9 +312,14 @@ def nonce_steps(node: Node, address: str, block: str | int = "pending") -> Steps
     return quantity((yield Request("eth_getTransactionCount", [address, block_id(block)])))
 
 
+def balance_steps(node: Node, address: str, block: str | int = "pending") -> Steps[int]:
+    """``address``'s balance in wei at ``block`` (what it can pay for gas with)."""
+    return quantity((yield Request("eth_getBalance", [address, block_id(block)])))
+
+
 def logs_steps(node: Node, filter_params: dict[str, Any], *, raw: bool = False) -> Steps[list[Any]]:
     """``eth_getLogs``; a provider's range or size limit raises
-    :class:`~chainfence._node.failures.LogRangeRefused`.
+    :class:`~chainfence.errors.LogRangeRefused`.
 
     ``raw``: the logs as the node sent them (hex strings; the embedded chain's ints), without
     formatting, which costs more than the request itself on a page of thousands of logs (the

@@ -6,17 +6,17 @@ Every transport the SDK reads replies with (:class:`~chainfence._node.lean_http.
 refused, typed (:class:`~chainfence._node.transports.ReplyRefused`, a ``ConnectionError``: the
 request went out, no usable answer came back), before it can cost more than its bounds:
 
-- **size**: at most ``max_reply`` bytes (default :data:`~chainfence._limits.MAX_REPLY_BYTES`; a batch:
+- **size**: at most ``max_reply`` bytes (default :data:`~chainfence._core.limits.MAX_REPLY_BYTES`; a batch:
   that much per request in it). A longer reply is refused as soon as it is known to be longer (its
   Content-Length, or the byte past the bound): the rest is never read, the connection is closed.
 - **time**: the whole reply by one deadline (:class:`Receiving`), not a timeout per read: a provider
   that sends a byte now and then is cut off at the request's timeout, however long it would go on.
-- **nesting**: at most :data:`~chainfence._limits.MAX_REPLY_DEPTH` arrays and objects deep, checked
+- **nesting**: at most :data:`~chainfence._core.limits.MAX_REPLY_DEPTH` arrays and objects deep, checked
   (:func:`check_depth`) without recursion before ``json`` parses the reply. CPython's parser recurses
   once per level up to the recursion limit, and py_ecc (which web3 and eth_account import) raises
   that limit to 100,000: a reply nested 100,000 deep then overflowed the C stack (SIGSEGV) in any
   process that had imported them, ``chainfence verify --proven`` included (issue 25).
-- **number width**: a JSON integer of more than :data:`~chainfence._limits.MAX_REPLY_INT_DIGITS` digits
+- **number width**: a JSON integer of more than :data:`~chainfence._core.limits.MAX_REPLY_INT_DIGITS` digits
   is refused (wider than any field a node answers; Python turns one of more than 4,300 digits back
   into text only with a ``ValueError``). Hex quantities are bounded where each is read
   (:func:`chainfence._node.formats.quantity`).
@@ -30,7 +30,7 @@ import re
 import time
 from typing import Any
 
-from .._limits import MAX_REPLY_BYTES, MAX_REPLY_DEPTH, MAX_REPLY_INT_DIGITS
+from .._core.limits import MAX_REPLY_BYTES, MAX_REPLY_DEPTH, MAX_REPLY_INT_DIGITS
 from .transports import ReplyRefused
 
 __all__ = ["HEAD_ALLOWANCE", "MAX_REPLY_BYTES", "Receiving", "check_depth", "parse", "reply_limit"]

@@ -3,7 +3,7 @@
 One :class:`Rpc` per :class:`~chainfence.Chain` (and one :class:`AsyncRpc` per
 :class:`~chainfence.aio.AsyncChain`). The rest of the SDK never touches web3 or
 a transport: it calls the methods below (directly, or by yielding
-``RPC.<method>(...)`` from its steps, :mod:`chainfence._effects`).
+``RPC.<method>(...)`` from its steps, :mod:`chainfence._core.effects`).
 
 Each method is written once, in :mod:`chainfence._node.methods` (parameters ->
 the transport -> a parsed result); :class:`Rpc` runs it over a blocking
@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from .. import _log
-from .._effects import Steps
+from .._core import log as _log
+from .._core.effects import Steps
 from ..errors import ChainfenceError
 from . import methods as _methods
 from .failures import is_transport_error, translate, translating
@@ -221,6 +221,7 @@ class Rpc:
     code = _blocking(_methods.code_steps)
     code_and_call = _blocking(_methods.code_and_call_steps)
     nonce = _blocking(_methods.nonce_steps)
+    balance = _blocking(_methods.balance_steps)
     logs = _blocking(_methods.logs_steps)
     send_raw = _blocking(_methods.send_raw_steps)
     send_raw_sync = _blocking(_methods.send_raw_sync_steps)
@@ -235,7 +236,7 @@ class Rpc:
 class AsyncRpc:
     """:class:`Rpc` over an asyncio transport: the same methods (awaitable), written once
     (:mod:`chainfence._node.methods`), the same retry rule and the same translation. The core
-    (:mod:`chainfence._effects`) calls whichever of the two its driver holds.
+    (:mod:`chainfence._core.effects`) calls whichever of the two its driver holds.
 
     ``node``: an :class:`~chainfence._node.transports.AsyncTransport`, or an ``AsyncWeb3``.
     """
@@ -318,6 +319,7 @@ class AsyncRpc:
     code = _awaiting(_methods.code_steps)
     code_and_call = _awaiting(_methods.code_and_call_steps)
     nonce = _awaiting(_methods.nonce_steps)
+    balance = _awaiting(_methods.balance_steps)
     logs = _awaiting(_methods.logs_steps)
     send_raw = _awaiting(_methods.send_raw_steps)
     send_raw_sync = _awaiting(_methods.send_raw_sync_steps)

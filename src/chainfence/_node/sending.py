@@ -49,7 +49,7 @@ One :class:`Sender` per :class:`~chainfence.Chain`. For every transaction:
    its block: :meth:`Sender.failure`) or
    :class:`~chainfence.errors.TransactionFailed`.
 
-The journey is written once, as steps (:mod:`chainfence._effects`): each
+The journey is written once, as steps (:mod:`chainfence._core.effects`): each
 request is yielded to a driver, which runs it over the blocking RPC layer
 (:meth:`Sender.run`, what :class:`~chainfence.Chain` does) or over the
 asyncio one (:mod:`chainfence.aio`). Every rule above holds for both
@@ -70,12 +70,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .. import _log
-from .._effects import RPC, Locked, Sleep, Steps, run
-from .._records import record
+from .._core import log as _log
+from .._core.effects import RPC, Locked, Sleep, Steps, run
+from .._core.records import record
 from ..errors import (
     ChainError,
     ChainfenceError,
+    InsufficientFunds,
     NodeUnreachable,
     NotConfirmed,
     NotSupported,
@@ -123,11 +124,29 @@ _FIRST_POLL_GAP = 0.001
 #: Times the identical signed bytes are resent when the node's reply was lost.
 _RESENDS = 3
 
+#: Times a transaction is signed with a fresh nonce when another transaction (another process sending as the
+#: same account) took the one it had, with a random pause before each that doubles up to ``_NONCE_PAUSE_CAP``
+#: seconds: two processes that keep sending as one account take each other's nonces in turns, and three
+#: attempts back to back lost to a busy one about half the time (issue 25).
+_NONCE_ATTEMPTS = 12
+_NONCE_PAUSE, _NONCE_PAUSE_CAP = 0.002, 0.25
+
+#: Seconds between looks, while a receipt is awaited, at whether the transaction's nonce was used by another
+#: transaction (another process's: the node then dropped ours, which can never be mined).
+_DROP_LOOK = 1.0
+
 #: Node answers that mean "I already have these very bytes".
 _ALREADY_KNOWN = ("already known", "known transaction", "already imported", "already in pool", "already exists")
 
 #: Node answers that mean "this nonce is used, or held by a pending transaction".
-_NONCE_USED = ("nonce too low", "nonce has already been used", "nonce too high", "underpriced", "nonce is too low")
+_NONCE_USED = (
+    "nonce too low",
+    "nonce has already been used",
+    "nonce too high",
+    "underpriced",
+    "nonce is too low",
+    "invalid transaction nonce",  # the embedded chain (py-evm)
+)
 
 #: JSON-RPC error codes of a node that does not know a method (nothing was done): the sender then stops
 #: asking for ``eth_sendRawTransactionSync`` and sends the same bytes with ``eth_sendRawTransaction``.
@@ -178,6 +197,15 @@ def _mark(error: BaseException, flight: InFlight) -> None:
 
 class _NonceTaken(Exception):
     """The node says our nonce is used by a transaction that is not ours."""
+
+
+class _Dropped(Exception):
+    """The node took our transaction, then its nonce was used by another (``error`` says so): it can never be
+    mined, and the sender signs the intent again with a fresh nonce."""
+
+    def __init__(self, error: TransactionTimeout):
+        super().__init__(str(error))
+        self.error = error
 
 
 class _Presigned:
@@ -266,14 +294,26 @@ class Sender:
         if gas == DEV_GAS_LIMIT and self._automine_probe is not None and self._block_gas_limit:
             gas = min(gas, self._block_gas_limit)  # the ceiling, within the block's gas limit
         tx = dict(call, gas=gas, chainId=self.chain_id, **fees)
-        tx_hash, nonce, mined = yield Locked(sender, self._sign_and_send(sender, tx, sync=sync, presigned=presigned))
-        logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash, sender, nonce, gas)
-
-        try:
-            receipt = yield from self._settle(sender, tx, tx_hash, nonce, confirmations, mined=mined)
-        except BaseException as error:
-            _mark(error, InFlight(sender, tx, tx_hash, nonce, delivered=True))
-            raise
+        for _dropped in range(_NONCE_ATTEMPTS):
+            tx_hash, nonce, mined = yield Locked(
+                sender, self._sign_and_send(sender, tx, sync=sync, presigned=presigned)
+            )
+            logger.debug("sent tx=%s from=%s nonce=%d gas=%d", tx_hash, sender, nonce, gas)
+            try:
+                receipt = yield from self._settle(sender, tx, tx_hash, nonce, confirmations, mined=mined)
+            except _Dropped as dropped:
+                # The node took it, then dropped it: another transaction (another process sending as this
+                # account) took its nonce, and it can never be mined. As when that happens at the send, it
+                # is signed again with a fresh nonce: still one intent, never two.
+                last = dropped.error
+                logger.warning("%s: signing it again with a fresh nonce", last)
+                continue
+            except BaseException as error:
+                _mark(error, InFlight(sender, tx, tx_hash, nonce, delivered=True))
+                raise
+            break
+        else:
+            raise last
         if receipt["status"] != 1:
             raise (yield from self.failure(call, receipt))
         return receipt
@@ -382,7 +422,7 @@ class Sender:
         """Fetch ahead what ``sender``'s next transaction needs besides its preflight (a fee quote, the nonce),
         so that the preflight is the last request before the transaction itself: a waiter that saw a
         resource free then shortens the moment in which another process's acquisition can pass its own
-        preflight and still lose (``chainfence._waiting``). Both are the caches :meth:`transact_steps` uses."""
+        preflight and still lose (``chainfence._sdk.waiting``). Both are the caches :meth:`transact_steps` uses."""
         yield from self.fees_steps()
         yield Locked(sender, self._nonce(sender))
 
@@ -439,7 +479,11 @@ class Sender:
 
         Called with the sender's lock held, so nonces are handed out in order.
         """
-        for _attempt in range(3):
+        for attempt in range(_NONCE_ATTEMPTS):
+            if attempt:
+                import random  # only when another process took a nonce (issue #19: a per-task command's start)
+
+                yield Sleep(random.uniform(0, min(_NONCE_PAUSE * 2**attempt, _NONCE_PAUSE_CAP)))
             nonce = yield from self._nonce(sender)
             unsigned = dict(tx, nonce=nonce)
             signer = self.signers[sender]
@@ -461,7 +505,9 @@ class Sender:
                 raise
             self._next_nonce[sender] = nonce + 1
             return tx_hash, nonce, mined
-        raise ChainError(f"could not find a free nonce for {sender}: another process keeps taking them")
+        raise ChainError(
+            f"could not find a free nonce for {sender} in {_NONCE_ATTEMPTS} attempts: another process keeps taking them"
+        )
 
     def _submit(self, raw: bytes, tx_hash: str, *, sender: str, nonce: int, sync: bool = False) -> Steps[Any]:
         """Get ``raw`` (whose hash is ``tx_hash``) accepted by the node, or raise; returns its receipt when
@@ -514,6 +560,13 @@ class Sender:
                 except NodeUnreachable as lookup_error:
                     last_error = lookup_error
                 continue
+            except InsufficientFunds:
+                # The node says the sender cannot pay: nothing of ours is there, unless an earlier copy of
+                # these bytes reached it (a lost reply), which a caller that re-signs for less would land
+                # twice. Ask, as after any refusal.
+                if delivered_maybe and (yield from self._known(tx_hash)):
+                    return None
+                raise
             except RpcError as refused:
                 # The node answered. Before reading anything into its words, ask
                 # whether our own bytes are there: a copy of them sent earlier
@@ -566,7 +619,9 @@ class Sender:
         candidates: tuple[str, ...] = (tx_hash,)
         receipt = mined
         if receipt is None:
-            receipt = yield from self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
+            receipt = yield from self._await_receipt(
+                candidates, self.receipt_timeout, sender=sender, nonce=nonce, confirmations=confirmations
+            )
         if receipt is None:
             logger.warning(
                 "tx=%s nonce=%d not mined after %.1f s; sending a cancellation with the same nonce",
@@ -577,7 +632,19 @@ class Sender:
             cancel_hash = yield from self._send_cancel(sender, tx, nonce)
             if cancel_hash is not None:
                 candidates = (tx_hash, cancel_hash)
-            receipt = yield from self._await_receipt(candidates, self.receipt_timeout, sender=sender, nonce=nonce)
+            else:  # the nonce is used already: by ours (its receipt), or by another's (it can never be mined)
+                taken, receipt = yield from self._taken_steps(
+                    candidates, sender=sender, nonce=nonce, confirmations=confirmations
+                )
+                if taken:
+                    raise _Dropped(self._dropped(candidates, sender=sender, nonce=nonce, confirmations=confirmations))
+            if receipt is None:
+                try:
+                    receipt = yield from self._await_receipt(
+                        candidates, self.receipt_timeout, sender=sender, nonce=nonce, confirmations=confirmations
+                    )
+                except _Dropped as dropped:  # after its own timeout: said, not sent again
+                    raise dropped.error from None
             if receipt is None:
                 self._forget_nonce(sender)
                 raise OutcomeUnknown(
@@ -642,13 +709,21 @@ class Sender:
         with self._lock(sender):
             self._next_nonce.pop(sender, None)
 
-    def _await_receipt(self, hashes: tuple[str, ...], timeout: float, *, sender: str, nonce: int) -> Steps[Any]:
+    def _await_receipt(
+        self, hashes: tuple[str, ...], timeout: float, *, sender: str, nonce: int, confirmations: int | None = None
+    ) -> Steps[Any]:
         """The first receipt found for any of ``hashes`` within ``timeout`` seconds, else None.
 
         Raises OutcomeUnknown once the node has not answered for
         ``unreachable_timeout`` seconds: waiting longer tells nothing more.
+        With ``confirmations`` (the depth asked), looks every :data:`_DROP_LOOK` seconds whether the
+        nonce was used by another transaction that deep (:meth:`_taken_steps`): then none of ``hashes``
+        can ever be mined, and :class:`~chainfence.errors.TransactionTimeout` says so at once (the node
+        took ours and dropped it: another process sending as the account took its nonce), where waiting
+        out this timeout and the cancellation's would end in OutcomeUnknown.
         """
         deadline = self._clock() + timeout
+        look = self._clock() + _DROP_LOOK
         silent_since: float | None = None
         gap = min(_FIRST_POLL_GAP, self.poll_latency)
         while True:
@@ -661,10 +736,61 @@ class Sender:
                 silent_since = None
                 if receipt is not None:
                     return receipt
+            if confirmations is not None and silent_since is None and self._clock() >= look:
+                look = self._clock() + _DROP_LOOK
+                taken, receipt = yield from self._taken_steps(
+                    hashes, sender=sender, nonce=nonce, confirmations=confirmations
+                )
+                if receipt is not None:
+                    return receipt
+                if taken:
+                    raise _Dropped(self._dropped(hashes, sender=sender, nonce=nonce, confirmations=confirmations))
             if self._clock() >= deadline:
                 return None
             yield Sleep(gap)
             gap = min(2 * gap, self.poll_latency)
+
+    def _taken_steps(
+        self, hashes: tuple[str, ...], *, sender: str, nonce: int, confirmations: int
+    ) -> Steps[tuple[bool, Any]]:
+        """Whether ``sender``'s ``nonce`` was used by a transaction that is none of ``hashes``, ``confirmations``
+        blocks deep: then none of them can ever be mined. (taken, None), or (False, the receipt of one of
+        ``hashes`` mined meanwhile). The account's nonce is read first, then each candidate: one mined
+        before that read is found by the second; a node that cannot say is not taken."""
+        try:
+            if confirmations:
+                head = yield RPC.block_number()
+                used = yield RPC.nonce(sender, max(head - confirmations, 0))
+            else:
+                used = yield RPC.nonce(sender, "latest")
+            if used <= nonce:
+                return False, None
+            for tx_hash in hashes:
+                receipt = yield RPC.receipt(tx_hash)
+                if receipt is not None:
+                    return False, receipt
+                known = yield RPC.transaction(tx_hash)
+                if known is not None and known.get("blockNumber") is not None:
+                    return False, None  # the node says mined, without a receipt yet: it is not ours to judge
+        except NodeUnreachable:
+            return False, None
+        return True, None
+
+    def _dropped(self, hashes: tuple[str, ...], *, sender: str, nonce: int, confirmations: int) -> TransactionTimeout:
+        """The error for transactions none of which can be mined: their nonce was used by another."""
+        self._forget_nonce(sender)
+        deep = f", {confirmations} blocks deep" if confirmations else ""
+        logger.warning(
+            "tx=%s nonce=%d of %s: the nonce was used by another transaction%s", hashes[0], nonce, sender, deep
+        )
+        return TransactionTimeout(
+            f"transaction {hashes[0]} was not mined: nonce {nonce} of {sender} was used by another transaction"
+            f"{deep} (another process sending as {sender}; the node dropped ours): it can never execute; "
+            "nothing happened",
+            tx_hashes=hashes,
+            nonce=nonce,
+            sender=sender,
+        )
 
     def _silence(
         self, since: float | None, exc: NodeUnreachable, hashes: tuple[str, ...], *, sender: str, nonce: int
@@ -719,7 +845,10 @@ class Sender:
                 text = refused.rpc_message.lower()
                 if any(phrase in text for phrase in _ALREADY_KNOWN):
                     return cancel_hash
-                if "nonce too low" in text or "nonce has already been used" in text:
+                if any(
+                    phrase in text
+                    for phrase in ("nonce too low", "nonce has already been used", "invalid transaction nonce")
+                ):
                     return None
                 if "underpriced" in text:
                     continue

@@ -29,7 +29,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from .._limits import MAX_REPLY_BYTES
+from .._core.limits import MAX_REPLY_BYTES
 from .replies import parse, reply_limit
 from .transports import AsyncTransport, BatchCall, ErrorReply, ReplyRefused, Transport, reply_result
 

@@ -15,15 +15,14 @@ Names are untrusted: anyone can publish one by calling the contract, so
 ``resource_display`` is always safe to print (escaped; never spoofable by
 control or bidi-override characters).
 
-The history is written in :mod:`chainfence._lease_history` (the SDK's layer:
-``Registry.history`` reads it too); this package re-exports it under the
-audit's names, with the audit index (:mod:`chainfence.audit.index`), the
+The history is written in :mod:`chainfence.audit._history` (``Registry.history``
+runs it too); beside it are the audit index (:mod:`chainfence.audit.index`), the
 timeline (:mod:`chainfence.audit.timeline`) and the watchdog
 (:mod:`chainfence.audit.watchdog`).
 """
 
 from __future__ import annotations
 
-from .._lease_history import EventKind, LeaseEvent, history
+from ._history import EventKind, LeaseEvent, history
 
 __all__ = ["EventKind", "LeaseEvent", "history"]

@@ -26,7 +26,7 @@ The cursor (``Page.next``, ``after=``)
     block hash]``: the key of the last row examined (the walk's order
     columns), a fingerprint of the query's arguments (a cursor continues
     only the listing it came from: another query's, or the same query's
-    with other arguments, is :class:`~chainfence.errors.InvalidCursor`),
+    with other arguments, is :class:`~chainfence.errors.InvalidInput` (``argument='after'``)),
     and, for a key that holds a block number, the first 8 bytes of that
     block's hash as the index held it.
 
@@ -61,7 +61,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from ..errors import InvalidCursor, InvalidLimit, StaleCursor
+from ..errors import InvalidInput, StaleCursor
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -159,9 +159,11 @@ def fingerprint(query: str, arguments: Sequence[Any]) -> str:
 
 
 def check_limit(limit: object) -> int:
-    """``limit`` as an int from 1 to :data:`MAX_LIMIT`, else :class:`~chainfence.errors.InvalidLimit`."""
+    """``limit`` as an int from 1 to :data:`MAX_LIMIT`, else :class:`~chainfence.errors.InvalidInput`."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidLimit(limit=limit, max_limit=MAX_LIMIT)
+        raise InvalidInput(
+            f"limit must be an int from 1 to {MAX_LIMIT}, got {limit!r:.80}", argument="limit", value=limit
+        )
     return limit
 
 
@@ -178,24 +180,28 @@ def _encode(walk: Walk, key: tuple[Any, ...], block_hash: bytes | None) -> str:
 
 
 def _decode(walk: Walk, cursor: object) -> tuple[tuple[Any, ...], bytes | None]:
-    """The key and block hash a cursor carries, checked against ``walk``; InvalidCursor otherwise."""
+    """The key and block hash a cursor carries, checked against ``walk``; InvalidInput otherwise."""
     if not isinstance(cursor, str):
-        raise InvalidCursor(f"after must be a cursor (a str a page gave as next or tail), got {type(cursor).__name__}")
+        raise InvalidInput(
+            f"after must be a cursor (a str a page gave as next or tail), got {type(cursor).__name__}", argument="after"
+        )
     if not cursor or len(cursor) > _MAX_CURSOR or not cursor.isascii():
-        raise InvalidCursor(f"after is not a cursor of this index: {cursor[:40]!r}")
+        raise InvalidInput(f"after is not a cursor of this index: {cursor[:40]!r}", argument="after")
     try:
         document = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, binascii.Error):
-        raise InvalidCursor(f"after is not a cursor of this index: {cursor[:40]!r}") from None
+        raise InvalidInput(f"after is not a cursor of this index: {cursor[:40]!r}", argument="after") from None
     if not isinstance(document, list) or len(document) != 5 or document[0] != _VERSION:
-        raise InvalidCursor(f"after is not a cursor of this index: {cursor[:40]!r}")
+        raise InvalidInput(f"after is not a cursor of this index: {cursor[:40]!r}", argument="after")
     _version, query, made_for, values, block_hash = document
     if query != walk.query:
-        raise InvalidCursor(f"after is a cursor of {query!r}, not of {walk.query!r}")
+        raise InvalidInput(f"after is a cursor of {query!r}, not of {walk.query!r}", argument="after")
     if made_for != walk.fingerprint:
-        raise InvalidCursor(f"after is a cursor of {walk.query!r} with other arguments: pass the ones it came from")
+        raise InvalidInput(
+            f"after is a cursor of {walk.query!r} with other arguments: pass the ones it came from", argument="after"
+        )
     if not isinstance(values, list) or len(values) != len(walk.kinds):
-        raise InvalidCursor(f"after is not a cursor of this index: {cursor[:40]!r}")
+        raise InvalidInput(f"after is not a cursor of this index: {cursor[:40]!r}", argument="after")
     key: list[Any] = []
     try:
         for value, kind in zip(values, walk.kinds, strict=True):
@@ -209,9 +215,9 @@ def _decode(walk: Walk, cursor: object) -> tuple[tuple[Any, ...], bytes | None]:
                 key.append(value)
         stored = None if block_hash is None else bytes.fromhex(block_hash)
     except (ValueError, TypeError):
-        raise InvalidCursor(f"after is not a cursor of this index: {cursor[:40]!r}") from None
+        raise InvalidInput(f"after is not a cursor of this index: {cursor[:40]!r}", argument="after") from None
     if stored is not None and (len(stored) != 8 or walk.block_key is None):
-        raise InvalidCursor(f"after is not a cursor of this index: {cursor[:40]!r}")
+        raise InvalidInput(f"after is not a cursor of this index: {cursor[:40]!r}", argument="after")
     return tuple(key), stored
 
 
@@ -234,7 +240,7 @@ def read(
 
     Two statements in one read transaction (one snapshot of the file, under ``lock``: the index's own,
     which its writes hold): the walk, which reads each row's key and whether it is kept, and then the
-    kept rows' columns by rowid. Raises InvalidLimit, InvalidCursor, or StaleCursor (see the module
+    kept rows' columns by rowid. Raises InvalidInput (``argument`` ``'limit'`` or ``'after'``) or StaleCursor (see the module
     docstring); reads nothing then.
     """
     limit = check_limit(limit)

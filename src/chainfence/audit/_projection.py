@@ -33,8 +33,10 @@ import functools
 import sqlite3
 from typing import Any
 
-from .. import _log, _names, endings
+from .. import endings
+from .._core import log as _log
 from .._node import events as _events
+from .._sdk import names as _names
 from ..endings import End
 from ..errors import InvalidInput
 from ..lease import AcquireReason
@@ -479,7 +481,7 @@ def reason(value: int) -> AcquireReason | int:
 
 @functools.lru_cache(maxsize=65_536)
 def label_of(resource_id: bytes, name: bytes | None) -> tuple[str | None, str]:
-    """(name or None, safe display), a claimed item as ``workset»item`` (:func:`chainfence._names.label`):
+    """(name or None, safe display), a claimed item as ``workset»item`` (:func:`chainfence._sdk.names.label`):
     names never change once indexed, so their checks are cached."""
     return _names.label(resource_id, None if name is None else bytes(name))
 

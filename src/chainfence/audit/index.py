@@ -104,9 +104,12 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from eth_utils.crypto import keccak
 
-from .. import _log, _names, _validate, endings
+from .. import endings
+from .._core import log as _log
 from .._node import completeness as _completeness
 from .._node import events as _events
+from .._sdk import names as _names
+from .._sdk import validate as _validate
 from ..chain import Chain
 from ..endings import End
 from ..errors import AuditIndexMismatch, ChainError, InvalidInput, LogsIncomplete
@@ -547,7 +550,7 @@ class AuditIndex:
                     block=first,
                     followed=first - 1,
                     head=last,
-                    provider=name_of_chain(chain),
+                    source=name_of_chain(chain),
                     reason=f"a {entry.kind.value} was answered for block {entry.block_number} with hash "
                     f"0x{entry.block_hash.hex()}, which is not the block's header",
                 )

@@ -30,7 +30,7 @@ Everything that came from the chain is untrusted text (resource names,
 holder labels, reasons a guard wrote, digests): it is escaped for HTML and
 SVG, and code points that are not plainly printable (controls, bidi
 overrides, zero-width characters) are shown escaped (``\\u202e``) as
-:func:`chainfence._names.display` does (resource names exactly so, hence
+:func:`chainfence._sdk.names.display` does (resource names exactly so, hence
 unambiguously), so no name can pass for another or turn the page around.
 """
 
@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC
 
-from .. import _names
+from .._sdk import names as _names
 from ..errors import InvalidInput
 
 __all__ = ["END_REASONS", "ISSUE_REASONS", "Rejection", "TimelineLease", "render"]
@@ -102,7 +102,7 @@ class TimelineLease:
     - ``resource``: the resource's name as it is on-chain: the raw bytes
       of ``ResourceNamed`` (or a str, taken as its UTF-8; a str decoded with
       ``surrogateescape`` gets its bytes back). Drawn as
-      :func:`chainfence._names.display` shows it: controls, bidi overrides
+      :func:`chainfence._sdk.names.display` shows it: controls, bidi overrides
       and bytes that are not UTF-8 escaped, backslashes doubled, so two names
       never look alike; then HTML-escaped. Pass the raw name, not an already
       escaped display string (its backslashes would be doubled again).
@@ -517,10 +517,10 @@ class Layout:
 
 
 def _name(resource: str | bytes | tuple[str | bytes, str | bytes]) -> str:
-    """A resource's name as drawn: :func:`chainfence._names.display` of its bytes (a str as its UTF-8),
+    """A resource's name as drawn: :func:`chainfence._sdk.names.display` of its bytes (a str as its UTF-8),
     which no two names share, so two resources never share a lane or a label. A claimed work item
     (a ``(workset, item)`` pair, or a str ``"workset»item"``) is drawn as its two parts so, joined by ``»``,
-    which :func:`~chainfence._names.display` escapes in every plain name."""
+    which :func:`~chainfence._sdk.names.display` escapes in every plain name."""
     if isinstance(resource, tuple):
         return _name(resource[0]) + _names.ITEM_SEPARATOR + _name(resource[1])
     if isinstance(resource, str) and resource.count(_names.ITEM_SEPARATOR) == 1:

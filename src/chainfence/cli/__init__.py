@@ -257,7 +257,7 @@ def _main(argv: list[str]) -> int:
         args.cmd = command
     args.verbose += getattr(args, "verbose_after", 0)
     if args.verbose:
-        import logging  # here: a command without -v logs nowhere, and imports no logging (chainfence._log)
+        import logging  # here: a command without -v logs nowhere, and imports no logging (chainfence._core.log)
 
         logging.basicConfig(
             level=logging.DEBUG if args.verbose > 1 else logging.INFO,

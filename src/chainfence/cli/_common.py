@@ -28,33 +28,21 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, NoReturn
 
-from .._limits import MAX_NAME_LENGTH
-from .._times import chain_time as show_time
+from .._core.limits import MAX_NAME_LENGTH
+from .._core.times import chain_time as show_time
 from ..errors import (
-    AnvilNotFound,
     AuditIndexDiffers,
     AuditIndexMismatch,
     ChainfenceError,
-    ChainRolledBack,
-    ContractNotFound,
-    ExtraNotInstalled,
     InvalidInput,
-    InvalidUrl,
     LeaseHeld,
     LeaseLost,
     LockDelayed,
     NamespaceError,
     NodeUnreachable,
-    NotAdmitted,
-    NotConfirmed,
-    NotHolder,
-    NotLive,
-    OutcomeUnknown,
-    ProofsNotServed,
     TokenNotCurrent,
-    TransactionTimeout,
+    TransactionInDoubt,
     UnverifiedAnswer,
-    WrongChain,
 )
 
 # ---------------------------------------------------------------------------
@@ -62,43 +50,25 @@ from ..errors import (
 # ---------------------------------------------------------------------------
 
 EXIT_OK = 0
-EXIT_ERROR = 1  # any other chainfence error
-EXIT_USAGE = 2  # bad arguments or configuration (or a missing extra); nothing was sent
-EXIT_HELD = 3  # someone else holds the lease
-EXIT_NOT_CURRENT = 4  # the token is stale, unknown, expired, released, unconfirmed, or not yours
-EXIT_CONNECTION = 5  # no node, wrong chain, rolled-back chain, no registry there, no anvil
-EXIT_OUTCOME = 6  # a transaction timed out (cancelled) or its outcome is unknown: reconcile
-EXIT_LOST = 7  # `lock`: the lease was lost while the command ran; the command's session was stopped
-EXIT_NOTHING_TO_CLAIM = 8  # `claim`: every item is done or held live by others
-EXIT_REFUSED = 9  # a namespace refused the caller: not its admin, already claimed, not admitted
-EXIT_LOCK_DELAY = 10  # the resource's lease expired and its namespace's lock-delay still runs
-EXIT_INDEX_MISMATCH = 11  # `audit`: the index file belongs to another registry, or is not an index
-EXIT_INDEX_DIFFERS = 12  # `audit verify`: the index and the chain differ
-EXIT_UNVERIFIED = 13  # the proven mode: an answer did not verify (a lying or lagging provider), or no proofs
-
-#: Errors -> exit codes: the first row whose classes the error is an instance of decides (a LockDelayed
-#: is a refusal of its own before it is a held lease); any other chainfence error is EXIT_ERROR.
-EXIT_CODES: tuple[tuple[tuple[type[ChainfenceError], ...], int], ...] = (
-    ((InvalidInput, ExtraNotInstalled), EXIT_USAGE),
-    ((LeaseLost,), EXIT_LOST),
-    ((NamespaceError, NotAdmitted), EXIT_REFUSED),
-    ((LockDelayed,), EXIT_LOCK_DELAY),
-    ((LeaseHeld,), EXIT_HELD),
-    ((NotLive, TokenNotCurrent, NotHolder), EXIT_NOT_CURRENT),
-    ((NodeUnreachable, WrongChain, ChainRolledBack, ContractNotFound, AnvilNotFound), EXIT_CONNECTION),
-    ((TransactionTimeout, OutcomeUnknown, NotConfirmed), EXIT_OUTCOME),
-    ((AuditIndexMismatch,), EXIT_INDEX_MISMATCH),
-    ((AuditIndexDiffers,), EXIT_INDEX_DIFFERS),
-    ((UnverifiedAnswer, ProofsNotServed), EXIT_UNVERIFIED),
-)
+EXIT_NOTHING_TO_CLAIM = 8  # `claim`: every item is done or held live by others (no error)
+# Each error class carries its code (``exit_code``, chainfence.errors); these name them:
+EXIT_ERROR = ChainfenceError.exit_code  # 1: any other chainfence error
+EXIT_USAGE = InvalidInput.exit_code  # 2: bad arguments or configuration (or a missing extra); nothing was sent
+EXIT_HELD = LeaseHeld.exit_code  # 3: someone else holds the lease
+EXIT_NOT_CURRENT = TokenNotCurrent.exit_code  # 4: stale, unknown, expired, released, unconfirmed, or not yours
+EXIT_CONNECTION = NodeUnreachable.exit_code  # 5: no node, wrong chain, rolled-back chain, no registry, no anvil
+EXIT_OUTCOME = TransactionInDoubt.exit_code  # 6: a transaction timed out (cancelled) or its outcome is unknown
+EXIT_LOST = LeaseLost.exit_code  # 7: `lock`: the lease was lost while the command ran; its session was stopped
+EXIT_REFUSED = NamespaceError.exit_code  # 9: a namespace refused the caller: not its admin, taken, not admitted
+EXIT_LOCK_DELAY = LockDelayed.exit_code  # 10: the lease expired and its namespace's lock-delay still runs
+EXIT_INDEX_MISMATCH = AuditIndexMismatch.exit_code  # 11: `audit`: the index file is another registry's, or none
+EXIT_INDEX_DIFFERS = AuditIndexDiffers.exit_code  # 12: `audit verify`: the index and the chain differ
+EXIT_UNVERIFIED = UnverifiedAnswer.exit_code  # 13: the proven mode: an answer did not verify, or no proofs
 
 
 def exit_code(error: ChainfenceError) -> int:
-    """The documented exit code for a chainfence error."""
-    for classes, code in EXIT_CODES:
-        if isinstance(error, classes):
-            return code
-    return EXIT_ERROR
+    """The documented exit code for a chainfence error: its class's ``exit_code``."""
+    return error.exit_code
 
 
 #: The end of ``chainfence --help`` (and of ``node --help`` and ``lock --help``).
@@ -321,7 +291,7 @@ def add_command(
 
 
 #: What a resource name may be, as the commands' help says it: the bound is the contract's
-#: (:data:`chainfence._limits.MAX_NAME_LENGTH`), the rest what ``acquire`` publishes (``_names.publishable``).
+#: (:data:`chainfence._core.limits.MAX_NAME_LENGTH`), the rest what ``acquire`` publishes (``_names.publishable``).
 NAME_RULES = f"1 to {MAX_NAME_LENGTH} bytes of UTF-8, printable, no whitespace at either end"
 
 
@@ -376,13 +346,12 @@ def timeout(text: str) -> float:
 
 def wait_seconds(text: str) -> float:
     """``--wait``: seconds, checked as ``acquire(wait=...)`` checks them."""
-    from .. import _validate
-    from ..errors import InvalidWait
+    from .._sdk import validate as _validate
 
     try:
         return _validate.wait(float(text))
-    except ValueError as exc:  # not a number, or InvalidWait
-        if isinstance(exc, InvalidWait):
+    except ValueError as exc:  # not a number, or InvalidInput
+        if isinstance(exc, InvalidInput):
             raise argparse.ArgumentTypeError(str(exc)) from None
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
 
@@ -473,7 +442,7 @@ def wants_json(argv: Sequence[str]) -> bool:
 #: What several endpoints are for. A command that sends no transaction (``status``, ``verify``, ``stuck``,
 #: ``tx``, ``audit ...``, ``namespace policy show``, ``namespace mine``) connects to the first endpoint of
 #: the list that answers, in order (failover when it starts; a node that fails later is not replaced).
-#: Every other command talks to one node and refuses a list (:class:`~chainfence.errors.InvalidUrl`,
+#: Every other command talks to one node and refuses a list (:class:`~chainfence.errors.InvalidInput`,
 #: exit 2): a transaction is followed, cancelled and reconciled on the node it was sent to.
 ENDPOINTS_HELP = (
     "several JSON-RPC endpoints (http(s) URLs or IPC socket paths), comma-separated (default: "
@@ -587,7 +556,7 @@ def split_endpoints(text: str) -> list[str]:
 def endpoints(args: argparse.Namespace, record: Any) -> tuple[list[str], str]:
     """The node URLs the command line names, and where they came from: --rpc-url (one), --endpoints (a
     list), $CHAINFENCE_RPC_URL (one or a list), or the deployment file's (``record``), each checked."""
-    from .. import _validate
+    from .._sdk import validate as _validate
 
     listed = getattr(args, "endpoints", None)
     if args.rpc_url is not None:
@@ -607,20 +576,21 @@ def endpoints(args: argparse.Namespace, record: Any) -> tuple[list[str], str]:
 
 def rpc_url(args: argparse.Namespace, record: Any) -> str:
     """The node's URL, for a command that talks to one node: --rpc-url, $CHAINFENCE_RPC_URL, or the
-    deployment file's (``record``). A list of endpoints is :class:`~chainfence.errors.InvalidUrl` (exit 2)."""
+    deployment file's (``record``). A list of endpoints is :class:`~chainfence.errors.InvalidInput` (exit 2)."""
     urls, where = endpoints(args, record)
     if len(urls) > 1:
         raise one_node_only(len(urls), where)
     return urls[0]
 
 
-def one_node_only(count: int, where: str) -> InvalidUrl:
+def one_node_only(count: int, where: str) -> InvalidInput:
     """The error of a command that talks to one node, given ``count`` endpoints (never their URLs)."""
-    return InvalidUrl(
+    return InvalidInput(
         f"{where} names {count} endpoints, but this command talks to one node (a transaction is followed and "
         "reconciled on the node it was sent to; a node or a server runs against one): give one with --rpc-url. "
         "Several endpoints are for the commands that send no transaction (status, verify, stuck, tx, audit, "
-        "namespace policy show): they use the first that answers"
+        "namespace policy show): they use the first that answers",
+        argument="url",
     )
 
 
@@ -682,7 +652,8 @@ def connect(
 def target(args: argparse.Namespace) -> tuple[str, str]:
     """(name, display) of RESOURCE, or of work item RESOURCE of --workset (``workset»item``), checked
     before anything is asked of the node: a bad name is exit 2 with nothing sent."""
-    from .. import _names, _validate
+    from .._sdk import names as _names
+    from .._sdk import validate as _validate
 
     workset = getattr(args, "workset", None)
     name = args.resource if workset is None else _names.item_name(workset, args.resource)
@@ -694,7 +665,7 @@ def publishable(*names: str) -> None:
     """Check names a command would publish (``acquire``, ``lock``, ``acquire-many``) before anything is asked
     of the node: a name with whitespace at an end, a control character or over the length bound is exit 2
     with the SDK's message, with no node needed and nothing sent."""
-    from .. import _names
+    from .._sdk import names as _names
 
     for name in names:
         _names.publishable(name)

@@ -124,7 +124,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def _progress(text: str) -> bytes | int | str:
     """A --progress marker: 0x-hex bytes, a decimal counter, or text (hashed by the SDK)."""
-    from .. import _validate
+    from .._sdk import validate as _validate
 
     value: bytes | int | str = text
     if text.startswith("0x"):

@@ -276,7 +276,7 @@ def _admin_target(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any] | None
     """What ``revoke`` and ``grant`` act on, checked before anything is asked of the node: the resource's
     name (a ``str``; with --escaped, the bytes the registry holds), the (workset, item) of a work item,
     and the name as shown."""
-    from .. import _names
+    from .._sdk import names as _names
 
     if not args.escaped:
         name = args.resource if args.workset is None else _names.item_name(args.workset, args.resource)
@@ -301,7 +301,7 @@ def _admin_target(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any] | None
 
 def _named(name: Any, item: tuple[Any, Any] | None, shown: str) -> dict[str, Any]:
     """The resource (and work item) fields of ``revoke``'s and ``grant``'s --json answer."""
-    from .. import _names
+    from .._sdk import names as _names
 
     document: dict[str, Any] = {"resource": name if isinstance(name, str) else shown}
     if item is not None:

@@ -187,7 +187,8 @@ def _status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         }
         emit(args, info, table([[k.replace("_", " "), str(v)] for k, v in info.items()], ["field", "value"]))
         return EXIT_OK
-    from .. import _names, _validate
+    from .._sdk import names as _names
+    from .._sdk import validate as _validate
 
     names = [name if args.workset is None else _names.item_name(args.workset, name) for name in args.resources]
     for name in names:  # every name checked before the first is read: a bad one is exit 2
@@ -250,7 +251,7 @@ _URL_LIST = re.compile(r",\s*(?=https?://)", re.IGNORECASE)
 def _header_urls(args: argparse.Namespace) -> list[str]:
     """The --headers URLs (several, comma lists, or the option repeated), checked; a usage error before
     anything is sent."""
-    from .. import _validate
+    from .._sdk import validate as _validate
 
     urls = [url.strip() for given in args.headers or [] for url in _URL_LIST.split(given.strip()) if url.strip()]
     for url in urls:
@@ -280,7 +281,7 @@ def _proven_options(args: argparse.Namespace) -> tuple[list[str], str | None] | 
             raise UsageError(f"{', '.join(given)} configure the proven mode: add --proven")
         return None
     urls = _header_urls(args)
-    from .. import _validate
+    from .._sdk import validate as _validate
 
     if args.clock_rpc is not None:
         _validate.rpc_url(args.clock_rpc, "--clock-rpc")

@@ -5,7 +5,7 @@
     chainfence demo                      # the paused-agent scenario on the embedded chain (chainfence.cli.demo)
     chainfence node                      # local anvil, state on disk, registry deployed (chainfence.cli.node)
     chainfence deploy [--max-ttl S]      # a registry on any node, and the deployment file naming it
-    chainfence mcp [--http --port N]     # Model Context Protocol tools for agents (chainfence.mcp_server)
+    chainfence mcp [--http --port N]     # Model Context Protocol tools for agents (chainfence.integrations.mcp)
 
 Their work is done by the modules named; they are imported when the command runs (the embedded chain,
 anvil's helpers and the MCP SDK import web3, pydantic or both).
@@ -146,7 +146,7 @@ def _node_port(args: argparse.Namespace) -> int:
     not to this node. With --port given, a variable naming another node only gets a warning."""
     from urllib.parse import urlsplit
 
-    from .. import _validate
+    from .._sdk import validate as _validate
 
     variable = os.environ.get("CHAINFENCE_RPC_URL")
     if not variable:
@@ -230,7 +230,7 @@ def _deploy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
-        from ..mcp_server import serve
+        from ..integrations.mcp import serve
     except ModuleNotFoundError as missing:
         if (missing.name or "").split(".")[0] != "mcp":
             raise

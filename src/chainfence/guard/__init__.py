@@ -86,7 +86,7 @@ Guarantees in every mode (each has a test that tries to break it):
 
 A check and the write that follows it are two steps: a holder superseded
 between them can still complete that one write. Make the write itself
-conditional on the token where that matters (:mod:`chainfence.sql` does it
+conditional on the token where that matters (:mod:`chainfence.integrations.sql` does it
 in one database transaction; :class:`~chainfence.FencedStore` on-chain).
 
 Reorgs: fencing tokens are a chain's counter, so a reorg can give the same
@@ -106,7 +106,7 @@ Admission (``admission=``): a guard can also require that the token's holder
 be one the service accepts, from a local list or from the namespace's
 on-chain allowlist (:mod:`chainfence.guard.admission`, and there how soon an
 on-chain removal takes effect in each mode). A holder refused gets
-:class:`~chainfence.errors.HolderNotAdmitted`; nothing is recorded.
+:class:`~chainfence.errors.NotAdmitted`; nothing is recorded.
 
 Ended leases: when a lease ends early by an event — its holder releases it
 (``LeaseReleased``), completes its claimed work item (``LeaseCompleted``),

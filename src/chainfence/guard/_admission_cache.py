@@ -6,7 +6,7 @@ LRU-bounded; the follower drops a namespace's answers when it applies one of
 that namespace's policy or admission events (:meth:`AdmissionCache.forget`).
 The guard's fast paths ask :meth:`AdmissionCache.admits_known` (memory only);
 a check that reached the chain asks :meth:`AdmissionCache.admit`, which reads
-what it must and raises :class:`~chainfence.errors.HolderNotAdmitted`.
+what it must and raises :class:`~chainfence.errors.NotAdmitted` (its ``admission`` says which list).
 Nothing here records anything: a refusal leaves the mark where it was.
 """
 
@@ -16,8 +16,9 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, NoReturn
 
-from .. import _log, _names
-from ..errors import HolderNotAdmitted
+from .._core import log as _log
+from .._sdk import names as _names
+from ..errors import NotAdmitted
 from ._verdict import Verdict
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class AdmissionCache:
         return (resource, holder) in self._pairs
 
     def admit(self, verdict: Verdict) -> None:
-        """Raise HolderNotAdmitted unless the admission accepts the token's holder; records nothing.
+        """Raise NotAdmitted unless the admission accepts the token's holder; records nothing.
 
         A verdict without a holder (a mark recorded without one) gets it from the chain first."""
         admission = self._admission
@@ -132,7 +133,7 @@ class AdmissionCache:
             holder,
             admission,
         )
-        raise HolderNotAdmitted(
+        raise NotAdmitted(
             holder=holder or "an unknown holder",
             token=verdict.token,
             admission=admission,

@@ -71,11 +71,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn, Protocol
 
-from .. import _log, _names, endings
-from .._lease_state import LeaseStatus
+from .. import endings
+from .._core import log as _log
 from .._node import completeness as _completeness
 from .._node import events as _events
 from .._node import headers as _headers
+from .._sdk import names as _names
+from .._sdk.lease_state import LeaseStatus
 from ..endings import End
 from ..errors import (
     ChainError,
@@ -294,7 +296,7 @@ class Follower:
                         block=checked.held,
                         followed=block,
                         head=head,
-                        provider=self._log_provider(),
+                        source=self._log_provider(),
                         reason=checked.why or "",
                     )
         except LogsIncomplete as behind:
@@ -407,7 +409,7 @@ class Follower:
                     f"0x{resource_id.hex()} {why} at block {last}"
                 )
                 logger.warning("guard follower refused a page: %s", reason)
-                raise ProofInvalid(provider=self._log_provider(), block=last, block_hash=at.hash_hex, reason=reason)
+                raise ProofInvalid(source=self._log_provider(), block=last, block_hash=at.hash_hex, reason=reason)
 
     def _log_provider(self) -> str:
         from .._node.jsonrpc import name_of_chain

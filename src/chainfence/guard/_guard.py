@@ -22,10 +22,12 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import _log, _names, _validate
-from .._lease_state import LeaseStatus, judge
+from .._core import log as _log
 from .._node import completeness as _completeness
-from .._rollback import Doubt
+from .._sdk import names as _names
+from .._sdk import validate as _validate
+from .._sdk.lease_state import LeaseStatus, judge
+from .._sdk.rollback import Doubt
 from ..endings import End
 from ..errors import (
     ChainfenceError,
@@ -281,7 +283,7 @@ class Guard:
         :class:`~chainfence.errors.TokenNotConfirmed`; at the mark,
         :class:`~chainfence.errors.LeaseRevoked` once a follower saw the lease
         revoked. With an admission policy,
-        :class:`~chainfence.errors.HolderNotAdmitted` for a token whose holder
+        :class:`~chainfence.errors.NotAdmitted` for a token whose holder
         it does not accept. A rejection never moves the mark. Chain errors
         propagate (fail closed), as :class:`~chainfence.errors.ChainError`
         subclasses.
@@ -370,7 +372,7 @@ class Guard:
         self, resource: str, resource_id: bytes, token: int, mark: int, stored_holder: str | None
     ) -> LeaseInfo:
         """The registry's verdict on ``token``, and the rollback checks. Evidence of a rollback is believed
-        (latched) only once the chain, asked again, says so too (:mod:`chainfence._rollback`: anvil
+        (latched) only once the chain, asked again, says so too (:mod:`chainfence._sdk.rollback`: anvil
         answers a read at ``latest`` from the block before while it mines)."""
         try:
             return self._ask_chain(resource, token, mark, stored_holder, latch=_doubt)
@@ -580,7 +582,7 @@ class Guard:
         Checked in this order, cheap and local first, and nothing is recorded
         unless every check passes: the request names this resource, action
         and audience (:class:`~chainfence.errors.RequestMisdirected`), the
-        payload is the signed one (:class:`~chainfence.errors.PayloadMismatch`),
+        payload is the signed one (:class:`~chainfence.errors.MalformedRequest`),
         the deadline has not passed and is not too far
         (:class:`~chainfence.errors.RequestExpired`,
         :class:`~chainfence.errors.MalformedRequest`); the token passes this
@@ -589,7 +591,7 @@ class Guard:
         holder's — recovered locally for an account, and only then, for a
         contract holder, ERC-1271 with a gas cap
         (:class:`~chainfence.errors.InvalidSignature`); the holder passes the
-        guard's admission, if any (:class:`~chainfence.errors.HolderNotAdmitted`);
+        guard's admission, if any (:class:`~chainfence.errors.NotAdmitted`);
         the request was never accepted before, across restarts and clock steps
         (:class:`~chainfence.errors.ReplayedRequest`). The mark and the
         request are then recorded in one transaction.

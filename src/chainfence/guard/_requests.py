@@ -21,17 +21,14 @@ from typing import TYPE_CHECKING, NamedTuple
 from eth_utils.crypto import keccak
 
 from ..errors import (
-    ActionMismatch,
-    AudienceMismatch,
     ChainfenceError,
     InvalidInput,
     InvalidSignature,
     MalformedRequest,
     NodeUnreachable,
-    PayloadMismatch,
     ReplayedRequest,
     RequestExpired,
-    ResourceMismatch,
+    RequestMisdirected,
     SignerNotHolder,
 )
 from ._store import GuardStore
@@ -91,15 +88,18 @@ class RequestVerifier:
         if not isinstance(audience, str) or not audience:
             raise InvalidInput("check_request needs the audience: Guard(..., audience=...) or audience=")
         if resource is not None and request.resource != resource:
-            raise ResourceMismatch(
-                f"this endpoint is fenced by {resource!r}; the request was signed for {request.resource!r}"
+            raise RequestMisdirected(
+                f"this endpoint is fenced by {resource!r}; the request was signed for {request.resource!r}",
+                field="resource",
+                signed=request.resource,
+                expected=resource,
             )
         if request.action != action:
-            raise ActionMismatch(f"the request was signed for {request.action!r}, not {action!r}")
+            raise RequestMisdirected(field="action", signed=request.action, expected=action)
         if request.audience != audience:
-            raise AudienceMismatch(f"the request was signed for audience {request.audience!r}, not {audience!r}")
+            raise RequestMisdirected(field="audience", signed=request.audience, expected=audience)
         if not isinstance(payload, (bytes, bytearray)) or keccak(bytes(payload)) != request.payload_digest:
-            raise PayloadMismatch("the payload is not the one the holder signed")
+            raise MalformedRequest("the payload is not the one the holder signed", field="payload")
         now = time.time()
         if request.deadline < now:
             raise RequestExpired(f"the request's deadline {request.deadline} has passed (now {int(now)})")

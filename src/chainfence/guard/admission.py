@@ -23,8 +23,8 @@ address: an account, or a contract (a multisig, an agent's wallet). To
 admit a contract holder, list the contract's address, not its owners' keys:
 a signed request from a contract holder is verified with ERC-1271 first,
 then judged by the same rule. A holder not admitted gets
-:class:`~chainfence.errors.HolderNotAdmitted` (403 at
-:class:`~chainfence.asgi.FencingMiddleware`), and nothing is recorded: the
+:class:`~chainfence.errors.NotAdmitted` (403 at
+:class:`~chainfence.integrations.asgi.FencingMiddleware`), and nothing is recorded: the
 mark does not move, the request is not remembered.
 
 How soon an on-chain removal takes effect (the allowlist is cached per
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .. import _validate
+from .._sdk import validate as _validate
 from ..errors import InvalidInput
 
 __all__ = ["Admission"]
@@ -58,7 +58,7 @@ class Admission:
 
     __slots__ = ("holders", "kind")
 
-    #: The kinds of policy, as :class:`~chainfence.errors.HolderNotAdmitted` names them.
+    #: The kinds of policy, as :class:`~chainfence.errors.NotAdmitted` names them (its ``admission``).
     KINDS = ("local", "on-chain")
 
     def __init__(self, kind: str, holders: Iterable[str] | None = None):
@@ -82,8 +82,8 @@ class Admission:
     def local(cls, holders: Iterable[str]) -> Admission:
         """Admit exactly these holders (addresses of accounts or contracts), on every resource.
 
-        Raises :class:`~chainfence.errors.InvalidAddress` for an entry that is
-        not an address, and :class:`~chainfence.errors.InvalidInput` for an
+        Raises :class:`~chainfence.errors.InvalidInput` for an entry that is
+        not an address, and for an
         empty list (it would refuse every write: almost certainly a mistake).
         """
         return cls("local", holders)

@@ -5,10 +5,10 @@ builds on (its lease operations and views in :mod:`chainfence.registry`,
 namespaces in :mod:`chainfence.namespaces`, claims in :mod:`chainfence.claims`,
 sets in :mod:`chainfence.lease_set`): the registry's address and the account
 it sends as, the contract's calls as steps, a resource's lease read with the
-rollback check (:mod:`chainfence._rollback`), and the operations on one
+rollback check (:mod:`chainfence._sdk.rollback`), and the operations on one
 token (renew, release, complete, check) that leases, claims and sets share.
 Nothing here is public API: the concepts derive their methods from these
-steps (:mod:`chainfence._faces`).
+steps (:mod:`chainfence._core.faces`).
 """
 
 from __future__ import annotations
@@ -17,20 +17,19 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _log, _validate, _waiting, endings
-from ._effects import RPC, Steps
-from ._faces import SyncFace
-from ._lease_state import AcquireReason, LeaseInfo, LeaseStatus, judge
-from ._node import artifacts as _artifacts
-from ._node import events as _events
-from ._node.abi import decode as abi_decode
-from ._node.abi import encode as abi_encode
-from ._node.addresses import to_checksum_address
-from ._node.formats import raw_logs
-from ._node.rlp import keccak256 as keccak
-from ._rollback import Seen
-from .endings import End
-from .errors import (
+from .. import endings
+from .._core import log as _log
+from .._core.effects import RPC, Steps
+from .._core.faces import SyncFace
+from .._node import artifacts as _artifacts
+from .._node import events as _events
+from .._node.abi import decode as abi_decode
+from .._node.abi import encode as abi_encode
+from .._node.addresses import to_checksum_address
+from .._node.formats import raw_logs
+from .._node.rlp import keccak256 as keccak
+from ..endings import End
+from ..errors import (
     ChainError,
     ChainfenceError,
     ChainRolledBack,
@@ -40,10 +39,14 @@ from .errors import (
     TokenNotCurrent,
     UnknownAccount,
 )
-from .lease import Lease
+from ..lease import Lease
+from . import validate as _validate
+from . import waiting as _waiting
+from .lease_state import AcquireReason, LeaseInfo, LeaseStatus, judge
+from .rollback import Seen
 
 if TYPE_CHECKING:  # what fenced requests are signed in: read by the steps that need it (issue #19)
-    from .fenced_requests import EIP712Domain
+    from ..fenced_requests import EIP712Domain
 
 logger = _log.get("chainfence.registry")
 
@@ -143,7 +146,7 @@ class RegistryContract(SyncFace):
             )
             if fields != b"\x0f":
                 raise ContractNotFound(f"unexpected EIP-712 domain fields 0x{fields.hex()} at {self.address}")
-            from .fenced_requests import EIP712Domain
+            from ..fenced_requests import EIP712Domain
 
             cached = EIP712Domain(name, version, chain_id, to_checksum_address(verifying))
             self.__dict__["_eip712_domain"] = cached
@@ -157,7 +160,7 @@ class RegistryContract(SyncFace):
         """The resource's latest lease at ``block``; ``None`` means the latest state judged at chain.now().
 
         At the latest state, an answer below what was seen is read once more before it is believed
-        (:mod:`chainfence._rollback`: anvil answers one from the block before while it mines); it raises
+        (:mod:`chainfence._sdk.rollback`: anvil answers one from the block before while it mines); it raises
         :class:`~chainfence.errors.ChainRolledBack` if the read after it says so too."""
         try:
             return (yield from self._read_lease_info_steps(resource, resource_id, block=block))
@@ -454,7 +457,7 @@ class RegistryContract(SyncFace):
 def _encoded(function: str, args: Sequence[Any]) -> bytes:
     """The calldata of ``function(args)``. A ``string`` argument given as ``bytes`` is sent as those bytes
     (``string`` and ``bytes`` encode alike): a name exactly as the registry holds it, which need not be
-    UTF-8 (the admin's paths: :func:`chainfence._names.held_name`)."""
+    UTF-8 (the admin's paths: :func:`chainfence._sdk.names.held_name`)."""
     selector, types = _artifacts.functions("FencingRegistry")[function]
     sent = [
         "bytes" if kind == "string" and isinstance(arg, (bytes, bytearray)) else kind

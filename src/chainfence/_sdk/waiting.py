@@ -69,7 +69,7 @@ before the preflight keeps that moment to signing and one request
 Everything that waits takes a :class:`Timer` (clock, sleep, randomness):
 tests give it one that moves only when the test says.
 
-The waiting is written once, as steps (:mod:`chainfence._effects`): the
+The waiting is written once, as steps (:mod:`chainfence._core.effects`): the
 sync :class:`~chainfence.Registry` runs them over the blocking RPC layer,
 :mod:`chainfence.aio` over the asyncio one; with the system timer
 (:data:`SYSTEM`) each pauses with its driver's own sleep (:func:`sleep`).
@@ -84,16 +84,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
-from . import _log, endings
-from ._effects import RPC, Locked, Sleep, Steps, run
-from ._node import completeness as _completeness
-from ._node import events as _events
-from .endings import Refusal
-from .errors import LeaseError, LeaseHeld, LockDelayed, LogsIncomplete
+from .. import endings
+from .._core import log as _log
+from .._core.effects import RPC, Locked, Sleep, Steps, run
+from .._node import completeness as _completeness
+from .._node import events as _events
+from ..endings import Refusal
+from ..errors import LeaseError, LeaseHeld, LockDelayed, LogsIncomplete
 
 if TYPE_CHECKING:
-    from .chain import Chain
-    from .lease import LeaseInfo
+    from ..chain import Chain
+    from ..lease import LeaseInfo
 
 logger = _log.get(__name__)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 import re
 
-from ._names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
-from ._node.addresses import is_checksum_address, is_hex_address, to_checksum_address  # leaves: eth-utils' answers
-from ._node.rlp import keccak256 as keccak
-from .errors import InvalidAddress, InvalidInput, InvalidProgress, InvalidToken, InvalidTtl, InvalidUrl, InvalidWait
+from .._node.addresses import is_checksum_address, is_hex_address, to_checksum_address  # leaves: eth-utils' answers
+from .._node.rlp import keccak256 as keccak
+from ..errors import InvalidInput, InvalidTtl
+from .names import MAX_NAME_LENGTH, publishable, resource_bytes, resource_id
 
 __all__ = [
     "MAX_NAME_LENGTH",
@@ -50,46 +50,55 @@ def rpc_url(value: object, what: str = "url") -> str:
     an IPv6 address in brackets), an optional port from 1 to 65535, any path and query; or a node's IPC
     socket, a path ending in ``.ipc`` (``/tmp/anvil.ipc``, as ``cast --rpc-url`` takes one). The one
     check every face runs (``Chain.connect``, ``AsyncChain.connect``, the CLI's ``--rpc-url``, the tooz
-    driver's URL): anything else is :class:`~chainfence.errors.InvalidUrl`, before a socket is opened.
+    driver's URL): anything else is :class:`~chainfence.errors.InvalidInput` (``argument='url'``), before a socket is opened.
     The message names the problem, never the URL's path or query (API keys live there)."""
-    from ._node.urls import split
+    from .._node.urls import split
 
     if not isinstance(value, str):
-        raise InvalidUrl(f"{what} must be a str (an http:// or https:// JSON-RPC endpoint), got {type(value).__name__}")
+        raise InvalidInput(
+            f"{what} must be a str (an http:// or https:// JSON-RPC endpoint), got {type(value).__name__}",
+            argument="url",
+        )
     if not value:
-        raise InvalidUrl(f"{what} is empty: give an http:// or https:// JSON-RPC endpoint")
+        raise InvalidInput(f"{what} is empty: give an http:// or https:// JSON-RPC endpoint", argument="url")
     if len(value) > MAX_URL_LENGTH:
-        raise InvalidUrl(f"{what} is {len(value)} characters long (at most {MAX_URL_LENGTH})")
+        raise InvalidInput(f"{what} is {len(value)} characters long (at most {MAX_URL_LENGTH})", argument="url")
     if not value.isascii() or not value.isprintable() or any(char.isspace() for char in value):
-        raise InvalidUrl(
-            f"{what} contains whitespace, control or non-ASCII characters: one http(s) URL, percent-encoded"
+        raise InvalidInput(
+            f"{what} contains whitespace, control or non-ASCII characters: one http(s) URL, percent-encoded",
+            argument="url",
         )
     if "://" not in value and value.endswith(".ipc"):
         return value  # a node's IPC socket on this machine (chainfence._node.ipc)
     scheme = value.split(":", 1)[0].lower() if ":" in value else ""
     if scheme not in ("http", "https") or not value[len(scheme) :].startswith("://"):
         shown = f"scheme {scheme!r}" if scheme.isalnum() else "no scheme"
-        raise InvalidUrl(f"{what} must start with http:// or https:// (a JSON-RPC endpoint), got {shown}")
+        raise InvalidInput(
+            f"{what} must start with http:// or https:// (a JSON-RPC endpoint), got {shown}", argument="url"
+        )
     try:
         parts = split(value)
         host, port = parts.hostname, parts.port
     except ValueError as bad:  # an unclosed '[', a port that is not a number or out of range
-        raise InvalidUrl(f"{what} is not a well-formed URL ({bad}): {scheme}://<host>[:<port>][/<path>]") from None
+        raise InvalidInput(
+            f"{what} is not a well-formed URL ({bad}): {scheme}://<host>[:<port>][/<path>]", argument="url"
+        ) from None
     if not host:
-        raise InvalidUrl(f"{what} names no host: {scheme}://<host>[:<port>][/<path>]")
+        raise InvalidInput(f"{what} names no host: {scheme}://<host>[:<port>][/<path>]", argument="url")
     if "[" in parts.netloc:
         import ipaddress  # here: a host in brackets is rare, and the module is large
 
         try:
             ipaddress.IPv6Address(host.split("%", 1)[0])
         except ValueError:
-            raise InvalidUrl(f"{what}: {host!r} in brackets is not an IPv6 address") from None
+            raise InvalidInput(f"{what}: {host!r} in brackets is not an IPv6 address", argument="url") from None
     elif not _HOST_NAME.fullmatch(host) or ".." in host:
-        raise InvalidUrl(
-            f"{what}: {host[:64]!r} is not a host name or an IP address (one URL per endpoint: a list is not one)"
+        raise InvalidInput(
+            f"{what}: {host[:64]!r} is not a host name or an IP address (one URL per endpoint: a list is not one)",
+            argument="url",
         )
     if port == 0 or parts.netloc.rsplit("@", 1)[-1].endswith(":"):
-        raise InvalidUrl(f"{what} has an empty or zero port: give one from 1 to 65535, or none")
+        raise InvalidInput(f"{what} has an empty or zero port: give one from 1 to 65535, or none", argument="url")
     return value
 
 
@@ -109,8 +118,8 @@ def ttl(value: object, max_ttl: int) -> int:
 def namespace_prefix(value: object) -> str:
     """``value`` as a namespace prefix to administer or read: a publishable name of 1 to 127 bytes with
     no ``/`` that, if it looks like an address, is spelled as an address namespace (lowercase)."""
-    from ._names import address_namespace, is_address_namespace, looks_like_address
-    from .errors import InvalidNamespace
+    from ..errors import InvalidNamespace
+    from .names import address_namespace, is_address_namespace, looks_like_address
 
     if not isinstance(value, str):
         raise InvalidNamespace(f"a namespace must be a str, got {type(value).__name__}")
@@ -133,7 +142,7 @@ def namespace_prefix(value: object) -> str:
 def assignable_prefix(value: object) -> str:
     """``value`` as a namespace the deployer may assign: :func:`namespace_prefix`, and not shaped like an
     address (42 bytes starting ``0x``, which the registry refuses: those are their address's)."""
-    from .errors import InvalidNamespace
+    from ..errors import InvalidNamespace
 
     prefix = namespace_prefix(value)
     if len(prefix.encode("utf-8")) == 42 and prefix.startswith("0x"):
@@ -148,9 +157,13 @@ def assignable_prefix(value: object) -> str:
 def token(value: object) -> int:
     """``value`` as a fencing token, after checking it is an int from 1 to 2**256 - 1."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidToken(f"a fencing token must be an int, got {type(value).__name__} {value!r}", token=value)
+        raise InvalidInput(
+            f"a fencing token must be an int, got {type(value).__name__} {value!r:.80}", argument="token", value=value
+        )
     if value < 1 or value > MAX_TOKEN:
-        raise InvalidToken(token=value)
+        raise InvalidInput(
+            f"a fencing token is an int from 1 to 2**256 - 1, got {value}", argument="token", value=value
+        )
     return value
 
 
@@ -163,22 +176,31 @@ def progress(value: object) -> bytes:
     A marker of all zeros reads on-chain as "nothing reported" and is refused.
     """
     if isinstance(value, bool):
-        raise InvalidProgress(value)
+        raise _invalid_progress(value)
     if isinstance(value, int):
         if not 1 <= value < 2**256:
-            raise InvalidProgress(value)
+            raise _invalid_progress(value)
         return value.to_bytes(32, "big")
     if isinstance(value, str):
         try:
             return keccak(value.encode("utf-8"))
         except UnicodeEncodeError:
-            raise InvalidProgress(value, why="a str marker must be encodable as UTF-8") from None
+            raise _invalid_progress(value, "a str marker must be encodable as UTF-8") from None
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
         if not 1 <= len(data) <= 32 or not any(data):
-            raise InvalidProgress(value)
+            raise _invalid_progress(value)
         return data.ljust(32, b"\0")
-    raise InvalidProgress(value)
+    raise _invalid_progress(value)
+
+
+def _invalid_progress(value: object, why: str | None = None) -> InvalidInput:
+    """The error for a progress marker that is none of bytes, an int or a str, or out of range."""
+    why = why or (
+        "a progress marker is 1 to 32 bytes (not all zero), an int from 1 to 2**256 - 1, "
+        f"or a str (hashed), got {type(value).__name__} {value!r:.80}"
+    )
+    return InvalidInput(why, argument="progress", value=value)
 
 
 def address(value: object, what: str = "address") -> str:
@@ -186,10 +208,12 @@ def address(value: object, what: str = "address") -> str:
     if isinstance(value, (bytes, bytearray)) and len(value) == 20:
         return to_checksum_address(bytes(value))
     if not isinstance(value, str) or not value.startswith("0x") or not is_hex_address(value):
-        raise InvalidAddress(f"{what} must be a 0x-prefixed 20-byte hex address, got {value!r}")
+        raise InvalidInput(
+            f"{what} must be a 0x-prefixed 20-byte hex address, got {value!r:.80}", argument=what, value=value
+        )
     checked = _checksummed(value)
     if checked is None:
-        raise InvalidAddress(f"{what} {value} has an invalid EIP-55 checksum (mistyped?)")
+        raise InvalidInput(f"{what} {value} has an invalid EIP-55 checksum (mistyped?)", argument=what, value=value)
     return checked
 
 
@@ -208,7 +232,15 @@ def wait(value: object) -> float:
     if value is None:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidWait(f"wait must be None or a number of seconds, got {type(value).__name__} {value!r}", wait=value)
+        raise InvalidInput(
+            f"wait must be None or a number of seconds, got {type(value).__name__} {value!r:.80}",
+            argument="wait",
+            value=value,
+        )
     if not 0 <= value <= MAX_WAIT:  # NaN compares false; inf and huge ints are above
-        raise InvalidWait(wait=value)
+        raise InvalidInput(
+            f"wait must be None or a number of seconds from 0 to {MAX_WAIT}, got {value!r}",
+            argument="wait",
+            value=value,
+        )
     return float(value)

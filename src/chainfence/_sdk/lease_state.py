@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import enum
 
-from ._records import record
-from .errors import LeaseCompleted, LeaseExpired, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
+from .._core.records import record
+from ..errors import LeaseCompleted, LeaseExpired, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
 
 __all__ = ["AcquireReason", "LeaseInfo", "LeaseStatus", "judge"]
 

@@ -21,7 +21,7 @@ Steps that emit are streamed: :func:`stream` is a generator of what they emit
 :func:`collect_steps` gathers what they emit. Naming: a function or method
 whose name ends in ``_steps`` returns such a generator, and nothing else
 does; the public methods of the SDK are derived from them
-(:mod:`chainfence._faces`).
+(:mod:`chainfence._core.faces`).
 Both RPC layers have the same method names and share one error translation,
 so the core sees the same results and the same typed errors either way: a
 failure of an effect is thrown into the generator at its ``yield``, where

@@ -15,9 +15,10 @@ Names are untrusted: anyone can publish one by calling the contract, so
 ``resource_display`` is always safe to print (escaped; never spoofable by
 control or bidi-override characters).
 
-Written once, as steps (:func:`history_steps`): ``Registry.history`` and its
-asyncio twin run them; :mod:`chainfence.audit` re-exports :func:`history`,
-:class:`LeaseEvent` and :class:`EventKind` (the audit's names for them).
+Written once, as steps (:func:`history_steps`): :func:`history` runs them, and so do
+``Registry.history`` and its asyncio twin (the registry imports this module only when
+one is called); :mod:`chainfence.audit` exports :func:`history`, :class:`LeaseEvent`
+and :class:`EventKind`.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from . import _names, _validate
-from ._block_times import BlockTimes
-from ._contract import RegistryContract
-from ._effects import RPC, Blocking, Steps
-from ._lease_state import AcquireReason
-from ._node import events as _events
-from .errors import InvalidInput
+from .._core.effects import RPC, Blocking, Steps
+from .._node import events as _events
+from .._sdk import names as _names
+from .._sdk import validate as _validate
+from .._sdk.block_times import BlockTimes
+from .._sdk.contract import RegistryContract
+from .._sdk.lease_state import AcquireReason
+from ..errors import InvalidInput
 
 __all__ = ["EventKind", "LeaseEvent", "history", "history_steps"]
 
@@ -219,8 +221,8 @@ def _history_from_index(
         # Asked up to a block the index could not reach (the log provider's answer does not check out
         # at held_at): an answer from the index would silently lack that block's events on. With
         # "latest" the answer is as of the block the index reached, as it is as of a confirmed one.
-        from ._node.jsonrpc import name_of_chain
-        from .errors import LogsIncomplete
+        from .._node.jsonrpc import name_of_chain
+        from ..errors import LogsIncomplete
 
         raise LogsIncomplete(
             f"the logs {name_of_chain(registry.chain)} answered do not check out against block {synced.held_at} "
@@ -229,7 +231,7 @@ def _history_from_index(
             block=synced.held_at,
             followed=synced.held_at - 1,
             head=int(to_block),
-            provider=name_of_chain(registry.chain),
+            source=name_of_chain(registry.chain),
             reason=synced.held_because or "",
         )
     result = []

@@ -148,10 +148,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _log, _validate
-from ._lease_state import judge
-from ._rollback import Doubt
-from .errors import (
+from .._core import log as _log
+from .._sdk import validate as _validate
+from .._sdk.lease_state import judge
+from .._sdk.rollback import Doubt
+from ..errors import (
     ChainRolledBack,
     FenceBroken,
     HeaderBehind,
@@ -159,11 +160,11 @@ from .errors import (
     StaleToken,
     TokenNotCurrent,
 )
-from .lease import LeaseInfo
+from ..lease import LeaseInfo
 
 if TYPE_CHECKING:
-    from ._node.headers import HeaderSource
-    from .proofs import ProvenReader
+    from .._node.headers import HeaderSource
+    from ..proofs import ProvenReader
 
 logger = _log.get(__name__)
 
@@ -261,7 +262,7 @@ _READERS_LOCK = threading.Lock()
 
 
 def _reader(registry: Any, headers: HeaderSource, proof_provider: Any) -> ProvenReader:
-    from .proofs import ProvenReader
+    from ..proofs import ProvenReader
 
     provider = registry.chain if proof_provider is None else proof_provider
     key = (registry.address, provider if isinstance(provider, str) else id(provider))
@@ -332,7 +333,7 @@ class _Fence(NamedTuple):
 
     def _ask_chain(self, mark: int, holder: str | None, highest: Callable[[], int]) -> LeaseInfo | None:
         """The registry's verdict on the token (as guards get it), after the rollback checks. Evidence of
-        a rollback is believed only once the chain, asked again, says so too (:mod:`chainfence._rollback`:
+        a rollback is believed only once the chain, asked again, says so too (:mod:`chainfence._sdk.rollback`:
         anvil answers a read at ``latest`` from the block before while it mines)."""
         try:
             return self._ask_chain_once(mark, holder, highest, doubt=True)

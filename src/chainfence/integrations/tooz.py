@@ -91,8 +91,8 @@ Semantics (those of tooz's other drivers)
   not answer: ``ToozConnectionError``) whose ``__cause__`` is the
   chainfence error. Bad input (a malformed URL or option, a bad lock name or
   timeout, a missing key) is :class:`ToozInvalidInput`: a ``tooz.ToozError``
-  and a :class:`chainfence.errors.InvalidInput` (the specific one, such as
-  ``InvalidUrl``, is its ``__cause__``), never a bare ``ValueError``. A URL
+  and a :class:`chainfence.errors.InvalidInput` (the SDK's own, naming the
+  ``argument``, is its ``__cause__``), never a bare ``ValueError``. A URL
   that tooz itself cannot split (an unclosed ``[``) fails in
   ``tooz.coordination.get_coordinator`` before any driver is chosen, with
   tooz's own ``ValueError``, as for every tooz driver.
@@ -115,11 +115,13 @@ import tooz.utils
 from eth_account import Account
 from eth_utils.crypto import keccak
 
-from . import _log, _validate, endings
-from .chain import Chain
-from .endings import End, Refusal
-from .errors import ChainfenceError, InvalidInput, LeaseError, NodeUnreachable
-from .registry import Registry
+from .. import endings
+from .._core import log as _log
+from .._sdk import validate as _validate
+from ..chain import Chain
+from ..endings import End, Refusal
+from ..errors import ChainfenceError, InvalidInput, LeaseError, NodeUnreachable
+from ..registry import Registry
 
 __all__ = ["ChainfenceDriver", "ChainfenceLock", "ToozInvalidInput", "embedded_chain", "member_account"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ._effects import RPC, Steps
-from .errors import ChainError
+from .._core.effects import RPC, Steps
+from ..errors import ChainError
 
 __all__ = ["BlockTimes"]
 

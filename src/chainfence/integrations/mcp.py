@@ -2,7 +2,7 @@
 
 Built on the official MCP Python SDK (``pip install 'chainfence[mcp]'``)::
 
-    from chainfence.mcp_server import build_server
+    from chainfence.integrations.mcp import build_server
 
     server = build_server(registry)      # registry.sender signs; None: the write tools refuse
     server.run()                         # stdio; or: chainfence mcp [--http --port N]
@@ -20,8 +20,9 @@ Errors: a chainfence error reaches the model as a tool error
 "message": ..., "holder": ..., "token": ..., "expires_at": ...}``), as JSON
 text and as ``structuredContent``: never the SDK's generic "Error executing
 tool". Arguments outside the schema are refused before anything is sent, as
-``InvalidInput`` (or the subclass for the field: ``InvalidTtl``,
-``InvalidToken``, ...) with the fields that failed.
+``InvalidInput`` (``argument``: the first field that failed; the contract's
+subclass for a name or a ttl: ``InvalidResourceName``, ``InvalidTtl``, ...)
+with the fields that failed.
 
 Keep-alive: **none**. The agent renews. A server that renewed on the
 agent's behalf would keep the lease of an agent that crashed or hangs alive
@@ -65,10 +66,12 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from . import __version__, _names, _validate, endings, errors
-from .endings import End, Refusal
-from .errors import ChainfenceError, ChainRolledBack, InvalidInput, UnknownAccount
-from .registry import MAX_CLAIM_ITEMS, Registry
+from .. import __version__, endings, errors
+from .._sdk import names as _names
+from .._sdk import validate as _validate
+from ..endings import End, Refusal
+from ..errors import ChainfenceError, ChainRolledBack, InvalidInput, UnknownAccount
+from ..registry import MAX_CLAIM_ITEMS, Registry
 
 logger = logging.getLogger(__name__)
 
@@ -204,11 +207,7 @@ _FIELD_ERRORS: dict[str, type[InvalidInput]] = {
     "workset": errors.InvalidResourceName,
     "election": errors.InvalidResourceName,
     "ttl": errors.InvalidTtl,
-    "token": errors.InvalidToken,
-    "wait": errors.InvalidWait,
-    "progress": errors.InvalidProgress,
     "items": errors.InvalidClaimItems,
-    "before": errors.InvalidCursor,
 }
 
 # ---------------------------------------------------------------------------
@@ -373,8 +372,7 @@ def _invalid_arguments(tool: str, problem: ValidationError) -> InvalidInput:
     first = str(problem.errors()[0]["loc"][0]) if problem.errors() else ""
     cls = _FIELD_ERRORS.get(first, InvalidInput)
     summary = "; ".join(f"{f['field']}: {f['problem']}" for f in fields)
-    error = cls.__new__(cls)
-    InvalidInput.__init__(error, f"{tool}: invalid arguments (nothing was sent): {summary}")
+    error = cls(f"{tool}: invalid arguments (nothing was sent): {summary}", argument=first or None)
     vars(error)["fields"] = fields  # a detail of the error (ChainfenceError.details() lists its attributes)
     return error
 
@@ -498,7 +496,7 @@ def _progress(value: int | str | None) -> bytes | int | str | None:
         try:
             return bytes.fromhex(value[2:])
         except ValueError:
-            raise errors.InvalidProgress(value, why=f"not hex: {value!r:.80}") from None
+            raise InvalidInput(f"progress is not hex: {value!r:.80}", argument="progress", value=value) from None
     return value
 
 
@@ -864,7 +862,7 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
             ),
         ],
     ) -> LeaderResult:
-        from .election import Election
+        from ..recipes.election import Election
 
         # ttl only matters to campaigning, which this read never does.
         current = Election(registry, election, ttl=60).leader()

@@ -26,7 +26,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, cast
 
-from .errors import ChainRolledBack
+from ..errors import ChainRolledBack
 
 __all__ = ["Doubt", "Seen"]
 

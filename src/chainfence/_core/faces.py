@@ -1,6 +1,6 @@
 """Faces: a chain operation written once, as steps, offered blocking and awaited.
 
-Every operation that touches the chain is a generator of effects (:mod:`chainfence._effects`)
+Every operation that touches the chain is a generator of effects (:mod:`chainfence._core.effects`)
 whose name ends in ``_steps``; the public methods of the sync SDK and of its asyncio twins are
 derived from it here, never written twice::
 
@@ -30,7 +30,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
-from ._effects import Steps, astream, primed_steps, stream
+from .effects import Steps, astream, primed_steps, stream
 
 if TYPE_CHECKING:  # inspect is imported when a signature is first asked for (issue #19: a CLI command's start)
     import inspect
@@ -77,7 +77,7 @@ def require_driver(chain: object) -> AsyncDriver:
     """``chain`` if it is an asyncio chain (an ``AsyncChain``), else :class:`~chainfence.errors.InvalidInput`."""
     import inspect
 
-    from .errors import InvalidInput
+    from ..errors import InvalidInput
 
     run = getattr(chain, "_run", None)
     if not callable(run) or not inspect.iscoroutinefunction(run) or not hasattr(chain, "chain"):

@@ -64,10 +64,10 @@ from __future__ import annotations
 import functools
 import unicodedata
 
-from ._limits import MAX_NAME_LENGTH  # longest resource name, in bytes of UTF-8 (the contract's bound)
-from ._node.abi import encode  # leaves of the node layer: eth-abi's and eth-utils' answers without them
-from ._node.rlp import keccak256 as keccak
-from .errors import InvalidResourceName
+from .._core.limits import MAX_NAME_LENGTH  # longest resource name, in bytes of UTF-8 (the contract's bound)
+from .._node.abi import encode  # leaves of the node layer: eth-abi's and eth-utils' answers without them
+from .._node.rlp import keccak256 as keccak
+from ..errors import InvalidResourceName
 
 __all__ = [
     "ITEM_SEPARATOR",

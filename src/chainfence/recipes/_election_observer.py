@@ -3,11 +3,11 @@
 The seat is a resource of a registry; its leader is the holder of its live
 lease, each term a new token. :class:`Observer` follows the resource's
 events block by block and chain time, and names every end of a term as
-:mod:`chainfence.endings` does (see :mod:`chainfence.election`, whose
+:mod:`chainfence.endings` does (see :mod:`chainfence.recipes.election`, whose
 docstring says what counts as a change); :func:`observe_steps` emits each
 change, for a generator (``Election.observe``) and an async generator
 (``AsyncElection.observe``) alike. :class:`Leader` and :class:`TermEnded`
-are what it reports (re-exported by :mod:`chainfence.election`).
+are what it reports (re-exported by :mod:`chainfence.recipes.election`).
 """
 
 from __future__ import annotations
@@ -19,17 +19,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from . import _log, _waiting, endings
-from ._block_times import BlockTimes
-from ._contract import RegistryContract
-from ._effects import RPC, Emit, Sleep, Steps
-from ._lease_state import AcquireReason, LeaseInfo
-from ._node import completeness as _completeness
-from ._node import events as _events
-from .endings import End
-from .errors import LogsIncomplete
+from .. import endings
+from .._core import log as _log
+from .._core.effects import RPC, Emit, Sleep, Steps
+from .._node import completeness as _completeness
+from .._node import events as _events
+from .._sdk import waiting as _waiting
+from .._sdk.block_times import BlockTimes
+from .._sdk.contract import RegistryContract
+from .._sdk.lease_state import AcquireReason, LeaseInfo
+from ..endings import End
+from ..errors import LogsIncomplete
 
-logger = _log.get("chainfence.election")
+logger = _log.get("chainfence.recipes.election")
 
 __all__ = ["Leader", "Observer", "Seat", "TermEnded", "observe_steps"]
 

@@ -58,7 +58,7 @@ asyncio: :class:`AsyncElection` (:mod:`chainfence.aio`) over an
 ``AsyncRegistry``: ``await election.campaign()`` returns an
 :class:`AsyncLeadership` kept alive in a task, ``election.observe()`` is an
 async generator of the same changes (the same steps:
-:mod:`chainfence._election_observer`), ``election.watch(callback)`` runs it
+:mod:`chainfence.recipes._election_observer`), ``election.watch(callback)`` runs it
 in a task.
 """
 
@@ -70,11 +70,11 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import _log, _validate, endings
-from . import keepalive as _keepalive
-from ._effects import Steps
-from ._election_observer import Leader, Seat, TermEnded, observe_steps
-from ._faces import (
+from .. import endings
+from .. import keepalive as _keepalive
+from .._core import log as _log
+from .._core.effects import Steps
+from .._core.faces import (
     AsyncDriver,
     AsyncFace,
     SyncFace,
@@ -86,9 +86,10 @@ from ._faces import (
     streaming,
     twin_of,
 )
-from .endings import End, LocalEnd, Refusal
-from .errors import InvalidInput, InvalidTtl, LeaseLost, TokenNotCurrent
-from .keepalive import (
+from .._sdk import validate as _validate
+from ..endings import End, LocalEnd, Refusal
+from ..errors import InvalidInput, InvalidTtl, LeaseLost, TokenNotCurrent
+from ..keepalive import (
     DEFAULT_BLOCK_TIME_MARGIN,
     DEFAULT_LATENCY_MARGIN,
     AsyncKeeper,
@@ -96,8 +97,9 @@ from .keepalive import (
     KeepAliveCore,
     Keeping,
 )
-from .lease import Lease
-from .registry import AsyncRegistry, Registry
+from ..lease import Lease
+from ..registry import AsyncRegistry, Registry
+from ._election_observer import Leader, Seat, TermEnded, observe_steps
 
 logger = _log.get(__name__)
 

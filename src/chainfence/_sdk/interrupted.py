@@ -4,7 +4,7 @@ An interrupt (``KeyboardInterrupt``, ``asyncio.CancelledError``) that lands
 in an acquisition, a claim or an ``acquire_many`` once its transaction may
 have reached the node must not leave a lease behind that nobody knows of.
 :func:`settle_steps` runs, shielded from the caller's further cancellations
-(:class:`~chainfence._effects.Shielded`): it settles the transaction (a
+(:class:`~chainfence._core.effects.Shielded`): it settles the transaction (a
 cancellation with its nonce is sent if it is not mined: whichever the chain
 mines decides), releases what it acquired, and notes on the interrupt what
 became of it. A lease that cannot be released is handed to the caller as
@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _log
-from ._contract import RegistryContract
-from ._effects import Shielded, Steps
-from ._node import sending as _sending
-from .endings import End
-from .errors import ChainfenceError, TokenNotCurrent
-from .lease import Lease
+from .._core import log as _log
+from .._core.effects import Shielded, Steps
+from .._node import sending as _sending
+from ..endings import End
+from ..errors import ChainfenceError, TokenNotCurrent
+from ..lease import Lease
+from .contract import RegistryContract
 
 logger = _log.get("chainfence.registry")
 

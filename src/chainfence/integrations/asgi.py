@@ -20,7 +20,7 @@ query: :func:`chainfence.fenced_requests.http_action`) and this service's
 ``audience``: a request signed for another method, path, query or service is
 refused. The app runs only if all is well, with ``scope["chainfence"]`` set
 to the verified request. Otherwise it answers with a JSON
-``{"error": ..., "message": ...}`` and:
+``{"error": ..., "message": ...}`` and the error's ``http_status``:
 
 ====  ==========================================================================
 400   malformed or missing headers, a body that is not the signed one
@@ -61,20 +61,20 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
-from . import _log
-from .errors import (
+from .._core import log as _log
+from ..errors import (
     ChainError,
     ChainfenceError,
-    HolderNotAdmitted,
     InvalidInput,
+    NotAdmitted,
     ProofsNotServed,
     ProviderUnavailable,
     RequestRejected,
     TokenNotCurrent,
     UnverifiedAnswer,
 )
-from .fenced_requests import FencedRequest, http_action
-from .guard import Guard
+from ..fenced_requests import FencedRequest, http_action
+from ..guard import Guard
 
 logger = _log.get(__name__)
 
@@ -126,33 +126,8 @@ class FencingMiddleware:
             await asyncio.to_thread(
                 self.guard.check_request, request, body, action=action, audience=self.audience, resource=expected
             )
-        except RequestRejected as rejected:
-            await _respond(send, rejected.status, type(rejected).__name__, str(rejected))
-            return
-        except HolderNotAdmitted as stranger:
-            await _respond(send, stranger.status, type(stranger).__name__, str(stranger))
-            return
-        except TokenNotCurrent as stale:
-            await _respond(send, 409, type(stale).__name__, str(stale))
-            return
-        except (UnverifiedAnswer, ProviderUnavailable, ProofsNotServed) as unproven:
-            # The proven mode could not prove a verdict: fail closed, and say why (its messages name
-            # providers by scheme, host and port only).
-            logger.warning("fenced request refused, nothing could be proven: %s", unproven)
-            await _respond(send, 503, type(unproven).__name__, _unproven(unproven), **_unproven_fields(unproven))
-            return
-        except ChainError as unavailable:
-            # The details stay in the log: they quote the transport, and with it the node's URL
-            # (a hosted provider's carries its API key).
-            logger.warning("fenced request refused, the chain could not be asked: %s", unavailable)
-            await _respond(send, 503, type(unavailable).__name__, "the fencing registry could not be asked")
-            return
-        except InvalidInput as bad:
-            await _respond(send, 400, "MalformedRequest", str(bad))
-            return
-        except ChainfenceError as failed:  # the guard's store (GuardError, GuardForked): fail closed
-            logger.error("fenced request refused, the guard failed: %s", failed)  # the path stays in the log
-            await _respond(send, 503, type(failed).__name__, "the fencing guard cannot judge requests now")
+        except ChainfenceError as refused:
+            await _respond(send, refused.http_status, *_refusal(refused))
             return
 
         scope = dict(scope)
@@ -184,6 +159,27 @@ class FencingMiddleware:
                 return b"".join(chunks), True
 
 
+def _refusal(error: ChainfenceError) -> tuple[str, str, dict[str, Any]]:
+    """What the JSON body says of a refusal (its status is the error's ``http_status``): the error's name,
+    a message, and for the proven mode the provider and block it names. A message that could quote a
+    transport or a path (a node's URL carries a hosted provider's API key) stays in the log."""
+    name = type(error).__name__
+    if isinstance(error, (RequestRejected, NotAdmitted, TokenNotCurrent)):
+        return name, str(error), {}
+    if isinstance(error, (UnverifiedAnswer, ProviderUnavailable, ProofsNotServed)):
+        # The proven mode could not prove a verdict: fail closed, and say why (its messages name
+        # providers by scheme, host and port only).
+        logger.warning("fenced request refused, nothing could be proven: %s", error)
+        return name, _unproven(error), _unproven_fields(error)
+    if isinstance(error, ChainError):
+        logger.warning("fenced request refused, the chain could not be asked: %s", error)
+        return name, "the fencing registry could not be asked", {}
+    if isinstance(error, InvalidInput):
+        return "MalformedRequest", str(error), {}
+    logger.error("fenced request refused, the guard failed: %s", error)  # the guard's store: fail closed
+    return name, "the fencing guard cannot judge requests now", {}
+
+
 def _unproven(error: ChainfenceError) -> str:
     """Why a proven guard could not judge, for the client (no transport detail: that stays in the log)."""
     if isinstance(error, ProviderUnavailable):
@@ -212,8 +208,8 @@ def _unproven_fields(error: ChainfenceError) -> dict[str, Any]:
     return fields
 
 
-async def _respond(send: Send, status: int, error: str, message: str, **fields: Any) -> None:
-    body = json.dumps({"error": error, "message": message, **fields}).encode()
+async def _respond(send: Send, status: int, error: str, message: str, fields: dict[str, Any] | None = None) -> None:
+    body = json.dumps({"error": error, "message": message, **(fields or {})}).encode()
     await send(
         {
             "type": "http.response.start",

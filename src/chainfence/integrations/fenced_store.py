@@ -21,11 +21,11 @@ from eth_abi.abi import encode as abi_encode
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 
-from . import _validate
-from ._node import artifacts as _artifacts
-from .errors import ContractNotFound, InvalidInput
-from .lease import Lease
-from .registry import Registry
+from .._node import artifacts as _artifacts
+from .._sdk import validate as _validate
+from ..errors import ContractNotFound, InvalidInput
+from ..lease import Lease
+from ..registry import Registry
 
 __all__ = ["FencedStore"]
 

@@ -1,6 +1,6 @@
 """Bounds stated once, importing nothing: the registry contract's, and what a node's reply may hold.
 
-The SDK checks names against :data:`MAX_NAME_LENGTH` (:mod:`chainfence._names`), the proven reader
+The SDK checks names against :data:`MAX_NAME_LENGTH` (:mod:`chainfence._sdk.names`), the proven reader
 does too (:mod:`chainfence.proofs`), and the CLI's ``--help`` states it: a module that imports nothing,
 so that ``chainfence acquire --help`` can say the bound without loading the SDK.
 
