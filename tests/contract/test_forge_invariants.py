@@ -28,8 +28,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# forge builds with one solc process at a time and fuzzes on every core: on a loaded 2-core machine a
-# build takes up to a minute (measured in CONTRIBUTING.md, "The contract").
+# Each test builds the project (solc through node: CPU-bound) and runs forge: 15 to 30 s of CPU, minutes of
+# wall time on a loaded 2-core machine (measured in CONTRIBUTING.md, "Invariant tests (forge)").
 pytestmark = pytest.mark.timeout(600)
 
 
