@@ -266,7 +266,8 @@ contract RegistryHandler {
                 IFencingRegistry.BatchKind kind = ops[k].kind;
                 if (kind <= IFencingRegistry.BatchKind.AcquireExclusive) {
                     // The lock-delay needs the state between operations: the lone calls' handlers check it.
-                    _acquired(rs[k], actor, ttl, next++, block.timestamp + ttl, Before(address(0), 0, IFencingRegistry.LeaseStatus.Unheld), false);
+                    Before memory unknown = Before(address(0), 0, IFencingRegistry.LeaseStatus.Unheld);
+                    _acquired(rs[k], actor, ttl, next++, block.timestamp + ttl, unknown, false);
                 } else if (kind == IFencingRegistry.BatchKind.Renew) {
                     _renewed(rs[k], ops[k].token, actor, ttl, block.timestamp + ttl);
                 } else {
@@ -396,7 +397,8 @@ contract RegistryHandler {
     function grant(uint256 actorSeed, uint256 resourceSeed, uint256 holderSeed, uint256 ttlSeed) external {
         uint256 r = _focusOr(resourceSeed, RESOURCES);
         Resource storage res = _resources[r];
-        (address actor, address holder, uint256 ttl) = (_adminOr(actorSeed, res.namespace), _actorAt(holderSeed), _ttl(ttlSeed));
+        (address actor, address holder, uint256 ttl) =
+            (_adminOr(actorSeed, res.namespace), _actorAt(holderSeed), _ttl(ttlSeed));
         bool authorized = _administers(actor, res.namespace);
         Before memory before = _before(r);
         _act(actor, true);
@@ -745,7 +747,9 @@ contract RegistryHandler {
                 } else if (_adminCall && _administers(_actor, _resources[r].namespace)) {
                     ++endedByAdmin;
                 } else {
-                    _violate(ONE_HOLDER, "a live lease was ended by someone who neither held it nor administers its namespace");
+                    _violate(
+                        ONE_HOLDER, "a live lease was ended by someone who neither held it nor administers its namespace"
+                    );
                 }
             }
         }
@@ -757,7 +761,9 @@ contract RegistryHandler {
         } else if (status == IFencingRegistry.LeaseStatus.Live) {
             Token storage t = _tokens[latest];
             if (!registry.isCurrent(id, latest)) _violate(ONE_HOLDER, "leaseOf says live, isCurrent says not");
-            if (holder != t.holder) _violate(ONE_HOLDER, "the live lease's holder is not the account its token was issued to");
+            if (holder != t.holder) {
+                _violate(ONE_HOLDER, "the live lease's holder is not the account its token was issued to");
+            }
             if (expiresAt != t.expiresAt) _violate(RULES, "the live lease's expiry is not the one last set");
             if (t.ended) _violate(ENDED, "an ended lease is live again");
             try registry.checkCurrent(id, latest) returns (address checkedHolder, uint256 checkedExpiresAt) {
@@ -773,7 +779,9 @@ contract RegistryHandler {
                 _violate(ENDED, "checkCurrent accepts the token of a lease that is not live");
             } catch {}
         }
-        if (_done[r] && status != IFencingRegistry.LeaseStatus.Done) _violate(RULES, "a completed work item is no longer done");
+        if (_done[r] && status != IFencingRegistry.LeaseStatus.Done) {
+            _violate(RULES, "a completed work item is no longer done");
+        }
     }
 
     // ------------------------------------------------------------------
