@@ -1,7 +1,7 @@
 # Shared setup for scripts/demo.sh and scripts/test.sh (sourced, not run).
 #
 # Creates .venv with the project's pinned dependencies (requirements/constraints.txt)
-# and, when asked, the pinned npm toolchain (package-lock.json: solc, anvil).
+# and, when asked, the pinned npm toolchain (package-lock.json: solc, anvil, forge).
 # Each step is skipped when its inputs have not changed since the last run.
 
 set -euo pipefail
@@ -98,17 +98,18 @@ setup_python312() {
     export CHAINFENCE_PYTHON312_VENV="$venv"
 }
 
-# setup_node: node_modules from package-lock.json (solc for the build test, anvil for the node tests).
+# setup_node: node_modules from package-lock.json (solc for the build test, anvil for the node tests, forge
+# for the contract's invariant tests: tests/contract/).
 setup_node() {
     command -v npm >/dev/null 2>&1 || die "npm not found: install Node.js (>= 18) with npm"
     local stamp_file="$ROOT/node_modules/.chainfence-stamp"
     local stamp
     stamp="$(stamp_of package.json package-lock.json)"
     if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
-        echo "==> installing node toolchain (solc, anvil: pinned by package.json and package-lock.json)"
-        check_disk 80 "the node toolchain (node_modules)"
-        # `npm ci`: exactly the committed lock, or a refusal. The lock lists anvil's
-        # optional packages for every platform, as npm ci insists; it installs
+        echo "==> installing node toolchain (solc, anvil, forge: pinned by package.json and package-lock.json)"
+        check_disk 160 "the node toolchain (node_modules)"
+        # `npm ci`: exactly the committed lock, or a refusal. The lock lists anvil's and
+        # forge's optional packages for every platform, as npm ci insists; it installs
         # only this platform's, so a registry mirror that carries only this
         # one's is enough. tests/unit/test_npm_lock.py keeps the lock in sync
         # (`npm ci --dry-run --offline`).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs (pinned Python dev dependencies in .venv,
-# the pinned npm solc and anvil in node_modules, Debian's chromium for the
+# the pinned npm solc, anvil and forge in node_modules, Debian's chromium for the
 # timeline's browser test, and a Python >= 3.12 venv for the tests of 3.12-only behaviour
 # when one is on the machine), run the code checks (scripts/check: ruff and mypy; a failure stops here)
 # and then the full suite.

@@ -1,21 +1,32 @@
 """The committed package-lock.json installs with `npm ci`, as scripts/_env.sh runs it.
 
 `npm ci` refuses a lock that is out of step with package.json; for
-`@foundry-rs/anvil` that means a lock listing the optional package of every
-platform, not only the one it was generated on. ``--dry-run --offline`` checks
+`@foundry-rs/anvil` and `@foundry-rs/forge` that means a lock listing the
+optional package of every platform, not only the one it was generated on. ``--dry-run --offline`` checks
 exactly that, locally, without downloading anything.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from chainfence.testing.anvil import ANVIL_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def forge_version() -> str:
+    """The forge version scripts/forge_invariants.py expects (the invariant tests' runner)."""
+    text = (ROOT / "scripts" / "forge_invariants.py").read_text(encoding="utf-8")
+    found = re.search(r'^FORGE_VERSION = "([^"]+)"$', text, flags=re.MULTILINE)
+    assert found is not None, "scripts/forge_invariants.py names no FORGE_VERSION"
+    return found.group(1)
 
 
 def npm_ci_dry_run(directory: Path) -> subprocess.CompletedProcess[str]:
@@ -58,9 +69,15 @@ def test_control_a_lock_with_only_this_platforms_anvil_is_refused_by_npm_ci(tmp_
     assert done.returncode != 0 and "Missing: @foundry-rs/anvil-darwin-arm64@" in done.stderr, done.stderr
 
 
-def test_the_lock_pins_the_anvil_the_package_expects():
+@pytest.mark.parametrize("tool, expected", [("anvil", ANVIL_VERSION), ("forge", forge_version())])
+def test_the_lock_pins_the_foundry_tool_the_project_expects(tool, expected):
+    """anvil (chainfence.testing.anvil) and forge (scripts/forge_invariants.py), each with its platform
+    package for every platform (what npm ci insists on), at the version package.json pins."""
+    assert json.loads((ROOT / "package.json").read_text())["dependencies"][f"@foundry-rs/{tool}"] == expected
     packages = committed_lock()["packages"]
-    anvil = packages["node_modules/@foundry-rs/anvil"]
-    assert anvil["version"] == ANVIL_VERSION
-    for name, version in anvil["optionalDependencies"].items():
-        assert packages[f"node_modules/{name}"]["version"] == version == ANVIL_VERSION, name
+    wrapper = packages[f"node_modules/@foundry-rs/{tool}"]
+    assert wrapper["version"] == expected
+    platforms = wrapper["optionalDependencies"]
+    assert {name.rsplit("-", 2)[-2] for name in platforms} == {"darwin", "linux", "win32"}, platforms
+    for name, version in platforms.items():
+        assert packages[f"node_modules/{name}"]["version"] == version == expected, name
