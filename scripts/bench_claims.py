@@ -54,7 +54,7 @@ def claims_round(url: str, address: str, agents: int, count: int, tag: str) -> d
     def work(i: int) -> tuple[int, int]:
         claimed = nothing = 0
         while True:
-            lease = registries[i].claim(workset, items, ttl=600)
+            lease = registries[i].workset(workset).claim(items, ttl=600)
             if lease is None:
                 nothing += 1
                 return claimed, nothing

@@ -45,6 +45,7 @@ from . import batching as _batching
 from . import endings
 from . import keepalive as _keepalive
 from ._core import log as _log
+from ._core import moved as _moved
 from ._core.effects import RPC, Blocking, Steps
 from ._core.faces import (
     AsyncDriver,
@@ -61,13 +62,14 @@ from ._node import sending as _sending
 from ._node.abi import decode as abi_decode
 from ._node.abi import encode as abi_encode
 from ._sdk import names as _names
+from ._sdk import retired as _retired
 from ._sdk import validate as _validate
 from ._sdk import waiting as _waiting
 from ._sdk.contract import DEFAULT_MAX_TTL, MAX_CLAIM_ITEMS, MAX_MANY, RegistryContract, at_block
 from ._sdk.interrupted import settle_steps
 from ._sdk.lease_state import LeaseInfo, LeaseStatus
 from .batching import AsyncBatchItem, Batcher, BatchItem, batcher_of
-from .claims import ClaimOperations
+from .claims import Workset
 from .endings import End
 from .errors import (
     ChainError,
@@ -82,7 +84,7 @@ from .errors import (
 )
 from .lease import AsyncLease, Lease
 from .lease_set import AsyncLeaseSet, LeaseSetOperations
-from .namespaces import NamespaceOperations
+from .namespaces import Namespace, address_namespace
 
 if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19),
     # and the SDK imports the audit only when Registry.history or Registry.stuck is called
@@ -115,7 +117,7 @@ def _deploy_steps(
     privilege: the registry has no owner. ``namespaces`` assigns
     namespaces to their admins at deployment (``{"prod": admin_address}``):
     the only way a namespace other than an address namespace
-    (:meth:`namespace_of`) ever has an admin. Address-shaped prefixes
+    (:func:`~chainfence.namespaces.address_namespace`) ever has an admin. Address-shaped prefixes
     cannot be assigned (:class:`~chainfence.errors.InvalidNamespace`).
     """
     if isinstance(max_ttl, bool) or not isinstance(max_ttl, int) or not 1 <= max_ttl <= 2**32 - 1:
@@ -194,7 +196,7 @@ def _from_deployment_steps(
     return registry
 
 
-class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
+class Registry(LeaseSetOperations):
     """A deployed FencingRegistry, and the account transactions are sent as.
 
     Create with :meth:`deploy` or :meth:`at`; :meth:`connect` gives a view of
@@ -220,6 +222,25 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         more: by default a batch goes out as soon as the previous one settled. Needs no chain.
         """
         return batcher_of(self, max_items=max_items, window=window)
+
+    def namespace(self, prefix: str | None = None) -> Namespace:
+        """The namespace ``prefix`` (the text before a name's first ``/``) of this registry, read and
+        governed as this registry's sender: its policy, allowlist, admin handover, and the admin's
+        revoke and grant (:class:`~chainfence.namespaces.Namespace`). ``prefix`` None: the sender's
+        address namespace (``"0x"`` and its 40 lowercase hex digits), its own from the start. Asks
+        nothing of the chain."""
+        return Namespace(self, address_namespace(self._require_sender()) if prefix is None else prefix)
+
+    def workset(self, name: str | bytes) -> Workset:
+        """The workset ``name`` of this registry, as this registry's sender: claim its items, read,
+        renew, release and complete a claim by item, and (its namespace's admin) revoke and grant
+        items (:class:`~chainfence.claims.Workset`). Asks nothing of the chain."""
+        return Workset(self, name)
+
+    if not TYPE_CHECKING:  # the names 0.2 retired, served until 0.3 with a warning (never seen by a type checker)
+
+        def __getattr__(self, name: str) -> Any:
+            return _moved.retired(self, name, _retired.REGISTRY)
 
     # ------------------------------------------------------------------
     # Lease operations (transactions)
@@ -812,25 +833,14 @@ class AsyncRegistry(AsyncFace[Registry], core=Registry):
     # -- sets (chainfence.lease_set)
     acquire_many = awaiting(Registry.acquire_many, AsyncLeaseSet)
 
-    # -- claims (chainfence.claims)
-    claim = awaiting(Registry.claim, AsyncLease, optional=True)
-    item_lease = awaiting(Registry.item_lease)
-    renew_item = awaiting(Registry.renew_item)
-    release_item = awaiting(Registry.release_item)
-    complete_item = awaiting(Registry.complete_item)
+    # -- handles: a namespace, a workset
+    namespace = local(Registry.namespace)
+    workset = local(Registry.workset)
 
-    # -- namespaces and their admins (chainfence.namespaces)
-    namespace_of = local(Registry.namespace_of)
-    namespace_policy = awaiting(Registry.namespace_policy)
-    is_admitted = awaiting(Registry.is_admitted)
-    transfer_namespace_admin = awaiting(Registry.transfer_namespace_admin)
-    accept_namespace_admin = awaiting(Registry.accept_namespace_admin)
-    set_policy = awaiting(Registry.set_policy)
-    admit = awaiting(Registry.admit)
-    revoke = awaiting(Registry.revoke)
-    grant = awaiting(Registry.grant, AsyncLease)
-    revoke_item = awaiting(Registry.revoke_item)
-    grant_item = awaiting(Registry.grant_item, AsyncLease)
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            return _moved.retired(self, name, _retired.ASYNC_REGISTRY)
 
     def __repr__(self) -> str:
         return f"<AsyncRegistry {self.address} chain_id={self.chain.chain_id} sender={self.sender}>"

@@ -198,7 +198,7 @@ def test_an_async_renewal_carries_a_progress_marker_and_an_async_claim_completio
     AsyncLease over a claimed work item renews and completes it by the item's id."""
     from chainfence import EventKind
 
-    claimed = registry.connect(chain.accounts[2]).claim("aio-batch", ["x"], ttl=30)
+    claimed = registry.connect(chain.accounts[2]).workset("aio-batch").claim(["x"], ttl=30)
 
     async def body(achain):
         alice = await as_account(achain, registry, 1)
@@ -213,4 +213,4 @@ def test_an_async_renewal_carries_a_progress_marker_and_an_async_claim_completio
     token = run(chain, body)
     markers = [e.progress for e in registry.history(NAME) if e.kind is EventKind.RENEWED and e.token == token]
     assert markers == [b"step-1".ljust(32, b"\0")]
-    assert registry.item_lease("aio-batch", "x").status is LeaseStatus.DONE
+    assert registry.workset("aio-batch").last_lease("x").status is LeaseStatus.DONE

@@ -183,11 +183,11 @@ def test_the_timeline_input_carries_each_completion_at_its_own_time(chain, regis
 def test_revokes_and_grants_read_back_with_the_admin_who_did_them(chain, registry, alice, bob, carol, tmp_path):
     """An operator's acts are in the index as the chain recorded them: who revoked, who granted, and the
     lease each one ended or issued (issue 11's events, end to end through sync)."""
-    name = f"{carol.namespace_of()}/db"  # carol's address namespace: hers by construction
+    name = f"{carol.namespace().prefix}/db"  # carol's address namespace: hers by construction
     stuck = alice.acquire(name, ttl=600)
-    carol.revoke(name)
+    carol.namespace().revoke(name)
     taken = bob.acquire(name, ttl=600)
-    granted = carol.grant(name, alice.sender, 60)  # takes over bob's live lease through the fenced path
+    granted = carol.namespace().grant(name, alice.sender, 60)  # takes over bob's live lease through the fenced path
     index = AuditIndex(tmp_path / "audit.sqlite")
     index.sync(registry)
     leases = {lease.token: lease for lease in index.history(name)}

@@ -38,9 +38,9 @@ def fleet(chain, registry, alice, bob):
     """alice's batcher; bob holds "f/held"; carol's address namespace has a lock-delay of 1,000 s after
     bob's lease there expired; dave's admits nobody but bob."""
     carol, dave = (registry.connect(chain.accounts[i]) for i in (3, 4))
-    c_ns, d_ns = carol.namespace_of(), dave.namespace_of()
-    carol.set_policy(c_ns, lock_delay=1_000)
-    dave.set_policy(d_ns, admission_required=True)
+    c_ns, d_ns = carol.namespace().prefix, dave.namespace().prefix
+    carol.namespace(c_ns).set_policy(lock_delay=1_000)
+    dave.namespace(d_ns).set_policy(admission_required=True)
     bob.acquire("f/held", ttl=3_000)
     bob.acquire(f"{c_ns}/delayed", ttl=10)
     chain.advance_time(20)

@@ -26,14 +26,14 @@ def registry(chain, backend_registry):
 def _end_then_grant(chain, alice, bob, carol, how: str):
     lease = alice.acquire(NAME, ttl=60)
     if how == "revoked":
-        carol.revoke(NAME)
+        carol.namespace("ops").revoke(NAME)
     elif how == "released":
         lease.release()
     elif how == "expired":
         chain.advance_time(61)
     if how != "live":
         assert alice.ending(NAME, lease.token) is End(how), "ended before the grant"
-    granted = carol.grant(NAME, bob.sender, ttl=60)
+    granted = carol.namespace("ops").grant(NAME, bob.sender, ttl=60)
     assert granted.reason is AcquireReason.GRANTED and granted.previous_token == lease.token
     return lease
 

@@ -86,7 +86,7 @@ def test_exclusive_keeps_the_namespace_policy(chain, registry):
 
     ops = registry.connect(chain.accounts[3])
     governed = Registry.deploy(chain, max_ttl=600, namespaces={"prod": ops.sender}).connect(ops.sender)
-    governed.set_policy("prod", admission_required=True)
+    governed.namespace("prod").set_policy(admission_required=True)
     stranger = governed.connect(chain.accounts[1])
     with pytest.raises(NotAdmitted):
         stranger.acquire("prod/db", ttl=60, exclusive=True)
@@ -101,7 +101,7 @@ def test_the_holders_own_live_lease_is_met_before_the_namespace_policy(chain, re
 
     ops = registry.connect(chain.accounts[3])
     governed = Registry.deploy(chain, max_ttl=600, namespaces={"prod": ops.sender}).connect(ops.sender)
-    governed.set_policy("prod", max_ttl=90)
+    governed.namespace("prod").set_policy(max_ttl=90)
     holder = governed.connect(chain.accounts[1])
     lease = holder.acquire("prod/db", ttl=60)
     with pytest.raises(LeaseHeld):

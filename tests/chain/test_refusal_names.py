@@ -17,8 +17,8 @@ from chainfence.errors import NotAdmitted
 def governed(chain, registry):
     """ops (account 3) requires admission in its address namespace; bob (account 2) is not admitted."""
     ops = registry.connect(chain.accounts[3])
-    prefix = ops.namespace_of()
-    ops.set_policy(prefix, admission_required=True)
+    prefix = ops.namespace().prefix
+    ops.namespace(prefix).set_policy(admission_required=True)
     return prefix, registry.connect(chain.accounts[2])
 
 

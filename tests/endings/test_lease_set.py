@@ -124,7 +124,7 @@ def test_leaving_the_block_releases_the_members_still_live(w):
     with pytest.raises(LeaseSetLost) as at_exit:
         with w.alice.acquire_many([A, B], ttl=TTL) as leases, leases.keep(clock=clock, since=0.0):
             settle(leases, clock)
-            w.carol.revoke(B)
+            w.carol.namespace("prod").revoke(B)
             clock.now = DUE
             wait_until(lambda: leases.keeper.core.lost, "the loss")
     assert (at_exit.value.resource, at_exit.value.why) == (B, "revoked")
@@ -140,7 +140,7 @@ def test_leaving_the_block_releases_the_members_still_live(w):
 def test_release_says_which_members_ended_and_how(w, way):
     leases = w.alice.acquire_many([A, B, "prod/c"], ttl=TTL)
     if way == "revoked":
-        w.carol.revoke(B)
+        w.carol.namespace("prod").revoke(B)
         expected = {B: "revoked"}
     elif way == "released":
         w.alice.release(B, leases[1].token)
@@ -166,7 +166,7 @@ def test_control_release_many_all_or_nothing_leaves_the_live_members_behind(w):
     """The control: the set released as before, one releaseMany: refused for the revoked member, and the
     live ones stay held until they expire."""
     leases = w.alice.acquire_many([A, B], ttl=TTL)
-    w.carol.revoke(B)
+    w.carol.namespace("prod").revoke(B)
     with pytest.raises(LeaseRevoked):
         w.alice._drive(w.alice._release_many_steps(leases.leases))
     assert live(w, A)
@@ -182,7 +182,7 @@ def test_control_one_keep_alive_per_member_keeps_the_rest_of_a_broken_set(w):
     lost: list[LeaseLost] = []
     with leases[0].keep(clock=clocks[0], since=0.0) as a:
         with pytest.raises(LeaseLost), leases[1].keep(clock=clocks[1], since=0.0, on_lost=lost.append):
-            w.carol.revoke(B)
+            w.carol.namespace("prod").revoke(B)
             for clock in clocks:
                 clock.now = DUE
             wait_until(lambda: lost and a.keeper.core.renewals == 1, "B lost, A renewed")
@@ -222,7 +222,7 @@ def test_an_async_set_is_kept_alive_and_releases_what_it_still_can(w):
             async with await alice.acquire_many([A, B], TTL) as leases:
                 async with leases.keep(clock=clock, since=0.0, on_lost=lost.append):
                     await async_wait_until(lambda: leases.keeper.evaluated_at == 0.0, "the keep-alive acted")
-                    await asyncio.to_thread(w.carol.revoke, B)
+                    await asyncio.to_thread(w.carol.namespace("prod").revoke, B)
                     clock.now = DUE
                     await asyncio.Event().wait()
                     reached.append(True)

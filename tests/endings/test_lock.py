@@ -241,7 +241,7 @@ def test_control_a_lock_that_takes_a_revoke_for_a_transient_error_blames_the_dea
 
     def drive(run: Run) -> None:
         seen["pid"], seen["token"] = run.writer()
-        w.carol.revoke(JOB)
+        w.carol.namespace(NAMESPACE).revoke(JOB)
         run.at(DUE)
         wait_until(lambda: run.failures() >= 1, "the renewal after the revoke failed")
         assert alive(seen["pid"]), "still writing after the renewal that found the revoke"
@@ -383,7 +383,7 @@ def test_lock_wait_runs_the_command_once_the_holder_releases(w, tmp_path, monkey
 def test_lock_wait_waits_out_a_lock_delay(w, tmp_path, monkeypatch):
     """bob's lease expired in a namespace with a 60 s lock-delay: `lock --wait` waits it out by chain time
     (it used to exit 10 at once), then runs the command."""
-    w.carol.set_policy(NAMESPACE, lock_delay=60)
+    w.carol.namespace(NAMESPACE).set_policy(lock_delay=60)
     held = w.bob.acquire(JOB, ttl=30)
     w.chain.advance_time(held.expires_at - w.chain.now())
     until = held.expires_at + 60
@@ -398,8 +398,8 @@ def test_lock_wait_waits_out_a_lock_delay(w, tmp_path, monkeypatch):
 
 @covers("lock", Refusal.NOT_ADMITTED)
 def test_lock_not_admitted_exits_9_at_once_even_with_wait(w, tmp_path, monkeypatch):
-    w.carol.set_policy(NAMESPACE, admission_required=True)
-    w.carol.admit(NAMESPACE, [w.bob.sender])
+    w.carol.namespace(NAMESPACE).set_policy(admission_required=True)
+    w.carol.namespace(NAMESPACE).admit([w.bob.sender])
     clock = WaitClock().install(w.alice)
     with pytest.raises(NotAdmitted) as refused:
         Run(w.alice, tmp_path, monkeypatch, wait=300)(lambda run: None)

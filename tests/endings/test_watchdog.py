@@ -66,7 +66,7 @@ def test_a_released_lease_is_never_listed(chain, alice, report):
 
 @covers("watchdog", End.COMPLETED)
 def test_a_completed_claim_is_never_listed(chain, alice, report):
-    claim = alice.claim("ops", ["etl"], ttl=600)
+    claim = alice.workset("ops").claim(["etl"], ttl=600)
     for _ in range(4):  # the first marker, then three renewals without progress
         claim.renew(progress=b"row 17")
     assert listed(report(alice))["stuck"] == [claim.token]
@@ -102,7 +102,7 @@ def test_a_stuck_lease_its_holder_acquired_again_is_not_listed_the_new_token_is_
 @covers("watchdog", End.REVOKED)
 def test_a_revoked_stuck_lease_is_never_listed(chain, registry, alice, report):
     lease = stuck_lease(alice)
-    registry.revoke(NAME)
+    registry.namespace("ops").revoke(NAME)
     assert listed(report(alice, longer_than=1)) == {"stuck": [], "crashed": [], "long_held": []}
     chain.advance_time(700)
     assert listed(report(alice)) == {"stuck": [], "crashed": [], "long_held": []}
@@ -112,7 +112,7 @@ def test_a_revoked_stuck_lease_is_never_listed(chain, registry, alice, report):
 @covers("watchdog", End.GRANTED)
 def test_a_stuck_lease_granted_away_is_not_listed_and_the_grantee_is_judged_afresh(chain, registry, alice, bob, report):
     stuck = stuck_lease(alice)
-    granted = registry.grant(NAME, bob.sender, 600)
+    granted = registry.namespace("ops").grant(NAME, bob.sender, 600)
     found = listed(report(alice, longer_than=1))
     assert found["stuck"] == [] and stuck.token not in found["long_held"]
     chain.advance_time(granted.expires_at - chain.now())

@@ -129,7 +129,7 @@ def test_the_admin_revokes_and_grants_every_hostile_name_the_registry_holds(chai
     holds; ``grant`` takes them too, and ``acquire`` still refuses them."""
     from chainfence._sdk.names import undisplay
 
-    namespace = alice.namespace_of()
+    namespace = alice.namespace().prefix
     names = _hostile_in(namespace)
     tokens = {}
     for raw in names:
@@ -138,22 +138,22 @@ def test_the_admin_revokes_and_grants_every_hostile_name_the_registry_holds(chai
     for raw in names:
         target = undisplay(_shown(registry, raw))
         assert target == raw, "what the operator read names the resource exactly"
-        assert alice.revoke(target) == tokens[raw]
+        assert alice.namespace().revoke(target) == tokens[raw]
         with pytest.raises(NotLive):
-            alice.revoke(target)
+            alice.namespace().revoke(target)
     bidi = (namespace + "/reports/\u202eyliad").encode()
     publish(registry, bob.sender, bidi)
-    assert alice.revoke(bidi.decode()) == registry.latest_token(), "a str with a bidi control, as it is"
+    assert alice.namespace().revoke(bidi.decode()) == registry.latest_token(), "a str with a bidi control, as it is"
 
-    granted = alice.grant(names[0], carol := chain.accounts[3], 60)
+    granted = alice.namespace().grant(names[0], carol := chain.accounts[3], 60)
     assert granted.holder == carol and granted.reason.name == "GRANTED" and granted.previous_token == tokens[names[0]]
     assert granted.resource_id == keccak(names[0]) and granted.resource == display(names[0])
-    alice.grant(bidi, alice.sender, 60).release()  # a lease on a hostile name ends as any other
+    alice.namespace().grant(bidi, alice.sender, 60).release()  # a lease on a hostile name ends as any other
 
     latest, head = registry.latest_token(), chain.block_number()
     never = (namespace + "/never\u202e").encode()
     with pytest.raises(InvalidResourceName, match="never held"):
-        alice.grant(never, alice.sender, 60)
+        alice.namespace().grant(never, alice.sender, 60)
     with pytest.raises(InvalidResourceName):
         alice.acquire(bidi.decode(), ttl=60)
     assert (registry.latest_token(), chain.block_number()) == (latest, head), "nothing was sent"
@@ -164,7 +164,7 @@ def test_the_admin_revokes_and_grants_a_hostile_work_item(chain, registry, alice
     take their bytes, and the CLI's escaped ``workset»item`` undisplays to them."""
     from chainfence._sdk.names import undisplay
 
-    namespace = alice.namespace_of()
+    namespace = alice.namespace().prefix
     workset, item = (namespace + "/\u202eset").encode(), b"\x1b[2J\xff"
     selector, _ = _artifacts.functions("FencingRegistry")["claimNext"]
     claim = selector + abi_encode(["bytes", "bytes[]", "uint256"], [workset, [item], 60])
@@ -172,8 +172,9 @@ def test_the_admin_revokes_and_grants_a_hostile_work_item(chain, registry, alice
     claimed = registry.latest_token()
     shown = next(event.resource_display for event in registry.history() if event.token == claimed)
     assert undisplay(shown) == (workset, item)
-    assert alice.revoke_item(*undisplay(shown)) == claimed
-    lease = alice.grant_item(workset, item, alice.sender, 60)
+    shown_workset, shown_item = undisplay(shown)
+    assert alice.workset(shown_workset).revoke(shown_item) == claimed
+    lease = alice.workset(workset).grant(item, alice.sender, 60)
     assert lease.token > claimed and lease.resource_id == item_id(workset, item)
     lease.complete(b"done")
 
@@ -181,10 +182,10 @@ def test_the_admin_revokes_and_grants_a_hostile_work_item(chain, registry, alice
 def test_control_the_name_as_shown_is_another_resource_and_the_sdk_took_only_a_str(registry, alice, bob):
     """Control (the unfixed paths): the escaped text an operator read, passed back as a name, reaches
     another resource (``NotLive``), and the lease stays live; a name that is not UTF-8 has no str."""
-    raw = _hostile_in(alice.namespace_of())[0]  # namespace/ + b"\xff\xfe"
+    raw = _hostile_in(alice.namespace().prefix)[0]  # namespace/ + b"\xff\xfe"
     publish(registry, bob.sender, raw)
     with pytest.raises(NotLive):
-        alice.revoke(_shown(registry, raw))
+        alice.namespace().revoke(_shown(registry, raw))
     with pytest.raises(UnicodeDecodeError):
         raw.decode("utf-8")
     assert bob.last_lease(_shown(registry, raw)) is None, "the shown text names a resource never held"

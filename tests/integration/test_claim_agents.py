@@ -75,7 +75,7 @@ def test_eight_claimers_killed_at_random_complete_every_item_exactly_once(on_anv
     said_completed: list[dict] = []
 
     def all_done() -> bool:
-        statuses = [on_anvil.item_lease(workset, item) for item in items()]
+        statuses = [on_anvil.workset(workset).last_lease(item) for item in items()]
         return all(s is not None and s.status is LeaseStatus.DONE for s in statuses)
 
     for _ in range(2_000):  # a bound, far above what 50 items need
@@ -142,7 +142,7 @@ def test_eight_claimers_killed_at_random_complete_every_item_exactly_once(on_anv
     assert not twice, f"completed more than once: {twice}"
     assert set(completions) == set(items()), f"never completed: {sorted(set(items()) - set(completions))}"
     for item in items():
-        final = on_anvil.item_lease(workset, item)
+        final = on_anvil.workset(workset).last_lease(item)
         assert final.status is LeaseStatus.DONE and final.token == completions[item][0].token
     for said in said_completed:  # what the agents reported is what the chain recorded
         assert completions[said["item"]][0].token == said["token"]

@@ -29,6 +29,7 @@ from chainfence.aio import AsyncChain
 from chainfence.errors import InvalidInput
 from chainfence.integrations.mcp import build_server
 from chainfence.integrations.tooz import ToozInvalidInput
+from chainfence.namespaces import address_namespace
 from tests.support.anvil import dev_keys
 
 #: URLs that are not one well-formed http(s) endpoint.
@@ -330,7 +331,7 @@ def test_the_cli_revokes_and_grants_a_hostile_name_by_what_it_showed(anvil_node,
     admin, stranger = chain.accounts[1], chain.accounts[2]
     monkeypatch.setenv("CHAINFENCE_PRIVATE_KEY", dev_keys(10)[1])
     node = ["--rpc-url", anvil_node.url, "--registry", on_anvil.address, "--json"]
-    namespace = on_anvil.namespace_of(admin)
+    namespace = address_namespace(admin)
     names = [(namespace + "/").encode() + b"\xff\xfe", (namespace + "/reports/\u202eyliad").encode()]
     for raw in names:
         publish(on_anvil, stranger, raw)

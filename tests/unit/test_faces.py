@@ -1,6 +1,7 @@
 """The asyncio SDK offers every public operation of the sync one, name by name.
 
-For each pair (``Registry``/``AsyncRegistry``, ``Lease``/``AsyncLease``, ``LeaseSet``/``AsyncLeaseSet``,
+For each pair (``Registry``/``AsyncRegistry``, ``Namespace``/``AsyncNamespace``, ``Workset``/``AsyncWorkset``,
+``Lease``/``AsyncLease``, ``LeaseSet``/``AsyncLeaseSet``,
 ``Election``/``AsyncElection``, ``Leadership``/``AsyncLeadership``, ``Watch``/``AsyncWatch``,
 ``Chain``/``AsyncChain``) the public names of a real object of each (methods, properties and the
 instance's fields) are compared: a sync name without its asyncio twin fails here, unless it is listed
@@ -48,6 +49,8 @@ ASYNC_ONLY = {
     "election": "the sync Election an AsyncElection wraps",
     "leadership": "the sync Leadership an AsyncLeadership wraps",
     "watch": "the sync Watch's state an AsyncWatch wraps",
+    "namespace": "the sync Namespace an AsyncNamespace wraps (on AsyncRegistry: the handle itself, a twin)",
+    "workset": "the sync Workset an AsyncWorkset wraps (on AsyncRegistry: the handle itself, a twin)",
 }
 
 
@@ -92,6 +95,8 @@ def pairs() -> Any:
         built = [
             (chain, achain),
             (registry, aregistry),
+            (registry.namespace("faces"), aregistry.namespace("faces")),
+            (registry.workset("faces/jobs"), aregistry.workset("faces/jobs")),
             (lease, alease),
             (lease_set, aset),
             (election, aelection),

@@ -104,10 +104,10 @@ def test_the_claims_and_progress_examples_run_after_the_main_one(tmp_path, monke
     namespace: dict = {}
     exec(compile(blocks[0], "README.md", "exec"), namespace)
     for marker in (
-        'alice.claim("backfill"',
+        'alice.workset("backfill").claim(',
         'lease.renew(progress=b"step-1")',
         'AuditIndex("audit.sqlite")',
-        "prod = ops.namespace_of()",
+        "team = ops.namespace()",
     ):
         example = next(block for block in blocks if marker in block)
         exec(compile(example, "README.md", "exec"), namespace)

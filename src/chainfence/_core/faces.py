@@ -43,6 +43,7 @@ __all__ = [
     "astreaming",
     "awaiting",
     "constructor",
+    "drives",
     "local",
     "mirrored",
     "operation",
@@ -51,6 +52,7 @@ __all__ = [
 
 P = ParamSpec("P")
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 C = TypeVar("C")
 Core = TypeVar("Core")
@@ -175,6 +177,21 @@ def operation(steps: Callable[Concatenate[C, P], Steps[R]]) -> Callable[Concaten
 
     dressed: Callable[Concatenate[C, P], R] = _dressed(method, steps, "operation", returns=_result_of(steps))
     return dressed
+
+
+def drives(steps: Callable[..., Steps[Any]]) -> Callable[[F], F]:
+    """Mark a public method written out as a plain ``def`` (its signature, its docstring and one line
+    that runs ``steps`` over the object's driver) as running ``steps``: its asyncio twin
+    (:func:`awaiting`, :func:`aconstructor`) runs the same steps. The method itself is left as it is,
+    so a reader finds ``def acquire`` where ``acquire`` is offered; ``tests/unit/test_faces.py`` holds
+    its parameters equal to the steps'. Under ``@classmethod`` for a constructor."""
+
+    def mark(method: F) -> F:
+        setattr(method, STEPS, steps)
+        setattr(method, KIND, "operation")
+        return method
+
+    return mark
 
 
 def constructor(steps: Callable[..., Steps[R]]) -> Any:

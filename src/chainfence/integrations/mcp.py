@@ -673,7 +673,7 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         ttl: Ttl,
     ) -> ClaimResult:
         session.sender()
-        lease = registry.claim(workset, items, ttl)
+        lease = registry.workset(workset).claim(items, ttl)
         if lease is None:
             return ClaimResult(claimed=False, workset=workset, item=None, lease=None)
         return ClaimResult(claimed=True, workset=workset, item=lease.item, lease=_lease_result(lease, chain.now()))
