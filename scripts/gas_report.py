@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from typing import Any
 
-from chainfence import Chain, FencedStore, Registry
+from chainfence import Chain, FencedStore, LeaseSet, Registry
 
 #: Ceilings the project holds itself to (tests/chain/test_gas.py asserts them); figures must stay under.
 #: Namespaces (issue 11) raised the foundation's ceilings by their allowance of one cold read.
@@ -255,9 +255,9 @@ def measure_namespaces(chain: Chain, registry: Registry, name: str = NAME) -> di
     sets = {}
     for count in (1, 2, 4):
         names = [f"many{count}/r{i}" for i in range(count)]
-        alice.acquire_many(names, ttl=30).release()
+        LeaseSet.acquire(alice, names, ttl=30).release()
         chain.advance_time(1)
-        held = bob.acquire_many(names, ttl=30)
+        held = LeaseSet.acquire(bob, names, ttl=30)
         sets[count] = _gas(chain)
         figures[f"acquireMany ({count} held before)"] = sets[count]
         if count == 4:

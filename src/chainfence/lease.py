@@ -18,7 +18,7 @@ released it) and :class:`~chainfence.errors.LeaseExpired` /
 
 A :class:`Lease`'s operations are written once, as steps; ``AsyncLease`` (its
 asyncio twin, :mod:`chainfence.aio`) runs the same steps over asyncio. Sets
-of leases taken in one transaction are :mod:`chainfence.lease_set`'s; the
+of leases taken in one transaction are :mod:`chainfence.recipes.lease_set`'s; the
 lease's state (:class:`LeaseStatus`, :class:`LeaseInfo`, :func:`judge`) is
 re-exported here.
 """

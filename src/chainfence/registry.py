@@ -25,13 +25,15 @@ reorg deeper than the confirmations — raises
 :class:`~chainfence.errors.ChainRolledBack` instead of being believed.
 ``Chain.revert`` (a dev chain's deliberate rollback) forgets what was seen.
 
-A registry's concepts each have their module, and :class:`Registry` is
-their sum: its lease operations and views are here; namespaces, policies
-and the admin's revoke and grant in :mod:`chainfence.namespaces`; claims in
-:mod:`chainfence.claims`; sets in :mod:`chainfence.lease_set`; the
-contract's calls they share in :mod:`chainfence._sdk.contract`. Every operation
-is written once, as steps; :class:`AsyncRegistry` (:mod:`chainfence.aio`)
-runs the very same steps over asyncio.
+A registry's lease operations and views are here; a namespace (its policy,
+allowlist, admin, and the admin's revoke and grant) is a handle,
+``registry.namespace(prefix)`` (:mod:`chainfence.namespaces`), and so is a
+workset, ``registry.workset(name)`` (:mod:`chainfence.claims`); the contract's
+calls they share are in :mod:`chainfence._sdk.contract`. Sets, elections,
+history and the watchdog build on a registry and are never imported by it
+(:mod:`chainfence.recipes`, :mod:`chainfence.audit`). Every operation is
+written once, as steps; :class:`AsyncRegistry` (:mod:`chainfence.aio`) runs
+the very same steps over asyncio.
 """
 
 from __future__ import annotations
@@ -83,7 +85,6 @@ from .errors import (
     WrongChain,
 )
 from .lease import AsyncLease, Lease
-from .lease_set import AsyncLeaseSet, LeaseSetOperations
 from .namespaces import Namespace, address_namespace
 
 if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19),
@@ -196,7 +197,7 @@ def _from_deployment_steps(
     return registry
 
 
-class Registry(LeaseSetOperations):
+class Registry(RegistryContract):
     """A deployed FencingRegistry, and the account transactions are sent as.
 
     Create with :meth:`deploy` or :meth:`at`; :meth:`connect` gives a view of
@@ -751,8 +752,7 @@ class AsyncRegistry(AsyncFace[Registry], core=Registry):
     an :class:`~chainfence.aio.AsyncChain`).
 
     Create with :meth:`deploy`, :meth:`at` or :meth:`from_deployment`; :meth:`connect` sends as another
-    account. Leases come back as :class:`~chainfence.aio.AsyncLease`, sets as
-    :class:`~chainfence.aio.AsyncLeaseSet`.
+    account. Leases come back as :class:`~chainfence.aio.AsyncLease`.
     """
 
     def __init__(self, chain: Any, registry: Registry):
@@ -829,9 +829,6 @@ class AsyncRegistry(AsyncFace[Registry], core=Registry):
     ending = awaiting(Registry.ending)
     history = awaiting(Registry.history)
     stuck = awaiting(Registry.stuck)
-
-    # -- sets (chainfence.lease_set)
-    acquire_many = awaiting(Registry.acquire_many, AsyncLeaseSet)
 
     # -- handles: a namespace, a workset
     namespace = local(Registry.namespace)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pytest
 
+from chainfence import LeaseSet
 from chainfence._node import events as _events
 from chainfence._node.reverts import decode as decode_revert
 from chainfence._node.reverts import revert_data
@@ -237,7 +238,7 @@ def test_control_acquire_many_is_all_or_nothing_on_the_same_held_resource(chain,
     """What batchCalls is not: acquireMany with one held name reverts, and the free names are not taken."""
     bob.acquire("c/held", ttl=600)
     with pytest.raises(LeaseHeld):
-        alice.acquire_many(["c/free", "c/held"], ttl=60)
+        LeaseSet.acquire(alice, ["c/free", "c/held"], ttl=60)
     assert registry.lease_of("c/free") is None
     receipt = send_batch(
         chain, registry, alice.sender, [op(ACQUIRE, name="c/free", ttl=60), op(ACQUIRE, name="c/held", ttl=60)]

@@ -14,7 +14,7 @@ import pytest
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
-from chainfence import AcquireReason, EventKind, LeaseStatus, Registry
+from chainfence import AcquireReason, EventKind, LeaseSet, LeaseStatus, Registry
 from chainfence._node import artifacts as _artifacts
 from chainfence._sdk.names import namespace_id
 from chainfence.errors import (
@@ -397,7 +397,7 @@ def test_admission_refuses_strangers_and_a_policy_never_evicts_a_live_holder(cha
         carol.acquire(gov.name("other"), ttl=60)
     assert refused.value.holder == carol.sender and refused.value.namespace == namespace_id(gov.prefix)
     with pytest.raises(NotAdmitted):
-        carol.acquire_many(["free-name", gov.name("other")], ttl=60)
+        LeaseSet.acquire(carol, ["free-name", gov.name("other")], ttl=60)
     with pytest.raises(NotAdmitted):
         alice.namespace(gov.prefix).grant(gov.name("other"), carol.sender, 60)
     assert bob.acquire(gov.name("other"), ttl=60).token > lease.token
@@ -467,7 +467,7 @@ def test_nobody_but_the_expired_holder_may_acquire_during_the_lock_delay(chain, 
         carol.acquire(gov.name("db"), ttl=10)
     assert delayed.value.until == lease.expires_at + 100 and delayed.value.holder == bob.sender
     with pytest.raises(LockDelayed):
-        carol.acquire_many([gov.name("db")], ttl=10)
+        LeaseSet.acquire(carol, [gov.name("db")], ttl=10)
     with pytest.raises(LockDelayed):
         carol.acquire(gov.name("db"), ttl=10, exclusive=True)
     again = bob.acquire(gov.name("db"), ttl=10)  # the expired holder itself (Consul #430)
@@ -502,12 +502,12 @@ def test_acquire_many_is_all_or_nothing_with_consecutive_tokens(chain, alice, bo
     bob.acquire("held/b", ttl=600)
     latest = alice.latest_token()
     with pytest.raises(LeaseHeld) as held:
-        alice.acquire_many(["set/a", "held/b", "set/c"], ttl=60)
+        LeaseSet.acquire(alice, ["set/a", "held/b", "set/c"], ttl=60)
     assert held.value.resource == "held/b"
     assert alice.latest_token() == latest and alice.lease_of("set/a") is None
     with pytest.raises(DuplicateResource):
-        alice.acquire_many(["set/a", "set/a"], ttl=60)
-    leases = alice.acquire_many(["set/a", "set/c", "plain"], ttl=60)
+        LeaseSet.acquire(alice, ["set/a", "set/a"], ttl=60)
+    leases = LeaseSet.acquire(alice, ["set/a", "set/c", "plain"], ttl=60)
     assert leases.tokens == [latest + 1, latest + 2, latest + 3]
     leases.renew(120)
     assert all(lease.is_current() for lease in leases)
@@ -521,7 +521,7 @@ def test_a_set_renews_nothing_when_one_lease_was_lost_and_releases_what_it_still
     (tests/endings/test_lease_set.py attacks every way)."""
     from chainfence.errors import LeaseSetLost
 
-    leases = gov.bob.acquire_many([gov.name("a"), gov.name("b")], ttl=600)
+    leases = LeaseSet.acquire(gov.bob, [gov.name("a"), gov.name("b")], ttl=600)
     gov.alice.namespace(gov.prefix).revoke(gov.name("b"))
     with pytest.raises(LeaseRevoked) as lost:
         leases.renew()

@@ -40,8 +40,8 @@ from typing import Any
 import pytest
 from eth_utils import keccak
 
-from chainfence import Chain, Lease, Registry
-from chainfence.aio import AsyncChain, AsyncRegistry
+from chainfence import Chain, Lease, LeaseSet, Registry
+from chainfence.aio import AsyncChain, AsyncLeaseSet, AsyncRegistry
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
 
@@ -65,7 +65,7 @@ def acquiring(registry: Registry, path: str, *, guarded: bool = True):
         return lambda: registry.acquire("jobs/cut", ttl=TTL)
     if path == "claim":
         return lambda: registry.workset("batch").claim(["x"], TTL)
-    return lambda: registry.acquire_many(["jobs/m1", "jobs/m2"], TTL)
+    return lambda: LeaseSet.acquire(registry, ["jobs/m1", "jobs/m2"], TTL)
 
 
 async def aacquire(registry: AsyncRegistry, path: str, *, guarded: bool = True) -> Any:
@@ -76,7 +76,7 @@ async def aacquire(registry: AsyncRegistry, path: str, *, guarded: bool = True) 
         return await registry.acquire("jobs/cut", ttl=TTL)
     if path == "claim":
         return await registry.workset("batch").claim(["x"], TTL)
-    return await registry.acquire_many(["jobs/m1", "jobs/m2"], TTL)
+    return await AsyncLeaseSet.acquire(registry, ["jobs/m1", "jobs/m2"], TTL)
 
 
 def live(registry: Registry, path: str) -> list[str]:

@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseStatus, Registry
+from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseSet, LeaseStatus, Registry
 from chainfence._sdk import validate as _validate
 from chainfence._sdk.names import item_id
 from chainfence.errors import (
@@ -643,7 +643,7 @@ class RegistryMachine(RuleBasedStateMachine):
     @rule(account=accounts, names=name_sets, ttl=ttls)
     def acquire_many(self, account, names, ttl):
         predicted = self.model.acquire_many(account, names, ttl, self.next_block_time())
-        leases = self.expect(predicted, lambda: self.agents[account].acquire_many(names, ttl))
+        leases = self.expect(predicted, lambda: LeaseSet.acquire(self.agents[account], names, ttl))
         if leases is not None:
             for name, lease, (token, expires_at, reason, previous) in zip(names, leases, predicted):
                 self.issued[token] = name

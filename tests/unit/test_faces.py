@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from chainfence import Election, Registry
+from chainfence import Election, LeaseSet, Registry
 from chainfence.aio import (
     AsyncChain,
     AsyncElection,
+    AsyncLeaseSet,
     AsyncRegistry,
 )
 
@@ -83,7 +84,7 @@ def pairs() -> Any:
         aregistry = await AsyncRegistry.deploy(achain)
         registry = aregistry.registry
         alease = await aregistry.acquire("faces/one", ttl=60)
-        aset = await aregistry.acquire_many(["faces/a", "faces/b"], ttl=60)
+        aset = await AsyncLeaseSet.acquire(aregistry, ["faces/a", "faces/b"], ttl=60)
         aelection = AsyncElection(aregistry, "faces/leader", ttl=60)
         aleadership = await aelection.campaign()
         awatch = aelection.watch(lambda change: None)
@@ -91,7 +92,7 @@ def pairs() -> Any:
         leadership = election.campaign()
         watch = election.watch(lambda change: None)
         lease = registry.acquire("faces/two", ttl=60)
-        lease_set = registry.acquire_many(["faces/c", "faces/d"], ttl=60)
+        lease_set = LeaseSet.acquire(registry, ["faces/c", "faces/d"], ttl=60)
         built = [
             (chain, achain),
             (registry, aregistry),

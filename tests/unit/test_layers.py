@@ -51,6 +51,9 @@ TOP_FILES = {
 DELEGATIONS = {
     ("chainfence.registry", "chainfence.audit._history"): "Registry.history runs the audit's history steps",
     ("chainfence.registry", "chainfence.audit.watchdog"): "Registry.stuck runs the watchdog's steps",
+    ("chainfence._sdk.retired", "chainfence.recipes.lease_set"): (
+        "the retired Registry.acquire_many (until 0.3) is LeaseSet.acquire, a recipe"
+    ),
 }
 LAYER_NAMES = {0: "foundation", 1: "node", 2: "SDK", 3: "families", 4: "CLI"}
 

@@ -250,15 +250,21 @@ def awaiting(op: Callable[..., Any], returns: type | str | None = None, *, optio
 
 
 def aconstructor(op: Any) -> Any:
-    """The asyncio classmethod (``AsyncRegistry.deploy(chain, ...)``) of a :func:`constructor`:
-    ``chain`` is an asyncio chain; the steps run over it on its sync ``chain``."""
+    """The asyncio classmethod (``AsyncRegistry.deploy(chain, ...)``) of a constructor (a classmethod
+    whose steps take the class and what it is built on): ``chain`` is an asyncio chain, and the steps
+    run over it on its sync ``chain``; or an asyncio face (``AsyncLeaseSet.acquire(registry, ...)``),
+    and they run over its driver on the sync object it wraps."""
     function = op.__func__ if isinstance(op, classmethod) else op
     steps = _steps_of(function)
 
     async def method(cls: type[AsyncFace[Any]], chain: Any, *args: Any, **kwargs: Any) -> Any:
-        driver = require_driver(chain)
+        if isinstance(chain, AsyncFace):
+            driver, on = chain._driver, chain._core
+        else:
+            driver = require_driver(chain)
+            on = driver.chain
         try:
-            core = await driver._run(steps(cls._core_type, driver.chain, *args, **kwargs))
+            core = await driver._run(steps(cls._core_type, on, *args, **kwargs))
             await driver._run(cls._ready_steps(core))
         except BaseException as error:
             _handed_over(error, driver)

@@ -55,6 +55,7 @@ MOVED: dict[str, str] = {
     "chainfence.demo": "chainfence.cli.demo",
     "chainfence.election": "chainfence.recipes.election",
     "chainfence.fenced_store": "chainfence.integrations.fenced_store",
+    "chainfence.lease_set": "chainfence.recipes.lease_set",
     "chainfence.localnode": "chainfence.cli.node",
     "chainfence.mcp_server": "chainfence.integrations.mcp",
     "chainfence.sql": "chainfence.integrations.sql",

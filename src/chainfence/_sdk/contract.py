@@ -1,9 +1,9 @@
 """The FencingRegistry contract as steps: calls encoded, views read and decoded, transactions sent, events found.
 
 :class:`RegistryContract` is what every concept of :class:`~chainfence.Registry`
-builds on (its lease operations and views in :mod:`chainfence.registry`,
-namespaces in :mod:`chainfence.namespaces`, claims in :mod:`chainfence.claims`,
-sets in :mod:`chainfence.lease_set`): the registry's address and the account
+builds on (its lease operations and views in :mod:`chainfence.registry`, its handles
+in :mod:`chainfence.namespaces` and :mod:`chainfence.claims`, and the recipe of
+sets in :mod:`chainfence.recipes.lease_set`): the registry's address and the account
 it sends as, the contract's calls as steps, a resource's lease read with the
 rollback check (:mod:`chainfence._sdk.rollback`), and the operations on one
 token (renew, release, complete, check) that leases, claims and sets share.
@@ -55,7 +55,7 @@ __all__ = ["DEFAULT_MAX_TTL", "MAX_CLAIM_ITEMS", "MAX_MANY", "RegistryContract"]
 #: Most items one claim may list (the contract's bound).
 MAX_CLAIM_ITEMS = 512
 
-#: Most resources one acquire_many may list (the contract's bound).
+#: Most resources one lease set (``LeaseSet.acquire``) may list (the contract's bound).
 MAX_MANY = 64
 
 #: Default maximum lease length of a new registry: one day.

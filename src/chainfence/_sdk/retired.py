@@ -12,7 +12,7 @@ they are not attributes, so ``dir()`` and the reference do not show them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._core.effects import Steps
@@ -181,8 +181,27 @@ _COMMON: dict[str, Retired] = {
     ),
 }
 
+
+def _acquire_many(face: Any) -> Callable[..., Any]:
+    """The old ``acquire_many``: a lease set (a recipe, a layer above: imported when asked for)."""
+    from ..recipes.lease_set import AsyncLeaseSet, LeaseSet
+
+    kind = AsyncLeaseSet if isinstance(face, AsyncFace) else LeaseSet
+
+    def acquire_many(resources: Sequence[str], ttl: int, *, confirmations: int | None = None) -> Any:
+        return kind.acquire(face, resources, ttl, confirmations=confirmations)
+
+    return acquire_many
+
+
 #: ``Registry``'s retired names.
-REGISTRY: dict[str, Retired] = {**_COMMON}
+REGISTRY: dict[str, Retired] = {
+    **_COMMON,
+    "acquire_many": Retired("LeaseSet.acquire(registry, resources, ttl)", _acquire_many),
+}
 
 #: ``AsyncRegistry``'s retired names.
-ASYNC_REGISTRY: dict[str, Retired] = {**_COMMON}
+ASYNC_REGISTRY: dict[str, Retired] = {
+    **_COMMON,
+    "acquire_many": Retired("AsyncLeaseSet.acquire(registry, resources, ttl)", _acquire_many),
+}
