@@ -5,8 +5,8 @@
     registry = Registry.deploy(chain)            # or Registry.at(chain, address)
     a = registry.connect(alice)                  # same registry, transactions sent as alice
     lease = a.acquire("reports/daily", ttl=30)   # Lease: resource, token, holder, expires_at
-    with a.lease("reports/daily", ttl=30) as lease:
-        ...                                      # released on exit
+    with a.acquire("reports/daily", ttl=30) as lease:
+        ...                                      # a lease is its own context manager: released on exit
 
 Every method validates its arguments before it touches the chain, raises a
 :mod:`chainfence.errors` class for every revert and every node failure
@@ -39,8 +39,7 @@ the very same steps over asyncio.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from . import batching as _batching
@@ -87,10 +86,7 @@ from .errors import (
 from .lease import AsyncLease, Lease
 from .namespaces import Namespace, address_namespace
 
-if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19),
-    # and the SDK imports the audit only when Registry.history or Registry.stuck is called
-    from .audit._history import LeaseEvent
-    from .audit.watchdog import StuckReport
+if TYPE_CHECKING:  # imported where it is used: a CLI command that reads a lease does not load it (issue #19)
     from .deployment import Deployment
 
 logger = _log.get(__name__)
@@ -502,29 +498,6 @@ class Registry(RegistryContract):
 
     complete = operation(_complete_steps)
 
-    @contextmanager
-    def lease(
-        self,
-        resource: str,
-        ttl: int,
-        *,
-        confirmations: int | None = None,
-        wait: float | None = None,
-        exclusive: bool = False,
-    ) -> Iterator[Lease]:
-        """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
-
-        Raises :class:`~chainfence.errors.LeaseHeld` (and the body does not
-        run) if someone else holds it — after waiting up to ``wait`` seconds
-        for it to become free, as :meth:`acquire` does; with ``exclusive=True``
-        also while the sender itself holds it. On exit the lease is released; if it
-        expired or was superseded while the body ran, that error is raised
-        after a body that succeeded, and added as a note to the body's own
-        exception otherwise.
-        """
-        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive) as lease:
-            yield lease
-
     def _lease_from_tx_steps(
         self, tx_hash: str, *, item: int | None = None, resource: str | None = None
     ) -> Steps[Lease | None]:
@@ -638,26 +611,15 @@ class Registry(RegistryContract):
     lease_of = operation(_lease_of_steps)
     last_lease = operation(RegistryContract._last_lease_steps)
 
-    def _last_lease_by_id_steps(self, resource_id: bytes, *, block: str | int | None = None) -> Steps[LeaseInfo | None]:
-        """:meth:`last_lease` for a resource known only by its id (``keccak256(name)``), as guards
-        and audits know resources whose names the chain never told them."""
-        if not isinstance(resource_id, (bytes, bytearray)) or len(resource_id) != 32:
-            raise InvalidInput(f"a resource id is 32 bytes, got {resource_id!r}")
-        info = yield from self._lease_info_steps(None, bytes(resource_id), block=block)
-        return None if info.status is LeaseStatus.UNHELD else info
-
-    last_lease_by_id = operation(_last_lease_by_id_steps)
-
-    def _is_current_steps(self, resource: str, token: int, *, block: str | int | None = None) -> Steps[bool]:
-        """Whether ``token`` is the current token of ``resource`` and its lease is live."""
-        return (yield from self._token_is_current_steps(resource, token, block=block))
-
-    is_current = operation(_is_current_steps)
-
     def _check_current_steps(
         self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
     ) -> Steps[LeaseInfo]:
         """The live lease of ``token``; raises a :class:`~chainfence.errors.TokenNotCurrent` subclass if it is not.
+
+        The SDK's one way to judge a token (the guard's is ``Guard.check``): the answer is the reason
+        (``StaleToken``, ``LeaseExpired``, ``LeaseReleased``, ``LeaseRevoked``, ...), never a bare
+        False that a caller must go back and ask about; ``try: check_current(...) except
+        TokenNotCurrent:`` is the yes-or-no. (0.2 folded ``is_current``, the bool, into it.)
 
         The verdict a verifier needs: ``token`` is the resource's latest token,
         neither released nor expired — expired counted at :meth:`Chain.now
@@ -694,48 +656,6 @@ class Registry(RegistryContract):
         return (yield from self._successor_end_steps(resource_id, token, first))
 
     ending = operation(_ending_steps)
-
-    # ------------------------------------------------------------------
-    # The record: the lease events, and the watchdog over them. Both live in the audit
-    # (chainfence.audit), a layer above this one: imported when called, never at import
-    # (tests/unit/test_layers.py names these two delegations).
-    # ------------------------------------------------------------------
-
-    def _history_steps(
-        self,
-        resource: str | None = None,
-        *,
-        holder: str | None = None,
-        token: int | None = None,
-        from_block: int | None = None,
-        to_block: int | str = "latest",
-        index: Any = None,
-    ) -> Steps[list[LeaseEvent]]:
-        """Lease events of this registry, oldest first, filtered on the indexed fields given; see
-        :func:`chainfence.audit.history` (``index=``: answered from an
-        :class:`~chainfence.audit.index.AuditIndex`)."""
-        from .audit._history import history_steps
-
-        return (
-            yield from history_steps(
-                self, resource, holder=holder, token=token, from_block=from_block, to_block=to_block, index=index
-            )
-        )
-
-    history = operation(_history_steps)
-
-    def _stuck_steps(
-        self, *, renewals: int = 3, longer_than: int | None = None, from_block: int | None = None, index: Any = None
-    ) -> Steps[StuckReport]:
-        """Leases alive but stuck, crashed, or held too long: see :func:`chainfence.audit.watchdog.stuck`
-        (``index``: an :class:`~chainfence.audit.index.AuditIndex` to read the events from)."""
-        from .audit.watchdog import stuck_steps
-
-        return (
-            yield from stuck_steps(self, renewals=renewals, longer_than=longer_than, from_block=from_block, index=index)
-        )
-
-    stuck = operation(_stuck_steps)
 
     def __eq__(self, other: object) -> bool:
         return super().__eq__(other)
@@ -798,37 +718,15 @@ class AsyncRegistry(AsyncFace[Registry], core=Registry):
     batch_items = awaiting(Registry.batch_items)
     batch_item = awaiting(Registry.batch_item, AsyncBatchItem, optional=True)
 
-    @asynccontextmanager
-    async def lease(
-        self,
-        resource: str,
-        ttl: int,
-        *,
-        confirmations: int | None = None,
-        wait: float | None = None,
-        exclusive: bool = False,
-    ) -> AsyncIterator[AsyncLease]:
-        """``async with registry.lease(name, ttl) as lease:`` acquire (waiting up to ``wait``; with
-        ``exclusive=True`` refusing the sender's own live lease too), run the body, release
-        (:meth:`Registry.lease`)."""
-        async with await self.acquire(
-            resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive
-        ) as lease:
-            yield lease
-
     # -- views
     latest_token = awaiting(Registry.latest_token)
     lease_of = awaiting(Registry.lease_of)
     last_lease = awaiting(Registry.last_lease)
-    last_lease_by_id = awaiting(Registry.last_lease_by_id)
-    is_current = awaiting(Registry.is_current)
     check_current = awaiting(Registry.check_current)
     eip712_domain = awaiting(Registry.eip712_domain)
     deployment_block = awaiting(Registry.deployment_block)
     identity = awaiting(Registry.identity)
     ending = awaiting(Registry.ending)
-    history = awaiting(Registry.history)
-    stuck = awaiting(Registry.stuck)
 
     # -- handles: a namespace, a workset
     namespace = local(Registry.namespace)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import AcquireReason
+from chainfence import AcquireReason, audit
+from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexMismatch, InvalidInput, InvalidResourceName
 
@@ -81,7 +82,7 @@ def test_a_scripted_history_reads_back_exactly(chain, registry, alice, bob, tmp_
     assert [r.resource for r in index.resources("reports/")] == [DAILY, WEEKLY]
     assert [r.resource for r in index.resources("reports/w")] == [WEEKLY]
     assert index.resources("nothing") == []
-    assert index.verify(registry) == len(registry.history())
+    assert index.verify(registry) == len(audit.history(registry))
 
 
 def test_the_index_the_live_read_and_the_sdk_views_agree(chain, registry, alice, bob, tmp_path):
@@ -89,9 +90,9 @@ def test_the_index_the_live_read_and_the_sdk_views_agree(chain, registry, alice,
     index = AuditIndex(tmp_path / "audit.sqlite")
     live = AuditIndex(":memory:")
     live.sync(registry)
-    assert registry.history(index=index) == registry.history(), "history(index=) answers as the chain does"
+    assert audit.history(registry, index=index) == audit.history(registry), "history(index=) answers as the chain does"
     assert index.history(DAILY) == live.history(DAILY)
-    assert registry.stuck(index=index, longer_than=1) == registry.stuck(longer_than=1)
+    assert watchdog.stuck(registry, index=index, longer_than=1) == watchdog.stuck(registry, longer_than=1)
 
 
 def test_sync_is_incremental(chain, registry, alice, tmp_path):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chainfence import Guard, Lease, batching
+from chainfence import Guard, Lease, audit, batching
 from chainfence._sdk.lease_state import AcquireReason
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import AsyncBatcher, Batcher
@@ -125,7 +125,7 @@ def test_each_acquisition_keeps_its_own_token_holder_event_and_reason(chain, reg
     assert leases["mine"].previous_token == mine.token
     for name, lease in leases.items():
         (acquired,) = [
-            e for e in registry.history(f"k/{name}") if e.token == lease.token and e.kind.value == "acquired"
+            e for e in audit.history(registry, f"k/{name}") if e.token == lease.token and e.kind.value == "acquired"
         ]
         assert (acquired.holder, acquired.tx_hash) == (alice.sender, lease.tx_hash)
         assert registry.check_current(f"k/{name}", lease.token).holder == alice.sender
@@ -168,7 +168,7 @@ def test_leases_from_a_batch_keep_check_guard_and_audit_like_any_other(chain, re
         lease.check()
     assert lease.released and registry.lease_of("k/kept") is None
     assert batcher.operations - operations == 3, "acquired, renewed and released through the batcher"
-    kinds = [e.kind.value for e in registry.history("k/kept")]
+    kinds = [e.kind.value for e in audit.history(registry, "k/kept")]
     assert kinds == ["acquired", "renewed", "released"]
     guard.close()
 
@@ -180,7 +180,7 @@ def test_a_renewal_with_a_progress_marker_and_a_completion_are_sent_alone(chain,
     lease.renew(progress=7)
     lease.complete(b"result")
     assert batcher.operations == operations
-    (renewed,) = [e for e in registry.history("k/marked") if e.kind.value == "renewed"]
+    (renewed,) = [e for e in audit.history(registry, "k/marked") if e.kind.value == "renewed"]
     assert renewed.progress == (7).to_bytes(32, "big")
     lease.release()
     assert batcher.operations == operations + 1
@@ -255,7 +255,7 @@ def test_64_threads_acquire_renew_and_release_each_exactly_once(chain, registry,
     assert sorted(lease.token for lease in leases) == list(range(before + 2, before + 66))
     assert batcher.operations - operations == 1 + 64 * 3
     for i in (0, 31, 63):
-        kinds = [e.kind.value for e in registry.history(f"t/{i}")]
+        kinds = [e.kind.value for e in audit.history(registry, f"t/{i}")]
         assert kinds == ["acquired", "renewed", "released"], (i, kinds)
     assert all(registry.lease_of(f"t/{i}") is None for i in range(64))
     assert registry.latest_token() == before + 65
@@ -340,7 +340,7 @@ def test_64_tasks_acquire_renew_and_release_each_exactly_once(chain, registry, a
     assert after - operations == 1 + 64 * 3
     assert all(lease.released for lease in leases) and all(registry.lease_of(f"u/{i}") is None for i in range(64))
     for i in (0, 63):
-        assert [e.kind.value for e in registry.history(f"u/{i}")] == ["acquired", "renewed", "released"]
+        assert [e.kind.value for e in audit.history(registry, f"u/{i}")] == ["acquired", "renewed", "released"]
 
 
 def test_an_async_batched_lease_keeps_renews_and_releases_through_the_batcher(chain, registry, alice):
@@ -355,7 +355,7 @@ def test_an_async_batched_lease_keeps_renews_and_releases_through_the_batcher(ch
         return batcher.operations - operations
 
     assert run(chain, body) == 3
-    assert [e.kind.value for e in registry.history("v/kept")] == ["acquired", "renewed", "released"]
+    assert [e.kind.value for e in audit.history(registry, "v/kept")] == ["acquired", "renewed", "released"]
 
 
 def test_a_renewal_of_an_expired_batched_lease_is_refused_for_its_caller_only(chain, registry, alice):
@@ -513,7 +513,7 @@ def counting_sends(monkeypatch, rpc, sender: str) -> list[int]:
 
 
 def released_in(registry, name: str) -> str:
-    (released,) = [e for e in registry.history(name) if e.kind.value == "released"]
+    (released,) = [e for e in audit.history(registry, name) if e.kind.value == "released"]
     return released.tx_hash
 
 
@@ -551,8 +551,8 @@ def slow_caller_round(chain, registry, alice, monkeypatch) -> dict[str, Any]:
     gate.open.set()
     for thread in (pilot, *threads, releaser):
         thread.join(120)
-    assert [e.kind.value for e in registry.history("b/a")] == ["acquired", "released"]
-    assert [e.kind.value for e in registry.history("b/b")] == ["acquired", "released"]
+    assert [e.kind.value for e in audit.history(registry, "b/a")] == ["acquired", "released"]
+    assert [e.kind.value for e in audit.history(registry, "b/b")] == ["acquired", "released"]
     return seen
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import Registry, endings
+from chainfence import Registry, audit, endings
 from chainfence.endings import End
 from chainfence.lease import AcquireReason
 
@@ -51,7 +51,7 @@ def test_a_grant_names_granted_only_when_it_took_a_live_lease(chain, alice, bob,
 @pytest.mark.parametrize("how", ["revoked", "released", "expired"])
 def test_control_the_successor_s_reason_alone_calls_every_grant_granted(chain, alice, bob, carol, how):
     lease = _end_then_grant(chain, alice, bob, carol, how)
-    (successor,) = [e for e in alice.history(NAME) if e.previous_token == lease.token]
+    (successor,) = [e for e in audit.history(alice, NAME) if e.previous_token == lease.token]
     assert endings.of_successor(successor.reason) is End.GRANTED, "the naive reading"
 
 

@@ -14,7 +14,7 @@ import asyncio
 
 import pytest
 
-from chainfence import AcquireReason, Chain, LeaseStatus
+from chainfence import AcquireReason, Chain, LeaseStatus, audit
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import InvalidInput, LeaseHeld, NotAdmitted
 from tests.support.virtual_time import WaitClock
@@ -76,7 +76,7 @@ def test_exclusive_is_acquire_in_every_other_case(chain, alice, bob):
     chain.advance_time(31)
     again = alice.acquire(NAME, ttl=30, exclusive=True)
     assert again.reason is AcquireReason.EXPIRED and again.token > lease.token
-    events = [e.reason for e in alice.history(NAME) if e.reason is not None]
+    events = [e.reason for e in audit.history(alice, NAME) if e.reason is not None]
     assert AcquireReason.REACQUIRED not in events
 
 
@@ -115,11 +115,11 @@ def test_a_lease_block_with_exclusive_does_not_run_while_the_key_holds_it(chain,
     first = alice.acquire(NAME, ttl=600)
     ran = []
     with pytest.raises(LeaseHeld):
-        with alice.lease(NAME, ttl=60, exclusive=True):
+        with alice.acquire(NAME, ttl=60, exclusive=True):
             ran.append(True)
     assert ran == [] and first.is_current()
     first.release()
-    with alice.lease(NAME, ttl=60, exclusive=True) as lease:
+    with alice.acquire(NAME, ttl=60, exclusive=True) as lease:
         assert lease.reason is AcquireReason.RELEASED
     assert alice.lease_of(NAME) is None
 
@@ -188,7 +188,7 @@ def test_asyncio_exclusive_refuses_the_same_key_and_waits_for_its_release(chain,
         released = []
 
         async def waiter():
-            async with alice.lease(NAME, ttl=60, wait=60, exclusive=True) as lease:
+            async with await alice.acquire(NAME, ttl=60, wait=60, exclusive=True) as lease:
                 released.append(lease.reason)
 
         sync_alice = registry.connect(chain.accounts[1])

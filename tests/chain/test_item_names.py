@@ -25,10 +25,10 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
-from chainfence import Guard, Registry
+from chainfence import Guard, Registry, audit
 from chainfence._sdk import names as _names
 from chainfence.aio import AsyncChain, AsyncRegistry
-from chainfence.audit import EventKind, timeline
+from chainfence.audit import EventKind, timeline, watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import InvalidResourceName, LeaseReleased, UnknownToken
 
@@ -201,10 +201,10 @@ def test_control_the_registry_before_published_a_b_c_three_times(chain):
 
 def test_a_strangers_item_is_never_displayed_like_the_administered_resource(chain, registry, bob, collision):
     held, claimed = collision
-    shown = {event.resource_id: event.resource_display for event in registry.history()}
+    shown = {event.resource_id: event.resource_display for event in audit.history(registry)}
     assert claimed.resource == ITEM
     assert shown[held.resource_id] == "prod/db" and shown[claimed.resource_id] == "prod»db"
-    names = {event.resource_id: event.resource for event in registry.history()}
+    names = {event.resource_id: event.resource for event in audit.history(registry)}
     assert names[claimed.resource_id] == ITEM, "the name an audit returns is the one that reaches the item"
 
     index = AuditIndex(":memory:")
@@ -223,11 +223,11 @@ def test_a_strangers_item_is_never_displayed_like_the_administered_resource(chai
     # stuck(): a crashed claimant of an item is listed as the item (bob claims another item and vanishes).
     crashed = bob.workset("prod").claim(["cache"], ttl=10)
     chain.advance_time(11)
-    report = registry.stuck()
+    report = watchdog.stuck(registry)
     assert [(e.resource, e.resource_display) for e in report.crashed] == [("prod»cache", "prod»cache")]
     assert crashed.token == report.crashed[0].token
     index.sync(registry)
-    assert [(e.resource_display) for e in registry.stuck(index=index).crashed] == ["prod»cache"]
+    assert [(e.resource_display) for e in watchdog.stuck(registry, index=index).crashed] == ["prod»cache"]
 
     # The timeline draws two lanes, the item's with its » (a plain name's never has one bare).
     lanes = timeline.layout(index.timeline_leases([ADMINISTERED, ITEM])).lanes
@@ -245,7 +245,7 @@ def test_every_lookup_reaches_an_item_by_the_name_it_is_shown_by(chain, registry
     assert registry.check_current(ITEM, token).holder == bob.sender
     assert registry.last_lease(ITEM).token == token
     assert registry.workset("prod").last_lease("db").token == token
-    assert [e.kind for e in registry.history(ITEM)] == [EventKind.ACQUIRED]
+    assert [e.kind for e in audit.history(registry, ITEM)] == [EventKind.ACQUIRED]
     assert bob.renew(ITEM, token, 60, progress=1) > 0
     assert bob.workset("prod").renew("db", token, 60) > 0
     with Guard(registry, path=tmp_path / "guard.sqlite") as guard:
@@ -301,7 +301,7 @@ def test_no_plain_name_can_pass_for_an_item(registry, alice):
     registry.chain.transact(
         alice.sender, registry.address, selector + encode(["bytes", "uint256"], ["prod»db".encode(), 10])
     )
-    hostile = [e for e in registry.history() if e.resource_display.startswith("prod")]
+    hostile = [e for e in audit.history(registry) if e.resource_display.startswith("prod")]
     assert [e.resource_display for e in hostile] == ["prod\\u00bbdb"] and hostile[0].resource is None
 
 

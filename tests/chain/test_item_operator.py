@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import AcquireReason, EventKind, LeaseStatus, Registry
+from chainfence import AcquireReason, EventKind, LeaseStatus, Registry, audit
 from chainfence._node import events as _events
 from chainfence._sdk.names import item_id
 from chainfence.errors import (
@@ -59,7 +59,7 @@ def test_the_admin_revokes_a_claim_by_workset_and_item(chain, ops):
         ops.workset(WORKSET).revoke(claim.item)
     again = as_(ops, 1).workset(WORKSET).claim(ITEMS, ttl=60)  # not done: it may be claimed again
     assert (again.item, again.reason, again.previous_token) == (claim.item, AcquireReason.REVOKED, claim.token)
-    revoke = next(e for e in ops.history() if e.kind is EventKind.REVOKED)
+    revoke = next(e for e in audit.history(ops) if e.kind is EventKind.REVOKED)
     assert (revoke.resource_id, revoke.token, revoke.holder, revoke.admin) == (
         item_id(WORKSET, claim.item),
         claim.token,
@@ -81,7 +81,7 @@ def test_the_admin_grants_an_item_and_the_grantee_completes_it(chain, ops):
     assert granted.resource_id == item_id(WORKSET, claim.item) and granted.token > plain.token
     with pytest.raises(StaleToken):
         claim.renew()
-    kinds = [(e.kind, e.token) for e in ops.history() if e.resource_id == granted.resource_id]
+    kinds = [(e.kind, e.token) for e in audit.history(ops) if e.resource_id == granted.resource_id]
     assert kinds[-3:] == [
         (EventKind.REVOKED, claim.token),
         (EventKind.ACQUIRED, granted.token),

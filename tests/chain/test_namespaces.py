@@ -14,7 +14,7 @@ import pytest
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
-from chainfence import AcquireReason, EventKind, LeaseSet, LeaseStatus, Registry
+from chainfence import AcquireReason, EventKind, LeaseSet, LeaseStatus, Registry, audit
 from chainfence._node import artifacts as _artifacts
 from chainfence._sdk.names import namespace_id
 from chainfence.errors import (
@@ -436,7 +436,7 @@ def test_revoke_fences_the_holder_and_the_next_acquisition_says_revoked(chain, g
         alice.namespace(gov.prefix).revoke(gov.name("db"))
     nxt = carol.acquire(gov.name("db"), ttl=60)  # no lock-delay after a revoke, even with one set
     assert nxt.reason is AcquireReason.REVOKED and nxt.token > stuck.token and nxt.previous_token == stuck.token
-    events = alice.history(gov.name("db"))
+    events = audit.history(alice, gov.name("db"))
     revoke = next(e for e in events if e.kind is EventKind.REVOKED)
     assert (revoke.token, revoke.holder, revoke.admin) == (stuck.token, bob.sender, alice.sender)
 
@@ -449,7 +449,7 @@ def test_grant_takes_over_a_live_lease_through_the_fenced_path(chain, gov):
     assert granted.previous_token == old.token and granted.holder == carol.sender
     with pytest.raises(StaleToken):
         old.renew()
-    kinds = [(e.kind, e.token) for e in alice.history(gov.name("db"))]
+    kinds = [(e.kind, e.token) for e in audit.history(alice, gov.name("db"))]
     assert kinds[-3:] == [
         (EventKind.REVOKED, old.token),
         (EventKind.ACQUIRED, granted.token),

@@ -137,7 +137,7 @@ def test_aio_keep_rolled_back(w):
 def test_aio_keep_deadline(w):
     lease, error = lose(w, LocalEnd.DEADLINE)
     assert type(error.__cause__).__name__ == "NodeUnreachable"
-    assert w.registry.is_current(JOB, lease.token), "given up while the chain still holds it live"
+    assert w.registry.check_current(JOB, lease.token), "given up while the chain still holds it live"
 
 
 @covers("aio.keep", LocalEnd.ERROR)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import EventKind, endings
+from chainfence import EventKind, audit, endings
 from chainfence.endings import End, LocalEnd
 from chainfence.errors import ChainfenceError, LeaseRevoked, NodeUnreachable, StaleToken
 from tests.endings.holding import DUE, TTL, World, assert_lost, keep_until_lost, settle
@@ -65,8 +65,8 @@ def test_keep_released_by_the_holder_inside_the_block_ends_quietly(w):
             lease.check()
         assert checked.value.why == "released"
     assert lost == [] and lease.keeper is None
-    assert w.registry.history(JOB)[-1].kind is EventKind.RELEASED
-    assert all(e.kind is not EventKind.RENEWED for e in w.registry.history(JOB)), "no renewal after the release"
+    assert audit.history(w.registry, JOB)[-1].kind is EventKind.RELEASED
+    assert all(e.kind is not EventKind.RENEWED for e in audit.history(w.registry, JOB)), "no renewal after the release"
 
 
 @covers("keep", End.COMPLETED)
@@ -165,7 +165,7 @@ def test_renew_with_a_new_ttl_inside_keep_moves_the_keep_alive(w):
         wait_until(lambda: core.renewals == 1, "the keep-alive's own renewal, at the new interval")
         settle(lease, clock)
         assert core.deadline == 14.0
-    renewals = [e for e in w.registry.history(JOB) if e.kind is EventKind.RENEWED]
+    renewals = [e for e in audit.history(w.registry, JOB) if e.kind is EventKind.RENEWED]
     asked = [e.expires_at - int(w.chain.rpc.block(e.block_number)["timestamp"]) for e in renewals]
     assert asked == [10, 10], "the holder's renewal, then the keep-alive's own at the new ttl"
     assert renewals[-1].expires_at == lease.expires_at
@@ -191,10 +191,10 @@ def test_renew_with_a_ttl_the_keep_alive_cannot_keep_is_refused_before_sending(w
     lease = w.alice.acquire(JOB, ttl=TTL)
     clock = SteppedClock()
     with lease.keep(clock=clock, since=0.0):
-        before = len(w.registry.history(JOB))
+        before = len(audit.history(w.registry, JOB))
         with pytest.raises(InvalidInput):
             lease.renew(ttl=3)  # the margins (1 + 2 s) leave no time
-        assert len(w.registry.history(JOB)) == before, "nothing sent"
+        assert len(audit.history(w.registry, JOB)) == before, "nothing sent"
         lease.check()
 
 

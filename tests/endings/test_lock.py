@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from chainfence import EventKind, cli
+from chainfence import EventKind, audit, cli
 from chainfence._sdk.validate import resource_id
 from chainfence.cli import _supervisor
 from chainfence.cli import lock as _cli_lock
@@ -201,14 +201,14 @@ def test_lock_a_completion_of_its_plain_lease_ends_nothing(w, tmp_path, monkeypa
         w.alice.complete(JOB, int(token), b"the report")
         run.at(DUE)
         wait_until(
-            lambda: any(e.kind is EventKind.RENEWED for e in w.registry.history(JOB)), "the renewal went through"
+            lambda: any(e.kind is EventKind.RENEWED for e in audit.history(w.registry, JOB)), "the renewal went through"
         )
         assert alive(seen["pid"])
         run.signal(signal.SIGTERM)  # done: forwarded to the command
 
     assert run(drive) == 128 + signal.SIGTERM
     assert run.lost == [] and not alive(seen["pid"])
-    kinds = [e.kind for e in w.registry.history(JOB)]
+    kinds = [e.kind for e in audit.history(w.registry, JOB)]
     assert kinds.index(EventKind.COMPLETED) < kinds.index(EventKind.RENEWED) and kinds[-1] is EventKind.RELEASED
 
 
@@ -392,7 +392,7 @@ def test_lock_wait_waits_out_a_lock_delay(w, tmp_path, monkeypatch):
     WaitClock(on_sleep=lambda n: w.chain.advance_time(until - w.chain.now()) if n == 2 else None).install(w.alice)
     run = Run(w.alice, tmp_path, monkeypatch, wait=300)
     assert run(lambda run: (run.writer(), run.signal(signal.SIGTERM))) == 128 + signal.SIGTERM
-    first = next(e for e in w.registry.history(JOB) if e.kind is EventKind.ACQUIRED and e.token > held.token)
+    first = next(e for e in audit.history(w.registry, JOB) if e.kind is EventKind.ACQUIRED and e.token > held.token)
     assert first.block_timestamp >= until
 
 

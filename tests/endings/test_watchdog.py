@@ -1,4 +1,4 @@
-"""The watchdog (``registry.stuck``): every way a lease ends, by name, on both backends.
+"""The watchdog (``watchdog.stuck(registry)``): every way a lease ends, by name, on both backends.
 
 Each scenario makes a holder look stuck first (a marker, then three renewals without changing it: the
 watchdog lists it), then ends its lease one way, and checks what the watchdog lists afterwards: an ended
@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from chainfence import Registry
+from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.endings import End
 from tests.endings.matrix import covers
@@ -21,12 +22,12 @@ NAME = "ops/etl"
 
 @pytest.fixture(params=["events", "index"])
 def report(request, tmp_path):
-    """registry.stuck(...) read from the chain's events, or through an audit index."""
+    """watchdog.stuck(registry, ...) read from the chain's events, or through an audit index."""
     if request.param == "events":
-        yield lambda registry, **options: registry.stuck(**options)
+        yield lambda registry, **options: watchdog.stuck(registry, **options)
         return
     index = AuditIndex(tmp_path / "audit.sqlite")
-    yield lambda registry, **options: registry.stuck(index=index, **options)
+    yield lambda registry, **options: watchdog.stuck(registry, index=index, **options)
     index.close()
 
 

@@ -17,10 +17,11 @@ import unicodedata
 import pytest
 from eth_abi import encode as abi_encode
 
-from chainfence import Guard
+from chainfence import Guard, audit
 from chainfence._node import artifacts as _artifacts
 from chainfence._node.rlp import keccak256 as keccak
 from chainfence._sdk.names import display, item_id
+from chainfence.audit import watchdog
 from chainfence.errors import InvalidResourceName, NotLive
 
 HOSTILE = [
@@ -53,7 +54,7 @@ def test_history_reads_every_hostile_name_and_shows_each_unambiguously(registry,
     for name in HOSTILE:
         publish(registry, bob.sender, name)
     honest = alice.acquire("reports/daily", ttl=60)
-    events = registry.history()
+    events = audit.history(registry)
     assert len(events) == len(HOSTILE) + 1
     shown = {event.resource_display for event in events}
     assert len(shown) == len(HOSTILE) + 1, "two different names displayed alike"
@@ -103,7 +104,7 @@ def test_the_watchdog_lists_holders_of_hostile_names_escaped(chain, registry, al
     claim = selector + abi_encode(["bytes", "bytes[]", "uint256"], [b"\xff/set", [b"\x1b[2Jitem"], 10])
     registry.chain.transact(alice.sender, registry.address, claim)
     chain.advance_time(11)
-    crashed = registry.stuck().crashed
+    crashed = watchdog.stuck(registry).crashed
     assert sorted(entry.resource_display for entry in crashed) == sorted(
         [display(name) for name in HOSTILE] + [display(b"\xff/set") + "»" + display(b"\x1b[2Jitem")]
     )
@@ -119,7 +120,7 @@ def _hostile_in(namespace: str) -> list[bytes]:
 
 def _shown(registry, raw: bytes) -> str:
     """What an operator reads of the resource named ``raw``: its ``resource_display`` in history."""
-    return next(event.resource_display for event in registry.history() if event.resource_id == keccak(raw))
+    return next(event.resource_display for event in audit.history(registry) if event.resource_id == keccak(raw))
 
 
 def test_the_admin_revokes_and_grants_every_hostile_name_the_registry_holds(chain, registry, alice, bob):
@@ -170,7 +171,7 @@ def test_the_admin_revokes_and_grants_a_hostile_work_item(chain, registry, alice
     claim = selector + abi_encode(["bytes", "bytes[]", "uint256"], [workset, [item], 60])
     registry.chain.transact(bob.sender, registry.address, claim)
     claimed = registry.latest_token()
-    shown = next(event.resource_display for event in registry.history() if event.token == claimed)
+    shown = next(event.resource_display for event in audit.history(registry) if event.token == claimed)
     assert undisplay(shown) == (workset, item)
     shown_workset, shown_item = undisplay(shown)
     assert alice.workset(shown_workset).revoke(shown_item) == claimed
@@ -189,5 +190,5 @@ def test_control_the_name_as_shown_is_another_resource_and_the_sdk_took_only_a_s
     with pytest.raises(UnicodeDecodeError):
         raw.decode("utf-8")
     assert bob.last_lease(_shown(registry, raw)) is None, "the shown text names a resource never held"
-    history = [event for event in registry.history() if event.resource_id == keccak(raw)]
+    history = [event for event in audit.history(registry) if event.resource_id == keccak(raw)]
     assert [event.kind.value for event in history] == ["acquired"], "the hostile lease was not revoked"

@@ -277,10 +277,10 @@ def world(request, tmp_path_factory):
 
 
 def enter_lease(w: World, **options: Any) -> None:
-    """``with registry.lease(...)``: the body must not run when the acquisition fails."""
+    """``with registry.acquire(...)``: the body must not run when the acquisition fails."""
     ran = []
     try:
-        with w.cached().lease(FREE, ttl=60, **options):
+        with w.cached().acquire(FREE, ttl=60, **options):
             ran.append(True)
     finally:
         assert ran == [], "the body ran without a lease"
@@ -437,7 +437,7 @@ def async_rpc(method: str, *args: Any) -> Callable[[World], Any]:
 async def async_enter_lease(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
     ran = []
     try:
-        async with registry.lease(FREE, ttl=60):
+        async with await registry.acquire(FREE, ttl=60):
             ran.append(True)
     finally:
         assert ran == [], "the body ran without a lease"
@@ -615,22 +615,21 @@ CALLS: list[Call] = [
     Call("Registry.renew", lambda w: w.cached().renew(RESOURCE, w.token, 60)),
     Call("Registry.renew[progress]", lambda w: w.cached().renew(RESOURCE, w.token, 60, progress=b"step 2")),
     Call("Registry.release", lambda w: w.cached().release(RESOURCE, w.token)),
-    Call("Registry.stuck", lambda w: w.registry().stuck(longer_than=1)),
+    Call("watchdog.stuck[fresh registry]", lambda w: watchdog.stuck(w.registry(), longer_than=1)),
     Call("Workset.claim", lambda w: w.cached().workset("batch").claim(["a", "b"], 60)),
     Call("Workset.claim[max_ttl uncached]", lambda w: w.registry().workset("batch").claim(["a"], 60)),
     Call("Workset.last_lease", lambda w: w.registry().workset("batch").last_lease("a")),
     Call("Workset.complete", lambda w: w.cached().workset("batch").complete("a", w.token, b"done")),
     Call("Workset.renew", lambda w: w.cached().workset("batch").renew("a", w.token, 30)),
     Call("Workset.release", lambda w: w.cached().workset("batch").release("a", w.token)),
-    Call("Registry.stuck[identity cached]", lambda w: w.cached().stuck()),
+    Call("watchdog.stuck[identity cached]", lambda w: watchdog.stuck(w.cached())),
     Call("Registry.complete", lambda w: w.cached().complete(RESOURCE, w.token, b"done")),
-    Call("Registry.lease", enter_lease),
-    Call("Registry.lease[wait]", lambda w: enter_lease(w, wait=5)),
+    Call("Registry.acquire[with block]", enter_lease),
+    Call("Registry.acquire[with block, wait]", lambda w: enter_lease(w, wait=5)),
     Call("Registry.lease_of", lambda w: w.registry().lease_of(RESOURCE)),
     Call("Registry.last_lease", lambda w: w.registry().last_lease(RESOURCE)),
-    Call("Registry.last_lease_by_id", lambda w: w.registry().last_lease_by_id(resource_id(RESOURCE))),
+    Call("Registry.last_lease[resource_id]", lambda w: w.registry().last_lease(resource_id=resource_id(RESOURCE))),
     Call("Registry.last_lease[block=]", lambda w: w.registry().last_lease(RESOURCE, block=w.head)),
-    Call("Registry.is_current", lambda w: w.registry().is_current(RESOURCE, w.token)),
     Call("Registry.check_current", lambda w: w.registry().check_current(RESOURCE, w.token)),
     Call(
         "Registry.check_current[confirmations=2]",
@@ -642,15 +641,17 @@ CALLS: list[Call] = [
     Call("Registry.eip712_domain", lambda w: w.registry().eip712_domain()),
     Call("Registry.identity", lambda w: w.registry().identity()),
     Call("Registry.deployment_block", lambda w: w.registry().deployment_block()),
-    Call("Registry.history", lambda w: w.registry().history()),
-    Call("Registry.history[identity cached]", lambda w: w.cached().history()),
-    Call("Registry.history[resource]", lambda w: w.cached().history(RESOURCE)),
-    Call("Registry.history[holder]", lambda w: w.cached().history(holder=w.accounts[1])),
-    Call("Registry.history[token]", lambda w: w.cached().history(token=w.token)),
-    Call("Registry.history[from_block, to_block]", lambda w: w.cached().history(from_block=0, to_block=w.head)),
+    Call("audit.history[fresh registry]", lambda w: audit.history(w.registry())),
+    Call("audit.history[identity cached]", lambda w: audit.history(w.cached())),
+    Call("audit.history[resource]", lambda w: audit.history(w.cached(), RESOURCE)),
+    Call("audit.history[holder]", lambda w: audit.history(w.cached(), holder=w.accounts[1])),
+    Call("audit.history[token]", lambda w: audit.history(w.cached(), token=w.token)),
+    Call("audit.history[from_block, to_block]", lambda w: audit.history(w.cached(), from_block=0, to_block=w.head)),
     Call(
-        "Registry.history[every filter]",
-        lambda w: w.cached().history(RESOURCE, holder=w.accounts[1], token=w.token, from_block=0, to_block=w.head),
+        "audit.history[every filter]",
+        lambda w: audit.history(
+            w.cached(), RESOURCE, holder=w.accounts[1], token=w.token, from_block=0, to_block=w.head
+        ),
     ),
     Call("Registry.lease_from_tx", lambda w: w.registry().lease_from_tx(w.tx_hash)),
     Call("Registry.batch_items", lambda w: w.registry().batch_items(w.tx_hash)),
@@ -823,26 +824,28 @@ CALLS: list[Call] = [
     Call("AsyncRegistry.renew", aio(lambda w, c, r: r.renew(RESOURCE, w.token, 60))),
     Call("AsyncRegistry.release", aio(lambda w, c, r: r.release(RESOURCE, w.token))),
     Call("AsyncRegistry.complete", aio(lambda w, c, r: r.complete(RESOURCE, w.token, b"done"))),
-    Call("AsyncRegistry.lease", aio(async_enter_lease)),
+    Call("AsyncRegistry.acquire[async with]", aio(async_enter_lease)),
     Call("AsyncRegistry.lease_from_tx", aio(lambda w, c, r: r.lease_from_tx(w.tx_hash))),
     Call("AsyncRegistry.batch_items", aio(lambda w, c, r: r.batch_items(w.tx_hash))),
     Call("AsyncRegistry.batch_item", aio(lambda w, c, r: r.batch_item(w.tx_hash, item=0))),
     Call("AsyncRegistry.latest_token", aio(lambda w, c, r: r.latest_token())),
     Call("AsyncRegistry.lease_of", aio(lambda w, c, r: r.lease_of(RESOURCE))),
     Call("AsyncRegistry.last_lease", aio(lambda w, c, r: r.last_lease(RESOURCE))),
-    Call("AsyncRegistry.is_current", aio(lambda w, c, r: r.is_current(RESOURCE, w.token))),
     Call("AsyncRegistry.check_current", aio(lambda w, c, r: r.check_current(RESOURCE, w.token))),
     Call("AsyncRegistry.identity", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).identity())),
     Call("AsyncRegistry.from_deployment", aio(lambda w, c, r: AsyncRegistry.from_deployment(c, w.deployment))),
-    Call("AsyncRegistry.stuck", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).stuck(longer_than=1))),
-    Call("AsyncRegistry.history", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).history())),
-    Call("AsyncRegistry.history[resource]", aio(lambda w, c, r: r.history(RESOURCE))),
+    Call(
+        "watchdog.stuck[an AsyncRegistry]",
+        aio(lambda w, c, r: watchdog.stuck(AsyncRegistry(c, w.registry()), longer_than=1)),
+    ),
+    Call("audit.history[an AsyncRegistry]", aio(lambda w, c, r: audit.history(AsyncRegistry(c, w.registry())))),
+    Call("audit.history[an AsyncRegistry, resource]", aio(lambda w, c, r: audit.history(r, RESOURCE))),
     Call("AsyncRegistry.ending", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).ending("jobs/a", 1))),
     Call("AsyncWorkset.last_lease", aio(lambda w, c, r: r.workset("batch").last_lease("a"))),
     Call("AsyncWorkset.complete", aio(lambda w, c, r: r.workset("batch").complete("a", w.token, b"done"))),
     Call("AsyncWorkset.renew", aio(lambda w, c, r: r.workset("batch").renew("a", w.token, 30))),
     Call("AsyncWorkset.release", aio(lambda w, c, r: r.workset("batch").release("a", w.token))),
-    Call("AsyncRegistry.last_lease_by_id", aio(lambda w, c, r: r.last_lease_by_id(resource_id(RESOURCE)))),
+    Call("AsyncRegistry.last_lease[resource_id]", aio(lambda w, c, r: r.last_lease(resource_id=resource_id(RESOURCE)))),
     Call("AsyncRegistry.eip712_domain", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).eip712_domain())),
     Call("AsyncRegistry.deployment_block", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).deployment_block())),
     Call(

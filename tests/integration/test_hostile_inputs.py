@@ -21,7 +21,7 @@ import pytest
 import tooz.coordination
 from mcp import Client
 
-from chainfence import Chain, cli
+from chainfence import Chain, audit, cli
 from chainfence._node import lean_http as _lean_http
 from chainfence._node import transports as _transports
 from chainfence._node.rlp import keccak256 as keccak
@@ -335,7 +335,7 @@ def test_the_cli_revokes_and_grants_a_hostile_name_by_what_it_showed(anvil_node,
     names = [(namespace + "/").encode() + b"\xff\xfe", (namespace + "/reports/\u202eyliad").encode()]
     for raw in names:
         publish(on_anvil, stranger, raw)
-    shown = {event.resource_id: event.resource_display for event in on_anvil.history()}
+    shown = {event.resource_id: event.resource_display for event in audit.history(on_anvil)}
     for raw in names:
         text = shown[keccak(raw)]
         code, out, err = _cli("revoke", text, *node)

@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseSet, LeaseStatus, Registry
+from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseSet, LeaseStatus, Registry, audit
 from chainfence._sdk import validate as _validate
 from chainfence._sdk.names import item_id
 from chainfence.errors import (
@@ -770,7 +770,7 @@ class RegistryMachine(RuleBasedStateMachine):
     def check_history(self):
         """From the event log alone: tokens are 1..latest, each issued once, in order, and no two
         holders' leases of one resource are ever live at the same chain time."""
-        events = self.registry.history()
+        events = audit.history(self.registry)
         tokens = [e.token for e in events if e.kind is EventKind.ACQUIRED]
         assert tokens == list(range(1, self.model.latest + 1))
         for resource_id in [_validate.resource_id(r) for r in RESOURCES + ["plain"]] + list(self.item_ids):

@@ -205,13 +205,25 @@ class RegistryContract(SyncFace):
             expired_unmined=expired_unmined,
         )
 
-    def _last_lease_steps(self, resource: str, *, block: str | int | None = None) -> Steps[LeaseInfo | None]:
+    def _last_lease_steps(
+        self, resource: str | None = None, *, resource_id: bytes | None = None, block: str | int | None = None
+    ) -> Steps[LeaseInfo | None]:
         """The latest lease of ``resource`` whatever its state, or None if it was never held.
 
         A lease whose expiry has passed by :meth:`Chain.now <chainfence.Chain.now>`
-        reads EXPIRED even if no block was mined since (``expired_unmined``).
+        reads EXPIRED even if no block was mined since (``expired_unmined``). A resource known only
+        by its id (``keccak256(name)``, as guards and audits know resources whose names the chain never
+        told them): ``resource_id=`` instead of the name (one of the two, else
+        :class:`~chainfence.errors.InvalidInput`).
         """
-        info = yield from self._lease_info_steps(resource, _validate.resource_id(resource), block=block)
+        if resource is not None and resource_id is not None:
+            raise InvalidInput("last_lease takes a resource's name or its resource_id, not both")
+        if resource_id is not None:
+            if not isinstance(resource_id, (bytes, bytearray)) or len(resource_id) != 32:
+                raise InvalidInput(f"a resource id is 32 bytes, got {resource_id!r}")
+            info = yield from self._lease_info_steps(None, bytes(resource_id), block=block)
+        else:  # a name (None is InvalidResourceName, as any name that is not one)
+            info = yield from self._lease_info_steps(resource, _validate.resource_id(resource), block=block)
         return None if info.status is LeaseStatus.UNHELD else info
 
     def _check_token_steps(

@@ -12,7 +12,8 @@ they are not attributes, so ``dir()`` and the reference do not show them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from .._core.effects import Steps
@@ -182,6 +183,46 @@ _COMMON: dict[str, Retired] = {
 }
 
 
+def _history(face: Any) -> Callable[..., Any]:
+    """The old ``history``: the audit's (a layer above: imported when asked for)."""
+    from ..audit._history import history
+
+    def old_history(resource: str | None = None, **filters: Any) -> Any:
+        return history(face, resource, **filters)
+
+    return old_history
+
+
+def _stuck(face: Any) -> Callable[..., Any]:
+    """The old ``stuck``: the watchdog's (a layer above: imported when asked for)."""
+    from ..audit.watchdog import stuck
+
+    def old_stuck(**options: Any) -> Any:
+        return stuck(face, **options)
+
+    return old_stuck
+
+
+def _lease(face: Any) -> Callable[..., Any]:
+    """The old ``lease``: acquire, run the body, release; a lease is its own context manager."""
+    if isinstance(face, AsyncFace):
+        aface: Any = face
+
+        @asynccontextmanager
+        async def alease(resource: str, ttl: int, **options: Any) -> AsyncIterator[Any]:
+            async with await aface.acquire(resource, ttl, **options) as lease:
+                yield lease
+
+        return alease
+
+    @contextmanager
+    def lease(resource: str, ttl: int, **options: Any) -> Iterator[Any]:
+        with face.acquire(resource, ttl, **options) as held:
+            yield held
+
+    return lease
+
+
 def _acquire_many(face: Any) -> Callable[..., Any]:
     """The old ``acquire_many``: a lease set (a recipe, a layer above: imported when asked for)."""
     from ..recipes.lease_set import AsyncLeaseSet, LeaseSet
@@ -193,6 +234,25 @@ def _acquire_many(face: Any) -> Callable[..., Any]:
 
     return acquire_many
 
+
+_COMMON.update(
+    {
+        # -- one route to history and to the watchdog: the audit's -------------------------------------
+        "history": Retired("chainfence.audit.history(registry, ...)", _history),
+        "stuck": Retired("chainfence.audit.watchdog.stuck(registry, ...)", _stuck),
+        # -- one way into a with-block: a lease is its own context manager ---------------------------------
+        "lease": Retired("registry.acquire(resource, ttl) as a context manager (a Lease releases on exit)", _lease),
+        # -- one way to judge a token ------------------------------------------------------------------------
+        "is_current": Retired(
+            "registry.check_current(resource, token) (it raises the TokenNotCurrent subclass that says why)",
+            _running(lambda r, resource, token, *, block=None: r._token_is_current_steps(resource, token, block=block)),
+        ),
+        "last_lease_by_id": Retired(
+            "registry.last_lease(resource_id=resource_id)",
+            _running(lambda r, resource_id, *, block=None: r._last_lease_steps(resource_id=resource_id, block=block)),
+        ),
+    }
+)
 
 #: ``Registry``'s retired names.
 REGISTRY: dict[str, Retired] = {

@@ -69,6 +69,7 @@ from pydantic import BaseModel, Field, ValidationError
 from .. import __version__, endings, errors
 from .._sdk import names as _names
 from .._sdk import validate as _validate
+from ..audit import history as lease_history
 from ..endings import End, Refusal
 from ..errors import ChainfenceError, ChainRolledBack, InvalidInput, UnknownAccount
 from ..registry import MAX_CLAIM_ITEMS, Registry
@@ -805,7 +806,7 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         ] = None,
     ) -> HistoryResult:
         resource = _name(resource, workset)
-        events = registry.history(resource)
+        events = lease_history(registry, resource)
         end = len(events)
         if before is not None:
             # A position names one event (block, transaction, log index): events logged since do not move it.
