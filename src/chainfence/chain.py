@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeV
 
 from ._core import log as _log
 from ._core.effects import RPC, Steps, arun, run
-from ._core.faces import LazySignature
+from ._core.faces import AsyncFace, LazySignature, SyncFace, awaiting, operation
 from ._node.accounts import LocalKey, is_local_account
 from ._node.failures import unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
@@ -204,7 +204,7 @@ def _one(request: Any) -> Steps[Any]:
     return (yield request)
 
 
-class Chain:
+class Chain(SyncFace):
     """An EVM chain plus the keys to send transactions on it.
 
     Use :meth:`embedded` or :meth:`connect` rather than the constructor.
@@ -350,6 +350,8 @@ class Chain:
         """Run core steps over this chain's blocking RPC layer (the sync driver)."""
         return self._sender.run(steps)
 
+    _drive = _run  # the sync face's driver (chainfence._core.faces): the dev controls are derived from steps
+
     def now(self) -> int:
         """Chain time now, as a verifier must count it (see the module docstring).
 
@@ -401,7 +403,7 @@ class Chain:
             raise ChainError("the node returned no latest block")
         return int(block["timestamp"])
 
-    def advance_time(self, seconds: int) -> int:
+    def _advance_time_steps(self, seconds: int) -> Steps[int]:
         """Move chain time ``seconds`` forward and mine a block there; returns the new :meth:`now`.
 
         Dev chains only (embedded, anvil). Views see the new time at once;
@@ -409,19 +411,22 @@ class Chain:
         """
         if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0:
             raise InvalidInput(f"seconds must be an int >= 0, got {seconds!r}")
-        if self.rpc.embedded:
-            if seconds > 0:
+        if not self.rpc.embedded:
+            self._require_dev("advance_time")
+        if seconds > 0:
+            at = (yield from self._now_steps()) + seconds
+            if self.rpc.embedded:
                 # now() is the next block's time; eth-tester's time_travel(T) mines a
                 # block at T - 1 and makes the next one T: now() becomes now() + seconds.
-                self._time_travel(self.now() + seconds)
-            return self.now()
-        self._require_dev("advance_time")
-        if seconds > 0:
-            self._dev_rpc("evm_setNextBlockTimestamp", [self.now() + seconds])
-            self._dev_rpc("evm_mine", [])
-        return self.now()
+                yield RPC.tester("time_travel", at)
+            else:
+                yield RPC.request("evm_setNextBlockTimestamp", [at])
+                yield RPC.request("evm_mine", [])
+        return (yield from self._now_steps())
 
-    def set_next_block_time(self, timestamp: int) -> None:
+    advance_time = operation(_advance_time_steps)
+
+    def _set_next_block_time_steps(self, timestamp: int) -> Steps[None]:
         """Make the next mined block carry ``timestamp`` (dev chains only).
 
         For tests at exact boundaries ("acquire at the very second the lease
@@ -430,48 +435,53 @@ class Chain:
         """
         if isinstance(timestamp, bool) or not isinstance(timestamp, int):
             raise InvalidInput(f"timestamp must be an int, got {timestamp!r}")
-        latest = self.latest_time()
+        latest = yield from self._latest_time_steps()
         if timestamp <= latest:
             raise InvalidInput(f"timestamp {timestamp} is not after the latest block's ({latest})")
         if self.rpc.embedded:
             if timestamp > latest + 1:  # latest + 1 is what eth-tester mines next anyway
-                self._time_travel(timestamp)
+                yield RPC.tester("time_travel", timestamp)
             return
         self._require_dev("set_next_block_time")
-        self._dev_rpc("evm_setNextBlockTimestamp", [timestamp])
+        yield RPC.request("evm_setNextBlockTimestamp", [timestamp])
 
-    def _time_travel(self, timestamp: int) -> None:
-        self.rpc.tester("time_travel", timestamp)
+    set_next_block_time = operation(_set_next_block_time_steps)
 
-    def mine(self, blocks: int = 1) -> None:
+    def _mine_steps(self, blocks: int = 1) -> Steps[None]:
         """Mine ``blocks`` empty blocks (dev chains only)."""
         if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
             raise InvalidInput(f"blocks must be an int >= 0, got {blocks!r}")
         if self.rpc.embedded:
-            self.rpc.tester("mine_blocks", blocks)
+            yield RPC.tester("mine_blocks", blocks)
             return
         self._require_dev("mine")
         for _ in range(blocks):
-            self._dev_rpc("evm_mine", [])
+            yield RPC.request("evm_mine", [])
 
-    def snapshot(self) -> Any:
+    mine = operation(_mine_steps)
+
+    def _snapshot_steps(self) -> Steps[Any]:
         """Save the chain state (dev chains only); restore it with :meth:`revert`."""
         if self.rpc.embedded:
-            return self.rpc.tester("take_snapshot")
+            return (yield RPC.tester("take_snapshot"))
         self._require_dev("snapshot")
-        return self._dev_rpc("evm_snapshot", [])
+        return (yield RPC.request("evm_snapshot", []))
 
-    def revert(self, snapshot: Any) -> None:
+    snapshot = operation(_snapshot_steps)
+
+    def _revert_steps(self, snapshot: Any) -> Steps[None]:
         """Restore a :meth:`snapshot`. Forgets cached nonces, which the revert rewinds, and the tokens
         seen from registries on this chain (a deliberate rollback is not a lost history)."""
         if self.rpc.embedded:
-            self.rpc.tester("revert_to_snapshot", snapshot)
+            yield RPC.tester("revert_to_snapshot", snapshot)
         else:
             self._require_dev("revert")
-            if not self._dev_rpc("evm_revert", [snapshot]):
+            if not (yield RPC.request("evm_revert", [snapshot])):
                 raise ChainError(f"the node refused to revert to snapshot {snapshot!r}")
         self._sender.forget_nonces()
         self.__dict__.pop("_seen_tokens", None)
+
+    revert = operation(_revert_steps)
 
     def _require_dev(self, what: str) -> None:
         if self._dev is None:
@@ -584,7 +594,7 @@ class Chain:
         return f"<Chain {kind} chain_id={self.chain_id} accounts={len(self.accounts)}>"
 
 
-class AsyncChain:
+class AsyncChain(AsyncFace[Chain]):
     """An EVM chain for asyncio code: :class:`Chain`'s state, driven over an asyncio transport.
 
     Build with :meth:`connect`, :meth:`embedded` or :meth:`over`; close with
@@ -734,9 +744,24 @@ class AsyncChain:
 
     @property
     def is_dev(self) -> bool:
-        """:attr:`Chain.is_dev`: whether the chain offers dev controls. Those (``mine``, ``snapshot``,
-        ``revert``, ``advance_time``, ``set_next_block_time``) are the wrapped chain's, blocking: for tests."""
+        """:attr:`Chain.is_dev`: whether the chain offers the dev controls below."""
         return self.chain.is_dev
+
+    # -- dev-chain controls: Chain's steps, awaited ------------------------------
+
+    @property
+    def _core(self) -> Chain:
+        return self.chain
+
+    @property
+    def _driver(self) -> AsyncChain:
+        return self
+
+    advance_time = awaiting(Chain.advance_time)
+    set_next_block_time = awaiting(Chain.set_next_block_time)
+    mine = awaiting(Chain.mine)
+    snapshot = awaiting(Chain.snapshot)
+    revert = awaiting(Chain.revert)
 
     def __repr__(self) -> str:
         return f"<AsyncChain over {self.chain!r}>"
