@@ -47,8 +47,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from ._core import log as _log
+from ._core import moved as _moved
 from ._core.effects import RPC, Steps, arun, run
 from ._core.faces import AsyncFace, LazySignature, SyncFace, awaiting, operation
+from ._core.records import record
 from ._node.accounts import LocalKey, is_local_account
 from ._node.failures import unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
@@ -76,7 +78,7 @@ if TYPE_CHECKING:  # types only: keys are loaded without eth-account (chainfence
 
 logger = _log.get(__name__)
 
-__all__ = ["AsyncChain", "Chain"]
+__all__ = ["AsyncChain", "Chain", "Timeouts"]
 
 P = ParamSpec("P")
 C = TypeVar("C")
@@ -86,6 +88,71 @@ T = TypeVar("T")
 #: Confirmations of a chain that is not a dev chain, unless told otherwise:
 #: enough to ride out the common one- and two-block reorgs. See the README.
 DEFAULT_CONFIRMATIONS = 3
+
+
+@record
+class Timeouts:
+    """How long a :class:`Chain` waits, in seconds (as httpx's ``Timeout``)::
+
+        chain = Chain.connect(url, key, timeouts=Timeouts(receipt=300, request=30))
+
+    Fields:
+        request: each JSON-RPC request; a late reply is never resent blindly.
+        receipt: a transaction's inclusion, after which a no-op with its nonce cancels it
+            (:mod:`chainfence._node.sending`).
+        confirmation: once included, its ``confirmations`` blocks on top.
+        unreachable: silence from the node after which a transaction in flight is reported as
+            :class:`~chainfence.errors.OutcomeUnknown` (None: ``min(receipt, 10)``).
+        poll: between the polls of a wait (a receipt, the confirmations).
+
+    Each is a positive, finite number (``unreachable`` may be None):
+    :class:`~chainfence.errors.InvalidInput` otherwise, naming the field. Frozen; compared by value.
+    """
+
+    request: float = 10.0
+    receipt: float = 120.0
+    confirmation: float = 600.0
+    unreachable: float | None = None
+    poll: float = 0.1
+
+    def __init__(
+        self,
+        request: float = 10.0,
+        receipt: float = 120.0,
+        confirmation: float = 600.0,
+        unreachable: float | None = None,
+        poll: float = 0.1,
+    ) -> None:
+        given = {
+            "request": request,
+            "receipt": receipt,
+            "confirmation": confirmation,
+            "unreachable": unreachable,
+            "poll": poll,
+        }
+        for name, value in given.items():
+            if value is None and name == "unreachable":
+                continue  # its default derives from receipt
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise InvalidInput(
+                    f"Timeouts.{name} must be a positive, finite number of seconds, got {value!r}",
+                    argument=f"timeouts.{name}",
+                    value=value,
+                )
+        self.__dict__.update(given)
+
+
+#: ``connect``'s timeouts unless told otherwise.
+DEFAULT_TIMEOUTS = Timeouts()
+
+#: ``connect``'s keywords before 0.2 (deprecated, until 0.3), and the field of :class:`Timeouts` each became.
+_TIMEOUT_KEYWORDS = {
+    "request_timeout": "request",
+    "receipt_timeout": "receipt",
+    "confirmation_timeout": "confirmation",
+    "unreachable_timeout": "unreachable",
+    "poll_latency": "poll",
+}
 
 
 class _Connection(NamedTuple):
@@ -98,11 +165,7 @@ class _Connection(NamedTuple):
     signers: list[Signer]
     chain_id: int | None
     confirmations: int | None
-    request_timeout: float
-    receipt_timeout: float
-    confirmation_timeout: float
-    poll_latency: float
-    unreachable_timeout: float | None
+    timeouts: Timeouts
 
     def identify_steps(self) -> Steps[tuple[str | None, int]]:
         """Ask the node who it is: (the dev chain it names, or None; its chain id), in one round trip where
@@ -122,15 +185,16 @@ class _Connection(NamedTuple):
         confirmations = self.confirmations
         if confirmations is None:
             confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
+        timeouts = self.timeouts
         return Chain(
             rpc,
             self.signers,
             dev=dev,
             confirmations=confirmations,
-            receipt_timeout=self.receipt_timeout,
-            confirmation_timeout=self.confirmation_timeout,
-            poll_latency=self.poll_latency,
-            unreachable_timeout=self.unreachable_timeout,
+            receipt_timeout=timeouts.receipt,
+            confirmation_timeout=timeouts.confirmation,
+            poll_latency=timeouts.poll,
+            unreachable_timeout=timeouts.unreachable,
             chain_id=chain_id,
         )
 
@@ -142,23 +206,14 @@ def _connection(
     private_keys: Sequence[str | bytes] = (),
     chain_id: int | None = None,
     confirmations: int | None = None,
-    request_timeout: float = 10.0,
-    receipt_timeout: float = 120.0,
-    confirmation_timeout: float = 600.0,
-    poll_latency: float = 0.1,
-    unreachable_timeout: float | None = None,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    **deprecated: Any,
 ) -> _Connection:
     """The parameters of :meth:`Chain.connect` and :meth:`AsyncChain.connect`, stated once and checked
-    before anything is asked (keys loaded, never echoed)."""
-    _check_connect_args(
-        url,
-        chain_id,
-        request_timeout=request_timeout,
-        receipt_timeout=receipt_timeout,
-        confirmation_timeout=confirmation_timeout,
-        poll_latency=poll_latency,
-        unreachable_timeout=unreachable_timeout,
-    )
+    before anything is asked (keys loaded, never echoed). ``deprecated``: the keywords before 0.2
+    (``receipt_timeout=``, ...: :data:`_TIMEOUT_KEYWORDS`), each warned of and taken into the timeouts."""
+    timeouts = _timeouts(timeouts, deprecated)
+    _check_connect_args(url, chain_id)
     if confirmations is not None:
         _confirmations(confirmations)
     keys = ([private_key] if private_key is not None else []) + list(private_keys)
@@ -167,12 +222,28 @@ def _connection(
         signers=[_load_key(k) for k in keys],
         chain_id=chain_id,
         confirmations=confirmations,
-        request_timeout=request_timeout,
-        receipt_timeout=receipt_timeout,
-        confirmation_timeout=confirmation_timeout,
-        poll_latency=poll_latency,
-        unreachable_timeout=unreachable_timeout,
+        timeouts=timeouts,
     )
+
+
+def _timeouts(timeouts: object, deprecated: dict[str, Any]) -> Timeouts:
+    """``connect``'s timeouts: ``timeouts``, or the deprecated keywords (each warned of, pointed at the
+    caller of ``connect``), never both."""
+    unknown = sorted(deprecated.keys() - _TIMEOUT_KEYWORDS.keys())
+    if unknown:
+        raise TypeError(f"connect() got an unexpected keyword argument {unknown[0]!r}")
+    if not isinstance(timeouts, Timeouts):
+        raise InvalidInput(f"timeouts must be a Timeouts, got {timeouts!r}", argument="timeouts", value=timeouts)
+    if not deprecated:
+        return timeouts
+    if timeouts is not DEFAULT_TIMEOUTS:
+        raise InvalidInput(
+            f"give every timeout in timeouts=Timeouts(...), not also as {', '.join(sorted(deprecated))}=",
+            argument="timeouts",
+        )
+    for old in deprecated:
+        _moved.keyword("connect", old, f"timeouts=Timeouts({_TIMEOUT_KEYWORDS[old]}=...)", stacklevel=4)
+    return Timeouts(**{_TIMEOUT_KEYWORDS[old]: value for old, value in deprecated.items()})
 
 
 def _parameters_of(
@@ -285,9 +356,8 @@ class Chain(SyncFace):
     def connect(cls, *args: Any, **kwargs: Any) -> Chain:
         """Connect to an EVM JSON-RPC node over HTTP(S), or over its IPC socket on this machine (``url`` a
         path ending in ``.ipc``, as ``anvil --ipc`` and ``chainfence node`` make one: the fastest way to a
-        local node): ``connect(url, private_key=None, *,
-        private_keys=(), chain_id=None, confirmations=None, request_timeout=10.0, receipt_timeout=120.0,
-        confirmation_timeout=600.0, poll_latency=0.1, unreachable_timeout=None)``.
+        local node): ``connect(url, private_key=None, *, private_keys=(), chain_id=None,
+        confirmations=None, timeouts=Timeouts())``.
 
         Transactions are signed locally with ``private_key`` (and any
         ``private_keys``); the node's own unlocked accounts are never used.
@@ -296,16 +366,17 @@ class Chain(SyncFace):
         ``chain_id``: refuse a node that serves another chain
         (:class:`~chainfence.errors.WrongChain`). ``confirmations``: blocks on
         top of a transaction's block before it counts (default 0 on dev
-        chains, :data:`DEFAULT_CONFIRMATIONS` elsewhere). ``receipt_timeout``:
-        seconds to wait for inclusion before cancelling (see
-        :mod:`chainfence._node.sending`). ``unreachable_timeout``: seconds of
-        silence from the node after which a transaction in flight is reported
-        as :class:`~chainfence.errors.OutcomeUnknown` (default
-        ``min(receipt_timeout, 10)``). ``request_timeout``: seconds per
-        JSON-RPC request; a late reply is never resent blindly.
+        chains, :data:`DEFAULT_CONFIRMATIONS` elsewhere). ``timeouts``: how
+        long each wait may take (:class:`Timeouts`: a request, a receipt, the
+        confirmations, a silent node; the polls between).
+
+        The keywords before 0.2 (``request_timeout``, ``receipt_timeout``,
+        ``confirmation_timeout``, ``unreachable_timeout``, ``poll_latency``)
+        still work until 0.3, with a ``DeprecationWarning`` naming the
+        :class:`Timeouts` field that replaces each.
         """
         asked = _connection(*args, **kwargs)
-        rpc = Rpc(connect_node(asked.url, timeout=asked.request_timeout))
+        rpc = Rpc(connect_node(asked.url, timeout=asked.timeouts.request))
         try:
             dev, chain_id = run(
                 asked.identify_steps(), rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext()
@@ -628,14 +699,14 @@ class AsyncChain(AsyncFace[Chain]):
         import asyncio
 
         asked = _connection(*args, **kwargs)
-        rpc = AsyncRpc(connect_async_node(asked.url, timeout=asked.request_timeout))
+        rpc = AsyncRpc(connect_async_node(asked.url, timeout=asked.timeouts.request))
         try:
             dev, chain_id = await arun(asked.identify_steps(), rpc, sleep=asyncio.sleep, lock=_no_lock)
         except BaseException:
             await rpc.close()
             raise
         # The chain the steps and the dev controls keep their state in; it asks nothing now.
-        core = asked.chain(Rpc(connect_node(asked.url, timeout=asked.request_timeout)), dev, chain_id)
+        core = asked.chain(Rpc(connect_node(asked.url, timeout=asked.timeouts.request)), dev, chain_id)
         return cls(core, rpc)
 
     @classmethod
@@ -773,16 +844,11 @@ async def _no_lock(key: str) -> Any:
     yield
 
 
-def _check_connect_args(url: object, chain_id: object, **timeouts: object) -> None:
+def _check_connect_args(url: object, chain_id: object) -> None:
     """:meth:`Chain.connect`'s arguments (and :meth:`AsyncChain.connect`'s), checked before anything is asked."""
     _validate.rpc_url(url)
     if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
         raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
-    for name, value in timeouts.items():
-        if value is None and name == "unreachable_timeout":
-            continue  # its default derives from receipt_timeout
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-            raise InvalidInput(f"{name} must be a positive, finite number of seconds, got {value!r}")
 
 
 def _dev_name(client_version: str) -> str | None:

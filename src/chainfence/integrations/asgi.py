@@ -37,7 +37,7 @@ to the verified request. Otherwise it answers with a JSON
       could not be verified (below)
 ====  ==========================================================================
 
-A guard in ``proven`` mode (``Guard(..., mode="proven", headers=...)``)
+A guard in ``proven`` mode (``Guard(..., mode=Proven(headers))``)
 believes no provider; when it cannot prove a verdict, the request is refused
 with 503 and a JSON body that says why, never let through on one
 provider's word: ``ProofInvalid`` (a proof that does not verify against the
