@@ -205,3 +205,27 @@ def test_serve_answers_the_text_format_on_a_port_of_its_own():
         assert value(scrape(server.url), "chainfence_node_latest_token") == 42
     finally:
         server.close()
+
+
+def test_checks_at_the_mark_counted_from_many_threads_are_all_in_the_next_scrape():
+    """The hot path's per-thread counts: none lost, and handed to the counter before it is read (the
+    registry collects the flusher first)."""
+    import threading
+
+    before = value(scrape_in_process(), "chainfence_guard_checks_total", verdict="accepted", reason="at_mark")
+    start = threading.Barrier(8)
+
+    def count():
+        start.wait()
+        for _ in range(5_000):
+            _metrics.guard_accepted("at_mark")
+
+    threads = [threading.Thread(target=count) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    after = value(scrape_in_process(), "chainfence_guard_checks_total", verdict="accepted", reason="at_mark")
+    assert after - before == 40_000
+    # Finished threads' counts stay: the next scrape neither loses nor repeats them.
+    assert value(scrape_in_process(), "chainfence_guard_checks_total", verdict="accepted", reason="at_mark") == after
