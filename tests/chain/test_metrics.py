@@ -8,9 +8,12 @@ a value moved across its own events.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from chainfence import AuditIndex, Guard
+from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import LeaseHeld, LeaseLost, StaleToken
 from tests.support.scrape import scrape_in_process, value
 from tests.support.sequencer import wait_until
@@ -187,3 +190,24 @@ def test_audit_sync_progress(alice, tmp_path):
     assert value(after, "chainfence_audit_behind_blocks") == 0
     assert moved(before, after, "chainfence_audit_events_indexed_total") == result.events > 0
     index.close()
+
+
+def test_the_asyncio_face_counts_the_same_events(chain, registry, tmp_path):
+    """chainfence.aio runs the same steps over AsyncRpc: its requests, waits and releases are counted too."""
+
+    async def body():
+        async with AsyncChain.over(chain) as achain:
+            alice = (await AsyncRegistry.at(achain, registry.address)).connect(achain.accounts[1])
+            lease = await alice.acquire("metrics/aio", ttl=30, wait=5)
+            await lease.release()
+
+    before = scrape_in_process()
+    asyncio.run(asyncio.wait_for(body(), 120))
+    after = scrape_in_process()
+    assert moved(before, after, "chainfence_acquire_wait_seconds_count", outcome="acquired") == 1
+    assert moved(before, after, "chainfence_leases_ended_total", reason="released") == 1
+    sent = sum(
+        moved(before, after, "chainfence_rpc_requests_total", method=method)
+        for method in ("eth_sendRawTransaction", "eth_sendRawTransactionSync")
+    )
+    assert sent == 2  # the acquisition and the release, through AsyncRpc
