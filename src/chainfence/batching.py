@@ -414,6 +414,7 @@ class Batcher(SyncFace):
             return
         token = _validate.token(token)
         yield from self._submit_steps(_Op(_Kind.RELEASE, resource, resource_id, token, 0))
+        _metrics.lease_ended("released")
 
     def _complete_by_id_steps(
         self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None

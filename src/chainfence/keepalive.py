@@ -515,9 +515,11 @@ class Keeper:
 
     def _count_end(self, why: str) -> None:
         """The metrics' count of a loss (once per keep-alive, whichever of the runner and the stop saw it)."""
-        if not self._end_counted:
+        with self._cond:  # the renewer's report and the stop may see the loss at once
+            if self._end_counted:
+                return
             self._end_counted = True
-            _metrics.lease_ended(why, getattr(self.lease, "_kept_count", 1))
+        _metrics.lease_ended(why, getattr(self.lease, "_kept_count", 1))
 
     # -- what the holder does inside the block --------------------------------------------
 

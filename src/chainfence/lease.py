@@ -252,7 +252,6 @@ class Lease(SyncFace):
             self._closed(keeper, End.RELEASED, error)
             raise
         self.released = True
-        _metrics.lease_ended("released")
         self._closed(keeper, End.RELEASED)
 
     release = operation(_release_steps)

@@ -279,11 +279,15 @@ def test_chainfence_mcp_over_http_serves_metrics_beside_its_tools(on_anvil, anvi
         async def main():
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:
                 result = await client.call_tool("acquire", {"resource": "metrics/mcp", "ttl": 600})
-                assert not result.is_error
+                assert not result.is_error, result
+                token = result.structured_content["token"]
+                result = await client.call_tool("release", {"resource": "metrics/mcp", "token": token})
+                assert not result.is_error, result
 
         anyio.run(main)
         after = scrape(url)
-        assert sends(after) > sends(before)
+        assert sends(after) - sends(before) == 2  # the acquisition and the release
+        assert moved(before, after, "chainfence_leases_ended_total", reason="released") == 1
     finally:
         server.terminate()
         server.wait(timeout=60)
