@@ -10,6 +10,7 @@
                                                                        # the audit index          (audit.py)
     chainfence namespace mine|transfer|accept|policy set|policy show|admit ...
     chainfence revoke | grant | acquire-many                           # operators                (ops.py)
+    chainfence help [COMMAND...]                                       # COMMAND's --help          (here)
 
 Each module registers its commands (``register(subparsers, common)``, each bound to its handler with
 ``set_defaults(run=...)``, each with its example); :mod:`._common` holds what they share: exit codes,
@@ -123,7 +124,8 @@ def _parser(command: str | None = None) -> Parser:
 def _build_parser(command: str | None) -> Parser:
     parser = Parser(
         prog="chainfence",
-        description="Fencing tokens issued on-chain: leases on named resources, guards that reject stale holders.",
+        description="Fencing tokens issued on-chain: leases on named resources, guards that reject stale holders.\n"
+        "`chainfence help COMMAND` (or `chainfence COMMAND --help`) tells more of a command.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -163,6 +165,18 @@ def split_lock(argv: list[str], lock: Parser) -> tuple[list[str], list[str]]:
         else:
             return argv[:position], argv[position:]
     return argv, []
+
+
+def help_words(argv: list[str]) -> list[str]:
+    """``chainfence [-v] help [COMMAND...]`` as the command line it means: ``chainfence COMMAND... --help``
+    (``help`` alone: ``chainfence --help``). Any other command line is returned as it is."""
+    if _command_word(argv) != "help":
+        return argv
+    position = argv.index("help")
+    words = argv[position + 1 :]
+    while words[:1] == ["help"]:  # `help help`: the top level's
+        words = words[1:]
+    return [*argv[:position], *words, "--help"]
 
 
 def _command_word(argv: list[str]) -> str | None:
@@ -244,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    argv = help_words(argv)
     word = _command_word(argv)
     parser = _parser(word)
     if word == "lock":
