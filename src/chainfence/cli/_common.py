@@ -157,10 +157,56 @@ class Parser(argparse.ArgumentParser):
         """argparse's, except that arguments left over are this parser's error. argparse hands a subcommand
         what follows its name and lets the top level report what the subcommand did not know, with the top
         level's usage; here the subcommand that was given them reports them, with its own."""
+        unknown = self.unknown_options(sys.argv[1:] if args is None else args)
+        if unknown:  # before argparse's own checks: `-t 30` is not "--ttl is required"
+            self.error(f"unrecognized arguments: {' '.join(unknown)}{self.suggestion(unknown[0])}")
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed, extras
+
+    def unknown_options(self, args: Sequence[str]) -> list[str]:
+        """The arguments of ``args`` (up to ``--``) that are written as options and are none of this parser's
+        (``-t`` where it has ``--ttl``), abbreviations and attached values read as argparse reads them; none
+        for a parser with subcommands (theirs are read by the subcommand's parser)."""
+        if any(isinstance(action, argparse._SubParsersAction) for action in self._actions):
+            return []
+        options = self._option_string_actions
+        unknown = []
+        for token in args:
+            if token == "--":
+                break
+            if not token.startswith("-") or token == "-" or self._negative_number_matcher.match(token):
+                continue
+            if token.startswith("--"):
+                name = token.partition("=")[0]
+                known = name in options or any(option.startswith(name) for option in options if option[:2] == "--")
+            else:
+                known = token in options or token[:2] in options
+            if not known:
+                unknown.append(token)
+        return unknown
+
+    def suggestion(self, option: str) -> str:
+        """What ``option``, which this parser does not know, may have meant: its long options that start with
+        a short option's letter (``-t``: ``--ttl``; required ones first, then the shortest), or spelled close to
+        one (``--regsitry``)."""
+        longs = sorted(
+            {name for name in self._option_string_actions if name.startswith("--")},
+            key=lambda name: (not self._option_string_actions[name].required, len(name), name),
+        )
+        name = option.partition("=")[0]
+        if name.startswith("--"):
+            import difflib
+
+            close = difflib.get_close_matches(name, longs, n=3, cutoff=0.8)
+            candidates = sorted(close, key=longs.index)
+        else:
+            candidates = [long for long in longs if long[2:3] == name[1:2]]
+        if not candidates:
+            return ""
+        listed = candidates[0] if len(candidates) == 1 else f"{', '.join(candidates[:-1])} or {candidates[-1]}"
+        return f" ({name} is no option of {self.prog}: did you mean {listed}?)"
 
     def subcommand(self, name: str) -> Parser:
         """This parser's subcommand ``name``."""
