@@ -4,9 +4,11 @@ codes, its `--json` end, a second Ctrl-C) are in tests/integration/test_cli_pape
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -100,3 +102,56 @@ def test_a_misspelt_long_option_is_suggested_and_an_unlike_one_is_not(capsys):
     # what argparse reads as known is not reported: abbreviations, attached values, counted flags
     parser = cli._parser("status").subcommand("status")
     assert parser.unknown_options(["--reg", "0x01", "--ttl=3", "-vv", "-wjson", "-5", "-", "--", "-x"]) == ["--ttl=3"]
+
+
+# ---------------------------------------------------------------------------
+# audit at --time 14:02: a time of today
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def kathmandu(monkeypatch):
+    """This process in a local time zone 5 h 45 min east of UTC (so local and UTC read apart)."""
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _today_at(hour: int, minute: int, second: int = 0, zone: datetime.tzinfo | None = None) -> set[int]:
+    """The chain time of that time of day on today's local date (both dates, should the day turn meanwhile)."""
+    days = {datetime.date.today(), datetime.date.today() - datetime.timedelta(days=1)}
+    moments = [datetime.datetime.combine(day, datetime.time(hour, minute, second, tzinfo=zone)) for day in days]
+    return {int((m if zone is not None else m.astimezone()).timestamp()) for m in moments}
+
+
+@pytest.mark.parametrize("command", [["at", "jobs/a"], ["takeovers"], ["completions"]], ids=lambda c: c[0])
+def test_a_time_of_day_alone_is_today_in_local_time_unless_it_says(kathmandu, command):
+    """On main: "not unix seconds or an ISO 8601 time: '14:02'" (exit 2)."""
+    audit = cli._parser("audit").subcommand("audit")
+    option = "--time" if command[0] == "at" else "--since"
+    dest = option[2:]
+    for text, expected in (
+        ("14:02", _today_at(14, 2)),
+        ("14:02:30", _today_at(14, 2, 30)),
+        ("14:02Z", _today_at(14, 2, zone=datetime.UTC)),
+        ("14:02+01:00", _today_at(14, 2, zone=datetime.timezone(datetime.timedelta(hours=1)))),
+    ):
+        parsed = audit.parse_args([*command, option, text])
+        assert getattr(parsed, dest) in expected, text
+    local = getattr(audit.parse_args([*command, option, "14:02"]), dest)
+    utc = getattr(audit.parse_args([*command, option, "14:02Z"]), dest)
+    assert utc - local == 5 * 3600 + 45 * 60, "14:02 is read in the local zone, not as UTC"
+    # a full ISO time without a zone is still UTC, as before
+    assert getattr(audit.parse_args([*command, option, "2026-11-22T12:03:07"]), dest) == 1_795_348_987
+
+
+def test_a_time_of_day_out_of_range_is_a_usage_error_saying_what_is_taken(capsys):
+    code, out, err = _said(["audit", "at", "jobs/a", "--time", "25:00"], capsys)
+    assert code == EXIT_USAGE and "or a time of day (14:02): '25:00'" in err
+
+
+def test_the_help_says_which_zone_a_time_of_day_is_in():
+    text = " ".join(cli._parser("audit").subcommand("audit").subcommand("at").format_help().split())
+    assert "a time of day alone (14:02, 14:02:30): today's, in this machine's local time unless it says" in text
