@@ -146,13 +146,16 @@ def test_the_exit_code_table_is_one_table_with_every_code_in_order():
     for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
-        table.append(int(line.split("|")[1]))
+        table.append(line.split("|")[1].strip())
     everywhere = [int(line.split("|")[1]) for line in lines if re.match(r"^\| \d+ \|", line)]
     codes = sorted(
         value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)
     )
-    assert table == everywhere == codes == list(range(len(codes)))
+    numbered = [int(cell) for cell in table if cell.isdigit()]
+    assert numbered == everywhere == codes == list(range(len(codes)))
     assert 13 in codes  # EXIT_UNVERIFIED: a proven answer that does not verify
+    # `lock`'s own ends: one row after the codes they add to (issue 27)
+    assert table[len(codes)] == f"{_common.LOCK_OWN} + N" and codes[-1] < _common.LOCK_OWN
 
 
 def test_the_help_epilog_lists_every_exit_code_in_order():
@@ -162,6 +165,7 @@ def test_the_help_epilog_lists_every_exit_code_in_order():
     assert listed == sorted(
         value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)
     )
+    assert f"its own ends exit apart\n  from it, {_common.LOCK_OWN} + their code above" in _common.EPILOG
 
 
 def test_the_tooz_example_says_it_needs_the_tester_extra_too():

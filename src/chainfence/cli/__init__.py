@@ -58,11 +58,13 @@ from ._common import (
     EXIT_REFUSED,
     EXIT_UNVERIFIED,
     EXIT_USAGE,
+    LOCK_OWN,
     Parser,
     UsageError,
     building_only,
     common_options,
     exit_code,
+    lock_exit_code,
     output_format,
     report,
     translations_once,
@@ -85,7 +87,9 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_UNVERIFIED",
     "EXIT_USAGE",
+    "LOCK_OWN",
     "exit_code",
+    "lock_exit_code",
     "main",
     "run",
 ]
@@ -267,6 +271,7 @@ def _main(argv: list[str]) -> int:
         ours, command = argv, []
     # Usage errors print JSON too when JSON was asked for (in chainfence's arguments, not CMD's).
     Parser.json_errors = wants_json(ours[: ours.index("--")] if "--" in ours else ours)
+    Parser.usage_exit_code = lock_exit_code(EXIT_USAGE) if word == "lock" else EXIT_USAGE  # lock's own: apart
     args = parser.parse_args(ours)
     if args.command == "lock":
         args.cmd = command
@@ -286,9 +291,9 @@ def _main(argv: list[str]) -> int:
     except UsageError as problem:
         message = f"chainfence {args.command}: {problem}"
         report(args, usage_document(message), [message])
-        return EXIT_USAGE
+        return Parser.usage_exit_code
     except ChainfenceError as error:
-        code = exit_code(error)
+        code = exit_code(error) if args.command != "lock" else lock_exit_code(exit_code(error))
         lines = [f"chainfence {args.command}: {type(error).__name__}: {error}"]
         lines += [f"  {note}" for note in getattr(error, "__notes__", ())]
         hashes = getattr(error, "tx_hashes", ())
@@ -305,7 +310,7 @@ def _main(argv: list[str]) -> int:
         # Output piped into `head` and closed: not an error of ours. Point
         # stdout at devnull so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_ERROR
+        return EXIT_ERROR if args.command != "lock" else lock_exit_code(EXIT_ERROR)
 
 
 if __name__ == "__main__":  # python -m chainfence.cli, as well as python -m chainfence

@@ -64,6 +64,16 @@ EXIT_LOCK_DELAY = LockDelayed.exit_code  # 10: the lease expired and its namespa
 EXIT_INDEX_MISMATCH = AuditIndexMismatch.exit_code  # 11: `audit`: the index file is another registry's, or none
 EXIT_INDEX_DIFFERS = AuditIndexDiffers.exit_code  # 12: `audit verify`: the index and the chain differ
 EXIT_UNVERIFIED = UnverifiedAnswer.exit_code  # 13: the proven mode: an answer did not verify, or no proofs
+# `chainfence lock` passes its command's code through; its own ends exit apart from it, as timeout(1) keeps
+# 124-127: LOCK_OWN + the code above (103: held, 107: the lease was lost, 102: usage).
+#: What ``chainfence lock`` adds to the code of each of its own ends (:func:`lock_exit_code`).
+LOCK_OWN = 100
+
+
+def lock_exit_code(code: int) -> int:
+    """The code ``chainfence lock`` exits with for an end of its own whose code is ``code`` elsewhere: 100 +
+    ``code``, apart from every code below 100 its command may exit with (the command's own pass through)."""
+    return LOCK_OWN + code
 
 
 def exit_code(error: ChainfenceError) -> int:
@@ -77,16 +87,13 @@ exit codes:
   0  success (verify: the token is current)
   1  other error
   2  usage or configuration error, bad input, a missing extra (nothing was sent)
-  3  lease held by someone else (`lock`: by anyone, this key included, unless --take-over)
+  3  lease held by someone else (`chainfence lock` exits 103 for it: below)
   4  token not current: stale, unknown, expired, released, unconfirmed, or not yours
   5  connection problem: node unreachable, wrong chain, a chain that lost history (rolled back),
      no registry at the address, no anvil
   6  transaction timed out (cancelled: nothing happened) or outcome unknown (reconcile: chainfence tx HASH...);
      `chainfence tx`: not settled yet
-  7  `chainfence lock`: the lease was lost while the command ran (expired, released, superseded, revoked,
-     granted, rolled back, or no renewal confirmed before the safe deadline: stderr says which); every process
-     of the command's session got SIGTERM, then SIGKILL after --grace
-  `chainfence lock` otherwise exits with the command's code (128+N if a signal N ended it)
+  7  the lease was lost (`chainfence lock` exits 107 for it: below)
   8  `claim`: nothing left to claim (every item is done or held by another agent)
   9  refused by a namespace: not its admin (or not the pending one), already claimed, holder not admitted
   10  lock-delay: the lease expired and only its holder may acquire until the delay ends (retry after it)
@@ -95,6 +102,12 @@ exit codes:
   13  `verify --proven`: an answer did not verify: a provider's proof or header does not (stderr names it:
       a lying or lagging provider), the header providers disagree, the header they vouch for is stale or
       behind, or the proof provider serves no eth_getProof; nothing was judged (too few answering: 5)
+  `chainfence lock` exits with its command's code (128+N if a signal N ended it); its own ends exit apart
+  from it, 100 + their code above (as timeout(1) keeps 124-127): 102 usage (nothing ran), 103 held by anyone
+  (this key included, unless --take-over), 105 connection, 109 namespace, 110 lock-delay, 101 other, and
+  107 the lease was lost while the command ran (expired, released, superseded, revoked, granted, rolled
+  back, or no renewal confirmed before the safe deadline: stderr says which); every process of the
+  command's session got SIGTERM, then SIGKILL after --grace
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
@@ -119,7 +132,7 @@ class UsageError(Exception):
 
 def usage_document(message: str) -> dict[str, Any]:
     """The JSON document a usage error prints under ``--json`` (the shape of ``ChainfenceError.details()``)."""
-    return {"error": "UsageError", "message": message, "exit_code": EXIT_USAGE}
+    return {"error": "UsageError", "message": message, "exit_code": Parser.usage_exit_code}
 
 
 class Parser(argparse.ArgumentParser):
@@ -129,6 +142,8 @@ class Parser(argparse.ArgumentParser):
 
     #: Set by :func:`chainfence.cli.main`: whether the command line asks for JSON.
     json_errors: ClassVar[bool] = False
+    #: Set by :func:`chainfence.cli.main`: the code a usage error exits with (``lock``'s own: 102).
+    usage_exit_code: ClassVar[int] = EXIT_USAGE
     #: Set by :func:`add_command`: the description is wrapped to the terminal (at most 100 columns) when the
     #: help is formatted. Wrapping every command's when the parser was built cost a per-task command
     #: textwrap's import (issue #19); the help reads the same.
@@ -149,7 +164,8 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if Parser.json_errors:
             print(json.dumps(usage_document(f"{self.prog}: {message}")))
-        super().error(message)
+        self.print_usage(sys.stderr)
+        self.exit(Parser.usage_exit_code, f"{self.prog}: error: {message}\n")  # argparse's, with our code
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

@@ -3,7 +3,7 @@
 A mutex for commands, as ``flock``, ``consul lock`` and ``etcdctl lock`` are,
 with the lease's own failure modes closed::
 
-    acquire NAME         exclusive: a live lease of the same key is refused too (exit 3,
+    acquire NAME         exclusive: a live lease of the same key is refused too (exit 103,
                          or waited for with --wait), unless --take-over fences it
     fork the sentinel    before any thread: a small process of its own session that holds
                          the read end of a pipe from `lock`
@@ -16,6 +16,10 @@ with the lease's own failure modes closed::
                          CMD's whole session (SIGTERM + SIGCONT, SIGKILL after --grace)
     CMD exits            what is left of its session is stopped the same way; once no
                          process of it is left the lease is released: exit CMD's code
+
+``lock``'s own ends exit apart from every code CMD exits with below 100: 100 + their code
+elsewhere (:func:`chainfence.cli._common.lock_exit_code`: 103 held, 107 lost, 102 usage), as
+``timeout(1)`` keeps 124-127 for its own.
 
 The sentinel stops CMD's session when the pipe closes (``lock`` died: any
 signal, SIGKILL included) or when the last safe deadline it was given passes
@@ -66,6 +70,7 @@ from ._common import (
     connect,
     deployment,
     emit,
+    lock_exit_code,
     positive_int,
     publishable,
     rpc_url,
@@ -86,7 +91,7 @@ from ._supervisor import (
 
 __all__ = ["register", "run"]
 
-_STOPS = "stops the command's whole session (SIGTERM, SIGKILL after --grace) and exits 7 naming the end"
+_STOPS = "stops the command's whole session (SIGTERM, SIGKILL after --grace) and exits 107 naming the end"
 
 PART = endings.declare(
     "lock",
@@ -105,10 +110,10 @@ PART = endings.declare(
         LocalEnd.DEADLINE: f"no renewal confirmed before the safe deadline: {_STOPS} ('deadline'); the sentinel does the "
         "same if lock itself is frozen or dead",
         LocalEnd.ERROR: f"the renewer failed (not a chain error), or the sentinel died: {_STOPS} ('error')",
-        Refusal.HELD: "exits 3 naming the holder (its own key's live lease too, unless --take-over); with --wait it "
+        Refusal.HELD: "exits 103 naming the holder (its own key's live lease too, unless --take-over); with --wait it "
         "waits for the release or the expiry",
-        Refusal.LOCK_DELAYED: "exits 10 (lock-delay); with --wait it waits the delay out",
-        Refusal.NOT_ADMITTED: "exits 9 at once, --wait or not: only the namespace's admin can admit the key",
+        Refusal.LOCK_DELAYED: "exits 110 (lock-delay); with --wait it waits the delay out",
+        Refusal.NOT_ADMITTED: "exits 109 at once, --wait or not: only the namespace's admin can admit the key",
     },
     holds=True,
     waits=True,
@@ -116,6 +121,8 @@ PART = endings.declare(
 )
 
 _LOCAL_ENDS = frozenset(end.value for end in LocalEnd)
+#: What `lock` exits with when its lease was lost while the command ran (its own end: apart from CMD's codes).
+EXIT_LOCK_LOST = lock_exit_code(EXIT_LOST)
 #: The clock `lock` keeps its lease's safe deadline with (tests substitute theirs).
 _CLOCK: Callable[[], float] = lease_clock
 #: The clock the sentinel compares those deadlines with: the same, in production (tests substitute theirs).
@@ -141,13 +148,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "options: the first argument after NAME that does not start with '-' begins CMD, and everything from "
         "there on is CMD's (`chainfence lock jobs/a --ttl 60 grep -v x` runs `grep -v x`); after '--', "
         "everything is CMD's, even an argument starting with '-'. Acquire NAME (exclusively: while any lease "
-        "on it is live, this key's own included, exit 3, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
+        "on it is live, this key's own included, exit 103, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
         "CHAINFENCE_TOKEN, CHAINFENCE_HOLDER, CHAINFENCE_REGISTRY, CHAINFENCE_CHAIN_ID and CHAINFENCE_RPC_URL in "
         "its environment (the key stays in CHAINFENCE_PRIVATE_KEY, inherited), renew the lease in the background, "
         "and when CMD exits stop what is left of its session, release the lease and exit with CMD's code. If the "
         "lease is lost (expired, released, superseded, revoked, granted away, rolled back, or no renewal confirmed "
         "before the safe deadline), every process of CMD's session gets SIGTERM, then SIGKILL after --grace, and "
-        "chainfence exits 7 naming the end. If chainfence itself dies (any signal, SIGKILL included) or freezes, "
+        "chainfence exits 107 naming the end. lock's own ends exit 100 + their code (below), apart from every code "
+        "CMD exits with under 100. If chainfence itself dies (any signal, SIGKILL included) or freezes, "
         "a sentinel process stops CMD's session before the lease can end on-chain. SIGINT, SIGTERM, SIGHUP, "
         "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each.",
         epilog=EPILOG,
@@ -158,13 +166,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "--wait",
         type=wait_seconds,
         default=0.0,
-        help="seconds to wait for a held resource to become free (default 0: fail at once with exit 3)",
+        help="seconds to wait for a held resource to become free (default 0: fail at once with exit 103)",
     )
     lock.add_argument(
         "--take-over",
         action="store_true",
         help="acquire even while this key holds NAME live (another `chainfence lock` of it): a new token fences "
-        "the first off, whose command is stopped at its next renewal (default: exit 3, or wait with --wait)",
+        "the first off, whose command is stopped at its next renewal (default: exit 103, or wait with --wait)",
     )
     lock.add_argument(
         "--grace",
@@ -202,7 +210,7 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         url = rpc_url(args, deployment(args))
 
         def on_lost(error: LeaseLost) -> None:  # stderr said it when the command was stopped
-            emit(args, {**error.details(), "exit_code": EXIT_LOST}, None)
+            emit(args, {**error.details(), "exit_code": EXIT_LOCK_LOST}, None)
 
         return run(
             registry,
@@ -292,7 +300,7 @@ def run(
     """Acquire ``resource``, run ``command`` under it, and return the exit status ``lock`` exits with.
 
     Raises what the acquisition raises (``LeaseHeld``, ``NotAdmitted``, ...: nothing ran), and
-    :class:`CommandNotRun`. A loss is returned as 7 after the whole session was stopped;
+    :class:`CommandNotRun`. A loss is returned as 107 (:data:`EXIT_LOCK_LOST`) after the whole session was stopped;
     ``on_lost`` (for the CLI's message) is called with it first. ``sentinel``: one started already
     (the CLI forks it first thing, while its process is small); else one is forked after the
     acquisition, before any thread of `lock` starts. Either way it is closed on return.
@@ -327,7 +335,7 @@ def run(
                 _release_quietly(lease)
             if on_lost is not None:
                 on_lost(error)
-            return EXIT_LOST
+            return EXIT_LOCK_LOST
         except Interrupted as stopped:  # between the acquisition and the command's start
             _release_quietly(lease)
             return 128 + stopped.signum
