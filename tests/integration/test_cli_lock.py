@@ -167,7 +167,6 @@ def test_wait_takes_the_resource_once_its_holder_releases_it(node, direct, tmp_p
         ["lock/bad", "--grace", "-1", "--", "true"],
         ["lock/bad", "--wait", "nan", "--", "true"],
         ["lock/bad", "--ttl", "999999", "--", "true"],  # above the registry's max ttl
-        ["lock/bad", "--", "/nonexistent/command"],
     ],
 )
 def test_bad_input_is_a_usage_error_and_changes_nothing_on_chain(node, direct, tmp_path, args):
@@ -177,9 +176,35 @@ def test_bad_input_is_a_usage_error_and_changes_nothing_on_chain(node, direct, t
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == cli.lock_exit_code(cli.EXIT_USAGE), err
     assert "Traceback" not in err
-    if args[-1] != "/nonexistent/command":
-        assert registry.latest_token() == before
+    assert registry.latest_token() == before
     assert registry.lease_of("lock/bad") is None, "nothing left held"
+
+
+@pytest.mark.parametrize("kind", ["missing", "not-executable", "a-directory"])
+def test_a_command_that_cannot_run_exits_as_a_shell_says_it(node, direct, tmp_path, kind):
+    """Issue 27: a missing command exited 2 (a usage error) where sh, env and timeout(1) exit 127; one that is
+    not executable 126. Nothing ran, and the lease is released."""
+    chain, registry = direct
+    command = {
+        "missing": str(tmp_path / "no-such-command"),
+        "not-executable": str(tmp_path / "plain.txt"),
+        "a-directory": str(tmp_path),
+    }[kind]
+    (tmp_path / "plain.txt").write_text("echo ran\n")
+    resource = f"lock/cannot-run-{kind}"
+    proc = lock_process(node.url, registry, resource, "--json", "--", command, "arg")
+    out, err = proc.communicate(timeout=120)
+    expected, name = (127, "CommandNotFound") if kind == "missing" else (126, "CommandNotRun")
+    assert proc.returncode == expected, err  # on main: 2
+    assert (cli.EXIT_NOT_FOUND, cli.EXIT_CANNOT_RUN) == (127, 126)
+    assert f"chainfence lock: cannot run {command!r}: " in err and "Traceback" not in err
+    document = json.loads(out.splitlines()[-1])
+    assert (document["error"], document["exit_code"]) == (name, expected)
+    last = registry.last_lease(resource)
+    assert last is not None and last.status is LeaseStatus.RELEASED, "acquired, nothing ran, released"
+    # as a shell says them
+    shell = subprocess.run(["sh", "-c", '"$0" arg', command], capture_output=True, timeout=60)
+    assert shell.returncode == expected
 
 
 # ---------------------------------------------------------------------------

@@ -152,10 +152,13 @@ def test_the_exit_code_table_is_one_table_with_every_code_in_order():
         value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)
     )
     numbered = [int(cell) for cell in table if cell.isdigit()]
-    assert numbered == everywhere == codes == list(range(len(codes)))
+    assert numbered == everywhere == codes
+    below = [code for code in codes if code < _common.LOCK_OWN]
+    assert below == list(range(len(below)))
     assert 13 in codes  # EXIT_UNVERIFIED: a proven answer that does not verify
-    # `lock`'s own ends: one row after the codes they add to (issue 27)
-    assert table[len(codes)] == f"{_common.LOCK_OWN} + N" and codes[-1] < _common.LOCK_OWN
+    # `lock`'s own ends: one row after the codes they add to, then a missing command's, as a shell's (issue 27)
+    assert table[len(below) :] == [f"{_common.LOCK_OWN} + N", "126", "127"]
+    assert codes[len(below) :] == [_common.EXIT_CANNOT_RUN, _common.EXIT_NOT_FOUND] == [126, 127]
 
 
 def test_the_help_epilog_lists_every_exit_code_in_order():

@@ -44,6 +44,7 @@ from .. import __version__
 from ..errors import ChainfenceError, NotConfirmed, OutcomeUnknown
 from ._common import (
     EPILOG,
+    EXIT_CANNOT_RUN,
     EXIT_CONNECTION,
     EXIT_ERROR,
     EXIT_HELD,
@@ -52,6 +53,7 @@ from ._common import (
     EXIT_LOCK_DELAY,
     EXIT_LOST,
     EXIT_NOT_CURRENT,
+    EXIT_NOT_FOUND,
     EXIT_NOTHING_TO_CLAIM,
     EXIT_OK,
     EXIT_OUTCOME,
@@ -73,6 +75,7 @@ from ._common import (
 )
 
 __all__ = [
+    "EXIT_CANNOT_RUN",
     "EXIT_CONNECTION",
     "EXIT_ERROR",
     "EXIT_HELD",
@@ -82,6 +85,7 @@ __all__ = [
     "EXIT_LOST",
     "EXIT_NOTHING_TO_CLAIM",
     "EXIT_NOT_CURRENT",
+    "EXIT_NOT_FOUND",
     "EXIT_OK",
     "EXIT_OUTCOME",
     "EXIT_REFUSED",

@@ -65,7 +65,9 @@ EXIT_INDEX_MISMATCH = AuditIndexMismatch.exit_code  # 11: `audit`: the index fil
 EXIT_INDEX_DIFFERS = AuditIndexDiffers.exit_code  # 12: `audit verify`: the index and the chain differ
 EXIT_UNVERIFIED = UnverifiedAnswer.exit_code  # 13: the proven mode: an answer did not verify, or no proofs
 # `chainfence lock` passes its command's code through; its own ends exit apart from it, as timeout(1) keeps
-# 124-127: LOCK_OWN + the code above (103: held, 107: the lease was lost, 102: usage).
+# 124-127: LOCK_OWN + the code above (103: held, 107: the lease was lost, 102: usage), and as a shell does:
+EXIT_CANNOT_RUN = 126  # `lock`: the command was found but cannot be run (not executable)
+EXIT_NOT_FOUND = 127  # `lock`: no such command
 #: What ``chainfence lock`` adds to the code of each of its own ends (:func:`lock_exit_code`).
 LOCK_OWN = 100
 
@@ -108,6 +110,8 @@ exit codes:
   107 the lease was lost while the command ran (expired, released, superseded, revoked, granted, rolled
   back, or no renewal confirmed before the safe deadline: stderr says which); every process of the
   command's session got SIGTERM, then SIGKILL after --grace
+  126  `chainfence lock`: the command was found but cannot be run (not executable); nothing ran
+  127  `chainfence lock`: no such command; nothing ran
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL

@@ -63,7 +63,9 @@ from ..errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost
 from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock
 from ._common import (
     EPILOG,
+    EXIT_CANNOT_RUN,
     EXIT_LOST,
+    EXIT_NOT_FOUND,
     NAME_RULES,
     UsageError,
     add_command,
@@ -73,6 +75,7 @@ from ._common import (
     lock_exit_code,
     positive_int,
     publishable,
+    report,
     rpc_url,
     seconds,
     wait_seconds,
@@ -227,8 +230,9 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             on_lost=on_lost,
             sentinel=sentinel,
         )
-    except CommandNotRun as error:
-        raise UsageError(str(error)) from None
+    except CommandNotRun as error:  # as a shell says it: 127 not found, 126 not executable; nothing ran
+        report(args, {**error.details(), "exit_code": error.exit_code}, [f"chainfence lock: {error}"])
+        return error.exit_code
     finally:
         sentinel.close()
 
@@ -258,7 +262,16 @@ def child_env(lease: Any, registry: Any, url: str | None) -> dict[str, str]:
 
 
 class CommandNotRun(ChainfenceError):
-    """The command could not be started (no such program, not executable): nothing ran; the lease was released."""
+    """The command was found but could not be started (not executable): nothing ran; the lease was released.
+    ``lock`` exits 126, as a shell does."""
+
+    exit_code = EXIT_CANNOT_RUN
+
+
+class CommandNotFound(CommandNotRun):
+    """No such command: nothing ran; the lease was released. ``lock`` exits 127, as a shell does."""
+
+    exit_code = EXIT_NOT_FOUND
 
 
 def _say_err(message: str) -> None:
@@ -300,7 +313,7 @@ def run(
     """Acquire ``resource``, run ``command`` under it, and return the exit status ``lock`` exits with.
 
     Raises what the acquisition raises (``LeaseHeld``, ``NotAdmitted``, ...: nothing ran), and
-    :class:`CommandNotRun`. A loss is returned as 107 (:data:`EXIT_LOCK_LOST`) after the whole session was stopped;
+    :class:`CommandNotRun` (:class:`CommandNotFound`: no such command). A loss is returned as 107 (:data:`EXIT_LOCK_LOST`) after the whole session was stopped;
     ``on_lost`` (for the CLI's message) is called with it first. ``sentinel``: one started already
     (the CLI forks it first thing, while its process is small); else one is forked after the
     acquisition, before any thread of `lock` starts. Either way it is closed on return.
@@ -427,9 +440,10 @@ def _supervise(
             command, env=child_env(lease, registry, url), start_new_session=True, preexec_fn=sentinel.announce
         )
     except OSError as exc:
-        raise CommandNotRun(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+        refused = CommandNotFound if isinstance(exc, FileNotFoundError) else CommandNotRun
+        raise refused(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
     except subprocess.SubprocessError:  # its preexec_fn could not tell the sentinel: it must not run unwatched
-        raise CommandNotRun(f"did not run {command[0]!r}: its sentinel could not be told of it") from None
+        raise ChainfenceError(f"did not run {command[0]!r}: its sentinel could not be told of it") from None
     sid = child.pid
     for sig in before:
         _forward(sid, sig)
