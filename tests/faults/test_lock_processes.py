@@ -227,6 +227,8 @@ def test_a_revoke_stops_the_command_at_the_next_renewal_and_the_exit_says_revoke
     assert f"lost the lease of token {token} on 'ops/report' (revoked: the namespace's admin revoked it)" in lock.stderr
     assert "releasing" not in lock.stderr, "a lease the chain ended is not released again"
     document = json.loads((tmp_path / "lock.out").read_text().splitlines()[-1])
+    ended = document["command"]  # how the command ended, beside the loss that stopped it (issue 27)
+    assert ended["pid"] > 0 and ended["exit_code"] == 128 + signal.Signals[ended["signal"]], ended
     assert (document["error"], document["why"], document["exit_code"]) == (
         "LeaseLost",
         "revoked",

@@ -137,6 +137,40 @@ def test_a_command_s_own_exit_3_and_a_held_resource_exit_apart(node, direct, tmp
     assert (document["error"], document["exit_code"]) == ("LeaseHeld", 103)
 
 
+@pytest.mark.parametrize(
+    "code, ending",
+    [
+        ("import sys; print('hi', flush=True); sys.exit(3)", {"exit_code": 3, "signal": None}),
+        (
+            "import os, signal; print('hi', flush=True); os.kill(os.getpid(), signal.SIGTERM)",
+            {"exit_code": 143, "signal": "SIGTERM"},
+        ),
+    ],
+    ids=["exit-3", "SIGTERM"],
+)
+def test_json_says_last_how_the_command_ended(node, direct, tmp_path, code, ending):
+    """Issue 27: `lock --json` printed nothing once its command ended (scripts tested for an empty stdout);
+    its last line on stdout now says how it ended, under which lease, and what lock exits with."""
+    chain, registry = direct
+    resource = f"lock/json-end-{ending['exit_code']}"
+    proc = lock_process(node.url, registry, resource, "--json", "--", sys.executable, "-c", code)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == ending["exit_code"], err
+    *commands, last = out.splitlines()
+    assert commands == ["hi"], "the command's own output comes first, as it wrote it"
+    document = json.loads(last)  # on main: "hi" was the last line
+    lease = registry.last_lease(resource)
+    assert lease.status is LeaseStatus.RELEASED
+    assert document == {
+        "resource": resource,
+        "token": lease.token,
+        "holder": lease.holder,
+        "command": {"pid": document["command"]["pid"], **ending},
+        "exit_code": ending["exit_code"],
+    }
+    assert isinstance(document["command"]["pid"], int) and document["command"]["pid"] > 0
+
+
 def test_wait_takes_the_resource_once_its_holder_releases_it(node, direct, tmp_path):
     """--wait waits while held (acquire(wait=)): the test releases B's lease only after the CLI was refused once."""
     chain, registry = direct

@@ -212,10 +212,9 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _chain, registry = connect(args, needs_key=True)
         url = rpc_url(args, deployment(args))
 
-        def on_lost(error: LeaseLost) -> None:  # stderr said it when the command was stopped
-            emit(args, {**error.details(), "exit_code": EXIT_LOCK_LOST}, None)
-
-        return run(
+        lost: list[LeaseLost] = []  # stderr said it when the command was stopped
+        ended: list[dict[str, Any]] = []
+        code = run(
             registry,
             args.resource,
             command,
@@ -227,9 +226,12 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             confirmations=args.confirmations,
             take_over=args.take_over,
             url=url,
-            on_lost=on_lost,
+            on_lost=lost.append,
+            on_end=ended.append,
             sentinel=sentinel,
         )
+        emit(args, end_document(code, lost[0] if lost else None, ended[0] if ended else None), None)
+        return code
     except CommandNotRun as error:  # as a shell says it: 127 not found, 126 not executable; nothing ran
         report(args, {**error.details(), "exit_code": error.exit_code}, [f"chainfence lock: {error}"])
         return error.exit_code
@@ -245,6 +247,45 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def exit_status(returncode: int) -> int:
     """A child's exit code as a shell reports it: 128 + N when signal N ended it."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def command_end(lease: Any, pid: int, returncode: int) -> dict[str, Any]:
+    """How the command ended (``returncode`` as :mod:`subprocess` gives it: -N for signal N), as ``lock
+    --json`` says it: its lease, its pid (its session's id), its exit code as a shell reports it, and the
+    signal that ended it (None when it exited)."""
+    return {
+        "resource": lease.resource,
+        "token": lease.token,
+        "holder": lease.holder,
+        "pid": pid,
+        "exit_code": exit_status(returncode),
+        "signal": signal.Signals(-returncode).name if returncode < 0 else None,
+    }
+
+
+def end_document(code: int, loss: LeaseLost | None, end: dict[str, Any] | None) -> dict[str, Any]:
+    """What ``lock --json`` prints last, on stdout, once it ends with ``code``: how the command ended
+    (``command``: :func:`command_end`, None when it never started), beside the loss that stopped it, or
+    the lease it ran under; or, stopped by a signal before the command started, that signal."""
+    command = None if end is None else {key: end[key] for key in ("pid", "exit_code", "signal")}
+    if loss is not None:
+        return {**loss.details(), "command": command, "exit_code": code}
+    if end is not None:
+        return {
+            "resource": end["resource"],
+            "token": end["token"],
+            "holder": end["holder"],
+            "command": command,
+            "exit_code": code,
+        }
+    name = signal.Signals(code - 128).name if 128 < code < 128 + signal.NSIG else None
+    return {
+        "error": "Interrupted",
+        "message": f"chainfence lock got {name} before its command started: nothing ran",
+        "signal": name,
+        "command": None,
+        "exit_code": code,
+    }
 
 
 def child_env(lease: Any, registry: Any, url: str | None) -> dict[str, str]:
@@ -308,13 +349,15 @@ def run(
     take_over: bool = False,
     url: str | None = None,
     on_lost: Callable[[LeaseLost], Any] | None = None,
+    on_end: Callable[[dict[str, Any]], Any] | None = None,
     sentinel: Sentinel | None = None,
 ) -> int:
     """Acquire ``resource``, run ``command`` under it, and return the exit status ``lock`` exits with.
 
     Raises what the acquisition raises (``LeaseHeld``, ``NotAdmitted``, ...: nothing ran), and
     :class:`CommandNotRun` (:class:`CommandNotFound`: no such command). A loss is returned as 107 (:data:`EXIT_LOCK_LOST`) after the whole session was stopped;
-    ``on_lost`` (for the CLI's message) is called with it first. ``sentinel``: one started already
+    ``on_lost`` (for the CLI's message) is called with it first, and ``on_end`` with how the command ended
+    (:func:`command_end`) once it ran and ended, whatever the lease did. ``sentinel``: one started already
     (the CLI forks it first thing, while its process is small); else one is forked after the
     acquisition, before any thread of `lock` starts. Either way it is closed on return.
     """
@@ -340,7 +383,7 @@ def run(
                 )
             raise
         try:
-            code = _hold(lease, registry, list(command), signals, grace, keep_margins, url, sentinel, said)
+            code = _hold(lease, registry, list(command), signals, grace, keep_margins, url, sentinel, said, on_end)
         except LeaseLost as error:
             if not any(error is loss for loss in said):  # found only as the keep-alive stopped
                 _say_err(f"chainfence lock: {_explain(error)}")
@@ -373,6 +416,7 @@ def _hold(
     url: str | None,
     sentinel: Sentinel | None,
     said: list[LeaseLost],
+    on_end: Callable[[dict[str, Any]], Any] | None = None,
 ) -> int:
     """Run the command under ``lease``; its exit status, or LeaseLost once its session is stopped (a loss
     said on stderr is added to ``said``)."""
@@ -403,7 +447,7 @@ def _hold(
         sentinel.deadline(to_sentinel(keeper.core.deadline))
         keeper.on_deadline = lambda deadline: sentinel.deadline(to_sentinel(deadline))
         with keeping:
-            code = _supervise(lease, registry, command, signals, sentinel, lost, grace, url, said)
+            code = _supervise(lease, registry, command, signals, sentinel, lost, grace, url, said, on_end)
         return code
     finally:
         sentinel.close()
@@ -419,6 +463,7 @@ def _supervise(
     grace: float,
     url: str | None,
     said: list[LeaseLost],
+    on_end: Callable[[dict[str, Any]], Any] | None = None,
 ) -> int:
     before = [sig for sig in signals.take() if sig != signal.SIGCHLD]
     stopping = [sig for sig in before if sig in TERMINATING]
@@ -491,6 +536,8 @@ def _supervise(
             while not final.poll():
                 time.sleep(POLL)
         returncode = child.wait()  # only now: until it is reaped, the session's id cannot be reused
+    if on_end is not None:
+        on_end(command_end(lease, sid, returncode))
     sentinel.close()  # nothing of the session is left to watch; its exit says whether it fired meanwhile
     if loss is None:
         loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
