@@ -138,6 +138,9 @@ class ApiModule(SphinxDirective):
             if owner != module:
                 elsewhere.append(f":{_role(value)}:`~{owner}.{name}`")
                 continue
+            if _directive(value) == "autodata":
+                lines += _data(module, name, value)
+                continue
             lines += [f".. {_directive(value)}:: {module}.{name}"]
             if inspect.isclass(value):
                 lines += ["   :members:", "   :show-inheritance:"]
@@ -152,6 +155,27 @@ class ApiModule(SphinxDirective):
         holder = nodes.container()
         self.state.nested_parse(content, self.content_offset, holder)
         return holder.children
+
+
+def _data(module: str, name: str, value: Any) -> list[str]:
+    """A constant: its value and its ``#:`` comment (autodoc would show its type's docstring instead)."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    comment: list[str] = []
+    for place in (module, *(m for m in api_modules() if m != module)):
+        try:
+            docs = ModuleAnalyzer.for_module(place).find_attr_docs()
+        except Exception:
+            continue
+        if ("", name) in docs and getattr(importlib.import_module(place), name, None) is value:
+            comment = list(docs[("", name)])
+            break
+    shown = repr(value)
+    if len(shown) > 200:
+        shown = shown[:200] + "..."
+    lines = [f".. py:data:: {name}", f"   :module: {module}", f"   :value: {shown}", ""]
+    lines += [f"   {line}" for line in comment]
+    return [*lines, ""]
 
 
 def _directive(value: Any) -> str:
@@ -392,6 +416,7 @@ class ErrorTree(SphinxDirective):
                 para += nodes.Text(": " + summary)
             entry += para
             children = [c for c in classes if errors.ChainfenceError in c.__mro__ and _parent(c, errors) is cls]
+            children.sort(key=lambda c: inspect.getsourcelines(c)[1])  # the module's order: the tree's
             if children:
                 sub = nodes.bullet_list()
                 for child in children:
