@@ -96,7 +96,7 @@ class Timeouts:
 
         chain = Chain.connect(url, key, timeouts=Timeouts(receipt=300, request=30))
 
-    Fields:
+    Attributes:
         request: each JSON-RPC request; a late reply is never resent blindly.
         receipt: a transaction's inclusion, after which a no-op with its nonce cancels it
             (:mod:`chainfence._node.sending`).

@@ -43,8 +43,8 @@ value carrying the mode's settings, :mod:`chainfence.guard._config`):
     follower in trouble never silently becomes ``mark`` mode; ``staleness()``
     and ``follow_status()`` report it.
 
-``proven`` (:class:`Proven`): ``strict``, believing no provider. ``Guard(registry, path,
-    mode=Proven(QuorumHeaders([...], k=...)))`` (or
+``proven`` (:class:`Proven`): ``strict``, believing no provider.
+    ``Guard(registry, path, mode=Proven(QuorumHeaders([...], k=...)))`` (or
     ``Proven(TrustedHeaders(url))``, one endpoint trusted for headers): every check
     proves the resource's lease slot with ``eth_getProof`` (from
     ``Proven(proofs=)``, default the registry's node; it need not be honest)
