@@ -372,7 +372,9 @@ def _acquire_many(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     publishable(*args.resources)
     chain, registry = connect(args, needs_key=True)
     with waiting(chain, args, f"acquire {len(args.resources)} resources"):
-        leases = registry.acquire_many(args.resources, args.ttl, confirmations=args.confirmations)
+        from ..recipes.lease_set import LeaseSet
+
+        leases = LeaseSet.acquire(registry, args.resources, args.ttl, confirmations=args.confirmations)
 
     def text() -> str:
         lines = [f"acquired {len(leases)} resources in one transaction, expires {when(leases.expires_at, chain.now())}"]
