@@ -20,7 +20,7 @@ whose ``resource`` is the item's name ``"workset»item"``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from . import keepalive as _keepalive
 from ._core import log as _log
@@ -39,6 +39,8 @@ from .lease import AsyncLease, Lease
 from .namespaces import grant_item_steps, revoke_item_steps
 
 logger = _log.get("chainfence.registry")
+
+R = TypeVar("R")
 
 __all__ = ["AsyncWorkset", "Workset"]
 
@@ -60,7 +62,7 @@ class Workset(SyncFace):
         #: The workset's name.
         self.name = name
 
-    def _drive(self, steps: Steps[Any]) -> Any:
+    def _drive(self, steps: Steps[R]) -> R:
         return self.registry._drive(steps)
 
     def _claim_steps(self, items: Sequence[str], ttl: int, *, confirmations: int | None = None) -> Steps[Lease | None]:
@@ -131,7 +133,7 @@ class Workset(SyncFace):
         Gas grows with the items scanned before a free one: drop done items
         from the list when you can (:meth:`last_lease` tells).
         """
-        return self._drive(self._claim_steps(items, ttl, confirmations=confirmations))  # type: ignore[no-any-return]
+        return self._drive(self._claim_steps(items, ttl, confirmations=confirmations))
 
     def _claim_args(self, items: Sequence[str], ttl: int) -> tuple[list[str], int, str]:
         """claim()'s arguments checked, ttl aside: (items, ttl, sender). Nothing is sent."""
@@ -169,7 +171,7 @@ class Workset(SyncFace):
         """The latest claim of work item ``item`` whatever its state (``status``
         :attr:`~chainfence.LeaseStatus.DONE` once completed), or None if it was never claimed.
         The same as ``registry.last_lease("workset»item")``."""
-        return self._drive(self._last_lease_steps(item, block=block))  # type: ignore[no-any-return]
+        return self._drive(self._last_lease_steps(item, block=block))
 
     def _renew_steps(
         self, item: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
@@ -185,9 +187,7 @@ class Workset(SyncFace):
     def renew(self, item: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None) -> int:
         """Extend the claim ``token`` on work item ``item`` to now + ``ttl`` (``registry.renew`` of the
         item's name ``"workset»item"``); returns the new expiry."""
-        return self._drive(  # type: ignore[no-any-return]
-            self._renew_steps(item, token, ttl, progress=progress, confirmations=confirmations)
-        )
+        return self._drive(self._renew_steps(item, token, ttl, progress=progress, confirmations=confirmations))
 
     def _release_steps(self, item: str, token: int, *, confirmations: int | None = None) -> Steps[None]:
         name = _names.item_name(self.name, item)
@@ -214,9 +214,7 @@ class Workset(SyncFace):
         given), only while ``token`` is its current claim: :meth:`Lease.complete
         <chainfence.Lease.complete>` for a claim known only by its item and token (a shell script's
         ``chainfence complete``). Returns the digest recorded."""
-        return self._drive(  # type: ignore[no-any-return]
-            self._complete_steps(item, token, result, confirmations=confirmations)
-        )
+        return self._drive(self._complete_steps(item, token, result, confirmations=confirmations))
 
     # -- the admin's revoke and grant (the steps are the namespace's: chainfence.namespaces) -------------
 
@@ -239,7 +237,7 @@ class Workset(SyncFace):
         the registry holds (``str`` as it is, or ``bytes``), as :meth:`Namespace.revoke
         <chainfence.namespaces.Namespace.revoke>` takes them.
         """
-        return self._drive(self._revoke_steps(item, confirmations=confirmations))  # type: ignore[no-any-return]
+        return self._drive(self._revoke_steps(item, confirmations=confirmations))
 
     def _grant_steps(
         self, item: str | bytes, holder: str, ttl: int, *, confirmations: int | None = None
@@ -258,9 +256,7 @@ class Workset(SyncFace):
         Returns the :class:`~chainfence.Lease` (``lease.workset``, ``lease.item``). Names the SDK would
         not publish, as :meth:`revoke` takes them.
         """
-        return self._drive(  # type: ignore[no-any-return]
-            self._grant_steps(item, holder, ttl, confirmations=confirmations)
-        )
+        return self._drive(self._grant_steps(item, holder, ttl, confirmations=confirmations))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Workset) and (self.registry, self.name) == (other.registry, other.name)

@@ -31,7 +31,7 @@ written here (:func:`revoke_item_steps`, :func:`grant_item_steps`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ._core import log as _log
 from ._core.effects import Steps
@@ -54,6 +54,8 @@ from .errors import (
 from .lease import AsyncLease, Lease
 
 logger = _log.get("chainfence.registry")
+
+R = TypeVar("R")
 
 __all__ = ["AsyncNamespace", "Namespace", "NamespacePolicy", "address_namespace"]
 
@@ -170,7 +172,7 @@ class Namespace(SyncFace):
         #: The namespace's prefix: the names ``f"{prefix}/..."`` are in it.
         self.prefix = _handle_prefix(prefix)
 
-    def _drive(self, steps: Steps[Any]) -> Any:
+    def _drive(self, steps: Steps[R]) -> R:
         return self.registry._drive(steps)
 
     @property
@@ -205,7 +207,7 @@ class Namespace(SyncFace):
     def policy(self, *, block: str | int | None = None) -> NamespacePolicy:
         """The namespace's admin and policy (``admin`` None: nobody administers it), at ``block``
         (default: the latest)."""
-        return self._drive(self._policy_steps(block=block))  # type: ignore[no-any-return]
+        return self._drive(self._policy_steps(block=block))
 
     def _is_admitted_steps(self, holder: str, *, block: str | int | None = None) -> Steps[bool]:
         holder = _validate.address(holder, "holder")
@@ -218,7 +220,7 @@ class Namespace(SyncFace):
     def is_admitted(self, holder: str, *, block: str | int | None = None) -> bool:
         """Whether ``holder`` may hold names in this namespace as far as its allowlist goes: True when
         the namespace does not require admission. (A name in no namespace is always open.)"""
-        return self._drive(self._is_admitted_steps(holder, block=block))  # type: ignore[no-any-return]
+        return self._drive(self._is_admitted_steps(holder, block=block))
 
     # -- the admin's role ----------------------------------------------------------------------------
 
@@ -283,7 +285,7 @@ class Namespace(SyncFace):
         live holder (:meth:`revoke` does). Naming no field is :class:`~chainfence.errors.InvalidPolicy`
         (nothing sent).
         """
-        return self._drive(  # type: ignore[no-any-return]
+        return self._drive(
             self._set_policy_steps(
                 max_ttl=max_ttl,
                 lock_delay=lock_delay,
@@ -407,7 +409,7 @@ class Namespace(SyncFace):
         plain name); :func:`chainfence._sdk.names.undisplay` turns the escaped form an audit table or
         ``history`` showed back into those bytes.
         """
-        return self._drive(self._revoke_steps(resource, confirmations=confirmations))  # type: ignore[no-any-return]
+        return self._drive(self._revoke_steps(resource, confirmations=confirmations))
 
     def _grant_steps(
         self, resource: str | bytes, holder: str, ttl: int, *, confirmations: int | None = None
@@ -431,9 +433,7 @@ class Namespace(SyncFace):
         (a grant of a new resource publishes its name): else
         :class:`~chainfence.errors.InvalidResourceName`, with nothing sent.
         """
-        return self._drive(  # type: ignore[no-any-return]
-            self._grant_steps(resource, holder, ttl, confirmations=confirmations)
-        )
+        return self._drive(self._grant_steps(resource, holder, ttl, confirmations=confirmations))
 
     def _require_inside(self, resource: object) -> None:
         """Refuse (nothing sent) a name outside this namespace: the admin of one never acts on another's."""

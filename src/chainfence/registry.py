@@ -53,10 +53,9 @@ from ._core.faces import (
     AsyncFace,
     aconstructor,
     awaiting,
-    constructor,
+    drives,
     local,
     mirrored,
-    operation,
 )
 from ._node import artifacts as _artifacts
 from ._node import sending as _sending
@@ -86,8 +85,9 @@ from .errors import (
 from .lease import AsyncLease, Lease
 from .namespaces import Namespace, address_namespace
 
-if TYPE_CHECKING:  # imported where it is used: a CLI command that reads a lease does not load it (issue #19)
+if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19)
     from .deployment import Deployment
+    from .fenced_requests import EIP712Domain
 
 logger = _log.get(__name__)
 
@@ -107,16 +107,7 @@ def _deploy_steps(
     sender: Any = None,
     namespaces: Mapping[str, str] | None = None,
 ) -> Steps[Registry]:
-    """Deploy a new FencingRegistry whose leases last at most ``max_ttl`` seconds.
-
-    ``sender`` (default: the chain's first account) pays for deployment
-    and is the default sender of the returned registry. It gains no
-    privilege: the registry has no owner. ``namespaces`` assigns
-    namespaces to their admins at deployment (``{"prod": admin_address}``):
-    the only way a namespace other than an address namespace
-    (:func:`~chainfence.namespaces.address_namespace`) ever has an admin. Address-shaped prefixes
-    cannot be assigned (:class:`~chainfence.errors.InvalidNamespace`).
-    """
+    """The steps of :meth:`deploy`."""
     if isinstance(max_ttl, bool) or not isinstance(max_ttl, int) or not 1 <= max_ttl <= 2**32 - 1:
         raise InvalidMaxTtl(max_ttl=max_ttl)
     deployer = chain.signer(sender if sender is not None else _first_account(chain))
@@ -135,11 +126,7 @@ def _deploy_steps(
 
 
 def _at_steps(cls: type[Registry], chain: Any, address: str, *, sender: Any = None) -> Steps[Registry]:
-    """The FencingRegistry already deployed at ``address``.
-
-    Raises :class:`~chainfence.errors.ContractNotFound` if there is no
-    code there, or code that is not this SDK's FencingRegistry.
-    """
+    """The steps of :meth:`at`."""
     address = _validate.address(address, "registry address")
     # The code, and the registry's maxTtl (an immutable: what every later ttl is checked against) in the
     # same round trip where the node takes batches: a command that acquires asks once less (issue #19).
@@ -166,14 +153,7 @@ def _from_deployment_steps(
     *,
     sender: Any = None,
 ) -> Steps[Registry]:
-    """The registry a deployment file names (default: ``$CHAINFENCE_DEPLOYMENT`` or
-    ``.chainfence/deployment.json``), after checking it belongs to ``chain``.
-
-    Raises :class:`~chainfence.errors.WrongChain` if the file was written
-    for another chain, or for an earlier incarnation of this dev chain
-    (the registry's deployment block is not the one recorded), and
-    :class:`~chainfence.errors.ContractNotFound` if the registry is gone.
-    """
+    """The steps of :meth:`from_deployment`."""
     from .deployment import Deployment, load
 
     record = deployment if isinstance(deployment, Deployment) else (yield Blocking(lambda: load(deployment)))
@@ -200,9 +180,58 @@ class Registry(RegistryContract):
     the same registry that sends as another account.
     """
 
-    deploy = constructor(_deploy_steps)
-    at = constructor(_at_steps)
-    from_deployment = constructor(_from_deployment_steps)
+    @classmethod
+    @drives(_deploy_steps)
+    def deploy(
+        cls,
+        chain: Any,
+        *,
+        max_ttl: int = DEFAULT_MAX_TTL,
+        sender: Any = None,
+        namespaces: Mapping[str, str] | None = None,
+    ) -> Registry:
+        """Deploy a new FencingRegistry whose leases last at most ``max_ttl`` seconds.
+
+        ``sender`` (default: the chain's first account) pays for deployment
+        and is the default sender of the returned registry. It gains no
+        privilege: the registry has no owner. ``namespaces`` assigns
+        namespaces to their admins at deployment (``{"prod": admin_address}``):
+        the only way a namespace other than an address namespace
+        (:func:`~chainfence.namespaces.address_namespace`) ever has an admin. Address-shaped prefixes
+        cannot be assigned (:class:`~chainfence.errors.InvalidNamespace`).
+        """
+        return cast(
+            "Registry", chain._run(_deploy_steps(cls, chain, max_ttl=max_ttl, sender=sender, namespaces=namespaces))
+        )
+
+    @classmethod
+    @drives(_at_steps)
+    def at(cls, chain: Any, address: str, *, sender: Any = None) -> Registry:
+        """The FencingRegistry already deployed at ``address``.
+
+        Raises :class:`~chainfence.errors.ContractNotFound` if there is no
+        code there, or code that is not this SDK's FencingRegistry.
+        """
+        return cast("Registry", chain._run(_at_steps(cls, chain, address, sender=sender)))
+
+    @classmethod
+    @drives(_from_deployment_steps)
+    def from_deployment(
+        cls,
+        chain: Any,
+        deployment: Deployment | str | os.PathLike[str] | None = None,
+        *,
+        sender: Any = None,
+    ) -> Registry:
+        """The registry a deployment file names (default: ``$CHAINFENCE_DEPLOYMENT`` or
+        ``.chainfence/deployment.json``), after checking it belongs to ``chain``.
+
+        Raises :class:`~chainfence.errors.WrongChain` if the file was written
+        for another chain, or for an earlier incarnation of this dev chain
+        (the registry's deployment block is not the one recorded), and
+        :class:`~chainfence.errors.ContractNotFound` if the registry is gone.
+        """
+        return cast("Registry", chain._run(_from_deployment_steps(cls, chain, deployment, sender=sender)))
 
     def connect(self, account: Any) -> Self:
         """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""
@@ -252,6 +281,29 @@ class Registry(RegistryContract):
         wait: float | None = None,
         exclusive: bool = False,
     ) -> Steps[Lease]:
+        """The steps of :meth:`acquire`."""
+        _validate.publishable(resource)
+        if not isinstance(exclusive, bool):
+            raise InvalidInput(f"exclusive must be a bool, got {type(exclusive).__name__} {exclusive!r}")
+        seconds = _validate.wait(wait)
+        ttl = _validate.ttl(ttl, (yield from self._max_ttl_steps()))
+        sender = self._require_sender()
+        if not seconds:
+            return (yield from self._acquire_one_steps(resource, ttl, sender, confirmations, exclusive=exclusive))
+        return (
+            yield from self._acquire_waiting_steps(resource, ttl, sender, confirmations, seconds, exclusive=exclusive)
+        )
+
+    @drives(_acquire_steps)
+    def acquire(
+        self,
+        resource: str,
+        ttl: int,
+        *,
+        confirmations: int | None = None,
+        wait: float | None = None,
+        exclusive: bool = False,
+    ) -> Lease:
         """Acquire ``resource`` for ``ttl`` seconds of chain time; return the :class:`Lease`.
 
         The lease carries a new fencing token, higher than every token the
@@ -309,19 +361,9 @@ class Registry(RegistryContract):
         (:class:`~chainfence.errors.NodeUnreachable`, ...) in the read that
         checks, once it is deep enough, that the lease is still current.
         """
-        _validate.publishable(resource)
-        if not isinstance(exclusive, bool):
-            raise InvalidInput(f"exclusive must be a bool, got {type(exclusive).__name__} {exclusive!r}")
-        seconds = _validate.wait(wait)
-        ttl = _validate.ttl(ttl, (yield from self._max_ttl_steps()))
-        sender = self._require_sender()
-        if not seconds:
-            return (yield from self._acquire_one_steps(resource, ttl, sender, confirmations, exclusive=exclusive))
-        return (
-            yield from self._acquire_waiting_steps(resource, ttl, sender, confirmations, seconds, exclusive=exclusive)
+        return self._drive(
+            self._acquire_steps(resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive)
         )
-
-    acquire = operation(_acquire_steps)
 
     def _acquire_waiting_steps(
         self,
@@ -460,6 +502,14 @@ class Registry(RegistryContract):
     def _renew_steps(
         self, resource: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
     ) -> Steps[int]:
+        """The steps of :meth:`renew`."""
+        resource_id = _validate.resource_id(resource)
+        return (yield from self._renew_by_id_steps(resource, resource_id, token, ttl, progress, confirmations))
+
+    @drives(_renew_steps)
+    def renew(
+        self, resource: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
+    ) -> int:
         """Extend the sender's live lease on ``resource`` (with ``token``) to now + ``ttl``; return the new expiry.
 
         ``progress`` (optional) is a marker of how far the work has come,
@@ -471,20 +521,26 @@ class Registry(RegistryContract):
         :class:`~chainfence.errors.InvalidInput` and nothing is sent.
         Without it a renewal logs a zero marker: "nothing to report".
         """
-        resource_id = _validate.resource_id(resource)
-        return (yield from self._renew_by_id_steps(resource, resource_id, token, ttl, progress, confirmations))
-
-    renew = operation(_renew_steps)
+        return self._drive(self._renew_steps(resource, token, ttl, progress=progress, confirmations=confirmations))
 
     def _release_steps(self, resource: str, token: int, *, confirmations: int | None = None) -> Steps[None]:
-        """End the sender's live lease on ``resource`` with ``token``. An old token never frees a newer lease."""
+        """The steps of :meth:`release`."""
         yield from self._release_by_id_steps(resource, _validate.resource_id(resource), token, confirmations)
 
-    release = operation(_release_steps)
+    @drives(_release_steps)
+    def release(self, resource: str, token: int, *, confirmations: int | None = None) -> None:
+        """End the sender's live lease on ``resource`` with ``token``. An old token never frees a newer lease."""
+        self._drive(self._release_steps(resource, token, confirmations=confirmations))
 
     def _complete_steps(
         self, resource: str, token: int, result: bytes, *, confirmations: int | None = None
     ) -> Steps[bytes]:
+        """The steps of :meth:`complete`."""
+        resource_id = _validate.resource_id(resource)
+        return (yield from self._complete_by_id_steps(resource, resource_id, token, result, confirmations))
+
+    @drives(_complete_steps)
+    def complete(self, resource: str, token: int, result: bytes, *, confirmations: int | None = None) -> bytes:
         """Record the result of the work done under ``token``, only while ``token`` is current.
 
         ``result`` is the result itself (its keccak256 is recorded) or a
@@ -493,26 +549,12 @@ class Registry(RegistryContract):
         registry's refusal (:class:`~chainfence.errors.StaleToken`,
         :class:`~chainfence.errors.LeaseExpired`, ...) and nothing is recorded.
         """
-        resource_id = _validate.resource_id(resource)
-        return (yield from self._complete_by_id_steps(resource, resource_id, token, result, confirmations))
-
-    complete = operation(_complete_steps)
+        return self._drive(self._complete_steps(resource, token, result, confirmations=confirmations))
 
     def _lease_from_tx_steps(
         self, tx_hash: str, *, item: int | None = None, resource: str | None = None
     ) -> Steps[Lease | None]:
-        """The lease a mined acquisition created, or None (not mined, failed, or not an acquisition).
-
-        For reconciling after :class:`~chainfence.errors.OutcomeUnknown`:
-        look up every candidate hash before acquiring again.
-
-        A batch transaction (group commit, :meth:`batched`) holds several operations: ``item``
-        (its position: the ``item`` of the caller's ``OutcomeUnknown``) or ``resource`` (the only
-        acquisition of that name in it) says whose lease; None if that acquisition was refused
-        (:meth:`batch_item` gives its typed refusal). A batch with several acquisitions and neither
-        raises :class:`~chainfence.errors.InvalidInput`, as does a ``resource`` the transaction did not
-        acquire: never another operation's lease.
-        """
+        """The steps of :meth:`lease_from_tx`."""
         tx_hash = _batching._tx_hash(tx_hash)
         if resource is not None:
             _validate.resource_id(resource)
@@ -543,33 +585,53 @@ class Registry(RegistryContract):
             raise InvalidInput(f"transaction {tx_hash} acquired {lease.resource!r}, not {resource!r}")
         return lease
 
-    lease_from_tx = operation(_lease_from_tx_steps)
+    @drives(_lease_from_tx_steps)
+    def lease_from_tx(self, tx_hash: str, *, item: int | None = None, resource: str | None = None) -> Lease | None:
+        """The lease a mined acquisition created, or None (not mined, failed, or not an acquisition).
+
+        For reconciling after :class:`~chainfence.errors.OutcomeUnknown`:
+        look up every candidate hash before acquiring again.
+
+        A batch transaction (group commit, :meth:`batched`) holds several operations: ``item``
+        (its position: the ``item`` of the caller's ``OutcomeUnknown``) or ``resource`` (the only
+        acquisition of that name in it) says whose lease; None if that acquisition was refused
+        (:meth:`batch_item` gives its typed refusal). A batch with several acquisitions and neither
+        raises :class:`~chainfence.errors.InvalidInput`, as does a ``resource`` the transaction did not
+        acquire: never another operation's lease.
+        """
+        return self._drive(self._lease_from_tx_steps(tx_hash, item=item, resource=resource))
 
     def _batch_items_steps(self, tx_hash: str, *, resource: str | None = None) -> Steps[list[BatchItem] | None]:
+        """The steps of :meth:`batch_items`."""
+        return (yield from _batching.batch_items_steps(self, tx_hash, resource=resource))  # type: ignore[no-any-return]
+
+    @drives(_batch_items_steps)
+    def batch_items(self, tx_hash: str, *, resource: str | None = None) -> list[BatchItem] | None:
         """Every operation of the batch transaction ``tx_hash`` (group commit: :meth:`batched`), each with
         its own outcome (:class:`~chainfence.batching.BatchItem`: an acquisition's lease, a renewal's
         expiry, the typed refusal of one the registry refused), in order; None when it is not mined,
         mined reverted (none of its operations did anything) or not a batch of this registry.
         ``resource``: the name renewals and releases of it are shown by (the transaction holds their id)."""
-        return (yield from _batching.batch_items_steps(self, tx_hash, resource=resource))  # type: ignore[no-any-return]
-
-    batch_items = operation(_batch_items_steps)
+        return self._drive(self._batch_items_steps(tx_hash, resource=resource))
 
     def _batch_item_steps(
         self, tx_hash: str, *, item: int | None = None, resource: str | None = None
     ) -> Steps[BatchItem | None]:
+        """The steps of :meth:`batch_item`."""
+        items = yield from self._batch_items_steps(tx_hash, resource=resource)
+        if items is None:
+            return None
+        return _batching.select_item(items, tx_hash, item=item, resource=resource)
+
+    @drives(_batch_item_steps)
+    def batch_item(self, tx_hash: str, *, item: int | None = None, resource: str | None = None) -> BatchItem | None:
         """One operation of the batch transaction ``tx_hash`` with its own outcome: the one at position
         ``item`` (the ``item`` of the caller's :class:`~chainfence.errors.OutcomeUnknown`), or the only
         one on ``resource``; :meth:`~chainfence.batching.BatchItem.result` gives its lease (or expiry)
         or raises its typed refusal. None when the transaction is not mined, mined reverted or not a
         batch of this registry; :class:`~chainfence.errors.InvalidInput` when the choice is not one
         operation (never another's)."""
-        items = yield from self._batch_items_steps(tx_hash, resource=resource)
-        if items is None:
-            return None
-        return _batching.select_item(items, tx_hash, item=item, resource=resource)
-
-    batch_item = operation(_batch_item_steps)
+        return self._drive(self._batch_item_steps(tx_hash, item=item, resource=resource))
 
     # ------------------------------------------------------------------
     # Views
@@ -579,13 +641,7 @@ class Registry(RegistryContract):
     # ``block=<number or tag>``: the state and the time of that block.
 
     def _latest_token_steps(self, *, block: str | int | None = None) -> Steps[int]:
-        """The highest token issued so far (0 before the first acquisition).
-
-        Raises :class:`~chainfence.errors.ChainRolledBack` if it is below a
-        token this SDK has already seen from the registry, and still is when
-        read once more (:mod:`chainfence._sdk.rollback`: anvil answers a read at
-        ``latest`` from the block before while it mines).
-        """
+        """The steps of :meth:`latest_token`."""
         try:
             return (yield from self._read_latest_token_steps(block=block))
         except ChainRolledBack as lost:
@@ -601,19 +657,51 @@ class Registry(RegistryContract):
             seen.latest(before, latest, record=self.chain.confirmations == 0)
         return latest
 
-    latest_token = operation(_latest_token_steps)
+    @drives(_latest_token_steps)
+    def latest_token(self, *, block: str | int | None = None) -> int:
+        """The highest token issued so far (0 before the first acquisition).
+
+        Raises :class:`~chainfence.errors.ChainRolledBack` if it is below a
+        token this SDK has already seen from the registry, and still is when
+        read once more (:mod:`chainfence._sdk.rollback`: anvil answers a read at
+        ``latest`` from the block before while it mines).
+        """
+        return self._drive(self._latest_token_steps(block=block))
 
     def _lease_of_steps(self, resource: str, *, block: str | int | None = None) -> Steps[LeaseInfo | None]:
-        """The live lease of ``resource``, or None if nobody holds it (free, expired or released)."""
+        """The steps of :meth:`lease_of`."""
         info = yield from self._last_lease_steps(resource, block=block)
         return info if info is not None and info.live else None
 
-    lease_of = operation(_lease_of_steps)
-    last_lease = operation(RegistryContract._last_lease_steps)
+    @drives(_lease_of_steps)
+    def lease_of(self, resource: str, *, block: str | int | None = None) -> LeaseInfo | None:
+        """The live lease of ``resource``, or None if nobody holds it (free, expired or released)."""
+        return self._drive(self._lease_of_steps(resource, block=block))
+
+    @drives(RegistryContract._last_lease_steps)
+    def last_lease(
+        self, resource: str | None = None, *, resource_id: bytes | None = None, block: str | int | None = None
+    ) -> LeaseInfo | None:
+        """The latest lease of ``resource`` whatever its state, or None if it was never held.
+
+        A lease whose expiry has passed by :meth:`Chain.now <chainfence.Chain.now>`
+        reads EXPIRED even if no block was mined since (``expired_unmined``). A resource known only
+        by its id (``keccak256(name)``, as guards and audits know resources whose names the chain never
+        told them): ``resource_id=`` instead of the name (one of the two, else
+        :class:`~chainfence.errors.InvalidInput`).
+        """
+        return self._drive(self._last_lease_steps(resource, resource_id=resource_id, block=block))
 
     def _check_current_steps(
         self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
     ) -> Steps[LeaseInfo]:
+        """The steps of :meth:`check_current`."""
+        return (yield from self._check_token_steps(resource, token, block=block, confirmations=confirmations))
+
+    @drives(_check_current_steps)
+    def check_current(
+        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
+    ) -> LeaseInfo:
         """The live lease of ``token``; raises a :class:`~chainfence.errors.TokenNotCurrent` subclass if it is not.
 
         The SDK's one way to judge a token (the guard's is ``Guard.check``): the answer is the reason
@@ -630,18 +718,34 @@ class Registry(RegistryContract):
         (:class:`~chainfence.errors.TokenNotConfirmed` until then): a reorg
         shallower than ``k`` cannot take it back.
         """
-        return (yield from self._check_token_steps(resource, token, block=block, confirmations=confirmations))
+        return self._drive(self._check_current_steps(resource, token, block=block, confirmations=confirmations))
 
-    check_current = operation(_check_current_steps)
-    eip712_domain = operation(RegistryContract._eip712_domain_steps)
-    deployment_block = operation(RegistryContract._deployment_block_steps)
-    identity = operation(RegistryContract._identity_steps)
+    @drives(RegistryContract._eip712_domain_steps)
+    def eip712_domain(self) -> EIP712Domain:
+        """The registry's EIP-712 domain, from its ERC-5267 ``eip712Domain()``: what fenced
+        requests are signed in (name, version, chain id, this registry)."""
+        return self._drive(self._eip712_domain_steps())
+
+    @drives(RegistryContract._deployment_block_steps)
+    def deployment_block(self) -> int:
+        """The block this registry was deployed in (from the registry itself)."""
+        return self._drive(self._deployment_block_steps())
+
+    @drives(RegistryContract._identity_steps)
+    def identity(self) -> dict[str, str]:
+        """What makes this registry's token space unique: chain id, address, and the block it was
+        deployed in with that block's hash.
+
+        Two in-process chains share a chain id and, deployed the same way, a
+        registry address; a dev node that was wiped and redeployed does too.
+        The deployment block's hash tells them apart. (The genesis hash does
+        not serve: anvil rebuilds block 0 with a new hash when it reloads its
+        state, so a restarted node would look like another chain.)
+        """
+        return self._drive(self._identity_steps())
 
     def _ending_steps(self, resource: str, token: int) -> Steps[End | None]:
-        """How the lease of ``token`` on ``resource`` ended, in the words of :mod:`chainfence.endings`
-        (expired, released, completed, superseded, revoked, granted, rolled_back); None while it is
-        live, and for a token never issued for ``resource``. Reads the resource's lease, and its
-        successor's acquisition when a higher token was issued (the reason it was issued for)."""
+        """The steps of :meth:`ending`."""
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
         try:
@@ -655,7 +759,13 @@ class Registry(RegistryContract):
         first = yield from self._deployment_block_steps()
         return (yield from self._successor_end_steps(resource_id, token, first))
 
-    ending = operation(_ending_steps)
+    @drives(_ending_steps)
+    def ending(self, resource: str, token: int) -> End | None:
+        """How the lease of ``token`` on ``resource`` ended, in the words of :mod:`chainfence.endings`
+        (expired, released, completed, superseded, revoked, granted, rolled_back); None while it is
+        live, and for a token never issued for ``resource``. Reads the resource's lease, and its
+        successor's acquisition when a higher token was issued (the reason it was issued for)."""
+        return self._drive(self._ending_steps(resource, token))
 
     def __eq__(self, other: object) -> bool:
         return super().__eq__(other)

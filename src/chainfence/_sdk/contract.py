@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import endings
 from .._core import log as _log
@@ -51,6 +51,8 @@ if TYPE_CHECKING:  # what fenced requests are signed in: read by the steps that 
 
 logger = _log.get("chainfence.registry")
 
+R = TypeVar("R")
+
 __all__ = ["DEFAULT_MAX_TTL", "MAX_CLAIM_ITEMS", "MAX_MANY", "RegistryContract"]
 
 #: Most items one claim may list (the contract's bound).
@@ -77,8 +79,8 @@ class RegistryContract(SyncFace):
         #: The clock, sleep and randomness ``acquire(wait=...)`` waits with (tests put their own here).
         self._wait_timer: _waiting.Timer = _waiting.SYSTEM
 
-    def _drive(self, steps: Steps[Any]) -> Any:
-        return self.chain._run(steps)
+    def _drive(self, steps: Steps[R]) -> R:
+        return self.chain._run(steps)  # type: ignore[no-any-return]
 
     def connect(self, account: Any) -> Any:
         """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""

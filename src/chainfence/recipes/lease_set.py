@@ -14,7 +14,7 @@ together: a recipe built on a registry's contract calls (``acquireMany``, ``rene
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from .. import keepalive as _keepalive
 from .._core import log as _log
@@ -53,6 +53,8 @@ from ..keepalive import (
 from ..lease import Lease
 
 logger = _log.get(__name__)
+
+R = TypeVar("R")
 
 __all__ = ["AsyncLeaseSet", "LeaseSet"]
 
@@ -158,14 +160,14 @@ class LeaseSet(SyncFace):
         :class:`~chainfence.errors.DuplicateResource` and nothing is sent. An interrupt after the send
         releases what the transaction acquired before it is re-raised (as ``registry.acquire``'s).
         """
-        return registry._drive(_acquire_steps(cls, registry, resources, ttl, confirmations=confirmations))  # type: ignore[no-any-return]
+        return registry._drive(_acquire_steps(cls, registry, resources, ttl, confirmations=confirmations))
 
     @property
     def registry(self) -> RegistryContract:
         """The registry the set was acquired from (its first member's)."""
         return self.leases[0].registry  # type: ignore[no-any-return]
 
-    def _drive(self, steps: Steps[Any]) -> Any:
+    def _drive(self, steps: Steps[R]) -> R:
         return self.registry._drive(steps)
 
     @property
@@ -209,7 +211,7 @@ class LeaseSet(SyncFace):
     def renew(self, ttl: int | None = None) -> LeaseSet:
         """Extend every lease of the set to ``now + ttl`` (default: the ttl they were acquired with), in
         one ``renewMany``, all or nothing. Inside :meth:`keep`, the keep-alive follows the new ttl."""
-        return self._drive(self._renew_steps(ttl))  # type: ignore[no-any-return]
+        return self._drive(self._renew_steps(ttl))
 
     def _release_steps(self) -> Steps[None]:
         keeper = self._keeper
