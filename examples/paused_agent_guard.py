@@ -2,6 +2,7 @@
 
 The tutorial's second step (docs/tutorial/guard.md)."""
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from chainfence import Chain, Guard, Registry
@@ -16,10 +17,9 @@ lease = alice.acquire("reports/daily", ttl=30)  # Lease: resource, token, holder
 try:
     bob.acquire("reports/daily", ttl=30)
 except LeaseHeld as held:
-    print(f"held by {held.holder} until {held.expires_at}")
+    print(held)  # 'reports/daily' is held by 0x2B5A... with token 1 until 2026-11-22 12:03:37 UTC
 
-# A new embedded chain each run, so a new guard store: a guard refuses a store that holds
-# another registry's marks (GuardStoreMismatch) rather than mix two token spaces.
+# A new chain each run, so a new guard store: a guard refuses another registry's marks.
 for old in Path().glob("guard.sqlite*"):
     old.unlink()
 # The downstream service: one line before every protected write.
@@ -39,5 +39,5 @@ with bob.lease("jobs/etl", ttl=60) as job:  # LeaseHeld if taken; released on ex
 
 for event in registry.history("reports/daily"):  # who held which token, when, and why
     reason = event.reason.name.lower() if event.reason is not None else "-"  # acquisitions: unheld, expired...
-    print(event.block_timestamp, event.kind.value, event.token, event.holder, reason)
+    print(datetime.fromtimestamp(event.block_timestamp, UTC), event.kind.value, event.token, event.holder, reason)
 guard.close()

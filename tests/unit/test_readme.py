@@ -55,7 +55,11 @@ def test_the_example_runs(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "held by" in out and "rejected: token 1" in out and "acquired" in out
     assert (tmp_path / "guard.sqlite").exists()
-    history = [line.split()[1:] for line in out.splitlines() if line.split()[1:2] in (["acquired"], ["released"])]
+    # Times people read (issue 27: it printed epoch seconds): the refusal's expiry and each event's block time.
+    assert re.search(r"is held by 0x[0-9a-fA-F]{40} with token 1 until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", out, re.M)
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+00:00"
+    history = [line.split()[2:] for line in out.splitlines() if re.match(rf"{stamp} (acquired|released) ", line)]
+    assert [row[0] for row in history][:2] == ["acquired", "acquired"], out
     assert [row[-1] for row in history if row[0] == "acquired"][:2] == ["unheld", "expired"]  # names, not numbers
 
 
@@ -89,3 +93,4 @@ def test_the_help_epilog_lists_every_exit_code_in_order():
     assert listed == sorted(
         value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)
     )
+    assert f"its own ends exit apart\n  from it, {_common.LOCK_OWN} + their code above" in _common.EPILOG
