@@ -31,7 +31,7 @@ extensions = [
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
-exclude_patterns = ["_build", "_ext", "**/README.md", "**/_*.md"]
+exclude_patterns = ["_build", "_ext", "**/README.md", "**/_*.md", "benchmarks/history.md"]
 templates_path: list[str] = []
 
 # MyST: headings get anchors (``page.md#a-heading`` links), ::: fences, definition lists.
