@@ -52,3 +52,9 @@ def test_control_a_figure_typed_by_hand_is_found(measured):
     costs = costs_module()
     edited = dict(measured, renew=measured["renew"] + 1)
     assert costs.table(edited) != PAGE.read_text(encoding="utf-8")
+
+
+def test_the_benchmark_plots_gas_data_is_the_measurement(measured):
+    """docs/benchmarks/data/gas_report.json (the gas-per-item plot's data) is gas_report's output today."""
+    kept = json.loads((ROOT / "docs" / "benchmarks" / "data" / "gas_report.json").read_text(encoding="utf-8"))
+    assert kept == measured, "refresh: python scripts/gas_report.py --json > docs/benchmarks/data/gas_report.json"

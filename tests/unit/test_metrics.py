@@ -7,6 +7,7 @@ agent, guard and node are tests/integration/test_metrics_endpoints.py's.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -229,3 +230,48 @@ def test_checks_at_the_mark_counted_from_many_threads_are_all_in_the_next_scrape
     assert after - before == 40_000
     # Finished threads' counts stay: the next scrape neither loses nor repeats them.
     assert value(scrape_in_process(), "chainfence_guard_checks_total", verdict="accepted", reason="at_mark") == after
+
+
+_BLOCKED_CLI = r"""
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "prometheus_client":
+            raise ImportError(name)
+        return None
+sys.meta_path.insert(0, Block())
+from chainfence.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_command_asked_for_metrics_without_the_extra_exits_2_naming_it_before_anything_starts(tmp_path):
+    from chainfence.testing.anvil import free_port
+
+    done = subprocess.run(
+        [sys.executable, "-c", _BLOCKED_CLI, "node", "--dir", str(tmp_path), "--metrics-port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "ExtraNotInstalled" in done.stderr and "pip install 'chainfence[metrics]'" in done.stderr
+    assert not (tmp_path / "anvil-state.json").exists()  # no node was started
+
+
+@pytest.mark.parametrize("given", ["abc", "0", "70000"])
+def test_a_bad_metrics_port_in_the_environment_is_a_usage_error(given, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINFENCE_")}
+    env["CHAINFENCE_METRICS_PORT"] = given
+    done = subprocess.run(
+        [sys.executable, "-m", "chainfence", "node", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"$CHAINFENCE_METRICS_PORT must be a port (1..65535), got {given!r}" in done.stderr
+    assert not (tmp_path / "anvil-state.json").exists()
