@@ -52,6 +52,7 @@ html_title = "chainfence"
 html_theme_options = {
     "description": "Fencing tokens issued on-chain, checked where the writes happen.",
     "fixed_sidebar": True,
+    "page_width": "1180px",
     "show_relbars": True,
 }
 html_static_path: list[str] = []
