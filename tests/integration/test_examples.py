@@ -92,6 +92,10 @@ def check_admission(out: str) -> None:
     assert out.strip() == "local 0"  # refused by the local list; the mark did not move
 
 
+def check_protect_a_file(out: str) -> None:
+    assert out.splitlines() == ["refused: LeaseExpired", "the file holds: bob's report"]
+
+
 def check_fastapi_service(out: str) -> None:
     assert out.splitlines() == [
         "alice: {'written_with_token': 1}",
@@ -161,7 +165,9 @@ def test_the_example_runs_as_written(name, tmp_path, monkeypatch, capsys):
     CHECKS[name](run(name, tmp_path, monkeypatch, capsys))
 
 
-@pytest.mark.parametrize("name", ["paused_agent_guard", "election", "signed_requests", "admission", "fastapi_service"])
+@pytest.mark.parametrize(
+    "name", ["paused_agent_guard", "election", "signed_requests", "admission", "fastapi_service", "protect_a_file"]
+)
 def test_an_example_with_a_guard_file_runs_twice(name, tmp_path, monkeypatch, capsys):
     """Each run starts a new embedded chain; the example starts its guard store anew rather than meet the last
     run's (a guard refuses another registry's store: GuardStoreMismatch)."""
