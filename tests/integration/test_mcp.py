@@ -20,7 +20,7 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
-from chainfence import Registry, cli
+from chainfence import Registry, Timeouts, cli
 from chainfence.deployment import Deployment, save
 from chainfence.integrations.mcp import MAX_WAIT, build_server
 from chainfence.testing.anvil import free_port, port_is_free
@@ -283,7 +283,7 @@ def test_a_stopped_node_is_node_unreachable_as_a_tool_error(anvil_node, anvil_se
 
     _, registry = anvil_session
     with RpcProxy(anvil_node.url) as proxy:
-        chain = Chain.connect(proxy.url, private_key=dev_keys(10)[6], receipt_timeout=30)
+        chain = Chain.connect(proxy.url, private_key=dev_keys(10)[6], timeouts=Timeouts(receipt=30))
         agent = Registry.at(chain, registry.address)
         server = build_server(agent)
         proxy.down = True
