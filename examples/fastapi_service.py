@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
 from chainfence import Chain, Guard, Registry
+from chainfence.guard import RequestPolicy
 from chainfence.integrations.asgi import FencingMiddleware
 
 chain = Chain.embedded()
@@ -20,7 +21,7 @@ bob = registry.connect(chain.accounts[2])
 # another registry's marks (GuardStoreMismatch) rather than mix two token spaces.
 for old in Path().glob("api-guard.sqlite*"):
     old.unlink()
-guard = Guard(registry, path="api-guard.sqlite", mode="strict", audience="reports-service")
+guard = Guard(registry, path="api-guard.sqlite", mode="strict", requests=RequestPolicy(audience="reports-service"))
 report = {"body": ""}
 
 app = FastAPI()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from chainfence import Chain, Guard, Registry
 from chainfence.errors import StaleToken
+from chainfence.guard import Proven
 from chainfence.proofs import ProvenReader, TrustedHeaders
 from chainfence.testing.anvil import AnvilProcess, dev_keys
 
@@ -21,7 +22,7 @@ with AnvilProcess() as node:  # a local node on a free port (stopped at the end)
 
     for old in Path().glob("proven-guard.sqlite*"):  # a new chain each run: a new guard store
         old.unlink()
-    guard = Guard(registry, "proven-guard.sqlite", mode="proven", headers=headers)  # every check proven
+    guard = Guard(registry, "proven-guard.sqlite", mode=Proven(headers))  # every check proven
     paused = alice.acquire("reports/daily", ttl=30)
     guard.check("reports/daily", paused.token)
     chain.advance_time(31)

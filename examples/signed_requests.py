@@ -6,6 +6,7 @@ from pathlib import Path
 
 from chainfence import Chain, FencedRequest, Guard, Registry
 from chainfence.errors import RequestRejected
+from chainfence.guard import RequestPolicy
 
 chain = Chain.embedded()
 registry = Registry.deploy(chain)
@@ -19,7 +20,7 @@ headers = request.to_headers()  # Chainfence-Token, Chainfence-Action, Chainfenc
 # another registry's marks (GuardStoreMismatch) rather than mix two token spaces.
 for old in Path().glob("service.sqlite*"):
     old.unlink()
-guard = Guard(registry, path="service.sqlite", mode="strict", audience="reports-service")
+guard = Guard(registry, path="service.sqlite", mode="strict", requests=RequestPolicy(audience="reports-service"))
 received = FencedRequest.from_headers(headers)  # MalformedRequest if a header is missing or bad
 guard.check_request(received, body, action="POST /reports/daily")  # accepted once
 try:
