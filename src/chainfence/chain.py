@@ -20,7 +20,7 @@ judged against it, so a lease is never reported live once its expiry has
 passed by the chain's time or by the verifier's own, even when no block was
 mined since (anvil between transactions, any chain with sparse blocks).
 ``chain.latest_time()`` is the latest block's timestamp. On dev chains
-``advance_time`` mines a block at ``now() + seconds``.
+``advance_time`` moves ``now()`` by ``seconds`` and mines a block there.
 
 Dev chains keep a clock of their own that tests move on purpose (time
 travel, snapshots that take it back), so there the node's pending block is
@@ -50,7 +50,7 @@ from ._core import log as _log
 from ._core.effects import RPC, Steps, arun, run
 from ._core.faces import LazySignature
 from ._node.accounts import LocalKey, is_local_account
-from ._node.failures import unreachable_message
+from ._node.failures import is_unknown_method, unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
 from ._node.sending import Sender
 from ._node.transports import redact_url
@@ -62,6 +62,7 @@ from .errors import (
     LeaseError,
     NodeUnreachable,
     NotSupported,
+    RpcError,
     UnknownAccount,
     WrongChain,
 )
@@ -404,8 +405,13 @@ class Chain:
     def advance_time(self, seconds: int) -> int:
         """Move chain time ``seconds`` forward and mine a block there; returns the new :meth:`now`.
 
-        Dev chains only (embedded, anvil). Views see the new time at once;
-        the next transaction is mined after it.
+        Dev chains only (embedded, anvil, hardhat, ganache). Views see the new time at once;
+        the next transaction is mined after it. :meth:`now` moves by exactly ``seconds`` where
+        the node can set the next block's time (``evm_setNextBlockTimestamp``: the embedded
+        chain, anvil, hardhat); ganache has no such control and moves its clock by an offset
+        (``evm_increaseTime``), so there :meth:`now` moves by at least ``seconds`` (by one
+        more on a clock that adds a second a block). A node with neither raises
+        :class:`~chainfence.errors.NotSupported`.
         """
         if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0:
             raise InvalidInput(f"seconds must be an int >= 0, got {seconds!r}")
@@ -417,7 +423,15 @@ class Chain:
             return self.now()
         self._require_dev("advance_time")
         if seconds > 0:
-            self._dev_rpc("evm_setNextBlockTimestamp", [self.now() + seconds])
+            target = self.now() + seconds
+            # hardhat never mines two blocks in the same second: after a block at T its next is T + 1 at the
+            # earliest, so the block goes at T - 1 to make now() T (as the embedded chain's time travel does).
+            # anvil mines blocks in the same second: its next can be T itself.
+            mined_at = target - 1 if self._dev in _STRICTLY_LATER_BLOCKS else target
+            try:
+                self._dev_rpc("evm_setNextBlockTimestamp", [mined_at])
+            except NotSupported:
+                self._dev_rpc("evm_increaseTime", [seconds])  # ganache: an offset on its own clock
             self._dev_rpc("evm_mine", [])
         return self.now()
 
@@ -426,7 +440,9 @@ class Chain:
 
         For tests at exact boundaries ("acquire at the very second the lease
         expires"). On the embedded chain this mines one empty block at
-        ``timestamp - 1`` unless that block would not be new.
+        ``timestamp - 1`` unless that block would not be new. A node that
+        cannot set the next block's time (ganache: no ``evm_setNextBlockTimestamp``)
+        raises :class:`~chainfence.errors.NotSupported`.
         """
         if isinstance(timestamp, bool) or not isinstance(timestamp, int):
             raise InvalidInput(f"timestamp must be an int, got {timestamp!r}")
@@ -478,8 +494,14 @@ class Chain:
             raise NotSupported(f"{what} needs a dev chain (embedded, anvil, hardhat); this node is not one")
 
     def _dev_rpc(self, method: str, params: list[Any]) -> Any:
-        """A dev-chain JSON-RPC method (evm_mine, evm_snapshot, ...), through the translating layer."""
-        return self.rpc.request(method, params)
+        """A dev-chain JSON-RPC method (evm_mine, evm_snapshot, ...), through the translating layer; a node
+        that does not know it raises :class:`~chainfence.errors.NotSupported` naming it."""
+        try:
+            return self.rpc.request(method, params)
+        except RpcError as error:
+            if not is_unknown_method(error):
+                raise
+            raise NotSupported(f"this dev chain ({self._dev}) has no {method}: {error.rpc_message}") from error
 
     # Tests and tools of the 0.1 series called this name.
     _rpc = _dev_rpc
@@ -758,6 +780,10 @@ def _check_connect_args(url: object, chain_id: object, **timeouts: object) -> No
             continue  # its default derives from receipt_timeout
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
             raise InvalidInput(f"{name} must be a positive, finite number of seconds, got {value!r}")
+
+
+#: Dev chains that never mine two blocks in the same second (each block's timestamp is after its parent's).
+_STRICTLY_LATER_BLOCKS = frozenset({"hardhat"})
 
 
 def _dev_name(client_version: str) -> str | None:
