@@ -18,6 +18,10 @@ from chainfence.errors import GuardError, InvalidInput, NotAdmitted, ReplayedReq
 from chainfence.guard import FollowStatus
 from tests.support.sequencer import async_wait_until
 
+# On hardhat's node and ganache too (tests/conftest.py); a test marked for hardhat alone needs what
+# ganache lacks (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 NAME = "aio/guarded"
 BODY = b"report"
 ACTION = "POST /reports"
@@ -60,6 +64,7 @@ def test_an_opened_async_guard_checks_marks_and_closes(chain, registry, alice, b
         guard.guard.mark(NAME)
 
 
+@pytest.mark.nodes("hardhat")
 def test_signed_requests_and_the_domain(chain, registry, alice, tmp_path):
     lease = alice.acquire(NAME, ttl=60)
     domain = registry.eip712_domain()

@@ -9,8 +9,13 @@ answer in doubt.
 
 from __future__ import annotations
 
+import pytest
+
 from chainfence._node import completeness
 from chainfence._node import events as _events
+
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
 
 
 def test_an_honest_answer_is_complete_in_every_shape_without_reading_receipts(chain, registry, alice, monkeypatch):

@@ -14,6 +14,9 @@ from eth_utils import keccak
 from chainfence import EventKind
 from chainfence.errors import InvalidInput, StaleToken
 
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 
 def renewals(registry, resource):
     return [e for e in registry.history(resource) if e.kind is EventKind.RENEWED]

@@ -9,6 +9,9 @@ from chainfence import Guard
 from chainfence.errors import HeaderInvalid, ProofsNotServed, TokenNotCurrent
 from chainfence.proofs import ProvenReader, TrustedHeaders
 
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 
 def reader_for(registry):
     chain = registry.chain

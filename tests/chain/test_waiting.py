@@ -20,6 +20,9 @@ from chainfence._sdk.waiting import pace
 from chainfence.errors import InvalidInput, LeaseHeld
 from tests.support.virtual_time import WaitClock
 
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 NAME = "jobs/wait"
 
 
