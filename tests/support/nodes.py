@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 __all__ = [
     "GANACHE_VERSION",
     "HARDHAT_VERSION",
+    "NODE22_VERSION",
     "NODE_FOR_HARDHAT",
     "GanacheProcess",
     "HardhatProcess",
