@@ -136,11 +136,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 #: The fixtures whose parameter is the backend a test runs on.
-BACKEND_FIXTURES = ("backend_chain", "node_chain")
+BACKEND_FIXTURES = ("backend_chain", "node_chain", "node_registry")
 
 
 def _backend_of(item: pytest.Item) -> str | None:
-    """The backend a collected test runs on (its ``backend_chain`` or ``node_chain`` parameter), else None."""
+    """The backend a collected test runs on (the parameter of one of :data:`BACKEND_FIXTURES`), else None."""
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
