@@ -29,9 +29,9 @@ from chainfence.lease import LeaseStatus
 from tests.support.sequencer import async_wait_until
 from tests.support.virtual_time import WatchedClock
 
-# On hardhat's node and ganache too (tests/conftest.py); a test marked for hardhat alone needs what
-# ganache lacks (docs/nodes.md).
-pytestmark = pytest.mark.nodes("hardhat", "ganache")
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
 
 NAME = "aio/jobs"
 
@@ -197,7 +197,6 @@ def test_an_async_guard_accepts_the_current_token_and_fences_off_the_old_one(cha
         guard.close()
 
 
-@pytest.mark.nodes("hardhat")
 def test_an_async_renewal_carries_a_progress_marker_and_an_async_claim_completion_marks_the_item_done(chain, registry):
     """The asyncio lease renews with a progress marker (the same steps as the sync one), and an
     AsyncLease over a claimed work item renews and completes it by the item's id."""

@@ -18,9 +18,9 @@ from chainfence.errors import GuardError, InvalidInput, NotAdmitted, ReplayedReq
 from chainfence.guard import FollowStatus
 from tests.support.sequencer import async_wait_until
 
-# On hardhat's node and ganache too (tests/conftest.py); a test marked for hardhat alone needs what
-# ganache lacks (docs/nodes.md).
-pytestmark = pytest.mark.nodes("hardhat", "ganache")
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
 
 NAME = "aio/guarded"
 BODY = b"report"
@@ -64,7 +64,6 @@ def test_an_opened_async_guard_checks_marks_and_closes(chain, registry, alice, b
         guard.guard.mark(NAME)
 
 
-@pytest.mark.nodes("hardhat")
 def test_signed_requests_and_the_domain(chain, registry, alice, tmp_path):
     lease = alice.acquire(NAME, ttl=60)
     domain = registry.eip712_domain()

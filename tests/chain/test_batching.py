@@ -236,6 +236,7 @@ def test_each_sender_batches_its_own_calls_and_holds_what_it_acquires(chain, reg
         b.acquire("s/a", ttl=60)
 
 
+@pytest.mark.nodes("hardhat")  # 64 callers: 5 s each on ganache, for the suite's time
 def test_64_threads_acquire_renew_and_release_each_exactly_once(chain, registry, alice, monkeypatch):
     """64 agents (threads) on distinct resources: the 64 acquisitions queued behind a pilot's share one
     transaction; then each renews and releases (free-running). Every operation landed exactly once: one
@@ -316,6 +317,7 @@ def test_tasks_gather_into_one_transaction_with_their_own_outcomes(chain, regist
     assert isinstance(results[names["closed"]], NotAdmitted)
 
 
+@pytest.mark.nodes("hardhat")  # 64 callers: 5 s each on ganache, for the suite's time
 def test_64_tasks_acquire_renew_and_release_each_exactly_once(chain, registry, alice, monkeypatch):
     async def body(achain):
         batcher = await batcher_on(achain, registry, 1)

@@ -19,9 +19,9 @@ from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import InvalidInput, LeaseHeld, NotAdmitted
 from tests.support.virtual_time import WaitClock
 
-# On hardhat's node and ganache too (tests/conftest.py); a test marked for hardhat alone needs what
-# ganache lacks (docs/nodes.md).
-pytestmark = pytest.mark.nodes("hardhat", "ganache")
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
 
 NAME = "reports/daily"
 
@@ -84,7 +84,6 @@ def test_exclusive_is_acquire_in_every_other_case(chain, alice, bob):
     assert AcquireReason.REACQUIRED not in events
 
 
-@pytest.mark.nodes("hardhat")
 def test_exclusive_keeps_the_namespace_policy(chain, registry):
     """The same policy checks as acquire (here: an allowlist that refuses a stranger)."""
     from chainfence import Registry
@@ -97,7 +96,6 @@ def test_exclusive_keeps_the_namespace_policy(chain, registry):
         stranger.acquire("prod/db", ttl=60, exclusive=True)
 
 
-@pytest.mark.nodes("hardhat")
 def test_the_holders_own_live_lease_is_met_before_the_namespace_policy(chain, registry):
     """The registry's documented order (``_acquireRefusal``): an exclusive acquisition by the live holder
     is refused as held before the namespace's maxTtl is read, so a ttl over the namespace's cap answers
