@@ -104,7 +104,9 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    """The public names, ``__version__`` and the module's own dunders: not what the package imports for
+    itself (``sys``, ``Any``, ``TYPE_CHECKING``), its private helpers, nor the submodules loaded since."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__") and name.endswith("__"))})
 
 
 # Modules that moved keep their old import paths until 0.3, with a DeprecationWarning (chainfence._core.moved).

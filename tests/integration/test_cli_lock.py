@@ -109,13 +109,66 @@ def test_a_signal_to_chainfence_goes_to_the_command_and_the_lease_is_released(no
     assert registry.last_lease(resource).status is LeaseStatus.RELEASED
 
 
-def test_a_held_resource_exits_3_and_the_command_never_runs(node, direct, tmp_path):
+def test_a_held_resource_exits_103_and_the_command_never_runs(node, direct, tmp_path):
     chain, registry = direct
     registry.connect(chain.accounts[2]).acquire("lock/held", ttl=600)
     proc = lock_process(node.url, registry, "lock/held", "--", sys.executable, CHILD, str(tmp_path))
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == cli.EXIT_HELD, err
+    assert proc.returncode == cli.lock_exit_code(cli.EXIT_HELD), err
     assert not (tmp_path / "started.json").exists()
+
+
+def test_a_command_s_own_exit_3_and_a_held_resource_exit_apart(node, direct, tmp_path):
+    """Issue 27: `lock` exited 3 both when its command exited 3 and when the resource was held; its own ends
+    now exit 100 + their code (103 held), the command's code passes through."""
+    chain, registry = direct
+    ran = tmp_path / "ran"
+    command = ["--", "sh", "-c", f'echo ran >> "{ran}"; exit 3']
+    own = lock_process(node.url, registry, "lock/apart", "--json", *command)
+    out, err = own.communicate(timeout=120)
+    assert own.returncode == 3 and ran.read_text() == "ran\n", err
+    registry.connect(chain.accounts[2]).acquire("lock/apart", ttl=600)
+    held = lock_process(node.url, registry, "lock/apart", "--json", *command)
+    out, err = held.communicate(timeout=120)
+    assert held.returncode == 103, err  # on main: 3, the command's own exit 3 above
+    assert cli.lock_exit_code(cli.EXIT_HELD) == 103
+    assert ran.read_text() == "ran\n", "the command did not run again"
+    document = json.loads(out.splitlines()[-1])
+    assert (document["error"], document["exit_code"]) == ("LeaseHeld", 103)
+
+
+@pytest.mark.parametrize(
+    "code, ending",
+    [
+        ("import sys; print('hi', flush=True); sys.exit(3)", {"exit_code": 3, "signal": None}),
+        (
+            "import os, signal; print('hi', flush=True); os.kill(os.getpid(), signal.SIGTERM)",
+            {"exit_code": 143, "signal": "SIGTERM"},
+        ),
+    ],
+    ids=["exit-3", "SIGTERM"],
+)
+def test_json_says_last_how_the_command_ended(node, direct, tmp_path, code, ending):
+    """Issue 27: `lock --json` printed nothing once its command ended (scripts tested for an empty stdout);
+    its last line on stdout now says how it ended, under which lease, and what lock exits with."""
+    chain, registry = direct
+    resource = f"lock/json-end-{ending['exit_code']}"
+    proc = lock_process(node.url, registry, resource, "--json", "--", sys.executable, "-c", code)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == ending["exit_code"], err
+    *commands, last = out.splitlines()
+    assert commands == ["hi"], "the command's own output comes first, as it wrote it"
+    document = json.loads(last)  # on main: "hi" was the last line
+    lease = registry.last_lease(resource)
+    assert lease.status is LeaseStatus.RELEASED
+    assert document == {
+        "resource": resource,
+        "token": lease.token,
+        "holder": lease.holder,
+        "command": {"pid": document["command"]["pid"], **ending},
+        "exit_code": ending["exit_code"],
+    }
+    assert isinstance(document["command"]["pid"], int) and document["command"]["pid"] > 0
 
 
 def test_wait_takes_the_resource_once_its_holder_releases_it(node, direct, tmp_path):
@@ -148,7 +201,6 @@ def test_wait_takes_the_resource_once_its_holder_releases_it(node, direct, tmp_p
         ["lock/bad", "--grace", "-1", "--", "true"],
         ["lock/bad", "--wait", "nan", "--", "true"],
         ["lock/bad", "--ttl", "999999", "--", "true"],  # above the registry's max ttl
-        ["lock/bad", "--", "/nonexistent/command"],
     ],
 )
 def test_bad_input_is_a_usage_error_and_changes_nothing_on_chain(node, direct, tmp_path, args):
@@ -156,11 +208,37 @@ def test_bad_input_is_a_usage_error_and_changes_nothing_on_chain(node, direct, t
     before = registry.latest_token()
     proc = lock_process(node.url, registry, *args)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == cli.EXIT_USAGE, err
+    assert proc.returncode == cli.lock_exit_code(cli.EXIT_USAGE), err
     assert "Traceback" not in err
-    if args[-1] != "/nonexistent/command":
-        assert registry.latest_token() == before
+    assert registry.latest_token() == before
     assert registry.lease_of("lock/bad") is None, "nothing left held"
+
+
+@pytest.mark.parametrize("kind", ["missing", "not-executable", "a-directory"])
+def test_a_command_that_cannot_run_exits_as_a_shell_says_it(node, direct, tmp_path, kind):
+    """Issue 27: a missing command exited 2 (a usage error) where sh, env and timeout(1) exit 127; one that is
+    not executable 126. Nothing ran, and the lease is released."""
+    chain, registry = direct
+    command = {
+        "missing": str(tmp_path / "no-such-command"),
+        "not-executable": str(tmp_path / "plain.txt"),
+        "a-directory": str(tmp_path),
+    }[kind]
+    (tmp_path / "plain.txt").write_text("echo ran\n")
+    resource = f"lock/cannot-run-{kind}"
+    proc = lock_process(node.url, registry, resource, "--json", "--", command, "arg")
+    out, err = proc.communicate(timeout=120)
+    expected, name = (127, "CommandNotFound") if kind == "missing" else (126, "CommandNotRun")
+    assert proc.returncode == expected, err  # on main: 2
+    assert (cli.EXIT_NOT_FOUND, cli.EXIT_CANNOT_RUN) == (127, 126)
+    assert f"chainfence lock: cannot run {command!r}: " in err and "Traceback" not in err
+    document = json.loads(out.splitlines()[-1])
+    assert (document["error"], document["exit_code"]) == (name, expected)
+    last = registry.last_lease(resource)
+    assert last is not None and last.status is LeaseStatus.RELEASED, "acquired, nothing ran, released"
+    # as a shell says them
+    shell = subprocess.run(["sh", "-c", '"$0" arg', command], capture_output=True, timeout=60)
+    assert shell.returncode == expected
 
 
 # ---------------------------------------------------------------------------
@@ -234,7 +312,7 @@ def run_stalled(node, direct, tmp_path, monkeypatch, resource: str, *child_args:
 def test_a_stalled_node_stops_the_command_before_the_lease_ends_on_chain(node, direct, tmp_path, monkeypatch, capsys):
     code, seen, terminated = run_stalled(node, direct, tmp_path, monkeypatch, "lock/stalled")
     lease = seen["lease"]
-    assert code == cli.EXIT_LOST
+    assert code == cli.lock_exit_code(cli.EXIT_LOST)
     assert terminated["signal"] == signal.SIGTERM
     assert terminated["chain_time"] < lease.expires_at, "the child was stopped before the on-chain expiry"
     # The safe deadline: ttl - latency margin (--grace 10 + 1 s, room for the SIGKILL) - block time margin (2 s).
@@ -249,7 +327,7 @@ def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period(node, d
         node, direct, tmp_path, monkeypatch, "lock/stubborn", "--ignore-term", grace="0.2"
     )
     # SIGTERM at the deadline, 0.2 + 1 + 2 s before the expiry: the SIGKILL, 0.2 s later, also comes before it.
-    assert code == cli.EXIT_LOST and terminated["chain_time"] <= seen["lease"].expires_at - 3
+    assert code == cli.lock_exit_code(cli.EXIT_LOST) and terminated["chain_time"] <= seen["lease"].expires_at - 3
     pid = json.loads((tmp_path / "started.json").read_text())["pid"]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # killed (SIGKILL) and reaped by the CLI

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 
 import chainfence
@@ -48,3 +49,23 @@ def test_the_library_logger_has_a_null_handler_and_no_config():
 
 def test_version_is_exposed():
     assert chainfence.__version__ == "0.1.0"
+
+
+def test_dir_shows_the_public_names_and_nothing_the_package_uses_for_itself():
+    """Issue 27: ``dir(chainfence)`` listed ``Any``, ``sys``, ``TYPE_CHECKING``, ``annotations``, ``_LAZY`` and
+    every submodule loaded so far (``registry``, ``_core``, ...) beside the public names."""
+    import subprocess
+    import sys
+
+    script = (
+        "import json, chainfence\n"
+        "first = dir(chainfence)\n"
+        "chainfence.Registry, chainfence.Guard\n"
+        "import chainfence.cli, chainfence.audit.timeline\n"
+        "print(json.dumps([first, dir(chainfence)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    for listed in json.loads(done.stdout):
+        public = [name for name in listed if not name.startswith("__")]
+        assert public == sorted(chainfence.__all__), set(public) ^ set(chainfence.__all__)
+        assert "__version__" in listed and "__doc__" in listed

@@ -32,7 +32,11 @@ def test_the_main_example_runs(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "held by" in out and "rejected: token 1" in out and "acquired" in out
     assert (tmp_path / "guard.sqlite").exists()
-    history = [line.split()[1:] for line in out.splitlines() if line.split()[1:2] in (["acquired"], ["released"])]
+    # Times people read (issue 27: it printed epoch seconds): the refusal's expiry and each event's block time.
+    assert re.search(r"is held by 0x[0-9a-fA-F]{40} with token 1 until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", out, re.M)
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+00:00"
+    history = [line.split()[2:] for line in out.splitlines() if re.match(rf"{stamp} (acquired|released) ", line)]
+    assert [row[0] for row in history][:2] == ["acquired", "acquired"], out
     assert [row[-1] for row in history if row[0] == "acquired"][:2] == ["unheld", "expired"]  # names, not numbers
 
 
@@ -142,13 +146,19 @@ def test_the_exit_code_table_is_one_table_with_every_code_in_order():
     for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
-        table.append(int(line.split("|")[1]))
+        table.append(line.split("|")[1].strip())
     everywhere = [int(line.split("|")[1]) for line in lines if re.match(r"^\| \d+ \|", line)]
     codes = sorted(
         value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)
     )
-    assert table == everywhere == codes == list(range(len(codes)))
+    numbered = [int(cell) for cell in table if cell.isdigit()]
+    assert numbered == everywhere == codes
+    below = [code for code in codes if code < _common.LOCK_OWN]
+    assert below == list(range(len(below)))
     assert 13 in codes  # EXIT_UNVERIFIED: a proven answer that does not verify
+    # `lock`'s own ends: one row after the codes they add to, then a missing command's, as a shell's (issue 27)
+    assert table[len(below) :] == [f"{_common.LOCK_OWN} + N", "126", "127"]
+    assert codes[len(below) :] == [_common.EXIT_CANNOT_RUN, _common.EXIT_NOT_FOUND] == [126, 127]
 
 
 def test_the_help_epilog_lists_every_exit_code_in_order():
@@ -158,6 +168,7 @@ def test_the_help_epilog_lists_every_exit_code_in_order():
     assert listed == sorted(
         value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)
     )
+    assert f"its own ends exit apart\n  from it, {_common.LOCK_OWN} + their code above" in _common.EPILOG
 
 
 def test_the_tooz_example_says_it_needs_the_tester_extra_too():

@@ -178,7 +178,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     at.add_argument("name", help="the resource's name")
     moment = at.add_mutually_exclusive_group(required=True)
-    moment.add_argument("--time", type=_time, help="chain time: unix seconds or ISO 8601 (UTC unless it says)")
+    moment.add_argument("--time", type=_time, help=TIME_HELP)
     moment.add_argument("--block", type=int_at_least(0), help="a block number")
     current = add_command(
         sub,
@@ -191,8 +191,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     ranges = Parser(add_help=False)
     ranges.add_argument("--from-block", type=int_at_least(0), help="first block of the range")
     ranges.add_argument("--to-block", type=int_at_least(0), help="last block of the range")
-    ranges.add_argument("--since", type=_time, help="chain time: unix seconds or ISO 8601")
-    ranges.add_argument("--until", type=_time, help="chain time: unix seconds or ISO 8601")
+    ranges.add_argument("--since", type=_time, help=TIME_HELP)
+    ranges.add_argument("--until", type=_time, help=TIME_HELP)
     takeovers = add_command(
         sub,
         "takeovers",
@@ -235,8 +235,16 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     timeline.set_defaults(run=_timeline)
 
 
+#: What a chain time option takes, as its help says it.
+TIME_HELP = (
+    "chain time: unix seconds, ISO 8601 (2026-11-22T12:03:07: UTC unless it says), or a time of day alone "
+    "(14:02, 14:02:30): today's, in this machine's local time unless it says (14:02Z, 14:02+01:00)"
+)
+
+
 def _time(text: str) -> int:
-    """A chain time option: unix seconds, or ISO 8601 (UTC unless it says)."""
+    """A chain time option (:data:`TIME_HELP`): unix seconds; ISO 8601, UTC unless it says; or a time of day
+    alone, on this machine's date today, in its local time unless it says (as ``date -d 14:02`` reads it)."""
     if text.isascii() and text.isdigit():
         if len(text) > 18:  # above 2**63 - 1: no chain time, and more than SQLite holds
             raise argparse.ArgumentTypeError(f"not a chain time: {text[:40]}... (unix seconds)")
@@ -244,7 +252,15 @@ def _time(text: str) -> int:
     try:
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not unix seconds or an ISO 8601 time: {text!r}") from None
+        try:
+            of_day = datetime.time.fromisoformat(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not unix seconds, an ISO 8601 time or a time of day (14:02): {text!r}"
+            ) from None
+        moment = datetime.datetime.combine(datetime.date.today(), of_day)
+        if moment.tzinfo is None:
+            moment = moment.astimezone()  # the local time zone, its offset on that day
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     try:
@@ -384,6 +400,8 @@ def _query(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             behind += f"; the node's logs of block {result.held_at} are not all served yet"
         source = "the chain (--live)" if args.live else args.index
         note = f"-- from {source}: blocks up to {status.synced_block}, {behind}"
+        if getattr(args, "time", None) is not None:  # `at --time`: the moment asked, as it was read
+            note += f"\n-- at {when(args.time)}"
         if following is not None:
             note += f"\n-- more rows: the next page with --after {following} (or read every page with --all)"
         document = {"status": status.to_dict(), "result": _document(answer)}

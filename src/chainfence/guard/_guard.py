@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._core import log as _log
+from .._core import metrics as _metrics
 from .._node import completeness as _completeness
 from .._sdk import names as _names
 from .._sdk import validate as _validate
@@ -60,6 +61,11 @@ if TYPE_CHECKING:
     from ..registry import Registry
 
 logger = _log.get("chainfence.guard")  # the guard's one logger, whichever module logs
+
+
+def _accepted(verdict: Verdict) -> str:
+    """How a check accepted a token, for the metrics: a new epoch, the chain asked, or the mark trusted."""
+    return "new_mark" if verdict.raises else "verified" if verdict.fresh else "at_mark"
 
 
 def _doubt(reason: str, **fields: Any) -> NoReturn:
@@ -298,6 +304,8 @@ class Guard:
                     and (self._plain_mark_mode or self._trusts_marks())
                     and (self.admission is None or self._admission_cache.admits_known(resource, memo[1]))
                 ):
+                    if _metrics.live is not None:
+                        _metrics.live.at_mark.inc()
                     return token  # an owned store, same epoch: two dict lookups
             elif self._trusts_marks():
                 row = self._store.conn().execute(READ_MARK, (resource_id,)).fetchone()
@@ -308,10 +316,16 @@ class Guard:
                     and row[3] is None
                     and (self.admission is None or self._admission_cache.admits_known(resource, row[1]))
                 ):
+                    _metrics.guard_accepted("at_mark")
                     return token  # same epoch: one SQLite read
-        verdict = self._judge(resource, token)
-        self._admission_cache.admit(verdict)
-        self._record(verdict)
+        try:
+            verdict = self._judge(resource, token)
+            self._admission_cache.admit(verdict)
+            self._record(verdict)
+        except Exception as refused:
+            _metrics.guard_refused(refused)
+            raise
+        _metrics.guard_accepted(_accepted(verdict))
         return token
 
     def _remembers(self, resource: str, token: int) -> bool:
@@ -596,18 +610,23 @@ class Guard:
         (:class:`~chainfence.errors.ReplayedRequest`). The mark and the
         request are then recorded in one transaction.
         """
-        signed = self._requests.read(
-            request,
-            payload,
-            action=action,
-            audience=self.audience if audience is None else audience,
-            resource=resource,
-            max_age=self.max_request_age,
-        )
-        verdict = self._judge(request.resource, request.token)
-        self._requests.require_holder(signed, verdict, gas=self.erc1271_gas)
-        self._admission_cache.admit(verdict)
-        self._record(verdict, also=lambda conn: remember_once(conn, signed.digest, request.deadline))
+        try:
+            signed = self._requests.read(
+                request,
+                payload,
+                action=action,
+                audience=self.audience if audience is None else audience,
+                resource=resource,
+                max_age=self.max_request_age,
+            )
+            verdict = self._judge(request.resource, request.token)
+            self._requests.require_holder(signed, verdict, gas=self.erc1271_gas)
+            self._admission_cache.admit(verdict)
+            self._record(verdict, also=lambda conn: remember_once(conn, signed.digest, request.deadline))
+        except Exception as refused:
+            _metrics.guard_refused(refused)
+            raise
+        _metrics.guard_accepted(_accepted(verdict))
         return request
 
     def domain(self) -> EIP712Domain:
