@@ -201,7 +201,7 @@ def hardhat_node() -> Iterator[HardhatProcess]:
 
 @pytest.fixture(scope="session")
 def hardhat_chain(hardhat_node: HardhatProcess) -> Chain:
-    return Chain.connect(hardhat_node.url, private_keys=dev_keys(10), poll_latency=0.005, receipt_timeout=30)
+    return Chain.connect(hardhat_node.url, private_keys=dev_keys(10), timeouts=Timeouts(receipt=30, poll=0.005))
 
 
 @pytest.fixture(scope="session")
@@ -213,7 +213,7 @@ def ganache_node() -> Iterator[GanacheProcess]:
 
 @pytest.fixture(scope="session")
 def ganache_chain(ganache_node: GanacheProcess) -> Chain:
-    return Chain.connect(ganache_node.url, private_keys=dev_keys(10), poll_latency=0.005, receipt_timeout=30)
+    return Chain.connect(ganache_node.url, private_keys=dev_keys(10), timeouts=Timeouts(receipt=30, poll=0.005))
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
