@@ -171,6 +171,102 @@ def test_json_says_last_how_the_command_ended(node, direct, tmp_path, code, endi
     assert isinstance(document["command"]["pid"], int) and document["command"]["pid"] > 0
 
 
+#: A command that says each SIGINT and SIGTERM it gets on stdout and goes on (ignoring both), or, with
+#: "dies-on-term", dies of its SIGTERM once it said it.
+STUBBORN = """
+import os, signal, sys
+dies = sys.argv[1] == "dies-on-term"
+def said(signum, frame):
+    name = signal.Signals(signum).name
+    print(name, flush=True)
+    if dies and signum == signal.SIGTERM:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+signal.signal(signal.SIGINT, said)
+signal.signal(signal.SIGTERM, said)
+print("ready", flush=True)
+while True:
+    signal.pause()
+"""
+
+
+class Lines:
+    """The lines of a process's stdout, as they come (a thread reads them), each waited for in turn."""
+
+    def __init__(self, stream):
+        import queue
+
+        self.queue: queue.Queue[str | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.queue.put(line.rstrip("\n"))
+        self.queue.put(None)
+
+    def next(self) -> str | None:
+        return self.queue.get(timeout=120)  # a bound for a failing run, never a synchronisation
+
+    def rest(self) -> list[str]:
+        self.thread.join(120)
+        found = []
+        while not self.queue.empty():
+            line = self.queue.get()
+            if line is not None:
+                found.append(line)
+        return found
+
+
+@pytest.mark.parametrize("presses", [2, 3], ids=["twice-SIGTERM", "thrice-SIGKILL"])
+def test_a_second_ctrl_c_stops_a_command_that_ignores_the_first(node, direct, tmp_path, presses):
+    """Issue 27: each SIGINT to `lock` was forwarded and nothing more, so a command that ignores SIGINT ran on
+    however often Ctrl-C was pressed. The first is forwarded; the second stops the command's session (SIGTERM,
+    SIGKILL after --grace); a third SIGKILLs it at once. Each press waits for the command to say what the one
+    before did (--grace 600: a SIGKILL comes from the third press only)."""
+    chain, registry = direct
+    resource = f"lock/ctrl-c-{presses}"
+    mode = "dies-on-term" if presses == 2 else "ignores-term"
+    proc = lock_process(
+        node.url,
+        registry,
+        resource,
+        "--grace",
+        "600",
+        "--latency-margin",
+        "5",
+        "--json",
+        "--",
+        sys.executable,
+        "-c",
+        STUBBORN,
+        mode,
+    )
+    lines = Lines(proc.stdout)
+    try:
+        assert lines.next() == "ready"
+        proc.send_signal(signal.SIGINT)
+        assert lines.next() == "SIGINT", "the first Ctrl-C is the command's"
+        proc.send_signal(signal.SIGINT)
+        assert lines.next() == "SIGTERM", "the second stops it (on main: forwarded, 'SIGINT' again)"
+        if presses == 3:
+            proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 128 + (signal.SIGTERM if presses == 2 else signal.SIGKILL)
+        err = proc.stderr.read()
+        assert "SIGINT again: stopping the command's session" in err
+        assert ("SIGINT again: SIGKILL to the command's session" in err) == (presses == 3)
+        document = json.loads(lines.rest()[-1])
+        assert document["command"]["signal"] == ("SIGTERM" if presses == 2 else "SIGKILL")
+    finally:  # a failing run leaves nothing behind: killed, `lock`'s sentinel stops the command's session
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        lines.thread.join(120)  # its stdout ends once the command's session is gone
+        proc.stdout.close()
+        proc.stderr.close()
+    assert registry.last_lease(resource).status is LeaseStatus.RELEASED
+
+
 def test_wait_takes_the_resource_once_its_holder_releases_it(node, direct, tmp_path):
     """--wait waits while held (acquire(wait=)): the test releases B's lease only after the CLI was refused once."""
     chain, registry = direct

@@ -12,8 +12,9 @@ with the lease's own failure modes closed::
                          its session id before it execs, so no moment exists where CMD runs
                          and the sentinel does not know it
     supervise            signals to `lock` (INT, TERM, HUP, QUIT, USR1, USR2, WINCH) go to
-                         CMD's process group once each; a loss, or the sentinel firing, stops
-                         CMD's whole session (SIGTERM + SIGCONT, SIGKILL after --grace)
+                         CMD's process group once each, but for a second SIGINT (Ctrl-C again),
+                         which stops CMD's whole session (a third: SIGKILL at once); a loss, or
+                         the sentinel firing, stops it too (SIGTERM + SIGCONT, SIGKILL after --grace)
     CMD exits            what is left of its session is stopped the same way; once no
                          process of it is left the lease is released: exit CMD's code
 
@@ -160,7 +161,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "chainfence exits 107 naming the end. lock's own ends exit 100 + their code (below), apart from every code "
         "CMD exits with under 100. If chainfence itself dies (any signal, SIGKILL included) or freezes, "
         "a sentinel process stops CMD's session before the lease can end on-chain. SIGINT, SIGTERM, SIGHUP, "
-        "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each.",
+        "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each; a second "
+        "SIGINT (Ctrl-C again) stops CMD's session instead (SIGTERM, SIGKILL after --grace), a third kills it.",
         epilog=EPILOG,
     )
     lock.add_argument("resource", help=f"the resource's name ({NAME_RULES})")
@@ -495,11 +497,26 @@ def _supervise(
     stop: SessionStop | None = None
     exited = False  # the leader exited (not yet reaped: its pid, the session's id, stays ours)
     loss: LeaseLost | None = None
+    interrupts = 0  # SIGINTs (Ctrl-C) taken since the command started
     done = False
     try:
         while True:
             for sig in signals.take():
-                if sig != signal.SIGCHLD and not exited:
+                if sig == signal.SIGINT:
+                    interrupts += 1
+                if sig == signal.SIGINT and interrupts > 1:  # Ctrl-C again: the command did not stop on the first
+                    if stop is None:
+                        _say_err(
+                            f"chainfence lock: SIGINT again: stopping the command's session {sid} (SIGTERM, SIGKILL "
+                            f"after {grace:g} s; Ctrl-C once more: SIGKILL now)"
+                        )
+                        sentinel.stopping(sentinel.clock() + grace)
+                        stop = SessionStop(sid, time.monotonic() + grace, group_safe=lambda: True, clock=time.monotonic)
+                    elif not stop.killed:
+                        _say_err(f"chainfence lock: SIGINT again: SIGKILL to the command's session {sid}")
+                        stop.kill_at = time.monotonic()
+                        stop.poll()  # SIGKILL to every process of the session, now
+                elif sig != signal.SIGCHLD and not exited:
                     _forward(sid, sig)
             if loss is None:
                 loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
