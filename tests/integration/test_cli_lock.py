@@ -342,9 +342,12 @@ def test_a_command_that_cannot_run_exits_as_a_shell_says_it(node, direct, tmp_pa
 # ---------------------------------------------------------------------------
 
 
-def run_stalled(node, direct, tmp_path, monkeypatch, resource: str, *child_args: str, grace: str = "10"):
-    """Run `lock` in this thread; a driver stalls the node once the child runs and moves chain time and
-    the keep-alive clock together, one second at a time, until the child reports its SIGTERM."""
+def run_stalled(
+    node, direct, tmp_path, monkeypatch, resource: str, *child_args: str, grace: str = "10", down: bool = False
+):
+    """Run `lock` in this thread; a driver stalls the node once the child runs (``down``: its proxy drops
+    every request, as a dead node's port would) and moves chain time and the keep-alive clock together, one
+    second at a time, until the child reports its SIGTERM."""
     chain, registry = direct
     clock = WatchedClock()
     monkeypatch.setattr(_cli_lock, "_CLOCK", clock)
@@ -363,20 +366,27 @@ def run_stalled(node, direct, tmp_path, monkeypatch, resource: str, *child_args:
             try:
                 read(tmp_path / "started.json")
                 seen["lease"] = registry.lease_of(resource)
+                seen["proxy"] = proxy.url
                 start = seen["lease"].expires_at - TTL
-                proxy.stall()
+                if down:
+                    proxy.down = True
+                else:
+                    proxy.stall()
                 for second in range(1, TTL + 5):
                     chain.set_next_block_time(start + second)
                     chain.mine()
                     clock.now = float(second)
                     clock.wait_read(float(second), unless=terminated.exists)
-                    if second == TTL // 2:
+                    if second == TTL // 2 and not down:
                         proxy.wait_held(1)  # the renewal went out; the node does not answer
+                    if second == TTL // 2 and down:  # a renewal went out and was dropped
+                        wait_until(lambda: any(fault == "drop_request" for *_, fault in proxy.log), "a dropped renewal")
                     if terminated.exists() or second >= deadline:
                         wait_until(terminated.exists, "the child got SIGTERM")
                         break
                 seen["on_chain_at_stop"] = registry.last_lease(resource)
             finally:
+                proxy.down = False
                 proxy.resume()  # let the CLI's release through
 
         driver = threading.Thread(target=drive)
@@ -415,7 +425,23 @@ def test_a_stalled_node_stops_the_command_before_the_lease_ends_on_chain(node, d
     assert terminated["chain_time"] <= lease.expires_at - 13
     at_stop = seen["on_chain_at_stop"]
     assert at_stop.live and at_stop.token == lease.token and at_stop.expires_at == lease.expires_at
-    assert "lost the lease" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "lost the lease" in err
+    # Issue 27: the loss names the node that did not answer (on main: only "no renewal confirmed ...").
+    assert f"the node at {seen['proxy']} did not answer the renewal before the deadline" in err, err
+
+
+def test_a_dead_node_is_named_as_unreachable_when_the_lease_is_lost(node, direct, tmp_path, monkeypatch, capsys):
+    """Issue 27: a lease lost to a node that stopped answering said "deadline: no renewal confirmed" and no
+    more; it now says the node at which URL was unreachable, and why."""
+    code, seen, terminated = run_stalled(node, direct, tmp_path, monkeypatch, "lock/dead-node", down=True)
+    assert code == cli.lock_exit_code(cli.EXIT_LOST) and terminated["signal"] == signal.SIGTERM
+    assert terminated["chain_time"] < seen["lease"].expires_at, "stopped before the on-chain expiry"
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "lost the lease" in line]
+    assert said and "(deadline: " in said[0], err
+    assert "(deadline: no renewal was confirmed before the local safe deadline)" in said[0]
+    assert f"; the node at {seen['proxy']} is unreachable: the node did not answer " in said[0], said[0]
 
 
 def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period(node, direct, tmp_path, monkeypatch):

@@ -60,7 +60,7 @@ from typing import Any
 
 from .. import endings
 from ..endings import End, LocalEnd, Refusal
-from ..errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost
+from ..errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable
 from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock
 from ._common import (
     EPILOG,
@@ -388,7 +388,7 @@ def run(
             code = _hold(lease, registry, list(command), signals, grace, keep_margins, url, sentinel, said, on_end)
         except LeaseLost as error:
             if not any(error is loss for loss in said):  # found only as the keep-alive stopped
-                _say_err(f"chainfence lock: {_explain(error)}")
+                _say_err(f"chainfence lock: {_explain(error, url)}")
             if error.why in _LOCAL_ENDS:  # given up locally: it may still be live on-chain, and nothing runs now
                 _release_quietly(lease)
             if on_lost is not None:
@@ -522,7 +522,7 @@ def _supervise(
                 loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
                 if loss is not None and stop is None:
                     _say_err(
-                        f"chainfence lock: {_explain(loss)}; stopping the command's session {sid} "
+                        f"chainfence lock: {_explain(loss, url)}; stopping the command's session {sid} "
                         f"(SIGTERM, SIGKILL after {grace:g} s)"
                     )
                     said.append(loss)
@@ -559,7 +559,7 @@ def _supervise(
     if loss is None:
         loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
         if loss is not None:
-            _say_err(f"chainfence lock: {_explain(loss)}; the command had ended")
+            _say_err(f"chainfence lock: {_explain(loss, url)}; the command had ended")
             said.append(loss)
     if loss is not None:
         raise loss
@@ -593,14 +593,30 @@ def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
     )
 
 
-def _explain(loss: LeaseLost) -> str:
-    """The loss in one clause: which end, in the model's words, then what revealed it."""
+def _explain(loss: LeaseLost, url: str | None = None) -> str:
+    """The loss in one clause: which end, in the model's words, then what revealed it; for a deadline, what
+    the node (at ``url``, its path and query left out) did with the renewals."""
     try:
         end: End | LocalEnd = End(loss.why)
     except ValueError:
         end = LocalEnd(loss.why)
     text = f"lost the lease of token {loss.token} on {loss.resource!r} ({loss.why}: {end.describe})"
+    if end is LocalEnd.DEADLINE:
+        return f"{text}; {_unanswered(loss.__cause__, url)}"
     return f"{text}; {loss.detail}" if loss.detail and isinstance(end, End) else text
+
+
+def _unanswered(cause: BaseException | None, url: str | None) -> str:
+    """Why no renewal was confirmed by the deadline: the node at ``url`` unreachable (the last renewal's
+    ``cause``), another failure, or no answer at all to the renewal still waiting."""
+    from .._node.transports import redact_url  # here: only a loss needs it
+
+    node = f"the node at {redact_url(url)}" if url else "the node"
+    if cause is None:
+        return f"{node} did not answer the renewal before the deadline (stalled, or unreachable)"
+    if isinstance(cause, NodeUnreachable):
+        return f"{node} is unreachable: {cause}"
+    return f"the last renewal {node} was sent failed: {type(cause).__name__}: {cause}"
 
 
 def _release_quietly(lease: Any) -> None:
