@@ -232,7 +232,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     timeline.add_argument("--since", type=_time, help=f"draw from this time on ({TIME_HELP})")
     timeline.add_argument("--until", type=_time, help=f"draw up to this time ({TIME_HELP})")
     timeline.add_argument(
-        "--rejections", help="a guard's rejections to overlay: a JSON list of {resource, time, token, holder, reason}"
+        "--rejections",
+        metavar="FILE",
+        help="a guard's rejections to overlay: the file Guard(rejection_log=FILE) writes (a JSON object a line), or "
+        "a JSON list of them; each {resource, time, token, holder, reason}, time in unix seconds or ISO 8601",
     )
     timeline.set_defaults(run=_timeline)
 
@@ -456,22 +459,36 @@ def _plain(resource: Any) -> str:
 
 
 def _rejections(path: str | None) -> list[Any]:
+    """``--rejections FILE``: what ``Guard(rejection_log=FILE)`` wrote (one JSON object a line), or a JSON
+    list of such objects; ``time`` in unix seconds, or a string :func:`_time` reads (ISO 8601)."""
     from ..audit.timeline import Rejection
 
     if path is None:
         return []
     try:
-        entries = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        if text.lstrip().startswith("["):
+            entries = json.loads(text)
+        else:  # JSON Lines, as a guard records them
+            entries = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"cannot read rejections from {path}: {exc}") from None
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
-        raise InvalidInput(f"{path}: expected a JSON list of objects")
+        raise InvalidInput(f"{path}: expected JSON objects, one a line, or a JSON list of them")
     wanted = {"resource", "time", "token", "holder", "reason"}
     rejections = []
-    for entry in entries:
+    for number, entry in enumerate(entries, 1):
         unknown = set(entry) - wanted
         if unknown:
-            raise InvalidInput(f"{path}: unknown field(s) {sorted(unknown)} in a rejection")
+            raise InvalidInput(f"{path}: unknown field(s) {sorted(unknown)} in rejection {number}")
+        missing = {"resource", "time", "token"} - set(entry)
+        if missing:
+            raise InvalidInput(f"{path}: rejection {number} lacks {', '.join(sorted(missing))}")
+        if isinstance(entry.get("time"), str):
+            try:
+                entry = {**entry, "time": _time(entry["time"])}
+            except argparse.ArgumentTypeError as bad:
+                raise InvalidInput(f"{path}: rejection {number}: {bad}") from None
         rejections.append(Rejection(**entry))
     return rejections
 

@@ -111,6 +111,7 @@ class AsyncGuard:
         headers: HeaderSource | None = None,
         proof_provider: Any = None,
         completeness: str | None = None,
+        rejection_log: str | os.PathLike[str] | None = None,
     ) -> AsyncGuard:
         """``Guard(registry, path, ...)`` for asyncio: the same arguments, checks and errors, opened (and
         first synced, in ``follow`` mode) in a worker thread. ``registry`` is an
@@ -143,6 +144,7 @@ class AsyncGuard:
                 headers=headers,
                 proof_provider=proof_provider,
                 completeness=completeness,
+                rejection_log=rejection_log,
             )
             return opening.deliver(guard)
 
@@ -261,6 +263,10 @@ class AsyncGuard:
     @property
     def completeness(self) -> str:
         return self.guard.completeness
+
+    @property
+    def rejection_log(self) -> Path | None:
+        return self.guard.rejection_log
 
 
 class _Opening:

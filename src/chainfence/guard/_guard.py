@@ -38,12 +38,15 @@ from ..errors import (
     LeaseCompleted,
     LeaseReleased,
     LeaseRevoked,
+    NotAdmitted,
+    RequestRejected,
     StaleToken,
     TokenNotCurrent,
     UnknownToken,
 )
 from ._admission_cache import AdmissionCache
 from ._follower import Follower, FollowStatus, Page
+from ._rejections import RejectionLog
 from ._requests import RequestVerifier, remember_once
 from ._store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
 from ._verdict import Verdict
@@ -60,6 +63,10 @@ if TYPE_CHECKING:
     from ..registry import Registry
 
 logger = _log.get("chainfence.guard")  # the guard's one logger, whichever module logs
+
+#: What a guard refuses a write for (what ``rejection_log`` records): a token not current, a holder not
+#: admitted, a request that failed its checks. Chain failures and bad arguments are no refusal of a write.
+_REFUSALS = (TokenNotCurrent, NotAdmitted, RequestRejected)
 
 
 def _doubt(reason: str, **fields: Any) -> NoReturn:
@@ -131,6 +138,9 @@ class Guard:
             block whose bloom may hold a registry event the follower reads, against ``receiptsRoot``
             (one more request per poll with such blocks; nothing withheld passes). Default:
             ``"receipts"`` with ``headers=`` (no single provider bends that guard), ``"bloom"`` without.
+        rejection_log: a file to record every refused write in, one JSON line each (resource, time,
+            token, holder, reason: what ``chainfence audit timeline --rejections FILE`` draws; see
+            :mod:`chainfence.guard._rejections`), or None (default: none recorded).
 
     The arguments are kept as attributes of the same names (settings: read, not changed).
 
@@ -156,6 +166,7 @@ class Guard:
         headers: HeaderSource | None = None,
         proof_provider: Any = None,
         completeness: str | None = None,
+        rejection_log: str | os.PathLike[str] | None = None,
     ):
         if admission is not None and not isinstance(admission, Admission):
             raise InvalidInput(
@@ -165,6 +176,8 @@ class Guard:
             raise InvalidInput(f"a guard needs a file path (marks must survive restarts), got {path!r}")
         if mode not in MODES:
             raise InvalidInput(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if rejection_log is not None and (not isinstance(rejection_log, (str, os.PathLike)) or not str(rejection_log)):
+            raise InvalidInput(f"rejection_log must be a file path or None, got {rejection_log!r}")
         if mode == "proven" and headers is None:
             raise InvalidInput(
                 "proven mode needs a header source: headers=QuorumHeaders([...], k=...) or TrustedHeaders(url)"
@@ -203,6 +216,9 @@ class Guard:
         self.headers = headers
         self.proof_provider = proof_provider
         self.completeness: str = checked_by
+        #: Where the refusals are recorded, one JSON line each (:mod:`._rejections`), or None.
+        self.rejection_log = Path(rejection_log) if rejection_log is not None else None
+        self._rejections = RejectionLog(self.rejection_log) if self.rejection_log is not None else None
         # Collaborators.
         self._reader: ProvenReader | None = None
         if headers is not None:
@@ -309,9 +325,14 @@ class Guard:
                     and (self.admission is None or self._admission_cache.admits_known(resource, row[1]))
                 ):
                     return token  # same epoch: one SQLite read
-        verdict = self._judge(resource, token)
-        self._admission_cache.admit(verdict)
-        self._record(verdict)
+        try:
+            verdict = self._judge(resource, token)
+            self._admission_cache.admit(verdict)
+            self._record(verdict)
+        except _REFUSALS as refused:
+            if self._rejections is not None:
+                self._rejections.record(resource, token, None, refused)
+            raise
         return token
 
     def _remembers(self, resource: str, token: int) -> bool:
@@ -596,18 +617,26 @@ class Guard:
         (:class:`~chainfence.errors.ReplayedRequest`). The mark and the
         request are then recorded in one transaction.
         """
-        signed = self._requests.read(
-            request,
-            payload,
-            action=action,
-            audience=self.audience if audience is None else audience,
-            resource=resource,
-            max_age=self.max_request_age,
-        )
-        verdict = self._judge(request.resource, request.token)
-        self._requests.require_holder(signed, verdict, gas=self.erc1271_gas)
-        self._admission_cache.admit(verdict)
-        self._record(verdict, also=lambda conn: remember_once(conn, signed.digest, request.deadline))
+        try:
+            signed = self._requests.read(
+                request,
+                payload,
+                action=action,
+                audience=self.audience if audience is None else audience,
+                resource=resource,
+                max_age=self.max_request_age,
+            )
+            verdict = self._judge(request.resource, request.token)
+            self._requests.require_holder(signed, verdict, gas=self.erc1271_gas)
+            self._admission_cache.admit(verdict)
+            self._record(verdict, also=lambda conn: remember_once(conn, signed.digest, request.deadline))
+        except _REFUSALS as refused:
+            if self._rejections is not None:
+                where = getattr(request, "resource", None)
+                self._rejections.record(
+                    where, getattr(request, "token", None), getattr(request, "holder", None), refused
+                )
+            raise
         return request
 
     def domain(self) -> EIP712Domain:
@@ -777,6 +806,8 @@ class Guard:
         """Stop the follower, close the store's connections (from every thread). Marks stay on disk."""
         self._follower.stop()
         self._store.close()
+        if self._rejections is not None:
+            self._rejections.close()
 
     def _after_fork_in_child(self) -> None:
         """Run in a forked child (os.register_at_fork). Its memory is a frozen copy of the owner's."""
