@@ -157,7 +157,8 @@ def test_the_exit_code_table_is_one_table_with_every_code_in_order():
     assert below == list(range(len(below)))
     assert 13 in codes  # EXIT_UNVERIFIED: a proven answer that does not verify
     # `lock`'s own ends: one row after the codes they add to, then a missing command's, as a shell's (issue 27)
-    assert table[len(below) :] == [f"{_common.LOCK_OWN} + N", "126", "127"]
+    own = f"{_common.LOCK_OWN + 1}–{_common.LOCK_OWN + _common.EXIT_UNVERIFIED}"
+    assert table[len(below) :] == [own, "126", "127"]
     assert codes[len(below) :] == [_common.EXIT_CANNOT_RUN, _common.EXIT_NOT_FOUND] == [126, 127]
 
 
@@ -168,7 +169,8 @@ def test_the_help_epilog_lists_every_exit_code_in_order():
     assert listed == sorted(
         value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)
     )
-    assert f"its own ends exit apart\n  from it, {_common.LOCK_OWN} + their code above" in _common.EPILOG
+    own = f"{_common.LOCK_OWN + 1}-{_common.LOCK_OWN + _common.EXIT_UNVERIFIED}"
+    assert f"\n  {own}  `chainfence lock`'s own ends: {_common.LOCK_OWN} + their code above" in _common.EPILOG
 
 
 def test_the_tooz_example_says_it_needs_the_tester_extra_too():

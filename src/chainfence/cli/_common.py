@@ -104,17 +104,19 @@ exit codes:
   13  `verify --proven`: an answer did not verify: a provider's proof or header does not (stderr names it:
       a lying or lagging provider), the header providers disagree, the header they vouch for is stale or
       behind, or the proof provider serves no eth_getProof; nothing was judged (too few answering: 5)
-  `chainfence lock` exits with its command's code (128+N if a signal N ended it); its own ends exit apart
-  from it, 100 + their code above (as timeout(1) keeps 124-127): 102 usage (nothing ran), 103 held by anyone
-  (this key included, unless --take-over), 105 connection, 109 namespace, 110 lock-delay, 101 other, and
-  107 the lease was lost while the command ran (expired, released, superseded, revoked, granted, rolled
-  back, or no renewal confirmed before the safe deadline: stderr says which); every process of the
-  command's session got SIGTERM, then SIGKILL after --grace
+  101-113  `chainfence lock`'s own ends: 100 + their code above, apart from every code its command exits
+     with (as timeout(1) keeps 124-127): 102 usage (nothing ran), 103 held by anyone (this key included,
+     unless --take-over), 105 connection, 109 namespace, 110 lock-delay, 101 other, and 107 the lease was
+     lost while the command ran (expired, released, superseded, revoked, granted, rolled back, or no
+     renewal confirmed before the safe deadline: stderr says which; every process of the command's
+     session got SIGTERM, then SIGKILL after --grace). Any other code of `chainfence lock` is its
+     command's own (128+N if a signal N ended it)
   126  `chainfence lock`: the command was found but cannot be run (not executable); nothing ran
   127  `chainfence lock`: no such command; nothing ran
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
-             CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
+             CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL,
+             CHAINFENCE_METRICS_PORT (lock, node, mcp: --metrics-port)
   CHAINFENCE_RPC_URL is the node for every command: an http(s) URL, or on the node's machine the
   path of its IPC socket, ending in .ipc (`node` listens on its port and prints its socket); a comma
   list of them (or --endpoints a,b,c) is for the commands that send no transaction (status, verify,
@@ -440,6 +442,36 @@ def completeness(args: argparse.Namespace) -> str:
     from .._node.completeness import mode_of
 
     return mode_of(args.completeness, default="bloom")
+
+
+def metrics_option(parser: argparse.ArgumentParser) -> None:
+    """``--metrics-port PORT``: Prometheus metrics on 127.0.0.1:PORT/metrics while the command runs."""
+    parser.add_argument(
+        "--metrics-port",
+        type=int_at_least(1, 65_535),
+        metavar="PORT",
+        default=None,
+        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics while this runs (default: "
+        "$CHAINFENCE_METRICS_PORT, else none; needs pip install 'chainfence[metrics]'; docs/metrics.md)",
+    )
+
+
+def serve_metrics(args: argparse.Namespace) -> Any:
+    """Start the metrics server ``--metrics-port`` or ``$CHAINFENCE_METRICS_PORT`` names (None: neither)."""
+    port = getattr(args, "metrics_port", None)
+    if port is None:
+        text = os.environ.get("CHAINFENCE_METRICS_PORT", "").strip()
+        if not text:
+            return None
+        if not text.isdigit() or not 1 <= int(text) <= 65_535:
+            raise UsageError(f"$CHAINFENCE_METRICS_PORT must be a port (1..65535), got {text!r}")
+        port = int(text)
+    from .._core.metrics import serve
+
+    try:
+        return serve(port)
+    except OSError as busy:
+        raise UsageError(f"cannot serve metrics on 127.0.0.1:{port}: {busy.strerror or busy}") from None
 
 
 def verbosity_options() -> argparse.ArgumentParser:

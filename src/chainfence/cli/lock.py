@@ -74,11 +74,13 @@ from ._common import (
     deployment,
     emit,
     lock_exit_code,
+    metrics_option,
     positive_int,
     publishable,
     report,
     rpc_url,
     seconds,
+    serve_metrics,
     wait_seconds,
 )
 from ._supervisor import (
@@ -198,6 +200,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         default=None,
         help="seconds a block's timestamp may lag its transaction's send, plus clock drift (default 2)",
     )
+    metrics_option(lock)
     lock.set_defaults(run=_lock)
 
 
@@ -209,8 +212,10 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     check(args.ttl, args.grace, args.latency_margin, args.block_time_margin)
     # Forked first, before web3 is imported and before any thread: a small copy, quick to fork.
     sentinel = Sentinel.start(args.grace, clock=_SENTINEL_CLOCK)
+    metrics: Any = None
     try:
         publishable(args.resource)  # a name acquire would refuse: exit 2 before connecting
+        metrics = serve_metrics(args)  # a thread: after the sentinel's fork
         _chain, registry = connect(args, needs_key=True)
         url = rpc_url(args, deployment(args))
 
@@ -239,6 +244,8 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return error.exit_code
     finally:
         sentinel.close()
+        if metrics is not None:
+            metrics.close()
 
 
 # ----------------------------------------------------------------------
@@ -292,6 +299,7 @@ def end_document(code: int, loss: LeaseLost | None, end: dict[str, Any] | None) 
 
 def child_env(lease: Any, registry: Any, url: str | None) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("CHAINFENCE_METRICS_PORT", None)  # this process serves on that port: a chainfence in CMD must not try
     env.update(
         CHAINFENCE_RESOURCE=lease.resource,
         CHAINFENCE_TOKEN=str(lease.token),

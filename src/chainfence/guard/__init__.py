@@ -42,8 +42,8 @@ of that token. Four modes, chosen at construction:
     follower in trouble never silently becomes ``mark`` mode; ``staleness()``
     and ``follow_status()`` report it.
 
-``proven``: ``strict``, believing no provider. ``Guard(registry, path,
-    mode="proven", headers=QuorumHeaders([...], k=...))`` (or
+``proven``: ``strict``, believing no provider.
+    ``Guard(registry, path, mode="proven", headers=QuorumHeaders([...], k=...))`` (or
     ``TrustedHeaders(url)``, one endpoint trusted for headers): every check
     proves the resource's lease slot with ``eth_getProof`` (from
     ``proof_provider``, default the registry's node; it need not be honest)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
+from .._core import metrics as _metrics
 from ..errors import InvalidInput
 from ._follower import FollowStatus
 from ._guard import Guard
@@ -167,6 +168,7 @@ class AsyncGuard:
         Raises what ``Guard.check`` raises; a rejection never moves the mark."""
         guard = self.guard
         if guard.exclusive and guard._remembers(resource, token):
+            _metrics.guard_accepted("at_mark")
             return token
         return await asyncio.to_thread(guard.check, resource, token)
 

@@ -73,6 +73,7 @@ from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from .. import endings
 from .._core import log as _log
+from .._core import metrics as _metrics
 from .._node import completeness as _completeness
 from .._node import events as _events
 from .._node import headers as _headers
@@ -179,10 +180,15 @@ class Follower:
                 block = self._sync()
             except ChainfenceError as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, LogsIncomplete):
+                    _metrics.follower_synced("logs_incomplete", exc.behind)
+                else:
+                    _metrics.follower_synced("rolled_back" if isinstance(exc, ChainRolledBack) else "error", None)
                 raise
             self.last_error = None
             self._synced_at = time.monotonic()
             self.followed_block = block
+            _metrics.follower_synced("ok", 0)  # at the confirmed head it read
             return block
 
     def staleness(self) -> float:

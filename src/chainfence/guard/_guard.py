@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._core import log as _log
+from .._core import metrics as _metrics
 from .._node import completeness as _completeness
 from .._sdk import names as _names
 from .._sdk import validate as _validate
@@ -67,6 +68,11 @@ logger = _log.get("chainfence.guard")  # the guard's one logger, whichever modul
 #: What a guard refuses a write for (what ``rejection_log`` records): a token not current, a holder not
 #: admitted, a request that failed its checks. Chain failures and bad arguments are no refusal of a write.
 _REFUSALS = (TokenNotCurrent, NotAdmitted, RequestRejected)
+
+
+def _accepted(verdict: Verdict) -> str:
+    """How a check accepted a token, for the metrics: a new epoch, the chain asked, or the mark trusted."""
+    return "new_mark" if verdict.raises else "verified" if verdict.fresh else "at_mark"
 
 
 def _doubt(reason: str, **fields: Any) -> NoReturn:
@@ -314,6 +320,8 @@ class Guard:
                     and (self._plain_mark_mode or self._trusts_marks())
                     and (self.admission is None or self._admission_cache.admits_known(resource, memo[1]))
                 ):
+                    if _metrics.live is not None:
+                        _metrics.live.at_mark.inc()
                     return token  # an owned store, same epoch: two dict lookups
             elif self._trusts_marks():
                 row = self._store.conn().execute(READ_MARK, (resource_id,)).fetchone()
@@ -324,15 +332,18 @@ class Guard:
                     and row[3] is None
                     and (self.admission is None or self._admission_cache.admits_known(resource, row[1]))
                 ):
+                    _metrics.guard_accepted("at_mark")
                     return token  # same epoch: one SQLite read
         try:
             verdict = self._judge(resource, token)
             self._admission_cache.admit(verdict)
             self._record(verdict)
-        except _REFUSALS as refused:
-            if self._rejections is not None:
+        except Exception as refused:
+            _metrics.guard_refused(refused)
+            if self._rejections is not None and isinstance(refused, _REFUSALS):
                 self._rejections.record(resource, token, None, refused)
             raise
+        _metrics.guard_accepted(_accepted(verdict))
         return token
 
     def _remembers(self, resource: str, token: int) -> bool:
@@ -630,13 +641,15 @@ class Guard:
             self._requests.require_holder(signed, verdict, gas=self.erc1271_gas)
             self._admission_cache.admit(verdict)
             self._record(verdict, also=lambda conn: remember_once(conn, signed.digest, request.deadline))
-        except _REFUSALS as refused:
-            if self._rejections is not None:
+        except Exception as refused:
+            _metrics.guard_refused(refused)
+            if self._rejections is not None and isinstance(refused, _REFUSALS):
                 where = getattr(request, "resource", None)
                 self._rejections.record(
                     where, getattr(request, "token", None), getattr(request, "holder", None), refused
                 )
             raise
+        _metrics.guard_accepted(_accepted(verdict))
         return request
 
     def domain(self) -> EIP712Domain:
