@@ -470,6 +470,7 @@ GUARD_SETTINGS = (
     "headers",
     "proof_provider",
     "completeness",
+    "rejection_log",
 )
 
 
