@@ -457,7 +457,7 @@ def _hold(
         sentinel.deadline(to_sentinel(keeper.core.deadline))
         keeper.on_deadline = lambda deadline: sentinel.deadline(to_sentinel(deadline))
         with keeping:
-            code = _supervise(lease, registry, command, signals, sentinel, lost, grace, url, said, on_end)
+            code = _supervise(lease, registry, command, signals, sentinel, lost, grace, url, said, on_end, keeper.core)
         return code
     finally:
         sentinel.close()
@@ -474,6 +474,7 @@ def _supervise(
     url: str | None,
     said: list[LeaseLost],
     on_end: Callable[[dict[str, Any]], Any] | None = None,
+    core: Any = None,
 ) -> int:
     before = [sig for sig in signals.take() if sig != signal.SIGCHLD]
     stopping = [sig for sig in before if sig in TERMINATING]
@@ -530,7 +531,7 @@ def _supervise(
                 loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
                 if loss is not None and stop is None:
                     _say_err(
-                        f"chainfence lock: {_explain(loss, url)}; stopping the command's session {sid} "
+                        f"chainfence lock: {_explain(loss, url, core)}; stopping the command's session {sid} "
                         f"(SIGTERM, SIGKILL after {grace:g} s)"
                     )
                     said.append(loss)
@@ -567,7 +568,7 @@ def _supervise(
     if loss is None:
         loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
         if loss is not None:
-            _say_err(f"chainfence lock: {_explain(loss, url)}; the command had ended")
+            _say_err(f"chainfence lock: {_explain(loss, url, core)}; the command had ended")
             said.append(loss)
     if loss is not None:
         raise loss
@@ -581,6 +582,10 @@ def _forward(sid: int, sig: int) -> None:
         pass
 
 
+#: A deadline the sentinel saw pass: `lock` itself did not renew (frozen, starved), whatever the node did.
+_FROZEN = "chainfence lock did not renew before its safe deadline; its sentinel stopped the command"
+
+
 def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
     """A loss the sentinel's exit reveals: it fired at the deadline `lock` missed, or it died."""
     status = sentinel.exited()
@@ -591,7 +596,7 @@ def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
             resource=lease.resource,
             token=lease.token,
             why=LocalEnd.DEADLINE.value,
-            detail="chainfence lock did not renew before its safe deadline; its sentinel stopped the command",
+            detail=_FROZEN,
         )
     return LeaseLost(
         resource=lease.resource,
@@ -601,30 +606,36 @@ def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
     )
 
 
-def _explain(loss: LeaseLost, url: str | None = None) -> str:
+def _explain(loss: LeaseLost, url: str | None = None, core: Any = None) -> str:
     """The loss in one clause: which end, in the model's words, then what revealed it; for a deadline, what
-    the node (at ``url``, its path and query left out) did with the renewals."""
+    the node (at ``url``, its path and query left out) did with the renewals, as the keep-alive's ``core``
+    saw them (a renewal in flight or none)."""
     try:
         end: End | LocalEnd = End(loss.why)
     except ValueError:
         end = LocalEnd(loss.why)
     text = f"lost the lease of token {loss.token} on {loss.resource!r} ({loss.why}: {end.describe})"
-    if end is LocalEnd.DEADLINE:
-        return f"{text}; {_unanswered(loss.__cause__, url)}"
+    if end is LocalEnd.DEADLINE:  # the node's part, unless lock itself was frozen past it
+        return f"{text}; {_FROZEN if loss.detail == _FROZEN else _unanswered(loss.__cause__, url, core)}"
     return f"{text}; {loss.detail}" if loss.detail and isinstance(end, End) else text
 
 
-def _unanswered(cause: BaseException | None, url: str | None) -> str:
+def _unanswered(cause: BaseException | None, url: str | None, core: Any = None) -> str:
     """Why no renewal was confirmed by the deadline: the node at ``url`` unreachable (the last renewal's
-    ``cause``), another failure, or no answer at all to the renewal still waiting."""
+    ``cause``), no answer to the renewal still in flight, another failure, or no renewal sent at all (``lock``
+    itself frozen or starved). Without the keep-alive's ``core``, what the node confirmed."""
     from .._node.transports import redact_url  # here: only a loss needs it
 
     node = f"the node at {redact_url(url)}" if url else "the node"
-    if cause is None:
-        return f"{node} did not answer the renewal before the deadline (stalled, or unreachable)"
     if isinstance(cause, NodeUnreachable):
         return f"{node} is unreachable: {cause}"
-    return f"the last renewal {node} was sent failed: {type(cause).__name__}: {cause}"
+    if core is not None and core.in_flight is not None:
+        return f"{node} did not answer the renewal sent {core.deadline - core.in_flight:.0f} s before the deadline"
+    if cause is not None:
+        return f"the last renewal {node} was sent failed: {type(cause).__name__}: {cause}"
+    if core is not None:
+        return "no renewal was sent: chainfence lock itself was frozen or starved past its deadline"
+    return f"{node} confirmed no renewal before it"
 
 
 def _release_quietly(lease: Any) -> None:
