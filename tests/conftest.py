@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from tests.support.anvil import Anvil, dev_keys, ipc_path
 from tests.support.sequencer import wait_until
 
@@ -125,7 +125,7 @@ def anvil_node() -> Iterator[Anvil]:
 @pytest.fixture(scope="session")
 def anvil_chain(anvil_node: Anvil) -> Chain:
     """The one Chain talking to the session's anvil node (one nonce counter per key)."""
-    return Chain.connect(anvil_node.url, private_keys=dev_keys(10), poll_latency=0.005, receipt_timeout=30)
+    return Chain.connect(anvil_node.url, private_keys=dev_keys(10), timeouts=Timeouts(receipt=30, poll=0.005))
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

@@ -43,6 +43,7 @@ __all__ = [
     "StuckLease",
     "StuckReport",
     "TermEnded",
+    "Timeouts",
 ]
 
 __version__ = "0.1.0"
@@ -73,13 +74,14 @@ _LAZY = {
     "StuckLease": ".audit.watchdog",
     "StuckReport": ".audit.watchdog",
     "TermEnded": ".recipes.election",
+    "Timeouts": ".chain",
 }
 
 if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
     from .audit import EventKind, LeaseEvent
     from .audit.index import AuditIndex
     from .audit.watchdog import StuckLease, StuckReport
-    from .chain import Chain
+    from .chain import Chain, Timeouts
     from .errors import ChainfenceError
     from .fenced_requests import FencedRequest
     from .guard import Guard

@@ -20,6 +20,7 @@ from chainfence.errors import (
     TokenNotCurrent,
     UnknownToken,
 )
+from chainfence.guard import RequestPolicy
 from tests.support.wallet import AgentWallet
 
 BODY = b'{"report": "daily", "rows": 42}'
@@ -51,7 +52,7 @@ def check(guard, request, body=BODY, **options):
 
 @pytest.fixture
 def guard(registry, tmp_path):
-    with Guard(registry, path=tmp_path / "guard.sqlite", audience=AUDIENCE) as guard:
+    with Guard(registry, path=tmp_path / "guard.sqlite", requests=RequestPolicy(audience=AUDIENCE)) as guard:
         yield guard
 
 
@@ -67,9 +68,9 @@ def test_a_request_signed_by_the_holder_is_accepted_once(alice, guard):
 def test_a_replay_is_refused_after_the_guard_restarts(alice, registry, tmp_path):
     lease = alice.acquire("reports/daily", ttl=60)
     request = lease.sign(BODY, action=ACTION, audience=AUDIENCE)
-    with Guard(registry, path=tmp_path / "g.sqlite", audience=AUDIENCE) as guard:
+    with Guard(registry, path=tmp_path / "g.sqlite", requests=RequestPolicy(audience=AUDIENCE)) as guard:
         check(guard, request, BODY)
-    with Guard(registry, path=tmp_path / "g.sqlite", audience=AUDIENCE) as restarted:
+    with Guard(registry, path=tmp_path / "g.sqlite", requests=RequestPolicy(audience=AUDIENCE)) as restarted:
         with pytest.raises(ReplayedRequest):
             check(restarted, request, BODY)
 
@@ -328,7 +329,9 @@ def test_a_guard_records_refused_requests_and_writes_for_the_timeline(registry, 
     from tests.support.svg_dom import Page
 
     log = tmp_path / "rejections.jsonl"
-    with Guard(registry, path=tmp_path / "logged.sqlite", audience=AUDIENCE, rejection_log=log) as guard:
+    with Guard(
+        registry, path=tmp_path / "logged.sqlite", requests=RequestPolicy(audience=AUDIENCE), rejection_log=log
+    ) as guard:
         first = alice.acquire("reports/daily", ttl=30)
         stale = sign(first)
         chain.advance_time(31)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import Chain, Registry, cli
+from chainfence import Chain, Registry, Timeouts, cli
 from chainfence.cli._supervisor import session_members
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
@@ -56,7 +56,7 @@ def node():
 
 @pytest.fixture(scope="module")
 def direct(node):
-    chain = Chain.connect(node.url, private_keys=dev_keys(4), poll_latency=0.005)
+    chain = Chain.connect(node.url, private_keys=dev_keys(4), timeouts=Timeouts(poll=0.005))
     return chain, Registry.deploy(chain, max_ttl=3_600)
 
 

@@ -704,7 +704,7 @@ def connect(
     name. ``needs_key``: a command that signs (no key is a usage error); ``wants_key``: one that signs when a
     key is given (``mcp``). ``failover``: whether several endpoints may be given, the first that answers
     used (default: when the command signs nothing; see :data:`ENDPOINTS_HELP`)."""
-    from ..chain import Chain
+    from ..chain import Chain, Timeouts
     from ..registry import Registry
 
     record = deployment(args, must_exist=needs_registry)
@@ -722,7 +722,9 @@ def connect(
     unreachable: list[NodeUnreachable] = []
     for url in urls:  # the first that answers (one, unless this command may fail over)
         try:
-            chain = Chain.connect(url, private_key=key, confirmations=args.confirmations, receipt_timeout=args.timeout)
+            chain = Chain.connect(
+                url, private_key=key, confirmations=args.confirmations, timeouts=Timeouts(receipt=args.timeout)
+            )
             break
         except NodeUnreachable as silent:
             unreachable.append(silent)

@@ -41,7 +41,7 @@ With ``metrics_path="/metrics"`` the middleware answers ``GET /metrics`` itself 
 Prometheus metrics (the guard's verdicts, its follower, the node requests: ``docs/metrics.md``; the
 ``[metrics]`` extra); by default no path is taken from the app.
 
-A guard in ``proven`` mode (``Guard(..., mode="proven", headers=...)``)
+A guard in ``proven`` mode (``Guard(..., mode=Proven(headers))``)
 believes no provider; when it cannot prove a verdict, the request is refused
 with 503 and a JSON body that says why, never let through on one
 provider's word: ``ProofInvalid`` (a proof that does not verify against the
