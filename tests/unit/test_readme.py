@@ -93,4 +93,5 @@ def test_the_help_epilog_lists_every_exit_code_in_order():
     assert listed == sorted(
         value for name, value in vars(_common).items() if name.startswith("EXIT_") and isinstance(value, int)
     )
-    assert f"its own ends exit apart\n  from it, {_common.LOCK_OWN} + their code above" in _common.EPILOG
+    own = f"{_common.LOCK_OWN + 1}-{_common.LOCK_OWN + _common.EXIT_UNVERIFIED}"
+    assert f"\n  {own}  `chainfence lock`'s own ends: {_common.LOCK_OWN} + their code above" in _common.EPILOG
