@@ -15,6 +15,10 @@ from chainfence import EventKind, audit
 from chainfence.audit import watchdog
 from chainfence.errors import InvalidInput, StaleToken
 
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 
 def renewals(registry, resource):
     return [e for e in audit.history(registry, resource) if e.kind is EventKind.RENEWED]
