@@ -1,18 +1,24 @@
 """Faces: a chain operation written once, as steps, offered blocking and awaited.
 
 Every operation that touches the chain is a generator of effects (:mod:`chainfence._core.effects`)
-whose name ends in ``_steps``; the public methods of the sync SDK and of its asyncio twins are
-derived from it here, never written twice::
+whose name ends in ``_steps``; the public method of the sync SDK is a plain ``def`` of its name
+that runs them (marked with :func:`drives`, so a reader finds ``def renew`` where ``renew`` is
+offered), and its asyncio twin is derived from the same steps here, never written twice::
 
     class Lease(SyncFace):
         def _renew_steps(self, ttl: int | None = None, *, progress: Any = None) -> Steps[Lease]:
-            \"\"\"Extend this lease ...\"\"\"
             ...
 
-        renew = operation(_renew_steps)        # lease.renew(...): blocking, over the chain's driver
+        @drives(_renew_steps)
+        def renew(self, ttl: int | None = None, *, progress: Any = None) -> Lease:
+            \"\"\"Extend this lease ...\"\"\"
+            return self._drive(self._renew_steps(ttl, progress=progress))   # blocking, over the chain's driver
 
     class AsyncLease(AsyncFace[Lease], core=Lease):
         renew = awaiting(Lease.renew)          # await lease.renew(...): the same steps over asyncio
+
+(:func:`operation` derives the blocking method from the steps instead, for the classes that still
+write it so.)
 
 A derived method is a plain function with the steps' parameters and docstring (``help()`` and
 :func:`inspect.signature` show them); its result is the face's: a :class:`~chainfence.Lease` the
