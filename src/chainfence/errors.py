@@ -72,6 +72,8 @@
     │   └── LeaseSetLost                   a member of an acquire_many set ended (which, and how)
     ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
+    ├── CommandNotRun                      `chainfence lock`: the command could not be started; nothing ran
+    │   └── CommandNotFound                `chainfence lock`: no such command
     └── RequestRejected                    a holder-signed request failed verification
         ├── MalformedRequest (ValueError)  missing or unparsable fields, a payload not the signed one
         ├── InvalidSignature               not signed by the holder it names
@@ -91,7 +93,8 @@ a class not named here takes its parent's::
     exit_code    1 ChainfenceError; 2 InvalidInput, ExtraNotInstalled; 3 LeaseHeld; 4 TokenNotCurrent,
                  NotHolder, NotLive; 5 NodeUnreachable, WrongChain, ChainRolledBack, ContractNotFound,
                  AnvilNotFound; 6 TransactionInDoubt; 7 LeaseLost; 9 NamespaceError, NotAdmitted;
-                 10 LockDelayed; 11 AuditIndexMismatch; 12 AuditIndexDiffers; 13 UnverifiedAnswer, ProofsNotServed
+                 10 LockDelayed; 11 AuditIndexMismatch; 12 AuditIndexDiffers; 13 UnverifiedAnswer, ProofsNotServed;
+                 126 CommandNotRun; 127 CommandNotFound
     http_status  500 ChainfenceError; 400 InvalidInput, MalformedRequest; 401 InvalidSignature, RequestExpired;
                  403 NotHolder, NotAdmitted, NamespaceError, Unauthorized, RequestRejected; 409 LeaseError,
                  LeaseLost, ReplayedRequest; 503 ChainError, GuardError
@@ -124,6 +127,8 @@ __all__ = [
     "ChainError",
     "ChainRolledBack",
     "ChainfenceError",
+    "CommandNotFound",
+    "CommandNotRun",
     "ContractNotFound",
     "DuplicateResource",
     "ExtraNotInstalled",
@@ -1341,6 +1346,24 @@ class FenceBroken(ChainfenceError, RuntimeError):
     resource: str | None = None
     token: int | None = None
     reason: str | None = None
+
+
+class CommandNotRun(ChainfenceError):
+    """``chainfence lock``: ``command`` (the program, as given) was found but could not be started (not
+    executable, a directory ...); ``reason`` is the system's word for why. Nothing ran; the lease was
+    released. ``lock`` exits 126, as a shell does."""
+
+    exit_code = 126
+    template = "cannot run {command!r}: {reason}"
+    command: str | None = None
+    reason: str | None = None
+
+
+class CommandNotFound(CommandNotRun):
+    """``chainfence lock``: no such ``command``: nothing ran; the lease was released. ``lock`` exits 127, as a
+    shell does."""
+
+    exit_code = 127
 
 
 # ---------------------------------------------------------------------------

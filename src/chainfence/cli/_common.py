@@ -34,6 +34,8 @@ from ..errors import (
     AuditIndexDiffers,
     AuditIndexMismatch,
     ChainfenceError,
+    CommandNotFound,
+    CommandNotRun,
     InvalidInput,
     LeaseHeld,
     LeaseLost,
@@ -66,8 +68,8 @@ EXIT_INDEX_DIFFERS = AuditIndexDiffers.exit_code  # 12: `audit verify`: the inde
 EXIT_UNVERIFIED = UnverifiedAnswer.exit_code  # 13: the proven mode: an answer did not verify, or no proofs
 # `chainfence lock` passes its command's code through; its own ends exit apart from it, as timeout(1) keeps
 # 124-127: LOCK_OWN + the code above (103: held, 107: the lease was lost, 102: usage), and as a shell does:
-EXIT_CANNOT_RUN = 126  # `lock`: the command was found but cannot be run (not executable)
-EXIT_NOT_FOUND = 127  # `lock`: no such command
+EXIT_CANNOT_RUN = CommandNotRun.exit_code  # 126: `lock`: the command was found but cannot be run (not executable)
+EXIT_NOT_FOUND = CommandNotFound.exit_code  # 127: `lock`: no such command
 #: What ``chainfence lock`` adds to the code of each of its own ends (:func:`lock_exit_code`).
 LOCK_OWN = 100
 
