@@ -162,6 +162,7 @@ __all__ = [
     "LockDelayed",
     "LogRangeRefused",
     "LogsIncomplete",
+    "MalformedReply",
     "MalformedRequest",
     "NamespaceError",
     "NamespaceTaken",
@@ -880,6 +881,23 @@ class ProviderUnavailable(NodeUnreachable):
         else:
             message = f"provider {self.source} did not answer"
         return message + (f" ({self.detail})" if self.detail else "")
+
+
+class MalformedReply(NodeUnreachable):
+    """The node answered ``method`` with a reply whose ``field`` does not read as what it must be
+    (``value``: what it sent, cut short; ``reason``: what is wrong with it), e.g. a receipt's
+    ``gasUsed`` that is not a quantity or a log's ``transactionHash`` that is not 32 bytes: a provider
+    that lies or is broken. Refused where the reply is read, before any of it is used. As a reply out of
+    bounds, it is no usable answer: a sender waiting for a receipt goes on asking, as it does of a node
+    that does not answer, and reports :class:`OutcomeUnknown` (with the hashes) if it never reads."""
+
+    template = "the node answered {method} with a malformed {field}: {reason} ({value!r})"
+    method: str | None = None
+    field: str | None = None
+    value: Any = None
+
+    def __post_init__(self) -> None:
+        self.value = _bounded(self.value)
 
 
 class RpcError(ChainError):
