@@ -42,6 +42,7 @@
     │   │   └── LogRangeRefused            the provider caps eth_getLogs: a narrower range may pass
     │   ├── WrongChain                     the node serves another chain than expected
     │   ├── ChainRolledBack                the chain's history went back below tokens already seen
+    │   ├── HistoryUnsettled               the audit sync: a provider that keeps changing its history
     │   ├── LogsIncomplete                 a follower waits: the logs answered lack (or invent) a block's logs
     │   ├── ContractNotFound               no FencingRegistry code at that address
     │   ├── InsufficientFunds              the sender cannot pay for gas
@@ -91,8 +92,8 @@ table), and ``http_status``, what a service answers with (:class:`~chainfence.in
 a class not named here takes its parent's::
 
     exit_code    1 ChainfenceError; 2 InvalidInput, ExtraNotInstalled; 3 LeaseHeld; 4 TokenNotCurrent,
-                 NotHolder, NotLive; 5 NodeUnreachable, WrongChain, ChainRolledBack, ContractNotFound,
-                 AnvilNotFound; 6 TransactionInDoubt; 7 LeaseLost; 9 NamespaceError, NotAdmitted;
+                 NotHolder, NotLive; 5 NodeUnreachable, WrongChain, ChainRolledBack, HistoryUnsettled,
+                 ContractNotFound, AnvilNotFound; 6 TransactionInDoubt; 7 LeaseLost; 9 NamespaceError, NotAdmitted;
                  10 LockDelayed; 11 AuditIndexMismatch; 12 AuditIndexDiffers; 13 UnverifiedAnswer, ProofsNotServed;
                  126 CommandNotRun; 127 CommandNotFound
     http_status  500 ChainfenceError; 400 InvalidInput, MalformedRequest; 401 InvalidSignature, RequestExpired;
@@ -140,6 +141,7 @@ __all__ = [
     "HeaderInvalid",
     "HeaderStale",
     "HeadersDisagree",
+    "HistoryUnsettled",
     "InsufficientFunds",
     "InvalidAssignments",
     "InvalidClaimItems",
@@ -940,6 +942,31 @@ class ChainRolledBack(ChainError):
     seen_token: int | None = None
     chain_token: int | None = None
     resource: str | None = None
+
+
+class HistoryUnsettled(ChainError):
+    """The audit index's sync found a block it held replaced ``rewinds`` times and then once more (the
+    last: block ``block``; the last rewind went to block ``fork``): a chain reorganises a few blocks at a
+    time and settles, a provider (``source``) that answers another hash for a block each time it is
+    asked never does (a liar, or a load balancer over nodes on different forks). The sync stopped there;
+    its rewinds and what it indexed after them were undone: the index is as it was before the first
+    (at block ``synced``). ``detail``: how the last replacement showed. Sync again through a provider
+    whose history settles."""
+
+    exit_code = 5
+    rewinds: int | None = None
+    block: int | None = None
+    fork: int | None = None
+    synced: int | None = None
+    source: str | None = None
+    detail: str = ""
+
+    def _message(self) -> str:
+        return (
+            f"the provider{f' {self.source}' if self.source else ''} keeps changing its history: block {self.block}, which the audit "
+            f"index held, was replaced again after {self.rewinds} rewinds (the last to block {self.fork}); "
+            f"nothing of them was kept, the index stands at block {self.synced} as before"
+        )
 
 
 class LogsIncomplete(ChainError):

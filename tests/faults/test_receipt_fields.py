@@ -23,7 +23,6 @@ from chainfence import Chain, Registry, Timeouts
 from chainfence._node import formats
 from chainfence.errors import ChainfenceError, MalformedReply, NodeUnreachable, OutcomeUnknown
 from chainfence.testing.anvil import dev_keys
-from tests.faults.test_log_fields import lied  # noqa: F401  (the fixture: a liar in front of either chain)
 
 #: (the field, as the error names it; the lie told in it)
 LIES = {
@@ -56,7 +55,7 @@ def telling(liar, field: str) -> None:
 
 
 @pytest.mark.parametrize("field", sorted(LIES))
-def test_a_malformed_receipt_field_is_refused_where_the_reply_is_read(lied, field):  # noqa: F811
+def test_a_malformed_receipt_field_is_refused_where_the_reply_is_read(lied, field):
     registry, liar, lied_to = lied
     lease = registry.connect(registry.chain.accounts[1]).acquire("receipts/first", ttl=60)  # two logs: named, acquired
     telling(liar, field)
@@ -72,7 +71,7 @@ def test_a_malformed_receipt_field_is_refused_where_the_reply_is_read(lied, fiel
     assert lied_to.lease_from_tx(lease.tx_hash).token == lease.token
 
 
-def test_control_read_as_before_the_receipt_comes_back_and_fails_where_a_field_is_first_read(lied, monkeypatch):  # noqa: F811
+def test_control_read_as_before_the_receipt_comes_back_and_fails_where_a_field_is_first_read(lied, monkeypatch):
     """The naive read: the receipt wrapped unchecked. It comes back; the lie surfaces later, untyped."""
     registry, liar, lied_to = lied
     monkeypatch.setattr(formats, "check_receipt", lambda raw, method="": None)

@@ -94,7 +94,7 @@ exit codes:
   3  lease held by someone else (`chainfence lock` exits 103 for it: below)
   4  token not current: stale, unknown, expired, released, unconfirmed, or not yours
   5  connection problem: node unreachable, wrong chain, a chain that lost history (rolled back),
-     no registry at the address, no anvil
+     a provider whose history keeps changing (audit sync), no registry at the address, no anvil
   6  transaction timed out (cancelled: nothing happened) or outcome unknown (reconcile: chainfence tx HASH...);
      `chainfence tx`: not settled yet
   7  the lease was lost (`chainfence lock` exits 107 for it: below)
