@@ -20,7 +20,7 @@ judged against it, so a lease is never reported live once its expiry has
 passed by the chain's time or by the verifier's own, even when no block was
 mined since (anvil between transactions, any chain with sparse blocks).
 ``chain.latest_time()`` is the latest block's timestamp. On dev chains
-``advance_time`` mines a block at ``now() + seconds``.
+``advance_time`` moves ``now()`` by ``seconds`` and mines a block there.
 
 Dev chains keep a clock of their own that tests move on purpose (time
 travel, snapshots that take it back), so there the node's pending block is
@@ -52,7 +52,7 @@ from ._core.effects import RPC, Steps, arun, run
 from ._core.faces import AsyncFace, LazySignature, SyncFace, awaiting, operation
 from ._core.records import record
 from ._node.accounts import LocalKey, is_local_account
-from ._node.failures import unreachable_message
+from ._node.failures import is_unknown_method, unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
 from ._node.sending import Sender
 from ._node.transports import redact_url
@@ -64,6 +64,7 @@ from .errors import (
     LeaseError,
     NodeUnreachable,
     NotSupported,
+    RpcError,
     UnknownAccount,
     WrongChain,
 )
@@ -477,8 +478,13 @@ class Chain(SyncFace):
     def _advance_time_steps(self, seconds: int) -> Steps[int]:
         """Move chain time ``seconds`` forward and mine a block there; returns the new :meth:`now`.
 
-        Dev chains only (embedded, anvil). Views see the new time at once;
-        the next transaction is mined after it.
+        Dev chains only (embedded, anvil, hardhat, ganache). Views see the new time at once;
+        the next transaction is mined after it. :meth:`now` moves by exactly ``seconds`` where
+        the node can set the next block's time (``evm_setNextBlockTimestamp``: the embedded
+        chain, anvil, hardhat); ganache has no such control and moves its clock by an offset
+        (``evm_increaseTime``), so there :meth:`now` moves by at least ``seconds`` (by one
+        more on a clock that adds a second a block). A node with neither raises
+        :class:`~chainfence.errors.NotSupported`.
         """
         if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0:
             raise InvalidInput(f"seconds must be an int >= 0, got {seconds!r}")
@@ -491,8 +497,15 @@ class Chain(SyncFace):
                 # block at T - 1 and makes the next one T: now() becomes now() + seconds.
                 yield RPC.tester("time_travel", at)
             else:
-                yield RPC.request("evm_setNextBlockTimestamp", [at])
-                yield RPC.request("evm_mine", [])
+                # hardhat never mines two blocks in the same second: after a block at T its next is T + 1 at
+                # the earliest, so the block goes at T - 1 to make now() T (as the embedded chain's time travel
+                # does). anvil mines blocks in the same second: its next can be T itself.
+                mined_at = at - 1 if self._dev in _STRICTLY_LATER_BLOCKS else at
+                try:
+                    yield from self._dev_steps("evm_setNextBlockTimestamp", [mined_at])
+                except NotSupported:
+                    yield from self._dev_steps("evm_increaseTime", [seconds])  # ganache: an offset on its clock
+                yield from self._dev_steps("evm_mine", [])
         return (yield from self._now_steps())
 
     advance_time = operation(_advance_time_steps)
@@ -502,7 +515,9 @@ class Chain(SyncFace):
 
         For tests at exact boundaries ("acquire at the very second the lease
         expires"). On the embedded chain this mines one empty block at
-        ``timestamp - 1`` unless that block would not be new.
+        ``timestamp - 1`` unless that block would not be new. A node that
+        cannot set the next block's time (ganache: no ``evm_setNextBlockTimestamp``)
+        raises :class:`~chainfence.errors.NotSupported`.
         """
         if isinstance(timestamp, bool) or not isinstance(timestamp, int):
             raise InvalidInput(f"timestamp must be an int, got {timestamp!r}")
@@ -514,7 +529,7 @@ class Chain(SyncFace):
                 yield RPC.tester("time_travel", timestamp)
             return
         self._require_dev("set_next_block_time")
-        yield RPC.request("evm_setNextBlockTimestamp", [timestamp])
+        yield from self._dev_steps("evm_setNextBlockTimestamp", [timestamp])
 
     set_next_block_time = operation(_set_next_block_time_steps)
 
@@ -527,7 +542,7 @@ class Chain(SyncFace):
             return
         self._require_dev("mine")
         for _ in range(blocks):
-            yield RPC.request("evm_mine", [])
+            yield from self._dev_steps("evm_mine", [])
 
     mine = operation(_mine_steps)
 
@@ -536,7 +551,7 @@ class Chain(SyncFace):
         if self.rpc.embedded:
             return (yield RPC.tester("take_snapshot"))
         self._require_dev("snapshot")
-        return (yield RPC.request("evm_snapshot", []))
+        return (yield from self._dev_steps("evm_snapshot", []))
 
     snapshot = operation(_snapshot_steps)
 
@@ -547,7 +562,7 @@ class Chain(SyncFace):
             yield RPC.tester("revert_to_snapshot", snapshot)
         else:
             self._require_dev("revert")
-            if not (yield RPC.request("evm_revert", [snapshot])):
+            if not (yield from self._dev_steps("evm_revert", [snapshot])):
                 raise ChainError(f"the node refused to revert to snapshot {snapshot!r}")
         self._sender.forget_nonces()
         self.__dict__.pop("_seen_tokens", None)
@@ -558,9 +573,17 @@ class Chain(SyncFace):
         if self._dev is None:
             raise NotSupported(f"{what} needs a dev chain (embedded, anvil, hardhat); this node is not one")
 
-    def _dev_rpc(self, method: str, params: list[Any]) -> Any:
-        """A dev-chain JSON-RPC method (evm_mine, evm_snapshot, ...), through the translating layer."""
-        return self.rpc.request(method, params)
+    def _dev_steps(self, method: str, params: list[Any]) -> Steps[Any]:
+        """A dev-chain JSON-RPC method (evm_mine, evm_snapshot, ...), through the translating layer; a node
+        that does not know it raises :class:`~chainfence.errors.NotSupported` naming it."""
+        try:
+            return (yield RPC.request(method, params))
+        except RpcError as error:
+            if not is_unknown_method(error):
+                raise
+            raise NotSupported(f"this dev chain ({self._dev}) has no {method}: {error.rpc_message}") from error
+
+    _dev_rpc = operation(_dev_steps)
 
     # Tests and tools of the 0.1 series called this name.
     _rpc = _dev_rpc
@@ -849,6 +872,10 @@ def _check_connect_args(url: object, chain_id: object) -> None:
     _validate.rpc_url(url)
     if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
         raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
+
+
+#: Dev chains that never mine two blocks in the same second (each block's timestamp is after its parent's).
+_STRICTLY_LATER_BLOCKS = frozenset({"hardhat"})
 
 
 def _dev_name(client_version: str) -> str | None:

@@ -54,7 +54,8 @@
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
     │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
-    │   │   └── ProofsNotServed            proven mode: the provider does not serve eth_getProof
+    │   │   ├── ProofsNotServed            proven mode: the provider does not serve eth_getProof
+    │   │   └── ForkNotSupported           deployment: the node's EVM predates the fork the registry is built for
     │   ├── AnvilNotFound                  `chainfence node` found no anvil binary
     │   └── UnverifiedAnswer               proven mode: an answer did not verify; nothing judged, no mark moved
     │       ├── ProofInvalid               a proof that does not verify against the trusted header (names the provider)
@@ -134,6 +135,7 @@ __all__ = [
     "DuplicateResource",
     "ExtraNotInstalled",
     "FenceBroken",
+    "ForkNotSupported",
     "GuardError",
     "GuardForked",
     "GuardStoreMismatch",
@@ -946,7 +948,7 @@ class ChainRolledBack(ChainError):
 
 class HistoryUnsettled(ChainError):
     """The audit index's sync found a block it held replaced ``rewinds`` times and then once more (the
-    last: block ``block``; the last rewind went to block ``fork``): a chain reorganises a few blocks at a
+    last: block ``block``; the last rewind went to block ``fork_block``): a chain reorganises a few blocks at a
     time and settles, a provider (``source``) that answers another hash for a block each time it is
     asked never does (a liar, or a load balancer over nodes on different forks). The sync stopped there;
     its rewinds and what it indexed after them were undone: the index is as it was before the first
@@ -956,7 +958,7 @@ class HistoryUnsettled(ChainError):
     exit_code = 5
     rewinds: int | None = None
     block: int | None = None
-    fork: int | None = None
+    fork_block: int | None = None
     synced: int | None = None
     source: str | None = None
     detail: str = ""
@@ -964,7 +966,7 @@ class HistoryUnsettled(ChainError):
     def _message(self) -> str:
         return (
             f"the provider{f' {self.source}' if self.source else ''} keeps changing its history: block {self.block}, which the audit "
-            f"index held, was replaced again after {self.rewinds} rewinds (the last to block {self.fork}); "
+            f"index held, was replaced again after {self.rewinds} rewinds (the last to block {self.fork_block}); "
             f"nothing of them was kept, the index stands at block {self.synced} as before"
         )
 
@@ -1082,6 +1084,19 @@ class UnknownAccount(ChainError, LookupError):
 
 class NotSupported(ChainError):
     """The chain does not support the operation (e.g. time travel outside dev chains)."""
+
+
+class ForkNotSupported(NotSupported):
+    """The node's EVM lacks an instruction the registry's code uses: it runs a fork older than ``fork``,
+    the one the registry is compiled for (``instruction``: the one it lacks; ganache 7 is Shanghai).
+    Raised by :meth:`Registry.deploy <chainfence.Registry.deploy>` before anything is sent."""
+
+    template = (
+        "this node's EVM has no {instruction}: the registry is compiled for {fork} and needs a node at {fork} "
+        "or later (ganache 7 stops at shanghai); nothing was deployed"
+    )
+    fork: str = "cancun"
+    instruction: str = "MCOPY"
 
 
 class ProofsNotServed(NotSupported):

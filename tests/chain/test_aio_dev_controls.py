@@ -128,12 +128,12 @@ def test_the_asyncio_controls_run_over_the_asyncio_layer(chain, monkeypatch):
     run(chain, body)
 
 
-def test_a_chain_that_is_not_a_dev_chain_refuses_them_with_not_supported(chain):
-    """The same refusal as the sync chain's, before anything is sent."""
+def test_a_chain_that_is_not_a_dev_chain_refuses_them_with_not_supported(on_anvil):
+    """The same refusal as the sync chain's, before anything is sent (on anvil: the embedded chain is always
+    a dev chain)."""
     from chainfence.errors import NotSupported
 
-    if chain.rpc.embedded:
-        pytest.skip("the embedded chain is always a dev chain")
+    chain = on_anvil.chain
     plain = Chain(chain.rpc, [], dev=None, chain_id=chain.chain_id)
 
     async def body(achain):

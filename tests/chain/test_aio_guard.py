@@ -18,6 +18,10 @@ from chainfence.errors import GuardError, InvalidInput, NotAdmitted, ReplayedReq
 from chainfence.guard import Follow, FollowStatus, RequestPolicy
 from tests.support.sequencer import async_wait_until
 
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 NAME = "aio/guarded"
 BODY = b"report"
 ACTION = "POST /reports"

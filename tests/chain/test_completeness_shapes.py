@@ -9,9 +9,15 @@ answer in doubt.
 
 from __future__ import annotations
 
+import pytest
+
 from chainfence._node import completeness
 from chainfence._node import events as _events
 from chainfence.guard import Follow
+
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
 
 
 def test_an_honest_answer_is_complete_in_every_shape_without_reading_receipts(chain, registry, alice, monkeypatch):

@@ -10,6 +10,9 @@ from chainfence.errors import HeaderInvalid, ProofsNotServed, TokenNotCurrent
 from chainfence.guard import Proven
 from chainfence.proofs import ProvenReader, TrustedHeaders
 
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 
 def reader_for(registry):
     chain = registry.chain

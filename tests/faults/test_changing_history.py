@@ -81,7 +81,9 @@ def test_a_provider_that_keeps_changing_its_history_is_refused_typed_and_the_ind
         index.sync(lied_to, max_blocks=2)
     error = unsettled.value
     assert isinstance(error, ChainError) and error.exit_code == 5
-    assert error.rewinds == index_module.MAX_REWINDS and error.block >= synced and error.fork < synced, repr(error)
+    assert error.rewinds == index_module.MAX_REWINDS and error.block >= synced and error.fork_block < synced, repr(
+        error
+    )
     assert error.synced == synced and "keeps changing its history" in str(error), str(error)
     assert liar.count("eth_getBlockByNumber") - asked < 40 * index_module.MAX_REWINDS, "bounded"
     assert rows(index) == before, "the index is as it was"

@@ -468,6 +468,7 @@ GUARD_SETTINGS = (
     "headers",
     "proof_provider",
     "completeness",
+    "rejection_log",
 )
 
 

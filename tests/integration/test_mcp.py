@@ -350,8 +350,9 @@ def test_over_stdio_two_agents_acquire_collide_renew_release_and_claim(on_anvil,
 
 
 def test_the_readme_mcp_servers_entry_starts_a_working_server(on_anvil, anvil_node, tmp_path):
-    """The README's `mcpServers` entry, with this test's node, registry and key filled in, as a client runs it."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    """The MCP guide's `mcpServers` entry (docs/howto/mcp.md), with this test's node, registry and key filled in,
+    as a client runs it."""
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "howto" / "mcp.md").read_text(encoding="utf-8")
     entry = next(
         json.loads(block) for block in re.findall(r"```json\n(.*?)```", readme, flags=re.S) if "mcpServers" in block
     )["mcpServers"]["chainfence"]

@@ -114,6 +114,7 @@ def test_the_signature_is_short_and_the_async_twin_takes_the_same():
         "timeout",
         "admission",
         "requests",
+        "rejection_log",  # issue 27: the refusals the timeline draws
         "deprecated",
     ]
     twin = [(p.name, p.kind, p.default) for p in inspect.signature(AsyncGuard.open).parameters.values()]

@@ -597,7 +597,7 @@ class AuditIndex:
         return HistoryUnsettled(
             rewinds=rewinds,
             block=reorg.block,
-            fork=fork,
+            fork_block=fork,
             synced=synced,
             source=name_of_chain(chain),
             detail=str(reorg),

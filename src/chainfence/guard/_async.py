@@ -107,6 +107,7 @@ class AsyncGuard:
         timeout: float = 30.0,
         admission: Admission | None = None,
         requests: RequestPolicy = DEFAULT_REQUESTS,
+        rejection_log: str | os.PathLike[str] | None = None,
         **deprecated: Any,
     ) -> AsyncGuard:
         """``Guard(registry, path, ...)`` for asyncio: the same arguments, checks and errors, opened (and
@@ -133,6 +134,7 @@ class AsyncGuard:
                 exclusive=exclusive,
                 timeout=timeout,
                 admission=admission,
+                rejection_log=rejection_log,
             )
             return opening.deliver(guard)
 
@@ -252,6 +254,10 @@ class AsyncGuard:
     @property
     def completeness(self) -> str:
         return self.guard.completeness
+
+    @property
+    def rejection_log(self) -> Path | None:
+        return self.guard.rejection_log
 
 
 class _Opening:

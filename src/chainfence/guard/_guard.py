@@ -39,6 +39,8 @@ from ..errors import (
     LeaseCompleted,
     LeaseReleased,
     LeaseRevoked,
+    NotAdmitted,
+    RequestRejected,
     StaleToken,
     TokenNotCurrent,
     UnknownToken,
@@ -47,6 +49,7 @@ from . import _config
 from ._admission_cache import AdmissionCache
 from ._config import DEFAULT_REQUESTS, MODES, Follow, Mark, Proven, RequestPolicy, Settings
 from ._follower import Follower, FollowStatus, Page
+from ._rejections import RejectionLog
 from ._requests import RequestVerifier, remember_once
 from ._store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
 from ._verdict import Verdict
@@ -63,6 +66,10 @@ if TYPE_CHECKING:
     from ..registry import Registry
 
 logger = _log.get("chainfence.guard")  # the guard's one logger, whichever module logs
+
+#: What a guard refuses a write for (what ``rejection_log`` records): a token not current, a holder not
+#: admitted, a request that failed its checks. Chain failures and bad arguments are no refusal of a write.
+_REFUSALS = (TokenNotCurrent, NotAdmitted, RequestRejected)
 
 
 def _accepted(verdict: Verdict) -> str:
@@ -125,13 +132,16 @@ class Guard:
             ``Admission.on_chain()``, or None (default: any holder).
         requests: what signed requests must be (:class:`~chainfence.guard.RequestPolicy`: the
             audience, the furthest deadline, the ERC-1271 gas; see :meth:`check_request`).
+        rejection_log: a file to record every refused write in, one JSON line each (resource, time,
+            token, holder, reason: what ``chainfence audit timeline --rejections FILE`` draws; see
+            :mod:`chainfence.guard._rejections`), or None (default: none recorded).
 
     The keywords before 0.2 (``follow_interval``, ``max_lag``, ``completeness``, ``headers``,
     ``proof_provider``, ``audience``, ``max_request_age``, ``erc1271_gas``) still work until 0.3, with a
     ``DeprecationWarning`` naming what replaces each (CHANGELOG.md).
 
     The settings are kept as attributes (read, not changed): ``mode`` (its name), ``confirmations``,
-    ``exclusive``, ``path``, ``admission``; the mode's ``follow_interval``, ``max_lag`` and
+    ``exclusive``, ``path``, ``admission``, ``rejection_log``; the mode's ``follow_interval``, ``max_lag`` and
     ``completeness`` (defaults resolved), ``headers`` and ``proof_provider``; the request policy's
     ``audience``, ``max_request_age`` and ``erc1271_gas``.
 
@@ -150,10 +160,11 @@ class Guard:
         timeout: float = 30.0,
         admission: Admission | None = None,
         requests: RequestPolicy = DEFAULT_REQUESTS,
+        rejection_log: str | os.PathLike[str] | None = None,
         **deprecated: Any,
     ):
         given = _config.settings(mode, requests, deprecated, call="Guard", stacklevel=2)
-        self._setup(registry, path, given, confirmations, exclusive, timeout, admission)
+        self._setup(registry, path, given, confirmations, exclusive, timeout, admission, rejection_log)
 
     @classmethod
     def _from_settings(
@@ -166,11 +177,12 @@ class Guard:
         exclusive: bool,
         timeout: float,
         admission: Admission | None,
+        rejection_log: str | os.PathLike[str] | None = None,
     ) -> Guard:
         """A guard of settings already checked (``AsyncGuard.open`` checks them on the event loop, where
         a deprecated keyword's warning points at its caller, and builds the guard in a worker thread)."""
         guard = cls.__new__(cls)
-        guard._setup(registry, path, given, confirmations, exclusive, timeout, admission)
+        guard._setup(registry, path, given, confirmations, exclusive, timeout, admission, rejection_log)
         return guard
 
     def _setup(
@@ -182,6 +194,7 @@ class Guard:
         exclusive: bool,
         timeout: float,
         admission: Admission | None,
+        rejection_log: str | os.PathLike[str] | None = None,
     ) -> None:
         if admission is not None and not isinstance(admission, Admission):
             raise InvalidInput(
@@ -191,6 +204,8 @@ class Guard:
             raise InvalidInput(f"a guard needs a file path (marks must survive restarts), got {path!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise InvalidInput(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if rejection_log is not None and (not isinstance(rejection_log, (str, os.PathLike)) or not str(rejection_log)):
+            raise InvalidInput(f"rejection_log must be a file path or None, got {rejection_log!r}")
         if confirmations is None:
             confirmations = registry.chain.confirmations
         if isinstance(confirmations, bool) or not isinstance(confirmations, int) or confirmations < 0:
@@ -212,6 +227,9 @@ class Guard:
         self.headers = headers
         self.proof_provider = proof_provider
         self.completeness: str = checked_by
+        #: Where the refusals are recorded, one JSON line each (:mod:`._rejections`), or None.
+        self.rejection_log = Path(rejection_log) if rejection_log is not None else None
+        self._rejections = RejectionLog(self.rejection_log) if self.rejection_log is not None else None
         # Collaborators.
         self._reader: ProvenReader | None = None
         if headers is not None:
@@ -327,6 +345,8 @@ class Guard:
             self._record(verdict)
         except Exception as refused:
             _metrics.guard_refused(refused)
+            if self._rejections is not None and isinstance(refused, _REFUSALS):
+                self._rejections.record(resource, token, None, refused)
             raise
         _metrics.guard_accepted(_accepted(verdict))
         return token
@@ -628,6 +648,11 @@ class Guard:
             self._record(verdict, also=lambda conn: remember_once(conn, signed.digest, request.deadline))
         except Exception as refused:
             _metrics.guard_refused(refused)
+            if self._rejections is not None and isinstance(refused, _REFUSALS):
+                where = getattr(request, "resource", None)
+                self._rejections.record(
+                    where, getattr(request, "token", None), getattr(request, "holder", None), refused
+                )
             raise
         _metrics.guard_accepted(_accepted(verdict))
         return request
@@ -799,6 +824,8 @@ class Guard:
         """Stop the follower, close the store's connections (from every thread). Marks stay on disk."""
         self._follower.stop()
         self._store.close()
+        if self._rejections is not None:
+            self._rejections.close()
 
     def _after_fork_in_child(self) -> None:
         """Run in a forked child (os.register_at_fork). Its memory is a frozen copy of the owner's."""

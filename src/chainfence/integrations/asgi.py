@@ -90,6 +90,22 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 class FencingMiddleware:
+    """ASGI middleware in front of ``app``: a request to a fenced route reaches it only holder-signed, for this
+    service, with a token ``guard`` accepts (the module docstring tells the checks and the answers).
+
+    Args:
+        app: the ASGI application it wraps.
+        guard: the :class:`~chainfence.Guard` that judges each request
+            (:meth:`~chainfence.Guard.check_request`, run in a worker thread).
+        resource: the resource every request is fenced by, or a function of the ASGI scope returning
+            it (None: that route is not fenced, and passes through).
+        audience: this service's name, which requests must be signed for (default: the guard's
+            ``audience``; one of them is required).
+        max_body: the largest body read, in bytes (413 above it).
+        metrics_path: a path answering ``GET`` with chainfence's Prometheus metrics (the
+            ``[metrics]`` extra), or None (default: none taken from the app).
+    """
+
     def __init__(
         self,
         app: Callable[[Scope, Receive, Send], Awaitable[None]],
