@@ -117,13 +117,31 @@ def test_control_a_batch_taken_whole_is_refused_by_the_node_for_every_caller(sma
 ITEMS = 4
 
 
-def poor_sender(chain: Chain, registry: Registry) -> tuple[Registry, int]:
-    """A fresh key, funded for a lone pilot and a batch of ``ITEMS`` acquisitions at their bound (at the fee a
-    transaction carries now); returns its registry and the fee."""
-    key = Account.create()
-    address = chain.add_account(key.key)
+def pinned_fees(chain: Chain, monkeypatch) -> int:
+    """Every transaction from now on pays exactly the fee it reserves: the quote of the moment (2 x base
+    fee + tip), with its tip raised to the whole fee, so that what a transaction pays per gas no longer
+    follows the base fee, which falls by up to 12.5 % with each block the batches mine. Unpinned, a chain
+    whose base fee is well above the tip (an anvil after full blocks) charges the batches a fraction of what
+    their limits reserve, and the four items' funding pays for all 24 (``test_control_unpinned_fees_...``)."""
     fees = chain._sender.fees()
     price = fees.get("maxFeePerGas", fees.get("gasPrice"))
+    pinned = {"maxFeePerGas": price, "maxPriorityFeePerGas": price} if "maxFeePerGas" in fees else {"gasPrice": price}
+
+    def fresh_fees(self):
+        return dict(pinned)
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(type(chain._sender), "_fresh_fees", fresh_fees)
+    chain._sender._fee_quote = None
+    return price
+
+
+def poor_sender(chain: Chain, registry: Registry, monkeypatch) -> tuple[Registry, int]:
+    """A fresh key, funded for a lone pilot and a batch of ``ITEMS`` acquisitions at their bound (at the fee
+    every transaction pays: :func:`pinned_fees`); returns its registry and the fee."""
+    key = Account.create()
+    address = chain.add_account(key.key)
+    price = pinned_fees(chain, monkeypatch)
     funds = price * (gas_bound([("acquire", 10)]) + gas_bound([("acquire", 10)] * ITEMS))
     sender = chain.accounts[0]
     chain._sender.transact(
@@ -133,7 +151,7 @@ def poor_sender(chain: Chain, registry: Registry) -> tuple[Registry, int]:
 
 
 def twenty_four_from_a_poor_sender(chain, registry, monkeypatch) -> dict[str, Any]:
-    poor, _price = poor_sender(chain, registry)
+    poor, _price = poor_sender(chain, registry, monkeypatch)
     try:
         batcher = poor.batched()
         gate = SendGate(monkeypatch, chain.rpc, poor.sender)
@@ -175,3 +193,32 @@ def test_control_a_batch_beyond_the_senders_balance_fails_every_caller(chain, re
         type(v).__name__ for v in results.values()
     }
     assert all(isinstance(value, ChainfenceError) for value in results.values())
+
+
+@pytest.mark.parametrize("node_chain", ["anvil"], indirect=True)
+def test_control_unpinned_fees_on_a_chain_whose_base_fee_dwarfs_the_tip_pay_for_all_24(node_chain, monkeypatch):
+    """Why the fees are pinned (a failure CI once saw): with the base fee at 20 gwei and a 1 gwei tip, each
+    batch pays about half of what it reserves, less with each block, and the funding for four items at
+    their bound pays for every one of the 24. Pinned, the same chain refuses some of them."""
+    chain = node_chain
+    registry = Registry.deploy(chain, max_ttl=3_600)
+    outcomes = {}
+    for pinned in (False, True):
+        snapshot = chain.snapshot()
+        chain.rpc.request("anvil_setNextBlockBaseFeePerGas", [hex(20 * 10**9)])
+        chain.mine()
+        chain._sender._fee_quote = None
+        with monkeypatch.context() as patch:
+            if not pinned:
+                patch.setattr(f"{__name__}.pinned_fees", lambda chain, _patch: _quoted_fee(chain))
+            results = twenty_four_from_a_poor_sender(chain, registry, patch)
+        outcomes[pinned] = sum(isinstance(value, Lease) for value in results.values())
+        chain._sender._fee_quote = None
+        chain.revert(snapshot)
+    assert outcomes[False] == 24 and ITEMS <= outcomes[True] < 24, outcomes
+
+
+def _quoted_fee(chain: Chain) -> int:
+    """The fee as quoted, nothing pinned (the control above)."""
+    fees = chain._sender.fees()
+    return fees.get("maxFeePerGas", fees.get("gasPrice"))
