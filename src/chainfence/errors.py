@@ -12,7 +12,7 @@
     │   ├── InvalidNamespace               a namespace prefix: empty, too long, contains '/', a mis-cased address
     │   ├── InvalidPolicy                  a namespace policy: maxTtl or lockDelay above the registry's max, no field
     │   ├── InvalidAssignments             deployment: namespaces and admins of different lengths
-    │   ├── DuplicateResource              acquire_many / a LeaseSet lists a resource twice
+    │   ├── DuplicateResource              a LeaseSet lists a resource twice
     │   └── StaleCursor                    an audit listing's cursor whose row is gone (a reorg): list again
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
@@ -71,7 +71,7 @@
     │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index
     │   └── AuditIndexDiffers              verify: the index and the chain disagree
     ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
-    │   └── LeaseSetLost                   a member of an acquire_many set ended (which, and how)
+    │   └── LeaseSetLost                   a member of a LeaseSet ended (which, and how)
     ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     ├── CommandNotRun                      `chainfence lock`: the command could not be started; nothing ran
@@ -514,7 +514,7 @@ class InvalidAssignments(InvalidInput):
 
 @_contract_error("FencingRegistryDuplicateResource")
 class DuplicateResource(InvalidInput):
-    """A set of leases (``acquire_many``, a :class:`~chainfence.LeaseSet`) lists a resource twice."""
+    """A set of leases (:meth:`LeaseSet.acquire <chainfence.LeaseSet.acquire>`) lists a resource twice."""
 
     template = "resource {where} is listed twice"
     resource_id: bytes | None = None
@@ -1356,7 +1356,7 @@ class LeaseLost(ChainfenceError):
 
 
 class LeaseSetLost(LeaseLost):
-    """A lease set (:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`) can no longer be
+    """A lease set (:meth:`LeaseSet.acquire <chainfence.LeaseSet.acquire>`) can no longer be
     trusted to be held whole: ``resource``, ``token`` and ``why`` name the member that ended (for a
     local end, ``deadline`` or ``error``, the first member: the whole set is given up).
 
