@@ -55,12 +55,12 @@ class Grant:
     def __init__(self, registry):
         chain = registry.chain
         self.registry = registry
-        self.alice = registry.connect(chain.accounts[1])
+        namespace = registry.connect(chain.accounts[1]).namespace()  # alice's own (her address's)
         bob = registry.connect(chain.accounts[2])
-        self.resource = f"{self.alice.namespace_of()}/granted"
+        self.resource = f"{namespace.prefix}/granted"
         self.bob = bob.acquire(self.resource, ttl=600)
         chain.mine(1)
-        self.carol = self.alice.grant(self.resource, chain.accounts[3], 600)
+        self.carol = namespace.grant(self.resource, chain.accounts[3], 600)
         self.block = self.carol.block_number
         chain.mine(1)
 
