@@ -800,6 +800,7 @@ CALLS: list[Call] = [
     Call("Rpc.receipt", lambda w: w.chain.rpc.receipt(w.tx_hash)),
     Call("Rpc.traced_revert", lambda w: w.chain.rpc.traced_revert(w.tx_hash)),
     Call("Rpc.block_receipts", lambda w: w.chain.rpc.block_receipts(block_hashes(w))),
+    Call("Rpc.whole_blocks", lambda w: w.chain.rpc.whole_blocks(block_hashes(w))),
     Call("Rpc.gas_price", lambda w: w.chain.rpc.gas_price()),
     Call("Rpc.max_priority_fee", lambda w: w.chain.rpc.max_priority_fee()),
     # -- chainfence.aio: the same steps over AsyncRpc --------------------------
@@ -958,6 +959,7 @@ CALLS: list[Call] = [
     Call("AsyncRpc.receipt", async_rpc("receipt", lambda w: w.tx_hash)),
     Call("AsyncRpc.traced_revert", async_rpc("traced_revert", lambda w: w.tx_hash)),
     Call("AsyncRpc.block_receipts", async_rpc("block_receipts", block_hashes)),
+    Call("AsyncRpc.whole_blocks", async_rpc("whole_blocks", block_hashes)),
     Call("AsyncRpc.gas_price", async_rpc("gas_price")),
     Call("AsyncRpc.max_priority_fee", async_rpc("max_priority_fee")),
 ]

@@ -213,6 +213,25 @@ def test_content_is_what_the_dataclass_fields_say_apart_from_where():
     assert _completeness.content(acquired(5)) != _completeness.content(acquired(6))
 
 
+def transaction(nonce: int) -> dict:
+    """A dynamic-fee transaction to the registry, as a node sends it (its signature made up: never checked)."""
+    return {
+        "type": "0x2",
+        "chainId": "0x7a69",
+        "nonce": hex(nonce),
+        "maxPriorityFeePerGas": "0x1",
+        "maxFeePerGas": "0x2",
+        "gas": "0x5208",
+        "to": REGISTRY,
+        "value": "0x0",
+        "input": "0x",
+        "accessList": [],
+        "yParity": "0x0",
+        "r": "0x" + "12" * 32,
+        "s": "0x" + "34" * 32,
+    }
+
+
 class ReceiptsNode:
     """An RPC layer over ``blocks`` blocks of one acquisition each: their receipts, hashing to their headers'
     receiptsRoot; records what is asked (``batches``: the blocks of each eth_getBlockReceipts batch; ``alone``:
@@ -222,19 +241,31 @@ class ReceiptsNode:
         self.batching = batching
         self.batches: list[list[int]] = []
         self.alone: list[int] = []
+        self.whole_batches: list[list[int]] = []
+        self.whole_alone: list[int] = []
         self.receipts: dict[str, list[dict]] = {}
+        self.blocks: dict[str, dict] = {}
         self.headers: dict[int, dict] = {}
         for number in range(1, blocks + 1):
             block_hash = "0x" + number.to_bytes(32, "big").hex()
+            tx = transaction(number)
             receipt = receipt_with(acquired(number))
-            receipt.update(status=1, cumulativeGasUsed=21_000, type=2, transactionIndex=0)
+            receipt.update(
+                status=1,
+                cumulativeGasUsed=21_000,
+                type=2,
+                transactionIndex=0,
+                transactionHash="0x" + keccak(_completeness.encode_transaction(tx)).hex(),
+            )
             self.receipts[block_hash] = [receipt]
+            self.blocks[block_hash] = {"hash": block_hash, "transactions": [tx]}
             entry = acquired(number)
             self.headers[number] = {
                 "number": number,
                 "hash": block_hash,
                 "logsBloom": header_with(entry)["logsBloom"],
                 "receiptsRoot": "0x" + _completeness.receipts_root([receipt]).hex(),
+                "transactionsRoot": "0x" + _completeness.trie_root([_completeness.encode_transaction(tx)]).hex(),
             }
 
     def answer(self, *, withheld: int | None = None) -> list[_events.RegistryLog]:
@@ -251,7 +282,17 @@ class ReceiptsNode:
         self.batches.append([int(h, 16) for h in hashes])
         return [self.receipts[h] for h in hashes]
 
+    def whole_blocks(self, hashes):
+        if not self.batching:
+            return [None] * len(hashes)
+        self.whole_batches.append([int(h, 16) for h in hashes])
+        return [self.blocks[h] for h in hashes]
+
     def request(self, method, params):
+        if method == "eth_getBlockByHash":
+            assert params[1] is True, "its transactions whole"
+            self.whole_alone.append(int(params[0], 16))
+            return self.blocks[params[0]]
         assert method == "eth_getBlockReceipts"
         self.alone.append(int(params[0], 16))
         return self.receipts[params[0]]
@@ -270,7 +311,8 @@ def test_the_receipts_mode_asks_a_pages_receipts_a_batch_of_100_at_a_time():
     checked = node.check(node.answer(), "receipts")
     assert checked.held is None and checked.end == 250 and checked.settled == tuple(range(1, 251))
     assert [(batch[0], batch[-1]) for batch in node.batches] == [(1, 100), (101, 200), (201, 250)]
-    assert node.alone == []
+    assert node.whole_batches == node.batches, "their transactions, whole, in the same batches"
+    assert node.alone == node.whole_alone == []
     bloom = ReceiptsNode(250)
     assert bloom.check(bloom.answer(), "bloom").end == 250 and bloom.batches == bloom.alone == [], "nothing read"
 
@@ -291,4 +333,4 @@ def test_a_block_that_does_not_settle_stops_the_batches_there():
 def test_without_batches_each_blocks_receipts_are_asked_alone():
     node = ReceiptsNode(3, batching=False)
     checked = node.check(node.answer(), "receipts")
-    assert checked.end == 3 and node.alone == [1, 2, 3] and node.batches == []
+    assert checked.end == 3 and node.alone == node.whole_alone == [1, 2, 3] and node.batches == []

@@ -30,7 +30,12 @@ through :func:`check_steps`, before its cursor passes a block:
     the reader does not pass it. Of the receipts, only what the root commits
     to is believed (:func:`registry_logs`): a log's place is derived from
     their order, never read, and a registry event in them that does not read
-    keeps the block in doubt, never passes it without that event.
+    keeps the block in doubt, never passes it without that event. A
+    receipt's ``transactionHash``, which the root does not commit to, is
+    checked against the block's transactions, which its
+    ``transactionsRoot`` does (:func:`receipts_hashes_steps`); and the
+    answer must put each event in the transaction (hash and index) its
+    receipt is (:func:`placed`): the audit index keys its events by it.
 
 :func:`check_steps` runs both over a page of blocks and says how far the
 answer is complete: the reader moves its cursor to :attr:`Checked.end` and
@@ -96,14 +101,19 @@ __all__ = [
     "check_steps",
     "content",
     "doubt",
+    "encode_transaction",
     "may_hold",
     "mode_of",
+    "placed",
     "receipts",
+    "receipts_hashes_steps",
     "receipts_root",
     "receipts_steps",
     "registry_logs",
     "settle",
     "settle_steps",
+    "transaction_hashes",
+    "transaction_hashes_steps",
     "trie_root",
 ]
 
@@ -362,19 +372,85 @@ def trie_root(values: Sequence[bytes]) -> bytes:
     return _rlp.keccak256(_rlp.encode(_node(items, 0)))
 
 
+def _tx(tx: Any, name: str, *others: str) -> Any:
+    """Field ``name`` of a transaction as a node sends it (camelCase), or as the in-process chain does
+    (snake_case; ``others``: other names for it); KeyError when it has none."""
+    for key in (name, *others):
+        if key in tx:
+            return tx[key]
+        snake = "".join("_" + c.lower() if c.isupper() else c for c in key)
+        if snake in tx:
+            return tx[snake]
+    raise KeyError(name)
+
+
+def _to(tx: Any) -> bytes:
+    """A transaction's recipient (empty: a creation)."""
+    value = tx.get("to")
+    return b"" if value in (None, "", b"") else _bytes(value)
+
+
+def _access_list(tx: Any) -> list[Any]:
+    return [
+        [_bytes(entry["address"]), [_bytes(key) for key in _tx(entry, "storageKeys")]]
+        for entry in (_tx(tx, "accessList") or ())
+    ]
+
+
+def _signature(tx: Any) -> list[Any]:
+    """A typed transaction's (y parity, r, s): ``yParity`` where the node sends it, else ``v`` (0 or 1)."""
+    try:
+        parity = _tx(tx, "yParity")
+    except KeyError:
+        parity = tx["v"]
+    return [_int(parity), _int(tx["r"]), _int(tx["s"])]
+
+
+def encode_transaction(tx: Any) -> bytes:
+    """A transaction as the transactions trie holds it, from the node's JSON (or the in-process chain's):
+    EIP-2718's type byte and the RLP of its fields (a legacy transaction: the RLP alone), for legacy,
+    access-list (1), dynamic-fee (2), blob (3, without its sidecar) and set-code (4) transactions; its hash
+    is keccak256 of these bytes. ValueError for another type (or KeyError for a field missing)."""
+    kind = _int(tx.get("type") or 0)
+    common = [_int(tx["nonce"]), None, _int(tx["gas"]), _to(tx), _int(tx["value"]), _bytes(_tx(tx, "input", "data"))]
+    if kind == 0:
+        common[1] = _int(_tx(tx, "gasPrice"))
+        return _rlp.encode([*common, _int(tx["v"]), _int(tx["r"]), _int(tx["s"])])
+    chain_id = _int(_tx(tx, "chainId"))
+    if kind == 1:
+        common[1] = _int(_tx(tx, "gasPrice"))
+        return b"\x01" + _rlp.encode([chain_id, *common, _access_list(tx), *_signature(tx)])
+    if kind not in (2, 3, 4):
+        raise ValueError(f"a transaction of type {kind}, which this check cannot encode")
+    fees = [_int(_tx(tx, "maxPriorityFeePerGas")), _int(_tx(tx, "maxFeePerGas"))]
+    fields = [chain_id, common[0], *fees, *common[2:], _access_list(tx)]
+    if kind == 3:
+        fields += [_int(_tx(tx, "maxFeePerBlobGas")), [_bytes(h) for h in _tx(tx, "blobVersionedHashes")]]
+    elif kind == 4:
+        fields.append(
+            [
+                [_int(_tx(a, "chainId")), _bytes(a["address"]), _int(a["nonce"]), *_signature(a)]
+                for a in _tx(tx, "authorizationList")
+            ]
+        )
+    return bytes([kind]) + _rlp.encode([*fields, *_signature(tx)])
+
+
 def receipts_root(receipts_: Sequence[Any]) -> bytes:
     """The receiptsRoot that ``receipts_`` (in transaction order) hash to."""
     return trie_root([encode_receipt(receipt) for receipt in receipts_])
 
 
-def receipts_steps(header: Any, *, given: list[Any] | None = None) -> Steps[list[Any]]:
-    """The block's receipts, in transaction order, checked against its ``receiptsRoot``.
+def receipts_steps(header: Any, *, given: list[Any] | None = None, block: Any = None) -> Steps[list[Any]]:
+    """The block's receipts, in transaction order, checked against its ``receiptsRoot``, each one's
+    ``transactionHash`` against its transaction's (:func:`receipts_hashes_steps`: the trie of receipts does
+    not hold it).
 
     ``eth_getBlockReceipts`` by the block's hash (``given``: what a batch of them already answered for
-    this block); where the node has no such method, one ``eth_getTransactionReceipt`` per transaction of
-    the block (its transactions as the header lists them, or as the node lists them for the block's
-    hash: a header vouched for elsewhere carries no list). Raises :class:`~chainfence.errors.ChainError`
-    when they cannot be had or do not hash to the root."""
+    this block; ``block``: the block with its transactions whole, likewise); where the node has no such method, one ``eth_getTransactionReceipt`` per transaction of
+    the block (as the node lists them for the block's hash, whole: they are checked against the header's
+    ``transactionsRoot`` too). Raises :class:`~chainfence.errors.ChainError` when they cannot be had, do not
+    hash to the root, or name another transaction than theirs."""
     block_hash = "0x" + _bytes(header["hash"]).hex()
     found: Any = given
     if found is None:
@@ -383,18 +459,14 @@ def receipts_steps(header: Any, *, given: list[Any] | None = None) -> Steps[list
         except RpcError:
             found = None
     if not isinstance(found, list):
-        transactions = header.get("transactions")
-        if transactions is None:
-            block = yield RPC.block(block_hash, raw=True)
-            if block is None:
-                raise ChainError(f"the node has no block {block_hash}")
-            transactions = block.get("transactions")
+        if block is None:
+            block = yield from _whole_block_steps(block_hash)
         found = []
-        for tx in transactions or ():
-            tx_hash = tx if isinstance(tx, (str, bytes)) else tx["hash"]
-            receipt = yield RPC.request("eth_getTransactionReceipt", ["0x" + _bytes(tx_hash).hex()])
+        for tx in block.get("transactions") or ():
+            tx_hash = "0x" + _bytes(tx if isinstance(tx, (str, bytes)) else tx["hash"]).hex()
+            receipt = yield RPC.request("eth_getTransactionReceipt", [tx_hash])
             if receipt is None:
-                raise ChainError(f"the node has no receipt for transaction 0x{_bytes(tx_hash).hex()}")
+                raise ChainError(f"the node has no receipt for transaction {tx_hash}")
             found.append(receipt)
     try:
         ordered: list[Any] = sorted(found, key=lambda receipt: _int(receipt.get("transactionIndex", 0)))
@@ -405,12 +477,68 @@ def receipts_steps(header: Any, *, given: list[Any] | None = None) -> Steps[list
         raise ChainError(
             f"block {_int(header['number'])}: the node's receipts do not hash to the header's receiptsRoot"
         )
+    yield from receipts_hashes_steps(header, ordered, block=block)
     return ordered
 
 
 def receipts(chain: Any, header: Any) -> list[Any]:
     """:func:`receipts_steps` over ``chain``'s RPC layer."""
     return _drive(chain, receipts_steps(header))
+
+
+def _whole_block_steps(block_hash: str) -> Steps[Any]:
+    """The block ``block_hash`` with its transactions whole, as the node sends it."""
+    block = yield RPC.request("eth_getBlockByHash", [block_hash, True])
+    if not isinstance(block, dict):
+        raise ChainError(f"the node has no block {block_hash}")
+    return block
+
+
+def transaction_hashes_steps(header: Any, *, block: Any = None) -> Steps[list[bytes]]:
+    """The hashes of the transactions of the block ``header``, in order, as its ``transactionsRoot`` commits
+    to them: its transactions, whole (``block``: the block as the node sent it with them, else asked by
+    hash), each encoded as the trie holds it (:func:`encode_transaction`), must hash to the root; each one's
+    hash is keccak256 of its encoding. Raises :class:`~chainfence.errors.ChainError` otherwise (a provider
+    that lies about them, or a transaction type this check cannot encode)."""
+    number = _int(header["number"])
+    if header.get("transactionsRoot") is None:
+        raise ChainError(f"block {number}: no transactionsRoot to check its transactions against")
+    if block is None:
+        block = yield from _whole_block_steps("0x" + _bytes(header["hash"]).hex())
+    try:
+        encoded = [encode_transaction(tx) for tx in block.get("transactions") or ()]
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ChainError(f"block {number}: a transaction does not encode: {exc!r}") from None
+    if trie_root(encoded) != _bytes(header["transactionsRoot"]):
+        raise ChainError(f"block {number}: the node's transactions do not hash to the header's transactionsRoot")
+    return [_rlp.keccak256(one) for one in encoded]
+
+
+def transaction_hashes(chain: Any, header: Any) -> list[bytes]:
+    """:func:`transaction_hashes_steps` over ``chain``'s RPC layer."""
+    return _drive(chain, transaction_hashes_steps(header))
+
+
+def receipts_hashes_steps(header: Any, receipts_: Sequence[Any], *, block: Any = None) -> Steps[None]:
+    """Check that each of the block's receipts (in order, checked against its ``receiptsRoot``) names its own
+    transaction: its ``transactionHash`` is the hash of the transaction at its place, as the block's
+    ``transactionsRoot`` commits to them (:func:`transaction_hashes_steps`). Neither trie holds a receipt's
+    hash, and a provider may tell any: the audit index keys its events by it and tells a grant from a
+    revoke by it (issue 25). Raises :class:`~chainfence.errors.ChainError` naming the first that does not."""
+    proven = yield from transaction_hashes_steps(header, block=block)
+    number = _int(header["number"])
+    if len(proven) != len(receipts_):
+        raise ChainError(f"block {number}: {len(receipts_)} receipts, but {len(proven)} transactions")
+    for position, (receipt, hash_) in enumerate(zip(receipts_, proven, strict=True)):
+        try:
+            said = _transaction_hash(receipt)
+        except ValueError as exc:
+            raise ChainError(f"block {number}: receipt {position}: {exc}") from None
+        if said != hash_:
+            raise ChainError(
+                f"block {number}: receipt {position} names transaction 0x{said.hex()}, but its transaction "
+                f"hashes to 0x{hash_.hex()} (against the header's transactionsRoot)"
+            )
 
 
 def registry_logs(
@@ -430,8 +558,9 @@ def registry_logs(
     the trie commits to (each log's address, topics and data, the receipts' order) is all that is read of
     them. A log's place is derived from that order (its ``logIndex``: its position among the block's logs,
     as the spec numbers them; its transaction's index: its receipt's position), its block from
-    ``header``, never read from the log; its transaction's hash, which no trie here holds, must read as one
-    (32 bytes). A registry event that does not decode, or whose receipt's hash does not read, raises
+    ``header``, never read from the log; its transaction's hash, which the receipts trie does not hold, is
+    the receipt's, which :func:`receipts_steps` proved against the header's ``transactionsRoot``
+    (:func:`receipts_hashes_steps`), and must read as one (32 bytes). A registry event that does not decode, or whose receipt's hash does not read, raises
     :class:`~chainfence.errors.ChainError`: the block is refused, never passed without it."""
     registry = bytes.fromhex(address[2:])
     known = set(_registry_topics())
@@ -504,6 +633,13 @@ def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
     return tuple(sorted((key, repr(value)) for key, value in fields.items()))
 
 
+def placed(entry: _events.RegistryLog) -> Any:
+    """What a log says (:func:`content`) and the transaction it is in (hash and index): what the answer and
+    the receipts must agree on (its ``logIndex`` aside: nodes number it per block or per transaction; its
+    block is checked apart)."""
+    return (content(entry), entry.tx_hash.lower(), entry.tx_index)
+
+
 def settle_steps(
     header: Any,
     address: str,
@@ -514,21 +650,26 @@ def settle_steps(
     token: int | None = None,
     holder: str | None = None,
     given: list[Any] | None = None,
+    block: Any = None,
 ) -> Steps[str | None]:
     """Settle a block in :func:`doubt` (or, in the ``"receipts"`` mode, one that :func:`may_hold` a log asked
     for) by its receipts: None when the answer holds exactly the registry's logs they hold that the query
-    asked for, else why not. ``given``: the block's receipts as a batch already answered them."""
+    asked for, each in the transaction (hash and index) they put it in, else why not. ``given``: the
+    block's receipts as a batch already answered them; ``block``: the block with its transactions whole,
+    likewise."""
     query: dict[str, Any] = {"kinds": kinds, "resource_id": resource_id, "token": token, "holder": holder}
     try:
-        found = yield from receipts_steps(header, given=given)
-        expected = sorted(content(entry) for entry in registry_logs(found, header, address, **query))
+        found = yield from receipts_steps(header, given=given, block=block)
+        held = registry_logs(found, header, address, **query)
     except (ChainError, RpcError) as exc:
         return f"its receipts could not settle it ({exc})"
-    given = sorted(content(entry) for entry in answered)
-    if expected == given:
+    expected = sorted(placed(entry) for entry in held)
+    if expected == sorted(placed(entry) for entry in answered):
         return None
-    if len(expected) > len(given):
-        return f"its receipts hold {len(expected)} registry events, the answer {len(given)}"
+    if len(held) > len(answered):
+        return f"its receipts hold {len(held)} registry events, the answer {len(answered)}"
+    if sorted(content(entry) for entry in held) == sorted(content(entry) for entry in answered):
+        return "the answer puts its events in other transactions than its receipts do (a transactionHash or index)"
     return "the answer's events are not the ones its receipts hold"
 
 
@@ -634,6 +775,7 @@ def check_steps(
             to_settle[number] = why
     numbers = list(to_settle)
     given: dict[int, Any] = {}
+    wholes: dict[int, Any] = {}
     asked: set[int] = set()
     settled: list[int] = []
     for position, (number, why) in enumerate(to_settle.items()):
@@ -641,11 +783,19 @@ def check_steps(
             # The receipts of this block and the next ones to settle, in one round trip where the node takes
             # batches: at most a batch's worth ahead, so a block that does not settle wastes little.
             part = numbers[position : position + _RECEIPTS_AHEAD]
-            answers = yield RPC.block_receipts(["0x" + _bytes(known[n]["hash"]).hex() for n in part])
+            hashes = ["0x" + _bytes(known[n]["hash"]).hex() for n in part]
+            answers = yield RPC.block_receipts(hashes)
+            blocks = yield RPC.whole_blocks(hashes)  # their transactions, which prove the receipts' hashes
             asked.update(part)
             given.update((n, found) for n, found in zip(part, answers, strict=True) if isinstance(found, list))
+            wholes.update((n, found) for n, found in zip(part, blocks, strict=True) if isinstance(found, dict))
         unsettled = yield from settle_steps(
-            known[number], address, by_block.get(number, []), given=given.get(number), **query
+            known[number],
+            address,
+            by_block.get(number, []),
+            given=given.get(number),
+            block=wholes.get(number),
+            **query,
         )
         if unsettled is not None:
             return Checked(

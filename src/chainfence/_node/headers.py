@@ -208,6 +208,8 @@ class VerifiedHeader:
     vouched_by: tuple[str, ...] = ()
     #: Providers that said something else, and what (a hash, or why their answer did not count).
     dissent: dict[str, str] = field(default_factory=dict)
+    #: The root of the trie of the block's transactions (what proves a receipt's ``transactionHash``).
+    transactions_root: bytes | None = None
 
     @property
     def hash_hex(self) -> str:
@@ -532,6 +534,7 @@ class HeaderSource:
             timestamp=_quantity(block["timestamp"], "timestamp"),
             vouched_by=tuple(vouched),
             dissent={**dissent, **late},
+            transactions_root=_bytes(block["transactionsRoot"], "transactionsRoot"),
         )
         with self._lock:
             self._cache[number] = header

@@ -401,6 +401,25 @@ def block_receipts_steps(node: Node, block_hashes: Sequence[Any], *, chunk: int 
     return found
 
 
+def whole_blocks_steps(node: Node, block_hashes: Sequence[Any], *, chunk: int = 100) -> Steps[list[Any | None]]:
+    """Each block (by hash) with its transactions whole (``eth_getBlockByHash``, true), in order, as the node
+    sent them, one JSON-RPC batch per ``chunk`` blocks where the node takes batches; None where a batch did
+    not answer, and for every block where the node takes no batches (the caller asks each as it needs it).
+    What proves the receipts' transaction hashes (:func:`chainfence._node.completeness.transaction_hashes_steps`)."""
+    hashes = [hash_id(block_hash) for block_hash in block_hashes]
+    if not node.batches or not hashes:
+        return [None] * len(hashes)
+    found: list[Any | None] = []
+    for start in range(0, len(hashes), chunk):
+        part = hashes[start : start + chunk]
+        replies = yield from _batch(node, [("eth_getBlockByHash", [block_hash, True]) for block_hash in part])
+        if replies is None:
+            found.extend([None] * len(part))
+            continue
+        found.extend(None if isinstance(reply, ChainfenceError) else reply for reply in replies)
+    return found
+
+
 # -- fees --------------------------------------------------------------------------------------
 
 

@@ -242,6 +242,7 @@ class Rpc:
     receipt = _blocking(_methods.receipt_steps)
     traced_revert = _blocking(_methods.traced_revert_steps)
     block_receipts = _blocking(_methods.block_receipts_steps)
+    whole_blocks = _blocking(_methods.whole_blocks_steps)
     gas_price = _blocking(_methods.gas_price_steps)
     max_priority_fee = _blocking(_methods.max_priority_fee_steps)
 
@@ -352,6 +353,7 @@ class AsyncRpc:
     receipt = _awaiting(_methods.receipt_steps)
     traced_revert = _awaiting(_methods.traced_revert_steps)
     block_receipts = _awaiting(_methods.block_receipts_steps)
+    whole_blocks = _awaiting(_methods.whole_blocks_steps)
     gas_price = _awaiting(_methods.gas_price_steps)
     max_priority_fee = _awaiting(_methods.max_priority_fee_steps)
 

@@ -209,26 +209,38 @@ def _proofs(index: _Index, registry: Any, reader: Any, synced: int) -> list[str]
             "number": number,
             "hash": vouched.hash,
             "receiptsRoot": vouched.receipts_root,
+            "transactionsRoot": vouched.transactions_root,
             "transactions": transactions,
         }
         try:
-            found = _completeness.receipts(chain, header)
-            expected = sorted(
-                _completeness.content(entry)
+            found = _completeness.receipts(chain, header)  # their transaction hashes proven too
+            held = [
+                entry
                 for entry in _completeness.registry_logs(found, header, registry.address)
                 if entry.kind in _events.LEASE_KINDS
-            )
+            ]
         except (ChainfenceError, KeyError, TypeError, ValueError) as exc:
             differences.append(f"block {number}: receipts not checked against the vouched receiptsRoot: {exc}")
             continue
-        indexed = sorted(
-            _completeness.content(_projection.log_from_row(row)[0])
+        in_index = [
+            _projection.log_from_row(row)[0]
             for row in index._conn.execute(f"SELECT {_projection.EVENT_COLUMNS} FROM events WHERE block = ?", (number,))
-        )
-        if expected != indexed:
+        ]
+        # What each event says and the transaction it is in (hash and index; schema 2 did not record the index)
+        placed = [_completeness.placed(entry) for entry in held], [_completeness.placed(entry) for entry in in_index]
+        if any(entry.tx_index is None for entry in in_index):
+            placed = [one[:2] for one in placed[0]], [one[:2] for one in placed[1]]
+        if sorted(placed[0]) == sorted(placed[1]):
+            continue
+        if sorted(map(_completeness.content, held)) == sorted(map(_completeness.content, in_index)):
+            differences.append(
+                f"block {number}: its receipts (verified against the vouched receiptsRoot, their transactions "
+                "against its transactionsRoot) put its lease events in other transactions than the index does"
+            )
+        else:
             differences.append(
                 f"block {number}: its receipts (verified against the vouched receiptsRoot) hold "
-                f"{len(expected)} lease events, the index {len(indexed)}, or other ones"
+                f"{len(held)} lease events, the index {len(in_index)}, or other ones"
             )
     head = reader.headers.at(synced)
     # The registry's highest token (its counter, one proof away) against the index's: a resource the index
