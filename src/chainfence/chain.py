@@ -44,11 +44,10 @@ import contextlib
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ._core import log as _log
 from ._core.effects import RPC, Steps, arun, run
-from ._core.faces import LazySignature
 from ._node.accounts import LocalKey, is_local_account
 from ._node.failures import unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
@@ -78,9 +77,6 @@ logger = _log.get(__name__)
 
 __all__ = ["AsyncChain", "Chain"]
 
-P = ParamSpec("P")
-C = TypeVar("C")
-R = TypeVar("R")
 T = TypeVar("T")
 
 #: Confirmations of a chain that is not a dev chain, unless told otherwise:
@@ -89,10 +85,7 @@ DEFAULT_CONFIRMATIONS = 3
 
 
 class _Connection(NamedTuple):
-    """What :meth:`Chain.connect` and :meth:`AsyncChain.connect` were asked for, checked: both build from it.
-
-    (A named tuple, not a frozen dataclass: a dataclass compiles its methods when its module is imported,
-    1.5% of a whole ``chainfence status``, issue #19.)"""
+    """What :meth:`Chain.connect` and :meth:`AsyncChain.connect` were asked for, checked: both build from it."""
 
     url: str
     signers: list[Signer]
@@ -173,20 +166,6 @@ def _connection(
         poll_latency=poll_latency,
         unreachable_timeout=unreachable_timeout,
     )
-
-
-def _parameters_of(
-    spec: Callable[P, Any],
-) -> Callable[[Callable[Concatenate[C, ...], R]], Callable[Concatenate[C, P], R]]:
-    """Give a method that takes ``(cls, *args, **kwargs)`` the parameters of ``spec``: for type checkers
-    and for :func:`inspect.signature` (help, IDEs), so a parameter is declared in one place. The signature
-    is worked out when first asked for (:class:`~chainfence._core.faces.LazySignature`), not at import."""
-
-    def adopt(method: Callable[Concatenate[C, ...], R]) -> Callable[Concatenate[C, P], R]:
-        method.__wrapped__ = LazySignature(spec, method=method)  # type: ignore[attr-defined]
-        return method
-
-    return adopt
 
 
 def _named(resource: str | None, steps: Steps[T]) -> Steps[T]:
@@ -281,13 +260,23 @@ class Chain:
         )
 
     @classmethod
-    @_parameters_of(_connection)
-    def connect(cls, *args: Any, **kwargs: Any) -> Chain:
+    def connect(
+        cls,
+        url: str,
+        private_key: str | bytes | None = None,
+        *,
+        private_keys: Sequence[str | bytes] = (),
+        chain_id: int | None = None,
+        confirmations: int | None = None,
+        request_timeout: float = 10.0,
+        receipt_timeout: float = 120.0,
+        confirmation_timeout: float = 600.0,
+        poll_latency: float = 0.1,
+        unreachable_timeout: float | None = None,
+    ) -> Chain:
         """Connect to an EVM JSON-RPC node over HTTP(S), or over its IPC socket on this machine (``url`` a
         path ending in ``.ipc``, as ``anvil --ipc`` and ``chainfence node`` make one: the fastest way to a
-        local node): ``connect(url, private_key=None, *,
-        private_keys=(), chain_id=None, confirmations=None, request_timeout=10.0, receipt_timeout=120.0,
-        confirmation_timeout=600.0, poll_latency=0.1, unreachable_timeout=None)``.
+        local node).
 
         Transactions are signed locally with ``private_key`` (and any
         ``private_keys``); the node's own unlocked accounts are never used.
@@ -304,23 +293,32 @@ class Chain:
         ``min(receipt_timeout, 10)``). ``request_timeout``: seconds per
         JSON-RPC request; a late reply is never resent blindly.
         """
-        asked = _connection(*args, **kwargs)
+        asked = _connection(
+            url,
+            private_key,
+            private_keys=private_keys,
+            chain_id=chain_id,
+            confirmations=confirmations,
+            request_timeout=request_timeout,
+            receipt_timeout=receipt_timeout,
+            confirmation_timeout=confirmation_timeout,
+            poll_latency=poll_latency,
+            unreachable_timeout=unreachable_timeout,
+        )
         rpc = Rpc(connect_node(asked.url, timeout=asked.request_timeout))
         try:
-            dev, chain_id = run(
-                asked.identify_steps(), rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext()
-            )
+            dev, served = run(asked.identify_steps(), rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext())
         except BaseException:
             rpc.close()
             raise
-        return asked.chain(rpc, dev, chain_id)
+        return asked.chain(rpc, dev, served)
 
     #: The ``Web3`` of this chain's node, :attr:`rpc`'s (see :meth:`__getattr__`).
     w3: Any
 
     def __getattr__(self, name: str) -> Any:
         # ``w3`` is read from the RPC layer when first asked for, not at connect: the SDK itself never uses
-        # it, and importing web3 costs more than a whole CLI command may take (issue #19).
+        # it, and web3 is kept off a command's path (docs/explanation/design.md).
         if name == "w3":
             return self.rpc.w3
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -612,20 +610,43 @@ class AsyncChain:
     # -- construction ---------------------------------------------------------
 
     @classmethod
-    @_parameters_of(_connection)
-    async def connect(cls, *args: Any, **kwargs: Any) -> AsyncChain:
+    async def connect(
+        cls,
+        url: str,
+        private_key: str | bytes | None = None,
+        *,
+        private_keys: Sequence[str | bytes] = (),
+        chain_id: int | None = None,
+        confirmations: int | None = None,
+        request_timeout: float = 10.0,
+        receipt_timeout: float = 120.0,
+        confirmation_timeout: float = 600.0,
+        poll_latency: float = 0.1,
+        unreachable_timeout: float | None = None,
+    ) -> AsyncChain:
         """:meth:`Chain.connect` for asyncio: the same arguments, checks and errors."""
         import asyncio
 
-        asked = _connection(*args, **kwargs)
+        asked = _connection(
+            url,
+            private_key,
+            private_keys=private_keys,
+            chain_id=chain_id,
+            confirmations=confirmations,
+            request_timeout=request_timeout,
+            receipt_timeout=receipt_timeout,
+            confirmation_timeout=confirmation_timeout,
+            poll_latency=poll_latency,
+            unreachable_timeout=unreachable_timeout,
+        )
         rpc = AsyncRpc(connect_async_node(asked.url, timeout=asked.request_timeout))
         try:
-            dev, chain_id = await arun(asked.identify_steps(), rpc, sleep=asyncio.sleep, lock=_no_lock)
+            dev, served = await arun(asked.identify_steps(), rpc, sleep=asyncio.sleep, lock=_no_lock)
         except BaseException:
             await rpc.close()
             raise
         # The chain the steps and the dev controls keep their state in; it asks nothing now.
-        core = asked.chain(Rpc(connect_node(asked.url, timeout=asked.request_timeout)), dev, chain_id)
+        core = asked.chain(Rpc(connect_node(asked.url, timeout=asked.request_timeout)), dev, served)
         return cls(core, rpc)
 
     @classmethod

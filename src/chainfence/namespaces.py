@@ -22,12 +22,12 @@ admin's revoke and grant of leases and work items.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ._core import log as _log
 from ._core.effects import Steps
 from ._core.faces import operation
-from ._core.records import record
 from ._node import events as _events
 from ._node.rlp import keccak256 as keccak
 from ._sdk import names as _names
@@ -53,7 +53,7 @@ _ZERO = "0x" + "00" * 20
 ADMISSION_CHUNK = 128
 
 
-@record
+@dataclass(frozen=True)
 class NamespacePolicy:
     """A namespace's admin and policy, as the registry reads it.
 
@@ -71,26 +71,6 @@ class NamespacePolicy:
     max_ttl: int
     lock_delay: int
     admission_required: bool
-
-    def __init__(
-        self,
-        name: str,
-        namespace: bytes,
-        admin: str | None,
-        pending_admin: str | None,
-        max_ttl: int,
-        lock_delay: int,
-        admission_required: bool,
-    ) -> None:
-        self.__dict__.update(
-            name=name,
-            namespace=namespace,
-            admin=admin,
-            pending_admin=pending_admin,
-            max_ttl=max_ttl,
-            lock_delay=lock_delay,
-            admission_required=admission_required,
-        )
 
     @property
     def administered(self) -> bool:

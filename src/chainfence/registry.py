@@ -84,8 +84,7 @@ from .lease import AsyncLease, Lease
 from .lease_set import AsyncLeaseSet, LeaseSetOperations
 from .namespaces import NamespaceOperations
 
-if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19),
-    # and the SDK imports the audit only when Registry.history or Registry.stuck is called
+if TYPE_CHECKING:  # the audit family is imported only when Registry.history or Registry.stuck is called
     from .audit._history import LeaseEvent
     from .audit.watchdog import StuckReport
     from .deployment import Deployment
@@ -143,7 +142,7 @@ def _at_steps(cls: type[Registry], chain: Any, address: str, *, sender: Any = No
     """
     address = _validate.address(address, "registry address")
     # The code, and the registry's maxTtl (an immutable: what every later ttl is checked against) in the
-    # same round trip where the node takes batches: a command that acquires asks once less (issue #19).
+    # same round trip where the node takes batches: a command that acquires asks once less.
     max_ttl_call = {"to": address, "data": _artifacts.functions("FencingRegistry")["maxTtl"][0]}
     code, max_ttl = yield RPC.code_and_call(address, max_ttl_call)
     if not code:

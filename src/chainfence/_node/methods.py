@@ -19,11 +19,11 @@ results and the same errors, and neither holds a copy of the other.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .._core import log as _log
 from .._core.effects import Steps
-from .._core.records import record
 from ..errors import ChainError, ChainfenceError, NodeUnreachable, NotSupported, RpcError
 from .failures import TESTER_CONTROLS
 from .formats import (
@@ -71,7 +71,7 @@ class InProcess(NamedTuple):
     args: tuple[Any, ...] = ()
 
 
-@record(frozen=False)
+@dataclass
 class Node:
     """What a layer knows about its node between calls (each :class:`~chainfence._node.rpc.Rpc` has one)."""
 
@@ -81,11 +81,6 @@ class Node:
     batches: bool
     #: The chain id, once asked (it cannot change under a connection).
     chain_id: int | None = None
-
-    def __init__(self, embedded: bool, batches: bool, chain_id: int | None = None) -> None:
-        self.embedded = embedded
-        self.batches = batches
-        self.chain_id = chain_id
 
 
 # -- requests the caller composes ----------------------------------------------------------------
