@@ -78,7 +78,7 @@ import dataclasses
 import functools
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .._core.effects import RPC, Steps, run
 from ..errors import ChainError, InvalidInput, RpcError
@@ -540,8 +540,7 @@ def settle(chain: Any, header: Any, address: str, answered: Sequence[_events.Reg
 # ---------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Checked:
+class Checked(NamedTuple):
     """How far an ``eth_getLogs`` answer for blocks ``first``..``last`` is complete.
 
     ``end`` is the last block up to which every block's logs are checked complete (``first - 1`` when
@@ -550,7 +549,7 @@ class Checked:
     whole page is complete) and ``why`` says what is wrong with it. ``headers`` are the headers the
     check used, by number (``block_hash`` and ``block_time`` read them). ``settled`` are the blocks
     found complete by their receipts (in doubt, or, in the ``"receipts"`` mode, a block whose bloom may
-    hold a log asked for)."""
+    hold a log asked for). (A named tuple, not a dataclass: start time, docs/explanation/design.md.)"""
 
     first: int
     last: int

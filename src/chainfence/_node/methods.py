@@ -19,7 +19,6 @@ results and the same errors, and neither holds a copy of the other.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .._core import log as _log
@@ -71,16 +70,17 @@ class InProcess(NamedTuple):
     args: tuple[Any, ...] = ()
 
 
-@dataclass
 class Node:
-    """What a layer knows about its node between calls (each :class:`~chainfence._node.rpc.Rpc` has one)."""
+    """What a layer knows about its node between calls (each :class:`~chainfence._node.rpc.Rpc` has one).
+    (A plain class, not a dataclass: start time, docs/explanation/design.md.)"""
 
-    #: The node answers in process (the embedded chain).
-    embedded: bool
-    #: Batches may be tried; False once the node refused one (it is asked one request at a time from then on).
-    batches: bool
-    #: The chain id, once asked (it cannot change under a connection).
-    chain_id: int | None = None
+    def __init__(self, embedded: bool, batches: bool, chain_id: int | None = None) -> None:
+        #: The node answers in process (the embedded chain).
+        self.embedded = embedded
+        #: Batches may be tried; False once the node refused one (asked one request at a time from then on).
+        self.batches = batches
+        #: The chain id, once asked (it cannot change under a connection).
+        self.chain_id = chain_id
 
 
 # -- requests the caller composes ----------------------------------------------------------------

@@ -68,8 +68,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .._core import log as _log
 from .._core.effects import RPC, Locked, Sleep, Steps, run
@@ -158,9 +157,9 @@ _NO_SUCH_METHOD = (-32601,)
 IN_FLIGHT = "chainfence_in_flight"
 
 
-@dataclass(frozen=True)
-class InFlight:
-    """A transaction whose caller was interrupted after it may have reached the node."""
+class InFlight(NamedTuple):
+    """A transaction whose caller was interrupted after it may have reached the node. (A named tuple,
+    not a dataclass: start time, docs/explanation/design.md.)"""
 
     sender: str
     tx: dict[str, Any]
