@@ -31,7 +31,7 @@ extensions = [
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
-exclude_patterns = ["_build", "_ext", "**/README.md"]
+exclude_patterns = ["_build", "_ext", "**/README.md", "**/_*.md", "benchmarks/history.md"]
 templates_path: list[str] = []
 
 # MyST: headings get anchors (``page.md#a-heading`` links), ::: fences, definition lists.
@@ -52,6 +52,7 @@ html_title = "chainfence"
 html_theme_options = {
     "description": "Fencing tokens issued on-chain, checked where the writes happen.",
     "fixed_sidebar": True,
+    "page_width": "1180px",
     "show_relbars": True,
 }
 html_static_path: list[str] = []

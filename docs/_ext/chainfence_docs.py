@@ -219,8 +219,8 @@ def _documented(env: Any) -> dict[str, Any]:
 
 def _resolve_name(env: Any, name: str) -> str | None:
     """``name`` as documented: itself, through an alias of its longest aliased prefix, or (``Class.attr``)
-    as the attribute of the class or base class that documents it (``Registry.claim`` is
-    ``ClaimOperations.claim``)."""
+    as the attribute of the class or base class that documents it (``Registry.max_ttl`` is
+    ``RegistryContract.max_ttl``)."""
     objects = _documented(env)
     if name in objects:
         return name
@@ -443,13 +443,22 @@ def exit_meanings() -> dict[str, str]:
     section = EPILOG.split("exit codes:\n", 1)[1].split("\n\n", 1)[0]
     meanings: dict[str, str] = {}
     last = None
+    in_note = False
     for line in section.splitlines():
-        head = re.match(r"^  (\d+(?:[-–]\d+)?)\s+(.*)$", line)
+        head = re.match(r"^  (\d+(?:[-–]\d+)?) {2,}(.*)$", line)  # "  13  meaning": two spaces after the code
+        note = re.match(r"^  (\S.*)$", line)
         if head:
-            last = head.group(1)
+            last, in_note = head.group(1), False
             meanings[last] = head.group(2).strip()
+        elif note and not in_note:  # a paragraph of its own at the codes' indent: `lock`'s "100 + their code"
+            last, in_note = "note", True
+            meanings[last] = note.group(1).strip()
         elif last is not None and line.strip():
             meanings[last] += " " + line.strip()
+    if "note" in meanings:
+        added = re.search(r"\b(\d+) \+ their code", meanings["note"])
+        if added:
+            meanings[f"{added.group(1)} + N"] = meanings.pop("note")
     return meanings
 
 
@@ -470,25 +479,27 @@ class ExitCodes(SphinxDirective):
             cls = getattr(errors, name)
             if inspect.isclass(cls) and "exit_code" in vars(cls):
                 raisers.setdefault(cls.exit_code, []).append(name)
-        rows = []
+        rows: list[tuple[int, list[list[nodes.Node]]]] = []
         for value, name in constants:
             classes: list[nodes.Node] = []
             for error in raisers.get(value, []):
                 if classes:
                     classes.append(nodes.Text(", "))
                 classes.append(_xref(f"chainfence.errors.{error}", error))
-            rows.append(
-                [
-                    [nodes.Text(str(value))],
-                    [_xref(f"chainfence.cli.{name}", name, "data")],
-                    [nodes.Text(meanings.get(str(value), ""))],
-                    classes or [nodes.Text("—")],
-                ]
-            )
-        for code, meaning in meanings.items():  # codes the epilog documents with no constant (a range)
+            row = [
+                [nodes.Text(str(value))],
+                [_xref(f"chainfence.cli.{name}", name, "data")],
+                [nodes.Text(meanings.get(str(value), ""))],
+                classes or [nodes.Text("—")],
+            ]
+            rows.append((value, row))
+        for code, meaning in meanings.items():  # codes the epilog documents with no constant ("100 + N")
             if not any(str(value) == code for value, _ in constants):
-                rows.append([[nodes.Text(code)], [nodes.Text("—")], [nodes.Text(meaning)], [nodes.Text("—")]])
-        return [table(["exit", "constant", "meaning", "raised as (and its subclasses)"], rows, [6, 22, 50, 22])]
+                first = int(re.match(r"\d+", code).group(0)) if re.match(r"\d+", code) else 10**6
+                rows.append((first, [[nodes.Text(code)], [nodes.Text("—")], [nodes.Text(meaning)], [nodes.Text("—")]]))
+        rows.sort(key=lambda item: item[0])
+        header = ["exit", "constant", "meaning", "raised as (and its subclasses)"]
+        return [table(header, [row for _, row in rows], [6, 22, 50, 22])]
 
 
 def table(header: list[str], rows: list[list[list[nodes.Node]]], widths: list[int]) -> nodes.table:

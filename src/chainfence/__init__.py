@@ -43,6 +43,7 @@ __all__ = [
     "StuckLease",
     "StuckReport",
     "TermEnded",
+    "Timeouts",
 ]
 
 __version__ = "0.1.0"
@@ -66,29 +67,30 @@ _LAZY = {
     "Lease": ".lease",
     "LeaseEvent": ".audit",
     "LeaseInfo": ".lease",
-    "LeaseSet": ".lease_set",
+    "LeaseSet": ".recipes.lease_set",
     "LeaseStatus": ".lease",
     "NamespacePolicy": ".namespaces",
     "Registry": ".registry",
     "StuckLease": ".audit.watchdog",
     "StuckReport": ".audit.watchdog",
     "TermEnded": ".recipes.election",
+    "Timeouts": ".chain",
 }
 
 if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
     from .audit import EventKind, LeaseEvent
     from .audit.index import AuditIndex
     from .audit.watchdog import StuckLease, StuckReport
-    from .chain import Chain
+    from .chain import Chain, Timeouts
     from .errors import ChainfenceError
     from .fenced_requests import FencedRequest
     from .guard import Guard
     from .guard.admission import Admission
     from .integrations.fenced_store import FencedStore
     from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
-    from .lease_set import LeaseSet
     from .namespaces import NamespacePolicy
     from .recipes.election import Election, Leader, Leadership, TermEnded
+    from .recipes.lease_set import LeaseSet
     from .registry import Registry
 
 

@@ -12,7 +12,7 @@
     │   ├── InvalidNamespace               a namespace prefix: empty, too long, contains '/', a mis-cased address
     │   ├── InvalidPolicy                  a namespace policy: maxTtl or lockDelay above the registry's max, no field
     │   ├── InvalidAssignments             deployment: namespaces and admins of different lengths
-    │   ├── DuplicateResource              acquire_many / a LeaseSet lists a resource twice
+    │   ├── DuplicateResource              a LeaseSet lists a resource twice
     │   └── StaleCursor                    an audit listing's cursor whose row is gone (a reorg): list again
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
@@ -53,7 +53,8 @@
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
     │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
-    │   │   └── ProofsNotServed            proven mode: the provider does not serve eth_getProof
+    │   │   ├── ProofsNotServed            proven mode: the provider does not serve eth_getProof
+    │   │   └── ForkNotSupported           deployment: the node's EVM predates the fork the registry is built for
     │   ├── AnvilNotFound                  `chainfence node` found no anvil binary
     │   └── UnverifiedAnswer               proven mode: an answer did not verify; nothing judged, no mark moved
     │       ├── ProofInvalid               a proof that does not verify against the trusted header (names the provider)
@@ -69,7 +70,7 @@
     │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index
     │   └── AuditIndexDiffers              verify: the index and the chain disagree
     ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
-    │   └── LeaseSetLost                   a member of an acquire_many set ended (which, and how)
+    │   └── LeaseSetLost                   a member of a LeaseSet ended (which, and how)
     ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     └── RequestRejected                    a holder-signed request failed verification
@@ -128,6 +129,7 @@ __all__ = [
     "DuplicateResource",
     "ExtraNotInstalled",
     "FenceBroken",
+    "ForkNotSupported",
     "GuardError",
     "GuardForked",
     "GuardStoreMismatch",
@@ -504,7 +506,7 @@ class InvalidAssignments(InvalidInput):
 
 @_contract_error("FencingRegistryDuplicateResource")
 class DuplicateResource(InvalidInput):
-    """A set of leases (``acquire_many``, a :class:`~chainfence.LeaseSet`) lists a resource twice."""
+    """A set of leases (:meth:`LeaseSet.acquire <chainfence.LeaseSet.acquire>`) lists a resource twice."""
 
     template = "resource {where} is listed twice"
     resource_id: bytes | None = None
@@ -1034,6 +1036,19 @@ class NotSupported(ChainError):
     """The chain does not support the operation (e.g. time travel outside dev chains)."""
 
 
+class ForkNotSupported(NotSupported):
+    """The node's EVM lacks an instruction the registry's code uses: it runs a fork older than ``fork``,
+    the one the registry is compiled for (``instruction``: the one it lacks; ganache 7 is Shanghai).
+    Raised by :meth:`Registry.deploy <chainfence.Registry.deploy>` before anything is sent."""
+
+    template = (
+        "this node's EVM has no {instruction}: the registry is compiled for {fork} and needs a node at {fork} "
+        "or later (ganache 7 stops at shanghai); nothing was deployed"
+    )
+    fork: str = "cancun"
+    instruction: str = "MCOPY"
+
+
 class ProofsNotServed(NotSupported):
     """``source`` does not serve ``eth_getProof`` (the embedded eth-tester chain does not): the proven
     mode cannot run against it. Use a node that does (anvil, geth, reth, erigon, nethermind, besu)."""
@@ -1291,7 +1306,7 @@ class LeaseLost(ChainfenceError):
 
 
 class LeaseSetLost(LeaseLost):
-    """A lease set (:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`) can no longer be
+    """A lease set (:meth:`LeaseSet.acquire <chainfence.LeaseSet.acquire>`) can no longer be
     trusted to be held whole: ``resource``, ``token`` and ``why`` name the member that ended (for a
     local end, ``deadline`` or ``error``, the first member: the whole set is given up).
 

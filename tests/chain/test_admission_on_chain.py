@@ -12,6 +12,8 @@ import pytest
 
 from chainfence import Admission, Guard, Registry
 from chainfence.errors import NotAdmitted
+from chainfence.guard import Follow, RequestPolicy
+from chainfence.namespaces import Namespace
 from tests.chain.test_admission import AUDIENCE, make_app, post, sign, store_state
 
 RESOURCE = "prod/db"
@@ -25,20 +27,18 @@ def registry(chain, backend_registry):
 
 @pytest.fixture
 def admin(carol, alice):
-    carol.set_policy("prod", admission_required=True)
-    carol.admit("prod", [alice.sender])
+    carol.namespace("prod").set_policy(admission_required=True)
+    carol.namespace("prod").admit([alice.sender])
     return carol
 
 
-def open_guard(registry, tmp_path, mode, **options) -> Guard:
+def open_guard(registry, tmp_path, mode) -> Guard:
     return Guard(
         registry,
         path=tmp_path / f"{mode}.sqlite",
-        mode=mode,
-        follow_interval=3_600,
-        audience=AUDIENCE,
+        mode=Follow(interval=3_600) if mode == "follow" else mode,
+        requests=RequestPolicy(audience=AUDIENCE),
         admission=Admission.on_chain(),
-        **options,
     )
 
 
@@ -59,8 +59,8 @@ def test_a_stranger_holding_from_before_the_policy_is_refused_by_guard_and_middl
     """Bob took prod/db while the namespace was open; the admin then required admission without him."""
     alice.release(RESOURCE, alice.acquire(RESOURCE, ttl=60).token)  # tokens above 1
     stranger = bob.acquire(RESOURCE, ttl=600)
-    carol.set_policy("prod", admission_required=True)
-    carol.admit("prod", [alice.sender])
+    carol.namespace("prod").set_policy(admission_required=True)
+    carol.namespace("prod").admit([alice.sender])
     assert registry.lease_of(RESOURCE).holder == bob.sender  # a policy never evicts a live holder
     with open_guard(registry, tmp_path, mode) as guard:
         if mode == "follow":
@@ -75,7 +75,9 @@ def test_a_stranger_holding_from_before_the_policy_is_refused_by_guard_and_middl
         assert answer.status_code == 403 and answer.json()["error"] == "NotAdmitted"
         assert writes == [] and store_state(guard.path) == before
         # Control: the same guard without the namespace's policy accepts him.
-    with Guard(registry, path=tmp_path / "open.sqlite", mode=mode, audience=AUDIENCE) as open_guard_:
+    with Guard(
+        registry, path=tmp_path / "open.sqlite", mode=mode, requests=RequestPolicy(audience=AUDIENCE)
+    ) as open_guard_:
         assert open_guard_.check(RESOURCE, stranger.token) == stranger.token
 
 
@@ -101,7 +103,7 @@ def test_a_removal_from_the_allowlist_takes_effect_as_documented_per_mode(regist
         for guard in guards.values():
             guard.check(RESOURCE, lease.token)  # the holder's mark, its admission cached
         if removed:
-            admin.admit("prod", [alice.sender], admitted=False)
+            admin.namespace("prod").admit([alice.sender], admitted=False)
         assert registry.lease_of(RESOURCE).token == lease.token  # the lease itself stays live
 
         def verdicts() -> dict[str, str]:
@@ -127,7 +129,7 @@ def test_a_removal_from_the_allowlist_takes_effect_as_documented_per_mode(regist
             else dict.fromkeys(guards, "accepted")
         )
         if removed:  # re-admitted: a cached refusal is never trusted, the chain is asked again
-            admin.admit("prod", [alice.sender])
+            admin.namespace("prod").admit([alice.sender])
             assert verdicts() == dict.fromkeys(guards, "accepted")
     finally:
         for guard in guards.values():
@@ -142,18 +144,18 @@ def test_an_answer_read_while_the_follower_drops_the_namespace_is_not_kept(
     (it was true when read) but is not cached: the next check asks again and is refused."""
     lease = alice.acquire(RESOURCE, ttl=600)
     with open_guard(registry, tmp_path, "follow") as guard:  # nothing cached yet
-        real = registry.is_admitted
+        real = Namespace.is_admitted
         asked = []
 
-        def late_answer(resource, holder, **options):
-            answer = real(resource, holder, **options)  # read before the removal: True
-            admin.admit("prod", [alice.sender], admitted=False)
+        def late_answer(namespace, holder, **options):
+            answer = real(namespace, holder, **options)  # read before the removal: True
+            admin.namespace("prod").admit([alice.sender], admitted=False)
             guard.sync()  # the follower applies the removal meanwhile
             asked.append(answer)
             return answer
 
-        monkeypatch.setattr(registry, "is_admitted", late_answer)
+        monkeypatch.setattr(Namespace, "is_admitted", late_answer)
         assert guard.check(RESOURCE, lease.token) == lease.token and asked == [True]
-        monkeypatch.setattr(registry, "is_admitted", real)
+        monkeypatch.setattr(Namespace, "is_admitted", real)
         with pytest.raises(NotAdmitted):
             guard.check(RESOURCE, lease.token)

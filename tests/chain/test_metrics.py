@@ -16,6 +16,7 @@ from chainfence import AuditIndex, Guard
 from chainfence._core import metrics as _metrics
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import LeaseHeld, LeaseLost, StaleToken
+from chainfence.guard import Follow
 from tests.support.scrape import scrape_in_process, value
 from tests.support.sequencer import wait_until
 from tests.support.virtual_time import SteppedClock
@@ -179,7 +180,7 @@ def test_group_commit_batch_sizes_and_outcomes(alice, bob):
 
 
 def test_the_follower_syncs_and_its_lag(alice, tmp_path):
-    with Guard(alice, path=tmp_path / "guard.sqlite", mode="follow", follow_interval=3600) as guard:
+    with Guard(alice, path=tmp_path / "guard.sqlite", mode=Follow(interval=3600)) as guard:
         lease = alice.acquire("metrics/follow", ttl=30)
         before = scrape_in_process()
         reached = guard.sync()

@@ -40,8 +40,8 @@ from typing import Any
 import pytest
 from eth_utils import keccak
 
-from chainfence import Chain, Lease, Registry
-from chainfence.aio import AsyncChain, AsyncRegistry
+from chainfence import Chain, Lease, LeaseSet, Registry, Timeouts
+from chainfence.aio import AsyncChain, AsyncLeaseSet, AsyncRegistry
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
 
@@ -64,8 +64,8 @@ def acquiring(registry: Registry, path: str, *, guarded: bool = True):
             return lambda: registry.chain._run(registry._acquire_once_steps("jobs/cut", TTL, registry.sender, None, []))
         return lambda: registry.acquire("jobs/cut", ttl=TTL)
     if path == "claim":
-        return lambda: registry.claim("batch", ["x"], TTL)
-    return lambda: registry.acquire_many(["jobs/m1", "jobs/m2"], TTL)
+        return lambda: registry.workset("batch").claim(["x"], TTL)
+    return lambda: LeaseSet.acquire(registry, ["jobs/m1", "jobs/m2"], TTL)
 
 
 async def aacquire(registry: AsyncRegistry, path: str, *, guarded: bool = True) -> Any:
@@ -75,14 +75,14 @@ async def aacquire(registry: AsyncRegistry, path: str, *, guarded: bool = True) 
             return await registry.chain._run(core._acquire_once_steps("jobs/cut", TTL, core.sender, None, []))
         return await registry.acquire("jobs/cut", ttl=TTL)
     if path == "claim":
-        return await registry.claim("batch", ["x"], TTL)
-    return await registry.acquire_many(["jobs/m1", "jobs/m2"], TTL)
+        return await registry.workset("batch").claim(["x"], TTL)
+    return await AsyncLeaseSet.acquire(registry, ["jobs/m1", "jobs/m2"], TTL)
 
 
 def live(registry: Registry, path: str) -> list[str]:
     """The resources of ``path`` someone holds live now."""
     if path == "claim":
-        info = registry.item_lease("batch", "x")
+        info = registry.workset("batch").last_lease("x")
         return ["batch/x"] if info is not None and info.live else []
     return [name for name in names_of(path) if registry.lease_of(name) is not None]
 
@@ -209,7 +209,7 @@ def test_a_cancellation_after_the_send_releases_what_was_acquired(chain, alice, 
 def through_proxy(anvil_node, on_anvil):
     """(the test's registry on the session anvil, an agent registry as account 5 through a proxy, the proxy)."""
     with RpcProxy(anvil_node.url) as proxy:
-        agent_chain = Chain.connect(proxy.url, private_key=dev_keys(10)[5], request_timeout=60, poll_latency=0.01)
+        agent_chain = Chain.connect(proxy.url, private_key=dev_keys(10)[5], timeouts=Timeouts(request=60, poll=0.01))
         agent = Registry.at(agent_chain, on_anvil.address)
         yield on_anvil, agent, proxy
 
@@ -269,7 +269,7 @@ def test_control_ctrl_c_on_an_unguarded_acquisition_leaves_the_lease_live(throug
 
 
 async def agent_async(proxy: RpcProxy, registry: Registry) -> tuple[AsyncChain, AsyncRegistry]:
-    chain = await AsyncChain.connect(proxy.url, private_key=dev_keys(10)[5], request_timeout=60, poll_latency=0.01)
+    chain = await AsyncChain.connect(proxy.url, private_key=dev_keys(10)[5], timeouts=Timeouts(request=60, poll=0.01))
     return chain, await AsyncRegistry.at(chain, registry.address)
 
 

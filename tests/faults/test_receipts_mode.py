@@ -33,13 +33,15 @@ import asyncio
 import pytest
 from eth_account import Account
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, audit
 from chainfence._node import completeness
 from chainfence._node import events as _events
 from chainfence._sdk.names import resource_id
 from chainfence.aio import AsyncGuard
+from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexDiffers, InvalidInput, LogsIncomplete, StaleToken
+from chainfence.guard import Follow
 from chainfence.proofs import QuorumHeaders
 from tests.support.anvil import dev_keys
 from tests.support.follower_proxies import follow_block, follow_guard, in_one_block, through
@@ -334,9 +336,7 @@ def test_the_async_guard_reads_receipts_the_same_way(on_anvil, liar, tmp_path):
         async with await AsyncGuard.open(
             through(on_anvil, liar.url),
             tmp_path / "follow.sqlite",
-            mode="follow",
-            follow_interval=3_600,
-            completeness="receipts",
+            mode=Follow(interval=3_600, completeness="receipts"),
         ) as guard:
             assert guard.completeness == "receipts"
             await guard.sync()
@@ -407,7 +407,7 @@ def test_control_the_bloom_mode_sync_indexes_the_hole_for_good(on_anvil, liar, t
 
 
 def test_history_and_stuck_sync_the_index_in_its_own_mode(on_anvil, liar, tmp_path):
-    """``registry.history(index=)`` and ``registry.stuck(index=)`` sync the index themselves: in the mode
+    """``audit.history(registry, index=)`` and ``watchdog.stuck(registry, index=)`` sync the index themselves: in the mode
     the index was made with (``AuditIndex(completeness="receipts")``), never a weaker one. Through a
     provider that withholds bob's takeover: history up to "latest" answers as of the block before (as of
     a confirmed block), history asked up to the held block is LogsIncomplete (never an answer that lacks
@@ -420,23 +420,23 @@ def test_history_and_stuck_sync_the_index_in_its_own_mode(on_anvil, liar, tmp_pa
     lied_to = through(on_anvil, liar.url)
     index = AuditIndex(tmp_path / "receipts.sqlite", completeness="receipts")
     assert index.completeness == "receipts"
-    latest = lied_to.history(RESOURCE, index=index)
+    latest = audit.history(lied_to, RESOURCE, index=index)
     assert [event.token for event in latest] == [story.stale], "as of the block before the held one"
     assert index.status().synced_block == story.block - 1
     with pytest.raises(LogsIncomplete) as held:
-        lied_to.history(RESOURCE, index=index, to_block=story.block)
+        audit.history(lied_to, RESOURCE, index=index, to_block=story.block)
     assert held.value.block == story.block and held.value.followed == story.block - 1
     assert "the answer 2" in held.value.reason and liar.url in str(held.value)
-    assert lied_to.stuck(index=index).to_block == story.block - 1, "the report says how far it read"
+    assert watchdog.stuck(lied_to, index=index).to_block == story.block - 1, "the report says how far it read"
     liar.honest()
-    assert [event.token for event in lied_to.history(RESOURCE, index=index)][-1] == story.current
+    assert [event.token for event in audit.history(lied_to, RESOURCE, index=index)][-1] == story.current
 
     control = AuditIndex(tmp_path / "bloom.sqlite")
     assert control.completeness == "bloom"
     withholding_the_takeover(liar, story.block)  # the same lie again
-    fooled = lied_to.history(RESOURCE, index=control, to_block=story.block)
+    fooled = audit.history(lied_to, RESOURCE, index=control, to_block=story.block)
     assert [event.token for event in fooled] == [story.stale], "the hole, answered as the whole history"
-    assert lied_to.stuck(index=control).to_block == story.chain.block_number()
+    assert watchdog.stuck(lied_to, index=control).to_block == story.chain.block_number()
 
 
 def test_a_bad_completeness_mode_for_an_index_is_refused_before_the_file_is_made(tmp_path):
@@ -484,7 +484,7 @@ def test_the_receipts_mode_sync_refuses_a_rewritten_expiry_the_bloom_mode_indexe
 def test_a_bad_completeness_mode_is_a_typed_error_and_changes_nothing(on_anvil, tmp_path):
     for bad in ("Receipts", "", 1, True, ["bloom"]):
         with pytest.raises(InvalidInput, match="completeness must be one of"):
-            Guard(on_anvil, tmp_path / "g.sqlite", mode="follow", completeness=bad)
+            Guard(on_anvil, tmp_path / "g.sqlite", mode=Follow(completeness=bad))
         assert not (tmp_path / "g.sqlite").exists()
         index = AuditIndex(tmp_path / "audit.sqlite")
         with pytest.raises(InvalidInput, match="completeness must be one of"):
@@ -494,6 +494,6 @@ def test_a_bad_completeness_mode_is_a_typed_error_and_changes_nothing(on_anvil, 
 
     async def opening():
         with pytest.raises(InvalidInput, match="completeness must be one of"):
-            await AsyncGuard.open(on_anvil, tmp_path / "a.sqlite", mode="follow", completeness="all")
+            await AsyncGuard.open(on_anvil, tmp_path / "a.sqlite", mode=Follow(completeness="all"))
 
     asyncio.run(opening())

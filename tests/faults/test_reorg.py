@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, Timeouts
 from chainfence.errors import NotConfirmed, TokenNotConfirmed
 from tests.support.anvil import dev_keys
 from tests.support.virtual_time import SteppedClock
@@ -37,8 +37,11 @@ def miner(anvil_chain):
     thread.join()
 
 
-def agent(anvil_node, on_anvil, index, **options):
-    chain = Chain.connect(anvil_node.url, private_key=dev_keys(10)[index], poll_latency=0.01, **options)
+def agent(anvil_node, on_anvil, index, confirmations=None, confirmation_timeout=600.0):
+    timeouts = Timeouts(confirmation=confirmation_timeout, poll=0.01)
+    chain = Chain.connect(
+        anvil_node.url, private_key=dev_keys(10)[index], confirmations=confirmations, timeouts=timeouts
+    )
     return Registry.at(chain, on_anvil.address)
 
 
@@ -46,7 +49,7 @@ def test_acquire_returns_only_once_confirmed(anvil_node, on_anvil, miner):
     alice = agent(anvil_node, on_anvil, 1, confirmations=3)
     lease = alice.acquire(RESOURCE, ttl=60)
     assert alice.chain.block_number() - lease.block_number >= 3
-    assert on_anvil.is_current(RESOURCE, lease.token)
+    assert on_anvil.check_current(RESOURCE, lease.token)
 
 
 def test_an_acquisition_that_cannot_get_deep_enough_is_reported_with_its_lease(anvil_node, on_anvil):
@@ -56,7 +59,7 @@ def test_an_acquisition_that_cannot_get_deep_enough_is_reported_with_its_lease(a
     with pytest.raises(NotConfirmed) as unconfirmed:
         alice.acquire(RESOURCE, ttl=60)
     lease = unconfirmed.value.lease
-    assert lease is not None and on_anvil.is_current(RESOURCE, lease.token)
+    assert lease is not None and on_anvil.check_current(RESOURCE, lease.token)
     lease.registry.release(RESOURCE, lease.token, confirmations=0)
     assert on_anvil.lease_of(RESOURCE) is None
 

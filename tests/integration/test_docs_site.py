@@ -219,6 +219,9 @@ def test_the_api_pages_render_the_docstrings_roles_as_links(chromium, site, tmp_
     for documented in ("chainfence.lease.Lease", "chainfence.errors.LeaseHeld", "chainfence.chain.Chain"):
         assert documented in targets, f"no link to {documented}"
     assert "chainfence.registry.Registry.acquire" in page.ids
+    api = out / "reference" / "api"
+    as_built = built_pages(out) | {(api / "chainfence.registry.html").resolve(): page}
+    assert [link for link in broken_links(as_built, out) if link.startswith("reference/api/chainfence.registry")] == []
 
 
 def test_the_reference_pages_are_generated_in_the_browser(chromium, site, tmp_path):  # noqa: F811

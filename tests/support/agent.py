@@ -47,7 +47,7 @@ import sqlite3
 import sys
 import time
 
-from chainfence import Chain, ChainfenceError, Guard, LeaseStatus, Registry
+from chainfence import Chain, ChainfenceError, Guard, LeaseStatus, Registry, Timeouts
 from chainfence.errors import LeaseHeld, TokenNotCurrent
 from chainfence.testing.anvil import dev_keys
 
@@ -57,7 +57,7 @@ def emit(**fields) -> None:
 
 
 def connect(url: str, address: str, key_index: int) -> Registry:
-    chain = Chain.connect(url, private_key=dev_keys(20)[key_index], poll_latency=0.005, receipt_timeout=60)
+    chain = Chain.connect(url, private_key=dev_keys(20)[key_index], timeouts=Timeouts(receipt=60, poll=0.005))
     return Registry.at(chain, address)
 
 
@@ -163,7 +163,7 @@ def claimer(registry: Registry, workset: str, count: int) -> None:
     for line in sys.stdin:
         step = line.strip()
         if step == "claim":
-            lease = registry.claim(workset, items, ttl=60)
+            lease = registry.workset(workset).claim(items, ttl=60)
             if lease is None:
                 emit(event="nothing")
             else:

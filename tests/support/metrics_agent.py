@@ -15,7 +15,7 @@ import json
 import sys
 import time
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.metrics import serve
 from tests.support.anvil import dev_keys
 
@@ -30,7 +30,7 @@ class Clock:
 def main(url: str, address: str, key_index: str, resource: str) -> None:
     server = serve(0)
     print(json.dumps({"metrics": server.url}), flush=True)
-    chain = Chain.connect(url, private_key=dev_keys(20)[int(key_index)], poll_latency=0.005, receipt_timeout=60)
+    chain = Chain.connect(url, private_key=dev_keys(20)[int(key_index)], timeouts=Timeouts(receipt=60, poll=0.005))
     registry = Registry.at(chain, address)
     lease = registry.acquire(resource, ttl=60)
     print("acquired", flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import subprocess
 import sys
 import time
@@ -155,3 +156,39 @@ def test_a_time_of_day_out_of_range_is_a_usage_error_saying_what_is_taken(capsys
 def test_the_help_says_which_zone_a_time_of_day_is_in():
     text = " ".join(cli._parser("audit").subcommand("audit").subcommand("at").format_help().split())
     assert "a time of day alone (14:02, 14:02:30): today's, in this machine's local time unless it says" in text
+
+
+# ---------------------------------------------------------------------------
+# audit timeline --rejections: a guard's log, or a list; ISO times too
+# ---------------------------------------------------------------------------
+
+
+def test_rejections_are_read_as_a_guard_writes_them_and_take_iso_times(tmp_path):
+    """Issue 27: the overlay took a hand-made JSON list whose times were unix seconds only, while --time
+    took ISO. A guard's JSON Lines (Guard(rejection_log=)) and ISO times are read too."""
+    from chainfence.audit.timeline import Rejection
+    from chainfence.cli.audit import _rejections
+    from chainfence.errors import InvalidInput
+
+    lines = tmp_path / "rejections.jsonl"
+    lines.write_text(
+        '{"resource": "r", "time": 1795348987, "token": 3, "holder": null, "reason": "StaleToken"}\n\n'
+        '{"resource": "r", "time": "2026-11-22T12:03:08", "token": 4}\n'
+    )
+    assert _rejections(str(lines)) == [
+        Rejection("r", 1_795_348_987, 3, None, "StaleToken"),
+        Rejection("r", 1_795_348_988, 4),
+    ]
+    listed = tmp_path / "rejections.json"
+    listed.write_text(json.dumps([{"resource": "r", "time": "2026-11-22T12:03:07Z", "token": 3}]))
+    assert _rejections(str(listed)) == [Rejection("r", 1_795_348_987, 3)]
+    for text, said in (
+        ('{"resource": "r", "token": 3}\n', "rejection 1 lacks time"),
+        ('{"resource": "r", "time": "soon", "token": 3}\n', "rejection 1: not unix seconds"),
+        ('{"resource": "r", "time": 1, "token": 3, "extra": 1}\n', "unknown field(s) ['extra'] in rejection 1"),
+        ("[1, 2]", "expected JSON objects"),
+        ("{not json", "cannot read rejections"),
+    ):
+        lines.write_text(text)
+        with pytest.raises(InvalidInput, match=re.escape(said)):
+            _rejections(str(lines))

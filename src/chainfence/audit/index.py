@@ -218,8 +218,8 @@ class AuditIndex:
 
     ``completeness`` is the mode of every sync of this object that names none
     (``"bloom"`` or ``"receipts"``, see :meth:`sync`): the syncs other parts
-    make on their own before they read, ``registry.history(index=...)`` and
-    ``registry.stuck(index=...)``, check each block as strictly as the index's
+    make on their own before they read, ``audit.history(registry, index=...)`` and
+    ``watchdog.stuck(registry, index=...)``, check each block as strictly as the index's
     owner chose.
     """
 

@@ -104,12 +104,13 @@ exit codes:
   13  `verify --proven`: an answer did not verify: a provider's proof or header does not (stderr names it:
       a lying or lagging provider), the header providers disagree, the header they vouch for is stale or
       behind, or the proof provider serves no eth_getProof; nothing was judged (too few answering: 5)
-  `chainfence lock` exits with its command's code (128+N if a signal N ended it); its own ends exit apart
-  from it, 100 + their code above (as timeout(1) keeps 124-127): 102 usage (nothing ran), 103 held by anyone
-  (this key included, unless --take-over), 105 connection, 109 namespace, 110 lock-delay, 101 other, and
-  107 the lease was lost while the command ran (expired, released, superseded, revoked, granted, rolled
-  back, or no renewal confirmed before the safe deadline: stderr says which); every process of the
-  command's session got SIGTERM, then SIGKILL after --grace
+  101-113  `chainfence lock`'s own ends: 100 + their code above, apart from every code its command exits
+     with (as timeout(1) keeps 124-127): 102 usage (nothing ran), 103 held by anyone (this key included,
+     unless --take-over), 105 connection, 109 namespace, 110 lock-delay, 101 other, and 107 the lease was
+     lost while the command ran (expired, released, superseded, revoked, granted, rolled back, or no
+     renewal confirmed before the safe deadline: stderr says which; every process of the command's
+     session got SIGTERM, then SIGKILL after --grace). Any other code of `chainfence lock` is its
+     command's own (128+N if a signal N ended it)
   126  `chainfence lock`: the command was found but cannot be run (not executable); nothing ran
   127  `chainfence lock`: no such command; nothing ran
 
@@ -703,7 +704,7 @@ def connect(
     name. ``needs_key``: a command that signs (no key is a usage error); ``wants_key``: one that signs when a
     key is given (``mcp``). ``failover``: whether several endpoints may be given, the first that answers
     used (default: when the command signs nothing; see :data:`ENDPOINTS_HELP`)."""
-    from ..chain import Chain
+    from ..chain import Chain, Timeouts
     from ..registry import Registry
 
     record = deployment(args, must_exist=needs_registry)
@@ -721,7 +722,9 @@ def connect(
     unreachable: list[NodeUnreachable] = []
     for url in urls:  # the first that answers (one, unless this command may fail over)
         try:
-            chain = Chain.connect(url, private_key=key, confirmations=args.confirmations, receipt_timeout=args.timeout)
+            chain = Chain.connect(
+                url, private_key=key, confirmations=args.confirmations, timeouts=Timeouts(receipt=args.timeout)
+            )
             break
         except NodeUnreachable as silent:
             unreachable.append(silent)

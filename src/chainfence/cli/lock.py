@@ -12,8 +12,9 @@ with the lease's own failure modes closed::
                          its session id before it execs, so no moment exists where CMD runs
                          and the sentinel does not know it
     supervise            signals to `lock` (INT, TERM, HUP, QUIT, USR1, USR2, WINCH) go to
-                         CMD's process group once each; a loss, or the sentinel firing, stops
-                         CMD's whole session (SIGTERM + SIGCONT, SIGKILL after --grace)
+                         CMD's process group once each, but for a second SIGINT (Ctrl-C again),
+                         which stops CMD's whole session (a third: SIGKILL at once); a loss, or
+                         the sentinel firing, stops it too (SIGTERM + SIGCONT, SIGKILL after --grace)
     CMD exits            what is left of its session is stopped the same way; once no
                          process of it is left the lease is released: exit CMD's code
 
@@ -59,7 +60,7 @@ from typing import Any
 
 from .. import endings
 from ..endings import End, LocalEnd, Refusal
-from ..errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost
+from ..errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable
 from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock
 from ._common import (
     EPILOG,
@@ -162,7 +163,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "chainfence exits 107 naming the end. lock's own ends exit 100 + their code (below), apart from every code "
         "CMD exits with under 100. If chainfence itself dies (any signal, SIGKILL included) or freezes, "
         "a sentinel process stops CMD's session before the lease can end on-chain. SIGINT, SIGTERM, SIGHUP, "
-        "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each.",
+        "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each; a second "
+        "SIGINT (Ctrl-C again) stops CMD's session instead (SIGTERM, SIGKILL after --grace), a third kills it.",
         epilog=EPILOG,
     )
     lock.add_argument("resource", help=f"the resource's name ({NAME_RULES})")
@@ -394,7 +396,7 @@ def run(
             code = _hold(lease, registry, list(command), signals, grace, keep_margins, url, sentinel, said, on_end)
         except LeaseLost as error:
             if not any(error is loss for loss in said):  # found only as the keep-alive stopped
-                _say_err(f"chainfence lock: {_explain(error)}")
+                _say_err(f"chainfence lock: {_explain(error, url)}")
             if error.why in _LOCAL_ENDS:  # given up locally: it may still be live on-chain, and nothing runs now
                 _release_quietly(lease)
             if on_lost is not None:
@@ -455,7 +457,7 @@ def _hold(
         sentinel.deadline(to_sentinel(keeper.core.deadline))
         keeper.on_deadline = lambda deadline: sentinel.deadline(to_sentinel(deadline))
         with keeping:
-            code = _supervise(lease, registry, command, signals, sentinel, lost, grace, url, said, on_end)
+            code = _supervise(lease, registry, command, signals, sentinel, lost, grace, url, said, on_end, keeper.core)
         return code
     finally:
         sentinel.close()
@@ -472,6 +474,7 @@ def _supervise(
     url: str | None,
     said: list[LeaseLost],
     on_end: Callable[[dict[str, Any]], Any] | None = None,
+    core: Any = None,
 ) -> int:
     before = [sig for sig in signals.take() if sig != signal.SIGCHLD]
     stopping = [sig for sig in before if sig in TERMINATING]
@@ -503,17 +506,32 @@ def _supervise(
     stop: SessionStop | None = None
     exited = False  # the leader exited (not yet reaped: its pid, the session's id, stays ours)
     loss: LeaseLost | None = None
+    interrupts = 0  # SIGINTs (Ctrl-C) taken since the command started
     done = False
     try:
         while True:
             for sig in signals.take():
-                if sig != signal.SIGCHLD and not exited:
+                if sig == signal.SIGINT:
+                    interrupts += 1
+                if sig == signal.SIGINT and interrupts > 1:  # Ctrl-C again: the command did not stop on the first
+                    if stop is None:
+                        _say_err(
+                            f"chainfence lock: SIGINT again: stopping the command's session {sid} (SIGTERM, SIGKILL "
+                            f"after {grace:g} s; Ctrl-C once more: SIGKILL now)"
+                        )
+                        sentinel.stopping(sentinel.clock() + grace)
+                        stop = SessionStop(sid, time.monotonic() + grace, group_safe=lambda: True, clock=time.monotonic)
+                    elif not stop.killed:
+                        _say_err(f"chainfence lock: SIGINT again: SIGKILL to the command's session {sid}")
+                        stop.kill_at = time.monotonic()
+                        stop.poll()  # SIGKILL to every process of the session, now
+                elif sig != signal.SIGCHLD and not exited:
                     _forward(sid, sig)
             if loss is None:
                 loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
                 if loss is not None and stop is None:
                     _say_err(
-                        f"chainfence lock: {_explain(loss)}; stopping the command's session {sid} "
+                        f"chainfence lock: {_explain(loss, url, core)}; stopping the command's session {sid} "
                         f"(SIGTERM, SIGKILL after {grace:g} s)"
                     )
                     said.append(loss)
@@ -550,7 +568,7 @@ def _supervise(
     if loss is None:
         loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
         if loss is not None:
-            _say_err(f"chainfence lock: {_explain(loss)}; the command had ended")
+            _say_err(f"chainfence lock: {_explain(loss, url, core)}; the command had ended")
             said.append(loss)
     if loss is not None:
         raise loss
@@ -564,6 +582,10 @@ def _forward(sid: int, sig: int) -> None:
         pass
 
 
+#: A deadline the sentinel saw pass: `lock` itself did not renew (frozen, starved), whatever the node did.
+_FROZEN = "chainfence lock did not renew before its safe deadline; its sentinel stopped the command"
+
+
 def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
     """A loss the sentinel's exit reveals: it fired at the deadline `lock` missed, or it died."""
     status = sentinel.exited()
@@ -574,7 +596,7 @@ def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
             resource=lease.resource,
             token=lease.token,
             why=LocalEnd.DEADLINE.value,
-            detail="chainfence lock did not renew before its safe deadline; its sentinel stopped the command",
+            detail=_FROZEN,
         )
     return LeaseLost(
         resource=lease.resource,
@@ -584,14 +606,36 @@ def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
     )
 
 
-def _explain(loss: LeaseLost) -> str:
-    """The loss in one clause: which end, in the model's words, then what revealed it."""
+def _explain(loss: LeaseLost, url: str | None = None, core: Any = None) -> str:
+    """The loss in one clause: which end, in the model's words, then what revealed it; for a deadline, what
+    the node (at ``url``, its path and query left out) did with the renewals, as the keep-alive's ``core``
+    saw them (a renewal in flight or none)."""
     try:
         end: End | LocalEnd = End(loss.why)
     except ValueError:
         end = LocalEnd(loss.why)
     text = f"lost the lease of token {loss.token} on {loss.resource!r} ({loss.why}: {end.describe})"
+    if end is LocalEnd.DEADLINE:  # the node's part, unless lock itself was frozen past it
+        return f"{text}; {_FROZEN if loss.detail == _FROZEN else _unanswered(loss.__cause__, url, core)}"
     return f"{text}; {loss.detail}" if loss.detail and isinstance(end, End) else text
+
+
+def _unanswered(cause: BaseException | None, url: str | None, core: Any = None) -> str:
+    """Why no renewal was confirmed by the deadline: the node at ``url`` unreachable (the last renewal's
+    ``cause``), no answer to the renewal still in flight, another failure, or no renewal sent at all (``lock``
+    itself frozen or starved). Without the keep-alive's ``core``, what the node confirmed."""
+    from .._node.transports import redact_url  # here: only a loss needs it
+
+    node = f"the node at {redact_url(url)}" if url else "the node"
+    if isinstance(cause, NodeUnreachable):
+        return f"{node} is unreachable: {cause}"
+    if core is not None and core.in_flight is not None:
+        return f"{node} did not answer the renewal sent {core.deadline - core.in_flight:.0f} s before the deadline"
+    if cause is not None:
+        return f"the last renewal {node} was sent failed: {type(cause).__name__}: {cause}"
+    if core is not None:
+        return "no renewal was sent: chainfence lock itself was frozen or starved past its deadline"
+    return f"{node} confirmed no renewal before it"
 
 
 def _release_quietly(lease: Any) -> None:

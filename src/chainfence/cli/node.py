@@ -143,7 +143,7 @@ def serve(
     state_interval: int = 1,
 ) -> None:
     """Run a local node until SIGINT/SIGTERM (or ``stop`` is set); see the module docstring."""
-    from ..chain import Chain
+    from ..chain import Chain, Timeouts
     from ..deployment import Deployment, load, save
     from ..registry import Registry
 
@@ -173,7 +173,7 @@ def serve(
     }
     try:
         keys = dev_keys(10)
-        chain = Chain.connect(node.url, private_keys=keys, poll_latency=0.02)
+        chain = Chain.connect(node.url, private_keys=keys, timeouts=Timeouts(poll=0.02))
         registry, reused, replaced = None, False, None
         if deployment_path.exists():
             try:

@@ -7,7 +7,7 @@ raised by acquisitions, ends recorded for releases, revokes and claimed
 items' completions, names learned, the progress saved. Before reading on,
 it checks that the block it stopped at is still the chain's; if not, the
 guard latches (:class:`~chainfence.errors.ChainRolledBack`). A ``follow``
-guard runs it every ``follow_interval`` seconds in a thread
+guard runs it every ``Follow(interval=)`` seconds in a thread
 (:meth:`Follower.start`); any guard may call ``Guard.sync()``. What a page
 changed that the guard keeps in memory (an exclusive guard's marks, cached
 admission answers) is handed back to it (``on_page``) once committed.
@@ -36,7 +36,7 @@ that lags or withholds delays the follower, which is then not up to date
 (checks at the mark go on-chain), and the next sync takes the block up
 again, so the gap closes by itself once the backend answers it.
 
-With a header source (``Guard(..., headers=...)``: ``proven``), the follower
+With a header source (``Follow(headers=...)``, ``Mark(headers=...)``, ``Proven(headers)``), the follower
 believes its provider's logs no more than the proven mode believes views:
 the head it follows to is the header source's, every block hash it records
 or compares is one the source vouches for, every log's block must be the
@@ -357,7 +357,7 @@ class Follower:
                     continue
                 info = None if proven.status is LeaseStatus.UNHELD else proven
             else:
-                info = self._registry.last_lease_by_id(entry.resource_id, block=entry.block_number)
+                info = self._registry.last_lease(resource_id=entry.resource_id, block=entry.block_number)
             if info is not None and info.token == entry.token and endings.of_status(info.status) is End.COMPLETED:
                 done.add((entry.resource_id, entry.token))
         return done

@@ -13,7 +13,7 @@ can acquire it when free. An admission policy narrows that down::
 
 ``Admission.on_chain()``
     The allowlist of the resource's namespace, as the registry keeps it
-    (``Registry.is_admitted``): the namespace's admin decides, on-chain, for
+    (``registry.namespace(prefix).is_admitted``): the namespace's admin decides, on-chain, for
     every service at once. A resource without a namespace (no ``/`` in its
     name), or whose namespace does not require admission, admits everyone,
     exactly as the registry does when it is acquired.
@@ -35,7 +35,7 @@ namespace and holder, in memory):
   and when a holder is first seen; the follower drops a namespace's cached
   answers when it applies any of that namespace's policy or admission
   events, so a removal takes effect once its block is followed (at most
-  ``follow_interval`` plus the confirmations), or at once while the follower
+  ``Follow(interval=)`` plus the confirmations), or at once while the follower
   is behind (checks then read the chain, as for tokens).
 - ``mark`` guard: read at every new epoch; a holder removed on-chain keeps
   being accepted *at the mark it already has* until a newer token reaches

@@ -41,7 +41,7 @@ With ``metrics_path="/metrics"`` the middleware answers ``GET /metrics`` itself 
 Prometheus metrics (the guard's verdicts, its follower, the node requests: ``docs/metrics.md``; the
 ``[metrics]`` extra); by default no path is taken from the app.
 
-A guard in ``proven`` mode (``Guard(..., mode="proven", headers=...)``)
+A guard in ``proven`` mode (``Guard(..., mode=Proven(headers))``)
 believes no provider; when it cannot prove a verdict, the request is refused
 with 503 and a JSON body that says why, never let through on one
 provider's word: ``ProofInvalid`` (a proof that does not verify against the
@@ -90,6 +90,22 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 class FencingMiddleware:
+    """ASGI middleware in front of ``app``: a request to a fenced route reaches it only holder-signed, for this
+    service, with a token ``guard`` accepts (the module docstring tells the checks and the answers).
+
+    Args:
+        app: the ASGI application it wraps.
+        guard: the :class:`~chainfence.Guard` that judges each request
+            (:meth:`~chainfence.Guard.check_request`, run in a worker thread).
+        resource: the resource every request is fenced by, or a function of the ASGI scope returning
+            it (None: that route is not fenced, and passes through).
+        audience: this service's name, which requests must be signed for (default: the guard's
+            ``audience``; one of them is required).
+        max_body: the largest body read, in bytes (413 above it).
+        metrics_path: a path answering ``GET`` with chainfence's Prometheus metrics (the
+            ``[metrics]`` extra), or None (default: none taken from the app).
+    """
+
     def __init__(
         self,
         app: Callable[[Scope, Receive, Send], Awaitable[None]],
