@@ -115,7 +115,6 @@ def __dir__() -> list[str]:
 _moved.install()
 
 # A library never configures logging: only the CLI adds handlers. The package's logger gets its
-# NullHandler now if logging is imported, else when it is (chainfence._core.log: importing it costs a per-task
-# command 8% of its start, issue #19).
+# NullHandler now if logging is imported, else when it is (chainfence._core.log, docs/explanation/design.md).
 if "logging" in sys.modules:
     _log.null_handler()

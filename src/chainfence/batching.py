@@ -99,6 +99,7 @@ Design (the answers; ``docs/guarantees.md`` holds the promises beside their test
 
 from __future__ import annotations
 
+import copy
 import enum
 import sys
 import threading
@@ -1034,7 +1035,7 @@ def _log_orphan(op: _Op) -> None:
 def _after_this_step(callback: Any) -> None:
     """``callback()`` once the current task's step ends, on an event loop running in this thread (a soon
     callback of the loop); at once elsewhere."""
-    asyncio = sys.modules.get("asyncio")  # not imported: no loop runs (issue #19: the CLI imports this module)
+    asyncio = sys.modules.get("asyncio")  # not imported: no loop runs
     if asyncio is not None:
         try:
             asyncio.get_running_loop().call_soon(callback)
@@ -1071,8 +1072,6 @@ def _own_copy(error: BaseException, op: _Op, batch: list[_Op]) -> BaseException:
     the transaction (OutcomeUnknown, NotConfirmed, TransactionTimeout) says which item is the caller's
     (``item``), so that it can learn its own outcome by hash (:meth:`Registry.batch_item`)."""
     index = next(position for position, each in enumerate(batch) if each is op)
-    import copy  # here: only a failed batch copies its error (issue #19: the CLI's registry imports this module)
-
     try:
         own = copy.copy(error)
     except Exception:  # an exception class that cannot be copied: the one instance, shared

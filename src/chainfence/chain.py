@@ -44,13 +44,13 @@ import contextlib
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ._core import log as _log
 from ._core import moved as _moved
 from ._core.effects import RPC, Steps, arun, run
-from ._core.faces import AsyncFace, LazySignature, SyncFace, awaiting, operation
-from ._core.records import record
+from ._core.faces import AsyncFace, SyncFace, awaiting, operation
 from ._node.accounts import LocalKey, is_local_account
 from ._node.failures import is_unknown_method, unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
@@ -81,9 +81,6 @@ logger = _log.get(__name__)
 
 __all__ = ["AsyncChain", "Chain", "Timeouts"]
 
-P = ParamSpec("P")
-C = TypeVar("C")
-R = TypeVar("R")
 T = TypeVar("T")
 
 #: Confirmations of a chain that is not a dev chain, unless told otherwise:
@@ -91,7 +88,7 @@ T = TypeVar("T")
 DEFAULT_CONFIRMATIONS = 3
 
 
-@record
+@dataclass(frozen=True)
 class Timeouts:
     """How long a :class:`Chain` waits, in seconds (as httpx's ``Timeout``)::
 
@@ -116,22 +113,9 @@ class Timeouts:
     unreachable: float | None = None
     poll: float = 0.1
 
-    def __init__(
-        self,
-        request: float = 10.0,
-        receipt: float = 120.0,
-        confirmation: float = 600.0,
-        unreachable: float | None = None,
-        poll: float = 0.1,
-    ) -> None:
-        given = {
-            "request": request,
-            "receipt": receipt,
-            "confirmation": confirmation,
-            "unreachable": unreachable,
-            "poll": poll,
-        }
-        for name, value in given.items():
+    def __post_init__(self) -> None:
+        for name in ("request", "receipt", "confirmation", "unreachable", "poll"):
+            value = getattr(self, name)
             if value is None and name == "unreachable":
                 continue  # its default derives from receipt
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
@@ -140,7 +124,6 @@ class Timeouts:
                     argument=f"timeouts.{name}",
                     value=value,
                 )
-        self.__dict__.update(given)
 
 
 #: ``connect``'s timeouts unless told otherwise.
@@ -157,10 +140,7 @@ _TIMEOUT_KEYWORDS = {
 
 
 class _Connection(NamedTuple):
-    """What :meth:`Chain.connect` and :meth:`AsyncChain.connect` were asked for, checked: both build from it.
-
-    (A named tuple, not a frozen dataclass: a dataclass compiles its methods when its module is imported,
-    1.5% of a whole ``chainfence status``, issue #19.)"""
+    """What :meth:`Chain.connect` and :meth:`AsyncChain.connect` were asked for, checked: both build from it."""
 
     url: str
     signers: list[Signer]
@@ -245,20 +225,6 @@ def _timeouts(timeouts: object, deprecated: dict[str, Any]) -> Timeouts:
     for old in deprecated:
         _moved.keyword("connect", old, f"timeouts=Timeouts({_TIMEOUT_KEYWORDS[old]}=...)", stacklevel=4)
     return Timeouts(**{_TIMEOUT_KEYWORDS[old]: value for old, value in deprecated.items()})
-
-
-def _parameters_of(
-    spec: Callable[P, Any],
-) -> Callable[[Callable[Concatenate[C, ...], R]], Callable[Concatenate[C, P], R]]:
-    """Give a method that takes ``(cls, *args, **kwargs)`` the parameters of ``spec``: for type checkers
-    and for :func:`inspect.signature` (help, IDEs), so a parameter is declared in one place. The signature
-    is worked out when first asked for (:class:`~chainfence._core.faces.LazySignature`), not at import."""
-
-    def adopt(method: Callable[Concatenate[C, ...], R]) -> Callable[Concatenate[C, P], R]:
-        method.__wrapped__ = LazySignature(spec, method=method)  # type: ignore[attr-defined]
-        return method
-
-    return adopt
 
 
 def _named(resource: str | None, steps: Steps[T]) -> Steps[T]:
@@ -353,12 +319,20 @@ class Chain(SyncFace):
         )
 
     @classmethod
-    @_parameters_of(_connection)
-    def connect(cls, *args: Any, **kwargs: Any) -> Chain:
+    def connect(
+        cls,
+        url: str,
+        private_key: str | bytes | None = None,
+        *,
+        private_keys: Sequence[str | bytes] = (),
+        chain_id: int | None = None,
+        confirmations: int | None = None,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        **deprecated: Any,
+    ) -> Chain:
         """Connect to an EVM JSON-RPC node over HTTP(S), or over its IPC socket on this machine (``url`` a
         path ending in ``.ipc``, as ``anvil --ipc`` and ``chainfence node`` make one: the fastest way to a
-        local node): ``connect(url, private_key=None, *, private_keys=(), chain_id=None,
-        confirmations=None, timeouts=Timeouts())``.
+        local node).
 
         Transactions are signed locally with ``private_key`` (and any
         ``private_keys``); the node's own unlocked accounts are never used.
@@ -376,23 +350,29 @@ class Chain(SyncFace):
         still work until 0.3, with a ``DeprecationWarning`` naming the
         :class:`Timeouts` field that replaces each.
         """
-        asked = _connection(*args, **kwargs)
+        asked = _connection(
+            url,
+            private_key,
+            private_keys=private_keys,
+            chain_id=chain_id,
+            confirmations=confirmations,
+            timeouts=timeouts,
+            **deprecated,
+        )
         rpc = Rpc(connect_node(asked.url, timeout=asked.timeouts.request))
         try:
-            dev, chain_id = run(
-                asked.identify_steps(), rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext()
-            )
+            dev, served = run(asked.identify_steps(), rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext())
         except BaseException:
             rpc.close()
             raise
-        return asked.chain(rpc, dev, chain_id)
+        return asked.chain(rpc, dev, served)
 
     #: The ``Web3`` of this chain's node, :attr:`rpc`'s (see :meth:`__getattr__`).
     w3: Any
 
     def __getattr__(self, name: str) -> Any:
         # ``w3`` is read from the RPC layer when first asked for, not at connect: the SDK itself never uses
-        # it, and importing web3 costs more than a whole CLI command may take (issue #19).
+        # it, and web3 is kept off a command's path (docs/explanation/design.md).
         if name == "w3":
             return self.rpc.w3
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -716,20 +696,37 @@ class AsyncChain(AsyncFace[Chain]):
     # -- construction ---------------------------------------------------------
 
     @classmethod
-    @_parameters_of(_connection)
-    async def connect(cls, *args: Any, **kwargs: Any) -> AsyncChain:
+    async def connect(
+        cls,
+        url: str,
+        private_key: str | bytes | None = None,
+        *,
+        private_keys: Sequence[str | bytes] = (),
+        chain_id: int | None = None,
+        confirmations: int | None = None,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        **deprecated: Any,
+    ) -> AsyncChain:
         """:meth:`Chain.connect` for asyncio: the same arguments, checks and errors."""
         import asyncio
 
-        asked = _connection(*args, **kwargs)
+        asked = _connection(
+            url,
+            private_key,
+            private_keys=private_keys,
+            chain_id=chain_id,
+            confirmations=confirmations,
+            timeouts=timeouts,
+            **deprecated,
+        )
         rpc = AsyncRpc(connect_async_node(asked.url, timeout=asked.timeouts.request))
         try:
-            dev, chain_id = await arun(asked.identify_steps(), rpc, sleep=asyncio.sleep, lock=_no_lock)
+            dev, served = await arun(asked.identify_steps(), rpc, sleep=asyncio.sleep, lock=_no_lock)
         except BaseException:
             await rpc.close()
             raise
         # The chain the steps and the dev controls keep their state in; it asks nothing now.
-        core = asked.chain(Rpc(connect_node(asked.url, timeout=asked.timeouts.request)), dev, chain_id)
+        core = asked.chain(Rpc(connect_node(asked.url, timeout=asked.timeouts.request)), dev, served)
         return cls(core, rpc)
 
     @classmethod

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._core.records import record
 from ._sdk import validate as _validate
 from .errors import InvalidInput
 
@@ -42,7 +42,7 @@ class _Deployed(Protocol):
     def identity(self) -> dict[str, str]: ...
 
 
-@record
+@dataclass(frozen=True)
 class Deployment:
     """A registry's address, the chain and block it was deployed in, and where to reach it."""
 
@@ -52,13 +52,6 @@ class Deployment:
     block_hash: str | None
     max_ttl: int
     rpc_url: str | None = None
-
-    def __init__(
-        self, registry: str, chain_id: int, block: int, block_hash: str | None, max_ttl: int, rpc_url: str | None = None
-    ) -> None:
-        self.__dict__.update(
-            registry=registry, chain_id=chain_id, block=block, block_hash=block_hash, max_ttl=max_ttl, rpc_url=rpc_url
-        )
 
     @classmethod
     def of(cls, registry: _Deployed, *, rpc_url: str | None) -> Deployment:

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from ._core.records import record
 from ._sdk.lease_state import AcquireReason, LeaseStatus
 from .errors import (
     ChainfenceError,
@@ -264,7 +264,7 @@ def refusal(error: BaseException) -> Refusal | None:
 # ----------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True)
 class Part:
     """A part of chainfence that holds, waits for or watches leases, and what it does about each way.
 
@@ -281,26 +281,6 @@ class Part:
     waits: bool = False
     watches: bool = False
     keeps_alive: bool = False
-
-    def __init__(
-        self,
-        name: str,
-        module: str,
-        reactions: Mapping[enum.Enum, str],
-        holds: bool = False,
-        waits: bool = False,
-        watches: bool = False,
-        keeps_alive: bool = False,
-    ) -> None:
-        self.__dict__.update(
-            name=name,
-            module=module,
-            reactions=reactions,
-            holds=holds,
-            waits=waits,
-            watches=watches,
-            keeps_alive=keeps_alive,
-        )
 
     def required(self) -> tuple[enum.Enum, ...]:
         ways: list[enum.Enum] = []

@@ -143,10 +143,7 @@ SUSPEND_RECHECK = 1.0
 
 
 class Step(NamedTuple):
-    """What the runner should do now: ``"renew"``, ``"wait"`` (until ``until``), ``"lost"`` (``why``) or ``"stop"``.
-
-    (A named tuple: a frozen dataclass compiles six methods when the module is imported, and every CLI
-    command imports this one, issue #19.)"""
+    """What the runner should do now: ``"renew"``, ``"wait"`` (until ``until``), ``"lost"`` (``why``) or ``"stop"``."""
 
     action: str
     until: float | None = None
@@ -154,9 +151,8 @@ class Step(NamedTuple):
 
 
 class _Flight:
-    """A renewal sent and not yet answered: the keep-alive's own, or one the holder sent (``lease.renew()``).
-
-    (A plain class: kept by handle, never compared; a dataclass compiles its methods at import, issue #19.)"""
+    """A renewal sent and not yet answered: the keep-alive's own, or one the holder sent (``lease.renew()``):
+    kept by handle, never compared."""
 
     __slots__ = ("due", "overlapped", "own", "sent", "ttl")
 

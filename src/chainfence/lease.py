@@ -48,7 +48,7 @@ from .keepalive import (
     keep_core,
 )
 
-if TYPE_CHECKING:  # signing a request imports them: a lease's own operations never load them (issue #19)
+if TYPE_CHECKING:  # imported by the methods that sign a request: a lease's own operations never need them
     from .fenced_requests import EIP712Domain, FencedRequest
 
 logger = _log.get(__name__)

@@ -31,12 +31,12 @@ written here (:func:`revoke_item_steps`, :func:`grant_item_steps`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ._core import log as _log
 from ._core.effects import Steps
 from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, drives, mirrored, twin_of
-from ._core.records import record
 from ._node import events as _events
 from ._node.rlp import keccak256 as keccak
 from ._sdk import names as _names
@@ -72,7 +72,7 @@ _ZERO = "0x" + "00" * 20
 ADMISSION_CHUNK = 128
 
 
-@record
+@dataclass(frozen=True)
 class NamespacePolicy:
     """A namespace's admin and policy, as the registry reads it.
 
@@ -90,26 +90,6 @@ class NamespacePolicy:
     max_ttl: int
     lock_delay: int
     admission_required: bool
-
-    def __init__(
-        self,
-        name: str,
-        namespace: bytes,
-        admin: str | None,
-        pending_admin: str | None,
-        max_ttl: int,
-        lock_delay: int,
-        admission_required: bool,
-    ) -> None:
-        self.__dict__.update(
-            name=name,
-            namespace=namespace,
-            admin=admin,
-            pending_admin=pending_admin,
-            max_ttl=max_ttl,
-            lock_delay=lock_delay,
-            admission_required=admission_required,
-        )
 
     @property
     def administered(self) -> bool:

@@ -88,7 +88,7 @@ from .errors import (
 from .lease import AsyncLease, Lease
 from .namespaces import Namespace, address_namespace
 
-if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19)
+if TYPE_CHECKING:  # imported where they are used: a command that reads a lease loads neither
     from .deployment import Deployment
     from .fenced_requests import EIP712Domain
 
@@ -148,7 +148,7 @@ def _at_steps(cls: type[Registry], chain: Any, address: str, *, sender: Any = No
     """The steps of :meth:`at`."""
     address = _validate.address(address, "registry address")
     # The code, and the registry's maxTtl (an immutable: what every later ttl is checked against) in the
-    # same round trip where the node takes batches: a command that acquires asks once less (issue #19).
+    # same round trip where the node takes batches: a command that acquires asks once less.
     max_ttl_call = {"to": address, "data": _artifacts.functions("FencingRegistry")["maxTtl"][0]}
     code, max_ttl = yield RPC.code_and_call(address, max_ttl_call)
     if not code:

@@ -237,3 +237,14 @@ def test_control_an_operation_derived_from_steps_is_not_written_out():
         extra = operation(_extra_steps)
 
     assert not_written_out((Derived,)) == ["Derived.extra"]
+
+
+def test_an_asyncio_constructor_shows_the_sync_ones_parameters_and_returns_its_twin():
+    """``help(AsyncRegistry.deploy)`` and IDEs read ``inspect.signature``: the chain comes first, as in
+    ``Registry.deploy``, and the result is the asyncio twin (before issue 26's signatures, the twin's
+    dropped ``chain`` and named ``Registry``)."""
+    for name in ("deploy", "at", "from_deployment"):
+        ours, theirs = inspect.signature(getattr(Registry, name)), inspect.signature(getattr(AsyncRegistry, name))
+        assert list(theirs.parameters.values()) == list(ours.parameters.values()), name
+        assert next(iter(theirs.parameters)) == "chain", name
+        assert (ours.return_annotation, theirs.return_annotation) == ("Registry", "AsyncRegistry"), name

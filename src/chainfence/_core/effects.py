@@ -39,6 +39,7 @@ directly; only waiting is, since blocking and asyncio wait differently.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
@@ -188,14 +189,6 @@ class Signal:
         return self.result()
 
 
-def _isawaitable(value: Any) -> bool:
-    """:func:`inspect.isawaitable`, with ``inspect`` imported only by the asyncio driver that asks (a
-    per-task CLI command imports neither, issue #19)."""
-    import inspect
-
-    return inspect.isawaitable(value)
-
-
 def _wake(future: Any) -> None:
     if not future.done():
         future.set_result(None)
@@ -297,7 +290,7 @@ async def arun(
                 value = await getattr(rpc, effect.method)(*effect.args, **effect.kwargs)
             elif type(effect) is Sleep:
                 paused = (effect.using or sleep)(effect.seconds)
-                if _isawaitable(paused):
+                if inspect.isawaitable(paused):
                     await paused
             elif type(effect) is Locked:
                 async with lock(effect.key):

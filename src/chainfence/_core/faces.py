@@ -32,14 +32,11 @@ emit: an election's changes) become a generator and an async generator (:func:`s
 
 from __future__ import annotations
 
-import re
+import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, ClassVar, Concatenate, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from .effects import Steps, astream, primed_steps, stream
-
-if TYPE_CHECKING:  # inspect is imported when a signature is first asked for (issue #19: a CLI command's start)
-    import inspect
 
 __all__ = [
     "AsyncDriver",
@@ -83,8 +80,6 @@ class AsyncDriver(Protocol):
 
 def require_driver(chain: object) -> AsyncDriver:
     """``chain`` if it is an asyncio chain (an ``AsyncChain``), else :class:`~chainfence.errors.InvalidInput`."""
-    import inspect
-
     from ..errors import InvalidInput
 
     run = getattr(chain, "_run", None)
@@ -181,7 +176,7 @@ def operation(steps: Callable[Concatenate[C, P], Steps[R]]) -> Callable[Concaten
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         return self._drive(steps(self, *args, **kwargs))
 
-    dressed: Callable[Concatenate[C, P], R] = _dressed(method, steps, "operation", returns=_result_of(steps))
+    dressed: Callable[Concatenate[C, P], R] = _dressed(method, steps, "operation", returns=_result_of)
     return dressed
 
 
@@ -207,7 +202,7 @@ def constructor(steps: Callable[..., Steps[R]]) -> Any:
     def method(cls: type, chain: Any, *args: Any, **kwargs: Any) -> Any:
         return chain._run(steps(cls, chain, *args, **kwargs))
 
-    return classmethod(_dressed(method, steps, "constructor", returns=_result_of(steps)))
+    return classmethod(_dressed(method, steps, "constructor", returns=_result_of))
 
 
 def streaming(steps: Callable[Concatenate[C, P], Steps[Any]]) -> Callable[Concatenate[C, P], Iterator[Any]]:
@@ -252,7 +247,7 @@ def awaiting(op: Callable[..., Any], returns: type | str | None = None, *, optio
             raise
         return self._twin(result)
 
-    return _dressed(method, op, "awaiting", returns=lambda: _returned(op, returns, optional))
+    return _dressed(method, op, "awaiting", returns=lambda signature: _returned(signature, returns, optional))
 
 
 def aconstructor(op: Any) -> Any:
@@ -260,7 +255,7 @@ def aconstructor(op: Any) -> Any:
     whose steps take the class and what it is built on): ``chain`` is an asyncio chain, and the steps
     run over it on its sync ``chain``; or an asyncio face (``AsyncLeaseSet.acquire(registry, ...)``),
     and they run over its driver on the sync object it wraps."""
-    function = op.__func__ if isinstance(op, classmethod) else op
+    function = getattr(op, "__func__", op)  # a classmethod, or one read from its class (bound to it)
     steps = _steps_of(function)
 
     async def method(cls: type[AsyncFace[Any]], chain: Any, *args: Any, **kwargs: Any) -> Any:
@@ -336,12 +331,17 @@ def _steps_of(op: Callable[..., Any]) -> Callable[..., Steps[Any]]:
     return steps  # type: ignore[no-any-return]
 
 
-def _dressed(method: Any, source: Any, kind: str, *, returns: str | Callable[[], str | None] | None) -> Any:
+def _dressed(
+    method: Any, source: Any, kind: str, *, returns: str | Callable[[inspect.Signature], str | None] | None
+) -> Any:
     """``method`` with the parameters, docstring and module of ``source`` (the steps, or the sync method
-    a twin derives from), marked with its steps and its kind. ``returns``: the result it shows, or a
-    function that says it (asked with the signature)."""
+    a twin derives from), marked with its steps and its kind. Its signature (``__signature__``) is the
+    source's, with the result ``returns`` names (or works out from the source's signature)."""
     steps = getattr(source, STEPS, source)
-    method.__wrapped__ = LazySignature(source, returns)
+    signature = inspect.signature(source)
+    shown = returns(signature) if callable(returns) else returns
+    method.__signature__ = signature if shown is None else signature.replace(return_annotation=shown)
+    method.__wrapped__ = source
     method.__doc__ = source.__doc__
     method.__module__ = source.__module__
     name = _public_name(source.__name__)
@@ -349,38 +349,6 @@ def _dressed(method: Any, source: Any, kind: str, *, returns: str | Callable[[],
     setattr(method, STEPS, steps)
     setattr(method, KIND, kind)
     return method
-
-
-class LazySignature:
-    """What :func:`inspect.signature` shows of a derived method: the parameters of ``source`` and the
-    result ``returns`` names, worked out the first time a signature is asked for.
-
-    A derived method's ``__wrapped__``: ``inspect.signature`` unwraps a function to the first object with
-    a ``__signature__``, this one. Working every signature out at import (a hundred of them, with
-    ``inspect`` imported for it) was a tenth of a per-task CLI command's start (issue #19). Anything that
-    unwraps further (``inspect.getsource``) reaches ``source`` itself."""
-
-    def __init__(self, source: Any, returns: str | Callable[[], str | None] | None = None, *, method: Any = None):
-        self.__wrapped__ = source
-        self._returns = returns
-        self._method = method
-        self._signature: inspect.Signature | None = None
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        if self._signature is None:
-            import inspect
-
-            signature = inspect.signature(self.__wrapped__)
-            if self._method is not None:  # the method's own first parameter (cls), then the source's
-                own = inspect.signature(self._method, follow_wrapped=False)
-                first = next(iter(own.parameters.values()))
-                signature = own.replace(parameters=[first, *signature.parameters.values()])
-            returns = self._returns() if callable(self._returns) else self._returns
-            if returns is not None:
-                signature = signature.replace(return_annotation=returns)
-            self._signature = signature
-        return self._signature
 
 
 def _public_name(name: str) -> str:
@@ -391,43 +359,31 @@ def _public_name(name: str) -> str:
 
 
 def _name_derived(cls: type) -> None:
-    """Derived methods take the name and qualified name of the attribute they are bound to."""
+    """Derived methods take the name and qualified name of the attribute they are bound to; an asyncio
+    twin's constructor (:func:`aconstructor`) shows that it returns the twin."""
     for attribute, value in list(vars(cls).items()):
-        function = value.__func__ if isinstance(value, classmethod) else value
-        if getattr(function, KIND, None) is not None:
+        function: Any = value.__func__ if isinstance(value, classmethod) else value
+        kind = getattr(function, KIND, None)
+        if kind is not None:
             function.__name__ = attribute
             function.__qualname__ = f"{cls.__qualname__}.{attribute}"
+        if kind == "awaiting" and isinstance(value, classmethod):
+            function.__signature__ = function.__signature__.replace(return_annotation=cls.__name__)
 
 
-_STEPS_RESULT = re.compile(r"^\s*Steps\[(.*)\]\s*$")
-_FUNCTION = type(_public_name)  # types.FunctionType
-
-
-def _result_of(steps: Callable[..., Any]) -> str | None:
-    """The result a blocking face returns: ``Steps[int]`` -> ``int``."""
-    annotations = getattr(steps, "__annotations__", None)
-    plain = type(steps) is _FUNCTION and not hasattr(steps, "__wrapped__") and not hasattr(steps, "__signature__")
-    if plain and isinstance(annotations, dict):
-        # What inspect.signature(steps).return_annotation is for a plain function, read without building
-        # its whole signature: every derived method did, twice, at import (issue #19: a CLI command's start).
-        annotation = annotations.get("return")
-    else:
-        import inspect
-
-        annotation = inspect.signature(steps).return_annotation
-    if isinstance(annotation, str):
-        match = _STEPS_RESULT.match(annotation)
-        if match:
-            return match.group(1)
+def _result_of(signature: inspect.Signature) -> str | None:
+    """The result a blocking face returns: ``R`` for steps annotated ``-> Steps[R]``."""
+    annotation = signature.return_annotation
+    if isinstance(annotation, str) and annotation.startswith("Steps[") and annotation.endswith("]"):
+        return annotation[len("Steps[") : -1]
     return None
 
 
-def _returned(op: Callable[..., Any], returns: type | str | None, optional: bool) -> str | None:
+def _returned(signature: inspect.Signature, returns: type | str | None, optional: bool) -> str | None:
+    """The result an asyncio twin shows: the twin ``returns`` names, else what the sync method shows."""
     if returns == "self":
         return None
     if isinstance(returns, type):
         return f"{returns.__name__} | None" if optional else returns.__name__
-    import inspect
-
-    annotation = inspect.signature(op).return_annotation
+    annotation = signature.return_annotation
     return annotation if isinstance(annotation, str) else None

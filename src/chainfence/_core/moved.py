@@ -42,7 +42,6 @@ MOVED: dict[str, str] = {
     "chainfence._log": "chainfence._core.log",
     "chainfence._moved": "chainfence._core.moved",
     "chainfence._names": "chainfence._sdk.names",
-    "chainfence._records": "chainfence._core.records",
     "chainfence._rollback": "chainfence._sdk.rollback",
     "chainfence._stuck": "chainfence.audit.watchdog",
     "chainfence._times": "chainfence._core.times",
@@ -66,8 +65,7 @@ MOVED: dict[str, str] = {
 
 
 class _Alias:
-    """A meta path finder and loader (the protocol, not ``importlib.abc``'s classes: importing that module
-    imports ``importlib.resources``, a tenth of what a CLI command may take, issue #19)."""
+    """A meta path finder and loader (the protocol: nothing here needs ``importlib.abc``'s classes)."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED:

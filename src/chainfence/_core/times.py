@@ -19,7 +19,7 @@ def chain_time(seconds: object) -> str:
 
     The calendar is :mod:`time`'s (UTC, proleptic Gregorian), written as ``datetime`` writes it for the
     years it holds, 1 to 9999; not ``datetime`` itself, whose module a per-task command would otherwise
-    load for this one line (issue #19)."""
+    load for this one line (docs/explanation/design.md, "Where start-time work may live")."""
     import time
 
     try:

@@ -1,7 +1,7 @@
 """The Solidity ABI, encoded and decoded exactly as eth-abi does (its strict mode), without importing it.
 
 ``eth_abi`` brings ``eth_utils``, which loads pydantic and a type registry:
-more time than a whole ``chainfence status`` may take (issue #19). The SDK
+more time than a whole ``chainfence status`` may take (docs/explanation/design.md). The SDK
 encodes calls and decodes views, events and reverts of its own contracts, whose
 parameters are a handful of types: ``uint<M>``, ``int<M>``, ``address``,
 ``bool``, ``bytes<M>``, ``bytes``, ``string``, arrays of them (``T[]``,

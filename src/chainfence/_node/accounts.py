@@ -34,12 +34,8 @@ SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 
 def _public_key(secret: bytes) -> bytes:
     """The 64-byte uncompressed public key (x ‖ y) of ``secret``."""
-    try:
-        import coincurve
-    except ImportError:  # pragma: no cover - coincurve is a dependency
-        from eth_keys.datatypes import PrivateKey
+    import coincurve  # with the first key: a command without one never loads it (docs/explanation/design.md)
 
-        return bytes(PrivateKey(secret).public_key.to_bytes())
     return bytes(coincurve.PublicKey.from_secret(secret).format(compressed=False)[1:])
 
 

@@ -1,7 +1,7 @@
 """Ethereum addresses checked and checksummed (EIP-55) as eth-utils does, with :func:`~chainfence._node.rlp.keccak256`.
 
 ``eth_utils`` loads pydantic and eth-typing when it is imported: more time
-than a whole ``chainfence status`` may take (issue #19). The SDK checks and
+than a whole ``chainfence status`` may take (docs/explanation/design.md). The SDK checks and
 checksums addresses everywhere (the registry's, holders', admins'), so these
 three functions are eth-utils' own, answer for answer
 (``tests/unit/test_lean_accounts.py`` holds them to eth-utils with Hypothesis).

@@ -22,7 +22,7 @@ def load(name: str = "FencingRegistry") -> dict[str, Any]:
 @functools.cache
 def _load(name: str) -> dict[str, Any]:
     """:func:`load`, read once per contract: ``load()`` and ``load("FencingRegistry")`` are one read (a
-    cache keyed by the call's own arguments parsed the 150 kB file twice, issue #19)."""
+    cache keyed by the call's own arguments parsed the 150 kB file twice)."""
     # The package's folder, read as a folder (a wheel installs one); importlib.resources, which also reads
     # a package inside a zip, only when there is none: importing it costs more than a CLI command may take.
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "artifacts", f"{name}.json")

@@ -79,13 +79,13 @@ by :func:`check`, :func:`settle` and :func:`receipts`, or by either driver.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .._core.effects import RPC, Steps, run
-from .._core.records import record
 from ..errors import ChainError, InvalidInput, RpcError
 from . import events as _events
 from . import rlp as _rlp
@@ -616,8 +616,6 @@ def _transaction_hash(receipt: Any) -> bytes:
 def _said() -> tuple[str, ...]:
     """The fields of a registry log that say what it says, apart from where it is (block, transaction,
     position)."""
-    import dataclasses  # here: only a block settled by its receipts compares contents (issue #19: start-up)
-
     where = ("block_number", "block_hash", "tx_hash", "log_index", "tx_index")
     return tuple(field.name for field in dataclasses.fields(_events.RegistryLog) if field.name not in where)
 
@@ -683,8 +681,7 @@ def settle(chain: Any, header: Any, address: str, answered: Sequence[_events.Reg
 # ---------------------------------------------------------------------------
 
 
-@record
-class Checked:
+class Checked(NamedTuple):
     """How far an ``eth_getLogs`` answer for blocks ``first``..``last`` is complete.
 
     ``end`` is the last block up to which every block's logs are checked complete (``first - 1`` when
@@ -693,7 +690,7 @@ class Checked:
     whole page is complete) and ``why`` says what is wrong with it. ``headers`` are the headers the
     check used, by number (``block_hash`` and ``block_time`` read them). ``settled`` are the blocks
     found complete by their receipts (in doubt, or, in the ``"receipts"`` mode, a block whose bloom may
-    hold a log asked for)."""
+    hold a log asked for). (A named tuple, not a dataclass: start time, docs/explanation/design.md.)"""
 
     first: int
     last: int
@@ -703,21 +700,6 @@ class Checked:
     why: str | None
     headers: dict[int, Any]
     settled: tuple[int, ...] = ()
-
-    def __init__(
-        self,
-        first: int,
-        last: int,
-        end: int,
-        logs: list[_events.RegistryLog],
-        held: int | None,
-        why: str | None,
-        headers: dict[int, Any],
-        settled: tuple[int, ...] = (),
-    ) -> None:
-        self.__dict__.update(
-            first=first, last=last, end=end, logs=logs, held=held, why=why, headers=headers, settled=settled
-        )
 
 
 #: Blocks whose receipts are asked in one batch, ahead of settling them one by one.

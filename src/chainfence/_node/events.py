@@ -32,11 +32,11 @@ import functools
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
 from .._core import log as _log
 from .._core.effects import RPC, Emit, Steps, collect_steps, run, stream
-from .._core.records import record
 from ..errors import ChainError, InvalidInput, LogsIncomplete, RpcError
 from .abi import decode as abi_decode
 from .addresses import to_checksum_address
@@ -162,7 +162,7 @@ def topic(kind: Kind) -> str:
     return "0x" + _TOPICS[kind].hex()
 
 
-@record
+@dataclass(frozen=True)
 class RegistryLog:
     """One decoded registry event. Fields an event does not carry are None.
 
@@ -198,65 +198,6 @@ class RegistryLog:
     #: ``tx_hash`` and ``log_index`` it names the log whichever way the node numbers ``logIndex``: per block
     #: (the spec) or per transaction (some nodes do).
     tx_index: int | None = None
-
-    if TYPE_CHECKING:  # a dataclass to dataclasses' functions (chainfence._core.records), for type checkers too
-        __dataclass_fields__: ClassVar[dict[str, Any]]
-
-    def __init__(
-        self,
-        kind: Kind,
-        resource_id: bytes,
-        block_number: int,
-        block_hash: bytes,
-        tx_hash: str,
-        log_index: int,
-        token: int | None = None,
-        holder: str | None = None,
-        expires_at: int | None = None,
-        previous_token: int | None = None,
-        reason: int | None = None,
-        result_digest: bytes | None = None,
-        progress: bytes | None = None,
-        name: bytes | None = None,
-        workset: bytes | None = None,
-        item: bytes | None = None,
-        admin: str | None = None,
-        new_admin: str | None = None,
-        max_ttl: int | None = None,
-        lock_delay: int | None = None,
-        admission_required: bool | None = None,
-        admitted: bool | None = None,
-        index: int | None = None,
-        refusal: bytes | None = None,
-        tx_index: int | None = None,
-    ) -> None:
-        self.__dict__.update(
-            kind=kind,
-            resource_id=resource_id,
-            block_number=block_number,
-            block_hash=block_hash,
-            tx_hash=tx_hash,
-            log_index=log_index,
-            token=token,
-            holder=holder,
-            expires_at=expires_at,
-            previous_token=previous_token,
-            reason=reason,
-            result_digest=result_digest,
-            progress=progress,
-            name=name,
-            workset=workset,
-            item=item,
-            admin=admin,
-            new_admin=new_admin,
-            max_ttl=max_ttl,
-            lock_delay=lock_delay,
-            admission_required=admission_required,
-            admitted=admitted,
-            index=index,
-            refusal=refusal,
-            tx_index=tx_index,
-        )
 
     @property
     def order(self) -> tuple[int, int, int]:

@@ -100,7 +100,7 @@ class translating:
     as ``__cause__``. ``sender``: the account a transaction is from, named when it cannot pay.
 
     (A class rather than a ``contextlib.contextmanager``: every request enters one, and a generator-based
-    one cost a few microseconds each, a fifth of the RPC layer's own work per request, issue #19.)"""
+    one cost a few microseconds each, a fifth of the RPC layer's own work per request.)"""
 
     __slots__ = ("method", "sender")
 

@@ -4,7 +4,7 @@ Results come back as web3 returns them (``AttributeDict`` blocks, receipts,
 transactions and logs; ints; ``HexBytes`` hashes; checksum addresses), built
 here without web3's formatters, which cost more than anvil takes to mine and
 whose module is private, and without importing web3 or hexbytes: the two
-shapes are :mod:`chainfence._node.shapes`' (issue #19) (``tests/unit/test_lean_http.py`` holds these to
+shapes are :mod:`chainfence._node.shapes`' (docs/explanation/design.md) (``tests/unit/test_lean_http.py`` holds these to
 web3's own formatters; ``tests/unit/test_transports.py`` holds the embedded
 chain's answers to them). They read a node's JSON (hex strings) and the
 in-process chain's answers (eth-tester's ints and hex strings) alike.
@@ -145,7 +145,7 @@ class LazyReceipt(AttributeDict):
     What the SDK reads of a receipt it waited for is its status, hash and block, and its registry's
     own event (:func:`raw_logs`, read as the node sent it): formatting every field and every log
     into web3's shape first cost more than the rest of the SDK's work on a release
-    (``docs/benchmarks.md``, issue #19). Whoever reads more gets the same values
+    (``docs/benchmarks.md``). Whoever reads more gets the same values
     :func:`format_receipt` gives, field by field (``receipt.gasUsed``, ``receipt["logs"]``); iterating,
     comparing, hashing, printing or pickling it formats every field first, so it is equal to
     :func:`format_receipt`'s in every way but its type's name (``tests/unit/test_lazy_receipt.py``).

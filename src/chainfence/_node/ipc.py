@@ -52,7 +52,7 @@ from .transports import (
 
 if TYPE_CHECKING:  # asyncio is imported by the asyncio transport's methods, not with this module; socket by
     # the method that opens a connection (a command over HTTP, the CLI's usual, needs none: importing
-    # socket builds its enums and loads selectors, issue #19)
+    # socket builds its enums and loads selectors: docs/explanation/design.md)
     import asyncio
     import socket
 

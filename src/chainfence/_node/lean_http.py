@@ -94,7 +94,7 @@ class LeanHttp(Transport):
     def w3(self) -> Any:
         """A ``Web3`` to the same URL (:func:`~chainfence._node.web3_providers.http_web3`: its provider never
         resends), carrying this transport as ``_chainfence_lean``; built the first time it is asked for,
-        since importing web3 costs more than a CLI command may take (issue #19)."""
+        since importing web3 costs more than a CLI command may take (docs/explanation/design.md)."""
         if self._w3 is None:
             w3 = http_web3(self.url, timeout=self.timeout)
             w3._chainfence_lean = self
@@ -230,13 +230,13 @@ def _plain_connection(host: str, port: int, timeout: float) -> Any:
     ``getaddrinfo`` gives, in turn, until one connects; else the last error.
 
     Built on ``_socket``, the module ``socket`` wraps: importing ``socket`` converts its constants into
-    enums and loads ``selectors``, 4% of a whole ``chainfence status`` (issue #19). HTTPS still goes
+    enums and loads ``selectors``, 4% of a whole ``chainfence status`` (docs/explanation/design.md). HTTPS still goes
     through ``socket`` (``ssl`` wraps a ``socket.socket``)."""
     import _socket
 
     error: OSError | None = None
     # An ASCII name as bytes: getaddrinfo encodes a str with the idna codec, whose import (stringprep,
-    # unicodedata) cost more than the connection (issue #19); an ASCII name is the same either way.
+    # unicodedata) cost more than the connection; an ASCII name is the same either way.
     name = host.encode("ascii") if host.isascii() else host
     for family, kind, proto, _name, address in _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM):
         sock = _socket.socket(family, kind, proto)

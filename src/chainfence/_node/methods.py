@@ -23,7 +23,6 @@ from typing import Any, NamedTuple
 
 from .._core import log as _log
 from .._core.effects import Steps
-from .._core.records import record
 from ..errors import ChainError, ChainfenceError, NodeUnreachable, NotSupported, RpcError
 from .failures import TESTER_CONTROLS
 from .formats import (
@@ -71,20 +70,16 @@ class InProcess(NamedTuple):
     args: tuple[Any, ...] = ()
 
 
-@record(frozen=False)
 class Node:
-    """What a layer knows about its node between calls (each :class:`~chainfence._node.rpc.Rpc` has one)."""
-
-    #: The node answers in process (the embedded chain).
-    embedded: bool
-    #: Batches may be tried; False once the node refused one (it is asked one request at a time from then on).
-    batches: bool
-    #: The chain id, once asked (it cannot change under a connection).
-    chain_id: int | None = None
+    """What a layer knows about its node between calls (each :class:`~chainfence._node.rpc.Rpc` has one).
+    (A plain class, not a dataclass: start time, docs/explanation/design.md.)"""
 
     def __init__(self, embedded: bool, batches: bool, chain_id: int | None = None) -> None:
+        #: The node answers in process (the embedded chain).
         self.embedded = embedded
+        #: Batches may be tried; False once the node refused one (asked one request at a time from then on).
         self.batches = batches
+        #: The chain id, once asked (it cannot change under a connection).
         self.chain_id = chain_id
 
 

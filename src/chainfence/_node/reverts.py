@@ -23,6 +23,7 @@ registry's ABI and :data:`chainfence.errors.CONTRACT_ERRORS`.
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from typing import Any
@@ -113,8 +114,6 @@ def _bytes_from_message(message: str) -> bytes | None:
     if text.startswith(_EXECUTION_REVERTED):
         text = text[len(_EXECUTION_REVERTED) :].lstrip(": ")
     if text[:2] in ("b'", 'b"'):
-        import ast  # here: only eth-tester's messages need it (a per-task CLI command imports none, issue #19)
-
         try:
             value = ast.literal_eval(text)
         except (ValueError, SyntaxError):

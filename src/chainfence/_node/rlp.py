@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["EMPTY_TRIE_ROOT", "RLPError", "decode", "decode_int", "encode", "keccak256"]
+__all__ = ["EMPTY_TRIE_ROOT", "RLPError", "decode", "decode_int", "encode", "encode_list", "keccak256"]
 
 Item = bytes | list["Item"]
 
@@ -38,7 +38,7 @@ def _pycryptodome_library() -> Callable[[bytes], bytes] | None:
 
     ``Crypto.Hash.keccak`` reaches the same library through cffi, whose import
     parses C declarations with pycparser: tens of milliseconds, more than a
-    whole ``chainfence status`` may take (issue #19). Loading the library with
+    whole ``chainfence status`` may take (docs/explanation/design.md). Loading the library with
     ctypes costs a millisecond. The library's functions are pycryptodome's, not
     a public API: this backend is used only if it answers the known digests
     (:data:`_KNOWN`), else :func:`keccak256` falls back to ``Crypto.Hash.keccak``.
@@ -120,21 +120,30 @@ def _length_prefix(length: int, short: int) -> bytes:
 
 def encode(item: object) -> bytes:
     """The RLP of ``item``: bytes, a non-negative int, or a list/tuple of items."""
-    if isinstance(item, bool):
-        raise TypeError("RLP has no booleans")
     if isinstance(item, int):
-        if item < 0:
-            raise ValueError("RLP encodes non-negative integers only")
-        item = item.to_bytes((item.bit_length() + 7) // 8, "big")
-    if isinstance(item, (bytes, bytearray, memoryview)):
+        if isinstance(item, bool):
+            raise TypeError("RLP has no booleans")
+        if item < 0x80:
+            if item < 0:
+                raise ValueError("RLP encodes non-negative integers only")
+            return bytes((item,)) if item else b"\x80"
+        data = item.to_bytes((item.bit_length() + 7) // 8, "big")
+    elif isinstance(item, (bytes, bytearray, memoryview)):
         data = bytes(item)
         if len(data) == 1 and data[0] < 0x80:
             return data
-        return _length_prefix(len(data), 0x80) + data
-    if isinstance(item, (list, tuple)):
-        payload = b"".join(encode(child) for child in item)
-        return _length_prefix(len(payload), 0xC0) + payload
-    raise TypeError(f"cannot RLP-encode {type(item).__name__}")
+    elif isinstance(item, (list, tuple)):
+        return encode_list(b"".join([encode(child) for child in item]))
+    else:
+        raise TypeError(f"cannot RLP-encode {type(item).__name__}")
+    size = len(data)
+    return (bytes((0x80 + size,)) if size < 56 else _length_prefix(size, 0x80)) + data
+
+
+def encode_list(payload: bytes) -> bytes:
+    """The RLP of a list whose items' encodings, joined, are ``payload``."""
+    size = len(payload)
+    return (bytes((0xC0 + size,)) if size < 56 else _length_prefix(size, 0xC0)) + payload
 
 
 #: The root of an empty Merkle-Patricia trie: keccak256(RLP(b"")).

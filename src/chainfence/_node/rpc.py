@@ -63,7 +63,7 @@ _NONE: dict[str, Any] = {}
 def connect_http(url: str, *, timeout: float) -> LeanHttp:
     """The SDK's own transport to ``url``. Its ``w3``, a ``Web3`` for anything the SDK does not wrap (whose
     provider never resends), is built the first time it is asked for: importing web3 costs more than a
-    CLI command may take (issue #19)."""
+    CLI command may take (docs/explanation/design.md)."""
     return LeanHttp(url, timeout=timeout)
 
 
@@ -147,8 +147,8 @@ class Rpc:
     w3: Any
 
     def __getattr__(self, name: str) -> Any:
-        # A transport's ``w3`` is built when first asked for (LeanHttp's: importing web3 costs more than a
-        # whole CLI command may take, issue #19), so it is read from the transport then, not here.
+        # A transport's ``w3`` is built when first asked for (LeanHttp's: web3 stays off a command's path),
+        # so it is read from the transport then, not here.
         if name == "w3":
             return self.transport.w3
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

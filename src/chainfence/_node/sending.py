@@ -68,11 +68,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .._core import log as _log
 from .._core.effects import RPC, Locked, Sleep, Steps, run
-from .._core.records import record
 from ..errors import (
     ChainError,
     ChainfenceError,
@@ -165,9 +164,9 @@ _NO_SUCH_METHOD = (-32601,)
 IN_FLIGHT = "chainfence_in_flight"
 
 
-@record
-class InFlight:
-    """A transaction whose caller was interrupted after it may have reached the node."""
+class InFlight(NamedTuple):
+    """A transaction whose caller was interrupted after it may have reached the node. (A named tuple,
+    not a dataclass: start time, docs/explanation/design.md.)"""
 
     sender: str
     tx: dict[str, Any]
@@ -175,9 +174,6 @@ class InFlight:
     nonce: int
     #: False when the interrupt landed in the send itself: the node may or may not have it.
     delivered: bool
-
-    def __init__(self, sender: str, tx: dict[str, Any], tx_hash: str, nonce: int, delivered: bool) -> None:
-        self.__dict__.update(sender=sender, tx=tx, tx_hash=tx_hash, nonce=nonce, delivered=delivered)
 
 
 def interrupted(error: BaseException) -> bool:
@@ -488,7 +484,7 @@ class Sender:
         """
         for attempt in range(_NONCE_ATTEMPTS):
             if attempt:
-                import random  # only when another process took a nonce (issue #19: a per-task command's start)
+                import random  # only when another process took a nonce (start time: docs/explanation/design.md)
 
                 yield Sleep(random.uniform(0, min(_NONCE_PAUSE * 2**attempt, _NONCE_PAUSE_CAP)))
             nonce = yield from self._nonce(sender)

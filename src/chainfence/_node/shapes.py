@@ -4,7 +4,7 @@ Blocks, receipts, transactions and logs are :class:`AttributeDict`\\ s and hashe
 :class:`HexBytes`, as web3's ``eth`` module returns them; these are the same
 shapes built here: importing ``web3.datastructures`` imports all of web3, and
 ``hexbytes`` reads its own version from the installed metadata, together more
-time than a whole ``chainfence status`` may take (issue #19).
+time than a whole ``chainfence status`` may take (docs/explanation/design.md).
 
 - :class:`HexBytes` is ``bytes`` that a hex string, an int or a bool converts
   into as hexbytes' does, with ``to_0x_hex()`` and a ``0x`` repr; it equals

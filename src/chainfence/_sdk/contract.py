@@ -46,7 +46,7 @@ from . import waiting as _waiting
 from .lease_state import AcquireReason, LeaseInfo, LeaseStatus, judge
 from .rollback import Seen
 
-if TYPE_CHECKING:  # what fenced requests are signed in: read by the steps that need it (issue #19)
+if TYPE_CHECKING:  # what fenced requests are signed in: imported by the steps that sign one
     from ..fenced_requests import EIP712Domain
 
 logger = _log.get("chainfence.registry")
@@ -483,7 +483,7 @@ def _encoded(function: str, args: Sequence[Any]) -> bytes:
 
 
 #: The calls whose calldata is remembered for their arguments: an acquisition's (a name and a ttl), which
-#: a service sends with the same arguments over and over (issue #19). Keyed by the arguments and their
+#: a service sends with the same arguments over and over (docs/benchmarks.md). Keyed by the arguments and their
 #: types, so that ``True`` never answers for ``1``.
 _REMEMBERED_CALLS = frozenset({"acquire", "acquireExclusive"})
 

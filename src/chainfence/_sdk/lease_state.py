@@ -9,8 +9,8 @@ reads them, so they sit below it; :mod:`chainfence.lease` re-exports them.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-from .._core.records import record
 from ..errors import LeaseCompleted, LeaseExpired, LeaseReleased, LeaseRevoked, StaleToken, UnknownToken
 
 __all__ = ["AcquireReason", "LeaseInfo", "LeaseStatus", "judge"]
@@ -46,7 +46,7 @@ class AcquireReason(enum.IntEnum):
     GRANTED = 5
 
 
-@record
+@dataclass(frozen=True)
 class LeaseInfo:
     """What the registry records for a resource's latest lease, read at one block.
 
@@ -65,28 +65,6 @@ class LeaseInfo:
     status: LeaseStatus
     judged_at: int | None = None
     expired_unmined: bool = False
-
-    def __init__(
-        self,
-        resource: str | None,
-        resource_id: bytes,
-        holder: str,
-        token: int,
-        expires_at: int,
-        status: LeaseStatus,
-        judged_at: int | None = None,
-        expired_unmined: bool = False,
-    ) -> None:
-        self.__dict__.update(
-            resource=resource,
-            resource_id=resource_id,
-            holder=holder,
-            token=token,
-            expires_at=expires_at,
-            status=status,
-            judged_at=judged_at,
-            expired_unmined=expired_unmined,
-        )
 
     @property
     def live(self) -> bool:

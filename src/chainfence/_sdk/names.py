@@ -261,7 +261,7 @@ def namespace_id(prefix: str) -> bytes:
 
 
 #: Names whose id and publishability are remembered (each a hash and a scan of the name per call before):
-#: a service acquires and releases the same few names over and over (issue #19).
+#: a service acquires and releases the same few names over and over (docs/benchmarks.md).
 _NAMES_REMEMBERED = 4096
 
 

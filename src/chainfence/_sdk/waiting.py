@@ -166,8 +166,7 @@ def sleep(timer: Timer, seconds: float, *, before_send: bool = False) -> Sleep:
 
 
 class Pace(NamedTuple):
-    """How often a waiter polls the head, and the longest random pause before it sends (a named tuple,
-    not a frozen dataclass, which compiles its methods at import: issue #19)."""
+    """How often a waiter polls the head, and the longest random pause before it sends."""
 
     poll: float
     jitter: float

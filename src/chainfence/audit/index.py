@@ -108,13 +108,12 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from eth_utils.crypto import keccak
-
 from .. import endings
 from .._core import log as _log
 from .._core import metrics as _metrics
 from .._node import completeness as _completeness
 from .._node import events as _events
+from .._node.rlp import keccak256
 from .._sdk import names as _names
 from .._sdk import validate as _validate
 from ..chain import Chain
@@ -1225,7 +1224,7 @@ class AuditIndex:
             if found is not None and found[0] is not None:
                 raw = bytes(found[0])
                 # A claimed item's lane is (workset, item): drawn as workset»item, never as the plain workset/item.
-                label = raw if keccak(raw) == resource_id else (_names.item_parts(raw, resource_id) or name)
+                label = raw if keccak256(raw) == resource_id else (_names.item_parts(raw, resource_id) or name)
             # Every renewal and completion of the resource in one indexed read, each at its own time.
             renewed: dict[int, list[tuple[int, bytes | None]]] = {}
             completed: dict[int, list[tuple[int, bytes | None]]] = {}

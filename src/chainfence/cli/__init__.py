@@ -103,7 +103,7 @@ GROUPS = ("start", "leases", "reads", "lock", "audit", "ops")
 
 #: The module that registers each command. A command line that names one builds that module's commands
 #: only: importing every module and building all 44 parsers took a fifth of a per-task command's start
-#: (issue #19, docs/benchmarks.md). ``tests/unit/test_cli_structure.py`` checks it against what the
+#: (docs/explanation/design.md). ``tests/unit/test_cli_structure.py`` checks it against what the
 #: modules register.
 REGISTERED_BY = {
     **dict.fromkeys(("demo", "node", "deploy", "mcp"), "start"),
@@ -204,7 +204,7 @@ def _no_last_collection() -> None:
     """Freeze every object at exit (``gc.freeze``), registered once per process.
 
     At exit the interpreter collects all the objects of the few hundred modules a command loaded, to find
-    no garbage among them: about 7% of a whole ``chainfence status`` (issue #19, docs/benchmarks.md).
+    no garbage among them: about 7% of a whole ``chainfence status`` (docs/explanation/design.md).
     Frozen objects are still torn down by reference counting (module globals cleared, files closed); only
     unreachable reference cycles are left uncollected, their finalizers unrun, which Python never
     promises at exit."""
@@ -217,7 +217,7 @@ def _no_last_collection() -> None:
 #: The cyclic garbage collector's first threshold while a command runs: it looks for cycles after this
 #: many more container objects were made than freed (Python's default: 700). A command builds its
 #: modules' objects at start, none of them garbage, and the default ran about fifty collections through
-#: them: 3% of a per-task command (issue #19). A long-running one (``lock`` over a long command, ``audit
+#: them: 3% of a per-task command. A long-running one (``lock`` over a long command, ``audit
 #: sync``) still collects, less often.
 COLLECT_EVERY = 50_000
 
@@ -227,7 +227,7 @@ def run() -> NoReturn:
     command line, then the process's exit, without the interpreter's teardown when nothing needs it.
 
     Once a command returned, what is left of the interpreter's exit is freeing every object of the
-    modules it loaded, one by one: 4% of a per-task command's instructions (issue #19). So when only
+    modules it loaded, one by one: 4% of a per-task command's instructions. So when only
     the main thread is left, the output is flushed, the exit functions run (``atexit``: logging's last
     flush, finalizers registered for exit) and the process exits with the command's code (``os._exit``),
     as it would have after the teardown. Otherwise (another thread still runs, or the output cannot be

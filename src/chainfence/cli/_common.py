@@ -154,7 +154,7 @@ class Parser(argparse.ArgumentParser):
     usage_exit_code: ClassVar[int] = EXIT_USAGE
     #: Set by :func:`add_command`: the description is wrapped to the terminal (at most 100 columns) when the
     #: help is formatted. Wrapping every command's when the parser was built cost a per-task command
-    #: textwrap's import (issue #19); the help reads the same.
+    #: textwrap's import; the help reads the same.
     wrapped_description: bool = False
 
     def format_help(self) -> str:
@@ -259,7 +259,7 @@ class Parser(argparse.ArgumentParser):
     def _get_formatter(self) -> argparse.HelpFormatter:
         # argparse builds a formatter for every argument it adds (to check its metavar), and each one asks
         # shutil for the terminal's size: importing shutil and asking ~140 times cost a few ms of every
-        # command's start (issue #19). The width is the one shutil gives, asked once.
+        # command's start. The width is the one shutil gives, asked once.
         return self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
 
 
@@ -283,7 +283,7 @@ def _help_width() -> int:
 def translations_once() -> Iterator[None]:
     """While the parser is built, each of argparse's strings is translated once: argparse asks gettext
     for the same few ("show this help message and exit", ...) ~130 times for chainfence's parsers, and
-    gettext looks for catalogs on disk each time (5 to 10 ms of every command's start, issue #19)."""
+    gettext looks for catalogs on disk each time (5 to 10 ms of every command's start)."""
     asked = argparse._  # type: ignore[attr-defined]
     argparse._ = functools.cache(asked)  # type: ignore[attr-defined]
     try:
@@ -306,7 +306,7 @@ def building_only(subparsers: Any, command: str) -> Iterator[None]:
     """While the parser of a command line naming ``command`` is built, :func:`add_command` builds that
     command alone among ``subparsers`` (the top level's): a group's other commands are handed an
     :class:`Unbuilt`. Their parsers (each a copy of the common options) were a twentieth of a per-task
-    command's start (issue #19); nothing reads them."""
+    command's start; nothing reads them."""
     global _ONLY
     _ONLY = (subparsers, command)
     try:

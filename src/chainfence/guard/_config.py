@@ -22,10 +22,10 @@ warns (``DeprecationWarning``) naming its replacement (:func:`settings`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._core import moved as _moved
-from .._core.records import record
 from .._node import completeness as _completeness
 from ..errors import InvalidInput
 
@@ -71,7 +71,7 @@ def _header_source(owner: str, headers: object, proofs: object, *, required: boo
         )
 
 
-@record
+@dataclass(frozen=True)
 class Mark:
     """``mark`` mode (the default; ``"mark"`` is ``Mark()``): local marks, the chain asked only about news.
 
@@ -84,12 +84,11 @@ class Mark:
     headers: HeaderSource | None = None
     proofs: Any = None
 
-    def __init__(self, headers: HeaderSource | None = None, proofs: Any = None) -> None:
-        _header_source("Mark", headers, proofs)
-        self.__dict__.update(headers=headers, proofs=proofs)
+    def __post_init__(self) -> None:
+        _header_source("Mark", self.headers, self.proofs)
 
 
-@record
+@dataclass(frozen=True)
 class Follow:
     """``follow`` mode (``"follow"`` is ``Follow()``): ``mark``, plus a follower thread that raises the
     marks from the registry's events.
@@ -109,29 +108,20 @@ class Follow:
     headers: HeaderSource | None = None
     proofs: Any = None
 
-    def __init__(
-        self,
-        interval: float = 1.0,
-        max_lag: float | None = None,
-        completeness: str | None = None,
-        headers: HeaderSource | None = None,
-        proofs: Any = None,
-    ) -> None:
-        _seconds("Follow", "interval", interval)
-        _seconds("Follow", "max_lag", max_lag, optional=True, endless=True)
+    def __post_init__(self) -> None:
+        _seconds("Follow", "interval", self.interval)
+        _seconds("Follow", "max_lag", self.max_lag, optional=True, endless=True)
+        completeness = self.completeness
         if completeness is not None and completeness not in _completeness.MODES:
             raise InvalidInput(
                 f"Follow.completeness must be one of {', '.join(map(repr, _completeness.MODES))}, got {completeness!r}",
                 argument="mode.completeness",
                 value=completeness,
             )
-        _header_source("Follow", headers, proofs)
-        self.__dict__.update(
-            interval=interval, max_lag=max_lag, completeness=completeness, headers=headers, proofs=proofs
-        )
+        _header_source("Follow", self.headers, self.proofs)
 
 
-@record
+@dataclass(frozen=True)
 class Proven:
     """``proven`` mode: ``strict``, believing no provider. Every check proves the resource's lease slot
     with ``eth_getProof`` against the header ``headers`` vouches for
@@ -143,12 +133,11 @@ class Proven:
     headers: HeaderSource
     proofs: Any = None
 
-    def __init__(self, headers: HeaderSource, proofs: Any = None) -> None:
-        _header_source("Proven", headers, proofs, required=True)
-        self.__dict__.update(headers=headers, proofs=proofs)
+    def __post_init__(self) -> None:
+        _header_source("Proven", self.headers, self.proofs, required=True)
 
 
-@record
+@dataclass(frozen=True)
 class RequestPolicy:
     """What a guard accepts of holder-signed requests (:meth:`Guard.check_request
     <chainfence.Guard.check_request>`).
@@ -163,19 +152,19 @@ class RequestPolicy:
     max_age: int = 3_600
     erc1271_gas: int = 200_000
 
-    def __init__(self, audience: str | None = None, max_age: int = 3_600, erc1271_gas: int = 200_000) -> None:
+    def __post_init__(self) -> None:
+        audience = self.audience
         if audience is not None and (not isinstance(audience, str) or not audience):
             raise InvalidInput(
                 f"RequestPolicy.audience must be a non-empty str, got {audience!r}",
                 argument="requests.audience",
                 value=audience,
             )
-        for name, value in (("max_age", max_age), ("erc1271_gas", erc1271_gas)):
+        for name, value in (("max_age", self.max_age), ("erc1271_gas", self.erc1271_gas)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInput(
                     f"RequestPolicy.{name} must be an int >= 1, got {value!r}", argument=f"requests.{name}", value=value
                 )
-        self.__dict__.update(audience=audience, max_age=max_age, erc1271_gas=erc1271_gas)
 
 
 #: A guard's request policy unless told otherwise.

@@ -18,8 +18,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, NamedTuple
 
-from eth_utils.crypto import keccak
-
+from .._node.rlp import keccak256
 from ..errors import (
     ChainfenceError,
     InvalidInput,
@@ -100,7 +99,7 @@ class RequestVerifier:
             raise RequestMisdirected(field="action", signed=request.action, expected=action)
         if request.audience != audience:
             raise RequestMisdirected(field="audience", signed=request.audience, expected=audience)
-        if not isinstance(payload, (bytes, bytearray)) or keccak(bytes(payload)) != request.payload_digest:
+        if not isinstance(payload, (bytes, bytearray)) or keccak256(bytes(payload)) != request.payload_digest:
             raise MalformedRequest("the payload is not the one the holder signed", field="payload")
         now = time.time()
         if request.deadline < now:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from eth_abi.abi import decode as abi_decode
-from eth_abi.abi import encode as abi_encode
-from eth_utils.address import to_checksum_address
-from eth_utils.crypto import keccak
-
 from .._node import artifacts as _artifacts
+from .._node.abi import decode as abi_decode
+from .._node.abi import encode as abi_encode
+from .._node.addresses import to_checksum_address
+from .._node.rlp import keccak256
 from .._sdk import validate as _validate
 from ..errors import ContractNotFound, InvalidInput
 from ..lease import Lease
@@ -88,7 +87,7 @@ class FencedStore:
 
     def history(self) -> list[dict[str, Any]]:
         """Every accepted write (``Written`` events), oldest first (an example: one unpaged query)."""
-        topic = "0x" + keccak(text="Written(bytes32,uint256,address,bytes32)").hex()
+        topic = "0x" + keccak256(b"Written(bytes32,uint256,address,bytes32)").hex()
         logs = self.chain.rpc.logs({"address": self.address, "fromBlock": 0, "toBlock": "latest", "topics": [topic]})
         writes = []
         for log in sorted(logs, key=lambda entry: (entry["blockNumber"], entry["logIndex"])):

@@ -114,10 +114,10 @@ import tooz.coordination
 import tooz.locking
 import tooz.utils
 from eth_account import Account
-from eth_utils.crypto import keccak
 
 from .. import endings
 from .._core import log as _log
+from .._node.rlp import keccak256
 from .._sdk import validate as _validate
 from ..chain import DEFAULT_TIMEOUTS, Chain, Timeouts
 from ..endings import End, Refusal
@@ -289,7 +289,7 @@ class _Config:
 
 def member_account(key: Any, member_id: bytes) -> Any:
     """The account a coordinator with ``member_id`` holds its leases as, under ``accounts=member``."""
-    return Account.from_key(keccak(_MEMBER_DOMAIN + bytes(key.key) + member_id))
+    return Account.from_key(keccak256(_MEMBER_DOMAIN + bytes(key.key) + member_id))
 
 
 class ChainfenceLock(tooz.locking.Lock):
