@@ -14,7 +14,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from chainfence import EventKind
+from chainfence import EventKind, audit
 from chainfence.errors import LeaseLost
 from tests.endings.holding import World
 from tests.support.sequencer import wait_until
@@ -58,7 +58,7 @@ def renewal_txs(registry, leases) -> dict[str, list[str]]:
     """Each renewal transaction of ``leases``, with the resources it renewed."""
     txs: dict[tuple[int, str], list[str]] = {}
     for lease in leases:
-        for event in registry.history(lease.resource):
+        for event in audit.history(registry, lease.resource):
             if event.kind is EventKind.RENEWED:
                 txs.setdefault((event.block_number, event.tx_hash), []).append(lease.resource)
     return {tx_hash: names for (_block, tx_hash), names in sorted(txs.items())}
