@@ -496,7 +496,7 @@ class _Group:
         """The group ``keeper`` renews with (None: what it keeps cannot be renewed with others)."""
         registry = getattr(keeper.lease, "registry", None)
         holder = getattr(keeper.lease, "holder", None)
-        if registry is None or holder is None or not hasattr(registry, "_renew_many_steps"):
+        if registry is None or holder is None or not hasattr(registry, "_transact_steps"):
             return None
         key = (id(registry.chain), id(keeper.clock), f"{registry.address}/{holder}")
         with cls._lock:
@@ -557,7 +557,7 @@ class _Group:
             registry = chunk[0].lease.registry
             sent = lease_clock()
             try:
-                expires_at = registry._drive(registry._renew_many_steps([rider.lease for rider in chunk], ttl))
+                expires_at = registry._drive(_renew_many_steps(registry, [rider.lease for rider in chunk], ttl))
             except LeaseError:
                 # A member ended (or the registry refused for its sake): never guess whose; each renews
                 # alone, through its own path (group commit's batcher where it has one), and learns its end.
@@ -579,6 +579,22 @@ class _Group:
 
 #: Most leases one renewal of a group renews (the registry's bound on ``renewMany``).
 MAX_TOGETHER = 64
+
+
+def _renew_many_steps(registry: Any, leases: list[Any], ttl: Any) -> Steps[int]:
+    """``renewMany`` of ``leases`` (one holder's, sent by ``registry`` as that holder) to now + ``ttl``:
+    all or nothing; the new expiry. A refusal is the registry's typed error (a ``LeaseError``)."""
+    from ._node import events as _events
+    from ._sdk import validate as _validate
+
+    ttl = _validate.ttl(ttl, (yield from registry._max_ttl_steps()))
+    ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
+    receipt = yield from registry._transact_steps("renewMany", [ids, tokens, ttl])
+    expires_at = int(registry._event(receipt, _events.Kind.RENEWED).expires_at)
+    logger.info(
+        "renewed together resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at
+    )
+    return expires_at
 
 
 class Keeper:

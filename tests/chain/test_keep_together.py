@@ -121,7 +121,7 @@ def test_a_revoke_refuses_the_round_and_stays_one_resources(chain):
         settle(leases, clock)
         step_to(chain, start, clock, leases, leases[0].keeper.core.due)
         assert [lease.keeper.core.renewals for lease in leases] == [1, 1, 1]
-        w.carol.revoke(leases[1].resource)
+        w.carol.namespace("prod").revoke(leases[1].resource)
         step_to(chain, start, clock, leases, leases[0].keeper.core.due)
         wait_until(lambda: lost, "the revoked lease's loss")
         assert [error.why for error in lost] == ["revoked"] and lost[0].resource == leases[1].resource
