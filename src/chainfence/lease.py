@@ -371,6 +371,7 @@ class Lease(SyncFace):
         block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
         clock: Callable[[], float] | None = None,
         since: float | None = None,
+        schedule: str = "half",
     ) -> Keeping:
         """``with lease.keep():`` renew in the background, and fail closed when renewals stop.
 
@@ -399,6 +400,15 @@ class Lease(SyncFace):
         theirs); ``since`` its reading when the acquisition or last renewal
         was sent (default: the time this lease recorded, carried over to
         ``clock``).
+
+        ``schedule="margin"`` renews as late as the chain allows instead of
+        every half ttl: ``2 * confirm + retry_delay`` seconds before the safe
+        deadline, ``confirm`` the time a renewal takes to be confirmed (the
+        chain's ``(confirmations + 1) * block_time`` where known, else the
+        slowest of the last renewals, measured; until one is measured, the
+        half schedule). At ttl 30 s on a chain that mines at once that is a
+        renewal every 25 s rather than 15 s: 40 % less gas a kept hour, with
+        the same deadline (:class:`~chainfence.keepalive.KeepAliveCore`).
         """
         clock = _keepalive.lease_clock if clock is None else clock
         core = self._keep_core(
@@ -408,6 +418,7 @@ class Lease(SyncFace):
             block_time_margin=block_time_margin,
             clock=clock,
             since=since,
+            schedule=schedule,
         )
         return Keeping(self, Keeper(self, core, clock=clock, on_lost=on_lost))
 
@@ -420,6 +431,7 @@ class Lease(SyncFace):
         block_time_margin: float,
         clock: Any,
         since: float | None,
+        schedule: str = "half",
     ) -> KeepAliveCore:
         """The keep-alive's core for :meth:`keep` (both runners'), its arguments checked."""
         return keep_core(
@@ -432,6 +444,8 @@ class Lease(SyncFace):
             block_time_margin=block_time_margin,
             clock=clock,
             since=since,
+            schedule=schedule,
+            confirm_time=_keepalive.confirm_time_of(getattr(self._issuer, "chain", None)),
         )
 
     @property
@@ -602,6 +616,7 @@ class AsyncLease(AsyncFace[Lease], core=Lease):
         block_time_margin: float = DEFAULT_BLOCK_TIME_MARGIN,
         clock: Callable[[], float] | None = None,
         since: float | None = None,
+        schedule: str = "half",
     ) -> AsyncKeeping:
         """``async with lease.keep():`` :meth:`Lease.keep` in a task.
 
@@ -609,7 +624,8 @@ class AsyncLease(AsyncFace[Lease], core=Lease):
         task that entered the block is cancelled, and leaving the block
         raises :class:`~chainfence.errors.LeaseLost` whose ``why`` names the
         end, as the sync keep-alive's does. ``clock`` defaults to
-        :data:`chainfence.keepalive.lease_clock` (it counts a suspend).
+        :data:`chainfence.keepalive.lease_clock` (it counts a suspend);
+        ``schedule`` as :meth:`Lease.keep`'s.
         """
         lease = self.lease
         clock = _keepalive.lease_clock if clock is None else clock
@@ -620,6 +636,7 @@ class AsyncLease(AsyncFace[Lease], core=Lease):
             block_time_margin=block_time_margin,
             clock=clock,
             since=since,
+            schedule=schedule,
         )
         keeper = AsyncKeeper(lease, core, drive=self._drive, clock=clock, on_lost=on_lost)
         return AsyncKeeping(lease, keeper, face=self)

@@ -276,3 +276,122 @@ def test_keeping_a_lease_whose_send_time_is_unknown_is_refused(alice):
     with pytest.raises(LeaseLost):
         found.check()
     assert found.safe_remaining() == 0.0
+
+
+# -- schedule="margin": renewals as late as the chain needs, the same deadline -------------------------
+
+
+def _gated_renewals(lease, monkeypatch):
+    """Hold every renewal at the node's door until the test lets it through: (entered, go_on) events."""
+    import threading
+
+    entered, go_on = threading.Event(), threading.Event()
+    renew = lease.registry._renew_by_id_steps
+
+    def gated(*args, **kwargs):
+        entered.set()
+        assert go_on.wait(60)
+        return renew(*args, **kwargs)
+
+    monkeypatch.setattr(lease.registry, "_renew_by_id_steps", gated)
+    return entered, go_on
+
+
+def test_the_margin_schedule_renews_two_seconds_before_the_safe_deadline(alice):
+    """On a chain that mines at once (the embedded chain says so; on anvil the first renewal, at half the
+    ttl, shows it) a renewal confirmed at once leaves 2 s before the safe deadline: every 25 s at ttl 30."""
+    chain = alice.chain
+    lease = alice.acquire(RESOURCE, ttl=30)
+    start = chain.now()
+    clock = SteppedClock()
+    with lease.keep(clock=clock, since=0.0, schedule="margin"):
+        settle(lease, clock)
+        core = lease.keeper.core
+        first = core.due
+        assert first == (25.0 if chain.rpc.embedded else 15.0)
+        sent = []
+        for count in (1, 2, 3):
+            due = core.due
+            chain.set_next_block_time(start + int(due))
+            chain.mine()
+            clock.now = due
+            lease.keeper.wake()
+            wait_until(lambda count=count: core.renewals == count, f"renewal {count}")
+            settle(lease, clock)
+            sent.append(due)
+            assert core.interval == 25.0 and core.due == due + 25.0 and core.deadline == due + 27.0
+            lease.check()
+    assert sent == [first, first + 25.0, first + 50.0]
+    assert len(renewals(alice)) == 3 and lease.is_current()
+
+
+def test_under_the_margin_schedule_a_renewal_confirmed_too_late_still_fails_closed(alice, monkeypatch):
+    """The renewal sent 2 s before the safe deadline hangs at the node: the work is stopped at the
+    deadline while the chain, in step with the clock, still holds the lease live; the renewal landing
+    afterwards changes nothing."""
+    chain = alice.chain
+    lease = alice.acquire(RESOURCE, ttl=30)
+    start = chain.now()
+    entered, go_on = _gated_renewals(lease, monkeypatch)
+    clock = SteppedClock()
+    lost: list[LeaseLost] = []
+    with pytest.raises(LeaseLost) as at_exit:
+        with lease.keep(clock=clock, since=0.0, schedule="margin", on_lost=lost.append):
+            keeper = lease.keeper
+            if not chain.rpc.embedded:  # the first renewal (half schedule) measures the node: let it through
+                go_on.set()
+                chain.set_next_block_time(start + 15)
+                chain.mine()
+                clock.now = 15.0
+                keeper.wake()
+                wait_until(lambda: keeper.core.renewals == 1, "the first renewal")
+                settle(lease, clock)
+                go_on.clear()
+                entered.clear()
+            due, deadline = keeper.core.due, keeper.core.deadline
+            assert deadline - due == 2.0
+            chain.set_next_block_time(start + int(due))
+            chain.mine()
+            clock.now = due
+            keeper.wake()
+            assert entered.wait(60), "the renewal reached the node"
+            chain.set_next_block_time(start + int(deadline))
+            chain.mine()
+            clock.now = deadline
+            keeper.wake()
+            wait_until(lambda: lost, "the loss at the safe deadline")
+            with pytest.raises(LeaseLost) as checked:
+                lease.check()
+            assert checked.value.why == "deadline"
+            assert lease.is_current(), "the work stopped while the lease is still live on-chain"
+            go_on.set()  # the renewal lands now, too late to count
+            wait_until(lambda: keeper.core.in_flight is None, "the late renewal's answer")
+            with pytest.raises(LeaseLost):
+                lease.check()
+    assert at_exit.value.why == "deadline" and lost[0].why == "deadline"
+
+
+def test_under_the_margin_schedule_a_slow_node_moves_the_next_renewal_earlier(alice, monkeypatch):
+    """A renewal that takes 1.5 s to be confirmed leaves 0.5 s of the 2 s budget: the next renewals go
+    2 * 1.5 + 1 = 4 s before the deadline (every 23 s)."""
+    chain = alice.chain
+    lease = alice.acquire(RESOURCE, ttl=30)
+    start = chain.now()
+    entered, go_on = _gated_renewals(lease, monkeypatch)
+    clock = SteppedClock()
+    with lease.keep(clock=clock, since=0.0, schedule="margin"):
+        keeper = lease.keeper
+        settle(lease, clock)
+        due = keeper.core.due
+        chain.set_next_block_time(start + int(due))
+        chain.mine()
+        clock.now = due
+        keeper.wake()
+        assert entered.wait(60)
+        clock.now = due + 1.5  # the node answers 1.5 s later
+        go_on.set()
+        wait_until(lambda: keeper.core.renewals == 1, "the slow renewal")
+        settle(lease, clock)
+        assert keeper.core.interval == 23.0 and keeper.core.due == due + 23.0
+        lease.check()
+    assert len(renewals(alice)) == 1

@@ -266,3 +266,71 @@ def test_check_ttl_refuses_a_ttl_the_keep_alive_could_not_keep():
         with pytest.raises(InvalidInput):
             c.check_ttl(ttl)
     assert c.ttl == 30
+
+
+# -- schedule="margin": renewals timed by what the chain needs, not at half the ttl ---------------------
+
+
+def test_the_margin_schedule_renews_twice_the_confirmation_time_plus_a_retry_before_the_deadline():
+    """What the chain says a renewal takes (confirmations + 1 blocks: 0 s on a chain that mines at once,
+    floored at a round trip) leaves 2 * 0.5 + 1 = 2 s before the safe deadline: a renewal every 25 s at
+    ttl 30 instead of 15; with 2 s blocks and no confirmations, 2 * 2 + 1 = 5 s."""
+    c = core(schedule="margin", confirm_time=0.0)
+    assert (c.deadline, c.interval, c.due) == (127.0, 25.0, 125.0)
+    assert c.step(124.9).action == "wait" and c.step(125.0).action == "renew"
+    c.renewal_started(125.0)
+    c.renewal_confirmed(125.0)
+    assert (c.deadline, c.due) == (152.0, 150.0)
+    assert core(schedule="margin", confirm_time=2.0).interval == 22.0
+    # The lead is never more than the half schedule's: a chain too slow for the ttl renews every 15 s.
+    assert core(schedule="margin", confirm_time=12.0).interval == 15.0
+
+
+def test_the_margin_schedule_starts_on_the_half_schedule_until_it_knows_the_confirmation_time():
+    c = core(schedule="margin")
+    assert c.interval == 15.0
+    renew(c, 115.0, 115.2)  # confirmed in 0.2 s: floored at a round trip
+    assert c.interval == 25.0 and c.due == 140.0
+
+
+def test_a_slow_node_shrinks_the_margins_budget_so_the_next_renewal_goes_earlier():
+    """A renewal confirmed 1.5 s after it was sent used 1.5 s of the 2 s budget: the next ones budget
+    2 * 1.5 + 1 = 4 s. It is the slowest of the last 8 renewals that counts: the budget comes back once
+    the slow one is forgotten."""
+    c = core(schedule="margin", confirm_time=0.0)
+    renew(c, 125.0, 126.5)
+    assert (c.deadline, c.interval, c.due) == (152.0, 23.0, 148.0)
+    for _ in range(7):
+        renew(c, c.due, c.due)
+        assert c.interval == 23.0
+    renew(c, c.due, c.due)
+    assert c.interval == 25.0
+
+
+def test_a_renewal_that_fails_slowly_counts_as_slow_too():
+    """No answer for 0.8 s, then a transient error: retried after the retry delay, inside the budget,
+    and the next renewals budget 2 * 0.8 + 1 = 2.6 s."""
+    c = core(schedule="margin", confirm_time=0.0)
+    assert c.step(125.0).action == "renew"
+    c.renewal_started(125.0)
+    c.renewal_failed(125.8, None)
+    assert c.due == 126.8 and c.interval == pytest.approx(24.4)
+    renew(c, 126.8, 126.8)
+    assert c.deadline == pytest.approx(153.8) and c.due == pytest.approx(151.2)
+
+
+def test_a_renewal_confirmed_after_the_deadline_counts_for_nothing_under_the_margin_schedule():
+    c = core(schedule="margin", confirm_time=0.0)
+    assert c.step(125.0).action == "renew"
+    c.renewal_started(125.0)
+    assert c.step(127.0).action == "lost" and c.check(127.0) == "deadline"
+    assert c.renewal_confirmed(128.0) == [] and c.deadline == 127.0 and c.lost == "deadline"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"schedule": "ttl/2"}, {"schedule": "margin", "interval": 20}, {"schedule": "margin", "confirm_time": -1}],
+)
+def test_bad_schedules_are_invalid_input(options):
+    with pytest.raises(InvalidInput):
+        core(**options)

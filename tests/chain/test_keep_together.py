@@ -1,0 +1,171 @@
+"""One holder's leases kept with ``schedule="margin"`` renew together: one ``renewMany`` a round (issue 28).
+
+Each lease keeps its own keep-alive (deadline, ``on_lost``, end); when one is due, the others of the
+same holder on the same registry and clock that are past half their interval renew with it, in one
+transaction, and are due together from then on. A ``renewMany`` the registry refuses (a member
+ended) is never taken as the others' end: each member then renews alone and learns its own. The
+keep-alives' clock is a SteppedClock the test moves with the chain's; every step waits on the renewers'
+own counters, never on a wall-clock window.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import pytest
+
+from chainfence import EventKind, audit
+from chainfence.errors import LeaseLost
+from tests.endings.holding import World
+from tests.support.sequencer import wait_until
+from tests.support.virtual_time import SteppedClock
+
+pytestmark = pytest.mark.nodes("hardhat")
+
+
+def settle(leases, clock) -> None:
+    wait_until(
+        lambda: all(lease.keeper.evaluated_at == clock.now and lease.keeper.core.in_flight is None for lease in leases),
+        f"every renewer acted at t={clock.now}",
+    )
+
+
+def step_to(chain, start, clock, leases, now) -> None:
+    """Move the chain (never back: each transaction of the embedded chain is a second on) and the clock."""
+    behind = start + int(now) + (now % 1 > 0) - chain.now()
+    if behind > 0:
+        chain.advance_time(behind)
+    clock.now = now
+    for lease in leases:
+        lease.keeper.wake()
+    settle(leases, clock)
+
+
+def begin(leases) -> tuple[int, SteppedClock]:
+    """(chain time the clock counts from: the first acquisition's block, the clock at the chain's time now):
+    each lease is kept from its own block's time (each transaction of the embedded chain is a second on)."""
+    start = min(lease.expires_at - lease.ttl for lease in leases)
+    clock = SteppedClock()
+    clock.now = float(leases[0].registry.chain.now() - start)
+    return start, clock
+
+
+def since(lease, start) -> float:
+    return float(lease.expires_at - lease.ttl - start)
+
+
+def renewal_txs(registry, leases) -> dict[str, list[str]]:
+    """Each renewal transaction of ``leases``, with the resources it renewed."""
+    txs: dict[tuple[int, str], list[str]] = {}
+    for lease in leases:
+        for event in audit.history(registry, lease.resource):
+            if event.kind is EventKind.RENEWED:
+                txs.setdefault((event.block_number, event.tx_hash), []).append(lease.resource)
+    return {tx_hash: names for (_block, tx_hash), names in sorted(txs.items())}
+
+
+def test_one_agents_leases_renew_in_one_transaction_a_round(alice):
+    chain = alice.chain
+    leases = [alice.acquire(f"together/{i}", ttl=30) for i in range(4)]
+    start, clock = begin(leases)
+    with ExitStack() as stack:
+        for lease in leases:
+            stack.enter_context(lease.keep(clock=clock, since=since(lease, start), schedule="margin"))
+        settle(leases, clock)
+        for round_ in (1, 2, 3):
+            step_to(chain, start, clock, leases, min(lease.keeper.core.due for lease in leases))
+            assert [lease.keeper.core.renewals for lease in leases] == [round_] * 4
+            for lease in leases:
+                lease.check()
+    txs = renewal_txs(alice, leases)
+    assert len(txs) == 3 and all(sorted(names) == [lease.resource for lease in leases] for names in txs.values())
+    assert all(lease.is_current() for lease in leases)
+
+
+def test_leases_acquired_at_different_times_fall_into_step(alice):
+    """Acquired at 0, about 6 and about 22 s: at the first's renewal the second rides along (past half its
+    interval), the third does not; at the third's renewal the other two ride along; from then on the
+    three renew in one transaction."""
+    chain = alice.chain
+    leases = [alice.acquire("staggered/0", ttl=30)]
+    chain.advance_time(5)
+    leases.append(alice.acquire("staggered/1", ttl=30))
+    chain.advance_time(15)
+    leases.append(alice.acquire("staggered/2", ttl=30))
+    start, clock = begin(leases)
+    with ExitStack() as stack:
+        for lease in leases:
+            stack.enter_context(lease.keep(clock=clock, since=since(lease, start), schedule="margin"))
+        settle(leases, clock)
+        for _ in range(4):
+            step_to(chain, start, clock, leases, min(lease.keeper.core.due for lease in leases))
+        assert len({lease.keeper.core.due for lease in leases}) == 1, "the three are due together"
+    txs = list(renewal_txs(alice, leases).values())
+    assert [len(names) for names in txs][-2:] == [3, 3]
+    if chain.rpc.embedded:  # the confirmation time known from the start: the rounds as told above
+        assert [len(names) for names in txs] == [2, 3, 3, 3]
+
+
+def test_a_revoke_refuses_the_round_and_stays_one_resources(chain):
+    """carol revokes one of alice's three leases: the round's renewMany is refused, each member renews
+    alone; the revoked one is lost (why='revoked'), the other two are renewed and still kept."""
+    w = World.on(chain)
+    leases = [w.alice.acquire(f"prod/together/{i}", ttl=30) for i in range(3)]
+    start, clock = begin(leases)
+    lost: list[LeaseLost] = []
+    with ExitStack() as stack:
+        for lease in leases:
+            stack.enter_context(
+                lease.keep(clock=clock, since=since(lease, start), schedule="margin", on_lost=lost.append)
+            )
+        settle(leases, clock)
+        step_to(chain, start, clock, leases, leases[0].keeper.core.due)
+        assert [lease.keeper.core.renewals for lease in leases] == [1, 1, 1]
+        w.carol.namespace("prod").revoke(leases[1].resource)
+        step_to(chain, start, clock, leases, leases[0].keeper.core.due)
+        wait_until(lambda: lost, "the revoked lease's loss")
+        assert [error.why for error in lost] == ["revoked"] and lost[0].resource == leases[1].resource
+        with pytest.raises(LeaseLost):
+            leases[1].check()
+        for kept in (leases[0], leases[2]):
+            kept.check()
+            assert kept.keeper.core.renewals == 2 and kept.is_current()
+        stack.pop_all()  # leave the kept two's blocks below, the lost one's raises
+    for kept in (leases[0], leases[2]):
+        kept.keeper.stop()
+        kept._attach(None)
+    leases[1].keeper.stop()
+    leases[1]._attach(None)
+    txs = renewal_txs(w.alice, [leases[0], leases[2]])
+    assert len(txs) == 3, "round 1 together; round 2 each alone"
+
+
+def test_control_without_the_margin_schedule_each_lease_renews_in_a_transaction_of_its_own(alice):
+    chain = alice.chain
+    leases = [alice.acquire(f"apart/{i}", ttl=30) for i in range(4)]
+    start, clock = begin(leases)
+    with ExitStack() as stack:
+        for lease in leases:
+            stack.enter_context(lease.keep(clock=clock, since=since(lease, start)))
+        settle(leases, clock)
+        step_to(chain, start, clock, leases, max(lease.keeper.core.due for lease in leases))
+    assert len(renewal_txs(alice, leases)) == 4
+
+
+def test_a_fleet_through_group_commit_renews_in_one_transaction(alice):
+    """Leases acquired through the batcher (one sender for every agent) renew together too: one renewMany
+    from that sender rather than the batch's per-item calls."""
+    chain = alice.chain
+    batcher = alice.batched()
+    leases = [batcher.acquire(f"fleet/{i}", ttl=30) for i in range(8)]
+    start, clock = begin(leases)
+    with ExitStack() as stack:
+        for lease in leases:
+            stack.enter_context(lease.keep(clock=clock, since=since(lease, start), schedule="margin"))
+        settle(leases, clock)
+        for _ in range(2):
+            step_to(chain, start, clock, leases, min(lease.keeper.core.due for lease in leases))
+    txs = renewal_txs(alice, leases)
+    assert len(txs) == 2 and all(len(names) == 8 for names in txs.values())
+    for lease in leases:
+        lease.release()  # through the batcher, as any batched lease
