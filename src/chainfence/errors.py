@@ -72,13 +72,14 @@
     │   └── LeaseSetLost                   a member of an acquire_many set ended (which, and how)
     ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
-    └── RequestRejected                    a holder-signed request failed verification
+    └── RequestRejected                    a holder-signed request (or signed intent) failed verification
         ├── MalformedRequest (ValueError)  missing or unparsable fields, a payload not the signed one
         ├── InvalidSignature               not signed by the holder it names
         ├── RequestExpired                 past its deadline
         ├── SignerNotHolder                signed by someone who does not hold the token
         ├── RequestMisdirected             signed for another resource, action or audience (``field``)
         └── ReplayedRequest                seen before
+            └── IntentStale                a signed intent's guard is gone: it landed, or the state moved on
 
 Errors are data: each class declares its fields as annotations, and :class:`ChainfenceError`
 makes from them the keyword constructor, the ``repr``
@@ -136,6 +137,7 @@ __all__ = [
     "HeaderStale",
     "HeadersDisagree",
     "InsufficientFunds",
+    "IntentStale",
     "InvalidAssignments",
     "InvalidClaimItems",
     "InvalidHolder",
@@ -1363,16 +1365,28 @@ class MalformedRequest(RequestRejected, ValueError):
     field: str | None = None
 
 
+@_contract_error("FencingRegistryInvalidSignature")
 class InvalidSignature(RequestRejected):
-    """The signature is not the named holder's (bad, foreign, or for another registry or chain)."""
+    """The signature is not the named holder's (bad, foreign, or for another registry or chain).
+
+    For a signed intent (:class:`~chainfence.intents.Intent`) the registry says so: ``holder`` is the intent's
+    holder and ``digest`` the EIP-712 digest it checked the signature against."""
 
     http_status = 401
+    holder: str | None = None
+    digest: bytes | None = None
 
 
+@_contract_error("FencingRegistryIntentExpired")
 class RequestExpired(RequestRejected):
-    """The request's deadline has passed."""
+    """The request's deadline has passed.
+
+    For a signed intent the registry says so: ``deadline`` (chain time) of the intent whose EIP-712 digest is
+    ``digest`` is before the block it would have landed in."""
 
     http_status = 401
+    digest: bytes | None = None
+    deadline: int | None = None
 
 
 class SignerNotHolder(RequestRejected):
@@ -1390,10 +1404,28 @@ class RequestMisdirected(RequestRejected):
     expected: str | None = None
 
 
+@_contract_error("FencingRegistryNonceUsed")
 class ReplayedRequest(RequestRejected):
-    """This exact request was accepted before; a request is accepted once."""
+    """This exact request was accepted before; a request is accepted once.
+
+    For a signed intent (a completion or a claim) the registry says so: ``holder`` already spent ``nonce``."""
 
     http_status = 409
+    holder: str | None = None
+    nonce: int | None = None
+
+
+@_contract_error("FencingRegistryIntentStale")
+class IntentStale(ReplayedRequest):
+    """A signed intent's replay guard no longer holds: the state it was signed against (``guard``: an
+    acquisition's latest token, a renewal's lease expiry) now reads ``current``. It landed already (a replay),
+    or another operation moved that state on; a renewal is also refused so (``current == guard``) when it would
+    not move its lease's expiry later. Nothing was done: sign a new intent against the state as it is now."""
+
+    template = "intent of {holder} refused: it was signed against {guard}, the registry now reads {current}"
+    holder: str | None = None
+    guard: int | None = None
+    current: int | None = None
 
 
 # ---------------------------------------------------------------------------
