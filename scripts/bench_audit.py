@@ -67,7 +67,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from eth_account import Account
 from eth_utils import keccak
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence._node import events as _events
 from chainfence.audit import _projection
 from chainfence.audit._projection import apply as _apply
@@ -655,7 +655,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
         with AnvilProcess(find_anvil(start=ROOT), extra_args=("--gas-limit", "100000000")) as node:
-            chain = Chain.connect(node.url, private_keys=dev_keys(10), poll_latency=0.005)
+            chain = Chain.connect(node.url, private_keys=dev_keys(10), timeouts=Timeouts(poll=0.005))
             registry = Registry.deploy(chain, max_ttl=86_400)
             if not args.skip_sync:
                 started = time.perf_counter()
@@ -710,7 +710,7 @@ def main() -> None:
                 bind(path, registry)
                 proxy = HeadProxy(node.url, path)
                 try:
-                    sdk = Registry.at(Chain.connect(proxy.url, poll_latency=0.005), registry.address)
+                    sdk = Registry.at(Chain.connect(proxy.url, timeouts=Timeouts(poll=0.005)), registry.address)
                     figures = queries(
                         path, picks, args.queries, args.timelines, sdk, not args.skip_before, args.full_reads
                     )

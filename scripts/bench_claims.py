@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 POLL = 0.005
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def claims_round(url: str, address: str, agents: int, count: int, tag: str) -> dict[str, float]:
     keys = dev_keys(agents + 1)[1:]
-    chain = Chain.connect(url, private_keys=keys, poll_latency=POLL)
+    chain = Chain.connect(url, private_keys=keys, timeouts=Timeouts(poll=POLL))
     registries = [Registry.at(chain, address).connect(chain.accounts[i]) for i in range(agents)]
     items = [f"item-{i:04d}" for i in range(count)]
     workset = f"bench/{tag}"
@@ -82,7 +82,7 @@ def claims_round(url: str, address: str, agents: int, count: int, tag: str) -> d
 
 def baseline_round(url: str, address: str, agents: int, count: int, tag: str) -> dict[str, float]:
     keys = dev_keys(agents + 1)[1:]
-    chain = Chain.connect(url, private_keys=keys, poll_latency=POLL)
+    chain = Chain.connect(url, private_keys=keys, timeouts=Timeouts(poll=POLL))
     registries = [Registry.at(chain, address).connect(chain.accounts[i]) for i in range(agents)]
     counter = iter(range(count))
     lock = threading.Lock()
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict[str, list[dict[str, float]]] = {"claims": [], "baseline": []}
     with AnvilProcess(find_anvil(start=ROOT), accounts=max(10, args.agents + 2)) as node:
-        deployer = Chain.connect(node.url, private_key=dev_keys(1)[0], poll_latency=POLL)
+        deployer = Chain.connect(node.url, private_key=dev_keys(1)[0], timeouts=Timeouts(poll=POLL))
         registry = Registry.deploy(deployer, max_ttl=3_600)
         for round_ in range(args.rounds):
             kinds = [("claims", claims_round), ("baseline", baseline_round)]

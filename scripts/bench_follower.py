@@ -46,9 +46,11 @@ import time
 import types
 from pathlib import Path
 
+from chainfence.guard import Follow
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, Timeouts
 from chainfence._node import completeness
 from chainfence.errors import LogsIncomplete
 from chainfence.proofs import QuorumHeaders
@@ -98,19 +100,14 @@ class Counted:
 def follow_guard(
     url: str, address: str, path: str, *, legacy: bool, proven: bool, clock, completeness: str | None = None
 ) -> tuple[Guard, Counted]:
-    chain = Chain.connect(url, poll_latency=0.005)
+    chain = Chain.connect(url, timeouts=Timeouts(poll=0.005))
     counted = Counted(chain)
     headers = QuorumHeaders([url, url, url], clock=clock, max_age=3_600) if proven else None
     counted.headers = headers
     if legacy:
         completeness = "bloom"  # the legacy check replaces the check whatever its mode
     guard = Guard(
-        Registry.at(chain, address),
-        path,
-        mode="follow",
-        follow_interval=3_600,
-        headers=headers,
-        completeness=completeness,
+        Registry.at(chain, address), path, mode=Follow(interval=3_600, completeness=completeness, headers=headers)
     )
     if legacy:
         guard._follower._check = types.MethodType(legacy_check, guard._follower)
@@ -135,7 +132,7 @@ MODES = (("bloom", False, "bloom"), ("receipts", False, "receipts"))
 
 
 def run(node_url: str, samples: int, proven: bool, pair=BEFORE_AFTER) -> dict:
-    chain = Chain.connect(node_url, private_keys=dev_keys(3), poll_latency=0.005)
+    chain = Chain.connect(node_url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.005))
     registry = Registry.deploy(chain, max_ttl=3_600)
     alice = registry.connect(chain.accounts[1])
     renewing = alice.acquire("bench/renewed", ttl=3_600)

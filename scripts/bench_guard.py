@@ -34,9 +34,11 @@ import threading
 import time
 from pathlib import Path
 
+from chainfence.guard import RequestPolicy
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, Timeouts
 from chainfence._sdk.validate import resource_id
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
@@ -157,7 +159,9 @@ def signed_requests(registry: Registry, lease, directory: str, count: int) -> di
     bare.execute("PRAGMA synchronous = FULL")
     bare.execute("CREATE TABLE seen (id BLOB PRIMARY KEY, deadline INTEGER NOT NULL) WITHOUT ROWID")
     guarded, baseline = [], []
-    with Guard(registry, path=os.path.join(directory, "requests.sqlite"), audience=audience) as guard:
+    with Guard(
+        registry, path=os.path.join(directory, "requests.sqlite"), requests=RequestPolicy(audience=audience)
+    ) as guard:
         guard.check(RESOURCE, lease.token)
         for request in requests:  # alternating samples: both see the same machine and disk
             start = time.perf_counter()
@@ -194,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     with AnvilProcess(find_anvil(start=ROOT)) as node, tempfile.TemporaryDirectory() as directory:
-        chain = Chain.connect(node.url, private_keys=dev_keys(2), poll_latency=0.005)
+        chain = Chain.connect(node.url, private_keys=dev_keys(2), timeouts=Timeouts(poll=0.005))
         registry = Registry.deploy(chain, max_ttl=3_600)
         lease = registry.connect(chain.accounts[1]).acquire(RESOURCE, ttl=3_600)
         results = {

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from eth_account import Account
 from web3 import Web3
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence._node import artifacts as _artifacts
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
@@ -48,7 +48,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def latency(url: str, registry: Registry, samples: int) -> dict[str, float]:
     keys = dev_keys(10)
-    sdk_chain = Chain.connect(url, private_key=keys[1], poll_latency=POLL)
+    sdk_chain = Chain.connect(url, private_key=keys[1], timeouts=Timeouts(poll=POLL))
     sdk = Registry.at(sdk_chain, registry.address)
 
     w3 = Web3(Web3.HTTPProvider(url))
@@ -92,7 +92,7 @@ def latency(url: str, registry: Registry, samples: int) -> dict[str, float]:
 
 def throughput(url: str, registry: Registry, total: int, threads: int, *, one_key: bool, tag: str) -> dict[str, float]:
     keys = dev_keys(threads + 1)[1:]
-    chain = Chain.connect(url, private_keys=keys[:1] if one_key else keys, poll_latency=POLL)
+    chain = Chain.connect(url, private_keys=keys[:1] if one_key else keys, timeouts=Timeouts(poll=POLL))
     agents = [Registry.at(chain, registry.address).connect(chain.accounts[0 if one_key else i]) for i in range(threads)]
     counter = iter(range(total))
     lock = threading.Lock()
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     with AnvilProcess(find_anvil(start=ROOT), accounts=max(10, args.threads + 2)) as node:
-        deployer = Chain.connect(node.url, private_key=dev_keys(1)[0], poll_latency=POLL)
+        deployer = Chain.connect(node.url, private_key=dev_keys(1)[0], timeouts=Timeouts(poll=POLL))
         registry = Registry.deploy(deployer, max_ttl=3_600)
         results = {"latency": latency(node.url, registry, args.samples)}
         # Alternate the two throughput runs (anvil slows as its chain grows, so

@@ -44,12 +44,14 @@ import sys
 import time
 from pathlib import Path
 
+from chainfence.guard import Proven
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_vs_etcd
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, Timeouts
 from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
@@ -63,7 +65,7 @@ def p50(values: list[float]) -> float:
 
 
 def run(url: str, samples: int) -> dict[str, dict[str, float]]:
-    chain = Chain.connect(url, private_keys=dev_keys(2), poll_latency=0.005)
+    chain = Chain.connect(url, private_keys=dev_keys(2), timeouts=Timeouts(poll=0.005))
     registry = Registry.deploy(chain, max_ttl=3_600)
     lease = registry.connect(chain.accounts[1]).acquire(NAME, ttl=3_600)
     token = lease.token
@@ -118,9 +120,7 @@ def run(url: str, samples: int) -> dict[str, dict[str, float]]:
     proven_guards = {}
     for n in (1, 3):
         for how in ("cold", "cached"):
-            guard = Guard(
-                registry, tmp / f"proven-{n}-{how}.sqlite", mode="proven", headers=source(n, 0), proof_provider=url
-            )
+            guard = Guard(registry, tmp / f"proven-{n}-{how}.sqlite", mode=Proven(headers=source(n, 0), proofs=url))
             guard.check(NAME, token)  # the mark, the reader's probe, warm connections
             proven_guards[(n, how)] = guard
 

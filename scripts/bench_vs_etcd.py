@@ -498,8 +498,10 @@ def latency(
     if base is not None:
         base.close()
     quarter = max(1, samples // 4)
+    window = max(1, samples // WINDOWS)
     return {
         "blocks": blocks,
+        "first_block": first_block,
         "head": http_chain.block_number(),
         "summary": {key: summary(values) for key, values in times.items()},
         "quarters_p50_ms": {
@@ -507,7 +509,17 @@ def latency(
             for key, values in times.items()
             if len(values) >= 4
         },
+        # The p50 of each tenth of the run, for the plot of latency as the chain grows (scripts/plot_benchmarks.py).
+        "windows_p50_ms": {
+            key: [statistics.median(values[w : w + window]) * 1e3 for w in range(0, window * WINDOWS, window)]
+            for key, values in times.items()
+            if len(values) >= WINDOWS
+        },
     }
+
+
+#: Windows of a latency run whose p50 the JSON reports (``windows_p50_ms``).
+WINDOWS = 10
 
 
 # ----------------------------------------------------------------------------------------------

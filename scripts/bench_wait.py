@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence._node import events as _events
 from chainfence._sdk import waiting as _waiting
 from chainfence._sdk.validate import resource_id
@@ -79,10 +79,10 @@ def release_block(chain: Chain, registry: Registry, since: int) -> int:
 
 def run(url: str, samples: int, tag: str) -> dict[str, object]:
     keys = dev_keys(3)
-    deployer = Chain.connect(url, private_key=keys[0], poll_latency=POLL)
+    deployer = Chain.connect(url, private_key=keys[0], timeouts=Timeouts(poll=POLL))
     registry = Registry.deploy(deployer, max_ttl=3_600)
-    alice = Registry.at(Chain.connect(url, private_key=keys[1], poll_latency=POLL), registry.address)
-    bob_chain = Chain.connect(url, private_key=keys[2], poll_latency=POLL)
+    alice = Registry.at(Chain.connect(url, private_key=keys[1], timeouts=Timeouts(poll=POLL)), registry.address)
+    bob_chain = Chain.connect(url, private_key=keys[2], timeouts=Timeouts(poll=POLL))
     bob = Registry.at(bob_chain, registry.address)
     poll = _waiting.pace(bob_chain).poll
     figures: dict[str, dict[str, list[float]]] = {

@@ -44,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence._sdk import waiting as _waiting
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
@@ -75,7 +75,7 @@ def _wait_once(registry: Registry, waiting: Any) -> tuple[int, int]:
 
 
 def _process_waiter(url: str, key: str, address: str, waiting: Any, results: Any) -> None:
-    registry = Registry.at(Chain.connect(url, private_key=key, poll_latency=POLL), address)
+    registry = Registry.at(Chain.connect(url, private_key=key, timeouts=Timeouts(poll=POLL)), address)
     results.put(_wait_once(registry, waiting))
 
 
@@ -96,7 +96,7 @@ def _round(url: str, way: str, keys: list[str], holder: Registry, address: str, 
             if way == "shared":
                 registry = Registry.at(shared, address).connect(shared.add_account(key))
             else:
-                registry = Registry.at(Chain.connect(url, private_key=key, poll_latency=POLL), address)
+                registry = Registry.at(Chain.connect(url, private_key=key, timeouts=Timeouts(poll=POLL)), address)
             workers.append(threading.Thread(target=_wait_once, args=(registry, event)))
     for worker in workers:
         worker.start()
@@ -132,9 +132,9 @@ def run(url: str, way: str, waiters: int, rounds: int) -> dict[str, Any]:
     from chainfence._node import artifacts as _artifacts
 
     keys = dev_keys(waiters + 1)
-    holder_chain = Chain.connect(url, private_key=keys[0], poll_latency=POLL)
+    holder_chain = Chain.connect(url, private_key=keys[0], timeouts=Timeouts(poll=POLL))
     registry = Registry.deploy(holder_chain, max_ttl=3_600)
-    shared = Chain.connect(url, private_key=keys[0], poll_latency=POLL)
+    shared = Chain.connect(url, private_key=keys[0], timeouts=Timeouts(poll=POLL))
     first = holder_chain.block_number() + 1
     for i in range(rounds):
         _round(url, way, keys[1:], registry, registry.address, shared)

@@ -3,6 +3,7 @@
 
     python scripts/gas_report.py                # on the embedded chain (eth-tester/py-evm)
     python scripts/gas_report.py --json         # machine-readable
+    python scripts/gas_report.py --forks        # the shipped (Cancun) build against a Shanghai build
 
 Gas is deterministic: the same operation on the same state costs the same on
 every EVM of the same fork, so tests assert ceilings on these figures
@@ -649,6 +650,69 @@ def least_limits(
     }
 
 
+def _without_mcopy(sources: dict[str, str]) -> dict[str, str]:
+    """The registry's sources with its two hand-written MCOPYs (naming a claimed item) as word-copy loops: what
+    a Shanghai build needs (solc refuses ``mcopy`` before Cancun; its own copies become loops by themselves)."""
+    text = sources["contracts/FencingRegistry.sol"]
+    loop = "for {{ let i := 0 }} lt(i, {n}) {{ i := add(i, 0x20) }} {{ mstore(add({d}, i), mload(add({s}, i))) }}"
+    for n, d, s in (
+        ("worksetLength", "add(data, 0x60)", "add(workset, 0x20)"),
+        ("itemLength", "add(second, 0x20)", "add(item, 0x20)"),
+    ):
+        copy = f"mcopy({d}, {s}, {n})"
+        if copy not in text:
+            raise SystemExit(f"--forks: the registry no longer has {copy!r}: update _without_mcopy")
+        text = text.replace(copy, loop.format(n=n, d=d, s=s))
+    if "mcopy(" in text:
+        raise SystemExit("--forks: the registry has an MCOPY _without_mcopy does not know")
+    return {**sources, "contracts/FencingRegistry.sol": text}
+
+
+def compare_forks() -> dict[str, tuple[int, int]]:
+    """Receipt gas of every operation (:func:`measure`) with the shipped registry (Cancun) and with a build for
+    Shanghai, the fork before MCOPY (ganache 7's): (cancun, shanghai) by operation. Compiles with the pinned
+    solc (scripts/build_contracts.py); docs/nodes.md says what was chosen from it, and why."""
+    import functools
+
+    import build_contracts
+
+    from chainfence._node import artifacts
+
+    solc = build_contracts.find_compiler(None)
+    settings, sources = build_contracts.SETTINGS, build_contracts.source_files
+    try:
+        build_contracts.SETTINGS = {**settings, "evmVersion": "shanghai"}
+        build_contracts.source_files = lambda: _without_mcopy(sources())
+        shanghai = build_contracts.compile_contracts(solc)
+    finally:
+        build_contracts.SETTINGS, build_contracts.source_files = settings, sources
+    shipped = artifacts._load
+
+    def with_shanghai(name: str) -> dict[str, Any]:
+        fields = ("bytecode", "deployedBytecode", "immutableReferences")
+        return {**shipped(name), **{field: shanghai[name][field] for field in fields}}
+
+    cancun = measure(Chain.embedded(accounts=5))
+    try:
+        artifacts._load = functools.cache(with_shanghai)  # type: ignore[assignment]
+        other = measure(Chain.embedded(accounts=5))
+    finally:
+        artifacts._load = shipped
+    return {operation: (gas, other[operation]) for operation, gas in cancun.items()}
+
+
+def print_forks() -> int:
+    figures = compare_forks()
+    width = max(len(operation) for operation in figures)
+    print(f"{'operation':<{width}} {'cancun':>9} {'shanghai':>9} {'difference':>10}")
+    for operation, (cancun, shanghai) in figures.items():
+        print(f"{operation:<{width}} {cancun:>9,} {shanghai:>9,} {shanghai - cancun:>+10,}")
+    dearer = {operation: b - a for operation, (a, b) in figures.items() if b != a}
+    cheaper = sorted(operation for operation, more in dearer.items() if more < 0)
+    print(f"\n{len(dearer)} of {len(figures)} operations differ; cheaper on Shanghai: {', '.join(cheaper) or 'none'}")
+    return 0
+
+
 def _num(value: int | None) -> str:
     return "" if value is None else f"{value:,}"
 
@@ -657,7 +721,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--name", default=NAME, help=f"resource name to measure with (default {NAME!r})")
+    parser.add_argument(
+        "--forks", action="store_true", help="compare the shipped (Cancun) build with a Shanghai build (needs solc)"
+    )
     args = parser.parse_args(argv)
+    if args.forks:
+        return print_forks()
 
     figures = measure(Chain.embedded(accounts=5), args.name)
     figures |= measure_least_limits(Chain.embedded(accounts=5))

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs (pinned Python dev dependencies in .venv,
-# the pinned npm solc, anvil and forge in node_modules, Debian's chromium for the
-# timeline's browser test, and a Python >= 3.12 venv for the tests of 3.12-only behaviour
+# the pinned npm solc, anvil, forge, hardhat and ganache in node_modules (and Node 22
+# for hardhat where the machine's is older), Debian's chromium for the timeline's
+# browser test and faketime for the suite's hardhat node (tests/support/nodes.py),
+# and a Python >= 3.12 venv for the tests of 3.12-only behaviour
 # when one is on the machine), run the code checks (scripts/check: ruff and mypy; a failure stops here)
 # and then the full suite.
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -x
@@ -11,6 +13,7 @@
 source "$(dirname "$0")/_env.sh"
 setup_python dev -e ".[dev]"
 setup_node
+setup_faketime
 setup_chromium
 setup_python312
 "$ROOT/scripts/check"

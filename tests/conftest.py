@@ -3,9 +3,14 @@
 Backends: the chain-level suite (tests/chain) runs once per backend, as
 tooz runs one suite against every driver: ``embedded`` (eth-tester/py-evm
 in-process) and ``anvil`` (a real node started on a free loopback port from
-the project's npm install). ``CHAINFENCE_BACKENDS=embedded`` narrows the run
-for a quick local loop; the README's test command runs both. A missing anvil
-is an error, never a skip.
+the project's npm install). The tests that make sense on any node also run on
+``hardhat`` (hardhat's node, EDR) and those ganache can run on ``ganache``
+(tests/support/nodes.py starts both, the same way): a test says which with
+``@pytest.mark.nodes("hardhat", "ganache")``; a test not marked for one of
+them is not collected for it (reported as deselected, never skipped), and
+docs/nodes.md lists what ganache cannot do. ``CHAINFENCE_BACKENDS=embedded``
+narrows the run for a quick local loop; the README's test command runs all
+four. A missing node is an error, never a skip.
 
 Isolation: every test runs between a snapshot and a revert of its chain, so
 tests share one deployment yet see a fresh state.
@@ -33,8 +38,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from tests.support.anvil import Anvil, dev_keys, ipc_path
+from tests.support.nodes import GanacheProcess, HardhatProcess, deploy_past_the_fork_check
 from tests.support.sequencer import wait_until
 
 #: The proven mode's attack story (``story``) and lying providers (``providers``), for every test file
@@ -103,15 +109,73 @@ settings.register_profile("thorough", parent=settings.get_profile("default"), ma
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+#: Every backend, in the order the suite runs them; the last two run only the tests marked for them.
+ALL_BACKENDS = ("embedded", "anvil", "hardhat", "ganache")
+#: The node implementations a test runs on only when it is marked for them (``pytest.mark.nodes``).
+MARKED_NODES = frozenset({"hardhat", "ganache"})
+
+
 def _backends() -> list[str]:
-    wanted = [b.strip() for b in os.environ.get("CHAINFENCE_BACKENDS", "embedded,anvil").split(",") if b.strip()]
-    unknown = set(wanted) - {"embedded", "anvil"}
+    chosen = os.environ.get("CHAINFENCE_BACKENDS", ",".join(ALL_BACKENDS))
+    wanted = [b.strip() for b in chosen.split(",") if b.strip()]
+    unknown = set(wanted) - set(ALL_BACKENDS)
     if unknown:
         raise pytest.UsageError(f"CHAINFENCE_BACKENDS: unknown backend(s) {sorted(unknown)}")
     return wanted
 
 
 BACKENDS = _backends()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "nodes(*names): the test runs on these node implementations too (hardhat, ganache), besides the "
+        "embedded chain and anvil; unmarked, it is not collected for them",
+    )
+
+
+#: The fixtures whose parameter is the backend a test runs on.
+BACKEND_FIXTURES = ("backend_chain", "node_chain", "node_registry")
+
+
+def _backend_of(item: pytest.Item) -> str | None:
+    """The backend a collected test runs on (the parameter of one of :data:`BACKEND_FIXTURES`), else None."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    for name in BACKEND_FIXTURES:
+        if name in callspec.params:
+            return str(callspec.params[name])
+    return None
+
+
+def marked_nodes(item: pytest.Item) -> set[str]:
+    """The node implementations a test is marked for: its closest ``@pytest.mark.nodes(...)`` (a test's
+    own mark replaces its module's: ``nodes("hardhat")`` on one test of a module marked for both)."""
+    mark = item.get_closest_marker("nodes")
+    if mark is None:
+        return set()
+    unknown = set(mark.args) - MARKED_NODES
+    if unknown:
+        raise pytest.UsageError(f"{item.nodeid}: pytest.mark.nodes names unknown node(s) {sorted(unknown)}")
+    return set(mark.args)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test parametrized onto hardhat or ganache is kept only when it is marked for that node: the
+    subset each runs is the marked one, and the rest is reported as deselected. A test parametrized
+    (``node_chain``) onto a backend ``CHAINFENCE_BACKENDS`` leaves out is deselected too."""
+    kept, dropped = [], []
+    for item in items:
+        backend = _backend_of(item)
+        unwanted = backend is not None and (
+            backend not in BACKENDS or (backend in MARKED_NODES and backend not in marked_nodes(item))
+        )
+        (dropped if unwanted else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")
@@ -125,7 +189,31 @@ def anvil_node() -> Iterator[Anvil]:
 @pytest.fixture(scope="session")
 def anvil_chain(anvil_node: Anvil) -> Chain:
     """The one Chain talking to the session's anvil node (one nonce counter per key)."""
-    return Chain.connect(anvil_node.url, private_keys=dev_keys(10), poll_latency=0.005, receipt_timeout=30)
+    return Chain.connect(anvil_node.url, private_keys=dev_keys(10), timeouts=Timeouts(receipt=30, poll=0.005))
+
+
+@pytest.fixture(scope="session")
+def hardhat_node() -> Iterator[HardhatProcess]:
+    """hardhat's node (EDR) on 127.0.0.1, for the whole session, on a logical clock (tests/support/nodes.py)."""
+    with HardhatProcess() as node:
+        yield node
+
+
+@pytest.fixture(scope="session")
+def hardhat_chain(hardhat_node: HardhatProcess) -> Chain:
+    return Chain.connect(hardhat_node.url, private_keys=dev_keys(10), timeouts=Timeouts(receipt=30, poll=0.005))
+
+
+@pytest.fixture(scope="session")
+def ganache_node() -> Iterator[GanacheProcess]:
+    """ganache on 127.0.0.1, for the whole session, on its logical clock (tests/support/nodes.py)."""
+    with GanacheProcess() as node:
+        yield node
+
+
+@pytest.fixture(scope="session")
+def ganache_chain(ganache_node: GanacheProcess) -> Chain:
+    return Chain.connect(ganache_node.url, private_keys=dev_keys(10), timeouts=Timeouts(receipt=30, poll=0.005))
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
@@ -133,11 +221,22 @@ def backend_chain(request: pytest.FixtureRequest) -> Chain:
     """One chain per backend for the session (chain-level suite)."""
     if request.param == "embedded":
         return Chain.embedded()
-    return request.getfixturevalue("anvil_chain")
+    return request.getfixturevalue(f"{request.param}_chain")
+
+
+@pytest.fixture
+def node_chain(request: pytest.FixtureRequest) -> Iterator[Chain]:
+    """The session's chain on the node a test names (``@pytest.mark.parametrize("node_chain", ["ganache"],
+    indirect=True)``), reverted to its pre-test state afterwards: for a test of one node's own behaviour."""
+    chain = request.getfixturevalue(f"{request.param}_chain")
+    with isolated(chain):
+        yield chain
 
 
 @pytest.fixture(scope="session")
 def backend_registry(backend_chain: Chain) -> Registry:
+    if backend_chain._dev == "ganache":  # Registry.deploy refuses its Shanghai EVM: see deploy_past_the_fork_check
+        return deploy_past_the_fork_check(backend_chain, max_ttl=3_600)
     return Registry.deploy(backend_chain, max_ttl=3_600)
 
 
@@ -213,7 +312,13 @@ def _blocks_after(chain: Chain, head: int, late: int) -> list[str]:
 
 def _drop_stranded(chain: Chain) -> list[str]:
     """Drop the node's queued transactions (a nonce above the sender's next: nothing will ever mine them)
-    once the executable ones are mined; returns what they were."""
+    once the executable ones are mined; returns what they were.
+
+    hardhat's and ganache's nodes keep no such pool while they automine: hardhat refuses a transaction it
+    cannot mine at once ("transactions can't be queued when automining"), and ganache answers a send only
+    once it has mined it (its "eager" instamine)."""
+    if chain._dev != "anvil":
+        return []
     status: dict[str, str] = {}
 
     def nothing_executable() -> bool:
@@ -235,6 +340,8 @@ def _drop_stranded(chain: Chain) -> list[str]:
 
 
 def _pool_is_empty(chain: Chain) -> bool:
+    if chain._dev != "anvil":
+        return True  # nothing waits in their pools: see _drop_stranded
     status = chain.rpc.transport.request("txpool_status", [])
     return int(status["pending"], 16) == 0 and int(status["queued"], 16) == 0
 

@@ -43,6 +43,7 @@ __all__ = [
     "StuckLease",
     "StuckReport",
     "TermEnded",
+    "Timeouts",
 ]
 
 __version__ = "0.1.0"
@@ -73,13 +74,14 @@ _LAZY = {
     "StuckLease": ".audit.watchdog",
     "StuckReport": ".audit.watchdog",
     "TermEnded": ".recipes.election",
+    "Timeouts": ".chain",
 }
 
 if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
     from .audit import EventKind, LeaseEvent
     from .audit.index import AuditIndex
     from .audit.watchdog import StuckLease, StuckReport
-    from .chain import Chain
+    from .chain import Chain, Timeouts
     from .errors import ChainfenceError
     from .fenced_requests import FencedRequest
     from .guard import Guard
@@ -104,7 +106,9 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    """The public names, ``__version__`` and the module's own dunders: not what the package imports for
+    itself (``sys``, ``Any``, ``TYPE_CHECKING``), its private helpers, nor the submodules loaded since."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__") and name.endswith("__"))})
 
 
 # Modules that moved keep their old import paths until 0.3, with a DeprecationWarning (chainfence._core.moved).

@@ -37,8 +37,8 @@ name by name. They live beside their sync twins (:mod:`chainfence.registry`,
 An :class:`AsyncChain` wraps a :class:`~chainfence.Chain` (its ``chain``):
 the keys, the chain id, the confirmations, the nonce counters and the tokens
 seen (rollback detection) are that object's. ``AsyncChain.over(chain)`` gives
-an asyncio view of a chain you already have; dev controls (mine, snapshot,
-advance_time) are the sync chain's only, and block: for tests.
+an asyncio view of a chain you already have. Its dev controls (``advance_time``, ``mine``,
+``revert``, ``set_next_block_time``, ``snapshot``) are the sync chain's steps, awaited.
 
 The keep-alive (:meth:`AsyncLease.keep`) runs the same
 :class:`~chainfence.keepalive.KeepAliveCore` as the thread runner, in a task

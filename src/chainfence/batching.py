@@ -110,6 +110,7 @@ from typing import Any, NamedTuple
 
 from . import keepalive as _keepalive
 from ._core import log as _log
+from ._core import metrics as _metrics
 from ._core.effects import RPC, Shielded, Signal, Sleep, Steps, Until
 from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation
 from ._node import artifacts as _artifacts
@@ -413,6 +414,7 @@ class Batcher(SyncFace):
             return
         token = _validate.token(token)
         yield from self._submit_steps(_Op(_Kind.RELEASE, resource, resource_id, token, 0))
+        _metrics.lease_ended("released")
 
     def _complete_by_id_steps(
         self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None
@@ -822,7 +824,9 @@ class Batcher(SyncFace):
                 if funds is not None:
                     self._funds = funds
                     self._requeue(batch)
+                    _metrics.batch_sent(_kinds(batch), "requeued")
                     return None
+            _metrics.batch_sent(_kinds(batch), "failed")
             self._settle(batch, [(None, _own_copy(failed, op, batch)) for op in batch])
             if _sending.interrupted(failed):
                 raise
@@ -835,6 +839,7 @@ class Batcher(SyncFace):
                 if not op.gone:
                     op.cohort = cohort
                     cohort.count += 1
+        _metrics.batch_sent(_kinds(batch), "mined", [error for _value, error in outcomes])
         self._settle(batch, outcomes)
         return cohort if cohort.count else None
 
@@ -964,6 +969,11 @@ def _read_outcomes(
     if position != len(logs):
         raise ChainError(f"batch transaction {tx_hash} logged more events than its operations account for")
     return outcomes
+
+
+def _kinds(batch: list[_Op]) -> list[str]:
+    """Each operation's kind as the metrics name it (an exclusive acquisition is an acquisition)."""
+    return ["acquire" if op.acquires else op.kind.name.lower() for op in batch]
 
 
 def _outcome_steps(op: _Op) -> Steps[tuple[Any, BaseException | None]]:

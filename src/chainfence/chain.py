@@ -20,7 +20,7 @@ judged against it, so a lease is never reported live once its expiry has
 passed by the chain's time or by the verifier's own, even when no block was
 mined since (anvil between transactions, any chain with sparse blocks).
 ``chain.latest_time()`` is the latest block's timestamp. On dev chains
-``advance_time`` mines a block at ``now() + seconds``.
+``advance_time`` moves ``now()`` by ``seconds`` and mines a block there.
 
 Dev chains keep a clock of their own that tests move on purpose (time
 travel, snapshots that take it back), so there the node's pending block is
@@ -47,10 +47,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from ._core import log as _log
+from ._core import moved as _moved
 from ._core.effects import RPC, Steps, arun, run
-from ._core.faces import LazySignature
+from ._core.faces import AsyncFace, LazySignature, SyncFace, awaiting, operation
+from ._core.records import record
 from ._node.accounts import LocalKey, is_local_account
-from ._node.failures import unreachable_message
+from ._node.failures import is_unknown_method, unreachable_message
 from ._node.rpc import AsyncRpc, Rpc, connect_async_node, connect_node
 from ._node.sending import Sender
 from ._node.transports import redact_url
@@ -62,6 +64,7 @@ from .errors import (
     LeaseError,
     NodeUnreachable,
     NotSupported,
+    RpcError,
     UnknownAccount,
     WrongChain,
 )
@@ -76,7 +79,7 @@ if TYPE_CHECKING:  # types only: keys are loaded without eth-account (chainfence
 
 logger = _log.get(__name__)
 
-__all__ = ["AsyncChain", "Chain"]
+__all__ = ["AsyncChain", "Chain", "Timeouts"]
 
 P = ParamSpec("P")
 C = TypeVar("C")
@@ -86,6 +89,71 @@ T = TypeVar("T")
 #: Confirmations of a chain that is not a dev chain, unless told otherwise:
 #: enough to ride out the common one- and two-block reorgs. See the README.
 DEFAULT_CONFIRMATIONS = 3
+
+
+@record
+class Timeouts:
+    """How long a :class:`Chain` waits, in seconds (as httpx's ``Timeout``)::
+
+        chain = Chain.connect(url, key, timeouts=Timeouts(receipt=300, request=30))
+
+    Attributes:
+        request: each JSON-RPC request; a late reply is never resent blindly.
+        receipt: a transaction's inclusion, after which a no-op with its nonce cancels it
+            (:mod:`chainfence._node.sending`).
+        confirmation: once included, its ``confirmations`` blocks on top.
+        unreachable: silence from the node after which a transaction in flight is reported as
+            :class:`~chainfence.errors.OutcomeUnknown` (None: ``min(receipt, 10)``).
+        poll: between the polls of a wait (a receipt, the confirmations).
+
+    Each is a positive, finite number (``unreachable`` may be None):
+    :class:`~chainfence.errors.InvalidInput` otherwise, naming the field. Frozen; compared by value.
+    """
+
+    request: float = 10.0
+    receipt: float = 120.0
+    confirmation: float = 600.0
+    unreachable: float | None = None
+    poll: float = 0.1
+
+    def __init__(
+        self,
+        request: float = 10.0,
+        receipt: float = 120.0,
+        confirmation: float = 600.0,
+        unreachable: float | None = None,
+        poll: float = 0.1,
+    ) -> None:
+        given = {
+            "request": request,
+            "receipt": receipt,
+            "confirmation": confirmation,
+            "unreachable": unreachable,
+            "poll": poll,
+        }
+        for name, value in given.items():
+            if value is None and name == "unreachable":
+                continue  # its default derives from receipt
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise InvalidInput(
+                    f"Timeouts.{name} must be a positive, finite number of seconds, got {value!r}",
+                    argument=f"timeouts.{name}",
+                    value=value,
+                )
+        self.__dict__.update(given)
+
+
+#: ``connect``'s timeouts unless told otherwise.
+DEFAULT_TIMEOUTS = Timeouts()
+
+#: ``connect``'s keywords before 0.2 (deprecated, until 0.3), and the field of :class:`Timeouts` each became.
+_TIMEOUT_KEYWORDS = {
+    "request_timeout": "request",
+    "receipt_timeout": "receipt",
+    "confirmation_timeout": "confirmation",
+    "unreachable_timeout": "unreachable",
+    "poll_latency": "poll",
+}
 
 
 class _Connection(NamedTuple):
@@ -98,11 +166,7 @@ class _Connection(NamedTuple):
     signers: list[Signer]
     chain_id: int | None
     confirmations: int | None
-    request_timeout: float
-    receipt_timeout: float
-    confirmation_timeout: float
-    poll_latency: float
-    unreachable_timeout: float | None
+    timeouts: Timeouts
 
     def identify_steps(self) -> Steps[tuple[str | None, int]]:
         """Ask the node who it is: (the dev chain it names, or None; its chain id), in one round trip where
@@ -122,15 +186,16 @@ class _Connection(NamedTuple):
         confirmations = self.confirmations
         if confirmations is None:
             confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
+        timeouts = self.timeouts
         return Chain(
             rpc,
             self.signers,
             dev=dev,
             confirmations=confirmations,
-            receipt_timeout=self.receipt_timeout,
-            confirmation_timeout=self.confirmation_timeout,
-            poll_latency=self.poll_latency,
-            unreachable_timeout=self.unreachable_timeout,
+            receipt_timeout=timeouts.receipt,
+            confirmation_timeout=timeouts.confirmation,
+            poll_latency=timeouts.poll,
+            unreachable_timeout=timeouts.unreachable,
             chain_id=chain_id,
         )
 
@@ -142,23 +207,14 @@ def _connection(
     private_keys: Sequence[str | bytes] = (),
     chain_id: int | None = None,
     confirmations: int | None = None,
-    request_timeout: float = 10.0,
-    receipt_timeout: float = 120.0,
-    confirmation_timeout: float = 600.0,
-    poll_latency: float = 0.1,
-    unreachable_timeout: float | None = None,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    **deprecated: Any,
 ) -> _Connection:
     """The parameters of :meth:`Chain.connect` and :meth:`AsyncChain.connect`, stated once and checked
-    before anything is asked (keys loaded, never echoed)."""
-    _check_connect_args(
-        url,
-        chain_id,
-        request_timeout=request_timeout,
-        receipt_timeout=receipt_timeout,
-        confirmation_timeout=confirmation_timeout,
-        poll_latency=poll_latency,
-        unreachable_timeout=unreachable_timeout,
-    )
+    before anything is asked (keys loaded, never echoed). ``deprecated``: the keywords before 0.2
+    (``receipt_timeout=``, ...: :data:`_TIMEOUT_KEYWORDS`), each warned of and taken into the timeouts."""
+    timeouts = _timeouts(timeouts, deprecated)
+    _check_connect_args(url, chain_id)
     if confirmations is not None:
         _confirmations(confirmations)
     keys = ([private_key] if private_key is not None else []) + list(private_keys)
@@ -167,12 +223,28 @@ def _connection(
         signers=[_load_key(k) for k in keys],
         chain_id=chain_id,
         confirmations=confirmations,
-        request_timeout=request_timeout,
-        receipt_timeout=receipt_timeout,
-        confirmation_timeout=confirmation_timeout,
-        poll_latency=poll_latency,
-        unreachable_timeout=unreachable_timeout,
+        timeouts=timeouts,
     )
+
+
+def _timeouts(timeouts: object, deprecated: dict[str, Any]) -> Timeouts:
+    """``connect``'s timeouts: ``timeouts``, or the deprecated keywords (each warned of, pointed at the
+    caller of ``connect``), never both."""
+    unknown = sorted(deprecated.keys() - _TIMEOUT_KEYWORDS.keys())
+    if unknown:
+        raise TypeError(f"connect() got an unexpected keyword argument {unknown[0]!r}")
+    if not isinstance(timeouts, Timeouts):
+        raise InvalidInput(f"timeouts must be a Timeouts, got {timeouts!r}", argument="timeouts", value=timeouts)
+    if not deprecated:
+        return timeouts
+    if timeouts is not DEFAULT_TIMEOUTS:
+        raise InvalidInput(
+            f"give every timeout in timeouts=Timeouts(...), not also as {', '.join(sorted(deprecated))}=",
+            argument="timeouts",
+        )
+    for old in deprecated:
+        _moved.keyword("connect", old, f"timeouts=Timeouts({_TIMEOUT_KEYWORDS[old]}=...)", stacklevel=4)
+    return Timeouts(**{_TIMEOUT_KEYWORDS[old]: value for old, value in deprecated.items()})
 
 
 def _parameters_of(
@@ -204,7 +276,7 @@ def _one(request: Any) -> Steps[Any]:
     return (yield request)
 
 
-class Chain:
+class Chain(SyncFace):
     """An EVM chain plus the keys to send transactions on it.
 
     Use :meth:`embedded` or :meth:`connect` rather than the constructor.
@@ -285,9 +357,8 @@ class Chain:
     def connect(cls, *args: Any, **kwargs: Any) -> Chain:
         """Connect to an EVM JSON-RPC node over HTTP(S), or over its IPC socket on this machine (``url`` a
         path ending in ``.ipc``, as ``anvil --ipc`` and ``chainfence node`` make one: the fastest way to a
-        local node): ``connect(url, private_key=None, *,
-        private_keys=(), chain_id=None, confirmations=None, request_timeout=10.0, receipt_timeout=120.0,
-        confirmation_timeout=600.0, poll_latency=0.1, unreachable_timeout=None)``.
+        local node): ``connect(url, private_key=None, *, private_keys=(), chain_id=None,
+        confirmations=None, timeouts=Timeouts())``.
 
         Transactions are signed locally with ``private_key`` (and any
         ``private_keys``); the node's own unlocked accounts are never used.
@@ -296,16 +367,17 @@ class Chain:
         ``chain_id``: refuse a node that serves another chain
         (:class:`~chainfence.errors.WrongChain`). ``confirmations``: blocks on
         top of a transaction's block before it counts (default 0 on dev
-        chains, :data:`DEFAULT_CONFIRMATIONS` elsewhere). ``receipt_timeout``:
-        seconds to wait for inclusion before cancelling (see
-        :mod:`chainfence._node.sending`). ``unreachable_timeout``: seconds of
-        silence from the node after which a transaction in flight is reported
-        as :class:`~chainfence.errors.OutcomeUnknown` (default
-        ``min(receipt_timeout, 10)``). ``request_timeout``: seconds per
-        JSON-RPC request; a late reply is never resent blindly.
+        chains, :data:`DEFAULT_CONFIRMATIONS` elsewhere). ``timeouts``: how
+        long each wait may take (:class:`Timeouts`: a request, a receipt, the
+        confirmations, a silent node; the polls between).
+
+        The keywords before 0.2 (``request_timeout``, ``receipt_timeout``,
+        ``confirmation_timeout``, ``unreachable_timeout``, ``poll_latency``)
+        still work until 0.3, with a ``DeprecationWarning`` naming the
+        :class:`Timeouts` field that replaces each.
         """
         asked = _connection(*args, **kwargs)
-        rpc = Rpc(connect_node(asked.url, timeout=asked.request_timeout))
+        rpc = Rpc(connect_node(asked.url, timeout=asked.timeouts.request))
         try:
             dev, chain_id = run(
                 asked.identify_steps(), rpc, sleep=time.sleep, lock=lambda key: contextlib.nullcontext()
@@ -349,6 +421,8 @@ class Chain:
     def _run(self, steps: Steps[T]) -> T:
         """Run core steps over this chain's blocking RPC layer (the sync driver)."""
         return self._sender.run(steps)
+
+    _drive = _run  # the sync face's driver (chainfence._core.faces): the dev controls are derived from steps
 
     def now(self) -> int:
         """Chain time now, as a verifier must count it (see the module docstring).
@@ -401,85 +475,115 @@ class Chain:
             raise ChainError("the node returned no latest block")
         return int(block["timestamp"])
 
-    def advance_time(self, seconds: int) -> int:
+    def _advance_time_steps(self, seconds: int) -> Steps[int]:
         """Move chain time ``seconds`` forward and mine a block there; returns the new :meth:`now`.
 
-        Dev chains only (embedded, anvil). Views see the new time at once;
-        the next transaction is mined after it.
+        Dev chains only (embedded, anvil, hardhat, ganache). Views see the new time at once;
+        the next transaction is mined after it. :meth:`now` moves by exactly ``seconds`` where
+        the node can set the next block's time (``evm_setNextBlockTimestamp``: the embedded
+        chain, anvil, hardhat); ganache has no such control and moves its clock by an offset
+        (``evm_increaseTime``), so there :meth:`now` moves by at least ``seconds`` (by one
+        more on a clock that adds a second a block). A node with neither raises
+        :class:`~chainfence.errors.NotSupported`.
         """
         if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0:
             raise InvalidInput(f"seconds must be an int >= 0, got {seconds!r}")
-        if self.rpc.embedded:
-            if seconds > 0:
+        if not self.rpc.embedded:
+            self._require_dev("advance_time")
+        if seconds > 0:
+            at = (yield from self._now_steps()) + seconds
+            if self.rpc.embedded:
                 # now() is the next block's time; eth-tester's time_travel(T) mines a
                 # block at T - 1 and makes the next one T: now() becomes now() + seconds.
-                self._time_travel(self.now() + seconds)
-            return self.now()
-        self._require_dev("advance_time")
-        if seconds > 0:
-            self._dev_rpc("evm_setNextBlockTimestamp", [self.now() + seconds])
-            self._dev_rpc("evm_mine", [])
-        return self.now()
+                yield RPC.tester("time_travel", at)
+            else:
+                # hardhat never mines two blocks in the same second: after a block at T its next is T + 1 at
+                # the earliest, so the block goes at T - 1 to make now() T (as the embedded chain's time travel
+                # does). anvil mines blocks in the same second: its next can be T itself.
+                mined_at = at - 1 if self._dev in _STRICTLY_LATER_BLOCKS else at
+                try:
+                    yield from self._dev_steps("evm_setNextBlockTimestamp", [mined_at])
+                except NotSupported:
+                    yield from self._dev_steps("evm_increaseTime", [seconds])  # ganache: an offset on its clock
+                yield from self._dev_steps("evm_mine", [])
+        return (yield from self._now_steps())
 
-    def set_next_block_time(self, timestamp: int) -> None:
+    advance_time = operation(_advance_time_steps)
+
+    def _set_next_block_time_steps(self, timestamp: int) -> Steps[None]:
         """Make the next mined block carry ``timestamp`` (dev chains only).
 
         For tests at exact boundaries ("acquire at the very second the lease
         expires"). On the embedded chain this mines one empty block at
-        ``timestamp - 1`` unless that block would not be new.
+        ``timestamp - 1`` unless that block would not be new. A node that
+        cannot set the next block's time (ganache: no ``evm_setNextBlockTimestamp``)
+        raises :class:`~chainfence.errors.NotSupported`.
         """
         if isinstance(timestamp, bool) or not isinstance(timestamp, int):
             raise InvalidInput(f"timestamp must be an int, got {timestamp!r}")
-        latest = self.latest_time()
+        latest = yield from self._latest_time_steps()
         if timestamp <= latest:
             raise InvalidInput(f"timestamp {timestamp} is not after the latest block's ({latest})")
         if self.rpc.embedded:
             if timestamp > latest + 1:  # latest + 1 is what eth-tester mines next anyway
-                self._time_travel(timestamp)
+                yield RPC.tester("time_travel", timestamp)
             return
         self._require_dev("set_next_block_time")
-        self._dev_rpc("evm_setNextBlockTimestamp", [timestamp])
+        yield from self._dev_steps("evm_setNextBlockTimestamp", [timestamp])
 
-    def _time_travel(self, timestamp: int) -> None:
-        self.rpc.tester("time_travel", timestamp)
+    set_next_block_time = operation(_set_next_block_time_steps)
 
-    def mine(self, blocks: int = 1) -> None:
+    def _mine_steps(self, blocks: int = 1) -> Steps[None]:
         """Mine ``blocks`` empty blocks (dev chains only)."""
         if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
             raise InvalidInput(f"blocks must be an int >= 0, got {blocks!r}")
         if self.rpc.embedded:
-            self.rpc.tester("mine_blocks", blocks)
+            yield RPC.tester("mine_blocks", blocks)
             return
         self._require_dev("mine")
         for _ in range(blocks):
-            self._dev_rpc("evm_mine", [])
+            yield from self._dev_steps("evm_mine", [])
 
-    def snapshot(self) -> Any:
+    mine = operation(_mine_steps)
+
+    def _snapshot_steps(self) -> Steps[Any]:
         """Save the chain state (dev chains only); restore it with :meth:`revert`."""
         if self.rpc.embedded:
-            return self.rpc.tester("take_snapshot")
+            return (yield RPC.tester("take_snapshot"))
         self._require_dev("snapshot")
-        return self._dev_rpc("evm_snapshot", [])
+        return (yield from self._dev_steps("evm_snapshot", []))
 
-    def revert(self, snapshot: Any) -> None:
+    snapshot = operation(_snapshot_steps)
+
+    def _revert_steps(self, snapshot: Any) -> Steps[None]:
         """Restore a :meth:`snapshot`. Forgets cached nonces, which the revert rewinds, and the tokens
         seen from registries on this chain (a deliberate rollback is not a lost history)."""
         if self.rpc.embedded:
-            self.rpc.tester("revert_to_snapshot", snapshot)
+            yield RPC.tester("revert_to_snapshot", snapshot)
         else:
             self._require_dev("revert")
-            if not self._dev_rpc("evm_revert", [snapshot]):
+            if not (yield from self._dev_steps("evm_revert", [snapshot])):
                 raise ChainError(f"the node refused to revert to snapshot {snapshot!r}")
         self._sender.forget_nonces()
         self.__dict__.pop("_seen_tokens", None)
+
+    revert = operation(_revert_steps)
 
     def _require_dev(self, what: str) -> None:
         if self._dev is None:
             raise NotSupported(f"{what} needs a dev chain (embedded, anvil, hardhat); this node is not one")
 
-    def _dev_rpc(self, method: str, params: list[Any]) -> Any:
-        """A dev-chain JSON-RPC method (evm_mine, evm_snapshot, ...), through the translating layer."""
-        return self.rpc.request(method, params)
+    def _dev_steps(self, method: str, params: list[Any]) -> Steps[Any]:
+        """A dev-chain JSON-RPC method (evm_mine, evm_snapshot, ...), through the translating layer; a node
+        that does not know it raises :class:`~chainfence.errors.NotSupported` naming it."""
+        try:
+            return (yield RPC.request(method, params))
+        except RpcError as error:
+            if not is_unknown_method(error):
+                raise
+            raise NotSupported(f"this dev chain ({self._dev}) has no {method}: {error.rpc_message}") from error
+
+    _dev_rpc = operation(_dev_steps)
 
     # Tests and tools of the 0.1 series called this name.
     _rpc = _dev_rpc
@@ -584,7 +688,7 @@ class Chain:
         return f"<Chain {kind} chain_id={self.chain_id} accounts={len(self.accounts)}>"
 
 
-class AsyncChain:
+class AsyncChain(AsyncFace[Chain]):
     """An EVM chain for asyncio code: :class:`Chain`'s state, driven over an asyncio transport.
 
     Build with :meth:`connect`, :meth:`embedded` or :meth:`over`; close with
@@ -618,14 +722,14 @@ class AsyncChain:
         import asyncio
 
         asked = _connection(*args, **kwargs)
-        rpc = AsyncRpc(connect_async_node(asked.url, timeout=asked.request_timeout))
+        rpc = AsyncRpc(connect_async_node(asked.url, timeout=asked.timeouts.request))
         try:
             dev, chain_id = await arun(asked.identify_steps(), rpc, sleep=asyncio.sleep, lock=_no_lock)
         except BaseException:
             await rpc.close()
             raise
         # The chain the steps and the dev controls keep their state in; it asks nothing now.
-        core = asked.chain(Rpc(connect_node(asked.url, timeout=asked.request_timeout)), dev, chain_id)
+        core = asked.chain(Rpc(connect_node(asked.url, timeout=asked.timeouts.request)), dev, chain_id)
         return cls(core, rpc)
 
     @classmethod
@@ -734,9 +838,24 @@ class AsyncChain:
 
     @property
     def is_dev(self) -> bool:
-        """:attr:`Chain.is_dev`: whether the chain offers dev controls. Those (``mine``, ``snapshot``,
-        ``revert``, ``advance_time``, ``set_next_block_time``) are the wrapped chain's, blocking: for tests."""
+        """:attr:`Chain.is_dev`: whether the chain offers the dev controls below."""
         return self.chain.is_dev
+
+    # -- dev-chain controls: Chain's steps, awaited ------------------------------
+
+    @property
+    def _core(self) -> Chain:
+        return self.chain
+
+    @property
+    def _driver(self) -> AsyncChain:
+        return self
+
+    advance_time = awaiting(Chain.advance_time)
+    set_next_block_time = awaiting(Chain.set_next_block_time)
+    mine = awaiting(Chain.mine)
+    snapshot = awaiting(Chain.snapshot)
+    revert = awaiting(Chain.revert)
 
     def __repr__(self) -> str:
         return f"<AsyncChain over {self.chain!r}>"
@@ -748,16 +867,15 @@ async def _no_lock(key: str) -> Any:
     yield
 
 
-def _check_connect_args(url: object, chain_id: object, **timeouts: object) -> None:
+def _check_connect_args(url: object, chain_id: object) -> None:
     """:meth:`Chain.connect`'s arguments (and :meth:`AsyncChain.connect`'s), checked before anything is asked."""
     _validate.rpc_url(url)
     if chain_id is not None and (isinstance(chain_id, bool) or not isinstance(chain_id, int) or chain_id < 1):
         raise InvalidInput(f"chain_id must be a positive int, got {chain_id!r}")
-    for name, value in timeouts.items():
-        if value is None and name == "unreachable_timeout":
-            continue  # its default derives from receipt_timeout
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-            raise InvalidInput(f"{name} must be a positive, finite number of seconds, got {value!r}")
+
+
+#: Dev chains that never mine two blocks in the same second (each block's timestamp is after its parent's).
+_STRICTLY_LATER_BLOCKS = frozenset({"hardhat"})
 
 
 def _dev_name(client_version: str) -> str | None:

@@ -80,14 +80,26 @@ def default_path() -> Path:
 
 
 def load(path: str | os.PathLike[str] | None = None) -> Deployment:
-    """Read a deployment file; raises InvalidInput if it is missing or malformed."""
+    """Read a deployment file; raises InvalidInput if it is missing or malformed.
+
+    A missing file is said in Python's terms (the CLI checks for it itself, in its own): this is what
+    ``Registry.from_deployment`` raises."""
+    given = path is not None
     path = Path(path) if path is not None else default_path()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
+        where = (
+            ""
+            if given
+            else " ($CHAINFENCE_DEPLOYMENT)"
+            if os.environ.get("CHAINFENCE_DEPLOYMENT")
+            else f" (the default, in the working directory {os.getcwd()}; $CHAINFENCE_DEPLOYMENT names another)"
+        )
         raise InvalidInput(
-            f"no deployment file at {path}: run `chainfence node` (local) or `chainfence deploy`, "
-            "or give the registry address (--registry / CHAINFENCE_REGISTRY)"
+            f"no deployment file at {path}{where}: `chainfence node` (a local node) or `chainfence deploy` writes "
+            "one; or pass its path, Registry.from_deployment(chain, 'path/to/deployment.json'), or the "
+            "registry's address, Registry.at(chain, '0x...')"
         ) from None
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"{path} is not a readable deployment file: {exc}") from None

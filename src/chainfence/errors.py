@@ -53,7 +53,8 @@
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
     │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
-    │   │   └── ProofsNotServed            proven mode: the provider does not serve eth_getProof
+    │   │   ├── ProofsNotServed            proven mode: the provider does not serve eth_getProof
+    │   │   └── ForkNotSupported           deployment: the node's EVM predates the fork the registry is built for
     │   ├── AnvilNotFound                  `chainfence node` found no anvil binary
     │   └── UnverifiedAnswer               proven mode: an answer did not verify; nothing judged, no mark moved
     │       ├── ProofInvalid               a proof that does not verify against the trusted header (names the provider)
@@ -129,6 +130,7 @@ __all__ = [
     "DuplicateResource",
     "ExtraNotInstalled",
     "FenceBroken",
+    "ForkNotSupported",
     "GuardError",
     "GuardForked",
     "GuardStoreMismatch",
@@ -1034,6 +1036,19 @@ class UnknownAccount(ChainError, LookupError):
 
 class NotSupported(ChainError):
     """The chain does not support the operation (e.g. time travel outside dev chains)."""
+
+
+class ForkNotSupported(NotSupported):
+    """The node's EVM lacks an instruction the registry's code uses: it runs a fork older than ``fork``,
+    the one the registry is compiled for (``instruction``: the one it lacks; ganache 7 is Shanghai).
+    Raised by :meth:`Registry.deploy <chainfence.Registry.deploy>` before anything is sent."""
+
+    template = (
+        "this node's EVM has no {instruction}: the registry is compiled for {fork} and needs a node at {fork} "
+        "or later (ganache 7 stops at shanghai); nothing was deployed"
+    )
+    fork: str = "cancun"
+    instruction: str = "MCOPY"
 
 
 class ProofsNotServed(NotSupported):

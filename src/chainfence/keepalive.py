@@ -64,6 +64,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from ._core import log as _log
+from ._core import metrics as _metrics
 from ._core.effects import Steps
 from .endings import End, LocalEnd, declare, loss_reason  # what a renewal's error means: the one model
 from .errors import ChainfenceError, InvalidInput, LeaseLost
@@ -318,6 +319,7 @@ class KeepAliveCore:
             self.lost = why
         else:
             self.due = now + self.retry_delay  # retried until the deadline passes
+        _metrics.renewal("failed" if why is None else "refused")
 
     @property
     def renewal_ttl(self) -> float:
@@ -372,6 +374,7 @@ class KeepAliveCore:
             self.external_renewals += 1
             return []
         self.renewals += 1
+        _metrics.renewal("confirmed", old_deadline - now)
         due = flight.due
         if due is not None and now - due > (old_deadline - due) / 2:
             return [
@@ -439,6 +442,7 @@ class Keeper:
         self._thread = threading.Thread(target=self._run, name=f"chainfence-keep-{lease._kept_name}", daemon=True)
         #: The clock reading of the renewer thread's latest decision (tests wait on it).
         self.evaluated_at: float | None = None
+        self._end_counted = False
 
     @property
     def ttl(self) -> float:
@@ -506,7 +510,16 @@ class Keeper:
             self._cond.notify_all()
             if why is not None:
                 self.lease._kept_lost(self._lost_error(why), self._member)
+                self._count_end(why)
         return why
+
+    def _count_end(self, why: str) -> None:
+        """The metrics' count of a loss (once per keep-alive, whichever of the runner and the stop saw it)."""
+        with self._cond:  # the renewer's report and the stop may see the loss at once
+            if self._end_counted:
+                return
+            self._end_counted = True
+        _metrics.lease_ended(why, getattr(self.lease, "_kept_count", 1))
 
     # -- what the holder does inside the block --------------------------------------------
 
@@ -665,6 +678,7 @@ class Keeper:
     def _report_lost(self, why: str) -> None:
         error = self._lost_error(why)
         self.lease._kept_lost(error, self._member)
+        self._count_end(why)
         logger.warning("lost resource=%s token=%s why=%s: stopping the work", error.resource, error.token, why)
         if self.on_lost is not None:
             try:

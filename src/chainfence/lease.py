@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from . import keepalive as _keepalive
 from ._core import log as _log
+from ._core import metrics as _metrics
 from ._core.effects import Steps
 from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation, twin_of
 from ._node.events import RegistryLog
@@ -292,6 +293,7 @@ class Lease(SyncFace):
             raise
         if self.item is not None:
             self.completed = True  # a claimed item's lease ended with it
+            _metrics.lease_ended("completed")
         self._closed(keeper, End.COMPLETED)
         return digest
 

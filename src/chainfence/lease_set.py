@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from . import keepalive as _keepalive
 from ._core import log as _log
+from ._core import metrics as _metrics
 from ._core.effects import Steps
 from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation, twin_of
 from ._node import events as _events
@@ -154,7 +155,9 @@ class LeaseSet(SyncFace):
         for lease in self.leases:
             if lease.resource in released:
                 lease.released = True
+        _metrics.lease_ended("released", len(released))
         for lease, end in ended.items():
+            _metrics.lease_ended(end.value)
             lease._lost = LeaseLost(
                 resource=lease.resource,
                 token=lease.token,
@@ -271,6 +274,11 @@ class LeaseSet(SyncFace):
         return min(lease.safe_remaining() for lease in self.leases)
 
     # What the keep-alive asks of a set (see Lease).
+
+    @property
+    def _kept_count(self) -> int:
+        """Leases a loss of the set ends (the metrics count each)."""
+        return len(self.leases)
 
     @property
     def _kept_name(self) -> str:

@@ -30,8 +30,8 @@ lease that ran out after the proven block, even with no block since, is
 mode, and a header held back by the providers can only make leases look
 older, never younger.
 
-Where services use it: ``Guard(..., mode="proven", headers=...)`` (and
-``headers=`` in ``mark`` and ``follow`` modes), ``AsyncGuard``,
+Where services use it: ``Guard(..., mode=Proven(headers))`` (and
+``Mark(headers=...)``, ``Follow(headers=...)``: :mod:`chainfence.guard`), ``AsyncGuard``,
 ``fenced_transaction(..., headers=...)``, ``FencingMiddleware`` over a proven
 guard and ``chainfence verify --proven``. What they ask of a reader:
 :meth:`ProvenReader.check` and :meth:`~ProvenReader.lease_at`;

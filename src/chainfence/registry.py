@@ -73,11 +73,14 @@ from .errors import (
     ChainError,
     ChainRolledBack,
     ContractNotFound,
+    ForkNotSupported,
     InvalidInput,
     InvalidMaxTtl,
     NotConfirmed,
+    RpcError,
     TokenNotCurrent,
     UnknownAccount,
+    UnknownRevert,
     WrongChain,
 )
 from .lease import AsyncLease, Lease
@@ -122,6 +125,7 @@ def _deploy_steps(
         raise InvalidMaxTtl(max_ttl=max_ttl)
     deployer = chain.signer(sender if sender is not None else _first_account(chain))
     prefixes, admins = _namespace_assignments(chain, namespaces)
+    yield from _fork_steps()
     data = bytes.fromhex(_artifacts.load()["bytecode"][2:]) + abi_encode(
         ["uint256", "string[]", "address[]"], [max_ttl, prefixes, admins]
     )
@@ -133,6 +137,21 @@ def _deploy_steps(
         "deployed registry=%s max_ttl=%d tx=%s", registry.address, max_ttl, receipt["transactionHash"].to_0x_hex()
     )
     return registry
+
+
+#: Init code that runs MCOPY once and stops (PUSH1 0, PUSH1 0, PUSH1 0, MCOPY, STOP). The registry is compiled
+#: for Cancun and its code uses MCOPY (EIP-5656: naming a claimed item, refusing a batch's item): on a node whose
+#: EVM predates it (ganache 7: Shanghai) those paths die on "invalid opcode" after the registry is deployed.
+_MCOPY_PROBE = bytes.fromhex("6000600060005e00")
+
+
+def _fork_steps() -> Steps[None]:
+    """Refuse a node whose EVM lacks MCOPY (:class:`~chainfence.errors.ForkNotSupported`), before anything is
+    sent: an ``eth_call`` of :data:`_MCOPY_PROBE` as a contract creation (a Cancun EVM returns nothing)."""
+    try:
+        yield RPC.call({"data": _MCOPY_PROBE}, "latest")
+    except (RpcError, UnknownRevert) as refused:
+        raise ForkNotSupported(fork=_artifacts.load()["compiler"]["settings"]["evmVersion"]) from refused
 
 
 def _at_steps(cls: type[Registry], chain: Any, address: str, *, sender: Any = None) -> Steps[Registry]:

@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 
 from chainfence import Admission, FencedRequest, Guard
 from chainfence.errors import InvalidInput, NotAdmitted, StaleToken
+from chainfence.guard import Follow, RequestPolicy
 from chainfence.integrations.asgi import FencingMiddleware
 from tests.support.wallet import AgentWallet
 
@@ -70,7 +71,9 @@ def make_app(guard: Guard) -> tuple[FastAPI, list]:
 @pytest.fixture
 def admitted_only_alice(registry, alice, tmp_path):
     path = tmp_path / "guard.sqlite"
-    with Guard(registry, path=path, audience=AUDIENCE, admission=Admission.local([alice.sender])) as guard:
+    with Guard(
+        registry, path=path, admission=Admission.local([alice.sender]), requests=RequestPolicy(audience=AUDIENCE)
+    ) as guard:
         yield guard
 
 
@@ -127,8 +130,7 @@ def test_a_stranger_whose_token_the_follower_made_the_mark_is_refused_at_the_mar
     with Guard(
         registry,
         path=tmp_path / "f.sqlite",
-        mode="follow",
-        follow_interval=3_600,
+        mode=Follow(interval=3_600),
         exclusive=exclusive,
         admission=Admission.local([alice.sender]),
     ) as guard:
@@ -171,7 +173,7 @@ def test_a_stranger_s_signed_request_is_refused_and_not_remembered(registry, ali
         guard.check_request(request, BODY, action=ACTION)
     assert store_state(guard.path) == before
     # Not remembered: a guard without admission on the same store still takes it, once (the control).
-    with Guard(registry, path=guard.path, audience=AUDIENCE) as open_guard:
+    with Guard(registry, path=guard.path, requests=RequestPolicy(audience=AUDIENCE)) as open_guard:
         assert open_guard.check_request(request, BODY, action=ACTION) == request
 
 
@@ -200,7 +202,7 @@ def test_the_middleware_answers_403_to_a_stranger_and_lets_the_admitted_holder_w
 
 
 def test_control_the_middleware_without_admission_lets_the_stranger_write(registry, bob, tmp_path):
-    with Guard(registry, path=tmp_path / "open.sqlite", audience=AUDIENCE) as guard:
+    with Guard(registry, path=tmp_path / "open.sqlite", requests=RequestPolicy(audience=AUDIENCE)) as guard:
         app, writes = make_app(guard)
         stranger = bob.acquire(RESOURCE, ttl=60)
         answer = post(app, sign(stranger))
@@ -214,14 +216,20 @@ def test_a_contract_holder_is_admitted_by_its_own_address_not_its_owner_s(regist
     lease = wallet.acquire(RESOURCE, ttl=60)
     request = lease.sign(BODY, action=ACTION, audience=AUDIENCE, key=chain.key_of(owner))
     with Guard(
-        registry, path=tmp_path / "owner.sqlite", audience=AUDIENCE, admission=Admission.local([owner])
+        registry,
+        path=tmp_path / "owner.sqlite",
+        admission=Admission.local([owner]),
+        requests=RequestPolicy(audience=AUDIENCE),
     ) as guard:
         with pytest.raises(NotAdmitted) as refused:
             guard.check_request(request, BODY, action=ACTION)
         assert refused.value.holder == wallet.address
         assert guard.mark(RESOURCE) == 0
     with Guard(
-        registry, path=tmp_path / "wallet.sqlite", audience=AUDIENCE, admission=Admission.local([wallet.address])
+        registry,
+        path=tmp_path / "wallet.sqlite",
+        admission=Admission.local([wallet.address]),
+        requests=RequestPolicy(audience=AUDIENCE),
     ) as guard:
         assert guard.check_request(request, BODY, action=ACTION) == request
         forged = lease.sign(BODY, action=ACTION, audience=AUDIENCE, key=Account.create().key)

@@ -12,6 +12,7 @@ import pytest
 
 from chainfence import Admission, Guard, Registry
 from chainfence.errors import NotAdmitted
+from chainfence.guard import Follow, RequestPolicy
 from tests.chain.test_admission import AUDIENCE, make_app, post, sign, store_state
 
 RESOURCE = "prod/db"
@@ -30,15 +31,13 @@ def admin(carol, alice):
     return carol
 
 
-def open_guard(registry, tmp_path, mode, **options) -> Guard:
+def open_guard(registry, tmp_path, mode) -> Guard:
     return Guard(
         registry,
         path=tmp_path / f"{mode}.sqlite",
-        mode=mode,
-        follow_interval=3_600,
-        audience=AUDIENCE,
+        mode=Follow(interval=3_600) if mode == "follow" else mode,
+        requests=RequestPolicy(audience=AUDIENCE),
         admission=Admission.on_chain(),
-        **options,
     )
 
 
@@ -75,7 +74,9 @@ def test_a_stranger_holding_from_before_the_policy_is_refused_by_guard_and_middl
         assert answer.status_code == 403 and answer.json()["error"] == "NotAdmitted"
         assert writes == [] and store_state(guard.path) == before
         # Control: the same guard without the namespace's policy accepts him.
-    with Guard(registry, path=tmp_path / "open.sqlite", mode=mode, audience=AUDIENCE) as open_guard_:
+    with Guard(
+        registry, path=tmp_path / "open.sqlite", mode=mode, requests=RequestPolicy(audience=AUDIENCE)
+    ) as open_guard_:
         assert open_guard_.check(RESOURCE, stranger.token) == stranger.token
 
 

@@ -29,6 +29,10 @@ from chainfence.lease import LeaseStatus
 from tests.support.sequencer import async_wait_until
 from tests.support.virtual_time import WatchedClock
 
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 NAME = "aio/jobs"
 
 

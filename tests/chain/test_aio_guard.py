@@ -15,8 +15,12 @@ import pytest
 from chainfence import Admission, Guard, Registry
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncRegistry
 from chainfence.errors import GuardError, InvalidInput, NotAdmitted, ReplayedRequest, StaleToken, UnknownToken
-from chainfence.guard import FollowStatus
+from chainfence.guard import Follow, FollowStatus, RequestPolicy
 from tests.support.sequencer import async_wait_until
+
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
 
 NAME = "aio/guarded"
 BODY = b"report"
@@ -40,7 +44,9 @@ def test_an_opened_async_guard_checks_marks_and_closes(chain, registry, alice, b
     old = alice.acquire(NAME, ttl=30)
 
     async def body(registry):
-        async with await AsyncGuard.open(registry, tmp_path / "g.sqlite", audience=AUDIENCE) as guard:
+        async with await AsyncGuard.open(
+            registry, tmp_path / "g.sqlite", requests=RequestPolicy(audience=AUDIENCE)
+        ) as guard:
             assert guard.registry is registry and guard.mode == "mark" and guard.audience == AUDIENCE
             assert (guard.path, guard.exclusive, guard.confirmations) == (tmp_path / "g.sqlite", False, 0)
             assert await guard.check(NAME, old.token) == old.token
@@ -65,7 +71,9 @@ def test_signed_requests_and_the_domain(chain, registry, alice, tmp_path):
     domain = registry.eip712_domain()
 
     async def body(registry):
-        async with await AsyncGuard.open(registry, tmp_path / "g.sqlite", audience=AUDIENCE) as guard:
+        async with await AsyncGuard.open(
+            registry, tmp_path / "g.sqlite", requests=RequestPolicy(audience=AUDIENCE)
+        ) as guard:
             assert await guard.domain() == domain
             request = lease.sign(BODY, action=ACTION, audience=AUDIENCE)
             assert await guard.check_request(request, BODY, action=ACTION) is request
@@ -82,7 +90,7 @@ def test_follow_mode_sync_and_status(chain, registry, alice, bob, tmp_path):
     old = alice.acquire(NAME, ttl=30)
 
     async def body(registry):
-        opened = AsyncGuard.open(registry, tmp_path / "g.sqlite", mode="follow", follow_interval=3_600)
+        opened = AsyncGuard.open(registry, tmp_path / "g.sqlite", mode=Follow(interval=3_600))
         async with await opened as guard:
             assert await guard.check(NAME, old.token) == old.token
             chain.advance_time(31)

@@ -19,6 +19,10 @@ from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import LeaseHeld
 from tests.support.virtual_time import WaitClock
 
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 NAME = "aio/wait"
 
 

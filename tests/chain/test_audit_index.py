@@ -13,6 +13,10 @@ from chainfence import AcquireReason
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexMismatch, InvalidInput, InvalidResourceName
 
+# On hardhat's node and ganache too (tests/conftest.py); a test marked for hardhat alone needs what
+# ganache lacks (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 DAILY = "reports/daily"
 WEEKLY = "reports/weekly"
 
@@ -132,6 +136,7 @@ def test_bad_input_is_refused_and_changes_nothing(registry, alice, tmp_path):
     assert index.status() == before
 
 
+@pytest.mark.nodes("hardhat")
 def test_an_index_of_another_registry_is_refused(chain, registry, tmp_path):
     from chainfence import Registry
 

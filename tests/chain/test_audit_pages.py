@@ -24,6 +24,9 @@ import pytest
 from chainfence.audit.index import MAX_LIMIT, AuditIndex
 from chainfence.errors import StaleCursor
 
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 PAGE = 2
 
 

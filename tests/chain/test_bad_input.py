@@ -202,3 +202,24 @@ def test_time_travel_past_the_embedded_chain_limit_is_a_typed_error(embedded):
     with pytest.raises(InvalidInput, match="timestamp"):
         chain.advance_time(2**60)
     assert chain.now() == before
+
+
+def test_from_deployment_without_a_file_says_what_to_do_in_python(chain, tmp_path, monkeypatch):
+    """Issue 27: the message suggested `--registry / CHAINFENCE_REGISTRY`, which Python never reads."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CHAINFENCE_DEPLOYMENT", raising=False)
+    for argument, where in (
+        ((), f"(the default, in the working directory {tmp_path}; $CHAINFENCE_DEPLOYMENT names another)"),
+        ((tmp_path / "elsewhere.json",), ""),
+    ):
+        with pytest.raises(InvalidInput) as missing:
+            Registry.from_deployment(chain, *argument)
+        message = str(missing.value)
+        path = argument[0] if argument else ".chainfence/deployment.json"
+        assert message.startswith(f"no deployment file at {path}{' ' + where if where else ''}: "), message
+        assert "Registry.from_deployment(chain, 'path/to/deployment.json')" in message
+        assert "Registry.at(chain, '0x...')" in message
+        assert "--registry" not in message and "CHAINFENCE_REGISTRY" not in message
+    monkeypatch.setenv("CHAINFENCE_DEPLOYMENT", str(tmp_path / "named.json"))
+    with pytest.raises(InvalidInput, match=r"named\.json \(\$CHAINFENCE_DEPLOYMENT\): "):
+        Registry.from_deployment(chain)

@@ -31,6 +31,9 @@ from tests.chain.test_batching import gathered
 from tests.support.gates import SendGate
 from tests.support.sequencer import wait_until
 
+# On hardhat's node too; not on ganache, whose EVM lacks the MCOPY these paths use (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 
 def lose_every_receipt(monkeypatch) -> None:
     """The node takes (and mines) each transaction, then its replies are lost: the sender can establish

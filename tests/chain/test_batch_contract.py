@@ -27,6 +27,9 @@ from chainfence._sdk import names as _names
 from chainfence.errors import InvalidClaimItems, LeaseHeld, RegistryOverflow, TransactionFailed, UnknownRevert
 from tests.support.wallet import AgentWallet
 
+# On hardhat's node too; not on ganache, whose EVM lacks the MCOPY these paths use (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 ACQUIRE, EXCLUSIVE, RENEW, RELEASE = 0, 1, 2, 3
 GAS = 8_000_000
 

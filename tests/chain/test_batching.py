@@ -32,6 +32,10 @@ from tests.support.gates import SendGate
 from tests.support.sequencer import async_wait_until, wait_until
 from tests.support.virtual_time import SteppedClock
 
+# On hardhat's node and ganache too (tests/conftest.py); a test marked for hardhat alone needs what
+# ganache lacks (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 
 @pytest.fixture
 def fleet(chain, registry, alice, bob):
@@ -73,6 +77,7 @@ def gathered(batcher: Batcher, calls: dict[str, Any], gate: SendGate, *, before_
     return results
 
 
+@pytest.mark.nodes("hardhat")
 def test_one_busy_resource_refuses_only_its_own_item(chain, registry, alice, bob, fleet, monkeypatch):
     """Five calls in one transaction: two free names, one bob holds, one in its lock-delay, one in a
     namespace that does not admit alice. The free ones are acquired (their own tokens, consecutive, in one
@@ -212,6 +217,7 @@ def test_one_batcher_per_sender_and_settings(chain, registry, alice, bob):
             alice.batched(**bad)
 
 
+@pytest.mark.nodes("hardhat")
 def test_each_sender_batches_its_own_calls_and_holds_what_it_acquires(chain, registry, alice, bob):
     """A batch never acts for another account: alice's and bob's calls go in transactions of their own."""
     a, b = alice.batched(), bob.batched()
@@ -230,6 +236,7 @@ def test_each_sender_batches_its_own_calls_and_holds_what_it_acquires(chain, reg
         b.acquire("s/a", ttl=60)
 
 
+@pytest.mark.nodes("hardhat")  # 64 callers: 5 s each on ganache, for the suite's time
 def test_64_threads_acquire_renew_and_release_each_exactly_once(chain, registry, alice, monkeypatch):
     """64 agents (threads) on distinct resources: the 64 acquisitions queued behind a pilot's share one
     transaction; then each renews and releases (free-running). Every operation landed exactly once: one
@@ -284,6 +291,7 @@ async def batcher_on(achain: AsyncChain, registry, index: int) -> AsyncBatcher:
     return batcher
 
 
+@pytest.mark.nodes("hardhat")
 def test_tasks_gather_into_one_transaction_with_their_own_outcomes(chain, registry, alice, bob, fleet, monkeypatch):
     """The same five calls as the threads' test, as asyncio tasks: one transaction behind the pilot's, the
     free ones acquired, each refusal typed, for its own task only."""
@@ -309,6 +317,7 @@ def test_tasks_gather_into_one_transaction_with_their_own_outcomes(chain, regist
     assert isinstance(results[names["closed"]], NotAdmitted)
 
 
+@pytest.mark.nodes("hardhat")  # 64 callers: 5 s each on ganache, for the suite's time
 def test_64_tasks_acquire_renew_and_release_each_exactly_once(chain, registry, alice, monkeypatch):
     async def body(achain):
         batcher = await batcher_on(achain, registry, 1)
@@ -358,6 +367,7 @@ def test_an_async_batched_lease_keeps_renews_and_releases_through_the_batcher(ch
     assert [e.kind.value for e in registry.history("v/kept")] == ["acquired", "renewed", "released"]
 
 
+@pytest.mark.nodes("hardhat")
 def test_a_renewal_of_an_expired_batched_lease_is_refused_for_its_caller_only(chain, registry, alice):
     batcher = alice.batched()
     short = batcher.acquire("w/short", ttl=10)
@@ -396,6 +406,7 @@ def confirming(chain, monkeypatch, *, mine: bool) -> SteppedClock:
     return clock
 
 
+@pytest.mark.nodes("hardhat")
 def test_a_batch_one_block_deep_gives_each_caller_its_checked_lease(chain, registry, alice, bob, monkeypatch):
     bob.acquire("d/held", ttl=600)
     batcher = alice.batched()
@@ -410,6 +421,7 @@ def test_a_batch_one_block_deep_gives_each_caller_its_checked_lease(chain, regis
     assert isinstance(results["d/held"], LeaseHeld)
 
 
+@pytest.mark.nodes("hardhat")
 def test_a_batch_not_deep_enough_in_time_hands_each_acquisition_its_lease_with_not_confirmed(
     chain, registry, alice, bob, monkeypatch
 ):

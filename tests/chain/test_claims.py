@@ -14,6 +14,9 @@ from chainfence.errors import (
     StaleToken,
 )
 
+# On hardhat's node too; not on ganache, whose EVM lacks the MCOPY these paths use (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 ITEMS = ["a", "b", "c"]
 
 

@@ -9,8 +9,15 @@ answer in doubt.
 
 from __future__ import annotations
 
+import pytest
+
 from chainfence._node import completeness
 from chainfence._node import events as _events
+from chainfence.guard import Follow
+
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
 
 
 def test_an_honest_answer_is_complete_in_every_shape_without_reading_receipts(chain, registry, alice, monkeypatch):
@@ -41,7 +48,7 @@ def test_a_follower_over_honest_blocks_reads_no_receipts(chain, registry, alice,
         raise AssertionError("the receipts of a block whose answer is complete were read")
         yield
 
-    with Guard(registry, tmp_path / "follow.sqlite", mode="follow", follow_interval=3_600) as guard:
+    with Guard(registry, tmp_path / "follow.sqlite", mode=Follow(interval=3_600)) as guard:
         guard.sync()
         monkeypatch.setattr(completeness, "receipts_steps", no_receipts)
         lease = alice.acquire("shapes/followed", ttl=600)
@@ -69,10 +76,8 @@ def test_a_receipts_mode_follower_over_honest_blocks_settles_each_block_with_its
         return (yield from read(header, **given))
 
     with (
-        Guard(
-            registry, tmp_path / "receipts.sqlite", mode="follow", follow_interval=3_600, completeness="receipts"
-        ) as guard,
-        Guard(registry, tmp_path / "bloom.sqlite", mode="follow", follow_interval=3_600) as bloom,
+        Guard(registry, tmp_path / "receipts.sqlite", mode=Follow(interval=3_600, completeness="receipts")) as guard,
+        Guard(registry, tmp_path / "bloom.sqlite", mode=Follow(interval=3_600)) as bloom,
     ):
         guard.sync()
         bloom.sync()

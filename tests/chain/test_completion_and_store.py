@@ -8,6 +8,10 @@ from eth_utils import keccak
 from chainfence import EventKind, FencedStore
 from chainfence.errors import LeaseExpired, NotHolder, StaleToken, UnknownToken
 
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 
 def test_a_current_holder_completes_and_audit_lists_it(alice, registry):
     lease = alice.acquire("jobs/etl", ttl=60)

@@ -13,6 +13,9 @@ import pytest
 
 from chainfence.errors import ChainError, InvalidInput
 
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 
 def _raised(call) -> BaseException:
     with pytest.raises(Exception) as caught:

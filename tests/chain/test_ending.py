@@ -14,6 +14,9 @@ from chainfence import Registry, endings
 from chainfence.endings import End
 from chainfence.lease import AcquireReason
 
+# On hardhat's node too; not on ganache, whose EVM lacks the MCOPY these paths use (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 NAME = "ops/db"
 
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from chainfence import AcquireReason, EventKind
 from chainfence._node import events as _events
+
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
 
 
 def test_every_state_change_emits_one_event_in_order(alice, bob, chain, registry):

@@ -6,6 +6,10 @@ import pytest
 
 from chainfence.errors import ChainfenceError, LeaseHeld, LockDelayed, TransactionFailed
 
+# On hardhat's node and ganache too (tests/conftest.py); a test marked for hardhat alone needs what
+# ganache lacks (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 
 def test_a_reverting_transaction_mined_anyway_raises_its_decoded_error(chain, registry, alice, bob):
     """With the estimate skipped (explicit gas), the revert is mined; the SDK still raises LeaseHeld."""
@@ -52,6 +56,7 @@ def _mined_in_its_lock_delay(chain, registry, alice, bob, sender_chain=None):
     return refused.value, lease, data
 
 
+@pytest.mark.nodes("hardhat")
 def test_an_acquisition_mined_in_a_lock_delay_raises_lock_delayed(chain, registry, alice, bob):
     """Issue 25, finding 18: the reason of a mined revert is the one the contract raised in the
     transaction's own block (from the node's trace of it on anvil; the replay on its block on the
@@ -62,6 +67,7 @@ def test_an_acquisition_mined_in_a_lock_delay_raises_lock_delayed(chain, registr
     assert any("status 0" in note for note in error.__notes__)
 
 
+@pytest.mark.nodes("hardhat")
 def test_control_a_replay_at_the_parent_block_names_the_lease_still_held(chain, registry, alice, bob):
     """Control (the unfixed recovery): replayed at the parent block, at that block's time, the same
     call says LeaseHeld: the lease was still live there."""

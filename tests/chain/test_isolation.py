@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 import tests.conftest as conftest
 from chainfence.batching import Batcher
 from tests.support.sequencer import wait_until
+
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
 
 
 def lingering(monkeypatch, alice) -> tuple[Batcher, threading.Event, list[threading.Thread]]:

@@ -17,6 +17,10 @@ from chainfence.errors import InvalidInput, LeaseLost, NodeUnreachable
 from tests.support.sequencer import wait_until
 from tests.support.virtual_time import SteppedClock
 
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 RESOURCE = "keep/job"
 
 

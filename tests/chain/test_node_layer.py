@@ -19,6 +19,9 @@ from chainfence import Registry
 from chainfence._node.rpc import AsyncRpc, Rpc
 from chainfence.errors import LeaseHeld
 
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 
 def test_both_layers_answer_alike_over_the_same_chain(registry: Registry):
     """The sync layer and its asyncio twin, over either backend, give equal results for each read."""

@@ -14,6 +14,10 @@ from eth_utils import keccak
 from chainfence import EventKind
 from chainfence.errors import InvalidInput, StaleToken
 
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 
 def renewals(registry, resource):
     return [e for e in registry.history(resource) if e.kind is EventKind.RENEWED]

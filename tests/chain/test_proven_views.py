@@ -7,7 +7,11 @@ import pytest
 
 from chainfence import Guard
 from chainfence.errors import HeaderInvalid, ProofsNotServed, TokenNotCurrent
+from chainfence.guard import Proven
 from chainfence.proofs import ProvenReader, TrustedHeaders
+
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
 
 
 def reader_for(registry):
@@ -42,14 +46,14 @@ def test_the_proven_guard_on_each_backend(registry, alice, bob, tmp_path):
     chain = registry.chain
     if chain.rpc.embedded:
         with pytest.raises(ProofsNotServed):
-            Guard(registry, tmp_path / "proven.sqlite", mode="proven", headers=trusted(chain))
+            Guard(registry, tmp_path / "proven.sqlite", mode=Proven(headers=trusted(chain)))
         with Guard(registry, tmp_path / "proven.sqlite", exclusive=True):  # the store was let go
             pass
         return
     name = "reports/daily"
     with (
         Guard(registry, tmp_path / "strict.sqlite", mode="strict") as strict,
-        Guard(registry, tmp_path / "proven.sqlite", mode="proven", headers=trusted(chain)) as proven,
+        Guard(registry, tmp_path / "proven.sqlite", mode=Proven(headers=trusted(chain))) as proven,
     ):
 
         def same(token):

@@ -12,6 +12,9 @@ from chainfence._sdk.names import namespace_id
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import NotAdmitted
 
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 
 @pytest.fixture
 def governed(chain, registry):

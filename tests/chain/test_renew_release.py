@@ -14,6 +14,9 @@ from chainfence.errors import (
     UnknownToken,
 )
 
+# On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat", "ganache")
+
 
 def test_renew_moves_expiry_to_block_time_plus_ttl(alice, chain, registry):
     """renew(ttl) sets expires_at = block time + ttl and the Lease object follows."""

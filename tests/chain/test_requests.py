@@ -20,6 +20,7 @@ from chainfence.errors import (
     TokenNotCurrent,
     UnknownToken,
 )
+from chainfence.guard import RequestPolicy
 from tests.support.wallet import AgentWallet
 
 BODY = b'{"report": "daily", "rows": 42}'
@@ -51,7 +52,7 @@ def check(guard, request, body=BODY, **options):
 
 @pytest.fixture
 def guard(registry, tmp_path):
-    with Guard(registry, path=tmp_path / "guard.sqlite", audience=AUDIENCE) as guard:
+    with Guard(registry, path=tmp_path / "guard.sqlite", requests=RequestPolicy(audience=AUDIENCE)) as guard:
         yield guard
 
 
@@ -67,9 +68,9 @@ def test_a_request_signed_by_the_holder_is_accepted_once(alice, guard):
 def test_a_replay_is_refused_after_the_guard_restarts(alice, registry, tmp_path):
     lease = alice.acquire("reports/daily", ttl=60)
     request = lease.sign(BODY, action=ACTION, audience=AUDIENCE)
-    with Guard(registry, path=tmp_path / "g.sqlite", audience=AUDIENCE) as guard:
+    with Guard(registry, path=tmp_path / "g.sqlite", requests=RequestPolicy(audience=AUDIENCE)) as guard:
         check(guard, request, BODY)
-    with Guard(registry, path=tmp_path / "g.sqlite", audience=AUDIENCE) as restarted:
+    with Guard(registry, path=tmp_path / "g.sqlite", requests=RequestPolicy(audience=AUDIENCE)) as restarted:
         with pytest.raises(ReplayedRequest):
             check(restarted, request, BODY)
 
@@ -315,3 +316,42 @@ def test_a_claim_with_a_long_item_name_signs_requests_its_guard_accepts(alice, g
     request = claim.sign(BODY, action=ACTION, audience=AUDIENCE)
     assert check(guard, request, BODY) is request
     assert guard.mark(claim.resource) == claim.token
+
+
+def test_a_guard_records_refused_requests_and_writes_for_the_timeline(registry, alice, bob, chain, tmp_path):
+    """Issue 27: the timeline's rejections overlay needed a hand-made file. Guard(rejection_log=) records each
+    refusal, a request's with its signer; `audit timeline --rejections` reads it, and the page draws each on
+    its resource's lane."""
+    import json
+
+    from chainfence.audit.timeline import render
+    from chainfence.cli.audit import _rejections
+    from tests.support.svg_dom import Page
+
+    log = tmp_path / "rejections.jsonl"
+    with Guard(
+        registry, path=tmp_path / "logged.sqlite", requests=RequestPolicy(audience=AUDIENCE), rejection_log=log
+    ) as guard:
+        first = alice.acquire("reports/daily", ttl=30)
+        stale = sign(first)
+        chain.advance_time(31)
+        second = bob.acquire("reports/daily", ttl=60)
+        accepted = sign(second)
+        assert check(guard, accepted).token == second.token
+        with pytest.raises(StaleToken):
+            check(guard, stale)
+        with pytest.raises(StaleToken):
+            guard.check("reports/daily", first.token)
+        with pytest.raises(ReplayedRequest):
+            check(guard, accepted)  # once only
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(line["resource"], line["token"], line["holder"]) for line in lines] == [
+        ("reports/daily", first.token, alice.sender),  # the request's signer
+        ("reports/daily", first.token, None),  # a bare token names no sender
+        ("reports/daily", second.token, bob.sender),
+    ]
+    assert [line["reason"].split(":")[0] for line in lines] == ["StaleToken", "StaleToken", "ReplayedRequest"]
+    page = Page(render([], rejections=_rejections(str(log)), now=max(line["time"] for line in lines)))
+    marks = page.kind("rejection")
+    assert sum(int(mark.attrs.get("data-count", "1")) for mark in marks) == 3
+    assert {mark.attrs["data-resource"] for mark in marks} == {"reports/daily"}

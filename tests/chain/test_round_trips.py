@@ -25,7 +25,7 @@ import asyncio
 import pytest
 from eth_account import Account
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence._node import sending
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import InsufficientFunds
@@ -137,7 +137,7 @@ def test_control_on_a_node_that_is_not_a_dev_chain_the_receipt_is_asked_apart(an
     estimate, the send, and the receipt asked apart (at least once): three round trips or more."""
     with RpcProxy(anvil_node.url) as proxy:
         proxy.client_version = "Geth/v1.16.7-stable/linux-amd64/go1.24"
-        chain = Chain.connect(proxy.url, private_key=dev_keys(10)[KEY], confirmations=0, poll_latency=0.01)
+        chain = Chain.connect(proxy.url, private_key=dev_keys(10)[KEY], confirmations=0, timeouts=Timeouts(poll=0.01))
         agent = Registry.at(chain, on_anvil.address)
         agent.release("jobs/warm-up", agent.acquire("jobs/warm-up", ttl=60).token)
         seen = counting(chain.rpc.transport, monkeypatch)

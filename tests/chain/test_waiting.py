@@ -20,6 +20,10 @@ from chainfence._sdk.waiting import pace
 from chainfence.errors import InvalidInput, LeaseHeld
 from tests.support.virtual_time import WaitClock
 
+# On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
+# (docs/nodes.md).
+pytestmark = pytest.mark.nodes("hardhat")
+
 NAME = "jobs/wait"
 
 

@@ -17,6 +17,7 @@ import pytest
 from chainfence import Guard, Registry
 from chainfence.endings import End
 from chainfence.errors import ChainRolledBack, LeaseCompleted, LeaseReleased, LeaseRevoked, StaleToken
+from chainfence.guard import Follow
 from tests.endings.matrix import covers
 
 NAME = "ops/db"
@@ -25,7 +26,7 @@ NAME = "ops/db"
 @pytest.fixture
 def guards(registry, tmp_path):
     """A follow guard (its follower polled by hand) and a mark guard sharing its store."""
-    follow = Guard(registry, path=tmp_path / "g.sqlite", mode="follow", follow_interval=3_600)
+    follow = Guard(registry, path=tmp_path / "g.sqlite", mode=Follow(interval=3_600))
     mark = Guard(registry, path=tmp_path / "g.sqlite")
     yield follow, mark
     mark.close()

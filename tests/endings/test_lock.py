@@ -147,7 +147,7 @@ class Run:
 
 def lost_the_command(run: Run, code: int, way: Any, *, writer_pid: int, token: str) -> None:
     """`lock` returned 7, its loss named ``way`` once, and no process of the command is left."""
-    assert code == cli.EXIT_LOST
+    assert code == cli.lock_exit_code(cli.EXIT_LOST)
     assert [(e.why, e.resource, e.token) for e in run.lost] == [(way.value, JOB, int(token))]
     assert not alive(writer_pid), "the writer the shell forked was stopped too"
     assert run.sentinels and run.sentinels[0].status == _supervisor.SENTINEL_DONE, "the sentinel was told, and left"
@@ -172,7 +172,7 @@ def lose(w: World, way: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
 
 
 # ---------------------------------------------------------------------------
-# Every end of the lease: found at the next renewal, the whole session stopped, exit 7 naming it
+# Every end of the lease: found at the next renewal, the whole session stopped, exit 107 naming it
 # ---------------------------------------------------------------------------
 
 
@@ -248,7 +248,7 @@ def test_control_a_lock_that_takes_a_revoke_for_a_transient_error_blames_the_dea
         run.at(DEADLINE)
 
     code = run(drive)
-    assert code == cli.EXIT_LOST and [e.why for e in run.lost] == ["deadline"]
+    assert code == cli.lock_exit_code(cli.EXIT_LOST) and [e.why for e in run.lost] == ["deadline"]
 
 
 @covers("lock", End.GRANTED)
@@ -322,7 +322,7 @@ def test_lock_error_the_sentinel_died(w, tmp_path, monkeypatch):
         os.kill(run.sentinels[0].pid, signal.SIGKILL)
 
     code = run(drive)
-    assert code == cli.EXIT_LOST and [e.why for e in run.lost] == ["error"]
+    assert code == cli.lock_exit_code(cli.EXIT_LOST) and [e.why for e in run.lost] == ["error"]
     assert "sentinel died" in str(run.lost[0]) and not alive(seen["pid"])
     assert w.registry.last_lease(JOB).status is LeaseStatus.RELEASED
 

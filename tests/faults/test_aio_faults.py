@@ -17,7 +17,7 @@ import pytest
 from eth_account import Account
 from web3 import AsyncWeb3
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import TransactionTimeout
 from tests.support.anvil import Anvil, dev_keys
@@ -43,7 +43,7 @@ def node_and_registry(request, anvil_node, anvil_session):
         chain.revert(snapshot)
         return
     node = request.getfixturevalue("interval_node")
-    chain = Chain.connect(node.url, private_keys=dev_keys(10), poll_latency=0.05)
+    chain = Chain.connect(node.url, private_keys=dev_keys(10), timeouts=Timeouts(poll=0.05))
     yield node, Registry.deploy(chain, max_ttl=3_600)
 
 
@@ -52,7 +52,7 @@ def test_a_late_reply_to_an_async_acquisition_lands_exactly_one(node_and_registr
 
     async def agent(proxy):
         async with await AsyncChain.connect(
-            proxy.url, private_key=dev_keys(10)[5], request_timeout=60, poll_latency=0.05
+            proxy.url, private_key=dev_keys(10)[5], timeouts=Timeouts(request=60, poll=0.05)
         ) as chain:
             time_out_only(chain.rpc.w3, "eth_sendRawTransaction", 1.0)  # the late one: the client gives up
             agent = await AsyncRegistry.at(chain, registry.address)
@@ -113,7 +113,9 @@ def test_the_event_loop_runs_while_a_request_hangs_on_a_stalled_node(on_anvil, a
     registry = on_anvil
 
     async def main(proxy):
-        async with await AsyncChain.connect(proxy.url, private_key=dev_keys(10)[4], request_timeout=60) as chain:
+        async with await AsyncChain.connect(
+            proxy.url, private_key=dev_keys(10)[4], timeouts=Timeouts(request=60)
+        ) as chain:
             agent = await AsyncRegistry.at(chain, registry.address)
             ticks = 0
 
@@ -141,9 +143,9 @@ def test_the_event_loop_runs_while_a_request_hangs_on_a_stalled_node(on_anvil, a
     assert registry.lease_of(RESOURCE).token == lease.token
 
 
-async def agent_via(proxy: RpcProxy, registry: Registry, key_index: int, **options) -> AsyncRegistry:
+async def agent_via(proxy: RpcProxy, registry: Registry, key_index: int, receipt: float = 120.0) -> AsyncRegistry:
     chain = await AsyncChain.connect(
-        proxy.url, private_key=dev_keys(10)[key_index], poll_latency=0.01, request_timeout=60, **options
+        proxy.url, private_key=dev_keys(10)[key_index], timeouts=Timeouts(request=60, receipt=receipt, poll=0.01)
     )
     return await AsyncRegistry.at(chain, registry.address)
 
@@ -185,7 +187,7 @@ def test_a_stuck_async_acquisition_is_cancelled_and_nothing_happens(on_anvil, an
     clock and its asyncio sleep are the test's): the block is mined once the node has the cancellation."""
 
     async def main(proxy):
-        agent = await agent_via(proxy, on_anvil, 7, receipt_timeout=0.5)
+        agent = await agent_via(proxy, on_anvil, 7, receipt=0.5)
         sends_before = proxy.completed_count("eth_sendRawTransaction")
         mined = []
 

@@ -21,7 +21,7 @@ import asyncio
 
 import pytest
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import ChainfenceError, LeaseExpired, LeaseLost
 from tests.support.anvil import Anvil, dev_keys
@@ -41,7 +41,7 @@ def node():
 @pytest.fixture
 def world(node):
     """The test's direct (sync) view of the chain, and a proxy the asyncio agent (account 1) goes through."""
-    direct = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.005)
+    direct = Chain.connect(node.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.005))
     registry = Registry.deploy(direct, max_ttl=3_600)
     with RpcProxy(node.url) as proxy:
         yield direct, registry, proxy
@@ -54,7 +54,7 @@ def step_chain(direct: Chain, start: int, second: int) -> int:
 
 
 async def agent(proxy: RpcProxy, registry: Registry) -> tuple[AsyncChain, AsyncRegistry]:
-    chain = await AsyncChain.connect(proxy.url, private_key=dev_keys(3)[1], poll_latency=0.005, request_timeout=60)
+    chain = await AsyncChain.connect(proxy.url, private_key=dev_keys(3)[1], timeouts=Timeouts(request=60, poll=0.005))
     return chain, await AsyncRegistry.at(chain, registry.address)
 
 

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.audit.index import AuditIndex
 from tests.faults.test_hostile_names import HOSTILE, publish
 from tests.support.anvil import dev_keys
@@ -187,7 +187,7 @@ def test_a_provider_that_caps_ranges_is_paged_through(anvil_node, on_anvil, tmp_
     leases = spread(on_anvil, ["p/1", "p/2", "p/3"], gap=3 * CAP)
     with RpcProxy(anvil_node.url) as proxy:
         proxy.max_log_range = CAP
-        chain = Chain.connect(proxy.url, private_keys=dev_keys(2), poll_latency=0.01)
+        chain = Chain.connect(proxy.url, private_keys=dev_keys(2), timeouts=Timeouts(poll=0.01))
         registry = Registry.at(chain, on_anvil.address)
         index = AuditIndex(tmp_path / "audit.sqlite")
         index.sync(registry)  # asks 5,000 blocks, is refused, halves down to CAP
@@ -326,7 +326,9 @@ def test_a_capped_provider_and_a_reorg_together(anvil_node, on_anvil, tmp_path):
     chain.mine(CAP)
     with RpcProxy(anvil_node.url) as proxy:
         proxy.max_log_range = CAP
-        capped = Registry.at(Chain.connect(proxy.url, private_keys=dev_keys(1), poll_latency=0.01), on_anvil.address)
+        capped = Registry.at(
+            Chain.connect(proxy.url, private_keys=dev_keys(1), timeouts=Timeouts(poll=0.01)), on_anvil.address
+        )
         index = AuditIndex(tmp_path / "audit.sqlite")
         index.sync(capped)
         assert index.lease(lost.token).renewals == 1

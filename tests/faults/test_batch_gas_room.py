@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from chainfence import Chain, Lease, Registry
+from chainfence import Chain, Lease, Registry, Timeouts
 from chainfence.batching import Batcher, gas_bound
 from chainfence.errors import ChainfenceError, InsufficientFunds, RpcError
 from tests.chain.test_batching import gathered
@@ -57,7 +57,7 @@ def small_blocks():
     """anvil with 6 M gas blocks (the registry's deployment needs more than 3 M), lowered to 3 M once it is
     deployed (``anvil_setBlockGasLimit``, a block mined so that the latest block says it)."""
     with Anvil(extra_args=("--gas-limit", "6000000")) as node:
-        chain = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
+        chain = Chain.connect(node.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.01))
         registry = Registry.deploy(chain, max_ttl=3_600)
         chain.rpc.request("anvil_setBlockGasLimit", [hex(BLOCK_GAS)])
         chain.mine()

@@ -23,7 +23,7 @@ import threading
 
 import pytest
 
-from chainfence import Chain, Election, Guard, Registry
+from chainfence import Chain, Election, Guard, Registry, Timeouts
 from chainfence.errors import ChainfenceError, LeaseLost, StaleToken
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
@@ -42,10 +42,10 @@ def node():
 @pytest.fixture
 def world(node):
     """The test's direct view of the chain, the leader's registry (through a proxy), the successor's."""
-    direct = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.005)
+    direct = Chain.connect(node.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.005))
     registry = Registry.deploy(direct, max_ttl=3_600)
     with RpcProxy(node.url) as proxy:
-        leader_chain = Chain.connect(proxy.url, private_keys=[dev_keys(3)[1]], poll_latency=0.005)
+        leader_chain = Chain.connect(proxy.url, private_keys=[dev_keys(3)[1]], timeouts=Timeouts(poll=0.005))
         leader = Registry.at(leader_chain, registry.address, sender=leader_chain.accounts[0])
         successor = registry.connect(direct.accounts[2])
         yield direct, registry, leader, successor, proxy

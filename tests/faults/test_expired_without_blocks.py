@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import AcquireReason, Chain, Guard, LeaseStatus, Registry
+from chainfence import AcquireReason, Chain, Guard, LeaseStatus, Registry, Timeouts
 from chainfence.errors import LeaseExpired
 from tests.conftest import isolated
 from tests.support.anvil import Anvil, dev_keys
@@ -36,7 +36,7 @@ def wallclock_node():
     """An anvil whose clock runs with real time, as every anvil does outside this suite (the session's
     node keeps a logical clock): between transactions its pending block's time moves on."""
     with Anvil() as node:
-        chain = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.005)
+        chain = Chain.connect(node.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.005))
         yield node, Registry.deploy(chain, max_ttl=3_600)
 
 

@@ -28,10 +28,11 @@ import logging
 
 import pytest
 
-from chainfence import Chain, Election, Registry
+from chainfence import Chain, Election, Registry, Timeouts
 from chainfence._node import completeness
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncRegistry
 from chainfence.errors import HeaderInvalid, LeaseHeld, LogsIncomplete, StaleToken
+from chainfence.guard import Follow
 from chainfence.proofs import QuorumHeaders
 from tests.faults.test_audit_integrity import lagging
 from tests.support.anvil import dev_keys
@@ -240,7 +241,7 @@ def test_the_async_guard_follows_the_same_way(on_anvil, liar, tmp_path):
 
     async def scenario():
         async with await AsyncGuard.open(
-            through(on_anvil, liar.url), tmp_path / "follow.sqlite", mode="follow", follow_interval=3_600
+            through(on_anvil, liar.url), tmp_path / "follow.sqlite", mode=Follow(interval=3_600)
         ) as guard:
             await guard.sync()
             story.stale = story.alice.acquire(RESOURCE, ttl=60).token
@@ -319,7 +320,7 @@ def test_control_an_observer_that_trusts_the_answer_reports_alice_leading_while_
 
 
 def waiter_through(liar: LyingProxy, registry: Registry, on_sleep) -> tuple[Registry, WaitClock]:
-    bob = Registry.at(Chain.connect(liar.url, private_keys=dev_keys(3), poll_latency=0.01), registry.address)
+    bob = Registry.at(Chain.connect(liar.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.01)), registry.address)
     bob = bob.connect(bob.chain.accounts[2])
     return bob, WaitClock(on_sleep=on_sleep).install(bob)
 
@@ -365,7 +366,7 @@ def test_an_asyncio_waiter_behind_a_withholding_log_backend_reads_the_lease_agai
             lease.release()
 
     async def scenario():
-        chain = Chain.connect(liar.url, private_keys=dev_keys(3), poll_latency=0.01)
+        chain = Chain.connect(liar.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.01))
         async with AsyncChain.over(chain) as achain:
             bob = (await AsyncRegistry.at(achain, on_anvil.address)).connect(chain.accounts[2])
             clock = WaitClock(on_sleep=release).install(bob.registry)

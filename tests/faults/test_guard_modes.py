@@ -14,6 +14,7 @@ import pytest
 
 from chainfence import Guard
 from chainfence.errors import LeaseExpired, StaleToken, TokenNotCurrent
+from chainfence.guard import Follow
 from tests.support.sequencer import wait_until
 
 RESOURCE = "reports/daily"
@@ -57,7 +58,7 @@ def test_strict_mode_rejects_an_expired_holder_even_with_no_successor(embedded, 
 
 
 def test_follow_mode_rejects_the_late_write_before_the_successor_writes(embedded, tmp_path):
-    with Guard(embedded, path=tmp_path / "g.sqlite", mode="follow", follow_interval=60) as guard:
+    with Guard(embedded, path=tmp_path / "g.sqlite", mode=Follow(interval=60)) as guard:
         rejected, a, b = paused_holder_wakes_before_successor_writes(embedded, guard, sync=guard.sync)
         assert isinstance(rejected, StaleToken) and rejected.current_token == b.token
         assert guard.mark(RESOURCE) == b.token
@@ -68,7 +69,7 @@ def test_the_follower_thread_keeps_up_on_its_own(embedded, tmp_path):
     """No manual sync: the background follower raises the mark once it has followed the block of the
     new lease (waited for as an event, however slow the machine), and learns the resource's name."""
     chain = embedded.chain
-    with Guard(embedded, path=tmp_path / "g.sqlite", mode="follow", follow_interval=0.02) as guard:
+    with Guard(embedded, path=tmp_path / "g.sqlite", mode=Follow(interval=0.02)) as guard:
         before = time.monotonic()
         b = embedded.connect(chain.accounts[2]).acquire(RESOURCE, ttl=30)
         wait_until(lambda: (guard.followed_block or 0) >= b.block_number, "the follower reached the lease's block")
@@ -82,16 +83,16 @@ def test_a_follower_resumes_where_it_stopped(embedded, tmp_path):
     """The followed block is stored: leases issued while no guard ran are applied on restart."""
     chain = embedded.chain
     path = tmp_path / "g.sqlite"
-    Guard(embedded, path=path, mode="follow", follow_interval=60).close()
+    Guard(embedded, path=path, mode=Follow(interval=60)).close()
     b = embedded.connect(chain.accounts[2]).acquire(RESOURCE, ttl=30)  # while the service is down
-    with Guard(embedded, path=path, mode="follow", follow_interval=60) as guard:
+    with Guard(embedded, path=path, mode=Follow(interval=60)) as guard:
         assert guard.mark(RESOURCE) == b.token
         assert guard.followed_block == chain.block_number()
 
 
 def test_an_exclusive_follower_updates_its_memory_too(embedded, tmp_path):
     chain = embedded.chain
-    with Guard(embedded, path=tmp_path / "g.sqlite", mode="follow", exclusive=True, follow_interval=60) as guard:
+    with Guard(embedded, path=tmp_path / "g.sqlite", mode=Follow(interval=60), exclusive=True) as guard:
         a = embedded.connect(chain.accounts[1]).acquire(RESOURCE, ttl=30)
         guard.check(RESOURCE, a.token)
         chain.advance_time(31)

@@ -22,6 +22,7 @@ from chainfence._node import artifacts as _artifacts
 from chainfence._node.rlp import keccak256 as keccak
 from chainfence._sdk.names import display, item_id
 from chainfence.errors import InvalidResourceName, NotLive
+from chainfence.guard import Follow
 
 HOSTILE = [
     b"\xff\xfe",  # not UTF-8
@@ -69,11 +70,11 @@ def test_history_reads_every_hostile_name_and_shows_each_unambiguously(registry,
 
 def test_a_follower_whose_store_is_behind_hostile_names_starts_and_keeps_following(registry, alice, bob, tmp_path):
     path = tmp_path / "follow.sqlite"
-    Guard(registry, path=path, mode="follow", follow_interval=60).close()  # following from here on
+    Guard(registry, path=path, mode=Follow(interval=60)).close()  # following from here on
     for name in HOSTILE:
         publish(registry, bob.sender, name)
     honest = alice.acquire("reports/daily", ttl=60)
-    with Guard(registry, path=path, mode="follow", follow_interval=60) as guard:  # constructs, syncs
+    with Guard(registry, path=path, mode=Follow(interval=60)) as guard:  # constructs, syncs
         assert guard.follow_status().healthy and guard.follow_status().last_error is None
         assert guard.mark("reports/daily") == honest.token
         marks = guard.marks()

@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 from eth_utils import keccak
 
-from chainfence import Chain, Lease, Registry
+from chainfence import Chain, Lease, Registry, Timeouts
 from chainfence.aio import AsyncChain, AsyncRegistry
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
@@ -209,7 +209,7 @@ def test_a_cancellation_after_the_send_releases_what_was_acquired(chain, alice, 
 def through_proxy(anvil_node, on_anvil):
     """(the test's registry on the session anvil, an agent registry as account 5 through a proxy, the proxy)."""
     with RpcProxy(anvil_node.url) as proxy:
-        agent_chain = Chain.connect(proxy.url, private_key=dev_keys(10)[5], request_timeout=60, poll_latency=0.01)
+        agent_chain = Chain.connect(proxy.url, private_key=dev_keys(10)[5], timeouts=Timeouts(request=60, poll=0.01))
         agent = Registry.at(agent_chain, on_anvil.address)
         yield on_anvil, agent, proxy
 
@@ -269,7 +269,7 @@ def test_control_ctrl_c_on_an_unguarded_acquisition_leaves_the_lease_live(throug
 
 
 async def agent_async(proxy: RpcProxy, registry: Registry) -> tuple[AsyncChain, AsyncRegistry]:
-    chain = await AsyncChain.connect(proxy.url, private_key=dev_keys(10)[5], request_timeout=60, poll_latency=0.01)
+    chain = await AsyncChain.connect(proxy.url, private_key=dev_keys(10)[5], timeouts=Timeouts(request=60, poll=0.01))
     return chain, await AsyncRegistry.at(chain, registry.address)
 
 

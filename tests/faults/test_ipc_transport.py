@@ -19,7 +19,7 @@ import pytest
 from eth_account import Account
 from eth_utils import keccak
 
-from chainfence import AcquireReason, Chain, Registry
+from chainfence import AcquireReason, Chain, Registry, Timeouts
 from chainfence._node.ipc import AsyncLeanIpc, LeanIpc
 from chainfence._node.rpc import AsyncRpc, Rpc, connect_node
 from chainfence._node.transports import NotDelivered
@@ -39,7 +39,7 @@ def proxy(anvil_node, on_anvil):
 
 
 def agent_via(proxy, on_anvil):
-    chain = Chain.connect(proxy.path, private_key=dev_keys(10)[KEY], poll_latency=0.01, request_timeout=60)
+    chain = Chain.connect(proxy.path, private_key=dev_keys(10)[KEY], timeouts=Timeouts(request=60, poll=0.01))
     assert isinstance(chain.rpc.transport, LeanIpc)
     return Registry.at(chain, on_anvil.address)
 
@@ -61,7 +61,7 @@ def signed_acquire(agent, name: str, nonce_offset: int = 0) -> bytes:
 
 def test_an_acquisition_over_the_session_nodes_own_socket(anvil_node, on_anvil):
     """Chain.connect takes anvil's socket path where it takes a URL: the same registry, the same answers."""
-    chain = Chain.connect(anvil_node.ipc_path, private_key=dev_keys(10)[KEY], poll_latency=0.01)
+    chain = Chain.connect(anvil_node.ipc_path, private_key=dev_keys(10)[KEY], timeouts=Timeouts(poll=0.01))
     assert isinstance(chain.rpc.transport, LeanIpc) and chain.is_dev
     agent = Registry.at(chain, on_anvil.address)
     lease = agent.acquire(RESOURCE, ttl=60)

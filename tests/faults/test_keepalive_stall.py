@@ -22,7 +22,7 @@ import threading
 
 import pytest
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.errors import ChainfenceError, LeaseExpired, LeaseLost
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy
@@ -41,10 +41,10 @@ def node():
 @pytest.fixture
 def world(node):
     """The test's direct view of the chain, and an agent (account 1) that reaches it through a proxy."""
-    direct = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.005)
+    direct = Chain.connect(node.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.005))
     registry = Registry.deploy(direct, max_ttl=3_600)
     with RpcProxy(node.url) as proxy:
-        agent_chain = Chain.connect(proxy.url, private_keys=[dev_keys(3)[1]], poll_latency=0.005)
+        agent_chain = Chain.connect(proxy.url, private_keys=[dev_keys(3)[1]], timeouts=Timeouts(poll=0.005))
         agent = Registry.at(agent_chain, registry.address, sender=agent_chain.accounts[0])
         yield direct, registry, agent, proxy
 

@@ -22,7 +22,7 @@ import pytest
 from eth_account import Account
 from web3 import Web3
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from tests.support.anvil import Anvil, dev_keys
 from tests.support.rpc_proxy import RpcProxy, time_out_only
 
@@ -45,14 +45,14 @@ def node_and_registry(request, anvil_node, anvil_session):
         chain.revert(snapshot)
         return
     node = request.getfixturevalue("interval_node")
-    chain = Chain.connect(node.url, private_keys=dev_keys(10), poll_latency=0.05)
+    chain = Chain.connect(node.url, private_keys=dev_keys(10), timeouts=Timeouts(poll=0.05))
     yield node, Registry.deploy(chain, max_ttl=3_600)
 
 
 def test_a_late_reply_to_an_acquisition_lands_exactly_one(node_and_registry):
     node, registry = node_and_registry
     with RpcProxy(node.url) as proxy:
-        agent_chain = Chain.connect(proxy.url, private_key=dev_keys(10)[5], request_timeout=60, poll_latency=0.05)
+        agent_chain = Chain.connect(proxy.url, private_key=dev_keys(10)[5], timeouts=Timeouts(request=60, poll=0.05))
         time_out_only(agent_chain.w3, "eth_sendRawTransaction", 1.0)  # the late one: the client gives up
         agent = Registry.at(agent_chain, registry.address)
         nonce_before = registry.chain.rpc.nonce(agent.sender, "latest")

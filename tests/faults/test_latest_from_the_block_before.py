@@ -28,7 +28,7 @@ import sqlite3
 
 import pytest
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, Timeouts
 from chainfence._node.rlp import keccak256 as keccak
 from chainfence._sdk.contract import RegistryContract
 from chainfence.errors import ChainRolledBack
@@ -96,7 +96,7 @@ def naive(request, monkeypatch):
 
 def through(liar, registry: Registry) -> Registry:
     """The registry as a reader behind the proxy sees it: a Chain of its own (its own memory of tokens)."""
-    return Registry.at(Chain.connect(liar.url, poll_latency=0.005), registry.address)
+    return Registry.at(Chain.connect(liar.url, timeouts=Timeouts(poll=0.005)), registry.address)
 
 
 def two_tokens(registry: Registry) -> tuple[int, int]:

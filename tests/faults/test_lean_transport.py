@@ -15,7 +15,7 @@ import pytest
 from eth_account import Account
 from eth_utils import keccak
 
-from chainfence import AcquireReason, Chain, Registry
+from chainfence import AcquireReason, Chain, Registry, Timeouts
 from chainfence._node.lean_http import LeanHttp
 from chainfence._node.rpc import Rpc, connect_http
 from chainfence._node.transports import NotDelivered
@@ -36,7 +36,7 @@ def proxy(anvil_node, on_anvil):
 
 
 def agent_via(proxy, on_anvil):
-    chain = Chain.connect(proxy.url, private_key=dev_keys(10)[KEY], poll_latency=0.01, request_timeout=60)
+    chain = Chain.connect(proxy.url, private_key=dev_keys(10)[KEY], timeouts=Timeouts(request=60, poll=0.01))
     return Registry.at(chain, on_anvil.address)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import Chain, Registry, cli
+from chainfence import Chain, Registry, Timeouts, cli
 from chainfence.cli._supervisor import session_members
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
@@ -56,7 +56,7 @@ def node():
 
 @pytest.fixture(scope="module")
 def direct(node):
-    chain = Chain.connect(node.url, private_keys=dev_keys(4), poll_latency=0.005)
+    chain = Chain.connect(node.url, private_keys=dev_keys(4), timeouts=Timeouts(poll=0.005))
     return chain, Registry.deploy(chain, max_ttl=3_600)
 
 
@@ -191,7 +191,7 @@ def stop(pid: int) -> None:
 
 @pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])
 def test_a_loss_stops_the_writer_the_shell_forked_not_only_the_shell(node, direct, tmp_path, naive):
-    """The lease is released behind `lock`'s back; its next renewal finds it: exit 7, whole session stopped."""
+    """The lease is released behind `lock`'s back; its next renewal finds it: exit 107, whole session stopped."""
     chain, registry = direct
     resource = f"lock-proc/loss-{naive}"
     lock = Lock(node, registry, tmp_path, resource, naive=naive)
@@ -199,11 +199,11 @@ def test_a_loss_stops_the_writer_the_shell_forked_not_only_the_shell(node, direc
     lease = registry.lease_of(resource)
     registry.connect(chain.accounts[1]).release(resource, lease.token)  # the holder's key, another process
     lock.set_clock(RENEWAL_DUE)  # the renewal falls due: it finds the lease released
-    assert lock.wait() == cli.EXIT_LOST
+    assert lock.wait() == cli.lock_exit_code(cli.EXIT_LOST)
     assert "(released" in lock.stderr and (naive or "(released: it was released)" in lock.stderr)
     try:
         new = successor_writes(chain, registry, lock, str(lease.token), expire=False)
-        if naive:  # the shell got SIGTERM; its child, the writer, goes on writing after exit 7
+        if naive:  # the shell got SIGTERM; its child, the writer, goes on writing after exit 107
             wait_until(lambda: after_successor(tmp_path, str(lease.token), new), "the old writer writes again")
             return
         assert not alive(writer), "the writer was stopped before `lock` exited"
@@ -214,7 +214,7 @@ def test_a_loss_stops_the_writer_the_shell_forked_not_only_the_shell(node, direc
 
 def test_a_revoke_stops_the_command_at_the_next_renewal_and_the_exit_says_revoked(node, direct, tmp_path):
     """An admin revokes a stuck holder: `lock` stops its command at its next renewal, not at the safe
-    deadline, and says "revoked" (stderr, and --json's document with exit code 7)."""
+    deadline, and says "revoked" (stderr, and --json's document with exit code 107)."""
     chain, _ = direct
     registry = Registry.deploy(chain, max_ttl=3_600, namespaces={"ops": chain.accounts[3]})
     lock = Lock(node, registry, tmp_path, "ops/report", lock_args=("--json",))
@@ -222,12 +222,18 @@ def test_a_revoke_stops_the_command_at_the_next_renewal_and_the_exit_says_revoke
     registry.connect(chain.accounts[3]).revoke("ops/report")
     assert alive(writer), "until its next renewal"
     lock.set_clock(RENEWAL_DUE)
-    assert lock.wait() == cli.EXIT_LOST
+    assert lock.wait() == cli.lock_exit_code(cli.EXIT_LOST)
     assert not alive(writer)
     assert f"lost the lease of token {token} on 'ops/report' (revoked: the namespace's admin revoked it)" in lock.stderr
     assert "releasing" not in lock.stderr, "a lease the chain ended is not released again"
     document = json.loads((tmp_path / "lock.out").read_text().splitlines()[-1])
-    assert (document["error"], document["why"], document["exit_code"]) == ("LeaseLost", "revoked", cli.EXIT_LOST)
+    ended = document["command"]  # how the command ended, beside the loss that stopped it (issue 27)
+    assert ended["pid"] > 0 and ended["exit_code"] == 128 + signal.Signals[ended["signal"]], ended
+    assert (document["error"], document["why"], document["exit_code"]) == (
+        "LeaseLost",
+        "revoked",
+        cli.lock_exit_code(cli.EXIT_LOST),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -241,7 +247,7 @@ def interleaved(directory: Path, first: str, second: str) -> bool:
 
 
 @pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])
-def test_a_second_lock_of_the_same_key_exits_3_naming_the_holder(node, direct, tmp_path, naive):
+def test_a_second_lock_of_the_same_key_exits_103_naming_the_holder(node, direct, tmp_path, naive):
     chain, registry = direct
     resource = f"lock-proc/same-key-{naive}"
     first = Lock(node, registry, tmp_path, resource, naive=naive, name="first")
@@ -253,7 +259,7 @@ def test_a_second_lock_of_the_same_key_exits_3_naming_the_holder(node, direct, t
             wait_until(lambda: interleaved(tmp_path, token, new), "the first writer writes after the second began")
             stop(other)
             return
-        assert second.wait() == cli.EXIT_HELD
+        assert second.wait() == cli.lock_exit_code(cli.EXIT_HELD)
         assert f"is held by {chain.accounts[1]} with token {token}" in second.stderr
         assert "held by this key" in second.stderr and "--take-over" in second.stderr
         assert {t for t, _ in log(tmp_path)} == {token}, "the second command never ran"
@@ -294,7 +300,7 @@ def test_take_over_fences_the_first_whose_command_is_stopped_at_its_next_renewal
     other, new = second.writer(besides=token)
     assert int(new) > int(token)
     first.set_clock(RENEWAL_DUE)  # the first's renewal meets the higher token: superseded
-    assert first.wait() == cli.EXIT_LOST
+    assert first.wait() == cli.lock_exit_code(cli.EXIT_LOST)
     assert "(superseded: a higher token was issued for the resource)" in first.stderr
     assert not alive(writer)
     assert alive(other), "the second command runs on"
@@ -443,7 +449,7 @@ def test_lock_killed_while_it_stops_a_stubborn_leftover(node, direct, tmp_path, 
 @pytest.mark.parametrize("naive", [False, True], ids=["lock", "control-naive"])
 def test_a_frozen_lock_s_sentinel_stops_the_command_at_the_safe_deadline(node, direct, tmp_path, naive):
     """SIGSTOP freezes `lock` (no renewal can be sent); its sentinel stops the command when the last safe
-    deadline passes, the lease still live on-chain. Resumed, `lock` says so and exits 7."""
+    deadline passes, the lease still live on-chain. Resumed, `lock` says so and exits 107."""
     chain, registry = direct
     resource = f"lock-proc/frozen-{naive}"
     lock = Lock(node, registry, tmp_path, resource, naive=naive)
@@ -462,8 +468,10 @@ def test_a_frozen_lock_s_sentinel_stops_the_command_at_the_safe_deadline(node, d
         on_chain = registry.last_lease(resource)
         assert on_chain.live and on_chain.token == lease.token, "stopped while the lease was still live"
         lock.proc.send_signal(signal.SIGCONT)
-        assert lock.wait() == cli.EXIT_LOST
+        assert lock.wait() == cli.lock_exit_code(cli.EXIT_LOST)
         assert "(deadline: no renewal was confirmed before the local safe deadline)" in lock.stderr
+        # Its own freeze, not the node's fault (issue 27: the loss says what the node did, when it did)
+        assert "did not answer the renewal" not in lock.stderr and "is unreachable" not in lock.stderr
         new = successor_writes(chain, registry, lock, str(lease.token), expire=True)
         assert after_successor(tmp_path, str(lease.token), new) == []
     finally:
@@ -478,7 +486,7 @@ def test_at_its_own_deadline_lock_stops_the_command_and_the_sentinel_stays_quiet
     lock = Lock(node, registry, tmp_path, resource, runner_args=("--break-renewals",))
     writer, token = lock.writer()
     lock.set_clock(DEADLINE)
-    assert lock.wait() == cli.EXIT_LOST
+    assert lock.wait() == cli.lock_exit_code(cli.EXIT_LOST)
     assert "(deadline: no renewal was confirmed before the local safe deadline)" in lock.stderr
     assert "sentinel" not in lock.stderr
     assert (tmp_path / f"signals-{token}").read_text().split() == ["TERM"]

@@ -50,7 +50,7 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, LeaseSet, Registry, audit
+from chainfence import Chain, Election, FencedRequest, FencedStore, Guard, LeaseSet, Registry, Timeouts, audit
 from chainfence._node.rpc import AsyncRpc, Rpc, connect_http
 from chainfence._sdk.validate import resource_id
 from chainfence.aio import (
@@ -75,6 +75,7 @@ from chainfence.errors import (
     OutcomeUnknown,
 )
 from chainfence.fenced_requests import http_action
+from chainfence.guard import Follow, RequestPolicy
 from chainfence.guard.admission import Admission
 from chainfence.integrations.asgi import FencingMiddleware
 from chainfence.integrations.sql import fenced_transaction
@@ -118,7 +119,7 @@ class World:
         self.directory = directory
         keys = dev_keys(4)
         self.keys = keys
-        admin = Chain.connect(admin_url, private_keys=keys, poll_latency=0.01, receipt_timeout=10)
+        admin = Chain.connect(admin_url, private_keys=keys, timeouts=Timeouts(receipt=10, poll=0.01))
         registry = Registry.deploy(admin, max_ttl=3_600)
         self.address = registry.address
         holder = registry.connect(admin.accounts[1])
@@ -130,12 +131,7 @@ class World:
         self.deployment = save(Deployment.of(registry, rpc_url=url), directory / "deployment.json")
 
         self.chain = Chain.connect(
-            url,
-            private_keys=keys,
-            request_timeout=TIMEOUT,
-            receipt_timeout=5,
-            unreachable_timeout=0.3,
-            poll_latency=0.01,
+            url, private_keys=keys, timeouts=Timeouts(request=TIMEOUT, receipt=5, unreachable=0.3, poll=0.01)
         )
         self.accounts = self.chain.accounts
         self._cached = Registry.at(self.chain, self.address, sender=self.accounts[1])
@@ -169,9 +165,8 @@ class World:
             guard = Guard(
                 registry_,
                 directory / f"{name}.sqlite",
-                mode=mode_,
-                audience=AUDIENCE,
-                follow_interval=3_600,
+                mode=Follow(interval=3_600) if mode_ == "follow" else mode_,
+                requests=RequestPolicy(audience=AUDIENCE),
                 exclusive=name == "exclusive",
             )
             guard.check(RESOURCE, self.token)  # the mark: this lease's token
@@ -186,7 +181,9 @@ class World:
             ("admission-local", Admission.local([self.accounts[1]]), True),
         ):
             store = "admission-local.sqlite" if name == "admission-local" else "admission.sqlite"
-            guard = Guard(self._cached, directory / store, admission=admission, audience=AUDIENCE)
+            guard = Guard(
+                self._cached, directory / store, admission=admission, requests=RequestPolicy(audience=AUDIENCE)
+            )
             if checked:
                 guard.check(RESOURCE, self.token)
             self.guards[name] = guard
@@ -222,7 +219,8 @@ class World:
 
     def new_guard(self, mode: str, *, cached: bool = True, store: str | None = None) -> Guard:
         path = self.directory / (store or f"new-{os.urandom(4).hex()}.sqlite")
-        return Guard(self.cached() if cached else self.registry(), path, mode=mode, follow_interval=3_600)
+        follow = Follow(interval=3_600) if mode == "follow" else mode
+        return Guard(self.cached() if cached else self.registry(), path, mode=follow)
 
     def close(self) -> None:
         self.leadership._stop_keeping()
@@ -470,6 +468,7 @@ GUARD_SETTINGS = (
     "headers",
     "proof_provider",
     "completeness",
+    "rejection_log",
 )
 
 
@@ -586,7 +585,7 @@ class Quiet:
 
 CALLS: list[Call] = [
     # -- Chain ---------------------------------------------------------------
-    Call("Chain.connect", lambda w: Chain.connect(w.url, request_timeout=TIMEOUT)),
+    Call("Chain.connect", lambda w: Chain.connect(w.url, timeouts=Timeouts(request=TIMEOUT))),
     Call("Chain.now", lambda w: w.chain.now()),
     Call("Chain.latest_time", lambda w: w.chain.latest_time()),
     Call("Chain.call_now", lambda w: w.chain.call_now(w.address, bytes.fromhex("bc1c8b9b"))),
@@ -803,7 +802,7 @@ CALLS: list[Call] = [
     Call("Rpc.gas_price", lambda w: w.chain.rpc.gas_price()),
     Call("Rpc.max_priority_fee", lambda w: w.chain.rpc.max_priority_fee()),
     # -- chainfence.aio: the same steps over AsyncRpc --------------------------
-    Call("AsyncChain.connect", lambda w: asyncio.run(AsyncChain.connect(w.url, request_timeout=TIMEOUT))),
+    Call("AsyncChain.connect", lambda w: asyncio.run(AsyncChain.connect(w.url, timeouts=Timeouts(request=TIMEOUT)))),
     Call("AsyncChain.now", aio(lambda w, c, r: c.now())),
     Call("AsyncChain.latest_time", aio(lambda w, c, r: c.latest_time())),
     Call("AsyncChain.block_number", aio(lambda w, c, r: c.block_number())),
@@ -811,6 +810,11 @@ CALLS: list[Call] = [
     Call("AsyncChain.call", aio(lambda w, c, r: c.call(w.address, w.cached()._encode("latestToken", [])))),
     Call("AsyncChain.call_now", aio(lambda w, c, r: c.call_now(w.address, bytes.fromhex("bc1c8b9b")))),
     Call("AsyncChain.transact", aio(lambda w, c, r: c.transact(w.accounts[1], w.address, acquire_data(w)))),
+    Call("AsyncChain.advance_time", aio(lambda w, c, r: c.advance_time(5))),
+    Call("AsyncChain.mine", aio(lambda w, c, r: c.mine())),
+    Call("AsyncChain.snapshot", aio(lambda w, c, r: c.snapshot())),
+    Call("AsyncChain.revert", aio(lambda w, c, r: c.revert(w.snapshot))),
+    Call("AsyncChain.set_next_block_time", aio(lambda w, c, r: c.set_next_block_time(w.next_time))),
     Call("AsyncRegistry.deploy", aio(lambda w, c, r: AsyncRegistry.deploy(c))),
     Call("AsyncRegistry.at", aio(lambda w, c, r: AsyncRegistry.at(c, w.address))),
     Call("AsyncRegistry.acquire", aio(lambda w, c, r: r.acquire(FREE, ttl=60))),
@@ -1329,7 +1333,7 @@ def test_acquire_when_the_node_stops_after_taking_the_transaction_is_outcome_unk
     """
     node = Anvil().start()
     try:
-        admin = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
+        admin = Chain.connect(node.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.01))
         registry = Registry.deploy(admin, max_ttl=3_600)
         admin.rpc.request("evm_setAutomine", [False])  # the acquisition waits in the pool
         with RpcProxy(node.url) as proxy:
@@ -1337,10 +1341,7 @@ def test_acquire_when_the_node_stops_after_taking_the_transaction_is_outcome_unk
             chain = Chain.connect(
                 url,
                 private_keys=dev_keys(3)[1:2],
-                request_timeout=TIMEOUT,
-                poll_latency=0.01,
-                receipt_timeout=30,
-                unreachable_timeout=0.3,
+                timeouts=Timeouts(request=TIMEOUT, receipt=30, unreachable=0.3, poll=0.01),
             )
             agent = Registry.at(chain, registry.address)
             _ = agent.max_ttl
@@ -1376,17 +1377,14 @@ def test_acquire_when_the_node_stops_while_confirming_is_not_confirmed_with_the_
     carrying the lease it created (the outcome is known: it was mined; its depth is not)."""
     node = Anvil().start()
     try:
-        admin = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
+        admin = Chain.connect(node.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.01))
         registry = Registry.deploy(admin, max_ttl=3_600)
         with RpcProxy(node.url) as proxy:
             chain = Chain.connect(
                 proxy.url,
                 private_keys=dev_keys(3)[1:2],
-                request_timeout=TIMEOUT,
-                poll_latency=0.01,
                 confirmations=1,
-                confirmation_timeout=30,
-                unreachable_timeout=0.3,
+                timeouts=Timeouts(request=TIMEOUT, confirmation=30, unreachable=0.3, poll=0.01),
             )
             agent = Registry.at(chain, registry.address)
             _ = agent.max_ttl
@@ -1418,16 +1416,14 @@ def test_acquire_when_the_node_stops_after_the_confirmations_keeps_the_lease():
     """
     node = Anvil().start()
     try:
-        admin = Chain.connect(node.url, private_keys=dev_keys(3), poll_latency=0.01)
+        admin = Chain.connect(node.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.01))
         registry = Registry.deploy(admin, max_ttl=3_600)
         with RpcProxy(node.url) as proxy:
             chain = Chain.connect(
                 proxy.url,
                 private_keys=dev_keys(3)[1:2],
-                request_timeout=TIMEOUT,
-                poll_latency=0.01,
                 confirmations=1,
-                confirmation_timeout=30,
+                timeouts=Timeouts(request=TIMEOUT, confirmation=30, poll=0.01),
             )
             agent = Registry.at(chain, registry.address)
             _ = agent.max_ttl
@@ -1470,7 +1466,7 @@ def test_a_node_that_accepts_connections_and_never_answers_is_unreachable():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with silent_listener(port) as url, pytest.raises(ChainfenceError) as caught:
-        Chain.connect(url, request_timeout=0.2)
+        Chain.connect(url, timeouts=Timeouts(request=0.2))
     assert type(caught.value) is NodeUnreachable, caught.value
 
 

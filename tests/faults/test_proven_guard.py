@@ -35,6 +35,7 @@ from chainfence.errors import (
     TokenNotConfirmed,
     UnknownToken,
 )
+from chainfence.guard import Follow, Mark, Proven, RequestPolicy
 from chainfence.proofs import TrustedHeaders
 from tests.support.forgery import ForgedWorld
 from tests.support.proven import (
@@ -71,7 +72,7 @@ def test_honest_providers_the_proven_guard_judges_as_the_strict_guard(story, pro
     with (
         Guard(registry, tmp_path / "strict.sqlite", mode="strict") as strict,
         Guard(
-            registry, tmp_path / "proven.sqlite", mode="proven", headers=quorum(p1.url, p2.url, p3.url, story=story)
+            registry, tmp_path / "proven.sqlite", mode=Proven(headers=quorum(p1.url, p2.url, p3.url, story=story))
         ) as guard,
     ):
         for g in (strict, guard):
@@ -94,9 +95,7 @@ def test_a_forged_eth_call_fools_the_strict_guard_not_the_proven_guard(story, pr
     liar.handlers.pop("eth_getProof")  # views forged, proofs honest
     control_strict_guard_is_fooled(liar, story, tmp_path)
     path = tmp_path / "proven.sqlite"
-    with Guard(
-        through(liar, story), path, mode="proven", headers=quorum(liar.url, h2.url, h3.url, story=story)
-    ) as guard:
+    with Guard(through(liar, story), path, mode=Proven(headers=quorum(liar.url, h2.url, h3.url, story=story))) as guard:
         calls = liar.count("eth_call")
         before = dump(path)
         with pytest.raises(StaleToken) as refused:
@@ -113,7 +112,7 @@ def test_a_forged_proof_is_proof_invalid_naming_the_provider_and_moves_no_mark(s
     control_strict_guard_is_fooled(liar, story, tmp_path)
     path = tmp_path / "proven.sqlite"
     headers = quorum(liar.url, h2.url, h3.url, story=story)
-    with Guard(through(liar, story), path, mode="proven", headers=headers) as guard:
+    with Guard(through(liar, story), path, mode=Proven(headers=headers)) as guard:
         before = dump(path)
         for token in (story.stale, story.current):  # nothing it proves is believed, bob's token neither
             with pytest.raises(ProofInvalid) as refused:
@@ -121,9 +120,7 @@ def test_a_forged_proof_is_proof_invalid_naming_the_provider_and_moves_no_mark(s
             assert refused.value.source == liar.url
         assert dump(path) == before and guard.marks() == {}
     # The same lie, proofs from an honest provider: the truth.
-    with Guard(
-        through(liar, story), tmp_path / "p2.sqlite", mode="proven", headers=headers, proof_provider=h2.url
-    ) as guard:
+    with Guard(through(liar, story), tmp_path / "p2.sqlite", mode=Proven(headers=headers, proofs=h2.url)) as guard:
         with pytest.raises(StaleToken):
             guard.check(RESOURCE, story.stale)
         assert guard.check(RESOURCE, story.current) == story.current
@@ -138,17 +135,17 @@ def test_a_forged_header_with_a_matching_proof_fools_one_trusted_header_provider
     registry = through(liar, story)
     # A second control: a proven guard that trusts the liar for headers is fooled too (the trust is the assumption).
     trusting = TrustedHeaders(liar.url, clock=story.registry.chain.now, max_age=60)
-    with Guard(registry, tmp_path / "trusting.sqlite", mode="proven", headers=trusting) as fooled:
+    with Guard(registry, tmp_path / "trusting.sqlite", mode=Proven(headers=trusting)) as fooled:
         assert fooled.check(RESOURCE, story.stale) == story.stale
     path = tmp_path / "proven.sqlite"
-    with Guard(registry, path, mode="proven", headers=quorum(liar.url, h2.url, h3.url, story=story, k=2)) as guard:
+    with Guard(registry, path, mode=Proven(headers=quorum(liar.url, h2.url, h3.url, story=story, k=2))) as guard:
         before = dump(path)
         with pytest.raises(ProofInvalid) as refused:  # the liar's header is outvoted; its proof fails the quorum's root
             guard.check(RESOURCE, story.stale)
         assert refused.value.source == liar.url
         assert dump(path) == before
     with Guard(
-        registry, tmp_path / "k3.sqlite", mode="proven", headers=quorum(liar.url, h2.url, h3.url, story=story, k=3)
+        registry, tmp_path / "k3.sqlite", mode=Proven(headers=quorum(liar.url, h2.url, h3.url, story=story, k=3))
     ) as guard:
         with pytest.raises(HeadersDisagree):
             guard.check(RESOURCE, story.stale)
@@ -164,7 +161,7 @@ def test_a_withheld_head_fools_the_strict_guard_and_is_stale_or_outvoted_for_the
     registry = through(liar, story)
     lagging = TrustedHeaders(liar.url, clock=story.registry.chain.now, max_age=10)
     path = tmp_path / "trusted.sqlite"
-    with Guard(registry, path, mode="proven", headers=lagging) as guard:
+    with Guard(registry, path, mode=Proven(headers=lagging)) as guard:
         before = dump(path)
         with pytest.raises(HeaderStale) as stale:
             guard.check(RESOURCE, story.stale)
@@ -172,10 +169,10 @@ def test_a_withheld_head_fools_the_strict_guard_and_is_stale_or_outvoted_for_the
     headers = quorum(liar.url, h2.url, h3.url, story=story, max_age=10)
     # Asked for the quorum's (fresh) block, the lagging provider answers with its old state's proof.
     liar.on("eth_getProof", lambda params, forward: forward([params[0], params[1], hex(story.stale_block)]))
-    with Guard(registry, tmp_path / "quorum.sqlite", mode="proven", headers=headers) as guard:
+    with Guard(registry, tmp_path / "quorum.sqlite", mode=Proven(headers=headers)) as guard:
         with pytest.raises(ProofInvalid):  # the quorum's header is fresh; the liar proves its old block
             guard.check(RESOURCE, story.stale)
-    with Guard(registry, tmp_path / "q2.sqlite", mode="proven", headers=headers, proof_provider=h2.url) as guard:
+    with Guard(registry, tmp_path / "q2.sqlite", mode=Proven(headers=headers, proofs=h2.url)) as guard:
         with pytest.raises(StaleToken):
             guard.check(RESOURCE, story.stale)
 
@@ -192,11 +189,11 @@ def test_a_colluding_majority_is_outside_the_assumption_and_k_equal_n_refuses(st
         ).install(liar, headers=True)
     registry = through(honest, story)
     majority = quorum(l1.url, l2.url, honest.url, story=story, k=2)
-    with Guard(registry, tmp_path / "fooled.sqlite", mode="proven", headers=majority, proof_provider=l1.url) as fooled:
+    with Guard(registry, tmp_path / "fooled.sqlite", mode=Proven(headers=majority, proofs=l1.url)) as fooled:
         assert fooled.check(RESOURCE, story.stale) == story.stale  # outside the assumption
     unanimous = quorum(l1.url, l2.url, honest.url, story=story, k=3)
     path = tmp_path / "k3.sqlite"
-    with Guard(registry, path, mode="proven", headers=unanimous, proof_provider=l1.url) as guard:
+    with Guard(registry, path, mode=Proven(headers=unanimous, proofs=l1.url)) as guard:
         before = dump(path)
         with pytest.raises(HeadersDisagree) as split:
             guard.check(RESOURCE, story.stale)
@@ -207,7 +204,7 @@ def test_providers_down_are_a_typed_refusal_never_a_downgrade(story, providers, 
     p1, p2, p3 = providers
     registry = through(p3, story)
     path = tmp_path / "proven.sqlite"
-    with Guard(registry, path, mode="proven", headers=quorum(p1.url, p2.url, p3.url, story=story, k=2)) as guard:
+    with Guard(registry, path, mode=Proven(headers=quorum(p1.url, p2.url, p3.url, story=story, k=2))) as guard:
         p1.down = True
         assert guard.check(RESOURCE, story.current) == story.current  # k still answer
         p2.down = True
@@ -229,7 +226,7 @@ def test_confirmations_are_proven_as_strict_mode_asks_them(story, providers, tmp
     headers = quorum(p1.url, p2.url, p3.url, story=story)
     with (
         Guard(registry, tmp_path / "strict.sqlite", mode="strict", confirmations=2) as strict,
-        Guard(registry, tmp_path / "proven.sqlite", mode="proven", confirmations=2, headers=headers) as guard,
+        Guard(registry, tmp_path / "proven.sqlite", mode=Proven(headers=headers), confirmations=2) as guard,
     ):
         for g in (strict, guard):
             with pytest.raises(TokenNotConfirmed):  # bob's acquisition is the head block
@@ -253,7 +250,7 @@ def test_a_quorum_head_that_moves_back_is_header_behind_and_a_real_rollback_latc
     before_carol = chain.snapshot()
     carol = story.registry.connect(chain.accounts[3]).acquire("jobs/etl", ttl=600)
     path = tmp_path / "proven.sqlite"
-    with Guard(registry, path, mode="proven", headers=headers) as guard:
+    with Guard(registry, path, mode=Proven(headers=headers)) as guard:
         assert guard.check("jobs/etl", carol.token) == carol.token
         accepted_at = chain.block_number()
         serve_the_past(p1, accepted_at - 1)
@@ -303,8 +300,8 @@ def test_a_forged_log_fools_the_follower_without_headers_not_the_one_with_them(s
                 out.append(fake)
         return out
 
-    def follow_guard(name, **options):
-        return Guard(through(liar, story), tmp_path / name, mode="follow", follow_interval=3_600, **options)
+    def follow_guard(name, **follow):
+        return Guard(through(liar, story), tmp_path / name, mode=Follow(interval=3_600, **follow))
 
     # Each guard starts following before bob's block: a store that followed up to the story's first block.
     def rewind(path, block):
@@ -356,7 +353,7 @@ def test_the_async_guard_is_the_proven_guard_awaited(story, providers, tmp_path)
 
     async def scenario():
         async with await AsyncGuard.open(
-            through(liar, story), path, mode="proven", headers=quorum(liar.url, h2.url, h3.url, story=story)
+            through(liar, story), path, mode=Proven(headers=quorum(liar.url, h2.url, h3.url, story=story))
         ) as guard:
             assert guard.mode == "proven" and guard.headers is not None and guard.proof_provider is None
             before = dump(path)
@@ -366,9 +363,7 @@ def test_the_async_guard_is_the_proven_guard_awaited(story, providers, tmp_path)
         async with await AsyncGuard.open(
             through(liar, story),
             tmp_path / "p2.sqlite",
-            mode="proven",
-            headers=quorum(liar.url, h2.url, h3.url, story=story),
-            proof_provider=h2.url,
+            mode=Proven(headers=quorum(liar.url, h2.url, h3.url, story=story), proofs=h2.url),
         ) as guard:
             with pytest.raises(StaleToken):
                 await guard.check(RESOURCE, story.stale)
@@ -379,14 +374,21 @@ def test_the_async_guard_is_the_proven_guard_awaited(story, providers, tmp_path)
 
 
 def test_proven_mode_needs_headers_and_strict_mode_refuses_them(story, providers, tmp_path):
+    """The proven mode needs a header source, proofs need one, strict mode takes none; nothing is opened.
+    The keywords before 0.2 are refused the same way."""
     p1, _, _ = providers
     registry = through(p1, story)
     with pytest.raises(InvalidInput, match="header source"):
         Guard(registry, tmp_path / "a.sqlite", mode="proven")
-    with pytest.raises(InvalidInput, match="proven"):
-        Guard(registry, tmp_path / "b.sqlite", mode="strict", headers=quorum(p1.url, story=story))
+    with pytest.raises(InvalidInput, match="header source"):
+        Proven(None)
     with pytest.raises(InvalidInput, match="headers"):
+        Mark(proofs=p1.url)
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidInput, match="proven"):
+        Guard(registry, tmp_path / "b.sqlite", mode="strict", headers=quorum(p1.url, story=story))
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidInput, match="headers"):
         Guard(registry, tmp_path / "c.sqlite", mode="mark", proof_provider=p1.url)
+    assert not list(tmp_path.glob("*.sqlite"))
 
 
 def test_a_mark_guard_with_headers_proves_news_and_answers_at_the_mark_without_asking(story, providers, tmp_path):
@@ -406,7 +408,7 @@ def test_a_mark_guard_with_headers_proves_news_and_answers_at_the_mark_without_a
         with pytest.raises(StaleToken):
             fooled.check(RESOURCE, story.current)
     path = tmp_path / "proven.sqlite"
-    with Guard(registry, path, mode="mark", headers=quorum(liar.url, h2.url, h3.url, story=story)) as guard:
+    with Guard(registry, path, mode=Mark(headers=quorum(liar.url, h2.url, h3.url, story=story))) as guard:
         before = dump(path)
         with pytest.raises(UnknownToken):
             guard.check(RESOURCE, 999)
@@ -451,11 +453,13 @@ def test_a_provider_cannot_pass_an_account_off_as_a_contract_that_accepts_any_si
         key=chain.key_of(carol),
     )
     registry = through(liar, story)
-    with Guard(registry, tmp_path / "strict.sqlite", mode="strict", audience="reports") as fooled:
+    with Guard(
+        registry, tmp_path / "strict.sqlite", mode="strict", requests=RequestPolicy(audience="reports")
+    ) as fooled:
         assert fooled.check_request(request, body, action="write") == request
     path = tmp_path / "proven.sqlite"
     headers = quorum(liar.url, h2.url, h3.url, story=story)
-    with Guard(registry, path, mode="proven", headers=headers, audience="reports") as guard:
+    with Guard(registry, path, mode=Proven(headers=headers), requests=RequestPolicy(audience="reports")) as guard:
         before = dump(path)
         with pytest.raises(InvalidSignature):
             guard.check_request(request, body, action="write")

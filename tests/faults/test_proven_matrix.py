@@ -38,6 +38,7 @@ import pytest
 from chainfence import FencedRequest, Guard, cli
 from chainfence.aio import AsyncGuard
 from chainfence.errors import ChainfenceError
+from chainfence.guard import Proven
 from chainfence.integrations.asgi import FencingMiddleware
 from chainfence.integrations.sql import fenced_transaction
 from chainfence.proofs import ProvenReader, QuorumHeaders, TrustedHeaders
@@ -120,7 +121,7 @@ class Surfaces:
     def _guard_options(self, setup: Setup, proven: bool) -> dict:
         if not proven:
             return {"mode": "strict"}
-        return {"mode": "proven", "headers": setup.headers(self.story), "proof_provider": setup.proof_url}
+        return {"mode": Proven(setup.headers(self.story), proofs=setup.proof_url)}
 
     def async_guard(self, setup: Setup, token: int, *, proven: bool = True) -> str:
         registry = strict_through(setup.registry_url, self.story)

@@ -29,6 +29,7 @@ from chainfence.errors import (
     ProviderUnavailable,
     StaleToken,
 )
+from chainfence.guard import Proven
 from chainfence.integrations.asgi import FencingMiddleware
 from chainfence.integrations.sql import fenced_transaction
 from chainfence.proofs import TrustedHeaders
@@ -169,7 +170,7 @@ def test_the_middleware_over_a_proven_guard_answers_503_with_the_reason(story, p
     with Guard(registry, tmp_path / "strict.sqlite", mode="strict") as strict:  # the control: 200 for alice
         assert post(story, fenced_app(strict), story.alice, story.stale).status_code == 200
     headers = quorum(liar.url, h2.url, h3.url, story=story)
-    with Guard(registry, tmp_path / "proven.sqlite", mode="proven", headers=headers) as guard:
+    with Guard(registry, tmp_path / "proven.sqlite", mode=Proven(headers=headers)) as guard:
         answer = post(story, fenced_app(guard), story.alice, story.stale)
         assert answer.status_code == 503
         document = answer.json()
@@ -177,20 +178,20 @@ def test_the_middleware_over_a_proven_guard_answers_503_with_the_reason(story, p
         assert liar.url in document["message"] and isinstance(document["block"], int)
         assert guard.marks() == {}
     with Guard(
-        registry, tmp_path / "k3.sqlite", mode="proven", headers=quorum(liar.url, h2.url, h3.url, story=story, k=3)
+        registry, tmp_path / "k3.sqlite", mode=Proven(headers=quorum(liar.url, h2.url, h3.url, story=story, k=3))
     ) as guard:
         forge_alice_live(story, liar, headers=True)
         answer = post(story, fenced_app(guard), story.alice, story.stale)
         assert (answer.status_code, answer.json()["error"]) == (503, "HeadersDisagree")
     liar.honest()
-    with Guard(registry, tmp_path / "honest.sqlite", mode="proven", headers=headers) as guard:
+    with Guard(registry, tmp_path / "honest.sqlite", mode=Proven(headers=headers)) as guard:
         app = fenced_app(guard)
         assert post(story, app, story.alice, story.stale).status_code == 409
         assert post(story, app, story.bob, story.current).status_code == 200
         serve_the_past(h2, story.stale_block)
         serve_the_past(h3, story.stale_block)
         stale = quorum(liar.url, h2.url, h3.url, story=story, max_age=10)
-    with Guard(registry, tmp_path / "stale.sqlite", mode="proven", headers=stale) as guard:
+    with Guard(registry, tmp_path / "stale.sqlite", mode=Proven(headers=stale)) as guard:
         answer = post(story, fenced_app(guard), story.bob, story.current)
         assert (answer.status_code, answer.json()["error"]) == (503, "HeaderStale")
         h2.down = h3.down = True

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, Timeouts
 from chainfence._node.headers import NOT_WAITED_FOR
 from chainfence._node.jsonrpc import HttpEndpoint
 from chainfence.errors import (
@@ -30,6 +30,7 @@ from chainfence.errors import (
     ProviderUnavailable,
     StaleToken,
 )
+from chainfence.guard import Follow, Proven
 from chainfence.integrations.sql import fenced_transaction
 from chainfence.proofs import ProvenReader, QuorumHeaders
 from tests.support.anvil import dev_keys
@@ -45,7 +46,7 @@ def capped(anvil_node, on_anvil):
     """(proxy, the registry seen through a provider that caps eth_getLogs at CAP blocks)."""
     with RpcProxy(anvil_node.url) as proxy:
         proxy.max_log_range = CAP
-        chain = Chain.connect(proxy.url, private_keys=dev_keys(3), poll_latency=0.01)
+        chain = Chain.connect(proxy.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.01))
         yield proxy, Registry.at(chain, on_anvil.address)
 
 
@@ -78,7 +79,7 @@ def test_control_one_unbounded_query_is_refused(capped, on_anvil):
 
 def test_the_follower_keeps_following_through_a_capped_provider(capped, on_anvil, tmp_path):
     _proxy, registry = capped
-    with Guard(registry, path=tmp_path / "follow.sqlite", mode="follow", follow_interval=60) as guard:
+    with Guard(registry, path=tmp_path / "follow.sqlite", mode=Follow(interval=60)) as guard:
         leases = spread_acquisitions(on_anvil, ["x/1", "y/2", "z/3"])
         head = guard.sync()
         assert head >= leases[-1].block_number
@@ -94,7 +95,7 @@ def test_a_follower_that_cannot_read_logs_says_so_and_checks_go_on_chain(capped,
     proxy, registry = capped
     chain = on_anvil.chain
     old = on_anvil.connect(chain.accounts[1]).acquire("jobs/1", ttl=10)
-    with Guard(registry, path=tmp_path / "follow.sqlite", mode="follow", follow_interval=60) as guard:
+    with Guard(registry, path=tmp_path / "follow.sqlite", mode=Follow(interval=60)) as guard:
         guard.check("jobs/1", old.token)
         proxy.max_log_range = 0  # every range refused, even a single block
         chain.advance_time(11)
@@ -220,7 +221,7 @@ def test_a_provider_reporting_a_4000_digit_head_is_outvoted(story, providers, an
     with pytest.raises(StaleToken):
         reader.check(RESOURCE, story.stale)
     # The proven guard and the fenced SQL transaction judge through the same header source.
-    with Guard(story.registry, tmp_path / "proven.sqlite", mode="proven", headers=quorum(*urls, story=story)) as guard:
+    with Guard(story.registry, tmp_path / "proven.sqlite", mode=Proven(headers=quorum(*urls, story=story))) as guard:
         assert guard.check(RESOURCE, story.current) == story.current
         with pytest.raises(StaleToken):
             guard.check(RESOURCE, story.stale)

@@ -40,6 +40,7 @@ from chainfence._sdk.names import resource_id
 from chainfence.aio import AsyncGuard
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexDiffers, InvalidInput, LogsIncomplete, StaleToken
+from chainfence.guard import Follow
 from chainfence.proofs import QuorumHeaders
 from tests.support.anvil import dev_keys
 from tests.support.follower_proxies import follow_block, follow_guard, in_one_block, through
@@ -334,9 +335,7 @@ def test_the_async_guard_reads_receipts_the_same_way(on_anvil, liar, tmp_path):
         async with await AsyncGuard.open(
             through(on_anvil, liar.url),
             tmp_path / "follow.sqlite",
-            mode="follow",
-            follow_interval=3_600,
-            completeness="receipts",
+            mode=Follow(interval=3_600, completeness="receipts"),
         ) as guard:
             assert guard.completeness == "receipts"
             await guard.sync()
@@ -484,7 +483,7 @@ def test_the_receipts_mode_sync_refuses_a_rewritten_expiry_the_bloom_mode_indexe
 def test_a_bad_completeness_mode_is_a_typed_error_and_changes_nothing(on_anvil, tmp_path):
     for bad in ("Receipts", "", 1, True, ["bloom"]):
         with pytest.raises(InvalidInput, match="completeness must be one of"):
-            Guard(on_anvil, tmp_path / "g.sqlite", mode="follow", completeness=bad)
+            Guard(on_anvil, tmp_path / "g.sqlite", mode=Follow(completeness=bad))
         assert not (tmp_path / "g.sqlite").exists()
         index = AuditIndex(tmp_path / "audit.sqlite")
         with pytest.raises(InvalidInput, match="completeness must be one of"):
@@ -494,6 +493,6 @@ def test_a_bad_completeness_mode_is_a_typed_error_and_changes_nothing(on_anvil, 
 
     async def opening():
         with pytest.raises(InvalidInput, match="completeness must be one of"):
-            await AsyncGuard.open(on_anvil, tmp_path / "a.sqlite", mode="follow", completeness="all")
+            await AsyncGuard.open(on_anvil, tmp_path / "a.sqlite", mode=Follow(completeness="all"))
 
     asyncio.run(opening())

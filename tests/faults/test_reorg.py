@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, Timeouts
 from chainfence.errors import NotConfirmed, TokenNotConfirmed
 from tests.support.anvil import dev_keys
 from tests.support.virtual_time import SteppedClock
@@ -37,8 +37,11 @@ def miner(anvil_chain):
     thread.join()
 
 
-def agent(anvil_node, on_anvil, index, **options):
-    chain = Chain.connect(anvil_node.url, private_key=dev_keys(10)[index], poll_latency=0.01, **options)
+def agent(anvil_node, on_anvil, index, confirmations=None, confirmation_timeout=600.0):
+    timeouts = Timeouts(confirmation=confirmation_timeout, poll=0.01)
+    chain = Chain.connect(
+        anvil_node.url, private_key=dev_keys(10)[index], confirmations=confirmations, timeouts=timeouts
+    )
     return Registry.at(chain, on_anvil.address)
 
 

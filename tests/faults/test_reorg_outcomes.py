@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.errors import TransactionTimeout
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
@@ -42,10 +42,8 @@ def run(anvil_node, anvil_chain, on_anvil, confirmations):
             Chain.connect(
                 proxy.url,
                 private_key=dev_keys(10)[7],
-                poll_latency=0.02,
-                receipt_timeout=0.3,
                 confirmations=confirmations,
-                confirmation_timeout=60,
+                timeouts=Timeouts(receipt=0.3, confirmation=60, poll=0.02),
             ),
             on_anvil.address,
         )

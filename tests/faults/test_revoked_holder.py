@@ -32,6 +32,7 @@ import pytest
 
 from chainfence import FencedStore, Guard, Registry
 from chainfence.errors import LeaseRevoked, StaleToken, TokenNotCurrent
+from chainfence.guard import Follow, RequestPolicy
 from chainfence.integrations.sql import fenced_transaction
 from tests.chain.test_admission import BODY, make_app, post, sign
 
@@ -49,12 +50,17 @@ class Fences:
 
 def open_fences(registry, tmp_path) -> Fences:
     guards = {
-        "strict": Guard(registry, path=tmp_path / "strict.sqlite", mode="strict", audience="db-service"),
+        "strict": Guard(
+            registry, path=tmp_path / "strict.sqlite", mode="strict", requests=RequestPolicy(audience="db-service")
+        ),
         "follow": Guard(
-            registry, path=tmp_path / "follow.sqlite", mode="follow", follow_interval=3_600, audience="db-service"
+            registry,
+            path=tmp_path / "follow.sqlite",
+            mode=Follow(interval=3_600),
+            requests=RequestPolicy(audience="db-service"),
         ),
         "follow-exclusive": Guard(
-            registry, path=tmp_path / "follow-x.sqlite", mode="follow", exclusive=True, follow_interval=3_600
+            registry, path=tmp_path / "follow-x.sqlite", mode=Follow(interval=3_600), exclusive=True
         ),
         "mark": Guard(registry, path=tmp_path / "mark.sqlite"),
     }
@@ -182,7 +188,7 @@ def test_the_windows_of_mark_mode_close_with_the_successor_s_first_write(registr
 
 def test_a_follower_fences_off_a_revoked_token_it_never_saw_written(registry, alice, admin, tmp_path):
     """The stuck holder never wrote here: the follower's LeaseRevoked makes its token the mark, ended."""
-    with Guard(registry, path=tmp_path / "f.sqlite", mode="follow", follow_interval=3_600) as guard:
+    with Guard(registry, path=tmp_path / "f.sqlite", mode=Follow(interval=3_600)) as guard:
         alice.release(RESOURCE, alice.acquire(RESOURCE, ttl=60).token)  # an older token, to be fenced off
         stuck = alice.acquire(RESOURCE, ttl=3_600)
         admin.revoke(RESOURCE)

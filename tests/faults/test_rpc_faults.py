@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from eth_account import Account
 
-from chainfence import AcquireReason, Chain, Registry
+from chainfence import AcquireReason, Chain, Registry, Timeouts
 from chainfence.errors import (
     InsufficientFunds,
     NodeUnreachable,
@@ -31,10 +31,10 @@ def proxy(anvil_node, on_anvil):
         yield proxy
 
 
-def agent_via(proxy, on_anvil, key_index=6, **options):
-    # request_timeout: a safety net; every fault here hangs up at once, none waits for a timeout.
+def agent_via(proxy, on_anvil, key_index=6, receipt=120.0):
+    # request: a safety net; every fault here hangs up at once, none waits for a timeout.
     chain = Chain.connect(
-        proxy.url, private_key=dev_keys(10)[key_index], poll_latency=0.01, request_timeout=60, **options
+        proxy.url, private_key=dev_keys(10)[key_index], timeouts=Timeouts(request=60, receipt=receipt, poll=0.01)
     )
     return Registry.at(chain, on_anvil.address)
 
@@ -137,7 +137,7 @@ def test_a_stuck_acquisition_is_cancelled_and_nothing_happens(proxy, on_anvil, a
 
     The SDK counts its waits in polls (tests/support/virtual_time.py) and the block is mined at its
     first pause after the node answered the cancellation: inside its wait, however slow the machine."""
-    agent = agent_via(proxy, on_anvil, key_index=7, receipt_timeout=0.5)
+    agent = agent_via(proxy, on_anvil, key_index=7, receipt=0.5)
     before = on_anvil.latest_token()
     sends_before = proxy.completed_count("eth_sendRawTransaction")
     mined = []
@@ -162,7 +162,7 @@ def test_a_stuck_acquisition_that_lands_after_all_is_returned(proxy, on_anvil, a
 
     Sequenced at the SDK's pauses between polls (tests/support/virtual_time.py): once the node has the
     original, the next send (the cancellation) is planned to be lost; once it was, a block is mined."""
-    agent = agent_via(proxy, on_anvil, key_index=8, receipt_timeout=0.5)
+    agent = agent_via(proxy, on_anvil, key_index=8, receipt=0.5)
     sends_before = len(proxy.sent("eth_sendRawTransaction"))
     planned, mined = [], []
 
@@ -187,7 +187,7 @@ def test_neither_the_stuck_transaction_nor_its_cancellation_mined_is_outcome_unk
     on_anvil, anvil_node, automine_off
 ):
     agent = Registry.at(
-        Chain.connect(anvil_node.url, private_key=dev_keys(10)[7], poll_latency=0.01, receipt_timeout=0.3),
+        Chain.connect(anvil_node.url, private_key=dev_keys(10)[7], timeouts=Timeouts(receipt=0.3, poll=0.01)),
         on_anvil.address,
     )
     with pytest.raises(OutcomeUnknown) as unknown:
@@ -201,7 +201,7 @@ def test_neither_the_stuck_transaction_nor_its_cancellation_mined_is_outcome_unk
 
 def test_a_sender_without_funds_gets_a_typed_error_and_sends_nothing(anvil_node, on_anvil):
     broke = Account.create()
-    chain = Chain.connect(anvil_node.url, private_key=broke.key, poll_latency=0.01)
+    chain = Chain.connect(anvil_node.url, private_key=broke.key, timeouts=Timeouts(poll=0.01))
     before = on_anvil.latest_token()
     with pytest.raises(InsufficientFunds) as refused:
         Registry.at(chain, on_anvil.address).acquire(RESOURCE, ttl=60)

@@ -16,7 +16,7 @@ import sqlite3
 
 import pytest
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.errors import ChainRolledBack, TokenNotConfirmed
 from chainfence.integrations.sql import fenced_transaction
 from tests.support.anvil import Anvil, dev_keys
@@ -70,7 +70,7 @@ def anvil_node():
 
 @pytest.fixture(scope="module")
 def anvil_chain(anvil_node):
-    return Chain.connect(anvil_node.url, private_keys=dev_keys(10), poll_latency=0.005, receipt_timeout=30)
+    return Chain.connect(anvil_node.url, private_keys=dev_keys(10), timeouts=Timeouts(receipt=30, poll=0.005))
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,9 @@ def bob(on_anvil):
 
 def reader(anvil_node, on_anvil, confirmations: int) -> Registry:
     """The registry as seen through a chain configured with ``confirmations`` (no keys: reads only)."""
-    return Registry.at(Chain.connect(anvil_node.url, poll_latency=0.005, confirmations=confirmations), on_anvil.address)
+    return Registry.at(
+        Chain.connect(anvil_node.url, confirmations=confirmations, timeouts=Timeouts(poll=0.005)), on_anvil.address
+    )
 
 
 # --- confirmations -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence._sdk import names as _names
 from chainfence._sdk import waiting as _waiting
 from chainfence._sdk.waiting import Pace, pace
@@ -39,7 +39,7 @@ def test_requests_while_waiting_are_bounded_per_poll_and_per_block(on_anvil, anv
     carol = on_anvil.connect(admin.accounts[3])
     held = alice.acquire(NAME, ttl=3_000)
     with RpcProxy(anvil_node.url) as proxy:
-        chain = Chain.connect(proxy.url, private_keys=[dev_keys(10)[2]], poll_latency=0.005, receipt_timeout=30)
+        chain = Chain.connect(proxy.url, private_keys=[dev_keys(10)[2]], timeouts=Timeouts(receipt=30, poll=0.005))
         bob = Registry(chain, on_anvil.address, sender=chain.accounts[0])
         _ = bob.max_ttl
         cuts: list[int] = []
@@ -112,7 +112,7 @@ def test_a_node_that_stops_while_a_waiter_waits_is_node_unreachable(on_anvil, an
     alice = on_anvil.connect(on_anvil.chain.accounts[1])
     alice.acquire(NAME, ttl=3_000)
     with RpcProxy(anvil_node.url) as proxy:
-        chain = Chain.connect(proxy.url, private_keys=[dev_keys(10)[2]], request_timeout=5)
+        chain = Chain.connect(proxy.url, private_keys=[dev_keys(10)[2]], timeouts=Timeouts(request=5))
         bob = Registry(chain, on_anvil.address, sender=chain.accounts[0])
 
         def on_sleep(n):
@@ -200,8 +200,8 @@ def _race_of_two_processes(on_anvil, anvil_node) -> tuple[dict[str, object], int
 
     try:
         with RpcProxy(anvil_node.url) as proxy:
-            a_chain = Chain.connect(proxy.url, private_keys=[dev_keys(10)[2]], poll_latency=0.005)
-            b_chain = Chain.connect(anvil_node.url, private_keys=[dev_keys(10)[3]], poll_latency=0.005)
+            a_chain = Chain.connect(proxy.url, private_keys=[dev_keys(10)[2]], timeouts=Timeouts(poll=0.005))
+            b_chain = Chain.connect(anvil_node.url, private_keys=[dev_keys(10)[3]], timeouts=Timeouts(poll=0.005))
             a = Registry(a_chain, on_anvil.address, sender=a_chain.accounts[0])
             b = Registry(b_chain, on_anvil.address, sender=b_chain.accounts[0])
             threads = [
@@ -308,8 +308,8 @@ def _sends_while_a_release_is_pending(on_anvil, anvil_node, automine) -> int:
 
     try:
         with RpcProxy(anvil_node.url) as pa, RpcProxy(anvil_node.url) as pb:
-            a_chain = Chain.connect(pa.url, private_keys=[dev_keys(10)[2]], poll_latency=0.005)
-            b_chain = Chain.connect(pb.url, private_keys=[dev_keys(10)[3]], poll_latency=0.005)
+            a_chain = Chain.connect(pa.url, private_keys=[dev_keys(10)[2]], timeouts=Timeouts(poll=0.005))
+            b_chain = Chain.connect(pb.url, private_keys=[dev_keys(10)[3]], timeouts=Timeouts(poll=0.005))
             a = Registry(a_chain, on_anvil.address, sender=a_chain.accounts[0])
             b = Registry(b_chain, on_anvil.address, sender=b_chain.accounts[0])
             threads = [

@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 
-from chainfence import FencedRequest, Guard
+from chainfence import FencedRequest, Guard, Timeouts
 from chainfence.integrations.asgi import FencingMiddleware
 from chainfence.testing.anvil import free_port
 from tests.support.sequencer import wait_until
@@ -213,7 +213,9 @@ def test_the_middleware_answers_503_when_the_chain_cannot_be_asked(anvil_node, o
 
     with RpcProxy(anvil_node.url) as proxy:
         # request_timeout: a safety net; the stopped node hangs up at once, it does not make the SDK wait.
-        registry = Registry.at(Chain.connect(proxy.url, private_keys=dev_keys(3), request_timeout=60), on_anvil.address)
+        registry = Registry.at(
+            Chain.connect(proxy.url, private_keys=dev_keys(3), timeouts=Timeouts(request=60)), on_anvil.address
+        )
         guard = Guard(registry, path=tmp_path / "guard.sqlite", mode="strict")
         app, store = make_app(guard)
         lease = on_anvil.connect(on_anvil.chain.accounts[1]).acquire(RESOURCE, ttl=60)

@@ -202,6 +202,59 @@ def test_audit_timeline_draws_the_indexed_leases_with_rejections(anvil_node, pla
     assert bad.returncode == 2 and "cannot read rejections" in bad.stderr
 
 
+def test_audit_timeline_windows_and_shows_instant_releases_and_resources_without_leases(anvil_node, played, tmp_path):
+    """Issue 27: `audit timeline` had no time window, drew a lease released in the block it was acquired in
+    under its successor's bar, and dropped a named resource with no leases without a word."""
+    from tests.support.svg_dom import Page
+
+    registry, alice, bob, first, second = played
+    instant = alice.acquire("cli/instant", ttl=60)
+    instant.release()  # the session's anvil keeps a logical clock: released at the time it was acquired
+    after = bob.acquire("cli/instant", ttl=60)
+    out = tmp_path / "timeline.html"
+    index = tmp_path / "audit.sqlite"
+    since, until = first.expires_at - 60, second.expires_at - 300
+    done, answer = audit(
+        anvil_node,
+        registry,
+        index,
+        "timeline",
+        DAILY,
+        "cli/instant",
+        "cli/never",
+        "--out",
+        str(out),
+        "--since",
+        str(since),
+        "--until",
+        _iso(until),
+    )
+    assert done.returncode == 0, done.stderr
+    assert answer["empty"] == ["cli/never"]
+    page = Page(out.read_text())
+    (svg,) = [node for node in page.nodes if node.tag == "svg"]
+    assert (int(svg.attrs["data-t0"]), int(svg.attrs["data-t1"])) == (since, until), "the window asked, ISO too"
+    assert [node.attrs["data-resource"] for node in page.kind("lane-label")] == [DAILY, "cli/instant", "cli/never"]
+    assert [node.attrs["data-resource"] for node in page.kind("lane-empty")] == ["cli/never"]
+    instants = [bar for bar in page.kind("bar") if bar.attrs.get("data-instant") == "true"]
+    assert [int(bar.attrs["data-token"]) for bar in instants] == [instant.token], "drawn, outlined"
+    bars = [bar for bar in page.kind("bar") if bar.attrs["data-resource"] == "cli/instant"]
+    assert [int(bar.attrs["data-token"]) for bar in bars] == [after.token, instant.token], "over the next lease"
+    from chainfence.audit.index import AuditIndex
+
+    with AuditIndex(index) as opened:  # the premise: acquired and released at one chain time
+        drawn = {lease.token: lease for lease in opened.timeline_leases(["cli/instant"])}
+    assert drawn[instant.token].start == drawn[instant.token].end and drawn[instant.token].end_reason == "released"
+    human, _ = audit(anvil_node, registry, index, "timeline", DAILY, "cli/never", "--out", str(out), json_out=False)
+    assert human.returncode == 0 and "; none on 'cli/never'" in human.stdout, human.stdout
+
+
+def _iso(seconds: int) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+
+
 def test_verify_exits_12_naming_a_tampered_time(anvil_node, played, tmp_path):
     """A lease's acquisition moved 30 minutes earlier, or the last block's timestamp a day ahead: exit 12,
     the tampered row named (issue #20; before, both passed with exit 0)."""

@@ -65,3 +65,20 @@ def test_bad_claim_and_progress_input_exit_2_and_send_nothing(shared_node):  # n
         assert done.returncode == 2, (done.args, done.stderr)
     after = as_json(run(workdir, "claim", "cli/bad", "a", "--ttl", "60", "--json"))
     assert after["item"] == "a" and after["reason"] == "unheld", "no bad claim took anything"
+
+
+def test_nothing_left_of_one_item_says_one_item(shared_node):  # noqa: F811
+    """Issue 27: "(1 items)"."""
+    workdir = shared_node.workdir
+    claimed = run(workdir, "claim", "cli/one", "only", "--ttl", "60", "--json")
+    token = str(as_json(claimed)["token"])
+    assert run(workdir, "complete", "only", "--workset", "cli/one", "--token", token).returncode == 0
+    for items, said in ((["only"], "(1 item)"), (["only", "only-too"], None)):
+        nothing = run(workdir, "claim", "cli/one", *items, "--ttl", "60")
+        if said is None:  # a second item is free: claimed, not "nothing left"
+            assert nothing.returncode == 0 and nothing.stdout.split()[0] == "only-too"
+        else:
+            assert nothing.returncode == EXIT_NOTHING_TO_CLAIM
+            assert nothing.stderr.strip() == f"chainfence claim: nothing left to claim in 'cli/one' {said}"
+    again = run(workdir, "claim", "cli/one", "only", "only-too", "--ttl", "60", key=2)
+    assert again.returncode == EXIT_NOTHING_TO_CLAIM and "(2 items)" in again.stderr

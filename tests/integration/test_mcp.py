@@ -20,7 +20,7 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
-from chainfence import Registry, cli
+from chainfence import Registry, Timeouts, cli
 from chainfence.deployment import Deployment, save
 from chainfence.integrations.mcp import MAX_WAIT, build_server
 from chainfence.testing.anvil import free_port, port_is_free
@@ -283,7 +283,7 @@ def test_a_stopped_node_is_node_unreachable_as_a_tool_error(anvil_node, anvil_se
 
     _, registry = anvil_session
     with RpcProxy(anvil_node.url) as proxy:
-        chain = Chain.connect(proxy.url, private_key=dev_keys(10)[6], receipt_timeout=30)
+        chain = Chain.connect(proxy.url, private_key=dev_keys(10)[6], timeouts=Timeouts(receipt=30))
         agent = Registry.at(chain, registry.address)
         server = build_server(agent)
         proxy.down = True
@@ -350,8 +350,9 @@ def test_over_stdio_two_agents_acquire_collide_renew_release_and_claim(on_anvil,
 
 
 def test_the_readme_mcp_servers_entry_starts_a_working_server(on_anvil, anvil_node, tmp_path):
-    """The README's `mcpServers` entry, with this test's node, registry and key filled in, as a client runs it."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    """The MCP guide's `mcpServers` entry (docs/howto/mcp.md), with this test's node, registry and key filled in,
+    as a client runs it."""
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "howto" / "mcp.md").read_text(encoding="utf-8")
     entry = next(
         json.loads(block) for block in re.findall(r"```json\n(.*?)```", readme, flags=re.S) if "mcpServers" in block
     )["mcpServers"]["chainfence"]

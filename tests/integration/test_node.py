@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.errors import InvalidInput, NodeUnreachable, NotSupported, UnknownAccount
 from tests.support.anvil import Anvil, dev_keys, free_port
 
@@ -17,7 +17,7 @@ def test_the_node_is_local(anvil_node):
 
 def test_connect_signs_locally_with_the_given_keys(anvil_node, on_anvil):
     keys = dev_keys(3)
-    chain = Chain.connect(anvil_node.url, private_key=keys[2], poll_latency=0.005)
+    chain = Chain.connect(anvil_node.url, private_key=keys[2], timeouts=Timeouts(poll=0.005))
     assert chain.accounts == [on_anvil.chain.accounts[2]]
     assert chain.is_dev and chain.chain_id == 31337
     lease = Registry.at(chain, on_anvil.address).acquire("signed/locally", ttl=30)
@@ -47,7 +47,7 @@ def test_an_unreachable_node_is_a_typed_error_and_fast(monkeypatch):
     monkeypatch.setattr(lean_http, "_plain_connection", counted_connect)
     monkeypatch.setattr(time, "sleep", recorded_sleep)
     with pytest.raises(NodeUnreachable, match="127.0.0.1"):
-        Chain.connect(f"http://127.0.0.1:{free_port()}", request_timeout=2)
+        Chain.connect(f"http://127.0.0.1:{free_port()}", timeouts=Timeouts(request=2))
     assert 1 <= len(attempts) <= _READ_ATTEMPTS, attempts
     assert sleeps == [], "no backoff between attempts"
 
@@ -78,8 +78,10 @@ def test_a_nonce_taken_by_another_sender_of_the_same_key_is_resynchronised(anvil
     """Two Chain objects share one key (two processes, say): the second one's cached nonce goes stale,
     the node refuses it, and the SDK resynchronises once and sends."""
     key = dev_keys(5)[4]
-    first = Registry.at(Chain.connect(anvil_node.url, private_key=key, poll_latency=0.005), on_anvil.address)
-    second = Registry.at(Chain.connect(anvil_node.url, private_key=key, poll_latency=0.005), on_anvil.address)
+    first = Registry.at(Chain.connect(anvil_node.url, private_key=key, timeouts=Timeouts(poll=0.005)), on_anvil.address)
+    second = Registry.at(
+        Chain.connect(anvil_node.url, private_key=key, timeouts=Timeouts(poll=0.005)), on_anvil.address
+    )
     second.acquire("n/0", ttl=5)  # caches its next nonce
     first.acquire("n/1", ttl=5)  # uses that nonce behind second's back
     caplog.set_level("DEBUG", logger="chainfence.chain")

@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, Timeouts
 from chainfence.errors import ChainRolledBack
 from chainfence.testing.anvil import dev_keys, free_port
 from tests.integration.test_cli_node import Node, as_json, run
@@ -91,7 +91,8 @@ def crashed(tmp_path):
 
     def party(key_index):  # each party in a process of its own: its own Chain, its own memory
         return Registry.at(
-            Chain.connect(info["rpc_url"], private_key=dev_keys(3)[key_index], poll_latency=0.01), info["registry"]
+            Chain.connect(info["rpc_url"], private_key=dev_keys(3)[key_index], timeouts=Timeouts(poll=0.01)),
+            info["registry"],
         )
 
     alice, bob, registry = party(1), party(2), party(0)

@@ -1,4 +1,5 @@
-"""The README's shell snippets run as written, against a `chainfence node` of their own.
+"""The documentation's shell snippets (the README's and the site's pages) run as written, against a
+`chainfence node` of their own.
 
 A fenced block whose info string is ``sh run`` (GitHub reads the first word) is a snippet a reader can
 paste into a terminal where `chainfence node` runs in another one, in the same directory: each is run
@@ -7,7 +8,8 @@ failure), in the node's working directory, with the venv's ``chainfence`` on ``P
 ``CHAINFENCE_*`` variable but what the snippet sets (the node's deployment file names the node and the
 registry). Commands a snippet leaves to the reader (``do-the-work``) are stubs on ``PATH``.
 
-The README's Python snippet that needs a node (``Chain.connect``) runs here too, with the node's URL.
+The Python snippet that needs a node (``Chain.connect``, in docs/howto/real-chain.md) runs here too, with the
+node's URL.
 """
 
 from __future__ import annotations
@@ -22,25 +24,21 @@ import pytest
 
 from chainfence.testing.anvil import dev_keys
 from tests.integration.test_cli_node import node  # noqa: F401 - a fixture: a fresh `chainfence node`
+from tests.support import docs
 
 pytestmark = pytest.mark.anvil
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-TEXT = README.read_text(encoding="utf-8")
-
 
 def shell_blocks() -> list[str]:
-    return re.findall(r"```sh run\n(.*?)```", TEXT, flags=re.S)
+    return docs.blocks("sh run")
 
 
 def block(marker: str) -> str:
-    (found,) = [text for text in shell_blocks() if marker in text]
-    return found
+    return docs.block("sh run", marker)
 
 
 def python_block(marker: str) -> str:
-    (found,) = [text for text in re.findall(r"```python\n(.*?)```", TEXT, flags=re.S) if marker in text]
-    return found
+    return docs.block("python", marker)
 
 
 def bash(script: str, workdir: Path, stubs: Path) -> subprocess.CompletedProcess[str]:

@@ -447,13 +447,12 @@ def test_postgres_a_stale_holder_cannot_write_after_its_successor_by_committing_
     assert isinstance(outcome["a"], FenceBroken)
 
 
-def test_the_readme_sql_example_runs_on_sqlite3_and_psycopg(db, embedded):
-    """The README's block as written, on either driver: its placeholders follow the connection's."""
-    import re
-    from pathlib import Path
+def test_the_sql_guides_block_runs_on_sqlite3_and_psycopg(db, embedded):
+    """The SQL guide's block as written (docs/howto/sql.md; the README's before issue 27), on either driver: its
+    placeholders follow the connection's."""
+    from tests.support import docs
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "fenced_transaction(conn" in b)
+    block = docs.block("python", "fenced_transaction(conn", docs.page("docs/howto/sql.md"))
     lease = embedded.connect(embedded.chain.accounts[1]).acquire(RESOURCE, ttl=60)
     conn = db.connect()
     try:

@@ -15,7 +15,7 @@ import uuid
 import pytest
 import tooz.coordination as tooz_coordination  # in the dev extra: missing, the suite fails (never skips)
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence.errors import InvalidInput
 from chainfence.integrations.tooz import embedded_chain, member_account
 from tests.conftest import BACKENDS
@@ -208,7 +208,7 @@ def test_a_stopped_node_is_tooz_connection_error_from_every_lock_call(monkeypatc
 
     node = Anvil().start()
     try:
-        registry = Registry.deploy(Chain.connect(node.url, private_keys=dev_keys(1), poll_latency=0.005))
+        registry = Registry.deploy(Chain.connect(node.url, private_keys=dev_keys(1), timeouts=Timeouts(poll=0.005)))
         monkeypatch.setenv("CHAINFENCE_TOOZ_STOPPED_KEY", dev_keys(10)[8])
         host = node.url.split("://", 1)[1]
         url = f"chainfence+http://{host}?registry={registry.address}&key_env=CHAINFENCE_TOOZ_STOPPED_KEY"

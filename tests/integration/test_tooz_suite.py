@@ -24,7 +24,7 @@ from collections import Counter
 import pytest
 import tooz  # noqa: F401 - in the dev extra: a missing tooz fails the suite, it never skips it
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from tests.support.anvil import ROOT, Anvil, dev_keys
 
 #: Safety net for the whole child run (it takes about 15 s here), never what the test measures.
@@ -94,7 +94,7 @@ def _kind(reason: str) -> str | None:
 def tooz_node():
     """An anvil of the suite's own (wall clock: tooz's suite sleeps in real time) with a registry."""
     with Anvil() as node:
-        chain = Chain.connect(node.url, private_keys=dev_keys(1), poll_latency=0.005)
+        chain = Chain.connect(node.url, private_keys=dev_keys(1), timeouts=Timeouts(poll=0.005))
         registry = Registry.deploy(chain, max_ttl=3_600)
         yield node, registry.address
 

@@ -64,6 +64,7 @@ from chainfence.errors import (
     TokenNotCurrent,
     UnknownToken,
 )
+from chainfence.guard import Follow
 
 # 30 examples x 40 steps of chain calls: about 100 s on this 2-core machine lightly loaded, over 300 s
 # beside two busy loops and other suites: the suite-wide 300 s safety net would be a window to fit in.
@@ -397,7 +398,7 @@ class RegistryMachine(RuleBasedStateMachine):
         # The other modes, checked for the safety properties rather than against the model's
         # exact answers: never below an accepted token, never a token not issued for the resource.
         self.strict = Guard(registry, path=Path(self.tmp.name) / "strict.sqlite", mode="strict")
-        self.follow = Guard(registry, path=Path(self.tmp.name) / "follow.sqlite", mode="follow", follow_interval=3_600)
+        self.follow = Guard(registry, path=Path(self.tmp.name) / "follow.sqlite", mode=Follow(interval=3_600))
         self.accepted: dict[str, dict[str, int]] = {"strict": {}, "follow": {}}
         self.issued: dict[int, str] = {}  # token -> resource it was issued for
         self.item_ids = {item_id(WORKSET, item): f"{WORKSET}/{item}" for item in ITEMS}

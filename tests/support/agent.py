@@ -47,7 +47,7 @@ import sqlite3
 import sys
 import time
 
-from chainfence import Chain, ChainfenceError, Guard, LeaseStatus, Registry
+from chainfence import Chain, ChainfenceError, Guard, LeaseStatus, Registry, Timeouts
 from chainfence.errors import LeaseHeld, TokenNotCurrent
 from chainfence.testing.anvil import dev_keys
 
@@ -57,7 +57,7 @@ def emit(**fields) -> None:
 
 
 def connect(url: str, address: str, key_index: int) -> Registry:
-    chain = Chain.connect(url, private_key=dev_keys(20)[key_index], poll_latency=0.005, receipt_timeout=60)
+    chain = Chain.connect(url, private_key=dev_keys(20)[key_index], timeouts=Timeouts(receipt=60, poll=0.005))
     return Registry.at(chain, address)
 
 

@@ -8,16 +8,19 @@ import sqlite3
 
 from eth_account import Account
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, Timeouts
+from chainfence.guard import Follow
 from tests.support.anvil import dev_keys
 
 
 def through(registry: Registry, url: str) -> Registry:
-    return Registry.at(Chain.connect(url, poll_latency=0.01), registry.address)
+    return Registry.at(Chain.connect(url, timeouts=Timeouts(poll=0.01)), registry.address)
 
 
-def follow_guard(registry: Registry, path, **options) -> Guard:
-    return Guard(registry, path, mode="follow", follow_interval=3_600, **options)
+def follow_guard(registry: Registry, path, **follow) -> Guard:
+    """A follow-mode guard that polls only when told (``sync()``); ``follow``: further settings of its
+    :class:`~chainfence.guard.Follow` (``completeness``, ``headers``)."""
+    return Guard(registry, path, mode=Follow(interval=3_600, **follow))
 
 
 def follow_block(path) -> int:

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, Timeouts
 from chainfence.errors import StaleToken, TokenNotCurrent
 from chainfence.guard._store import GuardStore
 
@@ -69,7 +69,7 @@ class NaiveGuard(Guard):
 
 def main(argv: list[str]) -> int:
     mode, url, address, store, resource = argv[:5]
-    registry = Registry.at(Chain.connect(url, poll_latency=0.005), address)
+    registry = Registry.at(Chain.connect(url, timeouts=Timeouts(poll=0.005)), address)
     if mode == "once":
         token = int(argv[5])
         guard_cls = NaiveGuard if "--naive" in argv else Guard

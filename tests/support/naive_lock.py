@@ -112,7 +112,7 @@ def _cmd_lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except LeaseLost as error:
         _release_quietly(lease)
         print(f"chainfence lock: {error}", file=sys.stderr)
-        return _common.EXIT_LOST
+        return _common.lock_exit_code(_common.EXIT_LOST)
     except BaseException:
         _release_quietly(lease)
         raise

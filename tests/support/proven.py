@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, Timeouts
 from chainfence._node.rlp import keccak256
 from chainfence.errors import StaleToken
 from chainfence.proofs import ProvenReader, QuorumHeaders
@@ -67,7 +67,7 @@ def providers(anvil_node):
 
 def strict_through(provider_url: str, story: Story) -> Registry:
     """Strict mode through one provider: what a service checks with today."""
-    return Registry.at(Chain.connect(provider_url, poll_latency=0.01), story.registry.address)
+    return Registry.at(Chain.connect(provider_url, timeouts=Timeouts(poll=0.01)), story.registry.address)
 
 
 def quorum(*urls, story: Story, **options) -> QuorumHeaders:
@@ -120,7 +120,7 @@ def fork_where_alice_renewed(story: Story, anvil_node) -> Iterator[tuple[Anvil, 
     fork_args = ("--fork-url", anvil_node.url, "--fork-block-number", str(story.stale_block))
     with Anvil(extra_args=fork_args) as fork:
         on_fork = Registry.at(
-            Chain.connect(fork.url, private_keys=dev_keys(3), poll_latency=0.01), story.registry.address
+            Chain.connect(fork.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.01)), story.registry.address
         )
         # The branch's clock stands where the chain stood then (alice's lease still live there).
         on_fork.chain._rpc("evm_setNextBlockTimestamp", [story.stale_expiry - 20])

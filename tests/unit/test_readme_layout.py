@@ -1,4 +1,5 @@
-"""The README's "Layout" names every module in its folder and layer, and nothing that is not there.
+"""The design page's "The layers" (docs/explanation/design.md; the README's "Layout" before issue 27) names
+every module in its folder and layer, and nothing that is not there.
 
 Each line of the layout's block that starts with a digit opens a group: ``<layer> <folder>/`` (a
 family's folder) or ``<layer> <label>`` (modules at the package's top level); the lines indented
@@ -12,11 +13,11 @@ import re
 
 from tests.unit.test_layers import PACKAGE, layer_of
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+DESIGN = pathlib.Path(__file__).resolve().parents[2] / "docs" / "explanation" / "design.md"
 
 
-def layout_groups(readme: str) -> dict[tuple[int, str], list[str]]:
-    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+def layout_groups(page: str) -> dict[tuple[int, str], list[str]]:
+    section = page.split("\n## The layers\n", 1)[1].split("\n## ", 1)[0]
     block = section.split("```", 2)[1]
     texts: dict[tuple[int, str], str] = {}
     key: tuple[int, str] | None = None
@@ -76,11 +77,11 @@ def check(groups: dict[tuple[int, str], list[str]], modules: dict[str, list[str]
 
 
 def test_the_layout_is_the_tree():
-    assert check(layout_groups(README.read_text(encoding="utf-8")), tree_modules()) == []
+    assert check(layout_groups(DESIGN.read_text(encoding="utf-8")), tree_modules()) == []
 
 
 def test_control_a_module_added_to_the_tree_or_misplaced_in_the_layout_is_found():
-    groups = layout_groups(README.read_text(encoding="utf-8"))
+    groups = layout_groups(DESIGN.read_text(encoding="utf-8"))
     modules = tree_modules()
     added = {folder: list(names) for folder, names in modules.items()}
     added["guard"].append("_new_concept")

@@ -22,8 +22,10 @@ from chainfence._node.events import Kind, RegistryLog
 from chainfence._node.methods import Node
 from chainfence._node.sending import InFlight
 from chainfence._sdk.lease_state import LeaseInfo, LeaseStatus
+from chainfence.chain import Timeouts
 from chainfence.deployment import Deployment
 from chainfence.endings import End, Part
+from chainfence.guard import Follow, Mark
 from chainfence.namespaces import NamespacePolicy
 
 #: Each record, whether it is frozen, and arguments that build one (positionally).
@@ -36,6 +38,9 @@ RECORDS = [
     (Deployment, True, ("0x" + "ab" * 20, 31337, 1, None, 3600)),
     (Node, False, (False, True)),
     (Checked, True, (3, 9, 5, [], 6, "its logs are not all served yet", {})),
+    (Timeouts, True, (5.0, 60.0, 300.0, None, 0.5)),
+    (Follow, True, (2.0, 3.0, "bloom", None, None)),
+    (Mark, True, (None, None)),
 ]
 
 

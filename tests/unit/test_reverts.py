@@ -9,12 +9,15 @@ from eth_utils import keccak
 from web3.exceptions import ContractCustomError, ContractLogicError, ContractPanicError, Web3RPCError
 
 from chainfence._node import artifacts as _artifacts
+from chainfence._node.failures import translate as translate_failure
 from chainfence._node.reverts import decode, revert_data, translate
+from chainfence._node.transports import ErrorReply
 from chainfence.errors import (
     CONTRACT_ERRORS,
     InvalidTtl,
     LeaseHeld,
     NotHolder,
+    RpcError,
     StaleToken,
     UnknownRevert,
 )
@@ -33,6 +36,27 @@ def lease_held_data() -> bytes:
     )
 
 
+def ganache_estimate_reply(data: bytes) -> dict:
+    """ganache 7.9.2's reply to an eth_estimateGas that reverts, as it sent it (its stack shortened)."""
+    return {
+        "id": 1,
+        "jsonrpc": "2.0",
+        "error": {
+            "message": "VM Exception while processing transaction: revert",
+            "stack": "RuntimeError: VM Exception while processing transaction: revert\n    at exactimate (...)",
+            "code": -32000,
+            "name": "RuntimeError",
+            "data": {
+                "hash": None,
+                "programCounter": 12221,
+                "result": "0x" + data.hex(),
+                "reason": None,
+                "message": "revert",
+            },
+        },
+    }
+
+
 # The shapes providers actually raise (web3's ContractCustomError with hex data, eth-tester's TransactionFailed).
 SHAPES = {
     "eth-tester via web3 (message with a bytes literal)": lambda d: TransactionFailed(f"execution reverted: {d!r}"),
@@ -40,6 +64,15 @@ SHAPES = {
     "eth-tester wrapped exception": lambda d: TransactionFailed(TransactionFailed(d)),
     "node via web3 (ContractCustomError hex)": lambda d: ContractCustomError("0x" + d.hex(), data="0x" + d.hex()),
     "node nested data dict": lambda d: ContractLogicError("execution reverted", data={"data": "0x" + d.hex()}),
+    "node layer's ErrorReply: error.data (anvil, hardhat)": lambda d: ErrorReply(
+        "eth_estimateGas", {"error": {"code": 3, "message": "execution reverted", "data": "0x" + d.hex()}}
+    ),
+    "node layer's ErrorReply: error.data.data": lambda d: ErrorReply(
+        "eth_estimateGas", {"error": {"code": -32000, "message": "revert", "data": {"data": "0x" + d.hex()}}}
+    ),
+    "node layer's ErrorReply: ganache's eth_estimateGas (error.data.result)": lambda d: ErrorReply(
+        "eth_estimateGas", ganache_estimate_reply(d)
+    ),
     "raw JSON-RPC error": lambda d: Web3RPCError(
         "execution reverted",
         rpc_response={
@@ -124,3 +157,42 @@ def test_exceptions_that_are_not_reverts_are_left_alone():
     assert translate(ConnectionError("refused")) is None
     assert translate(ValueError("something else")) is None
     assert revert_data(RuntimeError("x")) is None
+
+
+def test_ganache_estimate_revert_is_the_contract_error_through_the_node_layer():
+    """Issue 29: ganache puts an eth_estimateGas revert's data in ``error.data.result``; every refusal of a
+    transaction's preflight (LeaseHeld, LeaseRevoked, ...) was an untyped RpcError there, and the CLI
+    exited 1 instead of 3."""
+    error = translate_failure(
+        ErrorReply("eth_estimateGas", ganache_estimate_reply(lease_held_data())), "eth_estimateGas"
+    )
+    assert type(error) is LeaseHeld and (error.holder, error.token) == (HOLDER, 7)
+
+
+def control_read_only_error_data_data(exc: ErrorReply) -> bytes | None:
+    """The reader before issue 29: ``error.data``, or ``error.data.data`` when ``error.data`` is an object."""
+    data = exc.rpc_response["error"].get("data")
+    if isinstance(data, dict):
+        data = data.get("data")
+    return bytes.fromhex(data[2:]) if isinstance(data, str) and data.startswith("0x") else None
+
+
+def test_control_reading_only_error_data_data_loses_ganaches_revert():
+    """The control: the reader that read only ``error.data.data`` finds no revert in ganache's reply (so the
+    node layer made it an RpcError), where it finds one in the nested shape it knew."""
+    ganache = ErrorReply("eth_estimateGas", ganache_estimate_reply(lease_held_data()))
+    nested = SHAPES["node layer's ErrorReply: error.data.data"](lease_held_data())
+    assert control_read_only_error_data_data(ganache) is None
+    assert control_read_only_error_data_data(nested) == lease_held_data()
+    stripped = ganache_estimate_reply(lease_held_data())
+    del stripped["error"]["data"]["result"]  # what the node layer saw of it before: no revert data at all
+    assert type(translate_failure(ErrorReply("eth_estimateGas", stripped), "eth_estimateGas")) is RpcError
+
+
+def test_a_ganache_error_without_revert_data_is_not_a_revert():
+    """A ganache error whose object has no ``result`` (a method it does not know) stays an RpcError."""
+    reply = {"error": {"message": "The method evm_setNextBlockTimestamp does not exist/is not available"}}
+    assert revert_data(ErrorReply("evm_setNextBlockTimestamp", reply)) is None
+    assert (
+        type(translate_failure(ErrorReply("evm_setNextBlockTimestamp", reply), "evm_setNextBlockTimestamp")) is RpcError
+    )

@@ -239,14 +239,23 @@ def test_a_live_lease_runs_to_now_and_now_defaults_to_the_latest_time():
     assert layout([lease(start=200, end=None, end_reason="live")], now=100).bars[0].until == 200  # never backwards
 
 
-def test_a_zero_length_lease_is_still_one_px_wide_and_carries_its_token_in_the_tooltip_only():
-    geo = layout([lease(start=100, end=100), lease(token=2, start=100, end=100_000)], width=1000)
-    thin, wide = geo.bars
-    assert thin.width == timeline.MIN_BAR_WIDTH and thin.label is None
+def test_a_lease_released_in_its_own_block_is_drawn_over_the_lease_after_it():
+    """Issue 27: a lease acquired and released in one block was a 1 px bar drawn first, under the bar of the
+    lease acquired right after it: invisible. It is drawn last, INSTANT_WIDTH px wide centred on its moment,
+    outlined, its token in the tooltip."""
+    leases = [lease(start=100, end=100), lease(token=2, start=100, end=100_000)]
+    geo = layout(leases, width=1000)
+    wide, instant = geo.bars  # the instant one last: drawn over the other
+    assert instant.lease.token == 1 and instant.width == timeline.INSTANT_WIDTH and instant.label is None
+    assert instant.x == geo.x(100) - timeline.INSTANT_WIDTH / 2
     assert wide.label == "2"
-    dom = Page(render([lease(start=100, end=100), lease(token=2, start=100, end=100_000)], width=1000))
+    dom = Page(render(leases, width=1000))
+    bars = dom.kind("bar")
+    assert [node.attrs["data-token"] for node in bars] == ["2", "1"]
+    assert bars[1].attrs["data-instant"] == "true" and bars[1].attrs["stroke"] == "#111111"
+    assert "acquired and released in the same block (0 s)" in tooltip(bars[1])
+    assert "data-instant" not in bars[0].attrs
     assert [node.attrs["data-token"] for node in dom.kind("token-label")] == ["2"]
-    assert "token 1" in tooltip(dom.kind("bar")[0])
 
 
 def test_labels_appear_exactly_when_they_fit():
@@ -517,3 +526,73 @@ def test_no_mark_overlaps_another_and_every_event_is_counted():
 
 
 MARK_KINDS = ("takeover", "completion", "revoke", "rejection")
+
+
+# ---------------------------------------------------------------------------
+# Issue 27: a time window, lanes for resources without leases
+# ---------------------------------------------------------------------------
+
+
+def _day() -> list[TimelineLease]:
+    """A day of leases on one resource, and a five-second handover at noon."""
+    day = [lease(token=1, start=T, end=T + 43_190, end_reason="released", holder=ALICE)]
+    day.append(lease(token=2, start=T + 43_195, end=T + 86_000, end_reason="released", reason="released", holder=BOB))
+    return day
+
+
+def test_since_and_until_draw_that_window_only():
+    """On main a 5 s handover in a day was about 0.06 px of a 960 px plot; with a window around it, it is wide."""
+    whole = layout(_day(), width=960)
+    assert whole.x(T + 43_195) - whole.x(T + 43_190) < 0.1
+    geo = layout(_day(), width=960, since=T + 43_180, until=T + 43_210)
+    assert (geo.t0, geo.t1) == (T + 43_180, T + 43_210)
+    gap = geo.x(T + 43_195) - geo.x(T + 43_190)
+    assert gap == pytest.approx(5 * 960 / 30)
+    first, second = geo.bars
+    assert first.x == geo.plot_left, "cut at the window's left edge"
+    assert second.x + second.width <= geo.plot_left + geo.plot_width, "cut at its right edge"
+    assert first.until == T + 43_190 and second.until == T + 86_000, "the lease's own times stay whole"
+    # a lease outside the window is not drawn; its lane stays
+    early = layout(_day(), width=960, since=T + 50_000, until=T + 60_000)
+    assert [bar.lease.token for bar in early.bars] == [2]
+    none = Page(render(_day(), width=960, since=T + 90_000, until=T + 91_000))
+    assert none.kind("bar") == [] and [n.text for n in none.kind("lane-empty")] == ["no leases in this window"]
+
+
+def test_a_window_drops_the_marks_and_ticks_outside_it():
+    leases = [
+        lease(token=1, start=T, end=T + 100, end_reason="expired", renewals=[(T + 10, None), (T + 90, None)]),
+        lease(token=2, start=T + 150, end=None, end_reason="live", reason="expired"),
+    ]
+    rejections = [Rejection("r", T + 20, 1, ALICE, "StaleToken"), Rejection("r", T + 160, 1, ALICE, "StaleToken")]
+    dom = Page(render(leases, rejections=rejections, now=T + 200, since=T + 50, until=T + 170, width=1000))
+    assert [node.attrs["data-time"] for node in dom.kind("renewal")] == [str(T + 90)]
+    assert [node.attrs["data-kind"] for node in dom.nodes if node.attrs.get("data-kind") == "now"] == []
+    marks = [node for node in dom.nodes if node.attrs.get("data-kind") in ("takeover", "rejection")]
+    assert sorted((node.attrs["data-kind"], node.attrs["data-time"]) for node in marks) == [
+        ("rejection", str(T + 160)),
+        ("takeover", str(T + 150)),
+    ]
+    assert "(the window asked: leases cut at its edges)" in dom.kind("notes")[0].text
+
+
+@pytest.mark.parametrize(
+    "since, until", [(-1, None), (None, 1.5), (10, 10), (20, 10), (True, None)], ids=lambda value: repr(value)
+)
+def test_a_bad_window_is_refused(since, until):
+    with pytest.raises(InvalidInput):
+        layout(_day(), since=since, until=until)
+
+
+def test_a_resource_named_without_leases_gets_its_lane_saying_so():
+    """Issue 27: `audit timeline a b` with no lease on b dropped b's lane silently."""
+    geo = layout([lease(resource="jobs/a")], resources=["jobs/a", "jobs/empty", ("backfill", "2026-11-01")])
+    assert [lane.name for lane in geo.lanes] == ["jobs/a", "jobs/empty", "backfill»2026-11-01"]
+    dom = Page(render([lease(resource="jobs/a")], resources=["jobs/a", "jobs/empty"]))
+    empty = dom.kind("lane-empty")
+    assert [(node.attrs["data-resource"], node.text) for node in empty] == [("jobs/empty", "no leases")]
+    assert dom.kind("empty") == [], "not the page's own 'no leases': it has lanes"
+    alone = Page(render([], resources=["jobs/empty"]))
+    assert [node.text for node in alone.kind("lane-empty")] == ["no leases"]
+    with pytest.raises(InvalidInput):
+        layout([], resources=[""])

@@ -83,6 +83,17 @@ class _Alias:
         module.__spec__ = module.__spec__.loader_state
 
 
+def keyword(call: str, old: str, new: str, *, stacklevel: int) -> None:
+    """Warn that the keyword ``old`` of ``call`` is deprecated (it keeps working until 0.3), naming what
+    replaces it (``new``: the new form, as a caller writes it). ``stacklevel``: as for ``warnings.warn``,
+    counted from the caller of this function."""
+    warnings.warn(
+        f"{call}({old}=...) is deprecated in chainfence 0.2 and goes in 0.3: use {new}",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
 def _importer_level() -> int:
     """The ``stacklevel`` of the code that imports an old path, for a warning raised in ``create_module``:
     ``warnings`` skips the import system's frozen frames itself, not ``importlib.import_module``'s."""

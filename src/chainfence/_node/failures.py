@@ -39,6 +39,7 @@ from .transports import ErrorReply, NotDelivered, ReplyRefused, redact_url
 __all__ = [
     "TESTER_CONTROLS",
     "is_transport_error",
+    "is_unknown_method",
     "never_delivered",
     "translate",
     "translating",
@@ -158,6 +159,19 @@ _SENDS = ("eth_sendRawTransaction", "eth_sendRawTransactionSync")
 
 #: How nodes say the sender's balance cannot pay for the transaction's gas (geth, anvil, ...; py-evm).
 _CANNOT_PAY = ("insufficient funds", "cannot afford txn gas")
+
+
+#: How nodes say they do not know a method (nothing was done): JSON-RPC's "method not found" (anvil, geth),
+#: EIP-1474's "method not supported" (hardhat: "Method evm_foo is not supported"), and ganache's words, which it
+#: sends under -32700 ("The method evm_setNextBlockTimestamp does not exist/is not available").
+_UNKNOWN_METHOD_CODES = (-32601, -32004)
+_UNKNOWN_METHOD_PHRASES = ("method not found", "is not supported", "does not exist/is not available")
+
+
+def is_unknown_method(error: RpcError) -> bool:
+    """Whether the node's error reply says it does not know the method asked."""
+    message = error.rpc_message.lower()
+    return error.code in _UNKNOWN_METHOD_CODES or any(phrase in message for phrase in _UNKNOWN_METHOD_PHRASES)
 
 
 def is_transport_error(exc: BaseException) -> bool:

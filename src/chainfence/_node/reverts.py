@@ -9,7 +9,12 @@ Two shapes reach us for the same custom error:
 - JSON-RPC nodes (anvil, geth, ...) make web3 raise
   ``web3.exceptions.ContractCustomError`` whose ``data`` is the revert data
   as 0x-hex (``ContractLogicError``/``ContractPanicError`` for string and
-  panic reverts, ``Web3RPCError`` with ``error.data`` in older paths).
+  panic reverts, ``Web3RPCError`` with ``error.data`` in older paths);
+- the node layer's own :class:`~chainfence._node.transports.ErrorReply` carries
+  the node's error object: the revert data are ``error.data`` (anvil, hardhat,
+  geth), ``error.data.data`` (some providers nest them), or
+  ``error.data.result`` (ganache's ``eth_estimateGas``: ``{"message": "revert",
+  "programCounter": ..., "result": "0x..."}``).
 
 :func:`revert_data` extracts the bytes from any of them; :func:`decode`
 maps the 4-byte selector to its class through one table built from the
@@ -120,28 +125,38 @@ def _bytes_from_message(message: str) -> bytes | None:
     return None
 
 
+def _nested(data: Any) -> Any:
+    """The revert data inside an error's ``data`` object, where a node nests them: ``{"message": ...,
+    "data": "0x..."}``, or ganache's ``{"message": "revert", "programCounter": ..., "result": "0x..."}``."""
+    if not isinstance(data, dict):
+        return data
+    if data.get("data") is not None:
+        return data["data"]
+    return data.get("result")
+
+
+def _hex(data: str) -> bytes | None:
+    try:
+        return bytes.fromhex(data[2:])
+    except ValueError:
+        return None
+
+
 def revert_data(exc: BaseException) -> bytes | None:
     """The raw revert data carried by a provider exception, or None if it is not a revert."""
     # web3: ContractCustomError / ContractLogicError / ContractPanicError carry ``data``.
-    data = getattr(exc, "data", None)
-    if isinstance(data, dict):  # some nodes nest it: {"message": ..., "data": "0x..."}
-        data = data.get("data")
+    data = _nested(getattr(exc, "data", None))
     if isinstance(data, str) and data.startswith("0x"):
-        try:
-            return bytes.fromhex(data[2:])
-        except ValueError:
-            return None
+        return _hex(data)
     if isinstance(data, (bytes, bytearray)):
         return bytes(data)
-    # web3 Web3RPCError: the node's error object.
+    # web3 Web3RPCError and the node layer's ErrorReply: the node's error object.
     response = getattr(exc, "rpc_response", None)
     if isinstance(response, dict):
         error = response.get("error")
-        if isinstance(error, dict) and isinstance(error.get("data"), str) and error["data"].startswith("0x"):
-            try:
-                return bytes.fromhex(error["data"][2:])
-            except ValueError:
-                return None
+        nested = _nested(error.get("data")) if isinstance(error, dict) else None
+        if isinstance(nested, str) and nested.startswith("0x"):
+            return _hex(nested)
     # eth-tester: TransactionFailed(bytes | "execution reverted: b'...'" | Exception).
     if type(exc).__name__ == "TransactionFailed" and exc.args:
         first = exc.args[0]

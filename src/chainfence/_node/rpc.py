@@ -35,6 +35,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .._core import log as _log
+from .._core import metrics as _metrics
 from .._core.effects import Steps
 from ..errors import ChainfenceError
 from . import methods as _methods
@@ -177,6 +178,18 @@ class Rpc:
             meanwhile = None
 
     def _perform(self, effect: Request | Batch | InProcess, meanwhile: Meanwhile | None = None) -> Any:
+        started = _metrics.rpc_started()
+        if started is None:
+            return self._exchange(effect, meanwhile)
+        try:
+            result = self._exchange(effect, meanwhile)
+        except ChainfenceError as error:
+            _counted(effect, started, error, None)
+            raise
+        _counted(effect, started, None, result)
+        return result
+
+    def _exchange(self, effect: Request | Batch | InProcess, meanwhile: Meanwhile | None = None) -> Any:
         extra = {"meanwhile": meanwhile} if meanwhile is not None and self.transport.overlaps else _NONE
         if type(effect) is Request:
             with translating(effect.method, sender=effect.sender):
@@ -275,6 +288,18 @@ class AsyncRpc:
             meanwhile = None
 
     async def _perform(self, effect: Request | Batch | InProcess, meanwhile: Meanwhile | None = None) -> Any:
+        started = _metrics.rpc_started()
+        if started is None:
+            return await self._exchange(effect, meanwhile)
+        try:
+            result = await self._exchange(effect, meanwhile)
+        except ChainfenceError as error:
+            _counted(effect, started, error, None)
+            raise
+        _counted(effect, started, None, result)
+        return result
+
+    async def _exchange(self, effect: Request | Batch | InProcess, meanwhile: Meanwhile | None = None) -> Any:
         extra = {"meanwhile": meanwhile} if meanwhile is not None and self.transport.overlaps else _NONE
         if type(effect) is Request:
             with translating(effect.method, sender=effect.sender):
@@ -338,6 +363,14 @@ def _again(effect: Request | Batch, attempt: int, exc: Exception) -> bool:
         logger.debug("%s failed in transit (%s); retrying once", _method_of(effect), exc)
         return True
     return False
+
+
+def _counted(effect: Request | Batch | InProcess, started: float, error: ChainfenceError | None, result: Any) -> None:
+    """The metrics of one round trip to the node (the embedded chain's own operations are none)."""
+    if type(effect) is Request:
+        _metrics.rpc_done((effect.method,), started, error)
+    elif type(effect) is Batch:
+        _metrics.rpc_done([method for method, _params in effect.calls], started, error, result)
 
 
 def _method_of(effect: Request | Batch | InProcess) -> str:

@@ -84,6 +84,7 @@ from ..errors import (
     RpcError,
     TransactionFailed,
     TransactionTimeout,
+    UnknownRevert,
 )
 from .methods import AUTOMINE_PROBES
 from .reverts import decode as decode_revert
@@ -147,6 +148,12 @@ _NONCE_USED = (
     "nonce is too low",
     "invalid transaction nonce",  # the embedded chain (py-evm)
 )
+
+
+def _is_revert(error: ChainfenceError) -> bool:
+    """Whether ``error`` is what a revert translates to (a contract error's class, or UnknownRevert)."""
+    return type(error).solidity_error is not None or isinstance(error, UnknownRevert)
+
 
 #: JSON-RPC error codes of a node that does not know a method (nothing was done): the sender then stops
 #: asking for ``eth_sendRawTransactionSync`` and sends the same bytes with ``eth_sendRawTransaction``.
@@ -587,6 +594,18 @@ class Sender:
                     return None
                 if any(phrase in text for phrase in _NONCE_USED):
                     raise _NonceTaken from refused
+                raise
+            except ChainfenceError as reverted:
+                if not _is_revert(reverted):
+                    raise
+                # A revert in reply to a send: hardhat's node mines a transaction that reverts and answers its
+                # send with the revert (its throwOnTransactionFailures). Ours is then in a block, mined with
+                # status 0: the receipt says so, and the caller's error what the contract said, as elsewhere.
+                try:
+                    if (yield from self._known(tx_hash)):
+                        return None
+                except NodeUnreachable:
+                    pass
                 raise
         if not delivered_maybe:
             raise NodeUnreachable(f"the node did not answer; nothing was sent: {last_error}") from last_error

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import endings
 from .._core import log as _log
+from .._core import metrics as _metrics
 from .._core.effects import RPC, Steps
 from .._core.faces import SyncFace
 from .._node import artifacts as _artifacts
@@ -299,6 +300,7 @@ class RegistryContract(SyncFace):
             "release", resource, [resource_id, token], _events.Kind.RELEASED, confirmations
         )
         logger.info("released resource=%s token=%d tx=%s", resource, token, event.tx_hash)
+        _metrics.lease_ended("released")  # every lone release: a Lease's, Registry.release's, a claim's
 
     def _complete_by_id_steps(
         self, resource: str, resource_id: bytes, token: int, result: bytes, confirmations: int | None

@@ -86,11 +86,12 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from .. import endings
 from .._core import log as _log
+from .._core import metrics as _metrics
 from .._core.effects import RPC, Locked, Sleep, Steps, run
 from .._node import completeness as _completeness
 from .._node import events as _events
 from ..endings import Refusal
-from ..errors import LeaseError, LeaseHeld, LockDelayed, LogsIncomplete
+from ..errors import LeaseError, LeaseHeld, LockDelayed, LogsIncomplete, NotAdmitted
 
 if TYPE_CHECKING:
     from ..chain import Chain
@@ -498,6 +499,39 @@ def acquire_waiting_steps(
     latest refusal (``LeaseHeld`` or ``LockDelayed``) once ``wait`` seconds
     of ``timer`` have passed.
     """
+    if _metrics.live is None:
+        return (yield from _waiting_steps(send, ready, read, free, follower, now, timer, pace, wait, turn, host_turn))
+    started = timer.now()
+    try:
+        acquired = yield from _waiting_steps(send, ready, read, free, follower, now, timer, pace, wait, turn, host_turn)
+    except BaseException as error:
+        outcome = (
+            "timed_out"
+            if isinstance(error, (LeaseHeld, LockDelayed))
+            else "not_admitted"
+            if isinstance(error, NotAdmitted)
+            else "error"
+        )
+        _metrics.waited(timer.now() - started, outcome)
+        raise
+    _metrics.waited(timer.now() - started, "acquired")
+    return acquired
+
+
+def _waiting_steps(
+    send: Callable[[], Steps[T]],
+    ready: Callable[[], Steps[None]],
+    read: Callable[[], Steps[LeaseInfo]],
+    free: Callable[[LeaseInfo], bool],
+    follower: Callable[[], Steps[Follower]],
+    now: Callable[[], Steps[int]],
+    timer: Timer,
+    pace: Pace,
+    wait: float,
+    turn: str,
+    host_turn: str | None,
+) -> Steps[T]:
+    """:func:`acquire_waiting_steps`' loop."""
     deadline = timer.now() + wait
     watch: Follower | None = None
     paused = False  # the first send goes at once; after a wait, a random pause first

@@ -106,13 +106,14 @@ from eth_utils.crypto import keccak
 
 from .. import endings
 from .._core import log as _log
+from .._core import metrics as _metrics
 from .._node import completeness as _completeness
 from .._node import events as _events
 from .._sdk import names as _names
 from .._sdk import validate as _validate
 from ..chain import Chain
 from ..endings import End
-from ..errors import AuditIndexMismatch, ChainError, InvalidInput, LogsIncomplete
+from ..errors import AuditIndexMismatch, ChainError, ChainfenceError, InvalidInput, LogsIncomplete
 from . import _pages, _projection
 from ._pages import DEFAULT_LIMIT, MAX_LIMIT, Page
 from ._projection import ENDINGS
@@ -471,10 +472,12 @@ class AuditIndex:
                     pages += 1
                     if reached is not None:
                         synced, start = reached, reached + 1
+                    _metrics.audit_page(synced, last, written)
                     if progress is not None:
                         progress(page_last if held is None else held[0] - 1, first, last)
                     if held is not None:
                         logger.warning("audit index: not past block %d yet: %s", held[0], held[1])
+                        _metrics.audit_synced("held", synced, last)
                         return SyncResult(
                             from_block=first,
                             to_block=start - 1,
@@ -485,6 +488,7 @@ class AuditIndex:
                             held_because=held[1],
                             withdrawn_to=withdrawn,
                         )
+                _metrics.audit_synced("ok", synced, last)
                 return SyncResult(
                     from_block=first,
                     to_block=last,
@@ -502,6 +506,9 @@ class AuditIndex:
                 logger.info("audit index: %s; resuming after it", moved)
                 synced = self._int_meta("synced_block")
                 start = deployment if synced is None else synced + 1
+            except ChainfenceError:
+                _metrics.audit_synced("error", synced, last)
+                raise
         raise ChainError("the chain kept reorganising under the audit index sync")  # pragma: no cover
 
     def _check_block(self, chain: Chain, number: int) -> None:

@@ -254,6 +254,9 @@ MAX_PLOT_WIDTH = 16_000
 PX_PER_LEASE = 8
 #: Bars narrower than this are drawn this wide, so that every lease stays visible.
 MIN_BAR_WIDTH = 1.0
+#: A lease acquired and released in one block (no length) is drawn this wide, outlined, centred on its
+#: moment and over the bars beside it: never hidden under the lease that came a block later.
+INSTANT_WIDTH = 5.0
 #: Bars at least 4 px wide end this much early, so that back-to-back leases of one holder stay apart.
 BAR_GAP = 1.0
 #: Renewal ticks closer than this to the previous tick drawn on the bar merge into it (its data-count says how many).
@@ -541,10 +544,16 @@ def layout(
     *,
     now: int | None = None,
     width: int | None = None,
+    resources: Iterable[str | bytes | tuple[str | bytes, str | bytes]] = (),
+    since: int | None = None,
+    until: int | None = None,
 ) -> Layout:
     """Where :func:`render` puts every lane, bar, label and tick (validates the input like render)."""
     leases = list(leases)
     rejections = list(rejections)
+    named = [resources] if isinstance(resources, (str, bytes)) else list(resources)
+    for resource in named:
+        _check_resource(resource)
     for lease in leases:
         if not isinstance(lease, TimelineLease):
             raise InvalidInput(f"leases must be TimelineLease objects, got {type(lease).__name__}")
@@ -555,8 +564,13 @@ def layout(
         _check_time("now", now)
     if width is not None and (not _is_int(width) or not 200 <= width <= 100_000):
         raise InvalidInput(f"width must be an int number of px from 200 to 100000, got {width!r}")
+    for name, value in (("since", since), ("until", until)):
+        if value is not None:
+            _check_time(name, value)
+    if since is not None and until is not None and until <= since:
+        raise InvalidInput(f"until ({until}) must be after since ({since})")
 
-    lane_names: dict[str, list[TimelineLease]] = {}
+    lane_names: dict[str, list[TimelineLease]] = {_name(resource): [] for resource in named}  # lanes, even empty
     seen: set[tuple[str, int]] = set()
     for lease in leases:
         name = _name(lease.resource)
@@ -577,8 +591,23 @@ def layout(
     else:
         t_min, t_max = min(times), max(late)
     live_until = now if now is not None else t_max
+    if since is not None or until is not None:  # a window: what overlaps it, drawn within it
+        low = since if since is not None else 0
+        high = until if until is not None else max(t_max, low + 1)
+        leases = [
+            lease
+            for lease in leases
+            if lease.start <= high and (lease.end if lease.end is not None else max(live_until, lease.start)) >= low
+        ]
+        rejections = [rejection for rejection in rejections if low <= rejection.time <= high]
+        lane_names = {name: [lease for lease in group if lease in leases] for name, group in lane_names.items()}
+        t_min, t_max = (low, high) if since is not None else (min([t_min, high - 1]), high)
     pad = max(1, (t_max - t_min) // 50)
     t0, t1 = max(0, t_min - pad), t_max + pad
+    if since is not None:
+        t0 = since
+    if until is not None:
+        t1 = until
 
     busiest = max((len(group) for group in lane_names.values()), default=0)
     plot_width = float(width if width is not None else min(MAX_PLOT_WIDTH, max(MIN_PLOT_WIDTH, busiest * PX_PER_LEASE)))
@@ -594,11 +623,14 @@ def layout(
     for index, (name, group) in enumerate(lane_names.items()):
         lane = Lane(index, name, shorten(name, label_chars), float(LANES_TOP + index * LANE_HEIGHT))
         lanes.append(lane)
-        for lease in sorted(group, key=lambda item: item.token):
-            until = lease.end if lease.end is not None else max(live_until, lease.start)
-            x0, x1 = x_of(lease.start), x_of(until)
+        # Leases acquired and released in one block (no length) last: drawn over the lease after them.
+        for lease in sorted(group, key=lambda item: (item.end == item.start, item.token)):
+            ends = lease.end if lease.end is not None else max(live_until, lease.start)
+            x0, x1 = x_of(max(lease.start, t0)), x_of(min(ends, t1))  # within the window
             bar_width = max(MIN_BAR_WIDTH, x1 - x0)
-            if bar_width >= 2 * BAR_GAP + 2:
+            if lease.end == lease.start:
+                x0, bar_width = x0 - INSTANT_WIDTH / 2, float(INSTANT_WIDTH)  # centred on its moment
+            elif bar_width >= 2 * BAR_GAP + 2:
                 bar_width -= BAR_GAP  # back-to-back bars of one holder stay two bars
             text = str(lease.token)
             fits = text_width(text, TOKEN_FONT) + 6 <= bar_width
@@ -612,7 +644,7 @@ def layout(
                     float(BAR_HEIGHT),
                     "",
                     text if fits else None,
-                    until,
+                    ends,
                 )
             )
 
@@ -624,7 +656,7 @@ def layout(
     colours = holder_colours(lease.holder for lease in leases)
     bars = [Bar(b.lease, b.lane, b.x, b.width, b.y, b.height, colours[b.lease.holder], b.label, b.until) for b in bars]
     holders = tuple(first_seen.values())
-    marks = _marks(lanes, bars, rejections, x_of, plot_left + plot_width)
+    marks = _marks(lanes, bars, rejections, x_of, plot_left + plot_width, (t0, t1))
     legend_top = LANES_TOP + len(lanes) * LANE_HEIGHT + 28
     columns = max(1, int((plot_left + plot_width + RIGHT_MARGIN) // LEGEND_COLUMN))
     legend_rows = -(-len(holders) // columns) + 4  # holders, then the key to the symbols and the notes
@@ -657,8 +689,10 @@ def _marks(
     rejections: list[Rejection],
     x_of: Callable[[int], float],
     right: float,
+    window: tuple[int, int] | None = None,
 ) -> list[Mark]:
-    """Each event at its own time in its kind's row; marks of one kind closer than their width merged."""
+    """Each event at its own time in its kind's row (those within ``window`` only); marks of one kind closer
+    than their width merged."""
     events: dict[tuple[int, str], list[_Event]] = {}
     lane_of = {lane.name: lane for lane in lanes}
     for bar in bars:
@@ -676,6 +710,11 @@ def _marks(
     for number, rejection in enumerate(rejections):
         lane = lane_of[_name(rejection.resource)]
         events.setdefault((lane.index, "rejection"), []).append((rejection.time, number, None, rejection))
+    if window is not None:
+        events = {
+            key: [event for event in found if window[0] <= event[0] <= window[1]] for key, found in events.items()
+        }
+        events = {key: found for key, found in events.items() if found}
     tops = {"takeover": 2.0, "completion": float(COMPLETION_TOP), "revoke": float(REVOKE_TOP)}
     tops["rejection"] = float(REJECTION_TOP)
     heights = {"takeover": 11.0, "completion": 10.0, "revoke": 10.0, "rejection": 8.0}
@@ -935,6 +974,9 @@ def render(
     title: str = "chainfence lease timeline",
     now: int | None = None,
     width: int | None = None,
+    resources: Iterable[str | bytes | tuple[str | bytes, str | bytes]] = (),
+    since: int | None = None,
+    until: int | None = None,
 ) -> str:
     """The leases (and a guard's rejections) as one self-contained HTML page (a str).
 
@@ -942,6 +984,14 @@ def render(
     line; by default the latest time in the input. ``width`` is the plot's
     width in CSS px; by default it grows with the busiest lane, 8 px per
     lease, from 960 to 16,000 px (the page scrolls sideways).
+
+    ``resources``: lanes drawn first, in this order, whether or not any lease
+    or rejection is on them (a lane with none says so). ``since`` and
+    ``until`` (unix s) draw that window only: the leases that overlap it,
+    cut at its edges, and the marks within it (a five-second handover in a
+    day's history is a few pixels otherwise). A lease acquired and released
+    in one block is drawn :data:`INSTANT_WIDTH` px wide, outlined, over the
+    bars beside it.
 
     Every lease gets its bar, however short (at least 1 px wide), with a
     tooltip (``<title>``) that says everything about it; its token is
@@ -954,7 +1004,8 @@ def render(
     if not isinstance(title, str):
         raise InvalidInput(f"title must be a str, got {title!r}")
     rejections = list(rejections)
-    geo = layout(leases, rejections, now=now, width=width)
+    geo = layout(leases, rejections, now=now, width=width, resources=resources, since=since, until=until)
+    windowed = since is not None or until is not None
     out: list[str] = []
     add = out.append
     lanes_bottom = LANES_TOP + len(geo.lanes) * LANE_HEIGHT
@@ -978,13 +1029,22 @@ def render(
     # Lanes: a background band and the name in the gutter.
     for lane in geo.lanes:
         fill = "#ffffff" if lane.index % 2 == 0 else "#f4f4f4"
+        empty = not any(bar.lane.index == lane.index for bar in geo.bars)
         add(
             f'<g data-kind="lane"{_attrs(data_resource=lane.name, data_lane=lane.index)}>'
             f'<rect x="0" y="{_n(lane.y)}" width="{_n(geo.width)}" height="{LANE_HEIGHT}" fill="{fill}"'
             ' data-kind="lane-background"/>'
             f'<text x="8" y="{_n(lane.y + MARKER_STRIP + BAR_HEIGHT / 2 + 4)}" font-size="{LABEL_FONT}"'
             f' data-kind="lane-label"{_attrs(data_resource=lane.name)}>{_esc(lane.label)}'
-            f"<title>{_esc(lane.name)}</title></text></g>\n"
+            f"<title>{_esc(lane.name)}</title></text>"
+            + (
+                f'<text x="{_n(geo.plot_left + 6)}" y="{_n(lane.y + MARKER_STRIP + BAR_HEIGHT / 2 + 4)}"'
+                f' font-size="{LABEL_FONT}" fill="#777777" data-kind="lane-empty"{_attrs(data_resource=lane.name)}>'
+                f"{'no leases in this window' if windowed else 'no leases'}</text>"
+                if empty
+                else ""
+            )
+            + "</g>\n"
         )
 
     # The time axis: a grid line and a label per tick.
@@ -1023,6 +1083,9 @@ def render(
                 if lease.end is None
                 else f"{format_time(lease.start)} – {format_time(lease.end)} UTC, ended: {lease.end_reason}"
             )
+            instant = lease.end == lease.start
+            if instant:
+                ended = f"{format_time(lease.start)} UTC, acquired and {lease.end_reason} in the same block (0 s)"
             tip = (
                 f"{lane.name} · token {lease.token} · {who}\n{ended}\nissued because: {lease.reason}"
                 + (f" (admin {_text(lease.admin)})" if lease.admin else "")
@@ -1031,6 +1094,7 @@ def render(
             add(
                 f'<rect x="{_n(bar.x)}" y="{_n(bar.y)}" width="{_n(bar.width)}" height="{_n(bar.height)}"'
                 f' fill="{bar.colour}"'
+                + (' stroke="#111111" stroke-width="1" data-instant="true"' if instant else "")
                 + _attrs(
                     data_kind="bar",
                     data_token=lease.token,
@@ -1052,6 +1116,8 @@ def render(
             groups: list[list[tuple[int, object]]] = []
             last_x = None
             for time, progress in bar.lease.renewals:
+                if not geo.t0 <= time <= geo.t1:
+                    continue  # outside the window
                 x = geo.x(time)
                 if last_x is not None and x - last_x < TICK_MERGE_PX:
                     groups[-1].append((time, progress))
@@ -1106,14 +1172,14 @@ def render(
         for mark in found:
             add(_draw_mark(mark, previous_of))
         add("</g>\n")
-    if geo.lanes:
+    if geo.lanes and geo.t0 <= geo.now <= geo.t1:
         x = geo.x(geo.now)
         add(
             f'<line x1="{_n(x)}" y1="{LANES_TOP - 4}" x2="{_n(x)}" y2="{lanes_bottom}" stroke="#888888"'
             f' stroke-dasharray="4 3" data-kind="now" data-time="{geo.now}"><title>now: {format_time(geo.now)} UTC'
             "</title></line>\n"
         )
-    else:
+    elif not geo.lanes:
         add(f'<text x="{LABEL_WIDTH}" y="{LANES_TOP + 20}" font-size="13" data-kind="empty">no leases</text>\n')
 
     # Legend: a swatch per holder, then the key to the symbols.
@@ -1144,8 +1210,9 @@ def render(
         f'<tspan fill="{REJECTION_COLOUR}">✕</tspan> write rejected by a guard  ┆ now</text>\n'
         f'<text x="12" y="{_n(y + 28)}" font-size="11" fill="#333333" data-kind="notes">'
         f"{len(geo.bars)} leases on {len(geo.lanes)} resources, {len(geo.holders)} holders · times in UTC"
-        f" (chain time), {format_time(geo.t0)} – {format_time(geo.t1)} · a token too long for its bar is in the"
-        " bar's tooltip</text>\n"
+        f" (chain time), {format_time(geo.t0)} – {format_time(geo.t1)}"
+        + (" (the window asked: leases cut at its edges)" if windowed else "")
+        + " · a token too long for its bar is in the bar's tooltip</text>\n"
     )
     add("</g>\n</svg>\n</body></html>\n")
     return "".join(out)

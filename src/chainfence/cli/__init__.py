@@ -10,6 +10,7 @@
                                                                        # the audit index          (audit.py)
     chainfence namespace mine|transfer|accept|policy set|policy show|admit ...
     chainfence revoke | grant | acquire-many                           # operators                (ops.py)
+    chainfence help [COMMAND...]                                       # COMMAND's --help          (here)
 
 Each module registers its commands (``register(subparsers, common)``, each bound to its handler with
 ``set_defaults(run=...)``, each with its example); :mod:`._common` holds what they share: exit codes,
@@ -43,6 +44,7 @@ from .. import __version__
 from ..errors import ChainfenceError, NotConfirmed, OutcomeUnknown
 from ._common import (
     EPILOG,
+    EXIT_CANNOT_RUN,
     EXIT_CONNECTION,
     EXIT_ERROR,
     EXIT_HELD,
@@ -51,17 +53,20 @@ from ._common import (
     EXIT_LOCK_DELAY,
     EXIT_LOST,
     EXIT_NOT_CURRENT,
+    EXIT_NOT_FOUND,
     EXIT_NOTHING_TO_CLAIM,
     EXIT_OK,
     EXIT_OUTCOME,
     EXIT_REFUSED,
     EXIT_UNVERIFIED,
     EXIT_USAGE,
+    LOCK_OWN,
     Parser,
     UsageError,
     building_only,
     common_options,
     exit_code,
+    lock_exit_code,
     output_format,
     report,
     translations_once,
@@ -70,6 +75,7 @@ from ._common import (
 )
 
 __all__ = [
+    "EXIT_CANNOT_RUN",
     "EXIT_CONNECTION",
     "EXIT_ERROR",
     "EXIT_HELD",
@@ -79,12 +85,15 @@ __all__ = [
     "EXIT_LOST",
     "EXIT_NOTHING_TO_CLAIM",
     "EXIT_NOT_CURRENT",
+    "EXIT_NOT_FOUND",
     "EXIT_OK",
     "EXIT_OUTCOME",
     "EXIT_REFUSED",
     "EXIT_UNVERIFIED",
     "EXIT_USAGE",
+    "LOCK_OWN",
     "exit_code",
+    "lock_exit_code",
     "main",
     "run",
 ]
@@ -123,7 +132,8 @@ def _parser(command: str | None = None) -> Parser:
 def _build_parser(command: str | None) -> Parser:
     parser = Parser(
         prog="chainfence",
-        description="Fencing tokens issued on-chain: leases on named resources, guards that reject stale holders.",
+        description="Fencing tokens issued on-chain: leases on named resources, guards that reject stale holders.\n"
+        "`chainfence help COMMAND` (or `chainfence COMMAND --help`) tells more of a command.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -163,6 +173,18 @@ def split_lock(argv: list[str], lock: Parser) -> tuple[list[str], list[str]]:
         else:
             return argv[:position], argv[position:]
     return argv, []
+
+
+def help_words(argv: list[str]) -> list[str]:
+    """``chainfence [-v] help [COMMAND...]`` as the command line it means: ``chainfence COMMAND... --help``
+    (``help`` alone: ``chainfence --help``). Any other command line is returned as it is."""
+    if _command_word(argv) != "help":
+        return argv
+    position = argv.index("help")
+    words = argv[position + 1 :]
+    while words[:1] == ["help"]:  # `help help`: the top level's
+        words = words[1:]
+    return [*argv[:position], *words, "--help"]
 
 
 def _command_word(argv: list[str]) -> str | None:
@@ -244,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    argv = help_words(argv)
     word = _command_word(argv)
     parser = _parser(word)
     if word == "lock":
@@ -252,6 +275,7 @@ def _main(argv: list[str]) -> int:
         ours, command = argv, []
     # Usage errors print JSON too when JSON was asked for (in chainfence's arguments, not CMD's).
     Parser.json_errors = wants_json(ours[: ours.index("--")] if "--" in ours else ours)
+    Parser.usage_exit_code = lock_exit_code(EXIT_USAGE) if word == "lock" else EXIT_USAGE  # lock's own: apart
     args = parser.parse_args(ours)
     if args.command == "lock":
         args.cmd = command
@@ -271,9 +295,9 @@ def _main(argv: list[str]) -> int:
     except UsageError as problem:
         message = f"chainfence {args.command}: {problem}"
         report(args, usage_document(message), [message])
-        return EXIT_USAGE
+        return Parser.usage_exit_code
     except ChainfenceError as error:
-        code = exit_code(error)
+        code = exit_code(error) if args.command != "lock" else lock_exit_code(exit_code(error))
         lines = [f"chainfence {args.command}: {type(error).__name__}: {error}"]
         lines += [f"  {note}" for note in getattr(error, "__notes__", ())]
         hashes = getattr(error, "tx_hashes", ())
@@ -290,7 +314,7 @@ def _main(argv: list[str]) -> int:
         # Output piped into `head` and closed: not an error of ours. Point
         # stdout at devnull so the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_ERROR
+        return EXIT_ERROR if args.command != "lock" else lock_exit_code(EXIT_ERROR)
 
 
 if __name__ == "__main__":  # python -m chainfence.cli, as well as python -m chainfence

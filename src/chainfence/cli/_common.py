@@ -64,6 +64,18 @@ EXIT_LOCK_DELAY = LockDelayed.exit_code  # 10: the lease expired and its namespa
 EXIT_INDEX_MISMATCH = AuditIndexMismatch.exit_code  # 11: `audit`: the index file is another registry's, or none
 EXIT_INDEX_DIFFERS = AuditIndexDiffers.exit_code  # 12: `audit verify`: the index and the chain differ
 EXIT_UNVERIFIED = UnverifiedAnswer.exit_code  # 13: the proven mode: an answer did not verify, or no proofs
+# `chainfence lock` passes its command's code through; its own ends exit apart from it, as timeout(1) keeps
+# 124-127: LOCK_OWN + the code above (103: held, 107: the lease was lost, 102: usage), and as a shell does:
+EXIT_CANNOT_RUN = 126  # `lock`: the command was found but cannot be run (not executable)
+EXIT_NOT_FOUND = 127  # `lock`: no such command
+#: What ``chainfence lock`` adds to the code of each of its own ends (:func:`lock_exit_code`).
+LOCK_OWN = 100
+
+
+def lock_exit_code(code: int) -> int:
+    """The code ``chainfence lock`` exits with for an end of its own whose code is ``code`` elsewhere: 100 +
+    ``code``, apart from every code below 100 its command may exit with (the command's own pass through)."""
+    return LOCK_OWN + code
 
 
 def exit_code(error: ChainfenceError) -> int:
@@ -77,16 +89,13 @@ exit codes:
   0  success (verify: the token is current)
   1  other error
   2  usage or configuration error, bad input, a missing extra (nothing was sent)
-  3  lease held by someone else (`lock`: by anyone, this key included, unless --take-over)
+  3  lease held by someone else (`chainfence lock` exits 103 for it: below)
   4  token not current: stale, unknown, expired, released, unconfirmed, or not yours
   5  connection problem: node unreachable, wrong chain, a chain that lost history (rolled back),
      no registry at the address, no anvil
   6  transaction timed out (cancelled: nothing happened) or outcome unknown (reconcile: chainfence tx HASH...);
      `chainfence tx`: not settled yet
-  7  `chainfence lock`: the lease was lost while the command ran (expired, released, superseded, revoked,
-     granted, rolled back, or no renewal confirmed before the safe deadline: stderr says which); every process
-     of the command's session got SIGTERM, then SIGKILL after --grace
-  `chainfence lock` otherwise exits with the command's code (128+N if a signal N ended it)
+  7  the lease was lost (`chainfence lock` exits 107 for it: below)
   8  `claim`: nothing left to claim (every item is done or held by another agent)
   9  refused by a namespace: not its admin (or not the pending one), already claimed, holder not admitted
   10  lock-delay: the lease expired and only its holder may acquire until the delay ends (retry after it)
@@ -95,9 +104,19 @@ exit codes:
   13  `verify --proven`: an answer did not verify: a provider's proof or header does not (stderr names it:
       a lying or lagging provider), the header providers disagree, the header they vouch for is stale or
       behind, or the proof provider serves no eth_getProof; nothing was judged (too few answering: 5)
+  101-113  `chainfence lock`'s own ends: 100 + their code above, apart from every code its command exits
+     with (as timeout(1) keeps 124-127): 102 usage (nothing ran), 103 held by anyone (this key included,
+     unless --take-over), 105 connection, 109 namespace, 110 lock-delay, 101 other, and 107 the lease was
+     lost while the command ran (expired, released, superseded, revoked, granted, rolled back, or no
+     renewal confirmed before the safe deadline: stderr says which; every process of the command's
+     session got SIGTERM, then SIGKILL after --grace). Any other code of `chainfence lock` is its
+     command's own (128+N if a signal N ended it)
+  126  `chainfence lock`: the command was found but cannot be run (not executable); nothing ran
+  127  `chainfence lock`: no such command; nothing ran
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
-             CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL
+             CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL,
+             CHAINFENCE_METRICS_PORT (lock, node, mcp: --metrics-port)
   CHAINFENCE_RPC_URL is the node for every command: an http(s) URL, or on the node's machine the
   path of its IPC socket, ending in .ipc (`node` listens on its port and prints its socket); a comma
   list of them (or --endpoints a,b,c) is for the commands that send no transaction (status, verify,
@@ -119,7 +138,7 @@ class UsageError(Exception):
 
 def usage_document(message: str) -> dict[str, Any]:
     """The JSON document a usage error prints under ``--json`` (the shape of ``ChainfenceError.details()``)."""
-    return {"error": "UsageError", "message": message, "exit_code": EXIT_USAGE}
+    return {"error": "UsageError", "message": message, "exit_code": Parser.usage_exit_code}
 
 
 class Parser(argparse.ArgumentParser):
@@ -129,6 +148,8 @@ class Parser(argparse.ArgumentParser):
 
     #: Set by :func:`chainfence.cli.main`: whether the command line asks for JSON.
     json_errors: ClassVar[bool] = False
+    #: Set by :func:`chainfence.cli.main`: the code a usage error exits with (``lock``'s own: 102).
+    usage_exit_code: ClassVar[int] = EXIT_USAGE
     #: Set by :func:`add_command`: the description is wrapped to the terminal (at most 100 columns) when the
     #: help is formatted. Wrapping every command's when the parser was built cost a per-task command
     #: textwrap's import (issue #19); the help reads the same.
@@ -149,7 +170,8 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if Parser.json_errors:
             print(json.dumps(usage_document(f"{self.prog}: {message}")))
-        super().error(message)
+        self.print_usage(sys.stderr)
+        self.exit(Parser.usage_exit_code, f"{self.prog}: error: {message}\n")  # argparse's, with our code
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
@@ -157,10 +179,56 @@ class Parser(argparse.ArgumentParser):
         """argparse's, except that arguments left over are this parser's error. argparse hands a subcommand
         what follows its name and lets the top level report what the subcommand did not know, with the top
         level's usage; here the subcommand that was given them reports them, with its own."""
+        unknown = self.unknown_options(sys.argv[1:] if args is None else args)
+        if unknown:  # before argparse's own checks: `-t 30` is not "--ttl is required"
+            self.error(f"unrecognized arguments: {' '.join(unknown)}{self.suggestion(unknown[0])}")
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed, extras
+
+    def unknown_options(self, args: Sequence[str]) -> list[str]:
+        """The arguments of ``args`` (up to ``--``) that are written as options and are none of this parser's
+        (``-t`` where it has ``--ttl``), abbreviations and attached values read as argparse reads them; none
+        for a parser with subcommands (theirs are read by the subcommand's parser)."""
+        if any(isinstance(action, argparse._SubParsersAction) for action in self._actions):
+            return []
+        options = self._option_string_actions
+        unknown = []
+        for token in args:
+            if token == "--":
+                break
+            if not token.startswith("-") or token == "-" or self._negative_number_matcher.match(token):
+                continue
+            if token.startswith("--"):
+                name = token.partition("=")[0]
+                known = name in options or any(option.startswith(name) for option in options if option[:2] == "--")
+            else:
+                known = token in options or token[:2] in options
+            if not known:
+                unknown.append(token)
+        return unknown
+
+    def suggestion(self, option: str) -> str:
+        """What ``option``, which this parser does not know, may have meant: its long options that start with
+        a short option's letter (``-t``: ``--ttl``; required ones first, then the shortest), or spelled close to
+        one (``--regsitry``)."""
+        longs = sorted(
+            {name for name in self._option_string_actions if name.startswith("--")},
+            key=lambda name: (not self._option_string_actions[name].required, len(name), name),
+        )
+        name = option.partition("=")[0]
+        if name.startswith("--"):
+            import difflib
+
+            close = difflib.get_close_matches(name, longs, n=3, cutoff=0.8)
+            candidates = sorted(close, key=longs.index)
+        else:
+            candidates = [long for long in longs if long[2:3] == name[1:2]]
+        if not candidates:
+            return ""
+        listed = candidates[0] if len(candidates) == 1 else f"{', '.join(candidates[:-1])} or {candidates[-1]}"
+        return f" ({name} is no option of {self.prog}: did you mean {listed}?)"
 
     def subcommand(self, name: str) -> Parser:
         """This parser's subcommand ``name``."""
@@ -374,6 +442,36 @@ def completeness(args: argparse.Namespace) -> str:
     from .._node.completeness import mode_of
 
     return mode_of(args.completeness, default="bloom")
+
+
+def metrics_option(parser: argparse.ArgumentParser) -> None:
+    """``--metrics-port PORT``: Prometheus metrics on 127.0.0.1:PORT/metrics while the command runs."""
+    parser.add_argument(
+        "--metrics-port",
+        type=int_at_least(1, 65_535),
+        metavar="PORT",
+        default=None,
+        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics while this runs (default: "
+        "$CHAINFENCE_METRICS_PORT, else none; needs pip install 'chainfence[metrics]'; docs/metrics.md)",
+    )
+
+
+def serve_metrics(args: argparse.Namespace) -> Any:
+    """Start the metrics server ``--metrics-port`` or ``$CHAINFENCE_METRICS_PORT`` names (None: neither)."""
+    port = getattr(args, "metrics_port", None)
+    if port is None:
+        text = os.environ.get("CHAINFENCE_METRICS_PORT", "").strip()
+        if not text:
+            return None
+        if not text.isdigit() or not 1 <= int(text) <= 65_535:
+            raise UsageError(f"$CHAINFENCE_METRICS_PORT must be a port (1..65535), got {text!r}")
+        port = int(text)
+    from .._core.metrics import serve
+
+    try:
+        return serve(port)
+    except OSError as busy:
+        raise UsageError(f"cannot serve metrics on 127.0.0.1:{port}: {busy.strerror or busy}") from None
 
 
 def verbosity_options() -> argparse.ArgumentParser:
@@ -606,7 +704,7 @@ def connect(
     name. ``needs_key``: a command that signs (no key is a usage error); ``wants_key``: one that signs when a
     key is given (``mcp``). ``failover``: whether several endpoints may be given, the first that answers
     used (default: when the command signs nothing; see :data:`ENDPOINTS_HELP`)."""
-    from ..chain import Chain
+    from ..chain import Chain, Timeouts
     from ..registry import Registry
 
     record = deployment(args, must_exist=needs_registry)
@@ -624,7 +722,9 @@ def connect(
     unreachable: list[NodeUnreachable] = []
     for url in urls:  # the first that answers (one, unless this command may fail over)
         try:
-            chain = Chain.connect(url, private_key=key, confirmations=args.confirmations, receipt_timeout=args.timeout)
+            chain = Chain.connect(
+                url, private_key=key, confirmations=args.confirmations, timeouts=Timeouts(receipt=args.timeout)
+            )
             break
         except NodeUnreachable as silent:
             unreachable.append(silent)

@@ -13,7 +13,7 @@
     chainfence audit resources [PREFIX]
     ... [--limit N] [--after CURSOR | --all]   # lists: a page of 100 rows; the next with the cursor printed
     chainfence audit verify [--proofs --headers URL...]   # exit 12 when the index and the chain differ
-    chainfence audit timeline NAME... --out FILE.html [--rejections FILE.json]   # a picture of the leases
+    chainfence audit timeline NAME... --out FILE.html [--since T] [--until T] [--rejections FILE]   # a picture
 
 Queries read the index (default ``.chainfence/audit.sqlite``), synced first to
 the newest block with ``--confirmations`` on top (default: 0 on dev chains, 3
@@ -178,7 +178,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     at.add_argument("name", help="the resource's name")
     moment = at.add_mutually_exclusive_group(required=True)
-    moment.add_argument("--time", type=_time, help="chain time: unix seconds or ISO 8601 (UTC unless it says)")
+    moment.add_argument("--time", type=_time, help=TIME_HELP)
     moment.add_argument("--block", type=int_at_least(0), help="a block number")
     current = add_command(
         sub,
@@ -191,8 +191,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     ranges = Parser(add_help=False)
     ranges.add_argument("--from-block", type=int_at_least(0), help="first block of the range")
     ranges.add_argument("--to-block", type=int_at_least(0), help="last block of the range")
-    ranges.add_argument("--since", type=_time, help="chain time: unix seconds or ISO 8601")
-    ranges.add_argument("--until", type=_time, help="chain time: unix seconds or ISO 8601")
+    ranges.add_argument("--since", type=_time, help=TIME_HELP)
+    ranges.add_argument("--until", type=_time, help=TIME_HELP)
     takeovers = add_command(
         sub,
         "takeovers",
@@ -229,14 +229,27 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     timeline.add_argument("names", nargs="+", metavar="NAME", help="the resources to draw, one lane each")
     timeline.add_argument("--out", required=True, help="the HTML file to write")
     timeline.add_argument("--title", default="chainfence lease timeline", help="the page's title")
+    timeline.add_argument("--since", type=_time, help=f"draw from this time on ({TIME_HELP})")
+    timeline.add_argument("--until", type=_time, help=f"draw up to this time ({TIME_HELP})")
     timeline.add_argument(
-        "--rejections", help="a guard's rejections to overlay: a JSON list of {resource, time, token, holder, reason}"
+        "--rejections",
+        metavar="FILE",
+        help="a guard's rejections to overlay: the file Guard(rejection_log=FILE) writes (a JSON object a line), or "
+        "a JSON list of them; each {resource, time, token, holder, reason}, time in unix seconds or ISO 8601",
     )
     timeline.set_defaults(run=_timeline)
 
 
+#: What a chain time option takes, as its help says it.
+TIME_HELP = (
+    "chain time: unix seconds, ISO 8601 (2026-11-22T12:03:07: UTC unless it says), or a time of day alone "
+    "(14:02, 14:02:30): today's, in this machine's local time unless it says (14:02Z, 14:02+01:00)"
+)
+
+
 def _time(text: str) -> int:
-    """A chain time option: unix seconds, or ISO 8601 (UTC unless it says)."""
+    """A chain time option (:data:`TIME_HELP`): unix seconds; ISO 8601, UTC unless it says; or a time of day
+    alone, on this machine's date today, in its local time unless it says (as ``date -d 14:02`` reads it)."""
     if text.isascii() and text.isdigit():
         if len(text) > 18:  # above 2**63 - 1: no chain time, and more than SQLite holds
             raise argparse.ArgumentTypeError(f"not a chain time: {text[:40]}... (unix seconds)")
@@ -244,7 +257,15 @@ def _time(text: str) -> int:
     try:
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not unix seconds or an ISO 8601 time: {text!r}") from None
+        try:
+            of_day = datetime.time.fromisoformat(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not unix seconds, an ISO 8601 time or a time of day (14:02): {text!r}"
+            ) from None
+        moment = datetime.datetime.combine(datetime.date.today(), of_day)
+        if moment.tzinfo is None:
+            moment = moment.astimezone()  # the local time zone, its offset on that day
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     try:
@@ -384,6 +405,8 @@ def _query(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             behind += f"; the node's logs of block {result.held_at} are not all served yet"
         source = "the chain (--live)" if args.live else args.index
         note = f"-- from {source}: blocks up to {status.synced_block}, {behind}"
+        if getattr(args, "time", None) is not None:  # `at --time`: the moment asked, as it was read
+            note += f"\n-- at {when(args.time)}"
         if following is not None:
             note += f"\n-- more rows: the next page with --after {following} (or read every page with --all)"
         document = {"status": status.to_dict(), "result": _document(answer)}
@@ -401,36 +424,71 @@ def _timeline(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _bring_up(index, registry, args)
         status = index.status(registry.chain)
         leases = index.timeline_leases(args.names)
-        page = render(leases, rejections=_rejections(args.rejections), title=args.title, now=status.as_of)
+        page = render(
+            leases,
+            rejections=_rejections(args.rejections),
+            title=args.title,
+            now=status.as_of,
+            resources=args.names,  # a lane each, a lease on it or not
+            since=args.since,
+            until=args.until,
+        )
         try:
             Path(args.out).write_text(page, encoding="utf-8")
         except OSError as exc:
             raise InvalidInput(f"cannot write {args.out}: {exc}") from None
+        drawn = {_plain(lease.resource) for lease in leases}
+        empty = [name for name in args.names if name not in drawn]
         emit(
             args,
-            {"out": args.out, "leases": len(leases), "status": status.to_dict()},
-            f"{args.out}: {len(leases)} leases of {len(args.names)} resource(s)",
+            {"out": args.out, "leases": len(leases), "empty": empty, "status": status.to_dict()},
+            f"{args.out}: {len(leases)} lease{'s' * (len(leases) != 1)} of {len(args.names)} "
+            f"resource{'s' * (len(args.names) != 1)}"
+            + (f"; none on {', '.join(repr(name) for name in empty)}" if empty else ""),
         )
     return EXIT_OK
 
 
+def _plain(resource: Any) -> str:
+    """A timeline lease's resource as the command line names it (a claimed item as ``workset»item``)."""
+    if isinstance(resource, tuple):
+        from .._sdk.names import ITEM_SEPARATOR
+
+        return ITEM_SEPARATOR.join(_plain(part) for part in resource)
+    return resource.decode("utf-8", "replace") if isinstance(resource, bytes) else str(resource)
+
+
 def _rejections(path: str | None) -> list[Any]:
+    """``--rejections FILE``: what ``Guard(rejection_log=FILE)`` wrote (one JSON object a line), or a JSON
+    list of such objects; ``time`` in unix seconds, or a string :func:`_time` reads (ISO 8601)."""
     from ..audit.timeline import Rejection
 
     if path is None:
         return []
     try:
-        entries = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        if text.lstrip().startswith("["):
+            entries = json.loads(text)
+        else:  # JSON Lines, as a guard records them
+            entries = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"cannot read rejections from {path}: {exc}") from None
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
-        raise InvalidInput(f"{path}: expected a JSON list of objects")
+        raise InvalidInput(f"{path}: expected JSON objects, one a line, or a JSON list of them")
     wanted = {"resource", "time", "token", "holder", "reason"}
     rejections = []
-    for entry in entries:
+    for number, entry in enumerate(entries, 1):
         unknown = set(entry) - wanted
         if unknown:
-            raise InvalidInput(f"{path}: unknown field(s) {sorted(unknown)} in a rejection")
+            raise InvalidInput(f"{path}: unknown field(s) {sorted(unknown)} in rejection {number}")
+        missing = {"resource", "time", "token"} - set(entry)
+        if missing:
+            raise InvalidInput(f"{path}: rejection {number} lacks {', '.join(sorted(missing))}")
+        if isinstance(entry.get("time"), str):
+            try:
+                entry = {**entry, "time": _time(entry["time"])}
+            except argparse.ArgumentTypeError as bad:
+                raise InvalidInput(f"{path}: rejection {number}: {bad}") from None
         rejections.append(Rejection(**entry))
     return rejections
 

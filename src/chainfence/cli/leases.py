@@ -208,7 +208,7 @@ def _claim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         emit(
             args,
             {"workset": args.workset, "item": None, "count": len(items)},
-            f"chainfence claim: nothing left to claim in {args.workset!r} ({len(items)} items)",
+            f"chainfence claim: nothing left to claim in {args.workset!r} ({len(items)} item{'s' * (len(items) != 1)})",
             stream=sys.stderr,
         )
         return EXIT_NOTHING_TO_CLAIM

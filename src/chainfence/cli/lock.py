@@ -3,7 +3,7 @@
 A mutex for commands, as ``flock``, ``consul lock`` and ``etcdctl lock`` are,
 with the lease's own failure modes closed::
 
-    acquire NAME         exclusive: a live lease of the same key is refused too (exit 3,
+    acquire NAME         exclusive: a live lease of the same key is refused too (exit 103,
                          or waited for with --wait), unless --take-over fences it
     fork the sentinel    before any thread: a small process of its own session that holds
                          the read end of a pipe from `lock`
@@ -12,10 +12,15 @@ with the lease's own failure modes closed::
                          its session id before it execs, so no moment exists where CMD runs
                          and the sentinel does not know it
     supervise            signals to `lock` (INT, TERM, HUP, QUIT, USR1, USR2, WINCH) go to
-                         CMD's process group once each; a loss, or the sentinel firing, stops
-                         CMD's whole session (SIGTERM + SIGCONT, SIGKILL after --grace)
+                         CMD's process group once each, but for a second SIGINT (Ctrl-C again),
+                         which stops CMD's whole session (a third: SIGKILL at once); a loss, or
+                         the sentinel firing, stops it too (SIGTERM + SIGCONT, SIGKILL after --grace)
     CMD exits            what is left of its session is stopped the same way; once no
                          process of it is left the lease is released: exit CMD's code
+
+``lock``'s own ends exit apart from every code CMD exits with below 100: 100 + their code
+elsewhere (:func:`chainfence.cli._common.lock_exit_code`: 103 held, 107 lost, 102 usage), as
+``timeout(1)`` keeps 124-127 for its own.
 
 The sentinel stops CMD's session when the pipe closes (``lock`` died: any
 signal, SIGKILL included) or when the last safe deadline it was given passes
@@ -55,21 +60,27 @@ from typing import Any
 
 from .. import endings
 from ..endings import End, LocalEnd, Refusal
-from ..errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost
+from ..errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable
 from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock
 from ._common import (
     EPILOG,
+    EXIT_CANNOT_RUN,
     EXIT_LOST,
+    EXIT_NOT_FOUND,
     NAME_RULES,
     UsageError,
     add_command,
     connect,
     deployment,
     emit,
+    lock_exit_code,
+    metrics_option,
     positive_int,
     publishable,
+    report,
     rpc_url,
     seconds,
+    serve_metrics,
     wait_seconds,
 )
 from ._supervisor import (
@@ -86,7 +97,7 @@ from ._supervisor import (
 
 __all__ = ["register", "run"]
 
-_STOPS = "stops the command's whole session (SIGTERM, SIGKILL after --grace) and exits 7 naming the end"
+_STOPS = "stops the command's whole session (SIGTERM, SIGKILL after --grace) and exits 107 naming the end"
 
 PART = endings.declare(
     "lock",
@@ -105,10 +116,10 @@ PART = endings.declare(
         LocalEnd.DEADLINE: f"no renewal confirmed before the safe deadline: {_STOPS} ('deadline'); the sentinel does the "
         "same if lock itself is frozen or dead",
         LocalEnd.ERROR: f"the renewer failed (not a chain error), or the sentinel died: {_STOPS} ('error')",
-        Refusal.HELD: "exits 3 naming the holder (its own key's live lease too, unless --take-over); with --wait it "
+        Refusal.HELD: "exits 103 naming the holder (its own key's live lease too, unless --take-over); with --wait it "
         "waits for the release or the expiry",
-        Refusal.LOCK_DELAYED: "exits 10 (lock-delay); with --wait it waits the delay out",
-        Refusal.NOT_ADMITTED: "exits 9 at once, --wait or not: only the namespace's admin can admit the key",
+        Refusal.LOCK_DELAYED: "exits 110 (lock-delay); with --wait it waits the delay out",
+        Refusal.NOT_ADMITTED: "exits 109 at once, --wait or not: only the namespace's admin can admit the key",
     },
     holds=True,
     waits=True,
@@ -116,6 +127,8 @@ PART = endings.declare(
 )
 
 _LOCAL_ENDS = frozenset(end.value for end in LocalEnd)
+#: What `lock` exits with when its lease was lost while the command ran (its own end: apart from CMD's codes).
+EXIT_LOCK_LOST = lock_exit_code(EXIT_LOST)
 #: The clock `lock` keeps its lease's safe deadline with (tests substitute theirs).
 _CLOCK: Callable[[], float] = lease_clock
 #: The clock the sentinel compares those deadlines with: the same, in production (tests substitute theirs).
@@ -141,15 +154,17 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "options: the first argument after NAME that does not start with '-' begins CMD, and everything from "
         "there on is CMD's (`chainfence lock jobs/a --ttl 60 grep -v x` runs `grep -v x`); after '--', "
         "everything is CMD's, even an argument starting with '-'. Acquire NAME (exclusively: while any lease "
-        "on it is live, this key's own included, exit 3, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
+        "on it is live, this key's own included, exit 103, or wait with --wait), run CMD in a session of its own with CHAINFENCE_RESOURCE, "
         "CHAINFENCE_TOKEN, CHAINFENCE_HOLDER, CHAINFENCE_REGISTRY, CHAINFENCE_CHAIN_ID and CHAINFENCE_RPC_URL in "
         "its environment (the key stays in CHAINFENCE_PRIVATE_KEY, inherited), renew the lease in the background, "
         "and when CMD exits stop what is left of its session, release the lease and exit with CMD's code. If the "
         "lease is lost (expired, released, superseded, revoked, granted away, rolled back, or no renewal confirmed "
         "before the safe deadline), every process of CMD's session gets SIGTERM, then SIGKILL after --grace, and "
-        "chainfence exits 7 naming the end. If chainfence itself dies (any signal, SIGKILL included) or freezes, "
+        "chainfence exits 107 naming the end. lock's own ends exit 100 + their code (below), apart from every code "
+        "CMD exits with under 100. If chainfence itself dies (any signal, SIGKILL included) or freezes, "
         "a sentinel process stops CMD's session before the lease can end on-chain. SIGINT, SIGTERM, SIGHUP, "
-        "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each.",
+        "SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH sent to chainfence go to CMD's process group, once each; a second "
+        "SIGINT (Ctrl-C again) stops CMD's session instead (SIGTERM, SIGKILL after --grace), a third kills it.",
         epilog=EPILOG,
     )
     lock.add_argument("resource", help=f"the resource's name ({NAME_RULES})")
@@ -158,13 +173,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "--wait",
         type=wait_seconds,
         default=0.0,
-        help="seconds to wait for a held resource to become free (default 0: fail at once with exit 3)",
+        help="seconds to wait for a held resource to become free (default 0: fail at once with exit 103)",
     )
     lock.add_argument(
         "--take-over",
         action="store_true",
         help="acquire even while this key holds NAME live (another `chainfence lock` of it): a new token fences "
-        "the first off, whose command is stopped at its next renewal (default: exit 3, or wait with --wait)",
+        "the first off, whose command is stopped at its next renewal (default: exit 103, or wait with --wait)",
     )
     lock.add_argument(
         "--grace",
@@ -185,6 +200,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         default=None,
         help="seconds a block's timestamp may lag its transaction's send, plus clock drift (default 2)",
     )
+    metrics_option(lock)
     lock.set_defaults(run=_lock)
 
 
@@ -196,15 +212,16 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     check(args.ttl, args.grace, args.latency_margin, args.block_time_margin)
     # Forked first, before web3 is imported and before any thread: a small copy, quick to fork.
     sentinel = Sentinel.start(args.grace, clock=_SENTINEL_CLOCK)
+    metrics: Any = None
     try:
         publishable(args.resource)  # a name acquire would refuse: exit 2 before connecting
+        metrics = serve_metrics(args)  # a thread: after the sentinel's fork
         _chain, registry = connect(args, needs_key=True)
         url = rpc_url(args, deployment(args))
 
-        def on_lost(error: LeaseLost) -> None:  # stderr said it when the command was stopped
-            emit(args, {**error.details(), "exit_code": EXIT_LOST}, None)
-
-        return run(
+        lost: list[LeaseLost] = []  # stderr said it when the command was stopped
+        ended: list[dict[str, Any]] = []
+        code = run(
             registry,
             args.resource,
             command,
@@ -216,13 +233,19 @@ def _lock(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             confirmations=args.confirmations,
             take_over=args.take_over,
             url=url,
-            on_lost=on_lost,
+            on_lost=lost.append,
+            on_end=ended.append,
             sentinel=sentinel,
         )
-    except CommandNotRun as error:
-        raise UsageError(str(error)) from None
+        emit(args, end_document(code, lost[0] if lost else None, ended[0] if ended else None), None)
+        return code
+    except CommandNotRun as error:  # as a shell says it: 127 not found, 126 not executable; nothing ran
+        report(args, {**error.details(), "exit_code": error.exit_code}, [f"chainfence lock: {error}"])
+        return error.exit_code
     finally:
         sentinel.close()
+        if metrics is not None:
+            metrics.close()
 
 
 # ----------------------------------------------------------------------
@@ -235,8 +258,48 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def command_end(lease: Any, pid: int, returncode: int) -> dict[str, Any]:
+    """How the command ended (``returncode`` as :mod:`subprocess` gives it: -N for signal N), as ``lock
+    --json`` says it: its lease, its pid (its session's id), its exit code as a shell reports it, and the
+    signal that ended it (None when it exited)."""
+    return {
+        "resource": lease.resource,
+        "token": lease.token,
+        "holder": lease.holder,
+        "pid": pid,
+        "exit_code": exit_status(returncode),
+        "signal": signal.Signals(-returncode).name if returncode < 0 else None,
+    }
+
+
+def end_document(code: int, loss: LeaseLost | None, end: dict[str, Any] | None) -> dict[str, Any]:
+    """What ``lock --json`` prints last, on stdout, once it ends with ``code``: how the command ended
+    (``command``: :func:`command_end`, None when it never started), beside the loss that stopped it, or
+    the lease it ran under; or, stopped by a signal before the command started, that signal."""
+    command = None if end is None else {key: end[key] for key in ("pid", "exit_code", "signal")}
+    if loss is not None:
+        return {**loss.details(), "command": command, "exit_code": code}
+    if end is not None:
+        return {
+            "resource": end["resource"],
+            "token": end["token"],
+            "holder": end["holder"],
+            "command": command,
+            "exit_code": code,
+        }
+    name = signal.Signals(code - 128).name if 128 < code < 128 + signal.NSIG else None
+    return {
+        "error": "Interrupted",
+        "message": f"chainfence lock got {name} before its command started: nothing ran",
+        "signal": name,
+        "command": None,
+        "exit_code": code,
+    }
+
+
 def child_env(lease: Any, registry: Any, url: str | None) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("CHAINFENCE_METRICS_PORT", None)  # this process serves on that port: a chainfence in CMD must not try
     env.update(
         CHAINFENCE_RESOURCE=lease.resource,
         CHAINFENCE_TOKEN=str(lease.token),
@@ -250,7 +313,16 @@ def child_env(lease: Any, registry: Any, url: str | None) -> dict[str, str]:
 
 
 class CommandNotRun(ChainfenceError):
-    """The command could not be started (no such program, not executable): nothing ran; the lease was released."""
+    """The command was found but could not be started (not executable): nothing ran; the lease was released.
+    ``lock`` exits 126, as a shell does."""
+
+    exit_code = EXIT_CANNOT_RUN
+
+
+class CommandNotFound(CommandNotRun):
+    """No such command: nothing ran; the lease was released. ``lock`` exits 127, as a shell does."""
+
+    exit_code = EXIT_NOT_FOUND
 
 
 def _say_err(message: str) -> None:
@@ -287,13 +359,15 @@ def run(
     take_over: bool = False,
     url: str | None = None,
     on_lost: Callable[[LeaseLost], Any] | None = None,
+    on_end: Callable[[dict[str, Any]], Any] | None = None,
     sentinel: Sentinel | None = None,
 ) -> int:
     """Acquire ``resource``, run ``command`` under it, and return the exit status ``lock`` exits with.
 
     Raises what the acquisition raises (``LeaseHeld``, ``NotAdmitted``, ...: nothing ran), and
-    :class:`CommandNotRun`. A loss is returned as 7 after the whole session was stopped;
-    ``on_lost`` (for the CLI's message) is called with it first. ``sentinel``: one started already
+    :class:`CommandNotRun` (:class:`CommandNotFound`: no such command). A loss is returned as 107 (:data:`EXIT_LOCK_LOST`) after the whole session was stopped;
+    ``on_lost`` (for the CLI's message) is called with it first, and ``on_end`` with how the command ended
+    (:func:`command_end`) once it ran and ended, whatever the lease did. ``sentinel``: one started already
     (the CLI forks it first thing, while its process is small); else one is forked after the
     acquisition, before any thread of `lock` starts. Either way it is closed on return.
     """
@@ -319,15 +393,15 @@ def run(
                 )
             raise
         try:
-            code = _hold(lease, registry, list(command), signals, grace, keep_margins, url, sentinel, said)
+            code = _hold(lease, registry, list(command), signals, grace, keep_margins, url, sentinel, said, on_end)
         except LeaseLost as error:
             if not any(error is loss for loss in said):  # found only as the keep-alive stopped
-                _say_err(f"chainfence lock: {_explain(error)}")
+                _say_err(f"chainfence lock: {_explain(error, url)}")
             if error.why in _LOCAL_ENDS:  # given up locally: it may still be live on-chain, and nothing runs now
                 _release_quietly(lease)
             if on_lost is not None:
                 on_lost(error)
-            return EXIT_LOST
+            return EXIT_LOCK_LOST
         except Interrupted as stopped:  # between the acquisition and the command's start
             _release_quietly(lease)
             return 128 + stopped.signum
@@ -352,6 +426,7 @@ def _hold(
     url: str | None,
     sentinel: Sentinel | None,
     said: list[LeaseLost],
+    on_end: Callable[[dict[str, Any]], Any] | None = None,
 ) -> int:
     """Run the command under ``lease``; its exit status, or LeaseLost once its session is stopped (a loss
     said on stderr is added to ``said``)."""
@@ -382,7 +457,7 @@ def _hold(
         sentinel.deadline(to_sentinel(keeper.core.deadline))
         keeper.on_deadline = lambda deadline: sentinel.deadline(to_sentinel(deadline))
         with keeping:
-            code = _supervise(lease, registry, command, signals, sentinel, lost, grace, url, said)
+            code = _supervise(lease, registry, command, signals, sentinel, lost, grace, url, said, on_end, keeper.core)
         return code
     finally:
         sentinel.close()
@@ -398,6 +473,8 @@ def _supervise(
     grace: float,
     url: str | None,
     said: list[LeaseLost],
+    on_end: Callable[[dict[str, Any]], Any] | None = None,
+    core: Any = None,
 ) -> int:
     before = [sig for sig in signals.take() if sig != signal.SIGCHLD]
     stopping = [sig for sig in before if sig in TERMINATING]
@@ -419,26 +496,42 @@ def _supervise(
             command, env=child_env(lease, registry, url), start_new_session=True, preexec_fn=sentinel.announce
         )
     except OSError as exc:
-        raise CommandNotRun(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+        refused = CommandNotFound if isinstance(exc, FileNotFoundError) else CommandNotRun
+        raise refused(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
     except subprocess.SubprocessError:  # its preexec_fn could not tell the sentinel: it must not run unwatched
-        raise CommandNotRun(f"did not run {command[0]!r}: its sentinel could not be told of it") from None
+        raise ChainfenceError(f"did not run {command[0]!r}: its sentinel could not be told of it") from None
     sid = child.pid
     for sig in before:
         _forward(sid, sig)
     stop: SessionStop | None = None
     exited = False  # the leader exited (not yet reaped: its pid, the session's id, stays ours)
     loss: LeaseLost | None = None
+    interrupts = 0  # SIGINTs (Ctrl-C) taken since the command started
     done = False
     try:
         while True:
             for sig in signals.take():
-                if sig != signal.SIGCHLD and not exited:
+                if sig == signal.SIGINT:
+                    interrupts += 1
+                if sig == signal.SIGINT and interrupts > 1:  # Ctrl-C again: the command did not stop on the first
+                    if stop is None:
+                        _say_err(
+                            f"chainfence lock: SIGINT again: stopping the command's session {sid} (SIGTERM, SIGKILL "
+                            f"after {grace:g} s; Ctrl-C once more: SIGKILL now)"
+                        )
+                        sentinel.stopping(sentinel.clock() + grace)
+                        stop = SessionStop(sid, time.monotonic() + grace, group_safe=lambda: True, clock=time.monotonic)
+                    elif not stop.killed:
+                        _say_err(f"chainfence lock: SIGINT again: SIGKILL to the command's session {sid}")
+                        stop.kill_at = time.monotonic()
+                        stop.poll()  # SIGKILL to every process of the session, now
+                elif sig != signal.SIGCHLD and not exited:
                     _forward(sid, sig)
             if loss is None:
                 loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
                 if loss is not None and stop is None:
                     _say_err(
-                        f"chainfence lock: {_explain(loss)}; stopping the command's session {sid} "
+                        f"chainfence lock: {_explain(loss, url, core)}; stopping the command's session {sid} "
                         f"(SIGTERM, SIGKILL after {grace:g} s)"
                     )
                     said.append(loss)
@@ -469,11 +562,13 @@ def _supervise(
             while not final.poll():
                 time.sleep(POLL)
         returncode = child.wait()  # only now: until it is reaped, the session's id cannot be reused
+    if on_end is not None:
+        on_end(command_end(lease, sid, returncode))
     sentinel.close()  # nothing of the session is left to watch; its exit says whether it fired meanwhile
     if loss is None:
         loss = lost[0] if lost else _sentinel_loss(lease, sentinel)
         if loss is not None:
-            _say_err(f"chainfence lock: {_explain(loss)}; the command had ended")
+            _say_err(f"chainfence lock: {_explain(loss, url, core)}; the command had ended")
             said.append(loss)
     if loss is not None:
         raise loss
@@ -487,6 +582,10 @@ def _forward(sid: int, sig: int) -> None:
         pass
 
 
+#: A deadline the sentinel saw pass: `lock` itself did not renew (frozen, starved), whatever the node did.
+_FROZEN = "chainfence lock did not renew before its safe deadline; its sentinel stopped the command"
+
+
 def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
     """A loss the sentinel's exit reveals: it fired at the deadline `lock` missed, or it died."""
     status = sentinel.exited()
@@ -497,7 +596,7 @@ def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
             resource=lease.resource,
             token=lease.token,
             why=LocalEnd.DEADLINE.value,
-            detail="chainfence lock did not renew before its safe deadline; its sentinel stopped the command",
+            detail=_FROZEN,
         )
     return LeaseLost(
         resource=lease.resource,
@@ -507,14 +606,36 @@ def _sentinel_loss(lease: Any, sentinel: Sentinel) -> LeaseLost | None:
     )
 
 
-def _explain(loss: LeaseLost) -> str:
-    """The loss in one clause: which end, in the model's words, then what revealed it."""
+def _explain(loss: LeaseLost, url: str | None = None, core: Any = None) -> str:
+    """The loss in one clause: which end, in the model's words, then what revealed it; for a deadline, what
+    the node (at ``url``, its path and query left out) did with the renewals, as the keep-alive's ``core``
+    saw them (a renewal in flight or none)."""
     try:
         end: End | LocalEnd = End(loss.why)
     except ValueError:
         end = LocalEnd(loss.why)
     text = f"lost the lease of token {loss.token} on {loss.resource!r} ({loss.why}: {end.describe})"
+    if end is LocalEnd.DEADLINE:  # the node's part, unless lock itself was frozen past it
+        return f"{text}; {_FROZEN if loss.detail == _FROZEN else _unanswered(loss.__cause__, url, core)}"
     return f"{text}; {loss.detail}" if loss.detail and isinstance(end, End) else text
+
+
+def _unanswered(cause: BaseException | None, url: str | None, core: Any = None) -> str:
+    """Why no renewal was confirmed by the deadline: the node at ``url`` unreachable (the last renewal's
+    ``cause``), no answer to the renewal still in flight, another failure, or no renewal sent at all (``lock``
+    itself frozen or starved). Without the keep-alive's ``core``, what the node confirmed."""
+    from .._node.transports import redact_url  # here: only a loss needs it
+
+    node = f"the node at {redact_url(url)}" if url else "the node"
+    if isinstance(cause, NodeUnreachable):
+        return f"{node} is unreachable: {cause}"
+    if core is not None and core.in_flight is not None:
+        return f"{node} did not answer the renewal sent {core.deadline - core.in_flight:.0f} s before the deadline"
+    if cause is not None:
+        return f"the last renewal {node} was sent failed: {type(cause).__name__}: {cause}"
+    if core is not None:
+        return "no renewal was sent: chainfence lock itself was frozen or starved past its deadline"
+    return f"{node} confirmed no renewal before it"
 
 
 def _release_quietly(lease: Any) -> None:

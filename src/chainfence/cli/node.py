@@ -57,6 +57,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._core import metrics as _metrics
 from ..errors import ContractNotFound, NodeUnreachable, WrongChain
 from ..testing.anvil import (
     ANVIL_VERSION,
@@ -142,7 +143,7 @@ def serve(
     state_interval: int = 1,
 ) -> None:
     """Run a local node until SIGINT/SIGTERM (or ``stop`` is set); see the module docstring."""
-    from ..chain import Chain
+    from ..chain import Chain, Timeouts
     from ..deployment import Deployment, load, save
     from ..registry import Registry
 
@@ -172,7 +173,7 @@ def serve(
     }
     try:
         keys = dev_keys(10)
-        chain = Chain.connect(node.url, private_keys=keys, poll_latency=0.02)
+        chain = Chain.connect(node.url, private_keys=keys, timeouts=Timeouts(poll=0.02))
         registry, reused, replaced = None, False, None
         if deployment_path.exists():
             try:
@@ -199,6 +200,7 @@ def serve(
         latest = registry.latest_token()
         lost = journal.highest - latest if reused and journal.highest > latest else 0
         journal.record(latest)
+        _metrics.node_token(latest)
         info = {
             "rpc_url": node.url,
             "ipc_path": node.ipc_path,
@@ -223,7 +225,9 @@ def serve(
             backup.refresh()
             try:
                 # At an explicit block: no rollback check here (a deliberate evm_revert is not a crash).
-                journal.record(registry.latest_token(block="latest"))
+                now_latest = registry.latest_token(block="latest")
+                _metrics.node_token(now_latest)
+                journal.record(now_latest)
             except NodeUnreachable:
                 pass  # stopping
     finally:

@@ -29,9 +29,11 @@ from ._common import (
     deployment,
     emit,
     int_at_least,
+    metrics_option,
     output_options,
     positive_int,
     rpc_url,
+    serve_metrics,
     split_endpoints,
     verbosity_options,
     waiting,
@@ -90,6 +92,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         default=1,
         help="seconds between state saves (default 1); a crash loses what happened since the last one",
     )
+    metrics_option(node)
     node.set_defaults(run=_node)
 
     deploy = add_command(
@@ -123,6 +126,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 (loopback only) instead of stdio"
     )
     mcp.add_argument("--port", type=_port, default=8000, help="port for --http (default 8000)")
+    metrics_option(mcp)
     mcp.set_defaults(run=_mcp)
 
 
@@ -184,6 +188,7 @@ def _node(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .node import serve
 
     port = _node_port(args)
+    serve_metrics(args)
     serve(
         directory=Path(args.dir),
         port=port,
@@ -236,5 +241,8 @@ def _mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             raise
         raise UsageError("the MCP server needs the mcp extra: pip install 'chainfence[mcp]'") from None
     _chain, registry = connect(args, needs_key=False, wants_key=True)  # without a key it only reads
+    # Over HTTP the metrics are the server's own /metrics (with the extra); over stdio, a port of their own.
+    if not args.http:
+        serve_metrics(args)
     serve(registry, transport="streamable-http" if args.http else "stdio", port=args.port)
     return EXIT_OK

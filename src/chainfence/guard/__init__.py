@@ -10,9 +10,10 @@ A service puts one line before every write it protects::
 
 The guard keeps, per resource, the highest token it has accepted (the
 *mark*) in a SQLite file (:mod:`chainfence.guard._store`), with the holder
-of that token. Four modes, chosen at construction:
+of that token. Four modes, chosen at construction (``mode=``: a name, or a
+value carrying the mode's settings, :mod:`chainfence.guard._config`):
 
-``mark`` (default): local marks, the chain asked only about news.
+``mark`` (default; :class:`Mark`): local marks, the chain asked only about news.
     ``token == mark``: accepted, no chain call (same epoch, more writes).
     ``token < mark``: :class:`~chainfence.errors.StaleToken`, carrying both.
     ``token > mark``: asked of the chain; only the resource's current, live
@@ -31,22 +32,22 @@ of that token. Four modes, chosen at construction:
     ``eth_call`` and a block read per check (plus two with confirmations).
     No window beyond the one between the check and the write it guards.
 
-``follow``: ``mark``, plus a follower thread that reads the registry's
+``follow`` (:class:`Follow`): ``mark``, plus a follower thread that reads the registry's
     ``LeaseAcquired`` events (``eth_getLogs`` in pages a provider accepts,
-    every ``follow_interval`` seconds, confirmed blocks only) and raises marks
+    every ``Follow(interval=)`` seconds, confirmed blocks only) and raises marks
     as soon as a lease is issued, so a stale holder is rejected even before
     the new holder writes anything. Nothing anyone can put on-chain stops it
     (names are read as untrusted bytes). While the follower is behind — its
-    last attempt failed, or it has not caught up for ``max_lag`` seconds —
+    last attempt failed, or it has not caught up for ``Follow(max_lag=)`` seconds —
     checks at the mark are verified on-chain as in ``strict`` mode, so a
     follower in trouble never silently becomes ``mark`` mode; ``staleness()``
     and ``follow_status()`` report it.
 
-``proven``: ``strict``, believing no provider. ``Guard(registry, path,
-    mode="proven", headers=QuorumHeaders([...], k=...))`` (or
-    ``TrustedHeaders(url)``, one endpoint trusted for headers): every check
+``proven`` (:class:`Proven`): ``strict``, believing no provider.
+    ``Guard(registry, path, mode=Proven(QuorumHeaders([...], k=...)))`` (or
+    ``Proven(TrustedHeaders(url))``, one endpoint trusted for headers): every check
     proves the resource's lease slot with ``eth_getProof`` (from
-    ``proof_provider``, default the registry's node; it need not be honest)
+    ``Proven(proofs=)``, default the registry's node; it need not be honest)
     against the header the source vouches for, and judges it as ``strict``
     does (:mod:`chainfence.proofs`). An answer that does not verify is a
     typed refusal that names the provider and moves no mark
@@ -56,8 +57,8 @@ of that token. Four modes, chosen at construction:
     :class:`~chainfence.errors.HeaderBehind`,
     :class:`~chainfence.errors.ProviderUnavailable`); eth-tester, which
     serves no proofs, is :class:`~chainfence.errors.ProofsNotServed` when
-    the guard opens. ``headers=`` also works with ``mark`` and ``follow``:
-    their chain reads are proven, and the follower follows the source's head,
+    the guard opens. With ``Mark(headers=)`` or ``Follow(headers=)``, the chain
+    reads of ``mark`` and ``follow`` are proven too, and the follower follows the source's head,
     refuses logs from blocks it does not vouch for and proves a page before
     writing it (:mod:`chainfence.guard._follower`). Cost: each provider's
     head and one ``eth_getProof`` per check (``docs/benchmarks.md``).
@@ -130,12 +131,13 @@ chain).
 from __future__ import annotations
 
 from ._async import AsyncGuard
+from ._config import Follow, Mark, Proven, RequestPolicy
 from ._follower import FollowStatus
 from ._guard import MODES, Guard
 from .admission import Admission
 
 # Where each part lives: _guard (the Guard: modes, check, marks, the rollback latch, lifetime),
-# _follower (follow mode), _requests (holder-signed requests, the replay table), _admission_cache
+# _config (its settings as values: the modes, the request policy), _follower (follow mode), _requests (holder-signed requests, the replay table), _admission_cache
 # (the admission policy's answers), _store (the SQLite file), _verdict (a check's finding), _async
 # (AsyncGuard), admission (the Admission policy).
-__all__ = ["MODES", "Admission", "AsyncGuard", "FollowStatus", "Guard"]
+__all__ = ["MODES", "Admission", "AsyncGuard", "Follow", "FollowStatus", "Guard", "Mark", "Proven", "RequestPolicy"]

@@ -13,7 +13,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
+from .._core import metrics as _metrics
 from ..errors import InvalidInput
+from . import _config
+from ._config import DEFAULT_REQUESTS, Follow, Mark, Proven, RequestPolicy
 from ._follower import FollowStatus
 from ._guard import Guard
 
@@ -59,7 +62,7 @@ class AsyncGuard:
 
     ::
 
-        async with await AsyncGuard.open(registry, "guard.sqlite", mode="follow") as guard:
+        async with await AsyncGuard.open(registry, "guard.sqlite", mode=Follow(interval=0.5)) as guard:
             await guard.check("reports/daily", token)      # StaleToken for a superseded holder
 
     ``AsyncGuard(guard)`` wraps a :class:`~chainfence.Guard` you have (it stays yours to close);
@@ -98,19 +101,14 @@ class AsyncGuard:
         registry: _AsyncRegistry | Registry,
         path: str | os.PathLike[str],
         *,
-        mode: str = "mark",
+        mode: str | Mark | Follow | Proven = "mark",
         confirmations: int | None = None,
         exclusive: bool = False,
-        follow_interval: float = 1.0,
-        max_lag: float | None = None,
-        audience: str | None = None,
-        max_request_age: int = 3_600,
-        erc1271_gas: int = 200_000,
         timeout: float = 30.0,
         admission: Admission | None = None,
-        headers: HeaderSource | None = None,
-        proof_provider: Any = None,
-        completeness: str | None = None,
+        requests: RequestPolicy = DEFAULT_REQUESTS,
+        rejection_log: str | os.PathLike[str] | None = None,
+        **deprecated: Any,
     ) -> AsyncGuard:
         """``Guard(registry, path, ...)`` for asyncio: the same arguments, checks and errors, opened (and
         first synced, in ``follow`` mode) in a worker thread. ``registry`` is an
@@ -121,28 +119,22 @@ class AsyncGuard:
         # Here, not at the top: importing the guard need not load the SDK's transaction side (web3).
         from ..registry import Registry
 
+        given = _config.settings(mode, requests, deprecated, call="AsyncGuard.open", stacklevel=2)
         sync = registry if isinstance(registry, Registry) else getattr(registry, "registry", None)
         if not isinstance(sync, Registry):
             raise InvalidInput(f"registry must be an AsyncRegistry or a Registry, got {type(registry).__name__}")
         opening = _Opening()
 
         def build() -> Guard | None:
-            guard = Guard(
+            guard = Guard._from_settings(
                 sync,
                 path,
-                mode=mode,
+                given,
                 confirmations=confirmations,
                 exclusive=exclusive,
-                follow_interval=follow_interval,
-                max_lag=max_lag,
-                audience=audience,
-                max_request_age=max_request_age,
-                erc1271_gas=erc1271_gas,
                 timeout=timeout,
                 admission=admission,
-                headers=headers,
-                proof_provider=proof_provider,
-                completeness=completeness,
+                rejection_log=rejection_log,
             )
             return opening.deliver(guard)
 
@@ -165,6 +157,7 @@ class AsyncGuard:
         Raises what ``Guard.check`` raises; a rejection never moves the mark."""
         guard = self.guard
         if guard.exclusive and guard._remembers(resource, token):
+            _metrics.guard_accepted("at_mark")
             return token
         return await asyncio.to_thread(guard.check, resource, token)
 
@@ -261,6 +254,10 @@ class AsyncGuard:
     @property
     def completeness(self) -> str:
         return self.guard.completeness
+
+    @property
+    def rejection_log(self) -> Path | None:
+        return self.guard.rejection_log
 
 
 class _Opening:

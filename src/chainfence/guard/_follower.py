@@ -7,7 +7,7 @@ raised by acquisitions, ends recorded for releases, revokes and claimed
 items' completions, names learned, the progress saved. Before reading on,
 it checks that the block it stopped at is still the chain's; if not, the
 guard latches (:class:`~chainfence.errors.ChainRolledBack`). A ``follow``
-guard runs it every ``follow_interval`` seconds in a thread
+guard runs it every ``Follow(interval=)`` seconds in a thread
 (:meth:`Follower.start`); any guard may call ``Guard.sync()``. What a page
 changed that the guard keeps in memory (an exclusive guard's marks, cached
 admission answers) is handed back to it (``on_page``) once committed.
@@ -36,7 +36,7 @@ that lags or withholds delays the follower, which is then not up to date
 (checks at the mark go on-chain), and the next sync takes the block up
 again, so the gap closes by itself once the backend answers it.
 
-With a header source (``Guard(..., headers=...)``: ``proven``), the follower
+With a header source (``Follow(headers=...)``, ``Mark(headers=...)``, ``Proven(headers)``), the follower
 believes its provider's logs no more than the proven mode believes views:
 the head it follows to is the header source's, every block hash it records
 or compares is one the source vouches for, every log's block must be the
@@ -73,6 +73,7 @@ from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from .. import endings
 from .._core import log as _log
+from .._core import metrics as _metrics
 from .._node import completeness as _completeness
 from .._node import events as _events
 from .._node import headers as _headers
@@ -179,10 +180,15 @@ class Follower:
                 block = self._sync()
             except ChainfenceError as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, LogsIncomplete):
+                    _metrics.follower_synced("logs_incomplete", exc.behind)
+                else:
+                    _metrics.follower_synced("rolled_back" if isinstance(exc, ChainRolledBack) else "error", None)
                 raise
             self.last_error = None
             self._synced_at = time.monotonic()
             self.followed_block = block
+            _metrics.follower_synced("ok", 0)  # at the confirmed head it read
             return block
 
     def staleness(self) -> float:

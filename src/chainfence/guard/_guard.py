@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._core import log as _log
+from .._core import metrics as _metrics
 from .._node import completeness as _completeness
 from .._sdk import names as _names
 from .._sdk import validate as _validate
@@ -38,12 +39,17 @@ from ..errors import (
     LeaseCompleted,
     LeaseReleased,
     LeaseRevoked,
+    NotAdmitted,
+    RequestRejected,
     StaleToken,
     TokenNotCurrent,
     UnknownToken,
 )
+from . import _config
 from ._admission_cache import AdmissionCache
+from ._config import DEFAULT_REQUESTS, MODES, Follow, Mark, Proven, RequestPolicy, Settings
 from ._follower import Follower, FollowStatus, Page
+from ._rejections import RejectionLog
 from ._requests import RequestVerifier, remember_once
 from ._store import IDENTITY_KEYS, MAX_STORED_TOKEN, READ_MARK, GuardStore
 from ._verdict import Verdict
@@ -53,13 +59,22 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable
 
-    from .._node.headers import HeaderSource, VerifiedHeader
+    from .._node.headers import VerifiedHeader
     from ..fenced_requests import EIP712Domain, FencedRequest
     from ..lease import LeaseInfo
     from ..proofs import ProvenReader
     from ..registry import Registry
 
 logger = _log.get("chainfence.guard")  # the guard's one logger, whichever module logs
+
+#: What a guard refuses a write for (what ``rejection_log`` records): a token not current, a holder not
+#: admitted, a request that failed its checks. Chain failures and bad arguments are no refusal of a write.
+_REFUSALS = (TokenNotCurrent, NotAdmitted, RequestRejected)
+
+
+def _accepted(verdict: Verdict) -> str:
+    """How a check accepted a token, for the metrics: a new epoch, the chain asked, or the mark trusted."""
+    return "new_mark" if verdict.raises else "verified" if verdict.fresh else "at_mark"
 
 
 def _doubt(reason: str, **fields: Any) -> NoReturn:
@@ -75,9 +90,6 @@ _ENDED_ERRORS: dict[str, type[LeaseReleased | LeaseRevoked]] = {
     End.COMPLETED.value: LeaseCompleted,
     End.REVOKED.value: LeaseRevoked,
 }
-
-#: The guard modes (see :mod:`chainfence.guard`).
-MODES = ("mark", "strict", "follow", "proven")
 
 #: Bounds of the in-memory caches (LRU): names -> ids, exclusive marks, contract holders, admission answers.
 _MAX_IDS = 100_000
@@ -95,44 +107,43 @@ _GUARDS: weakref.WeakSet[Guard] = weakref.WeakSet()
 class Guard:
     """Per-resource high-water marks of one registry's fencing tokens, kept in a SQLite file.
 
+    ::
+
+        Guard(registry, "guard.sqlite")                                    # mark mode
+        Guard(registry, "guard.sqlite", mode=Follow(interval=0.5), exclusive=True)
+        Guard(registry, "guard.sqlite", mode=Proven(QuorumHeaders([a, b, c], k=2)))
+
     Args:
         registry: the registry whose tokens this guard judges.
         path: the store file; created if missing. Several processes may share
             it, unless one of them opened it ``exclusive``.
-        mode: ``"mark"``, ``"strict"``, ``"follow"`` or ``"proven"`` (:mod:`chainfence.guard`).
+        mode: ``"mark"`` (the default), ``"strict"``, ``"follow"``, or a mode value with its settings:
+            :class:`~chainfence.guard.Mark`, :class:`~chainfence.guard.Follow` (the follower's interval,
+            lag and completeness check), :class:`~chainfence.guard.Proven` (the header source); see
+            :mod:`chainfence.guard`.
         confirmations: blocks on top of an issuing block before its token may
             become a mark (default: the chain's setting).
         exclusive: this guard owns the store (no other guard, in any process,
             may open it: enforced with a lock file) and keeps the marks in
             memory too: a check at the mark is a dict lookup.
-        follow_interval: seconds between the follower's polls (mode ``follow``).
-        max_lag: seconds without a successful follow after which checks at
-            the mark are verified on-chain (default ``max(5, 3 * follow_interval)``).
-        audience: the name of the service this guard protects; signed
-            requests must have been signed for it (see :meth:`check_request`).
-        max_request_age: the furthest in the future a signed request's
-            deadline may be, in seconds (bounds the replay store).
-        erc1271_gas: the gas an ERC-1271 holder's ``isValidSignature`` may burn.
         timeout: seconds to wait for another process's write lock.
         admission: whom to accept as a token's holder
             (:class:`~chainfence.Admission`): ``Admission.local([...])``,
             ``Admission.on_chain()``, or None (default: any holder).
-        headers: where trusted headers come from (:class:`~chainfence.proofs.QuorumHeaders`, k of n
-            providers, or :class:`~chainfence.proofs.TrustedHeaders`, one endpoint trusted for
-            headers). Required by ``proven`` mode; with ``mark`` or ``follow`` it makes their chain
-            reads proven too (a token above the mark, the follower's logs and blocks). Not with
-            ``strict`` (which believes its provider: use ``proven``).
-        proof_provider: where ``eth_getProof`` answers come from (a URL, or a
-            :class:`~chainfence.Chain`; default: the registry's chain). It need not be trusted.
-        completeness: how the follower checks that ``eth_getLogs`` left no log of a block out
-            (:mod:`chainfence._node.completeness`): ``"bloom"`` reads a block's receipts only where its
-            ``logsBloom`` says the answer may lack a log (cheap; a log withheld beside an answered one of
-            the same kind in the same block passes unseen); ``"receipts"`` reads the receipts of every
-            block whose bloom may hold a registry event the follower reads, against ``receiptsRoot``
-            (one more request per poll with such blocks; nothing withheld passes). Default:
-            ``"receipts"`` with ``headers=`` (no single provider bends that guard), ``"bloom"`` without.
+        requests: what signed requests must be (:class:`~chainfence.guard.RequestPolicy`: the
+            audience, the furthest deadline, the ERC-1271 gas; see :meth:`check_request`).
+        rejection_log: a file to record every refused write in, one JSON line each (resource, time,
+            token, holder, reason: what ``chainfence audit timeline --rejections FILE`` draws; see
+            :mod:`chainfence.guard._rejections`), or None (default: none recorded).
 
-    The arguments are kept as attributes of the same names (settings: read, not changed).
+    The keywords before 0.2 (``follow_interval``, ``max_lag``, ``completeness``, ``headers``,
+    ``proof_provider``, ``audience``, ``max_request_age``, ``erc1271_gas``) still work until 0.3, with a
+    ``DeprecationWarning`` naming what replaces each (CHANGELOG.md).
+
+    The settings are kept as attributes (read, not changed): ``mode`` (its name), ``confirmations``,
+    ``exclusive``, ``path``, ``admission``, ``rejection_log``; the mode's ``follow_interval``, ``max_lag`` and
+    ``completeness`` (defaults resolved), ``headers`` and ``proof_provider``; the request policy's
+    ``audience``, ``max_request_age`` and ``erc1271_gas``.
 
     Raises :class:`~chainfence.errors.GuardStoreMismatch` if the file holds
     marks of another registry (other chain, address or deployment).
@@ -143,66 +154,82 @@ class Guard:
         registry: Registry,
         path: str | os.PathLike[str],
         *,
-        mode: str = "mark",
+        mode: str | Mark | Follow | Proven = "mark",
         confirmations: int | None = None,
         exclusive: bool = False,
-        follow_interval: float = 1.0,
-        max_lag: float | None = None,
-        audience: str | None = None,
-        max_request_age: int = 3_600,
-        erc1271_gas: int = 200_000,
         timeout: float = 30.0,
         admission: Admission | None = None,
-        headers: HeaderSource | None = None,
-        proof_provider: Any = None,
-        completeness: str | None = None,
+        requests: RequestPolicy = DEFAULT_REQUESTS,
+        rejection_log: str | os.PathLike[str] | None = None,
+        **deprecated: Any,
     ):
+        given = _config.settings(mode, requests, deprecated, call="Guard", stacklevel=2)
+        self._setup(registry, path, given, confirmations, exclusive, timeout, admission, rejection_log)
+
+    @classmethod
+    def _from_settings(
+        cls,
+        registry: Registry,
+        path: str | os.PathLike[str],
+        given: Settings,
+        *,
+        confirmations: int | None,
+        exclusive: bool,
+        timeout: float,
+        admission: Admission | None,
+        rejection_log: str | os.PathLike[str] | None = None,
+    ) -> Guard:
+        """A guard of settings already checked (``AsyncGuard.open`` checks them on the event loop, where
+        a deprecated keyword's warning points at its caller, and builds the guard in a worker thread)."""
+        guard = cls.__new__(cls)
+        guard._setup(registry, path, given, confirmations, exclusive, timeout, admission, rejection_log)
+        return guard
+
+    def _setup(
+        self,
+        registry: Registry,
+        path: str | os.PathLike[str],
+        given: Settings,
+        confirmations: int | None,
+        exclusive: bool,
+        timeout: float,
+        admission: Admission | None,
+        rejection_log: str | os.PathLike[str] | None = None,
+    ) -> None:
         if admission is not None and not isinstance(admission, Admission):
             raise InvalidInput(
                 f"admission must be an Admission (Admission.local or .on_chain) or None, got {admission!r}"
             )
         if not isinstance(path, (str, os.PathLike)) or str(path) in ("", ":memory:") or str(path).startswith("file:"):
             raise InvalidInput(f"a guard needs a file path (marks must survive restarts), got {path!r}")
-        if mode not in MODES:
-            raise InvalidInput(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if mode == "proven" and headers is None:
-            raise InvalidInput(
-                "proven mode needs a header source: headers=QuorumHeaders([...], k=...) or TrustedHeaders(url)"
-            )
-        if mode == "strict" and headers is not None:
-            raise InvalidInput("strict mode believes its provider; to judge every check by proofs, use mode='proven'")
-        if proof_provider is not None and headers is None:
-            raise InvalidInput("proof_provider needs headers= (the proven mode's header source)")
-        checked_by = _completeness.mode_of(completeness, default="bloom" if headers is None else "receipts")
-        for name, value in (("timeout", timeout), ("follow_interval", follow_interval), ("max_lag", max_lag)):
-            if value is None and name == "max_lag":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise InvalidInput(f"{name} must be a positive number of seconds, got {value!r}")
-        for name, value in (("max_request_age", max_request_age), ("erc1271_gas", erc1271_gas)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInput(f"{name} must be an int >= 1, got {value!r}")
-        if audience is not None and (not isinstance(audience, str) or not audience):
-            raise InvalidInput(f"audience must be a non-empty str, got {audience!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise InvalidInput(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if rejection_log is not None and (not isinstance(rejection_log, (str, os.PathLike)) or not str(rejection_log)):
+            raise InvalidInput(f"rejection_log must be a file path or None, got {rejection_log!r}")
         if confirmations is None:
             confirmations = registry.chain.confirmations
         if isinstance(confirmations, bool) or not isinstance(confirmations, int) or confirmations < 0:
             raise InvalidInput(f"confirmations must be an int >= 0, got {confirmations!r}")
+        mode, headers, proof_provider = given.mode, given.headers, given.proofs
+        checked_by = _completeness.mode_of(given.completeness, default="bloom" if headers is None else "receipts")
         # Settings.
         self.registry = registry
         self.mode = mode
         self.confirmations = confirmations
         self.exclusive = bool(exclusive)
         self.path = Path(path)
-        self.follow_interval = float(follow_interval)
-        self.max_lag = float(max_lag) if max_lag is not None else max(5.0, 3 * self.follow_interval)
-        self.audience = audience
-        self.max_request_age = max_request_age
-        self.erc1271_gas = erc1271_gas
+        self.follow_interval = float(given.interval)
+        self.max_lag = float(given.max_lag) if given.max_lag is not None else max(5.0, 3 * self.follow_interval)
+        self.audience = given.requests.audience
+        self.max_request_age = given.requests.max_age
+        self.erc1271_gas = given.requests.erc1271_gas
         self.admission = admission
         self.headers = headers
         self.proof_provider = proof_provider
         self.completeness: str = checked_by
+        #: Where the refusals are recorded, one JSON line each (:mod:`._rejections`), or None.
+        self.rejection_log = Path(rejection_log) if rejection_log is not None else None
+        self._rejections = RejectionLog(self.rejection_log) if self.rejection_log is not None else None
         # Collaborators.
         self._reader: ProvenReader | None = None
         if headers is not None:
@@ -298,6 +325,8 @@ class Guard:
                     and (self._plain_mark_mode or self._trusts_marks())
                     and (self.admission is None or self._admission_cache.admits_known(resource, memo[1]))
                 ):
+                    if _metrics.live is not None:
+                        _metrics.live.at_mark.inc()
                     return token  # an owned store, same epoch: two dict lookups
             elif self._trusts_marks():
                 row = self._store.conn().execute(READ_MARK, (resource_id,)).fetchone()
@@ -308,10 +337,18 @@ class Guard:
                     and row[3] is None
                     and (self.admission is None or self._admission_cache.admits_known(resource, row[1]))
                 ):
+                    _metrics.guard_accepted("at_mark")
                     return token  # same epoch: one SQLite read
-        verdict = self._judge(resource, token)
-        self._admission_cache.admit(verdict)
-        self._record(verdict)
+        try:
+            verdict = self._judge(resource, token)
+            self._admission_cache.admit(verdict)
+            self._record(verdict)
+        except Exception as refused:
+            _metrics.guard_refused(refused)
+            if self._rejections is not None and isinstance(refused, _REFUSALS):
+                self._rejections.record(resource, token, None, refused)
+            raise
+        _metrics.guard_accepted(_accepted(verdict))
         return token
 
     def _remembers(self, resource: str, token: int) -> bool:
@@ -596,18 +633,28 @@ class Guard:
         (:class:`~chainfence.errors.ReplayedRequest`). The mark and the
         request are then recorded in one transaction.
         """
-        signed = self._requests.read(
-            request,
-            payload,
-            action=action,
-            audience=self.audience if audience is None else audience,
-            resource=resource,
-            max_age=self.max_request_age,
-        )
-        verdict = self._judge(request.resource, request.token)
-        self._requests.require_holder(signed, verdict, gas=self.erc1271_gas)
-        self._admission_cache.admit(verdict)
-        self._record(verdict, also=lambda conn: remember_once(conn, signed.digest, request.deadline))
+        try:
+            signed = self._requests.read(
+                request,
+                payload,
+                action=action,
+                audience=self.audience if audience is None else audience,
+                resource=resource,
+                max_age=self.max_request_age,
+            )
+            verdict = self._judge(request.resource, request.token)
+            self._requests.require_holder(signed, verdict, gas=self.erc1271_gas)
+            self._admission_cache.admit(verdict)
+            self._record(verdict, also=lambda conn: remember_once(conn, signed.digest, request.deadline))
+        except Exception as refused:
+            _metrics.guard_refused(refused)
+            if self._rejections is not None and isinstance(refused, _REFUSALS):
+                where = getattr(request, "resource", None)
+                self._rejections.record(
+                    where, getattr(request, "token", None), getattr(request, "holder", None), refused
+                )
+            raise
+        _metrics.guard_accepted(_accepted(verdict))
         return request
 
     def domain(self) -> EIP712Domain:
@@ -777,6 +824,8 @@ class Guard:
         """Stop the follower, close the store's connections (from every thread). Marks stay on disk."""
         self._follower.stop()
         self._store.close()
+        if self._rejections is not None:
+            self._rejections.close()
 
     def _after_fork_in_child(self) -> None:
         """Run in a forked child (os.register_at_fork). Its memory is a frozen copy of the owner's."""

@@ -86,7 +86,9 @@ class RequestVerifier:
         if not isinstance(action, str) or not action:
             raise InvalidInput("check_request needs the action the request is used for (e.g. 'POST /reports')")
         if not isinstance(audience, str) or not audience:
-            raise InvalidInput("check_request needs the audience: Guard(..., audience=...) or audience=")
+            raise InvalidInput(
+                "check_request needs the audience: Guard(..., requests=RequestPolicy(audience=...)) or audience="
+            )
         if resource is not None and request.resource != resource:
             raise RequestMisdirected(
                 f"this endpoint is fenced by {resource!r}; the request was signed for {request.resource!r}",

@@ -35,7 +35,7 @@ namespace and holder, in memory):
   and when a holder is first seen; the follower drops a namespace's cached
   answers when it applies any of that namespace's policy or admission
   events, so a removal takes effect once its block is followed (at most
-  ``follow_interval`` plus the confirmations), or at once while the follower
+  ``Follow(interval=)`` plus the confirmations), or at once while the follower
   is behind (checks then read the chain, as for tokens).
 - ``mark`` guard: read at every new epoch; a holder removed on-chain keeps
   being accepted *at the mark it already has* until a newer token reaches

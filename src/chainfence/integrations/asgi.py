@@ -37,7 +37,11 @@ to the verified request. Otherwise it answers with a JSON
       could not be verified (below)
 ====  ==========================================================================
 
-A guard in ``proven`` mode (``Guard(..., mode="proven", headers=...)``)
+With ``metrics_path="/metrics"`` the middleware answers ``GET /metrics`` itself with chainfence's
+Prometheus metrics (the guard's verdicts, its follower, the node requests: ``docs/metrics.md``; the
+``[metrics]`` extra); by default no path is taken from the app.
+
+A guard in ``proven`` mode (``Guard(..., mode=Proven(headers))``)
 believes no provider; when it cannot prove a verdict, the request is refused
 with 503 and a JSON body that says why, never let through on one
 provider's word: ``ProofInvalid`` (a proof that does not verify against the
@@ -86,6 +90,22 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 class FencingMiddleware:
+    """ASGI middleware in front of ``app``: a request to a fenced route reaches it only holder-signed, for this
+    service, with a token ``guard`` accepts (the module docstring tells the checks and the answers).
+
+    Args:
+        app: the ASGI application it wraps.
+        guard: the :class:`~chainfence.Guard` that judges each request
+            (:meth:`~chainfence.Guard.check_request`, run in a worker thread).
+        resource: the resource every request is fenced by, or a function of the ASGI scope returning
+            it (None: that route is not fenced, and passes through).
+        audience: this service's name, which requests must be signed for (default: the guard's
+            ``audience``; one of them is required).
+        max_body: the largest body read, in bytes (413 above it).
+        metrics_path: a path answering ``GET`` with chainfence's Prometheus metrics (the
+            ``[metrics]`` extra), or None (default: none taken from the app).
+    """
+
     def __init__(
         self,
         app: Callable[[Scope, Receive, Send], Awaitable[None]],
@@ -94,19 +114,35 @@ class FencingMiddleware:
         resource: str | Callable[[Scope], str | None],
         audience: str | None = None,
         max_body: int = 1 << 20,
+        metrics_path: str | None = None,
     ):
         audience = audience if audience is not None else guard.audience
         if not isinstance(audience, str) or not audience:
             raise ValueError("FencingMiddleware needs the audience (this service's name) requests are signed for")
+        if metrics_path is not None:
+            if not isinstance(metrics_path, str) or not metrics_path.startswith("/"):
+                raise InvalidInput(
+                    f"metrics_path must be a path starting with '/', got {metrics_path!r}",
+                    argument="metrics_path",
+                    value=metrics_path,
+                )
+            from .._core.metrics import enable
+
+            enable()  # ExtraNotInstalled without the [metrics] extra, here rather than at the first scrape
         self.app = app
         self.guard = guard
         self.resource = resource
         self.audience = audience
         self.max_body = max_body
+        #: The path answering ``GET`` with chainfence's Prometheus metrics (docs/metrics.md); None: not served.
+        self.metrics_path = metrics_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if self.metrics_path is not None and scope.get("path") == self.metrics_path and scope.get("method") == "GET":
+            await _metrics_response(send)
             return
         expected = self.resource(scope) if callable(self.resource) else self.resource
         if expected is None:
@@ -206,6 +242,20 @@ def _unproven_fields(error: ChainfenceError) -> dict[str, Any]:
     if isinstance(block, int):
         fields["block"] = block
     return fields
+
+
+async def _metrics_response(send: Send) -> None:
+    from .._core.metrics import exposition
+
+    body, content_type = exposition()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _respond(send: Send, status: int, error: str, message: str, fields: dict[str, Any] | None = None) -> None:

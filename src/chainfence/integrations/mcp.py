@@ -57,6 +57,7 @@ chain: the acquisition is then the agent's (``status`` shows
 ``held_by_you``).
 """
 
+import importlib.util
 import json
 import logging
 from typing import Annotated, Any, Literal
@@ -75,7 +76,15 @@ from ..registry import MAX_CLAIM_ITEMS, Registry
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_HISTORY", "MAX_NAME_CHARS", "MAX_STATUS_RESOURCES", "MAX_WAIT", "build_server", "serve"]
+__all__ = [
+    "MAX_HISTORY",
+    "MAX_NAME_CHARS",
+    "MAX_STATUS_RESOURCES",
+    "MAX_WAIT",
+    "add_metrics_route",
+    "build_server",
+    "serve",
+]
 
 #: The longest ``wait`` a tool call may ask for: MCP clients time tool calls out (often after 60 s to
 #: a few minutes); a longer wait is a loop of calls.
@@ -880,10 +889,38 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
     return server
 
 
-def serve(registry: Registry, *, transport: Literal["stdio", "streamable-http"] = "stdio", port: int = 8000) -> None:
-    """Run the server until the client closes it (stdio) or the process is stopped (HTTP, 127.0.0.1 only)."""
+def serve(
+    registry: Registry,
+    *,
+    transport: Literal["stdio", "streamable-http"] = "stdio",
+    port: int = 8000,
+    metrics: bool | None = None,
+) -> None:
+    """Run the server until the client closes it (stdio) or the process is stopped (HTTP, 127.0.0.1 only).
+
+    Over HTTP, ``GET /metrics`` answers chainfence's Prometheus metrics (:mod:`chainfence.metrics`) when
+    ``metrics`` is True, or None (the default) and the ``[metrics]`` extra is installed."""
     server = build_server(registry)
     if transport == "stdio":
         server.run("stdio")
     else:
+        if metrics or (metrics is None and importlib.util.find_spec("prometheus_client") is not None):
+            add_metrics_route(server)
         server.run("streamable-http", host="127.0.0.1", port=port)
+
+
+def add_metrics_route(server: MCPServer) -> None:
+    """``GET /metrics`` on ``server``'s own HTTP server: the metrics in Prometheus' text format (enabled now)."""
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from .._core.metrics import enable, exposition
+
+    enable()
+
+    async def metrics_endpoint(request: Request) -> Response:
+        body, content_type = exposition()
+        return Response(body, headers={"Content-Type": content_type})
+
+    route: Any = server.custom_route  # the SDK's decorator is untyped
+    route("/metrics", methods=["GET"], include_in_schema=False)(metrics_endpoint)

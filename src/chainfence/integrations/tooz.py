@@ -46,8 +46,9 @@ demos; other processes cannot see it). Query parameters:
 ``prefix``
     prepended to every lock name (``prefix=tooz/`` puts them in the
     ``tooz`` namespace of a registry that has namespaces).
-``chain_id``, ``confirmations``, ``poll_latency``
-    as :meth:`chainfence.Chain.connect` takes them.
+``chain_id``, ``confirmations``
+    as :meth:`chainfence.Chain.connect` takes them; ``poll_latency``: its
+    ``Timeouts(poll=...)`` (:class:`chainfence.Timeouts`).
 
 Semantics (those of tooz's other drivers)
 -----------------------------------------
@@ -118,7 +119,7 @@ from eth_utils.crypto import keccak
 from .. import endings
 from .._core import log as _log
 from .._sdk import validate as _validate
-from ..chain import Chain
+from ..chain import DEFAULT_TIMEOUTS, Chain, Timeouts
 from ..endings import End, Refusal
 from ..errors import ChainfenceError, InvalidInput, LeaseError, NodeUnreachable
 from ..registry import Registry
@@ -173,8 +174,8 @@ def _connected(url: str, chain_id: int | None, confirmations: int | None, poll: 
         chain = _chains.get(key)
     if chain is not None:
         return chain
-    extra: dict[str, Any] = {} if poll is None else {"poll_latency": poll}
-    chain = Chain.connect(url, chain_id=chain_id, confirmations=confirmations, **extra)
+    timeouts = DEFAULT_TIMEOUTS if poll is None else Timeouts(poll=poll)
+    chain = Chain.connect(url, chain_id=chain_id, confirmations=confirmations, timeouts=timeouts)
     with _shared_lock:
         return _chains.setdefault(key, chain)
 

@@ -341,7 +341,14 @@ def _drain(process: subprocess.Popen[bytes], limit: int = 64 * 1024) -> str:
 
 
 class AnvilProcess:
-    """One anvil process on 127.0.0.1 (a free port unless ``port`` is given)."""
+    """One anvil process on 127.0.0.1 (a free port unless ``port`` is given).
+
+    Another local node that forks no daemon (the suite's hardhat and ganache, tests/support/nodes.py)
+    starts and stops the same way: a subclass names it (``name``), builds its command line (``_args``)
+    and may give it an environment of its own (``env``)."""
+
+    #: What the node is called in the errors of :meth:`start`.
+    name = "anvil"
 
     def __init__(
         self,
@@ -374,6 +381,8 @@ class AnvilProcess:
         #: What anvil wrote to stderr, and its exit code, once stopped (or once a start failed).
         self.stderr = ""
         self.returncode: int | None = None
+        #: The environment the node starts with (None: this process's).
+        self.env: dict[str, str] | None = None
 
     @property
     def url(self) -> str:
@@ -421,6 +430,7 @@ class AnvilProcess:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
+                env=self.env,
                 start_new_session=os.name == "posix",
                 preexec_fn=_die_with_parent if self.die_with_parent and platform.system() == "Linux" else None,
             )
@@ -432,7 +442,7 @@ class AnvilProcess:
             reason = f"{reason}; {self._stderr_tail()}"
             if not port_lost or self.requested_port:
                 break
-        raise NodeUnreachable(f"anvil did not start on 127.0.0.1:{self.port}: {reason}")
+        raise NodeUnreachable(f"{self.name} did not start on 127.0.0.1:{self.port}: {reason}")
 
     def _await_ready(self, timeout: float) -> tuple[str, bool]:
         """Wait for the started process to serve; ``("", False)`` when it does, else why not and whether
@@ -452,7 +462,7 @@ class AnvilProcess:
             else:
                 answered = True
                 if not _listener_is(self.process.pid, self.port):
-                    return f"another process (not one of anvil's process group) listens on port {self.port}", True
+                    return f"another process (not one of {self.name}'s process group) listens on port {self.port}", True
                 if self.ipc_path is None or _listening(self.ipc_path):
                     return "", False
             time.sleep(0.02)
