@@ -49,6 +49,7 @@
     │   │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
     │   │   ├── OutcomeUnknown             sent, but whether it landed could not be established
     │   │   └── NotConfirmed (TimeoutError)  mined, but not k blocks deep in time
+    │   ├── RelayerRefused                 a relayer would not take a signed intent (its status and reason)
     │   ├── TransactionFailed              mined with status 0, no decodable reason
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
@@ -178,6 +179,7 @@ __all__ = [
     "ProofsNotServed",
     "ProviderUnavailable",
     "RegistryOverflow",
+    "RelayerRefused",
     "ReplayedRequest",
     "RequestExpired",
     "RequestMisdirected",
@@ -997,7 +999,10 @@ class TransactionInDoubt(ChainError):
 class TransactionTimeout(TransactionInDoubt, TimeoutError):
     """Not mined in time, then cancelled: a replacement with the same nonce was mined (the SDK's
     cancellation, or another process's transaction as the same account, the node having dropped ours),
-    so the original can never execute. Nothing happened; it is safe to try again."""
+    so the original can never execute. Nothing happened; it is safe to try again.
+
+    Through a relayer (:mod:`chainfence.relaying`): the signed intent did not land by its deadline, and a
+    block past it is on the chain, so the registry refuses it from now on. Nothing happened either."""
 
 
 class OutcomeUnknown(TransactionInDoubt):
@@ -1013,6 +1018,17 @@ class NotConfirmed(TransactionInDoubt, TimeoutError):
 
     receipt: Any = None
     confirmations: int = 0
+
+
+class RelayerRefused(ChainError):
+    """The relayer (:mod:`chainfence.relaying`) would not take a signed intent: it answered ``status`` (HTTP)
+    with ``reason`` (its words: a rate limit, its spend cap for the key, an intent it judged refused). Nothing
+    was sent, as far as its word goes; the intent stays valid until its deadline, so a relayer that lied may
+    still land it (a lease then held until its ttl runs out, unknown to the agent: liveness, not safety)."""
+
+    template = "the relayer refused the intent: HTTP {status}: {reason}"
+    status: int | None = None
+    reason: str | None = None
 
 
 class TransactionFailed(ChainError):
