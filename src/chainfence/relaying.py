@@ -358,6 +358,11 @@ def _outcome_steps(registry: str, intent: Intent, digest: bytes, first: int, las
             if log.resource_id == digest and refused is None:
                 refused = log
         elif _landed(intent, log):
+            if intent.kind == IntentKind.RENEW:
+                # Another renewal of the same lease lands alike: this one's expiry is its block's time + its ttl.
+                block = yield RPC.block(log.block_number)
+                if block is None or log.expires_at != int(block["timestamp"]) + intent.ttl:
+                    continue
             return log, None
     if refused is not None:
         error: ChainfenceError = decode_revert(refused.refusal or b"")
