@@ -27,6 +27,6 @@ except LeaseHeld as held:
     print(f"bob is refused: held by alice ({held.holder == alice.sender}) until {when(held.expires_at)}")
 lease.release()
 
-with bob.lease("reports/daily", ttl=30) as mine:  # acquired here, released at the end of the block
+with bob.acquire("reports/daily", ttl=30) as mine:  # acquired here, released at the end of the block
     print(f"bob holds it now with token {mine.token}: a higher token, a new epoch")
 print("free again:", registry.lease_of("reports/daily") is None)

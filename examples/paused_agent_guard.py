@@ -5,7 +5,7 @@ The tutorial's second step (docs/tutorial/guard.md)."""
 from datetime import UTC, datetime
 from pathlib import Path
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, audit
 from chainfence.errors import LeaseHeld, StaleToken
 
 chain = Chain.embedded()  # in-process eth-tester chain, 10 funded accounts
@@ -34,10 +34,10 @@ try:
 except StaleToken as stale:
     print(f"rejected: {stale}")  # token 1 ... superseded by token 2
 
-with bob.lease("jobs/etl", ttl=60) as job:  # LeaseHeld if taken; released on exit
-    assert registry.is_current("jobs/etl", job.token)
+with bob.acquire("jobs/etl", ttl=60) as job:  # LeaseHeld if taken; released on exit
+    registry.check_current("jobs/etl", job.token)  # its live lease, or the TokenNotCurrent that says why
 
-for event in registry.history("reports/daily"):  # who held which token, when, and why
+for event in audit.history(registry, "reports/daily"):  # who held which token, when, and why
     reason = event.reason.name.lower() if event.reason is not None else "-"  # acquisitions: unheld, expired...
     print(datetime.fromtimestamp(event.block_timestamp, UTC), event.kind.value, event.token, event.holder, reason)
 guard.close()

@@ -15,7 +15,7 @@ machine_b = registry.connect(chain.accounts[2])
 
 
 def nightly_report(agent: Registry, machine: str, day: str) -> None:
-    job = agent.claim("nightly-report", [day], ttl=600)  # None: the day's run is done, or running elsewhere
+    job = agent.workset("nightly-report").claim([day], ttl=600)  # None: the day's run is done, or running elsewhere
     if job is None:
         print(f"{machine}: the report for {day} is done or running elsewhere: not run again")
         return

@@ -16,7 +16,7 @@ bob = registry.connect(chain.accounts[2])
 alice.acquire("reports/daily", ttl=30).renew(progress=1)
 chain.advance_time(31)  # alice's lease runs out: bob takes over
 bob.acquire("reports/daily", ttl=30).release()
-with alice.lease("jobs/etl", ttl=60):
+with alice.acquire("jobs/etl", ttl=60):
     chain.advance_time(10)
 
 for old in Path().glob("timeline-audit.sqlite*"):  # a new embedded chain each run: a new index

@@ -18,5 +18,5 @@ lease = bob.acquire("reports/daily", ttl=30, wait=60)  # LeaseHeld if still held
 print(f"bob got it when alice released it: token {lease.token} after {held.token}")
 lease.release()
 
-with bob.lease("jobs/etl", ttl=60, wait=300) as job:  # waits (here: free at once), runs the body, releases
+with bob.acquire("jobs/etl", ttl=60, wait=300) as job:  # waits (here: free at once), runs the body, releases
     print(f"bob runs jobs/etl with token {job.token}")

@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     chain = Chain.embedded(accounts=3)
     registry = Registry.deploy(chain, namespaces={"prod": chain.accounts[1]})
     admin, holder = registry.connect(chain.accounts[1]), registry.connect(chain.accounts[2])
-    admin.set_policy("prod", admission_required=True)
-    admin.admit("prod", [holder.sender])
+    admin.namespace("prod").set_policy(admission_required=True)
+    admin.namespace("prod").admit([holder.sender])
     token = holder.acquire(RESOURCE, ttl=3_600).token
     policies = {"none": None, "local": Admission.local([holder.sender]), "on-chain": Admission.on_chain()}
     results: dict[str, dict[str, float]] = {}

@@ -28,7 +28,7 @@ takeovers) and one hot resource, ``hot/one``, acquired about every 100th event (
 runs ``--queries`` times with random arguments, kinds interleaved; p50 and p99 of wall time per kind, and
 the p50 of the CPU time the querying thread spent (``time.thread_time``: what the query cost, apart from
 waiting for a core on a shared machine; for ``sdk history(index=)`` the loopback node's thread is not in it). ``sdk history(index=)``
-is ``Registry.history(name, index=index)``: its sync against a node on loopback (a proxy in front of the bench's
+is ``audit.history(registry, name, index=index)``: its sync against a node on loopback (a proxy in front of the bench's
 anvil, which holds the registry, that answers for the synthetic chain's head and headers: the sync finds the
 index current, two requests), then the read. ``timeline(hot/one)`` is ``timeline_leases`` and ``render`` of the
 hot resource's 1,000 leases (``--timelines`` samples).
@@ -67,7 +67,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from eth_account import Account
 from eth_utils import keccak
 
-from chainfence import Chain, Registry, Timeouts
+from chainfence import Chain, Registry, Timeouts, audit
 from chainfence._node import events as _events
 from chainfence.audit import _projection
 from chainfence.audit._projection import apply as _apply
@@ -552,7 +552,7 @@ def queries(
             after=rng.choice(along), **given
         )
     if sdk is not None:
-        kinds["sdk history(index=)"] = lambda: sdk.history(rng.choice(picks["names"]), index=index)
+        kinds["sdk history(index=)"] = lambda: audit.history(sdk, rng.choice(picks["names"]), index=index)
     if before:
         kinds["events(resource) (before)"] = lambda: events_before(
             index, resource_id=keccak(rng.choice(picks["names"]).encode())

@@ -8,7 +8,7 @@ In one run, on one fresh anvil (from the project's node_modules), in
 alternating rounds (anvil slows down as its chain grows, so running one
 kind first would favour it):
 
-- claims: 8 agent threads, one key each, loop ``registry.claim(workset,
+- claims: 8 agent threads, one key each, loop ``registry.workset(workset).claim(
   items, ttl)`` -> ``lease.complete(result)`` until ``claim`` returns None:
   claims per second, completed items per second, and the agents' claims
   that found nothing (their preflight saw every item taken). Agents list the
@@ -54,7 +54,7 @@ def claims_round(url: str, address: str, agents: int, count: int, tag: str) -> d
     def work(i: int) -> tuple[int, int]:
         claimed = nothing = 0
         while True:
-            lease = registries[i].claim(workset, items, ttl=600)
+            lease = registries[i].workset(workset).claim(items, ttl=600)
             if lease is None:
                 nothing += 1
                 return claimed, nothing

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from chainfence import Chain, EventKind, Registry
+from chainfence import Chain, EventKind, Registry, audit
 from chainfence.testing.anvil import AnvilProcess, dev_keys, find_anvil
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +103,7 @@ def run(url: str, ttl: int, hours: float, interval: float | None) -> dict[str, o
             lease.check()
     if not lease.is_current():
         raise SystemExit("the lease lapsed: the benchmark measured a broken keep-alive")
-    renewals = [e for e in agent.history(NAME) if e.kind is EventKind.RENEWED]
+    renewals = [e for e in audit.history(agent, NAME) if e.kind is EventKind.RENEWED]
     gas = [int(chain.rpc.receipt(e.tx_hash)["gasUsed"]) for e in renewals]
     requests = sum(counts.values())
     per_hour = 1 / hours

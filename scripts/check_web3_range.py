@@ -65,7 +65,7 @@ sys.path.insert(0, sys.argv[1])
 import web3, eth_account, chainfence
 from eth_account import Account
 from eth_account.messages import encode_defunct
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, audit
 from chainfence.aio import AsyncChain, AsyncRegistry
 from tests.support.anvil import Anvil, dev_keys
 
@@ -79,7 +79,7 @@ with Anvil() as node:
     lease = registry.connect(chain.accounts[1]).acquire("smoke/http", ttl=30)
     lease.renew(ttl=60)
     lease.release()
-    kinds = [event.kind.value for event in registry.history("smoke/http")]
+    kinds = [event.kind.value for event in audit.history(registry, "smoke/http")]
     async def run():
         achain = await AsyncChain.connect(node.url, private_keys=dev_keys(3))
         aregistry = await AsyncRegistry.at(achain, registry.address)

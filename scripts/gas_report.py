@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from typing import Any
 
-from chainfence import Chain, FencedStore, Registry
+from chainfence import Chain, FencedStore, LeaseSet, Registry
 
 #: Ceilings the project holds itself to (tests/chain/test_gas.py asserts them); figures must stay under.
 #: Namespaces (issue 11) raised the foundation's ceilings by their allowance of one cold read.
@@ -165,17 +165,17 @@ def measure(chain: Chain, name: str = NAME, *, with_store: bool = True) -> dict[
         store.write(lease, b"v2")
         figures["FencedStore.write (same key)"] = _gas(chain)
     items = ["item-0", "item-1", "item-2"]
-    claim = alice.claim("gas/workset", items, ttl=60)
+    claim = alice.workset("gas/workset").claim(items, ttl=60)
     figures["claimNext (1st of 3 items, never claimed)"] = _gas(chain)
     chain.advance_time(10)  # a later expiry: the slot really changes (as open_cycle's renewal)
     claim.renew(ttl=60)
     figures["renew (a claimed item)"] = _gas(chain)
     claim.complete(b"result")
     figures["complete (a claimed item: marks it done)"] = _gas(chain)
-    bob.claim("gas/workset", items, ttl=60)
+    bob.workset("gas/workset").claim(items, ttl=60)
     figures["claimNext (2nd of 3, after a done item)"] = _gas(chain)
     chain.advance_time(61)
-    claim = alice.claim("gas/workset", items, ttl=60)
+    claim = alice.workset("gas/workset").claim(items, ttl=60)
     figures["claimNext (2nd of 3, expired: after a done item)"] = _gas(chain)
     claim.release()
     figures["release (a claimed item)"] = _gas(chain)
@@ -229,17 +229,17 @@ def measure_namespaces(chain: Chain, registry: Registry, name: str = NAME) -> di
     resource = f"{prefix}/{name.split('/', 1)[-1][: 128 - len(prefix) - 1]}"
     other = f"{prefix}/other"
     alice.acquire(other, ttl=30).release()  # held before its namespace had a policy
-    admin.set_policy(prefix, max_ttl=600, lock_delay=5, admission_required=True)
+    admin.namespace(prefix).set_policy(max_ttl=600, lock_delay=5, admission_required=True)
     figures["setNamespacePolicy (every field)"] = _gas(chain)
-    admin.set_policy(prefix, lock_delay=5)
+    admin.namespace(prefix).set_policy(lock_delay=5)
     figures["setNamespacePolicy (one field)"] = _gas(chain)
-    admin.admit(prefix, [chain.accounts[1]])
+    admin.namespace(prefix).admit([chain.accounts[1]])
     figures["setAdmission (one holder)"] = _gas(chain)
-    admin.admit(prefix, [chain.accounts[2], chain.accounts[3]])
+    admin.namespace(prefix).admit([chain.accounts[2], chain.accounts[3]])
     figures["setAdmission (two holders)"] = _gas(chain)
-    admin.transfer_namespace_admin(prefix, chain.accounts[4])
+    admin.namespace(prefix).transfer_admin(chain.accounts[4])
     figures["transferNamespaceAdmin"] = _gas(chain)
-    registry.connect(chain.accounts[4]).accept_namespace_admin(prefix)
+    registry.connect(chain.accounts[4]).namespace(prefix).accept_admin()
     figures["acceptNamespaceAdmin"] = _gas(chain)
     admin = registry.connect(chain.accounts[4])
 
@@ -250,23 +250,23 @@ def measure_namespaces(chain: Chain, registry: Registry, name: str = NAME) -> di
     figures["policy: acquire (first of a new resource, records the namespace)"] = _gas(chain)
     figures.update(_lease_cycle(chain, lease, alice, bob, resource, "policy: "))
     # A first acquisition under a policy without maxTtl records nothing: that is the figure to compare.
-    admin.set_policy(prefix, max_ttl=0, lock_delay=5, admission_required=True)
+    admin.namespace(prefix).set_policy(max_ttl=0, lock_delay=5, admission_required=True)
     alice.acquire(f"{prefix}/fresh", ttl=30)
     figures["policy: acquire (first of a new resource)"] = _gas(chain)
 
-    admin.revoke(resource)
+    admin.namespace(prefix).revoke(resource)
     figures["revoke"] = _gas(chain)
-    admin.grant(resource, chain.accounts[2], 30)
+    admin.namespace(prefix).grant(resource, chain.accounts[2], 30)
     figures["grant (after a revoke)"] = _gas(chain)
-    admin.grant(resource, chain.accounts[1], 30)
+    admin.namespace(prefix).grant(resource, chain.accounts[1], 30)
     figures["grant (taking over a live lease)"] = _gas(chain)
 
     sets = {}
     for count in (1, 2, 4):
         names = [f"many{count}/r{i}" for i in range(count)]
-        alice.acquire_many(names, ttl=30).release()
+        LeaseSet.acquire(alice, names, ttl=30).release()
         chain.advance_time(1)
-        held = bob.acquire_many(names, ttl=30)
+        held = LeaseSet.acquire(bob, names, ttl=30)
         sets[count] = _gas(chain)
         figures[f"acquireMany ({count} held before)"] = sets[count]
         if count == 4:
@@ -278,10 +278,10 @@ def measure_namespaces(chain: Chain, registry: Registry, name: str = NAME) -> di
     figures["acquireMany: each extra resource (held before)"] = (sets[4] - sets[1]) // 3
 
     # The same policy without an allowlist (maxTtl and lock-delay only): one cold read fewer.
-    admin.set_policy(prefix, max_ttl=600, lock_delay=5, admission_required=False)
+    admin.namespace(prefix).set_policy(max_ttl=600, lock_delay=5, admission_required=False)
     lease = bob.acquire(f"{prefix}/capped", ttl=60)
     figures.update(_lease_cycle(chain, lease, alice, bob, f"{prefix}/capped", "no allowlist: "))
-    admin.set_policy(prefix, max_ttl=0, lock_delay=5, admission_required=False)
+    admin.namespace(prefix).set_policy(max_ttl=0, lock_delay=5, admission_required=False)
     alice.acquire(f"{prefix}/fresh2", ttl=30)
     figures["no allowlist: acquire (first of a new resource)"] = _gas(chain)
     figures.update(measure_items_and_exclusive(chain, registry, admin, prefix))
@@ -295,14 +295,14 @@ def measure_items_and_exclusive(chain: Chain, registry: Registry, admin: Registr
     alice = registry.connect(chain.accounts[1])
     bob = registry.connect(chain.accounts[2])
     workset = f"{prefix}/jobs"
-    claim = alice.claim(workset, ["j1"], ttl=60)
-    admin.revoke_item(workset, claim.item)
+    claim = alice.workset(workset).claim(["j1"], ttl=60)
+    admin.workset(workset).revoke(claim.item)
     figures["revokeItem"] = _gas(chain)
-    admin.grant_item(workset, claim.item, bob.sender, 30)
+    admin.workset(workset).grant(claim.item, bob.sender, 30)
     figures["grantItem (after a revoke)"] = _gas(chain)
-    admin.grant_item(workset, claim.item, alice.sender, 30)
+    admin.workset(workset).grant(claim.item, alice.sender, 30)
     figures["grantItem (taking over a live claim)"] = _gas(chain)
-    admin.grant_item(workset, "never-leased", bob.sender, 30)
+    admin.workset(workset).grant("never-leased", bob.sender, 30)
     figures["grantItem (an item never leased: names it)"] = _gas(chain)
     bob.acquire(NAME, ttl=30)
     chain.advance_time(31)
@@ -324,25 +324,25 @@ def measure_address_namespace(chain: Chain) -> dict[str, int]:
     alice = registry.connect(chain.accounts[1])
     bob = registry.connect(chain.accounts[2])
     alice.acquire("warm-up/counter", ttl=60)
-    prefix = owner.namespace_of()
+    prefix = owner.namespace().prefix
     resource = f"{prefix}/daily"
     lease = alice.acquire(resource, ttl=60)
     figures["address namespace, no policy: acquire (first of a new resource)"] = _gas(chain)
     lease.release()
     bob.acquire(resource, ttl=30)
     figures["address namespace, no policy: acquire (held before, after release)"] = _gas(chain)
-    owner.set_policy(prefix, lock_delay=5)
+    owner.namespace(prefix).set_policy(lock_delay=5)
     figures["address namespace: setNamespacePolicy (first: writes its slot)"] = _gas(chain)
     chain.advance_time(31 + 5)
     alice.acquire(resource, ttl=30)
     figures["address namespace, lock-delay: acquire (held before, after expiry)"] = _gas(chain)
-    owner.set_policy(prefix, max_ttl=600, admission_required=False)
+    owner.namespace(prefix).set_policy(max_ttl=600, admission_required=False)
     figures["address namespace: setNamespacePolicy (again)"] = _gas(chain)
-    owner.revoke(resource)
+    owner.namespace(prefix).revoke(resource)
     figures["address namespace: revoke (by its address)"] = _gas(chain)
-    owner.transfer_namespace_admin(prefix, chain.accounts[4])
+    owner.namespace(prefix).transfer_admin(chain.accounts[4])
     figures["address namespace: transferNamespaceAdmin (writes the address down)"] = _gas(chain)
-    registry.connect(chain.accounts[4]).accept_namespace_admin(prefix)
+    registry.connect(chain.accounts[4]).namespace(prefix).accept_admin()
     figures["address namespace: acceptNamespaceAdmin"] = _gas(chain)
     return figures
 
@@ -452,8 +452,8 @@ def measure_batches(chain: Chain) -> dict[str, int]:
     # The dearest item of each kind, beside the SDK's gas limit for it.
     owner = registry.connect(chain.accounts[3])
     prefix = "fleet"
-    owner.set_policy(prefix, max_ttl=600, lock_delay=5, admission_required=True)
-    owner.admit(prefix, [alice.sender])
+    owner.namespace(prefix).set_policy(max_ttl=600, lock_delay=5, admission_required=True)
+    owner.namespace(prefix).admit([alice.sender])
     long_names = [f"{prefix}/" + f"{i}".rjust(128 - len(prefix) - 1, "w") for i in range(3)]
     one = send(acquisitions(long_names[:1]))
     figures["batchCalls: dearest acquisition alone (first, 128 bytes, every policy check, records the namespace)"] = one
@@ -610,9 +610,9 @@ def measure_least_limits(chain: Chain) -> dict[str, int]:
 
     registry = Registry.deploy(chain, max_ttl=3_600)
     alice = registry.connect(chain.accounts[1])
-    own = alice.namespace_of()
-    alice.set_policy(own, max_ttl=3_600, lock_delay=5, admission_required=True)
-    alice.admit(own, [alice.sender])
+    own = alice.namespace().prefix
+    alice.namespace(own).set_policy(max_ttl=3_600, lock_delay=5, admission_required=True)
+    alice.namespace(own).admit([alice.sender])
 
     def send(ops: list[tuple[int, str, bytes, int, int]]) -> int:
         kinds = [

@@ -219,8 +219,8 @@ def _documented(env: Any) -> dict[str, Any]:
 
 def _resolve_name(env: Any, name: str) -> str | None:
     """``name`` as documented: itself, through an alias of its longest aliased prefix, or (``Class.attr``)
-    as the attribute of the class or base class that documents it (``Registry.claim`` is
-    ``ClaimOperations.claim``)."""
+    as the attribute of the class or base class that documents it (``Registry.max_ttl`` is
+    ``RegistryContract.max_ttl``)."""
     objects = _documented(env)
     if name in objects:
         return name

@@ -67,7 +67,7 @@ _LAZY = {
     "Lease": ".lease",
     "LeaseEvent": ".audit",
     "LeaseInfo": ".lease",
-    "LeaseSet": ".lease_set",
+    "LeaseSet": ".recipes.lease_set",
     "LeaseStatus": ".lease",
     "NamespacePolicy": ".namespaces",
     "Registry": ".registry",
@@ -88,9 +88,9 @@ if TYPE_CHECKING:  # type checkers and IDEs see the names as plain imports
     from .guard.admission import Admission
     from .integrations.fenced_store import FencedStore
     from .lease import AcquireReason, Lease, LeaseInfo, LeaseStatus
-    from .lease_set import LeaseSet
     from .namespaces import NamespacePolicy
     from .recipes.election import Election, Leader, Leadership, TermEnded
+    from .recipes.lease_set import LeaseSet
     from .registry import Registry
 
 

@@ -24,14 +24,13 @@ No call here blocks the event loop on the chain.
 
 Each asyncio class is the twin of a sync one, its methods derived from the
 same steps (:mod:`chainfence._core.faces`): :class:`AsyncRegistry` offers every
-operation of :class:`~chainfence.Registry` (leases, views, ``acquire_many``,
-claims, namespaces and their admins, ``history``, ``stuck``, ``ending``,
-``from_deployment``), :class:`AsyncLease` and :class:`AsyncLeaseSet` those
-of a lease and a set (``sign`` too), :class:`AsyncElection` and
+operation of :class:`~chainfence.Registry` (leases, views, ``ending``,
+``from_deployment``; namespaces and worksets as handles), :class:`AsyncLease` and
+:class:`AsyncLeaseSet` those of a lease and a set (``AsyncLeaseSet.acquire``, ``sign`` too), :class:`AsyncElection` and
 :class:`AsyncLeadership` an election's (``observe`` is an async generator,
 ``watch`` a task). ``tests/unit/test_faces.py`` compares the two surfaces
 name by name. They live beside their sync twins (:mod:`chainfence.registry`,
-:mod:`chainfence.lease`, :mod:`chainfence.lease_set`,
+:mod:`chainfence.lease`, :mod:`chainfence.recipes.lease_set`,
 :mod:`chainfence.recipes.election`); this module gathers them.
 
 An :class:`AsyncChain` wraps a :class:`~chainfence.Chain` (its ``chain``):
@@ -65,8 +64,8 @@ from ._core import log as _log
 from .chain import AsyncChain
 from .guard import AsyncGuard  # the guard's asyncio face lives with the guard: re-exported here
 from .lease import AsyncLease
-from .lease_set import AsyncLeaseSet
 from .recipes.election import AsyncElection, AsyncLeadership, AsyncWatch
+from .recipes.lease_set import AsyncLeaseSet
 from .registry import AsyncRegistry
 
 logger = _log.get(__name__)

@@ -106,13 +106,13 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from . import keepalive as _keepalive
 from ._core import log as _log
 from ._core import metrics as _metrics
 from ._core.effects import RPC, Shielded, Signal, Sleep, Steps, Until
-from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation
+from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, drives, local, mirrored
 from ._node import artifacts as _artifacts
 from ._node import events as _events
 from ._node import reverts as _reverts
@@ -142,6 +142,8 @@ from .errors import (
 from .lease import AsyncLease, Lease
 
 logger = _log.get("chainfence.registry")
+
+R = TypeVar("R")
 
 __all__ = [
     "KINDS",
@@ -389,7 +391,7 @@ class Batcher(SyncFace):
     def chain(self) -> Any:
         return self.registry.chain
 
-    def _drive(self, steps: Steps[Any]) -> Any:
+    def _drive(self, steps: Steps[R]) -> R:
         return self.registry._drive(steps)
 
     def connect(self, account: Any) -> Any:
@@ -435,13 +437,7 @@ class Batcher(SyncFace):
     # -- the operations ------------------------------------------------------------------------------
 
     def _acquire_steps(self, resource: str, ttl: int, *, exclusive: bool = False) -> Steps[Lease]:
-        """:meth:`Registry.acquire <chainfence.Registry.acquire>`, in a transaction shared with the other
-        calls queued meanwhile: the lease (its own token, holder, event and reason), or the typed
-        error the lone call raises (:class:`~chainfence.errors.LeaseHeld`,
-        :class:`~chainfence.errors.LockDelayed`, :class:`~chainfence.errors.NotAdmitted`, ...) for
-        this call only. ``exclusive=True``: the sender's own live lease refuses it too. Bad input
-        raises at once (nothing queued). The lease renews and releases through this batcher.
-        """
+        """The steps of :meth:`acquire`."""
         name = _validate.publishable(resource)
         if not isinstance(exclusive, bool):
             raise InvalidInput(f"exclusive must be a bool, got {type(exclusive).__name__} {exclusive!r}")
@@ -459,26 +455,41 @@ class Batcher(SyncFace):
         )
         return lease
 
-    acquire = operation(_acquire_steps)
+    @drives(_acquire_steps)
+    def acquire(self, resource: str, ttl: int, *, exclusive: bool = False) -> Lease:
+        """:meth:`Registry.acquire <chainfence.Registry.acquire>`, in a transaction shared with the other
+        calls queued meanwhile: the lease (its own token, holder, event and reason), or the typed
+        error the lone call raises (:class:`~chainfence.errors.LeaseHeld`,
+        :class:`~chainfence.errors.LockDelayed`, :class:`~chainfence.errors.NotAdmitted`, ...) for
+        this call only. ``exclusive=True``: the sender's own live lease refuses it too. Bad input
+        raises at once (nothing queued). The lease renews and releases through this batcher.
+        """
+        return self._drive(self._acquire_steps(resource, ttl, exclusive=exclusive))
 
     def _renew_steps(self, resource: str, token: int, ttl: int) -> Steps[int]:
-        """:meth:`Registry.renew <chainfence.Registry.renew>` (without a progress marker), batched: the
-        new expiry, or the lone call's typed error for this call only."""
+        """The steps of :meth:`renew`."""
         resource_id = _validate.resource_id(resource)
         expires_at: int = yield from self._renew_by_id_steps(resource, resource_id, token, ttl, None, None)
         logger.info("renewed resource=%s token=%d expires_at=%d (batched)", resource, token, expires_at)
         return expires_at
 
-    renew = operation(_renew_steps)
+    @drives(_renew_steps)
+    def renew(self, resource: str, token: int, ttl: int) -> int:
+        """:meth:`Registry.renew <chainfence.Registry.renew>` (without a progress marker), batched: the
+        new expiry, or the lone call's typed error for this call only."""
+        return self._drive(self._renew_steps(resource, token, ttl))
 
     def _release_steps(self, resource: str, token: int) -> Steps[None]:
-        """:meth:`Registry.release <chainfence.Registry.release>`, batched: an old token never frees a
-        newer lease; the lone call's typed error for this call only."""
+        """The steps of :meth:`release`."""
         resource_id = _validate.resource_id(resource)
         yield from self._release_by_id_steps(resource, resource_id, token, None)
         logger.info("released resource=%s token=%d (batched)", resource, token)
 
-    release = operation(_release_steps)
+    @drives(_release_steps)
+    def release(self, resource: str, token: int) -> None:
+        """:meth:`Registry.release <chainfence.Registry.release>`, batched: an old token never frees a
+        newer lease; the lone call's typed error for this call only."""
+        self._drive(self._release_steps(resource, token))
 
     @contextmanager
     def lease(self, resource: str, ttl: int, *, exclusive: bool = False) -> Iterator[Lease]:

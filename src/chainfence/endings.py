@@ -359,7 +359,7 @@ _DECLARING_MODULES: tuple[str, ...] = (
     "chainfence.audit.watchdog",  # watchdog
     "chainfence.guard",  # guard.follower
     "chainfence.keepalive",  # keep, aio.keep
-    "chainfence.lease_set",  # lease_set
+    "chainfence.recipes.lease_set",  # lease_set
     "chainfence.batching",  # batching
     "chainfence.claims",  # claims
     "chainfence.integrations.mcp",  # mcp

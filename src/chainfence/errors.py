@@ -12,7 +12,7 @@
     │   ├── InvalidNamespace               a namespace prefix: empty, too long, contains '/', a mis-cased address
     │   ├── InvalidPolicy                  a namespace policy: maxTtl or lockDelay above the registry's max, no field
     │   ├── InvalidAssignments             deployment: namespaces and admins of different lengths
-    │   ├── DuplicateResource              acquire_many / a LeaseSet lists a resource twice
+    │   ├── DuplicateResource              a LeaseSet lists a resource twice
     │   └── StaleCursor                    an audit listing's cursor whose row is gone (a reorg): list again
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
@@ -42,6 +42,7 @@
     │   │   └── LogRangeRefused            the provider caps eth_getLogs: a narrower range may pass
     │   ├── WrongChain                     the node serves another chain than expected
     │   ├── ChainRolledBack                the chain's history went back below tokens already seen
+    │   ├── HistoryUnsettled               the audit sync: a provider that keeps changing its history
     │   ├── LogsIncomplete                 a follower waits: the logs answered lack (or invent) a block's logs
     │   ├── ContractNotFound               no FencingRegistry code at that address
     │   ├── InsufficientFunds              the sender cannot pay for gas
@@ -71,9 +72,11 @@
     │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index
     │   └── AuditIndexDiffers              verify: the index and the chain disagree
     ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
-    │   └── LeaseSetLost                   a member of an acquire_many set ended (which, and how)
+    │   └── LeaseSetLost                   a member of a LeaseSet ended (which, and how)
     ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
+    ├── CommandNotRun                      `chainfence lock`: the command could not be started; nothing ran
+    │   └── CommandNotFound                `chainfence lock`: no such command
     └── RequestRejected                    a holder-signed request (or signed intent) failed verification
         ├── MalformedRequest (ValueError)  missing or unparsable fields, a payload not the signed one
         ├── InvalidSignature               not signed by the holder it names
@@ -92,9 +95,10 @@ table), and ``http_status``, what a service answers with (:class:`~chainfence.in
 a class not named here takes its parent's::
 
     exit_code    1 ChainfenceError; 2 InvalidInput, ExtraNotInstalled; 3 LeaseHeld; 4 TokenNotCurrent,
-                 NotHolder, NotLive; 5 NodeUnreachable, WrongChain, ChainRolledBack, ContractNotFound,
-                 AnvilNotFound; 6 TransactionInDoubt; 7 LeaseLost; 9 NamespaceError, NotAdmitted;
-                 10 LockDelayed; 11 AuditIndexMismatch; 12 AuditIndexDiffers; 13 UnverifiedAnswer, ProofsNotServed
+                 NotHolder, NotLive; 5 NodeUnreachable, WrongChain, ChainRolledBack, HistoryUnsettled,
+                 ContractNotFound, AnvilNotFound; 6 TransactionInDoubt; 7 LeaseLost; 9 NamespaceError, NotAdmitted;
+                 10 LockDelayed; 11 AuditIndexMismatch; 12 AuditIndexDiffers; 13 UnverifiedAnswer, ProofsNotServed;
+                 126 CommandNotRun; 127 CommandNotFound
     http_status  500 ChainfenceError; 400 InvalidInput, MalformedRequest; 401 InvalidSignature, RequestExpired;
                  403 NotHolder, NotAdmitted, NamespaceError, Unauthorized, RequestRejected; 409 LeaseError,
                  LeaseLost, ReplayedRequest; 503 ChainError, GuardError
@@ -127,6 +131,8 @@ __all__ = [
     "ChainError",
     "ChainRolledBack",
     "ChainfenceError",
+    "CommandNotFound",
+    "CommandNotRun",
     "ContractNotFound",
     "DuplicateResource",
     "ExtraNotInstalled",
@@ -139,6 +145,7 @@ __all__ = [
     "HeaderInvalid",
     "HeaderStale",
     "HeadersDisagree",
+    "HistoryUnsettled",
     "InsufficientFunds",
     "IntentStale",
     "InvalidAssignments",
@@ -162,6 +169,7 @@ __all__ = [
     "LockDelayed",
     "LogRangeRefused",
     "LogsIncomplete",
+    "MalformedReply",
     "MalformedRequest",
     "NamespaceError",
     "NamespaceTaken",
@@ -510,7 +518,7 @@ class InvalidAssignments(InvalidInput):
 
 @_contract_error("FencingRegistryDuplicateResource")
 class DuplicateResource(InvalidInput):
-    """A set of leases (``acquire_many``, a :class:`~chainfence.LeaseSet`) lists a resource twice."""
+    """A set of leases (:meth:`LeaseSet.acquire <chainfence.LeaseSet.acquire>`) lists a resource twice."""
 
     template = "resource {where} is listed twice"
     resource_id: bytes | None = None
@@ -883,6 +891,23 @@ class ProviderUnavailable(NodeUnreachable):
         return message + (f" ({self.detail})" if self.detail else "")
 
 
+class MalformedReply(NodeUnreachable):
+    """The node answered ``method`` with a reply whose ``field`` does not read as what it must be
+    (``value``: what it sent, cut short; ``reason``: what is wrong with it), e.g. a receipt's
+    ``gasUsed`` that is not a quantity or a log's ``transactionHash`` that is not 32 bytes: a provider
+    that lies or is broken. Refused where the reply is read, before any of it is used. As a reply out of
+    bounds, it is no usable answer: a sender waiting for a receipt goes on asking, as it does of a node
+    that does not answer, and reports :class:`OutcomeUnknown` (with the hashes) if it never reads."""
+
+    template = "the node answered {method} with a malformed {field}: {reason} ({value!r})"
+    method: str | None = None
+    field: str | None = None
+    value: Any = None
+
+    def __post_init__(self) -> None:
+        self.value = _bounded(self.value)
+
+
 class RpcError(ChainError):
     """The node answered a JSON-RPC request with an error that is not a revert.
 
@@ -923,6 +948,31 @@ class ChainRolledBack(ChainError):
     seen_token: int | None = None
     chain_token: int | None = None
     resource: str | None = None
+
+
+class HistoryUnsettled(ChainError):
+    """The audit index's sync found a block it held replaced ``rewinds`` times and then once more (the
+    last: block ``block``; the last rewind went to block ``fork_block``): a chain reorganises a few blocks at a
+    time and settles, a provider (``source``) that answers another hash for a block each time it is
+    asked never does (a liar, or a load balancer over nodes on different forks). The sync stopped there;
+    its rewinds and what it indexed after them were undone: the index is as it was before the first
+    (at block ``synced``). ``detail``: how the last replacement showed. Sync again through a provider
+    whose history settles."""
+
+    exit_code = 5
+    rewinds: int | None = None
+    block: int | None = None
+    fork_block: int | None = None
+    synced: int | None = None
+    source: str | None = None
+    detail: str = ""
+
+    def _message(self) -> str:
+        return (
+            f"the provider{f' {self.source}' if self.source else ''} keeps changing its history: block {self.block}, which the audit "
+            f"index held, was replaced again after {self.rewinds} rewinds (the last to block {self.fork_block}); "
+            f"nothing of them was kept, the index stands at block {self.synced} as before"
+        )
 
 
 class LogsIncomplete(ChainError):
@@ -1324,7 +1374,7 @@ class LeaseLost(ChainfenceError):
 
 
 class LeaseSetLost(LeaseLost):
-    """A lease set (:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`) can no longer be
+    """A lease set (:meth:`LeaseSet.acquire <chainfence.LeaseSet.acquire>`) can no longer be
     trusted to be held whole: ``resource``, ``token`` and ``why`` name the member that ended (for a
     local end, ``deadline`` or ``error``, the first member: the whole set is given up).
 
@@ -1374,6 +1424,24 @@ class FenceBroken(ChainfenceError, RuntimeError):
     resource: str | None = None
     token: int | None = None
     reason: str | None = None
+
+
+class CommandNotRun(ChainfenceError):
+    """``chainfence lock``: ``command`` (the program, as given) was found but could not be started (not
+    executable, a directory ...); ``reason`` is the system's word for why. Nothing ran; the lease was
+    released. ``lock`` exits 126, as a shell does."""
+
+    exit_code = 126
+    template = "cannot run {command!r}: {reason}"
+    command: str | None = None
+    reason: str | None = None
+
+
+class CommandNotFound(CommandNotRun):
+    """``chainfence lock``: no such ``command``: nothing ran; the lease was released. ``lock`` exits 127, as a
+    shell does."""
+
+    exit_code = 127
 
 
 # ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ released it) and :class:`~chainfence.errors.LeaseExpired` /
 
 A :class:`Lease`'s operations are written once, as steps; ``AsyncLease`` (its
 asyncio twin, :mod:`chainfence.aio`) runs the same steps over asyncio. Sets
-of leases taken in one transaction are :mod:`chainfence.lease_set`'s; the
+of leases taken in one transaction are :mod:`chainfence.recipes.lease_set`'s; the
 lease's state (:class:`LeaseStatus`, :class:`LeaseInfo`, :func:`judge`) is
 re-exported here.
 """
@@ -26,13 +26,13 @@ re-exported here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from . import keepalive as _keepalive
 from ._core import log as _log
 from ._core import metrics as _metrics
 from ._core.effects import Steps
-from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation, twin_of
+from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, drives, local, mirrored, twin_of
 from ._node.events import RegistryLog
 from ._sdk.lease_state import AcquireReason, LeaseInfo, LeaseStatus, judge
 from .endings import End
@@ -53,6 +53,8 @@ if TYPE_CHECKING:  # signing a request imports them: a lease's own operations ne
 
 logger = _log.get(__name__)
 
+R = TypeVar("R")
+
 __all__ = ["AcquireReason", "AsyncLease", "Lease", "LeaseInfo", "LeaseStatus", "judge"]
 
 
@@ -65,7 +67,7 @@ class LeaseRegistry(Protocol):
 
     def connect(self, account: Any) -> Any: ...
 
-    def _drive(self, steps: Steps[Any]) -> Any: ...
+    def _drive(self, steps: Steps[R]) -> R: ...
 
     def _renew_by_id_steps(
         self, resource: str, resource_id: bytes, token: int, ttl: int, progress: Any, confirmations: int | None
@@ -94,7 +96,7 @@ class Lease(SyncFace):
     Returned by :meth:`Registry.acquire <chainfence.Registry.acquire>`.
     ``renew()`` and ``release()`` act on exactly this token: they never touch
     a newer lease of the same resource. Used as a context manager it releases
-    on exit (see :meth:`Registry.lease <chainfence.Registry.lease>`).
+    on exit: ``with registry.acquire(name, ttl) as lease:``.
     """
 
     def __init__(
@@ -126,7 +128,7 @@ class Lease(SyncFace):
         self.reason = reason
         self.tx_hash = tx_hash
         self.block_number = block_number
-        #: For a claimed work item (:meth:`Registry.claim <chainfence.Registry.claim>`): its set and
+        #: For a claimed work item (:meth:`Workset.claim <chainfence.claims.Workset.claim>`): its set and
         #: name (``resource`` is the item's name ``"workset»item"``, which every call taking a name
         #: accepts; ``resource_id`` is the item's id).
         self.workset = workset
@@ -185,25 +187,13 @@ class Lease(SyncFace):
     def _issuer(self) -> LeaseRegistry:
         return self.registry if self._via is None else self._via
 
-    def _drive(self, steps: Steps[Any]) -> Any:
+    def _drive(self, steps: Steps[R]) -> R:
         return self._issuer._drive(steps)
 
     # -- operations (steps, and the methods derived from them) --------------------------------
 
     def _renew_steps(self, ttl: int | None = None, *, progress: Any = None) -> Steps[Lease]:
-        """Extend this lease to ``now + ttl`` (default: the ttl it was acquired with).
-
-        ``progress`` reports how far the work has come (bytes of 1 to 32, an
-        int counter, or a str, hashed; see :meth:`Registry.renew
-        <chainfence.Registry.renew>`): a watchdog reading the markers tells a
-        holder that renews but is stuck from one that advances. Inside
-        ``keep()`` the keep-alive follows the new ttl.
-
-        Raises :class:`~chainfence.errors.LeaseExpired` once it has expired
-        (acquire again: you get a new token), :class:`~chainfence.errors.StaleToken`
-        if someone acquired it since, :class:`~chainfence.errors.LeaseReleased`
-        after :meth:`release`.
-        """
+        """The steps of :meth:`renew`."""
         ttl = self.ttl if ttl is None else ttl
         handle, sent = self._renewing(ttl)
         try:
@@ -219,7 +209,22 @@ class Lease(SyncFace):
             self._keeper.holder_renewed(handle)  # the keep-alive follows it: its ttl, window and interval
         return self
 
-    renew = operation(_renew_steps)
+    @drives(_renew_steps)
+    def renew(self, ttl: int | None = None, *, progress: Any = None) -> Lease:
+        """Extend this lease to ``now + ttl`` (default: the ttl it was acquired with).
+
+        ``progress`` reports how far the work has come (bytes of 1 to 32, an
+        int counter, or a str, hashed; see :meth:`Registry.renew
+        <chainfence.Registry.renew>`): a watchdog reading the markers tells a
+        holder that renews but is stuck from one that advances. Inside
+        ``keep()`` the keep-alive follows the new ttl.
+
+        Raises :class:`~chainfence.errors.LeaseExpired` once it has expired
+        (acquire again: you get a new token), :class:`~chainfence.errors.StaleToken`
+        if someone acquired it since, :class:`~chainfence.errors.LeaseReleased`
+        after :meth:`release`.
+        """
+        return self._drive(self._renew_steps(ttl, progress=progress))
 
     def _renewing(self, ttl: Any) -> tuple[int | None, float]:
         """A renewal for ``ttl`` is about to be sent: its handle in the running keep-alive (None outside
@@ -240,11 +245,7 @@ class Lease(SyncFace):
         return keeper.holder_renewing(ttl)
 
     def _release_steps(self) -> Steps[None]:
-        """End this lease now. Never frees a newer lease: that would need its token.
-
-        Inside ``keep()`` the keep-alive stops renewing first, and ends quietly (the lease was
-        released, not lost): ``check()`` then raises ``LeaseLost`` with ``why="released"``.
-        """
+        """The steps of :meth:`release`."""
         keeper = self._closing()
         try:
             yield from self._issuer._release_by_id_steps(self.resource, self.resource_id, self.token, None)
@@ -254,7 +255,14 @@ class Lease(SyncFace):
         self.released = True
         self._closed(keeper, End.RELEASED)
 
-    release = operation(_release_steps)
+    @drives(_release_steps)
+    def release(self) -> None:
+        """End this lease now. Never frees a newer lease: that would need its token.
+
+        Inside ``keep()`` the keep-alive stops renewing first, and ends quietly (the lease was
+        released, not lost): ``check()`` then raises ``LeaseLost`` with ``why="released"``.
+        """
+        self._drive(self._release_steps())
 
     def _closing(self) -> Keeper | None:
         """Before a release or a completion of this lease: its own keep-alive renews no more."""
@@ -269,20 +277,7 @@ class Lease(SyncFace):
             keeper.holder_closed(end.value, error)
 
     def _complete_steps(self, result: bytes) -> Steps[bytes]:
-        """Record ``result`` (or its 32-byte digest) for this token, only while it is current.
-
-        "Complete this job only if the epoch still matches": a holder that
-        lost its lease is refused. Returns the recorded digest.
-
-        For a claimed work item (:meth:`Registry.claim
-        <chainfence.Registry.claim>`) it also ends the lease and marks the
-        item done for good: no claim hands it out again, and a claimant that
-        was superseded is refused (:class:`~chainfence.errors.StaleToken`,
-        :class:`~chainfence.errors.LeaseExpired`, ...) and completes nothing.
-        Then ``completed`` is True, ``check()`` raises ``LeaseLost`` with
-        ``why="completed"``, leaving ``with lease:`` releases nothing, and a
-        ``keep()`` around it ends quietly (no renewal is sent after it).
-        """
+        """The steps of :meth:`complete`."""
         keeper = self._closing() if self.item is not None else None
         try:
             digest = yield from self._issuer._complete_by_id_steps(
@@ -297,22 +292,28 @@ class Lease(SyncFace):
         self._closed(keeper, End.COMPLETED)
         return digest
 
-    complete = operation(_complete_steps)
+    @drives(_complete_steps)
+    def complete(self, result: bytes) -> bytes:
+        """Record ``result`` (or its 32-byte digest) for this token, only while it is current.
+
+        "Complete this job only if the epoch still matches": a holder that
+        lost its lease is refused. Returns the recorded digest.
+
+        For a claimed work item (:meth:`Workset.claim
+        <chainfence.claims.Workset.claim>`) it also ends the lease and marks the
+        item done for good: no claim hands it out again, and a claimant that
+        was superseded is refused (:class:`~chainfence.errors.StaleToken`,
+        :class:`~chainfence.errors.LeaseExpired`, ...) and completes nothing.
+        Then ``completed`` is True, ``check()`` raises ``LeaseLost`` with
+        ``why="completed"``, leaving ``with lease:`` releases nothing, and a
+        ``keep()`` around it ends quietly (no renewal is sent after it).
+        """
+        return self._drive(self._complete_steps(result))
 
     def _sign_steps(
         self, payload: bytes, *, action: str, audience: str, key: Any = None, valid_for: int = 60
     ) -> Steps[FencedRequest]:
-        """A :class:`~chainfence.FencedRequest` for ``payload``, signed as this lease's holder.
-
-        ``action`` is what the request does (an HTTP request's
-        :func:`~chainfence.fenced_requests.http_action`, or an application's
-        action name) and ``audience`` the service it is for: the request is
-        worthless for any other. ``key`` defaults to the holder's key on the
-        chain; for a contract holder (ERC-1271), pass the key the contract
-        accepts. The request is valid for ``valid_for`` seconds of the
-        verifier's clock. Reads the registry's EIP-712 domain once (then
-        signs locally).
-        """
+        """The steps of :meth:`sign`."""
         if key is None:
             key = self._issuer.chain.key_of(self.holder)
         domain = yield from self._issuer._eip712_domain_steps()
@@ -330,16 +331,34 @@ class Lease(SyncFace):
             valid_for=valid_for,
         )
 
-    sign = operation(_sign_steps)
+    @drives(_sign_steps)
+    def sign(
+        self, payload: bytes, *, action: str, audience: str, key: Any = None, valid_for: int = 60
+    ) -> FencedRequest:
+        """A :class:`~chainfence.FencedRequest` for ``payload``, signed as this lease's holder.
+
+        ``action`` is what the request does (an HTTP request's
+        :func:`~chainfence.fenced_requests.http_action`, or an application's
+        action name) and ``audience`` the service it is for: the request is
+        worthless for any other. ``key`` defaults to the holder's key on the
+        chain; for a contract holder (ERC-1271), pass the key the contract
+        accepts. The request is valid for ``valid_for`` seconds of the
+        verifier's clock. Reads the registry's EIP-712 domain once (then
+        signs locally).
+        """
+        return self._drive(self._sign_steps(payload, action=action, audience=audience, key=key, valid_for=valid_for))
 
     def _is_current_steps(self) -> Steps[bool]:
-        """Whether the chain still considers this token current (live, not superseded)."""
+        """The steps of :meth:`is_current`."""
         # By id: a claimed work item's id is not the hash of its display name.
         return (
             yield from self._issuer._token_is_current_steps(self.resource, self.token, resource_id=self.resource_id)
         )
 
-    is_current = operation(_is_current_steps)
+    @drives(_is_current_steps)
+    def is_current(self) -> bool:
+        """Whether the chain still considers this token current (live, not superseded)."""
+        return self._drive(self._is_current_steps())
 
     # -- the keep-alive ---------------------------------------------------------------------------
 

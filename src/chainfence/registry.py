@@ -5,8 +5,8 @@
     registry = Registry.deploy(chain)            # or Registry.at(chain, address)
     a = registry.connect(alice)                  # same registry, transactions sent as alice
     lease = a.acquire("reports/daily", ttl=30)   # Lease: resource, token, holder, expires_at
-    with a.lease("reports/daily", ttl=30) as lease:
-        ...                                      # released on exit
+    with a.acquire("reports/daily", ttl=30) as lease:
+        ...                                      # a lease is its own context manager: released on exit
 
 Every method validates its arguments before it touches the chain, raises a
 :mod:`chainfence.errors` class for every revert and every node failure
@@ -25,49 +25,51 @@ reorg deeper than the confirmations — raises
 :class:`~chainfence.errors.ChainRolledBack` instead of being believed.
 ``Chain.revert`` (a dev chain's deliberate rollback) forgets what was seen.
 
-A registry's concepts each have their module, and :class:`Registry` is
-their sum: its lease operations and views are here; namespaces, policies
-and the admin's revoke and grant in :mod:`chainfence.namespaces`; claims in
-:mod:`chainfence.claims`; sets in :mod:`chainfence.lease_set`; the
-contract's calls they share in :mod:`chainfence._sdk.contract`. Every operation
-is written once, as steps; :class:`AsyncRegistry` (:mod:`chainfence.aio`)
-runs the very same steps over asyncio.
+A registry's lease operations and views are here; a namespace (its policy,
+allowlist, admin, and the admin's revoke and grant) is a handle,
+``registry.namespace(prefix)`` (:mod:`chainfence.namespaces`), and so is a
+workset, ``registry.workset(name)`` (:mod:`chainfence.claims`); the contract's
+calls they share are in :mod:`chainfence._sdk.contract`. Sets, elections,
+history and the watchdog build on a registry and are never imported by it
+(:mod:`chainfence.recipes`, :mod:`chainfence.audit`). Every operation is
+written once, as steps; :class:`AsyncRegistry` (:mod:`chainfence.aio`) runs
+the very same steps over asyncio.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from . import batching as _batching
 from . import endings
 from . import keepalive as _keepalive
 from ._core import log as _log
+from ._core import moved as _moved
 from ._core.effects import RPC, Blocking, Steps
 from ._core.faces import (
     AsyncDriver,
     AsyncFace,
     aconstructor,
     awaiting,
-    constructor,
+    drives,
     local,
     mirrored,
-    operation,
 )
 from ._node import artifacts as _artifacts
 from ._node import sending as _sending
 from ._node.abi import decode as abi_decode
 from ._node.abi import encode as abi_encode
 from ._sdk import names as _names
+from ._sdk import retired as _retired
 from ._sdk import validate as _validate
 from ._sdk import waiting as _waiting
 from ._sdk.contract import DEFAULT_MAX_TTL, MAX_CLAIM_ITEMS, MAX_MANY, RegistryContract, at_block
 from ._sdk.interrupted import settle_steps
 from ._sdk.lease_state import LeaseInfo, LeaseStatus
 from .batching import AsyncBatchItem, Batcher, BatchItem, batcher_of
-from .claims import ClaimOperations
+from .claims import Workset
 from .endings import End
 from .errors import (
     ChainError,
@@ -84,14 +86,11 @@ from .errors import (
     WrongChain,
 )
 from .lease import AsyncLease, Lease
-from .lease_set import AsyncLeaseSet, LeaseSetOperations
-from .namespaces import NamespaceOperations
+from .namespaces import Namespace, address_namespace
 
-if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19),
-    # and the SDK imports the audit only when Registry.history or Registry.stuck is called
-    from .audit._history import LeaseEvent
-    from .audit.watchdog import StuckReport
+if TYPE_CHECKING:  # imported where they are used: a CLI command that reads a lease loads neither (issue #19)
     from .deployment import Deployment
+    from .fenced_requests import EIP712Domain
 
 logger = _log.get(__name__)
 
@@ -111,16 +110,7 @@ def _deploy_steps(
     sender: Any = None,
     namespaces: Mapping[str, str] | None = None,
 ) -> Steps[Registry]:
-    """Deploy a new FencingRegistry whose leases last at most ``max_ttl`` seconds.
-
-    ``sender`` (default: the chain's first account) pays for deployment
-    and is the default sender of the returned registry. It gains no
-    privilege: the registry has no owner. ``namespaces`` assigns
-    namespaces to their admins at deployment (``{"prod": admin_address}``):
-    the only way a namespace other than an address namespace
-    (:meth:`namespace_of`) ever has an admin. Address-shaped prefixes
-    cannot be assigned (:class:`~chainfence.errors.InvalidNamespace`).
-    """
+    """The steps of :meth:`deploy`."""
     if isinstance(max_ttl, bool) or not isinstance(max_ttl, int) or not 1 <= max_ttl <= 2**32 - 1:
         raise InvalidMaxTtl(max_ttl=max_ttl)
     deployer = chain.signer(sender if sender is not None else _first_account(chain))
@@ -155,11 +145,7 @@ def _fork_steps() -> Steps[None]:
 
 
 def _at_steps(cls: type[Registry], chain: Any, address: str, *, sender: Any = None) -> Steps[Registry]:
-    """The FencingRegistry already deployed at ``address``.
-
-    Raises :class:`~chainfence.errors.ContractNotFound` if there is no
-    code there, or code that is not this SDK's FencingRegistry.
-    """
+    """The steps of :meth:`at`."""
     address = _validate.address(address, "registry address")
     # The code, and the registry's maxTtl (an immutable: what every later ttl is checked against) in the
     # same round trip where the node takes batches: a command that acquires asks once less (issue #19).
@@ -186,14 +172,7 @@ def _from_deployment_steps(
     *,
     sender: Any = None,
 ) -> Steps[Registry]:
-    """The registry a deployment file names (default: ``$CHAINFENCE_DEPLOYMENT`` or
-    ``.chainfence/deployment.json``), after checking it belongs to ``chain``.
-
-    Raises :class:`~chainfence.errors.WrongChain` if the file was written
-    for another chain, or for an earlier incarnation of this dev chain
-    (the registry's deployment block is not the one recorded), and
-    :class:`~chainfence.errors.ContractNotFound` if the registry is gone.
-    """
+    """The steps of :meth:`from_deployment`."""
     from .deployment import Deployment, load
 
     record = deployment if isinstance(deployment, Deployment) else (yield Blocking(lambda: load(deployment)))
@@ -213,16 +192,65 @@ def _from_deployment_steps(
     return registry
 
 
-class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
+class Registry(RegistryContract):
     """A deployed FencingRegistry, and the account transactions are sent as.
 
     Create with :meth:`deploy` or :meth:`at`; :meth:`connect` gives a view of
     the same registry that sends as another account.
     """
 
-    deploy = constructor(_deploy_steps)
-    at = constructor(_at_steps)
-    from_deployment = constructor(_from_deployment_steps)
+    @classmethod
+    @drives(_deploy_steps)
+    def deploy(
+        cls,
+        chain: Any,
+        *,
+        max_ttl: int = DEFAULT_MAX_TTL,
+        sender: Any = None,
+        namespaces: Mapping[str, str] | None = None,
+    ) -> Registry:
+        """Deploy a new FencingRegistry whose leases last at most ``max_ttl`` seconds.
+
+        ``sender`` (default: the chain's first account) pays for deployment
+        and is the default sender of the returned registry. It gains no
+        privilege: the registry has no owner. ``namespaces`` assigns
+        namespaces to their admins at deployment (``{"prod": admin_address}``):
+        the only way a namespace other than an address namespace
+        (:func:`~chainfence.namespaces.address_namespace`) ever has an admin. Address-shaped prefixes
+        cannot be assigned (:class:`~chainfence.errors.InvalidNamespace`).
+        """
+        return cast(
+            "Registry", chain._run(_deploy_steps(cls, chain, max_ttl=max_ttl, sender=sender, namespaces=namespaces))
+        )
+
+    @classmethod
+    @drives(_at_steps)
+    def at(cls, chain: Any, address: str, *, sender: Any = None) -> Registry:
+        """The FencingRegistry already deployed at ``address``.
+
+        Raises :class:`~chainfence.errors.ContractNotFound` if there is no
+        code there, or code that is not this SDK's FencingRegistry.
+        """
+        return cast("Registry", chain._run(_at_steps(cls, chain, address, sender=sender)))
+
+    @classmethod
+    @drives(_from_deployment_steps)
+    def from_deployment(
+        cls,
+        chain: Any,
+        deployment: Deployment | str | os.PathLike[str] | None = None,
+        *,
+        sender: Any = None,
+    ) -> Registry:
+        """The registry a deployment file names (default: ``$CHAINFENCE_DEPLOYMENT`` or
+        ``.chainfence/deployment.json``), after checking it belongs to ``chain``.
+
+        Raises :class:`~chainfence.errors.WrongChain` if the file was written
+        for another chain, or for an earlier incarnation of this dev chain
+        (the registry's deployment block is not the one recorded), and
+        :class:`~chainfence.errors.ContractNotFound` if the registry is gone.
+        """
+        return cast("Registry", chain._run(_from_deployment_steps(cls, chain, deployment, sender=sender)))
 
     def connect(self, account: Any) -> Self:
         """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""
@@ -240,6 +268,25 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         """
         return batcher_of(self, max_items=max_items, window=window)
 
+    def namespace(self, prefix: str | None = None) -> Namespace:
+        """The namespace ``prefix`` (the text before a name's first ``/``) of this registry, read and
+        governed as this registry's sender: its policy, allowlist, admin handover, and the admin's
+        revoke and grant (:class:`~chainfence.namespaces.Namespace`). ``prefix`` None: the sender's
+        address namespace (``"0x"`` and its 40 lowercase hex digits), its own from the start. Asks
+        nothing of the chain."""
+        return Namespace(self, address_namespace(self._require_sender()) if prefix is None else prefix)
+
+    def workset(self, name: str | bytes) -> Workset:
+        """The workset ``name`` of this registry, as this registry's sender: claim its items, read,
+        renew, release and complete a claim by item, and (its namespace's admin) revoke and grant
+        items (:class:`~chainfence.claims.Workset`). Asks nothing of the chain."""
+        return Workset(self, name)
+
+    if not TYPE_CHECKING:  # the names 0.2 retired, served until 0.3 with a warning (never seen by a type checker)
+
+        def __getattr__(self, name: str) -> Any:
+            return _moved.retired(self, name, _retired.REGISTRY)
+
     # ------------------------------------------------------------------
     # Lease operations (transactions)
     # ------------------------------------------------------------------
@@ -253,6 +300,29 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         wait: float | None = None,
         exclusive: bool = False,
     ) -> Steps[Lease]:
+        """The steps of :meth:`acquire`."""
+        _validate.publishable(resource)
+        if not isinstance(exclusive, bool):
+            raise InvalidInput(f"exclusive must be a bool, got {type(exclusive).__name__} {exclusive!r}")
+        seconds = _validate.wait(wait)
+        ttl = _validate.ttl(ttl, (yield from self._max_ttl_steps()))
+        sender = self._require_sender()
+        if not seconds:
+            return (yield from self._acquire_one_steps(resource, ttl, sender, confirmations, exclusive=exclusive))
+        return (
+            yield from self._acquire_waiting_steps(resource, ttl, sender, confirmations, seconds, exclusive=exclusive)
+        )
+
+    @drives(_acquire_steps)
+    def acquire(
+        self,
+        resource: str,
+        ttl: int,
+        *,
+        confirmations: int | None = None,
+        wait: float | None = None,
+        exclusive: bool = False,
+    ) -> Lease:
         """Acquire ``resource`` for ``ttl`` seconds of chain time; return the :class:`Lease`.
 
         The lease carries a new fencing token, higher than every token the
@@ -310,19 +380,9 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         (:class:`~chainfence.errors.NodeUnreachable`, ...) in the read that
         checks, once it is deep enough, that the lease is still current.
         """
-        _validate.publishable(resource)
-        if not isinstance(exclusive, bool):
-            raise InvalidInput(f"exclusive must be a bool, got {type(exclusive).__name__} {exclusive!r}")
-        seconds = _validate.wait(wait)
-        ttl = _validate.ttl(ttl, (yield from self._max_ttl_steps()))
-        sender = self._require_sender()
-        if not seconds:
-            return (yield from self._acquire_one_steps(resource, ttl, sender, confirmations, exclusive=exclusive))
-        return (
-            yield from self._acquire_waiting_steps(resource, ttl, sender, confirmations, seconds, exclusive=exclusive)
+        return self._drive(
+            self._acquire_steps(resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive)
         )
-
-    acquire = operation(_acquire_steps)
 
     def _acquire_waiting_steps(
         self,
@@ -461,6 +521,14 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
     def _renew_steps(
         self, resource: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
     ) -> Steps[int]:
+        """The steps of :meth:`renew`."""
+        resource_id = _validate.resource_id(resource)
+        return (yield from self._renew_by_id_steps(resource, resource_id, token, ttl, progress, confirmations))
+
+    @drives(_renew_steps)
+    def renew(
+        self, resource: str, token: int, ttl: int, *, progress: Any = None, confirmations: int | None = None
+    ) -> int:
         """Extend the sender's live lease on ``resource`` (with ``token``) to now + ``ttl``; return the new expiry.
 
         ``progress`` (optional) is a marker of how far the work has come,
@@ -472,20 +540,26 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         :class:`~chainfence.errors.InvalidInput` and nothing is sent.
         Without it a renewal logs a zero marker: "nothing to report".
         """
-        resource_id = _validate.resource_id(resource)
-        return (yield from self._renew_by_id_steps(resource, resource_id, token, ttl, progress, confirmations))
-
-    renew = operation(_renew_steps)
+        return self._drive(self._renew_steps(resource, token, ttl, progress=progress, confirmations=confirmations))
 
     def _release_steps(self, resource: str, token: int, *, confirmations: int | None = None) -> Steps[None]:
-        """End the sender's live lease on ``resource`` with ``token``. An old token never frees a newer lease."""
+        """The steps of :meth:`release`."""
         yield from self._release_by_id_steps(resource, _validate.resource_id(resource), token, confirmations)
 
-    release = operation(_release_steps)
+    @drives(_release_steps)
+    def release(self, resource: str, token: int, *, confirmations: int | None = None) -> None:
+        """End the sender's live lease on ``resource`` with ``token``. An old token never frees a newer lease."""
+        self._drive(self._release_steps(resource, token, confirmations=confirmations))
 
     def _complete_steps(
         self, resource: str, token: int, result: bytes, *, confirmations: int | None = None
     ) -> Steps[bytes]:
+        """The steps of :meth:`complete`."""
+        resource_id = _validate.resource_id(resource)
+        return (yield from self._complete_by_id_steps(resource, resource_id, token, result, confirmations))
+
+    @drives(_complete_steps)
+    def complete(self, resource: str, token: int, result: bytes, *, confirmations: int | None = None) -> bytes:
         """Record the result of the work done under ``token``, only while ``token`` is current.
 
         ``result`` is the result itself (its keccak256 is recorded) or a
@@ -494,49 +568,12 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         registry's refusal (:class:`~chainfence.errors.StaleToken`,
         :class:`~chainfence.errors.LeaseExpired`, ...) and nothing is recorded.
         """
-        resource_id = _validate.resource_id(resource)
-        return (yield from self._complete_by_id_steps(resource, resource_id, token, result, confirmations))
-
-    complete = operation(_complete_steps)
-
-    @contextmanager
-    def lease(
-        self,
-        resource: str,
-        ttl: int,
-        *,
-        confirmations: int | None = None,
-        wait: float | None = None,
-        exclusive: bool = False,
-    ) -> Iterator[Lease]:
-        """``with registry.lease(name, ttl) as lease:`` acquire, run the body, release.
-
-        Raises :class:`~chainfence.errors.LeaseHeld` (and the body does not
-        run) if someone else holds it — after waiting up to ``wait`` seconds
-        for it to become free, as :meth:`acquire` does; with ``exclusive=True``
-        also while the sender itself holds it. On exit the lease is released; if it
-        expired or was superseded while the body ran, that error is raised
-        after a body that succeeded, and added as a note to the body's own
-        exception otherwise.
-        """
-        with self.acquire(resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive) as lease:
-            yield lease
+        return self._drive(self._complete_steps(resource, token, result, confirmations=confirmations))
 
     def _lease_from_tx_steps(
         self, tx_hash: str, *, item: int | None = None, resource: str | None = None
     ) -> Steps[Lease | None]:
-        """The lease a mined acquisition created, or None (not mined, failed, or not an acquisition).
-
-        For reconciling after :class:`~chainfence.errors.OutcomeUnknown`:
-        look up every candidate hash before acquiring again.
-
-        A batch transaction (group commit, :meth:`batched`) holds several operations: ``item``
-        (its position: the ``item`` of the caller's ``OutcomeUnknown``) or ``resource`` (the only
-        acquisition of that name in it) says whose lease; None if that acquisition was refused
-        (:meth:`batch_item` gives its typed refusal). A batch with several acquisitions and neither
-        raises :class:`~chainfence.errors.InvalidInput`, as does a ``resource`` the transaction did not
-        acquire: never another operation's lease.
-        """
+        """The steps of :meth:`lease_from_tx`."""
         tx_hash = _batching._tx_hash(tx_hash)
         if resource is not None:
             _validate.resource_id(resource)
@@ -567,33 +604,53 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
             raise InvalidInput(f"transaction {tx_hash} acquired {lease.resource!r}, not {resource!r}")
         return lease
 
-    lease_from_tx = operation(_lease_from_tx_steps)
+    @drives(_lease_from_tx_steps)
+    def lease_from_tx(self, tx_hash: str, *, item: int | None = None, resource: str | None = None) -> Lease | None:
+        """The lease a mined acquisition created, or None (not mined, failed, or not an acquisition).
+
+        For reconciling after :class:`~chainfence.errors.OutcomeUnknown`:
+        look up every candidate hash before acquiring again.
+
+        A batch transaction (group commit, :meth:`batched`) holds several operations: ``item``
+        (its position: the ``item`` of the caller's ``OutcomeUnknown``) or ``resource`` (the only
+        acquisition of that name in it) says whose lease; None if that acquisition was refused
+        (:meth:`batch_item` gives its typed refusal). A batch with several acquisitions and neither
+        raises :class:`~chainfence.errors.InvalidInput`, as does a ``resource`` the transaction did not
+        acquire: never another operation's lease.
+        """
+        return self._drive(self._lease_from_tx_steps(tx_hash, item=item, resource=resource))
 
     def _batch_items_steps(self, tx_hash: str, *, resource: str | None = None) -> Steps[list[BatchItem] | None]:
+        """The steps of :meth:`batch_items`."""
+        return (yield from _batching.batch_items_steps(self, tx_hash, resource=resource))  # type: ignore[no-any-return]
+
+    @drives(_batch_items_steps)
+    def batch_items(self, tx_hash: str, *, resource: str | None = None) -> list[BatchItem] | None:
         """Every operation of the batch transaction ``tx_hash`` (group commit: :meth:`batched`), each with
         its own outcome (:class:`~chainfence.batching.BatchItem`: an acquisition's lease, a renewal's
         expiry, the typed refusal of one the registry refused), in order; None when it is not mined,
         mined reverted (none of its operations did anything) or not a batch of this registry.
         ``resource``: the name renewals and releases of it are shown by (the transaction holds their id)."""
-        return (yield from _batching.batch_items_steps(self, tx_hash, resource=resource))  # type: ignore[no-any-return]
-
-    batch_items = operation(_batch_items_steps)
+        return self._drive(self._batch_items_steps(tx_hash, resource=resource))
 
     def _batch_item_steps(
         self, tx_hash: str, *, item: int | None = None, resource: str | None = None
     ) -> Steps[BatchItem | None]:
+        """The steps of :meth:`batch_item`."""
+        items = yield from self._batch_items_steps(tx_hash, resource=resource)
+        if items is None:
+            return None
+        return _batching.select_item(items, tx_hash, item=item, resource=resource)
+
+    @drives(_batch_item_steps)
+    def batch_item(self, tx_hash: str, *, item: int | None = None, resource: str | None = None) -> BatchItem | None:
         """One operation of the batch transaction ``tx_hash`` with its own outcome: the one at position
         ``item`` (the ``item`` of the caller's :class:`~chainfence.errors.OutcomeUnknown`), or the only
         one on ``resource``; :meth:`~chainfence.batching.BatchItem.result` gives its lease (or expiry)
         or raises its typed refusal. None when the transaction is not mined, mined reverted or not a
         batch of this registry; :class:`~chainfence.errors.InvalidInput` when the choice is not one
         operation (never another's)."""
-        items = yield from self._batch_items_steps(tx_hash, resource=resource)
-        if items is None:
-            return None
-        return _batching.select_item(items, tx_hash, item=item, resource=resource)
-
-    batch_item = operation(_batch_item_steps)
+        return self._drive(self._batch_item_steps(tx_hash, item=item, resource=resource))
 
     # ------------------------------------------------------------------
     # Views
@@ -603,13 +660,7 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
     # ``block=<number or tag>``: the state and the time of that block.
 
     def _latest_token_steps(self, *, block: str | int | None = None) -> Steps[int]:
-        """The highest token issued so far (0 before the first acquisition).
-
-        Raises :class:`~chainfence.errors.ChainRolledBack` if it is below a
-        token this SDK has already seen from the registry, and still is when
-        read once more (:mod:`chainfence._sdk.rollback`: anvil answers a read at
-        ``latest`` from the block before while it mines).
-        """
+        """The steps of :meth:`latest_token`."""
         try:
             return (yield from self._read_latest_token_steps(block=block))
         except ChainRolledBack as lost:
@@ -625,36 +676,57 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
             seen.latest(before, latest, record=self.chain.confirmations == 0)
         return latest
 
-    latest_token = operation(_latest_token_steps)
+    @drives(_latest_token_steps)
+    def latest_token(self, *, block: str | int | None = None) -> int:
+        """The highest token issued so far (0 before the first acquisition).
+
+        Raises :class:`~chainfence.errors.ChainRolledBack` if it is below a
+        token this SDK has already seen from the registry, and still is when
+        read once more (:mod:`chainfence._sdk.rollback`: anvil answers a read at
+        ``latest`` from the block before while it mines).
+        """
+        return self._drive(self._latest_token_steps(block=block))
 
     def _lease_of_steps(self, resource: str, *, block: str | int | None = None) -> Steps[LeaseInfo | None]:
-        """The live lease of ``resource``, or None if nobody holds it (free, expired or released)."""
+        """The steps of :meth:`lease_of`."""
         info = yield from self._last_lease_steps(resource, block=block)
         return info if info is not None and info.live else None
 
-    lease_of = operation(_lease_of_steps)
-    last_lease = operation(RegistryContract._last_lease_steps)
+    @drives(_lease_of_steps)
+    def lease_of(self, resource: str, *, block: str | int | None = None) -> LeaseInfo | None:
+        """The live lease of ``resource``, or None if nobody holds it (free, expired or released)."""
+        return self._drive(self._lease_of_steps(resource, block=block))
 
-    def _last_lease_by_id_steps(self, resource_id: bytes, *, block: str | int | None = None) -> Steps[LeaseInfo | None]:
-        """:meth:`last_lease` for a resource known only by its id (``keccak256(name)``), as guards
-        and audits know resources whose names the chain never told them."""
-        if not isinstance(resource_id, (bytes, bytearray)) or len(resource_id) != 32:
-            raise InvalidInput(f"a resource id is 32 bytes, got {resource_id!r}")
-        info = yield from self._lease_info_steps(None, bytes(resource_id), block=block)
-        return None if info.status is LeaseStatus.UNHELD else info
+    @drives(RegistryContract._last_lease_steps)
+    def last_lease(
+        self, resource: str | None = None, *, resource_id: bytes | None = None, block: str | int | None = None
+    ) -> LeaseInfo | None:
+        """The latest lease of ``resource`` whatever its state, or None if it was never held.
 
-    last_lease_by_id = operation(_last_lease_by_id_steps)
-
-    def _is_current_steps(self, resource: str, token: int, *, block: str | int | None = None) -> Steps[bool]:
-        """Whether ``token`` is the current token of ``resource`` and its lease is live."""
-        return (yield from self._token_is_current_steps(resource, token, block=block))
-
-    is_current = operation(_is_current_steps)
+        A lease whose expiry has passed by :meth:`Chain.now <chainfence.Chain.now>`
+        reads EXPIRED even if no block was mined since (``expired_unmined``). A resource known only
+        by its id (``keccak256(name)``, as guards and audits know resources whose names the chain never
+        told them): ``resource_id=`` instead of the name (one of the two, else
+        :class:`~chainfence.errors.InvalidInput`).
+        """
+        return self._drive(self._last_lease_steps(resource, resource_id=resource_id, block=block))
 
     def _check_current_steps(
         self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
     ) -> Steps[LeaseInfo]:
+        """The steps of :meth:`check_current`."""
+        return (yield from self._check_token_steps(resource, token, block=block, confirmations=confirmations))
+
+    @drives(_check_current_steps)
+    def check_current(
+        self, resource: str, token: int, *, block: str | int | None = None, confirmations: int = 0
+    ) -> LeaseInfo:
         """The live lease of ``token``; raises a :class:`~chainfence.errors.TokenNotCurrent` subclass if it is not.
+
+        The SDK's one way to judge a token (the guard's is ``Guard.check``): the answer is the reason
+        (``StaleToken``, ``LeaseExpired``, ``LeaseReleased``, ``LeaseRevoked``, ...), never a bare
+        False that a caller must go back and ask about; ``try: check_current(...) except
+        TokenNotCurrent:`` is the yes-or-no. (0.2 folded ``is_current``, the bool, into it.)
 
         The verdict a verifier needs: ``token`` is the resource's latest token,
         neither released nor expired — expired counted at :meth:`Chain.now
@@ -665,18 +737,34 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         (:class:`~chainfence.errors.TokenNotConfirmed` until then): a reorg
         shallower than ``k`` cannot take it back.
         """
-        return (yield from self._check_token_steps(resource, token, block=block, confirmations=confirmations))
+        return self._drive(self._check_current_steps(resource, token, block=block, confirmations=confirmations))
 
-    check_current = operation(_check_current_steps)
-    eip712_domain = operation(RegistryContract._eip712_domain_steps)
-    deployment_block = operation(RegistryContract._deployment_block_steps)
-    identity = operation(RegistryContract._identity_steps)
+    @drives(RegistryContract._eip712_domain_steps)
+    def eip712_domain(self) -> EIP712Domain:
+        """The registry's EIP-712 domain, from its ERC-5267 ``eip712Domain()``: what fenced
+        requests are signed in (name, version, chain id, this registry)."""
+        return self._drive(self._eip712_domain_steps())
+
+    @drives(RegistryContract._deployment_block_steps)
+    def deployment_block(self) -> int:
+        """The block this registry was deployed in (from the registry itself)."""
+        return self._drive(self._deployment_block_steps())
+
+    @drives(RegistryContract._identity_steps)
+    def identity(self) -> dict[str, str]:
+        """What makes this registry's token space unique: chain id, address, and the block it was
+        deployed in with that block's hash.
+
+        Two in-process chains share a chain id and, deployed the same way, a
+        registry address; a dev node that was wiped and redeployed does too.
+        The deployment block's hash tells them apart. (The genesis hash does
+        not serve: anvil rebuilds block 0 with a new hash when it reloads its
+        state, so a restarted node would look like another chain.)
+        """
+        return self._drive(self._identity_steps())
 
     def _ending_steps(self, resource: str, token: int) -> Steps[End | None]:
-        """How the lease of ``token`` on ``resource`` ended, in the words of :mod:`chainfence.endings`
-        (expired, released, completed, superseded, revoked, granted, rolled_back); None while it is
-        live, and for a token never issued for ``resource``. Reads the resource's lease, and its
-        successor's acquisition when a higher token was issued (the reason it was issued for)."""
+        """The steps of :meth:`ending`."""
         resource_id = _validate.resource_id(resource)
         token = _validate.token(token)
         try:
@@ -690,49 +778,13 @@ class Registry(NamespaceOperations, ClaimOperations, LeaseSetOperations):
         first = yield from self._deployment_block_steps()
         return (yield from self._successor_end_steps(resource_id, token, first))
 
-    ending = operation(_ending_steps)
-
-    # ------------------------------------------------------------------
-    # The record: the lease events, and the watchdog over them. Both live in the audit
-    # (chainfence.audit), a layer above this one: imported when called, never at import
-    # (tests/unit/test_layers.py names these two delegations).
-    # ------------------------------------------------------------------
-
-    def _history_steps(
-        self,
-        resource: str | None = None,
-        *,
-        holder: str | None = None,
-        token: int | None = None,
-        from_block: int | None = None,
-        to_block: int | str = "latest",
-        index: Any = None,
-    ) -> Steps[list[LeaseEvent]]:
-        """Lease events of this registry, oldest first, filtered on the indexed fields given; see
-        :func:`chainfence.audit.history` (``index=``: answered from an
-        :class:`~chainfence.audit.index.AuditIndex`)."""
-        from .audit._history import history_steps
-
-        return (
-            yield from history_steps(
-                self, resource, holder=holder, token=token, from_block=from_block, to_block=to_block, index=index
-            )
-        )
-
-    history = operation(_history_steps)
-
-    def _stuck_steps(
-        self, *, renewals: int = 3, longer_than: int | None = None, from_block: int | None = None, index: Any = None
-    ) -> Steps[StuckReport]:
-        """Leases alive but stuck, crashed, or held too long: see :func:`chainfence.audit.watchdog.stuck`
-        (``index``: an :class:`~chainfence.audit.index.AuditIndex` to read the events from)."""
-        from .audit.watchdog import stuck_steps
-
-        return (
-            yield from stuck_steps(self, renewals=renewals, longer_than=longer_than, from_block=from_block, index=index)
-        )
-
-    stuck = operation(_stuck_steps)
+    @drives(_ending_steps)
+    def ending(self, resource: str, token: int) -> End | None:
+        """How the lease of ``token`` on ``resource`` ended, in the words of :mod:`chainfence.endings`
+        (expired, released, completed, superseded, revoked, granted, rolled_back); None while it is
+        live, and for a token never issued for ``resource``. Reads the resource's lease, and its
+        successor's acquisition when a higher token was issued (the reason it was issued for)."""
+        return self._drive(self._ending_steps(resource, token))
 
     def __eq__(self, other: object) -> bool:
         return super().__eq__(other)
@@ -749,8 +801,7 @@ class AsyncRegistry(AsyncFace[Registry], core=Registry):
     an :class:`~chainfence.aio.AsyncChain`).
 
     Create with :meth:`deploy`, :meth:`at` or :meth:`from_deployment`; :meth:`connect` sends as another
-    account. Leases come back as :class:`~chainfence.aio.AsyncLease`, sets as
-    :class:`~chainfence.aio.AsyncLeaseSet`.
+    account. Leases come back as :class:`~chainfence.aio.AsyncLease`.
     """
 
     def __init__(self, chain: Any, registry: Registry):
@@ -796,60 +847,24 @@ class AsyncRegistry(AsyncFace[Registry], core=Registry):
     batch_items = awaiting(Registry.batch_items)
     batch_item = awaiting(Registry.batch_item, AsyncBatchItem, optional=True)
 
-    @asynccontextmanager
-    async def lease(
-        self,
-        resource: str,
-        ttl: int,
-        *,
-        confirmations: int | None = None,
-        wait: float | None = None,
-        exclusive: bool = False,
-    ) -> AsyncIterator[AsyncLease]:
-        """``async with registry.lease(name, ttl) as lease:`` acquire (waiting up to ``wait``; with
-        ``exclusive=True`` refusing the sender's own live lease too), run the body, release
-        (:meth:`Registry.lease`)."""
-        async with await self.acquire(
-            resource, ttl, confirmations=confirmations, wait=wait, exclusive=exclusive
-        ) as lease:
-            yield lease
-
     # -- views
     latest_token = awaiting(Registry.latest_token)
     lease_of = awaiting(Registry.lease_of)
     last_lease = awaiting(Registry.last_lease)
-    last_lease_by_id = awaiting(Registry.last_lease_by_id)
-    is_current = awaiting(Registry.is_current)
     check_current = awaiting(Registry.check_current)
     eip712_domain = awaiting(Registry.eip712_domain)
     deployment_block = awaiting(Registry.deployment_block)
     identity = awaiting(Registry.identity)
     ending = awaiting(Registry.ending)
-    history = awaiting(Registry.history)
-    stuck = awaiting(Registry.stuck)
 
-    # -- sets (chainfence.lease_set)
-    acquire_many = awaiting(Registry.acquire_many, AsyncLeaseSet)
+    # -- handles: a namespace, a workset
+    namespace = local(Registry.namespace)
+    workset = local(Registry.workset)
 
-    # -- claims (chainfence.claims)
-    claim = awaiting(Registry.claim, AsyncLease, optional=True)
-    item_lease = awaiting(Registry.item_lease)
-    renew_item = awaiting(Registry.renew_item)
-    release_item = awaiting(Registry.release_item)
-    complete_item = awaiting(Registry.complete_item)
+    if not TYPE_CHECKING:
 
-    # -- namespaces and their admins (chainfence.namespaces)
-    namespace_of = local(Registry.namespace_of)
-    namespace_policy = awaiting(Registry.namespace_policy)
-    is_admitted = awaiting(Registry.is_admitted)
-    transfer_namespace_admin = awaiting(Registry.transfer_namespace_admin)
-    accept_namespace_admin = awaiting(Registry.accept_namespace_admin)
-    set_policy = awaiting(Registry.set_policy)
-    admit = awaiting(Registry.admit)
-    revoke = awaiting(Registry.revoke)
-    grant = awaiting(Registry.grant, AsyncLease)
-    revoke_item = awaiting(Registry.revoke_item)
-    grant_item = awaiting(Registry.grant_item, AsyncLease)
+        def __getattr__(self, name: str) -> Any:
+            return _moved.retired(self, name, _retired.ASYNC_REGISTRY)
 
     def __repr__(self) -> str:
         return f"<AsyncRegistry {self.address} chain_id={self.chain.chain_id} sender={self.sender}>"

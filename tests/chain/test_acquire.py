@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import AcquireReason, LeaseStatus
-from chainfence.errors import LeaseHeld, StaleToken
+from chainfence import AcquireReason, LeaseStatus, audit
+from chainfence.errors import LeaseExpired, LeaseHeld, StaleToken
 
 # On hardhat's node and ganache too (tests/conftest.py); a test marked for hardhat alone needs what
 # ganache lacks (docs/nodes.md).
@@ -62,8 +62,9 @@ def test_reacquire_by_the_holder_issues_a_new_token_and_fences_the_old(alice, re
     assert second.token > first.token
     assert second.reason is AcquireReason.REACQUIRED
     assert second.previous_token == first.token
-    assert registry.is_current("jobs/etl", second.token)
-    assert not registry.is_current("jobs/etl", first.token)
+    assert registry.check_current("jobs/etl", second.token)
+    with pytest.raises(StaleToken):
+        registry.check_current("jobs/etl", first.token)
     with pytest.raises(StaleToken) as stale:
         first.renew()
     assert stale.value.current_token == second.token
@@ -86,10 +87,11 @@ def test_lease_is_live_until_the_second_before_expiry(alice, bob, chain, registr
     lease = alice.acquire("edge", ttl=10)
     chain.advance_time(lease.expires_at - 1 - chain.now())
     assert chain.now() == lease.expires_at - 1
-    assert registry.is_current("edge", lease.token)
+    assert registry.check_current("edge", lease.token)
     chain.advance_time(1)
     assert chain.now() == lease.expires_at
-    assert not registry.is_current("edge", lease.token)
+    with pytest.raises(LeaseExpired):
+        registry.check_current("edge", lease.token)
     assert registry.last_lease("edge").status is LeaseStatus.EXPIRED
 
 
@@ -134,7 +136,7 @@ def test_unicode_names_hash_as_utf8(alice, registry):
     from eth_utils import keccak
 
     assert lease.resource_id == keccak("rapports/quotidien-été".encode())
-    assert registry.history("rapports/quotidien-été")[0].resource == "rapports/quotidien-été"
+    assert audit.history(registry, "rapports/quotidien-été")[0].resource == "rapports/quotidien-été"
 
 
 def test_longest_allowed_name_is_accepted(alice):

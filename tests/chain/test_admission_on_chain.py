@@ -13,6 +13,7 @@ import pytest
 from chainfence import Admission, Guard, Registry
 from chainfence.errors import NotAdmitted
 from chainfence.guard import Follow, RequestPolicy
+from chainfence.namespaces import Namespace
 from tests.chain.test_admission import AUDIENCE, make_app, post, sign, store_state
 
 RESOURCE = "prod/db"
@@ -26,8 +27,8 @@ def registry(chain, backend_registry):
 
 @pytest.fixture
 def admin(carol, alice):
-    carol.set_policy("prod", admission_required=True)
-    carol.admit("prod", [alice.sender])
+    carol.namespace("prod").set_policy(admission_required=True)
+    carol.namespace("prod").admit([alice.sender])
     return carol
 
 
@@ -58,8 +59,8 @@ def test_a_stranger_holding_from_before_the_policy_is_refused_by_guard_and_middl
     """Bob took prod/db while the namespace was open; the admin then required admission without him."""
     alice.release(RESOURCE, alice.acquire(RESOURCE, ttl=60).token)  # tokens above 1
     stranger = bob.acquire(RESOURCE, ttl=600)
-    carol.set_policy("prod", admission_required=True)
-    carol.admit("prod", [alice.sender])
+    carol.namespace("prod").set_policy(admission_required=True)
+    carol.namespace("prod").admit([alice.sender])
     assert registry.lease_of(RESOURCE).holder == bob.sender  # a policy never evicts a live holder
     with open_guard(registry, tmp_path, mode) as guard:
         if mode == "follow":
@@ -102,7 +103,7 @@ def test_a_removal_from_the_allowlist_takes_effect_as_documented_per_mode(regist
         for guard in guards.values():
             guard.check(RESOURCE, lease.token)  # the holder's mark, its admission cached
         if removed:
-            admin.admit("prod", [alice.sender], admitted=False)
+            admin.namespace("prod").admit([alice.sender], admitted=False)
         assert registry.lease_of(RESOURCE).token == lease.token  # the lease itself stays live
 
         def verdicts() -> dict[str, str]:
@@ -128,7 +129,7 @@ def test_a_removal_from_the_allowlist_takes_effect_as_documented_per_mode(regist
             else dict.fromkeys(guards, "accepted")
         )
         if removed:  # re-admitted: a cached refusal is never trusted, the chain is asked again
-            admin.admit("prod", [alice.sender])
+            admin.namespace("prod").admit([alice.sender])
             assert verdicts() == dict.fromkeys(guards, "accepted")
     finally:
         for guard in guards.values():
@@ -143,18 +144,18 @@ def test_an_answer_read_while_the_follower_drops_the_namespace_is_not_kept(
     (it was true when read) but is not cached: the next check asks again and is refused."""
     lease = alice.acquire(RESOURCE, ttl=600)
     with open_guard(registry, tmp_path, "follow") as guard:  # nothing cached yet
-        real = registry.is_admitted
+        real = Namespace.is_admitted
         asked = []
 
-        def late_answer(resource, holder, **options):
-            answer = real(resource, holder, **options)  # read before the removal: True
-            admin.admit("prod", [alice.sender], admitted=False)
+        def late_answer(namespace, holder, **options):
+            answer = real(namespace, holder, **options)  # read before the removal: True
+            admin.namespace("prod").admit([alice.sender], admitted=False)
             guard.sync()  # the follower applies the removal meanwhile
             asked.append(answer)
             return answer
 
-        monkeypatch.setattr(registry, "is_admitted", late_answer)
+        monkeypatch.setattr(Namespace, "is_admitted", late_answer)
         assert guard.check(RESOURCE, lease.token) == lease.token and asked == [True]
-        monkeypatch.setattr(registry, "is_admitted", real)
+        monkeypatch.setattr(Namespace, "is_admitted", real)
         with pytest.raises(NotAdmitted):
             guard.check(RESOURCE, lease.token)

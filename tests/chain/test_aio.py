@@ -14,7 +14,7 @@ import asyncio
 import pytest
 from eth_utils import keccak
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, audit
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.errors import (
     InvalidInput,
@@ -61,7 +61,7 @@ def test_acquire_renew_complete_release_and_views(chain, registry):
         assert lease.token == before + 1 and lease.holder == alice.sender == chain.accounts[1]
         info = await alice.lease_of(NAME)
         assert info.live and info.token == lease.token and info.holder == alice.sender
-        assert await alice.is_current(NAME, lease.token)
+        assert await alice.check_current(NAME, lease.token)
         assert (await alice.check_current(NAME, lease.token)).token == lease.token
         assert await lease.is_current()
         chain.advance_time(5)  # a dev control of the sync chain: the asyncio view sees it
@@ -113,11 +113,11 @@ def test_typed_errors_and_bad_input_change_nothing(chain, registry):
 def test_async_with_releases_on_exit_and_never_runs_the_body_without_a_lease(chain, registry):
     async def body(achain):
         alice, bob = await as_account(achain, registry, 1), await as_account(achain, registry, 2)
-        async with alice.lease(NAME, ttl=30) as lease:
+        async with await alice.acquire(NAME, ttl=30) as lease:
             assert (await bob.lease_of(NAME)).token == lease.token
             ran = []
             with pytest.raises(LeaseHeld):
-                async with bob.lease(NAME, ttl=30):
+                async with await bob.acquire(NAME, ttl=30):
                     ran.append(True)
             assert ran == []
         assert lease.released and await bob.lease_of(NAME) is None
@@ -202,7 +202,7 @@ def test_an_async_renewal_carries_a_progress_marker_and_an_async_claim_completio
     AsyncLease over a claimed work item renews and completes it by the item's id."""
     from chainfence import EventKind
 
-    claimed = registry.connect(chain.accounts[2]).claim("aio-batch", ["x"], ttl=30)
+    claimed = registry.connect(chain.accounts[2]).workset("aio-batch").claim(["x"], ttl=30)
 
     async def body(achain):
         alice = await as_account(achain, registry, 1)
@@ -215,6 +215,6 @@ def test_an_async_renewal_carries_a_progress_marker_and_an_async_claim_completio
         return lease.token
 
     token = run(chain, body)
-    markers = [e.progress for e in registry.history(NAME) if e.kind is EventKind.RENEWED and e.token == token]
+    markers = [e.progress for e in audit.history(registry, NAME) if e.kind is EventKind.RENEWED and e.token == token]
     assert markers == [b"step-1".ljust(32, b"\0")]
-    assert registry.item_lease("aio-batch", "x").status is LeaseStatus.DONE
+    assert registry.workset("aio-batch").last_lease("x").status is LeaseStatus.DONE

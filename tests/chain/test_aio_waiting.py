@@ -71,7 +71,7 @@ def test_when_the_wait_ends_it_raises_lease_held_and_spent_nothing(chain, regist
 
 def test_a_waiter_on_the_asyncio_timer_shares_the_loop_with_the_releasing_task(chain, registry):
     """No thread: the waiting task sleeps with asyncio.sleep while another task of the same loop
-    releases the lease; the waiter then acquires it (``async with registry.lease(..., wait=)``)."""
+    releases the lease; the waiter then acquires it (``async with await registry.acquire(..., wait=)``)."""
 
     async def body(achain):
         base = await AsyncRegistry.at(achain, registry.address)
@@ -80,7 +80,7 @@ def test_a_waiter_on_the_asyncio_timer_shares_the_loop_with_the_releasing_task(c
         got = []
 
         async def waiter():
-            async with bob.lease(NAME, ttl=60, wait=60) as lease:
+            async with await bob.acquire(NAME, ttl=60, wait=60) as lease:
                 got.append(lease.token)
 
         task = asyncio.create_task(waiter())

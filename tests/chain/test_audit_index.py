@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import AcquireReason
+from chainfence import AcquireReason, audit
+from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexMismatch, InvalidInput, InvalidResourceName
 
@@ -85,7 +86,7 @@ def test_a_scripted_history_reads_back_exactly(chain, registry, alice, bob, tmp_
     assert [r.resource for r in index.resources("reports/")] == [DAILY, WEEKLY]
     assert [r.resource for r in index.resources("reports/w")] == [WEEKLY]
     assert index.resources("nothing") == []
-    assert index.verify(registry) == len(registry.history())
+    assert index.verify(registry) == len(audit.history(registry))
 
 
 def test_the_index_the_live_read_and_the_sdk_views_agree(chain, registry, alice, bob, tmp_path):
@@ -93,9 +94,9 @@ def test_the_index_the_live_read_and_the_sdk_views_agree(chain, registry, alice,
     index = AuditIndex(tmp_path / "audit.sqlite")
     live = AuditIndex(":memory:")
     live.sync(registry)
-    assert registry.history(index=index) == registry.history(), "history(index=) answers as the chain does"
+    assert audit.history(registry, index=index) == audit.history(registry), "history(index=) answers as the chain does"
     assert index.history(DAILY) == live.history(DAILY)
-    assert registry.stuck(index=index, longer_than=1) == registry.stuck(longer_than=1)
+    assert watchdog.stuck(registry, index=index, longer_than=1) == watchdog.stuck(registry, longer_than=1)
 
 
 def test_sync_is_incremental(chain, registry, alice, tmp_path):
@@ -188,11 +189,11 @@ def test_the_timeline_input_carries_each_completion_at_its_own_time(chain, regis
 def test_revokes_and_grants_read_back_with_the_admin_who_did_them(chain, registry, alice, bob, carol, tmp_path):
     """An operator's acts are in the index as the chain recorded them: who revoked, who granted, and the
     lease each one ended or issued (issue 11's events, end to end through sync)."""
-    name = f"{carol.namespace_of()}/db"  # carol's address namespace: hers by construction
+    name = f"{carol.namespace().prefix}/db"  # carol's address namespace: hers by construction
     stuck = alice.acquire(name, ttl=600)
-    carol.revoke(name)
+    carol.namespace().revoke(name)
     taken = bob.acquire(name, ttl=600)
-    granted = carol.grant(name, alice.sender, 60)  # takes over bob's live lease through the fenced path
+    granted = carol.namespace().grant(name, alice.sender, 60)  # takes over bob's live lease through the fenced path
     index = AuditIndex(tmp_path / "audit.sqlite")
     index.sync(registry)
     leases = {lease.token: lease for lease in index.history(name)}

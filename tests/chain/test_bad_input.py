@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import Registry
+from chainfence import Registry, audit
 from chainfence.errors import (
     ContractNotFound,
     InvalidInput,
@@ -73,10 +73,10 @@ def test_bad_resource_names_are_refused_by_every_call(alice, registry, unchanged
         lambda: alice.renew(name, 1, 10),
         lambda: alice.release(name, 1),
         lambda: registry.lease_of(name),
-        lambda: registry.is_current(name, 1),
+        lambda: registry.check_current(name, 1),
         lambda: registry.check_current(name, 1),
         # history(None) means "every resource"; any other bad name is refused.
-        lambda: registry.history(name if name is not None else ""),
+        lambda: audit.history(registry, name if name is not None else ""),
     ):
         with pytest.raises(InvalidResourceName):
             call()
@@ -105,7 +105,7 @@ def test_bad_tokens_are_refused(alice, registry, unchanged, token):
     for call in (
         lambda: alice.renew("r", token, 10),
         lambda: alice.release("r", token),
-        lambda: registry.is_current("r", token),
+        lambda: registry.check_current("r", token),
         lambda: registry.check_current("r", token),
     ):
         with pytest.raises(InvalidInput):

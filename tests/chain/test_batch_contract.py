@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pytest
 
+from chainfence import LeaseSet
 from chainfence._node import events as _events
 from chainfence._node.reverts import decode as decode_revert
 from chainfence._node.reverts import revert_data
@@ -80,10 +81,10 @@ def world(chain, registry):
     """alice sends the batches; bob holds what she cannot have; carol's address namespace has a maxTtl of 600
     and a lock-delay of 1,000 s; dave's admits nobody but bob."""
     alice, bob, carol, dave = (registry.connect(chain.accounts[i]) for i in (1, 2, 3, 4))
-    c_ns, d_ns = carol.namespace_of(), dave.namespace_of()
-    carol.set_policy(c_ns, max_ttl=600, lock_delay=1_000)
-    dave.set_policy(d_ns, admission_required=True)
-    dave.admit(d_ns, [bob.sender])
+    c_ns, d_ns = carol.namespace().prefix, dave.namespace().prefix
+    carol.namespace(c_ns).set_policy(max_ttl=600, lock_delay=1_000)
+    dave.namespace(d_ns).set_policy(admission_required=True)
+    dave.namespace(d_ns).admit([bob.sender])
 
     state: dict[str, object] = {"c_ns": c_ns, "d_ns": d_ns}
     bob.acquire("b/held", ttl=3_000)
@@ -98,8 +99,8 @@ def world(chain, registry):
     released.release()
     state["released"] = released.token
     state["revoked"] = alice.acquire(f"{c_ns}/rev", ttl=600).token
-    carol.revoke(f"{c_ns}/rev")
-    claim = alice.claim("b/work", ["i1"], ttl=3_000)
+    carol.namespace(c_ns).revoke(f"{c_ns}/rev")
+    claim = alice.workset("b/work").claim(["i1"], ttl=3_000)
     claim.complete(b"done")
     state["completed"], state["item"] = claim.token, claim.resource_id
     state["expired"] = alice.acquire("b/short", ttl=10).token
@@ -240,7 +241,7 @@ def test_control_acquire_many_is_all_or_nothing_on_the_same_held_resource(chain,
     """What batchCalls is not: acquireMany with one held name reverts, and the free names are not taken."""
     bob.acquire("c/held", ttl=600)
     with pytest.raises(LeaseHeld):
-        alice.acquire_many(["c/free", "c/held"], ttl=60)
+        LeaseSet.acquire(alice, ["c/free", "c/held"], ttl=60)
     assert registry.lease_of("c/free") is None
     receipt = send_batch(
         chain, registry, alice.sender, [op(ACQUIRE, name="c/free", ttl=60), op(ACQUIRE, name="c/held", ttl=60)]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chainfence import Guard, Lease, batching
+from chainfence import Guard, Lease, audit, batching
 from chainfence._sdk.lease_state import AcquireReason
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import AsyncBatcher, Batcher
@@ -42,9 +42,9 @@ def fleet(chain, registry, alice, bob):
     """alice's batcher; bob holds "f/held"; carol's address namespace has a lock-delay of 1,000 s after
     bob's lease there expired; dave's admits nobody but bob."""
     carol, dave = (registry.connect(chain.accounts[i]) for i in (3, 4))
-    c_ns, d_ns = carol.namespace_of(), dave.namespace_of()
-    carol.set_policy(c_ns, lock_delay=1_000)
-    dave.set_policy(d_ns, admission_required=True)
+    c_ns, d_ns = carol.namespace().prefix, dave.namespace().prefix
+    carol.namespace(c_ns).set_policy(lock_delay=1_000)
+    dave.namespace(d_ns).set_policy(admission_required=True)
     bob.acquire("f/held", ttl=3_000)
     bob.acquire(f"{c_ns}/delayed", ttl=10)
     chain.advance_time(20)
@@ -130,7 +130,7 @@ def test_each_acquisition_keeps_its_own_token_holder_event_and_reason(chain, reg
     assert leases["mine"].previous_token == mine.token
     for name, lease in leases.items():
         (acquired,) = [
-            e for e in registry.history(f"k/{name}") if e.token == lease.token and e.kind.value == "acquired"
+            e for e in audit.history(registry, f"k/{name}") if e.token == lease.token and e.kind.value == "acquired"
         ]
         assert (acquired.holder, acquired.tx_hash) == (alice.sender, lease.tx_hash)
         assert registry.check_current(f"k/{name}", lease.token).holder == alice.sender
@@ -173,7 +173,7 @@ def test_leases_from_a_batch_keep_check_guard_and_audit_like_any_other(chain, re
         lease.check()
     assert lease.released and registry.lease_of("k/kept") is None
     assert batcher.operations - operations == 3, "acquired, renewed and released through the batcher"
-    kinds = [e.kind.value for e in registry.history("k/kept")]
+    kinds = [e.kind.value for e in audit.history(registry, "k/kept")]
     assert kinds == ["acquired", "renewed", "released"]
     guard.close()
 
@@ -185,7 +185,7 @@ def test_a_renewal_with_a_progress_marker_and_a_completion_are_sent_alone(chain,
     lease.renew(progress=7)
     lease.complete(b"result")
     assert batcher.operations == operations
-    (renewed,) = [e for e in registry.history("k/marked") if e.kind.value == "renewed"]
+    (renewed,) = [e for e in audit.history(registry, "k/marked") if e.kind.value == "renewed"]
     assert renewed.progress == (7).to_bytes(32, "big")
     lease.release()
     assert batcher.operations == operations + 1
@@ -262,7 +262,7 @@ def test_64_threads_acquire_renew_and_release_each_exactly_once(chain, registry,
     assert sorted(lease.token for lease in leases) == list(range(before + 2, before + 66))
     assert batcher.operations - operations == 1 + 64 * 3
     for i in (0, 31, 63):
-        kinds = [e.kind.value for e in registry.history(f"t/{i}")]
+        kinds = [e.kind.value for e in audit.history(registry, f"t/{i}")]
         assert kinds == ["acquired", "renewed", "released"], (i, kinds)
     assert all(registry.lease_of(f"t/{i}") is None for i in range(64))
     assert registry.latest_token() == before + 65
@@ -349,7 +349,7 @@ def test_64_tasks_acquire_renew_and_release_each_exactly_once(chain, registry, a
     assert after - operations == 1 + 64 * 3
     assert all(lease.released for lease in leases) and all(registry.lease_of(f"u/{i}") is None for i in range(64))
     for i in (0, 63):
-        assert [e.kind.value for e in registry.history(f"u/{i}")] == ["acquired", "renewed", "released"]
+        assert [e.kind.value for e in audit.history(registry, f"u/{i}")] == ["acquired", "renewed", "released"]
 
 
 def test_an_async_batched_lease_keeps_renews_and_releases_through_the_batcher(chain, registry, alice):
@@ -364,7 +364,7 @@ def test_an_async_batched_lease_keeps_renews_and_releases_through_the_batcher(ch
         return batcher.operations - operations
 
     assert run(chain, body) == 3
-    assert [e.kind.value for e in registry.history("v/kept")] == ["acquired", "renewed", "released"]
+    assert [e.kind.value for e in audit.history(registry, "v/kept")] == ["acquired", "renewed", "released"]
 
 
 @pytest.mark.nodes("hardhat")
@@ -525,7 +525,7 @@ def counting_sends(monkeypatch, rpc, sender: str) -> list[int]:
 
 
 def released_in(registry, name: str) -> str:
-    (released,) = [e for e in registry.history(name) if e.kind.value == "released"]
+    (released,) = [e for e in audit.history(registry, name) if e.kind.value == "released"]
     return released.tx_hash
 
 
@@ -563,8 +563,8 @@ def slow_caller_round(chain, registry, alice, monkeypatch) -> dict[str, Any]:
     gate.open.set()
     for thread in (pilot, *threads, releaser):
         thread.join(120)
-    assert [e.kind.value for e in registry.history("b/a")] == ["acquired", "released"]
-    assert [e.kind.value for e in registry.history("b/b")] == ["acquired", "released"]
+    assert [e.kind.value for e in audit.history(registry, "b/a")] == ["acquired", "released"]
+    assert [e.kind.value for e in audit.history(registry, "b/b")] == ["acquired", "released"]
     return seen
 
 

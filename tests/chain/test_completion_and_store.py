@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from eth_utils import keccak
 
-from chainfence import EventKind, FencedStore
+from chainfence import EventKind, FencedStore, audit
 from chainfence.errors import LeaseExpired, NotHolder, StaleToken, UnknownToken
 
 # On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
@@ -17,9 +17,9 @@ def test_a_current_holder_completes_and_audit_lists_it(alice, registry):
     lease = alice.acquire("jobs/etl", ttl=60)
     digest = lease.complete(b"42 rows loaded")
     assert digest == keccak(b"42 rows loaded")
-    (event,) = [e for e in registry.history("jobs/etl") if e.kind is EventKind.COMPLETED]
+    (event,) = [e for e in audit.history(registry, "jobs/etl") if e.kind is EventKind.COMPLETED]
     assert (event.token, event.holder, event.result_digest) == (lease.token, alice.sender, digest)
-    assert registry.is_current("jobs/etl", lease.token), "completing does not end the lease"
+    assert registry.check_current("jobs/etl", lease.token), "completing does not end the lease"
 
 
 def test_a_32_byte_result_is_recorded_as_given(alice):
@@ -36,7 +36,7 @@ def test_a_stale_completion_reverts_and_records_nothing(alice, bob, chain, regis
         old.complete(b"stale result")
     assert stale.value.current_token == new.token
     new.complete(b"fresh result")
-    completions = [e for e in registry.history("jobs/etl") if e.kind is EventKind.COMPLETED]
+    completions = [e for e in audit.history(registry, "jobs/etl") if e.kind is EventKind.COMPLETED]
     assert [(e.token, e.result_digest) for e in completions] == [(new.token, keccak(b"fresh result"))]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import Registry, endings
+from chainfence import Registry, audit, endings
 from chainfence.endings import End
 from chainfence.lease import AcquireReason
 
@@ -29,14 +29,14 @@ def registry(chain, backend_registry):
 def _end_then_grant(chain, alice, bob, carol, how: str):
     lease = alice.acquire(NAME, ttl=60)
     if how == "revoked":
-        carol.revoke(NAME)
+        carol.namespace("ops").revoke(NAME)
     elif how == "released":
         lease.release()
     elif how == "expired":
         chain.advance_time(61)
     if how != "live":
         assert alice.ending(NAME, lease.token) is End(how), "ended before the grant"
-    granted = carol.grant(NAME, bob.sender, ttl=60)
+    granted = carol.namespace("ops").grant(NAME, bob.sender, ttl=60)
     assert granted.reason is AcquireReason.GRANTED and granted.previous_token == lease.token
     return lease
 
@@ -54,7 +54,7 @@ def test_a_grant_names_granted_only_when_it_took_a_live_lease(chain, alice, bob,
 @pytest.mark.parametrize("how", ["revoked", "released", "expired"])
 def test_control_the_successor_s_reason_alone_calls_every_grant_granted(chain, alice, bob, carol, how):
     lease = _end_then_grant(chain, alice, bob, carol, how)
-    (successor,) = [e for e in alice.history(NAME) if e.previous_token == lease.token]
+    (successor,) = [e for e in audit.history(alice, NAME) if e.previous_token == lease.token]
     assert endings.of_successor(successor.reason) is End.GRANTED, "the naive reading"
 
 

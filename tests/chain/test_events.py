@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import AcquireReason, EventKind
+from chainfence import AcquireReason, EventKind, audit
 from chainfence._node import events as _events
 
 # On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
@@ -21,7 +21,7 @@ def test_every_state_change_emits_one_event_in_order(alice, bob, chain, registry
     chain.advance_time(11)
     fourth = alice.acquire("r", ttl=10)
 
-    events = registry.history("r")
+    events = audit.history(registry, "r")
     assert [(e.kind, e.token) for e in events] == [
         (EventKind.ACQUIRED, first.token),
         (EventKind.RENEWED, first.token),
@@ -43,7 +43,7 @@ def test_every_state_change_emits_one_event_in_order(alice, bob, chain, registry
 
 def test_event_fields_match_the_lease_and_the_block(alice, chain, registry):
     lease = alice.acquire("r", ttl=10)
-    (event,) = registry.history("r")
+    (event,) = audit.history(registry, "r")
     block = chain.w3.eth.get_block(lease.block_number)
     assert (event.holder, event.token, event.expires_at, event.resource_id) == (
         alice.sender,
@@ -62,11 +62,11 @@ def test_history_filters_on_each_indexed_field(alice, bob, registry):
     a1 = alice.acquire("x", ttl=10)
     b1 = bob.acquire("y", ttl=10)
     a2 = alice.acquire("z", ttl=10)
-    assert [e.token for e in registry.history("y")] == [b1.token]
-    assert [e.token for e in registry.history(holder=alice.sender)] == [a1.token, a2.token]
-    assert [e.resource for e in registry.history(token=a2.token)] == ["z"]
-    assert [e.token for e in registry.history("x", holder=bob.sender)] == []
-    assert {e.resource for e in registry.history()} == {"x", "y", "z"}
+    assert [e.token for e in audit.history(registry, "y")] == [b1.token]
+    assert [e.token for e in audit.history(registry, holder=alice.sender)] == [a1.token, a2.token]
+    assert [e.resource for e in audit.history(registry, token=a2.token)] == ["z"]
+    assert [e.token for e in audit.history(registry, "x", holder=bob.sender)] == []
+    assert {e.resource for e in audit.history(registry)} == {"x", "y", "z"}
 
 
 def test_resource_name_is_published_once(alice, chain, registry):
@@ -82,10 +82,10 @@ def test_resource_name_is_published_once(alice, chain, registry):
 
 def test_refused_operations_emit_nothing(alice, bob, registry):
     alice.acquire("r", ttl=60)
-    before = len(registry.history())
+    before = len(audit.history(registry))
     for attempt in (lambda: bob.acquire("r", ttl=60), lambda: bob.release("r", 1), lambda: bob.renew("r", 1, 5)):
         try:
             attempt()
         except Exception:
             pass
-    assert len(registry.history()) == before
+    assert len(audit.history(registry)) == before

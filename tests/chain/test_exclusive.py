@@ -14,7 +14,7 @@ import asyncio
 
 import pytest
 
-from chainfence import AcquireReason, Chain, LeaseStatus
+from chainfence import AcquireReason, Chain, LeaseStatus, audit
 from chainfence.aio import AsyncChain, AsyncRegistry
 from chainfence.errors import InvalidInput, LeaseHeld, NotAdmitted
 from tests.support.virtual_time import WaitClock
@@ -80,7 +80,7 @@ def test_exclusive_is_acquire_in_every_other_case(chain, alice, bob):
     chain.advance_time(31)
     again = alice.acquire(NAME, ttl=30, exclusive=True)
     assert again.reason is AcquireReason.EXPIRED and again.token > lease.token
-    events = [e.reason for e in alice.history(NAME) if e.reason is not None]
+    events = [e.reason for e in audit.history(alice, NAME) if e.reason is not None]
     assert AcquireReason.REACQUIRED not in events
 
 
@@ -90,7 +90,7 @@ def test_exclusive_keeps_the_namespace_policy(chain, registry):
 
     ops = registry.connect(chain.accounts[3])
     governed = Registry.deploy(chain, max_ttl=600, namespaces={"prod": ops.sender}).connect(ops.sender)
-    governed.set_policy("prod", admission_required=True)
+    governed.namespace("prod").set_policy(admission_required=True)
     stranger = governed.connect(chain.accounts[1])
     with pytest.raises(NotAdmitted):
         stranger.acquire("prod/db", ttl=60, exclusive=True)
@@ -105,7 +105,7 @@ def test_the_holders_own_live_lease_is_met_before_the_namespace_policy(chain, re
 
     ops = registry.connect(chain.accounts[3])
     governed = Registry.deploy(chain, max_ttl=600, namespaces={"prod": ops.sender}).connect(ops.sender)
-    governed.set_policy("prod", max_ttl=90)
+    governed.namespace("prod").set_policy(max_ttl=90)
     holder = governed.connect(chain.accounts[1])
     lease = holder.acquire("prod/db", ttl=60)
     with pytest.raises(LeaseHeld):
@@ -119,11 +119,11 @@ def test_a_lease_block_with_exclusive_does_not_run_while_the_key_holds_it(chain,
     first = alice.acquire(NAME, ttl=600)
     ran = []
     with pytest.raises(LeaseHeld):
-        with alice.lease(NAME, ttl=60, exclusive=True):
+        with alice.acquire(NAME, ttl=60, exclusive=True):
             ran.append(True)
     assert ran == [] and first.is_current()
     first.release()
-    with alice.lease(NAME, ttl=60, exclusive=True) as lease:
+    with alice.acquire(NAME, ttl=60, exclusive=True) as lease:
         assert lease.reason is AcquireReason.RELEASED
     assert alice.lease_of(NAME) is None
 
@@ -192,7 +192,7 @@ def test_asyncio_exclusive_refuses_the_same_key_and_waits_for_its_release(chain,
         released = []
 
         async def waiter():
-            async with alice.lease(NAME, ttl=60, wait=60, exclusive=True) as lease:
+            async with await alice.acquire(NAME, ttl=60, wait=60, exclusive=True) as lease:
                 released.append(lease.reason)
 
         sync_alice = registry.connect(chain.accounts[1])

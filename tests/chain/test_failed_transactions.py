@@ -41,8 +41,8 @@ def test_the_nonce_stays_in_step_after_a_failed_transaction(chain, registry, ali
 def _mined_in_its_lock_delay(chain, registry, alice, bob, sender_chain=None):
     """Alice's lease expires between two blocks; Bob's acquisition, sent without a preflight (explicit
     gas), is mined in the later one, inside the lock-delay. Returns (the error, the lease, the call)."""
-    namespace = alice.namespace_of()
-    alice.set_policy(namespace, lock_delay=1_000)
+    namespace = alice.namespace().prefix
+    alice.namespace(namespace).set_policy(lock_delay=1_000)
     lease = alice.acquire(f"{namespace}/job", ttl=10)
     chain.set_next_block_time(lease.expires_at)  # the embedded chain mines an empty block before it
     data = registry._encode("acquire", [lease.resource, 60])

@@ -199,7 +199,7 @@ def test_an_address_namespace_costs_its_names_one_cold_read(chain):
     and release are not touched."""
     registry = Registry.deploy(chain, max_ttl=3_600)
     registry.connect(chain.accounts[1]).acquire("warm-up/counter", ttl=60)
-    owner = registry.namespace_of(chain.accounts[3])
+    owner = registry.connect(chain.accounts[3]).namespace().prefix
     _lease, owned = gas_report.open_cycle(chain, registry, f"{owner}/daily")
     _lease, open_ = gas_report.open_cycle(chain, registry, "0y" + owner[2:] + "/daily")
     for operation in owned:
@@ -243,20 +243,20 @@ def test_strangers_doing_all_they_can_set_no_filter_bit_and_cost_open_names_noth
     assert _filter_bits(chain, registry) == 0
     strangers = [registry.connect(account) for account in chain.accounts[1:]]
     for i, stranger in enumerate(strangers):
-        mine = stranger.namespace_of()
-        stranger.set_policy(mine, max_ttl=600, lock_delay=30, admission_required=True)
-        stranger.admit(mine, [s.sender for s in strangers])
+        mine = stranger.namespace().prefix
+        stranger.namespace(mine).set_policy(max_ttl=600, lock_delay=30, admission_required=True)
+        stranger.namespace(mine).admit([s.sender for s in strangers])
         lease = stranger.acquire(f"{mine}/db", ttl=60)
-        stranger.grant(f"{mine}/db", strangers[(i + 1) % len(strangers)].sender, 60)
-        stranger.claim(f"{mine}/jobs", ["j1"], ttl=60)
-        stranger.revoke_item(f"{mine}/jobs", "j1")
+        stranger.namespace(mine).grant(f"{mine}/db", strangers[(i + 1) % len(strangers)].sender, 60)
+        stranger.workset(f"{mine}/jobs").claim(["j1"], ttl=60)
+        stranger.workset(f"{mine}/jobs").revoke("j1")
         assert lease.token > 0
     for i, stranger in enumerate(strangers):  # each hands its namespace to the next, who then governs two
-        stranger.transfer_namespace_admin(stranger.namespace_of(), strangers[(i + 1) % len(strangers)].sender)
+        stranger.namespace(stranger.namespace().prefix).transfer_admin(strangers[(i + 1) % len(strangers)].sender)
     for i, stranger in enumerate(strangers):
-        previous = strangers[i - 1].namespace_of()
-        stranger.accept_namespace_admin(previous)
-        stranger.set_policy(previous, lock_delay=60)
+        previous = strangers[i - 1].namespace().prefix
+        stranger.namespace(previous).accept_admin()
+        stranger.namespace(previous).set_policy(lock_delay=60)
     attacker = strangers[-1]
     old_claim = keccak(b"claimNamespace(string)")[:4]  # the first-come claim this registry no longer has
     for bit in range(208):

@@ -25,10 +25,10 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
-from chainfence import Guard, Registry
+from chainfence import Guard, Registry, audit
 from chainfence._sdk import names as _names
 from chainfence.aio import AsyncChain, AsyncRegistry
-from chainfence.audit import EventKind, timeline
+from chainfence.audit import EventKind, timeline, watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import InvalidResourceName, LeaseReleased, UnknownToken
 
@@ -47,7 +47,7 @@ def registry(chain, backend_registry):
 def collision(registry, alice, bob):
     """alice administers namespace prod and holds prod/db; bob, a stranger, claims item db of workset prod."""
     held = alice.acquire(ADMINISTERED, ttl=600)
-    claimed = bob.claim("prod", ["db"], ttl=30)
+    claimed = bob.workset("prod").claim(["db"], ttl=30)
     assert (claimed.workset, claimed.item) == ("prod", "db")
     return held, claimed
 
@@ -127,8 +127,8 @@ def test_three_ids_never_publish_one_resource_name(registry, alice, bob, carol):
     resource named a/b/c (the resource's) and two items, each with its workset and item apart.
     Control: test_control_the_registry_before_published_a_b_c_three_times."""
     plain = alice.acquire("a/b/c", ttl=60)
-    first = bob.claim("a/b", ["c"], ttl=60)
-    second = carol.claim("a", ["b/c"], ttl=60)
+    first = bob.workset("a/b").claim(["c"], ttl=60)
+    second = carol.workset("a").claim(["b/c"], ttl=60)
     assert len({plain.resource_id, first.resource_id, second.resource_id}) == 3
     read = _raw_read(
         registry.chain, registry.address, json.loads(PUBLISHED_ABI.read_text()), registry.deployment_block()
@@ -147,7 +147,10 @@ def test_an_item_is_named_in_the_abi_encoding_of_its_two_parts(registry, bob, ca
     topic = keccak(text="ItemNamed(bytes32,string,string)")
     for number, (workset_length, item_length) in enumerate([(1, 1), (31, 32), (32, 33), (33, 31), (64, 1), (128, 128)]):
         workset, item = f"{number}" + "w" * (workset_length - 1), "é" * (item_length // 2) + "i" * (item_length % 2)
-        for lease in (bob.claim(workset, [item], ttl=30), carol.grant_item(f"ops/{number}", item, bob.sender, 30)):
+        for lease in (
+            bob.workset(workset).claim([item], ttl=30),
+            carol.workset(f"ops/{number}").grant(item, bob.sender, 30),
+        ):
             parts = (workset, item) if lease.workset == workset else (f"ops/{number}", item)
             logs = registry.chain.w3.eth.get_transaction_receipt(lease.tx_hash)["logs"]
             (named,) = [log for log in logs if bytes(log["topics"][0]) == topic]
@@ -198,10 +201,10 @@ def test_control_the_registry_before_published_a_b_c_three_times(chain):
 
 def test_a_strangers_item_is_never_displayed_like_the_administered_resource(chain, registry, bob, collision):
     held, claimed = collision
-    shown = {event.resource_id: event.resource_display for event in registry.history()}
+    shown = {event.resource_id: event.resource_display for event in audit.history(registry)}
     assert claimed.resource == ITEM
     assert shown[held.resource_id] == "prod/db" and shown[claimed.resource_id] == "prod»db"
-    names = {event.resource_id: event.resource for event in registry.history()}
+    names = {event.resource_id: event.resource for event in audit.history(registry)}
     assert names[claimed.resource_id] == ITEM, "the name an audit returns is the one that reaches the item"
 
     index = AuditIndex(":memory:")
@@ -218,13 +221,13 @@ def test_a_strangers_item_is_never_displayed_like_the_administered_resource(chai
     assert [c.resource_display for c in index.completions()] == ["prod»db"]
 
     # stuck(): a crashed claimant of an item is listed as the item (bob claims another item and vanishes).
-    crashed = bob.claim("prod", ["cache"], ttl=10)
+    crashed = bob.workset("prod").claim(["cache"], ttl=10)
     chain.advance_time(11)
-    report = registry.stuck()
+    report = watchdog.stuck(registry)
     assert [(e.resource, e.resource_display) for e in report.crashed] == [("prod»cache", "prod»cache")]
     assert crashed.token == report.crashed[0].token
     index.sync(registry)
-    assert [(e.resource_display) for e in registry.stuck(index=index).crashed] == ["prod»cache"]
+    assert [(e.resource_display) for e in watchdog.stuck(registry, index=index).crashed] == ["prod»cache"]
 
     # The timeline draws two lanes, the item's with its » (a plain name's never has one bare).
     lanes = timeline.layout(index.timeline_leases([ADMINISTERED, ITEM])).lanes
@@ -241,19 +244,19 @@ def test_every_lookup_reaches_an_item_by_the_name_it_is_shown_by(chain, registry
     # By its name: views, history, renew, release, claim again and complete, all public.
     assert registry.check_current(ITEM, token).holder == bob.sender
     assert registry.last_lease(ITEM).token == token
-    assert registry.item_lease("prod", "db").token == token
-    assert [e.kind for e in registry.history(ITEM)] == [EventKind.ACQUIRED]
+    assert registry.workset("prod").last_lease("db").token == token
+    assert [e.kind for e in audit.history(registry, ITEM)] == [EventKind.ACQUIRED]
     assert bob.renew(ITEM, token, 60, progress=1) > 0
-    assert bob.renew_item("prod", "db", token, 60) > 0
+    assert bob.workset("prod").renew("db", token, 60) > 0
     with Guard(registry, path=tmp_path / "guard.sqlite") as guard:
         assert guard.check(ITEM, token) == token
-    bob.release_item("prod", "db", token)
+    bob.workset("prod").release("db", token)
     with pytest.raises(LeaseReleased):
         registry.check_current(ITEM, token)
-    again = bob.claim("prod", ["db"], ttl=60)
+    again = bob.workset("prod").claim(["db"], ttl=60)
     assert again.resource == ITEM and again.token > token
     bob.release(ITEM, again.token)
-    third = bob.claim("prod", ["db"], ttl=60)
+    third = bob.workset("prod").claim(["db"], ttl=60)
     bob.complete(ITEM, third.token, b"rows: 3")
     assert registry.last_lease(ITEM).status.name == "DONE"
 
@@ -283,9 +286,9 @@ def test_no_plain_name_can_pass_for_an_item(registry, alice):
         with pytest.raises(InvalidResourceName, match="reserved for claimed work items"):
             alice.acquire(bad, ttl=10)
     with pytest.raises(InvalidResourceName):
-        alice.claim("prod»x", ["db"], ttl=10)
+        alice.workset("prod»x").claim(["db"], ttl=10)
     with pytest.raises(InvalidResourceName):
-        alice.claim("prod", ["d»b"], ttl=10)
+        alice.workset("prod").claim(["d»b"], ttl=10)
     for malformed in ("a»b»c", "»db", "prod»", "x" * 129 + "»y"):
         with pytest.raises(InvalidResourceName):
             registry.last_lease(malformed)
@@ -298,7 +301,7 @@ def test_no_plain_name_can_pass_for_an_item(registry, alice):
     registry.chain.transact(
         alice.sender, registry.address, selector + encode(["bytes", "uint256"], ["prod»db".encode(), 10])
     )
-    hostile = [e for e in registry.history() if e.resource_display.startswith("prod")]
+    hostile = [e for e in audit.history(registry) if e.resource_display.startswith("prod")]
     assert [e.resource_display for e in hostile] == ["prod\\u00bbdb"] and hostile[0].resource is None
 
 
@@ -307,15 +310,15 @@ def test_the_admin_revokes_and_grants_an_item_by_its_name(registry, alice, bob, 
     the control: the contract's workset/item string is a plain resource, with no live lease."""
     from chainfence.errors import LeaseRevoked, NotLive
 
-    claim = bob.claim("ops/jobs", ["j1"], ttl=60)
+    claim = bob.workset("ops/jobs").claim(["j1"], ttl=60)
     assert claim.resource == "ops/jobs»j1"
     with pytest.raises(NotLive):
-        carol.revoke("ops/jobs/j1")  # the naive name: a plain resource nobody holds
-    assert carol.revoke(claim.resource) == claim.token
+        carol.namespace("ops").revoke("ops/jobs/j1")  # the naive name: a plain resource nobody holds
+    assert carol.namespace("ops").revoke(claim.resource) == claim.token
     with pytest.raises(LeaseRevoked):
         bob.renew(claim.resource, claim.token, 60)
-    granted = carol.grant("ops/jobs»j1", alice.sender, 60)
+    granted = carol.namespace("ops").grant("ops/jobs»j1", alice.sender, 60)
     assert (granted.resource, granted.workset, granted.item) == ("ops/jobs»j1", "ops/jobs", "j1")
     assert registry.check_current("ops/jobs»j1", granted.token).holder == alice.sender
     alice.complete(granted.resource, granted.token, b"done")
-    assert registry.item_lease("ops/jobs", "j1").status.name == "DONE"
+    assert registry.workset("ops/jobs").last_lease("j1").status.name == "DONE"

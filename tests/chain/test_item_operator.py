@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import AcquireReason, EventKind, LeaseStatus, Registry
+from chainfence import AcquireReason, EventKind, LeaseStatus, Registry, audit
 from chainfence._node import events as _events
 from chainfence._sdk.names import item_id
 from chainfence.errors import (
@@ -41,25 +41,25 @@ def as_(ops: Registry, account: int) -> Registry:
 
 def test_the_admin_revokes_a_claim_by_workset_and_item(chain, ops):
     bob = as_(ops, 2)
-    claim = bob.claim(WORKSET, ITEMS, ttl=600)
+    claim = bob.workset(WORKSET).claim(ITEMS, ttl=600)
     # Control: the item's display name is a plain resource nobody holds; the claim is untouched.
     with pytest.raises(NotLive):
-        ops.revoke(f"{WORKSET}/{claim.item}")
+        ops.namespace("prod").revoke(f"{WORKSET}/{claim.item}")
     assert claim.is_current()
 
-    revoked = ops.revoke_item(WORKSET, claim.item)
+    revoked = ops.workset(WORKSET).revoke(claim.item)
     assert revoked == claim.token and not claim.is_current()
-    info = ops.item_lease(WORKSET, claim.item)
+    info = ops.workset(WORKSET).last_lease(claim.item)
     assert (info.status, info.token, info.holder) == (LeaseStatus.REVOKED, claim.token, bob.sender)
     for attempt in (claim.renew, claim.release, lambda: claim.complete(b"late")):
         with pytest.raises(LeaseRevoked) as lost:
             attempt()
         assert lost.value.resource_id == item_id(WORKSET, claim.item)
     with pytest.raises(NotLive):
-        ops.revoke_item(WORKSET, claim.item)
-    again = as_(ops, 1).claim(WORKSET, ITEMS, ttl=60)  # not done: it may be claimed again
+        ops.workset(WORKSET).revoke(claim.item)
+    again = as_(ops, 1).workset(WORKSET).claim(ITEMS, ttl=60)  # not done: it may be claimed again
     assert (again.item, again.reason, again.previous_token) == (claim.item, AcquireReason.REVOKED, claim.token)
-    revoke = next(e for e in ops.history() if e.kind is EventKind.REVOKED)
+    revoke = next(e for e in audit.history(ops) if e.kind is EventKind.REVOKED)
     assert (revoke.resource_id, revoke.token, revoke.holder, revoke.admin) == (
         item_id(WORKSET, claim.item),
         claim.token,
@@ -70,18 +70,18 @@ def test_the_admin_revokes_a_claim_by_workset_and_item(chain, ops):
 
 def test_the_admin_grants_an_item_and_the_grantee_completes_it(chain, ops):
     bob, carol = as_(ops, 2), as_(ops, 1)
-    claim = bob.claim(WORKSET, ITEMS, ttl=600)
+    claim = bob.workset(WORKSET).claim(ITEMS, ttl=600)
     # Control: a grant by the display name makes an unrelated plain resource; the claim stays bob's.
-    plain = ops.grant(f"{WORKSET}/{claim.item}", carol.sender, 60)
+    plain = ops.namespace("prod").grant(f"{WORKSET}/{claim.item}", carol.sender, 60)
     assert plain.workset is None and plain.resource_id != item_id(WORKSET, claim.item) and claim.is_current()
 
-    granted = ops.grant_item(WORKSET, claim.item, carol.sender, 60)
+    granted = ops.workset(WORKSET).grant(claim.item, carol.sender, 60)
     assert (granted.workset, granted.item, granted.holder) == (WORKSET, claim.item, carol.sender)
     assert granted.reason is AcquireReason.GRANTED and granted.previous_token == claim.token
     assert granted.resource_id == item_id(WORKSET, claim.item) and granted.token > plain.token
     with pytest.raises(StaleToken):
         claim.renew()
-    kinds = [(e.kind, e.token) for e in ops.history() if e.resource_id == granted.resource_id]
+    kinds = [(e.kind, e.token) for e in audit.history(ops) if e.resource_id == granted.resource_id]
     assert kinds[-3:] == [
         (EventKind.REVOKED, claim.token),
         (EventKind.ACQUIRED, granted.token),
@@ -89,12 +89,12 @@ def test_the_admin_grants_an_item_and_the_grantee_completes_it(chain, ops):
     ]
     granted.renew(120)
     granted.complete(b"done by the grantee")  # it carries the claimed flag: its completion marks it done
-    assert ops.item_lease(WORKSET, claim.item).status is LeaseStatus.DONE
-    assert bob.claim(WORKSET, [claim.item], ttl=60) is None, "a done item is never handed out again"
+    assert ops.workset(WORKSET).last_lease(claim.item).status is LeaseStatus.DONE
+    assert bob.workset(WORKSET).claim([claim.item], ttl=60) is None, "a done item is never handed out again"
 
 
 def test_a_grant_of_an_item_nobody_claimed_names_it_once(chain, ops):
-    granted = ops.grant_item(WORKSET, "fresh", as_(ops, 2).sender, 60)
+    granted = ops.workset(WORKSET).grant("fresh", as_(ops, 2).sender, 60)
     assert granted.reason is AcquireReason.GRANTED and granted.previous_token == 0
     receipt = chain.w3.eth.get_transaction_receipt(granted.tx_hash)
     logged = [_events.decode(log) for log in receipt["logs"]]
@@ -106,13 +106,13 @@ def test_a_grant_of_an_item_nobody_claimed_names_it_once(chain, ops):
 
 def test_a_done_item_cannot_be_granted_or_revoked_and_its_token_reads_completed(chain, ops):
     bob = as_(ops, 2)
-    claim = bob.claim(WORKSET, ITEMS, ttl=600)
+    claim = bob.workset(WORKSET).claim(ITEMS, ttl=600)
     claim.complete(b"result")
     with pytest.raises(LeaseCompleted) as completed:
-        ops.grant_item(WORKSET, claim.item, bob.sender, 60)
+        ops.workset(WORKSET).grant(claim.item, bob.sender, 60)
     assert completed.value.token == claim.token
     with pytest.raises(NotLive):
-        ops.revoke_item(WORKSET, claim.item)
+        ops.workset(WORKSET).revoke(claim.item)
     # The completed token: renew, release and complete revert with the registry's LeaseCompleted.
     for attempt in (claim.renew, claim.release, lambda: claim.complete(b"twice")):
         with pytest.raises(LeaseCompleted):
@@ -129,7 +129,7 @@ def test_a_done_item_cannot_be_granted_or_revoked_and_its_token_reads_completed(
 def test_check_current_of_a_done_item_raises_lease_completed_on_chain_and_in_the_sdk(chain, ops):
     """The contract's checkCurrent (what FencedStore and other contracts call) and the SDK's view."""
     bob = as_(ops, 2)
-    claim = bob.claim(WORKSET, ITEMS, ttl=600)
+    claim = bob.workset(WORKSET).claim(ITEMS, ttl=600)
     claim.complete(b"result")
     with pytest.raises(LeaseCompleted):
         chain.call(ops.address, ops._encode("checkCurrent", [claim.resource_id, claim.token]))
@@ -140,26 +140,26 @@ def test_check_current_of_a_done_item_raises_lease_completed_on_chain_and_in_the
 
 def test_strangers_cannot_revoke_or_grant_items_and_nothing_is_mined(chain, ops):
     bob, carol = as_(ops, 2), as_(ops, 1)
-    claim = bob.claim(WORKSET, ITEMS, ttl=600)
+    claim = bob.workset(WORKSET).claim(ITEMS, ttl=600)
     block = chain.block_number()
     for attempt in (
-        lambda: carol.revoke_item(WORKSET, claim.item),
-        lambda: carol.grant_item(WORKSET, claim.item, carol.sender, 60),
-        lambda: bob.revoke_item(WORKSET, claim.item),  # its own claim: still not the admin
+        lambda: carol.workset(WORKSET).revoke(claim.item),
+        lambda: carol.workset(WORKSET).grant(claim.item, carol.sender, 60),
+        lambda: bob.workset(WORKSET).revoke(claim.item),  # its own claim: still not the admin
     ):
         with pytest.raises(NotNamespaceAdmin) as refused:
             attempt()
         assert refused.value.admin == ops.sender and refused.value.namespace_name == "prod"
     assert chain.block_number() == block and claim.is_current()
     # An item of a workset in no namespace has no admin at all.
-    other = bob.claim("jobs-without-namespace", ITEMS, ttl=600)
+    other = bob.workset("jobs-without-namespace").claim(ITEMS, ttl=600)
     with pytest.raises(NotNamespaceAdmin):
-        ops.revoke_item("jobs-without-namespace", other.item)
+        ops.workset("jobs-without-namespace").revoke(other.item)
 
 
 def test_a_granted_item_obeys_the_namespace_policy(chain, ops):
-    ops.set_policy("prod", admission_required=True)
+    ops.namespace("prod").set_policy(admission_required=True)
     with pytest.raises(NotAdmitted):
-        ops.grant_item(WORKSET, "i1", as_(ops, 2).sender, 60)
-    ops.admit("prod", [as_(ops, 2).sender])
-    assert ops.grant_item(WORKSET, "i1", as_(ops, 2).sender, 60).holder == as_(ops, 2).sender
+        ops.workset(WORKSET).grant("i1", as_(ops, 2).sender, 60)
+    ops.namespace("prod").admit([as_(ops, 2).sender])
+    assert ops.workset(WORKSET).grant("i1", as_(ops, 2).sender, 60).holder == as_(ops, 2).sender

@@ -12,7 +12,7 @@ import logging
 
 import pytest
 
-from chainfence import EventKind
+from chainfence import EventKind, audit
 from chainfence.errors import InvalidInput, LeaseLost, NodeUnreachable
 from tests.support.sequencer import wait_until
 from tests.support.virtual_time import SteppedClock
@@ -34,7 +34,7 @@ def settle(lease, clock) -> None:
 
 
 def renewals(registry, resource=RESOURCE):
-    return [e for e in registry.history(resource) if e.kind is EventKind.RENEWED]
+    return [e for e in audit.history(registry, resource) if e.kind is EventKind.RENEWED]
 
 
 def test_keep_renews_at_half_the_ttl_and_counts_the_deadline_from_the_send(alice):

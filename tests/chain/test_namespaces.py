@@ -14,7 +14,7 @@ import pytest
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
-from chainfence import AcquireReason, EventKind, LeaseStatus, Registry
+from chainfence import AcquireReason, EventKind, LeaseSet, LeaseStatus, Registry, audit
 from chainfence._node import artifacts as _artifacts
 from chainfence._sdk.names import namespace_id
 from chainfence.errors import (
@@ -34,6 +34,7 @@ from chainfence.errors import (
     TransactionFailed,
     UnknownRevert,
 )
+from chainfence.namespaces import address_namespace
 
 
 @dataclass
@@ -60,7 +61,7 @@ def gov(request, chain, registry) -> Gov:
         prefix = "prod"
     else:
         base = registry
-        prefix = registry.namespace_of(accounts[1])
+        prefix = address_namespace(accounts[1])
     alice, bob, carol = (base.connect(accounts[i]) for i in (1, 2, 3))
     return Gov(request.param, prefix, alice, bob, carol)
 
@@ -70,8 +71,11 @@ def test_a_namespace_nobody_administers_stays_open_exactly_as_before(chain, alic
     lease = alice.acquire("open/db", ttl=3_600)
     chain.advance_time(3_601)
     assert bob.acquire("open/db", ttl=10).reason is AcquireReason.EXPIRED, "no lock-delay"
-    assert alice.namespace_policy("open").admin is None
-    for attempt in (lambda: alice.revoke("open/db"), lambda: alice.grant("open/db", alice.sender, 10)):
+    assert alice.namespace("open").policy().admin is None
+    for attempt in (
+        lambda: alice.namespace("open").revoke("open/db"),
+        lambda: alice.namespace("open").grant("open/db", alice.sender, 10),
+    ):
         with pytest.raises(NotNamespaceAdmin):
             attempt()
     assert lease.token < bob.last_lease("open/db").token
@@ -81,9 +85,10 @@ def test_a_name_without_a_slash_can_never_be_administered(chain, alice, bob):
     with pytest.raises(InvalidNamespace):
         Registry.deploy(chain, max_ttl=600, namespaces={"a/b": alice.sender})
     bob.acquire("plain", ttl=60)
-    with pytest.raises(NotNamespaceAdmin):
-        alice.revoke("plain")
-    assert alice.is_admitted("plain", alice.sender)
+    with pytest.raises(InvalidResourceName, match="not in namespace"):
+        alice.namespace("plain").revoke("plain")  # in no namespace: no namespace's admin reaches it (nothing sent)
+    with pytest.raises(NotNamespaceAdmin):  # and the registry refuses it to anyone who asks
+        chain.transact(alice.sender, alice.address, alice._encode("revoke", ["plain"]))
 
 
 @pytest.mark.parametrize("length", [1, 2, 31, 32, 33, 42, 63, 64, 95, 127])
@@ -96,7 +101,7 @@ def test_the_contract_finds_the_first_slash_wherever_it_falls(chain, alice, bob,
     prefix = "p" * (length - 1) + "q"
     governed = Registry.deploy(chain, max_ttl=600, namespaces={prefix: alice.sender})
     admin, stranger = governed.connect(alice.sender), governed.connect(bob.sender)
-    admin.set_policy(prefix, admission_required=True)
+    admin.namespace(prefix).set_policy(admission_required=True)
     administered = (f"{prefix}/", f"{prefix}/x/y", f"{prefix}//", (f"{prefix}/" + "z" * 127)[:128])
     for name in (n for n in administered if len(n.encode()) <= 128):
         with pytest.raises(NotAdmitted):
@@ -122,7 +127,7 @@ def test_nobody_can_claim_a_namespace_others_already_use(chain, alice, bob, caro
     with pytest.raises((TransactionFailed, UnknownRevert)):  # no function: reverted without data
         chain.transact(carol.sender, carol.address, old_claim, gas=200_000)
     _every_admin_act_is_refused(chain, carol, "reports", "reports/daily", admin=None)
-    assert lease.is_current() and bob.namespace_policy("reports").admin is None
+    assert lease.is_current() and bob.namespace("reports").policy().admin is None
     chain.advance_time(601)
     after = carol.acquire("reports/daily", ttl=60)  # no lock-delay, no allowlist: still open to all
     assert after.reason is AcquireReason.EXPIRED
@@ -132,13 +137,15 @@ def _every_admin_act_is_refused(chain, stranger: Registry, prefix: str, name: st
     """Each admin function, through the SDK (refused by the preflight: nothing mined) and sent past the
     preflight (mined, reverted): refused, state unchanged."""
     attempts = {
-        "setNamespacePolicy": lambda: stranger.set_policy(prefix, max_ttl=1, lock_delay=600, admission_required=True),
-        "setAdmission": lambda: stranger.admit(prefix, [stranger.sender]),
-        "transferNamespaceAdmin": lambda: stranger.transfer_namespace_admin(prefix, stranger.sender),
-        "revoke": lambda: stranger.revoke(name),
-        "grant": lambda: stranger.grant(name, stranger.sender, 60),
-        "revokeItem": lambda: stranger.revoke_item(name, "item"),
-        "grantItem": lambda: stranger.grant_item(name, "item", stranger.sender, 60),
+        "setNamespacePolicy": lambda: stranger.namespace(prefix).set_policy(
+            max_ttl=1, lock_delay=600, admission_required=True
+        ),
+        "setAdmission": lambda: stranger.namespace(prefix).admit([stranger.sender]),
+        "transferNamespaceAdmin": lambda: stranger.namespace(prefix).transfer_admin(stranger.sender),
+        "revoke": lambda: stranger.namespace(prefix).revoke(name),
+        "grant": lambda: stranger.namespace(prefix).grant(name, stranger.sender, 60),
+        "revokeItem": lambda: stranger.workset(name).revoke("item"),
+        "grantItem": lambda: stranger.workset(name).grant("item", stranger.sender, 60),
     }
     block = chain.block_number()
     for function, attempt in attempts.items():
@@ -147,7 +154,7 @@ def _every_admin_act_is_refused(chain, stranger: Registry, prefix: str, name: st
         assert refused.value.account == stranger.sender, function
         assert refused.value.admin == admin or (admin is None and int(refused.value.admin, 16) == 0), function
     with pytest.raises(NotPendingAdmin):
-        stranger.accept_namespace_admin(prefix)
+        stranger.namespace(prefix).accept_admin()
     assert chain.block_number() == block, "refused by the preflight: nothing mined"
     ns = namespace_id(prefix)
     raw = {
@@ -163,7 +170,7 @@ def _every_admin_act_is_refused(chain, stranger: Registry, prefix: str, name: st
     for function, args in raw.items():
         with pytest.raises((NotNamespaceAdmin, NotPendingAdmin)):
             chain.transact(stranger.sender, stranger.address, stranger._encode(function, args), gas=300_000)
-    policy = stranger.namespace_policy(prefix)
+    policy = stranger.namespace(prefix).policy()
     assert (policy.max_ttl, policy.lock_delay, policy.admission_required, policy.pending_admin) == (0, 0, False, None)
     assert not stranger.chain._run(stranger._view_steps("isListed", [ns, stranger.sender], ["bool"], block="latest"))[0]
 
@@ -174,14 +181,14 @@ def test_a_stranger_has_no_power_over_an_address_namespace_or_an_assigned_one(ch
     lease = gov.bob.acquire(gov.name("db"), ttl=600)
     _every_admin_act_is_refused(chain, gov.carol, gov.prefix, gov.name("db"), admin=gov.alice.sender)
     assert lease.is_current()
-    assert gov.alice.revoke(gov.name("db")) == lease.token  # control
+    assert gov.alice.namespace(gov.prefix).revoke(gov.name("db")) == lease.token  # control
 
 
 def test_a_strangers_own_namespace_gives_it_nothing_outside(chain, alice, bob, carol):
     """carol governs her own address namespace with every policy on: bob's lease in 'reports' and his
     acquisitions there are untouched (no cap, no lock-delay, no allowlist reach across)."""
-    mine = carol.namespace_of()
-    carol.set_policy(mine, max_ttl=5, lock_delay=600, admission_required=True)
+    mine = carol.namespace().prefix
+    carol.namespace(mine).set_policy(max_ttl=5, lock_delay=600, admission_required=True)
     lease = bob.acquire("reports/daily", ttl=30)
     with pytest.raises(NotAdmitted):
         bob.acquire(f"{mine}/x", ttl=5)
@@ -191,18 +198,18 @@ def test_a_strangers_own_namespace_gives_it_nothing_outside(chain, alice, bob, c
 
 
 def test_an_address_owns_its_namespace_without_a_claim_or_storage(chain, registry, alice, bob):
-    prefix = alice.namespace_of()
+    prefix = alice.namespace().prefix
     assert prefix == "0x" + bytes.fromhex(alice.sender[2:]).hex() and len(prefix) == 42
-    assert registry.namespace_of(alice.sender) == prefix
+    assert address_namespace(alice.sender) == prefix
     ns = namespace_id(prefix)
     slot = keccak(abi_encode(["bytes32", "uint256"], [ns, 2]))  # _namespaces (slot 2) of it
     assert chain.w3.eth.get_storage_at(alice.address, slot) == bytes(32), "no storage until a policy"
-    policy = bob.namespace_policy(prefix)
+    policy = bob.namespace(prefix).policy()
     assert (policy.admin, policy.max_ttl, policy.lock_delay, policy.admission_required) == (alice.sender, 0, 0, False)
     lease = bob.acquire(f"{prefix}/db", ttl=600)  # anyone may use it; alice governs it
-    assert alice.revoke(f"{prefix}/db") == lease.token
+    assert alice.namespace(prefix).revoke(f"{prefix}/db") == lease.token
     with pytest.raises(NotNamespaceAdmin) as refused:
-        bob.revoke(f"{prefix}/db")
+        bob.namespace(prefix).revoke(f"{prefix}/db")
     assert refused.value.admin == alice.sender, "the SDK names the address as the admin"
 
 
@@ -217,8 +224,8 @@ def test_a_mis_cased_address_prefix_is_refused_by_the_sdk_because_it_belongs_to_
         with pytest.raises(InvalidResourceName, match="lowercase"):
             bob.acquire(name, ttl=60)
         with pytest.raises(InvalidNamespace, match="lowercase"):
-            alice.set_policy(prefix, lock_delay=5)
-    assert bob.last_lease(f"{alice.namespace_of()}/db") is None
+            alice.namespace(prefix).set_policy(lock_delay=5)
+    assert bob.last_lease(f"{alice.namespace().prefix}/db") is None
     name = f"{checksummed}/db"
     chain.transact(bob.sender, bob.address, bob._encode("acquire", [name, 60]))
     with pytest.raises(NotNamespaceAdmin):
@@ -226,7 +233,7 @@ def test_a_mis_cased_address_prefix_is_refused_by_the_sdk_because_it_belongs_to_
 
 
 def test_the_deployer_cannot_assign_an_address_shaped_prefix(chain, alice):
-    prefix = alice.namespace_of()
+    prefix = alice.namespace().prefix
     for shaped in (prefix, "0x" + "g" * 40):
         with pytest.raises(InvalidNamespace, match="address"):
             Registry.deploy(chain, max_ttl=600, namespaces={shaped: alice.sender})
@@ -257,32 +264,34 @@ def test_the_hand_over_takes_two_steps_and_passes_the_role_as_it_was(chain, gov)
     """Policy and allowlist unchanged; the old admin (an address namespace's own address included) loses
     every power; only the offered account may accept."""
     alice, bob, carol = gov.alice, gov.bob, gov.carol
-    alice.set_policy(gov.prefix, max_ttl=300, lock_delay=20, admission_required=True)
-    alice.admit(gov.prefix, [carol.sender])
-    alice.transfer_namespace_admin(gov.prefix, bob.sender)
-    assert alice.namespace_policy(gov.prefix).pending_admin == bob.sender
-    assert alice.namespace_policy(gov.prefix).admin == alice.sender, "still alice's until bob accepts"
+    alice.namespace(gov.prefix).set_policy(max_ttl=300, lock_delay=20, admission_required=True)
+    alice.namespace(gov.prefix).admit([carol.sender])
+    alice.namespace(gov.prefix).transfer_admin(bob.sender)
+    assert alice.namespace(gov.prefix).policy().pending_admin == bob.sender
+    assert alice.namespace(gov.prefix).policy().admin == alice.sender, "still alice's until bob accepts"
     with pytest.raises(NotPendingAdmin):
-        carol.accept_namespace_admin(gov.prefix)
-    bob.accept_namespace_admin(gov.prefix)
-    policy = bob.namespace_policy(gov.prefix)
+        carol.namespace(gov.prefix).accept_admin()
+    bob.namespace(gov.prefix).accept_admin()
+    policy = bob.namespace(gov.prefix).policy()
     assert (policy.admin, policy.pending_admin) == (bob.sender, None)
     assert (policy.max_ttl, policy.lock_delay, policy.admission_required) == (300, 20, True), "as it was"
-    assert bob.is_admitted(gov.name("x"), carol.sender) and not bob.is_admitted(gov.name("x"), alice.sender)
+    assert bob.namespace(gov.prefix).is_admitted(carol.sender) and not bob.namespace(gov.prefix).is_admitted(
+        alice.sender
+    )
     lease = carol.acquire(gov.name("db"), ttl=60)
     for attempt in (
-        lambda: alice.set_policy(gov.prefix, lock_delay=5),
-        lambda: alice.admit(gov.prefix, [alice.sender]),
-        lambda: alice.revoke(gov.name("db")),
-        lambda: alice.grant(gov.name("db"), alice.sender, 60),
-        lambda: alice.transfer_namespace_admin(gov.prefix, alice.sender),
+        lambda: alice.namespace(gov.prefix).set_policy(lock_delay=5),
+        lambda: alice.namespace(gov.prefix).admit([alice.sender]),
+        lambda: alice.namespace(gov.prefix).revoke(gov.name("db")),
+        lambda: alice.namespace(gov.prefix).grant(gov.name("db"), alice.sender, 60),
+        lambda: alice.namespace(gov.prefix).transfer_admin(alice.sender),
     ):
         with pytest.raises(NotNamespaceAdmin) as refused:
             attempt()
         assert refused.value.admin == bob.sender
     with pytest.raises(NotPendingAdmin):
-        alice.accept_namespace_admin(gov.prefix)
-    assert bob.revoke(gov.name("db")) == lease.token
+        alice.namespace(gov.prefix).accept_admin()
+    assert bob.namespace(gov.prefix).revoke(gov.name("db")) == lease.token
     moved = [e for e in _namespace_events(bob, gov.prefix) if e.kind.name == "ADMIN_TRANSFERRED"]
     assert (moved[-1].admin, moved[-1].new_admin) == (alice.sender, bob.sender), "the event names the old admin"
 
@@ -302,14 +311,14 @@ def _namespace_events(registry: Registry, prefix: str) -> list:
 
 
 def test_an_address_namespace_handed_back_returns_to_its_address(chain, registry, alice, bob):
-    prefix = alice.namespace_of()
-    alice.transfer_namespace_admin(prefix, bob.sender)
-    bob.accept_namespace_admin(prefix)
-    bob.transfer_namespace_admin(prefix, alice.sender)
-    alice.accept_namespace_admin(prefix)
-    alice.set_policy(prefix, lock_delay=5)
+    prefix = alice.namespace().prefix
+    alice.namespace(prefix).transfer_admin(bob.sender)
+    bob.namespace(prefix).accept_admin()
+    bob.namespace(prefix).transfer_admin(alice.sender)
+    alice.namespace(prefix).accept_admin()
+    alice.namespace(prefix).set_policy(lock_delay=5)
     with pytest.raises(NotNamespaceAdmin):
-        bob.set_policy(prefix, lock_delay=6)
+        bob.namespace(prefix).set_policy(lock_delay=6)
 
 
 # ----------------------------------------------------------------------
@@ -320,21 +329,21 @@ def test_an_address_namespace_handed_back_returns_to_its_address(chain, registry
 def test_set_policy_changes_only_what_it_names(chain, gov):
     """The review's defect: set_policy("prod", lock_delay=60) turned admission off and cleared max-ttl."""
     alice = gov.alice
-    alice.set_policy(gov.prefix, max_ttl=300, admission_required=True)
-    alice.set_policy(gov.prefix, lock_delay=60)
-    policy = alice.namespace_policy(gov.prefix)
+    alice.namespace(gov.prefix).set_policy(max_ttl=300, admission_required=True)
+    alice.namespace(gov.prefix).set_policy(lock_delay=60)
+    policy = alice.namespace(gov.prefix).policy()
     assert (policy.max_ttl, policy.lock_delay, policy.admission_required) == (300, 60, True)
-    alice.set_policy(gov.prefix, admission_required=False)
-    alice.set_policy(gov.prefix, max_ttl=0)
-    policy = alice.namespace_policy(gov.prefix)
+    alice.namespace(gov.prefix).set_policy(admission_required=False)
+    alice.namespace(gov.prefix).set_policy(max_ttl=0)
+    policy = alice.namespace(gov.prefix).policy()
     assert (policy.max_ttl, policy.lock_delay, policy.admission_required) == (0, 60, False)
     with pytest.raises(InvalidPolicy):
-        alice.set_policy(gov.prefix)  # names nothing: nothing sent
+        alice.namespace(gov.prefix).set_policy()  # names nothing: nothing sent
     # Control: the whole-policy write the old set_policy sent (every field, the unnamed ones 0).
-    alice.set_policy(gov.prefix, max_ttl=300, admission_required=True)
+    alice.namespace(gov.prefix).set_policy(max_ttl=300, admission_required=True)
     whole = alice._encode("setNamespacePolicy", [namespace_id(gov.prefix), 0, 60, False, 7])
     chain.transact(alice.sender, alice.address, whole)
-    policy = alice.namespace_policy(gov.prefix)
+    policy = alice.namespace(gov.prefix).policy()
     assert (policy.max_ttl, policy.admission_required) == (0, False), "the naive write resets the others"
 
 
@@ -342,11 +351,11 @@ def test_set_policy_returns_the_policy_its_transaction_left(chain, gov):
     """What `chainfence namespace policy set` prints (it called the private _set_policy for it): the
     fields not named are the ones already set, read at the transaction's block."""
     alice = gov.alice
-    first = alice.set_policy(gov.prefix, max_ttl=300, admission_required=True)
-    assert first == alice.namespace_policy(gov.prefix)
+    first = alice.namespace(gov.prefix).set_policy(max_ttl=300, admission_required=True)
+    assert first == alice.namespace(gov.prefix).policy()
     assert (first.name, first.admin, first.max_ttl, first.admission_required) == (gov.prefix, alice.sender, 300, True)
-    second = alice.set_policy(gov.prefix, lock_delay=60)
-    assert second == alice.namespace_policy(gov.prefix)
+    second = alice.namespace(gov.prefix).set_policy(lock_delay=60)
+    assert second == alice.namespace(gov.prefix).policy()
     assert (second.max_ttl, second.lock_delay, second.admission_required) == (300, 60, True)
 
 
@@ -356,17 +365,17 @@ def test_two_policy_changes_of_different_fields_never_undo_each_other(chain, gov
     the other's change lands writes the old value back (the control). The mask merges on-chain."""
     alice = gov.alice
     # Control: read, then the other change lands, then write the merged policy back.
-    read = alice.namespace_policy(gov.prefix)
-    alice.set_policy(gov.prefix, admission_required=True)  # the other writer
+    read = alice.namespace(gov.prefix).policy()
+    alice.namespace(gov.prefix).set_policy(admission_required=True)  # the other writer
     merged = alice._encode(
         "setNamespacePolicy", [namespace_id(gov.prefix), read.max_ttl, 30, read.admission_required, 7]
     )
     chain.transact(alice.sender, alice.address, merged)
-    assert alice.namespace_policy(gov.prefix).admission_required is False, "the merge undid the other change"
+    assert alice.namespace(gov.prefix).policy().admission_required is False, "the merge undid the other change"
     # The mask: each names its own field, in whichever order they land.
-    alice.set_policy(gov.prefix, admission_required=True)
-    alice.set_policy(gov.prefix, lock_delay=45)
-    policy = alice.namespace_policy(gov.prefix)
+    alice.namespace(gov.prefix).set_policy(admission_required=True)
+    alice.namespace(gov.prefix).set_policy(lock_delay=45)
+    policy = alice.namespace(gov.prefix).policy()
     assert (policy.lock_delay, policy.admission_required) == (45, True)
 
 
@@ -380,19 +389,19 @@ def test_the_contract_refuses_a_policy_that_names_no_field_or_an_unknown_one(cha
 def test_admission_refuses_strangers_and_a_policy_never_evicts_a_live_holder(chain, gov):
     alice, bob, carol = gov.alice, gov.bob, gov.carol
     lease = carol.acquire(gov.name("db"), ttl=60)
-    alice.set_policy(gov.prefix, admission_required=True)
+    alice.namespace(gov.prefix).set_policy(admission_required=True)
     assert lease.is_current(), "a policy change does not evict"
-    alice.admit(gov.prefix, [bob.sender])
-    assert bob.is_admitted(gov.name("x"), bob.sender) and not bob.is_admitted(gov.name("x"), carol.sender)
+    alice.namespace(gov.prefix).admit([bob.sender])
+    assert bob.namespace(gov.prefix).is_admitted(bob.sender) and not bob.namespace(gov.prefix).is_admitted(carol.sender)
     with pytest.raises(NotAdmitted) as refused:
         carol.acquire(gov.name("other"), ttl=60)
     assert refused.value.holder == carol.sender and refused.value.namespace == namespace_id(gov.prefix)
     with pytest.raises(NotAdmitted):
-        carol.acquire_many(["free-name", gov.name("other")], ttl=60)
+        LeaseSet.acquire(carol, ["free-name", gov.name("other")], ttl=60)
     with pytest.raises(NotAdmitted):
-        alice.grant(gov.name("other"), carol.sender, 60)
+        alice.namespace(gov.prefix).grant(gov.name("other"), carol.sender, 60)
     assert bob.acquire(gov.name("other"), ttl=60).token > lease.token
-    alice.admit(gov.prefix, [bob.sender], admitted=False)
+    alice.namespace(gov.prefix).admit([bob.sender], admitted=False)
     with pytest.raises(NotAdmitted):
         bob.acquire(gov.name("third"), ttl=60)
 
@@ -400,8 +409,8 @@ def test_admission_refuses_strangers_and_a_policy_never_evicts_a_live_holder(cha
 def test_max_ttl_holds_acquisitions_grants_and_renewals(chain, gov):
     alice, bob = gov.alice, gov.bob
     with pytest.raises(InvalidPolicy):
-        alice.set_policy(gov.prefix, max_ttl=alice.max_ttl + 1)
-    alice.set_policy(gov.prefix, max_ttl=30)
+        alice.namespace(gov.prefix).set_policy(max_ttl=alice.max_ttl + 1)
+    alice.namespace(gov.prefix).set_policy(max_ttl=30)
     with pytest.raises(InvalidTtl) as refused:
         bob.acquire(gov.name("db"), ttl=31)
     assert refused.value.max_ttl == 30
@@ -410,13 +419,13 @@ def test_max_ttl_holds_acquisitions_grants_and_renewals(chain, gov):
         lease.renew(31)
     lease.renew(30)
     with pytest.raises(InvalidTtl):
-        alice.grant(gov.name("db"), bob.sender, 31)
+        alice.namespace(gov.prefix).grant(gov.name("db"), bob.sender, 31)
 
 
 def test_revoke_fences_the_holder_and_the_next_acquisition_says_revoked(chain, gov):
     alice, bob, carol = gov.alice, gov.bob, gov.carol
     stuck = bob.acquire(gov.name("db"), ttl=600)
-    revoked = alice.revoke(gov.name("db"))
+    revoked = alice.namespace(gov.prefix).revoke(gov.name("db"))
     assert revoked == stuck.token
     info = carol.last_lease(gov.name("db"))
     assert info.status is LeaseStatus.REVOKED and not stuck.is_current()
@@ -424,10 +433,10 @@ def test_revoke_fences_the_holder_and_the_next_acquisition_says_revoked(chain, g
         with pytest.raises(LeaseRevoked):
             attempt()
     with pytest.raises(NotLive):
-        alice.revoke(gov.name("db"))
+        alice.namespace(gov.prefix).revoke(gov.name("db"))
     nxt = carol.acquire(gov.name("db"), ttl=60)  # no lock-delay after a revoke, even with one set
     assert nxt.reason is AcquireReason.REVOKED and nxt.token > stuck.token and nxt.previous_token == stuck.token
-    events = alice.history(gov.name("db"))
+    events = audit.history(alice, gov.name("db"))
     revoke = next(e for e in events if e.kind is EventKind.REVOKED)
     assert (revoke.token, revoke.holder, revoke.admin) == (stuck.token, bob.sender, alice.sender)
 
@@ -435,12 +444,12 @@ def test_revoke_fences_the_holder_and_the_next_acquisition_says_revoked(chain, g
 def test_grant_takes_over_a_live_lease_through_the_fenced_path(chain, gov):
     alice, bob, carol = gov.alice, gov.bob, gov.carol
     old = bob.acquire(gov.name("db"), ttl=600)
-    granted = alice.grant(gov.name("db"), carol.sender, 60)
+    granted = alice.namespace(gov.prefix).grant(gov.name("db"), carol.sender, 60)
     assert granted.reason is AcquireReason.GRANTED and granted.token > old.token
     assert granted.previous_token == old.token and granted.holder == carol.sender
     with pytest.raises(StaleToken):
         old.renew()
-    kinds = [(e.kind, e.token) for e in alice.history(gov.name("db"))]
+    kinds = [(e.kind, e.token) for e in audit.history(alice, gov.name("db"))]
     assert kinds[-3:] == [
         (EventKind.REVOKED, old.token),
         (EventKind.ACQUIRED, granted.token),
@@ -451,14 +460,14 @@ def test_grant_takes_over_a_live_lease_through_the_fenced_path(chain, gov):
 
 def test_nobody_but_the_expired_holder_may_acquire_during_the_lock_delay(chain, gov):
     alice, bob, carol = gov.alice, gov.bob, gov.carol
-    alice.set_policy(gov.prefix, lock_delay=100)
+    alice.namespace(gov.prefix).set_policy(lock_delay=100)
     lease = bob.acquire(gov.name("db"), ttl=10)
     chain.advance_time(11)
     with pytest.raises(LockDelayed) as delayed:
         carol.acquire(gov.name("db"), ttl=10)
     assert delayed.value.until == lease.expires_at + 100 and delayed.value.holder == bob.sender
     with pytest.raises(LockDelayed):
-        carol.acquire_many([gov.name("db")], ttl=10)
+        LeaseSet.acquire(carol, [gov.name("db")], ttl=10)
     with pytest.raises(LockDelayed):
         carol.acquire(gov.name("db"), ttl=10, exclusive=True)
     again = bob.acquire(gov.name("db"), ttl=10)  # the expired holder itself (Consul #430)
@@ -468,7 +477,7 @@ def test_nobody_but_the_expired_holder_may_acquire_during_the_lock_delay(chain, 
 
 
 def test_the_lock_delay_ends_at_its_time(chain, gov):
-    gov.alice.set_policy(gov.prefix, lock_delay=50)
+    gov.alice.namespace(gov.prefix).set_policy(lock_delay=50)
     lease = gov.bob.acquire(gov.name("db"), ttl=10)
     chain.set_next_block_time(lease.expires_at + 50)
     assert gov.carol.acquire(gov.name("db"), ttl=10).reason is AcquireReason.EXPIRED
@@ -476,12 +485,12 @@ def test_the_lock_delay_ends_at_its_time(chain, gov):
 
 def test_a_work_item_follows_its_worksets_namespace(chain, gov):
     """claimNext applies the workset's namespace policy (an address namespace's too)."""
-    gov.alice.set_policy(gov.prefix, admission_required=True)
+    gov.alice.namespace(gov.prefix).set_policy(admission_required=True)
     with pytest.raises(NotAdmitted):
-        gov.bob.claim(gov.name("jobs"), ["i1"], ttl=60)
-    gov.alice.admit(gov.prefix, [gov.bob.sender])
-    claim = gov.bob.claim(gov.name("jobs"), ["i1"], ttl=60)
-    assert gov.alice.revoke_item(gov.name("jobs"), "i1") == claim.token
+        gov.bob.workset(gov.name("jobs")).claim(["i1"], ttl=60)
+    gov.alice.namespace(gov.prefix).admit([gov.bob.sender])
+    claim = gov.bob.workset(gov.name("jobs")).claim(["i1"], ttl=60)
+    assert gov.alice.workset(gov.name("jobs")).revoke("i1") == claim.token
 
 
 # ----------------------------------------------------------------------
@@ -493,12 +502,12 @@ def test_acquire_many_is_all_or_nothing_with_consecutive_tokens(chain, alice, bo
     bob.acquire("held/b", ttl=600)
     latest = alice.latest_token()
     with pytest.raises(LeaseHeld) as held:
-        alice.acquire_many(["set/a", "held/b", "set/c"], ttl=60)
+        LeaseSet.acquire(alice, ["set/a", "held/b", "set/c"], ttl=60)
     assert held.value.resource == "held/b"
     assert alice.latest_token() == latest and alice.lease_of("set/a") is None
     with pytest.raises(DuplicateResource):
-        alice.acquire_many(["set/a", "set/a"], ttl=60)
-    leases = alice.acquire_many(["set/a", "set/c", "plain"], ttl=60)
+        LeaseSet.acquire(alice, ["set/a", "set/a"], ttl=60)
+    leases = LeaseSet.acquire(alice, ["set/a", "set/c", "plain"], ttl=60)
     assert leases.tokens == [latest + 1, latest + 2, latest + 3]
     leases.renew(120)
     assert all(lease.is_current() for lease in leases)
@@ -512,8 +521,8 @@ def test_a_set_renews_nothing_when_one_lease_was_lost_and_releases_what_it_still
     (tests/endings/test_lease_set.py attacks every way)."""
     from chainfence.errors import LeaseSetLost
 
-    leases = gov.bob.acquire_many([gov.name("a"), gov.name("b")], ttl=600)
-    gov.alice.revoke(gov.name("b"))
+    leases = LeaseSet.acquire(gov.bob, [gov.name("a"), gov.name("b")], ttl=600)
+    gov.alice.namespace(gov.prefix).revoke(gov.name("b"))
     with pytest.raises(LeaseRevoked) as lost:
         leases.renew()
     assert lost.value.resource == gov.name("b")
@@ -529,14 +538,14 @@ def test_a_revoked_holder_is_refused_everywhere_it_writes(chain, registry, alice
     the chain, and a contract that asks the registry (FencedStore); control: before the revoke they accept."""
     from chainfence import FencedStore, Guard
 
-    name = f"{alice.namespace_of()}/db"
+    name = f"{alice.namespace().prefix}/db"
     stuck = bob.acquire(name, ttl=600)
     store = FencedStore.deploy(registry)
     guard = Guard(registry, path=tmp_path / "guard.sqlite", mode="strict")
     try:
         guard.check(name, stuck.token)  # control: accepted while live
         store.write(stuck, b"v1")
-        alice.revoke(name)
+        alice.namespace().revoke(name)
         with pytest.raises(LeaseRevoked):
             registry.check_current(name, stuck.token)
         with pytest.raises(LeaseRevoked):
@@ -559,19 +568,18 @@ def test_admit_of_the_most_holders_admits_them_all(chain, registry, alice):
     from chainfence._node.sending import DEV_GAS_LIMIT
     from chainfence.namespaces import ADMISSION_CHUNK
 
-    prefix = alice.namespace_of()
-    alice.set_policy(prefix, admission_required=True)  # is_admitted reads the allowlist
+    prefix = alice.namespace().prefix
+    alice.namespace(prefix).set_policy(admission_required=True)  # is_admitted reads the allowlist
     holders = _holders(512)
     first = chain.block_number() + 1
-    alice.admit(prefix, holders)
+    alice.namespace(prefix).admit(holders)
     blocks = range(first, chain.block_number() + 1)
     receipts = [chain.rpc.receipt(tx) for number in blocks for tx in chain.rpc.block(number)["transactions"]]
     assert [r["status"] for r in receipts] == [1] * -(-512 // ADMISSION_CHUNK)
     assert max(r["gasUsed"] for r in receipts) < 3_300_000 < DEV_GAS_LIMIT, "a full chunk fits the dev ceiling"
-    name = f"{prefix}/job"
-    assert all(alice.is_admitted(name, holder) for holder in holders)
-    alice.admit(prefix, holders, admitted=False)
-    assert not any(alice.is_admitted(name, holder) for holder in holders)
+    assert all(alice.namespace(prefix).is_admitted(holder) for holder in holders)
+    alice.namespace(prefix).admit(holders, admitted=False)
+    assert not any(alice.namespace(prefix).is_admitted(holder) for holder in holders)
 
 
 def test_control_one_transaction_of_512_holders_runs_out_of_the_dev_ceiling(chain, registry, alice):
@@ -579,11 +587,11 @@ def test_control_one_transaction_of_512_holders_runs_out_of_the_dev_ceiling(chai
     transaction (what ``admit`` sent before) is mined out of gas, and admits nobody."""
     from chainfence._node.sending import DEV_GAS_LIMIT
 
-    prefix = alice.namespace_of()
-    alice.set_policy(prefix, admission_required=True)
+    prefix = alice.namespace().prefix
+    alice.namespace(prefix).set_policy(admission_required=True)
     holders = _holders(512)
     data = registry._encode("setAdmission", [namespace_id(prefix), holders, True])
     with pytest.raises(TransactionFailed) as failed:
         chain.transact(alice.sender, registry.address, data, gas=DEV_GAS_LIMIT)
     assert failed.value.receipt["gasUsed"] == DEV_GAS_LIMIT
-    assert not alice.is_admitted(f"{prefix}/job", holders[0])
+    assert not alice.namespace(prefix).is_admitted(holders[0])

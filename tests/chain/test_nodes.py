@@ -90,7 +90,7 @@ def test_control_past_the_fork_check_a_claim_dies_on_ganache(node_chain, backend
     alice = registry.connect(node_chain.accounts[1])
     alice.acquire("plain/lease", ttl=60)  # no MCOPY on this path
     with pytest.raises(UnknownRevert):
-        alice.claim("work/set", ["a", "b"], ttl=60)
+        alice.workset("work/set").claim(["a", "b"], ttl=60)
 
 
 @on("anvil", "hardhat")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 from eth_utils import keccak
 
-from chainfence import EventKind
+from chainfence import EventKind, audit
+from chainfence.audit import watchdog
 from chainfence.errors import InvalidInput, StaleToken
 
 # On hardhat's node too (tests/conftest.py); ganache runs most of these, left out for the suite's time
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.nodes("hardhat")
 
 
 def renewals(registry, resource):
-    return [e for e in registry.history(resource) if e.kind is EventKind.RENEWED]
+    return [e for e in audit.history(registry, resource) if e.kind is EventKind.RENEWED]
 
 
 def test_a_renewal_records_its_marker_on_chain(chain, alice):
@@ -73,14 +74,14 @@ def test_a_holder_that_renews_with_an_unchanged_marker_is_listed_as_stuck(chain,
         stuck.renew(progress=b"row 17")
         moving.renew(progress=step + 1)
         silent.renew()
-    report = alice.stuck(renewals=3)
+    report = watchdog.stuck(alice, renewals=3)
     assert [(e.resource, e.token, e.unchanged_renewals, e.progress) for e in report.stuck] == [
         ("jobs/stuck", stuck.token, 3, b"row 17".ljust(32, b"\0"))
     ]
     assert report.crashed == [] and report.long_held == []
-    assert alice.stuck(renewals=4).stuck == [], "3 unchanged renewals are not 4"
+    assert watchdog.stuck(alice, renewals=4).stuck == [], "3 unchanged renewals are not 4"
     stuck.renew(progress=b"row 18")  # it moved: no longer stuck
-    assert alice.stuck(renewals=1).stuck == []
+    assert watchdog.stuck(alice, renewals=1).stuck == []
 
 
 def test_plain_renewals_after_a_marker_count_as_renewals_without_progress(chain, alice):
@@ -88,7 +89,7 @@ def test_plain_renewals_after_a_marker_count_as_renewals_without_progress(chain,
     lease.renew(progress=1)
     lease.renew()
     lease.renew()
-    assert [e.unchanged_renewals for e in alice.stuck(renewals=2).stuck] == [2]
+    assert [e.unchanged_renewals for e in watchdog.stuck(alice, renewals=2).stuck] == [2]
 
 
 def test_a_holder_that_died_is_listed_as_crashed_once_its_lease_ran_out(chain, alice, bob):
@@ -100,10 +101,10 @@ def test_a_holder_that_died_is_listed_as_crashed_once_its_lease_ran_out(chain, a
     completed = bob.acquire("jobs/completed", ttl=10)
     completed.complete(b"ok")
     taken_over = alice.acquire("jobs/taken-over", ttl=10)
-    assert alice.stuck().crashed == [], "nothing has expired yet"
+    assert watchdog.stuck(alice).crashed == [], "nothing has expired yet"
     chain.advance_time(11)
     bob.acquire("jobs/taken-over", ttl=60)
-    report = alice.stuck()
+    report = watchdog.stuck(alice)
     assert [(e.resource, e.token, e.holder) for e in report.crashed] == [("jobs/dead", dead.token, dead.holder)]
     assert taken_over.token not in {e.token for e in report.crashed}
 
@@ -113,8 +114,8 @@ def test_long_holders_are_listed_only_when_asked_and_past_the_limit(chain, alice
     chain.advance_time(1_000)
     bob.acquire("jobs/new", ttl=3_000)
     old.renew(ttl=3_000)
-    assert alice.stuck().long_held == []
-    report = alice.stuck(longer_than=900)
+    assert watchdog.stuck(alice).long_held == []
+    report = watchdog.stuck(alice, longer_than=900)
     assert [(e.resource, e.token) for e in report.long_held] == [("jobs/old", old.token)]
     assert report.long_held[0].held_for >= 1_000
     assert report.to_dict()["long_held"][0]["resource"] == "jobs/old"
@@ -134,4 +135,4 @@ def test_long_holders_are_listed_only_when_asked_and_past_the_limit(chain, alice
 )
 def test_bad_watchdog_arguments_are_typed_errors(registry, kwargs):
     with pytest.raises(InvalidInput):
-        registry.stuck(**kwargs)
+        watchdog.stuck(registry, **kwargs)

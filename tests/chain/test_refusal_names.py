@@ -8,8 +8,9 @@ import asyncio
 
 import pytest
 
+from chainfence import LeaseSet
 from chainfence._sdk.names import namespace_id
-from chainfence.aio import AsyncChain, AsyncRegistry
+from chainfence.aio import AsyncChain, AsyncLeaseSet, AsyncRegistry
 from chainfence.errors import NotAdmitted
 
 # On hardhat's node and ganache too (tests/conftest.py, docs/nodes.md).
@@ -20,8 +21,8 @@ pytestmark = pytest.mark.nodes("hardhat", "ganache")
 def governed(chain, registry):
     """ops (account 3) requires admission in its address namespace; bob (account 2) is not admitted."""
     ops = registry.connect(chain.accounts[3])
-    prefix = ops.namespace_of()
-    ops.set_policy(prefix, admission_required=True)
+    prefix = ops.namespace().prefix
+    ops.namespace(prefix).set_policy(admission_required=True)
     return prefix, registry.connect(chain.accounts[2])
 
 
@@ -35,7 +36,7 @@ def _names_the_prefix(refused: NotAdmitted, prefix: str, bob: str) -> None:
 def test_acquire_many_names_the_refusing_namespace_by_its_prefix(governed, chain):
     prefix, bob = governed
     with pytest.raises(NotAdmitted) as refused:
-        bob.acquire_many(["free/one", f"{prefix}/db", f"{prefix}/cache"], ttl=60)
+        LeaseSet.acquire(bob, ["free/one", f"{prefix}/db", f"{prefix}/cache"], ttl=60)
     _names_the_prefix(refused.value, prefix, bob.sender)
     assert bob.last_lease("free/one") is None, "all or nothing"
 
@@ -58,7 +59,7 @@ def test_async_acquire_many_names_it_too(governed, chain, registry):
         async with AsyncChain.over(chain) as achain:
             abob = (await AsyncRegistry.at(achain, registry.address)).connect(achain.accounts[2])
             with pytest.raises(NotAdmitted) as refused:
-                await abob.acquire_many(["free/two", f"{prefix}/db"], ttl=60)
+                await AsyncLeaseSet.acquire(abob, ["free/two", f"{prefix}/db"], ttl=60)
             return refused.value
 
     _names_the_prefix(asyncio.run(asyncio.wait_for(body(), 120)), prefix, bob.sender)

@@ -105,7 +105,8 @@ def test_release_frees_the_resource_and_keeps_the_record(alice, registry):
         alice.sender,
         0,
     )
-    assert not registry.is_current("r", lease.token)
+    with pytest.raises(LeaseReleased):
+        registry.check_current("r", lease.token)
 
 
 def test_release_with_an_old_token_never_frees_a_newer_lease(alice, bob, chain, registry):
@@ -115,7 +116,7 @@ def test_release_with_an_old_token_never_frees_a_newer_lease(alice, bob, chain, 
     new = bob.acquire("r", ttl=60)
     with pytest.raises(StaleToken):
         old.release()
-    assert registry.is_current("r", new.token)
+    assert registry.check_current("r", new.token)
     assert registry.lease_of("r").holder == bob.sender
 
 
@@ -123,7 +124,7 @@ def test_release_by_a_non_holder_is_refused(alice, bob, registry):
     lease = alice.acquire("r", ttl=60)
     with pytest.raises(NotHolder):
         bob.release("r", lease.token)
-    assert registry.is_current("r", lease.token)
+    assert registry.check_current("r", lease.token)
 
 
 def test_release_after_expiry_says_expired(alice, chain):
@@ -153,8 +154,8 @@ def test_release_of_a_never_held_resource_is_unknown(alice):
 
 
 def test_lease_context_manager_holds_during_the_body_and_releases_after(alice, registry):
-    with alice.lease("cm", ttl=60) as lease:
-        assert registry.is_current("cm", lease.token)
+    with alice.acquire("cm", ttl=60) as lease:
+        assert registry.check_current("cm", lease.token)
     assert lease.released
     assert registry.lease_of("cm") is None
 
@@ -162,16 +163,16 @@ def test_lease_context_manager_holds_during_the_body_and_releases_after(alice, r
 def test_lease_context_manager_never_runs_its_body_without_the_lease(alice, bob):
     """When the resource is held, LeaseHeld comes from the with statement and the body is skipped."""
     ran = []
-    with alice.lease("cm", ttl=60):
+    with alice.acquire("cm", ttl=60):
         with pytest.raises(LeaseHeld):
-            with bob.lease("cm", ttl=60):
+            with bob.acquire("cm", ttl=60):
                 ran.append(True)
     assert ran == []
 
 
 def test_lease_context_manager_releases_when_the_body_raises(alice, registry):
     with pytest.raises(KeyError):
-        with alice.lease("cm", ttl=60):
+        with alice.acquire("cm", ttl=60):
             raise KeyError("boom")
     assert registry.lease_of("cm") is None
 
@@ -179,20 +180,20 @@ def test_lease_context_manager_releases_when_the_body_raises(alice, registry):
 def test_lease_expiring_inside_the_body_is_reported_on_exit(alice, chain):
     """A body that outlived its lease learns it: exit raises LeaseExpired instead of passing silently."""
     with pytest.raises(LeaseExpired):
-        with alice.lease("cm", ttl=10):
+        with alice.acquire("cm", ttl=10):
             chain.advance_time(15)
 
 
 def test_body_exception_is_not_masked_by_a_failed_release(alice, chain):
     """If the body raised and release also fails, the body's exception wins, with a note."""
     with pytest.raises(RuntimeError) as raised:
-        with alice.lease("cm", ttl=10):
+        with alice.acquire("cm", ttl=10):
             chain.advance_time(15)
             raise RuntimeError("body failed")
     assert any("also failed" in note for note in raised.value.__notes__)
 
 
 def test_lease_released_inside_the_body_is_not_released_twice(alice):
-    with alice.lease("cm", ttl=10) as lease:
+    with alice.acquire("cm", ttl=10) as lease:
         lease.release()
     assert lease.released

@@ -311,7 +311,7 @@ def test_a_contract_holder_s_code_runs_only_after_the_cheap_checks_and_with_a_ga
 def test_a_claim_with_a_long_item_name_signs_requests_its_guard_accepts(alice, guard):
     """A claimed item's name is workset»item, up to 257 bytes: a request names it so (the old length
     check took at most 128 bytes, so a claimant of a long item could not sign at all)."""
-    claim = alice.claim("w" * 100, ["i" * 100], ttl=60)
+    claim = alice.workset("w" * 100).claim(["i" * 100], ttl=60)
     assert len(claim.resource.encode()) == 202
     request = claim.sign(BODY, action=ACTION, audience=AUDIENCE)
     assert check(guard, request, BODY) is request

@@ -53,16 +53,21 @@ def test_lease_of_is_none_once_expired_but_last_lease_remembers(alice, chain, re
 
 def test_is_current_only_for_the_live_latest_token(alice, bob, chain, registry):
     first = alice.acquire("r", ttl=10)
-    assert registry.is_current("r", first.token)
+    assert registry.check_current("r", first.token)
     assert first.is_current()
-    assert not registry.is_current("r", first.token + 1), "a token not issued yet is not current"
-    assert not registry.is_current("other", first.token), "a token is current only for its own resource"
+    with pytest.raises(TokenNotCurrent):  # a token not issued yet is not current
+        registry.check_current("r", first.token + 1)
+    with pytest.raises(TokenNotCurrent):  # a token is current only for its own resource
+        registry.check_current("other", first.token)
     chain.advance_time(10)
-    assert not registry.is_current("r", first.token), "expired"
+    with pytest.raises(LeaseExpired):
+        registry.check_current("r", first.token)
     second = bob.acquire("r", ttl=10)
-    assert not registry.is_current("r", first.token), "superseded"
+    with pytest.raises(StaleToken):  # superseded
+        registry.check_current("r", first.token)
     second.release()
-    assert not registry.is_current("r", second.token), "released"
+    with pytest.raises(LeaseReleased):
+        registry.check_current("r", second.token)
 
 
 def test_check_current_returns_the_lease_of_a_current_token(alice, registry):

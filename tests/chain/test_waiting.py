@@ -103,8 +103,8 @@ def test_when_the_wait_ends_it_raises_lease_held_and_spent_nothing(alice, bob):
 def test_lease_with_wait_runs_the_body_after_the_release_only(alice, bob):
     held = alice.acquire(NAME, ttl=600)
     WaitClock(on_sleep=lambda n: held.release() if n == 1 else None).install(bob)
-    with bob.lease(NAME, ttl=60, wait=60) as lease:
-        assert held.released and bob.is_current(NAME, lease.token)
+    with bob.acquire(NAME, ttl=60, wait=60) as lease:
+        assert held.released and bob.check_current(NAME, lease.token)
     assert bob.lease_of(NAME) is None  # released on exit
 
 
@@ -220,7 +220,7 @@ def test_bad_wait_values_are_invalid_wait_and_send_nothing(alice, bob, wait):
         assert isinstance(raised.value, ValueError)
     ran = []
     with pytest.raises(InvalidInput):
-        with bob.lease("jobs/free", ttl=60, wait=wait):
+        with bob.acquire("jobs/free", ttl=60, wait=wait):
             ran.append(True)
     assert ran == []
     assert (bob.latest_token(), spent(bob)) == (latest, before)

@@ -78,14 +78,14 @@ def _supersede(stage: Stage) -> list:
 
 def _revoke(stage: Stage) -> list:
     term = stage.leadership
-    assert stage.admin.revoke(NAME) == term.token
+    assert stage.admin.namespace(NAMESPACE).revoke(NAME) == term.token
     return [("ended", End.REVOKED, term.token), None]
 
 
 def _grant(stage: Stage) -> list:
     """The admin hands the seat to bob over alice's live term: one transaction revokes it and issues bob's."""
     term = stage.leadership
-    granted = stage.admin.grant(NAME, stage.bob.sender, 30)
+    granted = stage.admin.namespace(NAMESPACE).grant(NAME, stage.bob.sender, 30)
     return [("ended", End.GRANTED, term.token), (stage.bob.sender, granted.token)]
 
 

@@ -66,19 +66,19 @@ def end(way: enum.Enum, w: World, lease: Any, *, snapshot: Any = None) -> None:
         )
     elif way is End.SUPERSEDED:  # the holder acquires again (a restarted agent): its past self is fenced off
         if lease.item is not None:
-            w.alice.claim(lease.workset, [lease.item], TTL)
+            w.alice.workset(lease.workset).claim([lease.item], TTL)
         else:
             w.alice.acquire(lease.resource, TTL)
     elif way is End.REVOKED:
         if lease.item is not None:
-            w.carol.revoke_item(lease.workset, lease.item)
+            w.carol.workset(lease.workset).revoke(lease.item)
         else:
-            w.carol.revoke(lease.resource)
+            w.carol.namespace(NAMESPACE).revoke(lease.resource)
     elif way is End.GRANTED:
         if lease.item is not None:
-            w.carol.grant_item(lease.workset, lease.item, w.bob.sender, TTL)
+            w.carol.workset(lease.workset).grant(lease.item, w.bob.sender, TTL)
         else:
-            w.carol.grant(lease.resource, w.bob.sender, TTL)
+            w.carol.namespace(NAMESPACE).grant(lease.resource, w.bob.sender, TTL)
     elif way is End.ROLLED_BACK:  # the chain loses the history that issued it (a dev node restarted)
         w.chain.revert(snapshot)
     else:  # pragma: no cover
@@ -88,7 +88,7 @@ def end(way: enum.Enum, w: World, lease: Any, *, snapshot: Any = None) -> None:
 def acquire_after(w: World, lease: Any) -> Any:
     """bob acquires the resource once it is free: the successor whose acquisition names the way."""
     if lease.item is not None:
-        return w.bob.claim(lease.workset, [lease.item], TTL)
+        return w.bob.workset(lease.workset).claim([lease.item], TTL)
     return w.bob.acquire(lease.resource, TTL)
 
 

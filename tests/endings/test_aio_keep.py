@@ -38,7 +38,7 @@ def lose(w: World, way, *, successor: bool = False, claimed: bool = False):
 
     async def body(achain):
         alice = await holder(achain, w)
-        lease = await (alice.claim("prod/batch", ["a"], TTL) if claimed else alice.acquire(JOB, ttl=TTL))
+        lease = await (alice.workset("prod/batch").claim(["a"], TTL) if claimed else alice.acquire(JOB, ttl=TTL))
         lost, checked, at_exit, reached = await akeep_until_lost(
             lease, way, w, lease.lease, snapshot=snapshot, successor=successor
         )
@@ -109,7 +109,7 @@ def test_control_a_naive_async_keep_alive_retries_a_revoked_lease(w):
     async def body(achain):
         alice = await holder(achain, w)
         lease = await alice.acquire(JOB, ttl=TTL)
-        await asyncio.to_thread(w.carol.revoke, JOB)
+        await asyncio.to_thread(w.carol.namespace("prod").revoke, JOB)
         retries = 0
         for _ in range(3):
             try:
@@ -137,7 +137,7 @@ def test_aio_keep_rolled_back(w):
 def test_aio_keep_deadline(w):
     lease, error = lose(w, LocalEnd.DEADLINE)
     assert type(error.__cause__).__name__ == "NodeUnreachable"
-    assert w.registry.is_current(JOB, lease.token), "given up while the chain still holds it live"
+    assert w.registry.check_current(JOB, lease.token), "given up while the chain still holds it live"
 
 
 @covers("aio.keep", LocalEnd.ERROR)

@@ -63,7 +63,7 @@ def test_a_released_lease_reads_released(registry, alice, index):
 
 @covers("audit.index", End.COMPLETED)
 def test_a_completed_claim_reads_completed_and_a_plain_completion_ends_nothing(registry, alice, index):
-    claim = alice.claim("jobs", ["a", "b"], ttl=60)
+    claim = alice.workset("jobs").claim(["a", "b"], ttl=60)
     claim.complete(b"done")
     plain = alice.acquire(NAME, ttl=600)
     plain.complete(b"a result, not an end")
@@ -88,8 +88,10 @@ def test_a_revoked_lease_reads_revoked_with_its_admin_and_a_later_grant_does_not
     registry, alice, bob, carol, index
 ):
     stuck = alice.acquire(NAME, ttl=600)
-    carol.revoke(NAME)
-    later = carol.grant(NAME, bob.sender, 60)  # the lease was already ended: this grant revoked nothing
+    carol.namespace("ops").revoke(NAME)
+    later = carol.namespace("ops").grant(
+        NAME, bob.sender, 60
+    )  # the lease was already ended: this grant revoked nothing
     ended = synced(index, registry).lease(stuck.token)
     assert (ended.ended, ended.ended_by, ended.successor) == ("revoked", carol.sender, later.token)
 
@@ -99,7 +101,7 @@ def test_a_lease_granted_away_while_live_reads_granted_with_its_admin(registry, 
     """One transaction revokes alice's live lease and issues bob's: the model's one end, granted (the index
     recorded it as "revoked", the first half)."""
     held = alice.acquire(NAME, ttl=600)
-    granted = carol.grant(NAME, bob.sender, 60)
+    granted = carol.namespace("ops").grant(NAME, bob.sender, 60)
     synced(index, registry)
     ended, issued = index.lease(held.token), index.lease(granted.token)
     assert (ended.ended, ended.ended_by, ended.successor) == ("granted", carol.sender, granted.token)
@@ -114,7 +116,7 @@ def test_an_index_of_the_previous_schema_reads_its_grants_as_granted_when_opened
     registry, alice, bob, carol, index, tmp_path
 ):
     held = alice.acquire(NAME, ttl=600)
-    carol.grant(NAME, bob.sender, 60)
+    carol.namespace("ops").grant(NAME, bob.sender, 60)
     synced(index, registry)
     with index._write() as conn:  # what schema 1 wrote
         conn.execute("UPDATE leases SET ended = 'revoked' WHERE token = ?", (held.token,))

@@ -49,7 +49,7 @@ def renew_after(w: World, way: End, *, claimed: bool = False) -> tuple[Any, Any,
     batcher = w.alice.batched()
     snapshot = w.chain.snapshot() if way is End.ROLLED_BACK else None
     if claimed:
-        lease = w.alice.claim("prod/jobs", ["i1"], TTL)
+        lease = w.alice.workset("prod/jobs").claim(["i1"], TTL)
     else:
         lease = batcher.acquire("prod/subject", ttl=TTL)
     end(way, w, lease, snapshot=snapshot)
@@ -111,7 +111,7 @@ def test_a_batched_release_meets_the_ends_as_the_renewal_does(w):
     """The release path is the renewal's (the same holder checks): one end is enough to show it."""
     batcher = w.alice.batched()
     lease = batcher.acquire("prod/released", ttl=TTL)
-    w.carol.revoke("prod/released")
+    w.carol.namespace("prod").revoke("prod/released")
     with pytest.raises(Exception) as refused:
         lease.release()
     assert endings.from_error(refused.value) is End.REVOKED and not lease.released
@@ -130,7 +130,7 @@ def test_a_batched_acquisition_of_a_held_resource_is_refused_for_its_caller(w):
 
 @covers("batching", Refusal.LOCK_DELAYED)
 def test_a_batched_acquisition_in_a_lock_delay_is_refused_for_its_caller_without_waiting(w):
-    w.carol.set_policy("prod", lock_delay=600)
+    w.carol.namespace("prod").set_policy(lock_delay=600)
     w.bob.acquire("prod/delayed", ttl=TTL)
     w.chain.advance_time(TTL + 1)
     batcher = w.alice.batched()
@@ -147,8 +147,8 @@ def test_a_batched_acquisition_in_a_lock_delay_is_refused_for_its_caller_without
 
 @covers("batching", Refusal.NOT_ADMITTED)
 def test_a_batched_acquisition_in_a_namespace_that_does_not_admit_the_sender_is_refused_for_its_caller(w):
-    w.carol.set_policy("prod", admission_required=True)
-    w.carol.admit("prod", [w.bob.sender])
+    w.carol.namespace("prod").set_policy(admission_required=True)
+    w.carol.namespace("prod").admit([w.bob.sender])
     batcher = w.alice.batched()
     with pytest.raises(NotAdmitted) as refused:
         batcher.acquire("prod/closed", ttl=TTL)

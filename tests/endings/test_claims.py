@@ -29,7 +29,7 @@ def w(chain) -> World:
 
 def lose(w: World, way, monkeypatch, *, successor: bool = False) -> Lease:
     snapshot = w.chain.snapshot() if way is End.ROLLED_BACK else None
-    item = w.alice.claim(WORKSET, [ITEM], ttl=TTL)
+    item = w.alice.workset(WORKSET).claim([ITEM], ttl=TTL)
     assert (item.workset, item.item, item.resource) == (WORKSET, ITEM, NAME)
     lost, checked, at_exit = keep_until_lost(item, way, w, item, monkeypatch, snapshot=snapshot, successor=successor)
     assert_lost(lost, checked, at_exit, way.value, resource=NAME, token=item.token)
@@ -45,14 +45,14 @@ def refused_to_complete(item: Lease) -> None:
 def test_claim_expired(w, monkeypatch):
     item = lose(w, End.EXPIRED, monkeypatch)
     refused_to_complete(item)
-    assert w.bob.claim(WORKSET, [ITEM], TTL).token > item.token, "the item is free again"
+    assert w.bob.workset(WORKSET).claim([ITEM], TTL).token > item.token, "the item is free again"
 
 
 @covers("claims", End.RELEASED)
 def test_claim_released_elsewhere(w, monkeypatch):
     item = lose(w, End.RELEASED, monkeypatch)
     refused_to_complete(item)
-    assert w.bob.claim(WORKSET, [ITEM], TTL) is not None, "released, not done: free again"
+    assert w.bob.workset(WORKSET).claim([ITEM], TTL) is not None, "released, not done: free again"
 
 
 @covers("claims", End.COMPLETED)
@@ -61,12 +61,12 @@ def test_claim_completed_elsewhere(w, monkeypatch):
     hands the item out again."""
     item = lose(w, End.COMPLETED, monkeypatch)
     refused_to_complete(item)
-    assert w.bob.claim(WORKSET, [ITEM], TTL) is None
+    assert w.bob.workset(WORKSET).claim([ITEM], TTL) is None
 
 
 @covers("claims", End.COMPLETED)
 def test_claim_completed_by_its_claimant_inside_keep(w):
-    item = w.alice.claim(WORKSET, [ITEM], ttl=TTL)
+    item = w.alice.workset(WORKSET).claim([ITEM], ttl=TTL)
     clock = SteppedClock()
     lost = []
     with item, item.keep(clock=clock, since=0.0, on_lost=lost.append):
@@ -77,7 +77,7 @@ def test_claim_completed_by_its_claimant_inside_keep(w):
         with pytest.raises(LeaseLost) as checked:
             item.check()
     assert lost == [] and checked.value.why == "completed" and item.completed
-    assert w.bob.claim(WORKSET, [ITEM], TTL) is None
+    assert w.bob.workset(WORKSET).claim([ITEM], TTL) is None
 
 
 @covers("claims", End.SUPERSEDED)
@@ -108,7 +108,7 @@ def test_claim_rolled_back(w, monkeypatch):
 @covers("claims", LocalEnd.DEADLINE)
 def test_claim_deadline(w, monkeypatch):
     lose(w, LocalEnd.DEADLINE, monkeypatch)
-    assert w.registry.item_lease(WORKSET, ITEM).live, "given up while the claim is still live on-chain"
+    assert w.registry.workset(WORKSET).last_lease(ITEM).live, "given up while the claim is still live on-chain"
 
 
 @covers("claims", LocalEnd.ERROR)
@@ -119,7 +119,7 @@ def test_claim_error(w, monkeypatch):
 def test_a_claim_can_be_checked_kept_renewed_and_released_like_any_lease(w):
     """The defect: ``claim(...).keep()`` raised (the claim had no send time) and ``check()`` right after
     claiming raised LeaseLost. Now the claim is a lease: check, keep, renew, release."""
-    item = w.alice.claim(WORKSET, [ITEM], ttl=TTL)
+    item = w.alice.workset(WORKSET).claim([ITEM], ttl=TTL)
     item.check()
     assert 0 < item.safe_remaining() <= TTL - 3
     with item.keep():
@@ -129,13 +129,13 @@ def test_a_claim_can_be_checked_kept_renewed_and_released_like_any_lease(w):
     with pytest.raises(LeaseLost) as checked:
         item.check()
     assert checked.value.why == "released"
-    assert w.bob.claim(WORKSET, [ITEM], TTL) is not None
+    assert w.bob.workset(WORKSET).claim([ITEM], TTL) is not None
 
 
 def test_control_a_claim_without_its_send_time_cannot_be_kept_or_checked(w):
     """The control: the claim as it was built before (no record of when its transaction was sent): the
     keep-alive has nothing to count its deadline from, and check() cannot vouch for it."""
-    item = w.alice.claim(WORKSET, [ITEM], ttl=TTL)
+    item = w.alice.workset(WORKSET).claim([ITEM], ttl=TTL)
     item._sent_at = None  # what claim() used to leave
     with pytest.raises(LeaseLost):
         item.check()
@@ -149,7 +149,7 @@ def test_an_async_claim_is_a_lease_in_every_sense(w):
 
     async def body(achain):
         alice = (await AsyncRegistry.at(achain, w.registry.address)).connect(w.alice.sender)
-        item = await alice.claim(WORKSET, [ITEM], TTL)
+        item = await alice.workset(WORKSET).claim([ITEM], TTL)
         item.check()
         async with item.keep():
             await item.renew()
@@ -160,4 +160,4 @@ def test_an_async_claim_is_a_lease_in_every_sense(w):
 
     item = run_async(w.chain, body)
     assert (item.workset, item.item) == (WORKSET, ITEM)
-    assert w.registry.item_lease(WORKSET, ITEM).status.name == "DONE"
+    assert w.registry.workset(WORKSET).last_lease(ITEM).status.name == "DONE"

@@ -46,7 +46,7 @@ def test_a_candidate_waits_while_the_seat_is_held_and_is_elected_at_the_resignat
 
 @covers("election.campaign", Refusal.LOCK_DELAYED)
 def test_a_candidate_waits_out_the_lock_delay_after_the_leaders_term_expired(chain, registry, alice, bob):
-    registry.set_policy(NAMESPACE, lock_delay=DELAY)
+    registry.namespace(NAMESPACE).set_policy(lock_delay=DELAY)
     deposed = election(alice).campaign()  # its clock stands still: alice's process is paused
     try:
         chain.advance_time(deposed.expires_at - chain.now())  # the term expires; the lock-delay starts
@@ -71,8 +71,8 @@ def test_a_candidate_waits_out_the_lock_delay_after_the_leaders_term_expired(cha
 
 @covers("election.campaign", Refusal.NOT_ADMITTED)
 def test_a_candidate_the_namespace_does_not_admit_is_refused_at_once(registry, alice, carol):
-    registry.set_policy(NAMESPACE, admission_required=True)
-    registry.admit(NAMESPACE, [alice.sender])
+    registry.namespace(NAMESPACE).set_policy(admission_required=True)
+    registry.namespace(NAMESPACE).admit([alice.sender])
     leader = election(alice).campaign()
     before = spent(carol)
     clock = WaitClock().install(carol)

@@ -61,8 +61,8 @@ def term(alice):
 
 @pytest.fixture
 def namespace(registry):
-    """The admin of namespace ``billing``: the deployer's view (account 0)."""
-    return registry
+    """Namespace ``billing`` as its admin sees it: the deployer's view (account 0)."""
+    return registry.namespace("billing")
 
 
 @covers("election.leadership", End.EXPIRED)

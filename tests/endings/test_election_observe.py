@@ -16,7 +16,7 @@ import pytest
 from chainfence import Election
 from chainfence.endings import End
 from chainfence.recipes import _election_observer as election_module  # the observer behind Election.observe
-from tests.endings.election_scenarios import NAME, SCENARIOS, described, namespaced, stage
+from tests.endings.election_scenarios import NAME, NAMESPACE, SCENARIOS, described, namespaced, stage
 from tests.endings.matrix import covers
 from tests.support.virtual_time import WaitClock
 
@@ -95,7 +95,7 @@ def test_a_revoke_then_a_later_acquisition_is_a_revoke_then_the_successor(chain,
     try:
         changes = observer(registry).observe(timeout=5, ends=True)
         next(changes)
-        registry.revoke(NAME)
+        registry.namespace(NAMESPACE).revoke(NAME)
         successor = bob.acquire(NAME, ttl=30)
         assert [described(change) for change in changes] == [
             ("ended", End.REVOKED, scene.leadership.token),

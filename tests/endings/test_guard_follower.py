@@ -97,7 +97,7 @@ def test_a_completed_claim_is_recorded_ended_and_a_plain_completion_ends_nothing
     """A claimed item is not reachable by its display name (its id is not that name's hash), so a guard never
     checks one by name: the follower records the completion's end against the item's id, in the store."""
     follow, mark = guards
-    claim = alice.claim("ops", ["db"], ttl=600)
+    claim = alice.workset("ops").claim(["db"], ttl=600)
     assert claim.resource_id != follow._resource_id(NAME), "an item is not reachable by a name"
     plain = alice.acquire("ops/plain", ttl=600)
     assert follow.check("ops/plain", plain.token) == plain.token
@@ -130,7 +130,7 @@ def test_a_revoked_token_is_refused_at_its_mark(registry, alice, guards):
     follow, mark = guards
     lease = alice.acquire(NAME, ttl=600)
     written(guards, lease)
-    registry.revoke(NAME)
+    registry.namespace("ops").revoke(NAME)
     follow.sync()
     assert (refused(follow, lease.token), refused(mark, lease.token)) == ("LeaseRevoked", "LeaseRevoked")
 
@@ -140,7 +140,7 @@ def test_a_token_granted_away_is_stale_and_the_grantees_is_accepted(registry, al
     follow, mark = guards
     lease = alice.acquire(NAME, ttl=600)
     written(guards, lease)
-    granted = registry.grant(NAME, bob.sender, 60)
+    granted = registry.namespace("ops").grant(NAME, bob.sender, 60)
     follow.sync()
     assert follow.mark(NAME) == granted.token
     assert (refused(follow, lease.token), refused(mark, lease.token)) == ("StaleToken", "StaleToken")

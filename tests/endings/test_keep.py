@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from chainfence import EventKind, endings
+from chainfence import EventKind, audit, endings
 from chainfence.endings import End, LocalEnd
 from chainfence.errors import ChainfenceError, LeaseRevoked, NodeUnreachable, StaleToken
 from tests.endings.holding import DUE, TTL, World, assert_lost, keep_until_lost, settle
@@ -65,15 +65,15 @@ def test_keep_released_by_the_holder_inside_the_block_ends_quietly(w):
             lease.check()
         assert checked.value.why == "released"
     assert lost == [] and lease.keeper is None
-    assert w.registry.history(JOB)[-1].kind is EventKind.RELEASED
-    assert all(e.kind is not EventKind.RENEWED for e in w.registry.history(JOB)), "no renewal after the release"
+    assert audit.history(w.registry, JOB)[-1].kind is EventKind.RELEASED
+    assert all(e.kind is not EventKind.RENEWED for e in audit.history(w.registry, JOB)), "no renewal after the release"
 
 
 @covers("keep", End.COMPLETED)
 def test_keep_of_a_claimed_item_completed_elsewhere(w, monkeypatch):
     """The keep-alive keeps any lease, a claimed item too: completed by another process of the claimant,
     the next renewal finds it done (why="completed", not "released")."""
-    item = w.alice.claim("prod/batch", ["a"], ttl=TTL)
+    item = w.alice.workset("prod/batch").claim(["a"], ttl=TTL)
     lost, checked, at_exit = keep_until_lost(item, End.COMPLETED, w, item, monkeypatch)
     assert_lost(lost, checked, at_exit, "completed", resource="prod/batch»a", token=item.token)
 
@@ -98,7 +98,7 @@ def test_control_a_naive_keep_alive_retries_a_revoked_lease(w):
     """The control: renew in a loop, treat every chain error as transient (what keep() did with LeaseRevoked):
     after the revoke it retries every time and never tells the work to stop."""
     lease = w.alice.acquire(JOB, ttl=TTL)
-    w.carol.revoke(JOB)
+    w.carol.namespace("prod").revoke(JOB)
     retries, told_to_stop = 0, False
     for _ in range(3):
         try:
@@ -120,7 +120,7 @@ def test_control_the_refusal_alone_cannot_tell_a_grant_from_a_reacquisition(w):
     """The control: a keep-alive that names the end from the renewal's refusal alone says "superseded"
     after a grant, exactly as after the holder's own reacquisition: only the successor's acquisition tells."""
     lease = w.alice.acquire(JOB, ttl=TTL)
-    w.carol.grant(JOB, w.bob.sender, TTL)
+    w.carol.namespace("prod").grant(JOB, w.bob.sender, TTL)
     with pytest.raises(StaleToken) as refused:
         lease.renew()
     assert endings.loss_reason(refused.value) == "superseded"
@@ -165,7 +165,7 @@ def test_renew_with_a_new_ttl_inside_keep_moves_the_keep_alive(w):
         wait_until(lambda: core.renewals == 1, "the keep-alive's own renewal, at the new interval")
         settle(lease, clock)
         assert core.deadline == 14.0
-    renewals = [e for e in w.registry.history(JOB) if e.kind is EventKind.RENEWED]
+    renewals = [e for e in audit.history(w.registry, JOB) if e.kind is EventKind.RENEWED]
     asked = [e.expires_at - int(w.chain.rpc.block(e.block_number)["timestamp"]) for e in renewals]
     assert asked == [10, 10], "the holder's renewal, then the keep-alive's own at the new ttl"
     assert renewals[-1].expires_at == lease.expires_at
@@ -191,15 +191,15 @@ def test_renew_with_a_ttl_the_keep_alive_cannot_keep_is_refused_before_sending(w
     lease = w.alice.acquire(JOB, ttl=TTL)
     clock = SteppedClock()
     with lease.keep(clock=clock, since=0.0):
-        before = len(w.registry.history(JOB))
+        before = len(audit.history(w.registry, JOB))
         with pytest.raises(InvalidInput):
             lease.renew(ttl=3)  # the margins (1 + 2 s) leave no time
-        assert len(w.registry.history(JOB)) == before, "nothing sent"
+        assert len(audit.history(w.registry, JOB)) == before, "nothing sent"
         lease.check()
 
 
 def test_completing_a_claim_inside_keep_ends_it_quietly(w):
-    item = w.alice.claim("prod/batch", ["a"], ttl=TTL)
+    item = w.alice.workset("prod/batch").claim(["a"], ttl=TTL)
     clock = SteppedClock()
     lost = []
     with item, item.keep(clock=clock, since=0.0, on_lost=lost.append):
@@ -211,7 +211,7 @@ def test_completing_a_claim_inside_keep_ends_it_quietly(w):
             item.check()
         assert checked.value.why == "completed"
     assert lost == [] and item.completed and not item.released
-    assert w.registry.item_lease("prod/batch", "a").status.name == "DONE"
+    assert w.registry.workset("prod/batch").last_lease("a").status.name == "DONE"
 
 
 def test_when_the_successor_cannot_be_read_the_loss_says_superseded(w, monkeypatch):

@@ -1,4 +1,4 @@
-"""``acquire_many`` sets x every way a lease ends, on both backends: a set is kept alive on one shared
+"""Lease sets (``LeaseSet.acquire``) x every way a lease ends, on both backends: a set is kept alive on one shared
 deadline, its loss names the member and the way, and it releases what it still can.
 
 alice holds ``prod/a`` and ``prod/b`` in one set and keeps the set alive
@@ -6,7 +6,7 @@ alice holds ``prod/a`` and ``prod/b`` in one set and keeps the set alive
 member when the whole set ends together: an expiry, a rollback, a local
 end); the next renewal is refused for that member, and the loss
 (:class:`~chainfence.errors.LeaseSetLost`) names it and the way. Leaving
-``with registry.acquire_many(...) as leases, leases.keep():`` then releases
+``with LeaseSet.acquire(registry, ...) as leases, leases.keep():`` then releases
 the members still live.
 """
 
@@ -16,8 +16,11 @@ import asyncio
 
 import pytest
 
+from chainfence import LeaseSet
+from chainfence.aio import AsyncLeaseSet
 from chainfence.endings import End, LocalEnd
 from chainfence.errors import LeaseHeld, LeaseLost, LeaseRevoked, LeaseSetLost
+from chainfence.recipes.lease_set import release_many_steps
 from tests.endings.holding import DUE, TTL, World, assert_lost, keep_until_lost, run_async, settle
 from tests.endings.matrix import covers
 from tests.support.sequencer import async_wait_until, wait_until
@@ -33,7 +36,7 @@ def w(chain) -> World:
 
 def lose(w: World, way, monkeypatch, *, member: int = 1, successor: bool = False):
     snapshot = w.chain.snapshot() if way is End.ROLLED_BACK else None
-    leases = w.alice.acquire_many([A, B], ttl=TTL)
+    leases = LeaseSet.acquire(w.alice, [A, B], ttl=TTL)
     subject = leases[member]
     lost, checked, at_exit = keep_until_lost(
         leases, way, w, subject, monkeypatch, snapshot=snapshot, successor=successor
@@ -67,7 +70,7 @@ def test_set_member_released_elsewhere(w, monkeypatch):
 @covers("lease_set", End.COMPLETED)
 def test_completing_a_set_member_ends_nothing(w):
     """A set's members are not work items: a completion records a result and the set stays kept."""
-    leases = w.alice.acquire_many([A, B], ttl=TTL)
+    leases = LeaseSet.acquire(w.alice, [A, B], ttl=TTL)
     clock = SteppedClock()
     lost = []
     with leases, leases.keep(clock=clock, since=0.0, on_lost=lost.append):
@@ -122,9 +125,9 @@ def test_leaving_the_block_releases_the_members_still_live(w):
     loss releases what it still can and says which member ended and how."""
     clock = SteppedClock()
     with pytest.raises(LeaseSetLost) as at_exit:
-        with w.alice.acquire_many([A, B], ttl=TTL) as leases, leases.keep(clock=clock, since=0.0):
+        with LeaseSet.acquire(w.alice, [A, B], ttl=TTL) as leases, leases.keep(clock=clock, since=0.0):
             settle(leases, clock)
-            w.carol.revoke(B)
+            w.carol.namespace("prod").revoke(B)
             clock.now = DUE
             wait_until(lambda: leases.keeper.core.lost, "the loss")
     assert (at_exit.value.resource, at_exit.value.why) == (B, "revoked")
@@ -138,9 +141,9 @@ def test_leaving_the_block_releases_the_members_still_live(w):
 
 @pytest.mark.parametrize("way", ["revoked", "expired-then-acquired", "released"])
 def test_release_says_which_members_ended_and_how(w, way):
-    leases = w.alice.acquire_many([A, B, "prod/c"], ttl=TTL)
+    leases = LeaseSet.acquire(w.alice, [A, B, "prod/c"], ttl=TTL)
     if way == "revoked":
-        w.carol.revoke(B)
+        w.carol.namespace("prod").revoke(B)
         expected = {B: "revoked"}
     elif way == "released":
         w.alice.release(B, leases[1].token)
@@ -165,10 +168,10 @@ def test_release_says_which_members_ended_and_how(w, way):
 def test_control_release_many_all_or_nothing_leaves_the_live_members_behind(w):
     """The control: the set released as before, one releaseMany: refused for the revoked member, and the
     live ones stay held until they expire."""
-    leases = w.alice.acquire_many([A, B], ttl=TTL)
-    w.carol.revoke(B)
+    leases = LeaseSet.acquire(w.alice, [A, B], ttl=TTL)
+    w.carol.namespace("prod").revoke(B)
     with pytest.raises(LeaseRevoked):
-        w.alice._drive(w.alice._release_many_steps(leases.leases))
+        w.alice._drive(release_many_steps(w.alice, leases.leases))
     assert live(w, A)
     with pytest.raises(LeaseHeld):
         w.bob.acquire(A, ttl=TTL)
@@ -177,12 +180,12 @@ def test_control_release_many_all_or_nothing_leaves_the_live_members_behind(w):
 def test_control_one_keep_alive_per_member_keeps_the_rest_of_a_broken_set(w):
     """The control: each member kept alive on its own. After B is revoked, A's keep-alive goes on
     renewing: nothing tells the work that needs the whole set to stop."""
-    leases = w.alice.acquire_many([A, B], ttl=TTL)
+    leases = LeaseSet.acquire(w.alice, [A, B], ttl=TTL)
     clocks = [SteppedClock(), SteppedClock()]
     lost: list[LeaseLost] = []
     with leases[0].keep(clock=clocks[0], since=0.0) as a:
         with pytest.raises(LeaseLost), leases[1].keep(clock=clocks[1], since=0.0, on_lost=lost.append):
-            w.carol.revoke(B)
+            w.carol.namespace("prod").revoke(B)
             for clock in clocks:
                 clock.now = DUE
             wait_until(lambda: lost and a.keeper.core.renewals == 1, "B lost, A renewed")
@@ -191,7 +194,7 @@ def test_control_one_keep_alive_per_member_keeps_the_rest_of_a_broken_set(w):
 
 
 def test_the_set_renews_on_one_deadline_and_follows_a_new_ttl(w):
-    leases = w.alice.acquire_many([A, B], ttl=TTL)
+    leases = LeaseSet.acquire(w.alice, [A, B], ttl=TTL)
     clock = SteppedClock()
     with leases, leases.keep(clock=clock, since=0.0):
         settle(leases, clock)
@@ -209,7 +212,7 @@ def test_the_set_renews_on_one_deadline_and_follows_a_new_ttl(w):
 
 
 def test_an_async_set_is_kept_alive_and_releases_what_it_still_can(w):
-    """``AsyncRegistry.acquire_many`` -> AsyncLeaseSet: kept alive in a task that is cancelled at the loss
+    """``AsyncLeaseSet.acquire``: kept alive in a task that is cancelled at the loss
     (naming the member and the way); leaving ``async with`` releases the live members."""
     from chainfence.aio import AsyncRegistry
 
@@ -219,10 +222,10 @@ def test_an_async_set_is_kept_alive_and_releases_what_it_still_can(w):
         lost = []
         reached = []
         with pytest.raises(LeaseSetLost) as at_exit:
-            async with await alice.acquire_many([A, B], TTL) as leases:
+            async with await AsyncLeaseSet.acquire(alice, [A, B], TTL) as leases:
                 async with leases.keep(clock=clock, since=0.0, on_lost=lost.append):
                     await async_wait_until(lambda: leases.keeper.evaluated_at == 0.0, "the keep-alive acted")
-                    await asyncio.to_thread(w.carol.revoke, B)
+                    await asyncio.to_thread(w.carol.namespace("prod").revoke, B)
                     clock.now = DUE
                     await asyncio.Event().wait()
                     reached.append(True)

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from chainfence import EventKind, cli
+from chainfence import EventKind, audit, cli
 from chainfence._sdk.validate import resource_id
 from chainfence.cli import _supervisor
 from chainfence.cli import lock as _cli_lock
@@ -201,14 +201,14 @@ def test_lock_a_completion_of_its_plain_lease_ends_nothing(w, tmp_path, monkeypa
         w.alice.complete(JOB, int(token), b"the report")
         run.at(DUE)
         wait_until(
-            lambda: any(e.kind is EventKind.RENEWED for e in w.registry.history(JOB)), "the renewal went through"
+            lambda: any(e.kind is EventKind.RENEWED for e in audit.history(w.registry, JOB)), "the renewal went through"
         )
         assert alive(seen["pid"])
         run.signal(signal.SIGTERM)  # done: forwarded to the command
 
     assert run(drive) == 128 + signal.SIGTERM
     assert run.lost == [] and not alive(seen["pid"])
-    kinds = [e.kind for e in w.registry.history(JOB)]
+    kinds = [e.kind for e in audit.history(w.registry, JOB)]
     assert kinds.index(EventKind.COMPLETED) < kinds.index(EventKind.RENEWED) and kinds[-1] is EventKind.RELEASED
 
 
@@ -241,7 +241,7 @@ def test_control_a_lock_that_takes_a_revoke_for_a_transient_error_blames_the_dea
 
     def drive(run: Run) -> None:
         seen["pid"], seen["token"] = run.writer()
-        w.carol.revoke(JOB)
+        w.carol.namespace(NAMESPACE).revoke(JOB)
         run.at(DUE)
         wait_until(lambda: run.failures() >= 1, "the renewal after the revoke failed")
         assert alive(seen["pid"]), "still writing after the renewal that found the revoke"
@@ -383,7 +383,7 @@ def test_lock_wait_runs_the_command_once_the_holder_releases(w, tmp_path, monkey
 def test_lock_wait_waits_out_a_lock_delay(w, tmp_path, monkeypatch):
     """bob's lease expired in a namespace with a 60 s lock-delay: `lock --wait` waits it out by chain time
     (it used to exit 10 at once), then runs the command."""
-    w.carol.set_policy(NAMESPACE, lock_delay=60)
+    w.carol.namespace(NAMESPACE).set_policy(lock_delay=60)
     held = w.bob.acquire(JOB, ttl=30)
     w.chain.advance_time(held.expires_at - w.chain.now())
     until = held.expires_at + 60
@@ -392,14 +392,14 @@ def test_lock_wait_waits_out_a_lock_delay(w, tmp_path, monkeypatch):
     WaitClock(on_sleep=lambda n: w.chain.advance_time(until - w.chain.now()) if n == 2 else None).install(w.alice)
     run = Run(w.alice, tmp_path, monkeypatch, wait=300)
     assert run(lambda run: (run.writer(), run.signal(signal.SIGTERM))) == 128 + signal.SIGTERM
-    first = next(e for e in w.registry.history(JOB) if e.kind is EventKind.ACQUIRED and e.token > held.token)
+    first = next(e for e in audit.history(w.registry, JOB) if e.kind is EventKind.ACQUIRED and e.token > held.token)
     assert first.block_timestamp >= until
 
 
 @covers("lock", Refusal.NOT_ADMITTED)
 def test_lock_not_admitted_exits_9_at_once_even_with_wait(w, tmp_path, monkeypatch):
-    w.carol.set_policy(NAMESPACE, admission_required=True)
-    w.carol.admit(NAMESPACE, [w.bob.sender])
+    w.carol.namespace(NAMESPACE).set_policy(admission_required=True)
+    w.carol.namespace(NAMESPACE).admit([w.bob.sender])
     clock = WaitClock().install(w.alice)
     with pytest.raises(NotAdmitted) as refused:
         Run(w.alice, tmp_path, monkeypatch, wait=300)(lambda run: None)

@@ -102,7 +102,7 @@ def test_a_revoked_lease_is_named_revoked(alice, carol):
 
     async def script(a):
         lease = await _acquire(a, "mcprev/db")
-        carol.revoke("mcprev/db")
+        carol.namespace("mcprev").revoke("mcprev/db")
         error, late = await _call(a, "renew", {"resource": "mcprev/db", "token": lease["token"], "ttl": 60})
         assert error and (late["error"], late["ended"]) == ("LeaseRevoked", "revoked")
         _, status = await _call(a, "status", {"resources": ["mcprev/db"]})
@@ -116,7 +116,7 @@ def test_a_lease_granted_away_is_named_granted_not_superseded(alice, bob, carol)
 
     async def script(a):
         lease = await _acquire(a, "mcpgrant/db")
-        carol.grant("mcpgrant/db", bob.sender, ttl=60)
+        carol.namespace("mcpgrant").grant("mcpgrant/db", bob.sender, ttl=60)
         error, late = await _call(a, "renew", {"resource": "mcpgrant/db", "token": lease["token"], "ttl": 60})
         assert error and late["error"] == "StaleToken" and late["ended"] == "granted", late
         _, verdict = await _call(a, "verify", {"resource": "mcpgrant/db", "token": lease["token"]})
@@ -161,7 +161,7 @@ def test_a_held_resource_is_refused_as_held(alice, bob):
 
 @covers("mcp", Refusal.LOCK_DELAYED)
 def test_a_lock_delayed_resource_is_refused_as_lock_delayed(chain, alice, bob, carol):
-    carol.set_policy("mcpdelay", lock_delay=300)
+    carol.namespace("mcpdelay").set_policy(lock_delay=300)
 
     async def script(a, b):
         await _acquire(b, "mcpdelay/db", ttl=10)
@@ -174,7 +174,7 @@ def test_a_lock_delayed_resource_is_refused_as_lock_delayed(chain, alice, bob, c
 
 @covers("mcp", Refusal.NOT_ADMITTED)
 def test_a_stranger_is_refused_as_not_admitted_by_acquire_and_claim(alice, carol):
-    carol.set_policy("mcpadm", admission_required=True)
+    carol.namespace("mcpadm").set_policy(admission_required=True)
 
     async def script(a):
         error, refused = await _call(a, "acquire", {"resource": "mcpadm/db", "ttl": 60})
@@ -194,7 +194,7 @@ def test_control_the_refusal_alone_names_a_grant_superseded(alice, bob, carol):
     from chainfence.errors import TokenNotCurrent
 
     lease = alice.acquire("mcpctl/db", ttl=60)
-    carol.grant("mcpctl/db", bob.sender, ttl=60)
+    carol.namespace("mcpctl").grant("mcpctl/db", bob.sender, ttl=60)
     with pytest.raises(TokenNotCurrent) as granted:
         alice.renew("mcpctl/db", lease.token, 60)
     assert endings.from_error(granted.value) is End.SUPERSEDED  # it was granted away

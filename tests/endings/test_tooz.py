@@ -147,7 +147,7 @@ def test_a_lock_whose_account_acquired_the_resource_again_elsewhere_is_found_los
 @covers("tooz", End.REVOKED)
 def test_a_revoked_lock_is_found_lost_at_the_next_heartbeat(backend, caplog):
     coordinator, lock = held(backend)
-    assert backend.admin().revoke(backend.resource) == lock.token
+    assert backend.admin().namespace(backend.namespace).revoke(backend.resource) == lock.token
     beat_and_find(coordinator, lock, caplog, "revoked")
 
 
@@ -155,7 +155,7 @@ def test_a_revoked_lock_is_found_lost_at_the_next_heartbeat(backend, caplog):
 def test_a_lock_whose_resource_was_granted_to_another_is_found_lost_at_the_next_heartbeat(backend, caplog):
     coordinator, lock = held(backend)
     other = backend.coordinator()
-    granted = backend.admin().grant(backend.resource, other.account, TTL)
+    granted = backend.admin().namespace(backend.namespace).grant(backend.resource, other.account, TTL)
     assert granted.token > lock.token
     beat_and_find(coordinator, lock, caplog, "granted")
 
@@ -211,7 +211,7 @@ def test_a_blocking_acquire_waits_for_the_holder_and_takes_the_lock_at_its_relea
 @covers("tooz", Refusal.LOCK_DELAYED)
 def test_a_blocking_acquire_waits_out_the_lock_delay(backend):
     admin = backend.admin()
-    admin.set_policy(backend.namespace, lock_delay=DELAY)
+    admin.namespace(backend.namespace).set_policy(lock_delay=DELAY)
     _, first = held(backend)
     expires_at, first_token = first.expires_at, first.token
     backend.chain.advance_time(expires_at - backend.chain.now())  # expired: the lock-delay runs until +60 s
@@ -233,13 +233,13 @@ def test_a_blocking_acquire_waits_out_the_lock_delay(backend):
 @covers("tooz", Refusal.NOT_ADMITTED)
 def test_an_acquire_the_namespace_does_not_admit_is_a_tooz_error_at_once(backend):
     admin = backend.admin()
-    admin.set_policy(backend.namespace, admission_required=True)
+    admin.namespace(backend.namespace).set_policy(admission_required=True)
     refused = backend.coordinator()
     clock = WaitClock().install(refused._registry)
     with pytest.raises(tooz.ToozError, match="NotAdmitted") as raised:
         refused.get_lock(backend.name).acquire(blocking=True)
     assert isinstance(raised.value.__cause__, NotAdmitted)
     assert clock.sleeps == [], "no waiting: only the admin can admit"
-    admin.admit(backend.namespace, [refused.account])
+    admin.namespace(backend.namespace).admit([refused.account])
     lock = refused.get_lock(backend.name)
     assert lock.acquire(blocking=False) and lock.release()

@@ -54,7 +54,7 @@ def registry(chain, backend_registry):
 @pytest.fixture
 def delayed(registry):
     """Namespace ``jobs`` (administered by account 0) with a lock-delay of 60 s after every expiry."""
-    registry.set_policy(NAMESPACE, lock_delay=DELAY)
+    registry.namespace(NAMESPACE).set_policy(lock_delay=DELAY)
     return registry
 
 
@@ -288,8 +288,8 @@ def test_an_asyncio_waiter_waits_out_the_lock_delay_too(chain, delayed, registry
 @pytest.fixture
 def admitting(registry, alice, bob):
     """Namespace ``jobs`` admits only its allowlist: alice and bob."""
-    registry.set_policy(NAMESPACE, admission_required=True)
-    registry.admit(NAMESPACE, [alice.sender, bob.sender])
+    registry.namespace(NAMESPACE).set_policy(admission_required=True)
+    registry.namespace(NAMESPACE).admit([alice.sender, bob.sender])
     return registry
 
 
@@ -312,7 +312,7 @@ def test_a_waiter_struck_off_the_allowlist_while_waiting_stops_at_the_release(ad
 
     def on_sleep(n):
         if n == 1:
-            admitting.admit(NAMESPACE, [bob.sender], admitted=False)
+            admitting.namespace(NAMESPACE).admit([bob.sender], admitted=False)
             held.release()
 
     clock = WaitClock(on_sleep=on_sleep).install(bob)

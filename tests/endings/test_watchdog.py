@@ -1,4 +1,4 @@
-"""The watchdog (``registry.stuck``): every way a lease ends, by name, on both backends.
+"""The watchdog (``watchdog.stuck(registry)``): every way a lease ends, by name, on both backends.
 
 Each scenario makes a holder look stuck first (a marker, then three renewals without changing it: the
 watchdog lists it), then ends its lease one way, and checks what the watchdog lists afterwards: an ended
@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from chainfence import Registry
+from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.endings import End
 from tests.endings.matrix import covers
@@ -21,12 +22,12 @@ NAME = "ops/etl"
 
 @pytest.fixture(params=["events", "index"])
 def report(request, tmp_path):
-    """registry.stuck(...) read from the chain's events, or through an audit index."""
+    """watchdog.stuck(registry, ...) read from the chain's events, or through an audit index."""
     if request.param == "events":
-        yield lambda registry, **options: registry.stuck(**options)
+        yield lambda registry, **options: watchdog.stuck(registry, **options)
         return
     index = AuditIndex(tmp_path / "audit.sqlite")
-    yield lambda registry, **options: registry.stuck(index=index, **options)
+    yield lambda registry, **options: watchdog.stuck(registry, index=index, **options)
     index.close()
 
 
@@ -66,7 +67,7 @@ def test_a_released_lease_is_never_listed(chain, alice, report):
 
 @covers("watchdog", End.COMPLETED)
 def test_a_completed_claim_is_never_listed(chain, alice, report):
-    claim = alice.claim("ops", ["etl"], ttl=600)
+    claim = alice.workset("ops").claim(["etl"], ttl=600)
     for _ in range(4):  # the first marker, then three renewals without progress
         claim.renew(progress=b"row 17")
     assert listed(report(alice))["stuck"] == [claim.token]
@@ -102,7 +103,7 @@ def test_a_stuck_lease_its_holder_acquired_again_is_not_listed_the_new_token_is_
 @covers("watchdog", End.REVOKED)
 def test_a_revoked_stuck_lease_is_never_listed(chain, registry, alice, report):
     lease = stuck_lease(alice)
-    registry.revoke(NAME)
+    registry.namespace("ops").revoke(NAME)
     assert listed(report(alice, longer_than=1)) == {"stuck": [], "crashed": [], "long_held": []}
     chain.advance_time(700)
     assert listed(report(alice)) == {"stuck": [], "crashed": [], "long_held": []}
@@ -112,7 +113,7 @@ def test_a_revoked_stuck_lease_is_never_listed(chain, registry, alice, report):
 @covers("watchdog", End.GRANTED)
 def test_a_stuck_lease_granted_away_is_not_listed_and_the_grantee_is_judged_afresh(chain, registry, alice, bob, report):
     stuck = stuck_lease(alice)
-    granted = registry.grant(NAME, bob.sender, 600)
+    granted = registry.namespace("ops").grant(NAME, bob.sender, 600)
     found = listed(report(alice, longer_than=1))
     assert found["stuck"] == [] and stuck.token not in found["long_held"]
     chain.advance_time(granted.expires_at - chain.now())

@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from chainfence import Chain, Registry
+from chainfence import Chain, Registry, audit
 from chainfence._node import completeness as _completeness
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexDiffers
@@ -263,15 +263,15 @@ def test_history_from_an_index_answers_as_of_the_chains_confirmations(on_anvil, 
     chain.mine(3)
     shallow = alice.acquire("conf/shallow", ttl=600)  # one block deep
     index = AuditIndex(tmp_path / "audit.sqlite")
-    dev_view = {event.token for event in on_anvil.history(index=index)}  # a dev chain: 0 confirmations
+    dev_view = {event.token for event in audit.history(on_anvil, index=index)}  # a dev chain: 0 confirmations
     assert {deep.token, shallow.token} <= dev_view, "control: read at the head"
     confirmed = through(on_anvil, anvil_node.url, confirmations=3)
-    seen = {event.token for event in confirmed.history(index=index)}
+    seen = {event.token for event in audit.history(confirmed, index=index)}
     assert deep.token in seen and shallow.token not in seen, "as of head - 3"
     assert index.status().synced_block == chain.block_number() - 3
     assert index.lease(shallow.token) is None, "the index answers nothing past the confirmed block"
     chain.mine(3)
-    assert shallow.token in {event.token for event in confirmed.history(index=index)}
+    assert shallow.token in {event.token for event in audit.history(confirmed, index=index)}
 
 
 def cli(anvil_node_url: str, registry: Registry, index, *args):
@@ -348,7 +348,7 @@ def test_asyncio_history_from_an_index_answers_as_of_the_chains_confirmations(on
     async def read() -> set[int]:
         async with AsyncChain.over(Chain.connect(anvil_node.url, confirmations=3)) as achain:
             registry = await AsyncRegistry.at(achain, on_anvil.address)
-            return {event.token for event in await registry.history(index=index)}
+            return {event.token for event in await audit.history(registry, index=index)}
 
     seen = asyncio.run(asyncio.wait_for(read(), 120))
     assert deep.token in seen and shallow.token not in seen, "as of head - 3, on asyncio too"

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from chainfence import audit
 from chainfence._core.effects import Spawn
 from chainfence.aio import AsyncChain, AsyncLease, AsyncRegistry
 from chainfence.batching import Batcher
@@ -137,7 +138,7 @@ def test_a_task_cancelled_in_flight_gets_its_lease_released_and_the_others_keep_
     assert "released again" in said and "the acquisition of 'c/x'" in said, said
     assert registry.lease_of("c/x") is None, "X's lease was released"
     assert isinstance(y, AsyncLease) and registry.lease_of("c/y").token == y.token, "Y keeps its lease"
-    x_events = registry.history("c/x")
+    x_events = audit.history(registry, "c/x")
     assert [e.kind.value for e in x_events] == ["acquired", "released"] and x_events[0].tx_hash == y.tx_hash
 
 
@@ -222,7 +223,7 @@ def test_ctrl_c_in_flight_releases_the_callers_lease_and_the_others_keep_theirs(
     assert "released again" in said and "the acquisition of 'k/main'" in said, said
     assert registry.lease_of("k/main") is None
     assert registry.lease_of("k/mate").token == other["mate"].token
-    assert [e.kind.value for e in registry.history("k/main")] == ["acquired", "released"]
+    assert [e.kind.value for e in audit.history(registry, "k/main")] == ["acquired", "released"]
 
 
 def test_ctrl_c_while_queued_withdraws_and_sends_nothing(chain, registry, alice, monkeypatch):
@@ -332,7 +333,7 @@ def test_a_caller_interrupted_twice_in_flight_has_its_lease_released_by_the_batc
     batch, sees its acquisition had no one left to hear of it and releases it in its next batch."""
     interrupt, batcher = twice_interrupted(chain, registry, alice, monkeypatch)
     assert "released again by the batcher" in notes(interrupt), notes(interrupt)
-    assert [e.kind.value for e in registry.history("twice/victim")] == ["acquired", "released"]
+    assert [e.kind.value for e in audit.history(registry, "twice/victim")] == ["acquired", "released"]
     assert registry.lease_of("twice/victim") is None
 
 

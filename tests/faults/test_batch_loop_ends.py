@@ -22,6 +22,7 @@ import asyncio
 import threading
 from typing import Any
 
+from chainfence import audit
 from chainfence._core.effects import Signal, Spawn, Until
 from chainfence._node.sending import Sender
 from chainfence.aio import AsyncChain, AsyncRegistry
@@ -143,7 +144,7 @@ def test_asyncio_run_ending_mid_batch_strands_no_lease_and_no_other_caller(chain
         said = notes(interrupt)
         assert f"the acquisition of {name!r}" in said and "released again" in said and thread.tx_hash in said, said
         assert registry.lease_of(name) is None, f"{name}: its lease was released"
-        assert [e.kind.value for e in registry.history(name)] == ["acquired", "released"]
+        assert [e.kind.value for e in audit.history(registry, name)] == ["acquired", "released"]
     thread.release()
 
 

@@ -44,7 +44,7 @@ from typing import Any
 
 import pytest
 
-from chainfence import Lease
+from chainfence import Lease, audit
 from chainfence._core.effects import Signal
 from chainfence._node.rlp import keccak256
 from chainfence._node.sending import Sender
@@ -287,7 +287,7 @@ def check(world: World, results: dict[str, Any], victim: BaseException, step: st
     assert issued == len(leases) + (0 if step == "queued" else 1), (issued, leases)
     for lease in leases:
         (event,) = [
-            e for e in registry.history(lease.resource) if e.kind.value == "acquired" and e.token == lease.token
+            e for e in audit.history(registry, lease.resource) if e.kind.value == "acquired" and e.token == lease.token
         ]
         assert event.holder == lease.holder and event.tx_hash == lease.tx_hash
     for name in ("x/plain", "x/twin", "x/ex", "x/across", "x/contest", "x/victim", "x/pilot"):

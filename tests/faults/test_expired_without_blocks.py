@@ -67,7 +67,6 @@ def test_views_report_the_lease_expired(on_anvil, expired_unmined):
     last = on_anvil.last_lease(RESOURCE)
     assert (last.status, last.expired_unmined) == (LeaseStatus.EXPIRED, True)
     assert on_anvil.lease_of(RESOURCE) is None
-    assert not on_anvil.is_current(RESOURCE, lease.token)
     with pytest.raises(LeaseExpired, match="no block since") as expired:
         on_anvil.check_current(RESOURCE, lease.token)
     assert expired.value.no_block_since and expired.value.judged_at >= lease.expires_at
@@ -75,7 +74,7 @@ def test_views_report_the_lease_expired(on_anvil, expired_unmined):
 
 def test_control_a_view_at_the_latest_block_calls_it_live(on_anvil, expired_unmined):
     """What every view said before: the latest block's timestamp predates the expiry."""
-    assert on_anvil.is_current(RESOURCE, expired_unmined.token, block="latest")
+    assert on_anvil.check_current(RESOURCE, expired_unmined.token, block="latest")
     assert on_anvil.last_lease(RESOURCE, block="latest").status is LeaseStatus.LIVE
 
 
@@ -129,15 +128,15 @@ def test_on_a_chain_that_is_not_a_dev_chain_the_verifiers_clock_counts_too(anvil
         assert not chain.is_dev
         verifier = Registry.at(chain, on_anvil.address)
         chain.clock = lambda: lease.expires_at - 10  # the verifier's clock says: 10 s to go
-        assert verifier.is_current(RESOURCE, lease.token)
+        assert verifier.check_current(RESOURCE, lease.token)
         chain.clock = lambda: lease.expires_at + 1  # ...and now it has passed, with no block since
         assert chain.latest_time() < lease.expires_at
         with pytest.raises(LeaseExpired, match="no block since"):
             verifier.check_current(RESOURCE, lease.token)
         with Guard(verifier, path=tmp_path / "g.sqlite", mode="strict") as strict, pytest.raises(LeaseExpired):
             strict.check(RESOURCE, lease.token)
-        assert verifier.is_current(RESOURCE, lease.token, block="latest"), "the control: the chain alone says live"
-    assert on_anvil.is_current(RESOURCE, lease.token), "anvil's own (dev) clock has not reached the expiry"
+        assert verifier.check_current(RESOURCE, lease.token, block="latest"), "the control: the chain alone says live"
+    assert on_anvil.check_current(RESOURCE, lease.token), "anvil's own (dev) clock has not reached the expiry"
 
 
 def test_a_waiter_wakes_at_the_expiry_with_no_block_mined(on_anvil):

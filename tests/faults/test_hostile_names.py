@@ -17,10 +17,11 @@ import unicodedata
 import pytest
 from eth_abi import encode as abi_encode
 
-from chainfence import Guard
+from chainfence import Guard, audit
 from chainfence._node import artifacts as _artifacts
 from chainfence._node.rlp import keccak256 as keccak
 from chainfence._sdk.names import display, item_id
+from chainfence.audit import watchdog
 from chainfence.errors import InvalidResourceName, NotLive
 from chainfence.guard import Follow
 
@@ -54,7 +55,7 @@ def test_history_reads_every_hostile_name_and_shows_each_unambiguously(registry,
     for name in HOSTILE:
         publish(registry, bob.sender, name)
     honest = alice.acquire("reports/daily", ttl=60)
-    events = registry.history()
+    events = audit.history(registry)
     assert len(events) == len(HOSTILE) + 1
     shown = {event.resource_display for event in events}
     assert len(shown) == len(HOSTILE) + 1, "two different names displayed alike"
@@ -104,7 +105,7 @@ def test_the_watchdog_lists_holders_of_hostile_names_escaped(chain, registry, al
     claim = selector + abi_encode(["bytes", "bytes[]", "uint256"], [b"\xff/set", [b"\x1b[2Jitem"], 10])
     registry.chain.transact(alice.sender, registry.address, claim)
     chain.advance_time(11)
-    crashed = registry.stuck().crashed
+    crashed = watchdog.stuck(registry).crashed
     assert sorted(entry.resource_display for entry in crashed) == sorted(
         [display(name) for name in HOSTILE] + [display(b"\xff/set") + "»" + display(b"\x1b[2Jitem")]
     )
@@ -120,7 +121,7 @@ def _hostile_in(namespace: str) -> list[bytes]:
 
 def _shown(registry, raw: bytes) -> str:
     """What an operator reads of the resource named ``raw``: its ``resource_display`` in history."""
-    return next(event.resource_display for event in registry.history() if event.resource_id == keccak(raw))
+    return next(event.resource_display for event in audit.history(registry) if event.resource_id == keccak(raw))
 
 
 def test_the_admin_revokes_and_grants_every_hostile_name_the_registry_holds(chain, registry, alice, bob):
@@ -130,7 +131,7 @@ def test_the_admin_revokes_and_grants_every_hostile_name_the_registry_holds(chai
     holds; ``grant`` takes them too, and ``acquire`` still refuses them."""
     from chainfence._sdk.names import undisplay
 
-    namespace = alice.namespace_of()
+    namespace = alice.namespace().prefix
     names = _hostile_in(namespace)
     tokens = {}
     for raw in names:
@@ -139,22 +140,22 @@ def test_the_admin_revokes_and_grants_every_hostile_name_the_registry_holds(chai
     for raw in names:
         target = undisplay(_shown(registry, raw))
         assert target == raw, "what the operator read names the resource exactly"
-        assert alice.revoke(target) == tokens[raw]
+        assert alice.namespace().revoke(target) == tokens[raw]
         with pytest.raises(NotLive):
-            alice.revoke(target)
+            alice.namespace().revoke(target)
     bidi = (namespace + "/reports/\u202eyliad").encode()
     publish(registry, bob.sender, bidi)
-    assert alice.revoke(bidi.decode()) == registry.latest_token(), "a str with a bidi control, as it is"
+    assert alice.namespace().revoke(bidi.decode()) == registry.latest_token(), "a str with a bidi control, as it is"
 
-    granted = alice.grant(names[0], carol := chain.accounts[3], 60)
+    granted = alice.namespace().grant(names[0], carol := chain.accounts[3], 60)
     assert granted.holder == carol and granted.reason.name == "GRANTED" and granted.previous_token == tokens[names[0]]
     assert granted.resource_id == keccak(names[0]) and granted.resource == display(names[0])
-    alice.grant(bidi, alice.sender, 60).release()  # a lease on a hostile name ends as any other
+    alice.namespace().grant(bidi, alice.sender, 60).release()  # a lease on a hostile name ends as any other
 
     latest, head = registry.latest_token(), chain.block_number()
     never = (namespace + "/never\u202e").encode()
     with pytest.raises(InvalidResourceName, match="never held"):
-        alice.grant(never, alice.sender, 60)
+        alice.namespace().grant(never, alice.sender, 60)
     with pytest.raises(InvalidResourceName):
         alice.acquire(bidi.decode(), ttl=60)
     assert (registry.latest_token(), chain.block_number()) == (latest, head), "nothing was sent"
@@ -165,16 +166,17 @@ def test_the_admin_revokes_and_grants_a_hostile_work_item(chain, registry, alice
     take their bytes, and the CLI's escaped ``workset»item`` undisplays to them."""
     from chainfence._sdk.names import undisplay
 
-    namespace = alice.namespace_of()
+    namespace = alice.namespace().prefix
     workset, item = (namespace + "/\u202eset").encode(), b"\x1b[2J\xff"
     selector, _ = _artifacts.functions("FencingRegistry")["claimNext"]
     claim = selector + abi_encode(["bytes", "bytes[]", "uint256"], [workset, [item], 60])
     registry.chain.transact(bob.sender, registry.address, claim)
     claimed = registry.latest_token()
-    shown = next(event.resource_display for event in registry.history() if event.token == claimed)
+    shown = next(event.resource_display for event in audit.history(registry) if event.token == claimed)
     assert undisplay(shown) == (workset, item)
-    assert alice.revoke_item(*undisplay(shown)) == claimed
-    lease = alice.grant_item(workset, item, alice.sender, 60)
+    shown_workset, shown_item = undisplay(shown)
+    assert alice.workset(shown_workset).revoke(shown_item) == claimed
+    lease = alice.workset(workset).grant(item, alice.sender, 60)
     assert lease.token > claimed and lease.resource_id == item_id(workset, item)
     lease.complete(b"done")
 
@@ -182,12 +184,12 @@ def test_the_admin_revokes_and_grants_a_hostile_work_item(chain, registry, alice
 def test_control_the_name_as_shown_is_another_resource_and_the_sdk_took_only_a_str(registry, alice, bob):
     """Control (the unfixed paths): the escaped text an operator read, passed back as a name, reaches
     another resource (``NotLive``), and the lease stays live; a name that is not UTF-8 has no str."""
-    raw = _hostile_in(alice.namespace_of())[0]  # namespace/ + b"\xff\xfe"
+    raw = _hostile_in(alice.namespace().prefix)[0]  # namespace/ + b"\xff\xfe"
     publish(registry, bob.sender, raw)
     with pytest.raises(NotLive):
-        alice.revoke(_shown(registry, raw))
+        alice.namespace().revoke(_shown(registry, raw))
     with pytest.raises(UnicodeDecodeError):
         raw.decode("utf-8")
     assert bob.last_lease(_shown(registry, raw)) is None, "the shown text names a resource never held"
-    history = [event for event in registry.history() if event.resource_id == keccak(raw)]
+    history = [event for event in audit.history(registry) if event.resource_id == keccak(raw)]
     assert [event.kind.value for event in history] == ["acquired"], "the hostile lease was not revoked"

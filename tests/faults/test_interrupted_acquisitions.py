@@ -40,8 +40,8 @@ from typing import Any
 import pytest
 from eth_utils import keccak
 
-from chainfence import Chain, Lease, Registry, Timeouts
-from chainfence.aio import AsyncChain, AsyncRegistry
+from chainfence import Chain, Lease, LeaseSet, Registry, Timeouts
+from chainfence.aio import AsyncChain, AsyncLeaseSet, AsyncRegistry
 from tests.support.anvil import dev_keys
 from tests.support.rpc_proxy import RpcProxy
 
@@ -64,8 +64,8 @@ def acquiring(registry: Registry, path: str, *, guarded: bool = True):
             return lambda: registry.chain._run(registry._acquire_once_steps("jobs/cut", TTL, registry.sender, None, []))
         return lambda: registry.acquire("jobs/cut", ttl=TTL)
     if path == "claim":
-        return lambda: registry.claim("batch", ["x"], TTL)
-    return lambda: registry.acquire_many(["jobs/m1", "jobs/m2"], TTL)
+        return lambda: registry.workset("batch").claim(["x"], TTL)
+    return lambda: LeaseSet.acquire(registry, ["jobs/m1", "jobs/m2"], TTL)
 
 
 async def aacquire(registry: AsyncRegistry, path: str, *, guarded: bool = True) -> Any:
@@ -75,14 +75,14 @@ async def aacquire(registry: AsyncRegistry, path: str, *, guarded: bool = True) 
             return await registry.chain._run(core._acquire_once_steps("jobs/cut", TTL, core.sender, None, []))
         return await registry.acquire("jobs/cut", ttl=TTL)
     if path == "claim":
-        return await registry.claim("batch", ["x"], TTL)
-    return await registry.acquire_many(["jobs/m1", "jobs/m2"], TTL)
+        return await registry.workset("batch").claim(["x"], TTL)
+    return await AsyncLeaseSet.acquire(registry, ["jobs/m1", "jobs/m2"], TTL)
 
 
 def live(registry: Registry, path: str) -> list[str]:
     """The resources of ``path`` someone holds live now."""
     if path == "claim":
-        info = registry.item_lease("batch", "x")
+        info = registry.workset("batch").last_lease("x")
         return ["batch/x"] if info is not None and info.live else []
     return [name for name in names_of(path) if registry.lease_of(name) is not None]
 

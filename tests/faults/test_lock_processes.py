@@ -219,7 +219,7 @@ def test_a_revoke_stops_the_command_at_the_next_renewal_and_the_exit_says_revoke
     registry = Registry.deploy(chain, max_ttl=3_600, namespaces={"ops": chain.accounts[3]})
     lock = Lock(node, registry, tmp_path, "ops/report", lock_args=("--json",))
     writer, token = lock.writer()
-    registry.connect(chain.accounts[3]).revoke("ops/report")
+    registry.connect(chain.accounts[3]).namespace("ops").revoke("ops/report")
     assert alive(writer), "until its next renewal"
     lock.set_clock(RENEWAL_DUE)
     assert lock.wait() == cli.lock_exit_code(cli.EXIT_LOST)

@@ -50,7 +50,7 @@ from tests.faults.test_audit_integrity import cli
 from tests.faults.test_follower_logs import Handover, Takeover, forging_the_bloom, observed_through, waiter_through
 from tests.faults.test_receipts_mode import in_one_transaction
 from tests.support.follower_proxies import follow_block, follow_guard, in_one_block, through
-from tests.support.lying_proxy import LyingProxy, LyingTransport
+from tests.support.lying_proxy import LyingProxy
 
 RESOURCE = "jobs/report"
 ACQUIRED = _events.topic(_events.Kind.ACQUIRED)
@@ -63,18 +63,6 @@ REFUSED = {"logIndex": "its receipts hold 1 registry events, the answer 0", "tra
 def _number(value) -> int:
     """A block number as a node sends it (hex) or as the embedded chain does (an int)."""
     return value if isinstance(value, int) else int(value, 16)
-
-
-@pytest.fixture
-def lied(registry, request):
-    """(the registry, a liar in front of its chain, the registry read through the liar): a LyingProxy in
-    front of anvil, a LyingTransport over the embedded chain."""
-    if registry.chain.rpc.embedded:
-        liar = LyingTransport(registry.chain)
-        yield registry, liar, Registry.at(liar.chain, registry.address)
-    else:
-        with LyingProxy(request.getfixturevalue("anvil_node").url) as liar:
-            yield registry, liar, through(registry, liar.url)
 
 
 def quorum(chain: Chain, *urls: str) -> QuorumHeaders:

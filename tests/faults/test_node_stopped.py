@@ -275,10 +275,10 @@ def world(request, tmp_path_factory):
 
 
 def enter_lease(w: World, **options: Any) -> None:
-    """``with registry.lease(...)``: the body must not run when the acquisition fails."""
+    """``with registry.acquire(...)``: the body must not run when the acquisition fails."""
     ran = []
     try:
-        with w.cached().lease(FREE, ttl=60, **options):
+        with w.cached().acquire(FREE, ttl=60, **options):
             ran.append(True)
     finally:
         assert ran == [], "the body ran without a lease"
@@ -435,7 +435,7 @@ def async_rpc(method: str, *args: Any) -> Callable[[World], Any]:
 async def async_enter_lease(w: World, chain: AsyncChain, registry: AsyncRegistry) -> None:
     ran = []
     try:
-        async with registry.lease(FREE, ttl=60):
+        async with await registry.acquire(FREE, ttl=60):
             ran.append(True)
     finally:
         assert ran == [], "the body ran without a lease"
@@ -614,22 +614,21 @@ CALLS: list[Call] = [
     Call("Registry.renew", lambda w: w.cached().renew(RESOURCE, w.token, 60)),
     Call("Registry.renew[progress]", lambda w: w.cached().renew(RESOURCE, w.token, 60, progress=b"step 2")),
     Call("Registry.release", lambda w: w.cached().release(RESOURCE, w.token)),
-    Call("Registry.stuck", lambda w: w.registry().stuck(longer_than=1)),
-    Call("Registry.claim", lambda w: w.cached().claim("batch", ["a", "b"], 60)),
-    Call("Registry.claim[max_ttl uncached]", lambda w: w.registry().claim("batch", ["a"], 60)),
-    Call("Registry.item_lease", lambda w: w.registry().item_lease("batch", "a")),
-    Call("Registry.complete_item", lambda w: w.cached().complete_item("batch", "a", w.token, b"done")),
-    Call("Registry.renew_item", lambda w: w.cached().renew_item("batch", "a", w.token, 30)),
-    Call("Registry.release_item", lambda w: w.cached().release_item("batch", "a", w.token)),
-    Call("Registry.stuck[identity cached]", lambda w: w.cached().stuck()),
+    Call("watchdog.stuck[fresh registry]", lambda w: watchdog.stuck(w.registry(), longer_than=1)),
+    Call("Workset.claim", lambda w: w.cached().workset("batch").claim(["a", "b"], 60)),
+    Call("Workset.claim[max_ttl uncached]", lambda w: w.registry().workset("batch").claim(["a"], 60)),
+    Call("Workset.last_lease", lambda w: w.registry().workset("batch").last_lease("a")),
+    Call("Workset.complete", lambda w: w.cached().workset("batch").complete("a", w.token, b"done")),
+    Call("Workset.renew", lambda w: w.cached().workset("batch").renew("a", w.token, 30)),
+    Call("Workset.release", lambda w: w.cached().workset("batch").release("a", w.token)),
+    Call("watchdog.stuck[identity cached]", lambda w: watchdog.stuck(w.cached())),
     Call("Registry.complete", lambda w: w.cached().complete(RESOURCE, w.token, b"done")),
-    Call("Registry.lease", enter_lease),
-    Call("Registry.lease[wait]", lambda w: enter_lease(w, wait=5)),
+    Call("Registry.acquire[with block]", enter_lease),
+    Call("Registry.acquire[with block, wait]", lambda w: enter_lease(w, wait=5)),
     Call("Registry.lease_of", lambda w: w.registry().lease_of(RESOURCE)),
     Call("Registry.last_lease", lambda w: w.registry().last_lease(RESOURCE)),
-    Call("Registry.last_lease_by_id", lambda w: w.registry().last_lease_by_id(resource_id(RESOURCE))),
+    Call("Registry.last_lease[resource_id]", lambda w: w.registry().last_lease(resource_id=resource_id(RESOURCE))),
     Call("Registry.last_lease[block=]", lambda w: w.registry().last_lease(RESOURCE, block=w.head)),
-    Call("Registry.is_current", lambda w: w.registry().is_current(RESOURCE, w.token)),
     Call("Registry.check_current", lambda w: w.registry().check_current(RESOURCE, w.token)),
     Call(
         "Registry.check_current[confirmations=2]",
@@ -641,31 +640,33 @@ CALLS: list[Call] = [
     Call("Registry.eip712_domain", lambda w: w.registry().eip712_domain()),
     Call("Registry.identity", lambda w: w.registry().identity()),
     Call("Registry.deployment_block", lambda w: w.registry().deployment_block()),
-    Call("Registry.history", lambda w: w.registry().history()),
-    Call("Registry.history[identity cached]", lambda w: w.cached().history()),
-    Call("Registry.history[resource]", lambda w: w.cached().history(RESOURCE)),
-    Call("Registry.history[holder]", lambda w: w.cached().history(holder=w.accounts[1])),
-    Call("Registry.history[token]", lambda w: w.cached().history(token=w.token)),
-    Call("Registry.history[from_block, to_block]", lambda w: w.cached().history(from_block=0, to_block=w.head)),
+    Call("audit.history[fresh registry]", lambda w: audit.history(w.registry())),
+    Call("audit.history[identity cached]", lambda w: audit.history(w.cached())),
+    Call("audit.history[resource]", lambda w: audit.history(w.cached(), RESOURCE)),
+    Call("audit.history[holder]", lambda w: audit.history(w.cached(), holder=w.accounts[1])),
+    Call("audit.history[token]", lambda w: audit.history(w.cached(), token=w.token)),
+    Call("audit.history[from_block, to_block]", lambda w: audit.history(w.cached(), from_block=0, to_block=w.head)),
     Call(
-        "Registry.history[every filter]",
-        lambda w: w.cached().history(RESOURCE, holder=w.accounts[1], token=w.token, from_block=0, to_block=w.head),
+        "audit.history[every filter]",
+        lambda w: audit.history(
+            w.cached(), RESOURCE, holder=w.accounts[1], token=w.token, from_block=0, to_block=w.head
+        ),
     ),
     Call("Registry.lease_from_tx", lambda w: w.registry().lease_from_tx(w.tx_hash)),
     Call("Registry.batch_items", lambda w: w.registry().batch_items(w.tx_hash)),
     Call("Registry.batch_item", lambda w: w.registry().batch_item(w.tx_hash, item=0)),
-    Call("Registry.acquire_many", lambda w: w.cached().acquire_many([FREE, "ops/other"], 60)),
-    Call("Registry.transfer_namespace_admin", lambda w: w.cached().transfer_namespace_admin("ops", w.accounts[2])),
-    Call("Registry.accept_namespace_admin", lambda w: w.cached().accept_namespace_admin("ops")),
-    Call("Registry.set_policy", lambda w: w.cached().set_policy("ops", max_ttl=60)),
-    Call("Registry.set_policy[max_ttl uncached]", lambda w: w.registry().set_policy("ops", lock_delay=5)),
-    Call("Registry.admit", lambda w: w.cached().admit("ops", [w.accounts[2]])),
-    Call("Registry.namespace_policy", lambda w: w.registry().namespace_policy("ops")),
-    Call("Registry.is_admitted", lambda w: w.registry().is_admitted("ops/x", w.accounts[2])),
-    Call("Registry.revoke", lambda w: w.cached().revoke("ops/x")),
-    Call("Registry.grant", lambda w: w.cached().grant("ops/x", w.accounts[2], 60)),
-    Call("Registry.revoke_item", lambda w: w.cached().revoke_item("ops/batch", "a")),
-    Call("Registry.grant_item", lambda w: w.cached().grant_item("ops/batch", "a", w.accounts[2], 60)),
+    Call("LeaseSet.acquire", lambda w: LeaseSet.acquire(w.cached(), [FREE, "ops/other"], 60)),
+    Call("Namespace.transfer_admin", lambda w: w.cached().namespace("ops").transfer_admin(w.accounts[2])),
+    Call("Namespace.accept_admin", lambda w: w.cached().namespace("ops").accept_admin()),
+    Call("Namespace.set_policy", lambda w: w.cached().namespace("ops").set_policy(max_ttl=60)),
+    Call("Namespace.set_policy[max_ttl uncached]", lambda w: w.registry().namespace("ops").set_policy(lock_delay=5)),
+    Call("Namespace.admit", lambda w: w.cached().namespace("ops").admit([w.accounts[2]])),
+    Call("Namespace.policy", lambda w: w.registry().namespace("ops").policy()),
+    Call("Namespace.is_admitted", lambda w: w.registry().namespace("ops").is_admitted(w.accounts[2])),
+    Call("Namespace.revoke", lambda w: w.cached().namespace("ops").revoke("ops/x")),
+    Call("Namespace.grant", lambda w: w.cached().namespace("ops").grant("ops/x", w.accounts[2], 60)),
+    Call("Workset.revoke", lambda w: w.cached().workset("ops/batch").revoke("a")),
+    Call("Workset.grant", lambda w: w.cached().workset("ops/batch").grant("a", w.accounts[2], 60)),
     Call("Registry.ending", lambda w: w.registry().ending("jobs/a", 1)),
     # -- Batcher (registry.batched(): group commit) -----------------------------
     Call("Batcher.acquire", lambda w: w.cached().batched().acquire(FREE, ttl=60)),
@@ -822,50 +823,52 @@ CALLS: list[Call] = [
         "AsyncRegistry.acquire[wait, held]",
         aio(lambda w, c, r: r.connect(w.accounts[2]).acquire(RESOURCE, ttl=60, wait=5)),
     ),
-    Call("AsyncRegistry.claim", aio(lambda w, c, r: r.claim("batch", ["a", "b"], 60))),
-    Call("AsyncRegistry.acquire_many", aio(lambda w, c, r: r.acquire_many([FREE, "ops/other"], 60))),
+    Call("AsyncWorkset.claim", aio(lambda w, c, r: r.workset("batch").claim(["a", "b"], 60))),
+    Call("AsyncLeaseSet.acquire", aio(lambda w, c, r: AsyncLeaseSet.acquire(r, [FREE, "ops/other"], 60))),
     Call("AsyncRegistry.renew", aio(lambda w, c, r: r.renew(RESOURCE, w.token, 60))),
     Call("AsyncRegistry.release", aio(lambda w, c, r: r.release(RESOURCE, w.token))),
     Call("AsyncRegistry.complete", aio(lambda w, c, r: r.complete(RESOURCE, w.token, b"done"))),
-    Call("AsyncRegistry.lease", aio(async_enter_lease)),
+    Call("AsyncRegistry.acquire[async with]", aio(async_enter_lease)),
     Call("AsyncRegistry.lease_from_tx", aio(lambda w, c, r: r.lease_from_tx(w.tx_hash))),
     Call("AsyncRegistry.batch_items", aio(lambda w, c, r: r.batch_items(w.tx_hash))),
     Call("AsyncRegistry.batch_item", aio(lambda w, c, r: r.batch_item(w.tx_hash, item=0))),
     Call("AsyncRegistry.latest_token", aio(lambda w, c, r: r.latest_token())),
     Call("AsyncRegistry.lease_of", aio(lambda w, c, r: r.lease_of(RESOURCE))),
     Call("AsyncRegistry.last_lease", aio(lambda w, c, r: r.last_lease(RESOURCE))),
-    Call("AsyncRegistry.is_current", aio(lambda w, c, r: r.is_current(RESOURCE, w.token))),
     Call("AsyncRegistry.check_current", aio(lambda w, c, r: r.check_current(RESOURCE, w.token))),
     Call("AsyncRegistry.identity", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).identity())),
     Call("AsyncRegistry.from_deployment", aio(lambda w, c, r: AsyncRegistry.from_deployment(c, w.deployment))),
-    Call("AsyncRegistry.stuck", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).stuck(longer_than=1))),
-    Call("AsyncRegistry.history", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).history())),
-    Call("AsyncRegistry.history[resource]", aio(lambda w, c, r: r.history(RESOURCE))),
+    Call(
+        "watchdog.stuck[an AsyncRegistry]",
+        aio(lambda w, c, r: watchdog.stuck(AsyncRegistry(c, w.registry()), longer_than=1)),
+    ),
+    Call("audit.history[an AsyncRegistry]", aio(lambda w, c, r: audit.history(AsyncRegistry(c, w.registry())))),
+    Call("audit.history[an AsyncRegistry, resource]", aio(lambda w, c, r: audit.history(r, RESOURCE))),
     Call("AsyncRegistry.ending", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).ending("jobs/a", 1))),
-    Call("AsyncRegistry.item_lease", aio(lambda w, c, r: r.item_lease("batch", "a"))),
-    Call("AsyncRegistry.complete_item", aio(lambda w, c, r: r.complete_item("batch", "a", w.token, b"done"))),
-    Call("AsyncRegistry.renew_item", aio(lambda w, c, r: r.renew_item("batch", "a", w.token, 30))),
-    Call("AsyncRegistry.release_item", aio(lambda w, c, r: r.release_item("batch", "a", w.token))),
-    Call("AsyncRegistry.last_lease_by_id", aio(lambda w, c, r: r.last_lease_by_id(resource_id(RESOURCE)))),
+    Call("AsyncWorkset.last_lease", aio(lambda w, c, r: r.workset("batch").last_lease("a"))),
+    Call("AsyncWorkset.complete", aio(lambda w, c, r: r.workset("batch").complete("a", w.token, b"done"))),
+    Call("AsyncWorkset.renew", aio(lambda w, c, r: r.workset("batch").renew("a", w.token, 30))),
+    Call("AsyncWorkset.release", aio(lambda w, c, r: r.workset("batch").release("a", w.token))),
+    Call("AsyncRegistry.last_lease[resource_id]", aio(lambda w, c, r: r.last_lease(resource_id=resource_id(RESOURCE)))),
     Call("AsyncRegistry.eip712_domain", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).eip712_domain())),
     Call("AsyncRegistry.deployment_block", aio(lambda w, c, r: AsyncRegistry(c, w.registry()).deployment_block())),
     Call(
-        "AsyncRegistry.transfer_namespace_admin",
-        aio(lambda w, c, r: r.transfer_namespace_admin("ops", w.accounts[2])),
+        "AsyncNamespace.transfer_admin",
+        aio(lambda w, c, r: r.namespace("ops").transfer_admin(w.accounts[2])),
     ),
-    Call("AsyncRegistry.accept_namespace_admin", aio(lambda w, c, r: r.accept_namespace_admin("ops"))),
-    Call("AsyncRegistry.set_policy", aio(lambda w, c, r: r.set_policy("ops", max_ttl=60))),
+    Call("AsyncNamespace.accept_admin", aio(lambda w, c, r: r.namespace("ops").accept_admin())),
+    Call("AsyncNamespace.set_policy", aio(lambda w, c, r: r.namespace("ops").set_policy(max_ttl=60))),
     Call(
-        "AsyncRegistry.set_policy[max_ttl uncached]",
-        aio(lambda w, c, r: AsyncRegistry(c, w.registry()).set_policy("ops", lock_delay=5)),
+        "AsyncNamespace.set_policy[max_ttl uncached]",
+        aio(lambda w, c, r: AsyncRegistry(c, w.registry()).namespace("ops").set_policy(lock_delay=5)),
     ),
-    Call("AsyncRegistry.admit", aio(lambda w, c, r: r.admit("ops", [w.accounts[2]]))),
-    Call("AsyncRegistry.namespace_policy", aio(lambda w, c, r: r.namespace_policy("ops"))),
-    Call("AsyncRegistry.is_admitted", aio(lambda w, c, r: r.is_admitted("ops/x", w.accounts[2]))),
-    Call("AsyncRegistry.revoke", aio(lambda w, c, r: r.revoke("ops/x"))),
-    Call("AsyncRegistry.grant", aio(lambda w, c, r: r.grant("ops/x", w.accounts[2], 60))),
-    Call("AsyncRegistry.revoke_item", aio(lambda w, c, r: r.revoke_item("ops/batch", "a"))),
-    Call("AsyncRegistry.grant_item", aio(lambda w, c, r: r.grant_item("ops/batch", "a", w.accounts[2], 60))),
+    Call("AsyncNamespace.admit", aio(lambda w, c, r: r.namespace("ops").admit([w.accounts[2]]))),
+    Call("AsyncNamespace.policy", aio(lambda w, c, r: r.namespace("ops").policy())),
+    Call("AsyncNamespace.is_admitted", aio(lambda w, c, r: r.namespace("ops").is_admitted(w.accounts[2]))),
+    Call("AsyncNamespace.revoke", aio(lambda w, c, r: r.namespace("ops").revoke("ops/x"))),
+    Call("AsyncNamespace.grant", aio(lambda w, c, r: r.namespace("ops").grant("ops/x", w.accounts[2], 60))),
+    Call("AsyncWorkset.revoke", aio(lambda w, c, r: r.workset("ops/batch").revoke("a"))),
+    Call("AsyncWorkset.grant", aio(lambda w, c, r: r.workset("ops/batch").grant("a", w.accounts[2], 60))),
     Call(
         "AsyncLease.sign",
         aio(
@@ -1007,7 +1010,9 @@ QUIET: list[Quiet] = [
         )
         for name in ("sender", "max_items", "window", "queued", "batches", "operations", "largest", "waited")
     ),
-    Quiet("Registry.namespace_of", lambda w: w.cached().namespace_of(), "'0x' + the sender's address, lowercase"),
+    Quiet("Registry.namespace", lambda w: w.cached().namespace().prefix, "'0x' + the sender's address, lowercase"),
+    Quiet("Registry.workset", lambda w: w.cached().workset("batch").name, "a handle: asks nothing"),
+    Quiet("Namespace.id", lambda w: w.cached().namespace("ops").id, "keccak256 of the prefix"),
     Quiet(
         "Lease.sign[domain read before]",
         lambda w: w.lease().sign(PAYLOAD, action=ACTION, audience=AUDIENCE),
@@ -1114,7 +1119,11 @@ QUIET: list[Quiet] = [
     Quiet("AsyncRegistry.address", aio(lambda w, c, r: _value(r.address)), "a setting"),
     Quiet("AsyncRegistry.sender", aio(lambda w, c, r: _value(r.sender)), "a setting"),
     Quiet("AsyncRegistry.max_ttl", aio(lambda w, c, r: _value(r.max_ttl)), "read at at() or deploy()"),
-    Quiet("AsyncRegistry.namespace_of", aio(lambda w, c, r: _value(r.namespace_of())), "the sender's namespace"),
+    Quiet("AsyncRegistry.namespace", aio(lambda w, c, r: _value(r.namespace().prefix)), "the sender's namespace"),
+    Quiet("AsyncRegistry.workset", aio(lambda w, c, r: _value(r.workset("batch").name)), "a handle: asks nothing"),
+    Quiet("AsyncWorkset.name", aio(lambda w, c, r: _value(r.workset("batch").name)), "the handle's name"),
+    Quiet("AsyncNamespace.prefix", aio(lambda w, c, r: _value(r.namespace("ops").prefix)), "the handle's prefix"),
+    Quiet("AsyncNamespace.id", aio(lambda w, c, r: _value(r.namespace("ops").id)), "keccak256 of the prefix"),
     Quiet("AsyncRegistry.deployed_block", aio(lambda w, c, r: _value(r.deployed_block)), "known if it deployed"),
     *(
         Quiet(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import Chain, Guard, Registry, Timeouts
+from chainfence import Chain, Guard, Registry, Timeouts, audit
 from chainfence._node.headers import NOT_WAITED_FOR
 from chainfence._node.jsonrpc import HttpEndpoint
 from chainfence.errors import (
@@ -63,9 +63,9 @@ def spread_acquisitions(on_anvil, names, gap=3 * CAP):
 def test_history_pages_through_a_capped_provider(capped, on_anvil):
     proxy, registry = capped
     leases = spread_acquisitions(on_anvil, ["a/1", "b/2", "c/3"])
-    events = registry.history()
+    events = audit.history(registry)
     assert [(e.resource, e.token) for e in events][-3:] == [(lease.resource, lease.token) for lease in leases]
-    assert [e.token for e in events] == [e.token for e in on_anvil.history()], "the same as an uncapped node"
+    assert [e.token for e in events] == [e.token for e in audit.history(on_anvil)], "the same as an uncapped node"
     assert len(proxy.sent("eth_getLogs")) > 3 * 3, "it paged"
 
 

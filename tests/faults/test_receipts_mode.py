@@ -33,11 +33,12 @@ import asyncio
 import pytest
 from eth_account import Account
 
-from chainfence import Chain, Guard, Registry
+from chainfence import Chain, Guard, Registry, audit
 from chainfence._node import completeness
 from chainfence._node import events as _events
 from chainfence._sdk.names import resource_id
 from chainfence.aio import AsyncGuard
+from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.errors import AuditIndexDiffers, InvalidInput, LogsIncomplete, StaleToken
 from chainfence.guard import Follow
@@ -406,7 +407,7 @@ def test_control_the_bloom_mode_sync_indexes_the_hole_for_good(on_anvil, liar, t
 
 
 def test_history_and_stuck_sync_the_index_in_its_own_mode(on_anvil, liar, tmp_path):
-    """``registry.history(index=)`` and ``registry.stuck(index=)`` sync the index themselves: in the mode
+    """``audit.history(registry, index=)`` and ``watchdog.stuck(registry, index=)`` sync the index themselves: in the mode
     the index was made with (``AuditIndex(completeness="receipts")``), never a weaker one. Through a
     provider that withholds bob's takeover: history up to "latest" answers as of the block before (as of
     a confirmed block), history asked up to the held block is LogsIncomplete (never an answer that lacks
@@ -419,23 +420,23 @@ def test_history_and_stuck_sync_the_index_in_its_own_mode(on_anvil, liar, tmp_pa
     lied_to = through(on_anvil, liar.url)
     index = AuditIndex(tmp_path / "receipts.sqlite", completeness="receipts")
     assert index.completeness == "receipts"
-    latest = lied_to.history(RESOURCE, index=index)
+    latest = audit.history(lied_to, RESOURCE, index=index)
     assert [event.token for event in latest] == [story.stale], "as of the block before the held one"
     assert index.status().synced_block == story.block - 1
     with pytest.raises(LogsIncomplete) as held:
-        lied_to.history(RESOURCE, index=index, to_block=story.block)
+        audit.history(lied_to, RESOURCE, index=index, to_block=story.block)
     assert held.value.block == story.block and held.value.followed == story.block - 1
     assert "the answer 2" in held.value.reason and liar.url in str(held.value)
-    assert lied_to.stuck(index=index).to_block == story.block - 1, "the report says how far it read"
+    assert watchdog.stuck(lied_to, index=index).to_block == story.block - 1, "the report says how far it read"
     liar.honest()
-    assert [event.token for event in lied_to.history(RESOURCE, index=index)][-1] == story.current
+    assert [event.token for event in audit.history(lied_to, RESOURCE, index=index)][-1] == story.current
 
     control = AuditIndex(tmp_path / "bloom.sqlite")
     assert control.completeness == "bloom"
     withholding_the_takeover(liar, story.block)  # the same lie again
-    fooled = lied_to.history(RESOURCE, index=control, to_block=story.block)
+    fooled = audit.history(lied_to, RESOURCE, index=control, to_block=story.block)
     assert [event.token for event in fooled] == [story.stale], "the hole, answered as the whole history"
-    assert lied_to.stuck(index=control).to_block == story.chain.block_number()
+    assert watchdog.stuck(lied_to, index=control).to_block == story.chain.block_number()
 
 
 def test_a_bad_completeness_mode_for_an_index_is_refused_before_the_file_is_made(tmp_path):

@@ -49,7 +49,7 @@ def test_acquire_returns_only_once_confirmed(anvil_node, on_anvil, miner):
     alice = agent(anvil_node, on_anvil, 1, confirmations=3)
     lease = alice.acquire(RESOURCE, ttl=60)
     assert alice.chain.block_number() - lease.block_number >= 3
-    assert on_anvil.is_current(RESOURCE, lease.token)
+    assert on_anvil.check_current(RESOURCE, lease.token)
 
 
 def test_an_acquisition_that_cannot_get_deep_enough_is_reported_with_its_lease(anvil_node, on_anvil):
@@ -59,7 +59,7 @@ def test_an_acquisition_that_cannot_get_deep_enough_is_reported_with_its_lease(a
     with pytest.raises(NotConfirmed) as unconfirmed:
         alice.acquire(RESOURCE, ttl=60)
     lease = unconfirmed.value.lease
-    assert lease is not None and on_anvil.is_current(RESOURCE, lease.token)
+    assert lease is not None and on_anvil.check_current(RESOURCE, lease.token)
     lease.registry.release(RESOURCE, lease.token, confirmations=0)
     assert on_anvil.lease_of(RESOURCE) is None
 

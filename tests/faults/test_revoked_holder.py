@@ -133,7 +133,7 @@ def test_a_revoked_stuck_holder_s_later_write_is_refused_by_every_fence_that_can
         assert set(first.values()) == {"accepted"}, first
         # Alice is stuck: she takes no step from here until she writes again.
         if revoked:
-            assert admin.revoke(RESOURCE) == stuck.token
+            assert admin.namespace(NAMESPACE).revoke(RESOURCE) == stuck.token
         for guard in fences.guards.values():
             if guard.mode == "follow":
                 guard.sync()  # the follower's poll, run now (deterministic)
@@ -171,7 +171,7 @@ def test_the_windows_of_mark_mode_close_with_the_successor_s_first_write(registr
         mark_guard.check(RESOURCE, stuck.token)
         with fenced_transaction(fences.sql, registry, RESOURCE, stuck.token) as cur:
             cur.execute("INSERT INTO rows VALUES (?, ?)", (stuck.token, BODY))
-        admin.revoke(RESOURCE)
+        admin.namespace(NAMESPACE).revoke(RESOURCE)
         successor = bob.acquire(RESOURCE, ttl=60)
         assert successor.token > stuck.token
         mark_guard.check(RESOURCE, successor.token)
@@ -191,7 +191,7 @@ def test_a_follower_fences_off_a_revoked_token_it_never_saw_written(registry, al
     with Guard(registry, path=tmp_path / "f.sqlite", mode=Follow(interval=3_600)) as guard:
         alice.release(RESOURCE, alice.acquire(RESOURCE, ttl=60).token)  # an older token, to be fenced off
         stuck = alice.acquire(RESOURCE, ttl=3_600)
-        admin.revoke(RESOURCE)
+        admin.namespace(NAMESPACE).revoke(RESOURCE)
         guard.sync()
         assert guard.mark(RESOURCE) == stuck.token
         with pytest.raises(LeaseRevoked):

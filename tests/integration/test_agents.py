@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from chainfence import AcquireReason, EventKind, Guard
+from chainfence import AcquireReason, EventKind, Guard, audit
 from chainfence.errors import LeaseHeld
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def test_eight_contending_agents_keep_tokens_monotonic_leases_exclusive_and_lose
     (value,) = sqlite3.connect(counter).execute("SELECT value FROM counter").fetchone()
     assert value == len(accepted), f"lost updates: {len(accepted) - value}"
 
-    events = on_anvil.history(RESOURCE, from_block=first_block)
+    events = audit.history(on_anvil, RESOURCE, from_block=first_block)
     acquisitions = [e for e in events if e.kind is EventKind.ACQUIRED]
     tokens = [e.token for e in acquisitions]
     assert len(tokens) == agents * cycles

@@ -19,7 +19,7 @@ from collections import defaultdict
 
 import pytest
 
-from chainfence import EventKind, LeaseStatus
+from chainfence import EventKind, LeaseStatus, audit
 from chainfence._sdk.names import item_id
 from tests.integration.test_agents import ROOT, read_line, spawned  # noqa: F401 - spawned is a fixture
 
@@ -75,7 +75,7 @@ def test_eight_claimers_killed_at_random_complete_every_item_exactly_once(on_anv
     said_completed: list[dict] = []
 
     def all_done() -> bool:
-        statuses = [on_anvil.item_lease(workset, item) for item in items()]
+        statuses = [on_anvil.workset(workset).last_lease(item) for item in items()]
         return all(s is not None and s.status is LeaseStatus.DONE for s in statuses)
 
     for _ in range(2_000):  # a bound, far above what 50 items need
@@ -127,7 +127,7 @@ def test_eight_claimers_killed_at_random_complete_every_item_exactly_once(on_anv
 
     # The registry's record: every item completed exactly once, by the token current at that moment.
     ids = {item_id(workset, item): item for item in items()}
-    events = [e for e in on_anvil.history(from_block=first_block) if e.resource_id in ids]
+    events = [e for e in audit.history(on_anvil, from_block=first_block) if e.resource_id in ids]
     completions: dict[str, list] = defaultdict(list)
     current: dict[str, int] = {}
     for event in events:
@@ -142,7 +142,7 @@ def test_eight_claimers_killed_at_random_complete_every_item_exactly_once(on_anv
     assert not twice, f"completed more than once: {twice}"
     assert set(completions) == set(items()), f"never completed: {sorted(set(items()) - set(completions))}"
     for item in items():
-        final = on_anvil.item_lease(workset, item)
+        final = on_anvil.workset(workset).last_lease(item)
         assert final.status is LeaseStatus.DONE and final.token == completions[item][0].token
     for said in said_completed:  # what the agents reported is what the chain recorded
         assert completions[said["item"]][0].token == said["token"]
@@ -161,7 +161,9 @@ def test_control_a_naive_read_then_acquire_completes_an_item_twice(on_anvil, spa
     assert step(a, "take")["event"] == "completed"
     assert step(b, "take")["event"] == "completed"
     completed = [
-        e for e in on_anvil.history(f"{workset}/item-000", from_block=first_block) if e.kind is EventKind.COMPLETED
+        e
+        for e in audit.history(on_anvil, f"{workset}/item-000", from_block=first_block)
+        if e.kind is EventKind.COMPLETED
     ]
     assert len(completed) == 2, "the control must complete the item twice"
     for process in (a, b):

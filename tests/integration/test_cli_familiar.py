@@ -168,8 +168,8 @@ def test_a_held_lease_says_until_when_as_status_does(on_anvil, anvil_node, monke
 
 def test_acquire_many_names_the_refusing_namespace_by_its_prefix(on_anvil, anvil_node, monkeypatch, capsys):
     ops = on_anvil.connect(on_anvil.chain.accounts[3])
-    prefix = ops.namespace_of()
-    ops.set_policy(prefix, admission_required=True)
+    prefix = ops.namespace().prefix
+    ops.namespace(prefix).set_policy(admission_required=True)
     monkeypatch.setenv("CHAINFENCE_PRIVATE_KEY", dev_keys(3)[2])
     argv = ["acquire-many", "fam/free", f"{prefix}/db", "--ttl", "60", *_where(anvil_node, on_anvil)]
     assert main(argv) == EXIT_REFUSED

@@ -184,6 +184,6 @@ def test_control_a_lease_alone_lets_the_scheduled_job_run_twice(tmp_path, monkey
     registry = Registry.deploy(chain)
     written = []
     for machine in (registry.connect(chain.accounts[1]), registry.connect(chain.accounts[2])):
-        with machine.lease("nightly-report/2026-11-28", ttl=600) as lease:
+        with machine.acquire("nightly-report/2026-11-28", ttl=600) as lease:
             written.append(lease.token)
     assert written == [1, 2], "both firings wrote the report"

@@ -21,7 +21,7 @@ import pytest
 import tooz.coordination
 from mcp import Client
 
-from chainfence import Chain, cli
+from chainfence import Chain, audit, cli
 from chainfence._node import lean_http as _lean_http
 from chainfence._node import transports as _transports
 from chainfence._node.rlp import keccak256 as keccak
@@ -29,6 +29,7 @@ from chainfence.aio import AsyncChain
 from chainfence.errors import InvalidInput
 from chainfence.integrations.mcp import build_server
 from chainfence.integrations.tooz import ToozInvalidInput
+from chainfence.namespaces import address_namespace
 from tests.support.anvil import dev_keys
 
 #: URLs that are not one well-formed http(s) endpoint.
@@ -330,11 +331,11 @@ def test_the_cli_revokes_and_grants_a_hostile_name_by_what_it_showed(anvil_node,
     admin, stranger = chain.accounts[1], chain.accounts[2]
     monkeypatch.setenv("CHAINFENCE_PRIVATE_KEY", dev_keys(10)[1])
     node = ["--rpc-url", anvil_node.url, "--registry", on_anvil.address, "--json"]
-    namespace = on_anvil.namespace_of(admin)
+    namespace = address_namespace(admin)
     names = [(namespace + "/").encode() + b"\xff\xfe", (namespace + "/reports/\u202eyliad").encode()]
     for raw in names:
         publish(on_anvil, stranger, raw)
-    shown = {event.resource_id: event.resource_display for event in on_anvil.history()}
+    shown = {event.resource_id: event.resource_display for event in audit.history(on_anvil)}
     for raw in names:
         text = shown[keccak(raw)]
         code, out, err = _cli("revoke", text, *node)

@@ -346,7 +346,7 @@ def test_over_stdio_two_agents_acquire_collide_renew_release_and_claim(on_anvil,
     anyio.run(main)
     # What the agents did is on the chain the test reads too.
     assert on_anvil.last_lease("stdio/report").status.name == "RELEASED"
-    assert on_anvil.item_lease("stdio/batch", "x").holder == agent_b
+    assert on_anvil.workset("stdio/batch").last_lease("x").holder == agent_b
 
 
 def test_the_readme_mcp_servers_entry_starts_a_working_server(on_anvil, anvil_node, tmp_path):

@@ -90,12 +90,12 @@ def test_observe_reports_exactly_the_models_changes(embedded_session, steps):
                 chain.advance_time(term[2] - chain.now())  # a block at the expiry, no event
                 end(End.EXPIRED)
             elif action == "revoke" and term is not None:
-                registry.revoke(name)
+                registry.namespace().revoke(name)
                 end(End.REVOKED)
             elif action == "grant":
                 if term is not None:
                     end(End.GRANTED, empties=False)  # revoked and handed over in one transaction
-                lease = registry.grant(name, candidates[who].sender, 60)
+                lease = registry.namespace().grant(name, candidates[who].sender, 60)
                 begin(candidates[who], lease.token, lease.expires_at)
             elif action == "poll":
                 seen += reader._drive(observer.poll_steps())

@@ -42,7 +42,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseStatus, Registry
+from chainfence import AcquireReason, Chain, EventKind, Guard, LeaseSet, LeaseStatus, Registry, audit
 from chainfence._sdk import validate as _validate
 from chainfence._sdk.names import item_id
 from chainfence.errors import (
@@ -65,6 +65,7 @@ from chainfence.errors import (
     UnknownToken,
 )
 from chainfence.guard import Follow
+from chainfence.namespaces import address_namespace
 
 # 30 examples x 40 steps of chain calls: about 100 s on this 2-core machine lightly loaded, over 300 s
 # beside two busy loops and other suites: the suite-wide 300 s safety net would be a window to fit in.
@@ -91,7 +92,7 @@ def session() -> tuple[Chain, Registry]:
 # address namespaces below need the accounts.
 _CHAIN, _REGISTRY = session()
 #: Each account's address namespace: its own from the start.
-OWN = [_REGISTRY.namespace_of(_CHAIN.accounts[i + 1]) for i in range(ACCOUNTS)]
+OWN = [address_namespace(_CHAIN.accounts[i + 1]) for i in range(ACCOUNTS)]
 
 RESOURCES = ["reports/daily", "db/primary", f"{OWN[1]}/deploy"]
 #: The workset lives in account 1's address namespace: its items can be revoked and granted.
@@ -471,9 +472,9 @@ class RegistryMachine(RuleBasedStateMachine):
         at = self.next_block_time()
         predicted = self.model.claim(account, listed, ttl, at)
         if predicted is NothingToClaim:
-            assert self.agents[account].claim(WORKSET, listed, ttl) is None
+            assert self.agents[account].workset(WORKSET).claim(listed, ttl) is None
             return
-        lease = self.expect(predicted, lambda: self.agents[account].claim(WORKSET, listed, ttl))
+        lease = self.expect(predicted, lambda: self.agents[account].workset(WORKSET).claim(listed, ttl))
         if lease is None:
             return
         item, token, expires_at, reason, previous = predicted
@@ -516,7 +517,7 @@ class RegistryMachine(RuleBasedStateMachine):
         key = f"{WORKSET}/{item}"
         token = self.token_for(key, offset)
         predicted = self.model.complete(account, key, token, self.next_block_time())
-        self.expect(predicted, lambda: self.agents[account].complete_item(WORKSET, item, token, b"result"))
+        self.expect(predicted, lambda: self.agents[account].workset(WORKSET).complete(item, token, b"result"))
 
     @rule(account=accounts, resource=resources, offset=token_offsets)
     def release(self, account, resource, offset):
@@ -532,17 +533,19 @@ class RegistryMachine(RuleBasedStateMachine):
         address namespaces start with no policy; 'reports', 'jobs' and 'deploy' stay open for good."""
         admin = DB_ADMIN
         self.model.set_policy(admin, "db", policy)
-        self.agents[admin].set_policy("db", max_ttl=policy[0], lock_delay=policy[1], admission_required=policy[2])
+        self.agents[admin].namespace("db").set_policy(
+            max_ttl=policy[0], lock_delay=policy[1], admission_required=policy[2]
+        )
 
     @rule(account=accounts, prefix=prefixes, to=accounts)
     def transfer_admin(self, account, prefix, to):
         predicted = self.model.transfer(account, prefix, to)
-        self.expect(predicted, lambda: self.agents[account].transfer_namespace_admin(prefix, self.agents[to].sender))
+        self.expect(predicted, lambda: self.agents[account].namespace(prefix).transfer_admin(self.agents[to].sender))
 
     @rule(account=accounts, prefix=prefixes)
     def accept_admin(self, account, prefix):
         predicted = self.model.accept(account, prefix)
-        self.expect(predicted, lambda: self.agents[account].accept_namespace_admin(prefix))
+        self.expect(predicted, lambda: self.agents[account].namespace(prefix).accept_admin())
 
     @rule(account=accounts, prefix=prefixes, changes=policy_changes)
     def set_policy(self, account, prefix, changes):
@@ -550,8 +553,10 @@ class RegistryMachine(RuleBasedStateMachine):
         max_ttl, lock_delay, admission = changes
         self.expect(
             predicted,
-            lambda: self.agents[account].set_policy(
-                prefix, max_ttl=max_ttl, lock_delay=lock_delay, admission_required=admission
+            lambda: (
+                self.agents[account]
+                .namespace(prefix)
+                .set_policy(max_ttl=max_ttl, lock_delay=lock_delay, admission_required=admission)
             ),
         )
 
@@ -559,13 +564,16 @@ class RegistryMachine(RuleBasedStateMachine):
     def admit(self, account, prefix, holder, admitted):
         predicted = self.model.admit(account, prefix, holder, admitted)
         self.expect(
-            predicted, lambda: self.agents[account].admit(prefix, [self.agents[holder].sender], admitted=admitted)
+            predicted,
+            lambda: self.agents[account].namespace(prefix).admit([self.agents[holder].sender], admitted=admitted),
         )
 
     @rule(account=accounts, resource=resources)
     def revoke(self, account, resource):
         predicted = self.model.revoke(account, resource, self.next_block_time())
-        revoked = self.expect(predicted, lambda: self.agents[account].revoke(resource))
+        revoked = self.expect(
+            predicted, lambda: self.agents[account].namespace(resource.split("/")[0]).revoke(resource)
+        )
         if revoked is not None:
             assert revoked == predicted
 
@@ -573,7 +581,12 @@ class RegistryMachine(RuleBasedStateMachine):
     def grant(self, account, resource, holder, ttl):
         at = self.next_block_time()
         predicted = self.model.grant(account, resource, holder, ttl, at)
-        lease = self.expect(predicted, lambda: self.agents[account].grant(resource, self.agents[holder].sender, ttl))
+        lease = self.expect(
+            predicted,
+            lambda: (
+                self.agents[account].namespace(resource.split("/")[0]).grant(resource, self.agents[holder].sender, ttl)
+            ),
+        )
         if lease is not None:
             token, expires_at, reason, previous = predicted
             self.issued[token] = resource
@@ -589,7 +602,7 @@ class RegistryMachine(RuleBasedStateMachine):
     def revoke_item(self, account, item):
         key = f"{WORKSET}/{item}"
         predicted = self.model.revoke(account, key, self.next_block_time(), prefix=WORKSET.split("/")[0])
-        revoked = self.expect(predicted, lambda: self.agents[account].revoke_item(WORKSET, item))
+        revoked = self.expect(predicted, lambda: self.agents[account].workset(WORKSET).revoke(item))
         if revoked is not None:
             assert revoked == predicted
 
@@ -599,7 +612,7 @@ class RegistryMachine(RuleBasedStateMachine):
         at = self.next_block_time()
         predicted = self.model.grant(account, key, holder, ttl, at, item=True)
         lease = self.expect(
-            predicted, lambda: self.agents[account].grant_item(WORKSET, item, self.agents[holder].sender, ttl)
+            predicted, lambda: self.agents[account].workset(WORKSET).grant(item, self.agents[holder].sender, ttl)
         )
         if lease is not None:
             token, expires_at, reason, previous = predicted
@@ -631,7 +644,7 @@ class RegistryMachine(RuleBasedStateMachine):
     @rule(account=accounts, names=name_sets, ttl=ttls)
     def acquire_many(self, account, names, ttl):
         predicted = self.model.acquire_many(account, names, ttl, self.next_block_time())
-        leases = self.expect(predicted, lambda: self.agents[account].acquire_many(names, ttl))
+        leases = self.expect(predicted, lambda: LeaseSet.acquire(self.agents[account], names, ttl))
         if leases is not None:
             for name, lease, (token, expires_at, reason, previous) in zip(names, leases, predicted):
                 self.issued[token] = name
@@ -708,7 +721,7 @@ class RegistryMachine(RuleBasedStateMachine):
             assert info.expires_at == (0 if expected.released else expected.expires_at)
         for item in ITEMS:
             expected = self.model.leases.get(f"{WORKSET}/{item}")
-            info = self.registry.item_lease(WORKSET, item)
+            info = self.registry.workset(WORKSET).last_lease(item)
             if expected is None:
                 assert info is None
                 continue
@@ -731,7 +744,7 @@ class RegistryMachine(RuleBasedStateMachine):
         # One namespace per step, in turn (each read is an eth_call): a wrong policy lasts until rewritten.
         self.policy_steps = getattr(self, "policy_steps", -1) + 1
         for prefix in [PREFIXES[self.policy_steps % len(PREFIXES)]]:
-            policy = self.registry.namespace_policy(prefix)
+            policy = self.registry.namespace(prefix).policy()
             admin = self.model.admins.get(prefix)
             pending = self.model.pending.get(prefix)
             expected = (
@@ -758,7 +771,7 @@ class RegistryMachine(RuleBasedStateMachine):
     def check_history(self):
         """From the event log alone: tokens are 1..latest, each issued once, in order, and no two
         holders' leases of one resource are ever live at the same chain time."""
-        events = self.registry.history()
+        events = audit.history(self.registry)
         tokens = [e.token for e in events if e.kind is EventKind.ACQUIRED]
         assert tokens == list(range(1, self.model.latest + 1))
         for resource_id in [_validate.resource_id(r) for r in RESOURCES + ["plain"]] + list(self.item_ids):

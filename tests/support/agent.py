@@ -163,7 +163,7 @@ def claimer(registry: Registry, workset: str, count: int) -> None:
     for line in sys.stdin:
         step = line.strip()
         if step == "claim":
-            lease = registry.claim(workset, items, ttl=60)
+            lease = registry.workset(workset).claim(items, ttl=60)
             if lease is None:
                 emit(event="nothing")
             else:

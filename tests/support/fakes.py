@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 from chainfence import LeaseInfo, LeaseStatus
 from chainfence._sdk.validate import resource_id
+from chainfence._sdk.validate import resource_id as _resource_id
 from chainfence.errors import LeaseExpired, LeaseReleased, StaleToken, UnknownToken
 
 HOLDER = "0x" + "11" * 20
@@ -43,23 +44,27 @@ class FakeRegistry:
     def latest_token(self, *, block=None) -> int:
         return max((token for token, _ in self.leases.values()), default=0)
 
-    def last_lease(self, resource: str, *, block=None) -> LeaseInfo | None:
+    def last_lease(
+        self, resource: str | None = None, *, resource_id: bytes | None = None, block=None
+    ) -> LeaseInfo | None:
+        if resource_id is not None:
+            return self._last_lease_by_id(resource_id)
         self.reads += 1
         if resource not in self.leases:
             return None
         token, status = self.leases[resource]
         return LeaseInfo(
             resource=resource,
-            resource_id=resource_id(resource),
+            resource_id=_resource_id(resource),
             holder=self.holders.get(resource, HOLDER),
             token=token,
             expires_at=0 if status is LeaseStatus.RELEASED else 10_000,
             status=status,
         )
 
-    def last_lease_by_id(self, resource_id_: bytes, *, block=None) -> LeaseInfo | None:
+    def _last_lease_by_id(self, resource_id_: bytes) -> LeaseInfo | None:
         for name in self.leases:
-            if resource_id(name) == resource_id_:
+            if _resource_id(name) == resource_id_:
                 return self.last_lease(name)
         return None
 

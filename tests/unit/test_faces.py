@@ -1,6 +1,7 @@
 """The asyncio SDK offers every public operation of the sync one, name by name.
 
-For each pair (``Registry``/``AsyncRegistry``, ``Lease``/``AsyncLease``, ``LeaseSet``/``AsyncLeaseSet``,
+For each pair (``Registry``/``AsyncRegistry``, ``Namespace``/``AsyncNamespace``, ``Workset``/``AsyncWorkset``,
+``Lease``/``AsyncLease``, ``LeaseSet``/``AsyncLeaseSet``,
 ``Election``/``AsyncElection``, ``Leadership``/``AsyncLeadership``, ``Watch``/``AsyncWatch``,
 ``Chain``/``AsyncChain``) the public names of a real object of each (methods, properties and the
 instance's fields) are compared: a sync name without its asyncio twin fails here, unless it is listed
@@ -16,12 +17,16 @@ from typing import Any
 
 import pytest
 
-from chainfence import Election, Registry
+from chainfence import Election, Lease, LeaseSet, Registry
 from chainfence.aio import (
     AsyncChain,
     AsyncElection,
+    AsyncLeaseSet,
     AsyncRegistry,
 )
+from chainfence.batching import Batcher
+from chainfence.claims import Workset
+from chainfence.namespaces import Namespace
 
 #: Sync names whose twin is missing on purpose, and why.
 NO_TWIN = {
@@ -43,6 +48,8 @@ ASYNC_ONLY = {
     "election": "the sync Election an AsyncElection wraps",
     "leadership": "the sync Leadership an AsyncLeadership wraps",
     "watch": "the sync Watch's state an AsyncWatch wraps",
+    "namespace": "the sync Namespace an AsyncNamespace wraps (on AsyncRegistry: the handle itself, a twin)",
+    "workset": "the sync Workset an AsyncWorkset wraps (on AsyncRegistry: the handle itself, a twin)",
 }
 
 
@@ -75,7 +82,7 @@ def pairs() -> Any:
         aregistry = await AsyncRegistry.deploy(achain)
         registry = aregistry.registry
         alease = await aregistry.acquire("faces/one", ttl=60)
-        aset = await aregistry.acquire_many(["faces/a", "faces/b"], ttl=60)
+        aset = await AsyncLeaseSet.acquire(aregistry, ["faces/a", "faces/b"], ttl=60)
         aelection = AsyncElection(aregistry, "faces/leader", ttl=60)
         aleadership = await aelection.campaign()
         awatch = aelection.watch(lambda change: None)
@@ -83,10 +90,12 @@ def pairs() -> Any:
         leadership = election.campaign()
         watch = election.watch(lambda change: None)
         lease = registry.acquire("faces/two", ttl=60)
-        lease_set = registry.acquire_many(["faces/c", "faces/d"], ttl=60)
+        lease_set = LeaseSet.acquire(registry, ["faces/c", "faces/d"], ttl=60)
         built = [
             (chain, achain),
             (registry, aregistry),
+            (registry.namespace("faces"), aregistry.namespace("faces")),
+            (registry.workset("faces/jobs"), aregistry.workset("faces/jobs")),
             (lease, alease),
             (lease_set, aset),
             (election, aelection),
@@ -168,3 +177,63 @@ def test_control_a_sync_method_without_its_twin_fails(pairs):
     assert missing_twins([(extra, asynchronous)]) == ["Extra.brand_new"]
     extra.new_field = 1
     assert missing_twins([(extra, asynchronous)]) == ["Extra.brand_new", "Extra.new_field"]
+
+
+# -- a reader finds each public operation by its name ---------------------------------------------------------
+
+#: The classes whose public operations are written out as a ``def`` of their name (issue 26: ``def acquire``
+#: existed nowhere while ``Registry.acquire`` was generated from ``_acquire_steps``).
+WRITTEN_OUT = (Registry, Namespace, Workset, LeaseSet, Lease, Batcher)
+
+
+def operations(cls: type) -> dict[str, Any]:
+    """``name -> function`` of every public method of ``cls`` that runs steps over the chain."""
+    found = {}
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        member = inspect.getattr_static(cls, name)
+        function = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+        if getattr(function, "__chainfence_steps__", None) is not None:
+            found[name] = function
+    return found
+
+
+def not_written_out(classes: tuple[type, ...]) -> list[str]:
+    """The operations that are no ``def`` of their own name in the source (a derived function's code is
+    its factory's)."""
+    return [
+        f"{cls.__name__}.{name}"
+        for cls in classes
+        for name, function in operations(cls).items()
+        if function.__code__.co_name != name or f"def {name}(" not in inspect.getsource(function)
+    ]
+
+
+def test_every_public_operation_is_a_def_of_its_name():
+    assert all(operations(cls) for cls in WRITTEN_OUT)
+    assert not_written_out(WRITTEN_OUT) == []
+
+
+def test_each_written_out_operation_takes_its_steps_parameters():
+    """The ``def`` and the steps it runs cannot drift apart: the asyncio twin runs the steps with the
+    arguments the ``def`` was given."""
+    different = []
+    for cls in WRITTEN_OUT:
+        for name, function in operations(cls).items():
+            steps = function.__chainfence_steps__
+            if _parameters(function) != _parameters(steps):
+                different.append(f"{cls.__name__}.{name}: {_parameters(function)} != {_parameters(steps)}")
+    assert different == []
+
+
+def test_control_an_operation_derived_from_steps_is_not_written_out():
+    from chainfence._core.faces import operation
+
+    class Derived(Registry):
+        def _extra_steps(self, resource: str) -> Any:
+            yield from ()
+
+        extra = operation(_extra_steps)
+
+    assert not_written_out((Derived,)) == ["Derived.extra"]

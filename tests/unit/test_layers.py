@@ -49,8 +49,17 @@ TOP_FILES = {
 }
 #: Imports up a layer that run only when called (lazy, or for type checkers), each named with why.
 DELEGATIONS = {
-    ("chainfence.registry", "chainfence.audit._history"): "Registry.history runs the audit's history steps",
-    ("chainfence.registry", "chainfence.audit.watchdog"): "Registry.stuck runs the watchdog's steps",
+    (
+        "chainfence._sdk.retired",
+        "chainfence.audit._history",
+    ): "the retired Registry.history (until 0.3) is audit.history",
+    (
+        "chainfence._sdk.retired",
+        "chainfence.audit.watchdog",
+    ): "the retired Registry.stuck (until 0.3) is watchdog.stuck",
+    ("chainfence._sdk.retired", "chainfence.recipes.lease_set"): (
+        "the retired Registry.acquire_many (until 0.3) is LeaseSet.acquire, a recipe"
+    ),
 }
 LAYER_NAMES = {0: "foundation", 1: "node", 2: "SDK", 3: "families", 4: "CLI"}
 
@@ -199,6 +208,14 @@ def test_each_delegation_is_still_made_and_only_when_called(graph):
         assert "top" not in kinds, f"{module} imports {target} at import time"
 
 
+def test_only_the_retired_names_reach_up_and_the_registry_never_does(graph):
+    """0.2: ``Registry`` lost its mixins and its history, watchdog and set delegators; what builds on a
+    registry (sets, elections, the audit) is above it and never imported by it, not even when called.
+    The one module that still reaches up serves the names 0.2 retired, until 0.3."""
+    assert {module for module, _target in DELEGATIONS} == {"chainfence._sdk.retired"}
+    assert [target for target, _how in graph["chainfence.registry"] if layer_of(target) > 2] == []
+
+
 # -- the analysis itself can fail ---------------------------------------------------------------------------
 
 
@@ -231,7 +248,7 @@ def test_control_a_cycle_through_a_lazy_import_is_found():
 def test_control_the_real_tree_with_one_upward_edge_added_fails(graph):
     for module, target, how in [
         ("chainfence.registry", "chainfence.audit", "lazy"),  # a delegation no one named
-        ("chainfence.registry", "chainfence.audit._history", "top"),  # a named one, made at import time
+        ("chainfence._sdk.retired", "chainfence.audit._history", "top"),  # a named one, made at import time
         ("chainfence._sdk.contract", "chainfence.recipes.election", "type-only"),
         ("chainfence._core.faces", "chainfence._node.rpc", "lazy"),
         ("chainfence.errors", "chainfence._sdk.names", "top"),

@@ -29,10 +29,9 @@ def test_design_names_exist():
         "acquire",
         "renew",
         "release",
-        "lease",
         "latest_token",
         "lease_of",
-        "is_current",
+        "check_current",
     ):
         assert callable(getattr(Registry, name)), name
     for name in ("renew", "release", "__enter__", "__exit__"):

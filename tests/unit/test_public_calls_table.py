@@ -28,8 +28,10 @@ from chainfence.aio import (
 from chainfence.audit import watchdog
 from chainfence.audit.index import AuditIndex
 from chainfence.batching import AsyncBatcher, Batcher
+from chainfence.claims import AsyncWorkset, Workset
 from chainfence.deployment import Deployment
 from chainfence.integrations import sql
+from chainfence.namespaces import AsyncNamespace, Namespace
 from chainfence.recipes.election import Watch
 from tests.faults.test_node_stopped import CALLS, QUIET
 
@@ -37,6 +39,8 @@ from tests.faults.test_node_stopped import CALLS, QUIET
 CLASSES = (
     Chain,
     Registry,
+    Namespace,
+    Workset,
     Lease,
     LeaseSet,
     Guard,
@@ -47,6 +51,8 @@ CLASSES = (
     Watch,
     AsyncChain,
     AsyncRegistry,
+    AsyncNamespace,
+    AsyncWorkset,
     AsyncLease,
     AsyncLeaseSet,
     AsyncGuard,
@@ -68,7 +74,9 @@ NEVER_TOUCH_THE_CHAIN = {
     "Chain.key_of": "looks a key up in memory",
     "Chain.is_dev": "decided at connect",
     "Registry.connect": "a view of the same registry with another sender; shares what was read",
-    "Registry.namespace_of": "the sender's address, spelled as a namespace",
+    "Registry.namespace": "a handle on a namespace (the sender's address, spelled as one, by default)",
+    "Registry.workset": "a handle on a workset",
+    "Namespace.id": "keccak256 of the prefix",
     "Registry.batched": "finds or makes the sender's batcher (group commit); it asks nothing until a call is made",
     "Batcher.connect": "a view of its registry with another sender",
     "Batcher.chain": "its registry's chain",
@@ -136,7 +144,11 @@ NEVER_TOUCH_THE_CHAIN = {
     "AsyncRegistry.address": "a setting",
     "AsyncRegistry.sender": "a setting",
     "AsyncRegistry.max_ttl": "read by at() and deploy(), never on access",
-    "AsyncRegistry.namespace_of": "the sender's address, spelled as a namespace",
+    "AsyncRegistry.namespace": "a handle on a namespace (the sender's address, spelled as one, by default)",
+    "AsyncRegistry.workset": "a handle on a workset",
+    "AsyncNamespace.prefix": "the handle's prefix",
+    "AsyncNamespace.id": "keccak256 of the prefix",
+    "AsyncWorkset.name": "the handle's name",
     "AsyncRegistry.deployed_block": "known when this object deployed the registry",
     **{
         f"AsyncElection.{name}": "a setting, or the leadership this object won"

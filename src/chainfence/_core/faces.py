@@ -1,18 +1,24 @@
 """Faces: a chain operation written once, as steps, offered blocking and awaited.
 
 Every operation that touches the chain is a generator of effects (:mod:`chainfence._core.effects`)
-whose name ends in ``_steps``; the public methods of the sync SDK and of its asyncio twins are
-derived from it here, never written twice::
+whose name ends in ``_steps``; the public method of the sync SDK is a plain ``def`` of its name
+that runs them (marked with :func:`drives`, so a reader finds ``def renew`` where ``renew`` is
+offered), and its asyncio twin is derived from the same steps here, never written twice::
 
     class Lease(SyncFace):
         def _renew_steps(self, ttl: int | None = None, *, progress: Any = None) -> Steps[Lease]:
-            \"\"\"Extend this lease ...\"\"\"
             ...
 
-        renew = operation(_renew_steps)        # lease.renew(...): blocking, over the chain's driver
+        @drives(_renew_steps)
+        def renew(self, ttl: int | None = None, *, progress: Any = None) -> Lease:
+            \"\"\"Extend this lease ...\"\"\"
+            return self._drive(self._renew_steps(ttl, progress=progress))   # blocking, over the chain's driver
 
     class AsyncLease(AsyncFace[Lease], core=Lease):
         renew = awaiting(Lease.renew)          # await lease.renew(...): the same steps over asyncio
+
+(:func:`operation` derives the blocking method from the steps instead, for the classes that still
+write it so.)
 
 A derived method is a plain function with the steps' parameters and docstring (``help()`` and
 :func:`inspect.signature` show them); its result is the face's: a :class:`~chainfence.Lease` the
@@ -43,6 +49,7 @@ __all__ = [
     "astreaming",
     "awaiting",
     "constructor",
+    "drives",
     "local",
     "mirrored",
     "operation",
@@ -51,6 +58,7 @@ __all__ = [
 
 P = ParamSpec("P")
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 C = TypeVar("C")
 Core = TypeVar("Core")
@@ -177,6 +185,21 @@ def operation(steps: Callable[Concatenate[C, P], Steps[R]]) -> Callable[Concaten
     return dressed
 
 
+def drives(steps: Callable[..., Steps[Any]]) -> Callable[[F], F]:
+    """Mark a public method written out as a plain ``def`` (its signature, its docstring and one line
+    that runs ``steps`` over the object's driver) as running ``steps``: its asyncio twin
+    (:func:`awaiting`, :func:`aconstructor`) runs the same steps. The method itself is left as it is,
+    so a reader finds ``def acquire`` where ``acquire`` is offered; ``tests/unit/test_faces.py`` holds
+    its parameters equal to the steps'. Under ``@classmethod`` for a constructor."""
+
+    def mark(method: F) -> F:
+        setattr(method, STEPS, steps)
+        setattr(method, KIND, "operation")
+        return method
+
+    return mark
+
+
 def constructor(steps: Callable[..., Steps[R]]) -> Any:
     """A blocking classmethod (``Registry.deploy(chain, ...)``) that runs ``steps(cls, chain, ...)``
     over ``chain``'s driver."""
@@ -233,15 +256,21 @@ def awaiting(op: Callable[..., Any], returns: type | str | None = None, *, optio
 
 
 def aconstructor(op: Any) -> Any:
-    """The asyncio classmethod (``AsyncRegistry.deploy(chain, ...)``) of a :func:`constructor`:
-    ``chain`` is an asyncio chain; the steps run over it on its sync ``chain``."""
+    """The asyncio classmethod (``AsyncRegistry.deploy(chain, ...)``) of a constructor (a classmethod
+    whose steps take the class and what it is built on): ``chain`` is an asyncio chain, and the steps
+    run over it on its sync ``chain``; or an asyncio face (``AsyncLeaseSet.acquire(registry, ...)``),
+    and they run over its driver on the sync object it wraps."""
     function = op.__func__ if isinstance(op, classmethod) else op
     steps = _steps_of(function)
 
     async def method(cls: type[AsyncFace[Any]], chain: Any, *args: Any, **kwargs: Any) -> Any:
-        driver = require_driver(chain)
+        if isinstance(chain, AsyncFace):
+            driver, on = chain._driver, chain._core
+        else:
+            driver = require_driver(chain)
+            on = driver.chain
         try:
-            core = await driver._run(steps(cls._core_type, driver.chain, *args, **kwargs))
+            core = await driver._run(steps(cls._core_type, on, *args, **kwargs))
             await driver._run(cls._ready_steps(core))
         except BaseException as error:
             _handed_over(error, driver)

@@ -1,4 +1,4 @@
-"""Old import paths of modules that moved, kept working for one minor version.
+"""Old import paths of modules that moved, and old names of methods, kept working for one minor version.
 
 In 0.2 the tree became the layer map (the README's "Layout"): ``chainfence.sql`` is now
 ``chainfence.integrations.sql``, ``chainfence._effects`` is ``chainfence._core.effects``, and so on
@@ -7,6 +7,12 @@ path with the module at its new one, the very same module object (so ``isinstanc
 monkeypatching and pickled classes agree whichever path imported them), and a ``DeprecationWarning``
 naming the new path, pointed at the line that imported the old one. The old paths go in 0.3. Nothing
 is imported until someone asks for an old path.
+
+Methods that left a class in 0.2 (``Registry.claim`` is ``registry.workset(name).claim``, ...) are
+:class:`Retired` names: a class's ``__getattr__`` (:func:`retired`) serves each from its table with a
+``DeprecationWarning`` naming the replacement, pointed at the caller's line. They are not attributes of
+the class, so ``dir()``, ``help()`` and the reference do not show them, and a type checker refuses them
+(the ``__getattr__`` is defined for the interpreter only). They go in 0.3 too.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ import importlib
 import importlib.machinery
 import sys
 import warnings
+from collections.abc import Callable, Mapping
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 if TYPE_CHECKING:
     from importlib.abc import Loader
@@ -48,6 +55,7 @@ MOVED: dict[str, str] = {
     "chainfence.demo": "chainfence.cli.demo",
     "chainfence.election": "chainfence.recipes.election",
     "chainfence.fenced_store": "chainfence.integrations.fenced_store",
+    "chainfence.lease_set": "chainfence.recipes.lease_set",
     "chainfence.localnode": "chainfence.cli.node",
     "chainfence.mcp_server": "chainfence.integrations.mcp",
     "chainfence.sql": "chainfence.integrations.sql",
@@ -115,3 +123,27 @@ _ALIAS = _Alias()
 def install() -> None:
     if _ALIAS not in sys.meta_path:
         sys.meta_path.append(_ALIAS)
+
+
+class Retired(NamedTuple):
+    """A method a class had before 0.2, served until 0.3 (:func:`retired`)."""
+
+    #: What to write instead, as the warning (and CHANGELOG.md) says it: ``"registry.workset(name).claim(items, ttl)"``.
+    replacement: str
+    #: The old method's behaviour for an object: ``serve(obj)`` is what ``obj.<old name>`` gave.
+    serve: Callable[[Any], Any]
+
+
+def retired(obj: object, name: str, table: Mapping[str, Retired]) -> Any:
+    """``obj.<name>`` for a name ``obj``'s class no longer has: served from ``table`` with a
+    ``DeprecationWarning`` naming its replacement, or the usual ``AttributeError``. A class's
+    ``__getattr__`` calls this (only for names its instances lack)."""
+    entry = table.get(name)
+    if entry is None:
+        raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
+    warnings.warn(
+        f"{type(obj).__name__}.{name} is deprecated since chainfence 0.2 and goes in 0.3: use {entry.replacement}",
+        DeprecationWarning,
+        stacklevel=3,  # the caller's line: retired() <- __getattr__ <- the caller
+    )
+    return entry.serve(obj)

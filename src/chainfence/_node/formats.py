@@ -15,9 +15,11 @@ Parameters go out in JSON-RPC form: :func:`call_object`, :func:`block_id`,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..errors import MalformedReply
 from .addresses import to_checksum_address
 from .shapes import AttributeDict, HexBytes
 
@@ -25,6 +27,7 @@ __all__ = [
     "LazyReceipt",
     "block_id",
     "call_object",
+    "check_receipt",
     "data",
     "format_block",
     "format_log",
@@ -202,9 +205,132 @@ class LazyReceipt(AttributeDict):
         return AttributeDict, (self._formatted(),)
 
 
-def lazy_receipt(raw: dict[str, Any] | None) -> LazyReceipt | None:
-    """:class:`LazyReceipt` of the node's JSON receipt (None stays None: not mined)."""
-    return None if raw is None else LazyReceipt(raw)
+def lazy_receipt(raw: dict[str, Any] | None, method: str = "eth_getTransactionReceipt") -> LazyReceipt | None:
+    """:class:`LazyReceipt` of the node's JSON receipt (None stays None: not mined), once
+    :func:`check_receipt` read every field it will format: a malformed one raises here, at the read of
+    ``method``'s reply, never later where a field is first read."""
+    if raw is None:
+        return None
+    check_receipt(raw, method)
+    return LazyReceipt(raw)
+
+
+#: 0x and hex digits, any number (a quantity needs one at least; a hash's width is checked apart).
+_HEX = re.compile(r"0x[0-9a-fA-F]*").fullmatch
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}").fullmatch
+#: What each field :func:`format_receipt` formats must be: a quantity, bytes of a width (0: any), an address.
+_QUANTITY, _ADDRESS_KIND, _LOGS, _TOPICS = -1, -2, -3, -4
+_RECEIPT_KINDS: dict[str, int] = {
+    **dict.fromkeys(_RECEIPT_QUANTITIES, _QUANTITY),
+    **dict.fromkeys(_RECEIPT_ADDRESSES, _ADDRESS_KIND),
+    "blockHash": 32,
+    "transactionHash": 32,
+    "logsBloom": 256,
+    "root": 0,
+    "logs": _LOGS,
+}
+_LOG_KINDS: dict[str, int] = {
+    **dict.fromkeys(_LOG_QUANTITIES, _QUANTITY),
+    "blockHash": 32,
+    "transactionHash": 32,
+    "data": 0,
+    "address": _ADDRESS_KIND,
+    "topics": _TOPICS,
+}
+
+
+def _fault(kind: int, value: Any) -> str | None:
+    """Why ``value`` is not what a field of ``kind`` must be (None: it is, or it is null)."""
+    if isinstance(value, str):
+        if kind == _ADDRESS_KIND:  # "": the in-process chain's "no address" (a creation's ``to``)
+            return None if not value or _ADDRESS(value) else "not a 20-byte 0x-hex address"
+        if not _HEX(value):
+            return "not 0x-hex"
+        if kind == _QUANTITY:
+            if len(value) == 2:
+                return "not a 0x-hex quantity"
+            return "wider than 256 bits" if len(value) > _MAX_QUANTITY else None
+        return f"{len(value) // 2 - 1} bytes, not {kind}" if kind and len(value) != 2 + 2 * kind else None
+    if value is None:
+        return None
+    if type(value) is int:  # the in-process chain's numbers (and its bloom)
+        if kind == _QUANTITY:
+            return None if -(1 << 256) < value < 1 << 256 else "wider than 256 bits"
+        if kind > 0:
+            return None if 0 <= value < 1 << (8 * kind) else f"wider than {kind} bytes"
+    elif isinstance(value, (bytes, bytearray)) and kind >= 0:
+        return f"{len(value)} bytes, not {kind}" if kind and len(value) != kind else None
+    return f"not {'a quantity' if kind == _QUANTITY else 'an address' if kind == _ADDRESS_KIND else 'bytes'} but {type(value).__name__}"
+
+
+def check_receipt(raw: Any, method: str = "eth_getTransactionReceipt") -> None:
+    """Raise :class:`~chainfence.errors.MalformedReply` naming the first field of the node's receipt ``raw``
+    that :func:`format_receipt` could not read or that is out of its shape (a quantity that is not 0x-hex or
+    is wider than 256 bits, a hash not 32 bytes, a bloom not 256, an address not 20, logs that are not a
+    list of logs of such fields, at most 4 topics of 32 bytes), or ``raw`` itself when it is no object.
+    Nothing is built (a third of the cost of formatting it): what a :class:`LazyReceipt` formats later
+    then reads."""
+    if not isinstance(raw, dict):
+        raise MalformedReply(method=method, field="", value=raw, reason=f"not an object but {type(raw).__name__}")
+    kinds = _RECEIPT_KINDS
+    for key, value in raw.items():
+        kind = kinds.get(key)
+        if kind is None:
+            continue
+        if kind != _LOGS:
+            why = _fault(kind, value)
+            if why is not None:
+                raise MalformedReply(method=method, field=key, value=value, reason=why)
+        elif type(value) is not list:
+            raise MalformedReply(method=method, field=key, value=value, reason="not a list of logs")
+        else:
+            for index, log in enumerate(value):
+                _check_log(log, f"logs[{index}]", method)
+
+
+#: A log as a node sends it, its fields joined by NULs in :func:`_check_log`'s order (address, block hash,
+#: transaction hash, block number, log index, transaction index, data, the topics): the common case checked
+#: by one match.
+_LOG_SHAPE = re.compile(
+    r"0x[0-9a-fA-F]{40}\x00(?:0x[0-9a-fA-F]{64}\x00){2}(?:0x[0-9a-fA-F]{1,64}\x00){3}0x(?:[0-9a-fA-F]{2})*"
+    r"(?:\x000x[0-9a-fA-F]{64}){0,4}"
+).fullmatch
+
+
+def _check_log(log: Any, where: str, method: str) -> None:
+    try:  # a node's log, every field there and a string: one match (any other: field by field, below)
+        if _LOG_SHAPE(
+            "\0".join(
+                (
+                    log["address"],
+                    log["blockHash"],
+                    log["transactionHash"],
+                    log["blockNumber"],
+                    log["logIndex"],
+                    log["transactionIndex"],
+                    log["data"],
+                    *log["topics"],
+                )
+            )
+        ):
+            return
+    except (KeyError, TypeError):
+        pass
+    if type(log) is not dict:
+        raise MalformedReply(method=method, field=where, value=log, reason="not a log object")
+    kinds = _LOG_KINDS
+    for key, value in log.items():
+        kind = kinds.get(key)
+        if kind is None:
+            continue
+        if kind != _TOPICS:
+            why = _fault(kind, value)
+        elif type(value) is not list or len(value) > 4:
+            why = "not a list of at most 4 topics"
+        else:
+            why = next((f"a topic is {bad}" for topic in value if (bad := _fault(32, topic)) is not None), None)
+        if why is not None:
+            raise MalformedReply(method=method, field=f"{where}.{key}", value=value, reason=why)
 
 
 def raw_logs(receipt: Any) -> list[Any]:

@@ -346,7 +346,8 @@ def send_raw_sync_steps(node: Node, raw: bytes, *, sender: str | None = None) ->
     (EIP-7966's code 4; anvil's after 30 s) although it holds the transaction. The receipt is formatted
     as it is read (:class:`~chainfence._node.formats.LazyReceipt`)."""
     return lazy_receipt(
-        (yield Request("eth_sendRawTransactionSync", ["0x" + bytes(raw).hex()], retry=False, sender=sender))
+        (yield Request("eth_sendRawTransactionSync", ["0x" + bytes(raw).hex()], retry=False, sender=sender)),
+        "eth_sendRawTransactionSync",
     )
 
 
@@ -357,7 +358,8 @@ def transaction_steps(node: Node, tx_hash: Any) -> Steps[Any | None]:
 
 def receipt_steps(node: Node, tx_hash: Any) -> Steps[Any | None]:
     """The receipt of a mined transaction, or None (pending, unknown, or reorganised out); formatted as it
-    is read (:class:`~chainfence._node.formats.LazyReceipt`)."""
+    is read (:class:`~chainfence._node.formats.LazyReceipt`), every field checked first: one that does not
+    read raises :class:`~chainfence.errors.MalformedReply` here, naming it."""
     return lazy_receipt((yield Request("eth_getTransactionReceipt", [hash_id(tx_hash)])))
 
 

@@ -1,9 +1,9 @@
 """The FencingRegistry contract as steps: calls encoded, views read and decoded, transactions sent, events found.
 
 :class:`RegistryContract` is what every concept of :class:`~chainfence.Registry`
-builds on (its lease operations and views in :mod:`chainfence.registry`,
-namespaces in :mod:`chainfence.namespaces`, claims in :mod:`chainfence.claims`,
-sets in :mod:`chainfence.lease_set`): the registry's address and the account
+builds on (its lease operations and views in :mod:`chainfence.registry`, its handles
+in :mod:`chainfence.namespaces` and :mod:`chainfence.claims`, and the recipe of
+sets in :mod:`chainfence.recipes.lease_set`): the registry's address and the account
 it sends as, the contract's calls as steps, a resource's lease read with the
 rollback check (:mod:`chainfence._sdk.rollback`), and the operations on one
 token (renew, release, complete, check) that leases, claims and sets share.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import endings
 from .._core import log as _log
@@ -51,12 +51,14 @@ if TYPE_CHECKING:  # what fenced requests are signed in: read by the steps that 
 
 logger = _log.get("chainfence.registry")
 
+R = TypeVar("R")
+
 __all__ = ["DEFAULT_MAX_TTL", "MAX_CLAIM_ITEMS", "MAX_MANY", "RegistryContract"]
 
 #: Most items one claim may list (the contract's bound).
 MAX_CLAIM_ITEMS = 512
 
-#: Most resources one acquire_many may list (the contract's bound).
+#: Most resources one lease set (``LeaseSet.acquire``) may list (the contract's bound).
 MAX_MANY = 64
 
 #: Default maximum lease length of a new registry: one day.
@@ -77,8 +79,8 @@ class RegistryContract(SyncFace):
         #: The clock, sleep and randomness ``acquire(wait=...)`` waits with (tests put their own here).
         self._wait_timer: _waiting.Timer = _waiting.SYSTEM
 
-    def _drive(self, steps: Steps[Any]) -> Any:
-        return self.chain._run(steps)
+    def _drive(self, steps: Steps[R]) -> R:
+        return self.chain._run(steps)  # type: ignore[no-any-return]
 
     def connect(self, account: Any) -> Any:
         """The same registry, sending transactions as ``account`` (an address the chain holds a key for)."""
@@ -206,13 +208,25 @@ class RegistryContract(SyncFace):
             expired_unmined=expired_unmined,
         )
 
-    def _last_lease_steps(self, resource: str, *, block: str | int | None = None) -> Steps[LeaseInfo | None]:
+    def _last_lease_steps(
+        self, resource: str | None = None, *, resource_id: bytes | None = None, block: str | int | None = None
+    ) -> Steps[LeaseInfo | None]:
         """The latest lease of ``resource`` whatever its state, or None if it was never held.
 
         A lease whose expiry has passed by :meth:`Chain.now <chainfence.Chain.now>`
-        reads EXPIRED even if no block was mined since (``expired_unmined``).
+        reads EXPIRED even if no block was mined since (``expired_unmined``). A resource known only
+        by its id (``keccak256(name)``, as guards and audits know resources whose names the chain never
+        told them): ``resource_id=`` instead of the name (one of the two, else
+        :class:`~chainfence.errors.InvalidInput`).
         """
-        info = yield from self._lease_info_steps(resource, _validate.resource_id(resource), block=block)
+        if resource is not None and resource_id is not None:
+            raise InvalidInput("last_lease takes a resource's name or its resource_id, not both")
+        if resource_id is not None:
+            if not isinstance(resource_id, (bytes, bytearray)) or len(resource_id) != 32:
+                raise InvalidInput(f"a resource id is 32 bytes, got {resource_id!r}")
+            info = yield from self._lease_info_steps(None, bytes(resource_id), block=block)
+        else:  # a name (None is InvalidResourceName, as any name that is not one)
+            info = yield from self._lease_info_steps(resource, _validate.resource_id(resource), block=block)
         return None if info.status is LeaseStatus.UNHELD else info
 
     def _check_token_steps(

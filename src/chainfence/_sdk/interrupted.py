@@ -1,7 +1,7 @@
 """Interrupted acquisitions: settle the transaction, release what it took, then let the interrupt go on.
 
 An interrupt (``KeyboardInterrupt``, ``asyncio.CancelledError``) that lands
-in an acquisition, a claim or an ``acquire_many`` once its transaction may
+in an acquisition, a claim or a lease set's once its transaction may
 have reached the node must not leave a lease behind that nobody knows of.
 :func:`settle_steps` runs, shielded from the caller's further cancellations
 (:class:`~chainfence._core.effects.Shielded`): it settles the transaction (a
@@ -88,7 +88,7 @@ def settle_steps(
     handed: Callable[[list[Lease]], Any] = lambda leases: leases[0],
     release_many: ReleaseMany | None = None,
 ) -> Steps[None]:
-    """An interrupt landed in ``what`` (an acquisition, a claim, an acquire_many): if its transaction
+    """An interrupt landed in ``what`` (an acquisition, a claim, a lease set's): if its transaction
     may have reached the node, settle it and release what it acquired, shielded from the caller's
     further cancellations, then note on ``interrupt`` the hash and what became of it.
 

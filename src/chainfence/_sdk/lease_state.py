@@ -25,7 +25,7 @@ class LeaseStatus(enum.IntEnum):
     RELEASED = 3
     #: A claimed work item its claimant completed: never claimed again.
     DONE = 4
-    #: The namespace's admin revoked it (:meth:`Registry.revoke <chainfence.Registry.revoke>`).
+    #: The namespace's admin revoked it (:meth:`Namespace.revoke <chainfence.namespaces.Namespace.revoke>`).
     REVOKED = 5
 
 

@@ -34,7 +34,7 @@ suspicious of what it *reads*:
   read a hostile name in an audit table can end its lease; only a name the
   registry already holds is granted unless it is :func:`publishable`.
 
-Claimed work items (``Registry.claim``) are not named resources: on-chain an
+Claimed work items (``registry.workset(name).claim``) are not named resources: on-chain an
 item is ``keccak256(abi.encode(workset, item))``, and the contract names it
 in ``ItemNamed(resource, workset, item)``, the two parts apart, never in
 ``ResourceNamed`` (whose name always hashes to its resource). Joined as

@@ -149,7 +149,7 @@ def assignable_prefix(value: object) -> str:
         raise InvalidNamespace(
             f"{prefix!r} is shaped like an address namespace (42 bytes starting '0x'): an address namespace "
             "belongs to its address from the start and cannot be assigned; assign another prefix, or let the "
-            "address hand it over (transfer_namespace_admin)"
+            "address hand it over (Namespace.transfer_admin)"
         )
     return prefix
 

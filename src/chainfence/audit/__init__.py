@@ -4,7 +4,7 @@ The registry's events are the record: :class:`LeaseEvent` is one of them,
 decoded, with the resource's name (from ``ResourceNamed``) and the block's
 timestamp (chain time). ::
 
-    for event in registry.history("reports/daily"):
+    for event in audit.history(registry, "reports/daily"):   # await it for an AsyncRegistry
         reason = event.reason.name.lower() if event.reason is not None else "-"  # acquisitions only
         print(event.block_timestamp, event.kind.value, event.token, event.holder, reason)
 
@@ -15,8 +15,8 @@ Names are untrusted: anyone can publish one by calling the contract, so
 ``resource_display`` is always safe to print (escaped; never spoofable by
 control or bidi-override characters).
 
-The history is written in :mod:`chainfence.audit._history` (``Registry.history``
-runs it too); beside it are the audit index (:mod:`chainfence.audit.index`), the
+The history is written in :mod:`chainfence.audit._history` (the one route to it: the
+registry has none); beside it are the audit index (:mod:`chainfence.audit.index`), the
 timeline (:mod:`chainfence.audit.timeline`) and the watchdog
 (:mod:`chainfence.audit.watchdog`).
 """

@@ -4,7 +4,7 @@ The registry's events are the record: :class:`LeaseEvent` is one of them,
 decoded, with the resource's name (from ``ResourceNamed``) and the block's
 timestamp (chain time). ::
 
-    for event in registry.history("reports/daily"):
+    for event in audit.history(registry, "reports/daily"):
         reason = event.reason.name.lower() if event.reason is not None else "-"  # acquisitions only
         print(event.block_timestamp, event.kind.value, event.token, event.holder, reason)
 
@@ -15,19 +15,21 @@ Names are untrusted: anyone can publish one by calling the contract, so
 ``resource_display`` is always safe to print (escaped; never spoofable by
 control or bidi-override characters).
 
-Written once, as steps (:func:`history_steps`): :func:`history` runs them, and so do
-``Registry.history`` and its asyncio twin (the registry imports this module only when
-one is called); :mod:`chainfence.audit` exports :func:`history`, :class:`LeaseEvent`
-and :class:`EventKind`.
+Written once, as steps (:func:`history_steps`): :func:`history` runs them over either face of a
+registry (blocking for a :class:`~chainfence.Registry`, awaited for an
+:class:`~chainfence.aio.AsyncRegistry`); :mod:`chainfence.audit` exports :func:`history`,
+:class:`LeaseEvent` and :class:`EventKind`. The registry never imports it.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from .._core.effects import RPC, Blocking, Steps
+from .._core.faces import AsyncFace
 from .._node import events as _events
 from .._sdk import names as _names
 from .._sdk import validate as _validate
@@ -92,6 +94,18 @@ class LeaseEvent:
     admin: str | None = None
 
 
+@overload
+def history(
+    registry: AsyncFace[Any],
+    resource: str | None = None,
+    *,
+    holder: str | None = None,
+    token: int | None = None,
+    from_block: int | None = None,
+    to_block: int | str = "latest",
+    index: Any = None,
+) -> Coroutine[Any, Any, list[LeaseEvent]]: ...
+@overload
 def history(
     registry: RegistryContract,
     resource: str | None = None,
@@ -101,8 +115,19 @@ def history(
     from_block: int | None = None,
     to_block: int | str = "latest",
     index: Any = None,
-) -> list[LeaseEvent]:
-    """Lease events of ``registry``, oldest first, filtered on the indexed fields given.
+) -> list[LeaseEvent]: ...
+def history(
+    registry: RegistryContract | AsyncFace[Any],
+    resource: str | None = None,
+    *,
+    holder: str | None = None,
+    token: int | None = None,
+    from_block: int | None = None,
+    to_block: int | str = "latest",
+    index: Any = None,
+) -> list[LeaseEvent] | Coroutine[Any, Any, list[LeaseEvent]]:
+    """Lease events of ``registry``, oldest first, filtered on the indexed fields given: a list from a
+    :class:`~chainfence.Registry`, an awaitable of one from an :class:`~chainfence.aio.AsyncRegistry`.
 
     ``resource`` is a name (a claimed work item's: ``"workset»item"``); ``holder`` an address; ``token``
     a fencing token.
@@ -111,12 +136,13 @@ def history(
 
     ``index`` (an :class:`~chainfence.audit.index.AuditIndex`): synced first
     (only the blocks it lacks are read, checked in the index's own completeness mode), then answered
-    from the file instead of every event since the deployment. The same as ``registry.history(...)``.
+    from the file instead of every event since the deployment.
     """
+    core = registry._core if isinstance(registry, AsyncFace) else registry
     steps = history_steps(
-        registry, resource, holder=holder, token=token, from_block=from_block, to_block=to_block, index=index
+        core, resource, holder=holder, token=token, from_block=from_block, to_block=to_block, index=index
     )
-    return registry._drive(steps)  # type: ignore[no-any-return]
+    return registry._drive(steps)
 
 
 def history_steps(

@@ -53,7 +53,13 @@ Sync (:meth:`AuditIndex.sync`)
     chain's. On a mismatch (and only then) the index rewinds to the newest
     block it holds whose hash the chain still has (the fork point), deletes
     everything after it, replays the leases it touched, and indexes again
-    from there.
+    from there. A provider whose history never settles (another hash for a
+    block each time it is asked: a liar, or a load balancer over nodes on
+    different forks) is refused after :data:`MAX_REWINDS` rewinds in one
+    sync (:class:`~chainfence.errors.HistoryUnsettled`); from its first
+    rewind on, a sync writes in one transaction, committed when it returns,
+    so that error (or any other after a rewind) leaves the index as it was
+    before the rewind.
 
     An answer the sync cannot index is refused, typed, with nothing of its
     page indexed (:class:`~chainfence.errors.LogsIncomplete`: the cursor
@@ -113,7 +119,7 @@ from .._sdk import names as _names
 from .._sdk import validate as _validate
 from ..chain import Chain
 from ..endings import End
-from ..errors import AuditIndexMismatch, ChainError, ChainfenceError, InvalidInput, LogsIncomplete
+from ..errors import AuditIndexMismatch, ChainfenceError, HistoryUnsettled, InvalidInput, LogsIncomplete
 from . import _pages, _projection
 from ._pages import DEFAULT_LIMIT, MAX_LIMIT, Page
 from ._projection import ENDINGS
@@ -139,6 +145,11 @@ __all__ = [
 ]
 
 _SCHEMA_VERSION = "3"
+
+#: The rewinds one sync makes before it calls the provider's history unsettled (HistoryUnsettled): a chain
+#: reorganises a few blocks at a time and settles within a sync; a provider that answers each block with
+#: another hash each time never does (it was 1,000 rewinds and a bare ChainError, issue 25).
+MAX_REWINDS = 16
 
 #: SQLite's page cache per connection (KiB) and memory map (bytes): an index of 100,000 events is ~50 MB.
 _CACHE_KIB = 65_536
@@ -177,7 +188,42 @@ class Indexed(Protocol):
 
 
 class _Reorg(Exception):
-    """A block the index holds (or a page's log) is no longer the chain's."""
+    """Block ``block``, which the index holds, is no longer the chain's."""
+
+    def __init__(self, message: str, block: int):
+        super().__init__(message)
+        self.block = block
+
+
+class _Tentative:
+    """A sync's writes from its first rewind on, in one transaction (:meth:`begin`) under the index's lock:
+    each page and rewind a savepoint in it (:class:`AuditIndex._Tx`), the whole kept or undone at the
+    sync's end (:meth:`end`). Readers in other threads wait for it (they share the connection: they must
+    not see what may be undone); other processes read the index as it was before the rewind."""
+
+    def __init__(self, index: AuditIndex):
+        self.index = index
+        self.open = False
+
+    def begin(self) -> None:
+        if self.open:
+            return
+        self.index._lock.acquire()
+        try:
+            self.index._conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.index._lock.release()
+            raise
+        self.open = self.index._tentative_open = True
+
+    def end(self, keep: bool) -> None:
+        if not self.open:
+            return
+        self.open = self.index._tentative_open = False
+        try:
+            self.index._conn.execute("COMMIT" if keep else "ROLLBACK")
+        finally:
+            self.index._lock.release()
 
 
 class _Unread:
@@ -219,8 +265,8 @@ class AuditIndex:
 
     ``completeness`` is the mode of every sync of this object that names none
     (``"bloom"`` or ``"receipts"``, see :meth:`sync`): the syncs other parts
-    make on their own before they read, ``registry.history(index=...)`` and
-    ``registry.stuck(index=...)``, check each block as strictly as the index's
+    make on their own before they read, ``audit.history(registry, index=...)`` and
+    ``watchdog.stuck(registry, index=...)``, check each block as strictly as the index's
     owner chose.
     """
 
@@ -231,6 +277,7 @@ class AuditIndex:
         self.completeness = _completeness.mode_of(completeness, default="bloom")
         self.path = str(path)
         self._lock = threading.RLock()
+        self._tentative_open = False  # a sync's writes since its first rewind are one transaction (_Tentative)
         if self.path != ":memory:" and not Path(self.path).resolve().parent.is_dir():
             raise InvalidInput(f"cannot create an audit index at {self.path}: its directory does not exist")
         try:
@@ -367,17 +414,26 @@ class AuditIndex:
 
         def __enter__(self) -> sqlite3.Connection:
             self.index._lock.acquire()
-            self.index._conn.execute("BEGIN IMMEDIATE")
+            self.nested = self.index._tentative_open  # inside a sync's tentative transaction: a savepoint
+            self.index._conn.execute("SAVEPOINT page" if self.nested else "BEGIN IMMEDIATE")
             return self.index._conn
 
         def __exit__(self, exc_type: Any, *rest: object) -> None:
             try:
-                self.index._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+                if not self.nested:
+                    self.index._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+                else:
+                    if exc_type is not None:
+                        self.index._conn.execute("ROLLBACK TO page")
+                    self.index._conn.execute("RELEASE page")
             finally:
                 self.index._lock.release()
 
     def _write(self) -> AuditIndex._Tx:
         return AuditIndex._Tx(self)
+
+    def _tentative(self) -> _Tentative:
+        return _Tentative(self)
 
     # -- sync -------------------------------------------------------------------
 
@@ -424,7 +480,12 @@ class AuditIndex:
         page cannot hold (of another block than those asked or than its
         header, or one that does not read): what was committed stays, nothing
         of that page is, and the next sync resumes there. It rewinds only
-        where a block it holds is no longer the chain's.
+        where a block it holds is no longer the chain's, at most
+        :data:`MAX_REWINDS` times: once more raises
+        :class:`~chainfence.errors.HistoryUnsettled` (a provider that keeps
+        changing its history). From its first rewind on, what the sync writes
+        is committed when it returns: an error (or a crash) after a rewind
+        leaves the index as it was before it.
         """
         if not isinstance(getattr(registry, "chain", None), Chain) or not isinstance(
             getattr(registry, "address", None), str
@@ -450,66 +511,97 @@ class AuditIndex:
         withdrawn: int | None = None
         start = deployment if synced is None else synced + 1
         first = start
-        events = pages = 0
+        events = pages = rewinds = 0
         rewound: int | None = None
-        for _attempt in range(1_000):  # each round ends at the target, at a held block, or at a reorg, rewound
-            try:
-                if synced is not None:
-                    self._check_block(chain, synced)  # a chain that got shorter or another branch: a reorg
-                if synced is not None and synced > confirmed:
-                    # Blocks with fewer confirmations than asked (synced with fewer before): not answered from.
-                    withdrawn = self._truncate(max(confirmed, deployment - 1), deployment)
-                    logger.info("audit index: withdrew blocks after %d (fewer than %d confirmations)", withdrawn, depth)
-                    synced = withdrawn if withdrawn >= deployment else None
-                    start = first = deployment if synced is None else synced + 1
-                for page_first, page_last, logs in _events.fetch(
-                    chain, registry.address, from_block=start, to_block=last, max_range=max_blocks
-                ):
-                    reached, written, held = self._index_page(
-                        chain, registry.address, page_first, page_last, logs, _before_commit, mode
-                    )
-                    events += written
-                    pages += 1
-                    if reached is not None:
-                        synced, start = reached, reached + 1
-                    _metrics.audit_page(synced, last, written)
-                    if progress is not None:
-                        progress(page_last if held is None else held[0] - 1, first, last)
-                    if held is not None:
-                        logger.warning("audit index: not past block %d yet: %s", held[0], held[1])
-                        _metrics.audit_synced("held", synced, last)
-                        return SyncResult(
-                            from_block=first,
-                            to_block=start - 1,
-                            events=events,
-                            pages=pages,
-                            rewound_to=rewound,
-                            held_at=held[0],
-                            held_because=held[1],
-                            withdrawn_to=withdrawn,
+        before_rewinds: int | None = None  # where the index stood at the first rewind (what an error leaves)
+        tentative = self._tentative()
+        kept = False
+        try:
+            while True:  # each round ends at the target, at a held block, or at a reorg, rewound (MAX_REWINDS)
+                try:
+                    if synced is not None:
+                        self._check_block(chain, synced)  # a chain that got shorter or another branch: a reorg
+                    if synced is not None and synced > confirmed:
+                        # Blocks with fewer confirmations than asked (synced with fewer before): not answered from.
+                        withdrawn = self._truncate(max(confirmed, deployment - 1), deployment)
+                        logger.info(
+                            "audit index: withdrew blocks after %d (fewer than %d confirmations)", withdrawn, depth
                         )
-                _metrics.audit_synced("ok", synced, last)
-                return SyncResult(
-                    from_block=first,
-                    to_block=last,
-                    events=events,
-                    pages=pages,
-                    rewound_to=rewound,
-                    withdrawn_to=withdrawn,
-                )
-            except _Reorg as reorg:
-                logger.warning("audit index: %s; looking for the fork point", reorg)
-                rewound = self._rewind(chain, deployment)
-                synced = rewound if rewound >= deployment else None
-                start = rewound + 1 if synced is not None else deployment
-            except _Moved as moved:
-                logger.info("audit index: %s; resuming after it", moved)
-                synced = self._int_meta("synced_block")
-                start = deployment if synced is None else synced + 1
-            except ChainfenceError:
-                _metrics.audit_synced("error", synced, last)
-                raise
-        raise ChainError("the chain kept reorganising under the audit index sync")  # pragma: no cover
+                        synced = withdrawn if withdrawn >= deployment else None
+                        start = first = deployment if synced is None else synced + 1
+                    for page_first, page_last, logs in _events.fetch(
+                        chain, registry.address, from_block=start, to_block=last, max_range=max_blocks
+                    ):
+                        reached, written, held = self._index_page(
+                            chain, registry.address, page_first, page_last, logs, _before_commit, mode
+                        )
+                        events += written
+                        pages += 1
+                        if reached is not None:
+                            synced, start = reached, reached + 1
+                        _metrics.audit_page(synced, last, written)
+                        if progress is not None:
+                            progress(page_last if held is None else held[0] - 1, first, last)
+                        if held is not None:
+                            logger.warning("audit index: not past block %d yet: %s", held[0], held[1])
+                            _metrics.audit_synced("held", synced, last)
+                            kept = True
+                            return SyncResult(
+                                from_block=first,
+                                to_block=start - 1,
+                                events=events,
+                                pages=pages,
+                                rewound_to=rewound,
+                                held_at=held[0],
+                                held_because=held[1],
+                                withdrawn_to=withdrawn,
+                            )
+                    _metrics.audit_synced("ok", synced, last)
+                    kept = True
+                    return SyncResult(
+                        from_block=first,
+                        to_block=last,
+                        events=events,
+                        pages=pages,
+                        rewound_to=rewound,
+                        withdrawn_to=withdrawn,
+                    )
+                except _Reorg as reorg:
+                    if rewinds == MAX_REWINDS:
+                        raise self._unsettled(chain, reorg, rewinds, rewound, before_rewinds) from None
+                    logger.warning("audit index: %s; looking for the fork point", reorg)
+                    if not tentative.open:
+                        before_rewinds = self._int_meta("synced_block")
+                        tentative.begin()  # kept only if the sync ends (its history settled): see _Tentative
+                    rewound = self._rewind(chain, deployment)
+                    rewinds += 1
+                    synced = rewound if rewound >= deployment else None
+                    start = rewound + 1 if synced is not None else deployment
+                except _Moved as moved:
+                    logger.info("audit index: %s; resuming after it", moved)
+                    synced = self._int_meta("synced_block")
+                    start = deployment if synced is None else synced + 1
+        except ChainfenceError:
+            _metrics.audit_synced("error", synced, last)
+            raise
+        finally:
+            tentative.end(kept)
+
+    def _unsettled(
+        self, chain: Chain, reorg: _Reorg, rewinds: int, fork: int | None, synced: int | None
+    ) -> HistoryUnsettled:
+        """The error for a sync whose provider replaced a block the index held once more after ``rewinds``
+        rewinds (the last to ``fork``); ``synced``: where the index stood before the first, as it is left."""
+        from .._node.jsonrpc import name_of_chain
+
+        return HistoryUnsettled(
+            rewinds=rewinds,
+            block=reorg.block,
+            fork_block=fork,
+            synced=synced,
+            source=name_of_chain(chain),
+            detail=str(reorg),
+        )
 
     def _check_block(self, chain: Chain, number: int) -> None:
         row = self._conn.execute("SELECT hash FROM blocks WHERE number = ?", (number,)).fetchone()
@@ -517,7 +609,7 @@ class AuditIndex:
             return
         block = chain.rpc.block(number)
         if block is None or bytes(block["hash"]) != bytes(row[0]):
-            raise _Reorg(f"block {number}, the last one indexed, is no longer the chain's")
+            raise _Reorg(f"block {number}, the last one indexed, is no longer the chain's", number)
 
     def _index_page(
         self,
@@ -539,13 +631,13 @@ class AuditIndex:
         headers: dict[int, Any] = {}  # as the node sent them: a header per block, unformatted
         for number, found in zip(numbers, chain.rpc.blocks(numbers, raw=True), strict=True):
             if found is None:
-                raise _Reorg(f"the node has no block {number} any more")
+                raise _Reorg(f"the node has no block {number} any more", number)
             headers[number] = found
         hashes = {number: _completeness.block_hash(header) for number, header in headers.items()}
         if synced is not None and synced in headers:
             stored = self._conn.execute("SELECT hash FROM blocks WHERE number = ?", (synced,)).fetchone()
             if stored is not None and hashes[synced] != bytes(stored[0]):
-                raise _Reorg(f"block {synced}, the last one indexed, was replaced")
+                raise _Reorg(f"block {synced}, the last one indexed, was replaced", synced)
         for entry in logs:
             if entry.block_hash != hashes.get(entry.block_number):
                 # Not a reorganisation the index can rewind (the blocks it holds are the chain's, checked

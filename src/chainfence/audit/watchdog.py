@@ -12,7 +12,7 @@ each ``LeaseRenewed`` event; the watchdog reads those events and lists::
 
 ::
 
-    report = registry.stuck(renewals=3, longer_than=3_600)
+    report = watchdog.stuck(registry, renewals=3, longer_than=3_600)
     for lease in report.stuck:
         print(lease.resource_display, lease.holder, lease.unchanged_renewals)
 
@@ -35,18 +35,20 @@ untrusted bytes from the chain: ``resource`` is set only for a name the SDK
 would publish (a claimed item's: ``workset»item``), ``resource_display`` is
 always safe to print, an item as ``workset»item``.
 
-Written once, as steps (:func:`stuck_steps`): :func:`stuck` runs them, and so do
-``Registry.stuck`` and its asyncio twin (the registry imports this module only when
-one is called: the SDK's layer does not import the audit's otherwise).
+Written once, as steps (:func:`stuck_steps`): :func:`stuck` runs them over either face of a
+registry (blocking for a :class:`~chainfence.Registry`, awaited for an
+:class:`~chainfence.aio.AsyncRegistry`). The registry never imports it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, cast, overload
 
 from .. import endings
 from .._core.effects import RPC, Blocking, Steps
+from .._core.faces import AsyncFace
 from .._node import events as _events
 from .._sdk.block_times import BlockTimes
 from .._sdk.contract import RegistryContract
@@ -149,6 +151,16 @@ def _positive(value: object, what: str, *, optional: bool = False) -> int | None
     return value
 
 
+@overload
+def stuck(
+    registry: AsyncFace[Any],
+    *,
+    renewals: int = DEFAULT_RENEWALS,
+    longer_than: int | None = None,
+    from_block: int | None = None,
+    index: Any = None,
+) -> Coroutine[Any, Any, StuckReport]: ...
+@overload
 def stuck(
     registry: RegistryContract,
     *,
@@ -156,16 +168,26 @@ def stuck(
     longer_than: int | None = None,
     from_block: int | None = None,
     index: Any = None,
-) -> StuckReport:
+) -> StuckReport: ...
+def stuck(
+    registry: RegistryContract | AsyncFace[Any],
+    *,
+    renewals: int = DEFAULT_RENEWALS,
+    longer_than: int | None = None,
+    from_block: int | None = None,
+    index: Any = None,
+) -> StuckReport | Coroutine[Any, Any, StuckReport]:
     """Leases alive but stuck (``renewals`` renewals in a row with an unchanged progress
     marker), crashed (expired without release), and, with ``longer_than`` (seconds), held
-    longer than that under one token. See the module docstring.
+    longer than that under one token, of ``registry``: the report from a
+    :class:`~chainfence.Registry`, an awaitable of it from an :class:`~chainfence.aio.AsyncRegistry`.
+    See the module docstring.
 
     ``index`` (an :class:`~chainfence.audit.index.AuditIndex`): synced first, then
-    the events are read from it instead of from the chain since the deployment.
-    The same as ``registry.stuck(...)``."""
-    steps = stuck_steps(registry, renewals=renewals, longer_than=longer_than, from_block=from_block, index=index)
-    return registry._drive(steps)  # type: ignore[no-any-return]
+    the events are read from it instead of from the chain since the deployment."""
+    core = registry._core if isinstance(registry, AsyncFace) else registry
+    steps = stuck_steps(core, renewals=renewals, longer_than=longer_than, from_block=from_block, index=index)
+    return registry._drive(steps)
 
 
 def stuck_steps(

@@ -34,6 +34,8 @@ from ..errors import (
     AuditIndexDiffers,
     AuditIndexMismatch,
     ChainfenceError,
+    CommandNotFound,
+    CommandNotRun,
     InvalidInput,
     LeaseHeld,
     LeaseLost,
@@ -66,8 +68,8 @@ EXIT_INDEX_DIFFERS = AuditIndexDiffers.exit_code  # 12: `audit verify`: the inde
 EXIT_UNVERIFIED = UnverifiedAnswer.exit_code  # 13: the proven mode: an answer did not verify, or no proofs
 # `chainfence lock` passes its command's code through; its own ends exit apart from it, as timeout(1) keeps
 # 124-127: LOCK_OWN + the code above (103: held, 107: the lease was lost, 102: usage), and as a shell does:
-EXIT_CANNOT_RUN = 126  # `lock`: the command was found but cannot be run (not executable)
-EXIT_NOT_FOUND = 127  # `lock`: no such command
+EXIT_CANNOT_RUN = CommandNotRun.exit_code  # 126: `lock`: the command was found but cannot be run (not executable)
+EXIT_NOT_FOUND = CommandNotFound.exit_code  # 127: `lock`: no such command
 #: What ``chainfence lock`` adds to the code of each of its own ends (:func:`lock_exit_code`).
 LOCK_OWN = 100
 
@@ -92,7 +94,7 @@ exit codes:
   3  lease held by someone else (`chainfence lock` exits 103 for it: below)
   4  token not current: stale, unknown, expired, released, unconfirmed, or not yours
   5  connection problem: node unreachable, wrong chain, a chain that lost history (rolled back),
-     no registry at the address, no anvil
+     a provider whose history keeps changing (audit sync), no registry at the address, no anvil
   6  transaction timed out (cancelled: nothing happened) or outcome unknown (reconcile: chainfence tx HASH...);
      `chainfence tx`: not settled yet
   7  the lease was lost (`chainfence lock` exits 107 for it: below)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from ..audit import EventKind
+from ..audit import EventKind, history
 from ..chain import Chain
 from ..errors import ChainfenceError, TokenNotCurrent
 from ..guard import Guard
@@ -172,7 +172,7 @@ def _history(out: TextIO, registry: Registry, start: int) -> list[tuple[str, int
     rows = []
     print(f"\nLease history of {RESOURCE!r}, read back from the registry's events:", file=out)
     print(f"  {'time':<7}  {'event':<9} {'token':>5}  {'holder':<8} detail", file=out)
-    for event in registry.history(RESOURCE):
+    for event in history(registry, RESOURCE):
         holder = names.get(event.holder, event.holder)
         if event.kind is EventKind.ACQUIRED:
             assert event.reason is not None and event.expires_at is not None

@@ -203,7 +203,7 @@ def _claim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         raise UsageError("no items: name them, or pass --items-file")
     chain, registry = connect(args, needs_key=True)
     with waiting(chain, args, f"claim {args.workset}"):
-        lease = registry.claim(args.workset, items, ttl=args.ttl, confirmations=args.confirmations)
+        lease = registry.workset(args.workset).claim(items, ttl=args.ttl, confirmations=args.confirmations)
     if lease is None:
         emit(
             args,

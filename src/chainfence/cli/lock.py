@@ -60,13 +60,19 @@ from typing import Any
 
 from .. import endings
 from ..endings import End, LocalEnd, Refusal
-from ..errors import ChainfenceError, InvalidInput, LeaseHeld, LeaseLost, NodeUnreachable
+from ..errors import (
+    ChainfenceError,
+    CommandNotFound,
+    CommandNotRun,
+    InvalidInput,
+    LeaseHeld,
+    LeaseLost,
+    NodeUnreachable,
+)
 from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock
 from ._common import (
     EPILOG,
-    EXIT_CANNOT_RUN,
     EXIT_LOST,
-    EXIT_NOT_FOUND,
     NAME_RULES,
     UsageError,
     add_command,
@@ -312,19 +318,6 @@ def child_env(lease: Any, registry: Any, url: str | None) -> dict[str, str]:
     return env
 
 
-class CommandNotRun(ChainfenceError):
-    """The command was found but could not be started (not executable): nothing ran; the lease was released.
-    ``lock`` exits 126, as a shell does."""
-
-    exit_code = EXIT_CANNOT_RUN
-
-
-class CommandNotFound(CommandNotRun):
-    """No such command: nothing ran; the lease was released. ``lock`` exits 127, as a shell does."""
-
-    exit_code = EXIT_NOT_FOUND
-
-
 def _say_err(message: str) -> None:
     try:
         print(message, file=sys.stderr, flush=True)
@@ -497,7 +490,7 @@ def _supervise(
         )
     except OSError as exc:
         refused = CommandNotFound if isinstance(exc, FileNotFoundError) else CommandNotRun
-        raise refused(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+        raise refused(command=command[0], reason=exc.strerror or str(exc)) from None
     except subprocess.SubprocessError:  # its preexec_fn could not tell the sentinel: it must not run unwatched
         raise ChainfenceError(f"did not run {command[0]!r}: its sentinel could not be told of it") from None
     sid = child.pid

@@ -195,8 +195,13 @@ def _show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     mine = args.namespace_command == "mine"
     # Another address's namespace, or any namespace's policy, is read without the key.
     _chain, registry = connect(args, needs_key=mine and args.address is None, failover=True)  # sends nothing
-    prefix = registry.namespace_of(args.address) if mine else args.prefix
-    policy = registry.namespace_policy(prefix)
+    if mine:
+        from ..namespaces import address_namespace
+
+        prefix = registry.namespace().prefix if args.address is None else address_namespace(args.address)
+    else:
+        prefix = args.prefix
+    policy = registry.namespace(prefix).policy()
     lines = [f"namespace {prefix!r} (0x{policy.namespace.hex()})"]
     if mine:
         lines.append(f"  an address namespace: its address governs the resources named {prefix}/...")
@@ -220,7 +225,7 @@ def _changed(args: argparse.Namespace, document: dict[str, Any], text: str) -> i
 def _transfer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = connect(args, needs_key=True)
     with waiting(chain, args, f"namespace transfer {args.prefix}"):
-        registry.transfer_namespace_admin(args.prefix, args.new_admin, confirmations=args.confirmations)
+        registry.namespace(args.prefix).transfer_admin(args.new_admin, confirmations=args.confirmations)
     return _changed(
         args,
         {"pending_admin": args.new_admin},
@@ -231,7 +236,7 @@ def _transfer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def _accept(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = connect(args, needs_key=True)
     with waiting(chain, args, f"namespace accept {args.prefix}"):
-        registry.accept_namespace_admin(args.prefix, confirmations=args.confirmations)
+        registry.namespace(args.prefix).accept_admin(confirmations=args.confirmations)
     return _changed(args, {"admin": registry.sender}, f"namespace {args.prefix!r}: admin is now {registry.sender}")
 
 
@@ -241,8 +246,7 @@ def _set_policy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     chain, registry = connect(args, needs_key=True)
     with waiting(chain, args, f"namespace policy set {args.prefix}"):
         # The whole policy as the transaction left it: the fields not given kept their values.
-        policy = registry.set_policy(
-            args.prefix,
+        policy = registry.namespace(args.prefix).set_policy(
             max_ttl=args.max_ttl,
             lock_delay=args.lock_delay,
             admission_required=args.admission,
@@ -259,7 +263,7 @@ def _set_policy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 def _admit(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = connect(args, needs_key=True)
     with waiting(chain, args, f"namespace admit {args.prefix}"):
-        registry.admit(args.prefix, args.holders, admitted=not args.remove, confirmations=args.confirmations)
+        registry.namespace(args.prefix).admit(args.holders, admitted=not args.remove, confirmations=args.confirmations)
     return _changed(
         args,
         {"holders": args.holders, "admitted": not args.remove},
@@ -299,6 +303,27 @@ def _admin_target(args: argparse.Namespace) -> tuple[Any, tuple[Any, Any] | None
     return target, None, _names.display(target)
 
 
+def _prefix_of(name: str | bytes, registry: Any) -> str:
+    """The namespace whose admin revokes and grants ``name``: its text before the first ``/``. A name
+    without ``/`` is in no namespace, which nobody administers: refused as the registry refuses it
+    (``NotNamespaceAdmin``, nothing sent); a prefix that is not UTF-8 names no namespace the SDK reaches
+    (``InvalidNamespace``, exit 2)."""
+    from .._sdk import names as _names
+    from ..errors import InvalidNamespace, NotNamespaceAdmin
+
+    raw = _names.held_name(name)
+    if b"/" not in raw:
+        raise NotNamespaceAdmin(namespace=bytes(32), account=registry.sender, admin="0x" + "00" * 20)
+    prefix = raw.split(b"/", 1)[0]
+    try:
+        return prefix.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidNamespace(
+            f"the namespace of {_names.display(raw)!r} is not UTF-8 text ({_names.display(prefix)!r}): "
+            "no namespace handle reaches it"
+        ) from None
+
+
 def _named(name: Any, item: tuple[Any, Any] | None, shown: str) -> dict[str, Any]:
     """The resource (and work item) fields of ``revoke``'s and ``grant``'s --json answer."""
     from .._sdk import names as _names
@@ -315,9 +340,9 @@ def _revoke(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = connect(args, needs_key=True)
     with waiting(chain, args, f"revoke {shown}"):
         if item is not None:
-            token = registry.revoke_item(*item, confirmations=args.confirmations)
+            token = registry.workset(item[0]).revoke(item[1], confirmations=args.confirmations)
         else:
-            token = registry.revoke(name, confirmations=args.confirmations)
+            token = registry.namespace(_prefix_of(name, registry)).revoke(name, confirmations=args.confirmations)
     document = {**_named(name, item, shown), "revoked_token": token, "admin": registry.sender}
     emit(args, document, f"revoked {shown} token {token} (admin {registry.sender})")
     return EXIT_OK
@@ -328,9 +353,10 @@ def _grant(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     chain, registry = connect(args, needs_key=True)
     with waiting(chain, args, f"grant {shown}"):
         if item is not None:
-            lease = registry.grant_item(*item, args.holder, args.ttl, confirmations=args.confirmations)
+            lease = registry.workset(item[0]).grant(item[1], args.holder, args.ttl, confirmations=args.confirmations)
         else:
-            lease = registry.grant(name, args.holder, args.ttl, confirmations=args.confirmations)
+            namespace = registry.namespace(_prefix_of(name, registry))
+            lease = namespace.grant(name, args.holder, args.ttl, confirmations=args.confirmations)
     emit(
         args,
         {**lease_document(lease), **_named(name, item, shown), "admin": registry.sender},
@@ -346,7 +372,9 @@ def _acquire_many(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     publishable(*args.resources)
     chain, registry = connect(args, needs_key=True)
     with waiting(chain, args, f"acquire {len(args.resources)} resources"):
-        leases = registry.acquire_many(args.resources, args.ttl, confirmations=args.confirmations)
+        from ..recipes.lease_set import LeaseSet
+
+        leases = LeaseSet.acquire(registry, args.resources, args.ttl, confirmations=args.confirmations)
 
     def text() -> str:
         lines = [f"acquired {len(leases)} resources in one transaction, expires {when(leases.expires_at, chain.now())}"]

@@ -382,8 +382,10 @@ def _stuck(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from ..audit.index import AuditIndex
 
         index = AuditIndex(args.index, completeness=mode)
-    report = registry.stuck(
-        renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block, index=index
+    from ..audit.watchdog import stuck
+
+    report = stuck(
+        registry, renewals=args.renewals, longer_than=args.longer_than, from_block=args.from_block, index=index
     )
 
     def text() -> str:

@@ -1,7 +1,7 @@
 """A guard's answers to its admission policy (:mod:`chainfence.guard.admission`), cached in memory.
 
 A local list is a set lookup. ``Admission.on_chain()`` asks the registry
-(``Registry.is_admitted``) and keeps the answer per (namespace, holder),
+(``registry.namespace(prefix).is_admitted``) and keeps the answer per (namespace, holder),
 LRU-bounded; the follower drops a namespace's answers when it applies one of
 that namespace's policy or admission events (:meth:`AdmissionCache.forget`).
 The guard's fast paths ask :meth:`AdmissionCache.admits_known` (memory only);
@@ -83,7 +83,7 @@ class AdmissionCache:
         if not verdict.fresh and self._answers.get(key) is True:
             self._note_admitted(verdict.resource, holder, epoch)
             return  # cached; dropped by the follower when the namespace's admissions change
-        admitted = holder is not None and bool(self._registry.is_admitted(verdict.resource, holder))
+        admitted = holder is not None and bool(self._registry.namespace(namespace[0]).is_admitted(holder))
         with self._lock:
             if epoch == self._epoch:  # else the follower dropped answers meanwhile: this one may be old
                 self._answers[key] = admitted

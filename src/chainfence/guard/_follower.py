@@ -357,7 +357,7 @@ class Follower:
                     continue
                 info = None if proven.status is LeaseStatus.UNHELD else proven
             else:
-                info = self._registry.last_lease_by_id(entry.resource_id, block=entry.block_number)
+                info = self._registry.last_lease(resource_id=entry.resource_id, block=entry.block_number)
             if info is not None and info.token == entry.token and endings.of_status(info.status) is End.COMPLETED:
                 done.add((entry.resource_id, entry.token))
         return done

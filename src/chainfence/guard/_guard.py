@@ -753,7 +753,7 @@ class Guard:
                 chain_token=latest,
             )
         for resource_id, name, token, holder in self._store.newest_marks(_MARKS_VERIFIED_AT_OPEN):
-            info = self.registry.last_lease_by_id(resource_id, block="latest")
+            info = self.registry.last_lease(resource_id=resource_id, block="latest")
             chain_token, chain_holder = (info.token, info.holder) if info is not None else (0, None)
             where = name or "0x" + resource_id.hex()
             if chain_token < token or (chain_token == token and holder is not None and chain_holder != holder):

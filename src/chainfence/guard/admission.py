@@ -13,7 +13,7 @@ can acquire it when free. An admission policy narrows that down::
 
 ``Admission.on_chain()``
     The allowlist of the resource's namespace, as the registry keeps it
-    (``Registry.is_admitted``): the namespace's admin decides, on-chain, for
+    (``registry.namespace(prefix).is_admitted``): the namespace's admin decides, on-chain, for
     every service at once. A resource without a namespace (no ``/`` in its
     name), or whose namespace does not require admission, admits everyone,
     exactly as the registry does when it is acquired.

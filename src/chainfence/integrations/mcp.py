@@ -70,6 +70,7 @@ from pydantic import BaseModel, Field, ValidationError
 from .. import __version__, endings, errors
 from .._sdk import names as _names
 from .._sdk import validate as _validate
+from ..audit import history as lease_history
 from ..endings import End, Refusal
 from ..errors import ChainfenceError, ChainRolledBack, InvalidInput, UnknownAccount
 from ..registry import MAX_CLAIM_ITEMS, Registry
@@ -682,7 +683,7 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         ttl: Ttl,
     ) -> ClaimResult:
         session.sender()
-        lease = registry.claim(workset, items, ttl)
+        lease = registry.workset(workset).claim(items, ttl)
         if lease is None:
             return ClaimResult(claimed=False, workset=workset, item=None, lease=None)
         return ClaimResult(claimed=True, workset=workset, item=lease.item, lease=_lease_result(lease, chain.now()))
@@ -814,7 +815,7 @@ def build_server(registry: Registry, *, name: str = "chainfence") -> MCPServer:
         ] = None,
     ) -> HistoryResult:
         resource = _name(resource, workset)
-        events = registry.history(resource)
+        events = lease_history(registry, resource)
         end = len(events)
         if before is not None:
             # A position names one event (block, transaction, log index): events logged since do not move it.

@@ -121,7 +121,7 @@ from .._core import log as _log
 from .._sdk import validate as _validate
 from ..chain import DEFAULT_TIMEOUTS, Chain, Timeouts
 from ..endings import End, Refusal
-from ..errors import ChainfenceError, InvalidInput, LeaseError, NodeUnreachable
+from ..errors import ChainfenceError, InvalidInput, LeaseError, NodeUnreachable, TokenNotCurrent
 from ..registry import Registry
 
 __all__ = ["ChainfenceDriver", "ChainfenceLock", "ToozInvalidInput", "embedded_chain", "member_account"]
@@ -400,9 +400,12 @@ class ChainfenceLock(tooz.locking.Lock):
         if lease is None or registry is None:
             return False
         try:
-            return bool(registry.is_current(self.resource, lease.token))
+            registry.check_current(self.resource, lease.token)
+        except TokenNotCurrent:
+            return False
         except ChainfenceError as exc:
             raise _tooz_error(exc, f"checking {self.resource!r}") from exc
+        return True
 
     def break_(self) -> bool:
         """End the resource's live lease, whoever holds it, by letting it expire: dev chains only.

@@ -2,34 +2,33 @@
 
 ::
 
-    with registry.acquire_many(["db/a", "db/b"], ttl=30) as leases, leases.keep():
+    with LeaseSet.acquire(registry, ["db/a", "db/b"], ttl=30) as leases, leases.keep():
         ...                                     # one renewMany per interval, one shared deadline
 
-:class:`LeaseSet` (and its asyncio twin ``AsyncLeaseSet``) holds the members,
-each a :class:`~chainfence.Lease`; :class:`LeaseSetOperations` is the
-registry's part that acquires, renews and releases sets
-(:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`), written
-as steps that both faces run.
+:class:`LeaseSet` (and its asyncio twin ``AsyncLeaseSet``: ``await AsyncLeaseSet.acquire(registry, ...)``)
+takes the set, holds the members, each a :class:`~chainfence.Lease`, and renews and releases them
+together: a recipe built on a registry's contract calls (``acquireMany``, ``renewMany``,
+``releaseMany``), written as steps that both faces run. The registry never imports it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from . import keepalive as _keepalive
-from ._core import log as _log
-from ._core import metrics as _metrics
-from ._core.effects import Steps
-from ._core.faces import AsyncDriver, AsyncFace, SyncFace, awaiting, local, mirrored, operation, twin_of
-from ._node import events as _events
-from ._node import sending as _sending
-from ._sdk import names as _names
-from ._sdk import validate as _validate
-from ._sdk.contract import MAX_MANY, RegistryContract
-from ._sdk.interrupted import settle_steps
-from .endings import End, LocalEnd, declare
-from .errors import (
+from .. import keepalive as _keepalive
+from .._core import log as _log
+from .._core import metrics as _metrics
+from .._core.effects import Steps
+from .._core.faces import AsyncDriver, AsyncFace, SyncFace, aconstructor, awaiting, drives, local, mirrored, twin_of
+from .._node import events as _events
+from .._node import sending as _sending
+from .._sdk import names as _names
+from .._sdk import validate as _validate
+from .._sdk.contract import MAX_MANY, RegistryContract
+from .._sdk.interrupted import settle_steps
+from ..endings import End, LocalEnd, declare
+from ..errors import (
     ChainError,
     ChainfenceError,
     DuplicateResource,
@@ -41,7 +40,7 @@ from .errors import (
     NotHolder,
     TokenNotCurrent,
 )
-from .keepalive import (
+from ..keepalive import (
     DEFAULT_BLOCK_TIME_MARGIN,
     DEFAULT_LATENCY_MARGIN,
     AsyncKeeper,
@@ -51,17 +50,83 @@ from .keepalive import (
     Keeping,
     keep_core,
 )
-from .lease import Lease
+from ..lease import Lease
 
 logger = _log.get(__name__)
 
-__all__ = ["AsyncLeaseSet", "LeaseSet", "LeaseSetOperations"]
+R = TypeVar("R")
+
+__all__ = ["AsyncLeaseSet", "LeaseSet"]
+
+
+def _acquire_steps(
+    cls: type[LeaseSet],
+    registry: RegistryContract,
+    resources: Sequence[str],
+    ttl: int,
+    *,
+    confirmations: int | None = None,
+) -> Steps[LeaseSet]:
+    """:meth:`LeaseSet.acquire`'s steps: ``acquireMany`` as the registry's sender."""
+    names, ttl, sender = _acquire_args(registry, resources, ttl)
+    ttl = _validate.ttl(ttl, (yield from registry._max_ttl_steps()))
+    data = registry._encode("acquireMany", [names, ttl])
+    by_id = {_validate.resource_id(name): name for name in names}
+    acquired: list[Lease] = []
+    sent = _keepalive.lease_clock()  # where the set's keep-alive counts from: before the send
+    try:
+        try:
+            receipt = yield from registry.chain._transact_steps(
+                sender, registry.address, data, confirmations=confirmations
+            )
+        except (LeaseError, DuplicateResource) as refused:  # name the resource the registry refused
+            refused_id = getattr(refused, "resource_id", None)
+            if refused_id in by_id:
+                refused.resource = by_id[refused_id]
+            if isinstance(refused, NotAdmitted) and refused.resource is None:
+                # The registry names the namespace by its hash: name it by its prefix, and its first
+                # resource of the set (one refusal names one namespace, whichever of the set's it met first).
+                for name in names:
+                    prefix = _names.namespace_prefix(name)
+                    if prefix is not None and _names.namespace_id(prefix) == refused.namespace:
+                        refused.with_resource(name)
+                        refused.namespace_name = prefix
+                        break
+            raise
+        leases = _many_leases(registry, receipt, by_id, ttl)
+        for lease in leases:
+            lease._sent_at = sent
+        acquired.extend(leases)
+    except BaseException as interrupt:
+        if not _sending.interrupted(interrupt):
+            raise
+        yield from settle_steps(
+            registry,
+            interrupt,
+            f"the acquisition of the set {names}",
+            acquired,
+            lambda receipt: _many_leases(registry, receipt, by_id, ttl),
+            handed=cls,
+            release_many=lambda leases: release_what_remains_steps(registry, leases),
+        )
+        raise
+    if len(leases) != len(names):  # pragma: no cover - the contract logs one acquisition per name
+        raise ChainError(f"acquireMany logged {len(leases)} acquisitions for {len(names)} names")
+    logger.info(
+        "acquired set resources=%s tokens=%s holder=%s expires_at=%d tx=%s",
+        names,
+        [lease.token for lease in leases],
+        leases[0].holder,
+        leases[0].expires_at,
+        leases[0].tx_hash,
+    )
+    return cls(leases)
 
 
 class LeaseSet(SyncFace):
-    """Leases on several resources taken in one transaction, all or nothing
-    (:meth:`Registry.acquire_many <chainfence.Registry.acquire_many>`): one token per resource,
-    consecutive, in the order the names were given. Each member is a :class:`~chainfence.Lease`.
+    """Leases on several resources taken in one transaction, all or nothing (:meth:`acquire`): one
+    token per resource, consecutive, in the order the names were given. Each member is a
+    :class:`~chainfence.Lease`.
 
     :meth:`renew` acts on the whole set in one transaction, all or nothing:
     if any member is no longer current (expired, superseded, revoked), nothing
@@ -80,12 +145,29 @@ class LeaseSet(SyncFace):
         self._lost: LeaseLost | None = None
         self._keeper: Keeper | None = None
 
+    @classmethod
+    @drives(_acquire_steps)
+    def acquire(
+        cls, registry: RegistryContract, resources: Sequence[str], ttl: int, *, confirmations: int | None = None
+    ) -> LeaseSet:
+        """Acquire every one of ``resources`` on ``registry`` (as its sender) for ``ttl`` seconds in ONE
+        transaction, all or nothing.
+
+        Returns the set: one :class:`~chainfence.Lease` per resource, tokens consecutive in the order
+        given. If any resource is refused (held by someone else, not admitted, in its lock-delay), none
+        is acquired and the refusal is raised (e.g. :class:`~chainfence.errors.LeaseHeld` naming that
+        resource). 1 to 64 distinct names, else :class:`~chainfence.errors.InvalidClaimItems` /
+        :class:`~chainfence.errors.DuplicateResource` and nothing is sent. An interrupt after the send
+        releases what the transaction acquired before it is re-raised (as ``registry.acquire``'s).
+        """
+        return registry._drive(_acquire_steps(cls, registry, resources, ttl, confirmations=confirmations))
+
     @property
-    def registry(self) -> LeaseSetOperations:
+    def registry(self) -> RegistryContract:
         """The registry the set was acquired from (its first member's)."""
         return self.leases[0].registry  # type: ignore[no-any-return]
 
-    def _drive(self, steps: Steps[Any]) -> Any:
+    def _drive(self, steps: Steps[R]) -> R:
         return self.registry._drive(steps)
 
     @property
@@ -110,15 +192,11 @@ class LeaseSet(SyncFace):
         return self.leases[index]
 
     def _renew_steps(self, ttl: int | None = None) -> Steps[LeaseSet]:
-        """Extend every lease of the set to ``now + ttl`` (default: the ttl they were acquired with).
-
-        Inside :meth:`keep`, the keep-alive follows the new ttl.
-        """
         ttl = self.leases[0].ttl if ttl is None else ttl
         keeper = self._keeper
         handle, sent = (None, _keepalive.lease_clock()) if keeper is None else keeper.holder_renewing(ttl)
         try:
-            expires_at = yield from self.registry._renew_many_steps(self.leases, ttl)
+            expires_at = yield from renew_many_steps(self.registry, self.leases, ttl)
         except BaseException as error:
             if handle is not None and keeper is not None:
                 keeper.holder_renewal_failed(handle, error)
@@ -129,25 +207,18 @@ class LeaseSet(SyncFace):
             keeper.holder_renewed(handle)
         return self
 
-    renew = operation(_renew_steps)
+    @drives(_renew_steps)
+    def renew(self, ttl: int | None = None) -> LeaseSet:
+        """Extend every lease of the set to ``now + ttl`` (default: the ttl they were acquired with), in
+        one ``renewMany``, all or nothing. Inside :meth:`keep`, the keep-alive follows the new ttl."""
+        return self._drive(self._renew_steps(ttl))
 
     def _release_steps(self) -> Steps[None]:
-        """End every lease of the set that is still this holder's (only with their own tokens: never a newer lease).
-
-        One ``releaseMany`` when the whole set is live. When a member has
-        ended (expired, released elsewhere, revoked, granted away,
-        superseded, rolled back), the registry refuses the whole transaction:
-        then every member's state is read, the members still live are
-        released in one transaction, and :class:`~chainfence.errors.LeaseSetLost`
-        is raised: ``ended`` maps each ended member to how it ended,
-        ``released`` names those released now. Members released are marked
-        ``released``; ended ones raise ``LeaseLost`` (their end) on ``check()``.
-        """
         keeper = self._keeper
         if keeper is not None:
             keeper.holder_closing()
         try:
-            ended, released = yield from self.registry._release_what_remains_steps(self.leases)
+            ended, released = yield from release_what_remains_steps(self.registry, self.leases)
         except BaseException as error:
             if keeper is not None:
                 keeper.holder_closed(End.RELEASED.value, error)
@@ -187,7 +258,20 @@ class LeaseSet(SyncFace):
             keeper._member = first
         raise lost
 
-    release = operation(_release_steps)
+    @drives(_release_steps)
+    def release(self) -> None:
+        """End every lease of the set that is still this holder's (only with their own tokens: never a newer lease).
+
+        One ``releaseMany`` when the whole set is live. When a member has
+        ended (expired, released elsewhere, revoked, granted away,
+        superseded, rolled back), the registry refuses the whole transaction:
+        then every member's state is read, the members still live are
+        released in one transaction, and :class:`~chainfence.errors.LeaseSetLost`
+        is raised: ``ended`` maps each ended member to how it ended,
+        ``released`` names those released now. Members released are marked
+        ``released``; ended ones raise ``LeaseLost`` (their end) on ``check()``.
+        """
+        self._drive(self._release_steps())
 
     def keep(
         self,
@@ -208,7 +292,7 @@ class LeaseSet(SyncFace):
         :class:`~chainfence.errors.LeaseSetLost` naming that member
         (``resource``, ``token``) and the way it ended (``why``, read as for a
         single lease). Leaving the block does not release the set: ``with
-        registry.acquire_many(...) as leases, leases.keep():`` does both, and
+        LeaseSet.acquire(registry, ...) as leases, leases.keep():`` does both, and
         the release then releases the members still live.
         """
         clock = _keepalive.lease_clock if clock is None else clock
@@ -289,7 +373,7 @@ class LeaseSet(SyncFace):
         return ",".join(str(token) for token in self.tokens)
 
     def _kept_renew_steps(self, ttl: Any) -> Steps[int]:
-        return self.registry._renew_many_steps(self.leases, ttl)
+        return renew_many_steps(self.registry, self.leases, ttl)
 
     def _kept_member_of(self, error: BaseException) -> Lease | None:
         resource_id = getattr(error, "resource_id", None)
@@ -356,7 +440,8 @@ class LeaseSet(SyncFace):
 
 
 class AsyncLeaseSet(AsyncFace[LeaseSet], core=LeaseSet):
-    """A :class:`LeaseSet` acquired through an :class:`~chainfence.aio.AsyncRegistry`: its members
+    """A :class:`LeaseSet` acquired through an :class:`~chainfence.aio.AsyncRegistry`
+    (``await AsyncLeaseSet.acquire(registry, names, ttl)``): its members
     (``leases``, each an ``AsyncLease``), renewed, released and kept alive together, awaited.
 
     ``async with lease_set:`` releases what it still can on exit (see :meth:`LeaseSet.release`);
@@ -389,6 +474,7 @@ class AsyncLeaseSet(AsyncFace[LeaseSet], core=LeaseSet):
     released = mirrored("released")
     keeper = mirrored("keeper")
 
+    acquire = aconstructor(LeaseSet.acquire)
     renew = awaiting(LeaseSet.renew, "self")
     release = awaiting(LeaseSet.release)
     check = local(LeaseSet.check)
@@ -445,160 +531,95 @@ class AsyncLeaseSet(AsyncFace[LeaseSet], core=LeaseSet):
         return f"<AsyncLeaseSet {self.resources!r} tokens={self.tokens}>"
 
 
-class LeaseSetOperations(RegistryContract):
-    """The registry's operations on sets of leases (part of :class:`~chainfence.Registry`)."""
-
-    def _acquire_many_steps(
-        self, resources: Sequence[str], ttl: int, *, confirmations: int | None = None
-    ) -> Steps[LeaseSet]:
-        """Acquire every one of ``resources`` for ``ttl`` seconds in ONE transaction, all or nothing.
-
-        Returns a :class:`~chainfence.LeaseSet`: one :class:`Lease` per
-        resource, tokens consecutive in the order given. If any resource is
-        refused (held by someone else, not admitted, in its lock-delay), none
-        is acquired and the refusal is raised (e.g. :class:`~chainfence.errors.LeaseHeld`
-        naming that resource). 1 to 64 distinct names, else
-        :class:`~chainfence.errors.InvalidClaimItems` /
-        :class:`~chainfence.errors.DuplicateResource` and nothing is sent.
-        An interrupt after the send releases what the transaction acquired
-        before it is re-raised (see :meth:`acquire`).
-        """
-        names, ttl, sender = self._acquire_many_args(resources, ttl)
-        ttl = _validate.ttl(ttl, (yield from self._max_ttl_steps()))
-        data = self._encode("acquireMany", [names, ttl])
-        by_id = {_validate.resource_id(name): name for name in names}
-        acquired: list[Lease] = []
-        sent = _keepalive.lease_clock()  # where the set's keep-alive counts from: before the send
-        try:
-            try:
-                receipt = yield from self.chain._transact_steps(sender, self.address, data, confirmations=confirmations)
-            except (LeaseError, DuplicateResource) as refused:  # name the resource the registry refused
-                refused_id = getattr(refused, "resource_id", None)
-                if refused_id in by_id:
-                    refused.resource = by_id[refused_id]
-                if isinstance(refused, NotAdmitted) and refused.resource is None:
-                    # The registry names the namespace by its hash: name it by its prefix, and its first
-                    # resource of the set (one refusal names one namespace, whichever of the set's it met first).
-                    for name in names:
-                        prefix = _names.namespace_prefix(name)
-                        if prefix is not None and _names.namespace_id(prefix) == refused.namespace:
-                            refused.with_resource(name)
-                            refused.namespace_name = prefix
-                            break
-                raise
-            leases = self._many_leases(receipt, by_id, ttl)
-            for lease in leases:
-                lease._sent_at = sent
-            acquired.extend(leases)
-        except BaseException as interrupt:
-            if not _sending.interrupted(interrupt):
-                raise
-            yield from settle_steps(
-                self,
-                interrupt,
-                f"the acquisition of the set {names}",
-                acquired,
-                lambda receipt: self._many_leases(receipt, by_id, ttl),
-                handed=LeaseSet,
-                release_many=self._release_what_remains_steps,
-            )
-            raise
-        if len(leases) != len(names):  # pragma: no cover - the contract logs one acquisition per name
-            raise ChainError(f"acquireMany logged {len(leases)} acquisitions for {len(names)} names")
-        logger.info(
-            "acquired set resources=%s tokens=%s holder=%s expires_at=%d tx=%s",
-            names,
-            [lease.token for lease in leases],
-            leases[0].holder,
-            leases[0].expires_at,
-            leases[0].tx_hash,
+def _acquire_args(registry: RegistryContract, resources: Sequence[str], ttl: int) -> tuple[list[str], int, str]:
+    """:meth:`LeaseSet.acquire`'s arguments checked, ttl aside: (names, ttl, sender). Nothing is sent."""
+    if isinstance(resources, (str, bytes)) or not isinstance(resources, Sequence):
+        raise InvalidClaimItems(f"resources must be a list of names, got {type(resources).__name__}")
+    names = list(resources)
+    if not 1 <= len(names) <= MAX_MANY:
+        raise InvalidClaimItems(
+            f"a lease set takes 1 to {MAX_MANY} names, got {len(names)}", count=len(names), max_count=MAX_MANY
         )
-        return LeaseSet(leases)
+    for name in names:
+        _validate.publishable(name)
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise DuplicateResource(resource=name, resource_id=_validate.resource_id(name))
+        seen.add(name)
+    return names, ttl, registry._require_sender()
 
-    acquire_many = operation(_acquire_many_steps)
 
-    def _acquire_many_args(self, resources: Sequence[str], ttl: int) -> tuple[list[str], int, str]:
-        """acquire_many()'s arguments checked, ttl aside: (names, ttl, sender). Nothing is sent."""
-        if isinstance(resources, (str, bytes)) or not isinstance(resources, Sequence):
-            raise InvalidClaimItems(f"resources must be a list of names, got {type(resources).__name__}")
-        names = list(resources)
-        if not 1 <= len(names) <= MAX_MANY:
-            raise InvalidClaimItems(
-                f"acquire_many takes 1 to {MAX_MANY} names, got {len(names)}", count=len(names), max_count=MAX_MANY
-            )
-        for name in names:
-            _validate.publishable(name)
-        seen: set[str] = set()
-        for name in names:
-            if name in seen:
-                raise DuplicateResource(resource=name, resource_id=_validate.resource_id(name))
-            seen.add(name)
-        return names, ttl, self._require_sender()
+def _many_leases(registry: RegistryContract, receipt: Any, by_id: dict[bytes, str], ttl: int) -> list[Lease]:
+    leases = []
+    for log in receipt["logs"]:
+        if log["address"] != registry.address:
+            continue
+        event = _events.decode(log)
+        if event is None or event.kind is not _events.Kind.ACQUIRED or event.resource_id not in by_id:
+            continue
+        leases.append(Lease._from_event(registry, event, receipt, resource=by_id[event.resource_id], ttl=ttl))
+    return leases
 
-    def _many_leases(self, receipt: Any, by_id: dict[bytes, str], ttl: int) -> list[Lease]:
-        leases = []
-        for log in receipt["logs"]:
-            if log["address"] != self.address:
-                continue
-            event = _events.decode(log)
-            if event is None or event.kind is not _events.Kind.ACQUIRED or event.resource_id not in by_id:
-                continue
-            leases.append(Lease._from_event(self, event, receipt, resource=by_id[event.resource_id], ttl=ttl))
-        return leases
 
-    def _renew_many_steps(self, leases: Sequence[Lease], ttl: int) -> Steps[int]:
-        ttl = _validate.ttl(ttl, (yield from self._max_ttl_steps()))
-        ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
-        receipt = yield from self._set_tx_steps(leases, "renewMany", [ids, tokens, ttl])
-        expires_at = self._event(receipt, _events.Kind.RENEWED).expires_at
-        logger.info(
-            "renewed set resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at
-        )
-        return cast(int, expires_at)
+def renew_many_steps(registry: RegistryContract, leases: Sequence[Lease], ttl: int) -> Steps[int]:
+    """``renewMany`` of ``leases`` to now + ``ttl``, all or nothing; the new expiry."""
+    ttl = _validate.ttl(ttl, (yield from registry._max_ttl_steps()))
+    ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
+    receipt = yield from _set_tx_steps(registry, leases, "renewMany", [ids, tokens, ttl])
+    expires_at = registry._event(receipt, _events.Kind.RENEWED).expires_at
+    logger.info("renewed set resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at)
+    return cast(int, expires_at)
 
-    def _release_many_steps(self, leases: Sequence[Lease]) -> Steps[None]:
-        ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
-        yield from self._set_tx_steps(leases, "releaseMany", [ids, tokens])
-        logger.info("released set resources=%s tokens=%s", [x.resource for x in leases], tokens)
 
-    def _set_tx_steps(self, leases: Sequence[Lease], function: str, args: list[Any]) -> Steps[Any]:
-        """Send a set operation; a refusal names the resource of the set it is about."""
+def release_many_steps(registry: RegistryContract, leases: Sequence[Lease]) -> Steps[None]:
+    """``releaseMany`` of ``leases``, all or nothing."""
+    ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
+    yield from _set_tx_steps(registry, leases, "releaseMany", [ids, tokens])
+    logger.info("released set resources=%s tokens=%s", [x.resource for x in leases], tokens)
+
+
+def _set_tx_steps(registry: RegistryContract, leases: Sequence[Lease], function: str, args: list[Any]) -> Steps[Any]:
+    """Send a set operation; a refusal names the resource of the set it is about."""
+    try:
+        return (yield from registry._transact_steps(function, args))
+    except LeaseError as refused:
+        by_id = {lease.resource_id: lease.resource for lease in leases}
+        if refused.resource_id in by_id:
+            refused.resource = by_id[refused.resource_id]
+        raise
+
+
+def release_what_remains_steps(
+    registry: RegistryContract, leases: Sequence[Lease]
+) -> Steps[tuple[dict[Lease, End], list[str]]]:
+    """Release every lease of ``leases`` still live; returns (the ended ones and how, the names released).
+
+    ``releaseMany`` is all or nothing: when the registry refuses it for a member that ended, every
+    member's state is read (``_end_of_steps``) and the live ones are released together.
+    """
+    remaining = list(leases)
+    ended: dict[Lease, End] = {}
+    released: list[str] = []
+    while remaining:
         try:
-            return (yield from self._transact_steps(function, args))
-        except LeaseError as refused:
-            by_id = {lease.resource_id: lease.resource for lease in leases}
-            if refused.resource_id in by_id:
-                refused.resource = by_id[refused.resource_id]
-            raise
-
-    def _release_what_remains_steps(self, leases: Sequence[Lease]) -> Steps[tuple[dict[Lease, End], list[str]]]:
-        """Release every lease of ``leases`` still live; returns (the ended ones and how, the names released).
-
-        ``releaseMany`` is all or nothing: when the registry refuses it for a member that ended, every
-        member's state is read (:meth:`_end_of_steps`) and the live ones are released together.
-        """
-        remaining = list(leases)
-        ended: dict[Lease, End] = {}
-        released: list[str] = []
-        while remaining:
-            try:
-                yield from self._release_many_steps(remaining)
-            except (TokenNotCurrent, NotHolder) as refused:
-                refusal: BaseException = refused
+            yield from release_many_steps(registry, remaining)
+        except (TokenNotCurrent, NotHolder) as refused:
+            refusal: BaseException = refused
+        else:
+            released.extend(lease.resource for lease in remaining)
+            break
+        live = []
+        for lease in remaining:
+            end = yield from registry._end_of_steps(lease)
+            if end is None:
+                live.append(lease)
             else:
-                released.extend(lease.resource for lease in remaining)
-                break
-            live = []
-            for lease in remaining:
-                end = yield from self._end_of_steps(lease)
-                if end is None:
-                    live.append(lease)
-                else:
-                    ended[lease] = end
-            if len(live) == len(remaining):
-                raise refusal  # every member reads live, yet the registry refuses: nothing learned, say so
-            remaining = live
-        return ended, released
+                ended[lease] = end
+        if len(live) == len(remaining):
+            raise refusal  # every member reads live, yet the registry refuses: nothing learned, say so
+        remaining = live
+    return ended, released
 
 
 declare(
