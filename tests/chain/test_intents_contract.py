@@ -124,7 +124,7 @@ def test_a_claim_intent_claims_for_its_signer_and_its_completion_marks_the_item_
     assert acquired.resource_id == _names.item_id("intents/jobs", "j1")
     done = Intent.complete(alice.address, acquired.resource_id, acquired.token, b"\x02" * 32, deadline=far(chain))
     perform(chain, registry, [done.sign(alice, domain)])
-    assert registry.last_lease_by_id(acquired.resource_id).status.name == "DONE"
+    assert registry.last_lease(resource_id=acquired.resource_id).status.name == "DONE"
 
 
 def test_the_lone_calls_checks_judge_the_signer(chain, registry):
@@ -160,12 +160,12 @@ def test_admission_and_lock_delay_judge_the_signer_not_the_relayer(chain):
     admin = chain.accounts[3]
     registry = Registry.deploy(chain, max_ttl=3_600, namespaces={"crew": admin})
     alice, bob = agent("alice"), agent("bob")
-    governor = registry.connect(admin)
-    governor.set_policy("crew", lock_delay=20, admission_required=True)
-    governor.admit("crew", [alice.address, bob.address])
+    crew = registry.connect(admin).namespace("crew")
+    crew.set_policy(lock_delay=20, admission_required=True)
+    crew.admit([alice.address, bob.address])
     receipt = perform(chain, registry, [acquire(chain, registry, alice, "crew/db", ttl=10)])
     assert refusals(receipt, registry) == {}
-    assert not registry.is_admitted("crew/db", chain.accounts[0]), "the relayer is not admitted"
+    assert not crew.is_admitted(chain.accounts[0]), "the relayer is not admitted"
 
     carol = agent("carol")
     receipt = perform(chain, registry, [acquire(chain, registry, carol, "crew/other")])
@@ -229,12 +229,13 @@ def test_a_replayed_acquisition_is_refused_and_the_control_a_second_lone_call_wo
     assert (found[1].guard, found[1].current) == (0, token)
     again = perform(chain, registry, [intent])
     assert isinstance(refusals(again, registry)[0], IntentStale)
-    assert registry.is_current("intents/replay", token)
+    registry.check_current("intents/replay", token)  # still current: raises if not
 
     caller = registry.connect(chain.accounts[1])
     first = caller.acquire("intents/replay-control", ttl=30)
     caller.acquire("intents/replay-control", ttl=30)
-    assert not registry.is_current("intents/replay-control", first.token), "a second landing fences off the first"
+    with pytest.raises(StaleToken):  # a second landing fences off the first
+        registry.check_current("intents/replay-control", first.token)
 
 
 def test_a_replayed_renewal_is_refused_and_a_late_one_never_lands(chain, registry):

@@ -8,8 +8,9 @@ import asyncio
 
 import pytest
 
-from chainfence import Registry
+from chainfence import LeaseSet, Registry
 from chainfence.aio import AsyncChain, AsyncRegistry
+from chainfence.audit import history as audit_history
 from chainfence.errors import InsufficientFunds, LeaseHeld
 from tests.support.relayers import agent_chain, agent_key, relay_running
 from tests.support.sequencer import wait_until
@@ -42,7 +43,7 @@ def test_an_agent_without_gas_acquires_renews_completes_and_releases_through_a_r
 
     assert chain.w3.eth.get_balance(key.address) == 0, "the agent paid nothing"
     assert chain.w3.eth.get_balance(relay.sender) < paid_before, "the relayer paid"
-    history = [(event.kind.value, event.holder) for event in registry.history("relayed/one")]
+    history = [(event.kind.value, event.holder) for event in audit_history(registry, "relayed/one")]
     assert history and all(holder == key.address for _, holder in history), history
 
 
@@ -62,10 +63,10 @@ def test_a_claim_through_a_relayer_is_the_agents(chain, registry, relayed):
     _relay, url = relayed
     key = agent_key("carol")
     agent = Registry.at(agent_chain(chain, key, url), registry.address).connect(key.address)
-    claim = agent.claim("relayed/jobs", ["a", "b"], ttl=30)
+    claim = agent.workset("relayed/jobs").claim(["a", "b"], ttl=30)
     assert (claim.item, claim.holder) == ("a", key.address)
     claim.complete(b"done")
-    again = agent.claim("relayed/jobs", ["a", "b"], ttl=30)
+    again = agent.workset("relayed/jobs").claim(["a", "b"], ttl=30)
     assert again.item == "b", "the completed item is done for good"
 
 
@@ -104,7 +105,7 @@ def test_a_kept_lease_is_renewed_through_the_relayer(chain, registry, relayed):
             lambda: _expiry(registry, "relayed/kept") not in (None, first), "a renewal through the relayer landed"
         )
         lease.check()
-    renewed = [e for e in registry.history("relayed/kept") if e.kind.value == "renewed"]
+    renewed = [e for e in audit_history(registry, "relayed/kept") if e.kind.value == "renewed"]
     assert renewed and renewed[0].holder == key.address
 
 
@@ -114,7 +115,7 @@ def test_what_is_no_lease_operation_still_needs_the_agents_gas(chain, registry, 
     key = agent_key("frank")
     agent = Registry.at(agent_chain(chain, key, url), registry.address).connect(key.address)
     with pytest.raises(InsufficientFunds):
-        agent.acquire_many(["relayed/s1", "relayed/s2"], ttl=30)
+        LeaseSet.acquire(agent, ["relayed/s1", "relayed/s2"], ttl=30)
 
 
 def _expiry(registry, name: str) -> int | None:

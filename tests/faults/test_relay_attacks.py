@@ -24,6 +24,7 @@ from chainfence.errors import (
     LeaseLost,
     RelayerRefused,
     RequestExpired,
+    StaleToken,
     TransactionTimeout,
 )
 from chainfence.integrations.relay import Limits, Relay, intent_gas
@@ -169,7 +170,7 @@ def test_a_duplicated_intent_lands_once_and_the_control_a_client_that_signs_agai
     client that signs a new intent for each retry (a new nonce), as a naive retry does, claims again when both
     are sent: the agent's own claim is fenced off twice (its token no longer current)."""
     key, agent = agent_of(chain, registry, "dup", hostile.url)
-    pending = in_thread(agent.claim, "attacks/jobs", ["a", "b", "c"], ttl=30)
+    pending = in_thread(agent.workset("attacks/jobs").claim, ["a", "b", "c"], ttl=30)
     (claim,) = hostile.wait_for(1)
     first = hostile.send([claim, claim, claim])
     hostile.send([claim])
@@ -185,11 +186,12 @@ def test_a_duplicated_intent_lands_once_and_the_control_a_client_that_signs_agai
         Intent.claim(key.address, "attacks/jobs", ["a", "b", "c"], 30, deadline=deadline, nonce=n).sign(key, domain)
         for n in (101, 102)
     ]
-    assert registry.is_current(got.resource, got.token)
+    registry.check_current(got.resource, got.token)  # current: raises if not
     hostile.send(retries)
     now_held = registry.last_lease(got.resource)
     assert now_held.token == got.token + 2, "each naive retry claimed again"
-    assert not registry.is_current(got.resource, got.token), "the agent's own claim was fenced off"
+    with pytest.raises(StaleToken):  # the agent's own claim was fenced off
+        registry.check_current(got.resource, got.token)
 
 
 def test_reordered_renewals_never_shorten_the_lease_and_the_control_of_lone_renewals_does(chain, registry, hostile):

@@ -20,7 +20,7 @@ from ._common import EXIT_OK, add_command, connect, emit, int_at_least
 
 __all__ = ["register"]
 
-_port = int_at_least(1, 65_535)
+_port = int_at_least(0, 65_535)
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -41,7 +41,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "restart (nothing lands twice). Ctrl-C stops it.",
     )
     relay.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)")
-    relay.add_argument("--port", type=_port, default=8646, help="port (default 8646)")
+    relay.add_argument("--port", type=_port, default=8646, help="port (default 8646; 0: any free one, printed)")
     relay.add_argument("--journal", help="file of the intents taken and settled, read back at a restart (default none)")
     relay.add_argument(
         "--rate", type=int_at_least(1, 1_000_000), default=120, help="intents a key may hand in a minute (default 120)"
