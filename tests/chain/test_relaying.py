@@ -121,3 +121,18 @@ def test_what_is_no_lease_operation_still_needs_the_agents_gas(chain, registry, 
 def _expiry(registry, name: str) -> int | None:
     lease = registry.lease_of(name)
     return None if lease is None else lease.expires_at
+
+
+def test_an_election_through_a_relayer(chain, registry, relayed):
+    """An agent without gas campaigns, leads (its term kept alive through the relayer) and resigns."""
+    from chainfence.recipes.election import Election
+
+    _relay, url = relayed
+    key = agent_key("grace")
+    agent = Registry.at(agent_chain(chain, key, url), registry.address).connect(key.address)
+    election = Election(agent, "relayed/leader", ttl=30)
+    with election.campaign(wait=0) as leadership:
+        leader = election.leader()
+        assert leader is not None and leader.holder == key.address == leadership.holder
+        leadership.check()
+    assert election.leader() is None, "resigned: the term was released through the relayer"

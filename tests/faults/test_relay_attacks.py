@@ -313,3 +313,54 @@ def test_a_flood_of_one_keys_valid_intents_is_held_to_its_rate_and_cap_and_the_c
     unlimited = Relay(registry.connect(chain.accounts[0]), limits=Limits(rate=1_000_000, spend_cap=10**12))
     answers = [unlimited.take(body)[0] for body in flood(40)]  # control
     assert answers.count(200) == 40 and unlimited.spent(flooder.address) > cap
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Hostile intents handed to the real relayer
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_hostile_intents_are_refused_by_the_relayer_before_it_pays(chain, registry):
+    """Handed to the relayer: an intent past its deadline, one signed for another registry, one signed by a key
+    that is not its holder's, and one of a contract holder whose ERC-1271 check loops until its gas is gone: each
+    is refused (422) and nothing is charged or queued. A replay of a landed intent is taken (its signature is
+    its holder's) and refused by the registry, charged to that holder. Control: the gas bomb sent unchecked (what
+    a relayer that did not ask the registry first would send) costs the batch its whole stipend."""
+    from tests.support.intents import GAS_BOMB, deploy_runtime
+
+    relay = Relay(registry.connect(chain.accounts[0]))
+    domain = registry.eip712_domain()
+    other = Registry.deploy(chain, max_ttl=3_600)
+    alice, mallory = agent_key("h-alice"), agent_key("h-mallory")
+    bomb = deploy_runtime(chain, GAS_BOMB)
+    deadline = chain.now() + 600
+
+    def body(intent: Intent) -> bytes:
+        return json.dumps({"intents": [intent.to_json()]}).encode()
+
+    late = Intent.acquire(alice.address, "attacks/h1", 30, latest_token=0, deadline=chain.now() - 1).sign(alice, domain)
+    foreign = Intent.acquire(alice.address, "attacks/h2", 30, latest_token=0, deadline=deadline).sign(
+        alice, other.eip712_domain()
+    )
+    forged = Intent.acquire(alice.address, "attacks/h3", 30, latest_token=0, deadline=deadline).sign(mallory, domain)
+    bombed = Intent.acquire(bomb, "attacks/h4", 30, latest_token=0, deadline=deadline)
+    bombed = Intent(**{**bombed.__dict__, "signature": b"\x01" * 65})
+    for hostile_intent in (late, foreign, forged, bombed):
+        status, answer = relay.take(body(hostile_intent))
+        assert status == 422, (status, answer)
+    assert relay.pending() == 0 and relay.spent(alice.address) == 0 and relay.spent(bomb) == 0
+
+    mine = Intent.acquire(alice.address, "attacks/h5", 30, latest_token=0, deadline=deadline).sign(alice, domain)
+    assert relay.take(body(mine))[0] == 200 and relay.send_once() == 1
+    landed = registry.last_lease("attacks/h5")
+    assert landed.holder == alice.address
+    assert relay.take(body(mine))[0] == 200, "a replay is signed by its holder: taken, for the registry to judge"
+    charged = relay.spent(alice.address)
+    assert relay.send_once() == 1
+    assert registry.last_lease("attacks/h5").token == landed.token, "the replay did not land"
+    assert relay.status(mine.digest(domain))["status"] == "refused"
+    assert relay.spent(alice.address) <= charged, "the refused replay was charged to its holder, at its share"
+
+    data = registry._encode("performIntents", [[bombed.abi()]])  # control: unchecked
+    receipt = chain.transact(chain.accounts[0], registry.address, data, gas=500_000)
+    assert receipt["gasUsed"] > 50_000, "the unchecked gas bomb burnt its stipend"
