@@ -361,6 +361,10 @@ def test_hostile_intents_are_refused_by_the_relayer_before_it_pays(chain, regist
     assert relay.status(mine.digest(domain))["status"] == "refused"
     assert relay.spent(alice.address) <= charged, "the refused replay was charged to its holder, at its share"
 
+    closed = Relay(registry.connect(chain.accounts[0]), limits=Limits(allow=frozenset({mallory.address.lower()})))
+    other_key = Intent.acquire(alice.address, "attacks/h6", 30, latest_token=0, deadline=deadline).sign(alice, domain)
+    assert closed.take(body(other_key))[0] == 403, "an allowlist closes the relayer to other keys"
+
     data = registry._encode("performIntents", [[bombed.abi()]])  # control: unchecked
     receipt = chain.transact(chain.accounts[0], registry.address, data, gas=500_000)
     assert receipt["gasUsed"] > 50_000, "the unchecked gas bomb burnt its stipend"

@@ -47,6 +47,7 @@ from typing import Any
 from .._core import log as _log
 from .._node import events as _events
 from .._node.abi import decode as abi_decode
+from .._sdk import validate as _validate
 from ..errors import ChainfenceError, InvalidInput, InvalidSignature
 from ..intents import Intent, IntentKind
 
@@ -108,7 +109,7 @@ class Limits:
             raise InvalidInput("total_spend_cap must be None or an int of at least 21000", argument="total_spend_cap")
         self.max_body, self.max_intents, self.rate, self.spend_cap = max_body, max_intents, rate, spend_cap
         self.total_spend_cap, self.max_queue = total_spend_cap, max_queue
-        self.allow = None if allow is None else frozenset(allow)
+        self.allow = None if allow is None else frozenset(_validate.address(holder, "allow") for holder in allow)
 
 
 class _Refused(Exception):
