@@ -1071,13 +1071,13 @@ class NotConfirmed(TransactionInDoubt, TimeoutError):
 
 
 class RelayerRefused(ChainError):
-    """The relayer (:mod:`chainfence.relaying`) would not take a signed intent: it answered ``status`` (HTTP)
+    """The relayer (:mod:`chainfence.relaying`) would not take a signed intent: it answered ``relayer_status`` (HTTP)
     with ``reason`` (its words: a rate limit, its spend cap for the key, an intent it judged refused). Nothing
     was sent, as far as its word goes; the intent stays valid until its deadline, so a relayer that lied may
     still land it (a lease then held until its ttl runs out, unknown to the agent: liveness, not safety)."""
 
-    template = "the relayer refused the intent: HTTP {status}: {reason}"
-    status: int | None = None
+    template = "the relayer refused the intent: HTTP {relayer_status}: {reason}"
+    relayer_status: int | None = None
     reason: str | None = None
 
 

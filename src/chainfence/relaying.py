@@ -121,7 +121,7 @@ class Relayer:
             detail = refused.read(4_096).decode("utf-8", "replace")
             raise RelayerRefused(
                 f"the relayer at {shown} refused the intent: HTTP {refused.code}: {_reason(detail)}",
-                status=refused.code,
+                relayer_status=refused.code,
                 reason=_reason(detail),
             ) from None
         except (urllib.error.URLError, OSError) as failed:

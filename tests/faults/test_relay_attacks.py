@@ -308,7 +308,7 @@ def test_a_flood_of_one_keys_valid_intents_is_held_to_its_rate_and_cap_and_the_c
             flooding.acquire(f"attacks/flooded{n}", ttl=30)
         with pytest.raises(RelayerRefused) as refused:
             flooding.acquire("attacks/flooded-more", ttl=30)
-        assert refused.value.status == 429
+        assert refused.value.relayer_status == 429
 
     unlimited = Relay(registry.connect(chain.accounts[0]), limits=Limits(rate=1_000_000, spend_cap=10**12))
     answers = [unlimited.take(body)[0] for body in flood(40)]  # control

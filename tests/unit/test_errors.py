@@ -96,7 +96,7 @@ SAMPLE = {
     "prefixes": 3,
     "reason": "a reason",
     "receipt": {"status": 0},
-    "status": 429,
+    "relayer_status": 429,
     "registry_max_ttl": 3600,
     "released": ("r",),
     "resource": "r",
