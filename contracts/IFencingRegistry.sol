@@ -144,6 +144,56 @@ interface IFencingRegistry {
         uint256 ttl;
     }
 
+    /// @notice What a signed intent ({performIntents}) asks for: the lone call its signer would make.
+    enum IntentKind {
+        /// {acquire} `name` for `ttl` seconds, while the resource's latest token is `guard`.
+        Acquire,
+        /// {acquireExclusive} `name` for `ttl` seconds, while the resource's latest token is `guard`.
+        AcquireExclusive,
+        /// {renewWithProgress} `resource` with `token` for `ttl` seconds (`data`: the progress marker),
+        /// while the lease's expiry is `guard` and the renewal moves it later.
+        Renew,
+        /// {release} `resource` with `token`.
+        Release,
+        /// {complete} `resource` with `token` (`data`: the result digest), spending nonce `guard`.
+        Complete,
+        /// {claimNext} an item of the workset `name` among `items` for `ttl` seconds, spending nonce `guard`.
+        Claim
+    }
+
+    /**
+     * @notice One signed intent of a {performIntents}: a lease operation `holder` signed (EIP-712, this
+     * registry's domain) for anyone to submit. Fields its kind does not use are ignored: pass 0, ""
+     * and []. What is signed is the kind's own EIP-712 type, its fields named as the lone call names
+     * them (see {performIntents}); `signature` is not part of it.
+     */
+    struct Intent {
+        IntentKind kind;
+        /// The signer: the lease's holder and the actor of the operation, as if it had sent the lone call.
+        address holder;
+        /// Acquire, AcquireExclusive: the resource's name. Claim: the workset's name.
+        string name;
+        /// Claim: the items, in the order {claimNext} tries them.
+        string[] items;
+        /// Renew, Release, Complete: the lease's resource id.
+        bytes32 resource;
+        /// Renew, Release, Complete: the lease's token.
+        uint256 token;
+        /// Acquire, AcquireExclusive, Renew, Claim: the ttl, in seconds.
+        uint256 ttl;
+        /// Renew: the progress marker (0: none). Complete: the result digest.
+        bytes32 data;
+        /// The replay guard. Acquire, AcquireExclusive: the resource's latest token when signed (0: never
+        /// held). Renew: the lease's expiry when signed. Complete, Claim: a nonce of the holder's (one bit
+        /// of {usedNonceBits}). Release: unused (its token is its guard).
+        uint256 guard;
+        /// The last chain time (`block.timestamp`) the intent may land at.
+        uint256 deadline;
+        /// `holder`'s signature of the intent's EIP-712 digest: 65 bytes (r, s, v; low s) from an
+        /// account's key, or whatever `holder`'s ERC-1271 `isValidSignature` accepts for a contract.
+        bytes signature;
+    }
+
     // ------------------------------------------------------------------
     // Events: emitted right after the state change they describe. Together
     // with {leaseOf} they are the on-chain record of the holder of every
@@ -280,6 +330,17 @@ interface IFencingRegistry {
     /// @param index The operation's position in the batch, from 0.
     /// @param reason The lone call's revert data, byte for byte (a FencingRegistry error).
     event BatchOpRefused(bytes32 indexed resource, address indexed caller, uint256 index, bytes reason);
+
+    /// @notice Intent `index` of a {performIntents}, signed by `holder` (its EIP-712 digest: `digest`), was
+    /// refused and did nothing: `reason` is a FencingRegistry error, byte for byte: its lone call's
+    /// revert data (which ran and was undone), or the intent's own refusal
+    /// ({FencingRegistryIntentExpired}, {FencingRegistryInvalidSignature}, {FencingRegistryIntentStale},
+    /// {FencingRegistryNonceUsed}). A refused intent spends nothing: it may still land until its deadline.
+    /// @param digest The EIP-712 digest of the intent as given: what its holder signed, if anyone did.
+    /// @param holder The intent's holder, as given (whether or not it signed it).
+    /// @param index The intent's position in the batch, from 0.
+    /// @param reason Why, as a FencingRegistry error's revert data.
+    event IntentRefused(bytes32 indexed digest, address indexed holder, uint256 index, bytes reason);
 
     /// @notice ERC-5267. Never emitted: the EIP-712 domain of a registry is fixed.
     event EIP712DomainChanged();
@@ -434,6 +495,32 @@ interface IFencingRegistry {
     /// @param admins How many admins.
     error FencingRegistryInvalidAssignments(uint256 prefixes, uint256 admins);
 
+    /// @notice {performIntents}: the intent whose digest is `digest` had to land by `deadline`; it is later.
+    /// @param digest The intent's EIP-712 digest.
+    /// @param deadline Its deadline (chain time).
+    error FencingRegistryIntentExpired(bytes32 digest, uint256 deadline);
+
+    /// @notice {performIntents}: `signature` is not `holder`'s for the intent whose EIP-712 digest is `digest`
+    /// (in this registry's domain: this chain, this registry): not its key's, or its ERC-1271
+    /// `isValidSignature` said no, reverted or ran out of its gas stipend.
+    /// @param holder The intent's holder.
+    /// @param digest The digest the signature was checked against.
+    error FencingRegistryInvalidSignature(address holder, bytes32 digest);
+
+    /// @notice {performIntents}: the state the intent was signed against is gone: its guard `guard` (an
+    /// acquisition's latest token, a renewal's expiry) now reads `current`. It landed already, or another
+    /// operation moved the state on; a renewal is also refused (`current` then equals `guard`) when it
+    /// would not move the expiry later.
+    /// @param holder The intent's holder.
+    /// @param guard The state it was signed against.
+    /// @param current The state now.
+    error FencingRegistryIntentStale(address holder, uint256 guard, uint256 current);
+
+    /// @notice {performIntents}: `holder` already spent nonce `nonce` (a complete or claim intent landed with it).
+    /// @param holder The intent's holder.
+    /// @param nonce The nonce.
+    error FencingRegistryNonceUsed(address holder, uint256 nonce);
+
     // ------------------------------------------------------------------
     // Lease operations
     // ------------------------------------------------------------------
@@ -581,6 +668,46 @@ interface IFencingRegistry {
      * acquisitions that succeeded hold consecutive tokens from it, in operation order.
      */
     function batchCalls(BatchOp[] calldata ops) external returns (uint256 refused, uint256 firstToken);
+
+    /**
+     * @notice Run 1 to 64 signed intents, each on its own: anyone may send them (a relayer pays the gas);
+     * each intent's signer is the holder and the actor of its operation, exactly as if it had sent the
+     * lone call itself. An intent refused is skipped and logged ({IntentRefused}), and the others go on.
+     * @dev Each intent is checked, then runs AS its lone call ({acquire}, {acquireExclusive},
+     * {renewWithProgress}, {release}, {complete}, {claimNext}): the registry calls itself with that call's
+     * calldata and the holder's address appended (ERC-2771, the registry its own trusted forwarder: the
+     * lone call reads its holder there when, and only when, its caller is the registry itself), so it
+     * gets every check, policy, admission, lock-delay, event and reason of the lone call, the holder in
+     * the lease and in every event. The intent's checks, in order, each refusing only that intent:
+     * - its deadline: `block.timestamp <= deadline` ({FencingRegistryIntentExpired});
+     * - its signature, over the EIP-712 digest of the kind's type in this registry's domain ({eip712Domain}:
+     *   this chain id, this registry's address), by `holder`: 65 bytes from its key (ECDSA, low s), or, for
+     *   a contract, its ERC-1271 `isValidSignature` called with a gas stipend of 50,000 and read for 32
+     *   bytes only, so a contract holder can neither bomb nor hold the batch ({FencingRegistryInvalidSignature});
+     * - its replay guard ({FencingRegistryIntentStale}, {FencingRegistryNonceUsed}): an acquisition lands
+     *   only while the resource's latest token is `guard` (landing issues a higher one); a renewal only
+     *   while the lease's expiry is `guard` and moves it later (landing moves it off `guard`, and intents
+     *   only move it later); a release carries its token, which it ends for good; a completion or claim
+     *   spends nonce `guard` (Permit2's unordered bitmap, {usedNonceBits}), and a refusal of its lone call
+     *   unspends it. An intent thus lands at most once, whoever submits it how often (one exception: a
+     *   renewal can land again if the holder itself, by a lone {renew}, moves the expiry back to exactly
+     *   its `guard` before its deadline).
+     * The EIP-712 types (`holder` the signer; `guard` under the name of what it guards):
+     *   Acquire(address holder,string name,uint256 ttl,bool exclusive,uint256 latestToken,uint256 deadline)
+     *   Renew(address holder,bytes32 resource,uint256 token,uint256 ttl,bytes32 progress,uint256 latestExpiry,uint256 deadline)
+     *   Release(address holder,bytes32 resource,uint256 token,uint256 deadline)
+     *   Complete(address holder,bytes32 resource,uint256 token,bytes32 resultDigest,uint256 nonce,uint256 deadline)
+     *   Claim(address holder,string workset,string[] items,uint256 ttl,uint256 nonce,uint256 deadline)
+     * Reverts only with {FencingRegistryInvalidItems} (0 or more than 64 intents), when an operation runs
+     * out of gas, or when less gas is left than a contract holder's stipend needs: then nothing is done,
+     * so a sender cannot starve one intent into a refusal.
+     * @return refused Bit `i` set when intent `i` was refused.
+     */
+    function performIntents(Intent[] calldata intents) external returns (uint256 refused);
+
+    /// @notice Permit2-style unordered nonces of complete and claim intents: bit `i` of word `word` set when
+    /// `holder` spent nonce `word * 256 + i`.
+    function usedNonceBits(address holder, uint256 word) external view returns (uint256);
 
     // ------------------------------------------------------------------
     // Namespaces (see the header)

@@ -38,6 +38,7 @@ ONE_HOLDER = "at most one current holder per resource"
 ENDED = "an ended lease's token never becomes current again"
 ADMIN = "no stranger acts on a namespace"
 RULES = "policies and work items hold"
+INTENTS = "a signed intent lands once, in time, for its signer only"
 
 
 class MutantError(Exception):
@@ -64,10 +65,10 @@ MUTANTS = (
     Mutant(
         "token-reused",
         "acquire does not move the counter: the next acquisition gets the same token",
-        find="""        _acquireOne(name, ttl, expiresAt, token, counter);
+        find="""        _acquireOne(name, ttl, expiresAt, token, counter, _holder());
         // The token's 48-bit check is in pack, which ran: no carry into the filter bits.
         _counter = counter.withLatest(token);""",
-        replace="""        _acquireOne(name, ttl, expiresAt, token, counter);""",
+        replace="""        _acquireOne(name, ttl, expiresAt, token, counter, _holder());""",
         caught_by=TOKENS,
     ),
     Mutant(
@@ -86,8 +87,8 @@ MUTANTS = (
     Mutant(
         "held-until-a-second-early",
         "acquire takes a live lease from its holder in its last second (expiry check off by one)",
-        find="if (previousExpiresAt > block.timestamp && previous.holder() != msg.sender) {\n            revert",
-        replace="if (previousExpiresAt > block.timestamp + 1 && previous.holder() != msg.sender) {\n            revert",
+        find="if (previousExpiresAt > block.timestamp && previous.holder() != holder) {\n            revert",
+        replace="if (previousExpiresAt > block.timestamp + 1 && previous.holder() != holder) {\n            revert",
         caught_by=ONE_HOLDER,
     ),
     Mutant(
@@ -138,7 +139,7 @@ MUTANTS = (
     Mutant(
         "release-by-anyone",
         "release checks the token but not that the caller holds it",
-        find="""        PackedLease lease = _requireHolder(resource, token);
+        find="""        PackedLease lease = _requireHolder(resource, token, holder);
         // Holder and token kept""",
         replace="""        PackedLease lease = _requireCurrentToken(resource, token);
         // Holder and token kept""",
@@ -161,9 +162,37 @@ MUTANTS = (
     Mutant(
         "grant-ignores-policy",
         "grant issues a lease to a holder the namespace does not admit, or past its maxTtl",
-        find="        _applyPolicy(ns, namespace, holder, ttl);\n",
-        replace="",
+        find="        PackedNamespace ns = _requireAdmin(namespace);\n        _applyPolicy(ns, namespace, holder, ttl);\n",
+        replace="        PackedNamespace ns = _requireAdmin(namespace);\n",
         caught_by=RULES,
+    ),
+    Mutant(
+        "intent-any-signer",
+        "performIntents takes any valid signature for the holder it names: anyone acts for anyone",
+        find="if (signer == holder && signer != address(0)) return true;",
+        replace="if (signer != address(0)) return true;",
+        caught_by=INTENTS,
+    ),
+    Mutant(
+        "intent-no-deadline",
+        "performIntents lands an intent after its deadline",
+        find="if (block.timestamp > intent.deadline) {",
+        replace="if (false) {",
+        caught_by=INTENTS,
+    ),
+    Mutant(
+        "intent-acquisition-replayed",
+        "an acquisition intent is not held to the latest token it was signed against: it lands again",
+        find="bool stale = current != guard;",
+        replace="bool stale = kind == IntentKind.Renew && current != guard;",
+        caught_by=INTENTS,
+    ),
+    Mutant(
+        "intent-relayer-holds",
+        "the lease operations ignore the signer an intent appends: the registry itself holds what intents take",
+        find="if eq(holder, address()) { holder := shr(96, calldataload(sub(calldatasize(), 20))) }",
+        replace="",
+        caught_by=ONE_HOLDER,
     ),
 )
 

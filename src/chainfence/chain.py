@@ -147,6 +147,7 @@ class _Connection(NamedTuple):
     chain_id: int | None
     confirmations: int | None
     timeouts: Timeouts
+    relayer: str | None = None
 
     def identify_steps(self) -> Steps[tuple[str | None, int]]:
         """Ask the node who it is: (the dev chain it names, or None; its chain id), in one round trip where
@@ -167,7 +168,7 @@ class _Connection(NamedTuple):
         if confirmations is None:
             confirmations = 0 if dev else DEFAULT_CONFIRMATIONS
         timeouts = self.timeouts
-        return Chain(
+        chain = Chain(
             rpc,
             self.signers,
             dev=dev,
@@ -178,6 +179,9 @@ class _Connection(NamedTuple):
             unreachable_timeout=timeouts.unreachable,
             chain_id=chain_id,
         )
+        if self.relayer is not None:
+            chain.use_relayer(self.relayer)
+        return chain
 
 
 def _connection(
@@ -188,6 +192,7 @@ def _connection(
     chain_id: int | None = None,
     confirmations: int | None = None,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    relayer: str | None = None,
     **deprecated: Any,
 ) -> _Connection:
     """The parameters of :meth:`Chain.connect` and :meth:`AsyncChain.connect`, stated once and checked
@@ -198,12 +203,15 @@ def _connection(
     if confirmations is not None:
         _confirmations(confirmations)
     keys = ([private_key] if private_key is not None else []) + list(private_keys)
+    if relayer is not None:
+        _validate.rpc_url(relayer, "relayer")
     return _Connection(
         url=url,
         signers=[_load_key(k) for k in keys],
         chain_id=chain_id,
         confirmations=confirmations,
         timeouts=timeouts,
+        relayer=relayer,
     )
 
 
@@ -283,6 +291,8 @@ class Chain(SyncFace):
         self._pending_misses = 0
         self.confirmations = _confirmations(confirmations)
         self.chain_id: int = self.rpc.chain_id() if chain_id is None else chain_id
+        #: The relayer lease operations go through (:meth:`use_relayer`), or None: sent as transactions.
+        self.relayer: Any = None
         self._sender = Sender(
             self.rpc,
             self._signers,
@@ -328,6 +338,7 @@ class Chain(SyncFace):
         chain_id: int | None = None,
         confirmations: int | None = None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        relayer: str | None = None,
         **deprecated: Any,
     ) -> Chain:
         """Connect to an EVM JSON-RPC node over HTTP(S), or over its IPC socket on this machine (``url`` a
@@ -343,7 +354,9 @@ class Chain(SyncFace):
         top of a transaction's block before it counts (default 0 on dev
         chains, :data:`DEFAULT_CONFIRMATIONS` elsewhere). ``timeouts``: how
         long each wait may take (:class:`Timeouts`: a request, a receipt, the
-        confirmations, a silent node; the polls between).
+        confirmations, a silent node; the polls between). ``relayer``: a
+        relayer's URL (``chainfence relay``): lease operations are then signed
+        intents it sends and pays for (:meth:`use_relayer`).
 
         The keywords before 0.2 (``request_timeout``, ``receipt_timeout``,
         ``confirmation_timeout``, ``unreachable_timeout``, ``poll_latency``)
@@ -357,6 +370,7 @@ class Chain(SyncFace):
             chain_id=chain_id,
             confirmations=confirmations,
             timeouts=timeouts,
+            relayer=relayer,
             **deprecated,
         )
         rpc = Rpc(connect_node(asked.url, timeout=asked.timeouts.request))
@@ -613,6 +627,23 @@ class Chain(SyncFace):
             self._transact_steps(sender, to, data, resource=resource, gas=gas, confirmations=confirmations)
         )
 
+    def use_relayer(self, url: str | None, *, valid_for: int | None = None) -> None:
+        """Send this chain's lease operations through the relayer at ``url`` (None: as transactions again).
+
+        Each acquisition, renewal, release, completion and claim is then signed by its sender's key as an
+        intent (:mod:`chainfence.intents`) that the relayer sends and pays for; the lease and its events are
+        the sender's. What happened is read from this chain's node, never from the relayer
+        (:mod:`chainfence.relaying`). ``valid_for``: seconds of chain time an intent may wait to land.
+        Every other transaction (deploying, administering namespaces, sets, group commit) is sent as before,
+        with the sender's own gas.
+        """
+        if url is None:
+            self.relayer = None
+            return
+        from .relaying import DEFAULT_VALID_FOR, Relayer
+
+        self.relayer = Relayer(url, valid_for=DEFAULT_VALID_FOR if valid_for is None else valid_for)
+
     def _transact_steps(
         self,
         sender: str,
@@ -625,6 +656,9 @@ class Chain(SyncFace):
     ) -> Steps[Any]:
         sender = self.signer(sender)
         k = self.confirmations if confirmations is None else _confirmations(confirmations)
+        if self.relayer is not None and to is not None and self.relayer.relays(data):
+            relayed = self.relayer.transact_steps(self, sender, to, data, resource=resource, confirmations=k)
+            return (yield from _named(resource, relayed))
         call: dict[str, Any] = {"from": sender, "data": data, "value": 0}
         if to is not None:  # None: contract creation
             call["to"] = to
@@ -705,6 +739,7 @@ class AsyncChain(AsyncFace[Chain]):
         chain_id: int | None = None,
         confirmations: int | None = None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        relayer: str | None = None,
         **deprecated: Any,
     ) -> AsyncChain:
         """:meth:`Chain.connect` for asyncio: the same arguments, checks and errors."""
@@ -717,6 +752,7 @@ class AsyncChain(AsyncFace[Chain]):
             chain_id=chain_id,
             confirmations=confirmations,
             timeouts=timeouts,
+            relayer=relayer,
             **deprecated,
         )
         rpc = AsyncRpc(connect_async_node(asked.url, timeout=asked.timeouts.request))
@@ -832,6 +868,15 @@ class AsyncChain(AsyncFace[Chain]):
     def key_of(self, account: object) -> LocalAccount:
         """:meth:`Chain.key_of`: the key held for ``account`` (to sign fenced requests as it)."""
         return self.chain.key_of(account)
+
+    @property
+    def relayer(self) -> Any:
+        """:attr:`Chain.relayer`: the relayer lease operations go through, or None."""
+        return self.chain.relayer
+
+    def use_relayer(self, url: str | None, *, valid_for: int | None = None) -> None:
+        """:meth:`Chain.use_relayer`: send lease operations through the relayer at ``url`` (None: as transactions)."""
+        self.chain.use_relayer(url, valid_for=valid_for)
 
     @property
     def is_dev(self) -> bool:

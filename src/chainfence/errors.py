@@ -50,6 +50,7 @@
     │   │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
     │   │   ├── OutcomeUnknown             sent, but whether it landed could not be established
     │   │   └── NotConfirmed (TimeoutError)  mined, but not k blocks deep in time
+    │   ├── RelayerRefused                 a relayer would not take a signed intent (its status and reason)
     │   ├── TransactionFailed              mined with status 0, no decodable reason
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
@@ -76,13 +77,14 @@
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     ├── CommandNotRun                      `chainfence lock`: the command could not be started; nothing ran
     │   └── CommandNotFound                `chainfence lock`: no such command
-    └── RequestRejected                    a holder-signed request failed verification
+    └── RequestRejected                    a holder-signed request (or signed intent) failed verification
         ├── MalformedRequest (ValueError)  missing or unparsable fields, a payload not the signed one
         ├── InvalidSignature               not signed by the holder it names
         ├── RequestExpired                 past its deadline
         ├── SignerNotHolder                signed by someone who does not hold the token
         ├── RequestMisdirected             signed for another resource, action or audience (``field``)
         └── ReplayedRequest                seen before
+            └── IntentStale                a signed intent's guard is gone: it landed, or the state moved on
 
 Errors are data: each class declares its fields as annotations, and :class:`ChainfenceError`
 makes from them the keyword constructor, the ``repr``
@@ -145,6 +147,7 @@ __all__ = [
     "HeadersDisagree",
     "HistoryUnsettled",
     "InsufficientFunds",
+    "IntentStale",
     "InvalidAssignments",
     "InvalidClaimItems",
     "InvalidHolder",
@@ -184,6 +187,7 @@ __all__ = [
     "ProofsNotServed",
     "ProviderUnavailable",
     "RegistryOverflow",
+    "RelayerRefused",
     "ReplayedRequest",
     "RequestExpired",
     "RequestMisdirected",
@@ -1045,7 +1049,10 @@ class TransactionInDoubt(ChainError):
 class TransactionTimeout(TransactionInDoubt, TimeoutError):
     """Not mined in time, then cancelled: a replacement with the same nonce was mined (the SDK's
     cancellation, or another process's transaction as the same account, the node having dropped ours),
-    so the original can never execute. Nothing happened; it is safe to try again."""
+    so the original can never execute. Nothing happened; it is safe to try again.
+
+    Through a relayer (:mod:`chainfence.relaying`): the signed intent did not land by its deadline, and a
+    block past it is on the chain, so the registry refuses it from now on. Nothing happened either."""
 
 
 class OutcomeUnknown(TransactionInDoubt):
@@ -1061,6 +1068,17 @@ class NotConfirmed(TransactionInDoubt, TimeoutError):
 
     receipt: Any = None
     confirmations: int = 0
+
+
+class RelayerRefused(ChainError):
+    """The relayer (:mod:`chainfence.relaying`) would not take a signed intent: it answered ``relayer_status`` (HTTP)
+    with ``reason`` (its words: a rate limit, its spend cap for the key, an intent it judged refused). Nothing
+    was sent, as far as its word goes; the intent stays valid until its deadline, so a relayer that lied may
+    still land it (a lease then held until its ttl runs out, unknown to the agent: liveness, not safety)."""
+
+    template = "the relayer refused the intent: HTTP {relayer_status}: {reason}"
+    relayer_status: int | None = None
+    reason: str | None = None
 
 
 class TransactionFailed(ChainError):
@@ -1446,16 +1464,28 @@ class MalformedRequest(RequestRejected, ValueError):
     field: str | None = None
 
 
+@_contract_error("FencingRegistryInvalidSignature")
 class InvalidSignature(RequestRejected):
-    """The signature is not the named holder's (bad, foreign, or for another registry or chain)."""
+    """The signature is not the named holder's (bad, foreign, or for another registry or chain).
+
+    For a signed intent (:class:`~chainfence.intents.Intent`) the registry says so: ``holder`` is the intent's
+    holder and ``digest`` the EIP-712 digest it checked the signature against."""
 
     http_status = 401
+    holder: str | None = None
+    digest: bytes | None = None
 
 
+@_contract_error("FencingRegistryIntentExpired")
 class RequestExpired(RequestRejected):
-    """The request's deadline has passed."""
+    """The request's deadline has passed.
+
+    For a signed intent the registry says so: ``deadline`` (chain time) of the intent whose EIP-712 digest is
+    ``digest`` is before the block it would have landed in."""
 
     http_status = 401
+    digest: bytes | None = None
+    deadline: int | None = None
 
 
 class SignerNotHolder(RequestRejected):
@@ -1473,10 +1503,28 @@ class RequestMisdirected(RequestRejected):
     expected: str | None = None
 
 
+@_contract_error("FencingRegistryNonceUsed")
 class ReplayedRequest(RequestRejected):
-    """This exact request was accepted before; a request is accepted once."""
+    """This exact request was accepted before; a request is accepted once.
+
+    For a signed intent (a completion or a claim) the registry says so: ``holder`` already spent ``nonce``."""
 
     http_status = 409
+    holder: str | None = None
+    nonce: int | None = None
+
+
+@_contract_error("FencingRegistryIntentStale")
+class IntentStale(ReplayedRequest):
+    """A signed intent's replay guard no longer holds: the state it was signed against (``guard``: an
+    acquisition's latest token, a renewal's lease expiry) now reads ``current``. It landed already (a replay),
+    or another operation moved that state on; a renewal is also refused so (``current == guard``) when it would
+    not move its lease's expiry later. Nothing was done: sign a new intent against the state as it is now."""
+
+    template = "intent of {holder} refused: it was signed against {guard}, the registry now reads {current}"
+    holder: str | None = None
+    guard: int | None = None
+    current: int | None = None
 
 
 # ---------------------------------------------------------------------------

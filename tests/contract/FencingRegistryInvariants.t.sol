@@ -44,7 +44,7 @@ contract FencingRegistryInvariants is Test {
             require(ok, "a handler call reverted");
         }
         _checkAll();
-        bytes4[19] memory entryPoints = [
+        bytes4[20] memory entryPoints = [
             IFencingRegistry.acquire.selector,
             IFencingRegistry.acquireExclusive.selector,
             IFencingRegistry.acquireMany.selector,
@@ -63,7 +63,8 @@ contract FencingRegistryInvariants is Test {
             IFencingRegistry.setNamespacePolicy.selector,
             IFencingRegistry.setAdmission.selector,
             IFencingRegistry.transferNamespaceAdmin.selector,
-            IFencingRegistry.acceptNamespaceAdmin.selector
+            IFencingRegistry.acceptNamespaceAdmin.selector,
+            IFencingRegistry.performIntents.selector
         ];
         for (uint256 i; i < entryPoints.length; ++i) {
             if (handler.wentThrough(entryPoints[i]) == 0) revert NeverWentThrough(entryPoints[i]);
@@ -72,6 +73,8 @@ contract FencingRegistryInvariants is Test {
         require(handler.endedByHolder() > 0, "no lease was ended by its holder");
         require(handler.endedByAdmin() > 0, "no lease was ended by its namespace's admin");
         require(handler.strangersRefused() > 0, "no stranger's admin call was refused");
+        require(handler.hostileIntents() > 0, "no hostile intent was sent");
+        require(handler.intentsLanded() > 0, "no intent landed");
     }
 
     /// @dev Revert, naming every invariant broken (each with its first finding), if any is. The handler checks,

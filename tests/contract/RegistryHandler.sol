@@ -35,9 +35,10 @@ contract RegistryHandler {
     uint256 public constant ENDED = 2; // an ended lease's token never becomes current again
     uint256 public constant ADMIN = 3; // no stranger acts on a namespace it does not administer
     uint256 public constant RULES = 4; // policies (admission, maxTtl, lock-delay), done items, expiries
+    uint256 public constant INTENTS = 5; // a signed intent lands once, in time, for its signer only
 
-    uint256[5] public violations;
-    string[5] public firstViolation;
+    uint256[6] public violations;
+    string[6] public firstViolation;
 
     /// @dev How often each registry function went through, by its selector; and how leases ended: what the
     /// driver test (test_everyPathIsReached) asserts the handler reaches.
@@ -46,11 +47,19 @@ contract RegistryHandler {
     uint256 public endedByHolder;
     uint256 public endedByAdmin;
     uint256 public strangersRefused;
+    /// @dev Hostile intents (another holder's, late, stale, replayed) sent, all refused (or it is a finding).
+    uint256 public hostileIntents;
+    /// @dev Intents that landed (each recorded as its signer's lone call).
+    uint256 public intentsLanded;
 
     IFencingRegistry public immutable registry;
     address[4] public actors;
+    /// @dev The actors' keys: they sign intents ({performIntents}), which the relayer sends.
+    uint256[4] internal _keys;
+    address public constant RELAYER = address(0xE1A7);
 
     uint256 internal constant NO_NAMESPACE = type(uint256).max;
+    uint256 internal constant SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141;
     /// @dev Resources 0..6 are names ({acquire}); 7..12 are work items, workset w's item i at 7 + 3w + i.
     uint256 internal constant NAMED = 7;
     uint256 internal constant ITEMS = 6;
@@ -101,6 +110,9 @@ contract RegistryHandler {
     mapping(uint256 resource => uint256[]) internal _tokensOf;
     mapping(uint256 token => Token) internal _tokens;
     mapping(uint256 resource => bool) internal _done;
+    /// @dev Intents that landed: a replay of any must be refused.
+    IFencingRegistry.Intent[] internal _landed;
+    bytes32 internal _domainSeparator;
 
     /// @dev Who makes the call under way, and whether it is an admin call ({revoke}, {grant}): {_settle}
     /// judges by them each lease the call ended.
@@ -114,7 +126,8 @@ contract RegistryHandler {
 
     constructor() {
         for (uint256 i; i < 4; ++i) {
-            actors[i] = address(uint160(uint256(keccak256(abi.encode("chainfence invariant actor", i)))));
+            _keys[i] = 1 + uint256(keccak256(abi.encode("chainfence invariant actor", i))) % (SECP256K1_N - 1);
+            actors[i] = vm.addr(_keys[i]);
             vm.label(actors[i], string.concat("actor", _digit(i)));
         }
         string[] memory prefixes = new string[](2);
@@ -124,6 +137,18 @@ contract RegistryHandler {
             vm.deployCode("FencingRegistry.sol:FencingRegistry", abi.encode(MAX_TTL, prefixes, admins))
         );
         vm.label(address(registry), "registry");
+        vm.label(RELAYER, "relayer");
+        (, string memory domainName, string memory version, uint256 chainId, address verifying,,) =
+            registry.eip712Domain();
+        _domainSeparator = keccak256(
+            abi.encode(
+                keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),
+                keccak256(bytes(domainName)),
+                keccak256(bytes(version)),
+                chainId,
+                verifying
+            )
+        );
 
         _addNamespace("team", actors[0]); // 0: assigned by the deployer
         _addNamespace("ops", actors[1]); // 1
@@ -277,6 +302,254 @@ contract RegistryHandler {
             if (refused >> count != 0) _violate(RULES, "batchCalls refused an operation it was not given");
         } catch {}
         _settle();
+    }
+
+    /// @dev performIntents, sent by the relayer (no role anywhere), of one to three intents signed by one actor with
+    /// its key: acquisitions, exclusive acquisitions, renewals, releases, completions on resources of the pools,
+    /// or (alone in its batch) a claim, each built against the registry's state as it is now (its guard right).
+    /// Now and then one of them is hostile (`attackSeed`): signed by the actor for another holder, past its
+    /// deadline, against a stale guard, or a replay of an intent that landed before (anyone's, as it was sent).
+    /// A hostile intent must be refused; every other one that lands is recorded as its signer's lone call.
+    function performIntents(uint256 actorSeed, uint256 opsSeed, uint256 ttlSeed, uint256 attackSeed) external {
+        uint256 a = actorSeed % 4;
+        (address actor, uint256 ttl) = (actors[a], _ttl(ttlSeed));
+        uint256 count = 1 + opsSeed % 3;
+        IFencingRegistry.Intent[] memory intents = new IFencingRegistry.Intent[](count);
+        uint256[] memory rs = new uint256[](count);
+        for (uint256 k; k < count; ++k) {
+            uint256 s = uint256(keccak256(abi.encode(opsSeed, k)));
+            (intents[k], rs[k]) = _intent(actor, s, ttl, count == 1);
+        }
+        uint256 hostile = attackSeed % 8 < 4 ? (attackSeed >> 8) % count : type(uint256).max;
+        bool replayed;
+        if (hostile < count) {
+            ++hostileIntents;
+            replayed = _hostile(intents, hostile, a, attackSeed);
+        }
+        for (uint256 k; k < count; ++k) {
+            if (!(replayed && k == hostile)) intents[k].signature = _signed(_keys[a], intents[k]);
+        }
+        uint256 latestBefore = registry.latestToken();
+        _act(actor, false);
+        vm.prank(RELAYER);
+        try registry.performIntents(intents) returns (uint256 refused) {
+            _through(IFencingRegistry.performIntents.selector);
+            if (refused >> count != 0) _violate(RULES, "performIntents refused an intent it was not given");
+            uint256 next = latestBefore + 1;
+            for (uint256 k; k < count; ++k) {
+                if ((refused >> k) & 1 == 1) continue;
+                if (k == hostile) {
+                    _violate(INTENTS, "a hostile intent (another holder's, late, stale or replayed) landed");
+                    continue;
+                }
+                _landed.push(intents[k]);
+                ++intentsLanded;
+                next = _intentLanded(intents[k], rs[k], actor, next);
+            }
+        } catch {
+            _violate(INTENTS, "performIntents reverted as a whole");
+        }
+        _settle();
+    }
+
+    /// @dev Record intent `intent` (on resource `r`, signed by `actor`) that landed, as its lone call would be;
+    /// `next` is the token its acquisition got, if it is one. Returns the next token to issue.
+    function _intentLanded(IFencingRegistry.Intent memory intent, uint256 r, address actor, uint256 next)
+        internal
+        returns (uint256)
+    {
+        IFencingRegistry.IntentKind kind = intent.kind;
+        // The lock-delay needs the state between intents: the lone calls' handlers check it.
+        Before memory unknown = Before(address(0), 0, IFencingRegistry.LeaseStatus.Unheld);
+        if (kind <= IFencingRegistry.IntentKind.AcquireExclusive) {
+            _acquired(r, actor, intent.ttl, next, block.timestamp + intent.ttl, unknown, false);
+            return next + 1;
+        }
+        if (kind == IFencingRegistry.IntentKind.Renew) {
+            _renewed(r, intent.token, actor, intent.ttl, block.timestamp + intent.ttl);
+        } else if (kind == IFencingRegistry.IntentKind.Release) {
+            _ended(r, intent.token, actor, "a release intent");
+        } else if (kind == IFencingRegistry.IntentKind.Complete) {
+            if (r >= NAMED) {
+                _ended(r, intent.token, actor, "a complete intent");
+                _done[r] = true;
+            } else {
+                _checkOperator(r, intent.token, actor, "a complete intent");
+            }
+        } else {
+            // A claim (alone in its batch): the item whose lease now holds the next token.
+            uint256 w = r;
+            for (uint256 i; i < 3; ++i) {
+                uint256 item = NAMED + 3 * w + i;
+                (, uint256 token,,) = registry.leaseOf(_resources[item].id);
+                if (token == next) {
+                    if (_done[item]) _violate(RULES, "a completed work item was claimed again");
+                    _acquired(item, actor, intent.ttl, next, block.timestamp + intent.ttl, unknown, false);
+                    return next + 1;
+                }
+            }
+            _violate(TOKENS, "a claim intent landed and no item of its workset holds the next token");
+        }
+        return next;
+    }
+
+    /// @dev An intent of `actor`'s from seed `s`, built on the state as it is now (its guard right); its resource
+    /// (a claim's: its workset's index).
+    function _intent(address actor, uint256 s, uint256 ttl, bool alone)
+        internal
+        view
+        returns (IFencingRegistry.Intent memory intent, uint256 r)
+    {
+        uint256 kindSeed = s % (alone ? 6 : 5);
+        intent.kind = IFencingRegistry.IntentKind(kindSeed);
+        intent.holder = actor;
+        intent.ttl = ttl;
+        intent.deadline = block.timestamp + (s >> 240) % 30;
+        if (kindSeed <= 1) {
+            r = _focusOr(s >> 8, NAMED);
+            intent.name = _resources[r].name;
+            (, intent.guard,,) = registry.leaseOf(_resources[r].id);
+        } else if (kindSeed <= 4) {
+            r = _resourceFor(s >> 8);
+            intent.resource = _resources[r].id;
+            intent.token = _pickToken(r, s >> 16);
+            intent.data = bytes32(s);
+            if (kindSeed == 2) {
+                (,, intent.guard,) = registry.leaseOf(intent.resource);
+            } else if (kindSeed == 4) {
+                intent.guard = s >> 128; // a fresh nonce, most likely
+            }
+        } else {
+            r = (s >> 8) % 2;
+            intent.name = _worksets[r];
+            intent.items = new string[](3);
+            for (uint256 i; i < 3; ++i) {
+                intent.items[i] = _items[(i + (s >> 16)) % 3];
+            }
+            intent.guard = s >> 128;
+        }
+    }
+
+    /// @dev Make intent `k` hostile: signed by actor `a` for another holder, past its deadline, against a stale
+    /// guard, or (if any landed before) a replay of an intent that landed, as it was sent. Returns whether it is a
+    /// replay (already signed).
+    function _hostile(IFencingRegistry.Intent[] memory intents, uint256 k, uint256 a, uint256 attackSeed)
+        internal
+        view
+        returns (bool replayed)
+    {
+        uint256 attack = attackSeed % 4;
+        if (attack == 3 && _landed.length != 0) {
+            IFencingRegistry.Intent memory old = _landed[(attackSeed >> 16) % _landed.length];
+            (,, uint256 expiresAt,) = registry.leaseOf(old.resource);
+            // Not the one replay the registry lets through (the holder moved a renewal's expiry back to its
+            // guard with a lone renew: documented), nor a refused claim's nonce (never spent).
+            if (!(old.kind == IFencingRegistry.IntentKind.Renew && expiresAt == old.guard)) {
+                intents[k] = old;
+                return true;
+            }
+            attack = 0;
+        }
+        IFencingRegistry.Intent memory intent = intents[k];
+        IFencingRegistry.IntentKind kind = intent.kind;
+        if (attack == 1) {
+            intent.deadline = block.timestamp - 1;
+        } else if (attack == 0 || kind == IFencingRegistry.IntentKind.Release || kind >= IFencingRegistry.IntentKind.Complete) {
+            // Another holder's, signed by actor a (not its key). (A release's guard is its token, a completion's
+            // and a claim's a nonce: a stale one is another's intent, or none.)
+            intent.holder = actors[(a + 1 + (attackSeed >> 8) % 3) % 4];
+        } else {
+            intent.guard += 1 + (attackSeed >> 32) % 3; // a state the registry is not in
+            if (intent.kind == IFencingRegistry.IntentKind.Renew) {
+                // (its expiry moved later: a guard past the renewal's own new expiry cannot be met either)
+                intent.guard += 1_000_000;
+            }
+        }
+    }
+
+    /// @dev `key`'s signature of `intent` in the registry's domain (r, s, v).
+    function _signed(uint256 key, IFencingRegistry.Intent memory intent) internal view returns (bytes memory) {
+        (uint8 v, bytes32 r, bytes32 s) = vm.sign(key, _digest(intent));
+        return abi.encodePacked(r, s, v);
+    }
+
+    /// @dev The EIP-712 digest of `intent`, computed here from its type (as the registry's header gives it).
+    function _digest(IFencingRegistry.Intent memory intent) internal view returns (bytes32) {
+        IFencingRegistry.IntentKind kind = intent.kind;
+        bytes32 structHash;
+        if (kind <= IFencingRegistry.IntentKind.AcquireExclusive) {
+            structHash = keccak256(
+                abi.encode(
+                    keccak256(
+                        "Acquire(address holder,string name,uint256 ttl,bool exclusive,uint256 latestToken,uint256 deadline)"
+                    ),
+                    intent.holder,
+                    keccak256(bytes(intent.name)),
+                    intent.ttl,
+                    kind == IFencingRegistry.IntentKind.AcquireExclusive,
+                    intent.guard,
+                    intent.deadline
+                )
+            );
+        } else if (kind == IFencingRegistry.IntentKind.Renew) {
+            structHash = keccak256(
+                abi.encode(
+                    keccak256(
+                        "Renew(address holder,bytes32 resource,uint256 token,uint256 ttl,bytes32 progress,uint256 latestExpiry,uint256 deadline)"
+                    ),
+                    intent.holder,
+                    intent.resource,
+                    intent.token,
+                    intent.ttl,
+                    intent.data,
+                    intent.guard,
+                    intent.deadline
+                )
+            );
+        } else if (kind == IFencingRegistry.IntentKind.Release) {
+            structHash = keccak256(
+                abi.encode(
+                    keccak256("Release(address holder,bytes32 resource,uint256 token,uint256 deadline)"),
+                    intent.holder,
+                    intent.resource,
+                    intent.token,
+                    intent.deadline
+                )
+            );
+        } else if (kind == IFencingRegistry.IntentKind.Complete) {
+            structHash = keccak256(
+                abi.encode(
+                    keccak256(
+                        "Complete(address holder,bytes32 resource,uint256 token,bytes32 resultDigest,uint256 nonce,uint256 deadline)"
+                    ),
+                    intent.holder,
+                    intent.resource,
+                    intent.token,
+                    intent.data,
+                    intent.guard,
+                    intent.deadline
+                )
+            );
+        } else {
+            bytes32[] memory hashes = new bytes32[](intent.items.length);
+            for (uint256 i; i < hashes.length; ++i) {
+                hashes[i] = keccak256(bytes(intent.items[i]));
+            }
+            structHash = keccak256(
+                abi.encode(
+                    keccak256(
+                        "Claim(address holder,string workset,string[] items,uint256 ttl,uint256 nonce,uint256 deadline)"
+                    ),
+                    intent.holder,
+                    keccak256(bytes(intent.name)),
+                    keccak256(abi.encodePacked(hashes)),
+                    intent.ttl,
+                    intent.guard,
+                    intent.deadline
+                )
+            );
+        }
+        return keccak256(abi.encodePacked(hex"1901", _domainSeparator, structHash));
     }
 
     // ------------------------------------------------------------------
@@ -561,7 +834,7 @@ contract RegistryHandler {
 
     /// @dev The handler functions the fuzzer calls (views and helpers excluded).
     function selectors() external pure returns (bytes4[] memory s) {
-        s = new bytes4[](18);
+        s = new bytes4[](19);
         (s[0], s[1], s[2], s[3]) =
             (this.acquire.selector, this.acquireExclusive.selector, this.acquireMany.selector, this.claimNext.selector);
         (s[4], s[5], s[6], s[7]) =
@@ -574,14 +847,14 @@ contract RegistryHandler {
             this.transferNamespaceAdmin.selector,
             this.acceptNamespaceAdmin.selector
         );
-        (s[16], s[17]) = (this.warpToExpiry.selector, this.wait.selector);
+        (s[16], s[17], s[18]) = (this.warpToExpiry.selector, this.wait.selector, this.performIntents.selector);
     }
 
     /// @dev "" if no invariant is broken; else each broken one's name and its first finding. Every check runs
     /// in the handler, after every call ({_settle}): the invariant function only reads this (forge calls it
     /// after every call too, and a check there cost 40% of a run's time).
     function broken() external view returns (string memory found) {
-        for (uint256 invariant; invariant < 5; ++invariant) {
+        for (uint256 invariant; invariant < 6; ++invariant) {
             if (violations[invariant] != 0) {
                 found = string.concat(found, _invariantName(invariant), ": ", firstViolation[invariant], "; ");
             }
@@ -593,6 +866,7 @@ contract RegistryHandler {
         if (invariant == ONE_HOLDER) return "at most one current holder per resource";
         if (invariant == ENDED) return "an ended lease's token never becomes current again";
         if (invariant == ADMIN) return "no stranger acts on a namespace";
+        if (invariant == INTENTS) return "a signed intent lands once, in time, for its signer only";
         return "policies and work items hold";
     }
 

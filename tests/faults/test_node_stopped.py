@@ -996,6 +996,7 @@ QUIET: list[Quiet] = [
     Quiet("Chain.add_account", lambda w: w.chain.add_account(NEW_KEY), "keeps a key in memory"),
     Quiet("Chain.signer", lambda w: w.chain.signer(w.accounts[1]), "looks the key up in memory"),
     Quiet("Chain.key_of", lambda w: w.chain.key_of(w.accounts[1]), "looks the key up in memory"),
+    Quiet("Chain.use_relayer", lambda w: w.chain.use_relayer(None), "sets (or clears) the relayer in memory"),
     Quiet("Chain.is_dev", lambda w: w.chain.is_dev, "decided at connect"),
     Quiet("Registry.connect", lambda w: w.cached().connect(w.accounts[2]), "a view of the same registry"),
     Quiet("Registry.batched", lambda w: w.cached().batched(), "finds or makes the sender's batcher; asks nothing"),
@@ -1114,6 +1115,12 @@ QUIET: list[Quiet] = [
     Quiet("AsyncChain.add_account", aio(lambda w, c, r: _value(c.add_account(NEW_KEY))), "keeps a key in memory"),
     Quiet("AsyncChain.signer", aio(lambda w, c, r: _value(c.signer(w.accounts[1]))), "looks the key up in memory"),
     Quiet("AsyncChain.key_of", aio(lambda w, c, r: _value(c.key_of(w.accounts[1]))), "looks the key up in memory"),
+    Quiet("AsyncChain.relayer", aio(lambda w, c, r: _value(c.relayer)), "the wrapped chain's setting"),
+    Quiet(
+        "AsyncChain.use_relayer",
+        aio(lambda w, c, r: _value(c.use_relayer(None))),
+        "sets (or clears) the relayer in memory",
+    ),
     Quiet("AsyncChain.is_dev", aio(lambda w, c, r: _value(c.is_dev)), "decided at connect"),
     Quiet(
         "AsyncRegistry.connect", aio(lambda w, c, r: _value(r.connect(w.accounts[2]))), "a view of the same registry"

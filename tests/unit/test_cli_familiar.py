@@ -263,6 +263,7 @@ ARGUMENTS = {
     "revoke": ["prod/db"],
     "grant": ["prod/db", ADDRESS, "--ttl", "30"],
     "acquire-many": ["fam/a", "fam/b", "--ttl", "30"],
+    "relay": ["--port", "0"],
 }
 #: The commands that send no transaction: several endpoints are theirs to fail over between.
 READ_ONLY = {

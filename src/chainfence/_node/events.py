@@ -94,6 +94,9 @@ class Kind(enum.Enum):
     ADMISSION_SET = "NamespaceAdmissionSet"
     #: An operation of a ``batchCalls`` was refused (``index``; ``refusal``: the lone call's revert data).
     REFUSED = "BatchOpRefused"
+    #: A signed intent of a ``performIntents`` was refused (``resource_id``: the intent's EIP-712 digest; ``holder``,
+    #: ``index``; ``refusal``: a registry error's revert data).
+    INTENT_REFUSED = "IntentRefused"
 
 
 class _Spec(NamedTuple):
@@ -140,6 +143,9 @@ _SPECS = {
     ),
     Kind.REFUSED: _Spec(
         "BatchOpRefused(bytes32,address,uint256,bytes)", ("holder",), ("uint256", "bytes"), ("index", "refusal")
+    ),
+    Kind.INTENT_REFUSED: _Spec(
+        "IntentRefused(bytes32,address,uint256,bytes)", ("holder",), ("uint256", "bytes"), ("index", "refusal")
     ),
 }
 _TOPICS = {kind: keccak256(spec.signature.encode()) for kind, spec in _SPECS.items()}

@@ -10,6 +10,7 @@
                                                                        # the audit index          (audit.py)
     chainfence namespace mine|transfer|accept|policy set|policy show|admit ...
     chainfence revoke | grant | acquire-many                           # operators                (ops.py)
+    chainfence relay [--port N] [--journal FILE]                       # a relayer: agents need no gas (relay.py)
     chainfence help [COMMAND...]                                       # COMMAND's --help          (here)
 
 Each module registers its commands (``register(subparsers, common)``, each bound to its handler with
@@ -99,7 +100,7 @@ __all__ = [
 ]
 
 #: The command modules (of this package), in the order ``chainfence --help`` lists their commands.
-GROUPS = ("start", "leases", "reads", "lock", "audit", "ops")
+GROUPS = ("start", "leases", "reads", "lock", "audit", "ops", "relay")
 
 #: The module that registers each command. A command line that names one builds that module's commands
 #: only: importing every module and building all 44 parsers took a fifth of a per-task command's start
@@ -112,6 +113,7 @@ REGISTERED_BY = {
     "lock": "lock",
     "audit": "audit",
     **dict.fromkeys(("namespace", "revoke", "grant", "acquire-many"), "ops"),
+    "relay": "relay",
 }
 
 

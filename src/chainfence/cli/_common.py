@@ -118,7 +118,8 @@ exit codes:
 
 environment: CHAINFENCE_RPC_URL, CHAINFENCE_REGISTRY, CHAINFENCE_DEPLOYMENT,
              CHAINFENCE_PRIVATE_KEY, CHAINFENCE_KEYSTORE_PASSWORD, CHAINFENCE_ANVIL,
-             CHAINFENCE_METRICS_PORT (lock, node, mcp: --metrics-port)
+             CHAINFENCE_METRICS_PORT (lock, node, mcp: --metrics-port),
+             CHAINFENCE_RELAYER (--relayer: lease operations through `chainfence relay`, no gas needed)
   CHAINFENCE_RPC_URL is the node for every command: an http(s) URL, or on the node's machine the
   path of its IPC socket, ending in .ipc (`node` listens on its port and prints its socket); a comma
   list of them (or --endpoints a,b,c) is for the commands that send no transaction (status, verify,
@@ -569,6 +570,12 @@ def common_options() -> argparse.ArgumentParser:
         "--keystore", help="encrypted key file; password from $CHAINFENCE_KEYSTORE_PASSWORD or a prompt"
     )
     common.add_argument(
+        "--relayer",
+        metavar="URL",
+        help="send acquisitions, renewals, releases, completions and claims as intents the key signs and this "
+        "relayer (`chainfence relay`) sends and pays for: the key needs no gas (default: $CHAINFENCE_RELAYER)",
+    )
+    common.add_argument(
         "--confirmations",
         type=non_negative_int,
         help="blocks on top before a transaction counts (default: 0 on dev chains, 3 elsewhere)",
@@ -721,11 +728,17 @@ def connect(
         raise UsageError(
             "no signing key: set CHAINFENCE_PRIVATE_KEY or pass --keystore (never a key on the command line)"
         )
+    # A relayer sends what this key signs: only for a command that signs.
+    relayer = (getattr(args, "relayer", None) or os.environ.get("CHAINFENCE_RELAYER") or None) if key else None
     unreachable: list[NodeUnreachable] = []
     for url in urls:  # the first that answers (one, unless this command may fail over)
         try:
             chain = Chain.connect(
-                url, private_key=key, confirmations=args.confirmations, timeouts=Timeouts(receipt=args.timeout)
+                url,
+                private_key=key,
+                confirmations=args.confirmations,
+                timeouts=Timeouts(receipt=args.timeout),
+                relayer=relayer,
             )
             break
         except NodeUnreachable as silent:

@@ -56,7 +56,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from .. import endings
 from ..endings import End, LocalEnd, Refusal
@@ -325,7 +325,14 @@ def _say_err(message: str) -> None:
         pass  # a closed terminal (after SIGHUP) must not stop the supervision
 
 
-def margins(grace: float, latency_margin: float | None, block_time_margin: float | None) -> dict[str, float]:
+class Margins(TypedDict):
+    """The keep-alive margins `lock` keeps its lease with (:class:`~chainfence.keepalive.KeepAliveCore`'s)."""
+
+    latency_margin: float
+    block_time_margin: float
+
+
+def margins(grace: float, latency_margin: float | None, block_time_margin: float | None) -> Margins:
     """The keep-alive margins of `lock`: SIGKILL comes --grace after SIGTERM, and a second for the kill."""
     return {
         "latency_margin": grace + DEFAULT_LATENCY_MARGIN if latency_margin is None else latency_margin,
@@ -415,7 +422,7 @@ def _hold(
     command: list[str],
     signals: Signals,
     grace: float,
-    keep_margins: dict[str, float],
+    keep_margins: Margins,
     url: str | None,
     sentinel: Sentinel | None,
     said: list[LeaseLost],

@@ -12,6 +12,10 @@ interface Vm {
     function deployCode(string calldata artifactPath, bytes calldata constructorArgs) external returns (address);
     /// Names an address in traces.
     function label(address account, string calldata newLabel) external;
+    /// The address of the key `privateKey`.
+    function addr(uint256 privateKey) external pure returns (address);
+    /// Signs `digest` with `privateKey` (ECDSA, low s; v 27 or 28).
+    function sign(uint256 privateKey, bytes32 digest) external pure returns (uint8 v, bytes32 r, bytes32 s);
 }
 
 /// @dev The part of forge-std's `Test` and `StdInvariant` these tests use: the cheatcode address, and
