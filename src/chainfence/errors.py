@@ -73,7 +73,7 @@
     │   └── AuditIndexDiffers              verify: the index and the chain disagree
     ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
     │   └── LeaseSetLost                   a member of a LeaseSet ended (which, and how)
-    ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
+    ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install '.[EXTRA]'
     ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
     ├── CommandNotRun                      `chainfence lock`: the command could not be started; nothing ran
     │   └── CommandNotFound                `chainfence lock`: no such command
@@ -1394,8 +1394,8 @@ class LeaseSetLost(LeaseLost):
 class ExtraNotInstalled(ChainfenceError, ImportError):
     """An optional part of chainfence (``feature``) needs packages that are not installed.
 
-    The message names the command that installs them
-    (``pip install 'chainfence[tester]'`` for the embedded chain); ``extra``
+    The message names the command that installs them from a chainfence checkout
+    (``pip install '.[tester]'`` for the embedded chain); ``extra``
     is the extra's name and ``missing`` the module that failed to import.
     """
 
@@ -1406,7 +1406,7 @@ class ExtraNotInstalled(ChainfenceError, ImportError):
 
     def _message(self) -> str:
         missing = f" (no module {self.missing!r})" if self.missing else ""
-        return f"{self.feature} needs the [{self.extra}] extra: pip install 'chainfence[{self.extra}]'{missing}"
+        return f"{self.feature} needs the [{self.extra}] extra: pip install '.[{self.extra}]' in a chainfence checkout{missing}"
 
 
 class FenceBroken(ChainfenceError, RuntimeError):
