@@ -144,6 +144,7 @@ WHOLE_PAGES = {
     "docs/benchmarks.md",
     "docs/benchmarks/history.md",
     "tests/unit/test_benchmarks_page.py",
+    "tests/unit/test_docs_blocks.py",
     "scripts/plot_benchmarks.py",
 }
 

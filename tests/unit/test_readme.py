@@ -17,7 +17,7 @@ def python_blocks() -> list[str]:
 
 
 def test_the_readme_opens_with_the_two_commands():
-    first_block = re.search(r"```sh\n(.*?)```", TEXT, flags=re.S).group(1)
+    first_block = re.search(r"```sh setup\n(.*?)```", TEXT, flags=re.S).group(1)
     commands = [line.split("#")[0].strip() for line in first_block.splitlines() if line.strip()]
     assert commands == ["./scripts/demo.sh", "./scripts/test.sh"]
     assert TEXT.index("```sh") < TEXT.index("##"), "the commands come before any section"
@@ -87,7 +87,8 @@ def test_the_readme_is_a_front_page():
 def test_it_installs_from_a_checkout():
     install = TEXT.split("## Installing from a checkout", 1)[1].split("##", 1)[0]
     commands = [
-        line.split("#")[0].strip() for line in re.search(r"```sh\n(.*?)```", install, flags=re.S).group(1).splitlines()
+        line.split("#")[0].strip()
+        for line in re.search(r"```sh install\n(.*?)```", install, flags=re.S).group(1).splitlines()
     ]
     assert commands == ["pip install .", "pip install '.[tester]'"]
     assert "pip install chainfence" not in TEXT
