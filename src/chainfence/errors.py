@@ -592,8 +592,13 @@ class NothingToClaim(LeaseError):
     ``resource_id`` is the workset's id (``keccak256(workset)``); ``resource`` its name when known.
     """
 
-    template = "nothing to claim in workset {where}: all {count} items are done or held by others"
+    template = "nothing to claim in workset {where}: {items} done or held by others"
     count: int
+
+    @property
+    def items(self) -> str:
+        """The items in the message: "its only item is", "all 3 items are"."""
+        return "its only item is" if self.count == 1 else f"all {self.count} items are"
 
     @classmethod
     def from_revert(cls, *, workset: bytes, count: int) -> NothingToClaim:  # type: ignore[override]
