@@ -81,8 +81,7 @@
         ├── MalformedRequest (ValueError)  missing or unparsable fields, a payload not the signed one
         ├── InvalidSignature               not signed by the holder it names
         ├── RequestExpired                 past its deadline
-        ├── SignerNotHolder                signed by someone who does not hold the token
-        ├── RequestMisdirected             signed for another resource, action or audience (``field``)
+        ├── RequestMisdirected             signed for another resource, action, audience or holder (``field``)
         └── ReplayedRequest                seen before
             └── IntentStale                a signed intent's guard is gone: it landed, or the state moved on
 
@@ -193,7 +192,6 @@ __all__ = [
     "RequestMisdirected",
     "RequestRejected",
     "RpcError",
-    "SignerNotHolder",
     "StaleCursor",
     "StaleToken",
     "TokenNotConfirmed",
@@ -1488,14 +1486,11 @@ class RequestExpired(RequestRejected):
     deadline: int | None = None
 
 
-class SignerNotHolder(RequestRejected):
-    """The request is validly signed, by someone who does not hold its token."""
-
-
 class RequestMisdirected(RequestRejected):
     """The request is genuine but was signed for something else than what it is used for: ``field``
-    (``"resource"``, ``"action"``: HTTP method, path and query or an application's action, or
-    ``"audience"``: the service) was ``signed``, where ``expected`` is used."""
+    (``"resource"``, ``"action"``: HTTP method, path and query or an application's action,
+    ``"audience"``: the service, or ``"holder"``: signed validly by ``signed``, whose token ``expected``
+    holds) was ``signed``, where ``expected`` is used."""
 
     template = "the request was signed for {field} {signed!r}, not {expected!r}"
     field: str
@@ -1545,6 +1540,7 @@ _FOLDED: dict[str, tuple[str, str]] = {
     "ResourceMismatch": ("RequestMisdirected", "RequestMisdirected(field='resource')"),
     "ActionMismatch": ("RequestMisdirected", "RequestMisdirected(field='action')"),
     "AudienceMismatch": ("RequestMisdirected", "RequestMisdirected(field='audience')"),
+    "SignerNotHolder": ("RequestMisdirected", "RequestMisdirected(field='holder')"),
     "_TransactionOutcome": ("TransactionInDoubt", "TransactionInDoubt"),
 }
 

@@ -624,7 +624,7 @@ class Guard:
         (:class:`~chainfence.errors.RequestExpired`,
         :class:`~chainfence.errors.MalformedRequest`); the token passes this
         guard's mode (``TokenNotCurrent``) and is held by the named holder
-        (:class:`~chainfence.errors.SignerNotHolder`); the signature is that
+        (``RequestMisdirected``, ``field="holder"``); the signature is that
         holder's — recovered locally for an account, and only then, for a
         contract holder, ERC-1271 with a gas cap
         (:class:`~chainfence.errors.InvalidSignature`); the holder passes the
