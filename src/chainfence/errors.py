@@ -54,9 +54,8 @@
     │   ├── TransactionFailed              mined with status 0, no decodable reason
     │   ├── UnknownRevert                  reverted with data no error of ours explains
     │   ├── UnknownAccount (LookupError)   no key to sign for that address
-    │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
-    │   │   ├── ProofsNotServed            proven mode: the provider does not serve eth_getProof
-    │   │   └── ForkNotSupported           deployment: the node's EVM predates the fork the registry is built for
+    │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain; ``fork``: an EVM too old
+    │   │   └── ProofsNotServed            proven mode: the provider does not serve eth_getProof
     │   ├── AnvilNotFound                  `chainfence node` found no anvil binary
     │   └── UnverifiedAnswer               proven mode: an answer did not verify; nothing judged, no mark moved
     │       ├── ProofInvalid               a proof that does not verify against the trusted header (names the provider)
@@ -65,9 +64,8 @@
     │       ├── BlockNotVouched            a log's block is not the one the header source vouches for
     │       ├── HeaderStale                the vouched-for header is older than max_age: a withheld head
     │       └── HeaderBehind               the proven state is older than a mark already accepted at a later block
-    ├── GuardError                         the guard's store is unusable
-    │   ├── GuardStoreMismatch             the store belongs to another registry
-    │   └── GuardForked                    an exclusive guard used in a process forked from its owner
+    ├── GuardError                         the guard's store is unusable (``forked_from``: in a fork of its owner)
+    │   └── GuardStoreMismatch             the store belongs to another registry
     ├── AuditIndexError                    the audit index cannot answer
     │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index
     │   └── AuditIndexDiffers              verify: the index and the chain disagree
@@ -136,9 +134,7 @@ __all__ = [
     "DuplicateResource",
     "ExtraNotInstalled",
     "FenceBroken",
-    "ForkNotSupported",
     "GuardError",
-    "GuardForked",
     "GuardStoreMismatch",
     "HeaderBehind",
     "HeaderInvalid",
@@ -1099,20 +1095,22 @@ class UnknownAccount(ChainError, LookupError):
 
 
 class NotSupported(ChainError):
-    """The chain does not support the operation (e.g. time travel outside dev chains)."""
+    """The chain does not support the operation (e.g. time travel outside dev chains).
 
+    ``fork``: :meth:`Registry.deploy <chainfence.Registry.deploy>` found the node's EVM older than the fork
+    the registry is compiled for (``instruction``: the one it lacks; ganache 7 is Shanghai); nothing was sent.
+    """
 
-class ForkNotSupported(NotSupported):
-    """The node's EVM lacks an instruction the registry's code uses: it runs a fork older than ``fork``,
-    the one the registry is compiled for (``instruction``: the one it lacks; ganache 7 is Shanghai).
-    Raised by :meth:`Registry.deploy <chainfence.Registry.deploy>` before anything is sent."""
+    fork: str | None = None
+    instruction: str | None = None
 
-    template = (
-        "this node's EVM has no {instruction}: the registry is compiled for {fork} and needs a node at {fork} "
-        "or later (ganache 7 stops at shanghai); nothing was deployed"
-    )
-    fork: str = "cancun"
-    instruction: str = "MCOPY"
+    def _message(self) -> str:
+        if self.fork is None:
+            return super()._message()
+        return (
+            f"this node's EVM has no {self.instruction}: the registry is compiled for {self.fork} and needs a node "
+            f"at {self.fork} or later (ganache 7 stops at shanghai); nothing was deployed"
+        )
 
 
 class ProofsNotServed(NotSupported):
@@ -1268,19 +1266,15 @@ class HeaderBehind(UnverifiedAnswer):
 
 
 class GuardError(ChainfenceError):
-    """A guard's store cannot be used."""
+    """A guard's store cannot be used (closed, unreadable, locked by another guard, another schema).
+
+    ``forked_from``: an ``exclusive`` guard used in a process forked from the one that opened it (this
+    pid), which answers from memory a frozen copy could not: open a new guard in the child (gunicorn: in
+    ``post_fork``, not before ``--preload``).
+    """
 
     http_status = 503
-
-
-class GuardForked(GuardError):
-    """An ``exclusive`` guard was used in a process forked from the one that opened it.
-
-    An exclusive guard answers from memory; a forked child holds a frozen copy
-    of that memory (and of the store's lock) while the parent moves on, so the
-    child could accept a token the parent already superseded. Open a new
-    guard in the child (gunicorn: in ``post_fork``, not before ``--preload``).
-    """
+    forked_from: int | None = None
 
 
 class GuardStoreMismatch(GuardError):
@@ -1541,6 +1535,8 @@ _FOLDED: dict[str, tuple[str, str]] = {
     "ActionMismatch": ("RequestMisdirected", "RequestMisdirected(field='action')"),
     "AudienceMismatch": ("RequestMisdirected", "RequestMisdirected(field='audience')"),
     "SignerNotHolder": ("RequestMisdirected", "RequestMisdirected(field='holder')"),
+    "GuardForked": ("GuardError", "GuardError(forked_from=pid)"),
+    "ForkNotSupported": ("NotSupported", "NotSupported(fork=..., instruction=...)"),
     "_TransactionOutcome": ("TransactionInDoubt", "TransactionInDoubt"),
 }
 

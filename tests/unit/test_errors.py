@@ -69,6 +69,7 @@ SAMPLE = {
     "followed": 8,
     "fork": "prague",
     "fork_block": 6,
+    "forked_from": 4242,
     "head": 12,
     "heads": {"a": "block 12 at 5"},
     "holder": ALICE,
@@ -346,6 +347,8 @@ FOLDED = {
     "ResourceMismatch": ("RequestMisdirected", "field='resource'", {"field": "resource", "signed": "a"}, 1, 403),
     "ActionMismatch": ("RequestMisdirected", "field='action'", {"field": "action", "signed": "GET /"}, 1, 403),
     "AudienceMismatch": ("RequestMisdirected", "field='audience'", {"field": "audience", "signed": "x"}, 1, 403),
+    "ForkNotSupported": ("NotSupported", "fork=", {"fork": "cancun", "instruction": "MCOPY"}, 1, 503),
+    "GuardForked": ("GuardError", "forked_from=", {"forked_from": 4242}, 1, 503),
     "SignerNotHolder": (
         "RequestMisdirected",
         "field='holder'",

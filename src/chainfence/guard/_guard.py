@@ -33,7 +33,7 @@ from ..endings import End
 from ..errors import (
     ChainfenceError,
     ChainRolledBack,
-    GuardForked,
+    GuardError,
     HeaderBehind,
     InvalidInput,
     LeaseCompleted,
@@ -848,9 +848,10 @@ class Guard:
 
     def _require_usable(self) -> None:
         if self._forked and self.exclusive and os.getpid() != self._owner_pid:
-            raise GuardForked(
+            raise GuardError(
                 f"this exclusive guard on {str(self.path)!r} was opened in process {self._owner_pid}; "
-                f"process {os.getpid()} is a fork of it and must open its own guard"
+                f"process {os.getpid()} is a fork of it and must open its own guard",
+                forked_from=self._owner_pid,
             )
 
     def __enter__(self) -> Guard:
