@@ -58,8 +58,7 @@
     │   │   └── ProofsNotServed            proven mode: the provider does not serve eth_getProof
     │   ├── AnvilNotFound                  `chainfence node` found no anvil binary
     │   └── UnverifiedAnswer               proven mode: an answer did not verify; nothing judged, no mark moved
-    │       ├── ProofInvalid               a proof that does not verify against the trusted header (names the provider)
-    │       ├── HeaderInvalid              a header whose fields do not hash to its hash
+    │       ├── ProofInvalid               a proof (or header: ``served``) that does not verify (names the provider)
     │       ├── HeadersDisagree            no k of the n header providers agree on the block's hash
     │       ├── BlockNotVouched            a log's block is not the one the header source vouches for
     │       ├── HeaderStale                the vouched-for header is older than max_age: a withheld head
@@ -137,7 +136,6 @@ __all__ = [
     "GuardError",
     "GuardStoreMismatch",
     "HeaderBehind",
-    "HeaderInvalid",
     "HeaderStale",
     "HeadersDisagree",
     "HistoryUnsettled",
@@ -1147,25 +1145,20 @@ class UnverifiedAnswer(ChainError):
 
 
 class ProofInvalid(UnverifiedAnswer):
-    """``source``'s proof for ``block`` (number; ``block_hash`` the trusted header's) does not verify
-    against the trusted header: a forged or corrupted answer, or a provider on another chain.
-    ``reason`` says which check failed."""
+    """What ``source`` served for ``block`` does not verify: a forged or corrupted answer, or a provider on
+    another chain. ``served`` says what: ``"proof"``, checked against the trusted header (``block_hash``), or
+    ``"header"``, whose fields do not hash to the hash it claims (or not the block asked for). ``reason``
+    says which check failed."""
 
-    template = "the proof {source} served for block {block} ({block_hash}) does not verify: {reason}"
+    served: str = "proof"
     source: str | None = None
     block: int | None = None
     block_hash: str | None = None
     reason: str = ""
 
-
-class HeaderInvalid(UnverifiedAnswer):
-    """``source`` answered a header for block ``block`` whose fields do not hash to the hash it claims
-    (or not the block asked for). ``reason`` says which."""
-
-    template = "the header {source} served for block {block} is not valid: {reason}"
-    source: str | None = None
-    block: int | None = None
-    reason: str = ""
+    def _message(self) -> str:
+        at = f" ({self.block_hash})" if self.block_hash is not None else ""
+        return f"the {self.served} {self.source} served for block {self.block}{at} does not verify: {self.reason}"
 
 
 class HeadersDisagree(UnverifiedAnswer):
@@ -1537,6 +1530,7 @@ _FOLDED: dict[str, tuple[str, str]] = {
     "SignerNotHolder": ("RequestMisdirected", "RequestMisdirected(field='holder')"),
     "GuardForked": ("GuardError", "GuardError(forked_from=pid)"),
     "ForkNotSupported": ("NotSupported", "NotSupported(fork=..., instruction=...)"),
+    "HeaderInvalid": ("ProofInvalid", "ProofInvalid(served='header')"),
     "_TransactionOutcome": ("TransactionInDoubt", "TransactionInDoubt"),
 }
 

@@ -104,6 +104,7 @@ SAMPLE = {
     "resource_id": b"\x01" * 32,
     "rewinds": 16,
     "rpc_message": "range too large",
+    "served": "header",
     "seen_token": 5,
     "sender": ALICE,
     "signed": "PUT /a",
@@ -348,6 +349,13 @@ FOLDED = {
     "ActionMismatch": ("RequestMisdirected", "field='action'", {"field": "action", "signed": "GET /"}, 1, 403),
     "AudienceMismatch": ("RequestMisdirected", "field='audience'", {"field": "audience", "signed": "x"}, 1, 403),
     "ForkNotSupported": ("NotSupported", "fork=", {"fork": "cancun", "instruction": "MCOPY"}, 1, 503),
+    "HeaderInvalid": (
+        "ProofInvalid",
+        "served='header'",
+        {"served": "header", "source": "https://p", "block": 9},
+        13,
+        503,
+    ),
     "GuardForked": ("GuardError", "forked_from=", {"forked_from": 4242}, 1, 503),
     "SignerNotHolder": (
         "RequestMisdirected",
