@@ -4,7 +4,7 @@
     python scripts/bench_group_commit.py                    # 8 and 64 agents, 3 alternating rounds, both nodes
     python scripts/bench_group_commit.py --agents 8 --cycles 40 --rounds 5 --node anvil --json
 
-Needs ``etcd`` on PATH (Debian/Ubuntu: ``apt-get install etcd-server``; or an etcd 3.4+ binary from
+Needs ``etcd`` on PATH (``scripts/bench.sh`` installs it: Debian's etcd-server; or an etcd 3.4+ binary from
 https://github.com/etcd-io/etcd/releases) and this checkout's anvil (``scripts/test.sh`` installs it into
 node_modules; ``npm ci`` does too). Both run on free loopback ports, their data in temporary directories.
 
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if shutil.which("etcd") is None:
         print(
-            "etcd is not installed: `apt-get install etcd-server` (Debian/Ubuntu), or put an etcd 3.4+ binary on "
+            "etcd is not installed: `scripts/bench.sh` installs it (Debian's etcd-server), or put an etcd 3.4+ binary on "
             "PATH (https://github.com/etcd-io/etcd/releases)",
             file=sys.stderr,
         )

@@ -4,7 +4,7 @@
     python scripts/bench_vs_etcd.py                  # 200 alternating samples (1,600+ blocks), then throughput
     python scripts/bench_vs_etcd.py --samples 300 --rounds 0 --json
 
-Needs ``etcd`` on PATH (Debian/Ubuntu: ``apt-get install etcd-server``) and
+Needs ``etcd`` on PATH (``scripts/bench.sh bench_vs_etcd.py ...`` installs it: Debian's etcd-server) and
 this checkout's anvil (``scripts/test.sh`` installs it into node_modules, or
 ``npm install --no-save``). The node is ``python -m chainfence node --json``
 in a temporary directory, on a free loopback port (anvil with the settings
@@ -130,7 +130,7 @@ class Etcd:
         self.binary = shutil.which("etcd")
         if self.binary is None:
             raise SystemExit(
-                "etcd is not installed: `apt-get install etcd-server` (Debian/Ubuntu), or put an etcd 3.4+ "
+                "etcd is not installed: `scripts/bench.sh` installs it (Debian's etcd-server), or put an etcd 3.4+ "
                 "binary on PATH (https://github.com/etcd-io/etcd/releases)"
             )
         self.dir = tempfile.mkdtemp(prefix="chainfence-bench-etcd-")
@@ -675,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if shutil.which("etcd") is None:
         print(
-            "etcd is not installed: `apt-get install etcd-server` (Debian/Ubuntu), or put an etcd 3.4+ binary on "
+            "etcd is not installed: `scripts/bench.sh` installs it (Debian's etcd-server), or put an etcd 3.4+ binary on "
             "PATH (https://github.com/etcd-io/etcd/releases)",
             file=sys.stderr,
         )

@@ -475,8 +475,13 @@ class NothingToClaim(LeaseError):
     """Every one of the workset's ``count`` items is done or held live by someone else (``resource_id``: the
     workset's id)."""
 
-    template = "nothing to claim in workset {where}: all {count} items are done or held by others"
+    template = "nothing to claim in workset {where}: {items} done or held by others"
     count: int
+
+    @property
+    def items(self) -> str:
+        """The items in the message: "its only item is", "all 3 items are"."""
+        return "its only item is" if self.count == 1 else f"all {self.count} items are"
 
     @classmethod
     def from_revert(cls, *, workset: bytes, count: int) -> NothingToClaim:  # type: ignore[override]

@@ -89,7 +89,7 @@ def test_version():
     done = subprocess.run(
         [sys.executable, "-m", "chainfence", "--version"], capture_output=True, text=True, check=False
     )
-    assert done.returncode == 0 and "chainfence 0.1.0" in done.stdout
+    assert done.returncode == 0 and "chainfence 0.2.0" in done.stdout
 
 
 def test_every_exit_code_is_in_the_reference_and_the_help():

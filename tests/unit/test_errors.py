@@ -564,3 +564,8 @@ def test_the_exceptions_module_imports_no_web3():
     source = inspect.getsource(errors)
     assert "import web3" not in source and "from web3" not in source
     assert "argparse" not in source
+
+
+def test_nothing_to_claim_counts_its_items_in_words():
+    assert "its only item is done" in str(errors.NothingToClaim(count=1, resource="w"))
+    assert "all 3 items are done" in str(errors.NothingToClaim(count=3, resource="w"))

@@ -118,7 +118,12 @@ class FencingMiddleware:
     ):
         audience = audience if audience is not None else guard.audience
         if not isinstance(audience, str) or not audience:
-            raise ValueError("FencingMiddleware needs the audience (this service's name) requests are signed for")
+            raise InvalidInput(
+                "FencingMiddleware needs the audience (this service's name) requests are signed for: "
+                f"give audience= or a guard with one, got {audience!r}",
+                argument="audience",
+                value=audience,
+            )
         if metrics_path is not None:
             if not isinstance(metrics_path, str) or not metrics_path.startswith("/"):
                 raise InvalidInput(
