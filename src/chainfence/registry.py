@@ -75,10 +75,10 @@ from .errors import (
     ChainError,
     ChainRolledBack,
     ContractNotFound,
-    ForkNotSupported,
     InvalidInput,
     InvalidMaxTtl,
     NotConfirmed,
+    NotSupported,
     RpcError,
     TokenNotCurrent,
     UnknownAccount,
@@ -136,12 +136,13 @@ _MCOPY_PROBE = bytes.fromhex("6000600060005e00")
 
 
 def _fork_steps() -> Steps[None]:
-    """Refuse a node whose EVM lacks MCOPY (:class:`~chainfence.errors.ForkNotSupported`), before anything is
+    """Refuse a node whose EVM lacks MCOPY (:class:`~chainfence.errors.NotSupported` naming the fork), before anything is
     sent: an ``eth_call`` of :data:`_MCOPY_PROBE` as a contract creation (a Cancun EVM returns nothing)."""
     try:
         yield RPC.call({"data": _MCOPY_PROBE}, "latest")
     except (RpcError, UnknownRevert) as refused:
-        raise ForkNotSupported(fork=_artifacts.load()["compiler"]["settings"]["evmVersion"]) from refused
+        fork = _artifacts.load()["compiler"]["settings"]["evmVersion"]
+        raise NotSupported(fork=fork, instruction="MCOPY") from refused
 
 
 def _at_steps(cls: type[Registry], chain: Any, address: str, *, sender: Any = None) -> Steps[Registry]:

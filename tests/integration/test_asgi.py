@@ -115,7 +115,7 @@ def test_unfenced_routes_pass_through(service):
         ("bad-token-header", 400, "MalformedRequest"),
         ("other-body", 400, "MalformedRequest"),
         ("foreign-signature", 401, "InvalidSignature"),
-        ("non-holder", 403, "SignerNotHolder"),
+        ("non-holder", 403, "RequestMisdirected"),  # field "holder" (SignerNotHolder in 0.1)
         ("other-resource", 403, "RequestMisdirected"),
         ("other-method", 403, "RequestMisdirected"),
         ("other-query", 403, "RequestMisdirected"),

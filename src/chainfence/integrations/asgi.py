@@ -45,8 +45,8 @@ A guard in ``proven`` mode (``Guard(..., mode=Proven(headers))``)
 believes no provider; when it cannot prove a verdict, the request is refused
 with 503 and a JSON body that says why, never let through on one
 provider's word: ``ProofInvalid`` (a proof that does not verify against the
-trusted header: ``provider`` names who served it, ``block`` the block),
-``HeaderInvalid`` (likewise, a header), ``HeadersDisagree`` (no k header
+trusted header, or with ``served="header"`` a header that does not hash to its
+hash: ``provider`` names who served it, ``block`` the block), ``HeadersDisagree`` (no k header
 providers agree), ``HeaderStale`` (the newest header they vouch for is
 older than the source's ``max_age``: withheld heads), ``HeaderBehind`` (the
 header source's head moved back below what the guard accepted),
