@@ -27,7 +27,7 @@ fleet's, not its start's. Throughput is acquisitions (lock + unlock cycles) per 
   ``lease/revoke``;
 - **sdk-lone** (``--with-lone``, a reference): N threads sharing one account, each call its own
   transaction. Off by default: it mines a block per call (2 x N x cycles), and anvil slows as its chain
-  grows (docs/benchmarks.md), so it would slow every run after it.
+  grows (docs/benchmarks.md, "An acquisition on a local node, beside etcd"), so it would slow every run after it.
 
 The kinds alternate within a round, in rotating order, so that none always runs first on a loaded
 machine. Latency per agent: p50 and p99 of its acquisitions, in ms; in blocks: how many transactions

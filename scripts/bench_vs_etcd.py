@@ -71,7 +71,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # CHAINFENCE_SRC: measure another copy of the SDK (e.g. `git archive <commit> src | tar -x -C /tmp/before`,
-# then CHAINFENCE_SRC=/tmp/before/src) against the same etcd and floor: the before/after in docs/benchmarks.md.
+# then CHAINFENCE_SRC=/tmp/before/src) against the same etcd and floor: the before/after in
+# docs/benchmarks/history.md, "Acquisitions under etcd's latency".
 SRC = Path(os.environ.get("CHAINFENCE_SRC") or ROOT / "src")
 sys.path.insert(0, str(SRC))
 

@@ -1248,7 +1248,7 @@ class ExtraNotInstalled(ChainfenceError, ImportError):
 
     def _message(self) -> str:
         missing = f" (no module {self.missing!r})" if self.missing else ""
-        return f"{self.feature} needs the [{self.extra}] extra: pip install 'chainfence[{self.extra}]'{missing}"
+        return f"{self.feature} needs the [{self.extra}] extra: pip install '.[{self.extra}]' in a chainfence checkout{missing}"
 
 
 class FenceBroken(ChainfenceError, RuntimeError):

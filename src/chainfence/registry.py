@@ -370,7 +370,8 @@ class Registry(RegistryContract):
         a time, so they never send an acquisition another's made fail; two
         waiters of different processes can still both pass their preflights
         (the second reverts, paying for it, and waits again: measured in
-        ``docs/benchmarks.md``). For first-come-first-served, queue outside
+        ``docs/benchmarks/history.md``, "The turn across processes"). For
+        first-come-first-served, queue outside
         the registry (a ticket per waiter from a table or a queue service;
         each acquires when its ticket is next) and fence with the token as
         usual.
