@@ -247,6 +247,8 @@ class KeepAliveCore:
         self.schedule = schedule
         #: Seconds a renewal takes to be confirmed, as the chain says (None: not known).
         self.confirm_time = None if confirm_time is None else _seconds(confirm_time, "confirm_time")
+        #: Seconds the last renewal took that was confirmed only once the lease was lost (None: none was).
+        self.confirmed_late: float | None = None
         #: How long the last renewals took, sent to confirmed (or failed), on this core's clock.
         self.confirmations: deque[float] = deque(maxlen=CONFIRMATIONS_REMEMBERED)
         if (
@@ -431,6 +433,8 @@ class KeepAliveCore:
     def _confirm(self, handle: int | None, now: float) -> list[str]:
         flight = self._flights.pop(handle, None) if handle is not None else None
         if flight is None or self.stopped or self.check(now) is not None:
+            if flight is not None and flight.own and not self.stopped:
+                self.confirmed_late = now - flight.sent
             return []  # too late to count: the work was stopped already
         old_deadline = self.deadline
         if not flight.own and flight.ttl != self.ttl:
@@ -921,6 +925,8 @@ def unanswered(
     (``keeper`` itself frozen or starved). Without the keep-alive's ``core``, what the node confirmed."""
     if isinstance(cause, NodeUnreachable):
         return f"{node} is unreachable: {cause}"
+    if core is not None and core.confirmed_late is not None:
+        return f"{node} confirmed the renewal only after the deadline, {core.confirmed_late:.0f} s after it was sent"
     if core is not None and core.in_flight is not None:
         return f"{node} did not answer the renewal sent {core.deadline - core.in_flight:.0f} s before the deadline"
     if cause is not None:

@@ -389,7 +389,7 @@ def test_control_a_keeper_that_waits_for_its_renewal_works_past_the_safe_deadlin
     entered, go_on = _gated_renewals(lease, monkeypatch)
     clock = SteppedClock()
     try:
-        with lease.keep(clock=clock, since=0.0, schedule="margin"):
+        with pytest.raises(LeaseLost) as at_exit, lease.keep(clock=clock, since=0.0, schedule="margin"):
             keeper = lease.keeper
             due, deadline = keeper.core.due, keeper.core.deadline
             chain.set_next_block_time(start + int(due))
@@ -402,8 +402,13 @@ def test_control_a_keeper_that_waits_for_its_renewal_works_past_the_safe_deadlin
             wait_until(lambda: keeper.evaluated_at == clock.now, "the keeper looked after the deadline")
             lease.check()  # no LeaseLost: the naive keeper trusts the lease past its safe deadline
             go_on.set()
+            # The renewal lands before the block ends: sent after the test's revert, it would take a nonce the
+            # next test's chain has not reached (CI saw the next test's acquisition stuck behind it).
+            wait_until(lambda: keeper.core.in_flight is None, "the held renewal's answer")
     finally:
         go_on.set()
+    # Only its answer, after the deadline, ends the lease: the work went on past the safe deadline meanwhile.
+    assert at_exit.value.why == "deadline" and "only after the deadline" in str(at_exit.value), at_exit.value
 
 
 def test_under_the_margin_schedule_a_slow_node_moves_the_next_renewal_earlier(alice, monkeypatch):

@@ -26,6 +26,7 @@ from chainfence import Chain, Registry, Timeouts, cli
 from chainfence.cli import lock as _cli_lock
 from chainfence.lease import LeaseStatus
 from tests.support.anvil import Anvil, dev_keys
+from tests.support.lock_child import finish
 from tests.support.rpc_proxy import RpcProxy
 from tests.support.sequencer import wait_until
 from tests.support.virtual_time import WatchedClock
@@ -88,7 +89,7 @@ def test_the_command_runs_with_the_lease_in_its_environment_and_its_exit_code_co
     assert started["CHAINFENCE_HOLDER"] == holder and started["CHAINFENCE_REGISTRY"] == registry.address
     assert started["CHAINFENCE_CHAIN_ID"] == str(chain.chain_id) and started["CHAINFENCE_RPC_URL"] == node.url
     assert started["CHAINFENCE_PRIVATE_KEY"] == dev_keys(4)[1], "the key stays where the CLI read it"
-    (tmp_path / "finish").write_text("3")
+    finish(tmp_path, 3)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, err
     last = registry.last_lease("lock/normal")
@@ -282,7 +283,7 @@ def test_wait_takes_the_resource_once_its_holder_releases_it(node, direct, tmp_p
         held.release()
         started = read(tmp_path / "started.json")["env"]
         assert int(started["CHAINFENCE_TOKEN"]) > held.token
-        (tmp_path / "finish").write_text("0")
+        finish(tmp_path, 0)
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
 

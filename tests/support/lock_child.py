@@ -35,6 +35,14 @@ def write(path: Path, data: dict) -> None:
     temporary.replace(path)  # the test never reads half a file
 
 
+def finish(directory: Path, code: int) -> None:
+    """Tell the child in ``directory`` its work is done and to exit ``code``: written whole, then renamed
+    into place, so the child that sees the file never reads it half written (it polls for it)."""
+    temporary = directory / "finish.tmp"
+    temporary.write_text(str(code))
+    temporary.replace(directory / "finish")
+
+
 def main() -> int:
     directory = Path(sys.argv[1])
     url = next((a for a in sys.argv[2:] if not a.startswith("--")), None)
