@@ -167,6 +167,27 @@ MUTANTS = (
         caught_by=RULES,
     ),
     Mutant(
+        "set-any-order",
+        "renewMany and releaseMany take a set whose resources are not in increasing order of ids",
+        find="        revert FencingRegistryUnsortedResources(resource, previous);\n",
+        replace="",
+        caught_by=RULES,
+    ),
+    Mutant(
+        "set-repeat-allowed",
+        "renewMany and releaseMany take a resource listed twice in a row (the order check is <, not <=)",
+        find="if (resource == previous) revert FencingRegistryDuplicateResource(resource);",
+        replace="if (resource == previous) return;",
+        caught_by=RULES,
+    ),
+    Mutant(
+        "renew-many-at-expiry",
+        "renewMany renews a lease at its expiry second, when it has already expired (off by one)",
+        find="|| lease.expiresAt() <= block.timestamp\n            ) _requireHolder(",
+        replace="|| lease.expiresAt() < block.timestamp\n            ) _requireHolder(",
+        caught_by=ENDED,
+    ),
+    Mutant(
         "intent-any-signer",
         "performIntents takes any valid signature for the holder it names: anyone acts for anyone",
         find="if (signer == holder && signer != address(0)) return true;",

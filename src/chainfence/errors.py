@@ -13,6 +13,7 @@
     │   ├── InvalidPolicy                  a namespace policy: maxTtl or lockDelay above the registry's max, no field
     │   ├── InvalidAssignments             deployment: namespaces and admins of different lengths
     │   ├── DuplicateResource              a LeaseSet lists a resource twice
+    │   ├── UnsortedResources              renewMany/releaseMany: ids not in increasing order
     │   └── StaleCursor                    an audit listing's cursor whose row is gone (a reorg): list again
     ├── LeaseError                         the registry refused a lease operation
     │   ├── LeaseHeld                      someone else holds a live lease
@@ -205,6 +206,7 @@ __all__ = [
     "UnknownAccount",
     "UnknownRevert",
     "UnknownToken",
+    "UnsortedResources",
     "UnverifiedAnswer",
     "WrongChain",
 ]
@@ -527,6 +529,26 @@ class DuplicateResource(InvalidInput):
     @property
     def where(self) -> str:
         return repr(self.resource) if self.resource is not None else "0x" + (self.resource_id or b"").hex()
+
+
+@_contract_error("FencingRegistryUnsortedResources")
+class UnsortedResources(InvalidInput):
+    """``renewMany`` and ``releaseMany`` take their resources in strictly increasing order of ids: the
+    registry checks the order as it goes (one comparison an item, where checking every pair for repeats
+    cost it 205 gas a pair), and ``resource_id`` came right after ``previous``, a higher id. The SDK sorts
+    every set it sends: only a set sent another way meets this."""
+
+    template = "resource 0x{resource_hex} is listed after 0x{previous_hex}, a higher id: sort the set by id"
+    resource_id: bytes | None = None
+    previous: bytes | None = None
+
+    @property
+    def resource_hex(self) -> str:
+        return (self.resource_id or b"").hex()
+
+    @property
+    def previous_hex(self) -> str:
+        return (self.previous or b"").hex()
 
 
 class StaleCursor(InvalidInput):
