@@ -155,45 +155,46 @@ setup_node() {
     fi
 }
 
+# apt_package PACKAGE WHAT_FOR: install a Debian package quietly, when we are root with apt-get (after an
+# `apt-get update` if the first try fails); otherwise, or when it fails, say what will not work and how to
+# install it by hand. The setups below call it only when what they need is missing.
+apt_package() {
+    local package=$1 what_for=$2
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "chainfence setup: $package is not installed; $what_for will fail until it is" \
+             "(as root: apt-get install -y $package)" >&2
+        return 0
+    fi
+    echo "==> installing $package (Debian package) for $what_for"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq "$package" >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null 2>&1 || true
+        apt-get install -y -qq "$package" >/dev/null 2>&1 \
+            || echo "chainfence setup: apt-get install $package failed; $what_for will fail" >&2
+    fi
+}
+
 # setup_faketime: Debian's libfaketime, under which the suite runs hardhat's node on a frozen wall clock
-# (tests/support/nodes.py: hardhat has no logical clock of its own). Installed quietly when it is missing
-# and we are root with apt-get; otherwise the hardhat tests fail and say how to install it.
+# (tests/support/nodes.py: hardhat has no logical clock of its own).
 setup_faketime() {
     local library
     for library in "${CHAINFENCE_LIBFAKETIME:-}" /usr/lib/*/faketime/libfaketimeMT.so.1 /usr/lib/faketime/libfaketimeMT.so.1; do
         [ -n "$library" ] && [ -f "$library" ] && return 0
     done
-    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-        echo "chainfence setup: libfaketime not found; the hardhat tests will fail until it is installed" \
-             "(as root: apt-get install -y faketime)" >&2
-        return 0
-    fi
-    echo "==> installing faketime (Debian package) for the suite's hardhat node"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -qq faketime >/dev/null 2>&1; then
-        apt-get update -qq >/dev/null 2>&1 || true
-        apt-get install -y -qq faketime >/dev/null 2>&1 \
-            || echo "chainfence setup: apt-get install faketime failed; the hardhat tests will fail" >&2
-    fi
+    apt_package faketime "the suite's hardhat tests"
 }
 
-# setup_chromium: Debian's chromium for the timeline's browser test, installed quietly when it is missing
-# and we are root with apt-get. Otherwise nothing is installed: that test then fails and says how to
-# install it (a skipped browser check would pass without checking anything).
+# setup_chromium: Debian's chromium for the browser tests (the timeline, the docs site). Never skipped
+# when missing: those tests then fail and say how to install it (a skipped check would pass unchecked).
 setup_chromium() {
     if [ -n "${CHAINFENCE_CHROMIUM:-}" ] || command -v chromium >/dev/null 2>&1; then
         return 0
     fi
-    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-        echo "chainfence setup: chromium not found; the timeline browser test will fail until it is installed" \
-             "(as root: apt-get install -y chromium)" >&2
-        return 0
-    fi
-    echo "==> installing chromium (Debian package) for the timeline's browser test"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -qq chromium >/dev/null 2>&1; then
-        apt-get update -qq >/dev/null 2>&1 || true
-        apt-get install -y -qq chromium >/dev/null 2>&1 \
-            || echo "chainfence setup: apt-get install chromium failed; the timeline browser test will fail" >&2
-    fi
+    apt_package chromium "the browser tests"
+}
+
+# setup_etcd: Debian's etcd server and etcdctl, what the benchmarks compare with (scripts/bench.sh).
+setup_etcd() {
+    command -v etcd >/dev/null 2>&1 || apt_package etcd-server "the etcd comparisons"
+    command -v etcdctl >/dev/null 2>&1 || apt_package etcd-client "the etcdctl comparisons"
 }

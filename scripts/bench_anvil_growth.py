@@ -10,7 +10,7 @@ The "anvil floor" of ``scripts/bench_vs_etcd.py`` (a pre-signed acquisition:
 there, over the node's IPC socket, no client work) is measured on fresh
 anvils started with different settings, one sample of each in turn, each
 acquisition a new block (automine), interleaved with one etcd lease + txn lock
-(``etcd`` on PATH: ``apt-get install etcd-server``) so that all see the same
+(``etcd`` on PATH: ``scripts/bench.sh`` installs it) so that all see the same
 machine at the same moment. Each acquisition is of a new name (the registry's
 state grows, as a registry in use does), or of the same one (``--same-name``:
 only the chain grows). Every anvil saves its state to a file every second, as

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/bench_cli_vs_etcdctl.py                 # 20 rounds
     .venv/bin/python scripts/bench_cli_vs_etcdctl.py --rounds 50 --json
 
-Needs ``etcd`` and ``etcdctl`` on PATH (Debian/Ubuntu: ``apt-get install etcd-server etcd-client``) and
+Needs ``etcd`` and ``etcdctl`` on PATH (``scripts/bench.sh`` installs them: Debian's etcd-server, etcd-client) and
 this checkout's anvil (``scripts/test.sh`` installs it into node_modules; or set ``CHAINFENCE_ANVIL``).
 etcd and anvil run on free loopback ports with their data in temporary directories. The chainfence
 commands are the ``chainfence`` entry point beside this interpreter (the venv's), configured the way a
@@ -189,7 +189,7 @@ def main() -> None:
     missing = _missing()
     if missing:
         raise SystemExit(
-            f"{' and '.join(missing)} not found: `apt-get install etcd-server etcd-client` (Debian/Ubuntu), "
+            f"{' and '.join(missing)} not found: `scripts/bench.sh` installs them (Debian's etcd-server, etcd-client), "
             "or put etcd 3.4+ binaries on PATH (https://github.com/etcd-io/etcd/releases)"
         )
     bench = _load_bench_vs_etcd()

@@ -4,7 +4,7 @@
     python scripts/bench_group_commit.py                    # 8 and 64 agents, 3 alternating rounds, both nodes
     python scripts/bench_group_commit.py --agents 8 --cycles 40 --rounds 5 --node anvil --json
 
-Needs ``etcd`` on PATH (Debian/Ubuntu: ``apt-get install etcd-server``; or an etcd 3.4+ binary from
+Needs ``etcd`` on PATH (``scripts/bench.sh`` installs it: Debian's etcd-server; or an etcd 3.4+ binary from
 https://github.com/etcd-io/etcd/releases) and this checkout's anvil (``scripts/test.sh`` installs it into
 node_modules; ``npm ci`` does too). Both run on free loopback ports, their data in temporary directories.
 
@@ -27,7 +27,7 @@ fleet's, not its start's. Throughput is acquisitions (lock + unlock cycles) per 
   ``lease/revoke``;
 - **sdk-lone** (``--with-lone``, a reference): N threads sharing one account, each call its own
   transaction. Off by default: it mines a block per call (2 x N x cycles), and anvil slows as its chain
-  grows (docs/benchmarks.md), so it would slow every run after it.
+  grows (docs/benchmarks.md, "An acquisition on a local node, beside etcd"), so it would slow every run after it.
 
 The kinds alternate within a round, in rotating order, so that none always runs first on a loaded
 machine. Latency per agent: p50 and p99 of its acquisitions, in ms; in blocks: how many transactions
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if shutil.which("etcd") is None:
         print(
-            "etcd is not installed: `apt-get install etcd-server` (Debian/Ubuntu), or put an etcd 3.4+ binary on "
+            "etcd is not installed: `scripts/bench.sh` installs it (Debian's etcd-server), or put an etcd 3.4+ binary on "
             "PATH (https://github.com/etcd-io/etcd/releases)",
             file=sys.stderr,
         )

@@ -4,7 +4,7 @@
     python scripts/bench_vs_etcd.py                  # 200 alternating samples (1,600+ blocks), then throughput
     python scripts/bench_vs_etcd.py --samples 300 --rounds 0 --json
 
-Needs ``etcd`` on PATH (Debian/Ubuntu: ``apt-get install etcd-server``) and
+Needs ``etcd`` on PATH (``scripts/bench.sh bench_vs_etcd.py ...`` installs it: Debian's etcd-server) and
 this checkout's anvil (``scripts/test.sh`` installs it into node_modules, or
 ``npm install --no-save``). The node is ``python -m chainfence node --json``
 in a temporary directory, on a free loopback port (anvil with the settings
@@ -71,7 +71,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # CHAINFENCE_SRC: measure another copy of the SDK (e.g. `git archive <commit> src | tar -x -C /tmp/before`,
-# then CHAINFENCE_SRC=/tmp/before/src) against the same etcd and floor: the before/after in docs/benchmarks.md.
+# then CHAINFENCE_SRC=/tmp/before/src) against the same etcd and floor: the before/after in
+# docs/benchmarks/history.md, "Acquisitions under etcd's latency".
 SRC = Path(os.environ.get("CHAINFENCE_SRC") or ROOT / "src")
 sys.path.insert(0, str(SRC))
 
@@ -130,7 +131,7 @@ class Etcd:
         self.binary = shutil.which("etcd")
         if self.binary is None:
             raise SystemExit(
-                "etcd is not installed: `apt-get install etcd-server` (Debian/Ubuntu), or put an etcd 3.4+ "
+                "etcd is not installed: `scripts/bench.sh` installs it (Debian's etcd-server), or put an etcd 3.4+ "
                 "binary on PATH (https://github.com/etcd-io/etcd/releases)"
             )
         self.dir = tempfile.mkdtemp(prefix="chainfence-bench-etcd-")
@@ -675,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if shutil.which("etcd") is None:
         print(
-            "etcd is not installed: `apt-get install etcd-server` (Debian/Ubuntu), or put an etcd 3.4+ binary on "
+            "etcd is not installed: `scripts/bench.sh` installs it (Debian's etcd-server), or put an etcd 3.4+ binary on "
             "PATH (https://github.com/etcd-io/etcd/releases)",
             file=sys.stderr,
         )

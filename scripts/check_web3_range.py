@@ -16,10 +16,10 @@ from the committed lock, as ``scripts/test.sh`` does). Exit 0 when every check p
   installed first; then chainfence, which must accept them as they are.
   eth-tester 0.14 needs newer eth-* packages, so this venv has no embedded
   chain: its tests run on anvil.
-- ``highest``: ``chainfence[tester]`` with nothing pinned: pip picks the newest
+- ``highest``: this checkout's ``.[tester]`` with nothing pinned: pip picks the newest
   releases inside the ranges (web3 8.x).
 - ``preinstalled``: a venv that already has web3 7.16.0 (a user's), then
-  ``pip install chainfence``: web3 must stay 7.16.0.
+  ``pip install .`` of this checkout: web3 must stay 7.16.0.
 
 In each: the smoke test (import, sign, then deploy, acquire, renew, release,
 history, an asyncio acquire on anvil, and an acquire on the embedded chain

@@ -117,7 +117,8 @@ POLICY_ALLOWANCE = 4_300
 #: acquisition: two cold reads (the namespace and the allowlist entry, 4,200) plus finding the
 #: namespace (the name's scan for `/`, the prefix's hash, the filter) and the policy's checks;
 #: over POLICY_ALLOWANCE, reported as such. Renewals of a recorded resource: two cold reads too
-#: (its namespace, the policy) and the renewal's place in the dispatcher (see docs/benchmarks.md).
+#: (its namespace, the policy) and the renewal's place in the dispatcher (see docs/benchmarks/history.md, "Gas per
+#: operation").
 POLICY_CEILING = 5_800
 #: The same operations on a namespace whose admin set a policy (every check on), and the figure
 #: of BEFORE_NAMESPACES each compares with.

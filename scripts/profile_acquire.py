@@ -51,7 +51,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Resource names each loop cycles through: the registry's state stays small, so anvil's time per block
-#: (which grows with it, docs/benchmarks.md) does not drift under what is measured here.
+#: (which grows with it: docs/benchmarks/history.md, "The node `chainfence node` starts") does not drift under
+#: what is measured here.
 NAMES = 32
 sys.path.insert(0, str(Path(os.environ.get("CHAINFENCE_SRC") or ROOT / "src")))  # as in bench_vs_etcd.py
 sys.path.insert(0, str(ROOT / "scripts"))

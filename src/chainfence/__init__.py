@@ -46,7 +46,7 @@ __all__ = [
     "Timeouts",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Each public name and the module it lives in. ``import chainfence`` imports
 # none of them (and so not web3): a name is imported the first time it is

@@ -1,99 +1,11 @@
-"""Every error chainfence raises, in one tree.
+"""Every error chainfence raises, in one tree (drawn, with each class's summary, in the reference's Errors page).
 
-::
-
-    ChainfenceError
-    ├── InvalidInput (ValueError)          bad argument (``argument``, ``value``); nothing sent or written
-    │   ├── InvalidResourceName            empty, too long, not a str
-    │   ├── InvalidTtl                     0, negative, not an int, above the registry's max
-    │   │   └── InvalidMaxTtl              deployment: max ttl out of range
-    │   ├── InvalidHolder                  grant: the zero address
-    │   ├── InvalidClaimItems              claim: no items, too many, or duplicates
-    │   ├── InvalidNamespace               a namespace prefix: empty, too long, contains '/', a mis-cased address
-    │   ├── InvalidPolicy                  a namespace policy: maxTtl or lockDelay above the registry's max, no field
-    │   ├── InvalidAssignments             deployment: namespaces and admins of different lengths
-    │   ├── DuplicateResource              a LeaseSet lists a resource twice
-    │   ├── UnsortedResources              renewMany/releaseMany: ids not in increasing order
-    │   └── StaleCursor                    an audit listing's cursor whose row is gone (a reorg): list again
-    ├── LeaseError                         the registry refused a lease operation
-    │   ├── LeaseHeld                      someone else holds a live lease
-    │   ├── NotHolder                      the caller is not the holder of that token
-    │   ├── NothingToClaim                 claim: every item is done or held live by others
-    │   ├── NotAdmitted (PermissionError)  the namespace's allowlist, or a guard's admission, refuses the holder
-    │   ├── LockDelayed                    a lease expired; its namespace's lock-delay runs until `until`
-    │   ├── NotLive                        revoke: the resource has no live lease
-    │   └── TokenNotCurrent                the token is not the resource's live token
-    │       ├── StaleToken                 superseded by a higher token (registry or guard)
-    │       ├── UnknownToken               0, or above the resource's latest: never issued for it
-    │       ├── LeaseExpired               the latest token, but its lease ran out  (you lost it)
-    │       ├── LeaseReleased              the latest token, but it was released    (you closed it)
-    │       │   └── LeaseCompleted         a claimed item's claimant completed it (done for good)
-    │       ├── LeaseRevoked               the latest token, but its namespace's admin revoked it
-    │       └── TokenNotConfirmed          issued, but not yet deep enough in the chain to count
-    ├── RegistryOverflow (OverflowError)   48-bit token or 40-bit time space exhausted
-    ├── NamespaceError (PermissionError)   a namespace refused the caller
-    │   ├── NamespaceTaken                 deployment: a namespace assigned twice
-    │   ├── NotNamespaceAdmin              only the namespace's admin may do that
-    │   └── NotPendingAdmin                only the pending admin may accept the namespace
-    ├── Unauthorized (PermissionError)     a contract refused the caller (example contracts)
-    ├── ChainError                         the chain or node failed us
-    │   ├── NodeUnreachable (ConnectionError)  no JSON-RPC node answers
-    │   │   └── ProviderUnavailable        proven mode: a header or proof provider did not answer (names it)
-    │   ├── RpcError                       the node answered a request with a JSON-RPC error
-    │   │   └── LogRangeRefused            the provider caps eth_getLogs: a narrower range may pass
-    │   ├── WrongChain                     the node serves another chain than expected
-    │   ├── ChainRolledBack                the chain's history went back below tokens already seen
-    │   ├── HistoryUnsettled               the audit sync: a provider that keeps changing its history
-    │   ├── LogsIncomplete                 a follower waits: the logs answered lack (or invent) a block's logs
-    │   ├── ContractNotFound               no FencingRegistry code at that address
-    │   ├── InsufficientFunds              the sender cannot pay for gas
-    │   ├── TransactionInDoubt             a transaction sent, not known to be final: its hashes and nonce
-    │   │   ├── TransactionTimeout (TimeoutError)  not mined in time; cancelled, so it never will be
-    │   │   ├── OutcomeUnknown             sent, but whether it landed could not be established
-    │   │   └── NotConfirmed (TimeoutError)  mined, but not k blocks deep in time
-    │   ├── RelayerRefused                 a relayer would not take a signed intent (its status and reason)
-    │   ├── TransactionFailed              mined with status 0, no decodable reason
-    │   ├── UnknownRevert                  reverted with data no error of ours explains
-    │   ├── UnknownAccount (LookupError)   no key to sign for that address
-    │   ├── NotSupported                   e.g. advance_time on a chain that is not a dev chain
-    │   │   ├── ProofsNotServed            proven mode: the provider does not serve eth_getProof
-    │   │   └── ForkNotSupported           deployment: the node's EVM predates the fork the registry is built for
-    │   ├── AnvilNotFound                  `chainfence node` found no anvil binary
-    │   └── UnverifiedAnswer               proven mode: an answer did not verify; nothing judged, no mark moved
-    │       ├── ProofInvalid               a proof that does not verify against the trusted header (names the provider)
-    │       ├── HeaderInvalid              a header whose fields do not hash to its hash
-    │       ├── HeadersDisagree            no k of the n header providers agree on the block's hash
-    │       ├── BlockNotVouched            a log's block is not the one the header source vouches for
-    │       ├── HeaderStale                the vouched-for header is older than max_age: a withheld head
-    │       └── HeaderBehind               the proven state is older than a mark already accepted at a later block
-    ├── GuardError                         the guard's store is unusable
-    │   ├── GuardStoreMismatch             the store belongs to another registry
-    │   └── GuardForked                    an exclusive guard used in a process forked from its owner
-    ├── AuditIndexError                    the audit index cannot answer
-    │   ├── AuditIndexMismatch             the index file belongs to another registry, or is not an index
-    │   └── AuditIndexDiffers              verify: the index and the chain disagree
-    ├── LeaseLost                          a kept-alive lease can no longer be trusted: stop the work
-    │   └── LeaseSetLost                   a member of a LeaseSet ended (which, and how)
-    ├── ExtraNotInstalled (ImportError)    an optional part needs an extra: pip install 'chainfence[EXTRA]'
-    ├── FenceBroken (RuntimeError)         a statement ended a fenced SQL transaction early
-    ├── CommandNotRun                      `chainfence lock`: the command could not be started; nothing ran
-    │   └── CommandNotFound                `chainfence lock`: no such command
-    └── RequestRejected                    a holder-signed request (or signed intent) failed verification
-        ├── MalformedRequest (ValueError)  missing or unparsable fields, a payload not the signed one
-        ├── InvalidSignature               not signed by the holder it names
-        ├── RequestExpired                 past its deadline
-        ├── SignerNotHolder                signed by someone who does not hold the token
-        ├── RequestMisdirected             signed for another resource, action or audience (``field``)
-        └── ReplayedRequest                seen before
-            └── IntentStale                a signed intent's guard is gone: it landed, or the state moved on
-
-Errors are data: each class declares its fields as annotations, and :class:`ChainfenceError`
-makes from them the keyword constructor, the ``repr``
-(``StaleToken(resource='r', token=3, current_token=5)``), the pickling and :meth:`~ChainfenceError.details`.
-A class's ``template`` renders its message from its fields (a message given as the one positional
-argument replaces it). Each class carries ``exit_code``, what ``chainfence`` exits with (the README's
-table), and ``http_status``, what a service answers with (:class:`~chainfence.integrations.asgi.FencingMiddleware`);
-a class not named here takes its parent's::
+Errors are data: each class declares its fields as annotations, and :class:`ChainfenceError` makes from them
+the keyword constructor, the ``repr`` (``StaleToken(resource='r', token=3, current_token=5)``), the pickling
+and :meth:`~ChainfenceError.details`. A class's ``template`` renders its message from its fields (a message
+given as the one positional argument replaces it). Each class carries ``exit_code``, what ``chainfence``
+exits with, and ``http_status``, what a service answers with (the ASGI middleware does); a class not named
+here takes its parent's::
 
     exit_code    1 ChainfenceError; 2 InvalidInput, ExtraNotInstalled; 3 LeaseHeld; 4 TokenNotCurrent,
                  NotHolder, NotLive; 5 NodeUnreachable, WrongChain, ChainRolledBack, HistoryUnsettled,
@@ -104,14 +16,10 @@ a class not named here takes its parent's::
                  403 NotHolder, NotAdmitted, NamespaceError, Unauthorized, RequestRejected; 409 LeaseError,
                  LeaseLost, ReplayedRequest; 503 ChainError, GuardError
 
-Errors raised by the contract (its custom errors) map one-to-one onto classes
-here through :func:`_contract_error`; :mod:`chainfence._node.reverts` decodes a
-revert, whatever provider raised it, into one of them. Users never see raw
-web3 or eth-tester exceptions: those are chained as ``__cause__``.
-
-A service rejecting work needs one clause: ``except TokenNotCurrent`` (and
-``except RequestRejected`` for holder-signed requests), plus ``except
-NotAdmitted`` when its guard has an admission policy (:class:`~chainfence.Admission`).
+Each contract error maps to one class (:data:`CONTRACT_ERRORS`), whatever provider reported the revert (its
+exception is the ``__cause__``). A Python-only class that is no base says in a "Caught apart" line why a
+caller tells it from its parent. A service rejecting work needs one clause, ``except TokenNotCurrent`` (and
+``except RequestRejected`` for holder-signed requests, ``except NotAdmitted`` with an admission policy).
 """
 
 from __future__ import annotations
@@ -138,12 +46,9 @@ __all__ = [
     "DuplicateResource",
     "ExtraNotInstalled",
     "FenceBroken",
-    "ForkNotSupported",
     "GuardError",
-    "GuardForked",
     "GuardStoreMismatch",
     "HeaderBehind",
-    "HeaderInvalid",
     "HeaderStale",
     "HeadersDisagree",
     "HistoryUnsettled",
@@ -194,7 +99,6 @@ __all__ = [
     "RequestMisdirected",
     "RequestRejected",
     "RpcError",
-    "SignerNotHolder",
     "StaleCursor",
     "StaleToken",
     "TokenNotConfirmed",
@@ -218,13 +122,8 @@ CONTRACT_ERRORS: dict[str, type[ChainfenceError]] = {}
 
 
 def _contract_error(solidity_name: str, *also: str) -> Callable[[type[E]], type[E]]:
-    """Register ``cls`` as the Python side of the contract's ``solidity_name`` error
-    (and of the example contracts' errors ``also`` that mean the same thing).
-
-    The class's ``from_revert(**fields)`` receives the error's ABI arguments
-    as snake_case keywords (``expiresAt`` -> ``expires_at``), with the bytes32
-    ``resource`` argument renamed ``resource_id``.
-    """
+    """Register ``cls`` as the contract's ``solidity_name`` error (and the example contracts' ``also``): its
+    ``from_revert`` takes the ABI arguments in snake_case, the bytes32 ``resource`` as ``resource_id``."""
 
     def register(cls: type[E]) -> type[E]:
         for name in (solidity_name, *also):
@@ -369,13 +268,8 @@ class ChainfenceError(Exception):
         return f"{type(self).__name__}({', '.join(shown)})"
 
     def details(self) -> dict[str, Any]:
-        """The error's fields as JSON-ready values, with its name and message.
-
-        For programs on the other side of a process boundary: ``chainfence
-        --json`` prints it; a tool result can carry it. Bytes become 0x-hex,
-        enums their lower-case name, a lease its fields; raw receipts are left
-        out (their hashes are in ``tx_hashes``).
-        """
+        """The error's fields as JSON-ready values, with its name (``"error"``) and ``"message"``: what
+        ``chainfence --json`` prints and an MCP tool error carries (bytes as 0x-hex, enums by name, no receipts)."""
         fields: dict[str, Any] = {"error": type(self).__name__, "message": str(self)}
         for key, value in self.__dict__.items():
             if key.startswith("_") or key in _NOT_DETAILS or key in fields:
@@ -419,17 +313,14 @@ def _bounded(value: Any) -> Any:
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
-# ---------------------------------------------------------------------------
-# Bad input
-# ---------------------------------------------------------------------------
+# -- Bad input: nothing was sent or written ---------------------------------------------------------------
 
 
 class InvalidInput(ChainfenceError, ValueError):
     """An argument is malformed or out of range. Nothing was sent or written.
 
-    ``argument`` names it when one is to blame (``"token"``, ``"wait"``, ``"url"``, ``"progress"``,
-    ``"limit"``, ``"after"`` ...); ``value`` is what was given (its repr, cut short, when not a plain
-    value; never a URL, where hosted providers put API keys).
+    ``argument`` names it when one is to blame (``"token"``, ``"wait"``, ``"url"``, ``"after"`` ...); ``value``
+    is what was given (its repr cut short when not a plain value; never a URL: it may hold an API key).
     """
 
     exit_code = 2
@@ -462,7 +353,7 @@ class InvalidTtl(InvalidInput):
 
 @_contract_error("FencingRegistryInvalidMaxTtl")
 class InvalidMaxTtl(InvalidTtl):
-    """A registry's maximum ttl (``max_ttl``, as given) must be 1 to 2**32 - 1 seconds."""
+    """Deployment: a registry's maximum ttl (``max_ttl``, as given) must be 1 to 2**32 - 1 seconds."""
 
     template = "max_ttl must be 1 to 4294967295 seconds, got {max_ttl!r}"
 
@@ -486,9 +377,8 @@ class InvalidClaimItems(InvalidInput):
 
 @_contract_error("FencingRegistryInvalidNamespace")
 class InvalidNamespace(InvalidInput):
-    """A namespace is a name's part before its first ``/``: 1 to 127 bytes, printable, no ``/``; one that
-    looks like an address must be an address namespace (lowercase), and the deployer cannot assign one
-    shaped like an address (42 bytes starting ``0x``: those are their address's)."""
+    """A namespace (a name's part before its first ``/``) is 1 to 127 printable bytes without ``/``; one
+    shaped like an address must be one, lowercase, and the deployer cannot assign it."""
 
     template = "a namespace must be 1 to {max_length} bytes with no '/', got {length} bytes"
     length: int | None = None
@@ -497,8 +387,8 @@ class InvalidNamespace(InvalidInput):
 
 @_contract_error("FencingRegistryInvalidPolicy")
 class InvalidPolicy(InvalidInput):
-    """A namespace policy's ``max_ttl`` and ``lock_delay`` must be 0 to the registry's maximum ttl, and a
-    change must name at least one field."""
+    """A namespace policy's ``max_ttl`` and ``lock_delay`` are 0 to the registry's maximum ttl, and a change
+    names at least one field."""
 
     template = (
         "a namespace policy needs max_ttl and lock_delay from 0 to {registry_max_ttl} seconds, "
@@ -520,7 +410,7 @@ class InvalidAssignments(InvalidInput):
 
 @_contract_error("FencingRegistryDuplicateResource")
 class DuplicateResource(InvalidInput):
-    """A set of leases (:meth:`LeaseSet.acquire <chainfence.LeaseSet.acquire>`) lists a resource twice."""
+    """A set of leases (``LeaseSet.acquire``) lists a resource twice."""
 
     template = "resource {where} is listed twice"
     resource_id: bytes | None = None
@@ -533,10 +423,8 @@ class DuplicateResource(InvalidInput):
 
 @_contract_error("FencingRegistryUnsortedResources")
 class UnsortedResources(InvalidInput):
-    """``renewMany`` and ``releaseMany`` take their resources in strictly increasing order of ids: the
-    registry checks the order as it goes (one comparison an item, where checking every pair for repeats
-    cost it 205 gas a pair), and ``resource_id`` came right after ``previous``, a higher id. The SDK sorts
-    every set it sends: only a set sent another way meets this."""
+    """``renewMany``/``releaseMany``: ``resource_id`` is listed right after ``previous``, a higher id (the
+    registry takes a set in strictly increasing order of ids; the SDK sorts every set it sends)."""
 
     template = "resource 0x{resource_hex} is listed after 0x{previous_hex}, a higher id: sort the set by id"
     resource_id: bytes | None = None
@@ -552,24 +440,21 @@ class UnsortedResources(InvalidInput):
 
 
 class StaleCursor(InvalidInput):
-    """The row a cursor points after is gone: a reorganisation (or a sync with more confirmations) rewound
-    the audit index past its block (or, for the MCP ``history`` tool's ``before``, the chain no longer has
-    that event), so rows already read may have been rolled back and the rows after it may differ.
-    Nothing was read; list again from the start."""
+    """The row an audit listing's cursor points after is gone (a reorganisation rewound the index past it):
+    nothing was read; list again from the start.
+
+    Caught apart: a pager starts over on it; other bad input is the caller's bug.
+    """
 
 
-# ---------------------------------------------------------------------------
-# The registry refused a lease operation
-# ---------------------------------------------------------------------------
+# -- The registry refused a lease operation --------------------------------------------------------------
 
 
 class LeaseError(ChainfenceError):
     """The registry (or a guard) refused an operation on a resource's lease.
 
-    ``resource`` is the name when the SDK knows it; ``resource_id`` is always
-    the on-chain ``keccak256(name)`` when known. The message is rendered from
-    the fields, so attaching the name later (the chain only knows the hash)
-    updates it.
+    ``resource`` is the name when known, ``resource_id`` its ``keccak256`` when known; the message follows a
+    name attached later (``with_resource``).
     """
 
     http_status = 409
@@ -594,11 +479,8 @@ class LeaseError(ChainfenceError):
 
 @_contract_error("FencingRegistryLeaseHeld")
 class LeaseHeld(LeaseError):
-    """Someone else holds a live lease on the resource.
-
-    ``holder``, ``token`` and ``expires_at`` describe that lease; retry at or
-    after ``expires_at`` (chain time).
-    """
+    """Someone else (``holder``, ``token``) holds a live lease on the resource: retry at or after chain time
+    ``expires_at``."""
 
     exit_code = 3
     template = "{where} is held by {holder} with token {token} until {expires_at:time}"
@@ -609,13 +491,16 @@ class LeaseHeld(LeaseError):
 
 @_contract_error("FencingRegistryNothingToClaim")
 class NothingToClaim(LeaseError):
-    """Every one of the ``count`` items of the workset is done or held live by someone else.
+    """Every one of the workset's ``count`` items is done or held live by someone else (``resource_id``: the
+    workset's id)."""
 
-    ``resource_id`` is the workset's id (``keccak256(workset)``); ``resource`` its name when known.
-    """
-
-    template = "nothing to claim in workset {where}: all {count} items are done or held by others"
+    template = "nothing to claim in workset {where}: {items} done or held by others"
     count: int
+
+    @property
+    def items(self) -> str:
+        """The items in the message: "its only item is", "all 3 items are"."""
+        return "its only item is" if self.count == 1 else f"all {self.count} items are"
 
     @classmethod
     def from_revert(cls, *, workset: bytes, count: int) -> NothingToClaim:  # type: ignore[override]
@@ -636,11 +521,9 @@ class NotHolder(LeaseError):
 
 @_contract_error("FencingRegistryNotAdmitted")
 class NotAdmitted(LeaseError, PermissionError):
-    """``holder`` is not admitted: by the allowlist of ``namespace`` (the id; ``namespace_name`` the
-    prefix when known), which requires admitted holders, refused by the registry (acquire, grant); or
-    by a guard's admission (:class:`~chainfence.Admission`), which accepts only some holders of the
-    ``token`` it judged: ``admission`` says which list refused it, ``"local"`` (the service's own list)
-    or ``"on-chain"`` (the namespace's allowlist). A guard recorded nothing: its mark did not move.
+    """``holder`` is not admitted: by the allowlist of ``namespace`` (``namespace_name``: its prefix), refused
+    by the registry (acquire, grant), or by a guard's admission, which judged ``token``: ``admission`` says
+    which list refused it (``"local"``, ``"on-chain"``); the guard's mark did not move.
     """
 
     exit_code = 9
@@ -674,8 +557,8 @@ class NotAdmitted(LeaseError, PermissionError):
 
 @_contract_error("FencingRegistryLockDelay")
 class LockDelayed(LeaseError):
-    """The lease of ``holder`` expired and its namespace's lock-delay runs until chain time ``until``:
-    nobody but ``holder`` may acquire the resource before then. Retry at or after ``until``."""
+    """The lease of ``holder`` expired and its namespace's lock-delay runs until chain time ``until``: only
+    ``holder`` may acquire the resource before then."""
 
     exit_code = 10
     template = "{where} is in its lock-delay until {until:time} (the lease of {holder} expired; only it may acquire before then)"
@@ -695,9 +578,8 @@ class NotLive(LeaseError):
 class TokenNotCurrent(LeaseError):
     """``token`` is not the resource's current, live token: reject the work.
 
-    ``current_token`` is the token the registry holds for the resource (or,
-    from a guard, the highest token it has accepted); ``token`` itself when
-    it is the latest but no longer live.
+    ``current_token``: the registry's latest token for the resource (a guard's: the highest it accepted);
+    ``token`` itself when it is the latest but no longer live.
     """
 
     exit_code = 4
@@ -712,13 +594,8 @@ class TokenNotCurrent(LeaseError):
 
 @_contract_error("FencingRegistryStaleToken", "FencedStoreStaleToken")
 class StaleToken(TokenNotCurrent):
-    """``token`` is below ``current_token``: superseded, its holder lost the lease.
-
-    Raised by the registry (renew/release/check with an old token) and by a
-    guard (a token lower than one it has already accepted for the resource).
-    The registry stores only the latest token of each resource, so a lower
-    token that was issued for another resource reads as stale too.
-    """
+    """``token`` is below ``current_token``: superseded, its holder lost the lease (a registry's or a guard's
+    verdict; another resource's lower token reads as stale too)."""
 
     template = "token {token} for {where} is stale: token {current_token} superseded it"
 
@@ -732,13 +609,10 @@ class UnknownToken(TokenNotCurrent):
 
 @_contract_error("FencingRegistryLeaseExpired")
 class LeaseExpired(TokenNotCurrent):
-    """``token`` is the resource's latest, but its lease expired at ``expired_at``.
+    """``token`` is the resource's latest, but its lease expired at ``expired_at``: acquire again.
 
-    The holder lost the lease to time: acquire again for a new token.
-    ``no_block_since`` is True when no block was mined since the lease ran
-    out: the latest block still shows it live, but chain time
-    (``judged_at``: the pending block's time, or the verifier's clock) is
-    past its expiry, and the next transaction would find it expired.
+    ``no_block_since``: no block was mined since it ran out (chain time ``judged_at`` is past it; the latest
+    block still shows it live).
     """
 
     expired_at: int
@@ -763,10 +637,7 @@ class LeaseReleased(TokenNotCurrent):
 
 @_contract_error("FencingRegistryLeaseCompleted")
 class LeaseCompleted(LeaseReleased):
-    """``token`` is the claimed work item's latest, but its claimant completed the item: done for good.
-
-    A :class:`LeaseReleased` ("you closed it"), told apart so that every part can say which end it was.
-    """
+    """``token`` is the claimed work item's latest, but its claimant completed the item: done for good."""
 
     template = "the claim of token {token} on {where} was completed: the item is done"
 
@@ -779,8 +650,11 @@ class LeaseRevoked(TokenNotCurrent):
 
 
 class TokenNotConfirmed(TokenNotCurrent):
-    """``token`` is current at the chain head but its acquisition is not yet
-    ``confirmations`` blocks deep: it may still vanish in a reorg. Retry later."""
+    """``token`` is current at the chain head but not yet ``confirmations`` blocks deep: a reorg may still
+    take it.
+
+    Caught apart: retry later: the same lease may yet count.
+    """
 
     template = "token {token} for {where} is not yet {confirmations} blocks deep; retry once it is confirmed"
     confirmations: int
@@ -794,14 +668,12 @@ class RegistryOverflow(ChainfenceError, OverflowError):
     value: int | None = None
 
 
-# ---------------------------------------------------------------------------
-# A namespace refused the caller
-# ---------------------------------------------------------------------------
+# -- A namespace refused the caller ----------------------------------------------------------------------
 
 
 class NamespaceError(ChainfenceError, PermissionError):
-    """A namespace refused the caller. ``namespace`` is its id (``keccak256(prefix)``), ``namespace_name``
-    the prefix when the SDK knows it."""
+    """A namespace refused the caller: ``namespace`` is its id (``keccak256(prefix)``), ``namespace_name`` the
+    prefix when known."""
 
     exit_code = 9
     http_status = 403
@@ -831,8 +703,8 @@ class NamespaceTaken(NamespaceError):
 
 @_contract_error("FencingRegistryNotNamespaceAdmin")
 class NotNamespaceAdmin(NamespaceError):
-    """``account`` is not the admin of the namespace (``admin``; the zero address when nobody
-    administers it, which includes names without ``/``)."""
+    """``account`` is not the admin of the namespace (``admin``; the zero address when nobody administers it,
+    as for names without ``/``)."""
 
     account: str | None = None
     admin: str | None = None
@@ -861,16 +733,13 @@ class Unauthorized(ChainfenceError, PermissionError):
     account: str | None = None
 
 
-# ---------------------------------------------------------------------------
-# The chain or node failed us
-# ---------------------------------------------------------------------------
+# -- The chain or node failed us -------------------------------------------------------------------------
 
 
 class ChainError(ChainfenceError):
     """Talking to the chain failed, or it answered something we cannot use.
 
-    ``lease`` is set when an acquisition landed but a step after it failed: the lease, never to be
-    forgotten.
+    ``lease``: an acquisition landed but a step after it failed: the lease, never to be forgotten.
     """
 
     http_status = 503
@@ -887,12 +756,10 @@ class NodeUnreachable(ChainError, ConnectionError):
 
 
 class ProviderUnavailable(NodeUnreachable):
-    """A provider of the proven mode (a header source's, or the one that serves proofs) did not answer.
+    """A provider of the proven mode (``source``; ``sources``: every one down when ``needed`` answers were
+    needed and ``answered`` came) did not answer. Nothing was judged; a guard moves no mark.
 
-    ``source`` names it (its URL without credentials, path or query);
-    ``sources`` lists every one that failed when a quorum could not be
-    reached (``needed`` answers were needed, ``answered`` came). Nothing was
-    judged: a guard moves no mark on it.
+    Caught apart: a header quorum counts it as that provider down; the middleware names the providers.
     """
 
     source: str | None = None
@@ -914,12 +781,11 @@ class ProviderUnavailable(NodeUnreachable):
 
 
 class MalformedReply(NodeUnreachable):
-    """The node answered ``method`` with a reply whose ``field`` does not read as what it must be
-    (``value``: what it sent, cut short; ``reason``: what is wrong with it), e.g. a receipt's
-    ``gasUsed`` that is not a quantity or a log's ``transactionHash`` that is not 32 bytes: a provider
-    that lies or is broken. Refused where the reply is read, before any of it is used. As a reply out of
-    bounds, it is no usable answer: a sender waiting for a receipt goes on asking, as it does of a node
-    that does not answer, and reports :class:`OutcomeUnknown` (with the hashes) if it never reads."""
+    """The node answered ``method`` with a reply whose ``field`` does not read as what it must (``value``, cut
+    short; ``reason``): refused where it is read. A sender waiting for a receipt asks on, as of a silent node.
+
+    Caught apart: a provider that lies or is broken is one to replace; a silent one, one to wait for.
+    """
 
     template = "the node answered {method} with a malformed {field}: {reason} ({value!r})"
     method: str | None = None
@@ -931,11 +797,8 @@ class MalformedReply(NodeUnreachable):
 
 
 class RpcError(ChainError):
-    """The node answered a JSON-RPC request with an error that is not a revert.
-
-    ``code`` and ``rpc_message`` are the JSON-RPC error's (``code`` is None
-    when the provider did not give one); ``method`` is the request's.
-    """
+    """The node answered a JSON-RPC request (``method``) with an error that is not a revert: ``code`` (None
+    when the provider gave none) and ``rpc_message``."""
 
     template = "{method} failed: {rpc_message}"
     method: str | None = None
@@ -944,25 +807,26 @@ class RpcError(ChainError):
 
 
 class LogRangeRefused(RpcError):
-    """The provider refused an ``eth_getLogs`` request for its block range or result size; a narrower
-    range may pass (the followers split theirs)."""
+    """The provider refused an ``eth_getLogs`` request for its block range or result size.
+
+    Caught apart: a narrower range may pass (the followers halve theirs).
+    """
 
 
 class WrongChain(ChainError):
-    """The node serves another chain (chain id or registry deployment) than the one expected."""
+    """The node serves another chain (chain id or registry deployment) than the one expected.
+
+    Caught apart: ``chainfence deploy`` and ``node`` deploy afresh on it; retrying never helps.
+    """
 
     exit_code = 5
 
 
 class ChainRolledBack(ChainError):
-    """The chain no longer holds history that was already seen: a token was accepted (or seen by
-    this SDK) that the chain's state no longer reaches, so the same number may go to another holder.
+    """The chain went back below history already seen: ``seen_token`` was seen (by a guard, a fenced SQL
+    table, the SDK's views), the chain now says ``chain_token`` (either None when the evidence is a block).
 
-    Raised by guards, fenced SQL transactions and the SDK's views when the registry's latest token
-    (or a resource's) is below one already seen, when a token number turns up with another holder,
-    or when a block a follower already applied was replaced. It is never retried away: the state
-    that trusted the lost history must be looked at. ``seen_token`` is the highest token seen,
-    ``chain_token`` what the chain says now (either may be None when the evidence is a block).
+    Caught apart: never retried away; a guard latches on it until looked at.
     """
 
     exit_code = 5
@@ -973,13 +837,11 @@ class ChainRolledBack(ChainError):
 
 
 class HistoryUnsettled(ChainError):
-    """The audit index's sync found a block it held replaced ``rewinds`` times and then once more (the
-    last: block ``block``; the last rewind went to block ``fork_block``): a chain reorganises a few blocks at a
-    time and settles, a provider (``source``) that answers another hash for a block each time it is
-    asked never does (a liar, or a load balancer over nodes on different forks). The sync stopped there;
-    its rewinds and what it indexed after them were undone: the index is as it was before the first
-    (at block ``synced``). ``detail``: how the last replacement showed. Sync again through a provider
-    whose history settles."""
+    """The audit index's sync found a block it held replaced ``rewinds`` times and then again (the last:
+    ``block``; the last rewind went to ``fork_block``) by ``source``: it undid them, the index stays at ``synced``.
+
+    Caught apart: sync again through a provider whose history settles.
+    """
 
     exit_code = 5
     rewinds: int | None = None
@@ -998,18 +860,12 @@ class HistoryUnsettled(ChainError):
 
 
 class LogsIncomplete(ChainError):
-    """A follower of the registry's logs did not pass block ``block``: the log provider (``source``)
-    answered ``eth_getLogs`` without logs that block has, by its ``logsBloom`` and its receipts against
-    its ``receiptsRoot`` (a log index that lags the head, or one that withholds; or receipts in which a
-    registry event does not read), or with logs it cannot have (invented ones the bloom rules out, one
-    of a block outside the range asked or of another block hash than the block's, one that does not
-    read: any of its fields, its ``logIndex`` or ``transactionHash`` too). ``reason`` says which.
+    """A follower stopped at block ``block``: the log provider (``source``) answered without logs the block
+    has, or with logs it cannot have (``reason``). It waits at block ``followed``, ``behind`` blocks short of
+    ``head``.
 
-    What came before it was applied: the follower stands at block ``followed``, ``behind`` blocks short
-    of block ``head``, the block it was following to. It waits there, and the next sync takes the block
-    up again: the gap closes by itself once the provider answers it. Meanwhile the follower is not up to
-    date, and whatever relies on it does what it does when it is behind (a ``follow`` guard checks at
-    the mark on-chain)."""
+    Caught apart: the follower takes the block up again at its next sync; nothing to repair.
+    """
 
     block: int | None = None
     followed: int | None = None
@@ -1030,13 +886,19 @@ class LogsIncomplete(ChainError):
 
 
 class ContractNotFound(ChainError):
-    """There is no FencingRegistry at the address (no code, or other code)."""
+    """There is no FencingRegistry at the address (no code, or other code).
+
+    Caught apart: read at a block before the deployment, it means no lease yet.
+    """
 
     exit_code = 5
 
 
 class InsufficientFunds(ChainError):
-    """The sender (``account``) cannot pay for the transaction's gas."""
+    """The sender (``account``) cannot pay for the transaction's gas.
+
+    Caught apart: fund the account (a batch reads its balance and resends only what it pays for).
+    """
 
     template = "{account} cannot pay for gas"
     account: str | None = None
@@ -1045,11 +907,8 @@ class InsufficientFunds(ChainError):
 class TransactionInDoubt(ChainError):
     """A transaction was sent and is not known to be final: reconcile before acting again.
 
-    ``tx_hashes`` lists every hash sent for it (the first is the one asked for: ``tx_hash``), with
-    ``nonce`` and ``sender``. For a batch (group commit, ``registry.batched()``), ``item`` is the
-    caller's operation's position in it, to learn that operation's own outcome by hash
-    (``registry.batch_item(tx_hash, item=...)``, ``chainfence tx HASH --item N``); None for a
-    transaction of one operation. ``except TransactionInDoubt`` covers its three outcomes.
+    ``tx_hashes``: every hash sent for it (``tx_hash``: the first), with ``nonce`` and ``sender``; ``item``: the
+    operation's position in a batch (``registry.batch_item(tx_hash, item=...)``), None alone.
     """
 
     exit_code = 6
@@ -1069,34 +928,35 @@ class TransactionInDoubt(ChainError):
 
 
 class TransactionTimeout(TransactionInDoubt, TimeoutError):
-    """Not mined in time, then cancelled: a replacement with the same nonce was mined (the SDK's
-    cancellation, or another process's transaction as the same account, the node having dropped ours),
-    so the original can never execute. Nothing happened; it is safe to try again.
+    """Not mined in time, then cancelled (or, through a relayer, past its deadline): it can never execute.
 
-    Through a relayer (:mod:`chainfence.relaying`): the signed intent did not land by its deadline, and a
-    block past it is on the chain, so the registry refuses it from now on. Nothing happened either."""
+    Caught apart: nothing happened; it is safe to try again.
+    """
 
 
 class OutcomeUnknown(TransactionInDoubt):
-    """Sent, but the SDK could not establish whether it was mined (the node stopped answering, or
-    neither it nor its cancellation was mined in time). ``tx_hashes`` lists every candidate: look
-    them up (``registry.lease_from_tx``) before acting again."""
+    """Sent, but whether it was mined could not be established.
+
+    Caught apart: look its ``tx_hashes`` up (``registry.lease_from_tx``) before acting again.
+    """
 
 
 class NotConfirmed(TransactionInDoubt, TimeoutError):
-    """Mined (``receipt``), but not ``confirmations`` blocks deep in time: it may still be
-    reorganised away. For an acquisition, ``lease`` is the lease it created: release it or
-    keep waiting, but do not forget it."""
+    """Mined (``receipt``), but not ``confirmations`` blocks deep in time; ``lease``: an acquisition's lease.
+
+    Caught apart: keep waiting, or release the lease; do not forget it.
+    """
 
     receipt: Any = None
     confirmations: int = 0
 
 
 class RelayerRefused(ChainError):
-    """The relayer (:mod:`chainfence.relaying`) would not take a signed intent: it answered ``relayer_status`` (HTTP)
-    with ``reason`` (its words: a rate limit, its spend cap for the key, an intent it judged refused). Nothing
-    was sent, as far as its word goes; the intent stays valid until its deadline, so a relayer that lied may
-    still land it (a lease then held until its ttl runs out, unknown to the agent: liveness, not safety)."""
+    """The relayer would not take a signed intent: it answered ``relayer_status`` (HTTP) with ``reason``. The
+    intent stays valid until its deadline.
+
+    Caught apart: try another relayer, or send it yourself.
+    """
 
     template = "the relayer refused the intent: HTTP {relayer_status}: {reason}"
     relayer_status: int | None = None
@@ -1104,7 +964,10 @@ class RelayerRefused(ChainError):
 
 
 class TransactionFailed(ChainError):
-    """A transaction (``tx_hash``, its ``receipt``) was mined with status 0 and no reason could be decoded."""
+    """A transaction (``tx_hash``, its ``receipt``) was mined with status 0 and no reason could be decoded.
+
+    Caught apart: nothing happened and there is no refusal to act on: trying again may pass.
+    """
 
     template = "transaction {tx_hash} failed"
     tx_hash: str | None = None
@@ -1112,36 +975,46 @@ class TransactionFailed(ChainError):
 
 
 class UnknownRevert(ChainError):
-    """A call reverted with ``data`` that is not one of the registry's errors."""
+    """A call reverted with ``data`` that is not one of the registry's errors.
+
+    Caught apart: the contract refused, the node did not fail (the sender and deploy's fork probe read it so).
+    """
 
     template = "reverted with unknown data"
     data: bytes = b""
 
 
 class UnknownAccount(ChainError, LookupError):
-    """The chain holds no key for that address, so it cannot send as it."""
+    """The chain holds no key for that address, so it cannot send as it.
+
+    Caught apart: give the registry an account (a key); retrying never helps.
+    """
 
 
 class NotSupported(ChainError):
-    """The chain does not support the operation (e.g. time travel outside dev chains)."""
+    """The chain does not support the operation (e.g. time travel outside dev chains).
 
+    ``fork``: ``Registry.deploy`` found the node's EVM older than the fork the registry is built for
+    (``instruction``: the one it lacks); nothing was sent.
+    """
 
-class ForkNotSupported(NotSupported):
-    """The node's EVM lacks an instruction the registry's code uses: it runs a fork older than ``fork``,
-    the one the registry is compiled for (``instruction``: the one it lacks; ganache 7 is Shanghai).
-    Raised by :meth:`Registry.deploy <chainfence.Registry.deploy>` before anything is sent."""
+    fork: str | None = None
+    instruction: str | None = None
 
-    template = (
-        "this node's EVM has no {instruction}: the registry is compiled for {fork} and needs a node at {fork} "
-        "or later (ganache 7 stops at shanghai); nothing was deployed"
-    )
-    fork: str = "cancun"
-    instruction: str = "MCOPY"
+    def _message(self) -> str:
+        if self.fork is None:
+            return super()._message()
+        return (
+            f"this node's EVM has no {self.instruction}: the registry is compiled for {self.fork} and needs a node "
+            f"at {self.fork} or later (ganache 7 stops at shanghai); nothing was deployed"
+        )
 
 
 class ProofsNotServed(NotSupported):
-    """``source`` does not serve ``eth_getProof`` (the embedded eth-tester chain does not): the proven
-    mode cannot run against it. Use a node that does (anvil, geth, reth, erigon, nethermind, besu)."""
+    """``source`` does not serve ``eth_getProof`` (the embedded chain does not): the proven mode cannot run on it.
+
+    Caught apart: use a node that does (anvil, geth, reth ...); exit 13, as the proven mode's refusals.
+    """
 
     exit_code = 13
     source: str | None = None
@@ -1153,53 +1026,46 @@ class ProofsNotServed(NotSupported):
 
 
 class AnvilNotFound(ChainError):
-    """No anvil binary was found for a local node; the message says how to get one."""
+    """No anvil binary was found for a local node; the message says how to get one.
+
+    Caught apart: install it, or name it in ``CHAINFENCE_ANVIL`` (exit 5).
+    """
 
     exit_code = 5
 
 
-# ---------------------------------------------------------------------------
-# The proven mode (chainfence.proofs): answers checked, not believed
-# ---------------------------------------------------------------------------
+# -- The proven mode: answers checked, not believed ------------------------------------------------------
 
 
 class UnverifiedAnswer(ChainError):
-    """The proven mode refused what its providers answered: nothing was judged, no mark moved.
-
-    Never a reason to fall back to believing one provider; see ``docs/guarantees.md``.
-    """
+    """The proven mode refused what its providers answered: nothing was judged, no mark moved."""
 
     exit_code = 13
 
 
 class ProofInvalid(UnverifiedAnswer):
-    """``source``'s proof for ``block`` (number; ``block_hash`` the trusted header's) does not verify
-    against the trusted header: a forged or corrupted answer, or a provider on another chain.
-    ``reason`` says which check failed."""
+    """What ``source`` served for ``block`` does not verify (``reason``): ``served`` is ``"proof"``, checked
+    against the trusted header (``block_hash``), or ``"header"``, whose fields do not hash to its hash.
 
-    template = "the proof {source} served for block {block} ({block_hash}) does not verify: {reason}"
+    Caught apart: the provider it names lies or is broken: replace it.
+    """
+
+    served: str = "proof"
     source: str | None = None
     block: int | None = None
     block_hash: str | None = None
     reason: str = ""
 
-
-class HeaderInvalid(UnverifiedAnswer):
-    """``source`` answered a header for block ``block`` whose fields do not hash to the hash it claims
-    (or not the block asked for). ``reason`` says which."""
-
-    template = "the header {source} served for block {block} is not valid: {reason}"
-    source: str | None = None
-    block: int | None = None
-    reason: str = ""
+    def _message(self) -> str:
+        at = f" ({self.block_hash})" if self.block_hash is not None else ""
+        return f"the {self.served} {self.source} served for block {self.block}{at} does not verify: {self.reason}"
 
 
 class HeadersDisagree(UnverifiedAnswer):
-    """No ``needed`` of the header providers agree on the hash of block ``block``.
+    """No ``needed`` of the header providers agree on the hash of block ``block``; ``answers`` maps each
+    provider to what it said.
 
-    ``answers`` maps each provider to what it said: a block hash, or why its
-    answer did not count (down, an invalid header). Some providers are lying
-    or on another fork; which, the proven mode cannot tell.
+    Caught apart: some providers lie or follow another fork, which ones the proven mode cannot tell.
     """
 
     block: int | None = None
@@ -1215,9 +1081,11 @@ class HeadersDisagree(UnverifiedAnswer):
 
 
 class BlockNotVouched(UnverifiedAnswer):
-    """Something (a log, a receipt) claims block ``block`` with hash ``block_hash``, but the header
-    source vouches for ``vouched_hash`` there (None: for no block at that height yet, it is beyond the
-    trusted head ``head``). A follower must not apply it."""
+    """A log or receipt claims block ``block`` with hash ``block_hash``; the header source vouches for
+    ``vouched_hash`` there (None: the block is beyond its trusted head ``head``).
+
+    Caught apart: the log provider serves another history than the header source; a follower applies none.
+    """
 
     block: int | None = None
     block_hash: str | None = None
@@ -1234,10 +1102,11 @@ class BlockNotVouched(UnverifiedAnswer):
 
 
 class HeaderStale(UnverifiedAnswer):
-    """The header the providers vouch for (``block``, chain time ``timestamp``) is ``age`` seconds old by
-    the verifier's clock (``now``), more than ``max_age``: a withheld head (providers serving an old
-    block as their latest), or a chain that stopped. ``heads`` maps each provider to the head it
-    reported (number and timestamp), or why it reported none."""
+    """The header the providers vouch for (``block`` at chain time ``timestamp``) is ``age`` seconds old at
+    ``now``, more than ``max_age``; ``heads`` maps each provider to the head it reported.
+
+    Caught apart: heads withheld, or a stopped chain: an alarm, not a retry.
+    """
 
     block: int | None = None
     timestamp: int | None = None
@@ -1258,13 +1127,11 @@ class HeaderStale(UnverifiedAnswer):
 
 
 class HeaderBehind(UnverifiedAnswer):
-    """The proven state at block ``block`` reads token ``chain_token`` for ``resource``, below the mark
-    ``mark`` accepted earlier, but the header source's block is older than block ``floor``, at which
-    that mark (or another of the store's) was proven: a header source whose head moved back (a
-    provider that fell behind or went down changed which head is the k-th highest) is not evidence
-    that the chain lost history. Nothing was judged and nothing recorded; retry. (``floor`` is None
-    when the store cannot tell at which block its mark was proven: a fenced SQL table. Then a real
-    rollback reads the same, and stays refused.)"""
+    """The header source's block ``block`` reads ``chain_token`` for ``resource``, below the ``mark`` accepted
+    at the later block ``floor`` (None: a fenced SQL table, which cannot tell): its head moved back.
+
+    Caught apart: no evidence of a rollback: retry; nothing was judged or recorded.
+    """
 
     block: int | None = None
     floor: int | None = None
@@ -1286,52 +1153,45 @@ class HeaderBehind(UnverifiedAnswer):
         )
 
 
-# ---------------------------------------------------------------------------
-# The guard's store, the audit index
-# ---------------------------------------------------------------------------
+# -- The guard's store, the audit index ------------------------------------------------------------------
 
 
 class GuardError(ChainfenceError):
-    """A guard's store cannot be used."""
+    """A guard's store cannot be used (closed, unreadable, locked by another guard, another schema).
+
+    ``forked_from``: an ``exclusive`` guard used in a process forked from the one that opened it (this pid):
+    open a new guard in the child.
+    """
 
     http_status = 503
-
-
-class GuardForked(GuardError):
-    """An ``exclusive`` guard was used in a process forked from the one that opened it.
-
-    An exclusive guard answers from memory; a forked child holds a frozen copy
-    of that memory (and of the store's lock) while the parent moves on, so the
-    child could accept a token the parent already superseded. Open a new
-    guard in the child (gunicorn: in ``post_fork``, not before ``--preload``).
-    """
+    forked_from: int | None = None
 
 
 class GuardStoreMismatch(GuardError):
     """The store file belongs to another registry (chain id or address differ).
 
-    Marks are only meaningful against the registry that issued the tokens;
-    opening another registry's store would let its marks fence the wrong
-    token space.
+    Caught apart: a store of another registry may be set aside for a new one; a broken store may not.
     """
 
 
 class AuditIndexError(ChainfenceError):
-    """The audit index (:mod:`chainfence.audit.index`) cannot answer."""
+    """The audit index cannot answer."""
 
 
 class AuditIndexMismatch(AuditIndexError):
     """The index file belongs to another registry (chain id or address differ), or is not an index.
 
-    Its leases describe another token space: answering from it would name the
-    wrong holders. Use another file (or delete this one and sync anew).
+    Caught apart: use another file (or delete it and sync anew); exit 11.
     """
 
     exit_code = 11
 
 
 class AuditIndexDiffers(AuditIndexError):
-    """``verify``: the index and the chain disagree; ``differences`` lists what differs."""
+    """``verify``: the index and the chain disagree; ``differences`` lists what differs.
+
+    Caught apart: the index is wrong, not unusable; exit 12.
+    """
 
     exit_code = 12
     differences: tuple[str, ...] = ()
@@ -1343,32 +1203,15 @@ class AuditIndexDiffers(AuditIndexError):
         return "the index and the chain differ: " + "; ".join(self.differences)
 
 
-# ---------------------------------------------------------------------------
-# A kept-alive lease lost; the rest
-# ---------------------------------------------------------------------------
+# -- A kept-alive lease lost; the rest -------------------------------------------------------------------
 
 
 class LeaseLost(ChainfenceError):
     """The lease ``token`` on ``resource`` can no longer be trusted to be held: stop the work.
 
-    Raised by :meth:`Lease.check <chainfence.Lease.check>` and by the exit
-    of :meth:`Lease.keep <chainfence.Lease.keep>`. ``why`` says how it was lost, in the words of
-    :mod:`chainfence.endings` (one model for every part):
-
-    - ``"deadline"``: no renewal was confirmed before the local safe deadline
-      (the lease may still be live on-chain: it is given up *before* it can
-      have ended there);
-    - ``"expired"``: the lease's time ran out on-chain;
-    - ``"released"``: the lease was released;
-    - ``"completed"``: the claimed work item was completed;
-    - ``"superseded"``: a higher token was issued for the resource (the
-      holder's own reacquisition, or a successor whose reason could not be read);
-    - ``"revoked"``: the namespace's admin revoked the lease;
-    - ``"granted"``: the namespace's admin granted the resource to another lease;
-    - ``"rolled_back"``: the chain lost history below what was seen;
-    - ``"error"``: the renewer failed in a way that is not a chain error.
-
-    The error that revealed the loss, if any, is the ``__cause__``.
+    Raised by ``Lease.check`` and the exit of ``Lease.keep``; ``why`` (one of ``REASONS``, the words of
+    ``chainfence.endings``) says how it was lost, ``detail`` more; the error that revealed it is the
+    ``__cause__``.
     """
 
     exit_code = 7
@@ -1396,13 +1239,11 @@ class LeaseLost(ChainfenceError):
 
 
 class LeaseSetLost(LeaseLost):
-    """A lease set (:meth:`LeaseSet.acquire <chainfence.LeaseSet.acquire>`) can no longer be
-    trusted to be held whole: ``resource``, ``token`` and ``why`` name the member that ended (for a
-    local end, ``deadline`` or ``error``, the first member: the whole set is given up).
+    """A lease set can no longer be trusted to be held whole: ``resource``, ``token`` and ``why`` name the
+    member that ended (for ``deadline`` or ``error``, the first).
 
-    ``ended`` maps each member known to have ended to how (a ``LeaseLost.why``); ``released`` names
-    the members :meth:`LeaseSet.release <chainfence.LeaseSet.release>` released after all (it
-    releases what it still can).
+    Caught apart: ``ended`` maps each member known to have ended to how; ``released`` names the members
+    released after all.
     """
 
     ended: dict[str, str] | None = None
@@ -1414,11 +1255,9 @@ class LeaseSetLost(LeaseLost):
 
 
 class ExtraNotInstalled(ChainfenceError, ImportError):
-    """An optional part of chainfence (``feature``) needs packages that are not installed.
+    """An optional part (``feature``) needs the ``extra`` (``missing``: the module that did not import).
 
-    The message names the command that installs them
-    (``pip install 'chainfence[tester]'`` for the embedded chain); ``extra``
-    is the extra's name and ``missing`` the module that failed to import.
+    Caught apart: an ImportError; the message names the ``pip install`` that fixes it.
     """
 
     exit_code = 2
@@ -1428,18 +1267,14 @@ class ExtraNotInstalled(ChainfenceError, ImportError):
 
     def _message(self) -> str:
         missing = f" (no module {self.missing!r})" if self.missing else ""
-        return f"{self.feature} needs the [{self.extra}] extra: pip install 'chainfence[{self.extra}]'{missing}"
+        return f"{self.feature} needs the [{self.extra}] extra: pip install '.[{self.extra}]' in a chainfence checkout{missing}"
 
 
 class FenceBroken(ChainfenceError, RuntimeError):
-    """A statement ended a fenced SQL transaction before the fence did.
+    """A statement (``reason``) ended the fenced SQL transaction of ``token`` on ``resource`` before the fence
+    did: what follows is refused and nothing more is committed.
 
-    ``INSERT OR ROLLBACK`` on a conflict, ``RAISE(ROLLBACK)`` in a trigger,
-    ``executescript`` (which commits first), a ``COMMIT``/``ROLLBACK``/``BEGIN``
-    of the application's: after any of these the statements that follow
-    would no longer run inside the transaction that holds the fence, so they
-    are refused and nothing more is committed. ``resource`` and ``token`` say
-    which fence; ``reason`` what ended it.
+    Caught apart: a RuntimeError, the application's bug, not a verdict on the token.
     """
 
     template = "the fenced transaction of token {token} on {resource!r} ended early: {reason}"
@@ -1449,9 +1284,8 @@ class FenceBroken(ChainfenceError, RuntimeError):
 
 
 class CommandNotRun(ChainfenceError):
-    """``chainfence lock``: ``command`` (the program, as given) was found but could not be started (not
-    executable, a directory ...); ``reason`` is the system's word for why. Nothing ran; the lease was
-    released. ``lock`` exits 126, as a shell does."""
+    """``chainfence lock``: ``command`` was found but could not be started (``reason``). Nothing ran; the lease
+    was released."""
 
     exit_code = 126
     template = "cannot run {command!r}: {reason}"
@@ -1460,27 +1294,29 @@ class CommandNotRun(ChainfenceError):
 
 
 class CommandNotFound(CommandNotRun):
-    """``chainfence lock``: no such ``command``: nothing ran; the lease was released. ``lock`` exits 127, as a
-    shell does."""
+    """``chainfence lock``: no such ``command``: nothing ran; the lease was released.
+
+    Caught apart: exit 127, as a shell says it.
+    """
 
     exit_code = 127
 
 
-# ---------------------------------------------------------------------------
-# Holder-signed requests
-# ---------------------------------------------------------------------------
+# -- Holder-signed requests ------------------------------------------------------------------------------
 
 
 class RequestRejected(ChainfenceError):
-    """A holder-signed request (:class:`~chainfence.FencedRequest`) failed verification; ``http_status``
-    is the HTTP status a service answers with."""
+    """A holder-signed request failed verification."""
 
     http_status = 403
 
 
 class MalformedRequest(RequestRejected, ValueError):
-    """A fenced request is missing a field, a field does not parse, or (``field="payload"``) the
-    payload's digest is not the one the holder signed."""
+    """A fenced request is missing a field, a field does not parse, or (``field="payload"``) the payload's
+    digest is not the one the holder signed.
+
+    Caught apart: the client's bug (HTTP 400), not a refused holder.
+    """
 
     http_status = 400
     field: str | None = None
@@ -1490,8 +1326,8 @@ class MalformedRequest(RequestRejected, ValueError):
 class InvalidSignature(RequestRejected):
     """The signature is not the named holder's (bad, foreign, or for another registry or chain).
 
-    For a signed intent (:class:`~chainfence.intents.Intent`) the registry says so: ``holder`` is the intent's
-    holder and ``digest`` the EIP-712 digest it checked the signature against."""
+    For a signed intent the registry says so: ``holder`` is its holder, ``digest`` its EIP-712 digest.
+    """
 
     http_status = 401
     holder: str | None = None
@@ -1502,22 +1338,21 @@ class InvalidSignature(RequestRejected):
 class RequestExpired(RequestRejected):
     """The request's deadline has passed.
 
-    For a signed intent the registry says so: ``deadline`` (chain time) of the intent whose EIP-712 digest is
-    ``digest`` is before the block it would have landed in."""
+    For a signed intent the registry says so: its ``deadline`` (chain time; ``digest``) is past.
+    """
 
     http_status = 401
     digest: bytes | None = None
     deadline: int | None = None
 
 
-class SignerNotHolder(RequestRejected):
-    """The request is validly signed, by someone who does not hold its token."""
-
-
 class RequestMisdirected(RequestRejected):
-    """The request is genuine but was signed for something else than what it is used for: ``field``
-    (``"resource"``, ``"action"``: HTTP method, path and query or an application's action, or
-    ``"audience"``: the service) was ``signed``, where ``expected`` is used."""
+    """The request is genuine but used for something else than it was signed for: ``field`` (``"resource"``,
+    ``"action"``, ``"audience"``, or ``"holder"``: the token's holder is not the signer) was ``signed``,
+    where ``expected`` is used.
+
+    Caught apart: nothing is recorded and the request is not burnt: it still works where it belongs.
+    """
 
     template = "the request was signed for {field} {signed!r}, not {expected!r}"
     field: str
@@ -1529,7 +1364,8 @@ class RequestMisdirected(RequestRejected):
 class ReplayedRequest(RequestRejected):
     """This exact request was accepted before; a request is accepted once.
 
-    For a signed intent (a completion or a claim) the registry says so: ``holder`` already spent ``nonce``."""
+    For a signed intent the registry says so: ``holder`` already spent ``nonce``.
+    """
 
     http_status = 409
     holder: str | None = None
@@ -1538,10 +1374,8 @@ class ReplayedRequest(RequestRejected):
 
 @_contract_error("FencingRegistryIntentStale")
 class IntentStale(ReplayedRequest):
-    """A signed intent's replay guard no longer holds: the state it was signed against (``guard``: an
-    acquisition's latest token, a renewal's lease expiry) now reads ``current``. It landed already (a replay),
-    or another operation moved that state on; a renewal is also refused so (``current == guard``) when it would
-    not move its lease's expiry later. Nothing was done: sign a new intent against the state as it is now."""
+    """A signed intent's replay guard no longer holds: it was signed against ``guard`` (a latest token, a
+    lease's expiry), the registry now reads ``current``. Nothing was done: sign anew."""
 
     template = "intent of {holder} refused: it was signed against {guard}, the registry now reads {current}"
     holder: str | None = None
@@ -1549,9 +1383,7 @@ class IntentStale(ReplayedRequest):
     current: int | None = None
 
 
-# ---------------------------------------------------------------------------
-# Names folded in 0.2, kept working until 0.3
-# ---------------------------------------------------------------------------
+# -- Names folded in 0.2, served until 0.3 ---------------------------------------------------------------
 
 #: old name -> (the class that carries it now, how to raise it)
 _FOLDED: dict[str, tuple[str, str]] = {
@@ -1567,6 +1399,10 @@ _FOLDED: dict[str, tuple[str, str]] = {
     "ResourceMismatch": ("RequestMisdirected", "RequestMisdirected(field='resource')"),
     "ActionMismatch": ("RequestMisdirected", "RequestMisdirected(field='action')"),
     "AudienceMismatch": ("RequestMisdirected", "RequestMisdirected(field='audience')"),
+    "SignerNotHolder": ("RequestMisdirected", "RequestMisdirected(field='holder')"),
+    "GuardForked": ("GuardError", "GuardError(forked_from=pid)"),
+    "ForkNotSupported": ("NotSupported", "NotSupported(fork=..., instruction=...)"),
+    "HeaderInvalid": ("ProofInvalid", "ProofInvalid(served='header')"),
     "_TransactionOutcome": ("TransactionInDoubt", "TransactionInDoubt"),
 }
 

@@ -80,7 +80,7 @@ from ._core import log as _log
 from ._core import metrics as _metrics
 from ._core.effects import Steps
 from .endings import End, LocalEnd, declare, loss_reason  # what a renewal's error means: the one model
-from .errors import ChainfenceError, DuplicateResource, InvalidInput, LeaseError, LeaseLost
+from .errors import ChainfenceError, DuplicateResource, InvalidInput, LeaseError, LeaseLost, NodeUnreachable
 
 if TYPE_CHECKING:  # the asyncio keeper imports asyncio when it is built: the CLI never loads it
     import asyncio
@@ -912,9 +912,10 @@ class Keeper:
     def _lost_error(self, why: str) -> LeaseLost:
         if self.error is None or self.error.why != why:
             cause = self._cause
-            detail = {
-                "deadline": "no renewal confirmed before the local safe deadline",
-            }.get(why, f"{type(cause).__name__}: {cause}" if cause is not None else "")
+            if why == "deadline":
+                detail = f"no renewal confirmed before the local safe deadline: {unanswered(cause, self.core)}"
+            else:
+                detail = f"{type(cause).__name__}: {cause}" if cause is not None else ""
             self.error = self.lease._kept_loss(why, detail, cause, self._member)
         error: LeaseLost = self.lease._kept_loss(why, self.error.detail, self.error.__cause__, self._member)
         return error
@@ -929,6 +930,23 @@ class Keeper:
                 self.on_lost(error)
             except Exception:
                 logger.exception("on_lost callback failed resource=%s token=%s", error.resource, error.token)
+
+
+def unanswered(
+    cause: BaseException | None, core: Any = None, node: str = "the node", keeper: str = "the keep-alive"
+) -> str:
+    """Why no renewal was confirmed by the deadline, naming ``node``: unreachable (the last renewal's
+    ``cause``), no answer to the renewal still in flight, another failure, or no renewal sent at all
+    (``keeper`` itself frozen or starved). Without the keep-alive's ``core``, what the node confirmed."""
+    if isinstance(cause, NodeUnreachable):
+        return f"{node} is unreachable: {cause}"
+    if core is not None and core.in_flight is not None:
+        return f"{node} did not answer the renewal sent {core.deadline - core.in_flight:.0f} s before the deadline"
+    if cause is not None:
+        return f"the last renewal {node} was sent failed: {type(cause).__name__}: {cause}"
+    if core is not None:
+        return f"no renewal was sent: {keeper} itself was frozen or starved past its deadline"
+    return f"{node} confirmed no renewal before it"
 
 
 # ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Prometheus metrics for agents, guards and nodes: ``pip install 'chainfence[metrics]'``.
+"""Prometheus metrics for agents, guards and nodes: ``pip install '.[metrics]'`` in a chainfence checkout.
 
 ::
 

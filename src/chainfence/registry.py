@@ -75,10 +75,10 @@ from .errors import (
     ChainError,
     ChainRolledBack,
     ContractNotFound,
-    ForkNotSupported,
     InvalidInput,
     InvalidMaxTtl,
     NotConfirmed,
+    NotSupported,
     RpcError,
     TokenNotCurrent,
     UnknownAccount,
@@ -136,12 +136,13 @@ _MCOPY_PROBE = bytes.fromhex("6000600060005e00")
 
 
 def _fork_steps() -> Steps[None]:
-    """Refuse a node whose EVM lacks MCOPY (:class:`~chainfence.errors.ForkNotSupported`), before anything is
+    """Refuse a node whose EVM lacks MCOPY (:class:`~chainfence.errors.NotSupported` naming the fork), before anything is
     sent: an ``eth_call`` of :data:`_MCOPY_PROBE` as a contract creation (a Cancun EVM returns nothing)."""
     try:
         yield RPC.call({"data": _MCOPY_PROBE}, "latest")
     except (RpcError, UnknownRevert) as refused:
-        raise ForkNotSupported(fork=_artifacts.load()["compiler"]["settings"]["evmVersion"]) from refused
+        fork = _artifacts.load()["compiler"]["settings"]["evmVersion"]
+        raise NotSupported(fork=fork, instruction="MCOPY") from refused
 
 
 def _at_steps(cls: type[Registry], chain: Any, address: str, *, sender: Any = None) -> Steps[Registry]:
@@ -369,7 +370,8 @@ class Registry(RegistryContract):
         a time, so they never send an acquisition another's made fail; two
         waiters of different processes can still both pass their preflights
         (the second reverts, paying for it, and waits again: measured in
-        ``docs/benchmarks.md``). For first-come-first-served, queue outside
+        ``docs/benchmarks/history.md``, "The turn across processes"). For
+        first-come-first-served, queue outside
         the registry (a ticket per waiter from a table or a queue service;
         each acquires when its ticket is next) and fence with the token as
         usual.

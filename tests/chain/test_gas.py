@@ -46,7 +46,8 @@ def test_a_namespace_nobody_administers_costs_less_than_one_cold_read(figures, o
 def test_a_policy_costs_at_most_its_reads(figures, operation):
     """Under a policy with every check on, each lease operation costs at most its two cold reads, finding
     the namespace and the checks more than before namespaces (POLICY_CEILING: the issue's 4,300 target is
-    not met with an allowlist, whose entry is the second cold read; see docs/benchmarks.md)."""
+    not met with an allowlist, whose entry is the second cold read; see docs/benchmarks/history.md, "Gas per
+    operation")."""
     added = figures[operation] - gas_report.BEFORE_NAMESPACES[gas_report.UNDER_POLICY[operation]]
     assert added <= gas_report.POLICY_CEILING, f"{operation}: +{added:,} gas"
 

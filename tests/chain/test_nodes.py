@@ -4,7 +4,7 @@
   anvil and hardhat (hardhat never mines two blocks in the same second, so the block goes one second
   before the target); ganache has no ``evm_setNextBlockTimestamp``, so its clock moves by an offset
   (``evm_increaseTime``) and ``set_next_block_time`` is ``NotSupported`` (typed, nothing moved).
-- A node whose EVM lacks MCOPY (ganache 7: Shanghai) is refused at deploy (``ForkNotSupported``),
+- A node whose EVM lacks MCOPY (ganache 7: Shanghai) is refused at deploy (``NotSupported`` naming the fork),
   before anything is sent; the control deploys past the check and shows a claim dying on it.
 - hardhat answers the send of a transaction that reverts with the revert, although it mined it: the
   SDK finds it in its block and reports it as every node's status-0 transaction.
@@ -16,7 +16,7 @@ import pytest
 from eth_account import Account
 
 from chainfence import Registry
-from chainfence.errors import ForkNotSupported, LeaseHeld, NotSupported, RpcError, UnknownRevert
+from chainfence.errors import LeaseHeld, NotSupported, RpcError, UnknownRevert
 from tests.support.anvil import dev_keys
 from tests.support.nodes import deploy_past_the_fork_check
 
@@ -74,7 +74,7 @@ def test_control_ganache_answers_evm_set_next_block_timestamp_as_an_unknown_meth
 def test_deploy_on_a_node_without_mcopy_is_refused_naming_the_fork_and_sends_nothing(node_chain):
     deployer = node_chain.accounts[0]
     head, nonce = node_chain.block_number(), node_chain.rpc.request("eth_getTransactionCount", [deployer, "latest"])
-    with pytest.raises(ForkNotSupported) as refused:
+    with pytest.raises(NotSupported) as refused:
         Registry.deploy(node_chain, max_ttl=3_600)
     assert (refused.value.fork, refused.value.instruction) == ("cancun", "MCOPY")
     assert "cancun" in str(refused.value) and "nothing was deployed" in str(refused.value)

@@ -15,7 +15,6 @@ from chainfence.errors import (
     ReplayedRequest,
     RequestExpired,
     RequestMisdirected,
-    SignerNotHolder,
     StaleToken,
     TokenNotCurrent,
     UnknownToken,
@@ -122,9 +121,10 @@ def test_a_non_holder_signing_as_himself_is_refused(alice, bob, guard):
     """Bob signs honestly as Bob, with Alice's (public) token: valid signature, wrong holder."""
     lease = alice.acquire("reports/daily", ttl=60)
     own = signed(guard, lease, bob, holder=bob.sender)
-    with pytest.raises(SignerNotHolder) as refused:
+    with pytest.raises(RequestMisdirected) as refused:
         check(guard, own, BODY)
     assert refused.value.http_status == 403
+    assert (refused.value.field, refused.value.signed, refused.value.expected) == ("holder", bob.sender, alice.sender)
 
 
 def test_a_request_for_another_resource_is_refused(alice, bob, guard):
@@ -240,9 +240,9 @@ def test_a_relabelled_request_does_not_verify(alice, guard):
 
 
 def test_a_request_signed_by_a_non_holder_moves_no_mark(alice, bob, guard):
-    """Bob signs Alice's (public) token as himself: SignerNotHolder, and the mark did not move."""
+    """Bob signs Alice's (public) token as himself: RequestMisdirected (field "holder"), and the mark did not move."""
     lease = alice.acquire("reports/daily", ttl=60)
-    with pytest.raises(SignerNotHolder):
+    with pytest.raises(RequestMisdirected, match="held by"):
         check(guard, signed(guard, lease, bob, holder=bob.sender))
     assert guard.mark("reports/daily") == 0
 

@@ -9,7 +9,8 @@ and the send, answered once the transaction is mined, receipt included
 (``eth_sendRawTransactionSync``, EIP-7966). Before: ``eth_estimateGas``,
 ``eth_sendRawTransaction``, then ``eth_getTransactionReceipt`` until it is
 there (1.6 on average on the development machine, and a 1 ms sleep before
-each one after the first). docs/benchmarks.md has what each costs.
+each one after the first). docs/benchmarks/history.md, "The profile: where an acquisition's time went", has
+what each costs.
 
 Not counted here because they are not per call: the nonce (asked once per key,
 then counted locally) and the fee quote (two requests, at most once a second;

@@ -195,25 +195,31 @@ def test_control_a_batch_beyond_the_senders_balance_fails_every_caller(chain, re
     assert all(isinstance(value, ChainfenceError) for value in results.values())
 
 
-@pytest.mark.parametrize("node_chain", ["anvil"], indirect=True)
-def test_control_unpinned_fees_on_a_chain_whose_base_fee_dwarfs_the_tip_pay_for_all_24(node_chain, monkeypatch):
+@pytest.fixture(scope="module")
+def high_base_fee():
+    """anvil of its own whose base fee starts at 20 gwei, twenty times the 1 gwei tip (not the session's:
+    anvil keeps a base fee set by ``anvil_setNextBlockBaseFeePerGas`` across ``evm_revert``, and every
+    later test's fee quote would be below it)."""
+    with Anvil(extra_args=("--base-fee", str(20 * 10**9))) as node:
+        chain = Chain.connect(node.url, private_keys=dev_keys(3), timeouts=Timeouts(poll=0.01))
+        yield chain, Registry.deploy(chain, max_ttl=3_600)
+
+
+def test_control_unpinned_fees_on_a_chain_whose_base_fee_dwarfs_the_tip_pay_for_all_24(high_base_fee, monkeypatch):
     """Why the fees are pinned (a failure CI once saw): with the base fee at 20 gwei and a 1 gwei tip, each
     batch pays about half of what it reserves, less with each block, and the funding for four items at
     their bound pays for every one of the 24. Pinned, the same chain refuses some of them."""
-    chain = node_chain
-    registry = Registry.deploy(chain, max_ttl=3_600)
+    chain, registry = high_base_fee
     outcomes = {}
     for pinned in (False, True):
         snapshot = chain.snapshot()
-        chain.rpc.request("anvil_setNextBlockBaseFeePerGas", [hex(20 * 10**9)])
-        chain.mine()
         chain._sender._fee_quote = None
         with monkeypatch.context() as patch:
             if not pinned:
                 patch.setattr(f"{__name__}.pinned_fees", lambda chain, _patch: _quoted_fee(chain))
             results = twenty_four_from_a_poor_sender(chain, registry, patch)
         outcomes[pinned] = sum(isinstance(value, Lease) for value in results.values())
-        chain._sender._fee_quote = None
+        chain.__dict__.pop("_batchers", None)
         chain.revert(snapshot)
     assert outcomes[False] == 24 and ITEMS <= outcomes[True] < 24, outcomes
 

@@ -31,7 +31,7 @@ import pytest
 from chainfence import Chain, Election, Registry, Timeouts
 from chainfence._node import completeness
 from chainfence.aio import AsyncChain, AsyncGuard, AsyncRegistry
-from chainfence.errors import HeaderInvalid, LeaseHeld, LogsIncomplete, StaleToken
+from chainfence.errors import LeaseHeld, LogsIncomplete, ProofInvalid, StaleToken
 from chainfence.guard import Follow
 from chainfence.proofs import QuorumHeaders
 from tests.faults.test_audit_integrity import lagging
@@ -181,7 +181,7 @@ def test_a_follower_with_headers_checks_against_the_vouched_blooms(on_anvil, lia
     """The provider withholds bob's block's logs and serves its header with an empty bloom. A follower
     without headers believes the header: fooled (the control; its assumption is an honest header). A
     follower with a header source checks the bloom of a header linked to one the source vouches for:
-    the forged one does not hash (HeaderInvalid naming the provider); with honest headers, the bloom
+    the forged one does not hash (ProofInvalid, served "header", naming the provider); with honest headers, the bloom
     shows the withheld logs (LogsIncomplete). Nothing is applied past the block either way."""
     h2, h3 = honest_pair
     story = Takeover(on_anvil)
@@ -201,9 +201,9 @@ def test_a_follower_with_headers_checks_against_the_vouched_blooms(on_anvil, lia
         forging_the_bloom(liar, story.block)
         fooled.sync()  # the control: no doubt in an empty bloom
         assert fooled.check(RESOURCE, story.stale) == story.stale
-        with pytest.raises(HeaderInvalid) as refused:
+        with pytest.raises(ProofInvalid) as refused:
             guard.sync()
-        assert refused.value.source == liar.url and refused.value.block == story.block
+        assert (refused.value.served, refused.value.source, refused.value.block) == ("header", liar.url, story.block)
         assert follow_block(guard.path) < story.block and not guard.follow_status().healthy
         with pytest.raises(StaleToken):  # checks at the mark are proven meanwhile
             guard.check(RESOURCE, story.stale)

@@ -32,7 +32,11 @@ def in_child(after_parent_moved, action) -> dict:
             try:
                 outcome = {"accepted": action()}
             except Exception as error:
-                outcome = {"error": type(error).__name__, "message": str(error)}
+                outcome = {
+                    "error": type(error).__name__,
+                    "message": str(error),
+                    "forked_from": getattr(error, "forked_from", None),
+                }
             os.write(result_write, json.dumps(outcome).encode())
         finally:
             os._exit(0)
@@ -61,7 +65,7 @@ def test_a_forked_exclusive_guard_refuses_to_answer_in_the_child(tmp_path):
         guard.check("r", 1)
         outcome = in_child(lambda: supersede(registry, guard), lambda: guard.check("r", 1))
         assert guard.check("r", 2) == 2, "the parent's guard is unaffected"
-    assert outcome["error"] == "GuardForked", outcome
+    assert outcome["error"] == "GuardError" and outcome["forked_from"] == os.getpid(), outcome
 
 
 def test_control_without_the_fork_handler_the_child_accepts_a_superseded_token(tmp_path, monkeypatch):

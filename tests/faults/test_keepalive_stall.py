@@ -80,6 +80,7 @@ def test_keep_stops_the_work_before_the_lease_ends_on_chain(world):
                 work.append(now)
     assert at_exit.value.why == "deadline"
     assert lost and lost[0][0].why == "deadline", "on_lost ran"
+    assert "the node did not answer the renewal sent" in str(at_exit.value), str(at_exit.value)
     assert stopped_at == start + TTL - 3, "stopped at the safe deadline: ttl - latency (1 s) - block time (2 s)"
     on_chain = registry.last_lease("stall/fenced")
     assert on_chain.live and on_chain.expires_at == lease.expires_at, "the renewal never got through"

@@ -4,7 +4,7 @@ anvil 1.7.1 does it while it mines under load: it resolves ``latest`` to the
 head's number, moves the head, then reads that number's stored state, so a
 read sent after another can come back one block older
 (``scripts/anvil_latest.py``: 10 to 22 of about 6,400 sequential reads
-beside five busy loops; ``docs/benchmarks.md``, "anvil's latest"). A guard
+beside five busy loops; ``docs/benchmarks/history.md``, "anvil's latest"). A guard
 worker of ``test_guard_processes.py``'s race saw token 4, then token 3,
 and raised ``ChainRolledBack``; a guard that latched on it would refuse
 every token for good. The read after such an answer resolves the moved

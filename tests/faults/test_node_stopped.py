@@ -303,6 +303,7 @@ def keep_until_lost(w: World) -> None:
             wait_until(lambda: lease.keeper.core.lost, "the lease was given up")
     except LeaseLost as lost:
         assert lost.why == "deadline" and isinstance(lost.__cause__, NodeUnreachable), lost.__cause__
+        assert "the node is unreachable: " in str(lost), str(lost)  # the loss says the node went, not just when
         raise
 
 

@@ -217,7 +217,7 @@ def test_a_provider_reporting_a_4000_digit_head_is_outvoted(story, providers, an
     info = reader.check(RESOURCE, story.current)
     assert info.token == story.current
     said = reader.headers.current().dissent[wide.url]
-    assert said in (NOT_WAITED_FOR, "HeaderInvalid: malformed head (number is wider than 64 bits (4000 hex digits))")
+    assert said in (NOT_WAITED_FOR, "ProofInvalid: malformed head (number is wider than 64 bits (4000 hex digits))")
     with pytest.raises(StaleToken):
         reader.check(RESOURCE, story.stale)
     # The proven guard and the fenced SQL transaction judge through the same header source.

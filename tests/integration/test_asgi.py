@@ -115,7 +115,7 @@ def test_unfenced_routes_pass_through(service):
         ("bad-token-header", 400, "MalformedRequest"),
         ("other-body", 400, "MalformedRequest"),
         ("foreign-signature", 401, "InvalidSignature"),
-        ("non-holder", 403, "SignerNotHolder"),
+        ("non-holder", 403, "RequestMisdirected"),  # field "holder" (SignerNotHolder in 0.1)
         ("other-resource", 403, "RequestMisdirected"),
         ("other-method", 403, "RequestMisdirected"),
         ("other-query", 403, "RequestMisdirected"),
@@ -298,3 +298,17 @@ def test_a_guard_that_cannot_judge_answers_503_without_its_store_path(embedded, 
         response = post(client, lease, b"report")
     assert (response.status_code, response.json()["error"]) == (503, "GuardError")
     assert "secret-store" not in response.text and store["writes"] == []
+
+
+def test_a_middleware_without_an_audience_is_refused_typed(embedded, tmp_path):
+    """Neither ``audience=`` nor a guard with one: ``InvalidInput`` naming the argument, before any request."""
+    from chainfence.errors import InvalidInput
+
+    guard = Guard(embedded, path=tmp_path / "g.sqlite")
+    try:
+        assert guard.audience is None
+        with pytest.raises(InvalidInput) as refused:
+            FencingMiddleware(FastAPI(), guard=guard, resource="reports")
+        assert refused.value.argument == "audience" and "audience=" in str(refused.value)
+    finally:
+        guard.close()

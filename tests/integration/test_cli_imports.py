@@ -78,13 +78,13 @@ def imported(argv: list[str], env: dict[str, str], *, code: str | None = None) -
     return done.returncode, done.stdout, modules
 
 
-#: What none of the per-task commands loads either, over a URL (issue #19, docs/benchmarks.md: each was a
-#: measured share of a command's start): logging (with traceback), datetime, shutil (with bz2, lzma),
+#: What none of the per-task commands loads either, over a URL (issue #19, each a measured share of a
+#: command's start: docs/benchmarks/history.md, "Instructions per command"): logging (with traceback), datetime, shutil (with bz2, lzma),
 #: pathlib, textwrap, socket (with selectors; plain HTTP goes through _socket), the idna codec (stringprep),
 #: urllib.parse (with ipaddress), group commit, and the command modules of other commands. ``lock`` runs its
 #: command with subprocess (which loads selectors and signal). The SDK's records are dataclasses and its
 #: methods' signatures inspect's (``dataclasses`` and ``inspect`` load, with ``ast``, ``dis``, ``tokenize``,
-#: ``linecache`` and ``copy``): docs/explanation/design.md, "Where start-time work may live".
+#: ``linecache`` and ``copy``): docs/explanation/design.md, "One node stack, and where start-time work may live".
 NOT_AT_START = (
     "logging",
     "traceback",

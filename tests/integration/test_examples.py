@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import docs
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -162,7 +164,32 @@ def test_every_example_has_its_check():
     [pytest.param(name, marks=pytest.mark.anvil) if name == "proven_mode" else name for name in sorted(CHECKS)],
 )
 def test_the_example_runs_as_written(name, tmp_path, monkeypatch, capsys):
-    CHECKS[name](run(name, tmp_path, monkeypatch, capsys))
+    out = run(name, tmp_path, monkeypatch, capsys)
+    CHECKS[name](out)
+    # What a page shows as this file's output (```text output of examples/NAME.py) is what it printed.
+    for page, shown in docs.outputs_shown(f"examples/{name}.py"):
+        assert docs.not_printed(shown, out) == [], f"{page.name} shows what examples/{name}.py does not print"
+
+
+def test_the_pages_show_the_output_of_examples_that_exist():
+    shown = {
+        info.removeprefix("text output of ")
+        for path in docs.pages()
+        for info, _ in docs.fences(path.read_text(encoding="utf-8"))
+        if info.startswith("text output of ")
+    }
+    assert {"examples/first_lease.py", "examples/scheduled_job.py", "examples/keep_alive.py"} <= shown
+    assert all((docs.ROOT / source).is_file() for source in shown if source.startswith("examples/"))
+
+
+def test_control_an_output_block_the_example_does_not_print_is_found():
+    printed = "alice holds reports/daily with token 1 until 2026-11-28 21:00:01 UTC\nfree again: True\n"
+    assert docs.not_printed("alice holds reports/daily with token 1 until 2026-11-28 20:51:16 UTC\n", printed) == []
+    assert docs.not_printed(
+        "free again: True\nalice holds reports/daily with token 1 until 2026-11-28 20:51:16 UTC\n", printed
+    ) == ["alice holds reports/daily with token 1 until 2026-11-28 20:51:16 UTC"]
+    assert docs.not_printed("free again: False   <- a note\n", printed) == ["free again: False   <- a note"]
+    assert docs.not_printed("free again: True   <- a note\n", printed) == []
 
 
 @pytest.mark.parametrize(

@@ -466,7 +466,7 @@ def test_without_the_mcp_extra_the_command_says_how_to_install_it(monkeypatch, c
     monkeypatch.delitem(sys.modules, "chainfence.integrations.mcp", raising=False)
     code = cli.main(["mcp", "--rpc-url", "http://127.0.0.1:1"])
     assert code == cli.EXIT_USAGE
-    assert "pip install 'chainfence[mcp]'" in capsys.readouterr().err
+    assert "pip install '.[mcp]' in a chainfence checkout" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["mcp", "--port", "0"], ["mcp", "--http", "--port", "x"]])

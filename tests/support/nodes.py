@@ -234,7 +234,7 @@ class GanacheProcess(_RpcMixin, AnvilProcess):
 def deploy_past_the_fork_check(chain: Chain, *, max_ttl: int) -> Registry:
     """A registry on a node whose EVM predates the registry's fork (ganache 7: Shanghai), deployed as another
     tool would (one contract-creation transaction of the shipped bytecode), then opened with
-    :meth:`Registry.at`. :meth:`Registry.deploy` refuses such a node (``ForkNotSupported``): the paths that
+    :meth:`Registry.at`. :meth:`Registry.deploy` refuses such a node (``NotSupported(fork="cancun")``): the paths that
     use MCOPY die there on "invalid opcode" (docs/nodes.md lists them). The suite's ganache subset runs on
     this registry, and only through the paths that use no MCOPY."""
     data = bytes.fromhex(artifacts.load()["bytecode"][2:]) + abi_encode(

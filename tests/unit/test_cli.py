@@ -22,6 +22,15 @@ def test_demo_exits_zero(demo_output):
     assert demo_output.returncode == 0, demo_output.stderr
 
 
+def test_the_tutorial_shows_what_the_demo_prints(demo_output):
+    """The tutorial's ```text output of chainfence demo block (abridged) is the demo's output, line by line."""
+    from tests.support import docs
+
+    shown = docs.outputs_shown("chainfence demo")
+    assert [page.name for page, _ in shown] == ["index.md"]
+    assert docs.not_printed(shown[0][1], demo_output.stdout) == []
+
+
 def test_demo_shows_the_unfenced_run_losing_b_write(demo_output):
     unfenced = demo_output.stdout.split("Run 2")[0]
     assert "no fencing" in unfenced
@@ -89,7 +98,7 @@ def test_version():
     done = subprocess.run(
         [sys.executable, "-m", "chainfence", "--version"], capture_output=True, text=True, check=False
     )
-    assert done.returncode == 0 and "chainfence 0.1.0" in done.stdout
+    assert done.returncode == 0 and "chainfence 0.2.0" in done.stdout
 
 
 def test_every_exit_code_is_in_the_reference_and_the_help():

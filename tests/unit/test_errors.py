@@ -69,6 +69,7 @@ SAMPLE = {
     "followed": 8,
     "fork": "prague",
     "fork_block": 6,
+    "forked_from": 4242,
     "head": 12,
     "heads": {"a": "block 12 at 5"},
     "holder": ALICE,
@@ -104,6 +105,7 @@ SAMPLE = {
     "resource_id": b"\x01" * 32,
     "rewinds": 16,
     "rpc_message": "range too large",
+    "served": "header",
     "seen_token": 5,
     "sender": ALICE,
     "signed": "PUT /a",
@@ -332,37 +334,165 @@ def test_the_module_docstring_names_every_class_that_sets_a_figure(attribute):
     assert named == setting
 
 
+#: old name -> (the class it folded into, what the warning tells to write, the fields of the case the old
+#: class was, its exit code and HTTP status in 0.1). The fields say which case: the one field a fold adds.
 FOLDED = {
-    "InvalidToken": ("InvalidInput", "argument='token'"),
-    "InvalidWait": ("InvalidInput", "argument='wait'"),
-    "InvalidProgress": ("InvalidInput", "argument='progress'"),
-    "InvalidAddress": ("InvalidInput", "argument='address'"),
-    "InvalidUrl": ("InvalidInput", "argument='url'"),
-    "InvalidLimit": ("InvalidInput", "argument='limit'"),
-    "InvalidCursor": ("InvalidInput", "argument='after'"),
-    "HolderNotAdmitted": ("NotAdmitted", "admission="),
-    "PayloadMismatch": ("MalformedRequest", "field='payload'"),
-    "ResourceMismatch": ("RequestMisdirected", "field='resource'"),
-    "ActionMismatch": ("RequestMisdirected", "field='action'"),
-    "AudienceMismatch": ("RequestMisdirected", "field='audience'"),
+    "InvalidToken": ("InvalidInput", "argument='token'", {"argument": "token", "value": -1}, 2, 400),
+    "InvalidWait": ("InvalidInput", "argument='wait'", {"argument": "wait", "value": -1}, 2, 400),
+    "InvalidProgress": ("InvalidInput", "argument='progress'", {"argument": "progress", "value": "x"}, 2, 400),
+    "InvalidAddress": ("InvalidInput", "argument='address'", {"argument": "address", "value": "0x1"}, 2, 400),
+    "InvalidUrl": ("InvalidInput", "argument='url'", {"argument": "url"}, 2, 400),
+    "InvalidLimit": ("InvalidInput", "argument='limit'", {"argument": "limit", "value": 0}, 2, 400),
+    "InvalidCursor": ("InvalidInput", "argument='after'", {"argument": "after", "value": "x"}, 2, 400),
+    "HolderNotAdmitted": ("NotAdmitted", "admission=", {"holder": ALICE, "token": 3, "admission": "local"}, 9, 403),
+    "PayloadMismatch": ("MalformedRequest", "field='payload'", {"field": "payload"}, 1, 400),
+    "ResourceMismatch": ("RequestMisdirected", "field='resource'", {"field": "resource", "signed": "a"}, 1, 403),
+    "ActionMismatch": ("RequestMisdirected", "field='action'", {"field": "action", "signed": "GET /"}, 1, 403),
+    "AudienceMismatch": ("RequestMisdirected", "field='audience'", {"field": "audience", "signed": "x"}, 1, 403),
+    "ForkNotSupported": ("NotSupported", "fork=", {"fork": "cancun", "instruction": "MCOPY"}, 1, 503),
+    "HeaderInvalid": (
+        "ProofInvalid",
+        "served='header'",
+        {"served": "header", "source": "https://p", "block": 9},
+        13,
+        503,
+    ),
+    "GuardForked": ("GuardError", "forked_from=", {"forked_from": 4242}, 1, 503),
+    "SignerNotHolder": (
+        "RequestMisdirected",
+        "field='holder'",
+        {"field": "holder", "signed": ALICE, "expected": "0x" + "22" * 20},
+        1,
+        403,
+    ),
 }
 
 
 @pytest.mark.parametrize("old", sorted(FOLDED))
 def test_a_folded_name_still_catches_what_it_caught_with_a_warning_naming_its_replacement(old):
-    new, how = FOLDED[old]
+    """Each folded name: hidden (not in ``__all__`` nor ``dir()``), served with a DeprecationWarning naming
+    the class and field that replace it, and ``except Old`` catches what the old class was. That case, as
+    the new class carries it, pickles and reprs with the field that says which, and exits, answers HTTP
+    and names itself to the CLI, the middleware and MCP tools (``details()["error"]``) as the table says."""
+    from chainfence.cli import _common
+
+    new, how, fields, exit_code, http_status = FOLDED[old]
     assert old not in errors.__all__ and old not in dir(errors)
     with pytest.warns(DeprecationWarning, match=re.escape(how)) as caught:
         alias = getattr(errors, old)
     assert new in str(caught[0].message)
     assert alias is getattr(errors, new)
+    cls = getattr(errors, new)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        raised = _sample(getattr(errors, new))
+        raised = cls(
+            **{**{name: SAMPLE[name] for name, default in cls._fields.items() if default is errors._REQUIRED}, **fields}
+        )
     try:
         raise raised
     except alias as caught_error:  # except OldName: still caught
         assert caught_error is raised
+    copy = pickle.loads(pickle.dumps(raised))
+    assert type(copy) is cls and vars(copy) == vars(raised) and str(copy) == str(raised)
+    shown = repr(raised)
+    assert all(f"{name}={value!r}" in shown for name, value in fields.items()), shown
+    assert repr(eval(shown, {**vars(errors), "__builtins__": {}})) == shown
+    assert (_common.exit_code(raised), raised.http_status) == (exit_code, http_status)
+    assert raised.details()["error"] == new
+
+
+#: The classes that map no contract error, counted (issue 26, item 3): a base of the tree, or a leaf a
+#: caller tells apart from its parent. One added fails here until it is listed, on purpose: fold a leaf
+#: nobody catches apart into its parent or a sibling, with a field saying which (``_FOLDED``).
+PYTHON_ONLY_BASES = {
+    "AuditIndexError",
+    "ChainError",
+    "ChainfenceError",
+    "CommandNotRun",
+    "GuardError",
+    "InvalidInput",
+    "LeaseError",
+    "LeaseLost",
+    "NamespaceError",
+    "NodeUnreachable",
+    "NotSupported",
+    "RequestRejected",
+    "RpcError",
+    "TokenNotCurrent",
+    "TransactionInDoubt",
+    "UnverifiedAnswer",
+}
+PYTHON_ONLY_LEAVES = {
+    "AnvilNotFound",
+    "AuditIndexDiffers",
+    "AuditIndexMismatch",
+    "BlockNotVouched",
+    "ChainRolledBack",
+    "CommandNotFound",
+    "ContractNotFound",
+    "ExtraNotInstalled",
+    "FenceBroken",
+    "GuardStoreMismatch",
+    "HeaderBehind",
+    "HeaderStale",
+    "HeadersDisagree",
+    "HistoryUnsettled",
+    "InsufficientFunds",
+    "LeaseSetLost",
+    "LogRangeRefused",
+    "LogsIncomplete",
+    "MalformedReply",
+    "MalformedRequest",
+    "NotConfirmed",
+    "OutcomeUnknown",
+    "ProofInvalid",
+    "ProofsNotServed",
+    "ProviderUnavailable",
+    "RelayerRefused",
+    "RequestMisdirected",
+    "StaleCursor",
+    "TokenNotConfirmed",
+    "TransactionFailed",
+    "TransactionTimeout",
+    "UnknownAccount",
+    "UnknownRevert",
+    "WrongChain",
+}
+
+
+def _python_only(classes: list[type]) -> tuple[set[str], set[str]]:
+    """(bases, leaves) among ``classes`` that map no contract error."""
+    mapped = set(CONTRACT_ERRORS.values())
+    own = [cls for cls in classes if cls not in mapped]
+    bases = {cls.__name__ for cls in own if any(sub in classes for sub in cls.__subclasses__())}
+    return bases, {cls.__name__ for cls in own} - bases
+
+
+def _without_a_reason(classes: list[type]) -> set[str]:
+    """The Python-only leaves whose docstring does not say, after its first paragraph, why a caller catches
+    it apart from its parent."""
+    leaves = _python_only(classes)[1]
+    return {
+        cls.__name__
+        for cls in classes
+        if cls.__name__ in leaves and "\nCaught apart: " not in "\n" + (inspect.getdoc(cls) or "").split("\n\n", 1)[-1]
+    }
+
+
+def test_the_classes_that_map_no_contract_error_are_counted_and_each_leaf_says_why_it_is_one():
+    bases, leaves = _python_only(CLASSES)
+    assert (bases, leaves) == (PYTHON_ONLY_BASES, PYTHON_ONLY_LEAVES)
+    assert _without_a_reason(CLASSES) == set()
+
+
+def test_control_a_leaf_that_does_not_say_why_it_is_caught_apart_is_found():
+    import gc
+
+    stray = type("Stray", (errors.ChainError,), {"__doc__": "A stray.\n\nNothing catches it apart."})
+    assert _without_a_reason([*CLASSES, stray]) == {"Stray"}
+    assert _python_only([*CLASSES, stray])[1] == PYTHON_ONLY_LEAVES | {"Stray"}
+    del stray
+    gc.collect()
 
 
 def _defined_outside_the_tree() -> set[type]:
@@ -435,3 +565,8 @@ def test_the_exceptions_module_imports_no_web3():
     source = inspect.getsource(errors)
     assert "import web3" not in source and "from web3" not in source
     assert "argparse" not in source
+
+
+def test_nothing_to_claim_counts_its_items_in_words():
+    assert "its only item is done" in str(errors.NothingToClaim(count=1, resource="w"))
+    assert "all 3 items are done" in str(errors.NothingToClaim(count=3, resource="w"))

@@ -86,7 +86,8 @@ def test_without_the_extra_nothing_tries_to_import_prometheus_client_and_enable_
     assert seen["attempts"] == ["prometheus_client"]
     assert seen["error"] == [
         "ExtraNotInstalled",
-        "Prometheus metrics needs the [metrics] extra: pip install 'chainfence[metrics]' (no module 'prometheus_client')",
+        "Prometheus metrics needs the [metrics] extra: pip install '.[metrics]' in a chainfence checkout"
+        " (no module 'prometheus_client')",
     ]
 
 
@@ -256,7 +257,7 @@ def test_a_command_asked_for_metrics_without_the_extra_exits_2_naming_it_before_
         check=False,
     )
     assert done.returncode == 2, done.stderr
-    assert "ExtraNotInstalled" in done.stderr and "pip install 'chainfence[metrics]'" in done.stderr
+    assert "ExtraNotInstalled" in done.stderr and "pip install '.[metrics]'" in done.stderr
     assert not (tmp_path / "anvil-state.json").exists()  # no node was started
 
 

@@ -1,4 +1,5 @@
-"""`chainfence node`'s anvil: the settings chosen by measurement (docs/benchmarks.md), and its IPC socket."""
+"""`chainfence node`'s anvil: the settings chosen by measurement (docs/benchmarks/history.md, "The node
+`chainfence node` starts"), and its IPC socket."""
 
 from __future__ import annotations
 

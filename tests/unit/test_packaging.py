@@ -99,7 +99,7 @@ def test_embedded_chain_without_the_tester_extra_raises_a_typed_error():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
     is_import_error, details = json.loads(out)
     assert is_import_error and details["extra"] == "tester" and details["missing"] == "eth_tester"
-    assert "pip install 'chainfence[tester]'" in details["message"]
+    assert "pip install '.[tester]' in a chainfence checkout" in details["message"]
 
 
 def test_demo_without_the_tester_extra_says_how_to_install_it():
@@ -110,7 +110,7 @@ def test_demo_without_the_tester_extra_says_how_to_install_it():
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "chainfence demo: ExtraNotInstalled: the embedded chain needs the [tester] extra: "
-        "pip install 'chainfence[tester]' (no module 'eth_tester')"
+        "pip install '.[tester]' in a chainfence checkout (no module 'eth_tester')"
     )
 
 
@@ -152,3 +152,50 @@ def test_the_license_file_is_the_mit_license_pyproject_names():
     assert PYPROJECT["project"]["license"] == "MIT"
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert text.startswith("MIT License\n") and "Copyright (c) 2026 chainfence developers" in text
+
+
+# ---------------------------------------------------------------------------
+# How the words say to install it (issue 27): from a checkout, never from a registry
+# ---------------------------------------------------------------------------
+
+#: ``pip install chainfence`` / ``pip install 'chainfence[X]'`` / a bare ``chainfence[X]``: the package is not on
+#: a registry; it installs from a checkout (``pip install .``, ``pip install '.[X]'``, or ./scripts/demo.sh).
+FROM_A_REGISTRY = re.compile(r"pip install\s+['\"]?chainfence\b|\bchainfence\[[\w,]+\]")
+#: ``pip install '.[a,b]'`` (``-e`` too): the extras it names (a placeholder, ``.[EXTRA]``, is not one).
+FROM_A_CHECKOUT = re.compile(r"pip install\s+(?:-e\s+)?['\"]?\.\[([a-z,]+)\]")
+
+
+def install_texts() -> dict[str, str]:
+    """Everything a user reads or sees: the code's messages and docstrings, the scripts, the pages."""
+    paths = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    paths += sorted((ROOT / "src").rglob("*.py")) + sorted(p for p in (ROOT / "scripts").iterdir() if p.is_file())
+    return {str(path.relative_to(ROOT)): path.read_text(encoding="utf-8") for path in paths}
+
+
+def test_every_install_command_installs_from_a_checkout():
+    texts = install_texts()
+    assert len(texts) > 100
+    found = [f"{name}: {hit.group(0)}" for name, text in texts.items() for hit in FROM_A_REGISTRY.finditer(text)]
+    assert found == [], "the package installs from a checkout: pip install '.[EXTRA]'"
+    extras = set(PYPROJECT["project"]["optional-dependencies"])
+    named = {extra for text in texts.values() for hit in FROM_A_CHECKOUT.finditer(text) for extra in hit[1].split(",")}
+    assert {"tester", "mcp", "tooz", "metrics", "dev"} <= named
+    assert named <= extras, f"no such extra: {sorted(named - extras)}"
+
+
+def test_control_the_registry_forms_are_found():
+    old = "the embedded chain needs the [tester] extra: pip install 'chainfence[tester]'; or pip install chainfence"
+    assert len(FROM_A_REGISTRY.findall(old)) == 2
+    assert FROM_A_REGISTRY.findall("Install `chainfence[tooz]`; the driver") == ["chainfence[tooz]"]
+    assert FROM_A_REGISTRY.findall("pip install '.[tooz,tester]' from a chainfence checkout") == []
+    assert FROM_A_CHECKOUT.findall("pip install -e '.[dev]' and pip install '.[tooz,tester]'") == ["dev", "tooz,tester"]
+
+
+def test_a_missing_extras_message_says_to_install_it_from_a_checkout():
+    from chainfence.errors import ExtraNotInstalled
+
+    error = ExtraNotInstalled(extra="metrics", feature="Prometheus metrics", missing="prometheus_client")
+    assert str(error) == (
+        "Prometheus metrics needs the [metrics] extra: pip install '.[metrics]' in a chainfence checkout"
+        " (no module 'prometheus_client')"
+    )

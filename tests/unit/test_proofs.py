@@ -30,7 +30,6 @@ from chainfence._node.rlp import decode, keccak256
 from chainfence.errors import (
     BlockNotVouched,
     ContractNotFound,
-    HeaderInvalid,
     HeadersDisagree,
     HeaderStale,
     InvalidInput,
@@ -414,9 +413,10 @@ def test_an_invalid_header_does_not_vote():
     header = _quorum([a, b, liar], k=2).current()
     assert header.vouched_by == ("a", "b")
     assert "invalid header" in header.dissent["c"] or header.dissent["c"] == _headers.NOT_WAITED_FOR
-    with pytest.raises(HeaderInvalid):
+    with pytest.raises(ProofInvalid) as forged:
         _headers._verify(liar.blocks[9], "c", 9)
-    with pytest.raises(HeaderInvalid):  # alone, a trusted endpoint's forged header is refused too
+    assert forged.value.served == "header"
+    with pytest.raises(ProofInvalid, match="the header"):  # alone, a trusted endpoint's forged header is refused too
         TrustedHeaders(liar, clock=lambda: 1_010).current()
 
 
@@ -526,20 +526,20 @@ def _anchor(block: dict) -> _headers.VerifiedHeader:
 
 def test_headers_linked_to_a_vouched_one_are_trusted_and_a_forged_bloom_is_refused():
     """A follower with a header source checks a page's blooms in headers linked by parent hashes to the one
-    header the source vouches for: each must hash to its hash (HeaderInvalid naming the provider), and
+    header the source vouches for: each must hash to its hash (ProofInvalid, served "header", naming the provider), and
     each hash must be the next one's parentHash (BlockNotVouched)."""
     blocks = _chain_of_headers(4)
     anchor = _anchor(blocks[-1])
     assert _headers.linked(blocks, anchor, provider="p") == blocks
     empty_bloom = dict(blocks[1], logsBloom="0x" + "00" * 256)
-    with pytest.raises(HeaderInvalid) as invalid:  # the fields no longer hash to the hash it claims
+    with pytest.raises(ProofInvalid) as invalid:  # the fields no longer hash to the hash it claims
         _headers.linked([blocks[0], empty_bloom, *blocks[2:]], anchor, provider="p")
-    assert invalid.value.source == "p" and invalid.value.block == 23094899
+    assert (invalid.value.served, invalid.value.source, invalid.value.block) == ("header", "p", 23094899)
     empty_bloom["hash"] = "0x" + header_hash(empty_bloom).hex()  # a self-consistent forgery: off the chain
     with pytest.raises(BlockNotVouched) as off:
         _headers.linked([blocks[0], empty_bloom, *blocks[2:]], anchor, provider="p")
     assert off.value.block == 23094899 and off.value.vouched_hash == blocks[1]["hash"]
-    with pytest.raises(HeaderInvalid, match="it answered block"):  # headers of other numbers than asked
+    with pytest.raises(ProofInvalid, match="it answered block"):  # headers of other numbers than asked
         _headers.linked(blocks[:3], anchor, provider="p")
 
 

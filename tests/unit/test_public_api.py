@@ -47,7 +47,7 @@ def test_the_library_logger_has_a_null_handler_and_no_config():
 
 
 def test_version_is_exposed():
-    assert chainfence.__version__ == "0.1.0"
+    assert chainfence.__version__ == "0.2.0"
 
 
 def test_dir_shows_the_public_names_and_nothing_the_package_uses_for_itself():

@@ -17,12 +17,64 @@ def python_blocks() -> list[str]:
 
 
 def test_the_readme_opens_with_the_two_commands():
-    first_block = re.search(r"```sh\n(.*?)```", TEXT, flags=re.S).group(1)
+    first_block = re.search(r"```sh setup\n(.*?)```", TEXT, flags=re.S).group(1)
     commands = [line.split("#")[0].strip() for line in first_block.splitlines() if line.strip()]
     assert commands == ["./scripts/demo.sh", "./scripts/test.sh"]
     assert TEXT.index("```sh") < TEXT.index("##"), "the commands come before any section"
     ci = (README.parent / ".ci" / "run").read_text()
     assert "exec ./scripts/test.sh" in ci
+
+
+def first_screen_missing(text: str) -> list[str]:
+    """What scripts/test.sh installs that the README's first screen (the two commands and the lines after
+    them, before the first rule) does not name: each npm package of package.json, each Debian package a
+    ``setup_`` step of the script installs, the Python the package requires."""
+    import json
+    import tomllib
+
+    root = README.parent
+    screen = text.split("\n---\n", 1)[0]
+    test_line = next(line for line in screen.splitlines() if line.startswith("./scripts/test.sh"))
+    npm = [name.rsplit("/", 1)[-1] for name in json.loads((root / "package.json").read_text())["dependencies"]]
+    missing = [name for name in npm if not re.search(rf"\b{re.escape(name)}\b", test_line)]
+    script = (root / "scripts" / "test.sh").read_text()
+    debian = [step for step in ("chromium", "faketime") if f"setup_{step}" in script]
+    missing += [name for name in debian if name not in screen]
+    requires = tomllib.loads((root / "pyproject.toml").read_text())["project"]["requires-python"]
+    if f"Python ≥ {requires.removeprefix('>=')}" not in screen:
+        missing.append(f"Python {requires}")
+    return missing
+
+
+def test_the_first_screen_says_what_the_test_script_installs():
+    assert first_screen_missing(TEXT) == []
+
+
+def test_control_the_first_screen_of_before_misses_what_the_script_installs_now():
+    before = TEXT.replace("(pinned solc, anvil, forge, hardhat, ganache)", "(pinned solc and anvil)").replace(
+        "and Debian's chromium and faketime", "and nothing else"
+    )
+    assert sorted(first_screen_missing(before)) == ["chromium", "faketime", "forge", "ganache", "hardhat"]
+
+
+def named_dependencies(page: str) -> dict[str, str]:
+    said = " ".join(page.split("Runtime dependencies are ranges, not pins:", 1)[1].split("`.", 1)[0].split()) + "`"
+    return dict(re.findall(r"([\w-]+) `([^`]+)`", said))
+
+
+def test_the_install_page_lists_the_runtime_dependencies_pyproject_declares():
+    """docs/reference/install.md, linked from the README's install section: the ranges it names are
+    pyproject.toml's dependencies (it named eth-abi and eth-utils, which issue 26 took out)."""
+    import tomllib
+
+    page = (README.parent / "docs" / "reference" / "install.md").read_text(encoding="utf-8")
+    declared = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert named_dependencies(page) == dict(re.match(r"([\w-]+)(.*)", spec).groups() for spec in declared)
+    # Control: the page as it was names two packages that are no longer dependencies, and not pycryptodome.
+    before = page.replace(
+        "eth-keys `>=0.5.1,<0.9`", "eth-abi `>=5.0.1,<7`, eth-utils `>=5,<7`, eth-keys `>=0.5.1,<0.9`"
+    )
+    assert {"eth-abi", "eth-utils"} <= set(named_dependencies(before))
 
 
 def test_the_readme_is_a_front_page():
@@ -35,7 +87,8 @@ def test_the_readme_is_a_front_page():
 def test_it_installs_from_a_checkout():
     install = TEXT.split("## Installing from a checkout", 1)[1].split("##", 1)[0]
     commands = [
-        line.split("#")[0].strip() for line in re.search(r"```sh\n(.*?)```", install, flags=re.S).group(1).splitlines()
+        line.split("#")[0].strip()
+        for line in re.search(r"```sh install\n(.*?)```", install, flags=re.S).group(1).splitlines()
     ]
     assert commands == ["pip install .", "pip install '.[tester]'"]
     assert "pip install chainfence" not in TEXT

@@ -18,7 +18,7 @@ DESIGN = pathlib.Path(__file__).resolve().parents[2] / "docs" / "explanation" / 
 
 def layout_groups(page: str) -> dict[tuple[int, str], list[str]]:
     section = page.split("\n## The layers\n", 1)[1].split("\n## ", 1)[0]
-    block = section.split("```", 2)[1]
+    block = section.split("```", 2)[1].split("\n", 1)[1]  # after the info string (```text)
     texts: dict[tuple[int, str], str] = {}
     key: tuple[int, str] | None = None
     for line in block.splitlines():

@@ -6,7 +6,7 @@ Every module logs through ``logger = _log.get(__name__)``, which stands for
 record would reach only the ``NullHandler`` the package puts on its
 ``chainfence`` logger, and go nowhere. So until then a call drops the record
 without importing ``logging``, its ``traceback``, ``linecache``, ``tokenize``
-and ``string``: a start-time lever the foundation keeps (docs/explanation/design.md, "Where start-time work may
+and ``string``: a start-time lever the foundation keeps (docs/explanation/design.md, "One node stack, and where start-time work may
 live", has its measured cost). From the moment ``logging`` is imported
 (an application configuring it, the CLI's ``-v``, pytest), each call is the
 ``logging.Logger``'s own, the caller's file and line included (``stacklevel``),

@@ -19,7 +19,7 @@ def chain_time(seconds: object) -> str:
 
     The calendar is :mod:`time`'s (UTC, proleptic Gregorian), written as ``datetime`` writes it for the
     years it holds, 1 to 9999; not ``datetime`` itself, whose module a per-task command would otherwise
-    load for this one line (docs/explanation/design.md, "Where start-time work may live")."""
+    load for this one line (docs/explanation/design.md, "One node stack, and where start-time work may live")."""
     import time
 
     try:

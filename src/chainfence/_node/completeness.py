@@ -63,7 +63,7 @@ Two modes (:data:`MODES`), one check:
     one of the same kind, and a log whose data (which no bloom covers) was
     rewritten, hold the reader at that block. The cost is reading them,
     once per block with registry activity of the kinds asked for
-    (``docs/benchmarks.md``).
+    (``docs/benchmarks/history.md``, "The completeness check's two modes, per poll").
 
 In either mode, where a page has more than one block to settle, their
 receipts are asked in one JSON-RPC batch where the node takes batches
@@ -623,7 +623,8 @@ def _said() -> tuple[str, ...]:
 def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
     """What a log says, apart from where it is (block, transaction, position): what receipts and an answer
     must agree on. (Its fields read directly: ``dataclasses.asdict``'s deep copies were half of a receipts
-    mode sync's time, ``docs/benchmarks.md``; every field is a scalar, so the reprs are the same.)"""
+    mode sync's time, ``docs/benchmarks/history.md``, "Sync in the receipts mode"; every field is a scalar,
+    so the reprs are the same.)"""
     fields = {name: getattr(entry, name) for name in _said()}
     fields["kind"] = entry.kind.value
     if fields.get("progress") is not None and not any(fields["progress"]):

@@ -145,7 +145,7 @@ class LazyReceipt(AttributeDict):
     What the SDK reads of a receipt it waited for is its status, hash and block, and its registry's
     own event (:func:`raw_logs`, read as the node sent it): formatting every field and every log
     into web3's shape first cost more than the rest of the SDK's work on a release
-    (``docs/benchmarks.md``). Whoever reads more gets the same values
+    (``docs/benchmarks/history.md``, "The SDK's own work per call"). Whoever reads more gets the same values
     :func:`format_receipt` gives, field by field (``receipt.gasUsed``, ``receipt["logs"]``); iterating,
     comparing, hashing, printing or pickling it formats every field first, so it is equal to
     :func:`format_receipt`'s in every way but its type's name (``tests/unit/test_lazy_receipt.py``).

@@ -19,7 +19,7 @@ fork appends fields; a block carries those of the forks it is under)::
 
 A block with a field from a later fork (or one a provider added to forge a
 header) does not hash to its hash and is refused as
-:class:`~chainfence.errors.HeaderInvalid`: never trusted on its word.
+:class:`~chainfence.errors.ProofInvalid` (``served="header"``): never trusted on its word.
 
 Choosing the block (:meth:`QuorumHeaders.current`): every provider is
 asked for its head (``latest``, or ``finalized``); the chosen block is the
@@ -67,10 +67,10 @@ from .._core import log as _log
 from ..errors import (
     BlockNotVouched,
     ChainfenceError,
-    HeaderInvalid,
     HeadersDisagree,
     HeaderStale,
     InvalidInput,
+    ProofInvalid,
     ProviderUnavailable,
     RpcError,
 )
@@ -217,19 +217,20 @@ class VerifiedHeader:
 
 
 def _verify(block: Any, provider: str, number: int | None) -> tuple[bytes, dict[str, Any]]:
-    """(hash, block) after checking the block's fields hash to its ``hash``; HeaderInvalid otherwise."""
+    """(hash, block) after checking the block's fields hash to its ``hash``; ProofInvalid (``served="header"``) otherwise."""
     if block is None:
-        raise HeaderInvalid(source=provider, block=number, reason="the provider has no such block")
+        raise ProofInvalid(served="header", source=provider, block=number, reason="the provider has no such block")
     try:
         computed = header_hash(block)
         claimed = _bytes(block.get("hash"), "hash")
         got_number = _quantity(block.get("number"), "number")
     except (ValueError, RLPError, AttributeError) as exc:
-        raise HeaderInvalid(source=provider, block=number, reason=str(exc)) from None
+        raise ProofInvalid(served="header", source=provider, block=number, reason=str(exc)) from None
     if number is not None and got_number != number:
-        raise HeaderInvalid(source=provider, block=number, reason=f"it answered block {got_number}")
+        raise ProofInvalid(served="header", source=provider, block=number, reason=f"it answered block {got_number}")
     if computed != claimed:
-        raise HeaderInvalid(
+        raise ProofInvalid(
+            served="header",
             source=provider,
             block=got_number,
             reason=f"its fields hash to 0x{computed.hex()}, not to the hash it claims 0x{claimed.hex()}",
@@ -242,7 +243,7 @@ def linked(blocks: Sequence[Any], anchor: VerifiedHeader, *, provider: str) -> l
     once each is checked: its fields hash to its hash, the last one is the anchor, and each one's hash
     is the next one's ``parentHash``. Each is then as trusted as the anchor (the anchor's hash commits
     to its parent's, and so on down), its ``logsBloom`` and ``receiptsRoot`` included, for one header
-    vouched for. :class:`~chainfence.errors.HeaderInvalid` for a header whose fields do not hash to
+    vouched for. :class:`~chainfence.errors.ProofInvalid` for a header whose fields do not hash to
     its hash, :class:`~chainfence.errors.BlockNotVouched` for one off the anchor's chain."""
     expected, anchor_hex = anchor.hash, anchor.hash_hex
     for offset, block in enumerate(reversed(blocks)):
@@ -421,7 +422,7 @@ class HeaderSource:
             if isinstance(answer, dict):
                 try:
                     block_hash, _ = _verify(answer, name, number)
-                except HeaderInvalid:
+                except ProofInvalid:  # a header that does not hash to its hash: no vote
                     continue
                 votes.setdefault(block_hash, []).append(name)
         return votes
@@ -480,7 +481,7 @@ class HeaderSource:
         )
         votes: dict[bytes, list[str]] = {}
         said: dict[str, str] = {}
-        invalid: list[HeaderInvalid] = []
+        invalid: list[ProofInvalid] = []
         down: list[str] = []
         late: dict[str, str] = {}
         for e in self.endpoints:
@@ -497,7 +498,7 @@ class HeaderSource:
                 continue
             try:
                 block_hash, _ = _verify(answer, e.name, number)
-            except HeaderInvalid as bad:
+            except ProofInvalid as bad:
                 said[e.name] = f"invalid header ({bad.reason})"
                 invalid.append(bad)
                 logger.warning(
@@ -576,7 +577,7 @@ class HeaderSource:
                     )
                 except ValueError as exc:
                     reported[e.name] = f"malformed head ({exc})"
-                    failed[e.name] = HeaderInvalid(source=e.name, reason=reported[e.name])
+                    failed[e.name] = ProofInvalid(served="header", source=e.name, reason=reported[e.name])
                     continue
                 reported[e.name] = f"block {number} at {stamp}"
                 numbered.append((number, stamp, e.name, head))

@@ -2,8 +2,9 @@
 
 A node on the same machine (``anvil --ipc PATH``, geth, reth) answers on a
 Unix socket what it answers over HTTP, without the HTTP: on the development
-machine a request that took 0.26 ms over a kept-alive HTTP connection took
-0.05 ms over anvil's socket (``docs/benchmarks.md``).
+machine a request that took 0.21 to 0.33 ms over a kept-alive HTTP connection
+took 0.09 to 0.22 ms over anvil's socket, in the same run
+(``docs/benchmarks/history.md``, "What each lever bought").
 :meth:`Chain.connect <chainfence.Chain.connect>` takes the socket's path
 (``/tmp/anvil.ipc``, anything ending in ``.ipc``) where it takes a URL.
 

@@ -3,7 +3,8 @@
 Over a URL (:meth:`Chain.connect <chainfence.Chain.connect>`) every request goes
 through :class:`LeanHttp`: plain JSON-RPC on persistent sockets, one per thread
 in flight, no web3 formatters or middleware on the way (they cost more than
-anvil takes to mine; ``docs/benchmarks.md``), and no web3 import. Its failures
+anvil takes to mine; ``docs/benchmarks/history.md``, "Against etcd: acquire and
+release latency"), and no web3 import. Its failures
 carry what happened to the request: refused or not connected
 (:class:`~chainfence._node.transports.NotDelivered`: nothing left) or broken after
 the bytes went out (``ConnectionError``/``TimeoutError``/``OSError``: maybe

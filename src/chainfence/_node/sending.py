@@ -330,7 +330,8 @@ class Sender:
         with the wall clock (not the chain's clock), so there the preflight is
         an ``eth_call`` at ``pending`` and the gas limit a fixed ceiling. So it
         is on anvil, where gas is free too and a call costs less than an
-        estimate (``docs/benchmarks.md``): the ceiling is :data:`DEV_GAS_LIMIT`,
+        estimate (``docs/benchmarks/history.md``, "What each lever bought"): the
+        ceiling is :data:`DEV_GAS_LIMIT`,
         and the same round trip asks whether the node mines on arrival and what
         the sender holds; a sender that cannot pay for the ceiling gets the
         estimate, as on any node (:meth:`_preflight`).

@@ -1,8 +1,8 @@
 """A node's URL split as :func:`urllib.parse.urlsplit` splits it, mostly without importing urllib.parse.
 
 ``urllib.parse`` imports ``ipaddress`` (to check a host in brackets) and builds its result classes when
-imported: 4% of the instructions of a per-task ``chainfence`` command, which splits one URL (issue
-#19, docs/benchmarks.md). :func:`split` splits the usual URL itself: printable ASCII, no whitespace,
+imported: 3-5% of the instructions of a per-task ``chainfence`` command, which splits one URL (issue
+#19, docs/benchmarks/history.md, "Instructions per command"). :func:`split` splits the usual URL itself: printable ASCII, no whitespace,
 no bracket, a scheme and ``//``; any other goes to ``urlsplit``. What it returns reads as urlsplit's
 result does (``scheme``, ``netloc``, ``path``, ``query``, ``fragment``, ``hostname``, ``port``,
 ``username``, ``password``), a malformed port raising ``ValueError`` when read, as there.

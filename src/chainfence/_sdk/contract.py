@@ -483,8 +483,8 @@ def _encoded(function: str, args: Sequence[Any]) -> bytes:
 
 
 #: The calls whose calldata is remembered for their arguments: an acquisition's (a name and a ttl), which
-#: a service sends with the same arguments over and over (docs/benchmarks.md). Keyed by the arguments and their
-#: types, so that ``True`` never answers for ``1``.
+#: a service sends with the same arguments over and over (docs/benchmarks/history.md, "The SDK's own work per
+#: call"). Keyed by the arguments and their types, so that ``True`` never answers for ``1``.
 _REMEMBERED_CALLS = frozenset({"acquire", "acquireExclusive"})
 
 

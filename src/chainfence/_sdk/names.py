@@ -261,7 +261,8 @@ def namespace_id(prefix: str) -> bytes:
 
 
 #: Names whose id and publishability are remembered (each a hash and a scan of the name per call before):
-#: a service acquires and releases the same few names over and over (docs/benchmarks.md).
+#: a service acquires and releases the same few names over and over (docs/benchmarks/history.md, "The SDK's own
+#: work per call").
 _NAMES_REMEMBERED = 4096
 
 

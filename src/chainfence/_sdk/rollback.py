@@ -16,7 +16,7 @@ while it publishes that block (it resolves ``latest`` to a number before it
 moves its head, and reads that number's stored state after), so a read can
 come back one block below the answer to the read before it. The head it
 moved meanwhile is what the next read resolves, so that read answers at
-least as new as the first (``docs/benchmarks.md``, "anvil's latest"). A
+least as new as the first (``docs/benchmarks/history.md``, "anvil's latest"). A
 lost history stays lost: the second read shows it too, and it is raised.
 """
 

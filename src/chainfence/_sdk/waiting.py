@@ -64,7 +64,7 @@ the turn: two of them whose preflights both run before either acquisition
 reaches the node both send, and the second reverts on-chain (it pays for
 a revert) and goes back to waiting; fetching the fee quote and the nonce
 before the preflight keeps that moment to signing and one request
-(``scripts/bench_wait_race.py``, ``docs/benchmarks.md``).
+(``scripts/bench_wait_race.py``; ``docs/benchmarks/history.md``, "Waiters racing for one release").
 
 Everything that waits takes a :class:`Timer` (clock, sleep, randomness):
 tests give it one that moves only when the test says.
@@ -494,7 +494,8 @@ def acquire_waiting_steps(
     send that follows a wait, ``ready()`` fetches the fee quote and the
     nonce, so that nothing but signing separates the preflight from the
     transaction (waiters on other machines can still pass their
-    preflights in that moment: see ``docs/benchmarks.md``). Raises the
+    preflights in that moment: see ``docs/benchmarks/history.md``, "The turn
+    across processes"). Raises the
     latest refusal (``LeaseHeld`` or ``LockDelayed``) once ``wait`` seconds
     of ``timer`` have passed.
     """

@@ -199,29 +199,9 @@ def history_steps(
     yield from times.prefetch_steps(entry.block_number for entry in logs)  # one batch, not one request per block
     result = []
     for entry in logs:
-        kind = _KINDS[entry.kind]
         name, display = labels.get(entry.resource_id, (None, "0x" + entry.resource_id.hex()))
         assert entry.token is not None and entry.holder is not None
-        result.append(
-            LeaseEvent(
-                kind=kind,
-                resource=name,
-                resource_id=entry.resource_id,
-                token=entry.token,
-                holder=entry.holder,
-                expires_at=entry.expires_at,
-                previous_token=entry.previous_token,
-                reason=_reason(entry.reason) if kind is EventKind.ACQUIRED else None,
-                block_number=entry.block_number,
-                block_timestamp=(yield from times.at_steps(entry.block_number)),
-                tx_hash=entry.tx_hash,
-                log_index=entry.log_index,
-                result_digest=entry.result_digest,
-                resource_display=display,
-                progress=entry.progress if entry.progress and any(entry.progress) else None,
-                admin=entry.admin,
-            )
-        )
+        result.append(_event(entry, name, display, (yield from times.at_steps(entry.block_number))))
     return result
 
 
@@ -271,31 +251,11 @@ def _history_from_index(
         from_block=from_block,
         to_block=None if to_block == "latest" else to_block,
     ):
-        kind = _KINDS[entry.kind]
         label = labels.get(entry.resource_id)
         if label is None:
             label = labels[entry.resource_id] = index.label(entry.resource_id)
         name, display = label
-        result.append(
-            LeaseEvent(
-                kind=kind,
-                resource=name,
-                resource_id=entry.resource_id,
-                token=entry.token,
-                holder=entry.holder,
-                expires_at=entry.expires_at,
-                previous_token=entry.previous_token,
-                reason=_reason(entry.reason) if kind is EventKind.ACQUIRED else None,
-                block_number=entry.block_number,
-                block_timestamp=timestamp,
-                tx_hash=entry.tx_hash,
-                log_index=entry.log_index,
-                result_digest=entry.result_digest,
-                resource_display=display,
-                progress=entry.progress,
-                admin=entry.admin,
-            )
-        )
+        result.append(_event(entry, name, display, timestamp))
     return result
 
 
@@ -334,3 +294,27 @@ def labels_steps(
             if found is not None:
                 labels[entry.resource_id] = found
     return labels
+
+
+def _event(entry: Any, name: str | None, display: str, timestamp: int) -> LeaseEvent:
+    """The :class:`LeaseEvent` of a registry log ``entry`` (read from the chain, or an index's row of it),
+    its resource labelled ``name`` (None: never seen by name) and ``display``, its block at ``timestamp``."""
+    kind = _KINDS[entry.kind]
+    return LeaseEvent(
+        kind=kind,
+        resource=name,
+        resource_id=entry.resource_id,
+        token=entry.token,
+        holder=entry.holder,
+        expires_at=entry.expires_at,
+        previous_token=entry.previous_token,
+        reason=_reason(entry.reason) if kind is EventKind.ACQUIRED else None,
+        block_number=entry.block_number,
+        block_timestamp=timestamp,
+        tx_hash=entry.tx_hash,
+        log_index=entry.log_index,
+        result_digest=entry.result_digest,
+        resource_display=display,
+        progress=entry.progress if entry.progress and any(entry.progress) else None,
+        admin=entry.admin,
+    )

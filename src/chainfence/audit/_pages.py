@@ -78,7 +78,8 @@ _R = TypeVar("_R")
 
 #: Rows a page holds unless ``limit=`` says (the pages of a full read too): building a row into a record
 #: costs 10-16 us of CPU here, so a page of 100 costs 1-2 ms and stays under 5 ms on a loaded machine
-#: (``docs/benchmarks.md``); larger pages save little (a call's own cost is about 0.1 ms).
+#: (``docs/benchmarks/history.md``, "Lists a page at a time"); larger pages save little (a call's own cost is
+#: about 0.1 ms).
 DEFAULT_LIMIT = 100
 
 #: The most rows one page may hold: a bound on what one call costs (about 0.1-0.2 s of records).

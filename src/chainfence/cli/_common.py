@@ -455,7 +455,7 @@ def metrics_option(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         default=None,
         help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics while this runs (default: "
-        "$CHAINFENCE_METRICS_PORT, else none; needs pip install 'chainfence[metrics]'; docs/metrics.md)",
+        "$CHAINFENCE_METRICS_PORT, else none; needs the [metrics] extra; docs/metrics.md)",
     )
 
 

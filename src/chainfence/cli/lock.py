@@ -67,9 +67,8 @@ from ..errors import (
     InvalidInput,
     LeaseHeld,
     LeaseLost,
-    NodeUnreachable,
 )
-from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock
+from ..keepalive import DEFAULT_BLOCK_TIME_MARGIN, DEFAULT_LATENCY_MARGIN, KeepAliveCore, lease_clock, unanswered
 from ._common import (
     EPILOG,
     EXIT_LOST,
@@ -621,21 +620,11 @@ def _explain(loss: LeaseLost, url: str | None = None, core: Any = None) -> str:
 
 
 def _unanswered(cause: BaseException | None, url: str | None, core: Any = None) -> str:
-    """Why no renewal was confirmed by the deadline: the node at ``url`` unreachable (the last renewal's
-    ``cause``), no answer to the renewal still in flight, another failure, or no renewal sent at all (``lock``
-    itself frozen or starved). Without the keep-alive's ``core``, what the node confirmed."""
+    """:func:`~chainfence.keepalive.unanswered`, the node named by its URL (its path and query left out), and
+    a keep-alive that sent nothing being `lock` itself."""
     from .._node.transports import redact_url  # here: only a loss needs it
 
-    node = f"the node at {redact_url(url)}" if url else "the node"
-    if isinstance(cause, NodeUnreachable):
-        return f"{node} is unreachable: {cause}"
-    if core is not None and core.in_flight is not None:
-        return f"{node} did not answer the renewal sent {core.deadline - core.in_flight:.0f} s before the deadline"
-    if cause is not None:
-        return f"the last renewal {node} was sent failed: {type(cause).__name__}: {cause}"
-    if core is not None:
-        return "no renewal was sent: chainfence lock itself was frozen or starved past its deadline"
-    return f"{node} confirmed no renewal before it"
+    return unanswered(cause, core, f"the node at {redact_url(url)}" if url else "the node", "chainfence lock")
 
 
 def _release_quietly(lease: Any) -> None:

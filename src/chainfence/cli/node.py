@@ -29,7 +29,7 @@ announced as ``ipc_path``: from the same machine,
 ``Chain.connect(ipc_path)`` and ``CHAINFENCE_RPC_URL=<ipc_path>`` skip HTTP.
 
 anvil's settings (:data:`NODE_HARDFORK`, :data:`NODE_OPTIONS`) are chosen by
-measurement (``docs/benchmarks.md``, "The node `chainfence node` starts"):
+measurement (``docs/benchmarks/history.md``, "The node `chainfence node` starts"):
 anvil 1.7.1 spends time on every block in proportion to its state, and on
 Prague the block-hash history contract (EIP-2935) adds a storage slot with
 every block; historical states kept on disk cost more again. So the node runs

@@ -120,7 +120,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         description="Serve the Model Context Protocol on stdin/stdout (for an MCP client's configuration: "
         "command `chainfence`, args `mcp`, the key in env CHAINFENCE_PRIVATE_KEY), or with --http on "
         "127.0.0.1:PORT/mcp. Tools: acquire, renew, release, complete, claim, verify, status, history, leader. "
-        "Without a key only the reading tools work. Needs the extra: pip install 'chainfence[mcp]'.",
+        "Without a key only the reading tools work. Needs the extra: pip install '.[mcp]' in a chainfence checkout.",
     )
     mcp.add_argument(
         "--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 (loopback only) instead of stdio"
@@ -239,7 +239,7 @@ def _mcp(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except ModuleNotFoundError as missing:
         if (missing.name or "").split(".")[0] != "mcp":
             raise
-        raise UsageError("the MCP server needs the mcp extra: pip install 'chainfence[mcp]'") from None
+        raise UsageError("the MCP server needs the mcp extra: pip install '.[mcp]' in a chainfence checkout") from None
     _chain, registry = connect(args, needs_key=False, wants_key=True)  # without a key it only reads
     # Over HTTP the metrics are the server's own /metrics (with the extra); over stdio, a port of their own.
     if not args.http:

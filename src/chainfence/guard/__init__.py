@@ -61,7 +61,7 @@ value carrying the mode's settings, :mod:`chainfence.guard._config`):
     reads of ``mark`` and ``follow`` are proven too, and the follower follows the source's head,
     refuses logs from blocks it does not vouch for and proves a page before
     writing it (:mod:`chainfence.guard._follower`). Cost: each provider's
-    head and one ``eth_getProof`` per check (``docs/benchmarks.md``).
+    head and one ``eth_getProof`` per check (``docs/benchmarks.md``, "Guard checks").
 
 Guarantees in every mode (each has a test that tries to break it):
 
@@ -82,7 +82,7 @@ Guarantees in every mode (each has a test that tries to break it):
   notices at its next chain read (a new epoch, a restart, the follower),
   ``strict`` at the next check;
 - an ``exclusive`` guard used in a process forked from its owner raises
-  :class:`~chainfence.errors.GuardForked` instead of answering from a
+  :class:`~chainfence.errors.GuardError` (``forked_from``) instead of answering from a
   frozen copy of the owner's memory.
 
 A check and the write that follows it are two steps: a holder superseded

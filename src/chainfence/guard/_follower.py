@@ -27,7 +27,8 @@ No block is passed whose logs were not checked against the block
   batch), against ``receiptsRoot``; the block passes only when the answer
   holds exactly the registry events of those kinds its receipts hold, so
   nothing withheld passes, whatever else the block holds. One more request
-  a poll over blocks with such events (``docs/benchmarks.md``).
+  a poll over blocks with such events (``docs/benchmarks/history.md``, "The
+  completeness check's two modes, per poll").
 
 A page is applied up to the block before the first that does not check
 out, and the sync raises :class:`~chainfence.errors.LogsIncomplete` (the

@@ -33,7 +33,7 @@ from ..endings import End
 from ..errors import (
     ChainfenceError,
     ChainRolledBack,
-    GuardForked,
+    GuardError,
     HeaderBehind,
     InvalidInput,
     LeaseCompleted,
@@ -624,7 +624,7 @@ class Guard:
         (:class:`~chainfence.errors.RequestExpired`,
         :class:`~chainfence.errors.MalformedRequest`); the token passes this
         guard's mode (``TokenNotCurrent``) and is held by the named holder
-        (:class:`~chainfence.errors.SignerNotHolder`); the signature is that
+        (``RequestMisdirected``, ``field="holder"``); the signature is that
         holder's — recovered locally for an account, and only then, for a
         contract holder, ERC-1271 with a gas cap
         (:class:`~chainfence.errors.InvalidSignature`); the holder passes the
@@ -848,9 +848,10 @@ class Guard:
 
     def _require_usable(self) -> None:
         if self._forked and self.exclusive and os.getpid() != self._owner_pid:
-            raise GuardForked(
+            raise GuardError(
                 f"this exclusive guard on {str(self.path)!r} was opened in process {self._owner_pid}; "
-                f"process {os.getpid()} is a fork of it and must open its own guard"
+                f"process {os.getpid()} is a fork of it and must open its own guard",
+                forked_from=self._owner_pid,
             )
 
     def __enter__(self) -> Guard:

@@ -28,7 +28,6 @@ from ..errors import (
     ReplayedRequest,
     RequestExpired,
     RequestMisdirected,
-    SignerNotHolder,
 )
 from ._store import GuardStore
 from ._verdict import Verdict
@@ -123,8 +122,11 @@ class RequestVerifier:
             info = self._registry.last_lease(request.resource)
             holder = info.holder if info is not None and info.token == request.token else None
         if holder != request.holder:
-            raise SignerNotHolder(
-                f"{request.holder} signed for token {request.token} of {request.resource!r}, held by {holder}"
+            raise RequestMisdirected(
+                f"{request.holder} signed for token {request.token} of {request.resource!r}, held by {holder}",
+                field="holder",
+                signed=request.holder,
+                expected=holder,
             )
         if not signed.by_holder_key:
             self._verify_contract_signature(request, signed.digest, gas)

@@ -45,8 +45,8 @@ A guard in ``proven`` mode (``Guard(..., mode=Proven(headers))``)
 believes no provider; when it cannot prove a verdict, the request is refused
 with 503 and a JSON body that says why, never let through on one
 provider's word: ``ProofInvalid`` (a proof that does not verify against the
-trusted header: ``provider`` names who served it, ``block`` the block),
-``HeaderInvalid`` (likewise, a header), ``HeadersDisagree`` (no k header
+trusted header, or with ``served="header"`` a header that does not hash to its
+hash: ``provider`` names who served it, ``block`` the block), ``HeadersDisagree`` (no k header
 providers agree), ``HeaderStale`` (the newest header they vouch for is
 older than the source's ``max_age``: withheld heads), ``HeaderBehind`` (the
 header source's head moved back below what the guard accepted),
@@ -118,7 +118,12 @@ class FencingMiddleware:
     ):
         audience = audience if audience is not None else guard.audience
         if not isinstance(audience, str) or not audience:
-            raise ValueError("FencingMiddleware needs the audience (this service's name) requests are signed for")
+            raise InvalidInput(
+                "FencingMiddleware needs the audience (this service's name) requests are signed for: "
+                f"give audience= or a guard with one, got {audience!r}",
+                argument="audience",
+                value=audience,
+            )
         if metrics_path is not None:
             if not isinstance(metrics_path, str) or not metrics_path.startswith("/"):
                 raise InvalidInput(

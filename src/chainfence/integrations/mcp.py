@@ -1,6 +1,6 @@
 """``chainfence mcp``: leases and fencing tokens as Model Context Protocol tools, for LLM agents.
 
-Built on the official MCP Python SDK (``pip install 'chainfence[mcp]'``)::
+Built on the official MCP Python SDK (``pip install '.[mcp]'`` in a chainfence checkout)::
 
     from chainfence.integrations.mcp import build_server
 
