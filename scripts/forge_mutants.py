@@ -138,10 +138,11 @@ MUTANTS = (
     ),
     Mutant(
         "release-by-anyone",
-        "release checks the token but not that the caller holds it",
+        "release checks the token and that the lease is live, but not that the caller holds it",
         find="""        PackedLease lease = _requireHolder(resource, token, holder);
         // Holder and token kept""",
         replace="""        PackedLease lease = _requireCurrentToken(resource, token);
+        _requireLive(resource, token, lease);
         // Holder and token kept""",
         caught_by=ONE_HOLDER,
     ),
