@@ -471,7 +471,7 @@ def measure_batches(chain: Chain) -> dict[str, int]:
 
 #: One holder's leases renewed together (issue 28, item 3): ``renewMany`` of 1, 16 and 64 leases, its resources in
 #: increasing order of ids (the registry checks the order, one comparison an item; checking every pair for repeats
-#: cost 205 gas a pair: 11,864 a renewal in a set of 16, 15,816 in one of 64), all of the transaction's costs shared;
+#: cost 205 gas a pair: 11,835 a renewal in a set of 16, 15,787 in one of 64, at 211635e), all of the transaction's costs shared;
 #: ``releaseMany`` of the same. A keep-alive group (``keep(schedule="margin")``) renews in sets of up to 64.
 RENEW_MANY_CEILINGS = {
     "renewMany: per renewal, set of 16": 10_000,

@@ -586,7 +586,7 @@ class _Group:
 #: increasing order of ids (one comparison an item), so a renewal costs the same in any set and the
 #: transaction's 21,000 is shared the more the larger the set: measured with scripts/gas_report.py, a
 #: renewal costs 9,892 gas in a renewMany of 16 and 8,826 in one of 64 (each one more: 8,470). (When the
-#: registry checked every pair for repeats, 11,864 and 15,816: groups were then cut at 16.)
+#: registry checked every pair for repeats, 11,835 and 15,787: groups were then cut at 16.)
 MAX_TOGETHER = 64
 
 
