@@ -240,6 +240,10 @@ def backend_registry(backend_chain: Chain) -> Registry:
     return Registry.deploy(backend_chain, max_ttl=3_600)
 
 
+#: Blocks each test on anvil begins above (:func:`isolated`): deeper than any test's confirmations.
+FRESH_BLOCKS = 8
+
+
 @contextmanager
 def isolated(chain: Chain) -> Iterator[None]:
     """Snapshot the chain, run the block, revert: the next test sees the same state.
@@ -254,6 +258,13 @@ def isolated(chain: Chain) -> Iterator[None]:
     head = chain.block_number()
     outer = None if chain.rpc.embedded else chain.snapshot()
     snapshot = chain.snapshot()
+    if chain._dev == "anvil":
+        # anvil keeps the state of about the last 4,000 blocks mined, counted across reverts: after a
+        # session's thousands of blocks its head, reverted back to one of its first blocks, has no state
+        # below it, and a read a few blocks deep (a guard or a sender waiting for confirmations) fails
+        # with BlockOutOfRangeError. A test begins above blocks of its own, as on a live chain.
+        for _ in range(FRESH_BLOCKS):
+            chain.rpc.transport.request("evm_mine", [])
     try:
         yield
     finally:

@@ -371,6 +371,41 @@ def test_under_the_margin_schedule_a_renewal_confirmed_too_late_still_fails_clos
     assert at_exit.value.why == "deadline" and lost[0].why == "deadline"
 
 
+def test_control_a_keeper_that_waits_for_its_renewal_works_past_the_safe_deadline(alice, monkeypatch):
+    """The control of the test above: a keep-alive that, while its renewal is in flight, waits for the
+    answer instead of counting the deadline (the naive "the renewal will come back") still says the lease
+    may be trusted at the safe deadline and after it, with nothing confirmed since the acquisition."""
+    from chainfence.keepalive import KeepAliveCore
+
+    honest = KeepAliveCore.check
+
+    def waits_for_the_answer(self, now):
+        return None if self.in_flight is not None and self.lost is None else honest(self, now)
+
+    monkeypatch.setattr(KeepAliveCore, "check", waits_for_the_answer)
+    chain = alice.chain
+    lease = alice.acquire(RESOURCE, ttl=30)
+    start = chain.now()
+    entered, go_on = _gated_renewals(lease, monkeypatch)
+    clock = SteppedClock()
+    try:
+        with lease.keep(clock=clock, since=0.0, schedule="margin"):
+            keeper = lease.keeper
+            due, deadline = keeper.core.due, keeper.core.deadline
+            chain.set_next_block_time(start + int(due))
+            chain.mine()
+            clock.now = due
+            keeper.wake()
+            assert entered.wait(60), "the renewal reached the node"
+            clock.now = deadline + 1.0
+            keeper.wake()
+            wait_until(lambda: keeper.evaluated_at == clock.now, "the keeper looked after the deadline")
+            lease.check()  # no LeaseLost: the naive keeper trusts the lease past its safe deadline
+            go_on.set()
+    finally:
+        go_on.set()
+
+
 def test_under_the_margin_schedule_a_slow_node_moves_the_next_renewal_earlier(alice, monkeypatch):
     """A renewal that takes 1.5 s to be confirmed leaves 0.5 s of the 2 s budget: the next renewals go
     2 * 1.5 + 1 = 4 s before the deadline (every 23 s)."""

@@ -374,3 +374,6 @@ def test_the_cli_verifies_with_proofs_against_a_header_quorum(anvil_node, on_anv
     for args in (["verify", "--proofs"], ["verify", "--headers", anvil_node.url], ["verify", "--quorum", "2"]):
         done, _ = cli(anvil_node.url, on_anvil, index, *args)
         assert done.returncode == 2, (args, done.stderr)
+    # One provider three times is one vote, not a quorum of three (verify --proven refused it already).
+    done, _ = cli(anvil_node.url, on_anvil, index, "verify", "--proofs", "--headers", *[anvil_node.url] * 3)
+    assert done.returncode == 2 and "one provider is one vote" in done.stderr, done.stderr

@@ -106,27 +106,26 @@ def test_a_token_orphaned_by_a_reorg_is_never_accepted_by_a_confirming_guard(
     accepts both Alice's orphaned t and Bob's t: two holders, one token."""
     alice = agent(anvil_node, on_anvil, 1)
     bob = agent(anvil_node, on_anvil, 2)
-    guard = Guard(on_anvil, path=tmp_path / "guard.sqlite", confirmations=confirmations)
-    fork_point = anvil_chain.snapshot()
+    with Guard(on_anvil, path=tmp_path / "guard.sqlite", confirmations=confirmations) as guard:
+        fork_point = anvil_chain.snapshot()
 
-    orphan = alice.acquire(RESOURCE, ttl=60)
-    alice_accepted = True
-    try:
-        guard.check(RESOURCE, orphan.token)
-    except TokenNotConfirmed:
-        alice_accepted = False
+        orphan = alice.acquire(RESOURCE, ttl=60)
+        alice_accepted = True
+        try:
+            guard.check(RESOURCE, orphan.token)
+        except TokenNotConfirmed:
+            alice_accepted = False
 
-    anvil_chain.revert(fork_point)  # reorg
-    canonical = bob.acquire(RESOURCE, ttl=60)
-    assert canonical.token == orphan.token, "the counter rolled back: the same number, another holder"
-    anvil_chain.mine(2)
-    assert guard.check(RESOURCE, canonical.token) == canonical.token
+        anvil_chain.revert(fork_point)  # reorg
+        canonical = bob.acquire(RESOURCE, ttl=60)
+        assert canonical.token == orphan.token, "the counter rolled back: the same number, another holder"
+        anvil_chain.mine(2)
+        assert guard.check(RESOURCE, canonical.token) == canonical.token
 
-    if confirmations:
-        assert not alice_accepted
-    else:
-        assert alice_accepted, "the control must show the unconfirmed guard taking the orphaned token"
-    guard.close()
+        if confirmations:
+            assert not alice_accepted
+        else:
+            assert alice_accepted, "the control must show the unconfirmed guard taking the orphaned token"
 
 
 def test_a_confirming_guard_accepts_once_deep_enough(anvil_node, on_anvil, anvil_chain, tmp_path):

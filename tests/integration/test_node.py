@@ -173,3 +173,50 @@ def test_a_stopped_node_leaves_no_socket_file_and_a_killed_one_is_cleared_at_the
     with Anvil(ipc=path) as again:
         assert Path(again.ipc_path).is_socket()
     assert not Path(path).exists()
+
+
+def evicting(node) -> None:
+    """Mine enough blocks that anvil moves states out of memory onto disk."""
+    chain = Chain.connect(node.url)
+    for _ in range(1_500):
+        chain.rpc.transport.request("evm_mine", [])
+
+
+@pytest.mark.parametrize("end", ["stop", "kill"])
+def test_an_anvil_leaves_no_state_cache_behind(tmp_path, end):
+    """anvil persists the states it evicts from memory under ``~/.foundry/anvil/tmp`` and never removes
+    them (28 GB of them on the development machine after a day of test sessions): the node is given a
+    cache directory of its own, removed when it stops or is killed."""
+    import os
+
+    node = Anvil()
+    node.env = {**os.environ, "HOME": str(tmp_path)}
+    with node:
+        cache = node._cache
+        assert cache is not None and os.path.isdir(cache)
+        evicting(node)
+        assert os.listdir(cache), "anvil persisted evicted states there"
+        if end == "kill":
+            node.kill()
+    assert not os.path.exists(cache), "the node's cache directory is removed"
+    assert not list((tmp_path / ".foundry" / "anvil" / "tmp").glob("*")), "nothing under ~/.foundry"
+
+
+def test_control_an_anvil_left_to_its_default_cache_leaves_a_directory_in_home(tmp_path, monkeypatch):
+    import os
+
+    from chainfence.testing.anvil import AnvilProcess
+
+    real = AnvilProcess._args
+
+    def without_cache_path(self):
+        args = real(self)
+        at = args.index("--cache-path")
+        return args[:at] + args[at + 2 :]
+
+    monkeypatch.setattr(AnvilProcess, "_args", without_cache_path)
+    node = Anvil()
+    node.env = {**os.environ, "HOME": str(tmp_path)}
+    with node:
+        evicting(node)
+    assert list((tmp_path / ".foundry" / "anvil" / "tmp").glob("anvil-state-*")), "anvil's default leaves one"

@@ -575,6 +575,12 @@ def test_constructor_refuses_nonsense():
             QuorumHeaders([FakeProvider(n, blocks) for n in "abc"], **bad)
     with pytest.raises(InvalidInput):
         QuorumHeaders("http://127.0.0.1:1")
+    for twice in (
+        ["http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:1/"],
+        [FakeProvider("a", blocks)] * 2,
+    ):
+        with pytest.raises(InvalidInput, match="one provider is one vote"):
+            QuorumHeaders(twice)
     with pytest.raises(InvalidInput):
         TrustedHeaders(FakeProvider("a", blocks), k=1)
 

@@ -341,6 +341,10 @@ class HeaderSource:
     ):
         if isinstance(providers, (str, bytes)) or not providers:
             raise InvalidInput("a header source needs a list of providers")
+        given = [p.strip().rstrip("/") if isinstance(p, str) else id(p) for p in providers]
+        if len(set(given)) != len(given):
+            # Listed twice, a provider would vouch twice: k of n would not be k providers.
+            raise InvalidInput("a header source lists a provider twice: one provider is one vote")
         endpoints = [endpoint(p, timeout=timeout) for p in providers]
         names = [e.name for e in endpoints]
         for i, e in enumerate(endpoints):  # two URLs on one host and port would read alike

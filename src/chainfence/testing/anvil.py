@@ -33,6 +33,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -383,6 +384,10 @@ class AnvilProcess:
         self.returncode: int | None = None
         #: The environment the node starts with (None: this process's).
         self.env: dict[str, str] | None = None
+        #: The directory anvil persists the states it evicts from memory into (``--cache-path``), made for
+        #: this process and removed when it stops: by default anvil writes them under
+        #: ``~/.foundry/anvil/tmp`` and never removes them (gigabytes from a test session).
+        self._cache: str | None = None
 
     @property
     def url(self) -> str:
@@ -407,7 +412,15 @@ class AnvilProcess:
             args += ["--state", str(self.state), "--state-interval", str(self.state_interval)]
         if self.ipc_path is not None:
             args += ["--ipc", self.ipc_path]
+        self._remove_cache()
+        self._cache = tempfile.mkdtemp(prefix="chainfence-anvil-cache-")
+        args += ["--cache-path", self._cache]
         return args + self.extra_args
+
+    def _remove_cache(self) -> None:
+        if self._cache is not None:
+            shutil.rmtree(self._cache, ignore_errors=True)
+            self._cache = None
 
     def start(self, timeout: float = 60.0) -> AnvilProcess:
         """Start anvil and return once it accepts connections on its port (and its IPC socket, if any)
@@ -485,6 +498,7 @@ class AnvilProcess:
         process, self.process = self.process, None
         self.returncode = _end_group(process, hard=False, timeout=timeout)
         self.stderr = _drain(process)
+        self._remove_cache()
         if self.ipc_path is not None:
             remove_dead_socket(self.ipc_path)  # anvil leaves its socket file behind when it exits
 
@@ -495,6 +509,7 @@ class AnvilProcess:
         process, self.process = self.process, None
         self.returncode = _end_group(process, hard=True, timeout=15.0)
         self.stderr = _drain(process)
+        self._remove_cache()
 
     def __enter__(self) -> AnvilProcess:
         return self.start()
