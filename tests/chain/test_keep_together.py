@@ -226,3 +226,37 @@ def test_two_keepers_of_one_lease_renew_alone_rather_than_lose_it(alice):
         for each in kept:
             each.check()
     assert lost == [] and lease.is_current()
+
+
+def test_each_member_takes_its_own_expiry_from_the_receipt(alice, monkeypatch):
+    """A round's riders are confirmed by their own LeaseRenewed, found by resource id in the round's receipt, not
+    by the set's position: a rider the receipt does not name (here, one struck from what the round read) is not
+    taken as renewed, and renews alone; the control is the same round read whole, where every rider rides."""
+    from chainfence import keepalive
+
+    chain = alice.chain
+    leases = list(LeaseSet.acquire(alice, [f"own/{i}" for i in range(3)], ttl=30))
+    struck = leases[1].resource_id
+    read = keepalive._renew_many_steps
+
+    def striking(registry, riders, ttl):
+        expiries = yield from read(registry, riders, ttl)
+        return {rid: at for rid, at in expiries.items() if rid != struck}
+
+    start, clock = begin(leases)
+    for strike, expected in ((False, [3]), (True, [1, 3])):
+        if strike:
+            monkeypatch.setattr(keepalive, "_renew_many_steps", striking)
+        seen = renewal_txs(alice, leases)
+        with ExitStack() as stack:
+            for lease in leases:
+                stack.enter_context(lease.keep(clock=clock, since=since(lease, start), schedule="margin"))
+            settle(leases, clock)
+            step_to(chain, start, clock, leases, min(lease.keeper.core.due for lease in leases))
+            for lease in leases:
+                lease.check()
+                assert lease.keeper.core.renewals == 1
+        for lease in leases:
+            lease._attach(None)
+        txs = {tx: names for tx, names in renewal_txs(alice, leases).items() if tx not in seen}
+        assert sorted(len(names) for names in txs.values()) == expected, (strike, txs)
