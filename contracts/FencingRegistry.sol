@@ -407,20 +407,53 @@ contract FencingRegistry is IFencingRegistry {
     {
         uint256 count = _requireSet(resources, tokens);
         expiresAt = _expiry(ttl);
+        bytes32 previous;
+        bytes32 topic = LeaseRenewed.selector;
         for (uint256 i; i < count; ++i) {
-            bytes32 resource = resources[i];
-            PackedLease lease = _requireHolder(resource, tokens[i], msg.sender);
+            bytes32 resource;
+            uint256 token;
+            // In bounds: i < count, the length of both arrays, which the ABI decoder checked lie in the calldata.
+            assembly ("memory-safe") {
+                resource := calldataload(add(resources.offset, shl(5, i)))
+                token := calldataload(add(tokens.offset, shl(5, i)))
+            }
+            if (resource <= previous) _requireAfter(resource, previous, i);
+            previous = resource;
+            bytes32 slot;
+            PackedLease lease;
+            assembly ("memory-safe") {
+                // `_leases[resource]`'s slot, hashed once for the read and the write.
+                mstore(0, resource)
+                mstore(0x20, _leases.slot)
+                slot := keccak256(0, 0x40)
+                lease := sload(slot)
+            }
+            // {_requireHolder}'s checks, on the lease just read; only a lease that fails one goes there, to revert
+            // with the lone call's error (it fails there exactly when it fails here).
+            if (
+                lease.token() != token || token == 0 || lease.holder() != msg.sender
+                    || lease.expiresAt() <= block.timestamp
+            ) _requireHolder(resource, token, msg.sender);
             if (lease.has(LEASE_RECORDED)) _requireRenewTtl(resource, ttl);
-            _leases[resource] = lease.withExpiresAt(expiresAt);
-            emit LeaseRenewed(resource, tokens[i], msg.sender, expiresAt, bytes32(0));
+            PackedLease renewed = lease.withExpiresAt(expiresAt);
+            assembly ("memory-safe") {
+                sstore(slot, renewed)
+                // emit LeaseRenewed(resource, token, msg.sender, expiresAt, bytes32(0)), its data in scratch space.
+                mstore(0, expiresAt)
+                mstore(0x20, 0)
+                log4(0, 0x40, topic, resource, token, caller())
+            }
         }
     }
 
     /// @inheritdoc IFencingRegistry
     function releaseMany(bytes32[] calldata resources, uint256[] calldata tokens) external {
         uint256 count = _requireSet(resources, tokens);
+        bytes32 previous;
         for (uint256 i; i < count; ++i) {
             bytes32 resource = resources[i];
+            if (resource <= previous) _requireAfter(resource, previous, i);
+            previous = resource;
             PackedLease lease = _requireHolder(resource, tokens[i], msg.sender);
             _leases[resource] = lease.ended();
             emit LeaseReleased(resource, tokens[i], msg.sender);
@@ -1243,14 +1276,19 @@ contract FencingRegistry is IFencingRegistry {
         if (cap != 0 && ttl > cap) revert FencingRegistryInvalidTtl(ttl, cap);
     }
 
-    /// @dev The set's size after checking it: 1 to 64 resources, one token each, no repeats.
+    /// @dev The set's size after checking it: 1 to 64 resources, one token each (their order is checked
+    /// item by item, {_requireAfter}).
     function _requireSet(bytes32[] calldata resources, uint256[] calldata tokens) private pure returns (uint256 count) {
         count = resources.length;
         if (count == 0 || count > _MAX_MANY || tokens.length != count) revert FencingRegistryInvalidItems(count, _MAX_MANY);
-        for (uint256 i = 1; i < count; ++i) {
-            for (uint256 j; j < i; ++j) {
-                if (resources[i] == resources[j]) revert FencingRegistryDuplicateResource(resources[i]);
-            }
-        }
+    }
+
+    /// @dev A set's item `index`, `resource`, is not above `previous`, the item before it (0 before the first):
+    /// revert, unless it is the first (the id 0, which no name hashes to, fails as an unknown token instead).
+    /// Only this failing path tells a repeat from a lower id: an ordered set pays one comparison an item.
+    function _requireAfter(bytes32 resource, bytes32 previous, uint256 index) private pure {
+        if (index == 0) return;
+        if (resource == previous) revert FencingRegistryDuplicateResource(resource);
+        revert FencingRegistryUnsortedResources(resource, previous);
     }
 }

@@ -486,6 +486,12 @@ interface IFencingRegistry {
     /// @param resource The resource listed twice.
     error FencingRegistryDuplicateResource(bytes32 resource);
 
+    /// @notice {renewMany}, {releaseMany}: the resources must be listed in strictly increasing order of
+    /// their ids (as unsigned integers), and `resource` comes right after `previous`, a higher id.
+    /// @param resource The resource out of order.
+    /// @param previous The resource listed right before it (a higher id).
+    error FencingRegistryUnsortedResources(bytes32 resource, bytes32 previous);
+
     /// @notice {grant}: the holder must not be the zero address.
     /// @param holder The holder given (the zero address).
     error FencingRegistryInvalidHolder(address holder);
@@ -639,13 +645,23 @@ interface IFencingRegistry {
      */
     function acquireMany(string[] calldata names, uint256 ttl) external returns (uint256 firstToken, uint256 expiresAt);
 
-    /// @notice {renew} each `resources[i]` with `tokens[i]`, all or nothing.
-    /// @return expiresAt The new expiry shared by every lease of the set.
+    /**
+     * @notice {renew} each `resources[i]` with `tokens[i]`, all or nothing, the resources listed in
+     * strictly increasing order of their ids (a caller sorts them; the SDK does).
+     * @dev Each item is checked and renewed as {renew} would (same checks, same {LeaseRenewed}), in list
+     * order; the first refusal reverts the whole call with its error. The order is checked as it goes, one
+     * comparison an item: {FencingRegistryDuplicateResource} for an id listed again,
+     * {FencingRegistryUnsortedResources} for a lower one; {FencingRegistryInvalidItems} unless 1 to 64
+     * resources and as many tokens are given. (Set pair by pair, the check for repeats cost 205 gas per
+     * pair: 24,600 gas a renewMany of 16, 413,000 one of 64.)
+     * @return expiresAt The new expiry shared by every lease of the set.
+     */
     function renewMany(bytes32[] calldata resources, uint256[] calldata tokens, uint256 ttl)
         external
         returns (uint256 expiresAt);
 
-    /// @notice {release} each `resources[i]` with `tokens[i]`, all or nothing.
+    /// @notice {release} each `resources[i]` with `tokens[i]`, all or nothing, the resources listed in
+    /// strictly increasing order of their ids, checked as {renewMany} checks them.
     function releaseMany(bytes32[] calldata resources, uint256[] calldata tokens) external;
 
     /**

@@ -138,10 +138,11 @@ MUTANTS = (
     ),
     Mutant(
         "release-by-anyone",
-        "release checks the token but not that the caller holds it",
+        "release checks the token and that the lease is live, but not that the caller holds it",
         find="""        PackedLease lease = _requireHolder(resource, token, holder);
         // Holder and token kept""",
         replace="""        PackedLease lease = _requireCurrentToken(resource, token);
+        _requireLive(resource, token, lease);
         // Holder and token kept""",
         caught_by=ONE_HOLDER,
     ),
@@ -165,6 +166,27 @@ MUTANTS = (
         find="        PackedNamespace ns = _requireAdmin(namespace);\n        _applyPolicy(ns, namespace, holder, ttl);\n",
         replace="        PackedNamespace ns = _requireAdmin(namespace);\n",
         caught_by=RULES,
+    ),
+    Mutant(
+        "set-any-order",
+        "renewMany and releaseMany take a set whose resources are not in increasing order of ids",
+        find="        revert FencingRegistryUnsortedResources(resource, previous);\n",
+        replace="",
+        caught_by=RULES,
+    ),
+    Mutant(
+        "set-repeat-allowed",
+        "renewMany and releaseMany take a resource listed twice in a row (the order check is <, not <=)",
+        find="if (resource == previous) revert FencingRegistryDuplicateResource(resource);",
+        replace="if (resource == previous) return;",
+        caught_by=RULES,
+    ),
+    Mutant(
+        "renew-many-at-expiry",
+        "renewMany renews a lease at its expiry second, when it has already expired (off by one)",
+        find="|| lease.expiresAt() <= block.timestamp\n            ) _requireHolder(",
+        replace="|| lease.expiresAt() < block.timestamp\n            ) _requireHolder(",
+        caught_by=ENDED,
     ),
     Mutant(
         "intent-any-signer",

@@ -110,6 +110,7 @@ __all__ = [
     "UnknownAccount",
     "UnknownRevert",
     "UnknownToken",
+    "UnsortedResources",
     "UnverifiedAnswer",
     "WrongChain",
 ]
@@ -418,6 +419,24 @@ class DuplicateResource(InvalidInput):
     @property
     def where(self) -> str:
         return repr(self.resource) if self.resource is not None else "0x" + (self.resource_id or b"").hex()
+
+
+@_contract_error("FencingRegistryUnsortedResources")
+class UnsortedResources(InvalidInput):
+    """``renewMany``/``releaseMany``: ``resource_id`` is listed right after ``previous``, a higher id (the
+    registry takes a set in strictly increasing order of ids; the SDK sorts every set it sends)."""
+
+    template = "resource 0x{resource_hex} is listed after 0x{previous_hex}, a higher id: sort the set by id"
+    resource_id: bytes | None = None
+    previous: bytes | None = None
+
+    @property
+    def resource_hex(self) -> str:
+        return (self.resource_id or b"").hex()
+
+    @property
+    def previous_hex(self) -> str:
+        return (self.previous or b"").hex()
 
 
 class StaleCursor(InvalidInput):

@@ -80,7 +80,7 @@ from ._core import log as _log
 from ._core import metrics as _metrics
 from ._core.effects import Steps
 from .endings import End, LocalEnd, declare, loss_reason  # what a renewal's error means: the one model
-from .errors import ChainfenceError, InvalidInput, LeaseError, LeaseLost, NodeUnreachable
+from .errors import ChainfenceError, DuplicateResource, InvalidInput, LeaseError, LeaseLost, NodeUnreachable
 
 if TYPE_CHECKING:  # the asyncio keeper imports asyncio when it is built: the CLI never loads it
     import asyncio
@@ -476,7 +476,7 @@ def wait_cap(clock: Callable[[], float]) -> float:
 class _Group:
     """The keep-alives (``schedule="margin"``) of one holder's leases on one registry, on one clock, that
     renew together: when one is due, every member past half its interval renews with it, in one
-    ``renewMany`` transactions from the holder (16 leases each), and from then on they are due together.
+    ``renewMany`` transactions from the holder (64 leases each), and from then on they are due together.
     etcd keeps many keys alive with one lease's heartbeat; here each lease keeps its own deadline, its own
     renewal events and its own end: a ``renewMany`` the registry refuses (a member ended: revoked,
     expired, superseded ...) is never retried as a whole, each member then renews alone and learns its
@@ -557,15 +557,12 @@ class _Group:
             registry = chunk[0].lease.registry
             sent = lease_clock()
             try:
-                expires_at = registry._drive(_renew_many_steps(registry, [rider.lease for rider in chunk], ttl))
-            except LeaseError:
-                # A member ended (or the registry refused for its sake): never guess whose; each renews
-                # alone, through its own path (group commit's batcher where it has one), and learns its end.
-                alone = [threading.Thread(target=rider._renew, args=(ttl,), daemon=True) for rider in chunk]
-                for thread in alone:
-                    thread.start()
-                for thread in alone:
-                    thread.join()
+                expiries = registry._drive(_renew_many_steps(registry, [rider.lease for rider in chunk], ttl))
+            except (LeaseError, DuplicateResource):
+                # A member ended (or the registry refused for its sake), or two members keep one resource:
+                # never guess whose; each renews alone, through its own path (group commit's batcher where
+                # it has one), and learns its end.
+                _Group._renew_alone(chunk, ttl)
                 continue
             except BaseException as error:
                 for rider in chunk:
@@ -573,30 +570,52 @@ class _Group:
                 if not isinstance(error, Exception):
                     raise
                 continue
+            # Each learns its own expiry, from its own renewal event (a rider the receipt does not name renews
+            # alone: the registry renews all or none, so that is a receipt no registry of this code gives).
             for rider in chunk:
-                rider._renewal_confirmed(expires_at, sent, ttl)
+                if rider.lease.resource_id in expiries:
+                    rider._renewal_confirmed(expiries[rider.lease.resource_id], sent, ttl)
+            _Group._renew_alone([rider for rider in chunk if rider.lease.resource_id not in expiries], ttl)
+
+    @staticmethod
+    def _renew_alone(riders: list[Keeper], ttl: Any) -> None:
+        alone = [threading.Thread(target=rider._renew, args=(ttl,), daemon=True) for rider in riders]
+        for thread in alone:
+            thread.start()
+        for thread in alone:
+            thread.join()
 
 
-#: Most leases one renewal of a group renews. The registry takes 64, but its ``renewMany`` checks the
-#: set for duplicates pair by pair: measured (scripts/bench_keepalive.py), a renewal costs 15,816 gas in
-#: a renewMany of 64 and 11,863 in one of 16, where the 21,000 of the transaction is still shared well.
-MAX_TOGETHER = 16
+#: Most leases one renewal of a group renews: the registry's most, 64. Its ``renewMany`` takes the set in
+#: increasing order of ids (one comparison an item), so a renewal costs the same in any set and the
+#: transaction's 21,000 is shared the more the larger the set: measured with scripts/gas_report.py, a
+#: renewal costs 9,892 gas in a renewMany of 16 and 8,826 in one of 64 (each one more: 8,470). (When the
+#: registry checked every pair for repeats, 11,835 and 15,787: groups were then cut at 16.)
+MAX_TOGETHER = 64
 
 
-def _renew_many_steps(registry: Any, leases: list[Any], ttl: Any) -> Steps[int]:
-    """``renewMany`` of ``leases`` (one holder's, sent by ``registry`` as that holder) to now + ``ttl``:
-    all or nothing; the new expiry. A refusal is the registry's typed error (a ``LeaseError``)."""
+def _renew_many_steps(registry: Any, leases: list[Any], ttl: Any) -> Steps[dict[bytes, int]]:
+    """``renewMany`` of ``leases`` (one holder's, sent by ``registry`` as that holder, in the order of
+    their ids the registry takes) to now + ``ttl``: all or nothing; each resource's new expiry, by id,
+    read from its own renewal event. A refusal is the registry's typed error (a ``LeaseError``)."""
     from ._node import events as _events
     from ._sdk import validate as _validate
 
     ttl = _validate.ttl(ttl, (yield from registry._max_ttl_steps()))
-    ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
+    ids, tokens = _validate.set_order(leases)
     receipt = yield from registry._transact_steps("renewMany", [ids, tokens, ttl])
-    expires_at = int(registry._event(receipt, _events.Kind.RENEWED).expires_at)
+    expiries: dict[bytes, int] = {}
+    for log in receipt["logs"]:
+        event = _events.decode(log) if log["address"] == registry.address else None
+        if event is not None and event.kind is _events.Kind.RENEWED and event.expires_at is not None:
+            expiries[event.resource_id] = event.expires_at
     logger.info(
-        "renewed together resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at
+        "renewed together resources=%s tokens=%s expires_at=%s",
+        [x.resource for x in leases],
+        [x.token for x in leases],
+        sorted(set(expiries.values())),
     )
-    return expires_at
+    return expiries
 
 
 class Keeper:

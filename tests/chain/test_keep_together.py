@@ -14,8 +14,8 @@ from contextlib import ExitStack
 
 import pytest
 
-from chainfence import EventKind, audit
-from chainfence.errors import LeaseLost
+from chainfence import EventKind, LeaseSet, audit
+from chainfence.errors import DuplicateResource, LeaseLost
 from tests.endings.holding import World
 from tests.support.sequencer import wait_until
 from tests.support.virtual_time import SteppedClock
@@ -169,3 +169,94 @@ def test_a_fleet_through_group_commit_renews_in_one_transaction(alice):
     assert len(txs) == 2 and all(len(names) == 8 for names in txs.values())
     for lease in leases:
         lease.release()  # through the batcher, as any batched lease
+
+
+def test_a_group_of_more_than_sixteen_renews_in_one_transaction(alice, monkeypatch):
+    """A group renews up to the registry's 64 leases in one renewMany, sent in the order of their ids (the
+    registry refuses another); the control cuts groups at 16, as before the registry took sets in order:
+    two transactions a round."""
+    from chainfence import keepalive
+
+    chain = alice.chain
+    leases = list(LeaseSet.acquire(alice, [f"wide/{i}" for i in range(20)], ttl=30))  # one block: due together
+    start, clock = begin(leases)
+    for cap, expected in ((16, [16, 4]), (keepalive.MAX_TOGETHER, [20])):
+        monkeypatch.setattr(keepalive, "MAX_TOGETHER", cap)
+        seen = renewal_txs(alice, leases)
+        with ExitStack() as stack:
+            for lease in leases:
+                stack.enter_context(lease.keep(clock=clock, since=since(lease, start), schedule="margin"))
+            settle(leases, clock)
+            step_to(chain, start, clock, leases, min(lease.keeper.core.due for lease in leases))
+            for lease in leases:
+                lease.check()
+        for lease in leases:
+            lease._attach(None)  # kept again in the next pass
+        txs = {tx: names for tx, names in renewal_txs(alice, leases).items() if tx not in seen}
+        assert sorted(len(names) for names in txs.values()) == sorted(expected), (cap, txs)
+    assert keepalive.MAX_TOGETHER == 64
+    assert all(lease.is_current() for lease in leases)
+
+
+def test_two_keepers_of_one_lease_renew_alone_rather_than_lose_it(alice):
+    """A lease kept twice (its Lease, and the same lease read back from its transaction, as a restarted agent
+    reads it): the group's set would list it twice, which the registry refuses. Each keeper then renews alone,
+    as after any refused round, and neither loses the lease (before, the refusal was taken as each keeper's
+    failure to renew, and the lease was renewed by neither)."""
+    from chainfence import keepalive
+
+    chain = alice.chain
+    lease = alice.acquire("twice/0", ttl=30)
+    again = alice.lease_from_tx(lease.tx_hash)
+    assert again is not None and (again.resource, again.token) == (lease.resource, lease.token)
+    kept = [lease, again]
+    with pytest.raises(DuplicateResource):  # control: the round's set, sent as one renewMany, is refused
+        alice._drive(keepalive._renew_many_steps(alice, kept, 30))
+    start, clock = begin(kept)
+    lost: list[LeaseLost] = []
+    with ExitStack() as stack:
+        for each in kept:
+            stack.enter_context(
+                each.keep(clock=clock, since=since(lease, start), schedule="margin", on_lost=lost.append)
+            )
+        settle(kept, clock)
+        for _ in range(2):
+            step_to(chain, start, clock, kept, min(each.keeper.core.due for each in kept))
+        wait_until(lambda: all(each.keeper.core.renewals >= 2 for each in kept), "each keeper renewed twice")
+        for each in kept:
+            each.check()
+    assert lost == [] and lease.is_current()
+
+
+def test_each_member_takes_its_own_expiry_from_the_receipt(alice, monkeypatch):
+    """A round's riders are confirmed by their own LeaseRenewed, found by resource id in the round's receipt, not
+    by the set's position: a rider the receipt does not name (here, one struck from what the round read) is not
+    taken as renewed, and renews alone; the control is the same round read whole, where every rider rides."""
+    from chainfence import keepalive
+
+    chain = alice.chain
+    leases = list(LeaseSet.acquire(alice, [f"own/{i}" for i in range(3)], ttl=30))
+    struck = leases[1].resource_id
+    read = keepalive._renew_many_steps
+
+    def striking(registry, riders, ttl):
+        expiries = yield from read(registry, riders, ttl)
+        return {rid: at for rid, at in expiries.items() if rid != struck}
+
+    start, clock = begin(leases)
+    for strike, expected in ((False, [3]), (True, [1, 3])):
+        if strike:
+            monkeypatch.setattr(keepalive, "_renew_many_steps", striking)
+        seen = renewal_txs(alice, leases)
+        with ExitStack() as stack:
+            for lease in leases:
+                stack.enter_context(lease.keep(clock=clock, since=since(lease, start), schedule="margin"))
+            settle(leases, clock)
+            step_to(chain, start, clock, leases, min(lease.keeper.core.due for lease in leases))
+            for lease in leases:
+                lease.check()
+                assert lease.keeper.core.renewals == 1
+        for lease in leases:
+            lease._attach(None)
+        txs = {tx: names for tx, names in renewal_txs(alice, leases).items() if tx not in seen}
+        assert sorted(len(names) for names in txs.values()) == expected, (strike, txs)

@@ -95,6 +95,7 @@ SAMPLE = {
     "now": 1400,
     "pending_admin": ALICE,
     "prefixes": 3,
+    "previous": b"\x00" + b"\x03" * 31,
     "reason": "a reason",
     "receipt": {"status": 0},
     "relayer_status": 429,

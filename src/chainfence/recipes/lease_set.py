@@ -565,18 +565,23 @@ def _many_leases(registry: RegistryContract, receipt: Any, by_id: dict[bytes, st
 def renew_many_steps(registry: RegistryContract, leases: Sequence[Lease], ttl: int) -> Steps[int]:
     """``renewMany`` of ``leases`` to now + ``ttl``, all or nothing; the new expiry."""
     ttl = _validate.ttl(ttl, (yield from registry._max_ttl_steps()))
-    ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
+    ids, tokens = _validate.set_order(leases)
     receipt = yield from _set_tx_steps(registry, leases, "renewMany", [ids, tokens, ttl])
     expires_at = registry._event(receipt, _events.Kind.RENEWED).expires_at
-    logger.info("renewed set resources=%s tokens=%s expires_at=%d", [x.resource for x in leases], tokens, expires_at)
+    logger.info(
+        "renewed set resources=%s tokens=%s expires_at=%d",
+        [x.resource for x in leases],
+        [x.token for x in leases],
+        expires_at,
+    )
     return cast(int, expires_at)
 
 
 def release_many_steps(registry: RegistryContract, leases: Sequence[Lease]) -> Steps[None]:
     """``releaseMany`` of ``leases``, all or nothing."""
-    ids, tokens = [lease.resource_id for lease in leases], [_validate.token(lease.token) for lease in leases]
+    ids, tokens = _validate.set_order(leases)
     yield from _set_tx_steps(registry, leases, "releaseMany", [ids, tokens])
-    logger.info("released set resources=%s tokens=%s", [x.resource for x in leases], tokens)
+    logger.info("released set resources=%s tokens=%s", [x.resource for x in leases], [x.token for x in leases])
 
 
 def _set_tx_steps(registry: RegistryContract, leases: Sequence[Lease], function: str, args: list[Any]) -> Steps[Any]:
