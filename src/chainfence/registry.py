@@ -42,7 +42,6 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from . import batching as _batching
 from . import endings
 from . import keepalive as _keepalive
 from ._core import log as _log
@@ -62,14 +61,11 @@ from ._node import sending as _sending
 from ._node.abi import decode as abi_decode
 from ._node.abi import encode as abi_encode
 from ._sdk import names as _names
-from ._sdk import retired as _retired
 from ._sdk import validate as _validate
 from ._sdk import waiting as _waiting
 from ._sdk.contract import DEFAULT_MAX_TTL, MAX_CLAIM_ITEMS, MAX_MANY, RegistryContract, at_block
 from ._sdk.interrupted import settle_steps
 from ._sdk.lease_state import LeaseInfo, LeaseStatus
-from .batching import AsyncBatchItem, Batcher, BatchItem, batcher_of
-from .claims import Workset
 from .endings import End
 from .errors import (
     ChainError,
@@ -86,11 +82,16 @@ from .errors import (
     WrongChain,
 )
 from .lease import AsyncLease, Lease
-from .namespaces import Namespace, address_namespace
 
-if TYPE_CHECKING:  # imported where they are used: a command that reads a lease loads neither
+if TYPE_CHECKING:
+    # Imported where they are used: a command that reads or takes a lease loads none of them (group
+    # commit, the handles, the names 0.2 retired, a deployment file, the EIP-712 domain): the CLI's
+    # start time, docs/explanation/design.md; held by tests/unit/test_packaging.py.
+    from .batching import AsyncBatchItem, Batcher, BatchItem
+    from .claims import Workset
     from .deployment import Deployment
     from .fenced_requests import EIP712Domain
+    from .namespaces import Namespace
 
 logger = _log.get(__name__)
 
@@ -267,6 +268,8 @@ class Registry(RegistryContract):
         bounds a transaction; ``window`` (seconds, default 0) pauses before each send to gather
         more: by default a batch goes out as soon as the previous one settled. Needs no chain.
         """
+        from .batching import batcher_of
+
         return batcher_of(self, max_items=max_items, window=window)
 
     def namespace(self, prefix: str | None = None) -> Namespace:
@@ -275,18 +278,24 @@ class Registry(RegistryContract):
         revoke and grant (:class:`~chainfence.namespaces.Namespace`). ``prefix`` None: the sender's
         address namespace (``"0x"`` and its 40 lowercase hex digits), its own from the start. Asks
         nothing of the chain."""
+        from .namespaces import Namespace, address_namespace
+
         return Namespace(self, address_namespace(self._require_sender()) if prefix is None else prefix)
 
     def workset(self, name: str | bytes) -> Workset:
         """The workset ``name`` of this registry, as this registry's sender: claim its items, read,
         renew, release and complete a claim by item, and (its namespace's admin) revoke and grant
         items (:class:`~chainfence.claims.Workset`). Asks nothing of the chain."""
+        from .claims import Workset
+
         return Workset(self, name)
 
     if not TYPE_CHECKING:  # the names 0.2 retired, served until 0.3 with a warning (never seen by a type checker)
 
         def __getattr__(self, name: str) -> Any:
-            return _moved.retired(self, name, _retired.REGISTRY)
+            from ._sdk import retired
+
+            return _moved.retired(self, name, retired.REGISTRY)
 
     # ------------------------------------------------------------------
     # Lease operations (transactions)
@@ -576,6 +585,8 @@ class Registry(RegistryContract):
         self, tx_hash: str, *, item: int | None = None, resource: str | None = None
     ) -> Steps[Lease | None]:
         """The steps of :meth:`lease_from_tx`."""
+        from . import batching as _batching
+
         tx_hash = _batching._tx_hash(tx_hash)
         if resource is not None:
             _validate.resource_id(resource)
@@ -624,6 +635,8 @@ class Registry(RegistryContract):
 
     def _batch_items_steps(self, tx_hash: str, *, resource: str | None = None) -> Steps[list[BatchItem] | None]:
         """The steps of :meth:`batch_items`."""
+        from . import batching as _batching
+
         return (yield from _batching.batch_items_steps(self, tx_hash, resource=resource))  # type: ignore[no-any-return]
 
     @drives(_batch_items_steps)
@@ -642,6 +655,8 @@ class Registry(RegistryContract):
         items = yield from self._batch_items_steps(tx_hash, resource=resource)
         if items is None:
             return None
+        from . import batching as _batching
+
         return _batching.select_item(items, tx_hash, item=item, resource=resource)
 
     @drives(_batch_item_steps)
@@ -847,7 +862,10 @@ class AsyncRegistry(AsyncFace[Registry], core=Registry):
     complete = awaiting(Registry.complete)
     lease_from_tx = awaiting(Registry.lease_from_tx, AsyncLease, optional=True)
     batch_items = awaiting(Registry.batch_items)
-    batch_item = awaiting(Registry.batch_item, AsyncBatchItem, optional=True)
+    if TYPE_CHECKING:
+        batch_item = awaiting(Registry.batch_item, AsyncBatchItem, optional=True)
+    else:  # named, not imported: group commit loads when a batch is read
+        batch_item = awaiting(Registry.batch_item, "AsyncBatchItem", optional=True)
 
     # -- views
     latest_token = awaiting(Registry.latest_token)
@@ -866,7 +884,9 @@ class AsyncRegistry(AsyncFace[Registry], core=Registry):
     if not TYPE_CHECKING:
 
         def __getattr__(self, name: str) -> Any:
-            return _moved.retired(self, name, _retired.ASYNC_REGISTRY)
+            from ._sdk import retired
+
+            return _moved.retired(self, name, retired.ASYNC_REGISTRY)
 
     def __repr__(self) -> str:
         return f"<AsyncRegistry {self.address} chain_id={self.chain.chain_id} sender={self.sender}>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -34,7 +35,7 @@ HEAVY = (
 )
 
 
-def _imported(argv: list[str]) -> set[str]:
+def _imported(argv: list[str], *, exit_code: int = 0, env: dict[str, str] | None = None) -> set[str]:
     """Every module `python -X importtime -m chainfence ARGV` imported (the real entry point)."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "chainfence", *argv],
@@ -42,8 +43,9 @@ def _imported(argv: list[str]) -> set[str]:
         text=True,
         timeout=120,
         check=False,
+        env=None if env is None else {**os.environ, **env},
     )
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == exit_code, done.stderr[-2000:]
     return {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
 
 
@@ -57,6 +59,50 @@ def test_version_and_help_import_neither_web3_nor_eth_modules(argv):
     modules = _imported(argv)
     assert "chainfence.cli" in modules  # the check sees the CLI's imports at all
     assert _heavy(modules) == []
+
+
+#: What a command that reads or takes one lease never uses, loaded where it is used (``registry.batched()``,
+#: ``.workset()``, ``.namespace()``, a name 0.2 retired, the families above the registry).
+FAMILIES = (
+    "chainfence.batching",
+    "chainfence.claims",
+    "chainfence.namespaces",
+    "chainfence._sdk.retired",
+    "chainfence.recipes",
+    "chainfence.audit",
+    "chainfence.guard",
+    "chainfence.integrations",
+)
+
+
+#: The first key of anvil's and hardhat's well-known test mnemonic: a sending command's key.
+_KEY = {"CHAINFENCE_PRIVATE_KEY": "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"}
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, never listened, then closed)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["status", "jobs/a"], ["acquire", "jobs/a", "--ttl", "30"], ["renew", "jobs/a", "--token", "1", "--ttl", "30"]],
+)
+def test_a_per_task_command_loads_no_family_it_does_not_use(argv):
+    """Structural, not timed: the registry loads group commit, the handles and the retired names when they are
+    used; a per-task command (here against a port nothing answers: exit 5 once it tries) never does."""
+    modules = _imported([*argv, "--rpc-url", f"http://127.0.0.1:{_closed_port()}"], exit_code=5, env=_KEY)
+    assert "chainfence.registry" in modules  # the command got as far as the registry
+    assert sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in FAMILIES)) == []
+
+
+def test_control_the_family_check_sees_a_family_a_command_loads():
+    modules = _imported(["audit", "history", "jobs/a", "--rpc-url", f"http://127.0.0.1:{_closed_port()}"], exit_code=5)
+    assert "chainfence.audit" in modules
 
 
 def test_import_chainfence_is_lazy_until_a_name_is_used():

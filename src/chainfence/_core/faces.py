@@ -383,7 +383,8 @@ def _returned(signature: inspect.Signature, returns: type | str | None, optional
     """The result an asyncio twin shows: the twin ``returns`` names, else what the sync method shows."""
     if returns == "self":
         return None
-    if isinstance(returns, type):
-        return f"{returns.__name__} | None" if optional else returns.__name__
+    if returns is not None:  # the twin's class, or its name (a class loaded later: AsyncBatchItem)
+        name = returns if isinstance(returns, str) else returns.__name__
+        return f"{name} | None" if optional else name
     annotation = signature.return_annotation
     return annotation if isinstance(annotation, str) else None
