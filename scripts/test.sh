@@ -9,7 +9,8 @@
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -x
 # The suite runs in three pytest-xdist workers (most tests wait on nodes and processes: on a 2-core
 # machine with two busy loops beside it, 3 workers took 12 min, 2 workers 17 min);
-# CHAINFENCE_TEST_WORKERS=0 runs it in one process.
+# CHAINFENCE_TEST_WORKERS=0 runs it in one process. The 30 slowest tests are listed at the end
+# (--durations): where a slow run's time went, from CI's log alone.
 source "$(dirname "$0")/_env.sh"
 setup_python dev -e ".[dev]"
 setup_node
@@ -17,4 +18,4 @@ setup_faketime
 setup_chromium
 setup_python312
 "$ROOT/scripts/check"
-exec "$VENV/bin/python" -m pytest -n "${CHAINFENCE_TEST_WORKERS:-3}" "$@"
+exec "$VENV/bin/python" -m pytest -n "${CHAINFENCE_TEST_WORKERS:-3}" --durations=30 "$@"
