@@ -54,6 +54,24 @@ def since(lease, start) -> float:
     return float(lease.expires_at - lease.ttl - start)
 
 
+def one_round(registry, leases, start, clock, *, renewals: int | None = None) -> dict[str, list[str]]:
+    """Keep ``leases`` (margin schedule) through one round: the keepers started, the clock stepped to the
+    first one due, each lease checked (and, given ``renewals``, each keeper's count of them); then the
+    keepers let go, so that a next round keeps the leases anew. The renewal transactions of this round."""
+    seen = renewal_txs(registry, leases)
+    with ExitStack() as stack:
+        for lease in leases:
+            stack.enter_context(lease.keep(clock=clock, since=since(lease, start), schedule="margin"))
+        settle(leases, clock)
+        step_to(registry.chain, start, clock, leases, min(lease.keeper.core.due for lease in leases))
+        for lease in leases:
+            lease.check()
+            assert renewals is None or lease.keeper.core.renewals == renewals, (lease.resource, renewals)
+    for lease in leases:
+        lease._attach(None)
+    return {tx: names for tx, names in renewal_txs(registry, leases).items() if tx not in seen}
+
+
 def renewal_txs(registry, leases) -> dict[str, list[str]]:
     """Each renewal transaction of ``leases``, with the resources it renewed."""
     txs: dict[tuple[int, str], list[str]] = {}
@@ -177,22 +195,11 @@ def test_a_group_of_more_than_sixteen_renews_in_one_transaction(alice, monkeypat
     two transactions a round."""
     from chainfence import keepalive
 
-    chain = alice.chain
     leases = list(LeaseSet.acquire(alice, [f"wide/{i}" for i in range(20)], ttl=30))  # one block: due together
     start, clock = begin(leases)
     for cap, expected in ((16, [16, 4]), (keepalive.MAX_TOGETHER, [20])):
         monkeypatch.setattr(keepalive, "MAX_TOGETHER", cap)
-        seen = renewal_txs(alice, leases)
-        with ExitStack() as stack:
-            for lease in leases:
-                stack.enter_context(lease.keep(clock=clock, since=since(lease, start), schedule="margin"))
-            settle(leases, clock)
-            step_to(chain, start, clock, leases, min(lease.keeper.core.due for lease in leases))
-            for lease in leases:
-                lease.check()
-        for lease in leases:
-            lease._attach(None)  # kept again in the next pass
-        txs = {tx: names for tx, names in renewal_txs(alice, leases).items() if tx not in seen}
+        txs = one_round(alice, leases, start, clock)
         assert sorted(len(names) for names in txs.values()) == sorted(expected), (cap, txs)
     assert keepalive.MAX_TOGETHER == 64
     assert all(lease.is_current() for lease in leases)
@@ -234,7 +241,6 @@ def test_each_member_takes_its_own_expiry_from_the_receipt(alice, monkeypatch):
     taken as renewed, and renews alone; the control is the same round read whole, where every rider rides."""
     from chainfence import keepalive
 
-    chain = alice.chain
     leases = list(LeaseSet.acquire(alice, [f"own/{i}" for i in range(3)], ttl=30))
     struck = leases[1].resource_id
     read = keepalive._renew_many_steps
@@ -247,16 +253,5 @@ def test_each_member_takes_its_own_expiry_from_the_receipt(alice, monkeypatch):
     for strike, expected in ((False, [3]), (True, [1, 3])):
         if strike:
             monkeypatch.setattr(keepalive, "_renew_many_steps", striking)
-        seen = renewal_txs(alice, leases)
-        with ExitStack() as stack:
-            for lease in leases:
-                stack.enter_context(lease.keep(clock=clock, since=since(lease, start), schedule="margin"))
-            settle(leases, clock)
-            step_to(chain, start, clock, leases, min(lease.keeper.core.due for lease in leases))
-            for lease in leases:
-                lease.check()
-                assert lease.keeper.core.renewals == 1
-        for lease in leases:
-            lease._attach(None)
-        txs = {tx: names for tx, names in renewal_txs(alice, leases).items() if tx not in seen}
+        txs = one_round(alice, leases, start, clock, renewals=1)
         assert sorted(len(names) for names in txs.values()) == expected, (strike, txs)
