@@ -809,7 +809,7 @@ class RpcError(ChainError):
 class LogRangeRefused(RpcError):
     """The provider refused an ``eth_getLogs`` request for its block range or result size.
 
-    Caught apart: a narrower range may pass (the followers halve theirs).
+    Caught apart: a narrower range may pass (chainfence's own log pagers halve theirs on any RpcError).
     """
 
 
