@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._sdk.lease_state import AcquireReason, LeaseStatus
 from .errors import (
@@ -264,9 +264,9 @@ def refusal(error: BaseException) -> Refusal | None:
 # ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Part:
-    """A part of chainfence that holds, waits for or watches leases, and what it does about each way.
+class Part(NamedTuple):
+    """A part of chainfence that holds, waits for or watches leases, and what it does about each way
+    (a named tuple: only :func:`declare` builds one).
 
     ``holds``: it runs work under a lease, so it must say what it does on every :class:`End` and
     :class:`LocalEnd` (where it keeps the lease alive). ``waits``: it acquires, so it must say what

@@ -163,3 +163,26 @@ def test_registry_logs_are_decoded_in_one_module():
             ):
                 raise AssertionError(f"{path.name} reads a log's topics itself")
         assert '["topics"]' not in text, f"{path.name} reads a log's topics itself"
+
+
+def test_a_decoded_log_is_a_record_that_cannot_change():
+    """A log is a named tuple (start time: docs/explanation/design.md): its fields cannot be set, it hashes
+    by value, and ``index`` (a refused operation's place, named as the event's argument) is the field, not
+    ``tuple.index``."""
+    refused = _events.decode(
+        log(
+            "BatchOpRefused(bytes32,address,uint256,bytes)",
+            RESOURCE,
+            HOLDER,
+            data=encode(["uint256", "bytes"], [3, b"\x01"]),
+        )
+    )
+    assert refused.kind is _events.Kind.REFUSED and refused.index == 3 and refused.refusal == b"\x01"
+    try:
+        refused.token = 9  # type: ignore[misc]
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("a decoded log took a new token")
+    assert hash(refused) == hash(refused._replace()) and refused == refused._replace()
+    assert refused != refused._replace(index=4)

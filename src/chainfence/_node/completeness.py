@@ -79,7 +79,6 @@ by :func:`check`, :func:`settle` and :func:`receipts`, or by either driver.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import time
 from collections.abc import Iterable, Sequence
@@ -617,14 +616,14 @@ def _said() -> tuple[str, ...]:
     """The fields of a registry log that say what it says, apart from where it is (block, transaction,
     position)."""
     where = ("block_number", "block_hash", "tx_hash", "log_index", "tx_index")
-    return tuple(field.name for field in dataclasses.fields(_events.RegistryLog) if field.name not in where)
+    return tuple(name for name in _events.RegistryLog._fields if name not in where)
 
 
 def content(entry: _events.RegistryLog) -> tuple[Any, ...]:
     """What a log says, apart from where it is (block, transaction, position): what receipts and an answer
-    must agree on. (Its fields read directly: ``dataclasses.asdict``'s deep copies were half of a receipts
-    mode sync's time, ``docs/benchmarks/history.md``, "Sync in the receipts mode"; every field is a scalar,
-    so the reprs are the same.)"""
+    must agree on. (Its fields read directly, never deep-copied: ``dataclasses.asdict``'s copies were half
+    of a receipts mode sync's time while the record was a dataclass, ``docs/benchmarks/history.md``, "Sync
+    in the receipts mode".)"""
     fields = {name: getattr(entry, name) for name in _said()}
     fields["kind"] = entry.kind.value
     if fields.get("progress") is not None and not any(fields["progress"]):

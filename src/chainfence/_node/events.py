@@ -32,7 +32,6 @@ import functools
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from .._core import log as _log
@@ -168,12 +167,15 @@ def topic(kind: Kind) -> str:
     return "0x" + _TOPICS[kind].hex()
 
 
-@dataclass(frozen=True)
-class RegistryLog:
+class RegistryLog(NamedTuple):
     """One decoded registry event. Fields an event does not carry are None.
 
     ``resource_id`` is the first indexed word: the resource, or for the
     namespace events the namespace (``keccak256`` of its prefix).
+
+    A named tuple, as the node layer's other records (start time: docs/explanation/design.md): a
+    frozen dataclass of 25 fields costs every command that imports it 11 M instructions, and every
+    decoded log an ``__init__`` that sets each field through ``object.__setattr__``.
     """
 
     kind: Kind
@@ -198,7 +200,9 @@ class RegistryLog:
     lock_delay: int | None = None
     admission_required: bool | None = None
     admitted: bool | None = None  # NamespaceAdmissionSet
-    index: int | None = None  # BatchOpRefused: the operation's place in its batch (``holder``: the caller)
+    #: BatchOpRefused, IntentRefused: the operation's place in its batch (``holder``: the caller). Named as the
+    #: event's argument, it hides ``tuple.index``, which nothing calls on a log.
+    index: int | None = None  # type: ignore[assignment]
     refusal: bytes | None = None  # BatchOpRefused: the revert data of the lone call (a registry error), untrusted
     #: The transaction's position in its block (``transactionIndex``; None if the node left it out). With
     #: ``tx_hash`` and ``log_index`` it names the log whichever way the node numbers ``logIndex``: per block
