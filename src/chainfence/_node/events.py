@@ -173,9 +173,8 @@ class RegistryLog(NamedTuple):
     ``resource_id`` is the first indexed word: the resource, or for the
     namespace events the namespace (``keccak256`` of its prefix).
 
-    A named tuple, as the node layer's other records (start time: docs/explanation/design.md): a
-    frozen dataclass of 25 fields costs every command that imports it 11 M instructions, and every
-    decoded log an ``__init__`` that sets each field through ``object.__setattr__``.
+    A named tuple, as the node layer's other records (start time: docs/explanation/design.md): as a
+    frozen dataclass of 25 fields it cost every command that imports it 11 M instructions.
     """
 
     kind: Kind
