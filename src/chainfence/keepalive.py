@@ -518,6 +518,11 @@ class _Group:
         """``leader`` is due at ``now``: start its renewal and those of the members that may ride along."""
         riders: list[Keeper] = []
         with self.mutex:  # one leader at a time: members due together go in one transaction
+            with leader._cond:
+                # Decided on before the mutex: another leader may have renewed this lease meanwhile (it rode
+                # along, a thread preempted in between): then it is not due any more, and nothing is.
+                if leader.core._own is not None or leader.core.step(now).action != "renew":
+                    return
             for member in self.members:
                 with member._cond:
                     core = member.core

@@ -10,11 +10,12 @@ own counters, never on a wall-clock window.
 
 from __future__ import annotations
 
+import threading
 from contextlib import ExitStack
 
 import pytest
 
-from chainfence import EventKind, LeaseSet, audit
+from chainfence import EventKind, LeaseSet, audit, keepalive
 from chainfence.errors import DuplicateResource, LeaseLost
 from tests.endings.holding import World
 from tests.support.sequencer import wait_until
@@ -98,6 +99,45 @@ def test_one_agents_leases_renew_in_one_transaction_a_round(alice):
     txs = renewal_txs(alice, leases)
     assert len(txs) == 3 and all(sorted(names) == [lease.resource for lease in leases] for names in txs.values())
     assert all(lease.is_current() for lease in leases)
+
+
+def test_a_renewer_that_reaches_the_group_after_its_lease_rode_along_renews_nothing(alice, monkeypatch):
+    """Two of one holder's leases due at once: both renewers decide to renew, and the one that reaches the
+    group first renews both. The other reaches it only once that renewal is confirmed (a thread preempted
+    between its decision and the group, as on a loaded machine): its lease is not due any more, and it
+    renews nothing. (It used to renew its lease a second time, alone: three renewals in two rounds.)"""
+    leases = [alice.acquire(f"together/late/{i}", ttl=30) for i in range(2)]
+    start, clock = begin(leases)
+    real = keepalive._Group.renew
+    arrived: list[object] = []
+    both_decided = threading.Event()
+
+    def renew(group, leader, now):
+        arrived.append(leader)
+        if len(arrived) == 2:
+            both_decided.set()
+        assert both_decided.wait(60), "the other renewer never decided to renew"
+        if leader is arrived[1]:  # the late one: in only once the first one's round is confirmed
+            wait_until(
+                lambda: all(
+                    lease.keeper.core.renewals == 2 and lease.keeper.core.in_flight is None for lease in leases
+                ),
+                "the first renewer's round, both leases in it, confirmed",
+            )
+        return real(group, leader, now)
+
+    with ExitStack() as stack:
+        for lease in leases:
+            stack.enter_context(lease.keep(clock=clock, since=since(lease, start), schedule="margin"))
+        settle(leases, clock)
+        step_to(alice.chain, start, clock, leases, min(lease.keeper.core.due for lease in leases))
+        assert [lease.keeper.core.renewals for lease in leases] == [1, 1]
+        assert len({lease.keeper.core.due for lease in leases}) == 1, "the two are due together"
+        monkeypatch.setattr(keepalive._Group, "renew", renew)
+        step_to(alice.chain, start, clock, leases, leases[0].keeper.core.due)
+        assert len(arrived) == 2, "both renewers decided to renew"
+        assert [lease.keeper.core.renewals for lease in leases] == [2, 2]
+    assert len(renewal_txs(alice, leases)) == 2
 
 
 def test_leases_acquired_at_different_times_fall_into_step(alice):
