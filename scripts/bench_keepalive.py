@@ -140,10 +140,14 @@ def run(scenario: str, ttl: int, hours: float, chains: tuple[Chain, Callable[[in
             due = min(k.core.due for k in keepers)
             if due >= end:
                 break
-            clock.now = max(due, clock.now)
-            behind = base + clock.now - chain.now()
+            # The chain first, then the clock: a renewer re-reads the clock on its own (at least once a second,
+            # keepalive.SUSPEND_RECHECK), and one that saw the new time before the chain got there would renew
+            # at the chain's old time, for a lease that then ends before its next renewal is due.
+            now = max(due, clock.now)
+            behind = base + now - chain.now()
             if behind > 0:
                 chain.advance_time(int(behind) + (behind % 1 > 0))
+            clock.now = now
             for k in keepers:
                 k.wake()
             steps += 1
