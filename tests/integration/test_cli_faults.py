@@ -4,12 +4,15 @@ and an unknown outcome can be reconciled from the command line."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
 from chainfence import cli
+from chainfence.testing.anvil import dev_keys
 from tests.integration.test_cli_node import as_json, run, shared_node  # noqa: F401 - the fixture
 from tests.support.rpc_proxy import RpcProxy
+from tests.support.sequencer import wait_until
 
 
 def test_deploy_without_rpc_url_keeps_the_url_it_used(shared_node, tmp_path):  # noqa: F811
@@ -118,3 +121,38 @@ def test_tx_with_bad_input_is_a_usage_error(shared_node, args):  # noqa: F811
     done = run(shared_node.workdir, *args, key=None)
     assert done.returncode == cli.EXIT_USAGE, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_confirmations_a_node_never_mines_end_at_the_timeout_saying_why(tmp_path):
+    """``--confirmations 2`` against a node that mines only when it is sent a transaction (anvil's automine,
+    as ``chainfence node`` runs it): the command ends at ``--timeout`` with NotConfirmed (exit 6), saying that
+    no block came on top and what to ask for there. Control: the SDK with its default bound on the
+    confirmations (600 s, the CLI's too before) is still waiting once the command has ended, without a word,
+    and returns only when blocks are mined on top."""
+    from chainfence import Chain, Registry, Timeouts
+    from chainfence.testing.anvil import AnvilProcess
+
+    with AnvilProcess() as anvil:
+        done = run(
+            tmp_path, "deploy", "--confirmations", "2", "--timeout", "2", "--no-write", "--json", "--rpc-url", anvil.url
+        )
+        assert done.returncode == cli.EXIT_OUTCOME, done.stderr
+        error = as_json(done)
+        assert error["error"] == "NotConfirmed" and error["confirmations"] == 2 and error["tx_hashes"]
+        assert "no block came on top" in error["notes"][0] and "0 confirmations" in error["notes"][0]
+        assert "no block came on top" in done.stderr and "Traceback" not in done.stderr
+
+        chain = Chain.connect(anvil.url, private_key=dev_keys(3)[2], confirmations=2, timeouts=Timeouts(receipt=2))
+        deployed: list[object] = []
+        control = threading.Thread(target=lambda: deployed.append(Registry.deploy(chain)), daemon=True)
+        control.start()
+        wait_until(lambda: chain.block_number() >= 2, "the control's deployment mined")
+        finished = run(
+            tmp_path, "deploy", "--confirmations", "2", "--timeout", "2", "--no-write", "--json", "--rpc-url", anvil.url
+        )
+        assert finished.returncode == cli.EXIT_OUTCOME, finished.stderr
+        # The command mined its own deployment on top of the control's (one block): the control still lacks one.
+        assert control.is_alive() and not deployed, "the control waits on: nothing bounds it but 600 s"
+        chain.mine()
+        control.join(60)
+        assert not control.is_alive() and deployed, "one more block on top: the control's deployment is 2 deep"

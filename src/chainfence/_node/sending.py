@@ -889,9 +889,11 @@ class Sender:
         silent_since: float | None = None
         last = receipt
         vanished = False
+        top = -1  # the highest head seen
         while True:
             try:
                 head = yield RPC.block_number()
+                top = max(top, head)
                 found = None
                 for tx_hash in candidates:
                     found = yield RPC.receipt(tx_hash)
@@ -918,7 +920,14 @@ class Sender:
                     if head - found["blockNumber"] >= confirmations:
                         return found
             if self._clock() >= deadline:
-                raise self._not_deep(original, candidates, last, confirmations, vanished, sender=sender, nonce=nonce)
+                error = self._not_deep(original, candidates, last, confirmations, vanished, sender=sender, nonce=nonce)
+                if top == last["blockNumber"]:
+                    error.add_note(
+                        f"no block came on top of block {top} in {self.confirmation_timeout:g} s: a node that mines "
+                        "only when it is sent a transaction (anvil or hardhat without a block time) makes none of "
+                        "itself; ask for 0 confirmations there"
+                    )
+                raise error
             yield Sleep(self.poll_latency)
 
     def _silence_during_depth(

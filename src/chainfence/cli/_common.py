@@ -581,7 +581,10 @@ def common_options() -> argparse.ArgumentParser:
         help="blocks on top before a transaction counts (default: 0 on dev chains, 3 elsewhere)",
     )
     common.add_argument(
-        "--timeout", type=timeout, default=120.0, help="seconds to wait for a transaction to be mined (default 120)"
+        "--timeout",
+        type=timeout,
+        default=120.0,
+        help="seconds to wait for a transaction to be mined, and as long again for its --confirmations (default 120)",
     )
     output_options(common)
     return common
@@ -737,7 +740,7 @@ def connect(
                 url,
                 private_key=key,
                 confirmations=args.confirmations,
-                timeouts=Timeouts(receipt=args.timeout),
+                timeouts=Timeouts(receipt=args.timeout, confirmation=args.timeout),
                 relayer=relayer,
             )
             break
