@@ -521,7 +521,7 @@ class _Group:
             with leader._cond:
                 # Decided on before the mutex: another leader may have renewed this lease meanwhile (it rode
                 # along, a thread preempted in between): then it is not due any more, and nothing is.
-                if leader.core._own is not None or leader.core.step(now).action != "renew":
+                if leader.core.step(now).action != "renew":
                     return
             for member in self.members:
                 with member._cond:
