@@ -7,9 +7,6 @@ read here directly.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
@@ -18,12 +15,9 @@ from chainfence import Chain, Registry
 from chainfence._sdk.names import namespace_id
 from chainfence.errors import NotNamespaceAdmin, TransactionFailed, UnknownRevert
 from tests.conftest import isolated
+from tests.support.scripts import script
 
-_spec = importlib.util.spec_from_file_location(
-    "gas_report", Path(__file__).resolve().parents[2] / "scripts" / "gas_report.py"
-)
-gas_report = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gas_report)
+gas_report = script("gas_report")
 
 
 @pytest.fixture(scope="module")

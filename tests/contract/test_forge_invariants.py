@@ -16,15 +16,14 @@ all of them; ``scripts/forge_invariants.py --deep`` a longer run.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.support.scripts import script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,20 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(600)
 
 
-def _script(name: str) -> ModuleType:
-    """scripts/<name>.py as a module (registered, so that its dataclasses and imports resolve)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-forge = _script("forge_invariants")
-mutants = _script("forge_mutants")
+forge = script("forge_invariants")
+mutants = script("forge_mutants")
 
 
 def test_the_invariants_hold_on_the_shipped_registry(tmp_path):

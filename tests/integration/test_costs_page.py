@@ -3,7 +3,6 @@ measurement by scripts/gas_report.py: no figure typed by hand, none left behind 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.scripts import script
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "howto" / "_costs.md"
 
 
 def costs_module():
-    spec = importlib.util.spec_from_file_location("costs", ROOT / "scripts" / "costs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("costs")
 
 
 @pytest.fixture(scope="module")

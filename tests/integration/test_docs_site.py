@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import html.parser
-import importlib.util
 import json
 import os
 import re
@@ -23,21 +22,13 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from tests.integration.test_timeline_browser import chromium, run_chromium  # noqa: F401 (a fixture)
+from tests.support.scripts import script
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 
-def _bench_docs():
-    """``scripts/bench_docs.py``: its ``build`` is the one build of the site, here and there."""
-    spec = importlib.util.spec_from_file_location("bench_docs", ROOT / "scripts" / "bench_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-build = _bench_docs().build
+build = script("bench_docs").build  # the one build of the site, timed there, checked here
 
 
 @pytest.fixture(scope="session")

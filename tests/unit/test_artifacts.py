@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.scripts import script
+
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("build_contracts", ROOT / "scripts" / "build_contracts.py")
-build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build)
+build = script("build_contracts")
 
 
 def test_artifacts_record_the_current_sources():

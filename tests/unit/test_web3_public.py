@@ -103,13 +103,12 @@ def test_the_check_leaves_public_names_and_our_own_private_attributes_alone():
 def test_the_range_script_installs_the_declared_floor_and_says_so():
     """scripts/check_web3_range.py's ``lowest`` is read from pyproject.toml, and its docstring names it:
     raising the floor in one place and not the other fails here (its docstring said 7.3 under a 7.7 floor)."""
-    import importlib.util
     import tomllib
 
     root = PACKAGE.parents[1]
-    spec = importlib.util.spec_from_file_location("check_web3_range", root / "scripts" / "check_web3_range.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from tests.support.scripts import script as load_script
+
+    script = load_script("check_web3_range")
     declared = next(
         requirement
         for requirement in tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
